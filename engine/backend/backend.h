@@ -1,0 +1,75 @@
+/* The compute backend interface: a small table of functions plus a context
+ * (after ggml-backend). Nodes never see a backend's native objects: they get
+ * host or device pointers through sl_kernel_args and use parallel_for.
+ * A batch holds the kernels of one level of one chunk: begin, encode..., commit,
+ * wait. Errors are reported at wait with the kernel's node and chunk. */
+#ifndef SL_BACKEND_H
+#define SL_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/status.h"
+
+typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
+
+const char *sl_backend_kind_name(sl_backend_kind k);
+
+typedef struct sl_backend_caps {
+  sl_backend_kind kind;
+  char device[128];       /* non-sensitive description */
+  int compute_units;      /* CPU threads or multiprocessors */
+  uint64_t memory_bytes;  /* memory available to buffers */
+  bool device_memory;     /* buffers live in a separate device memory */
+  /* Throughput profile used by the planner's time estimate. */
+  double bytes_per_second; /* sustained memory traffic */
+  double ops_per_second;   /* simple integer/float operations */
+} sl_backend_caps;
+
+typedef struct sl_backend sl_backend;
+struct sl_kernel_args;
+typedef sl_code (*sl_kernel_fn)(struct sl_kernel_args *args);
+typedef void (*sl_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
+
+typedef struct sl_backend_ops {
+  sl_backend_kind kind;
+  /* Capabilities without creating a context; may touch the device (only
+   * `sluice devices` and backend selection call it). */
+  sl_code (*probe)(sl_backend_caps *caps, sl_error *err);
+  /* threads: 0 = all available. */
+  sl_code (*create)(int threads, sl_backend **out, sl_error *err);
+  void (*destroy)(sl_backend *b);
+  /* Data buffers (the pool calls these; nothing else should). */
+  sl_code (*alloc)(sl_backend *b, size_t bytes, void **ptr, sl_error *err);
+  void (*free)(sl_backend *b, void *ptr, size_t bytes);
+  /* One batch at a time per backend. */
+  sl_code (*batch_begin)(sl_backend *b, sl_error *err);
+  sl_code (*batch_encode)(sl_backend *b, sl_kernel_fn fn, struct sl_kernel_args *args,
+                          sl_error *err);
+  sl_code (*batch_commit)(sl_backend *b, sl_error *err);
+  sl_code (*batch_wait)(sl_backend *b, sl_error *err);
+  /* Runs fn over [0, n) split into ranges of at least `grain`, on all workers;
+   * returns when every range is done. `worker` is in [0, workers). */
+  void (*parallel_for)(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx);
+  int (*workers)(const sl_backend *b);
+} sl_backend_ops;
+
+struct sl_backend {
+  const sl_backend_ops *ops;
+  sl_backend_caps caps;
+  void *impl;
+};
+
+/* The backend table for a kind, or NULL when it is not compiled in. */
+const sl_backend_ops *sl_backend_ops_for(sl_backend_kind k);
+/* Parses "auto", "cpu", "cuda". */
+sl_code sl_backend_parse(const char *name, int *kind_or_auto, sl_error *err);
+#define SL_BACKEND_AUTO (-1)
+/* Resolves auto to the best available backend; an explicit kind that is not
+ * available is an error (no silent fallback). */
+sl_code sl_backend_select(int kind_or_auto, sl_backend_kind *out, sl_error *err);
+
+extern const sl_backend_ops sl_cpu_backend_ops;
+
+#endif

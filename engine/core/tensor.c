@@ -1,0 +1,80 @@
+#include "tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+  const char *name;
+  size_t size;
+} k_dtypes[SL_DT_COUNT] = {
+    [SL_DT_INVALID] = {"invalid", 0}, [SL_U8] = {"u8", 1},   [SL_U16] = {"u16", 2},
+    [SL_U32] = {"u32", 4},           [SL_U64] = {"u64", 8}, [SL_I32] = {"i32", 4},
+    [SL_I64] = {"i64", 8},           [SL_F32] = {"f32", 4}, [SL_F64] = {"f64", 8},
+    [SL_C64] = {"c64", 8},
+};
+
+size_t sl_dtype_size(sl_dtype t) { return (t > 0 && t < SL_DT_COUNT) ? k_dtypes[t].size : 0; }
+
+const char *sl_dtype_name(sl_dtype t) {
+  return (t >= 0 && t < SL_DT_COUNT) ? k_dtypes[t].name : "invalid";
+}
+
+sl_dtype sl_dtype_parse(const char *name) {
+  if (!name) return SL_DT_INVALID;
+  for (int t = 1; t < SL_DT_COUNT; t++)
+    if (strcmp(name, k_dtypes[t].name) == 0) return (sl_dtype)t;
+  return SL_DT_INVALID;
+}
+
+int64_t sl_desc_positions(const sl_tensor_desc *d) {
+  int64_t n = 1;
+  for (int i = 0; i < d->stream_rank; i++) n *= d->dims[i];
+  return n;
+}
+
+int64_t sl_desc_item_elems(const sl_tensor_desc *d) {
+  int64_t n = 1;
+  for (int i = d->stream_rank; i < d->rank; i++) n *= d->dims[i];
+  return n;
+}
+
+int64_t sl_desc_item_bytes(const sl_tensor_desc *d) {
+  return sl_desc_item_elems(d) * (int64_t)sl_dtype_size(d->dtype);
+}
+
+int64_t sl_desc_elems(const sl_tensor_desc *d) {
+  return sl_desc_positions(d) * sl_desc_item_elems(d);
+}
+
+int64_t sl_desc_bytes(const sl_tensor_desc *d) {
+  return sl_desc_elems(d) * (int64_t)sl_dtype_size(d->dtype);
+}
+
+bool sl_desc_equal_shape(const sl_tensor_desc *a, const sl_tensor_desc *b) {
+  if (a->rank != b->rank || a->stream_rank != b->stream_rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+void sl_desc_format(const sl_tensor_desc *d, char *buf, size_t n) {
+  size_t o = 0;
+  int k = snprintf(buf, n, "%s[", sl_dtype_name(d->dtype));
+  if (k > 0) o += (size_t)k;
+  for (int i = 0; i < d->rank && o < n; i++) {
+    const char *sep = i == 0 ? "" : (i == d->stream_rank ? "|" : ",");
+    k = snprintf(buf + o, n - o, "%s%lld", sep, (long long)d->dims[i]);
+    if (k > 0) o += (size_t)k;
+  }
+  if (o < n) snprintf(buf + o, n - o, "%s]", (d->stream_rank == d->rank && d->rank > 0) ? "|" : "");
+}
+
+sl_tensor_desc sl_desc_make(sl_dtype t, int rank, const int64_t *dims, int stream_rank) {
+  sl_tensor_desc d;
+  memset(&d, 0, sizeof d);
+  d.dtype = t;
+  d.rank = rank;
+  d.stream_rank = stream_rank;
+  for (int i = 0; i < rank && i < SL_MAX_RANK; i++) d.dims[i] = dims[i];
+  return d;
+}

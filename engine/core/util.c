@@ -1,0 +1,202 @@
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void *oom(void) {
+  fputs("sluice: out of memory for control data\n", stderr);
+  abort();
+}
+
+char *sl_strdup(const char *s) {
+  if (!s) return NULL;
+  char *d = strdup(s);
+  return d ? d : oom();
+}
+
+char *sl_strndup(const char *s, size_t n) {
+  char *d = strndup(s, n);
+  return d ? d : oom();
+}
+
+void *sl_xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  return p ? p : oom();
+}
+
+void *sl_xrealloc(void *p, size_t size) {
+  void *q = realloc(p, size ? size : 1);
+  return q ? q : oom();
+}
+
+/* A process-wide intern table: locations point into it so that any structure
+ * can carry a file name without owning it. Guarded for use from threads. */
+static pthread_mutex_t g_intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **g_interned;
+static size_t g_n_interned, g_cap_interned;
+
+const char *sl_intern(const char *s) {
+  if (!s) return NULL;
+  pthread_mutex_lock(&g_intern_lock);
+  for (size_t i = 0; i < g_n_interned; i++)
+    if (strcmp(g_interned[i], s) == 0) {
+      pthread_mutex_unlock(&g_intern_lock);
+      return g_interned[i];
+    }
+  if (g_n_interned == g_cap_interned) {
+    g_cap_interned = g_cap_interned ? 2 * g_cap_interned : 16;
+    g_interned = sl_xrealloc(g_interned, g_cap_interned * sizeof *g_interned);
+  }
+  const char *r = g_interned[g_n_interned++] = sl_strdup(s);
+  pthread_mutex_unlock(&g_intern_lock);
+  return r;
+}
+
+size_t sl_edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  size_t *row = sl_xcalloc(lb + 1, sizeof *row);
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t up = row[j];
+      size_t sub = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+      size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+      row[j] = sub < best ? sub : best;
+      diag = up;
+    }
+  }
+  size_t d = row[lb];
+  free(row);
+  return d;
+}
+
+const char *sl_closest(const char *word, const char *const *candidates, size_t n) {
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (size_t i = 0; i < n; i++) {
+    size_t d = sl_edit_distance(word, candidates[i]);
+    if (d < best_d) best_d = d, best = candidates[i];
+  }
+  size_t len = strlen(word);
+  size_t limit = len <= 3 ? 1 : (len <= 6 ? 2 : 3);
+  return (best && best_d <= limit) ? best : NULL;
+}
+
+sl_code sl_parse_size(const char *text, uint64_t *out, sl_error *err) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || errno || !(v >= 0) || !isfinite(v))
+    return sl_fail(err, SL_ERR_USAGE, "invalid size '%s' (expected e.g. 512M, 4G, 1.5GiB)", text);
+  while (*end == ' ') end++;
+  double mult = 1;
+  switch (toupper((unsigned char)*end)) {
+    case 0: break;
+    case 'B': mult = 1; end++; break;
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default:
+      return sl_fail(err, SL_ERR_USAGE, "invalid size unit in '%s' (use K, M, G or T)", text);
+  }
+  if (*end == 'i' || *end == 'I') end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end) return sl_fail(err, SL_ERR_USAGE, "invalid size '%s' (expected e.g. 512M, 4G)", text);
+  double bytes = v * mult;
+  if (bytes > 1.8e19) return sl_fail(err, SL_ERR_USAGE, "size '%s' is too large", text);
+  *out = (uint64_t)bytes;
+  return SL_OK;
+}
+
+void sl_format_bytes(uint64_t bytes, char *buf, size_t n) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024.0 && u < 4) v /= 1024.0, u++;
+  if (u == 0)
+    snprintf(buf, n, "%llu B", (unsigned long long)bytes);
+  else
+    snprintf(buf, n, "%.2f %s", v, units[u]);
+}
+
+bool sl_parse_i64(const char *s, int64_t *out) {
+  if (!s || !*s) return false;
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end) return false;
+  *out = v;
+  return true;
+}
+
+bool sl_parse_f64(const char *s, double *out) {
+  if (!s || !*s) return false;
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !isfinite(v)) return false;
+  *out = v;
+  return true;
+}
+
+bool sl_parse_bool(const char *s, bool *out) {
+  if (!s) return false;
+  if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "yes") || !strcmp(s, "on")) {
+    *out = true;
+    return true;
+  }
+  if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "no") || !strcmp(s, "off")) {
+    *out = false;
+    return true;
+  }
+  return false;
+}
+
+double sl_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t sl_available_memory(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long v;
+    if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
+      kb = v;
+      break;
+    }
+  }
+  fclose(f);
+  return kb * 1024;
+}
+
+void sl_dirname(const char *path, char *buf, size_t n) {
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(buf, n, ".");
+  else if (slash == path)
+    snprintf(buf, n, "/");
+  else
+    snprintf(buf, n, "%.*s", (int)(slash - path), path);
+}
+
+void sl_path_join(const char *dir, const char *rel, char *buf, size_t n) {
+  if (rel[0] == '/' || !dir || !dir[0])
+    snprintf(buf, n, "%s", rel);
+  else
+    snprintf(buf, n, "%s/%s", dir, rel);
+}

@@ -1,0 +1,38 @@
+/* Small helpers shared by every layer. */
+#ifndef SL_UTIL_H
+#define SL_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+char *sl_strdup(const char *s); /* aborts on out of memory: control data only */
+char *sl_strndup(const char *s, size_t n);
+void *sl_xcalloc(size_t n, size_t size); /* control data only; aborts on OOM */
+void *sl_xrealloc(void *p, size_t size);
+/* Interned string that lives for the whole process (for locations). */
+const char *sl_intern(const char *s);
+/* Edit distance, for "did you mean" suggestions. */
+size_t sl_edit_distance(const char *a, const char *b);
+/* Closest of `n` candidates to `word` if it is close enough to suggest, else NULL. */
+const char *sl_closest(const char *word, const char *const *candidates, size_t n);
+/* "64M", "2GiB", "1.5G", "123456" -> bytes (K/M/G/T powers of 1024). */
+sl_code sl_parse_size(const char *text, uint64_t *out, sl_error *err);
+/* "1.50 GiB" */
+void sl_format_bytes(uint64_t bytes, char *buf, size_t n);
+/* Strict integer / float / bool parsing of whole strings. */
+bool sl_parse_i64(const char *s, int64_t *out);
+bool sl_parse_f64(const char *s, double *out);
+bool sl_parse_bool(const char *s, bool *out);
+/* Monotonic seconds. */
+double sl_now(void);
+/* Available physical memory in bytes (MemAvailable), 0 if unknown. */
+uint64_t sl_available_memory(void);
+/* Directory part of a path ("." if none), into buf. */
+void sl_dirname(const char *path, char *buf, size_t n);
+/* Join dir and rel unless rel is absolute. */
+void sl_path_join(const char *dir, const char *rel, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,80 @@
+/* The typed graph: nodes with resolved params, edges from (node, output port)
+ * to (node, input port), inferred tensor descriptors on every port, and the
+ * phase each node runs in. Built from a spec; cycles, dangling references,
+ * unknown types/params/ports and type mismatches are errors with location. */
+#ifndef SL_GRAPH_H
+#define SL_GRAPH_H
+
+#include "node.h"
+
+/* When a node runs relative to the stream of chunks. */
+typedef enum sl_phase {
+  SL_PHASE_PROLOGUE = 0, /* whole inputs only, before the first chunk */
+  SL_PHASE_STREAM = 1,   /* once per chunk */
+  SL_PHASE_EPILOGUE = 2  /* after the last chunk (reads reduction results) */
+} sl_phase;
+
+const char *sl_phase_name(sl_phase p);
+
+#define SL_SRC_NONE (-1)  /* optional input left unconnected */
+#define SL_SRC_INPUT (-2) /* a graph input (iterate bodies); port = input index */
+
+typedef struct sl_edge_src {
+  int node; /* producing node index, or SL_SRC_NONE / SL_SRC_INPUT */
+  int port; /* output port of that node, or graph input index */
+} sl_edge_src;
+
+typedef struct sl_node {
+  const sl_node_desc *desc; /* NULL for iterate nodes */
+  char *id;
+  sl_loc loc;
+  sl_param_value *params; /* desc->n_params entries, in descriptor order */
+  int n_in, n_out;
+  sl_edge_src in_src[8];
+  sl_tensor_desc in[8];
+  sl_tensor_desc out[8];
+  const char *out_names[8]; /* port names (descriptor's, or body outputs) */
+  sl_phase phase;
+  int level; /* topological level (0 = no producers) */
+  void *state;
+  /* iterate nodes only */
+  struct sl_graph *body;
+  int64_t times;
+  int n_carry;
+  int carry_in[8];  /* body input index fed by ... */
+  int carry_out[8]; /* ... this body output on the next iteration */
+} sl_node;
+
+typedef struct sl_graph_output {
+  char *name;
+  int node, port;
+  sl_loc loc;
+} sl_graph_output;
+
+typedef struct sl_graph {
+  int n_nodes;
+  sl_node *nodes; /* in a topological order */
+  int n_outputs;
+  sl_graph_output *outputs;
+  int n_inputs; /* bodies: graph inputs */
+  char **input_names;
+  sl_tensor_desc input_desc[8];
+  int n_levels;
+  const sl_spec *spec; /* not owned */
+} sl_graph;
+
+/* Builds and type-checks the graph of a spec. `inputs` gives the descriptors
+ * of graph inputs (for iterate bodies), NULL for a top-level pipeline. */
+sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_graph **out,
+                       sl_error *err);
+void sl_graph_free(sl_graph *g);
+int sl_graph_find(const sl_graph *g, const char *id);
+/* Does every node (and body node) have a kernel for this backend? */
+sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *err);
+
+/* Typed param access used by descriptors' infer; also exposed for tests. */
+sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *value, const char *base_dir,
+                         sl_param_value *out, sl_error *err);
+void sl_param_value_free(sl_param_value *v);
+
+#endif
