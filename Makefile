@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 WERROR     ?= $(if $(CI),ON,OFF)
 
 DEB_PACKAGES = build-essential cmake pkg-config libyaml-dev libhdf5-dev hdf5-tools \
-               liblz4-dev libzstd-dev libcmocka-dev libpng-dev zlib1g-dev clang \
+               liblz4-dev libzstd-dev libcmocka-dev libpng-dev zlib1g-dev libfftw3-dev clang \
                libclang-rt-14-dev python3
 
 .PHONY: all deps build build-asan demo test test-asan bench fuzz clean

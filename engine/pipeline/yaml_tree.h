@@ -43,4 +43,15 @@ long sl_yaml_find(const sl_yaml *map, const char *key);
 /* Emit as block YAML (used by `sluice render`). */
 void sl_yaml_emit(FILE *f, const sl_yaml *y, int indent);
 
+/* ---- added helpers (pipeline layer) ---- */
+/* Reads a whole regular file (at most 16 MiB) into a NUL-terminated buffer. */
+sl_code sl_yaml_read_file(const char *path, char **text, size_t *len, sl_error *err);
+sl_yaml *sl_yaml_new_map(sl_loc loc);
+sl_yaml *sl_yaml_new_seq(sl_loc loc);
+/* Appends `item` (owned from now on) to a SEQ, or under `key` (copied) to a MAP;
+ * does not check for duplicate keys. */
+void sl_yaml_append(sl_yaml *y, const char *key, sl_yaml *item);
+/* One-line flow rendering ("[32, 32]", "{a: 1}", "text"); caller frees. */
+char *sl_yaml_flow_string(const sl_yaml *y);
+
 #endif

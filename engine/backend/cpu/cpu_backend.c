@@ -1,0 +1,255 @@
+/* The CPU backend: a fixed pool of worker threads. Buffers are host memory.
+ * A batch records kernels; commit runs them in order (each kernel spreads its
+ * own work over the pool with parallel_for), and wait reports the first
+ * failure with its node and chunk. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../core/util.h"
+#include "../../graph/graph.h"
+#include "../backend.h"
+
+typedef struct cpu_job {
+  sl_range_fn fn;
+  void *ctx;
+  int64_t n, grain;
+  int64_t next; /* next unclaimed index, under the lock */
+  int active;   /* workers still inside this job */
+  uint64_t generation;
+} cpu_job;
+
+typedef struct cpu_impl {
+  int n_threads; /* including the calling thread */
+  pthread_t *threads;
+  pthread_mutex_t lock;
+  pthread_cond_t wake, done;
+  cpu_job job;
+  bool stop;
+  /* batch */
+  sl_kernel_fn *fns;
+  sl_kernel_args **args;
+  int n_encoded, cap_encoded;
+  sl_code batch_status;
+  bool in_batch;
+} cpu_impl;
+
+/* Claims ranges of the current job until none are left. */
+static void run_ranges(cpu_impl *c, int worker) {
+  for (;;) {
+    pthread_mutex_lock(&c->lock);
+    int64_t begin = c->job.next;
+    if (begin >= c->job.n) {
+      pthread_mutex_unlock(&c->lock);
+      return;
+    }
+    int64_t end = begin + c->job.grain;
+    if (end > c->job.n) end = c->job.n;
+    c->job.next = end;
+    pthread_mutex_unlock(&c->lock);
+    c->job.fn(c->job.ctx, begin, end, worker);
+  }
+}
+
+typedef struct worker_arg {
+  cpu_impl *c;
+  int index;
+} worker_arg;
+
+static void *worker_main(void *p) {
+  worker_arg *wa = p;
+  cpu_impl *c = wa->c;
+  int index = wa->index;
+  free(wa);
+  uint64_t seen = 0;
+  pthread_mutex_lock(&c->lock);
+  for (;;) {
+    while (!c->stop && c->job.generation == seen) pthread_cond_wait(&c->wake, &c->lock);
+    if (c->stop) break;
+    seen = c->job.generation;
+    c->job.active++;
+    pthread_mutex_unlock(&c->lock);
+    run_ranges(c, index);
+    pthread_mutex_lock(&c->lock);
+    if (--c->job.active == 0) pthread_cond_broadcast(&c->done);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return NULL;
+}
+
+static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx) {
+  cpu_impl *c = b->impl;
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  /* Small jobs, or one thread: run inline, no hand-off cost. */
+  if (c->n_threads == 1 || n <= grain) {
+    fn(ctx, 0, n, 0);
+    return;
+  }
+  /* At least ~4 ranges per thread for balance, never below grain. */
+  int64_t want = n / (4 * (int64_t)c->n_threads);
+  if (want > grain) grain = want;
+  pthread_mutex_lock(&c->lock);
+  c->job.fn = fn;
+  c->job.ctx = ctx;
+  c->job.n = n;
+  c->job.grain = grain;
+  c->job.next = 0;
+  c->job.active = 1; /* the caller */
+  c->job.generation++;
+  pthread_cond_broadcast(&c->wake);
+  pthread_mutex_unlock(&c->lock);
+  run_ranges(c, 0);
+  pthread_mutex_lock(&c->lock);
+  c->job.active--;
+  while (c->job.active > 0 || c->job.next < c->job.n) pthread_cond_wait(&c->done, &c->lock);
+  pthread_mutex_unlock(&c->lock);
+}
+
+static int cpu_workers(const sl_backend *b) { return ((const cpu_impl *)b->impl)->n_threads; }
+
+static int online_cpus(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+static sl_code cpu_probe(sl_backend_caps *caps, sl_error *err) {
+  memset(caps, 0, sizeof *caps);
+  caps->kind = SL_BACKEND_CPU;
+  caps->compute_units = online_cpus();
+  snprintf(caps->device, sizeof caps->device, "host CPU, %d threads", caps->compute_units);
+  caps->memory_bytes = sl_available_memory();
+  caps->device_memory = false;
+  /* Conservative per-core streaming figures; the planner's estimate scales
+   * them by the thread count. */
+  caps->bytes_per_second = 4e9 * caps->compute_units;
+  caps->ops_per_second = 2e9 * caps->compute_units;
+  return SL_OK;
+}
+
+static void cpu_destroy(sl_backend *b);
+
+static sl_code cpu_create(int threads, sl_backend **out, sl_error *err) {
+  sl_backend *b = sl_xcalloc(1, sizeof *b);
+  cpu_impl *c = sl_xcalloc(1, sizeof *c);
+  b->ops = &sl_cpu_backend_ops;
+  b->impl = c;
+  cpu_probe(&b->caps, err);
+  c->n_threads = threads > 0 ? threads : b->caps.compute_units;
+  b->caps.compute_units = c->n_threads;
+  snprintf(b->caps.device, sizeof b->caps.device, "host CPU, %d threads", c->n_threads);
+  b->caps.bytes_per_second = 4e9 * c->n_threads;
+  b->caps.ops_per_second = 2e9 * c->n_threads;
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->wake, NULL);
+  pthread_cond_init(&c->done, NULL);
+  c->threads = sl_xcalloc((size_t)c->n_threads, sizeof *c->threads);
+  for (int i = 1; i < c->n_threads; i++) {
+    worker_arg *wa = sl_xcalloc(1, sizeof *wa);
+    wa->c = c;
+    wa->index = i;
+    if (pthread_create(&c->threads[i], NULL, worker_main, wa) != 0) {
+      free(wa);
+      c->n_threads = i;
+      cpu_destroy(b);
+      return sl_fail(err, SL_ERR_BACKEND, "cpu backend: cannot start worker thread %d", i);
+    }
+  }
+  *out = b;
+  return SL_OK;
+}
+
+static void cpu_destroy(sl_backend *b) {
+  if (!b) return;
+  cpu_impl *c = b->impl;
+  pthread_mutex_lock(&c->lock);
+  c->stop = true;
+  pthread_cond_broadcast(&c->wake);
+  pthread_mutex_unlock(&c->lock);
+  for (int i = 1; i < c->n_threads; i++) pthread_join(c->threads[i], NULL);
+  pthread_mutex_destroy(&c->lock);
+  pthread_cond_destroy(&c->wake);
+  pthread_cond_destroy(&c->done);
+  free(c->threads);
+  free(c->fns);
+  free(c->args);
+  free(c);
+  free(b);
+}
+
+static sl_code cpu_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err) {
+  /* 64-byte alignment for vector loads; size rounded up as aligned_alloc needs. */
+  size_t rounded = (bytes + 63) & ~(size_t)63;
+  void *p = aligned_alloc(64, rounded ? rounded : 64);
+  if (!p) {
+    char h[32];
+    sl_format_bytes(bytes, h, sizeof h);
+    return sl_fail(err, SL_ERR_NOMEM, "cpu backend: cannot allocate %s", h);
+  }
+  *ptr = p;
+  return SL_OK;
+}
+
+static void cpu_free(sl_backend *b, void *ptr, size_t bytes) { free(ptr); }
+
+static sl_code cpu_batch_begin(sl_backend *b, sl_error *err) {
+  cpu_impl *c = b->impl;
+  if (c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cpu backend: batch already open");
+  c->in_batch = true;
+  c->n_encoded = 0;
+  c->batch_status = SL_OK;
+  return SL_OK;
+}
+
+static sl_code cpu_batch_encode(sl_backend *b, sl_kernel_fn fn, sl_kernel_args *args, sl_error *err) {
+  cpu_impl *c = b->impl;
+  if (!c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cpu backend: encode outside a batch");
+  if (c->n_encoded == c->cap_encoded) {
+    c->cap_encoded = c->cap_encoded ? 2 * c->cap_encoded : 16;
+    c->fns = sl_xrealloc(c->fns, (size_t)c->cap_encoded * sizeof *c->fns);
+    c->args = sl_xrealloc(c->args, (size_t)c->cap_encoded * sizeof *c->args);
+  }
+  c->fns[c->n_encoded] = fn;
+  c->args[c->n_encoded] = args;
+  c->n_encoded++;
+  return SL_OK;
+}
+
+static sl_code cpu_batch_commit(sl_backend *b, sl_error *err) {
+  cpu_impl *c = b->impl;
+  for (int i = 0; i < c->n_encoded; i++) {
+    sl_kernel_args *a = c->args[i];
+    sl_code rc = c->fns[i](a);
+    if (rc != SL_OK) {
+      if (a->err != err && a->err) *err = *a->err;
+      if (err->code == SL_OK) sl_fail(err, rc, "kernel failed");
+      if (a->node) sl_error_node(err, a->node->id);
+      sl_error_chunk(err, a->chunk);
+      c->batch_status = rc;
+      break;
+    }
+  }
+  return SL_OK;
+}
+
+static sl_code cpu_batch_wait(sl_backend *b, sl_error *err) {
+  cpu_impl *c = b->impl;
+  c->in_batch = false;
+  return c->batch_status;
+}
+
+const sl_backend_ops sl_cpu_backend_ops = {
+    .kind = SL_BACKEND_CPU,
+    .probe = cpu_probe,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .batch_begin = cpu_batch_begin,
+    .batch_encode = cpu_batch_encode,
+    .batch_commit = cpu_batch_commit,
+    .batch_wait = cpu_batch_wait,
+    .parallel_for = cpu_parallel_for,
+    .workers = cpu_workers,
+};

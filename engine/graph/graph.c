@@ -1,0 +1,466 @@
+/* Graph construction from a spec: node types and params checked against the
+ * descriptors, edges resolved, cycles found, types and shapes inferred, phases
+ * and levels assigned. Every error carries the place in the pipeline file. */
+#include "graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/util.h"
+
+const char *sl_phase_name(sl_phase p) {
+  switch (p) {
+    case SL_PHASE_PROLOGUE: return "prologue";
+    case SL_PHASE_STREAM: return "stream";
+    case SL_PHASE_EPILOGUE: return "epilogue";
+  }
+  return "?";
+}
+
+static sl_code at(sl_error *err, sl_loc loc, const char *node_id) {
+  sl_error_at(err, loc.file, loc.line, loc.col);
+  sl_error_node(err, node_id);
+  return err->code;
+}
+
+int sl_graph_find(const sl_graph *g, const char *id) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!strcmp(g->nodes[i].id, id)) return i;
+  return -1;
+}
+
+static void free_node(sl_node *n) {
+  if (n->desc && n->params)
+    for (int p = 0; p < n->desc->n_params; p++) sl_param_value_free(&n->params[p]);
+  free(n->params);
+  free(n->id);
+  sl_graph_free(n->body);
+}
+
+void sl_graph_free(sl_graph *g) {
+  if (!g) return;
+  for (int i = 0; i < g->n_nodes; i++) free_node(&g->nodes[i]);
+  free(g->nodes);
+  for (int i = 0; i < g->n_outputs; i++) free(g->outputs[i].name);
+  free(g->outputs);
+  for (int i = 0; i < g->n_inputs; i++) free(g->input_names[i]);
+  free(g->input_names);
+  free(g);
+}
+
+/* ---- params ------------------------------------------------------------- */
+
+static sl_code bind_params(sl_node *n, const sl_node_spec *ns, sl_error *err) {
+  const sl_node_desc *d = n->desc;
+  n->params = sl_xcalloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
+  bool *given = sl_xcalloc((size_t)(d->n_params ? d->n_params : 1), sizeof *given);
+  char base_dir[4096];
+  sl_dirname(ns->loc.file ? ns->loc.file : ".", base_dir, sizeof base_dir);
+  sl_code rc = SL_OK;
+  const sl_yaml *pm = ns->params;
+  for (size_t k = 0; pm && k < pm->n && rc == SL_OK; k++) {
+    int idx = -1;
+    for (int p = 0; p < d->n_params; p++)
+      if (!strcmp(d->params[p].name, pm->keys[k])) idx = p;
+    if (idx < 0) {
+      const char *names[64];
+      int nn = d->n_params < 64 ? d->n_params : 64;
+      for (int p = 0; p < nn; p++) names[p] = d->params[p].name;
+      const char *best = sl_closest(pm->keys[k], names, (size_t)nn);
+      sl_fail(err, SL_ERR_PIPELINE, "node type '%s' has no param '%s'%s%s%s", d->type,
+              pm->keys[k], best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
+      rc = at(err, pm->key_locs[k], n->id);
+      break;
+    }
+    rc = sl_param_convert(&d->params[idx], pm->items[k], base_dir, &n->params[idx], err);
+    if (rc != SL_OK) {
+      at(err, pm->items[k]->loc, n->id);
+      break;
+    }
+    given[idx] = true;
+  }
+  for (int p = 0; p < d->n_params && rc == SL_OK; p++) {
+    if (given[p]) continue;
+    if (!d->params[p].default_value) {
+      sl_fail(err, SL_ERR_PIPELINE, "node type '%s' needs param '%s' (%s)", d->type,
+              d->params[p].name, d->params[p].doc ? d->params[p].doc : "no default");
+      rc = at(err, ns->loc, n->id);
+      break;
+    }
+    sl_yaml *dv = NULL;
+    rc = sl_yaml_load_string(d->params[p].default_value, strlen(d->params[p].default_value),
+                             "<default>", &dv, err);
+    if (rc == SL_OK) rc = sl_param_convert(&d->params[p], dv, base_dir, &n->params[p], err);
+    sl_yaml_free(dv);
+    if (rc != SL_OK) {
+      sl_fail(err, SL_ERR_INTERNAL, "bad default for param '%s' of node type '%s'",
+              d->params[p].name, d->type);
+      break;
+    }
+  }
+  free(given);
+  return rc;
+}
+
+/* ---- edges ---------------------------------------------------------------- */
+
+static int find_output_port(const sl_node *n, const char *port) {
+  for (int k = 0; k < n->n_out; k++)
+    if (!strcmp(n->out_names[k], port)) return k;
+  return -1;
+}
+
+static sl_code no_such_port(sl_error *err, const sl_node *n, const char *port, const char *what,
+                            const char *const *names, int count, sl_loc loc, const char *user) {
+  const char *best = sl_closest(port, names, (size_t)count);
+  sl_fail(err, SL_ERR_PIPELINE, "node '%s' (%s) has no %s port '%s'%s%s%s", n->id,
+          n->desc ? n->desc->type : "iterate", what, port, best ? " (did you mean '" : "",
+          best ? best : "", best ? "'?)" : "");
+  return at(err, loc, user);
+}
+
+/* Resolves a reference to (node, port) or (SL_SRC_INPUT, index). */
+static sl_code resolve_ref(sl_graph *g, const sl_ref *r, const char *user, sl_edge_src *src,
+                           sl_error *err) {
+  if (!strcmp(r->node, "inputs")) {
+    for (int i = 0; i < g->n_inputs; i++)
+      if (!strcmp(g->input_names[i], r->port)) {
+        src->node = SL_SRC_INPUT;
+        src->port = i;
+        return SL_OK;
+      }
+    sl_fail(err, SL_ERR_PIPELINE, "'inputs.%s' is not a declared pipeline input", r->port);
+    return at(err, r->loc, user);
+  }
+  int ni = sl_graph_find(g, r->node);
+  if (ni < 0) {
+    sl_fail(err, SL_ERR_PIPELINE, "reference to unknown node '%s'", r->node);
+    return at(err, r->loc, user);
+  }
+  int port = find_output_port(&g->nodes[ni], r->port);
+  if (port < 0)
+    return no_such_port(err, &g->nodes[ni], r->port, "output", g->nodes[ni].out_names,
+                        g->nodes[ni].n_out, r->loc, user);
+  src->node = ni;
+  src->port = port;
+  return SL_OK;
+}
+
+/* ---- building ---------------------------------------------------------------- */
+
+static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *err) {
+  sl_node *n = &g->nodes[i];
+  n->id = sl_strdup(ns->id);
+  n->loc = ns->loc;
+  for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
+  if (!strcmp(ns->type, "iterate")) {
+    n->times = ns->times;
+    n->n_in = (int)ns->body->n_inputs;
+    n->n_out = (int)ns->body->n_outputs;
+    if (n->n_in > 8 || n->n_out > 8) {
+      sl_fail(err, SL_ERR_PIPELINE, "an iterate body has at most 8 inputs and 8 outputs");
+      return at(err, ns->loc, n->id);
+    }
+    for (int k = 0; k < n->n_out; k++) n->out_names[k] = ns->body->outputs[k].name;
+    return SL_OK;
+  }
+  n->desc = sl_node_find(ns->type);
+  if (!n->desc) {
+    int count;
+    const sl_node_desc *const *all = sl_node_all(&count);
+    const char *names[256];
+    for (int k = 0; k < count && k < 256; k++) names[k] = all[k]->type;
+    const char *best = sl_closest(ns->type, names, (size_t)(count < 256 ? count : 256));
+    sl_fail(err, SL_ERR_PIPELINE, "unknown node type '%s'%s%s%s (see `sluice nodes`)", ns->type,
+            best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
+    return at(err, ns->loc, n->id);
+  }
+  n->n_in = n->desc->n_inputs;
+  n->n_out = n->desc->n_outputs;
+  for (int k = 0; k < n->n_out; k++) n->out_names[k] = n->desc->outputs[k].name;
+  return bind_params(n, ns, err);
+}
+
+static sl_code connect_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *err) {
+  sl_node *n = &g->nodes[i];
+  for (size_t b = 0; b < ns->n_inputs; b++) {
+    const sl_input_binding *ib = &ns->inputs[b];
+    int k = -1;
+    const char *names[8];
+    for (int p = 0; p < n->n_in; p++) {
+      names[p] = n->desc ? n->desc->inputs[p].name : ns->body->inputs[p];
+      if (!strcmp(names[p], ib->name)) k = p;
+    }
+    if (k < 0) return no_such_port(err, n, ib->name, "input", names, n->n_in, ib->ref.loc, n->id);
+    sl_code rc = resolve_ref(g, &ib->ref, n->id, &n->in_src[k], err);
+    if (rc != SL_OK) return rc;
+  }
+  for (int p = 0; p < n->n_in; p++) {
+    bool optional = n->desc && n->desc->inputs[p].optional;
+    if (n->in_src[p].node == SL_SRC_NONE && !optional) {
+      sl_fail(err, SL_ERR_PIPELINE, "input '%s' of node '%s' is not connected",
+              n->desc ? n->desc->inputs[p].name : ns->body->inputs[p], n->id);
+      return at(err, ns->loc, n->id);
+    }
+  }
+  return SL_OK;
+}
+
+/* Kahn's algorithm; on a cycle, names the nodes that are part of it. */
+static sl_code topo_order(sl_graph *g, int *order, sl_error *err) {
+  int n = g->n_nodes;
+  int *indeg = sl_xcalloc((size_t)n, sizeof *indeg);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].in_src[k].node >= 0) indeg[i]++;
+  int head = 0, tail = 0;
+  for (int i = 0; i < n; i++)
+    if (indeg[i] == 0) order[tail++] = i;
+  while (head < tail) {
+    int u = order[head++];
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < g->nodes[i].n_in; k++)
+        if (g->nodes[i].in_src[k].node == u && --indeg[i] == 0) order[tail++] = i;
+  }
+  sl_code rc = SL_OK;
+  if (tail < n) {
+    char names[512] = "";
+    int first = -1;
+    for (int i = 0; i < n; i++)
+      if (indeg[i] > 0) {
+        if (first < 0) first = i;
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "", g->nodes[i].id);
+      }
+    sl_fail(err, SL_ERR_PIPELINE, "the graph has a cycle through nodes %s", names);
+    rc = at(err, g->nodes[first].loc, NULL);
+  }
+  free(indeg);
+  return rc;
+}
+
+static bool same_stream(const sl_tensor_desc *a, const sl_tensor_desc *b) {
+  if (a->stream_rank != b->stream_rank) return false;
+  for (int i = 0; i < a->stream_rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+static sl_code infer_iterate(sl_graph *g, sl_node *n, const sl_node_spec *ns, sl_error *err) {
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k].stream_rank) {
+      sl_fail(err, SL_ERR_PIPELINE, "iterate body input '%s' is streamed; iterate works on whole tensors",
+              ns->body->inputs[k]);
+      return at(err, ns->loc, n->id);
+    }
+  sl_code rc = sl_graph_build(ns->body, n->in, &n->body, err);
+  if (rc != SL_OK) {
+    sl_error_node(err, n->id);
+    return rc;
+  }
+  for (int i = 0; i < n->body->n_nodes; i++)
+    if (n->body->nodes[i].phase != SL_PHASE_PROLOGUE) {
+      sl_fail(err, SL_ERR_PIPELINE, "iterate body node '%s' streams; iterate bodies work on whole tensors",
+              n->body->nodes[i].id);
+      return at(err, n->body->nodes[i].loc, n->id);
+    }
+  for (int k = 0; k < n->n_out; k++) {
+    const sl_graph_output *o = &n->body->outputs[k];
+    n->out[k] = o->node == SL_SRC_INPUT ? n->in[o->port] : n->body->nodes[o->node].out[o->port];
+  }
+  n->n_carry = (int)ns->n_carry;
+  for (size_t c = 0; c < ns->n_carry; c++) {
+    int ci = -1, co = -1;
+    for (int k = 0; k < n->n_in; k++)
+      if (!strcmp(ns->body->inputs[k], ns->carry[c])) ci = k;
+    for (int k = 0; k < n->n_out; k++)
+      if (!strcmp(n->out_names[k], ns->carry[c])) co = k;
+    if (ci < 0 || co < 0) {
+      sl_fail(err, SL_ERR_PIPELINE, "carried value '%s' must be both a body input and a body output",
+              ns->carry[c]);
+      return at(err, ns->loc, n->id);
+    }
+    if (n->out[co].dtype != n->in[ci].dtype || !sl_desc_equal_shape(&n->out[co], &n->in[ci])) {
+      char a[128], b[128];
+      sl_desc_format(&n->in[ci], a, sizeof a);
+      sl_desc_format(&n->out[co], b, sizeof b);
+      sl_fail(err, SL_ERR_PIPELINE, "carried value '%s' enters the body as %s but leaves as %s",
+              ns->carry[c], a, b);
+      return at(err, ns->loc, n->id);
+    }
+    n->carry_in[c] = ci;
+    n->carry_out[c] = co;
+  }
+  (void)g;
+  return SL_OK;
+}
+
+/* Phase rules: anything touching a streamed port runs per chunk; a whole node
+ * reading a reduction or an epilogue result runs after the stream; the rest
+ * runs before it. A streamed node cannot read an after-stream result (that
+ * would need a second pass over the data). */
+static sl_code assign_phase(sl_graph *g, sl_node *n, const sl_tensor_desc **stream_ref,
+                            sl_error *err) {
+  bool streamed = false, after = false;
+  for (int k = 0; k < n->n_out; k++) streamed |= n->out[k].stream_rank > 0;
+  for (int k = 0; k < n->n_in; k++) {
+    const sl_edge_src s = n->in_src[k];
+    if (s.node == SL_SRC_NONE) continue;
+    streamed |= n->in[k].stream_rank > 0;
+    if (s.node >= 0) {
+      const sl_node *p = &g->nodes[s.node];
+      after |= p->phase == SL_PHASE_EPILOGUE ||
+               (p->phase == SL_PHASE_STREAM && p->out[s.port].stream_rank == 0);
+    }
+  }
+  for (int k = 0; k < n->n_in + n->n_out; k++) {
+    const sl_tensor_desc *d = k < n->n_in ? &n->in[k] : &n->out[k - n->n_in];
+    if (k < n->n_in && n->in_src[k].node == SL_SRC_NONE) continue;
+    if (!d->stream_rank) continue;
+    if (!*stream_ref) {
+      *stream_ref = d;
+    } else if (!same_stream(*stream_ref, d)) {
+      char a[128], b[128];
+      sl_desc_format(*stream_ref, a, sizeof a);
+      sl_desc_format(d, b, sizeof b);
+      sl_fail(err, SL_ERR_PIPELINE,
+              "all streamed data must share one scan: %s does not match the scan of %s", b, a);
+      return at(err, n->loc, n->id);
+    }
+  }
+  if (streamed && after) {
+    sl_fail(err, SL_ERR_PIPELINE,
+            "node '%s' streams over the scan but reads a result that exists only after the "
+            "whole scan (a reduction); that needs a second pass, which is not supported",
+            n->id);
+    return at(err, n->loc, n->id);
+  }
+  if (n->body && streamed) {
+    sl_fail(err, SL_ERR_PIPELINE, "iterate nodes work on whole tensors, not streamed ones");
+    return at(err, n->loc, n->id);
+  }
+  n->phase = streamed ? SL_PHASE_STREAM : (after ? SL_PHASE_EPILOGUE : SL_PHASE_PROLOGUE);
+  return SL_OK;
+}
+
+/* Reorders nodes by (phase, level, original order) and remaps edges. */
+static void sort_nodes(sl_graph *g) {
+  int n = g->n_nodes;
+  int *perm = sl_xcalloc((size_t)n, sizeof *perm), *inv = sl_xcalloc((size_t)n, sizeof *inv);
+  for (int i = 0; i < n; i++) perm[i] = i;
+  for (int i = 1; i < n; i++) /* insertion sort: stable, n is small */
+    for (int j = i; j > 0; j--) {
+      const sl_node *a = &g->nodes[perm[j - 1]], *b = &g->nodes[perm[j]];
+      bool swap = a->phase > b->phase || (a->phase == b->phase && a->level > b->level);
+      if (!swap) break;
+      int t = perm[j];
+      perm[j] = perm[j - 1];
+      perm[j - 1] = t;
+    }
+  for (int i = 0; i < n; i++) inv[perm[i]] = i;
+  sl_node *nodes = sl_xcalloc((size_t)n, sizeof *nodes);
+  for (int i = 0; i < n; i++) {
+    nodes[i] = g->nodes[perm[i]];
+    for (int k = 0; k < nodes[i].n_in; k++)
+      if (nodes[i].in_src[k].node >= 0) nodes[i].in_src[k].node = inv[nodes[i].in_src[k].node];
+  }
+  for (int o = 0; o < g->n_outputs; o++)
+    if (g->outputs[o].node >= 0) g->outputs[o].node = inv[g->outputs[o].node];
+  free(g->nodes);
+  g->nodes = nodes;
+  free(perm);
+  free(inv);
+}
+
+sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_graph **out,
+                       sl_error *err) {
+  sl_graph *g = sl_xcalloc(1, sizeof *g);
+  g->spec = spec;
+  g->n_nodes = (int)spec->n_nodes;
+  g->nodes = sl_xcalloc(spec->n_nodes, sizeof *g->nodes);
+  g->n_inputs = (int)spec->n_inputs;
+  g->input_names = sl_xcalloc(spec->n_inputs, sizeof *g->input_names);
+  sl_code rc = SL_OK;
+  if (g->n_inputs > 8) rc = sl_fail(err, SL_ERR_PIPELINE, "a pipeline has at most 8 inputs");
+  for (int i = 0; i < g->n_inputs; i++) {
+    g->input_names[i] = sl_strdup(spec->inputs[i]);
+    if (rc == SL_OK && !inputs)
+      rc = sl_fail(err, SL_ERR_PIPELINE,
+                   "pipeline input '%s' is not bound: this file is a template or iterate body; "
+                   "`use` it from another pipeline",
+                   spec->inputs[i]);
+    if (rc == SL_OK) g->input_desc[i] = inputs[i];
+  }
+  if (rc != SL_OK) sl_error_at(err, spec->file, 0, 0);
+  for (int i = 0; i < g->n_nodes && rc == SL_OK; i++) rc = make_node(g, i, &spec->nodes[i], err);
+  for (int i = 0; i < g->n_nodes && rc == SL_OK; i++)
+    rc = connect_node(g, i, &spec->nodes[i], err);
+  int *order = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *order);
+  if (rc == SL_OK) rc = topo_order(g, order, err);
+  const sl_tensor_desc *stream_ref = NULL;
+  for (int oi = 0; oi < g->n_nodes && rc == SL_OK; oi++) {
+    int i = order[oi];
+    sl_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_in; k++) {
+      sl_edge_src s = n->in_src[k];
+      if (s.node >= 0) n->in[k] = g->nodes[s.node].out[s.port];
+      else if (s.node == SL_SRC_INPUT) n->in[k] = g->input_desc[s.port];
+    }
+    if (n->desc) {
+      rc = n->desc->infer(n, err);
+      if (rc != SL_OK) {
+        if (err->code == SL_ERR_INTERNAL || err->code == SL_OK) err->code = SL_ERR_PIPELINE;
+        at(err, n->loc, n->id);
+        rc = err->code;
+        break;
+      }
+    } else {
+      rc = infer_iterate(g, n, &spec->nodes[i], err);
+      if (rc != SL_OK) break;
+    }
+    rc = assign_phase(g, n, &stream_ref, err);
+    if (rc != SL_OK) break;
+    n->level = 0;
+    for (int k = 0; k < n->n_in; k++) {
+      sl_edge_src s = n->in_src[k];
+      if (s.node >= 0 && g->nodes[s.node].phase == n->phase && g->nodes[s.node].level + 1 > n->level)
+        n->level = g->nodes[s.node].level + 1;
+    }
+  }
+  free(order);
+  g->n_outputs = (int)spec->n_outputs;
+  g->outputs = sl_xcalloc(spec->n_outputs, sizeof *g->outputs);
+  for (int o = 0; o < g->n_outputs; o++) {
+    g->outputs[o].name = sl_strdup(spec->outputs[o].name);
+    g->outputs[o].loc = spec->outputs[o].ref.loc;
+    g->outputs[o].node = SL_SRC_NONE;
+  }
+  for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
+    sl_edge_src s;
+    rc = resolve_ref(g, &spec->outputs[o].ref, NULL, &s, err);
+    g->outputs[o].node = s.node;
+    g->outputs[o].port = s.port;
+  }
+  if (rc == SL_OK) sort_nodes(g);
+  if (rc != SL_OK) {
+    sl_graph_free(g);
+    return rc;
+  }
+  *out = g;
+  return SL_OK;
+}
+
+sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *err) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    if (n->body) {
+      sl_code rc = sl_graph_check_backend(n->body, k, err);
+      if (rc != SL_OK) return rc;
+    } else if (!n->desc->kernel[k]) {
+      sl_fail(err, SL_ERR_BACKEND, "node type '%s' has no kernel for the %s backend",
+              n->desc->type, sl_backend_kind_name(k));
+      return at(err, n->loc, n->id);
+    }
+  }
+  return SL_OK;
+}

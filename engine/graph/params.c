@@ -1,0 +1,120 @@
+/* Typed node parameters: conversion from YAML values (checked against the
+ * descriptor's declared type) and accessors for node code. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/util.h"
+#include "graph.h"
+
+static sl_code type_error(const sl_param_def *def, const sl_yaml *v, const char *expected,
+                          sl_error *err) {
+  sl_fail(err, SL_ERR_PIPELINE, "param '%s' expects %s, found %s%s%s", def->name, expected,
+          v->kind == SL_Y_SCALAR ? "'" : "",
+          v->kind == SL_Y_SCALAR ? v->scalar : (v->kind == SL_Y_SEQ ? "a list" : "a map"),
+          v->kind == SL_Y_SCALAR ? "'" : "");
+  sl_error_at(err, v->loc.file, v->loc.line, v->loc.col);
+  return SL_ERR_PIPELINE;
+}
+
+sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *base_dir,
+                         sl_param_value *out, sl_error *err) {
+  memset(out, 0, sizeof *out);
+  out->type = def->type;
+  switch (def->type) {
+    case SL_PT_INT:
+      if (v->kind != SL_Y_SCALAR || !sl_parse_i64(v->scalar, &out->i))
+        return type_error(def, v, "an integer", err);
+      return SL_OK;
+    case SL_PT_FLOAT:
+      if (v->kind != SL_Y_SCALAR || !sl_parse_f64(v->scalar, &out->f))
+        return type_error(def, v, "a number", err);
+      return SL_OK;
+    case SL_PT_BOOL:
+      if (v->kind != SL_Y_SCALAR || !sl_parse_bool(v->scalar, &out->b))
+        return type_error(def, v, "true or false", err);
+      return SL_OK;
+    case SL_PT_STRING:
+      if (v->kind != SL_Y_SCALAR) return type_error(def, v, "a string", err);
+      out->s = sl_strdup(v->scalar);
+      return SL_OK;
+    case SL_PT_PATH: {
+      if (v->kind != SL_Y_SCALAR) return type_error(def, v, "a path", err);
+      char buf[4096];
+      if (v->scalar[0] == 0) {
+        out->s = sl_strdup("");
+        return SL_OK;
+      }
+      sl_path_join(base_dir, v->scalar, buf, sizeof buf);
+      out->s = sl_strdup(buf);
+      return SL_OK;
+    }
+    case SL_PT_SHAPE:
+      if (v->kind != SL_Y_SEQ) return type_error(def, v, "a shape such as [32, 32]", err);
+      out->n = v->n;
+      out->ints = sl_xcalloc(v->n, sizeof *out->ints);
+      for (size_t i = 0; i < v->n; i++) {
+        const sl_yaml *it = v->items[i];
+        if (it->kind != SL_Y_SCALAR || !sl_parse_i64(it->scalar, &out->ints[i]) ||
+            out->ints[i] < 0) {
+          sl_param_value_free(out);
+          return type_error(def, it, "non-negative integers in the shape", err);
+        }
+      }
+      return SL_OK;
+    case SL_PT_LIST:
+      if (v->kind != SL_Y_SEQ) return type_error(def, v, "a list", err);
+      out->n = v->n;
+      out->strs = sl_xcalloc(v->n, sizeof *out->strs);
+      for (size_t i = 0; i < v->n; i++) {
+        if (v->items[i]->kind != SL_Y_SCALAR) {
+          sl_param_value_free(out);
+          return type_error(def, v->items[i], "scalar list items", err);
+        }
+        out->strs[i] = sl_strdup(v->items[i]->scalar);
+      }
+      return SL_OK;
+  }
+  return sl_fail(err, SL_ERR_INTERNAL, "unknown param type");
+}
+
+void sl_param_value_free(sl_param_value *v) {
+  if (!v) return;
+  free(v->s);
+  free(v->ints);
+  if (v->strs)
+    for (size_t i = 0; i < v->n; i++) free(v->strs[i]);
+  free(v->strs);
+  memset(v, 0, sizeof *v);
+}
+
+const sl_param_value *sl_param(const sl_node *n, const char *name) {
+  for (int i = 0; i < n->desc->n_params; i++)
+    if (!strcmp(n->desc->params[i].name, name)) return &n->params[i];
+  assert(!"node code asked for a param its descriptor does not declare");
+  return NULL;
+}
+
+int64_t sl_param_int(const sl_node *n, const char *name) {
+  const sl_param_value *v = sl_param(n, name);
+  assert(v->type == SL_PT_INT);
+  return v->i;
+}
+
+double sl_param_float(const sl_node *n, const char *name) {
+  const sl_param_value *v = sl_param(n, name);
+  assert(v->type == SL_PT_FLOAT || v->type == SL_PT_INT);
+  return v->type == SL_PT_INT ? (double)v->i : v->f;
+}
+
+bool sl_param_bool(const sl_node *n, const char *name) {
+  const sl_param_value *v = sl_param(n, name);
+  assert(v->type == SL_PT_BOOL);
+  return v->b;
+}
+
+const char *sl_param_str(const sl_node *n, const char *name) {
+  const sl_param_value *v = sl_param(n, name);
+  assert(v->type == SL_PT_STRING || v->type == SL_PT_PATH);
+  return v->s;
+}

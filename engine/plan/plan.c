@@ -1,0 +1,272 @@
+/* The planner (see plan.h). Pure: it reads the graph and node descriptors'
+ * cost functions and allocates only its own tables. */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/util.h"
+
+int64_t sl_size_class(int64_t bytes) {
+  int64_t c = 64;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+void sl_plan_free(sl_plan *p) {
+  if (!p) return;
+  for (int l = 0; l < p->n_levels; l++) free(p->levels[l].nodes);
+  free(p->levels);
+  free(p->buffers);
+  free(p->slots);
+  if (p->nodes)
+    for (int i = 0; i < p->graph->n_nodes; i++) sl_plan_free(p->nodes[i].body);
+  free(p->nodes);
+  free(p);
+}
+
+static const sl_tensor_desc *stream_desc(const sl_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k].stream_rank) return &n->out[k];
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k].stream_rank && n->in_src[k].node != SL_SRC_NONE) return &n->in[k];
+  }
+  return NULL;
+}
+
+static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
+  a->bytes_read += b->bytes_read * times;
+  a->bytes_written += b->bytes_written * times;
+  a->ops += b->ops * times;
+  if (b->workspace_bytes > a->workspace_bytes) a->workspace_bytes = b->workspace_bytes;
+}
+
+static double estimate(const sl_backend_caps *caps, const sl_node_cost *c) {
+  double t_mem = caps->bytes_per_second > 0
+                     ? (double)(c->bytes_read + c->bytes_written) / caps->bytes_per_second
+                     : 0;
+  double t_ops = caps->ops_per_second > 0 ? (double)c->ops / caps->ops_per_second : 0;
+  return t_mem > t_ops ? t_mem : t_ops;
+}
+
+/* Builds the plan for a fixed chunk size. */
+static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
+                               sl_plan **out, sl_error *err) {
+  sl_plan *p = sl_xcalloc(1, sizeof *p);
+  p->graph = g;
+  p->caps = opts->caps;
+  p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
+  const sl_tensor_desc *sd = stream_desc(g);
+  p->positions = sd ? sl_desc_positions(sd) : 0;
+  p->chunk_positions = sd ? chunk : 0;
+  p->n_chunks = sd && chunk > 0 ? (p->positions + chunk - 1) / chunk : 0;
+  int64_t last_chunk = sd && chunk > 0 ? p->positions - (p->n_chunks - 1) * chunk : 0;
+
+  /* Levels: per-phase level counts give each phase a block of global levels. */
+  int count[3] = {0, 0, 0};
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    if (n->level + 1 > count[n->phase]) count[n->phase] = n->level + 1;
+  }
+  int offset[3] = {0, count[0], count[0] + count[1]};
+  p->n_levels = count[0] + count[1] + count[2];
+  p->levels = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *p->levels);
+  p->stream_first_level = count[1] ? offset[1] : -1;
+  p->stream_last_level = count[1] ? offset[1] + count[1] - 1 : -1;
+  int *glevel = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *glevel);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    glevel[i] = offset[n->phase] + n->level;
+    sl_plan_level *lv = &p->levels[glevel[i]];
+    lv->phase = n->phase;
+    lv->nodes = sl_xrealloc(lv->nodes, (size_t)(lv->n_nodes + 1) * sizeof *lv->nodes);
+    lv->nodes[lv->n_nodes++] = i;
+  }
+
+  /* Costs and estimates. */
+  p->nodes = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->nodes);
+  sl_code rc = SL_OK;
+  for (int i = 0; i < g->n_nodes && rc == SL_OK; i++) {
+    const sl_node *n = &g->nodes[i];
+    sl_plan_node *pn = &p->nodes[i];
+    sl_node_cost c;
+    if (n->body) {
+      sl_plan_opts body_opts = *opts;
+      rc = plan_with_chunk(n->body, &body_opts, 0, &pn->body, err);
+      if (rc != SL_OK) break;
+      pn->cost.bytes_read = pn->body->bytes_read * n->times;
+      pn->cost.bytes_written = pn->body->bytes_written * n->times;
+      pn->cost.ops = pn->body->ops * n->times;
+      pn->est_seconds = pn->body->est_seconds * (double)n->times;
+      int64_t carry = 0;
+      for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
+      int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
+      if (need > p->body_bytes) p->body_bytes = need;
+    } else if (n->phase == SL_PHASE_STREAM) {
+      n->desc->cost(n, chunk, &c);
+      add_cost(&pn->cost, &c, p->n_chunks - 1);
+      n->desc->cost(n, last_chunk, &c);
+      add_cost(&pn->cost, &c, 1);
+      pn->est_seconds = estimate(&p->caps, &pn->cost);
+    } else {
+      n->desc->cost(n, 1, &c);
+      add_cost(&pn->cost, &c, 1);
+      pn->est_seconds = estimate(&p->caps, &pn->cost);
+    }
+    if (pn->cost.workspace_bytes > p->workspace_bytes) p->workspace_bytes = pn->cost.workspace_bytes;
+    p->bytes_read += pn->cost.bytes_read;
+    p->bytes_written += pn->cost.bytes_written;
+    p->ops += pn->cost.ops;
+    p->est_seconds += pn->est_seconds;
+    p->levels[glevel[i]].est_seconds += pn->est_seconds;
+  }
+  if (rc != SL_OK) {
+    free(glevel);
+    sl_plan_free(p);
+    return rc;
+  }
+
+  /* Buffers and lifetimes. */
+  int nb = 0;
+  for (int i = 0; i < g->n_nodes; i++) nb += g->nodes[i].n_out;
+  p->buffers = sl_xcalloc((size_t)(nb ? nb : 1), sizeof *p->buffers);
+  int final_level = p->n_levels - 1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_out; k++) {
+      sl_plan_buffer *b = &p->buffers[p->n_buffers++];
+      b->node = i;
+      b->port = k;
+      b->streamed = n->out[k].stream_rank > 0;
+      b->reduction = !b->streamed && n->phase == SL_PHASE_STREAM;
+      b->bytes = b->streamed ? chunk * sl_desc_item_bytes(&n->out[k]) : sl_desc_bytes(&n->out[k]);
+      b->first_level = b->reduction ? p->stream_first_level : glevel[i];
+      b->last_level = glevel[i];
+      for (int j = 0; j < g->n_nodes; j++)
+        for (int q = 0; q < g->nodes[j].n_in; q++)
+          if (g->nodes[j].in_src[q].node == i && g->nodes[j].in_src[q].port == k &&
+              glevel[j] > b->last_level)
+            b->last_level = glevel[j];
+      for (int o = 0; o < g->n_outputs; o++)
+        if (g->outputs[o].node == i && g->outputs[o].port == k) b->graph_output = true;
+      if (b->graph_output) {
+        b->last_level = b->streamed ? p->stream_last_level : final_level;
+        if (b->streamed) p->output_bytes += sl_desc_bytes(&n->out[k]);
+      }
+      /* Whole data that the stream touches must outlive every chunk. */
+      if (!b->streamed && p->stream_first_level >= 0 && b->first_level <= p->stream_last_level &&
+          b->last_level >= p->stream_first_level && b->last_level < p->stream_last_level)
+        b->last_level = p->stream_last_level;
+    }
+  }
+  free(glevel);
+
+  /* Slots: greedy over buffers by first level; a slot is free for a buffer of
+   * its size class once its last occupant's lifetime has ended. The executor
+   * uses exactly this assignment. */
+  int *order = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *order);
+  for (int b = 0; b < p->n_buffers; b++) order[b] = b;
+  for (int a = 1; a < p->n_buffers; a++)
+    for (int b = a; b > 0 && p->buffers[order[b - 1]].first_level > p->buffers[order[b]].first_level; b--) {
+      int t = order[b];
+      order[b] = order[b - 1];
+      order[b - 1] = t;
+    }
+  int *free_after = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *free_after);
+  p->slots = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *p->slots);
+  for (int oi = 0; oi < p->n_buffers; oi++) {
+    sl_plan_buffer *b = &p->buffers[order[oi]];
+    int64_t cls = sl_size_class(b->bytes);
+    int s = -1;
+    for (int k = 0; k < p->n_slots; k++)
+      if (p->slots[k].bytes == cls && free_after[k] < b->first_level) {
+        s = k;
+        break;
+      }
+    if (s < 0) {
+      s = p->n_slots++;
+      p->slots[s].bytes = cls;
+    }
+    free_after[s] = b->last_level;
+    b->slot = s;
+  }
+  free(order);
+  free(free_after);
+  for (int s = 0; s < p->n_slots; s++) p->slot_bytes += p->slots[s].bytes;
+  for (int l = 0; l < p->n_levels; l++) {
+    int64_t live = 0;
+    for (int b = 0; b < p->n_buffers; b++)
+      if (p->buffers[b].first_level <= l && l <= p->buffers[b].last_level) live += p->buffers[b].bytes;
+    if (live > p->live_peak_bytes) p->live_peak_bytes = live;
+  }
+  int64_t engine = p->slot_bytes + p->workspace_bytes + p->body_bytes;
+  if (p->caps.device_memory) {
+    p->peak_device_bytes = engine;
+    p->peak_host_bytes = p->output_bytes;
+  } else {
+    p->peak_host_bytes = engine + p->output_bytes;
+  }
+  *out = p;
+  return SL_OK;
+}
+
+static bool fits(const sl_plan *p) {
+  uint64_t need = (uint64_t)(p->caps.device_memory ? p->peak_device_bytes : p->peak_host_bytes);
+  return p->memory_limit == 0 || need <= p->memory_limit;
+}
+
+sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err) {
+  const sl_tensor_desc *sd = stream_desc(g);
+  int64_t positions = sd ? sl_desc_positions(sd) : 0;
+  int64_t chunk = opts->chunk_positions;
+  bool automatic = chunk <= 0;
+  if (sd && automatic) {
+    int64_t per_pos = 0; /* bytes per position of the largest streamed buffer */
+    for (int i = 0; i < g->n_nodes; i++)
+      for (int k = 0; k < g->nodes[i].n_out; k++)
+        if (g->nodes[i].out[k].stream_rank) {
+          int64_t b = sl_desc_item_bytes(&g->nodes[i].out[k]);
+          if (b > per_pos) per_pos = b;
+        }
+    int64_t target = opts->target_chunk_bytes > 0 ? opts->target_chunk_bytes : (32 << 20);
+    chunk = per_pos > 0 ? target / per_pos : positions;
+    if (chunk < 1) chunk = 1;
+  }
+  if (sd && chunk > positions) chunk = positions;
+  if (sd && positions == 0)
+    return sl_fail(err, SL_ERR_PIPELINE, "the scan has no positions");
+  for (;;) {
+    sl_plan *p = NULL;
+    sl_code rc = plan_with_chunk(g, opts, chunk, &p, err);
+    if (rc != SL_OK) return rc;
+    /* An automatic chunk size shrinks until the plan fits (or is 1 position);
+     * the budget check then reports what still does not fit. */
+    if (!automatic || !sd || chunk == 1 || fits(p)) {
+      *out = p;
+      return SL_OK;
+    }
+    sl_plan_free(p);
+    chunk = chunk / 2 > 0 ? chunk / 2 : 1;
+  }
+}
+
+sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
+  if (fits(p)) return SL_OK;
+  char need[32], limit[32], slots[32], ws[32], outs[32], body[32];
+  bool dev = p->caps.device_memory;
+  sl_format_bytes((uint64_t)(dev ? p->peak_device_bytes : p->peak_host_bytes), need, sizeof need);
+  sl_format_bytes(p->memory_limit, limit, sizeof limit);
+  sl_format_bytes((uint64_t)p->slot_bytes, slots, sizeof slots);
+  sl_format_bytes((uint64_t)p->workspace_bytes, ws, sizeof ws);
+  sl_format_bytes((uint64_t)p->output_bytes, outs, sizeof outs);
+  sl_format_bytes((uint64_t)p->body_bytes, body, sizeof body);
+  return sl_fail(err, SL_ERR_BUDGET,
+                 "the plan needs %s of %s memory but the budget is %s: pooled buffers %s "
+                 "(%d slots, chunks of %lld positions), node workspace %s, assembled outputs %s, "
+                 "iterate bodies %s; nothing was allocated (raise --memory-limit or shrink the "
+                 "scan or outputs)",
+                 need, dev ? "device" : "host", limit, slots, p->n_slots,
+                 (long long)p->chunk_positions, ws, outs, body);
+}

@@ -1,0 +1,90 @@
+/* The planner: levels, buffer lifetimes, pooled slots, peak memory, bytes
+ * moved, work and an estimated time — computed from the graph alone. Planning
+ * allocates no data buffers; `sluice plan` stops here.
+ *
+ * Levels are numbered globally across phases: prologue levels first, then the
+ * per-chunk stream levels, then the epilogue. A buffer's lifetime is
+ * [first level, last level]: from the level of its producer to the level of its
+ * last consumer. Streamed buffers hold one chunk and live inside the stream
+ * levels; whole buffers feeding the stream, reduction outputs and graph
+ * outputs live across all chunks. Buffers whose lifetimes do not overlap share
+ * a pooled slot of their size class (power of two). */
+#ifndef SL_PLAN_H
+#define SL_PLAN_H
+
+#include <stdio.h>
+
+#include "../core/json.h"
+#include "../graph/graph.h"
+
+typedef struct sl_plan_buffer {
+  int node, port;
+  int64_t bytes;     /* per chunk for streamed buffers, whole otherwise */
+  int first_level, last_level;
+  int slot;
+  bool streamed;
+  bool reduction;    /* whole output of a stream-phase node: accumulates */
+  bool graph_output; /* read by a sink at the end: lives to the last level */
+} sl_plan_buffer;
+
+typedef struct sl_plan_slot {
+  int64_t bytes; /* the size class */
+} sl_plan_slot;
+
+typedef struct sl_plan_level {
+  sl_phase phase;
+  int n_nodes;
+  int *nodes;
+  double est_seconds; /* for the whole run (all chunks) */
+} sl_plan_level;
+
+typedef struct sl_plan_node {
+  sl_node_cost cost; /* for the whole run */
+  double est_seconds;
+  struct sl_plan *body; /* iterate nodes: the body's plan, made once */
+} sl_plan_node;
+
+typedef struct sl_plan_opts {
+  sl_backend_caps caps;      /* throughput profile and memory */
+  int64_t chunk_positions;   /* 0 = choose from target_chunk_bytes */
+  int64_t target_chunk_bytes; /* 0 = 32 MiB for the largest streamed buffer */
+  uint64_t memory_limit;     /* 0 = caps.memory_bytes; the budget */
+} sl_plan_opts;
+
+typedef struct sl_plan {
+  const sl_graph *graph;
+  sl_backend_caps caps;
+  int64_t positions;       /* scan positions in the stream (0 if none) */
+  int64_t chunk_positions; /* positions per chunk */
+  int64_t n_chunks;
+  int n_levels;
+  sl_plan_level *levels;
+  int stream_first_level, stream_last_level; /* -1 when no stream */
+  int n_buffers;
+  sl_plan_buffer *buffers;
+  int n_slots;
+  sl_plan_slot *slots;
+  sl_plan_node *nodes; /* per graph node */
+  int64_t slot_bytes;      /* sum of slot size classes: preallocated */
+  int64_t workspace_bytes; /* largest node workspace (one at a time) */
+  int64_t body_bytes;      /* largest iterate body peak */
+  int64_t output_bytes;    /* assembled streamed graph outputs (whole) */
+  int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */
+  int64_t peak_host_bytes;
+  int64_t peak_device_bytes;
+  int64_t bytes_read, bytes_written, ops;
+  double est_seconds;
+  uint64_t memory_limit;
+} sl_plan;
+
+sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err);
+void sl_plan_free(sl_plan *p);
+/* SL_ERR_BUDGET with a typed estimate (what needs how much) when the planned
+ * peak exceeds the plan's memory limit. */
+sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err);
+void sl_plan_print(FILE *f, const sl_plan *p);
+void sl_plan_json(sl_json *j, const sl_plan *p);
+/* The size class of a buffer: the next power of two >= bytes (min 64). */
+int64_t sl_size_class(int64_t bytes);
+
+#endif

@@ -1,0 +1,194 @@
+/* The plan as text (for people) and as JSON (for tools); both say the same. */
+#include <string.h>
+
+#include "../core/util.h"
+#include "plan.h"
+
+static void node_label(const sl_node *n, char *buf, size_t len) {
+  snprintf(buf, len, "%s (%s)", n->id, n->desc ? n->desc->type : "iterate");
+}
+
+static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
+  const sl_graph *g = p->graph;
+  char a[64], b[64], c[64];
+  if (p->positions)
+    fprintf(f, "%sscan: %lld positions in %lld chunks of up to %lld\n", ind,
+            (long long)p->positions, (long long)p->n_chunks, (long long)p->chunk_positions);
+  else
+    fprintf(f, "%sscan: none (whole tensors only)\n", ind);
+  fprintf(f, "%slevels (each level is one batch%s):\n", ind, p->positions ? " per chunk in the stream phase" : "");
+  for (int l = 0; l < p->n_levels; l++) {
+    fprintf(f, "%s  L%-3d %-8s", ind, l, sl_phase_name(p->levels[l].phase));
+    for (int k = 0; k < p->levels[l].n_nodes; k++) {
+      char lab[256];
+      node_label(&g->nodes[p->levels[l].nodes[k]], lab, sizeof lab);
+      fprintf(f, "%s%s", k ? ", " : " ", lab);
+    }
+    fprintf(f, "   ~%.3g s\n", p->levels[l].est_seconds);
+  }
+  fprintf(f, "%sbuffers (lifetime in levels; streamed buffers hold one chunk):\n", ind);
+  for (int i = 0; i < p->n_buffers; i++) {
+    const sl_plan_buffer *bf = &p->buffers[i];
+    const sl_node *n = &g->nodes[bf->node];
+    char name[192], desc[128];
+    snprintf(name, sizeof name, "%s.%s", n->id, n->out_names[bf->port]);
+    sl_desc_format(&n->out[bf->port], desc, sizeof desc);
+    sl_format_bytes((uint64_t)bf->bytes, a, sizeof a);
+    fprintf(f, "%s  %-28s %-26s %10s%s  L%d-L%d  slot %d%s%s\n", ind, name, desc, a,
+            bf->streamed ? "/chunk" : "      ", bf->first_level, bf->last_level, bf->slot,
+            bf->reduction ? "  reduction" : "", bf->graph_output ? "  output" : "");
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    if (p->nodes[i].body) {
+      fprintf(f, "%siterate node '%s': body planned once, run %lld times:\n", ind, g->nodes[i].id,
+              (long long)g->nodes[i].times);
+      char deeper[64];
+      snprintf(deeper, sizeof deeper, "%s    ", ind);
+      print_indented(f, p->nodes[i].body, deeper);
+    }
+  sl_format_bytes((uint64_t)p->slot_bytes, a, sizeof a);
+  fprintf(f, "%smemory:\n%s  pooled slots       %s in %d slots\n", ind, ind, a, p->n_slots);
+  sl_format_bytes((uint64_t)p->live_peak_bytes, a, sizeof a);
+  fprintf(f, "%s  live buffers peak  %s\n", ind, a);
+  sl_format_bytes((uint64_t)p->workspace_bytes, a, sizeof a);
+  fprintf(f, "%s  node workspace     %s\n", ind, a);
+  sl_format_bytes((uint64_t)p->output_bytes, a, sizeof a);
+  fprintf(f, "%s  assembled outputs  %s\n", ind, a);
+  if (p->body_bytes) {
+    sl_format_bytes((uint64_t)p->body_bytes, a, sizeof a);
+    fprintf(f, "%s  iterate bodies     %s\n", ind, a);
+  }
+  sl_format_bytes((uint64_t)p->peak_host_bytes, a, sizeof a);
+  sl_format_bytes((uint64_t)p->peak_device_bytes, b, sizeof b);
+  sl_format_bytes(p->memory_limit, c, sizeof c);
+  fprintf(f, "%s  peak host %s, peak device %s, budget %s\n", ind, a, b, c);
+  sl_format_bytes((uint64_t)p->bytes_read, a, sizeof a);
+  sl_format_bytes((uint64_t)p->bytes_written, b, sizeof b);
+  fprintf(f, "%straffic: read %s, written %s, work %lld ops\n", ind, a, b, (long long)p->ops);
+  fprintf(f, "%sestimated time: %.4g s on %s\n", ind, p->est_seconds, p->caps.device);
+}
+
+void sl_plan_print(FILE *f, const sl_plan *p) { print_indented(f, p, ""); }
+
+void sl_plan_json(sl_json *j, const sl_plan *p) {
+  const sl_graph *g = p->graph;
+  sl_json_begin_object(j);
+  sl_json_key(j, "backend");
+  sl_json_string(j, sl_backend_kind_name(p->caps.kind));
+  sl_json_key(j, "device");
+  sl_json_string(j, p->caps.device);
+  sl_json_key(j, "positions");
+  sl_json_int(j, p->positions);
+  sl_json_key(j, "chunk_positions");
+  sl_json_int(j, p->chunk_positions);
+  sl_json_key(j, "chunks");
+  sl_json_int(j, p->n_chunks);
+  sl_json_key(j, "levels");
+  sl_json_begin_array(j);
+  for (int l = 0; l < p->n_levels; l++) {
+    sl_json_begin_object(j);
+    sl_json_key(j, "level");
+    sl_json_int(j, l);
+    sl_json_key(j, "phase");
+    sl_json_string(j, sl_phase_name(p->levels[l].phase));
+    sl_json_key(j, "nodes");
+    sl_json_begin_array(j);
+    for (int k = 0; k < p->levels[l].n_nodes; k++) sl_json_string(j, g->nodes[p->levels[l].nodes[k]].id);
+    sl_json_end_array(j);
+    sl_json_key(j, "estimated_seconds");
+    sl_json_double(j, p->levels[l].est_seconds);
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
+  sl_json_key(j, "nodes");
+  sl_json_begin_array(j);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    const sl_plan_node *pn = &p->nodes[i];
+    sl_json_begin_object(j);
+    sl_json_key(j, "id");
+    sl_json_string(j, n->id);
+    sl_json_key(j, "type");
+    sl_json_string(j, n->desc ? n->desc->type : "iterate");
+    sl_json_key(j, "phase");
+    sl_json_string(j, sl_phase_name(n->phase));
+    sl_json_key(j, "bytes_read");
+    sl_json_int(j, pn->cost.bytes_read);
+    sl_json_key(j, "bytes_written");
+    sl_json_int(j, pn->cost.bytes_written);
+    sl_json_key(j, "ops");
+    sl_json_int(j, pn->cost.ops);
+    sl_json_key(j, "workspace_bytes");
+    sl_json_int(j, pn->cost.workspace_bytes);
+    sl_json_key(j, "estimated_seconds");
+    sl_json_double(j, pn->est_seconds);
+    if (pn->body) {
+      sl_json_key(j, "times");
+      sl_json_int(j, n->times);
+      sl_json_key(j, "body");
+      sl_plan_json(j, pn->body);
+    }
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
+  sl_json_key(j, "buffers");
+  sl_json_begin_array(j);
+  for (int i = 0; i < p->n_buffers; i++) {
+    const sl_plan_buffer *bf = &p->buffers[i];
+    const sl_node *n = &g->nodes[bf->node];
+    char name[192], desc[128];
+    snprintf(name, sizeof name, "%s.%s", n->id, n->out_names[bf->port]);
+    sl_desc_format(&n->out[bf->port], desc, sizeof desc);
+    sl_json_begin_object(j);
+    sl_json_key(j, "name");
+    sl_json_string(j, name);
+    sl_json_key(j, "type");
+    sl_json_string(j, desc);
+    sl_json_key(j, "bytes");
+    sl_json_int(j, bf->bytes);
+    sl_json_key(j, "streamed");
+    sl_json_bool(j, bf->streamed);
+    sl_json_key(j, "reduction");
+    sl_json_bool(j, bf->reduction);
+    sl_json_key(j, "output");
+    sl_json_bool(j, bf->graph_output);
+    sl_json_key(j, "first_level");
+    sl_json_int(j, bf->first_level);
+    sl_json_key(j, "last_level");
+    sl_json_int(j, bf->last_level);
+    sl_json_key(j, "slot");
+    sl_json_int(j, bf->slot);
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
+  sl_json_key(j, "memory");
+  sl_json_begin_object(j);
+  sl_json_key(j, "slots");
+  sl_json_int(j, p->n_slots);
+  sl_json_key(j, "slot_bytes");
+  sl_json_int(j, p->slot_bytes);
+  sl_json_key(j, "live_peak_bytes");
+  sl_json_int(j, p->live_peak_bytes);
+  sl_json_key(j, "workspace_bytes");
+  sl_json_int(j, p->workspace_bytes);
+  sl_json_key(j, "output_bytes");
+  sl_json_int(j, p->output_bytes);
+  sl_json_key(j, "body_bytes");
+  sl_json_int(j, p->body_bytes);
+  sl_json_key(j, "peak_host_bytes");
+  sl_json_int(j, p->peak_host_bytes);
+  sl_json_key(j, "peak_device_bytes");
+  sl_json_int(j, p->peak_device_bytes);
+  sl_json_key(j, "budget_bytes");
+  sl_json_uint(j, p->memory_limit);
+  sl_json_end_object(j);
+  sl_json_key(j, "bytes_read");
+  sl_json_int(j, p->bytes_read);
+  sl_json_key(j, "bytes_written");
+  sl_json_int(j, p->bytes_written);
+  sl_json_key(j, "ops");
+  sl_json_int(j, p->ops);
+  sl_json_key(j, "estimated_seconds");
+  sl_json_double(j, p->est_seconds);
+  sl_json_end_object(j);
+}

@@ -1,0 +1,29 @@
+/* The node registry: every node type the engine knows, in one table. A new
+ * node family adds its descriptors here. */
+#include <string.h>
+
+#include "../engine/graph/node.h"
+
+extern const sl_node_desc sl_node_synthetic_4dstem;
+extern const sl_node_desc sl_node_virtual_image;
+extern const sl_node_desc sl_node_constant;
+extern const sl_node_desc sl_node_affine;
+extern const sl_node_desc sl_node_ramp;
+extern const sl_node_desc sl_node_sum;
+
+/* Sorted by type name. */
+static const sl_node_desc *const k_nodes[] = {
+    &sl_node_affine, &sl_node_constant, &sl_node_ramp,
+    &sl_node_sum,    &sl_node_synthetic_4dstem, &sl_node_virtual_image,
+};
+
+const sl_node_desc *sl_node_find(const char *type) {
+  for (size_t i = 0; i < sizeof k_nodes / sizeof k_nodes[0]; i++)
+    if (!strcmp(k_nodes[i]->type, type)) return k_nodes[i];
+  return NULL;
+}
+
+const sl_node_desc *const *sl_node_all(int *count) {
+  *count = (int)(sizeof k_nodes / sizeof k_nodes[0]);
+  return k_nodes;
+}
