@@ -43,6 +43,12 @@ typedef struct sl_backend_ops {
   /* Data buffers (the pool calls these; nothing else should). */
   sl_code (*alloc)(sl_backend *b, size_t bytes, void **ptr, sl_error *err);
   void (*free)(sl_backend *b, void *ptr, size_t bytes);
+  /* Transfers, outside batches (phase boundaries only). Device backends move
+   * between host and device memory; the CPU backend copies. */
+  sl_code (*upload)(sl_backend *b, void *dst, const void *host_src, size_t bytes, sl_error *err);
+  sl_code (*download)(sl_backend *b, void *host_dst, const void *src, size_t bytes, sl_error *err);
+  sl_code (*copy)(sl_backend *b, void *dst, const void *src, size_t bytes, sl_error *err);
+  sl_code (*zero)(sl_backend *b, void *dst, size_t bytes, sl_error *err);
   /* One batch at a time per backend. */
   sl_code (*batch_begin)(sl_backend *b, sl_error *err);
   sl_code (*batch_encode)(sl_backend *b, sl_kernel_fn fn, struct sl_kernel_args *args,

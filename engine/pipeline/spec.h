@@ -95,4 +95,27 @@ void sl_spec_render(FILE *f, const sl_spec *s);
 /* Value of a resolved pipeline param, or NULL. */
 const sl_yaml *sl_spec_value(const sl_spec *s, const char *name);
 
+/* ---- added functions ---- */
+/* Like sl_spec_load, from text in memory; `name` is the file name used in
+ * locations. Templates and iterate bodies resolve relative to ".". */
+sl_code sl_spec_load_string(const char *text, size_t len, const char *name,
+                            const sl_setting *sets, size_t n_sets, sl_spec **out,
+                            sl_error *err);
+/* The resolved pipeline as a YAML tree (what sl_spec_render prints). */
+sl_yaml *sl_spec_to_yaml(const sl_spec *s);
+
+/* Helpers shared by the files of engine/pipeline (params.c, subst.c, spec.c). */
+/* All type names, in sl_ptype order. */
+const char *const *sl_ptype_names(size_t *n);
+/* Checks a value against a param type; the error names the param and points at v. */
+sl_code sl_param_check(const char *name, sl_ptype type, const sl_yaml *v, sl_error *err);
+/* ${} substitution of scope's params into a copy of a scalar / a whole tree
+ * (values only; keys are kept). */
+sl_code sl_subst_scalar(const sl_yaml *s, const sl_spec *scope, sl_yaml **out, sl_error *err);
+sl_code sl_subst_tree(const sl_yaml *y, const sl_spec *scope, sl_yaml **out, sl_error *err);
+/* [A-Za-z_][A-Za-z0-9_-]* */
+bool sl_is_identifier(const char *s);
+/* Parses "node.port" (the ref owns its strings; free node and port). */
+sl_code sl_ref_parse(const sl_yaml *v, sl_ref *out, sl_error *err);
+
 #endif

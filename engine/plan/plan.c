@@ -153,7 +153,9 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
         if (g->outputs[o].node == i && g->outputs[o].port == k) b->graph_output = true;
       if (b->graph_output) {
         b->last_level = b->streamed ? p->stream_last_level : final_level;
-        if (b->streamed) p->output_bytes += sl_desc_bytes(&n->out[k]);
+        /* Streamed outputs are assembled on the host; whole ones are copied
+         * there when the run ends. */
+        p->output_bytes += sl_desc_bytes(&n->out[k]);
       }
       /* Whole data that the stream touches must outlive every chunk. */
       if (!b->streamed && p->stream_first_level >= 0 && b->first_level <= p->stream_last_level &&

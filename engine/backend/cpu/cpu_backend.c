@@ -193,6 +193,16 @@ static sl_code cpu_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err)
 
 static void cpu_free(sl_backend *b, void *ptr, size_t bytes) { free(ptr); }
 
+static sl_code cpu_copy(sl_backend *b, void *dst, const void *src, size_t bytes, sl_error *err) {
+  if (bytes) memmove(dst, src, bytes);
+  return SL_OK;
+}
+
+static sl_code cpu_zero(sl_backend *b, void *dst, size_t bytes, sl_error *err) {
+  if (bytes) memset(dst, 0, bytes);
+  return SL_OK;
+}
+
 static sl_code cpu_batch_begin(sl_backend *b, sl_error *err) {
   cpu_impl *c = b->impl;
   if (c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cpu backend: batch already open");
@@ -246,6 +256,10 @@ const sl_backend_ops sl_cpu_backend_ops = {
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
     .batch_begin = cpu_batch_begin,
     .batch_encode = cpu_batch_encode,
     .batch_commit = cpu_batch_commit,

@@ -1,0 +1,2 @@
+# Empty dependencies file for test_pipeline_template.
+# This may be replaced when dependencies are built.

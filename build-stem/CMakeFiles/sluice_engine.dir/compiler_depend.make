@@ -1,0 +1,2 @@
+# Empty compiler generated dependencies file for sluice_engine.
+# This may be replaced when dependencies are built.

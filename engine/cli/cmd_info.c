@@ -1,0 +1,223 @@
+/* sluice validate, render, nodes and devices: the commands that only look. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/json.h"
+#include "../core/util.h"
+#include "cli.h"
+
+const char *const cli_help_validate =
+    "usage: sluice validate FILE [--set NAME=VALUE]...\n"
+    "\n"
+    "Parses the pipeline, expands templates, checks node types, params, ports,\n"
+    "types and shapes. Prints 'ok' or the first error with file:line:column.\n";
+
+const char *const cli_help_render =
+    "usage: sluice render FILE [--set NAME=VALUE]...\n"
+    "\n"
+    "Prints the fully resolved pipeline: param values, substitutions done,\n"
+    "templates expanded (node ids 'outer/inner').\n";
+
+const char *const cli_help_nodes =
+    "usage: sluice nodes [TYPE] [--json]\n"
+    "\n"
+    "Lists node types, or one type's params, ports and backends, from the node\n"
+    "descriptors.\n";
+
+const char *const cli_help_devices =
+    "usage: sluice devices [--json]\n"
+    "\n"
+    "Summarises the compute backends built in and the devices they find.\n"
+    "This is the only command besides run that touches a GPU.\n";
+
+int cmd_validate(int argc, char **argv) {
+  cli_opts o;
+  int rc = cli_parse(argc, argv, CLI_SET, true, cli_help_validate, &o);
+  if (rc) return rc < 0 ? 0 : rc;
+  sl_spec *spec;
+  sl_graph *g;
+  if ((rc = cli_load(&o, &spec, &g))) return rc;
+  printf("ok: %s (%d nodes, %d outputs)\n", o.file, g->n_nodes, g->n_outputs);
+  sl_graph_free(g);
+  sl_spec_free(spec);
+  return 0;
+}
+
+int cmd_render(int argc, char **argv) {
+  cli_opts o;
+  int rc = cli_parse(argc, argv, CLI_SET, true, cli_help_render, &o);
+  if (rc) return rc < 0 ? 0 : rc;
+  sl_spec *spec = NULL;
+  sl_error err;
+  sl_error_clear(&err);
+  if (sl_spec_load(o.file, o.sets, (size_t)o.n_sets, &spec, &err) != SL_OK) return cli_fail(&err);
+  sl_spec_render(stdout, spec);
+  sl_spec_free(spec);
+  return 0;
+}
+
+static const char *backends_of(const sl_node_desc *d, char *buf, size_t n) {
+  buf[0] = 0;
+  for (int k = 0; k < SL_BACKEND_COUNT; k++)
+    if (d->kernel[k]) {
+      size_t len = strlen(buf);
+      snprintf(buf + len, n - len, "%s%s", len ? ", " : "", sl_backend_kind_name((sl_backend_kind)k));
+    }
+  return buf;
+}
+
+static void node_json(sl_json *j, const sl_node_desc *d) {
+  char b[64];
+  sl_json_begin_object(j);
+  sl_json_key(j, "type");
+  sl_json_string(j, d->type);
+  sl_json_key(j, "doc");
+  sl_json_string(j, d->doc);
+  sl_json_key(j, "backends");
+  sl_json_string(j, backends_of(d, b, sizeof b));
+  sl_json_key(j, "params");
+  sl_json_begin_array(j);
+  for (int i = 0; i < d->n_params; i++) {
+    sl_json_begin_object(j);
+    sl_json_key(j, "name");
+    sl_json_string(j, d->params[i].name);
+    sl_json_key(j, "type");
+    sl_json_string(j, sl_ptype_name(d->params[i].type));
+    sl_json_key(j, "default");
+    if (d->params[i].default_value) sl_json_string(j, d->params[i].default_value);
+    else sl_json_null(j);
+    sl_json_key(j, "doc");
+    sl_json_string(j, d->params[i].doc);
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
+  for (int side = 0; side < 2; side++) {
+    sl_json_key(j, side ? "outputs" : "inputs");
+    sl_json_begin_array(j);
+    int n = side ? d->n_outputs : d->n_inputs;
+    const sl_port_def *ports = side ? d->outputs : d->inputs;
+    for (int i = 0; i < n; i++) {
+      sl_json_begin_object(j);
+      sl_json_key(j, "name");
+      sl_json_string(j, ports[i].name);
+      sl_json_key(j, "doc");
+      sl_json_string(j, ports[i].doc);
+      if (ports[i].unit) {
+        sl_json_key(j, "unit");
+        sl_json_string(j, ports[i].unit);
+      }
+      if (!side) {
+        sl_json_key(j, "optional");
+        sl_json_bool(j, ports[i].optional);
+      }
+      sl_json_end_object(j);
+    }
+    sl_json_end_array(j);
+  }
+  sl_json_end_object(j);
+}
+
+static void node_text(const sl_node_desc *d) {
+  char b[64];
+  printf("%s: %s\n  backends: %s\n", d->type, d->doc, backends_of(d, b, sizeof b));
+  printf("  params:\n");
+  if (!d->n_params) printf("    (none)\n");
+  for (int i = 0; i < d->n_params; i++)
+    printf("    %-16s %-7s %-18s %s\n", d->params[i].name, sl_ptype_name(d->params[i].type),
+           d->params[i].default_value ? d->params[i].default_value : "(required)", d->params[i].doc);
+  printf("  inputs:\n");
+  if (!d->n_inputs) printf("    (none)\n");
+  for (int i = 0; i < d->n_inputs; i++)
+    printf("    %-16s %s%s\n", d->inputs[i].name, d->inputs[i].doc, d->inputs[i].optional ? " (optional)" : "");
+  printf("  outputs:\n");
+  for (int i = 0; i < d->n_outputs; i++)
+    printf("    %-16s %s%s%s%s\n", d->outputs[i].name, d->outputs[i].doc,
+           d->outputs[i].unit ? " [" : "", d->outputs[i].unit ? d->outputs[i].unit : "",
+           d->outputs[i].unit ? "]" : "");
+}
+
+int cmd_nodes(int argc, char **argv) {
+  cli_opts o;
+  int rc = cli_parse(argc, argv, CLI_JSON, false, cli_help_nodes, &o);
+  if (rc) return rc < 0 ? 0 : rc;
+  int count;
+  const sl_node_desc *const *all = sl_node_all(&count);
+  const sl_node_desc *d = NULL;
+  if (o.file) {
+    d = sl_node_find(o.file);
+    if (!d) {
+      const char *names[256];
+      for (int i = 0; i < count && i < 256; i++) names[i] = all[i]->type;
+      const char *best = sl_closest(o.file, names, (size_t)count);
+      fprintf(stderr, "sluice: error: unknown node type '%s'%s%s%s\n", o.file,
+              best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
+      return 2;
+    }
+    all = &d;
+    count = 1;
+  }
+  if (o.json) {
+    sl_json j;
+    sl_json_init(&j, stdout, true);
+    sl_json_begin_array(&j);
+    for (int i = 0; i < count; i++) node_json(&j, all[i]);
+    sl_json_end_array(&j);
+    sl_json_finish(&j);
+  } else if (o.file) {
+    node_text(all[0]);
+  } else {
+    for (int i = 0; i < count; i++) printf("%-20s %s\n", all[i]->type, all[i]->doc);
+  }
+  return 0;
+}
+
+int cmd_devices(int argc, char **argv) {
+  cli_opts o;
+  int rc = cli_parse(argc, argv, CLI_JSON, false, cli_help_devices, &o);
+  if (rc) return rc < 0 ? 0 : rc;
+  sl_json j;
+  if (o.json) {
+    sl_json_init(&j, stdout, true);
+    sl_json_begin_array(&j);
+  }
+  for (int k = 0; k < SL_BACKEND_COUNT; k++) {
+    const sl_backend_ops *ops = sl_backend_ops_for((sl_backend_kind)k);
+    sl_backend_caps caps;
+    sl_error err;
+    sl_error_clear(&err);
+    const char *name = sl_backend_kind_name((sl_backend_kind)k);
+    sl_code prc = ops ? ops->probe(&caps, &err) : SL_ERR_BACKEND;
+    if (!ops) snprintf(err.msg, sizeof err.msg, "not built in");
+    char mem[32] = "";
+    if (prc == SL_OK) sl_format_bytes(caps.memory_bytes, mem, sizeof mem);
+    if (o.json) {
+      sl_json_begin_object(&j);
+      sl_json_key(&j, "backend");
+      sl_json_string(&j, name);
+      sl_json_key(&j, "available");
+      sl_json_bool(&j, prc == SL_OK);
+      if (prc == SL_OK) {
+        sl_json_key(&j, "device");
+        sl_json_string(&j, caps.device);
+        sl_json_key(&j, "compute_units");
+        sl_json_int(&j, caps.compute_units);
+        sl_json_key(&j, "memory_bytes");
+        sl_json_uint(&j, caps.memory_bytes);
+      } else {
+        sl_json_key(&j, "reason");
+        sl_json_string(&j, err.msg);
+      }
+      sl_json_end_object(&j);
+    } else if (prc == SL_OK) {
+      printf("%-5s available: %s, %d compute units, %s memory\n", name, caps.device,
+             caps.compute_units, mem);
+    } else {
+      printf("%-5s unavailable: %s\n", name, err.msg);
+    }
+  }
+  if (o.json) {
+    sl_json_end_array(&j);
+    sl_json_finish(&j);
+  }
+  return 0;
+}

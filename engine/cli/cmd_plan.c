@@ -1,0 +1,71 @@
+/* sluice plan: the plan without running anything. */
+#include <stdio.h>
+
+#include "../core/json.h"
+#include "cli.h"
+
+const char *const cli_help_plan =
+    "usage: sluice plan FILE [--set NAME=VALUE]... [--backend auto|cpu|cuda]\n"
+    "                        [--memory-limit SIZE] [--chunk N] [--json]\n"
+    "\n"
+    "Plans a pipeline without touching data: levels (one batch each per chunk),\n"
+    "buffers with lifetimes and pooled slots, peak host and device memory, bytes\n"
+    "read and written, work and an estimated time for the backend's profile.\n"
+    "Exits 3 (after printing the plan) when the plan does not fit the budget.\n"
+    "\n"
+    "  --set NAME=VALUE     override a pipeline param (repeatable)\n"
+    "  --backend B          plan for this backend's profile (default auto: the CPU\n"
+    "                       profile unless a device backend is built in and found)\n"
+    "  --memory-limit SIZE  budget, e.g. 512M, 8G (default: available memory)\n"
+    "  --chunk N            scan positions per chunk (default: automatic)\n"
+    "  --json               the plan as JSON on stdout\n";
+
+int cmd_plan(int argc, char **argv) {
+  cli_opts o;
+  int rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_MEMORY | CLI_CHUNK | CLI_JSON, true,
+                     cli_help_plan, &o);
+  if (rc) return rc < 0 ? 0 : rc;
+  sl_spec *spec;
+  sl_graph *g;
+  if ((rc = cli_load(&o, &spec, &g))) return rc;
+  sl_error err;
+  sl_error_clear(&err);
+  sl_backend_kind kind;
+  sl_backend_caps caps;
+  sl_plan *p = NULL;
+  if (sl_backend_select(o.backend, &kind, &err) != SL_OK ||
+      sl_backend_ops_for(kind)->probe(&caps, &err) != SL_OK ||
+      sl_graph_check_backend(g, kind, &err) != SL_OK) {
+    rc = cli_fail(&err);
+  } else {
+    sl_plan_opts po;
+    cli_plan_opts(&o, &caps, &po);
+    if (sl_plan_build(g, &po, &p, &err) != SL_OK) {
+      rc = cli_fail(&err);
+    } else {
+      if (o.json) {
+        sl_json j;
+        sl_json_init(&j, stdout, true);
+        sl_json_begin_object(&j);
+        sl_json_key(&j, "pipeline");
+        sl_json_string(&j, spec->name);
+        sl_json_key(&j, "file");
+        sl_json_string(&j, spec->file);
+        sl_json_key(&j, "plan");
+        sl_plan_json(&j, p);
+        sl_json_key(&j, "fits_budget");
+        sl_json_bool(&j, sl_plan_check_budget(p, NULL) == SL_OK);
+        sl_json_end_object(&j);
+        sl_json_finish(&j);
+      } else {
+        printf("pipeline %s (%s)\n", spec->name, spec->file);
+        sl_plan_print(stdout, p);
+      }
+      if (sl_plan_check_budget(p, &err) != SL_OK) rc = cli_fail(&err);
+    }
+  }
+  sl_plan_free(p);
+  sl_graph_free(g);
+  sl_spec_free(spec);
+  return rc;
+}

@@ -1,0 +1,345 @@
+/* The executor (see exec.h). */
+#include "exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/progress.h"
+#include "../core/util.h"
+#include "pool.h"
+
+/* One node's call in a batch: the kernel args first, so the backend's pointer
+ * to the args is also a pointer to the call, which times the kernel. */
+typedef struct exec_call {
+  sl_kernel_args a;
+  sl_kernel_fn fn;
+  double *seconds;
+  int64_t *calls;
+} exec_call;
+
+static sl_code timed_kernel(sl_kernel_args *a) {
+  exec_call *c = (exec_call *)a;
+  double t0 = sl_now();
+  sl_code rc = c->fn(a);
+  *c->seconds += sl_now() - t0;
+  (*c->calls)++;
+  return rc;
+}
+
+typedef struct run_ctx {
+  const sl_plan *p;
+  sl_backend *b;
+  sl_pool *pool;
+  void **slot_ptr;      /* per plan slot */
+  int *buf_of;          /* node * 8 + port -> plan buffer index */
+  const void **inputs;  /* graph inputs (iterate bodies) */
+  void *workspace;
+  double *node_seconds;
+  int64_t *node_calls;
+  double *level_seconds;
+  exec_call *calls; /* per node, reused by every batch */
+  sl_error kernel_err;
+  sl_error *err;
+} run_ctx;
+
+static void *buffer_ptr(const run_ctx *c, int node, int port) {
+  const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[node * 8 + port]];
+  return c->slot_ptr[bf->slot];
+}
+
+static const void *input_ptr(const run_ctx *c, sl_edge_src s) {
+  if (s.node >= 0) return buffer_ptr(c, s.node, s.port);
+  if (s.node == SL_SRC_INPUT) return c->inputs[s.port];
+  return NULL;
+}
+
+static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *pool,
+                         const void **inputs, sl_error *err) {
+  memset(c, 0, sizeof *c);
+  c->p = p;
+  c->b = b;
+  c->pool = pool;
+  c->inputs = inputs;
+  c->err = err;
+  int n = p->graph->n_nodes ? p->graph->n_nodes : 1;
+  c->slot_ptr = sl_xcalloc((size_t)(p->n_slots ? p->n_slots : 1), sizeof *c->slot_ptr);
+  c->buf_of = sl_xcalloc((size_t)n * 8, sizeof *c->buf_of);
+  c->node_seconds = sl_xcalloc((size_t)n, sizeof *c->node_seconds);
+  c->node_calls = sl_xcalloc((size_t)n, sizeof *c->node_calls);
+  c->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *c->level_seconds);
+  c->calls = sl_xcalloc((size_t)n, sizeof *c->calls);
+  for (int i = 0; i < p->n_buffers; i++) c->buf_of[p->buffers[i].node * 8 + p->buffers[i].port] = i;
+  for (int s = 0; s < p->n_slots; s++) {
+    sl_code rc = sl_pool_acquire(pool, p->slots[s].bytes, &c->slot_ptr[s], err);
+    if (rc != SL_OK) return rc;
+  }
+  if (p->workspace_bytes > 0) return sl_pool_acquire(pool, p->workspace_bytes, &c->workspace, err);
+  return SL_OK;
+}
+
+static void ctx_end(run_ctx *c) {
+  for (int s = 0; c->slot_ptr && s < c->p->n_slots; s++)
+    if (c->slot_ptr[s]) sl_pool_release(c->pool, c->slot_ptr[s]);
+  if (c->workspace) sl_pool_release(c->pool, c->workspace);
+  free(c->slot_ptr);
+  free(c->buf_of);
+  free(c->node_seconds);
+  free(c->node_calls);
+  free(c->level_seconds);
+  free(c->calls);
+}
+
+static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64_t pos_count) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  exec_call *call = &c->calls[i];
+  memset(call, 0, sizeof *call);
+  sl_kernel_args *a = &call->a;
+  a->backend = c->b;
+  a->node = n;
+  a->state = n->state;
+  a->chunk = chunk;
+  a->n_chunks = c->p->n_chunks;
+  a->pos_start = pos_start;
+  a->pos_count = pos_count;
+  for (int k = 0; k < n->n_in; k++) a->in[k] = input_ptr(c, n->in_src[k]);
+  for (int k = 0; k < n->n_out; k++) a->out[k] = buffer_ptr(c, i, k);
+  a->workspace = c->workspace;
+  a->err = &c->kernel_err;
+  call->seconds = &c->node_seconds[i];
+  call->calls = &c->node_calls[i];
+}
+
+static sl_code run_iterate(run_ctx *c, int i);
+
+/* One level: its kernels as one batch; iterate nodes run their bodies after. */
+static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start,
+                         int64_t pos_count, bool finalize) {
+  const sl_plan_level *lv = &c->p->levels[level];
+  const sl_graph *g = c->p->graph;
+  sl_backend *b = c->b;
+  double t0 = sl_now();
+  sl_error_clear(&c->kernel_err);
+  sl_code rc = b->ops->batch_begin(b, c->err);
+  if (rc != SL_OK) return rc;
+  int encoded = 0;
+  for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++) {
+    int i = lv->nodes[k];
+    const sl_node *n = &g->nodes[i];
+    if (n->body) continue;
+    sl_kernel_fn fn = finalize ? n->desc->finalize : n->desc->kernel[b->caps.kind];
+    if (!fn) continue;
+    fill_args(c, i, chunk, pos_start, pos_count);
+    c->calls[i].fn = fn;
+    rc = b->ops->batch_encode(b, timed_kernel, &c->calls[i].a, c->err);
+    encoded++;
+  }
+  if (rc == SL_OK) rc = b->ops->batch_commit(b, c->err);
+  sl_code wrc = b->ops->batch_wait(b, c->err);
+  if (rc == SL_OK) rc = wrc;
+  if (rc != SL_OK && c->err->code == SL_OK) sl_fail(c->err, rc, "batch failed");
+  for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize; k++)
+    if (g->nodes[lv->nodes[k]].body) rc = run_iterate(c, lv->nodes[k]);
+  c->level_seconds[level] += sl_now() - t0;
+  (void)encoded;
+  return rc;
+}
+
+static sl_code run_levels(run_ctx *c, int from, int to, int64_t chunk, int64_t pos_start,
+                          int64_t pos_count) {
+  for (int l = from; l <= to; l++) {
+    sl_code rc = run_level(c, l, chunk, pos_start, pos_count, false);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
+/* Pointer to a body graph output after a run of the body. */
+static const void *body_output(const run_ctx *bc, int k) {
+  const sl_graph_output *o = &bc->p->graph->outputs[k];
+  return o->node == SL_SRC_INPUT ? bc->inputs[o->port] : buffer_ptr(bc, o->node, o->port);
+}
+
+/* An iterate node: the body's plan was made once; its slots are taken once
+ * and every iteration runs its levels as batches. Carried values go back into
+ * the body's inputs between iterations. */
+static sl_code run_iterate(run_ctx *c, int i) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  const sl_plan *bp = c->p->nodes[i].body;
+  sl_backend *b = c->b;
+  double t0 = sl_now();
+  void *carried[8] = {0};
+  const void *inputs[8] = {0};
+  sl_code rc = SL_OK;
+  for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
+    int64_t bytes = sl_desc_bytes(&n->in[k]);
+    rc = sl_pool_acquire(c->pool, bytes, &carried[k], c->err);
+    if (rc == SL_OK) rc = b->ops->copy(b, carried[k], input_ptr(c, n->in_src[k]), (size_t)bytes, c->err);
+    inputs[k] = carried[k];
+  }
+  run_ctx bc;
+  bool began = false;
+  if (rc == SL_OK) {
+    rc = ctx_begin(&bc, bp, b, c->pool, inputs, c->err);
+    began = true;
+  }
+  for (int64_t it = 0; it < n->times && rc == SL_OK; it++) {
+    rc = run_levels(&bc, 0, bp->n_levels - 1, 0, 0, 1);
+    for (int q = 0; q < n->n_carry && rc == SL_OK; q++) {
+      int ci = n->carry_in[q], co = n->carry_out[q];
+      rc = b->ops->copy(b, carried[ci], body_output(&bc, co), (size_t)sl_desc_bytes(&n->in[ci]), c->err);
+    }
+  }
+  for (int k = 0; k < n->n_out && rc == SL_OK; k++) {
+    size_t bytes = (size_t)sl_desc_bytes(&n->out[k]);
+    const void *src = NULL;
+    if (n->times > 0) {
+      src = body_output(&bc, k);
+    } else {
+      for (int q = 0; q < n->n_carry; q++)
+        if (n->carry_out[q] == k) src = carried[n->carry_in[q]];
+    }
+    rc = src ? b->ops->copy(b, buffer_ptr(c, i, k), src, bytes, c->err)
+             : b->ops->zero(b, buffer_ptr(c, i, k), bytes, c->err);
+  }
+  if (began) ctx_end(&bc);
+  for (int k = 0; k < n->n_in; k++)
+    if (carried[k]) sl_pool_release(c->pool, carried[k]);
+  if (rc != SL_OK) sl_error_node(c->err, n->id);
+  c->node_seconds[i] += sl_now() - t0;
+  c->node_calls[i] += n->times;
+  return rc;
+}
+
+sl_code sl_graph_prepare(sl_graph *g, sl_error *err) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    sl_node *n = &g->nodes[i];
+    sl_code rc = SL_OK;
+    if (n->body)
+      rc = sl_graph_prepare(n->body, err);
+    else if (n->desc->prepare)
+      rc = n->desc->prepare(n, err);
+    if (rc != SL_OK) {
+      sl_error_node(err, n->id);
+      sl_error_at(err, n->loc.file, n->loc.line, n->loc.col);
+      for (int j = 0; j < i; j++) {
+        sl_node *m = &g->nodes[j];
+        if (m->body) sl_graph_release(m->body);
+        else if (m->desc->release) m->desc->release(m);
+        m->state = NULL;
+      }
+      return rc;
+    }
+  }
+  return SL_OK;
+}
+
+void sl_graph_release(sl_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    sl_node *n = &g->nodes[i];
+    if (n->body) sl_graph_release(n->body);
+    else if (n->desc->release) n->desc->release(n);
+    n->state = NULL;
+  }
+}
+
+void sl_exec_result_free(sl_exec_result *r) {
+  if (!r) return;
+  for (int i = 0; i < r->n_outputs; i++) free(r->outputs[i].data);
+  free(r->outputs);
+  free(r->node_seconds);
+  free(r->node_calls);
+  free(r->level_seconds);
+  memset(r, 0, sizeof *r);
+}
+
+sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
+                   sl_exec_result *res, sl_error *err) {
+  const sl_graph *g = p->graph;
+  double t_start = sl_now();
+  memset(res, 0, sizeof *res);
+  res->n_outputs = g->n_outputs;
+  res->outputs = sl_xcalloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *res->outputs);
+  res->planned_peak_bytes = p->caps.device_memory ? p->peak_device_bytes : p->peak_host_bytes;
+  int64_t host_bytes = 0;
+  sl_code rc = SL_OK;
+  for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
+    const sl_graph_output *go = &g->outputs[o];
+    const sl_node *n = &g->nodes[go->node];
+    sl_output_data *od = &res->outputs[o];
+    od->name = go->name;
+    od->node_id = n->id;
+    od->port = n->out_names[go->port];
+    od->unit = n->desc && go->port < n->desc->n_outputs ? n->desc->outputs[go->port].unit : NULL;
+    od->desc = n->out[go->port];
+    int64_t bytes = sl_desc_bytes(&od->desc);
+    od->data = malloc(bytes > 0 ? (size_t)bytes : 1);
+    if (!od->data) {
+      char h[32];
+      sl_format_bytes((uint64_t)bytes, h, sizeof h);
+      rc = sl_fail(err, SL_ERR_NOMEM, "cannot allocate %s for output '%s'", h, go->name);
+    }
+    host_bytes += bytes;
+  }
+  sl_pool pool;
+  sl_pool_init(&pool, b);
+  run_ctx c;
+  bool began = false;
+  if (rc == SL_OK) {
+    rc = ctx_begin(&c, p, b, &pool, NULL, err);
+    began = true;
+  }
+  int first_stream = p->stream_first_level, last_stream = p->stream_last_level;
+  int prologue_end = first_stream >= 0 ? first_stream - 1 : p->n_levels - 1;
+  if (rc == SL_OK) rc = run_levels(&c, 0, prologue_end, 0, 0, 1);
+  if (first_stream >= 0) {
+    for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
+      if (p->buffers[i].reduction)
+        rc = b->ops->zero(b, buffer_ptr(&c, p->buffers[i].node, p->buffers[i].port),
+                          (size_t)p->buffers[i].bytes, err);
+    sl_progress progress;
+    sl_progress_begin(&progress, p->n_chunks, "chunks", opts && opts->progress);
+    for (int64_t ch = 0; ch < p->n_chunks && rc == SL_OK; ch++) {
+      int64_t start = ch * p->chunk_positions;
+      int64_t count = p->positions - start < p->chunk_positions ? p->positions - start : p->chunk_positions;
+      rc = run_levels(&c, first_stream, last_stream, ch, start, count);
+      /* Streamed outputs: this chunk's items go to their place in the whole. */
+      for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
+        const sl_graph_output *go = &g->outputs[o];
+        const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
+        if (!d->stream_rank) continue;
+        int64_t item = sl_desc_item_bytes(d);
+        rc = b->ops->download(b, (char *)res->outputs[o].data + start * item,
+                              buffer_ptr(&c, go->node, go->port), (size_t)(count * item), err);
+      }
+      if (rc != SL_OK) sl_error_chunk(err, ch);
+      sl_progress_update(&progress, ch + 1);
+    }
+    sl_progress_end(&progress);
+    for (int l = first_stream; l <= last_stream && rc == SL_OK; l++)
+      rc = run_level(&c, l, p->n_chunks - 1, 0, 0, true);
+    if (rc == SL_OK) rc = run_levels(&c, last_stream + 1, p->n_levels - 1, 0, 0, 1);
+  }
+  for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
+    const sl_graph_output *go = &g->outputs[o];
+    const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
+    if (d->stream_rank) continue;
+    rc = b->ops->download(b, res->outputs[o].data, buffer_ptr(&c, go->node, go->port),
+                          (size_t)sl_desc_bytes(d), err);
+  }
+  if (began) {
+    int n = g->n_nodes ? g->n_nodes : 1;
+    res->node_seconds = sl_xcalloc((size_t)n, sizeof *res->node_seconds);
+    res->node_calls = sl_xcalloc((size_t)n, sizeof *res->node_calls);
+    res->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *res->level_seconds);
+    memcpy(res->node_seconds, c.node_seconds, (size_t)g->n_nodes * sizeof *res->node_seconds);
+    memcpy(res->node_calls, c.node_calls, (size_t)g->n_nodes * sizeof *res->node_calls);
+    memcpy(res->level_seconds, c.level_seconds, (size_t)p->n_levels * sizeof *res->level_seconds);
+    ctx_end(&c);
+  }
+  res->measured_peak_bytes = pool.peak_bytes + host_bytes;
+  res->chunks = p->n_chunks;
+  sl_pool_destroy(&pool);
+  res->seconds = sl_now() - t_start;
+  if (rc != SL_OK) sl_exec_result_free(res);
+  return rc;
+}

@@ -1,0 +1,44 @@
+/* The executor: binds a plan to a backend, preallocates the plan's slots from
+ * a pool, streams chunks through the levels (one batch per level per chunk),
+ * accumulates reductions across chunks, runs iterate bodies, and returns the
+ * graph outputs as whole host tensors with timings and the measured peak. */
+#ifndef SL_EXEC_H
+#define SL_EXEC_H
+
+#include "../plan/plan.h"
+
+typedef struct sl_output_data {
+  const char *name;    /* graph output name (owned by the graph) */
+  const char *node_id; /* producing node */
+  const char *port;
+  const char *unit;    /* or NULL */
+  sl_tensor_desc desc; /* whole tensor; stream axes kept as leading axes */
+  void *data;          /* host memory, owned by the result */
+} sl_output_data;
+
+typedef struct sl_exec_result {
+  int n_outputs;
+  sl_output_data *outputs;
+  double *node_seconds;  /* per graph node (iterate: whole loop) */
+  int64_t *node_calls;   /* kernel invocations per node */
+  double *level_seconds; /* per plan level, summed over chunks */
+  int64_t measured_peak_bytes; /* pool peak + assembled outputs */
+  int64_t planned_peak_bytes;
+  int64_t chunks;
+  double seconds;
+} sl_exec_result;
+
+typedef struct sl_exec_opts {
+  bool progress; /* draw a progress bar (when stderr is a terminal) */
+} sl_exec_opts;
+
+/* Calls every node's prepare (recursively into iterate bodies); on failure
+ * releases what was prepared. */
+sl_code sl_graph_prepare(sl_graph *g, sl_error *err);
+void sl_graph_release(sl_graph *g);
+
+sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
+                   sl_exec_result *res, sl_error *err);
+void sl_exec_result_free(sl_exec_result *r);
+
+#endif

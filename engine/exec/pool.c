@@ -1,0 +1,56 @@
+#include "pool.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/util.h"
+#include "../plan/plan.h"
+
+void sl_pool_init(sl_pool *p, sl_backend *b) {
+  memset(p, 0, sizeof *p);
+  p->backend = b;
+}
+
+sl_code sl_pool_acquire(sl_pool *p, int64_t bytes, void **ptr, sl_error *err) {
+  int64_t cls = sl_size_class(bytes);
+  for (int i = 0; i < p->n_blocks; i++)
+    if (!p->blocks[i].in_use && p->blocks[i].bytes == cls) {
+      p->blocks[i].in_use = true;
+      *ptr = p->blocks[i].ptr;
+      return SL_OK;
+    }
+  void *mem = NULL;
+  sl_code rc = p->backend->ops->alloc(p->backend, (size_t)cls, &mem, err);
+  if (rc != SL_OK) return rc;
+  if (p->n_blocks == p->cap_blocks) {
+    p->cap_blocks = p->cap_blocks ? 2 * p->cap_blocks : 16;
+    p->blocks = sl_xrealloc(p->blocks, (size_t)p->cap_blocks * sizeof *p->blocks);
+  }
+  p->blocks[p->n_blocks++] = (sl_pool_block){mem, cls, true};
+  p->held_bytes += cls;
+  if (p->held_bytes > p->peak_bytes) p->peak_bytes = p->held_bytes;
+  *ptr = mem;
+  return SL_OK;
+}
+
+void sl_pool_release(sl_pool *p, void *ptr) {
+  for (int i = 0; i < p->n_blocks; i++)
+    if (p->blocks[i].ptr == ptr) {
+      assert(p->blocks[i].in_use);
+      p->blocks[i].in_use = false;
+      return;
+    }
+  assert(!"released a buffer the pool does not own");
+}
+
+void sl_pool_destroy(sl_pool *p) {
+  for (int i = 0; i < p->n_blocks; i++) {
+    assert(!p->blocks[i].in_use);
+    p->backend->ops->free(p->backend, p->blocks[i].ptr, (size_t)p->blocks[i].bytes);
+  }
+  free(p->blocks);
+  p->blocks = NULL;
+  p->n_blocks = p->cap_blocks = 0;
+  p->held_bytes = 0;
+}

@@ -1,0 +1,208 @@
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+bool sl_file_fnv1a(const char *path, uint64_t *hash) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  uint64_t h = 1469598103934665603ull;
+  unsigned char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 1099511628211ull;
+  bool ok = !ferror(f);
+  fclose(f);
+  *hash = h;
+  return ok;
+}
+
+/* The identity of a file: path, size, modification time; a content hash for
+ * pipeline files (small), not for data files (they can be tens of GiB). */
+static void file_identity(sl_json *j, const char *path, bool hash) {
+  struct stat st;
+  sl_json_begin_object(j);
+  sl_json_key(j, "path");
+  sl_json_string(j, path);
+  bool exists = stat(path, &st) == 0;
+  sl_json_key(j, "exists");
+  sl_json_bool(j, exists);
+  if (exists) {
+    sl_json_key(j, "bytes");
+    sl_json_int(j, (int64_t)st.st_size);
+    sl_json_key(j, "mtime");
+    sl_json_int(j, (int64_t)st.st_mtime);
+    uint64_t h;
+    if (hash && S_ISREG(st.st_mode) && sl_file_fnv1a(path, &h)) {
+      char hex[24];
+      snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+      sl_json_key(j, "fnv1a64");
+      sl_json_string(j, hex);
+    }
+  }
+  sl_json_end_object(j);
+}
+
+static void path_params(sl_json *j, const sl_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    if (n->body) {
+      path_params(j, n->body);
+      continue;
+    }
+    for (int p = 0; p < n->desc->n_params; p++)
+      if (n->desc->params[p].type == SL_PT_PATH && n->params[p].s && n->params[p].s[0])
+        file_identity(j, n->params[p].s, false);
+  }
+}
+
+static char *yaml_text(const sl_yaml *y) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return NULL;
+  if (y->kind == SL_Y_SCALAR) fputs(y->scalar, f);
+  else sl_yaml_emit(f, y, 0);
+  fclose(f);
+  while (len > 0 && buf[len - 1] == '\n') buf[--len] = 0;
+  return buf;
+}
+
+void sl_report_json(sl_json *j, const sl_run_info *info) {
+  const sl_spec *s = info->spec;
+  const sl_plan *p = info->plan;
+  const sl_graph *g = p->graph;
+  const sl_exec_result *r = info->result;
+  sl_json_begin_object(j);
+  sl_json_key(j, "engine");
+  sl_json_string(j, "sluice");
+  sl_json_key(j, "version");
+  sl_json_string(j, SLUICE_VERSION);
+  sl_json_key(j, "pipeline");
+  sl_json_string(j, s->name);
+  sl_json_key(j, "file");
+  sl_json_string(j, s->file);
+  sl_json_key(j, "started_at");
+  sl_json_string(j, info->started_at);
+  sl_json_key(j, "out_dir");
+  sl_json_string(j, info->out_dir);
+  sl_json_key(j, "backend");
+  sl_json_string(j, sl_backend_kind_name(p->caps.kind));
+  sl_json_key(j, "device");
+  sl_json_string(j, p->caps.device);
+  sl_json_key(j, "params");
+  sl_json_begin_object(j);
+  for (size_t i = 0; i < s->n_params; i++) {
+    sl_json_key(j, s->params[i].name);
+    char *t = s->values[i] ? yaml_text(s->values[i]) : NULL;
+    if (t) sl_json_string(j, t);
+    else sl_json_null(j);
+    free(t);
+  }
+  sl_json_end_object(j);
+  sl_json_key(j, "set");
+  sl_json_begin_array(j);
+  for (int i = 0; i < info->n_sets; i++) {
+    char kv[1024];
+    snprintf(kv, sizeof kv, "%s=%s", info->sets[i].name, info->sets[i].value);
+    sl_json_string(j, kv);
+  }
+  sl_json_end_array(j);
+  sl_json_key(j, "resolved_pipeline");
+  {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f) {
+      sl_spec_render(f, s);
+      fclose(f);
+    }
+    sl_json_string(j, buf ? buf : "");
+    free(buf);
+  }
+  sl_json_key(j, "pipeline_files");
+  sl_json_begin_array(j);
+  for (size_t i = 0; i < s->n_sources; i++) file_identity(j, s->sources[i], true);
+  sl_json_end_array(j);
+  sl_json_key(j, "input_files");
+  sl_json_begin_array(j);
+  path_params(j, g);
+  sl_json_end_array(j);
+  sl_json_key(j, "seconds");
+  sl_json_double(j, r->seconds);
+  sl_json_key(j, "chunks");
+  sl_json_int(j, r->chunks);
+  sl_json_key(j, "chunk_positions");
+  sl_json_int(j, p->chunk_positions);
+  sl_json_key(j, "memory");
+  sl_json_begin_object(j);
+  sl_json_key(j, "planned_peak_bytes");
+  sl_json_int(j, r->planned_peak_bytes);
+  sl_json_key(j, "measured_peak_bytes");
+  sl_json_int(j, r->measured_peak_bytes);
+  sl_json_key(j, "budget_bytes");
+  sl_json_uint(j, p->memory_limit);
+  sl_json_end_object(j);
+  sl_json_key(j, "nodes");
+  sl_json_begin_array(j);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    sl_json_begin_object(j);
+    sl_json_key(j, "id");
+    sl_json_string(j, n->id);
+    sl_json_key(j, "type");
+    sl_json_string(j, n->desc ? n->desc->type : "iterate");
+    sl_json_key(j, "level");
+    sl_json_int(j, n->level);
+    sl_json_key(j, "phase");
+    sl_json_string(j, sl_phase_name(n->phase));
+    sl_json_key(j, "seconds");
+    sl_json_double(j, r->node_seconds[i]);
+    sl_json_key(j, "calls");
+    sl_json_int(j, r->node_calls[i]);
+    sl_json_key(j, "bytes_read");
+    sl_json_int(j, p->nodes[i].cost.bytes_read);
+    sl_json_key(j, "bytes_written");
+    sl_json_int(j, p->nodes[i].cost.bytes_written);
+    sl_json_key(j, "estimated_seconds");
+    sl_json_double(j, p->nodes[i].est_seconds);
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
+  sl_json_key(j, "levels");
+  sl_json_begin_array(j);
+  for (int l = 0; l < p->n_levels; l++) {
+    sl_json_begin_object(j);
+    sl_json_key(j, "level");
+    sl_json_int(j, l);
+    sl_json_key(j, "phase");
+    sl_json_string(j, sl_phase_name(p->levels[l].phase));
+    sl_json_key(j, "seconds");
+    sl_json_double(j, r->level_seconds[l]);
+    sl_json_key(j, "estimated_seconds");
+    sl_json_double(j, p->levels[l].est_seconds);
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
+  sl_json_key(j, "outputs");
+  sl_json_begin_array(j);
+  for (int o = 0; o < r->n_outputs; o++) {
+    char d[128];
+    sl_desc_format(&r->outputs[o].desc, d, sizeof d);
+    sl_json_begin_object(j);
+    sl_json_key(j, "name");
+    sl_json_string(j, r->outputs[o].name);
+    sl_json_key(j, "type");
+    sl_json_string(j, d);
+    sl_json_key(j, "source");
+    char src[256];
+    snprintf(src, sizeof src, "%s.%s", r->outputs[o].node_id, r->outputs[o].port);
+    sl_json_string(j, src);
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
+  sl_json_key(j, "plan");
+  sl_plan_json(j, p);
+  sl_json_end_object(j);
+}

@@ -1,0 +1,23 @@
+/* report.json: what ran, where, how long, how much memory, from what. */
+#ifndef SL_REPORT_H
+#define SL_REPORT_H
+
+#include "../core/json.h"
+#include "exec.h"
+
+typedef struct sl_run_info {
+  const sl_spec *spec;
+  const sl_plan *plan;
+  const sl_exec_result *result;
+  const char *out_dir;
+  const char *started_at; /* ISO 8601 UTC */
+  const sl_setting *sets;
+  int n_sets;
+} sl_run_info;
+
+void sl_report_json(sl_json *j, const sl_run_info *info);
+/* 64-bit FNV-1a of a file's bytes (identity of small inputs such as pipeline
+ * files); false when it cannot be read. */
+bool sl_file_fnv1a(const char *path, uint64_t *hash);
+
+#endif

@@ -1,0 +1,65 @@
+#include "run.h"
+
+#include <string.h>
+
+sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
+  memset(out, 0, sizeof *out);
+  sl_code rc = sl_spec_load(req->file, req->sets, req->n_sets, &out->spec, err);
+  if (rc == SL_OK) rc = sl_graph_build(out->spec, NULL, &out->graph, err);
+  sl_backend_kind kind = SL_BACKEND_CPU;
+  const sl_backend_ops *ops = req->ops_override;
+  if (rc == SL_OK && !ops) {
+    rc = sl_backend_select(req->backend, &kind, err);
+    if (rc == SL_OK) ops = sl_backend_ops_for(kind);
+  }
+  if (ops) kind = ops->kind;
+  sl_backend_caps caps;
+  if (rc == SL_OK) rc = sl_graph_check_backend(out->graph, kind, err);
+  if (rc == SL_OK) rc = ops->probe(&caps, err);
+  if (rc == SL_OK && kind == SL_BACKEND_CPU && req->threads > 0) {
+    caps.bytes_per_second *= (double)req->threads / (double)(caps.compute_units ? caps.compute_units : 1);
+    caps.ops_per_second *= (double)req->threads / (double)(caps.compute_units ? caps.compute_units : 1);
+    caps.compute_units = req->threads;
+  }
+  if (rc == SL_OK) {
+    sl_plan_opts po;
+    memset(&po, 0, sizeof po);
+    po.caps = caps;
+    po.chunk_positions = req->chunk_positions;
+    po.memory_limit = req->memory_limit;
+    rc = sl_plan_build(out->graph, &po, &out->plan, err);
+  }
+  /* The budget is checked before the backend exists: nothing is allocated
+   * for a plan that does not fit. */
+  if (rc == SL_OK) rc = sl_plan_check_budget(out->plan, err);
+  if (rc == SL_OK && req->before_alloc) rc = req->before_alloc(req->ctx, out->plan, err);
+  sl_backend *b = NULL;
+  if (rc == SL_OK) rc = ops->create(req->threads, &b, err);
+  if (rc == SL_OK && b) {
+    /* The plan's device description follows the backend actually created. */
+    out->plan->caps.compute_units = b->caps.compute_units;
+    memcpy(out->plan->caps.device, b->caps.device, sizeof b->caps.device);
+  }
+  bool prepared = false;
+  if (rc == SL_OK) {
+    rc = sl_graph_prepare(out->graph, err);
+    prepared = rc == SL_OK;
+  }
+  if (rc == SL_OK) {
+    sl_exec_opts eo = {.progress = req->progress};
+    rc = sl_execute(out->plan, b, &eo, &out->result, err);
+    out->executed = rc == SL_OK;
+  }
+  if (prepared) sl_graph_release(out->graph);
+  if (b) ops->destroy(b);
+  return rc;
+}
+
+void sl_run_free(sl_run *r) {
+  if (!r) return;
+  if (r->executed) sl_exec_result_free(&r->result);
+  sl_plan_free(r->plan);
+  sl_graph_free(r->graph);
+  sl_spec_free(r->spec);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,39 @@
+/* A whole run in one call: load, build, plan, check the budget (before any
+ * allocation), bind the backend, prepare, execute, release. The CLI, tests
+ * and benchmarks all run pipelines through this. */
+#ifndef SL_RUN_H
+#define SL_RUN_H
+
+#include "exec.h"
+
+typedef struct sl_run_request {
+  const char *file;
+  const sl_setting *sets;
+  size_t n_sets;
+  int backend;              /* sl_backend_kind or SL_BACKEND_AUTO */
+  uint64_t memory_limit;    /* 0 = the backend's memory */
+  int64_t chunk_positions;  /* 0 = automatic */
+  int threads;              /* 0 = all */
+  bool progress;
+  /* Called after planning, before anything is allocated (e.g. to say which
+   * backend auto chose, or to refuse an existing output directory). */
+  sl_code (*before_alloc)(void *ctx, const sl_plan *plan, sl_error *err);
+  void *ctx;
+  /* Tests: use this backend table instead of the selected one. */
+  const sl_backend_ops *ops_override;
+} sl_run_request;
+
+typedef struct sl_run {
+  sl_spec *spec;
+  sl_graph *graph;
+  sl_plan *plan;
+  sl_exec_result result;
+  bool executed;
+} sl_run;
+
+/* On failure everything is released, and `out` holds what was built before
+ * the failure (spec, graph, plan may be NULL); call sl_run_free either way. */
+sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err);
+void sl_run_free(sl_run *r);
+
+#endif
