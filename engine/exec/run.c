@@ -36,6 +36,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   sl_backend *b = NULL;
   if (rc == SL_OK) rc = ops->create(req->threads, &b, err);
   if (rc == SL_OK && b) {
+    b->ops = ops; /* the table this run selected (tests wrap the CPU one) */
     /* The plan's device description follows the backend actually created. */
     out->plan->caps.compute_units = b->caps.compute_units;
     memcpy(out->plan->caps.device, b->caps.device, sizeof b->caps.device);

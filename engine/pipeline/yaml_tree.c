@@ -240,9 +240,13 @@ done:
 sl_code sl_yaml_read_file(const char *path, char **text, size_t *len, sl_error *err) {
   *text = NULL;
   *len = 0;
+  struct stat st;
+  /* stat first: opening a FIFO or a device could block or never end */
+  if (stat(path, &st) != 0)
+    return sl_fail(err, SL_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return sl_fail(err, SL_ERR_IO, "'%s' is not a regular file", path);
   FILE *f = fopen(path, "rb");
   if (!f) return sl_fail(err, SL_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     fclose(f);
     return sl_fail(err, SL_ERR_IO, "'%s' is not a regular file", path);

@@ -1,0 +1,35 @@
+# Shared helpers for the end-to-end CLI tests. Each test script is run by ctest
+# as: bash tests/e2e/test_X.sh PATH/TO/sluice SOURCE_DIR
+set -u
+SLUICE=$1
+SRC=$2
+WORK=$(mktemp -d /tmp/sluice-e2e-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+PASSED=0
+FAILED=0
+
+ok() { PASSED=$((PASSED + 1)); echo "ok - $1"; }
+not_ok() { FAILED=$((FAILED + 1)); echo "not ok - $1"; }
+
+# expect CODE NEEDLE DESCRIPTION -- command...: exit code and a stderr/stdout substring
+expect() {
+  local code=$1 needle=$2 what=$3
+  shift 4
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$code" ]; then
+    not_ok "$what: exit $rc, expected $code"
+    printf '%s\n' "$out" | head -20 | sed 's/^/    /'
+  elif [ -n "$needle" ] && ! grep -qF -- "$needle" <<<"$out"; then
+    not_ok "$what: output lacks '$needle'"
+    printf '%s\n' "$out" | head -20 | sed 's/^/    /'
+  else
+    ok "$what"
+  fi
+}
+
+finish() {
+  echo "$PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ]
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Every error class gives a clear message with its place and the right exit code.
+. "$(dirname "$0")/lib.sh"
+cd "$WORK"
+
+cat > malformed.yaml <<'Y'
+pipeline: bad
+nodes:
+  a: {type: ramp
+outputs: {y: a.out}
+Y
+expect 2 "malformed.yaml:4" "malformed YAML names file:line" -- "$SLUICE" validate malformed.yaml
+
+cat > unknown_type.yaml <<'Y'
+pipeline: t
+nodes:
+  r: {type: rampp}
+outputs: {y: r.out}
+Y
+expect 2 "did you mean 'ramp'" "unknown node type suggests" -- "$SLUICE" validate unknown_type.yaml
+expect 2 "unknown_type.yaml:3" "unknown node type has a location" -- "$SLUICE" plan unknown_type.yaml
+
+cat > unknown_param.yaml <<'Y'
+pipeline: t
+nodes:
+  r: {type: ramp, params: {positionz: [4]}}
+outputs: {y: r.out}
+Y
+expect 2 "did you mean 'positions'" "unknown param suggests" -- "$SLUICE" run unknown_param.yaml --out o1
+
+cat > unknown_port.yaml <<'Y'
+pipeline: t
+nodes:
+  r: {type: ramp}
+  a: {type: affine, inputs: {x: r.ot}}
+outputs: {y: a.y}
+Y
+expect 2 "did you mean 'out'" "unknown port suggests" -- "$SLUICE" validate unknown_port.yaml
+
+cat > mismatch.yaml <<'Y'
+pipeline: t
+nodes:
+  c: {type: constant, params: {shape: [4]}}
+  s: {type: sum, inputs: {x: c.out}}
+outputs: {y: s.total}
+Y
+expect 2 "must be streamed" "type mismatch" -- "$SLUICE" validate mismatch.yaml
+
+cat > cycle.yaml <<'Y'
+pipeline: t
+nodes:
+  a: {type: affine, inputs: {x: b.y}}
+  b: {type: affine, inputs: {x: a.y}}
+outputs: {y: b.y}
+Y
+expect 2 "cycle" "cycle" -- "$SLUICE" validate cycle.yaml
+
+cat > missing_template.yaml <<'Y'
+pipeline: t
+nodes:
+  d: {use: templates/nowhere.yaml}
+outputs: {y: d.frames}
+Y
+expect 2 "missing_template.yaml:3" "missing template names the use line" -- "$SLUICE" validate missing_template.yaml
+
+cat > self.yaml <<'Y'
+pipeline: self
+nodes:
+  d: {use: self.yaml}
+outputs: {y: d.y}
+Y
+expect 2 "self.yaml" "template recursion" -- "$SLUICE" validate self.yaml
+
+cat > req.yaml <<'Y'
+pipeline: t
+params:
+  n: {type: int, required: true, doc: "how many"}
+nodes:
+  r: {type: ramp, params: {positions: ["${n}"]}}
+outputs: {y: r.out}
+Y
+expect 2 "--set" "required param says how to set it" -- "$SLUICE" validate req.yaml
+expect 0 "ok" "required param given with --set" -- "$SLUICE" validate req.yaml --set n=4
+expect 2 "unknown" "unknown --set name" -- "$SLUICE" validate req.yaml --set m=4
+
+expect 2 "unknown option" "unknown option" -- "$SLUICE" run req.yaml --bogus
+expect 2 "unknown command" "unknown command" -- "$SLUICE" frobnicate
+expect 2 "invalid size" "bad memory limit" -- "$SLUICE" plan req.yaml --set n=4 --memory-limit lots
+expect 1 "cuda" "no silent fallback to CPU" -- "$SLUICE" run req.yaml --set n=4 --backend cuda --out o2
+[ ! -e o2 ] && ok "failed run leaves no output directory" || not_ok "failed run left o2"
+
+# Over budget: exit 3 before anything is allocated or written.
+cat > big.yaml <<'Y'
+pipeline: big
+nodes:
+  r: {type: ramp, params: {positions: [4096], item_shape: [4096]}}
+outputs: {frames: r.out}
+Y
+expect 3 "budget" "over budget exits 3" -- "$SLUICE" run big.yaml --memory-limit 16M --out o3
+[ ! -e o3 ] && ok "over budget writes nothing" || not_ok "over budget left o3"
+expect 3 "assembled outputs" "plan over budget prints the estimate and exits 3" -- "$SLUICE" plan big.yaml --memory-limit 16M
+
+finish

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs, outputs, plans, and the commands that only look.
+. "$(dirname "$0")/lib.sh"
+cd "$WORK"
+
+expect 0 "sluice" "--version" -- "$SLUICE" --version
+expect 0 "exit codes" "--help documents exit codes" -- "$SLUICE" --help
+for cmd in run plan validate render nodes devices; do
+  expect 0 "usage: sluice $cmd" "$cmd --help" -- "$SLUICE" $cmd --help
+done
+
+expect 0 "wrote out1/" "run virtual_image" -- "$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --out out1 --set scan_shape=[8,6]
+for f in results.h5 bf.png adf.png report.json; do
+  [ -s "out1/$f" ] && ok "out1/$f written" || not_ok "out1/$f missing"
+done
+ls out1 | grep -q tmp && not_ok "temporary files left" || ok "no temporary files left"
+if command -v h5dump >/dev/null; then
+  expect 0 "8, 6" "bf dataset has the scan shape" -- h5dump -H -d bf out1/results.h5
+  expect 0 "unit" "bf dataset has attributes" -- h5dump -A -d bf out1/results.h5
+fi
+python3 - out1/report.json <<'P' && ok "report.json is complete" || not_ok "report.json incomplete"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in ("version", "pipeline", "params", "resolved_pipeline", "nodes", "levels", "memory", "pipeline_files", "outputs"):
+    assert k in r, k
+assert r["memory"]["measured_peak_bytes"] <= r["memory"]["planned_peak_bytes"]
+assert r["params"]["scan_shape"] in ("[8, 6]", "- 8\n- 6"), r["params"]["scan_shape"]
+assert all("seconds" in n for n in r["nodes"])
+P
+
+expect 2 "exists" "existing output directory is kept" -- "$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --out out1 --quiet
+expect 0 "" "--force replaces it" -- "$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --out out1 --force --quiet --set scan_shape=[4,4]
+expect 0 "4, 4" "replaced output holds the new run" -- h5dump -H -d bf out1/results.h5
+out=$("$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --out out2 --quiet 2>&1)
+[ -z "$out" ] && ok "--quiet prints nothing" || not_ok "--quiet printed: $out"
+expect 0 "\"measured_peak_bytes\"" "--json prints the report" -- "$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --out out3 --json
+
+# default output directory
+mkdir def && (cd def && "$SLUICE" run "$SRC/pipelines/iterate_affine.yaml" --quiet) && ls def/sluice-out/iterate_affine-*/results.h5 >/dev/null 2>&1 \
+  && ok "default output directory sluice-out/<pipeline>-<timestamp>" || not_ok "default output directory"
+
+# plan on every pipeline, as text and as JSON
+for f in "$SRC"/pipelines/*.yaml; do
+  name=$(basename "$f")
+  expect 0 "peak host" "plan $name" -- "$SLUICE" plan "$f"
+  "$SLUICE" plan "$f" --json | python3 -c 'import json,sys; p=json.load(sys.stdin)["plan"]; assert p["levels"] and p["buffers"] and "peak_host_bytes" in p["memory"]' \
+    && ok "plan --json $name" || not_ok "plan --json $name"
+done
+
+expect 0 "ok:" "validate" -- "$SLUICE" validate "$SRC/pipelines/virtual_image.yaml"
+expect 0 "detector/source" "render expands templates" -- "$SLUICE" render "$SRC/pipelines/virtual_image.yaml"
+"$SLUICE" render "$SRC/pipelines/virtual_image.yaml" --set dose=5 > rendered.yaml
+grep -q "dose: 5" rendered.yaml && ok "render shows --set values" || not_ok "render lacks dose: 5"
+expect 0 "virtual_image" "nodes lists types" -- "$SLUICE" nodes
+expect 0 "radius" "nodes TYPE describes params" -- "$SLUICE" nodes virtual_image
+expect 2 "did you mean 'virtual_image'" "nodes suggests" -- "$SLUICE" nodes virtual_imag
+"$SLUICE" nodes --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(n["type"]=="sum" for n in d)' \
+  && ok "nodes --json" || not_ok "nodes --json"
+expect 0 "cpu" "devices" -- "$SLUICE" devices
+
+finish

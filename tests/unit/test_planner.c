@@ -1,0 +1,169 @@
+/* Planner: levels, lifetimes and slots on graphs with known answers; the
+ * budget check; chunk sizing. Planning allocates no data. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "engine/plan/plan.h"
+#include "test_support.h"
+
+typedef struct fixture {
+  sl_spec *spec;
+  sl_graph *g;
+  sl_plan *p;
+} fixture;
+
+static void plan_text(fixture *f, const char *text, int64_t chunk, uint64_t limit) {
+  char path[512];
+  write_temp_file(path, sizeof path, "plan.yaml", text);
+  sl_error err;
+  sl_error_clear(&err);
+  memset(f, 0, sizeof *f);
+  assert_int_equal(sl_spec_load(path, NULL, 0, &f->spec, &err), SL_OK);
+  assert_int_equal(sl_graph_build(f->spec, NULL, &f->g, &err), SL_OK);
+  sl_plan_opts po;
+  memset(&po, 0, sizeof po);
+  sl_cpu_backend_ops.probe(&po.caps, &err);
+  po.chunk_positions = chunk;
+  po.memory_limit = limit;
+  assert_int_equal(sl_plan_build(f->g, &po, &f->p, &err), SL_OK);
+}
+
+static void fixture_free(fixture *f) {
+  sl_plan_free(f->p);
+  sl_graph_free(f->g);
+  sl_spec_free(f->spec);
+}
+
+static const sl_plan_buffer *buffer(const fixture *f, const char *node) {
+  int n = sl_graph_find(f->g, node);
+  for (int i = 0; i < f->p->n_buffers; i++)
+    if (f->p->buffers[i].node == n) return &f->p->buffers[i];
+  fail_msg("no buffer for %s", node);
+  return NULL;
+}
+
+/* ramp -> a -> b -> sum, 1024 positions of 256 f32 (1 KiB each), chunks of
+ * 256 positions: four stream levels; a.y cannot share ramp.out's slot (they
+ * meet at level 1) but b.y can; the reduction lives across the stream. */
+static const char *k_chain =
+    "pipeline: chain\n"
+    "nodes:\n"
+    "  r: {type: ramp, params: {positions: [1024], item_shape: [256]}}\n"
+    "  a: {type: affine, inputs: {x: r.out}}\n"
+    "  b: {type: affine, inputs: {x: a.y}}\n"
+    "  s: {type: sum, inputs: {x: b.y}}\n"
+    "outputs: {total: s.total}\n";
+
+static void test_chain_lifetimes(void **state) {
+  fixture f;
+  plan_text(&f, k_chain, 256, 0);
+  const sl_plan *p = f.p;
+  assert_int_equal(p->positions, 1024);
+  assert_int_equal(p->chunk_positions, 256);
+  assert_int_equal(p->n_chunks, 4);
+  assert_int_equal(p->n_levels, 4);
+  assert_int_equal(p->stream_first_level, 0);
+  assert_int_equal(p->stream_last_level, 3);
+  const sl_plan_buffer *r = buffer(&f, "r"), *a = buffer(&f, "a"), *b = buffer(&f, "b"),
+                       *s = buffer(&f, "s");
+  assert_int_equal(r->bytes, 256 * 1024);
+  assert_int_equal(r->first_level, 0);
+  assert_int_equal(r->last_level, 1);
+  assert_int_equal(a->first_level, 1);
+  assert_int_equal(a->last_level, 2);
+  assert_int_equal(b->first_level, 2);
+  assert_int_equal(b->last_level, 3);
+  assert_true(s->reduction && s->graph_output && !s->streamed);
+  assert_int_equal(s->bytes, 256 * 8);
+  assert_int_equal(s->first_level, 0);
+  assert_int_equal(s->last_level, 3);
+  assert_int_not_equal(r->slot, a->slot);
+  assert_int_equal(b->slot, r->slot);
+  assert_int_equal(p->n_slots, 3);
+  assert_int_equal(p->slot_bytes, 2 * 256 * 1024 + 2048);
+  /* live peak: at level 2, a and b (and the reduction) are live */
+  assert_int_equal(p->live_peak_bytes, 2 * 256 * 1024 + 2048);
+  assert_int_equal(p->output_bytes, 2048);
+  assert_int_equal(p->peak_host_bytes, p->slot_bytes + p->output_bytes);
+  /* traffic: r writes 1 MiB; a and b read and write 1 MiB each; s reads 1 MiB */
+  assert_int_equal(p->bytes_written, 3 << 20);
+  assert_int_equal(p->bytes_read, 3 << 20);
+  assert_true(p->est_seconds > 0);
+  fixture_free(&f);
+}
+
+static void test_partial_last_chunk(void **state) {
+  fixture f;
+  plan_text(&f, k_chain, 300, 0);
+  assert_int_equal(f.p->n_chunks, 4); /* 300 + 300 + 300 + 124 */
+  assert_int_equal(f.p->bytes_written, 3 << 20); /* costs follow the real chunk sizes */
+  fixture_free(&f);
+}
+
+static void test_epilogue_levels(void **state) {
+  fixture f;
+  plan_text(&f,
+            "pipeline: epi\n"
+            "nodes:\n"
+            "  c: {type: constant, params: {shape: [16]}}\n"
+            "  r: {type: ramp, params: {positions: [64], item_shape: [16]}}\n"
+            "  s: {type: sum, inputs: {x: r.out}}\n"
+            "  e: {type: affine, inputs: {x: s.total}}\n"
+            "outputs: {y: e.y, c: c.out}\n",
+            16, 0);
+  const sl_plan *p = f.p;
+  /* prologue L0 (c), stream L1-L2 (r, s), epilogue L3 (e) */
+  assert_int_equal(p->n_levels, 4);
+  assert_int_equal(p->levels[0].phase, SL_PHASE_PROLOGUE);
+  assert_int_equal(p->levels[1].phase, SL_PHASE_STREAM);
+  assert_int_equal(p->levels[3].phase, SL_PHASE_EPILOGUE);
+  const sl_plan_buffer *s = buffer(&f, "s"), *e = buffer(&f, "e"), *c = buffer(&f, "c");
+  assert_int_equal(s->first_level, 1);
+  assert_int_equal(s->last_level, 3);
+  assert_int_equal(e->first_level, 3);
+  assert_int_equal(c->first_level, 0);
+  assert_int_equal(c->last_level, 3); /* a whole output lives to the end */
+  fixture_free(&f);
+}
+
+static void test_auto_chunk_and_budget(void **state) {
+  fixture f;
+  /* 1 KiB per position: the default 32 MiB target covers the whole scan. */
+  plan_text(&f, k_chain, 0, 0);
+  assert_int_equal(f.p->chunk_positions, 1024);
+  fixture_free(&f);
+  /* A 300 KiB budget makes the automatic chunk shrink until it fits. */
+  plan_text(&f, k_chain, 0, 300 << 10);
+  assert_true(f.p->chunk_positions < 1024);
+  assert_true((uint64_t)f.p->peak_host_bytes <= (300u << 10));
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_plan_check_budget(f.p, &err), SL_OK);
+  fixture_free(&f);
+  /* An explicit chunk that cannot fit is refused with a typed estimate. */
+  plan_text(&f, k_chain, 1024, 64 << 10);
+  assert_int_equal(sl_plan_check_budget(f.p, &err), SL_ERR_BUDGET);
+  assert_non_null(strstr(err.msg, "pooled buffers"));
+  assert_non_null(strstr(err.msg, "budget is 64.00 KiB"));
+  assert_int_equal(sl_exit_code(err.code), 3);
+  fixture_free(&f);
+}
+
+static void test_size_class(void **state) {
+  assert_int_equal(sl_size_class(1), 64);
+  assert_int_equal(sl_size_class(64), 64);
+  assert_int_equal(sl_size_class(65), 128);
+  assert_int_equal(sl_size_class(1 << 20), 1 << 20);
+  assert_int_equal(sl_size_class((1 << 20) + 1), 2 << 20);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_chain_lifetimes),   cmocka_unit_test(test_partial_last_chunk),
+      cmocka_unit_test(test_epilogue_levels),   cmocka_unit_test(test_auto_chunk_and_budget),
+      cmocka_unit_test(test_size_class),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
