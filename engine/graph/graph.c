@@ -87,14 +87,18 @@ static sl_code bind_params(sl_node *n, const sl_node_spec *ns, sl_error *err) {
       rc = at(err, ns->loc, n->id);
       break;
     }
+    /* Defaults are YAML text; an empty default is the empty string. */
     sl_yaml *dv = NULL;
-    rc = sl_yaml_load_string(d->params[p].default_value, strlen(d->params[p].default_value),
-                             "<default>", &dv, err);
+    const char *text = d->params[p].default_value;
+    if (!text[0])
+      dv = sl_yaml_new_scalar("", (sl_loc){sl_intern("<default>"), 1, 1});
+    else
+      rc = sl_yaml_load_string(text, strlen(text), "<default>", &dv, err);
     if (rc == SL_OK) rc = sl_param_convert(&d->params[p], dv, base_dir, &n->params[p], err);
     sl_yaml_free(dv);
     if (rc != SL_OK) {
-      sl_fail(err, SL_ERR_INTERNAL, "bad default for param '%s' of node type '%s'",
-              d->params[p].name, d->type);
+      sl_fail(err, SL_ERR_INTERNAL, "bad default '%s' for param '%s' of node type '%s'",
+              text, d->params[p].name, d->type);
       break;
     }
   }

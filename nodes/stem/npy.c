@@ -272,7 +272,7 @@ sl_code sl_npy_read_mask(const char *path, int64_t h, int64_t w, uint8_t **mask,
     goto done;
   }
   const unsigned char *d = buf + prefix + hlen;
-  uint8_t *out = mask ? malloc((size_t)(h * w) ? (size_t)(h * w) : 1) : NULL;
+  uint8_t *out = mask ? malloc(h * w > 0 ? (size_t)(h * w) : 1) : NULL;
   if (mask && !out) {
     rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for mask '%s'", path);
     goto done;

@@ -81,7 +81,7 @@ outputs: {y: r.out}
 Y
 expect 2 "--set" "required param says how to set it" -- "$SLUICE" validate req.yaml
 expect 0 "ok" "required param given with --set" -- "$SLUICE" validate req.yaml --set n=4
-expect 2 "unknown" "unknown --set name" -- "$SLUICE" validate req.yaml --set m=4
+expect 2 "no parameter 'm'" "unknown --set name" -- "$SLUICE" validate req.yaml --set m=4
 
 expect 2 "unknown option" "unknown option" -- "$SLUICE" run req.yaml --bogus
 expect 2 "unknown command" "unknown command" -- "$SLUICE" frobnicate

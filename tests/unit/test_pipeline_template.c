@@ -273,6 +273,26 @@ static void test_recursion(void **state) {
   assert_null(s);
 }
 
+static void test_depth_limit(void **state) {
+  (void)state;
+  /* d0 -> d1 -> ... -> d19: deeper than 16 levels is an error, 10 levels are fine */
+  char name[64], text[256];
+  for (int i = 0; i < 20; i++) {
+    snprintf(name, sizeof name, "d%d.yaml", i);
+    snprintf(text, sizeof text, "pipeline: d%d\nnodes:\n  n:\n    use: d%d.yaml\noutputs: {o: n.o}\n",
+             i, i + 1);
+    write_file(name, text);
+  }
+  load_err("d0.yaml", NULL, 0, SL_ERR_PIPELINE, "d15.yaml", 4, 10, "deeper than 16");
+  write_file("d10.yaml", "pipeline: leaf\nnodes:\n  x: {type: t}\noutputs: {o: x.o}\n");
+  sl_spec *s = load_ok("d0.yaml", NULL, 0);
+  assert_int_equal(s->n_nodes, 1);
+  assert_string_equal(s->nodes[0].id, "n/n/n/n/n/n/n/n/n/n/x");
+  assert_string_equal(s->outputs[0].ref.node, "n/n/n/n/n/n/n/n/n/n/x");
+  assert_int_equal(s->n_sources, 11);
+  sl_spec_free(s);
+}
+
 static void test_iterate(void **state) {
   (void)state;
   char p[600];
@@ -395,7 +415,7 @@ static void test_render_example(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nested_templates), cmocka_unit_test(test_template_errors),
-      cmocka_unit_test(test_recursion),        cmocka_unit_test(test_iterate),
+      cmocka_unit_test(test_recursion), cmocka_unit_test(test_depth_limit),        cmocka_unit_test(test_iterate),
       cmocka_unit_test(test_load_string),      cmocka_unit_test(test_render_example),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -3,6 +3,8 @@
  * own work over the pool with parallel_for), and wait reports the first
  * failure with its node and chunk. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,18 +17,23 @@ typedef struct cpu_job {
   sl_range_fn fn;
   void *ctx;
   int64_t n, grain;
-  int64_t next; /* next unclaimed index, under the lock */
-  int active;   /* workers still inside this job */
-  uint64_t generation;
 } cpu_job;
 
+/* Workers wait for a new job generation: they spin briefly (kernels of one
+ * level follow each other within microseconds) and then sleep on a condition
+ * variable. Ranges are claimed with an atomic counter; the caller works too
+ * and waits until every participant has finished. */
 typedef struct cpu_impl {
   int n_threads; /* including the calling thread */
   pthread_t *threads;
   pthread_mutex_t lock;
-  pthread_cond_t wake, done;
+  pthread_cond_t wake;
   cpu_job job;
-  bool stop;
+  _Atomic uint64_t generation;
+  _Atomic int64_t next;        /* next unclaimed index of the current job */
+  _Atomic int outstanding;     /* participants still working on the job */
+  _Atomic int sleepers;
+  _Atomic bool stop;
   /* batch */
   sl_kernel_fn *fns;
   sl_kernel_args **args;
@@ -35,20 +42,21 @@ typedef struct cpu_impl {
   bool in_batch;
 } cpu_impl;
 
-/* Claims ranges of the current job until none are left. */
+enum { SPIN_LIMIT = 20000 };
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 static void run_ranges(cpu_impl *c, int worker) {
+  const cpu_job *j = &c->job;
   for (;;) {
-    pthread_mutex_lock(&c->lock);
-    int64_t begin = c->job.next;
-    if (begin >= c->job.n) {
-      pthread_mutex_unlock(&c->lock);
-      return;
-    }
-    int64_t end = begin + c->job.grain;
-    if (end > c->job.n) end = c->job.n;
-    c->job.next = end;
-    pthread_mutex_unlock(&c->lock);
-    c->job.fn(c->job.ctx, begin, end, worker);
+    int64_t begin = atomic_fetch_add_explicit(&c->next, j->grain, memory_order_relaxed);
+    if (begin >= j->n) return;
+    int64_t end = begin + j->grain < j->n ? begin + j->grain : j->n;
+    j->fn(j->ctx, begin, end, worker);
   }
 }
 
@@ -63,19 +71,27 @@ static void *worker_main(void *p) {
   int index = wa->index;
   free(wa);
   uint64_t seen = 0;
-  pthread_mutex_lock(&c->lock);
   for (;;) {
-    while (!c->stop && c->job.generation == seen) pthread_cond_wait(&c->wake, &c->lock);
-    if (c->stop) break;
-    seen = c->job.generation;
-    c->job.active++;
-    pthread_mutex_unlock(&c->lock);
+    uint64_t gen;
+    int spins = 0;
+    while ((gen = atomic_load_explicit(&c->generation, memory_order_acquire)) == seen &&
+           !atomic_load(&c->stop)) {
+      if (++spins < SPIN_LIMIT) {
+        cpu_relax();
+        continue;
+      }
+      pthread_mutex_lock(&c->lock);
+      atomic_fetch_add(&c->sleepers, 1);
+      while (atomic_load(&c->generation) == seen && !atomic_load(&c->stop))
+        pthread_cond_wait(&c->wake, &c->lock);
+      atomic_fetch_sub(&c->sleepers, 1);
+      pthread_mutex_unlock(&c->lock);
+    }
+    if (atomic_load(&c->stop)) return NULL;
+    seen = gen;
     run_ranges(c, index);
-    pthread_mutex_lock(&c->lock);
-    if (--c->job.active == 0) pthread_cond_broadcast(&c->done);
+    atomic_fetch_sub_explicit(&c->outstanding, 1, memory_order_release);
   }
-  pthread_mutex_unlock(&c->lock);
-  return NULL;
 }
 
 static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx) {
@@ -87,24 +103,25 @@ static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_f
     fn(ctx, 0, n, 0);
     return;
   }
-  /* At least ~4 ranges per thread for balance, never below grain. */
-  int64_t want = n / (4 * (int64_t)c->n_threads);
+  /* About 4 ranges per thread for balance, never below grain. */
+  int64_t want = (n + 4 * (int64_t)c->n_threads - 1) / (4 * (int64_t)c->n_threads);
   if (want > grain) grain = want;
-  pthread_mutex_lock(&c->lock);
-  c->job.fn = fn;
-  c->job.ctx = ctx;
-  c->job.n = n;
-  c->job.grain = grain;
-  c->job.next = 0;
-  c->job.active = 1; /* the caller */
-  c->job.generation++;
-  pthread_cond_broadcast(&c->wake);
-  pthread_mutex_unlock(&c->lock);
+  c->job = (cpu_job){fn, ctx, n, grain};
+  atomic_store_explicit(&c->next, 0, memory_order_relaxed);
+  atomic_store_explicit(&c->outstanding, c->n_threads, memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->generation, 1, memory_order_release);
+  if (atomic_load(&c->sleepers) > 0) {
+    pthread_mutex_lock(&c->lock);
+    pthread_cond_broadcast(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+  }
   run_ranges(c, 0);
-  pthread_mutex_lock(&c->lock);
-  c->job.active--;
-  while (c->job.active > 0 || c->job.next < c->job.n) pthread_cond_wait(&c->done, &c->lock);
-  pthread_mutex_unlock(&c->lock);
+  atomic_fetch_sub_explicit(&c->outstanding, 1, memory_order_release);
+  int spins = 0;
+  while (atomic_load_explicit(&c->outstanding, memory_order_acquire) > 0) {
+    if (++spins < SPIN_LIMIT) cpu_relax();
+    else sched_yield();
+  }
 }
 
 static int cpu_workers(const sl_backend *b) { return ((const cpu_impl *)b->impl)->n_threads; }
@@ -143,7 +160,6 @@ static sl_code cpu_create(int threads, sl_backend **out, sl_error *err) {
   b->caps.ops_per_second = 2e9 * c->n_threads;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->wake, NULL);
-  pthread_cond_init(&c->done, NULL);
   c->threads = sl_xcalloc((size_t)c->n_threads, sizeof *c->threads);
   for (int i = 1; i < c->n_threads; i++) {
     worker_arg *wa = sl_xcalloc(1, sizeof *wa);
@@ -164,13 +180,12 @@ static void cpu_destroy(sl_backend *b) {
   if (!b) return;
   cpu_impl *c = b->impl;
   pthread_mutex_lock(&c->lock);
-  c->stop = true;
+  atomic_store(&c->stop, true);
   pthread_cond_broadcast(&c->wake);
   pthread_mutex_unlock(&c->lock);
   for (int i = 1; i < c->n_threads; i++) pthread_join(c->threads[i], NULL);
   pthread_mutex_destroy(&c->lock);
   pthread_cond_destroy(&c->wake);
-  pthread_cond_destroy(&c->done);
   free(c->threads);
   free(c->fns);
   free(c->args);

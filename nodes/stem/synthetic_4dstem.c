@@ -1,0 +1,465 @@
+/* synthetic_4dstem: a physics-based 4D-STEM generator (a source node).
+ *
+ * Probe: P(k) = aperture disk of radius `disk_radius` detector pixels, centred
+ * on the detector centre ((H-1)/2, (W-1)/2), times exp(-i defocus (|k|/R)^2).
+ * The real-space probe is its inverse DFT on an H x W window (window pixel =
+ * object pixel). Object: a weak phase object phi(r) over the scan field, a
+ * jittered square lattice of Gaussian "atoms" (seeded), scaled so max phi =
+ * phase_max. Frame at scan position (i, j) (object coords (i, j) * step plus
+ * a margin): psi = probe(r) exp(i phi(r + R_ij)) (phi bilinear between object
+ * pixels), I = |DFT(psi)|^2 fftshifted so that the disk sits at the detector
+ * centre, lambda = dose * I / sum(I), counts ~ Poisson(lambda) clamped to
+ * dtype max - 1 (the max is the detector's flag value).
+ *
+ * Random numbers: xoshiro256** seeded from (seed, global position index), so
+ * frames are identical whatever the chunking and the number of threads.
+ * Poisson: CDF inversion for lambda < 30, Hormann's PTRS (transformed
+ * rejection with squeeze, exact) for lambda >= 30.
+ *
+ * Ground truth: `phase` = phi at each probe centre; `com_expected` = the
+ * expectation-value centre of mass (row, col) of the noiseless pattern I,
+ * in detector pixels relative to ((H-1)/2, (W-1)/2). Sign and scale: a
+ * phase gradient g (radians per object pixel) along +row deflects the
+ * pattern towards +row by H g / (2 pi) pixels (com_row ~ H/(2 pi) times the
+ * probe-intensity-weighted d phi/d row; likewise for columns with W). */
+#include <fftw3.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/graph/graph.h"
+#include "../../engine/graph/node.h"
+
+#define SYN_ATOM_SPACING 8.0 /* object pixels */
+#define SYN_ATOM_SIGMA 1.6   /* object pixels */
+#define SYN_ATOM_JITTER 1.0  /* +- object pixels */
+#define SYN_MAX_OBJECT ((int64_t)1 << 23)
+
+typedef struct syn_cfg {
+  int64_t rows, cols; /* scan */
+  int64_t h, w;       /* detector */
+  double dose;
+  int64_t seed;
+  sl_dtype dtype;
+  double radius, defocus, step, phase_max;
+  int64_t oh, ow;   /* object grid */
+  double oy0, ox0;  /* object coordinates of scan position (0, 0) */
+} syn_cfg;
+
+typedef struct syn_state {
+  syn_cfg cfg;
+  fftw_plan fwd;        /* H x W forward, out of place */
+  fftw_complex *probe;  /* real-space probe, DFT order */
+  double *phi;          /* object phase, oh x ow */
+  fftw_complex *trans;  /* exp(i phi), oh x ow */
+} syn_state;
+
+/* ---- random numbers ------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+typedef struct syn_rng {
+  uint64_t s[4];
+} syn_rng;
+
+static void rng_init(syn_rng *r, int64_t seed, uint64_t key) {
+  uint64_t x = mix64(mix64((uint64_t)seed + 0x9E3779B97F4A7C15ULL) ^ key);
+  for (int i = 0; i < 4; i++) {
+    x += 0x9E3779B97F4A7C15ULL;
+    r->s[i] = mix64(x);
+  }
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t rng_next(syn_rng *r) {
+  uint64_t *s = r->s;
+  uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return out;
+}
+
+/* Uniform in [0, 1). */
+static inline double rng_uniform(syn_rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* log(k!) */
+static double log_factorial(double k) {
+  if (k < 16) {
+    double p = 1;
+    for (int i = 2; i <= (int)k; i++) p *= i;
+    return log(p);
+  }
+  double x = k + 1, x2 = x * x;
+  return (x - 0.5) * log(x) - x + 0.91893853320467274178 + 1.0 / (12.0 * x) -
+         1.0 / (360.0 * x * x2) + 1.0 / (1260.0 * x * x2 * x2);
+}
+
+/* Poisson(lam) as a double (exact integer value). */
+static double poisson(syn_rng *r, double lam) {
+  if (!(lam > 0)) return 0;
+  if (lam < 30) {
+    double u = rng_uniform(r);
+    if (u < 1.0 - lam) return 0; /* exp(-lam) >= 1 - lam: most dark pixels end here */
+    double p = exp(-lam), f = p, k = 0, kmax = lam + 40.0 * sqrt(lam) + 60.0;
+    while (u >= f && k < kmax) {
+      k += 1;
+      p *= lam / k;
+      f += p;
+    }
+    return k;
+  }
+  /* PTRS: W. Hormann, "The transformed rejection method for generating
+   * Poisson random variables", Insurance: Math. and Econ. 12 (1993). */
+  double slam = sqrt(lam), loglam = log(lam);
+  double b = 0.931 + 2.53 * slam, a = -0.059 + 0.02483 * b;
+  double invalpha = 1.1239 + 1.1328 / (b - 3.4), vr = 0.9277 - 3.6224 / (b - 2);
+  for (;;) {
+    double u = rng_uniform(r) - 0.5, v = rng_uniform(r);
+    double us = 0.5 - fabs(u);
+    double k = floor((2 * a / us + b) * u + lam + 0.43);
+    if (us >= 0.07 && v <= vr) return k;
+    if (k < 0 || (us < 0.013 && v > us)) continue;
+    if (log(v) + log(invalpha) - log(a / (us * us) + b) <= -lam + k * loglam - log_factorial(k))
+      return k;
+  }
+}
+
+/* ---- params ---------------------------------------------------------------- */
+
+static sl_code shape2(const sl_node *n, const char *name, int64_t lo, int64_t hi, int64_t *a,
+                      int64_t *b, sl_error *err) {
+  const sl_param_value *v = sl_param(n, name);
+  if (v->n != 2)
+    return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must have 2 axes [rows, cols], got %zu",
+                   name, v->n);
+  for (int i = 0; i < 2; i++)
+    if (v->ints[i] < lo || v->ints[i] > hi)
+      return sl_fail(err, SL_ERR_PIPELINE, "param '%s': axis %d must be in [%lld, %lld], got %lld",
+                     name, i, (long long)lo, (long long)hi, (long long)v->ints[i]);
+  *a = v->ints[0];
+  *b = v->ints[1];
+  return SL_OK;
+}
+
+static sl_code ranged(const sl_node *n, const char *name, double lo, double hi, int lo_open,
+                      double *out, sl_error *err) {
+  double v = sl_param_float(n, name);
+  if (!isfinite(v) || v > hi || v < lo || (lo_open && v <= lo))
+    return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be in %s%g, %g], got %g", name,
+                   lo_open ? "(" : "[", lo, hi, v);
+  *out = v;
+  return SL_OK;
+}
+
+static sl_code syn_resolve(const sl_node *n, syn_cfg *c, sl_error *err) {
+  memset(c, 0, sizeof *c);
+  sl_code rc;
+  if ((rc = shape2(n, "scan_shape", 1, 1 << 20, &c->rows, &c->cols, err)) ||
+      (rc = shape2(n, "detector_shape", 8, 8192, &c->h, &c->w, err)))
+    return rc;
+  const char *dt = sl_param_str(n, "dtype");
+  c->dtype = sl_dtype_parse(dt);
+  if (c->dtype != SL_U8 && c->dtype != SL_U16 && c->dtype != SL_U32)
+    return sl_fail(err, SL_ERR_PIPELINE, "param 'dtype' must be u8, u16 or u32, got '%s'", dt);
+  c->seed = sl_param_int(n, "seed");
+  if ((rc = ranged(n, "dose", 0, 1e12, 1, &c->dose, err)) ||
+      (rc = ranged(n, "defocus", -1e4, 1e4, 0, &c->defocus, err)) ||
+      (rc = ranged(n, "step", 0, 1e4, 1, &c->step, err)) ||
+      (rc = ranged(n, "phase_max", 0, 2 * M_PI, 0, &c->phase_max, err)))
+    return rc;
+  double half = 0.5 * (double)(c->h < c->w ? c->h : c->w);
+  double r = sl_param_float(n, "disk_radius");
+  if (!isfinite(r) || r < 0 || (r > 0 && r < 1) || r >= half)
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'disk_radius' must be 0 (auto: rows/8) or in [1, %g) pixels (less than "
+                   "half the detector), got %g",
+                   half, r);
+  c->radius = r > 0 ? r : (double)c->h / 8.0;
+  c->oy0 = (double)(c->h / 2 + 2);
+  c->ox0 = (double)(c->w / 2 + 2);
+  c->oh = c->h + (int64_t)ceil((double)(c->rows - 1) * c->step) + 5;
+  c->ow = c->w + (int64_t)ceil((double)(c->cols - 1) * c->step) + 5;
+  if ((double)c->oh * (double)c->ow > (double)SYN_MAX_OBJECT)
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "scan field too large: 'scan_shape' x 'step' plus the detector window needs a "
+                   "%lldx%lld object (at most %lld pixels); reduce 'step' or 'scan_shape'",
+                   (long long)c->oh, (long long)c->ow, (long long)SYN_MAX_OBJECT);
+  return SL_OK;
+}
+
+static sl_code syn_infer(sl_node *n, sl_error *err) {
+  syn_cfg c;
+  sl_code rc = syn_resolve(n, &c, err);
+  if (rc) return rc;
+  int64_t fd[4] = {c.rows, c.cols, c.h, c.w}, pd[2] = {c.rows, c.cols},
+          cd[3] = {c.rows, c.cols, 2};
+  n->out[0] = sl_desc_make(c.dtype, 4, fd, 2);
+  n->out[1] = sl_desc_make(SL_F64, 2, pd, 0);
+  n->out[2] = sl_desc_make(SL_F64, 3, cd, 0);
+  return SL_OK;
+}
+
+static void syn_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  int64_t hw = sl_desc_item_elems(&n->out[0]);
+  c->bytes_written = positions * (sl_desc_item_bytes(&n->out[0]) + 3 * 8);
+  c->bytes_read = positions * hw * 16 * 2; /* probe and transmission */
+  c->ops = positions * hw * (int64_t)(5.0 * log2((double)hw) + 40.0);
+}
+
+/* ---- prepare: probe, object, plan ------------------------------------------ */
+
+static void syn_release(sl_node *n) {
+  syn_state *s = n->state;
+  if (!s) return;
+  if (s->fwd) fftw_destroy_plan(s->fwd);
+  fftw_free(s->probe);
+  fftw_free(s->trans);
+  free(s->phi);
+  free(s);
+  n->state = NULL;
+}
+
+static void make_object(syn_state *s) {
+  const syn_cfg *c = &s->cfg;
+  int64_t oh = c->oh, ow = c->ow;
+  double *g = s->phi;
+  memset(g, 0, (size_t)(oh * ow) * sizeof *g);
+  if (c->phase_max > 0) {
+    syn_rng r;
+    rng_init(&r, c->seed, 0xA70A70A70A70A70AULL); /* the object's own stream */
+    const double a = SYN_ATOM_SPACING, sig = SYN_ATOM_SIGMA, reach = 4.0 * SYN_ATOM_SIGMA;
+    int64_t nr = (int64_t)(oh / a) + 3, nc = (int64_t)(ow / a) + 3;
+    for (int64_t li = 0; li < nr; li++)
+      for (int64_t lj = 0; lj < nc; lj++) {
+        double y = (double)(li - 1) * a + SYN_ATOM_JITTER * (2 * rng_uniform(&r) - 1);
+        double x = (double)(lj - 1) * a + SYN_ATOM_JITTER * (2 * rng_uniform(&r) - 1);
+        double wgt = 0.6 + 0.4 * rng_uniform(&r);
+        int64_t y0 = (int64_t)floor(y - reach), y1 = (int64_t)ceil(y + reach);
+        int64_t x0 = (int64_t)floor(x - reach), x1 = (int64_t)ceil(x + reach);
+        if (y0 < 0) y0 = 0;
+        if (x0 < 0) x0 = 0;
+        if (y1 > oh - 1) y1 = oh - 1;
+        if (x1 > ow - 1) x1 = ow - 1;
+        for (int64_t u = y0; u <= y1; u++)
+          for (int64_t v = x0; v <= x1; v++) {
+            double d2 = ((double)u - y) * ((double)u - y) + ((double)v - x) * ((double)v - x);
+            g[u * ow + v] += wgt * exp(-d2 / (2 * sig * sig));
+          }
+      }
+    double mx = 0;
+    for (int64_t i = 0; i < oh * ow; i++) mx = g[i] > mx ? g[i] : mx;
+    double k = mx > 0 ? c->phase_max / mx : 0;
+    for (int64_t i = 0; i < oh * ow; i++) g[i] *= k;
+  }
+  for (int64_t i = 0; i < oh * ow; i++) {
+    s->trans[i][0] = cos(g[i]);
+    s->trans[i][1] = sin(g[i]);
+  }
+}
+
+static sl_code syn_prepare(sl_node *n, sl_error *err) {
+  syn_state *s = calloc(1, sizeof *s);
+  if (!s) return sl_fail(err, SL_ERR_NOMEM, "out of memory");
+  sl_code rc = syn_resolve(n, &s->cfg, err);
+  if (rc) {
+    free(s);
+    return rc;
+  }
+  n->state = s;
+  const syn_cfg *c = &s->cfg;
+  int64_t h = c->h, w = c->w, hw = h * w;
+  s->probe = fftw_malloc((size_t)hw * sizeof(fftw_complex));
+  s->phi = malloc((size_t)(c->oh * c->ow) * sizeof(double));
+  s->trans = fftw_malloc((size_t)(c->oh * c->ow) * sizeof(fftw_complex));
+  fftw_complex *tmp = fftw_malloc((size_t)hw * sizeof(fftw_complex));
+  if (!s->probe || !s->phi || !s->trans || !tmp) {
+    fftw_free(tmp);
+    syn_release(n);
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for the probe and object");
+  }
+  /* Aperture in detector coordinates, stored in DFT order (ifftshift). */
+  double cr = (double)(h - 1) / 2, cc = (double)(w - 1) / 2, r2 = c->radius * c->radius;
+  for (int64_t r = 0; r < h; r++)
+    for (int64_t col = 0; col < w; col++) {
+      double dr = (double)r - cr, dc = (double)col - cc, d2 = dr * dr + dc * dc;
+      int64_t ky = (r - h / 2 + h) % h, kx = (col - w / 2 + w) % w;
+      double *p = tmp[ky * w + kx];
+      if (d2 <= r2) {
+        double chi = c->defocus * d2 / r2;
+        p[0] = cos(chi);
+        p[1] = -sin(chi);
+      } else {
+        p[0] = p[1] = 0;
+      }
+    }
+  fftw_plan inv =
+      fftw_plan_dft_2d((int)h, (int)w, tmp, s->probe, FFTW_BACKWARD, FFTW_ESTIMATE);
+  s->fwd = fftw_plan_dft_2d((int)h, (int)w, s->probe, tmp, FFTW_FORWARD, FFTW_ESTIMATE);
+  if (!inv || !s->fwd) {
+    if (inv) fftw_destroy_plan(inv);
+    fftw_free(tmp);
+    syn_release(n);
+    return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan a %lldx%lld transform",
+                   (long long)h, (long long)w);
+  }
+  fftw_execute(inv);
+  fftw_destroy_plan(inv);
+  fftw_free(tmp);
+  double norm = 1.0 / (double)hw;
+  for (int64_t i = 0; i < hw; i++) s->probe[i][0] *= norm, s->probe[i][1] *= norm;
+  make_object(s);
+  return SL_OK;
+}
+
+/* ---- kernel ------------------------------------------------------------------ */
+
+typedef struct syn_job {
+  const sl_kernel_args *a;
+  const syn_state *s;
+  atomic_int failed;
+} syn_job;
+
+static double phi_at(const syn_state *s, double y, double x) {
+  int64_t u = (int64_t)floor(y), v = (int64_t)floor(x), ow = s->cfg.ow;
+  double fy = y - (double)u, fx = x - (double)v;
+  const double *p = s->phi + u * ow + v;
+  return (1 - fy) * ((1 - fx) * p[0] + fx * p[1]) + fy * ((1 - fx) * p[ow] + fx * p[ow + 1]);
+}
+
+#define STORE(T)                                        \
+  {                                                     \
+    T *o = (T *)j->a->out[0] + p * hw;                  \
+    for (int64_t q = 0; q < hw; q++) {                  \
+      double k = poisson(&rng, lam[q] * scale);         \
+      o[q] = (T)(k < maxv ? k : maxv);                  \
+    }                                                   \
+  }
+
+static void syn_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  syn_job *j = ctx;
+  const syn_state *s = j->s;
+  const syn_cfg *c = &s->cfg;
+  int64_t h = c->h, w = c->w, hw = h * w, ow = c->ow;
+  fftw_complex *psi = fftw_malloc((size_t)hw * sizeof(fftw_complex));
+  fftw_complex *spec = fftw_malloc((size_t)hw * sizeof(fftw_complex));
+  double *lam = malloc((size_t)hw * sizeof(double));
+  if (!psi || !spec || !lam) {
+    atomic_store(&j->failed, 1);
+    goto out;
+  }
+  double *phase = j->a->out[1], *com = j->a->out[2];
+  double maxv = c->dtype == SL_U8 ? 254.0 : c->dtype == SL_U16 ? 65534.0 : 4294967294.0;
+  double cr = (double)(h - 1) / 2, cc = (double)(w - 1) / 2;
+  for (int64_t p = begin; p < end; p++) {
+    int64_t gp = j->a->pos_start + p;
+    double yc = c->oy0 + (double)(gp / c->cols) * c->step;
+    double xc = c->ox0 + (double)(gp % c->cols) * c->step;
+    double fy0 = floor(yc), fx0 = floor(xc);
+    int64_t y0 = (int64_t)fy0, x0 = (int64_t)fx0;
+    int exact = yc == fy0 && xc == fx0;
+    /* Exit wave in DFT order: window pixel (y, x) is offset (dy, dx) from the
+     * probe centre, dy in [-h/2, (h-1)/2]. */
+    for (int64_t y = 0; y < h; y++) {
+      int64_t dy = y < (h + 1) / 2 ? y : y - h;
+      for (int64_t x = 0; x < w; x++) {
+        int64_t dx = x < (w + 1) / 2 ? x : x - w;
+        double tr, ti;
+        if (exact) {
+          const double *t = s->trans[(y0 + dy) * ow + (x0 + dx)];
+          tr = t[0], ti = t[1];
+        } else {
+          double ph = phi_at(s, yc + (double)dy, xc + (double)dx);
+          tr = cos(ph), ti = sin(ph);
+        }
+        const double *pr = s->probe[y * w + x];
+        psi[y * w + x][0] = pr[0] * tr - pr[1] * ti;
+        psi[y * w + x][1] = pr[0] * ti + pr[1] * tr;
+      }
+    }
+    fftw_execute_dft(s->fwd, psi, spec);
+    /* Intensity, fftshifted into detector layout; centre of mass. */
+    double sum = 0, sr = 0, sc = 0;
+    for (int64_t r = 0; r < h; r++) {
+      int64_t ky = (r - h / 2 + h) % h;
+      double row = 0;
+      for (int64_t col = 0; col < w; col++) {
+        int64_t kx = (col - w / 2 + w) % w;
+        const double *z = spec[ky * w + kx];
+        double v = z[0] * z[0] + z[1] * z[1];
+        lam[r * w + col] = v;
+        row += v;
+        sc += ((double)col - cc) * v;
+      }
+      sum += row;
+      sr += ((double)r - cr) * row;
+    }
+    phase[gp] = phi_at(s, yc, xc);
+    com[2 * gp] = sum > 0 ? sr / sum : 0;
+    com[2 * gp + 1] = sum > 0 ? sc / sum : 0;
+    double scale = sum > 0 ? c->dose / sum : 0;
+    syn_rng rng;
+    rng_init(&rng, c->seed, (uint64_t)gp);
+    switch (c->dtype) {
+      case SL_U8: STORE(uint8_t) break;
+      case SL_U16: STORE(uint16_t) break;
+      default: STORE(uint32_t) break;
+    }
+  }
+out:
+  fftw_free(psi);
+  fftw_free(spec);
+  free(lam);
+}
+#undef STORE
+
+static sl_code syn_cpu(sl_kernel_args *a) {
+  const syn_state *s = a->state ? a->state : a->node->state;
+  if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "synthetic_4dstem: kernel called before prepare");
+  syn_job j = {a, s, 0};
+  a->backend->ops->parallel_for(a->backend, a->pos_count, 1, syn_range, &j);
+  if (atomic_load(&j.failed))
+    return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for synthetic_4dstem scratch (%lldx%lld)",
+                   (long long)s->cfg.h, (long long)s->cfg.w);
+  return SL_OK;
+}
+
+static const sl_param_def syn_params[] = {
+    {"scan_shape", SL_PT_SHAPE, "[32, 32]", "scan positions [rows, cols]"},
+    {"detector_shape", SL_PT_SHAPE, "[64, 64]", "detector pixels [H, W] (each 8..8192)"},
+    {"dose", SL_PT_FLOAT, "1000", "mean electrons per probe position (> 0)"},
+    {"seed", SL_PT_INT, "1", "random seed (object and shot noise)"},
+    {"dtype", SL_PT_STRING, "u16", "frame type: u8, u16 or u32 (counts clamp to max - 1)"},
+    {"disk_radius", SL_PT_FLOAT, "0",
+     "bright-field disk radius in detector pixels; 0 = auto (rows/8); < half the detector"},
+    {"defocus", SL_PT_FLOAT, "0", "defocus phase in radians at the aperture edge"},
+    {"step", SL_PT_FLOAT, "1", "scan step in object pixels (> 0)"},
+    {"phase_max", SL_PT_FLOAT, "0.2", "peak phase of the weak phase object, radians [0, 2 pi]"},
+};
+static const sl_port_def syn_out[] = {
+    {"frames", "streamed [R, C | H, W] Poisson counts (u8/u16/u32)", "counts", false},
+    {"phase", "whole f64 [R, C]: object phase at each probe centre", "rad", false},
+    {"com_expected", "whole f64 [R, C, 2]: noiseless centre of mass (row, col) relative to "
+                     "the detector centre ((H-1)/2, (W-1)/2)", "pixels", false},
+};
+
+const sl_node_desc sl_node_synthetic_4dstem = {
+    .type = "synthetic_4dstem",
+    .doc = "Simulated 4D-STEM data of a seeded weak phase object: probe from an aperture with "
+           "defocus, exit-wave FFT, Poisson counts; with ground-truth phase and centre of mass.",
+    .params = syn_params, .n_params = (int)(sizeof syn_params / sizeof syn_params[0]),
+    .outputs = syn_out, .n_outputs = 3,
+    .infer = syn_infer, .cost = syn_cost,
+    .prepare = syn_prepare, .release = syn_release,
+    .kernel = {[SL_BACKEND_CPU] = syn_cpu},
+};

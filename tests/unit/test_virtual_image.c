@@ -1,0 +1,592 @@
+/* virtual_image: masked sums against a plain per-pixel reference; chunking;
+ * .npy masks (good and malformed); parameter and input validation. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "engine/pipeline/yaml_tree.h"
+
+extern const sl_node_desc sl_node_virtual_image;
+
+/* ---- harness ------------------------------------------------------------ */
+
+typedef struct kv {
+  const char *name, *yaml;
+} kv;
+
+static char g_dir[256];
+
+/* Builds a node of `d` with params from `over` (YAML text) or defaults and
+ * one input descriptor; runs infer. The node is usable for prepare/kernel when
+ * the result is SL_OK. */
+static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
+                         const sl_tensor_desc *in, sl_error *e) {
+  memset(n, 0, sizeof *n);
+  sl_error_clear(e);
+  n->desc = d;
+  n->id = "vi";
+  n->params = calloc((size_t)d->n_params, sizeof *n->params);
+  for (int i = 0; i < d->n_params; i++) {
+    const char *text = d->params[i].default_value;
+    for (int k = 0; k < n_over; k++)
+      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
+    assert_non_null(text);
+    sl_yaml *y = NULL;
+    if (text[0] == 0) {
+      sl_loc loc = {"test", 1, 1};
+      y = sl_yaml_new_scalar("", loc);
+    } else {
+      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
+    }
+    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
+    sl_yaml_free(y);
+    if (rc) return rc;
+  }
+  n->n_in = d->n_inputs;
+  n->n_out = d->n_outputs;
+  if (in) n->in[0] = *in;
+  return d->infer(n, e);
+}
+
+static void node_free(sl_node *n) {
+  if (n->desc->release && n->state) n->desc->release(n);
+  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
+  free(n->params);
+}
+
+static sl_backend *backend(int threads) {
+  sl_backend *b = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
+  return b;
+}
+
+/* Runs the kernel over all positions in chunks of `chunk`. */
+static void run_chunks(sl_node *n, sl_backend *b, const void *frames, int64_t npos,
+                       int64_t item_bytes, int64_t chunk, uint64_t *image) {
+  sl_error e;
+  sl_error_clear(&e);
+  for (int64_t s = 0; s < npos; s += chunk) {
+    sl_kernel_args a;
+    memset(&a, 0, sizeof a);
+    a.backend = b;
+    a.node = n;
+    a.state = n->state;
+    a.pos_start = s;
+    a.pos_count = npos - s < chunk ? npos - s : chunk;
+    a.chunk = s / chunk;
+    a.n_chunks = (npos + chunk - 1) / chunk;
+    a.in[0] = (const char *)frames + s * item_bytes;
+    a.out[0] = image + s;
+    a.err = &e;
+    assert_int_equal(n->desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
+  }
+}
+
+static uint64_t g_rng = 88172645463325252ULL;
+static uint64_t rnd(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return g_rng;
+}
+
+static uint64_t dmax(sl_dtype t) {
+  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
+}
+
+/* Random frames; about 1 in 16 pixels at the dtype max (the flag value). */
+static void *random_frames(sl_dtype t, int64_t n) {
+  size_t sz = sl_dtype_size(t);
+  void *f = malloc((size_t)n * sz);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t v = rnd();
+    uint64_t x = (v & 15) == 0 ? dmax(t) : (v >> 8) & dmax(t);
+    if (sz == 1) ((uint8_t *)f)[i] = (uint8_t)x;
+    else if (sz == 2) ((uint16_t *)f)[i] = (uint16_t)x;
+    else ((uint32_t *)f)[i] = (uint32_t)x;
+  }
+  return f;
+}
+
+static uint64_t pix(const void *f, sl_dtype t, int64_t i) {
+  if (t == SL_U8) return ((const uint8_t *)f)[i];
+  if (t == SL_U16) return ((const uint16_t *)f)[i];
+  return ((const uint32_t *)f)[i];
+}
+
+/* The reference: 0 bf, 1 adf/annulus, 2 df, 3 explicit mask. Radii in pixels. */
+typedef struct ref_geom {
+  int kind;
+  double cr, cc, r, in, out;
+  const uint8_t *mask;
+} ref_geom;
+
+static int ref_in(const ref_geom *g, int64_t r, int64_t c, int64_t w) {
+  double d2 = (r - g->cr) * (r - g->cr) + (c - g->cc) * (c - g->cc);
+  switch (g->kind) {
+    case 0: return d2 <= g->r * g->r;
+    case 1: return d2 >= g->in * g->in && d2 < g->out * g->out;
+    case 2: return !(d2 <= g->r * g->r);
+    default: return g->mask[r * w + c] != 0;
+  }
+}
+
+static void reference(const void *frames, sl_dtype t, int64_t npos, int64_t h, int64_t w,
+                      const ref_geom *g, uint64_t *out) {
+  for (int64_t p = 0; p < npos; p++) {
+    uint64_t s = 0;
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t c = 0; c < w; c++)
+        if (ref_in(g, r, c, w)) s += pix(frames, t, p * h * w + r * w + c);
+    out[p] = s;
+  }
+}
+
+static sl_tensor_desc frames_desc(sl_dtype t, int64_t rows, int64_t cols, int64_t h, int64_t w) {
+  int64_t d[4] = {rows, cols, h, w};
+  return sl_desc_make(t, 4, d, 2);
+}
+
+/* Checks kernel == reference for chunks of 1, 7 and all, on 1 and 2 threads. */
+static void check_case(const kv *over, int n_over, sl_dtype t, int64_t h, int64_t w,
+                       const ref_geom *g) {
+  const int64_t rows = 4, cols = 9, npos = rows * cols;
+  sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
+  sl_node n;
+  sl_error e;
+  sl_code rc = node_make(&n, &sl_node_virtual_image, over, n_over, &in, &e);
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+  assert_int_equal(n.out[0].dtype, SL_U64);
+  assert_int_equal(n.out[0].rank, 2);
+  assert_int_equal(n.out[0].stream_rank, 2);
+  assert_int_equal(n.out[0].dims[0], rows);
+  assert_int_equal(n.out[0].dims[1], cols);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  void *frames = random_frames(t, npos * h * w);
+  uint64_t *want = calloc((size_t)npos, 8), *got = calloc((size_t)npos, 8);
+  reference(frames, t, npos, h, w, g, want);
+  int any = 0;
+  for (int64_t p = 0; p < npos; p++) any |= want[p] != 0;
+  assert_true(any); /* the case selects something */
+  int64_t chunks[3] = {1, 7, npos};
+  for (int th = 1; th <= 2; th++) {
+    sl_backend *b = backend(th);
+    for (int k = 0; k < 3; k++) {
+      memset(got, 0xAB, (size_t)npos * 8);
+      run_chunks(&n, b, frames, npos, h * w * (int64_t)sl_dtype_size(t), chunks[k], got);
+      for (int64_t p = 0; p < npos; p++) {
+        if (got[p] != want[p])
+          fprintf(stderr, "position %lld chunk %lld: got %llu want %llu\n", (long long)p,
+                  (long long)chunks[k], (unsigned long long)got[p], (unsigned long long)want[p]);
+        assert_true(got[p] == want[p]);
+      }
+    }
+    sl_cpu_backend_ops.destroy(b);
+  }
+  free(frames);
+  free(want);
+  free(got);
+  node_free(&n);
+}
+
+/* ---- tests: sums --------------------------------------------------------- */
+
+static void test_kinds_all_dtypes(void **st) {
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  const int64_t h = 37, w = 41;
+  for (int ti = 0; ti < 3; ti++) {
+    sl_dtype t = types[ti];
+    double cr = (h - 1) / 2.0, cc = (w - 1) / 2.0;
+    /* bf, default centre */
+    {
+      kv o[] = {{"kind", "bf"}, {"radius", "7.5"}};
+      ref_geom g = {0, cr, cc, 7.5, 0, 0, NULL};
+      check_case(o, 2, t, h, w, &g);
+    }
+    /* bf, integer radius (boundary pixels at exactly d = r are included) */
+    {
+      kv o[] = {{"kind", "bf"}, {"radius", "5"}, {"center", "[18, 20]"}};
+      ref_geom g = {0, 18, 20, 5, 0, 0, NULL};
+      check_case(o, 3, t, h, w, &g);
+    }
+    /* adf, default 1..2 radii, fractional centre */
+    {
+      kv o[] = {{"kind", "adf"}, {"radius", "6"}, {"center", "[17.25, 21.5]"}};
+      ref_geom g = {1, 17.25, 21.5, 6, 6, 12, NULL};
+      check_case(o, 3, t, h, w, &g);
+    }
+    /* annulus in pixels */
+    {
+      kv o[] = {{"kind", "annulus"}, {"inner", "3"}, {"outer", "14.5"}, {"units", "pixels"}};
+      ref_geom g = {1, cr, cc, 0, 3, 14.5, NULL};
+      check_case(o, 4, t, h, w, &g);
+    }
+    /* annulus in radii, off-centre ring clipped by the edge */
+    {
+      kv o[] = {{"kind", "annulus"}, {"radius", "4"}, {"inner", "2"}, {"outer", "5"},
+                {"center", "[3, 38]"}};
+      ref_geom g = {1, 3, 38, 4, 8, 20, NULL};
+      check_case(o, 5, t, h, w, &g);
+    }
+    /* df */
+    {
+      kv o[] = {{"kind", "df"}, {"radius", "9"}};
+      ref_geom g = {2, cr, cc, 9, 0, 0, NULL};
+      check_case(o, 2, t, h, w, &g);
+    }
+  }
+}
+
+/* Hand-counted geometry on a 5x5 detector of ones, independent of any formula. */
+static void test_small_geometry(void **st) {
+  const int64_t h = 5, w = 5, npos = 3;
+  uint16_t frames[3 * 25];
+  for (int i = 0; i < 75; i++) frames[i] = 1;
+  frames[25 + 12] = 0xFFFF; /* flag value at the centre of frame 1: summed as stored */
+  struct {
+    kv o[3];
+    int n;
+    uint64_t want;
+  } cases[] = {
+      {{{"kind", "bf"}, {"radius", "1"}}, 2, 5},                   /* centre + 4 neighbours */
+      {{{"kind", "adf"}, {"radius", "1"}}, 2, 8},                  /* 1 <= d2 < 4 */
+      {{{"kind", "df"}, {"radius", "1"}}, 2, 20},                  /* 25 - 5 */
+      {{{"kind", "bf"}, {"radius", "0.99"}}, 2, 1},                /* centre only */
+      {{{"kind", "bf"}, {"radius", "1.5"}}, 2, 9},                 /* d2 = 2 included */
+      {{{"kind", "bf"}, {"radius", "1"}, {"center", "[0, 0]"}}, 3, 3}, /* corner */
+  };
+  int64_t d[4] = {1, 3, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
+  sl_backend *b = backend(2);
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, &sl_node_virtual_image, cases[k].o, cases[k].n, &in, &e),
+                     SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    uint64_t img[3];
+    run_chunks(&n, b, frames, npos, h * w * 2, 2, img);
+    assert_true(img[0] == cases[k].want);
+    assert_true(img[2] == cases[k].want);
+    /* frame 1: the centre pixel holds 65535 instead of 1 */
+    uint64_t centre_in = (k == 0 || k == 3 || k == 4) ? 1 : 0;
+    assert_true(img[1] == cases[k].want + centre_in * 65534);
+    node_free(&n);
+  }
+  sl_cpu_backend_ops.destroy(b);
+}
+
+/* Exactness beyond 32 bits: every pixel at the u32 flag value. */
+static void test_u64_exact(void **st) {
+  const int64_t h = 64, w = 64;
+  uint32_t *f = malloc((size_t)(h * w) * 4);
+  for (int64_t i = 0; i < h * w; i++) f[i] = 0xFFFFFFFFu;
+  int64_t d[3] = {1, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U32, 3, d, 1);
+  kv o[] = {{"kind", "df"}, {"radius", "0.5"}};
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_virtual_image, o, 2, &in, &e), SL_OK);
+  assert_int_equal(n.out[0].rank, 1);
+  assert_int_equal(n.out[0].stream_rank, 1);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  sl_backend *b = backend(1);
+  uint64_t img = 0;
+  run_chunks(&n, b, f, 1, h * w * 4, 1, &img);
+  assert_true(img == (uint64_t)(h * w - 1) * 0xFFFFFFFFull);
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  free(f);
+}
+
+/* ---- .npy masks ------------------------------------------------------------ */
+
+static void mask_path(char *buf, size_t n, const char *name) {
+  snprintf(buf, n, "%s/%s", g_dir, name);
+}
+
+/* Writes a .npy file: header dict text as given (padded), then data. */
+static void write_npy_raw(const char *path, int major, const char *dict, const void *data,
+                          size_t len, int pad) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  size_t prefix = major == 1 ? 10 : 12;
+  size_t dl = strlen(dict);
+  size_t total = prefix + dl + 1;
+  size_t padn = pad ? (64 - total % 64) % 64 : 0;
+  size_t hlen = dl + padn + 1;
+  unsigned char hdr[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', (unsigned char)major, 0};
+  hdr[8] = (unsigned char)(hlen & 0xFF);
+  hdr[9] = (unsigned char)((hlen >> 8) & 0xFF);
+  hdr[10] = (unsigned char)((hlen >> 16) & 0xFF);
+  hdr[11] = (unsigned char)((hlen >> 24) & 0xFF);
+  fwrite(hdr, 1, prefix, f);
+  fwrite(dict, 1, dl, f);
+  for (size_t i = 0; i < padn; i++) fputc(' ', f);
+  fputc('\n', f);
+  if (len) fwrite(data, 1, len, f);
+  fclose(f);
+}
+
+/* Element of type descr set from a 0/1 (or arbitrary nonzero) value. */
+static void put_elem(unsigned char *p, const char *descr, int v) {
+  if (!strcmp(descr, "|u1") || !strcmp(descr, "|b1")) {
+    p[0] = (unsigned char)(v ? (strcmp(descr, "|b1") ? 200 : 1) : 0);
+  } else if (!strcmp(descr, "<u2")) {
+    uint16_t x = (uint16_t)(v ? 0x0100 : 0); /* high byte only: catches byte-order mistakes */
+    memcpy(p, &x, 2);
+  } else if (!strcmp(descr, "<i4")) {
+    int32_t x = v ? -7 : 0;
+    memcpy(p, &x, 4);
+  } else if (!strcmp(descr, "<f4")) {
+    float x = v ? 0.25f : 0.0f;
+    memcpy(p, &x, 4);
+  } else {
+    double x = v ? -1e-300 : -0.0; /* negative zero is excluded */
+    memcpy(p, &x, 8);
+  }
+}
+
+static void test_npy_masks(void **st) {
+  const int64_t h = 37, w = 41;
+  const char *descrs[] = {"|u1", "|b1", "<u2", "<i4", "<f4", "<f8"};
+  const int sizes[] = {1, 1, 2, 4, 4, 8};
+  uint8_t *m = malloc((size_t)(h * w));
+  for (int di = 0; di < 6; di++) {
+    for (int64_t i = 0; i < h * w; i++) m[i] = (rnd() % 3) == 0;
+    unsigned char *data = calloc((size_t)(h * w), (size_t)sizes[di]);
+    for (int64_t i = 0; i < h * w; i++) put_elem(data + i * sizes[di], descrs[di], m[i]);
+    char path[512], dict[160], yaml[600];
+    snprintf(path, sizeof path, "%s/mask_%d.npy", g_dir, di);
+    snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%lld, %lld), }",
+             descrs[di], (long long)h, (long long)w);
+    write_npy_raw(path, di == 3 ? 2 : 1, dict, data, (size_t)(h * w * sizes[di]), 1);
+    free(data);
+    snprintf(yaml, sizeof yaml, "'%s'", path);
+    kv o[] = {{"kind", "mask"}, {"mask", yaml}};
+    ref_geom g = {3, 0, 0, 0, 0, 0, m};
+    check_case(o, 2, di % 3 == 0 ? SL_U8 : di % 3 == 1 ? SL_U16 : SL_U32, h, w, &g);
+  }
+  free(m);
+}
+
+/* Every malformed file is refused at infer with the file named. */
+static void test_npy_errors(void **st) {
+  const int64_t h = 6, w = 5;
+  unsigned char data[6 * 5 * 8];
+  memset(data, 1, sizeof data);
+  double nan_data[30];
+  for (int i = 0; i < 30; i++) nan_data[i] = 1.0;
+  nan_data[7] = 0.0 / 0.0;
+  struct {
+    const char *name;
+    int major;
+    const char *dict;
+    const void *data;
+    size_t len;
+    sl_code want;
+    const char *needle;
+  } cases[] = {
+      {"shape.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (5, 6), }", data, 30,
+       SL_ERR_PIPELINE, "does not match"},
+      {"rank.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (30,), }", data, 30,
+       SL_ERR_FORMAT, "2 dimensions"},
+      {"short.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (6, 5), }", data, 29,
+       SL_ERR_FORMAT, "bytes"},
+      {"long.npy", 1, "{'descr': '<u2', 'fortran_order': False, 'shape': (6, 5), }", data, 61,
+       SL_ERR_FORMAT, "bytes"},
+      {"fortran.npy", 1, "{'descr': '|u1', 'fortran_order': True, 'shape': (6, 5), }", data, 30,
+       SL_ERR_FORMAT, "Fortran"},
+      {"big.npy", 1, "{'descr': '>u2', 'fortran_order': False, 'shape': (6, 5), }", data, 60,
+       SL_ERR_FORMAT, "big endian"},
+      {"c16.npy", 1, "{'descr': '<c16', 'fortran_order': False, 'shape': (6, 5), }", data, 240,
+       SL_ERR_FORMAT, "unsupported element type"},
+      {"nokey.npy", 1, "{'descr': '|u1', 'shape': (6, 5), }", data, 30, SL_ERR_FORMAT,
+       "missing"},
+      {"extra.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (6, 5), 'x': 1}", data,
+       30, SL_ERR_FORMAT, "unexpected key"},
+      {"dup.npy", 1, "{'descr': '|u1', 'descr': '|u1', 'fortran_order': False, 'shape': (6, 5)}",
+       data, 30, SL_ERR_FORMAT, "duplicate"},
+      {"notdict.npy", 1, "['descr']", data, 30, SL_ERR_FORMAT, "dictionary"},
+      {"badshape.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (6, -5), }", data, 30,
+       SL_ERR_FORMAT, "shape"},
+      {"trail.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (6, 5), } x", data, 30,
+       SL_ERR_FORMAT, "after the dictionary"},
+      {"nan.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (6, 5), }", nan_data, 240,
+       SL_ERR_FORMAT, "NaN"},
+      {"v9.npy", 9, "{'descr': '|u1', 'fortran_order': False, 'shape': (6, 5), }", data, 30,
+       SL_ERR_FORMAT, "version"},
+  };
+  int64_t d[4] = {2, 2, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U8, 4, d, 2);
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char path[512], yaml[600];
+    mask_path(path, sizeof path, cases[k].name);
+    write_npy_raw(path, cases[k].major, cases[k].dict, cases[k].data, cases[k].len, 1);
+    snprintf(yaml, sizeof yaml, "'%s'", path);
+    kv o[] = {{"kind", "mask"}, {"mask", yaml}};
+    sl_node n;
+    sl_error e;
+    sl_code rc = node_make(&n, &sl_node_virtual_image, o, 2, &in, &e);
+    if (rc != cases[k].want || !strstr(e.msg, cases[k].needle) || !strstr(e.msg, cases[k].name))
+      fprintf(stderr, "case %s: rc %d msg '%s'\n", cases[k].name, rc, e.msg);
+    assert_int_equal(rc, cases[k].want);
+    assert_non_null(strstr(e.msg, cases[k].needle));
+    assert_non_null(strstr(e.msg, cases[k].name));
+    node_free(&n);
+  }
+  /* Raw byte-level damage: bad magic, truncated prefix, header length past the end,
+   * missing final newline, missing file. */
+  const struct {
+    const char *name;
+    const char *bytes;
+    size_t len;
+    sl_code want;
+  } raw[] = {
+      {"magic.npy", "\x93NUMPX\x01\x00\x04\x00{}  \n", 14, SL_ERR_FORMAT},
+      {"tiny.npy", "\x93NUM", 4, SL_ERR_FORMAT},
+      {"hlen.npy", "\x93NUMPY\x01\x00\xff\x7f{}\n", 13, SL_ERR_FORMAT},
+      {"v2short.npy", "\x93NUMPY\x02\x00\x04\x00", 10, SL_ERR_FORMAT},
+      {"nonl.npy", "\x93NUMPY\x01\x00\x03\x00{} ", 13, SL_ERR_FORMAT},
+      {"ctrl.npy", "\x93NUMPY\x01\x00\x04\x00{\x01}\n", 14, SL_ERR_FORMAT},
+  };
+  for (size_t k = 0; k < sizeof raw / sizeof raw[0]; k++) {
+    char path[512], yaml[600];
+    mask_path(path, sizeof path, raw[k].name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(raw[k].bytes, 1, raw[k].len, f);
+    fclose(f);
+    snprintf(yaml, sizeof yaml, "'%s'", path);
+    kv o[] = {{"kind", "mask"}, {"mask", yaml}};
+    sl_node n;
+    sl_error e;
+    sl_code rc = node_make(&n, &sl_node_virtual_image, o, 2, &in, &e);
+    if (rc != raw[k].want) fprintf(stderr, "case %s: rc %d msg '%s'\n", raw[k].name, rc, e.msg);
+    assert_int_equal(rc, raw[k].want);
+    assert_non_null(strstr(e.msg, raw[k].name));
+    node_free(&n);
+  }
+  {
+    char path[512], yaml[600];
+    mask_path(path, sizeof path, "absent.npy");
+    snprintf(yaml, sizeof yaml, "'%s'", path);
+    kv o[] = {{"kind", "mask"}, {"mask", yaml}};
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, &sl_node_virtual_image, o, 2, &in, &e), SL_ERR_IO);
+    assert_non_null(strstr(e.msg, "absent.npy"));
+    node_free(&n);
+  }
+}
+
+/* ---- validation ----------------------------------------------------------------- */
+
+static void test_invalid_params(void **st) {
+  int64_t d[4] = {3, 4, 16, 16};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
+  struct {
+    kv o[3];
+    int n;
+    const char *needle;
+  } cases[] = {
+      {{{"kind", "xx"}, {"radius", "3"}}, 2, "'kind'"},
+      {{{"kind", "bf"}}, 1, "'radius'"},
+      {{{"kind", "df"}, {"radius", "0"}}, 2, "'radius'"},
+      {{{"kind", "adf"}, {"radius", "-2"}}, 2, "'radius'"},
+      {{{"kind", "annulus"}, {"radius", "-1"}, {"units", "pixels"}}, 3, "'radius'"},
+      {{{"kind", "annulus"}}, 1, "'radius'"}, /* units radii needs a radius */
+      {{{"kind", "bf"}, {"radius", ".nan"}}, 2, "'radius'"},
+      {{{"kind", "adf"}, {"radius", "3"}, {"outer", "1"}}, 3, "'outer'"},
+      {{{"kind", "adf"}, {"radius", "3"}, {"inner", "-1"}}, 3, "'inner'"},
+      {{{"kind", "adf"}, {"radius", "3"}, {"units", "mm"}}, 3, "'units'"},
+      {{{"kind", "bf"}, {"radius", "3"}, {"center", "[1, 2, 3]"}}, 3, "'center'"},
+      {{{"kind", "bf"}, {"radius", "3"}, {"center", "[1, x]"}}, 3, "'center'"},
+      {{{"kind", "bf"}, {"radius", "3"}, {"center", "[1, 1e9]"}}, 3, "'center'"},
+      {{{"kind", "mask"}}, 1, "'mask'"},
+      {{{"kind", "bf"}, {"radius", "3"}, {"mask", "/tmp/x.npy"}}, 3, "'mask'"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    sl_node n;
+    sl_error e;
+    sl_code rc = node_make(&n, &sl_node_virtual_image, cases[k].o, cases[k].n, &in, &e);
+    if (rc != SL_ERR_PIPELINE || !strstr(e.msg, cases[k].needle))
+      fprintf(stderr, "case %zu: rc %d msg '%s'\n", k, rc, e.msg);
+    assert_int_equal(rc, SL_ERR_PIPELINE);
+    assert_non_null(strstr(e.msg, cases[k].needle));
+    node_free(&n);
+  }
+  /* Inputs of the wrong kind. */
+  int64_t d3[3] = {3, 16, 16}, d5[5] = {2, 3, 4, 16, 16};
+  sl_tensor_desc bad[] = {
+      sl_desc_make(SL_F32, 4, d, 2),      /* float frames */
+      sl_desc_make(SL_U64, 4, d, 2),      /* u64 frames */
+      sl_desc_make(SL_I32, 4, d, 2),      /* signed frames */
+      sl_desc_make(SL_U16, 2, d3, 1),     /* one item axis */
+      sl_desc_make(SL_U16, 5, d5, 2),     /* three item axes */
+      sl_desc_make(SL_U16, 2, d + 2, 0),  /* a whole (not streamed) frame */
+      sl_desc_make(SL_U16, 3, d3, 2),     /* one item axis */
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    kv o[] = {{"kind", "bf"}, {"radius", "3"}};
+    sl_node n;
+    sl_error e;
+    sl_code rc = node_make(&n, &sl_node_virtual_image, o, 2, &bad[k], &e);
+    if (rc != SL_ERR_PIPELINE) fprintf(stderr, "input case %zu: rc %d\n", k, rc);
+    assert_int_equal(rc, SL_ERR_PIPELINE);
+    assert_non_null(strstr(e.msg, "input 'frames' expects u8, u16 or u32 frames with 2 item axes"));
+    node_free(&n);
+  }
+}
+
+static void test_cost(void **st) {
+  int64_t d[4] = {3, 4, 16, 16};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
+  kv o[] = {{"kind", "bf"}, {"radius", "3"}};
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_virtual_image, o, 2, &in, &e), SL_OK);
+  sl_node_cost c;
+  n.desc->cost(&n, 10, &c);
+  assert_true(c.bytes_read == 10 * 256 * 2); /* upper bound before prepare */
+  assert_true(c.bytes_written == 80);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  n.desc->cost(&n, 10, &c);
+  assert_true(c.bytes_read > 0 && c.bytes_read < 10 * 256 * 2);
+  node_free(&n);
+}
+
+static int setup(void **st) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/sluice_test_vi_XXXXXX");
+  return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **st) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_kinds_all_dtypes), cmocka_unit_test(test_small_geometry),
+      cmocka_unit_test(test_u64_exact),        cmocka_unit_test(test_npy_masks),
+      cmocka_unit_test(test_npy_errors),       cmocka_unit_test(test_invalid_params),
+      cmocka_unit_test(test_cost),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
