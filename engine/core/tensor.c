@@ -67,6 +67,10 @@ void sl_desc_format(const sl_tensor_desc *d, char *buf, size_t n) {
     if (k > 0) o += (size_t)k;
   }
   if (o < n) snprintf(buf + o, n - o, "%s]", (d->stream_rank == d->rank && d->rank > 0) ? "|" : "");
+  if (d->encoding != SL_ENC_NONE) {
+    size_t len = strlen(buf);
+    if (len < n) snprintf(buf + len, n - len, " %s", sl_encoding_name(d->encoding));
+  }
 }
 
 sl_tensor_desc sl_desc_make(sl_dtype t, int rank, const int64_t *dims, int stream_rank) {
@@ -77,4 +81,23 @@ sl_tensor_desc sl_desc_make(sl_dtype t, int rank, const int64_t *dims, int strea
   d.stream_rank = stream_rank;
   for (int i = 0; i < rank && i < SL_MAX_RANK; i++) d.dims[i] = dims[i];
   return d;
+}
+
+const char *sl_encoding_name(sl_encoding e) {
+  switch (e) {
+    case SL_ENC_NONE: return "plain";
+    case SL_ENC_RAW: return "raw";
+    case SL_ENC_BSLZ4: return "bslz4";
+    case SL_ENC_BITSHUFFLE: return "bitshuffle";
+  }
+  return "unknown";
+}
+
+int64_t sl_desc_buffer_bytes(const sl_tensor_desc *d, int64_t positions) {
+  if (!d->stream_rank) return sl_desc_bytes(d);
+  if (d->encoding == SL_ENC_NONE) return positions * sl_desc_item_bytes(d);
+  int64_t per = d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1;
+  int64_t chunks = (positions + per - 1) / per;
+  return (int64_t)sizeof(sl_packed_chunks) +
+         chunks * ((int64_t)sizeof(sl_packed_entry) + d->max_stored_chunk_bytes + 8);
 }

@@ -22,18 +22,54 @@ sl_dtype sl_dtype_parse(const char *name); /* SL_DT_INVALID if unknown */
 
 #define SL_MAX_RANK 8
 
+/* How a streamed port's data is stored in its buffers. Encoded streams carry
+ * stored (possibly compressed) chunks of the acquisition as read from a file,
+ * packed one after another (see sl_packed_chunks); dtype and dims describe the
+ * data once decoded. */
+typedef enum sl_encoding {
+  SL_ENC_NONE = 0,   /* plain elements */
+  SL_ENC_RAW,        /* stored chunks, uncompressed */
+  SL_ENC_BSLZ4,      /* stored chunks, bitshuffle-LZ4 (HDF5 filter 32008) */
+  SL_ENC_BITSHUFFLE  /* stored chunks, bitshuffle without compression */
+} sl_encoding;
+
+const char *sl_encoding_name(sl_encoding e);
+
 typedef struct sl_tensor_desc {
   sl_dtype dtype;
   int rank;
   int64_t dims[SL_MAX_RANK];
   int stream_rank; /* leading axes that stream in chunks; 0 = whole */
+  /* Encoded streams only: */
+  sl_encoding encoding;
+  int64_t positions_per_stored_chunk; /* chunks of the scan are multiples of it */
+  int64_t max_stored_chunk_bytes;     /* the largest stored chunk */
 } sl_tensor_desc;
+
+/* A buffer of an encoded stream: a header, then `n` entries, then the bytes
+ * of the stored chunks. Offsets are from the start of the buffer. */
+typedef struct sl_packed_entry {
+  uint64_t offset, size;
+  uint32_t filter_mask; /* HDF5: a set bit 0 means the filter was skipped */
+  uint32_t reserved;
+  int64_t stored_chunk; /* index of the stored chunk in the acquisition */
+} sl_packed_entry;
+
+typedef struct sl_packed_chunks {
+  uint64_t n;
+  uint64_t reserved;
+  sl_packed_entry entries[];
+} sl_packed_chunks;
 
 /* Number of scan positions (product of the stream axes; 1 for whole). */
 int64_t sl_desc_positions(const sl_tensor_desc *d);
 /* Elements and bytes of one position's item (whole: of the tensor). */
 int64_t sl_desc_item_elems(const sl_tensor_desc *d);
 int64_t sl_desc_item_bytes(const sl_tensor_desc *d);
+/* Bytes a buffer needs for `positions` scan positions of a streamed port
+ * (plain: positions * item bytes; encoded: header, entries and the largest
+ * stored chunks), or of a whole port (positions ignored). */
+int64_t sl_desc_buffer_bytes(const sl_tensor_desc *d, int64_t positions);
 /* Elements and bytes of the whole logical tensor. */
 int64_t sl_desc_elems(const sl_tensor_desc *d);
 int64_t sl_desc_bytes(const sl_tensor_desc *d);

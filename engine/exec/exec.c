@@ -244,7 +244,10 @@ void sl_graph_release(sl_graph *g) {
 
 void sl_exec_result_free(sl_exec_result *r) {
   if (!r) return;
-  for (int i = 0; i < r->n_outputs; i++) free(r->outputs[i].data);
+  for (int i = 0; i < r->n_outputs; i++) {
+    free(r->outputs[i].data);
+    free(r->outputs[i].provenance);
+  }
   free(r->outputs);
   free(r->node_seconds);
   free(r->node_calls);
@@ -271,6 +274,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     od->port = n->out_names[go->port];
     od->unit = n->desc && go->port < n->desc->n_outputs ? n->desc->outputs[go->port].unit : NULL;
     od->desc = n->out[go->port];
+    od->provenance = sl_graph_provenance(g, go->node);
     int64_t bytes = sl_desc_bytes(&od->desc);
     od->data = malloc(bytes > 0 ? (size_t)bytes : 1);
     if (!od->data) {

@@ -14,6 +14,7 @@ typedef struct sl_output_data {
   const char *unit;    /* or NULL */
   sl_tensor_desc desc; /* whole tensor; stream axes kept as leading axes */
   void *data;          /* host memory, owned by the result */
+  char *provenance;    /* upstream nodes, params and notes; owned */
 } sl_output_data;
 
 typedef struct sl_exec_result {

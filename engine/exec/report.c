@@ -167,6 +167,10 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     sl_json_int(j, p->nodes[i].cost.bytes_written);
     sl_json_key(j, "estimated_seconds");
     sl_json_double(j, p->nodes[i].est_seconds);
+    sl_json_key(j, "notes");
+    sl_json_begin_array(j);
+    for (int k = 0; k < n->n_notes; k++) sl_json_string(j, n->notes[k]);
+    sl_json_end_array(j);
     sl_json_end_object(j);
   }
   sl_json_end_array(j);

@@ -3,6 +3,8 @@
  * and levels assigned. Every error carries the place in the pipeline file. */
 #include "graph.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +31,81 @@ int sl_graph_find(const sl_graph *g, const char *id) {
   return -1;
 }
 
+void sl_node_note(sl_node *n, const char *key, const char *fmt, ...) {
+  char value[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(value, sizeof value, fmt, ap);
+  va_end(ap);
+  char line[1200];
+  snprintf(line, sizeof line, "%s: %s", key, value);
+  /* A note set again (a second infer or prepare) replaces the first. */
+  size_t klen = strlen(key);
+  for (int i = 0; i < n->n_notes; i++)
+    if (!strncmp(n->notes[i], key, klen) && n->notes[i][klen] == ':') {
+      free(n->notes[i]);
+      n->notes[i] = sl_strdup(line);
+      return;
+    }
+  n->notes = sl_xrealloc(n->notes, (size_t)(n->n_notes + 1) * sizeof *n->notes);
+  n->notes[n->n_notes++] = sl_strdup(line);
+}
+
+static void param_text(FILE *f, const sl_param_def *def, const sl_param_value *v) {
+  switch (v->type) {
+    case SL_PT_INT: fprintf(f, "%lld", (long long)v->i); break;
+    case SL_PT_FLOAT: fprintf(f, "%.17g", v->f); break;
+    case SL_PT_BOOL: fputs(v->b ? "true" : "false", f); break;
+    case SL_PT_STRING:
+    case SL_PT_PATH: fprintf(f, "\"%s\"", v->s ? v->s : ""); break;
+    case SL_PT_SHAPE:
+      fputc('[', f);
+      for (size_t i = 0; i < v->n; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)v->ints[i]);
+      fputc(']', f);
+      break;
+    case SL_PT_LIST:
+      fputc('[', f);
+      for (size_t i = 0; i < v->n; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", v->strs[i]);
+      fputc(']', f);
+      break;
+  }
+  (void)def;
+}
+
+static void provenance_rec(const sl_graph *g, int node, bool *seen, FILE *f) {
+  if (node < 0 || seen[node]) return;
+  seen[node] = true;
+  const sl_node *n = &g->nodes[node];
+  for (int k = 0; k < n->n_in; k++) provenance_rec(g, n->in_src[k].node, seen, f);
+  fprintf(f, "%s (%s)", n->id, n->desc ? n->desc->type : "iterate");
+  if (n->desc && n->desc->n_params) {
+    fputs(" {", f);
+    for (int p = 0; p < n->desc->n_params; p++) {
+      fprintf(f, "%s%s: ", p ? ", " : "", n->desc->params[p].name);
+      param_text(f, &n->desc->params[p], &n->params[p]);
+    }
+    fputc('}', f);
+  }
+  if (n->body) fprintf(f, " {times: %lld}", (long long)n->times);
+  for (int i = 0; i < n->n_notes; i++) fprintf(f, "; %s", n->notes[i]);
+  fputc('\n', f);
+}
+
+char *sl_graph_provenance(const sl_graph *g, int node) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return NULL;
+  bool *seen = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *seen);
+  provenance_rec(g, node, seen, f);
+  free(seen);
+  fclose(f);
+  return buf;
+}
+
 static void free_node(sl_node *n) {
+  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
+  free(n->notes);
   if (n->desc && n->params)
     for (int p = 0; p < n->desc->n_params; p++) sl_param_value_free(&n->params[p]);
   free(n->params);
@@ -444,6 +520,12 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_gra
     rc = resolve_ref(g, &spec->outputs[o].ref, NULL, &s, err);
     g->outputs[o].node = s.node;
     g->outputs[o].port = s.port;
+    if (rc == SL_OK && s.node >= 0 && g->nodes[s.node].out[s.port].encoding != SL_ENC_NONE) {
+      sl_fail(err, SL_ERR_PIPELINE,
+              "output '%s' is an encoded stream of stored chunks (%s); decode it first",
+              spec->outputs[o].name, sl_encoding_name(g->nodes[s.node].out[s.port].encoding));
+      rc = at(err, spec->outputs[o].ref.loc, NULL);
+    }
   }
   if (rc == SL_OK) sort_nodes(g);
   if (rc != SL_OK) {

@@ -37,6 +37,10 @@ typedef struct sl_node {
   sl_phase phase;
   int level; /* topological level (0 = no producers) */
   void *state;
+  /* Provenance notes ("key: value") a node records about what it did, e.g.
+   * the mask policy or why a dtype was widened; written with the outputs. */
+  int n_notes;
+  char **notes;
   /* iterate nodes only */
   struct sl_graph *body;
   int64_t times;
@@ -71,6 +75,13 @@ void sl_graph_free(sl_graph *g);
 int sl_graph_find(const sl_graph *g, const char *id);
 /* Does every node (and body node) have a kernel for this backend? */
 sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *err);
+
+/* Records a provenance note on a node (from infer or prepare). */
+void sl_node_note(sl_node *n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The provenance of one output: every node it depends on, upstream first,
+ * with type, params and notes, one line each. Caller frees. */
+char *sl_graph_provenance(const sl_graph *g, int node);
 
 /* Typed param access used by descriptors' infer; also exposed for tests. */
 sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *value, const char *base_dir,

@@ -141,7 +141,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       b->port = k;
       b->streamed = n->out[k].stream_rank > 0;
       b->reduction = !b->streamed && n->phase == SL_PHASE_STREAM;
-      b->bytes = b->streamed ? chunk * sl_desc_item_bytes(&n->out[k]) : sl_desc_bytes(&n->out[k]);
+      b->bytes = sl_desc_buffer_bytes(&n->out[k], chunk);
       b->first_level = b->reduction ? p->stream_first_level : glevel[i];
       b->last_level = glevel[i];
       for (int j = 0; j < g->n_nodes; j++)
@@ -236,6 +236,15 @@ sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out
     chunk = per_pos > 0 ? target / per_pos : positions;
     if (chunk < 1) chunk = 1;
   }
+  /* Encoded streams move whole stored chunks: the scan chunk is a multiple
+   * of the positions one stored chunk holds. */
+  int64_t multiple = 1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++)
+      if (g->nodes[i].out[k].positions_per_stored_chunk > multiple)
+        multiple = g->nodes[i].out[k].positions_per_stored_chunk;
+  if (sd && chunk > positions) chunk = positions;
+  if (sd && chunk < positions) chunk = chunk < multiple ? multiple : chunk - chunk % multiple;
   if (sd && chunk > positions) chunk = positions;
   if (sd && positions == 0)
     return sl_fail(err, SL_ERR_PIPELINE, "the scan has no positions");
@@ -249,8 +258,13 @@ sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out
       *out = p;
       return SL_OK;
     }
+    if (chunk <= multiple) {
+      *out = p; /* cannot shrink further; the budget check reports it */
+      return SL_OK;
+    }
+    chunk = chunk / 2 < multiple ? multiple : chunk / 2 - (chunk / 2) % multiple;
     sl_plan_free(p);
-    chunk = chunk / 2 > 0 ? chunk / 2 : 1;
+    continue;
   }
 }
 

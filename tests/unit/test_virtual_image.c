@@ -292,7 +292,7 @@ static void test_small_geometry(void **st) {
 
 /* Exactness beyond 32 bits: every pixel at the u32 flag value. */
 static void test_u64_exact(void **st) {
-  const int64_t h = 64, w = 64;
+  const int64_t h = 65, w = 63; /* odd: the centre (32, 31) is a pixel */
   uint32_t *f = malloc((size_t)(h * w) * 4);
   for (int64_t i = 0; i < h * w; i++) f[i] = 0xFFFFFFFFu;
   int64_t d[3] = {1, h, w};
