@@ -165,7 +165,7 @@ static sl_code syn_resolve(const sl_node *n, syn_cfg *c, sl_error *err) {
   memset(c, 0, sizeof *c);
   sl_code rc;
   if ((rc = shape2(n, "scan_shape", 1, 1 << 20, &c->rows, &c->cols, err)) ||
-      (rc = shape2(n, "detector_shape", 8, 8192, &c->h, &c->w, err)))
+      (rc = shape2(n, "detector_shape", 8, 4096, &c->h, &c->w, err)))
     return rc;
   const char *dt = sl_param_str(n, "dtype");
   c->dtype = sl_dtype_parse(dt);
@@ -436,7 +436,7 @@ static sl_code syn_cpu(sl_kernel_args *a) {
 
 static const sl_param_def syn_params[] = {
     {"scan_shape", SL_PT_SHAPE, "[32, 32]", "scan positions [rows, cols]"},
-    {"detector_shape", SL_PT_SHAPE, "[64, 64]", "detector pixels [H, W] (each 8..8192)"},
+    {"detector_shape", SL_PT_SHAPE, "[64, 64]", "detector pixels [H, W] (each 8..4096)"},
     {"dose", SL_PT_FLOAT, "1000", "mean electrons per probe position (> 0)"},
     {"seed", SL_PT_INT, "1", "random seed (object and shot noise)"},
     {"dtype", SL_PT_STRING, "u16", "frame type: u8, u16 or u32 (counts clamp to max - 1)"},

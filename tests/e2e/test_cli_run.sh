@@ -58,4 +58,24 @@ expect 2 "did you mean 'virtual_image'" "nodes suggests" -- "$SLUICE" nodes virt
   && ok "nodes --json" || not_ok "nodes --json"
 expect 0 "cpu" "devices" -- "$SLUICE" devices
 
+# The README's first pipeline runs as written.
+python3 - "$SRC/README.md" > first.yaml <<'P'
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"```yaml\n# first.yaml\n(.*?)```", text, re.S)
+print(m.group(1), end="")
+P
+expect 0 "wrote first-out/" "README first pipeline runs" -- "$SLUICE" run first.yaml --set scan=[32,32] --out first-out
+expect 0 "32, 32" "README first pipeline output shape" -- h5dump -H -d bf first-out/results.h5
+
+# A progress bar with rate and ETA on a terminal, none otherwise.
+if command -v script >/dev/null; then
+  script -qec "'$SLUICE' run '$SRC/pipelines/virtual_image.yaml' --out tty1 --chunk 16 --set scan_shape=[32,32]" /dev/null > tty.log 2>&1
+  grep -q "ETA" tty.log && grep -q "chunks/s" tty.log && ok "progress bar on a terminal" || not_ok "no progress bar on a terminal"
+  script -qec "'$SLUICE' run '$SRC/pipelines/virtual_image.yaml' --out tty2 --chunk 16 --quiet" /dev/null > tty2.log 2>&1
+  grep -q "ETA" tty2.log && not_ok "--quiet still drew a progress bar" || ok "--quiet draws no progress bar"
+fi
+"$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --out notty --chunk 16 2> notty.err >/dev/null
+grep -q "ETA" notty.err && not_ok "progress bar on a non-terminal" || ok "no progress bar on a non-terminal"
+
 finish

@@ -286,12 +286,16 @@ static double corr(const double *a, const double *b, int n) {
  * com_row ~ +H/(2 pi) d phi/d row (per object pixel), likewise for columns. */
 static void test_com_expected(void **st) {
   {
-    kv o[] = {{"scan_shape", "[5, 6]"}, {"detector_shape", "[32, 28]"}, {"phase_max", "0"},
-              {"defocus", "3"}};
-    dataset d = generate(o, 4, 30, 2);
-    for (int64_t i = 0; i < d.npos * 2; i++) assert_true(fabs(d.com[i]) < 1e-9);
-    for (int64_t i = 0; i < d.npos; i++) assert_true(d.phase[i] == 0.0);
-    ds_free(&d);
+    /* even and odd detectors: the disk is centred on ((H-1)/2, (W-1)/2) */
+    const char *dets[2] = {"[32, 28]", "[33, 27]"};
+    for (int k = 0; k < 2; k++) {
+      kv o[] = {{"scan_shape", "[5, 6]"}, {"detector_shape", dets[k]}, {"phase_max", "0"},
+                {"defocus", "3"}};
+      dataset d = generate(o, 4, 30, 2);
+      for (int64_t i = 0; i < d.npos * 2; i++) assert_true(fabs(d.com[i]) < 1e-9);
+      for (int64_t i = 0; i < d.npos; i++) assert_true(d.phase[i] == 0.0);
+      ds_free(&d);
+    }
   }
   kv o[] = {{"scan_shape", "[40, 36]"}, {"detector_shape", "[64, 48]"}, {"disk_radius", "16"},
             {"phase_max", "0.3"}, {"step", "0.5"}};

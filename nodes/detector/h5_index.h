@@ -1,0 +1,93 @@
+/* Chunk index of a detector acquisition stored in HDF5 (Dectris / Arina
+ * layout, or one 3-D dataset). The index lists every chunk of every data file
+ * once, in frame order, with its file offset and stored size, so that readers
+ * can fetch raw chunk bytes with positioned reads and decode them themselves,
+ * bypassing the HDF5 filter pipeline.
+ *
+ * Nothing read from a file is trusted: rank, dtype, frame shape, chunk shape,
+ * filters, chunk coordinates, offsets and sizes (against the file size) and
+ * frame counts are checked when the index is built. See
+ * docs/formats/dectris-hdf5.md. */
+#ifndef SL_DETECTOR_H5_INDEX_H
+#define SL_DETECTOR_H5_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../engine/core/status.h"
+
+#define SL_H5_FILTER_NONE 0
+#define SL_H5_FILTER_BITSHUFFLE 32008
+
+/* One stored chunk. A chunk always holds frames_per_chunk frames of storage
+ * (for an uncompressed chunked dataset: frames_per_chunk * frame bytes; the
+ * last chunk of a file may reach past the dataset's extent), of which the
+ * first n_frames are frames of the acquisition. Pseudo-chunks of contiguous
+ * datasets hold exactly n_frames frames. */
+typedef struct sl_h5_chunk {
+  uint64_t file_offset;  /* absolute byte offset in files[file] */
+  uint64_t size;         /* stored (possibly compressed) bytes */
+  uint32_t filter_mask;  /* bit i set: filter i was skipped for this chunk (stored raw) */
+  int file;              /* index into sl_h5_index.files */
+  int64_t first_frame;   /* global frame index of the chunk's first frame */
+  int64_t n_frames;      /* frames of the acquisition in this chunk, >= 1 */
+} sl_h5_chunk;
+
+/* Metadata from /entry/instrument/detector/ (master file, or the single data
+ * file). Every field is optional; has_* says whether it was found. */
+typedef struct sl_h5_detector_meta {
+  int64_t x_pixels, y_pixels;          /* x_pixels_in_detector (cols), y_pixels_in_detector (rows) */
+  int64_t nimages, ntrigger;           /* detectorSpecific/nimages, detectorSpecific/ntrigger */
+  uint64_t saturation_value;           /* saturation_value, else detectorSpecific/countrate_correction_count_cutoff */
+  double count_time, frame_time;       /* seconds */
+  bool has_x_pixels, has_y_pixels, has_nimages, has_ntrigger, has_saturation_value,
+      has_count_time, has_frame_time, has_pixel_mask;
+  const char *saturation_source;       /* path the saturation value came from, NULL if none */
+  uint32_t *pixel_mask;                /* frame_rows * frame_cols, row major, > 0 = bad; NULL if absent */
+  int64_t n_bad_pixels;                /* pixels with mask > 0 */
+} sl_h5_detector_meta;
+
+typedef struct sl_h5_index {
+  int n_files;
+  char **files;              /* data files (absolute, or relative to the cwd as the master path was) */
+  char *source;              /* the path given to sl_h5_index_open */
+  char *layout;              /* "dectris-master", "single" or "dataset:<path>" */
+  int64_t n_frames, frame_rows, frame_cols;
+  int elem_size;             /* 1, 2 or 4 */
+  bool is_signed;
+  int64_t frames_per_chunk;  /* storage frames of every chunk (1 for contiguous datasets) */
+  uint64_t frame_bytes;      /* frame_rows * frame_cols * elem_size */
+  bool contiguous;           /* every data file is contiguous (pseudo-chunks, filter 0) */
+  int filter;                /* SL_H5_FILTER_NONE or SL_H5_FILTER_BITSHUFFLE */
+  unsigned bs_cd_values[8];  /* the filter's cd_values (of the first dataset) */
+  int n_cd_values;
+  int n_chunks;
+  sl_h5_chunk *chunks;       /* in frame order; chunks[i].first_frame is increasing, no gaps */
+  uint64_t max_chunk_size;   /* largest chunks[i].size */
+  sl_h5_detector_meta meta;
+} sl_h5_index;
+
+/* Opens `path` and builds the index.
+ * dataset == NULL: auto layout. A master file with /entry/data/data_000001,
+ *   data_000002, ... (6 digits, consecutive; external links resolved relative
+ *   to the master's folder, or links inside the file), else /entry/data/data.
+ * dataset != NULL: that dataset of the file (an external link is resolved
+ *   the same way).
+ * Errors: SL_ERR_IO (a file cannot be opened or is missing; the message names
+ * the master, the link and the missing path), SL_ERR_FORMAT (anything
+ * malformed or unsupported). The error's file is the file at fault. */
+sl_code sl_h5_index_open(const char *path, const char *dataset, sl_h5_index **out, sl_error *err);
+void sl_h5_index_free(sl_h5_index *ix);
+
+/* Chunk index holding global frame `frame`, or -1 when out of range. */
+int64_t sl_h5_index_chunk_of_frame(const sl_h5_index *ix, int64_t frame);
+
+/* Bytes of chunks [first, first+count) packed consecutively in chunk order
+ * (the layout sl_chunk_reader writes). 0 for an empty or invalid range. */
+uint64_t sl_h5_window_bytes(const sl_h5_index *ix, int64_t first, int64_t count);
+/* offsets[j] = byte offset of chunk first+j in that packed window, for
+ * j = 0..count; offsets[count] is the total. */
+void sl_h5_window_offsets(const sl_h5_index *ix, int64_t first, int64_t count, uint64_t *offsets);
+
+#endif
