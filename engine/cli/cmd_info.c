@@ -69,25 +69,19 @@ static const char *backends_of(const sl_node_desc *d, char *buf, size_t n) {
 static void node_json(sl_json *j, const sl_node_desc *d) {
   char b[64];
   sl_json_begin_object(j);
-  sl_json_key(j, "type");
-  sl_json_string(j, d->type);
-  sl_json_key(j, "doc");
-  sl_json_string(j, d->doc);
-  sl_json_key(j, "backends");
-  sl_json_string(j, backends_of(d, b, sizeof b));
+  sl_json_kv_string(j, "type", d->type);
+  sl_json_kv_string(j, "doc", d->doc);
+  sl_json_kv_string(j, "backends", backends_of(d, b, sizeof b));
   sl_json_key(j, "params");
   sl_json_begin_array(j);
   for (int i = 0; i < d->n_params; i++) {
     sl_json_begin_object(j);
-    sl_json_key(j, "name");
-    sl_json_string(j, d->params[i].name);
-    sl_json_key(j, "type");
-    sl_json_string(j, sl_ptype_name(d->params[i].type));
+    sl_json_kv_string(j, "name", d->params[i].name);
+    sl_json_kv_string(j, "type", sl_ptype_name(d->params[i].type));
     sl_json_key(j, "default");
     if (d->params[i].default_value) sl_json_string(j, d->params[i].default_value);
     else sl_json_null(j);
-    sl_json_key(j, "doc");
-    sl_json_string(j, d->params[i].doc);
+    sl_json_kv_string(j, "doc", d->params[i].doc);
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
@@ -98,17 +92,13 @@ static void node_json(sl_json *j, const sl_node_desc *d) {
     const sl_port_def *ports = side ? d->outputs : d->inputs;
     for (int i = 0; i < n; i++) {
       sl_json_begin_object(j);
-      sl_json_key(j, "name");
-      sl_json_string(j, ports[i].name);
-      sl_json_key(j, "doc");
-      sl_json_string(j, ports[i].doc);
+      sl_json_kv_string(j, "name", ports[i].name);
+      sl_json_kv_string(j, "doc", ports[i].doc);
       if (ports[i].unit) {
-        sl_json_key(j, "unit");
-        sl_json_string(j, ports[i].unit);
+        sl_json_kv_string(j, "unit", ports[i].unit);
       }
       if (!side) {
-        sl_json_key(j, "optional");
-        sl_json_bool(j, ports[i].optional);
+        sl_json_kv_bool(j, "optional", ports[i].optional);
       }
       sl_json_end_object(j);
     }

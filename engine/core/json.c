@@ -110,3 +110,28 @@ void sl_json_null(sl_json *j) {
 void sl_json_finish(sl_json *j) {
   fputc('\n', j->f);
 }
+
+void sl_json_kv_string(sl_json *j, const char *key, const char *s) {
+  sl_json_key(j, key);
+  sl_json_string(j, s);
+}
+
+void sl_json_kv_int(sl_json *j, const char *key, int64_t v) {
+  sl_json_key(j, key);
+  sl_json_int(j, v);
+}
+
+void sl_json_kv_uint(sl_json *j, const char *key, uint64_t v) {
+  sl_json_key(j, key);
+  sl_json_uint(j, v);
+}
+
+void sl_json_kv_double(sl_json *j, const char *key, double v) {
+  sl_json_key(j, key);
+  sl_json_double(j, v);
+}
+
+void sl_json_kv_bool(sl_json *j, const char *key, bool v) {
+  sl_json_key(j, key);
+  sl_json_bool(j, v);
+}

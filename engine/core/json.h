@@ -27,6 +27,12 @@ void sl_json_uint(sl_json *j, uint64_t v);
 void sl_json_double(sl_json *j, double v); /* non-finite -> null */
 void sl_json_bool(sl_json *j, bool v);
 void sl_json_null(sl_json *j);
+/* key + value in one call. */
+void sl_json_kv_string(sl_json *j, const char *key, const char *s);
+void sl_json_kv_int(sl_json *j, const char *key, int64_t v);
+void sl_json_kv_uint(sl_json *j, const char *key, uint64_t v);
+void sl_json_kv_double(sl_json *j, const char *key, double v);
+void sl_json_kv_bool(sl_json *j, const char *key, bool v);
 /* Close with a newline. */
 void sl_json_finish(sl_json *j);
 

@@ -73,7 +73,8 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
     sl_code rc = sl_pool_acquire(pool, p->slots[s].bytes, &c->slot_ptr[s], err);
     if (rc != SL_OK) return rc;
   }
-  if (p->workspace_bytes > 0) return sl_pool_acquire(pool, p->workspace_bytes, &c->workspace, err);
+  if (p->lent_workspace_bytes > 0)
+    return sl_pool_acquire(pool, p->lent_workspace_bytes, &c->workspace, err);
   return SL_OK;
 }
 

@@ -43,7 +43,9 @@ typedef struct sl_node_cost {
   int64_t bytes_read;
   int64_t bytes_written;
   int64_t ops;
-  int64_t workspace_bytes;
+  int64_t workspace_bytes;   /* scratch the executor lends for one call */
+  int64_t per_worker_bytes;  /* scratch the kernel allocates per worker thread */
+  int64_t state_bytes;       /* what prepare() holds for the whole run */
 } sl_node_cost;
 
 struct sl_node;

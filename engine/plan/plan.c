@@ -41,6 +41,8 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   a->bytes_written += b->bytes_written * times;
   a->ops += b->ops * times;
   if (b->workspace_bytes > a->workspace_bytes) a->workspace_bytes = b->workspace_bytes;
+  if (b->per_worker_bytes > a->per_worker_bytes) a->per_worker_bytes = b->per_worker_bytes;
+  if (b->state_bytes > a->state_bytes) a->state_bytes = b->state_bytes;
 }
 
 static double estimate(const sl_backend_caps *caps, const sl_node_cost *c) {
@@ -115,7 +117,11 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       add_cost(&pn->cost, &c, 1);
       pn->est_seconds = estimate(&p->caps, &pn->cost);
     }
-    if (pn->cost.workspace_bytes > p->workspace_bytes) p->workspace_bytes = pn->cost.workspace_bytes;
+    int64_t scratch = pn->cost.workspace_bytes +
+                      pn->cost.per_worker_bytes * (p->caps.compute_units > 0 ? p->caps.compute_units : 1);
+    if (scratch > p->workspace_bytes) p->workspace_bytes = scratch;
+    if (pn->cost.workspace_bytes > p->lent_workspace_bytes) p->lent_workspace_bytes = pn->cost.workspace_bytes;
+    p->state_bytes += pn->cost.state_bytes;
     p->bytes_read += pn->cost.bytes_read;
     p->bytes_written += pn->cost.bytes_written;
     p->ops += pn->cost.ops;
@@ -203,7 +209,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       if (p->buffers[b].first_level <= l && l <= p->buffers[b].last_level) live += p->buffers[b].bytes;
     if (live > p->live_peak_bytes) p->live_peak_bytes = live;
   }
-  int64_t engine = p->slot_bytes + p->workspace_bytes + p->body_bytes;
+  int64_t engine = p->slot_bytes + p->workspace_bytes + p->body_bytes + p->state_bytes;
   if (p->caps.device_memory) {
     p->peak_device_bytes = engine;
     p->peak_host_bytes = p->output_bytes;
@@ -270,7 +276,8 @@ sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out
 
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
   if (fits(p)) return SL_OK;
-  char need[32], limit[32], slots[32], ws[32], outs[32], body[32];
+  char need[32], limit[32], slots[32], ws[32], outs[32], body[32], state[32];
+  sl_format_bytes((uint64_t)p->state_bytes, state, sizeof state);
   bool dev = p->caps.device_memory;
   sl_format_bytes((uint64_t)(dev ? p->peak_device_bytes : p->peak_host_bytes), need, sizeof need);
   sl_format_bytes(p->memory_limit, limit, sizeof limit);
@@ -280,9 +287,9 @@ sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
   sl_format_bytes((uint64_t)p->body_bytes, body, sizeof body);
   return sl_fail(err, SL_ERR_BUDGET,
                  "the plan needs %s of %s memory but the budget is %s: pooled buffers %s "
-                 "(%d slots, chunks of %lld positions), node workspace %s, assembled outputs %s, "
-                 "iterate bodies %s; nothing was allocated (raise --memory-limit or shrink the "
-                 "scan or outputs)",
+                 "(%d slots, chunks of %lld positions), node workspace %s, node state %s, "
+                 "assembled outputs %s, iterate bodies %s; nothing was allocated (raise "
+                 "--memory-limit or shrink the scan or outputs)",
                  need, dev ? "device" : "host", limit, slots, p->n_slots,
-                 (long long)p->chunk_positions, ws, outs, body);
+                 (long long)p->chunk_positions, ws, state, outs, body);
 }

@@ -66,7 +66,10 @@ typedef struct sl_plan {
   sl_plan_slot *slots;
   sl_plan_node *nodes; /* per graph node */
   int64_t slot_bytes;      /* sum of slot size classes: preallocated */
-  int64_t workspace_bytes; /* largest node workspace (one at a time) */
+  int64_t workspace_bytes; /* largest node workspace (one at a time), with
+                              per-worker scratch times the worker count */
+  int64_t state_bytes;     /* node state held for the whole run (sum) */
+  int64_t lent_workspace_bytes; /* the executor's workspace buffer */
   int64_t body_bytes;      /* largest iterate body peak */
   int64_t output_bytes;    /* assembled streamed graph outputs (whole) */
   int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */

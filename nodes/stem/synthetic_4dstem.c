@@ -215,6 +215,12 @@ static void syn_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_written = positions * (sl_desc_item_bytes(&n->out[0]) + 3 * 8);
   c->bytes_read = positions * hw * 16 * 2; /* probe and transmission */
   c->ops = positions * hw * (int64_t)(5.0 * log2((double)hw) + 40.0);
+  /* Each worker's range allocates its FFT and sampling scratch; prepare()
+   * holds the probe, the object phase and its transmission function. */
+  c->per_worker_bytes = 40 * hw;
+  syn_cfg cfg;
+  if (syn_resolve(n, &cfg, NULL) == SL_OK)
+    c->state_bytes = hw * 16 + cfg.oh * cfg.ow * (8 + 16);
 }
 
 /* ---- prepare: probe, object, plan ------------------------------------------ */
