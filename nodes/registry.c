@@ -10,11 +10,12 @@ extern const sl_node_desc sl_node_constant;
 extern const sl_node_desc sl_node_affine;
 extern const sl_node_desc sl_node_ramp;
 extern const sl_node_desc sl_node_sum;
+extern const sl_node_desc sl_node_subtract;
 
 /* Sorted by type name. */
 static const sl_node_desc *const k_nodes[] = {
     &sl_node_affine, &sl_node_constant, &sl_node_ramp,
-    &sl_node_sum,    &sl_node_synthetic_4dstem, &sl_node_virtual_image,
+    &sl_node_subtract, &sl_node_sum, &sl_node_synthetic_4dstem, &sl_node_virtual_image,
 };
 
 const sl_node_desc *sl_node_find(const char *type) {

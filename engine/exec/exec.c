@@ -293,37 +293,48 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     rc = ctx_begin(&c, p, b, &pool, NULL, err);
     began = true;
   }
-  int first_stream = p->stream_first_level, last_stream = p->stream_last_level;
-  int prologue_end = first_stream >= 0 ? first_stream - 1 : p->n_levels - 1;
-  if (rc == SL_OK) rc = run_levels(&c, 0, prologue_end, 0, 0, 1);
-  if (first_stream >= 0) {
+  /* Passes over the data: each runs its prologue, streams every chunk
+   * through its stream levels, finalizes, and runs its epilogue. */
+  int stream_passes = 0;
+  for (int pass = 0; pass < p->n_passes; pass++)
+    stream_passes += p->passes[pass].stream_first <= p->passes[pass].stream_last;
+  sl_progress progress;
+  sl_progress_begin(&progress, p->n_chunks * stream_passes,
+                    stream_passes > 1 ? "chunks (all passes)" : "chunks", opts && opts->progress);
+  int64_t chunks_done = 0;
+  for (int pass = 0; pass < p->n_passes && rc == SL_OK; pass++) {
+    const sl_plan_pass *pp = &p->passes[pass];
+    rc = run_levels(&c, pp->prologue_first, pp->prologue_last, 0, 0, 1);
+    if (rc != SL_OK || pp->stream_first > pp->stream_last) {
+      if (rc == SL_OK) rc = run_levels(&c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
+      continue;
+    }
+    /* Reductions of the nodes this pass streams start from zero. */
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
-      if (p->buffers[i].reduction)
+      if (p->buffers[i].reduction && p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0)
         rc = b->ops->zero(b, buffer_ptr(&c, p->buffers[i].node, p->buffers[i].port),
                           (size_t)p->buffers[i].bytes, err);
-    sl_progress progress;
-    sl_progress_begin(&progress, p->n_chunks, "chunks", opts && opts->progress);
     for (int64_t ch = 0; ch < p->n_chunks && rc == SL_OK; ch++) {
       int64_t start = ch * p->chunk_positions;
       int64_t count = p->positions - start < p->chunk_positions ? p->positions - start : p->chunk_positions;
-      rc = run_levels(&c, first_stream, last_stream, ch, start, count);
-      /* Streamed outputs: this chunk's items go to their place in the whole. */
+      rc = run_levels(&c, pp->stream_first, pp->stream_last, ch, start, count);
+      /* Streamed outputs of this pass: the chunk's items go to their place. */
       for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
         const sl_graph_output *go = &g->outputs[o];
         const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
-        if (!d->stream_rank) continue;
+        if (!d->stream_rank || g->nodes[go->node].pass != pass) continue;
         int64_t item = sl_desc_item_bytes(d);
         rc = b->ops->download(b, (char *)res->outputs[o].data + start * item,
                               buffer_ptr(&c, go->node, go->port), (size_t)(count * item), err);
       }
       if (rc != SL_OK) sl_error_chunk(err, ch);
-      sl_progress_update(&progress, ch + 1);
+      sl_progress_update(&progress, ++chunks_done);
     }
-    sl_progress_end(&progress);
-    for (int l = first_stream; l <= last_stream && rc == SL_OK; l++)
+    for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
       rc = run_level(&c, l, p->n_chunks - 1, 0, 0, true);
-    if (rc == SL_OK) rc = run_levels(&c, last_stream + 1, p->n_levels - 1, 0, 0, 1);
+    if (rc == SL_OK) rc = run_levels(&c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
   }
+  sl_progress_end(&progress);
   for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
     const sl_graph_output *go = &g->outputs[o];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];

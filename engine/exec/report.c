@@ -134,6 +134,7 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     sl_json_kv_string(j, "type", n->desc ? n->desc->type : "iterate");
     sl_json_kv_int(j, "level", n->level);
     sl_json_kv_string(j, "phase", sl_phase_name(n->phase));
+    sl_json_kv_int(j, "pass", n->pass);
     sl_json_kv_double(j, "seconds", r->node_seconds[i]);
     sl_json_kv_int(j, "calls", r->node_calls[i]);
     sl_json_kv_int(j, "bytes_read", p->nodes[i].cost.bytes_read);
@@ -152,6 +153,7 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     sl_json_begin_object(j);
     sl_json_kv_int(j, "level", l);
     sl_json_kv_string(j, "phase", sl_phase_name(p->levels[l].phase));
+    sl_json_kv_int(j, "pass", p->levels[l].pass);
     sl_json_kv_double(j, "seconds", r->level_seconds[l]);
     sl_json_kv_double(j, "estimated_seconds", p->levels[l].est_seconds);
     sl_json_end_object(j);

@@ -375,23 +375,37 @@ static sl_code infer_iterate(sl_graph *g, sl_node *n, const sl_node_spec *ns, sl
   return SL_OK;
 }
 
-/* Phase rules: anything touching a streamed port runs per chunk; a whole node
- * reading a reduction or an epilogue result runs after the stream; the rest
- * runs before it. A streamed node cannot read an after-stream result (that
- * would need a second pass over the data). */
+/* When a node runs: a (pass, phase) pair, ordered pass first. Anything
+ * touching a streamed port runs per chunk (stream). A whole node runs as soon
+ * as its inputs exist: before the stream (prologue) or after it (epilogue).
+ * A stream node that reads a whole result made after a pass (a reduction or an
+ * epilogue result) runs in the next pass over the data; the stream nodes that
+ * feed it run again in that pass. */
+static int time_of(sl_phase phase, int pass) { return pass * 3 + (int)phase; }
+
 static sl_code assign_phase(sl_graph *g, sl_node *n, const sl_tensor_desc **stream_ref,
                             sl_error *err) {
-  bool streamed = false, after = false;
+  bool streamed = false;
   for (int k = 0; k < n->n_out; k++) streamed |= n->out[k].stream_rank > 0;
+  int pass = 0, ready = time_of(SL_PHASE_PROLOGUE, 0); /* when every input exists */
   for (int k = 0; k < n->n_in; k++) {
     const sl_edge_src s = n->in_src[k];
     if (s.node == SL_SRC_NONE) continue;
     streamed |= n->in[k].stream_rank > 0;
-    if (s.node >= 0) {
-      const sl_node *p = &g->nodes[s.node];
-      after |= p->phase == SL_PHASE_EPILOGUE ||
-               (p->phase == SL_PHASE_STREAM && p->out[s.port].stream_rank == 0);
+    if (s.node < 0) continue;
+    const sl_node *p = &g->nodes[s.node];
+    int t;
+    if (p->out[s.port].stream_rank) {
+      t = time_of(SL_PHASE_STREAM, p->pass);
+      if (p->pass > pass) pass = p->pass;
+    } else if (p->phase == SL_PHASE_PROLOGUE) {
+      t = time_of(SL_PHASE_PROLOGUE, p->pass);
+      if (p->pass > pass) pass = p->pass;
+    } else { /* a reduction or an epilogue result: after pass p->pass */
+      t = time_of(SL_PHASE_EPILOGUE, p->pass);
+      if (p->pass + 1 > pass) pass = p->pass + 1;
     }
+    if (t > ready) ready = t;
   }
   for (int k = 0; k < n->n_in + n->n_out; k++) {
     const sl_tensor_desc *d = k < n->n_in ? &n->in[k] : &n->out[k - n->n_in];
@@ -408,19 +422,40 @@ static sl_code assign_phase(sl_graph *g, sl_node *n, const sl_tensor_desc **stre
       return at(err, n->loc, n->id);
     }
   }
-  if (streamed && after) {
-    sl_fail(err, SL_ERR_PIPELINE,
-            "node '%s' streams over the scan but reads a result that exists only after the "
-            "whole scan (a reduction); that needs a second pass, which is not supported",
-            n->id);
-    return at(err, n->loc, n->id);
-  }
   if (n->body && streamed) {
     sl_fail(err, SL_ERR_PIPELINE, "iterate nodes work on whole tensors, not streamed ones");
     return at(err, n->loc, n->id);
   }
-  n->phase = streamed ? SL_PHASE_STREAM : (after ? SL_PHASE_EPILOGUE : SL_PHASE_PROLOGUE);
+  if (streamed) {
+    n->phase = SL_PHASE_STREAM;
+    n->pass = pass;
+  } else {
+    n->phase = (sl_phase)(ready % 3 == SL_PHASE_STREAM ? SL_PHASE_EPILOGUE : ready % 3);
+    n->pass = ready / 3;
+  }
+  if (n->pass >= SL_MAX_PASSES) {
+    sl_fail(err, SL_ERR_PIPELINE, "node '%s' would need pass %d over the data (at most %d)",
+            n->id, n->pass + 1, SL_MAX_PASSES);
+    return at(err, n->loc, n->id);
+  }
+  if (n->pass + 1 > g->n_passes) g->n_passes = n->pass + 1;
   return SL_OK;
+}
+
+/* After sorting: which passes each stream node runs in. Consumers come after
+ * producers, so one backward sweep carries every pass to the ancestors. */
+static void assign_pass_masks(sl_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    g->nodes[i].pass_mask = g->nodes[i].phase == SL_PHASE_STREAM ? 1u << g->nodes[i].pass : 0;
+  for (int i = g->n_nodes - 1; i >= 0; i--) {
+    const sl_node *n = &g->nodes[i];
+    if (n->phase != SL_PHASE_STREAM) continue;
+    for (int k = 0; k < n->n_in; k++) {
+      sl_edge_src s = n->in_src[k];
+      if (s.node >= 0 && g->nodes[s.node].phase == SL_PHASE_STREAM && n->in[k].stream_rank)
+        g->nodes[s.node].pass_mask |= n->pass_mask;
+    }
+  }
 }
 
 /* Reorders nodes by (phase, level, original order) and remaps edges. */
@@ -431,7 +466,8 @@ static void sort_nodes(sl_graph *g) {
   for (int i = 1; i < n; i++) /* insertion sort: stable, n is small */
     for (int j = i; j > 0; j--) {
       const sl_node *a = &g->nodes[perm[j - 1]], *b = &g->nodes[perm[j]];
-      bool swap = a->phase > b->phase || (a->phase == b->phase && a->level > b->level);
+      int ta = time_of(a->phase, a->pass), tb = time_of(b->phase, b->pass);
+      bool swap = ta > tb || (ta == tb && a->level > b->level);
       if (!swap) break;
       int t = perm[j];
       perm[j] = perm[j - 1];
@@ -456,6 +492,7 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_gra
                        sl_error *err) {
   sl_graph *g = sl_xcalloc(1, sizeof *g);
   g->spec = spec;
+  g->n_passes = 1;
   g->n_nodes = (int)spec->n_nodes;
   g->nodes = sl_xcalloc(spec->n_nodes, sizeof *g->nodes);
   g->n_inputs = (int)spec->n_inputs;
@@ -503,7 +540,8 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_gra
     n->level = 0;
     for (int k = 0; k < n->n_in; k++) {
       sl_edge_src s = n->in_src[k];
-      if (s.node >= 0 && g->nodes[s.node].phase == n->phase && g->nodes[s.node].level + 1 > n->level)
+      if (s.node >= 0 && g->nodes[s.node].phase == n->phase && g->nodes[s.node].pass == n->pass &&
+          g->nodes[s.node].level + 1 > n->level)
         n->level = g->nodes[s.node].level + 1;
     }
   }
@@ -527,7 +565,10 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_gra
       rc = at(err, spec->outputs[o].ref.loc, NULL);
     }
   }
-  if (rc == SL_OK) sort_nodes(g);
+  if (rc == SL_OK) {
+    sort_nodes(g);
+    assign_pass_masks(g);
+  }
   if (rc != SL_OK) {
     sl_graph_free(g);
     return rc;

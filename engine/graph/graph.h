@@ -34,8 +34,12 @@ typedef struct sl_node {
   sl_tensor_desc in[8];
   sl_tensor_desc out[8];
   const char *out_names[8]; /* port names (descriptor's, or body outputs) */
-  sl_phase phase;
-  int level; /* topological level (0 = no producers) */
+  sl_phase phase; /* of the node's home pass */
+  int pass;       /* home pass over the data (0 = first) */
+  /* Stream nodes: the passes the node runs in. Its home pass, plus every later
+   * pass in which a streamed consumer runs (the data is streamed again). */
+  unsigned pass_mask;
+  int level; /* topological level within its (pass, phase) */
   void *state;
   /* Provenance notes ("key: value") a node records about what it did, e.g.
    * the mask policy or why a dtype was widened; written with the outputs. */
@@ -55,7 +59,10 @@ typedef struct sl_graph_output {
   sl_loc loc;
 } sl_graph_output;
 
+#define SL_MAX_PASSES 8
+
 typedef struct sl_graph {
+  int n_passes; /* passes over the streamed data (1 when nothing streams) */
   int n_nodes;
   sl_node *nodes; /* in a topological order */
   int n_outputs;

@@ -19,6 +19,7 @@ void sl_plan_free(sl_plan *p) {
   free(p->levels);
   free(p->buffers);
   free(p->slots);
+  free(p->exec_level);
   if (p->nodes)
     for (int i = 0; i < p->graph->n_nodes; i++) sl_plan_free(p->nodes[i].body);
   free(p->nodes);
@@ -66,26 +67,61 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   p->n_chunks = sd && chunk > 0 ? (p->positions + chunk - 1) / chunk : 0;
   int64_t last_chunk = sd && chunk > 0 ? p->positions - (p->n_chunks - 1) * chunk : 0;
 
-  /* Levels: per-phase level counts give each phase a block of global levels. */
-  int count[3] = {0, 0, 0};
-  for (int i = 0; i < g->n_nodes; i++) {
-    const sl_node *n = &g->nodes[i];
-    if (n->level + 1 > count[n->phase]) count[n->phase] = n->level + 1;
+  /* Levels: each (pass, phase) block gets consecutive global levels; a stream
+   * node appears in the stream block of every pass it runs in. */
+  int np = g->n_passes > 0 ? g->n_passes : 1, nn = g->n_nodes;
+  p->n_passes = np;
+  p->exec_level = sl_xcalloc((size_t)(nn ? nn : 1) * (size_t)np, sizeof *p->exec_level);
+  int *local = sl_xcalloc((size_t)(nn ? nn : 1), sizeof *local);
+  int offset = 0;
+  for (int pass = 0; pass < np; pass++) {
+    for (int ph = 0; ph < 3; ph++) {
+      int count = 0;
+      for (int i = 0; i < nn; i++) {
+        const sl_node *n = &g->nodes[i];
+        bool member = ph == SL_PHASE_STREAM ? (n->pass_mask >> pass) & 1u
+                                            : ((int)n->phase == ph && n->pass == pass);
+        local[i] = -1;
+        if (!member) continue;
+        int lv = 0;
+        for (int k = 0; k < n->n_in; k++) {
+          int src = n->in_src[k].node;
+          if (src >= 0 && local[src] >= 0 && local[src] + 1 > lv) lv = local[src] + 1;
+        }
+        local[i] = lv;
+        if (lv + 1 > count) count = lv + 1;
+        p->exec_level[i * np + pass] = offset + lv;
+      }
+      int first = offset, last = offset + count - 1;
+      sl_plan_pass *pp = &p->passes[pass];
+      if (ph == SL_PHASE_PROLOGUE) pp->prologue_first = first, pp->prologue_last = last;
+      if (ph == SL_PHASE_STREAM) pp->stream_first = first, pp->stream_last = last;
+      if (ph == SL_PHASE_EPILOGUE) pp->epilogue_first = first, pp->epilogue_last = last;
+      offset += count;
+    }
   }
-  int offset[3] = {0, count[0], count[0] + count[1]};
-  p->n_levels = count[0] + count[1] + count[2];
+  free(local);
+  /* Nodes that do not run in a pass were never given a level there. */
+  for (int i = 0; i < nn; i++)
+    for (int pass = 0; pass < np; pass++) {
+      const sl_node *n = &g->nodes[i];
+      bool runs = n->phase == SL_PHASE_STREAM ? (n->pass_mask >> pass) & 1u : n->pass == pass;
+      if (!runs) p->exec_level[i * np + pass] = -1;
+    }
+  p->n_levels = offset;
   p->levels = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *p->levels);
-  p->stream_first_level = count[1] ? offset[1] : -1;
-  p->stream_last_level = count[1] ? offset[1] + count[1] - 1 : -1;
-  int *glevel = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *glevel);
-  for (int i = 0; i < g->n_nodes; i++) {
-    const sl_node *n = &g->nodes[i];
-    glevel[i] = offset[n->phase] + n->level;
-    sl_plan_level *lv = &p->levels[glevel[i]];
-    lv->phase = n->phase;
-    lv->nodes = sl_xrealloc(lv->nodes, (size_t)(lv->n_nodes + 1) * sizeof *lv->nodes);
-    lv->nodes[lv->n_nodes++] = i;
-  }
+  for (int pass = 0; pass < np; pass++)
+    for (int i = 0; i < nn; i++) {
+      int l = p->exec_level[i * np + pass];
+      if (l < 0) continue;
+      sl_plan_level *lv = &p->levels[l];
+      lv->phase = g->nodes[i].phase;
+      lv->pass = pass;
+      lv->nodes = sl_xrealloc(lv->nodes, (size_t)(lv->n_nodes + 1) * sizeof *lv->nodes);
+      lv->nodes[lv->n_nodes++] = i;
+    }
+  p->stream_first_level = p->passes[0].stream_first <= p->passes[0].stream_last ? p->passes[0].stream_first : -1;
+  p->stream_last_level = p->stream_first_level >= 0 ? p->passes[0].stream_last : -1;
 
   /* Costs and estimates. */
   p->nodes = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->nodes);
@@ -107,10 +143,11 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
       if (need > p->body_bytes) p->body_bytes = need;
     } else if (n->phase == SL_PHASE_STREAM) {
+      int runs = __builtin_popcount(n->pass_mask);
       n->desc->cost(n, chunk, &c);
-      add_cost(&pn->cost, &c, p->n_chunks - 1);
+      add_cost(&pn->cost, &c, (p->n_chunks - 1) * runs);
       n->desc->cost(n, last_chunk, &c);
-      add_cost(&pn->cost, &c, 1);
+      add_cost(&pn->cost, &c, runs);
       pn->est_seconds = estimate(&p->caps, &pn->cost);
     } else {
       n->desc->cost(n, 1, &c);
@@ -126,10 +163,13 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
     p->bytes_written += pn->cost.bytes_written;
     p->ops += pn->cost.ops;
     p->est_seconds += pn->est_seconds;
-    p->levels[glevel[i]].est_seconds += pn->est_seconds;
+    int runs = 0;
+    for (int pass = 0; pass < np; pass++) runs += p->exec_level[i * np + pass] >= 0;
+    for (int pass = 0; pass < np; pass++)
+      if (p->exec_level[i * np + pass] >= 0)
+        p->levels[p->exec_level[i * np + pass]].est_seconds += pn->est_seconds / runs;
   }
   if (rc != SL_OK) {
-    free(glevel);
     sl_plan_free(p);
     return rc;
   }
@@ -139,8 +179,15 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   for (int i = 0; i < g->n_nodes; i++) nb += g->nodes[i].n_out;
   p->buffers = sl_xcalloc((size_t)(nb ? nb : 1), sizeof *p->buffers);
   int final_level = p->n_levels - 1;
-  for (int i = 0; i < g->n_nodes; i++) {
+  for (int i = 0; i < nn; i++) {
     const sl_node *n = &g->nodes[i];
+    int first_exec = -1, last_exec = -1, first_pass = -1;
+    for (int pass = 0; pass < np; pass++) {
+      int l = p->exec_level[i * np + pass];
+      if (l < 0) continue;
+      if (first_exec < 0) first_exec = l, first_pass = pass;
+      last_exec = l;
+    }
     for (int k = 0; k < n->n_out; k++) {
       sl_plan_buffer *b = &p->buffers[p->n_buffers++];
       b->node = i;
@@ -148,28 +195,35 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       b->streamed = n->out[k].stream_rank > 0;
       b->reduction = !b->streamed && n->phase == SL_PHASE_STREAM;
       b->bytes = sl_desc_buffer_bytes(&n->out[k], chunk);
-      b->first_level = b->reduction ? p->stream_first_level : glevel[i];
-      b->last_level = glevel[i];
-      for (int j = 0; j < g->n_nodes; j++)
+      b->first_level = b->reduction ? p->passes[first_pass].stream_first : first_exec;
+      b->last_level = last_exec;
+      for (int j = 0; j < nn; j++)
         for (int q = 0; q < g->nodes[j].n_in; q++)
-          if (g->nodes[j].in_src[q].node == i && g->nodes[j].in_src[q].port == k &&
-              glevel[j] > b->last_level)
-            b->last_level = glevel[j];
+          if (g->nodes[j].in_src[q].node == i && g->nodes[j].in_src[q].port == k)
+            for (int pass = 0; pass < np; pass++)
+              if (p->exec_level[j * np + pass] > b->last_level) b->last_level = p->exec_level[j * np + pass];
       for (int o = 0; o < g->n_outputs; o++)
         if (g->outputs[o].node == i && g->outputs[o].port == k) b->graph_output = true;
       if (b->graph_output) {
-        b->last_level = b->streamed ? p->stream_last_level : final_level;
-        /* Streamed outputs are assembled on the host; whole ones are copied
-         * there when the run ends. */
+        /* Streamed outputs are assembled on the host at the end of each chunk
+         * of their home pass; whole ones are copied there when the run ends. */
+        int home_stream_last = p->passes[n->pass].stream_last;
+        b->last_level = b->streamed ? (home_stream_last > b->last_level ? home_stream_last : b->last_level)
+                                    : final_level;
         p->output_bytes += sl_desc_bytes(&n->out[k]);
       }
-      /* Whole data that the stream touches must outlive every chunk. */
-      if (!b->streamed && p->stream_first_level >= 0 && b->first_level <= p->stream_last_level &&
-          b->last_level >= p->stream_first_level && b->last_level < p->stream_last_level)
-        b->last_level = p->stream_last_level;
+      if (b->reduction && p->passes[first_pass].stream_last > b->last_level)
+        b->last_level = p->passes[first_pass].stream_last;
+      /* Whole data that a stream block touches must outlive every chunk. */
+      for (int pass = 0; pass < np && !b->streamed; pass++) {
+        const sl_plan_pass *pp = &p->passes[pass];
+        if (pp->stream_first > pp->stream_last) continue;
+        if (b->first_level <= pp->stream_last && b->last_level >= pp->stream_first &&
+            b->last_level < pp->stream_last)
+          b->last_level = pp->stream_last;
+      }
     }
   }
-  free(glevel);
 
   /* Slots: greedy over buffers by first level; a slot is free for a buffer of
    * its size class once its last occupant's lifetime has ended. The executor

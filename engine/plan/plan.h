@@ -33,6 +33,7 @@ typedef struct sl_plan_slot {
 
 typedef struct sl_plan_level {
   sl_phase phase;
+  int pass;
   int n_nodes;
   int *nodes;
   double est_seconds; /* for the whole run (all chunks) */
@@ -43,6 +44,14 @@ typedef struct sl_plan_node {
   double est_seconds;
   struct sl_plan *body; /* iterate nodes: the body's plan, made once */
 } sl_plan_node;
+
+/* The levels of one pass over the data: prologue, stream (run once per
+ * chunk), epilogue; an empty range has first > last. */
+typedef struct sl_plan_pass {
+  int prologue_first, prologue_last;
+  int stream_first, stream_last;
+  int epilogue_first, epilogue_last;
+} sl_plan_pass;
 
 typedef struct sl_plan_opts {
   sl_backend_caps caps;      /* throughput profile and memory */
@@ -59,7 +68,10 @@ typedef struct sl_plan {
   int64_t n_chunks;
   int n_levels;
   sl_plan_level *levels;
-  int stream_first_level, stream_last_level; /* -1 when no stream */
+  int stream_first_level, stream_last_level; /* of the first pass; -1 when no stream */
+  int n_passes;
+  sl_plan_pass passes[SL_MAX_PASSES];
+  int *exec_level; /* [node * n_passes + pass]: the level a node runs at, or -1 */
   int n_buffers;
   sl_plan_buffer *buffers;
   int n_slots;

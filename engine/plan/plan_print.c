@@ -12,13 +12,17 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   const sl_graph *g = p->graph;
   char a[64], b[64], c[64];
   if (p->positions)
-    fprintf(f, "%sscan: %lld positions in %lld chunks of up to %lld\n", ind,
-            (long long)p->positions, (long long)p->n_chunks, (long long)p->chunk_positions);
+    fprintf(f, "%sscan: %lld positions in %lld chunks of up to %lld, %d pass%s over the data\n", ind,
+            (long long)p->positions, (long long)p->n_chunks, (long long)p->chunk_positions,
+            p->n_passes, p->n_passes > 1 ? "es" : "");
   else
     fprintf(f, "%sscan: none (whole tensors only)\n", ind);
   fprintf(f, "%slevels (each level is one batch%s):\n", ind, p->positions ? " per chunk in the stream phase" : "");
   for (int l = 0; l < p->n_levels; l++) {
-    fprintf(f, "%s  L%-3d %-8s", ind, l, sl_phase_name(p->levels[l].phase));
+    if (p->n_passes > 1)
+      fprintf(f, "%s  L%-3d pass %d %-8s", ind, l, p->levels[l].pass + 1, sl_phase_name(p->levels[l].phase));
+    else
+      fprintf(f, "%s  L%-3d %-8s", ind, l, sl_phase_name(p->levels[l].phase));
     for (int k = 0; k < p->levels[l].n_nodes; k++) {
       char lab[256];
       node_label(&g->nodes[p->levels[l].nodes[k]], lab, sizeof lab);
@@ -80,12 +84,14 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_int(j, "positions", p->positions);
   sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
   sl_json_kv_int(j, "chunks", p->n_chunks);
+  sl_json_kv_int(j, "passes", p->n_passes);
   sl_json_key(j, "levels");
   sl_json_begin_array(j);
   for (int l = 0; l < p->n_levels; l++) {
     sl_json_begin_object(j);
     sl_json_kv_int(j, "level", l);
     sl_json_kv_string(j, "phase", sl_phase_name(p->levels[l].phase));
+    sl_json_kv_int(j, "pass", p->levels[l].pass);
     sl_json_key(j, "nodes");
     sl_json_begin_array(j);
     for (int k = 0; k < p->levels[l].n_nodes; k++) sl_json_string(j, g->nodes[p->levels[l].nodes[k]].id);
@@ -103,6 +109,8 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_string(j, "id", n->id);
     sl_json_kv_string(j, "type", n->desc ? n->desc->type : "iterate");
     sl_json_kv_string(j, "phase", sl_phase_name(n->phase));
+    sl_json_kv_int(j, "pass", n->pass);
+    sl_json_kv_int(j, "runs_in_passes", __builtin_popcount(n->pass_mask) ? __builtin_popcount(n->pass_mask) : 1);
     sl_json_kv_int(j, "bytes_read", pn->cost.bytes_read);
     sl_json_kv_int(j, "bytes_written", pn->cost.bytes_written);
     sl_json_kv_int(j, "ops", pn->cost.ops);

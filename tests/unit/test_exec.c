@@ -170,6 +170,50 @@ static void test_over_budget_allocates_nothing(void **state) {
   sl_run_free(&run);
 }
 
+/* Centering needs the mean first: the mean is a reduction over the whole
+ * scan, so subtracting it streams the data again in a second pass. */
+static void test_second_pass(void **state) {
+  char path[512];
+  write_temp_file(path, sizeof path, "center.yaml",
+                  "pipeline: center\n"
+                  "nodes:\n"
+                  "  r: {type: ramp, params: {positions: [50], item_shape: [8], dtype: f64}}\n"
+                  "  s: {type: sum, inputs: {x: r.out}}\n"
+                  "  m: {type: affine, inputs: {x: s.total}, params: {scale: 0.02}}\n"
+                  "  d: {type: subtract, inputs: {x: r.out, y: m.y}}\n"
+                  "  t: {type: sum, inputs: {x: d.out}}\n"
+                  "outputs: {centered: d.out, residual: t.total, mean: m.y}\n");
+  int64_t chunks[] = {7, 50};
+  for (size_t c = 0; c < 2; c++) {
+    sl_run run;
+    sl_error err;
+    sl_code rc = run_file(path, NULL, 0, chunks[c], 2, 0, NULL, &run, &err);
+    if (rc != SL_OK) fail_msg("run failed: %s", err.msg);
+    const sl_graph *g = run.graph;
+    assert_int_equal(g->n_passes, 2);
+    int r = sl_graph_find(g, "r"), d = sl_graph_find(g, "d"), m = sl_graph_find(g, "m");
+    assert_int_equal(g->nodes[d].pass, 1);
+    assert_int_equal(g->nodes[m].pass, 0);
+    assert_int_equal(g->nodes[m].phase, SL_PHASE_EPILOGUE);
+    assert_int_equal(g->nodes[r].pass_mask, 3u); /* the source runs in both passes */
+    assert_int_equal(run.result.node_calls[r], 2 * run.plan->n_chunks);
+    double mean[8];
+    for (int e = 0; e < 8; e++) {
+      double sum = 0;
+      for (int p = 0; p < 50; p++) sum += (double)((p * 8 + e) % 1024);
+      mean[e] = sum * 0.02;
+      assert_true(fabs(((const double *)output(&run, "mean")->data)[e] - mean[e]) < 1e-9);
+    }
+    const double *cv = output(&run, "centered")->data;
+    for (int p = 0; p < 50; p++)
+      for (int e = 0; e < 8; e++)
+        assert_true(fabs(cv[p * 8 + e] - ((double)((p * 8 + e) % 1024) - mean[e])) < 1e-9);
+    for (int e = 0; e < 8; e++) assert_true(fabs(((const double *)output(&run, "residual")->data)[e]) < 1e-6);
+    assert_true(run.result.measured_peak_bytes <= run.result.planned_peak_bytes);
+    sl_run_free(&run);
+  }
+}
+
 static void test_repeated_runs(void **state) {
   char path[512];
   write_temp_file(path, sizeof path, "chain.yaml", k_chain);
@@ -200,6 +244,7 @@ int main(void) {
       cmocka_unit_test(test_set_overrides_param),
       cmocka_unit_test(test_iterate_closed_form),
       cmocka_unit_test(test_over_budget_allocates_nothing),
+      cmocka_unit_test(test_second_pass),
       cmocka_unit_test(test_repeated_runs),
       cmocka_unit_test(test_failure_paths_release),
   };

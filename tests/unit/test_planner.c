@@ -128,6 +128,40 @@ static void test_epilogue_levels(void **state) {
   fixture_free(&f);
 }
 
+/* The mean is known only after a pass; subtracting it streams the ramp again
+ * in a second pass, and the mean lives until that pass's stream ends. */
+static void test_second_pass_lifetimes(void **state) {
+  fixture f;
+  plan_text(&f,
+            "pipeline: two\n"
+            "nodes:\n"
+            "  r: {type: ramp, params: {positions: [64], item_shape: [16], dtype: f64}}\n"
+            "  s: {type: sum, inputs: {x: r.out}}\n"
+            "  m: {type: affine, inputs: {x: s.total}}\n"
+            "  d: {type: subtract, inputs: {x: r.out, y: m.y}}\n"
+            "outputs: {d: d.out}\n",
+            16, 0);
+  const sl_plan *p = f.p;
+  assert_int_equal(p->n_passes, 2);
+  /* pass 1: stream L0 (r) L1 (s), epilogue L2 (m); pass 2: stream L3 (r) L4 (d) */
+  assert_int_equal(p->passes[0].stream_first, 0);
+  assert_int_equal(p->passes[0].stream_last, 1);
+  assert_int_equal(p->passes[0].epilogue_first, 2);
+  assert_int_equal(p->passes[1].stream_first, 3);
+  assert_int_equal(p->passes[1].stream_last, 4);
+  int r = sl_graph_find(f.g, "r");
+  assert_int_equal(p->exec_level[r * 2 + 0], 0);
+  assert_int_equal(p->exec_level[r * 2 + 1], 3);
+  const sl_plan_buffer *m = buffer(&f, "m"), *d = buffer(&f, "d");
+  assert_int_equal(m->first_level, 2);
+  assert_int_equal(m->last_level, 4);
+  assert_int_equal(d->first_level, 4);
+  assert_int_equal(d->last_level, 4);
+  /* the ramp and sum run in... the ramp twice, the sum once: 64*16*8 bytes per run */
+  assert_int_equal(p->nodes[r].cost.bytes_written, 2 * 64 * 16 * 8);
+  fixture_free(&f);
+}
+
 static void test_auto_chunk_and_budget(void **state) {
   fixture f;
   /* 1 KiB per position: the default 32 MiB target covers the whole scan. */
@@ -162,7 +196,8 @@ static void test_size_class(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_lifetimes),   cmocka_unit_test(test_partial_last_chunk),
-      cmocka_unit_test(test_epilogue_levels),   cmocka_unit_test(test_auto_chunk_and_budget),
+      cmocka_unit_test(test_epilogue_levels),   cmocka_unit_test(test_second_pass_lifetimes),
+      cmocka_unit_test(test_auto_chunk_and_budget),
       cmocka_unit_test(test_size_class),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,302 @@
+/* Raw chunk reader: pread on a background thread, merged neighbours,
+ * FIFO of windows. See chunk_reader.h. */
+#include "chunk_reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../engine/core/util.h"
+
+/* One merged read is capped so that a stop request is noticed quickly and a
+ * single pread stays well below the kernel's 2 GiB limit. */
+#define MAX_MERGED_READ ((uint64_t)64 << 20)
+/* Read-ahead hints given after a window when nothing else is queued. */
+#define MAX_HINTS 64
+
+enum { REQ_QUEUED = 1, REQ_READING, REQ_DONE };
+
+typedef struct req {
+  int state;
+  int64_t first, count;
+  uint8_t *dst;
+  sl_code rc;
+  sl_error err;
+} req;
+
+struct sl_chunk_reader {
+  const sl_h5_index *ix;
+  int *fds;
+  int n_fds;
+  int64_t max_window;
+  pthread_t thread;
+  bool thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_work, cv_done;
+  req q[SL_CHUNK_READER_DEPTH];
+  int head, n; /* outstanding requests q[head], q[head+1], ... (mod depth) */
+  bool stop;
+  sl_chunk_reader_stats stats;
+};
+
+/* Reads len bytes at off of chunk-run [i0, ...) into dst. */
+static sl_code read_run(sl_chunk_reader *r, int64_t i0, uint8_t *dst, uint64_t off, uint64_t len, sl_error *err) {
+  const sl_h5_index *ix = r->ix;
+  int f = ix->chunks[i0].file;
+  uint64_t done = 0;
+  while (done < len) {
+    size_t want = (size_t)(len - done);
+    double t0 = sl_now();
+    ssize_t got = pread(r->fds[f], dst + done, want, (off_t)(off + done));
+    double t1 = sl_now();
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      int e = errno;
+      /* The chunk holding the failing byte. */
+      int64_t c = i0;
+      uint64_t at = off + done;
+      while (c + 1 < ix->n_chunks && ix->chunks[c + 1].file == f && ix->chunks[c + 1].file_offset <= at &&
+             ix->chunks[c].file_offset + ix->chunks[c].size <= at)
+        c++;
+      sl_code rc;
+      if (got == 0)
+        rc = sl_fail(err, SL_ERR_FORMAT,
+                     "%s: unexpected end of file at offset %" PRIu64 " reading chunk %lld (%" PRIu64
+                     " bytes at offset %" PRIu64 "): truncated file?",
+                     ix->files[f], at, (long long)c, ix->chunks[c].size, ix->chunks[c].file_offset);
+      else
+        rc = sl_fail(err, SL_ERR_IO, "%s: read error at offset %" PRIu64 " reading chunk %lld: %s", ix->files[f], at,
+                     (long long)c, strerror(e));
+      sl_error_at(err, ix->files[f], 0, 0);
+      sl_error_chunk(err, c);
+      return rc;
+    }
+    done += (uint64_t)got;
+    pthread_mutex_lock(&r->mu);
+    r->stats.reads++;
+    r->stats.bytes += (uint64_t)got;
+    r->stats.read_seconds += t1 - t0;
+    pthread_mutex_unlock(&r->mu);
+  }
+  return SL_OK;
+}
+
+static bool stopping(sl_chunk_reader *r) {
+  pthread_mutex_lock(&r->mu);
+  bool s = r->stop;
+  pthread_mutex_unlock(&r->mu);
+  return s;
+}
+
+static sl_code read_window(sl_chunk_reader *r, const req *q, sl_error *err) {
+  const sl_h5_index *ix = r->ix;
+  int64_t end = q->first + q->count;
+  uint64_t pos = 0;
+  for (int64_t i = q->first; i < end;) {
+    if (stopping(r)) return sl_fail(err, SL_ERR_IO, "chunk reader closed");
+    const sl_h5_chunk *c = &ix->chunks[i];
+    uint64_t off = c->file_offset, len = c->size;
+    int64_t j = i + 1;
+    while (j < end && ix->chunks[j].file == c->file && ix->chunks[j].file_offset == off + len &&
+           len + ix->chunks[j].size <= MAX_MERGED_READ) {
+      len += ix->chunks[j].size;
+      j++;
+    }
+    sl_code rc = read_run(r, i, q->dst + pos, off, len, err);
+    if (rc) return rc;
+    pos += len;
+    i = j;
+  }
+  return SL_OK;
+}
+
+/* Tells the kernel which bytes the next window of the same size will need. */
+static void hint_next(sl_chunk_reader *r, int64_t first, int64_t count) {
+  const sl_h5_index *ix = r->ix;
+  int64_t end = first + count < ix->n_chunks ? first + count : ix->n_chunks;
+  int hints = 0;
+  for (int64_t i = first; i < end && hints < MAX_HINTS; hints++) {
+    const sl_h5_chunk *c = &ix->chunks[i];
+    uint64_t off = c->file_offset, len = c->size;
+    int64_t j = i + 1;
+    while (j < end && ix->chunks[j].file == c->file && ix->chunks[j].file_offset == off + len) {
+      len += ix->chunks[j].size;
+      j++;
+    }
+    (void)posix_fadvise(r->fds[c->file], (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+    i = j;
+  }
+}
+
+static void *worker(void *arg) {
+  sl_chunk_reader *r = arg;
+  pthread_mutex_lock(&r->mu);
+  for (;;) {
+    req *q = NULL;
+    while (!r->stop) {
+      for (int k = 0; k < r->n; k++) {
+        req *c = &r->q[(r->head + k) % SL_CHUNK_READER_DEPTH];
+        if (c->state == REQ_QUEUED) {
+          q = c;
+          break;
+        }
+      }
+      if (q) break;
+      pthread_cond_wait(&r->cv_work, &r->mu);
+    }
+    if (r->stop) break;
+    q->state = REQ_READING;
+    req work = *q;
+    pthread_mutex_unlock(&r->mu);
+
+    sl_error e;
+    sl_error_clear(&e);
+    sl_code rc = read_window(r, &work, &e);
+
+    pthread_mutex_lock(&r->mu);
+    q->rc = rc;
+    q->err = e;
+    q->state = REQ_DONE;
+    r->stats.requests++;
+    bool more = false;
+    for (int k = 0; k < r->n; k++)
+      if (r->q[(r->head + k) % SL_CHUNK_READER_DEPTH].state == REQ_QUEUED) more = true;
+    pthread_cond_broadcast(&r->cv_done);
+    if (!more && rc == SL_OK && !r->stop) {
+      pthread_mutex_unlock(&r->mu);
+      hint_next(r, work.first + work.count, work.count);
+      pthread_mutex_lock(&r->mu);
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, sl_chunk_reader **out,
+                             sl_error *err) {
+  *out = NULL;
+  if (!ix || max_window_chunks <= 0)
+    return sl_fail(err, SL_ERR_USAGE, "chunk reader: max_window_chunks must be > 0 (got %lld)",
+                   (long long)max_window_chunks);
+  sl_chunk_reader *r = sl_xcalloc(1, sizeof *r);
+  r->ix = ix;
+  r->max_window = max_window_chunks;
+  r->fds = sl_xcalloc((size_t)(ix->n_files > 0 ? ix->n_files : 1), sizeof *r->fds);
+  for (int i = 0; i < ix->n_files; i++) r->fds[i] = -1;
+  r->n_fds = ix->n_files;
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv_work, NULL);
+  pthread_cond_init(&r->cv_done, NULL);
+  for (int i = 0; i < ix->n_files; i++) {
+    r->fds[i] = open(ix->files[i], O_RDONLY | O_CLOEXEC);
+    if (r->fds[i] < 0) {
+      sl_code rc = sl_fail(err, SL_ERR_IO, "cannot open data file %s: %s", ix->files[i], strerror(errno));
+      sl_error_at(err, ix->files[i], 0, 0);
+      sl_chunk_reader_close(r);
+      return rc;
+    }
+    (void)posix_fadvise(r->fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
+  int e = pthread_create(&r->thread, NULL, worker, r);
+  if (e) {
+    sl_chunk_reader_close(r);
+    return sl_fail(err, SL_ERR_INTERNAL, "cannot start the chunk reader thread: %s", strerror(e));
+  }
+  r->thread_started = true;
+  *out = r;
+  return SL_OK;
+}
+
+sl_code sl_chunk_reader_request(sl_chunk_reader *r, int64_t first, int64_t count, uint8_t *dst,
+                                size_t dst_capacity, sl_error *err) {
+  const sl_h5_index *ix = r->ix;
+  if (first < 0 || count <= 0 || first > ix->n_chunks || count > ix->n_chunks - first)
+    return sl_fail(err, SL_ERR_USAGE, "chunk reader: chunks [%lld, %lld) are outside [0, %d)", (long long)first,
+                   (long long)(first + count), ix->n_chunks);
+  if (count > r->max_window)
+    return sl_fail(err, SL_ERR_USAGE, "chunk reader: a window of %lld chunks exceeds the maximum of %lld",
+                   (long long)count, (long long)r->max_window);
+  uint64_t need = sl_h5_window_bytes(ix, first, count);
+  if (!dst || need > dst_capacity)
+    return sl_fail(err, SL_ERR_USAGE, "chunk reader: chunks [%lld, %lld) need %" PRIu64 " bytes, buffer holds %zu",
+                   (long long)first, (long long)(first + count), need, dst ? dst_capacity : 0);
+  pthread_mutex_lock(&r->mu);
+  if (r->n == SL_CHUNK_READER_DEPTH) {
+    pthread_mutex_unlock(&r->mu);
+    return sl_fail(err, SL_ERR_USAGE, "chunk reader: %d requests already outstanding; wait first",
+                   SL_CHUNK_READER_DEPTH);
+  }
+  req *q = &r->q[(r->head + r->n) % SL_CHUNK_READER_DEPTH];
+  memset(q, 0, sizeof *q);
+  q->state = REQ_QUEUED;
+  q->first = first;
+  q->count = count;
+  q->dst = dst;
+  r->n++;
+  pthread_cond_signal(&r->cv_work);
+  pthread_mutex_unlock(&r->mu);
+  return SL_OK;
+}
+
+sl_code sl_chunk_reader_wait_window(sl_chunk_reader *r, int64_t *first, int64_t *count, uint8_t **dst,
+                                    sl_error *err) {
+  pthread_mutex_lock(&r->mu);
+  if (r->n == 0) {
+    pthread_mutex_unlock(&r->mu);
+    return sl_fail(err, SL_ERR_USAGE, "chunk reader: nothing requested");
+  }
+  req *q = &r->q[r->head];
+  while (q->state != REQ_DONE) pthread_cond_wait(&r->cv_done, &r->mu);
+  req done = *q;
+  q->state = 0;
+  r->head = (r->head + 1) % SL_CHUNK_READER_DEPTH;
+  r->n--;
+  pthread_mutex_unlock(&r->mu);
+  if (first) *first = done.first;
+  if (count) *count = done.count;
+  if (dst) *dst = done.dst;
+  if (done.rc && err) {
+    sl_fail(err, done.rc, "%s", done.err.msg);
+    sl_error_at(err, done.err.file, 0, 0);
+    sl_error_chunk(err, done.err.chunk);
+  }
+  return done.rc;
+}
+
+sl_code sl_chunk_reader_wait(sl_chunk_reader *r, sl_error *err) {
+  return sl_chunk_reader_wait_window(r, NULL, NULL, NULL, err);
+}
+
+int sl_chunk_reader_pending(const sl_chunk_reader *r) {
+  return r->n;
+}
+
+void sl_chunk_reader_get_stats(sl_chunk_reader *r, sl_chunk_reader_stats *s) {
+  pthread_mutex_lock(&r->mu);
+  *s = r->stats;
+  pthread_mutex_unlock(&r->mu);
+}
+
+void sl_chunk_reader_close(sl_chunk_reader *r) {
+  if (!r) return;
+  if (r->thread_started) {
+    pthread_mutex_lock(&r->mu);
+    r->stop = true;
+    pthread_cond_broadcast(&r->cv_work);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+  }
+  for (int i = 0; i < r->n_fds; i++)
+    if (r->fds[i] >= 0) close(r->fds[i]);
+  free(r->fds);
+  pthread_cond_destroy(&r->cv_done);
+  pthread_cond_destroy(&r->cv_work);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}

@@ -1,0 +1,610 @@
+/* mask_correct: every policy against a plainly written reference (its own
+ * median by qsort over a per-pixel bad map), u8/u16/u32, odd detector sizes,
+ * masked corners/edges/clusters, flagged values, chunks of 1..all on 1 and 2
+ * threads, masks from the input, a .npy file or both; notes; errors. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "engine/pipeline/yaml_tree.h"
+
+extern const sl_node_desc sl_node_mask_correct;
+
+/* ---- harness ------------------------------------------------------------------ */
+
+typedef struct kv {
+  const char *name, *yaml;
+} kv;
+
+static char g_dir[256];
+
+/* A node of mask_correct with params from `over` (YAML text) or defaults, the
+ * frames descriptor and an optional mask descriptor (NULL = unconnected);
+ * runs infer. */
+static sl_code node_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *frames,
+                         const sl_tensor_desc *mask, sl_error *e) {
+  const sl_node_desc *d = &sl_node_mask_correct;
+  memset(n, 0, sizeof *n);
+  sl_error_clear(e);
+  n->desc = d;
+  n->id = "mc";
+  for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
+  n->params = calloc((size_t)d->n_params, sizeof *n->params);
+  for (int i = 0; i < d->n_params; i++) {
+    const char *text = d->params[i].default_value;
+    for (int k = 0; k < n_over; k++)
+      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
+    assert_non_null(text);
+    sl_yaml *y = NULL;
+    if (text[0] == 0) {
+      sl_loc loc = {"test", 1, 1};
+      y = sl_yaml_new_scalar("", loc);
+    } else {
+      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
+    }
+    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
+    sl_yaml_free(y);
+    if (rc) return rc;
+  }
+  n->n_in = d->n_inputs;
+  n->n_out = d->n_outputs;
+  n->in[0] = *frames;
+  n->in_src[0] = (sl_edge_src){0, 0};
+  if (mask) {
+    n->in[1] = *mask;
+    n->in_src[1] = (sl_edge_src){1, 0};
+  }
+  return d->infer(n, e);
+}
+
+static void node_free(sl_node *n) {
+  if (n->desc->release && n->state) n->desc->release(n);
+  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
+  free(n->params);
+  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
+  free(n->notes);
+}
+
+static const char *note(const sl_node *n, const char *key) {
+  size_t k = strlen(key);
+  for (int i = 0; i < n->n_notes; i++)
+    if (!strncmp(n->notes[i], key, k) && n->notes[i][k] == ':') return n->notes[i];
+  return NULL;
+}
+
+static sl_backend *backend(int threads) {
+  sl_backend *b = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
+  return b;
+}
+
+/* Runs the kernel over all positions in chunks of `chunk`. */
+static void run_chunks(sl_node *n, sl_backend *b, const void *frames, const void *mask,
+                       int64_t npos, int64_t item_bytes, int64_t chunk, void *out) {
+  sl_error e;
+  sl_error_clear(&e);
+  for (int64_t s = 0; s < npos; s += chunk) {
+    sl_kernel_args a;
+    memset(&a, 0, sizeof a);
+    a.backend = b;
+    a.node = n;
+    a.state = n->state;
+    a.pos_start = s;
+    a.pos_count = npos - s < chunk ? npos - s : chunk;
+    a.chunk = s / chunk;
+    a.n_chunks = (npos + chunk - 1) / chunk;
+    a.in[0] = (const char *)frames + s * item_bytes;
+    a.in[1] = mask;
+    a.out[0] = (char *)out + s * item_bytes;
+    a.err = &e;
+    sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+    if (rc) fprintf(stderr, "kernel: %s\n", e.msg);
+    assert_int_equal(rc, SL_OK);
+  }
+}
+
+static uint64_t g_rng = 88172645463325252ULL;
+static uint64_t rnd(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return g_rng;
+}
+
+static uint64_t dmax(sl_dtype t) {
+  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
+}
+
+static uint64_t get(const void *f, sl_dtype t, int64_t i) {
+  if (t == SL_U8) return ((const uint8_t *)f)[i];
+  if (t == SL_U16) return ((const uint16_t *)f)[i];
+  return ((const uint32_t *)f)[i];
+}
+
+static void set(void *f, sl_dtype t, int64_t i, uint64_t v) {
+  if (t == SL_U8) ((uint8_t *)f)[i] = (uint8_t)v;
+  else if (t == SL_U16) ((uint16_t *)f)[i] = (uint16_t)v;
+  else ((uint32_t *)f)[i] = (uint32_t)v;
+}
+
+/* Random frames; about 1 in 12 pixels at the dtype max (the flag value); the
+ * rest spread over the whole range, with runs of near-max values. */
+static void *random_frames(sl_dtype t, int64_t n) {
+  void *f = malloc((size_t)n * sl_dtype_size(t));
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t v = rnd();
+    uint64_t x = v % 12 == 0 ? dmax(t) : v % 12 == 1 ? dmax(t) - 1 : (v >> 8) & dmax(t);
+    set(f, t, i, x);
+  }
+  return f;
+}
+
+/* ---- reference ------------------------------------------------------------------ */
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* policy: 0 median, 1 zero, 2 none. static_bad: H*W 0/1. */
+static void reference(const void *in, void *out, sl_dtype t, int64_t npos, int64_t h, int64_t w,
+                      const uint8_t *static_bad, int policy, int flagged) {
+  int64_t item = h * w;
+  uint8_t *bad = malloc((size_t)item);
+  for (int64_t p = 0; p < npos; p++) {
+    const char *f = (const char *)in + (size_t)(p * item) * sl_dtype_size(t);
+    char *g = (char *)out + (size_t)(p * item) * sl_dtype_size(t);
+    for (int64_t i = 0; i < item; i++)
+      bad[i] = static_bad[i] || (flagged && get(f, t, i) == dmax(t));
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t c = 0; c < w; c++) {
+        int64_t i = r * w + c;
+        uint64_t v = get(f, t, i);
+        if (policy != 2 && bad[i]) {
+          if (policy == 1) {
+            v = 0;
+          } else {
+            uint64_t vals[9];
+            size_t nv = 0;
+            for (int64_t rr = r - 1; rr <= r + 1; rr++)
+              for (int64_t cc = c - 1; cc <= c + 1; cc++) {
+                if (rr < 0 || cc < 0 || rr >= h || cc >= w || (rr == r && cc == c)) continue;
+                if (bad[rr * w + cc]) continue;
+                vals[nv++] = get(f, t, rr * w + cc);
+              }
+            qsort(vals, nv, sizeof vals[0], cmp_u64);
+            if (nv == 0) v = 0;
+            else if (nv % 2) v = vals[nv / 2];
+            else v = (vals[nv / 2 - 1] + vals[nv / 2]) / 2;
+          }
+        }
+        set(g, t, i, v);
+      }
+  }
+  free(bad);
+}
+
+/* Bad pixels in the corners, on the edges, a 3x3 cluster (its centre has no
+ * valid neighbour), a 2-pixel pair and ~4% at random. */
+static void make_mask(uint8_t *m, int64_t h, int64_t w) {
+  memset(m, 0, (size_t)(h * w));
+  m[0] = 1;
+  m[w - 1] = 1;
+  m[(h - 1) * w] = 1;
+  m[h * w - 1] = 1;
+  m[w / 2] = 1;
+  m[(h / 2) * w] = 1;
+  if (h >= 5 && w >= 5) {
+    for (int64_t r = h / 2 - 1; r <= h / 2 + 1; r++)
+      for (int64_t c = w / 2 - 1; c <= w / 2 + 1; c++) m[r * w + c] = 1;
+    m[(h - 2) * w + 1] = m[(h - 2) * w + 2] = 1;
+  }
+  for (int64_t i = 0; i < h * w; i++)
+    if (rnd() % 25 == 0) m[i] = 1;
+}
+
+/* ---- .npy ------------------------------------------------------------------------ */
+
+static void write_npy_u1(const char *path, const uint8_t *m, int64_t h, int64_t w) {
+  char dict[128];
+  snprintf(dict, sizeof dict, "{'descr': '|u1', 'fortran_order': False, 'shape': (%lld, %lld), }",
+           (long long)h, (long long)w);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  size_t dl = strlen(dict), total = 10 + dl + 1, padn = (64 - total % 64) % 64, hlen = dl + padn + 1;
+  unsigned char hdr[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xFF),
+                           (unsigned char)(hlen >> 8)};
+  fwrite(hdr, 1, 10, f);
+  fwrite(dict, 1, dl, f);
+  for (size_t i = 0; i < padn; i++) fputc(' ', f);
+  fputc('\n', f);
+  /* nonzero other than 1, to check "nonzero = bad" */
+  for (int64_t i = 0; i < h * w; i++) fputc(m[i] ? 0x80 : 0, f);
+  fclose(f);
+}
+
+/* ---- the main comparison -------------------------------------------------------- */
+
+enum { SRC_INPUT = 1, SRC_FILE = 2 };
+
+typedef struct mc_case {
+  sl_dtype t;
+  int64_t h, w;
+  int policy; /* 0 median, 1 zero, 2 none */
+  int flagged;
+  int sources;       /* SRC_INPUT | SRC_FILE, or 0 */
+  sl_dtype mask_t;   /* dtype of the mask input */
+} mc_case;
+
+static const char *policy_yaml[3] = {"median", "zero", "none"};
+
+static void check_case(const mc_case *k) {
+  const int64_t rows = 3, cols = 5, npos = rows * cols, h = k->h, w = k->w, item = h * w;
+  int64_t d[4] = {rows, cols, h, w};
+  sl_tensor_desc in = sl_desc_make(k->t, 4, d, 2);
+  int64_t md[2] = {h, w};
+  sl_tensor_desc mdesc = sl_desc_make(k->mask_t, 2, md, 0);
+
+  /* Static masks: input and file overlap in part. */
+  uint8_t *m_in = calloc((size_t)item, 1), *m_file = calloc((size_t)item, 1),
+          *m_all = calloc((size_t)item, 1);
+  make_mask(m_all, h, w);
+  for (int64_t i = 0; i < item; i++) {
+    if (!m_all[i]) continue;
+    int which = (int)(rnd() % 3); /* 0 input, 1 file, 2 both */
+    if (!(k->sources & SRC_FILE)) which = 0;
+    if (!(k->sources & SRC_INPUT)) which = 1;
+    if (which != 1) m_in[i] = 1;
+    if (which != 0) m_file[i] = 1;
+  }
+  if (!k->sources) memset(m_all, 0, (size_t)item);
+  void *mask = malloc((size_t)item * sl_dtype_size(k->mask_t));
+  for (int64_t i = 0; i < item; i++)
+    set(mask, k->mask_t, i, m_in[i] ? (k->mask_t == SL_U32 ? 0x80000000u : 3u) : 0);
+
+  char path[512], yaml[600];
+  snprintf(path, sizeof path, "%s/mask_%lldx%lld.npy", g_dir, (long long)h, (long long)w);
+  write_npy_u1(path, m_file, h, w);
+  snprintf(yaml, sizeof yaml, "'%s'", path);
+  kv o[3] = {{"policy", policy_yaml[k->policy]}, {"flagged", k->flagged ? "true" : "false"},
+             {"mask_file", (k->sources & SRC_FILE) ? yaml : ""}};
+
+  sl_node n;
+  sl_error e;
+  sl_code rc = node_make(&n, o, 3, &in, (k->sources & SRC_INPUT) ? &mdesc : NULL, &e);
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+  assert_true(sl_desc_equal_shape(&n.out[0], &in));
+  assert_int_equal(n.out[0].dtype, k->t);
+  assert_int_equal(n.out[0].stream_rank, 2);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+
+  size_t bytes = (size_t)(npos * item) * sl_dtype_size(k->t);
+  void *frames = random_frames(k->t, npos * item);
+  void *want = malloc(bytes), *got = malloc(bytes);
+  reference(frames, want, k->t, npos, h, w, m_all, k->policy, k->flagged);
+  if (k->policy == 2) assert_memory_equal(want, frames, bytes);
+  int64_t chunks[3] = {1, 4, npos};
+  for (int th = 1; th <= 2; th++) {
+    sl_backend *b = backend(th);
+    for (int c = 0; c < 3; c++) {
+      memset(got, 0xA5, bytes);
+      run_chunks(&n, b, frames, (k->sources & SRC_INPUT) ? mask : NULL, npos,
+                 item * (int64_t)sl_dtype_size(k->t), chunks[c], got);
+      if (memcmp(got, want, bytes)) {
+        for (int64_t i = 0; i < npos * item; i++)
+          if (get(got, k->t, i) != get(want, k->t, i)) {
+            fprintf(stderr,
+                    "%s %lldx%lld policy %s flagged %d sources %d chunk %lld: frame %lld pixel "
+                    "(%lld, %lld): got %llu want %llu (input %llu)\n",
+                    sl_dtype_name(k->t), (long long)h, (long long)w, policy_yaml[k->policy],
+                    k->flagged, k->sources, (long long)chunks[c], (long long)(i / item),
+                    (long long)(i % item / w), (long long)(i % w),
+                    (unsigned long long)get(got, k->t, i), (unsigned long long)get(want, k->t, i),
+                    (unsigned long long)get(frames, k->t, i));
+            break;
+          }
+        fail();
+      }
+    }
+    sl_cpu_backend_ops.destroy(b);
+  }
+  /* The static count recorded once the mask is known. */
+  int64_t n_static = 0;
+  for (int64_t i = 0; i < item; i++) n_static += m_all[i];
+  const char *sb = note(&n, "static_bad_pixels");
+  assert_non_null(sb);
+  char want_note[64];
+  snprintf(want_note, sizeof want_note, "static_bad_pixels: %lld", (long long)n_static);
+  size_t wl = strlen(want_note);
+  int ok = !strncmp(sb, want_note, wl) && (sb[wl] == 0 || sb[wl] == ' ');
+  if (!ok) fprintf(stderr, "note '%s', want '%s'\n", sb, want_note);
+  assert_true(ok);
+  assert_non_null(note(&n, "policy"));
+  assert_non_null(strstr(note(&n, "policy"), policy_yaml[k->policy]));
+  assert_non_null(note(&n, "flagged"));
+  const char *ms = note(&n, "mask_sources");
+  assert_non_null(ms);
+  if (k->sources & SRC_FILE) assert_non_null(strstr(ms, path));
+  if (k->sources & SRC_INPUT) assert_non_null(strstr(ms, "input 'mask'"));
+  if (!k->sources) assert_non_null(strstr(ms, "none"));
+
+  free(frames);
+  free(want);
+  free(got);
+  free(mask);
+  free(m_in);
+  free(m_file);
+  free(m_all);
+  node_free(&n);
+}
+
+static void test_policies_dtypes_sizes(void **st) {
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  const int64_t sizes[][2] = {{17, 23}, {5, 5}, {1, 9}, {8, 1}, {2, 3}, {1, 1}, {32, 31}};
+  for (int ti = 0; ti < 3; ti++)
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+      for (int pol = 0; pol < 3; pol++)
+        for (int fl = 0; fl <= 1; fl++) {
+          mc_case k = {types[ti], sizes[si][0], sizes[si][1], pol, fl, SRC_INPUT | SRC_FILE,
+                       (si & 1) ? SL_U32 : SL_U8};
+          check_case(&k);
+        }
+}
+
+static void test_mask_sources(void **st) {
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  for (int ti = 0; ti < 3; ti++)
+    for (int src = 0; src <= 3; src++)
+      for (int pol = 0; pol < 2; pol++) {
+        mc_case k = {types[ti], 19, 13, pol, 1, src, SL_U32};
+        check_case(&k);
+        mc_case k2 = {types[ti], 19, 13, pol, 0, src, SL_U8};
+        check_case(&k2);
+        mc_case k3 = {types[ti], 7, 6, pol, 1, src, SL_U16};
+        check_case(&k3);
+      }
+}
+
+/* Hand-worked values, independent of both implementations above. */
+static void test_hand_values(void **st) {
+  /* 3x4 u16 frame:
+   *   10   20   30   40
+   *   50 [ 60] 70 65535
+   *   80   90  100  110
+   * (1,1) masked: neighbours 10 20 30 50 70 80 90 100 -> even count 8, middle
+   * values 50 and 70 -> 60. (1,3) flagged: neighbours 30 40 70 100 110 ->
+   * 70. With (1,2) also masked: (1,1) has 10 20 30 50 80 90 100 -> 50;
+   * (1,3) has 30 40 100 110 -> floor((40 + 100) / 2) = 70; (1,2) has
+   * 20 30 40 90 100 110 (60 masked, 65535 flagged) -> floor((40+90)/2) = 65. */
+  uint16_t f[12] = {10, 20, 30, 40, 50, 60, 70, 65535, 80, 90, 100, 110};
+  int64_t d[3] = {1, 3, 4};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
+  int64_t md[2] = {3, 4};
+  sl_tensor_desc mdesc = sl_desc_make(SL_U8, 2, md, 0);
+  sl_backend *b = backend(2);
+  {
+    uint8_t m[12] = {0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+    uint16_t out[12];
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, NULL, 0, &in, &mdesc, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    run_chunks(&n, b, f, m, 1, 24, 1, out);
+    assert_int_equal(out[5], 60);
+    assert_int_equal(out[7], 70);
+    assert_int_equal(out[0], 10);
+    assert_int_equal(out[6], 70);
+    node_free(&n);
+  }
+  {
+    uint8_t m[12] = {0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
+    uint16_t out[12];
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, NULL, 0, &in, &mdesc, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    run_chunks(&n, b, f, m, 1, 24, 1, out);
+    assert_int_equal(out[5], 50);
+    assert_int_equal(out[6], 65);
+    assert_int_equal(out[7], 70);
+    assert_non_null(strstr(note(&n, "static_bad_pixels"), "static_bad_pixels: 2"));
+    node_free(&n);
+  }
+  {
+    /* flagged off: 65535 is a value; it is a neighbour of (1,2). zero policy
+     * elsewhere. */
+    uint8_t m[12] = {0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
+    uint16_t out[12];
+    kv o[] = {{"flagged", "false"}};
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, o, 1, &in, &mdesc, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    run_chunks(&n, b, f, m, 1, 24, 1, out);
+    /* 20 30 40 60 65535 90 100 110 -> floor((60 + 90) / 2) = 75 */
+    assert_int_equal(out[6], 75);
+    assert_int_equal(out[7], 65535);
+    node_free(&n);
+    kv z[] = {{"policy", "zero"}};
+    assert_int_equal(node_make(&n, z, 1, &in, &mdesc, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    run_chunks(&n, b, f, m, 1, 24, 1, out);
+    assert_int_equal(out[6], 0);
+    assert_int_equal(out[7], 0);
+    assert_int_equal(out[5], 60);
+    node_free(&n);
+  }
+  {
+    /* Everything masked: no valid neighbour anywhere -> 0. u32 flag value. */
+    uint32_t g[4] = {1, 0xFFFFFFFFu, 3, 4};
+    uint32_t m[4] = {1, 0, 1, 1};
+    uint32_t out[4];
+    int64_t d2[3] = {1, 2, 2};
+    sl_tensor_desc in2 = sl_desc_make(SL_U32, 3, d2, 1);
+    int64_t md2[2] = {2, 2};
+    sl_tensor_desc m2 = sl_desc_make(SL_U32, 2, md2, 0);
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, NULL, 0, &in2, &m2, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    run_chunks(&n, b, g, m, 1, 16, 1, out);
+    for (int i = 0; i < 4; i++) assert_int_equal(out[i], 0);
+    node_free(&n);
+  }
+  sl_cpu_backend_ops.destroy(b);
+}
+
+/* ---- cost ------------------------------------------------------------------------- */
+
+static void test_cost(void **st) {
+  int64_t d[3] = {10, 17, 23};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
+  sl_node_cost c;
+  n.desc->cost(&n, 4, &c);
+  assert_int_equal(c.bytes_read, 4 * 17 * 23 * 2);
+  assert_int_equal(c.bytes_written, 4 * 17 * 23 * 2);
+  assert_true(c.ops >= 4 * 17 * 23);
+  assert_int_equal(c.workspace_bytes, 0);
+  node_free(&n);
+}
+
+/* ---- errors ----------------------------------------------------------------------- */
+
+static void expect_error(const kv *o, int n_o, const sl_tensor_desc *in, const sl_tensor_desc *m,
+                         sl_code want, const char *needle, const char *needle2) {
+  sl_node n;
+  sl_error e;
+  sl_code rc = node_make(&n, o, n_o, in, m, &e);
+  if (rc != want || !strstr(e.msg, needle) || (needle2 && !strstr(e.msg, needle2)))
+    fprintf(stderr, "rc %d msg '%s' (want '%s')\n", rc, e.msg, needle);
+  assert_int_equal(rc, want);
+  assert_non_null(strstr(e.msg, needle));
+  if (needle2) assert_non_null(strstr(e.msg, needle2));
+  node_free(&n);
+}
+
+static void test_errors(void **st) {
+  int64_t d[4] = {3, 4, 16, 12};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
+  int64_t md[2] = {16, 12}, bad_md[2] = {12, 16}, md3[3] = {1, 16, 12};
+  sl_tensor_desc m = sl_desc_make(SL_U8, 2, md, 0);
+
+  kv p[] = {{"policy", "mean"}};
+  expect_error(p, 1, &in, NULL, SL_ERR_PIPELINE, "'policy'", "median, zero, none");
+
+  sl_tensor_desc mt = sl_desc_make(SL_U8, 2, bad_md, 0);
+  expect_error(NULL, 0, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", "[16, 12]");
+  mt = sl_desc_make(SL_U8, 3, md3, 0);
+  expect_error(NULL, 0, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", NULL);
+  mt = sl_desc_make(SL_F32, 2, md, 0);
+  expect_error(NULL, 0, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", "f32");
+  mt = sl_desc_make(SL_U8, 3, md3, 1); /* streamed mask */
+  expect_error(NULL, 0, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", "streamed");
+
+  sl_tensor_desc ft = sl_desc_make(SL_F32, 4, d, 2);
+  expect_error(NULL, 0, &ft, &m, SL_ERR_PIPELINE, "input 'frames'", "f32");
+  ft = sl_desc_make(SL_U64, 4, d, 2);
+  expect_error(NULL, 0, &ft, &m, SL_ERR_PIPELINE, "input 'frames'", "u64");
+  ft = sl_desc_make(SL_U16, 4, d, 0);
+  expect_error(NULL, 0, &ft, &m, SL_ERR_PIPELINE, "input 'frames'", "streamed");
+  ft = sl_desc_make(SL_U16, 4, d, 3);
+  expect_error(NULL, 0, &ft, &m, SL_ERR_PIPELINE, "input 'frames'", NULL);
+  ft = sl_desc_make(SL_U16, 4, d, 2);
+  ft.encoding = SL_ENC_BSLZ4;
+  expect_error(NULL, 0, &ft, &m, SL_ERR_PIPELINE, "input 'frames'", NULL);
+
+  /* mask_file: missing, wrong shape, malformed; every message names the file. */
+  char path[512], yaml[600];
+  snprintf(path, sizeof path, "%s/absent_mc.npy", g_dir);
+  snprintf(yaml, sizeof yaml, "'%s'", path);
+  kv f1[] = {{"mask_file", yaml}};
+  expect_error(f1, 1, &in, &m, SL_ERR_IO, "absent_mc.npy", "mask_file");
+  uint8_t mm[12 * 16] = {0};
+  snprintf(path, sizeof path, "%s/shape_mc.npy", g_dir);
+  write_npy_u1(path, mm, 12, 16);
+  snprintf(yaml, sizeof yaml, "'%s'", path);
+  kv f2[] = {{"mask_file", yaml}};
+  expect_error(f2, 1, &in, NULL, SL_ERR_PIPELINE, "shape_mc.npy", "mask_file");
+  snprintf(path, sizeof path, "%s/junk_mc.npy", g_dir);
+  FILE *jf = fopen(path, "wb");
+  assert_non_null(jf);
+  fputs("not a numpy file at all", jf);
+  fclose(jf);
+  snprintf(yaml, sizeof yaml, "'%s'", path);
+  kv f3[] = {{"mask_file", yaml}};
+  expect_error(f3, 1, &in, NULL, SL_ERR_FORMAT, "junk_mc.npy", "mask_file");
+
+  /* policy none still validates shapes */
+  kv pn[] = {{"policy", "none"}};
+  mt = sl_desc_make(SL_U8, 2, bad_md, 0);
+  expect_error(pn, 1, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", NULL);
+
+  /* kernel before prepare */
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
+  sl_backend *b = backend(1);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.backend = b;
+  a.node = &n;
+  a.pos_count = 1;
+  a.err = &e;
+  assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_ERR_INTERNAL);
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+}
+
+/* The descriptor is what the registry will export. */
+static void test_descriptor(void **st) {
+  const sl_node_desc *d = &sl_node_mask_correct;
+  assert_string_equal(d->type, "mask_correct");
+  assert_int_equal(d->n_inputs, 2);
+  assert_string_equal(d->inputs[0].name, "frames");
+  assert_string_equal(d->inputs[1].name, "mask");
+  assert_true(d->inputs[1].optional);
+  assert_string_equal(d->outputs[0].name, "frames");
+  assert_non_null(d->kernel[SL_BACKEND_CPU]);
+  const sl_node_desc *reg = sl_node_find("mask_correct");
+  if (reg) assert_ptr_equal(reg, d);
+}
+
+static int setup(void **st) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/sluice-mc-XXXXXX");
+  return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **st) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_hand_values),
+      cmocka_unit_test(test_policies_dtypes_sizes),
+      cmocka_unit_test(test_mask_sources),
+      cmocka_unit_test(test_cost),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_descriptor),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
