@@ -44,15 +44,19 @@ typedef struct sl_tensor_desc {
   sl_encoding encoding;
   int64_t positions_per_stored_chunk; /* chunks of the scan are multiples of it */
   int64_t max_stored_chunk_bytes;     /* the largest stored chunk */
+  int64_t encoded_block_elems;        /* bitshuffle block size (0 = default) */
 } sl_tensor_desc;
 
 /* A buffer of an encoded stream: a header, then `n` entries, then the bytes
  * of the stored chunks. Offsets are from the start of the buffer. */
 typedef struct sl_packed_entry {
-  uint64_t offset, size;
-  uint32_t filter_mask; /* HDF5: a set bit 0 means the filter was skipped */
+  uint64_t offset, size;   /* of the stored bytes, from the start of the buffer */
+  uint32_t filter_mask;    /* HDF5: a set bit 0 means the filter was skipped */
   uint32_t reserved;
-  int64_t stored_chunk; /* index of the stored chunk in the acquisition */
+  int64_t stored_chunk;    /* index of the stored chunk in the acquisition */
+  int64_t first_position;  /* scan position of its first frame */
+  int64_t n_positions;     /* frames of the acquisition it holds */
+  const char *where;       /* interned "file:dataset", for error messages */
 } sl_packed_entry;
 
 typedef struct sl_packed_chunks {

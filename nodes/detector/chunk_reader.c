@@ -67,12 +67,11 @@ static sl_code read_run(sl_chunk_reader *r, int64_t i0, uint8_t *dst, uint64_t o
       sl_code rc;
       if (got == 0)
         rc = sl_fail(err, SL_ERR_FORMAT,
-                     "%s: unexpected end of file at offset %" PRIu64 " reading chunk %lld (%" PRIu64
+                     "unexpected end of file at offset %" PRIu64 " (the chunk has %" PRIu64
                      " bytes at offset %" PRIu64 "): truncated file?",
-                     ix->files[f], at, (long long)c, ix->chunks[c].size, ix->chunks[c].file_offset);
+                     at, ix->chunks[c].size, ix->chunks[c].file_offset);
       else
-        rc = sl_fail(err, SL_ERR_IO, "%s: read error at offset %" PRIu64 " reading chunk %lld: %s", ix->files[f], at,
-                     (long long)c, strerror(e));
+        rc = sl_fail(err, SL_ERR_IO, "read error at offset %" PRIu64 ": %s", at, strerror(e));
       sl_error_at(err, ix->files[f], 0, 0);
       sl_error_chunk(err, c);
       return rc;
@@ -196,7 +195,7 @@ sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, s
   for (int i = 0; i < ix->n_files; i++) {
     r->fds[i] = open(ix->files[i], O_RDONLY | O_CLOEXEC);
     if (r->fds[i] < 0) {
-      sl_code rc = sl_fail(err, SL_ERR_IO, "cannot open data file %s: %s", ix->files[i], strerror(errno));
+      sl_code rc = sl_fail(err, SL_ERR_IO, "cannot open data file: %s", strerror(errno));
       sl_error_at(err, ix->files[i], 0, 0);
       sl_chunk_reader_close(r);
       return rc;

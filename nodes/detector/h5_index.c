@@ -119,15 +119,31 @@ static part *add_part(builder *b) {
   return p;
 }
 
+/* The innermost message of HDF5's current error stack (e.g. "truncated
+ * file: eof = ..."), "" when none. */
+static herr_t first_error_cb(unsigned n, const H5E_error2_t *e, void *op) {
+  char *buf = op;
+  if (n == 0 && e->desc) snprintf(buf, 256, "%s", e->desc);
+  return 0;
+}
+
+static void h5_error_text(char *buf) {
+  buf[0] = 0;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error_cb, buf);
+}
+
 static sl_code open_h5(const char *path, hid_t *fid, sl_error *err) {
   struct stat st;
   if (stat(path, &st) != 0)
-    return fail_at(err, SL_ERR_IO, path, "cannot open %s: %s", path, strerror(errno));
+    return fail_at(err, SL_ERR_IO, path, "cannot open: %s", strerror(errno));
   if (!S_ISREG(st.st_mode))
-    return fail_at(err, SL_ERR_IO, path, "%s is not a regular file", path);
+    return fail_at(err, SL_ERR_IO, path, "not a regular file");
   *fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (*fid < 0)
-    return fail_at(err, SL_ERR_FORMAT, path, "%s is not a readable HDF5 file", path);
+  if (*fid < 0) {
+    char why[256];
+    h5_error_text(why);
+    return fail_at(err, SL_ERR_FORMAT, path, "not a readable HDF5 file%s%s", why[0] ? ": " : "", why);
+  }
   return SL_OK;
 }
 
@@ -225,7 +241,7 @@ static sl_code inspect(builder *b, part *p, sl_error *err) {
   sl_code rc = SL_OK;
   hid_t space = H5I_INVALID_HID, type = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
   struct stat st;
-  if (stat(file, &st) != 0) return fail_at(err, SL_ERR_IO, file, "cannot stat %s: %s", file, strerror(errno));
+  if (stat(file, &st) != 0) return fail_at(err, SL_ERR_IO, file, "cannot stat: %s", strerror(errno));
   p->file_size = (uint64_t)st.st_size;
 
   space = H5Dget_space(p->did);

@@ -45,6 +45,10 @@ typedef struct syn_cfg {
   double radius, defocus, step, phase_max;
   int64_t oh, ow;   /* object grid */
   double oy0, ox0;  /* object coordinates of scan position (0, 0) */
+  double rotation;  /* scan_rotation, degrees */
+  bool transpose;   /* scan_transpose */
+  bool remap;       /* rotation or transpose: resample the pattern */
+  double inv[2][2]; /* detector offset -> unrotated-pattern offset: T^t R(-theta) */
 } syn_cfg;
 
 typedef struct syn_state {
@@ -175,8 +179,26 @@ static sl_code syn_resolve(const sl_node *n, syn_cfg *c, sl_error *err) {
   if ((rc = ranged(n, "dose", 0, 1e12, 1, &c->dose, err)) ||
       (rc = ranged(n, "defocus", -1e4, 1e4, 0, &c->defocus, err)) ||
       (rc = ranged(n, "step", 0, 1e4, 1, &c->step, err)) ||
-      (rc = ranged(n, "phase_max", 0, 2 * M_PI, 0, &c->phase_max, err)))
+      (rc = ranged(n, "phase_max", 0, 2 * M_PI, 0, &c->phase_max, err)) ||
+      (rc = ranged(n, "scan_rotation", -360, 360, 0, &c->rotation, err)))
     return rc;
+  c->transpose = sl_param_bool(n, "scan_transpose");
+  c->remap = c->rotation != 0 || c->transpose;
+  /* Detector = A scan with A = R(theta) T^t, R(theta) = [[cos, -sin], [sin, cos]]
+   * on (row, col) vectors and T the swap (row, col) -> (col, row). Pixel d of
+   * the detector (offset from the centre) takes the unrotated pattern at
+   * A^-1 d = T^t R(-theta) d. Exact quarter turns give exact cosines. */
+  double th = c->rotation * M_PI / 180.0, q = c->rotation / 90.0, cs = cos(th), sn = sin(th);
+  if (q == floor(q)) {
+    int k = (((int)q % 4) + 4) % 4;
+    cs = k == 0 ? 1 : k == 2 ? -1 : 0;
+    sn = k == 1 ? 1 : k == 3 ? -1 : 0;
+  }
+  double r0[2] = {cs, sn}, r1[2] = {-sn, cs}; /* rows of R(-theta) */
+  for (int i = 0; i < 2; i++) {
+    c->inv[0][i] = c->transpose ? r1[i] : r0[i];
+    c->inv[1][i] = c->transpose ? r0[i] : r1[i];
+  }
   double half = 0.5 * (double)(c->h < c->w ? c->h : c->w);
   double r = sl_param_float(n, "disk_radius");
   if (!isfinite(r) || r < 0 || (r > 0 && r < 1) || r >= half)
@@ -217,7 +239,7 @@ static void syn_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->ops = positions * hw * (int64_t)(5.0 * log2((double)hw) + 40.0);
   /* Each worker's range allocates its FFT and sampling scratch; prepare()
    * holds the probe, the object phase and its transmission function. */
-  c->per_worker_bytes = 40 * hw;
+  c->per_worker_bytes = 48 * hw;
   syn_cfg cfg;
   if (syn_resolve(n, &cfg, NULL) == SL_OK)
     c->state_bytes = hw * 16 + cfg.oh * cfg.ow * (8 + 16);
@@ -343,6 +365,33 @@ static double phi_at(const syn_state *s, double y, double x) {
   return (1 - fy) * ((1 - fx) * p[0] + fx * p[1]) + fy * ((1 - fx) * p[ow] + fx * p[ow + 1]);
 }
 
+/* dst[d] = src[A^-1 d] about the detector centre, bilinear, 0 outside:
+ * the pattern the rotated/transposed scan gives (the probe is symmetric, so
+ * rotating the object rotates the far field). Sums and first moments carry
+ * over up to the interpolation error; quarter turns and the transpose of a
+ * square detector are exact permutations. */
+static void remap_pattern(const syn_cfg *c, const double *src, double *dst) {
+  int64_t h = c->h, w = c->w;
+  double cr = (double)(h - 1) / 2, cc = (double)(w - 1) / 2;
+  for (int64_t r = 0; r < h; r++)
+    for (int64_t col = 0; col < w; col++) {
+      double dr = (double)r - cr, dc = (double)col - cc;
+      double y = cr + c->inv[0][0] * dr + c->inv[0][1] * dc;
+      double x = cc + c->inv[1][0] * dr + c->inv[1][1] * dc;
+      if (fabs(y - nearbyint(y)) < 1e-9) y = nearbyint(y);
+      if (fabs(x - nearbyint(x)) < 1e-9) x = nearbyint(x);
+      double fy0 = floor(y), fx0 = floor(x), fy = y - fy0, fx = x - fx0, v = 0;
+      int64_t y0 = (int64_t)fy0, x0 = (int64_t)fx0;
+      for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+          int64_t yy = y0 + a, xx = x0 + b;
+          double wgt = (a ? fy : 1 - fy) * (b ? fx : 1 - fx);
+          if (wgt != 0 && yy >= 0 && yy < h && xx >= 0 && xx < w) v += wgt * src[yy * w + xx];
+        }
+      dst[r * w + col] = v;
+    }
+}
+
 #define STORE(T)                                        \
   {                                                     \
     T *o = (T *)j->a->out[0] + p * hw;                  \
@@ -360,7 +409,8 @@ static void syn_range(void *ctx, int64_t begin, int64_t end, int worker) {
   fftw_complex *psi = fftw_malloc((size_t)hw * sizeof(fftw_complex));
   fftw_complex *spec = fftw_malloc((size_t)hw * sizeof(fftw_complex));
   double *lam = malloc((size_t)hw * sizeof(double));
-  if (!psi || !spec || !lam) {
+  double *raw = c->remap ? malloc((size_t)hw * sizeof(double)) : NULL;
+  if (!psi || !spec || !lam || (c->remap && !raw)) {
     atomic_store(&j->failed, 1);
     goto out;
   }
@@ -394,16 +444,23 @@ static void syn_range(void *ctx, int64_t begin, int64_t end, int worker) {
       }
     }
     fftw_execute_dft(s->fwd, psi, spec);
-    /* Intensity, fftshifted into detector layout; centre of mass. */
-    double sum = 0, sr = 0, sc = 0;
+    /* Intensity, fftshifted into detector layout (rotated/transposed onto
+     * the detector when asked); centre of mass. */
+    double *inten = c->remap ? raw : lam;
     for (int64_t r = 0; r < h; r++) {
       int64_t ky = (r - h / 2 + h) % h;
-      double row = 0;
       for (int64_t col = 0; col < w; col++) {
         int64_t kx = (col - w / 2 + w) % w;
         const double *z = spec[ky * w + kx];
-        double v = z[0] * z[0] + z[1] * z[1];
-        lam[r * w + col] = v;
+        inten[r * w + col] = z[0] * z[0] + z[1] * z[1];
+      }
+    }
+    if (c->remap) remap_pattern(c, raw, lam);
+    double sum = 0, sr = 0, sc = 0;
+    for (int64_t r = 0; r < h; r++) {
+      double row = 0;
+      for (int64_t col = 0; col < w; col++) {
+        double v = lam[r * w + col];
         row += v;
         sc += ((double)col - cc) * v;
       }
@@ -426,6 +483,7 @@ out:
   fftw_free(psi);
   fftw_free(spec);
   free(lam);
+  free(raw);
 }
 #undef STORE
 
@@ -451,12 +509,18 @@ static const sl_param_def syn_params[] = {
     {"defocus", SL_PT_FLOAT, "0", "defocus phase in radians at the aperture edge"},
     {"step", SL_PT_FLOAT, "1", "scan step in object pixels (> 0)"},
     {"phase_max", SL_PT_FLOAT, "0.2", "peak phase of the weak phase object, radians [0, 2 pi]"},
+    {"scan_rotation", SL_PT_FLOAT, "0",
+     "scan-to-detector rotation theta in degrees [-360, 360]: detector CoM = R(theta) [T] scan "
+     "CoM"},
+    {"scan_transpose", SL_PT_BOOL, "false",
+     "swap the scan's (row, col) before the rotation (a mirrored scan)"},
 };
 static const sl_port_def syn_out[] = {
     {"frames", "streamed [R, C | H, W] Poisson counts (u8/u16/u32)", "counts", false},
     {"phase", "whole f64 [R, C]: object phase at each probe centre", "rad", false},
     {"com_expected", "whole f64 [R, C, 2]: noiseless centre of mass (row, col) relative to "
-                     "the detector centre ((H-1)/2, (W-1)/2)", "pixels", false},
+                     "the detector centre ((H-1)/2, (W-1)/2), in detector coordinates (after "
+                     "scan_rotation / scan_transpose)", "pixels", false},
 };
 
 const sl_node_desc sl_node_synthetic_4dstem = {

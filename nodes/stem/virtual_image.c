@@ -1,11 +1,16 @@
 /* virtual_image: a masked sum of every detector frame (bright field disk,
  * annular dark field ring, dark field outside the disk, or a mask read from a
- * .npy file), accumulated exactly in u64 (REFERENCE.md section 4).
+ * .npy, PNG or HDF5 file), accumulated exactly in u64 (REFERENCE.md section 4).
  *
  * The mask is turned into row runs ("spans") once in prepare(); the kernel is
  * a loop over positions (parallel) and, per frame, over the spans. Pixels at
  * the dtype's maximum (the detector's flag value) are summed as stored: mask
- * correction is a separate node. */
+ * correction is a separate node.
+ *
+ * With the optional `disk` input (disk_fit's (centre_row, centre_col, radius,
+ * residual)), the centre and radius come from it instead of the params; they
+ * are known only at run time, so the spans are built on the first kernel call
+ * (and rebuilt if the disk values change, e.g. on a later run). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +18,8 @@
 #include "../../engine/core/util.h"
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
-#include "npy.h"
+#include "mask_file.h"
+#include "stem_geom.h"
 
 typedef enum vi_kind { VI_BF, VI_ADF, VI_DF, VI_ANNULUS, VI_MASK } vi_kind;
 
@@ -22,12 +28,6 @@ typedef struct vi_span {
   int64_t length;
 } vi_span;
 
-typedef struct vi_state {
-  vi_span *spans;
-  int64_t n_spans;
-  int64_t n_pixels; /* pixels in the mask */
-} vi_state;
-
 /* Everything infer() checks, resolved to pixels. */
 typedef struct vi_geom {
   vi_kind kind;
@@ -35,8 +35,21 @@ typedef struct vi_geom {
   double cr, cc;    /* centre, detector pixels */
   double radius;    /* BF disk radius, pixels (0 when unused) */
   double inner, outer; /* ring radii, pixels */
+  double inner_p, outer_p; /* the params as given (in `units`) */
+  int in_radii;     /* units: radii */
+  int use_disk;     /* the `disk` input is connected */
   const char *mask_path;
 } vi_geom;
+
+typedef struct vi_state {
+  vi_span *spans;
+  int64_t n_spans;
+  int64_t n_pixels; /* pixels in the mask */
+  int64_t cap;      /* spans allocated */
+  int built;        /* spans hold the region (with a disk input: of `disk`) */
+  vi_geom g;
+  double disk[3];   /* disk values the spans were built from */
+} vi_state;
 
 static sl_code check_frames(const sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
@@ -109,8 +122,19 @@ static sl_code vi_resolve(const sl_node *n, vi_geom *g, sl_error *err) {
   else
     return sl_fail(err, SL_ERR_PIPELINE, "param 'units' must be radii or pixels, got '%s'", units);
 
-  int need_radius = g->kind == VI_BF || g->kind == VI_DF || g->kind == VI_ADF ||
-                    (g->kind == VI_ANNULUS && in_radii);
+  g->in_radii = in_radii;
+  g->inner_p = inner;
+  g->outer_p = outer;
+  g->use_disk = n->n_in > 1 && n->in[1].dtype != SL_DT_INVALID;
+  if (g->use_disk) {
+    if ((rc = sl_stem_check_disk_port(&n->in[1], err))) return rc;
+    if (g->kind == VI_MASK)
+      return sl_fail(err, SL_ERR_PIPELINE,
+                     "input 'disk' is not used with kind mask: connect it only for bf, adf, df "
+                     "or annulus");
+  }
+  int need_radius = !g->use_disk && (g->kind == VI_BF || g->kind == VI_DF || g->kind == VI_ADF ||
+                    (g->kind == VI_ANNULUS && in_radii));
   if (radius < 0 || (need_radius && radius <= 0))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'radius' (bright-field disk radius in pixels) must be > 0 for kind %s%s, "
@@ -129,7 +153,9 @@ static sl_code vi_resolve(const sl_node *n, vi_geom *g, sl_error *err) {
   g->mask_path = sl_param_str(n, "mask");
   if (g->kind == VI_MASK) {
     if (!g->mask_path || !g->mask_path[0])
-      return sl_fail(err, SL_ERR_PIPELINE, "param 'mask' (a .npy file) is required for kind mask");
+      return sl_fail(err, SL_ERR_PIPELINE,
+                     "param 'mask' (a .npy or .png file, or file.h5:/dataset) is required for "
+                     "kind mask");
   } else if (g->mask_path && g->mask_path[0]) {
     return sl_fail(err, SL_ERR_PIPELINE, "param 'mask' is only used with kind mask (kind is %s)",
                    kind);
@@ -141,8 +167,13 @@ static sl_code vi_infer(sl_node *n, sl_error *err) {
   vi_geom g;
   sl_code rc = vi_resolve(n, &g, err);
   if (rc) return rc;
+  if (g.use_disk)
+    sl_node_note(n, "geometry", "centre and radius from input 'disk' at run time%s",
+                 sl_param(n, "center")->n || sl_param_float(n, "radius") > 0
+                     ? " (params 'center'/'radius' ignored)"
+                     : "");
   if (g.kind == VI_MASK) { /* fail at plan time on a bad file, not mid-run */
-    rc = sl_npy_read_mask(g.mask_path, g.h, g.w, NULL, err);
+    rc = sl_mask_file_read(g.mask_path, g.h, g.w, NULL, err);
     if (rc) return rc;
   }
   const sl_tensor_desc *x = &n->in[0];
@@ -159,7 +190,7 @@ static void vi_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const vi_state *s = n->state;
   int64_t item = sl_desc_item_elems(&n->in[0]);
-  int64_t px = s ? s->n_pixels : item; /* before prepare: an upper bound */
+  int64_t px = s && s->built ? s->n_pixels : item; /* before prepare: an upper bound */
   c->bytes_read = positions * px * (int64_t)sl_dtype_size(n->in[0].dtype);
   c->bytes_written = positions * 8;
   c->ops = positions * px;
@@ -173,31 +204,58 @@ static void vi_release(sl_node *n) {
   n->state = NULL;
 }
 
+/* Builds the spans of the region of `g` (or of mask `m` when not NULL). */
+static void vi_build(vi_state *s, const vi_geom *g, const uint8_t *m) {
+  s->n_spans = 0;
+  s->n_pixels = 0;
+  double r2 = g->radius * g->radius, in2 = g->inner * g->inner, out2 = g->outer * g->outer;
+  for (int64_t r = 0; r < g->h; r++) {
+    int64_t c0 = -1; /* start of the open run, -1 = none */
+    for (int64_t c = 0; c <= g->w; c++) {
+      int in = 0;
+      if (c < g->w) {
+        if (m) {
+          in = m[r * g->w + c] != 0;
+        } else {
+          double d2 = sl_stem_d2(r, c, g->cr, g->cc);
+          switch (g->kind) {
+            case VI_BF: in = d2 <= r2; break;
+            case VI_DF: in = d2 > r2; break;
+            default: in = d2 >= in2 && d2 < out2; break; /* ADF, annulus */
+          }
+        }
+      }
+      if (in && c0 < 0) c0 = c;
+      if (!in && c0 >= 0) {
+        s->spans[s->n_spans].offset = r * g->w + c0;
+        s->spans[s->n_spans].length = c - c0;
+        s->n_spans++;
+        s->n_pixels += c - c0;
+        c0 = -1;
+      }
+    }
+  }
+  s->built = 1;
+}
+
+/* With a disk input: the region in pixels from the disk values. */
+static void vi_geom_from_disk(vi_geom *g, const double *disk) {
+  g->cr = disk[0];
+  g->cc = disk[1];
+  g->radius = disk[2];
+  if (g->kind == VI_ADF || g->kind == VI_ANNULUS) {
+    g->inner = g->in_radii ? g->inner_p * g->radius : g->inner_p;
+    g->outer = g->in_radii ? g->outer_p * g->radius : g->outer_p;
+  }
+}
+
 static sl_code vi_prepare(sl_node *n, sl_error *err) {
   vi_geom g;
   sl_code rc = vi_resolve(n, &g, err);
   if (rc) return rc;
   uint8_t *m = NULL;
-  if (g.kind == VI_MASK) {
-    if ((rc = sl_npy_read_mask(g.mask_path, g.h, g.w, &m, err)) != SL_OK) return rc;
-  } else {
-    m = malloc((size_t)(g.h * g.w));
-    if (!m) return sl_fail(err, SL_ERR_NOMEM, "out of memory for a %lldx%lld mask",
-                           (long long)g.h, (long long)g.w);
-    double r2 = g.radius * g.radius, in2 = g.inner * g.inner, out2 = g.outer * g.outer;
-    for (int64_t r = 0; r < g.h; r++)
-      for (int64_t c = 0; c < g.w; c++) {
-        double dr = (double)r - g.cr, dc = (double)c - g.cc;
-        double d2 = dr * dr + dc * dc;
-        int in;
-        switch (g.kind) {
-          case VI_BF: in = d2 <= r2; break;
-          case VI_DF: in = d2 > r2; break;
-          default: in = d2 >= in2 && d2 < out2; break; /* ADF, annulus */
-        }
-        m[r * g.w + c] = (uint8_t)in;
-      }
-  }
+  if (g.kind == VI_MASK && (rc = sl_mask_file_read(g.mask_path, g.h, g.w, &m, err)) != SL_OK)
+    return rc;
   vi_state *s = calloc(1, sizeof *s);
   /* At most ceil(W/2) runs per row. */
   int64_t cap = g.h * ((g.w + 1) / 2);
@@ -207,21 +265,10 @@ static sl_code vi_prepare(sl_node *n, sl_error *err) {
     if (s) free(s);
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for the mask spans");
   }
-  for (int64_t r = 0; r < g.h; r++) {
-    int64_t c = 0;
-    while (c < g.w) {
-      if (!m[r * g.w + c]) {
-        c++;
-        continue;
-      }
-      int64_t c0 = c;
-      while (c < g.w && m[r * g.w + c]) c++;
-      s->spans[s->n_spans].offset = r * g.w + c0;
-      s->spans[s->n_spans].length = c - c0;
-      s->n_spans++;
-      s->n_pixels += c - c0;
-    }
-  }
+  s->cap = cap;
+  s->g = g;
+  s->g.mask_path = NULL;
+  if (!g.use_disk) vi_build(s, &g, m);
   free(m);
   n->state = s;
   return SL_OK;
@@ -257,8 +304,21 @@ VI_RANGE(vi_range_u32, uint32_t)
 #undef VI_RANGE
 
 static sl_code vi_cpu(sl_kernel_args *a) {
-  const vi_state *s = a->state ? a->state : a->node->state;
+  vi_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_image: kernel called before prepare");
+  if (s->g.use_disk) {
+    const double *disk = a->in[1];
+    if (!disk) return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_image: input 'disk' has no data");
+    sl_code rc = sl_stem_check_disk_values(disk, s->g.h, s->g.w, a->err);
+    if (rc) return rc;
+    if (!s->built || memcmp(s->disk, disk, sizeof s->disk) != 0) {
+      vi_geom_from_disk(&s->g, disk);
+      vi_build(s, &s->g, NULL);
+      memcpy(s->disk, disk, sizeof s->disk);
+    }
+  } else if (!s->built) {
+    return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_image: region not built");
+  }
   vi_job j = {a, s, sl_desc_item_elems(&a->node->in[0])};
   sl_range_fn fn = a->node->in[0].dtype == SL_U8    ? vi_range_u8
                    : a->node->in[0].dtype == SL_U16 ? vi_range_u16
@@ -271,19 +331,23 @@ static sl_code vi_cpu(sl_kernel_args *a) {
 
 static const sl_param_def vi_params[] = {
     {"kind", SL_PT_STRING, "bf",
-     "bf (disk), adf or annulus (ring inner..outer), df (outside the disk), mask (.npy file)"},
+     "bf (disk), adf or annulus (ring inner..outer), df (outside the disk), mask (file)"},
     {"center", SL_PT_LIST, "[]",
      "disk centre [row, col] in detector pixels; empty = detector centre ((H-1)/2, (W-1)/2)"},
     {"radius", SL_PT_FLOAT, "0",
-     "bright-field disk radius in pixels; required (> 0) for bf, df, adf and annulus in radii"},
+     "bright-field disk radius in pixels; required (> 0) for bf, df, adf and annulus in radii "
+     "unless input 'disk' is connected"},
     {"inner", SL_PT_FLOAT, "1", "adf/annulus inner radius (in `units`); included"},
     {"outer", SL_PT_FLOAT, "2", "adf/annulus outer radius (in `units`); excluded"},
     {"units", SL_PT_STRING, "radii", "units of inner/outer: radii (of `radius`) or pixels"},
     {"mask", SL_PT_PATH, "",
-     "kind mask: .npy file with an H x W array (u1/b1/u2/i4/f4/f8, C order); nonzero = included"},
+     "kind mask: H x W mask, nonzero = included: .npy (u1/b1/u2/i4/f4/f8, C order), grayscale "
+     ".png, or file.h5:/dataset (u8/u16/u32/f32/f64)"},
 };
 static const sl_port_def vi_in[] = {
-    {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false}};
+    {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false},
+    {"disk", "optional whole f64 [4] (centre_row, centre_col, radius, residual) from disk_fit; "
+             "replaces 'center' and 'radius'", "pixels", true}};
 static const sl_port_def vi_out[] = {
     {"image", "streamed u64 [scan... |]: exact sum of the masked pixels of each frame", "counts",
      false}};
@@ -291,9 +355,9 @@ static const sl_port_def vi_out[] = {
 const sl_node_desc sl_node_virtual_image = {
     .type = "virtual_image",
     .doc = "Virtual detector image: exact u64 sum of each frame over a BF disk, ADF ring, DF "
-           "region or .npy mask. Flagged pixels (dtype max) are summed as stored.",
+           "region or mask file (.npy, PNG, HDF5); optional disk_fit input for the geometry. Flagged pixels (dtype max) are summed as stored.",
     .params = vi_params, .n_params = (int)(sizeof vi_params / sizeof vi_params[0]),
-    .inputs = vi_in, .n_inputs = 1,
+    .inputs = vi_in, .n_inputs = 2,
     .outputs = vi_out, .n_outputs = 1,
     .infer = vi_infer, .cost = vi_cost,
     .prepare = vi_prepare, .release = vi_release,

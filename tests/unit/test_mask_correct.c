@@ -376,6 +376,9 @@ static void test_mask_sources(void **st) {
         check_case(&k2);
         mc_case k3 = {types[ti], 7, 6, pol, 1, src, SL_U16};
         check_case(&k3);
+        /* frames large enough that 2 threads split a chunk's frames */
+        mc_case k4 = {types[ti], 128, 131, pol, 1, src, src & 1 ? SL_U8 : SL_U32};
+        check_case(&k4);
       }
 }
 

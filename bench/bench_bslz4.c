@@ -1,0 +1,273 @@
+/* Bitshuffle-LZ4 decode throughput: sluice (each SIMD path) against the
+ * official bitshuffle HDF5 filter plugin, single thread.
+ *
+ * Generates a realistic acquisition in memory (default 1024 frames of 192x192
+ * u16: a bright-field disk with Poisson mean 20, sparse dark-field counts with
+ * mean 0.05, a few flagged pixels at 0xFFFF), writes it through the plugin to
+ * an HDF5 file under /tmp with one frame per chunk, reads the raw chunks back
+ * and times:
+ *   - sluice sl_bslz4_decode on every SIMD path, into the full acquisition buffer;
+ *   - LZ4 block decoding alone (the lower bound the unshuffle adds to);
+ *   - the plugin's filter function called directly on every raw chunk;
+ *   - H5Dread of the whole dataset through the plugin (what an h5py user gets).
+ * Prints decoded GB/s (1e9 bytes of output per second) and the ratio to the
+ * plugin. Usage: bench_bslz4 [frames] [side] [repeats] */
+#include <dlfcn.h>
+#include <hdf5.h>
+#include <lz4.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/core/util.h"
+#include "nodes/detector/bslz4.h"
+
+#define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
+
+static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+static inline uint64_t rng(void) {
+  uint64_t x = rng_state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return rng_state = x;
+}
+static inline double urand(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
+static unsigned poisson(double mean) {
+  double p = 1, e = exp(-mean);
+  unsigned k = 0;
+  do {
+    k++;
+    p *= urand();
+  } while (p > e && k < 1000);
+  return k - 1;
+}
+
+static void generate(uint16_t *d, size_t frames, size_t side) {
+  const double c = side / 2.0, r2 = (side / 6.0) * (side / 6.0);
+  for (size_t f = 0; f < frames; f++) {
+    /* the disk wanders a little with the scan position */
+    double cy = c + 3 * sin(0.05 * (double)f), cx = c + 3 * cos(0.07 * (double)f);
+    for (size_t y = 0; y < side; y++)
+      for (size_t x = 0; x < side; x++) {
+        double dy = y - cy, dx = x - cx;
+        unsigned v = poisson(dy * dy + dx * dx < r2 ? 20.0 : 0.05);
+        if (rng() % 4000 == 0) v = 0xFFFF; /* flagged / saturated */
+        d[(f * side + y) * side + x] = (uint16_t)(v > 0xFFFF ? 0xFFFF : v);
+      }
+  }
+}
+
+/* The plugin's H5Z_class2_t, fetched with dlopen so that its decode can be
+ * timed without HDF5 around it. */
+typedef size_t (*h5z_func)(unsigned flags, size_t cd_nelmts, const unsigned cd_values[],
+                           size_t nbytes, size_t *buf_size, void **buf);
+
+static h5z_func plugin_filter(void) {
+  void *h = dlopen(PLUGIN_DIR "/libh5bshuf.so", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return NULL;
+  const void *(*info)(void) = (const void *(*)(void))dlsym(h, "H5PLget_plugin_info");
+  if (!info) return NULL;
+  const H5Z_class2_t *cls = (const H5Z_class2_t *)info();
+  return cls ? (h5z_func)cls->filter : NULL;
+}
+
+int main(int argc, char **argv) {
+  size_t frames = argc > 1 ? (size_t)atol(argv[1]) : 1024;
+  size_t side = argc > 2 ? (size_t)atol(argv[2]) : 192;
+  int repeats = argc > 3 ? atoi(argv[3]) : 5;
+  if (frames == 0 || side == 0 || repeats <= 0) {
+    fprintf(stderr, "usage: bench_bslz4 [frames] [side] [repeats]\n");
+    return 2;
+  }
+  if (access(PLUGIN_DIR "/libh5bshuf.so", R_OK) != 0) {
+    fprintf(stderr, "bench_bslz4: the bitshuffle plugin is not installed under %s\n", PLUGIN_DIR);
+    return 1;
+  }
+  setenv("HDF5_PLUGIN_PATH", PLUGIN_DIR, 1);
+  const size_t frame_bytes = side * side * 2, total = frames * frame_bytes;
+  uint16_t *data = malloc(total);
+  uint8_t *out = malloc(total), *out2 = malloc(total);
+  if (!data || !out || !out2) return 1;
+  double t0 = sl_now();
+  generate(data, frames, side);
+  double tgen = sl_now() - t0;
+
+  /* write through the plugin, one frame per chunk, default block, LZ4 */
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/sluice-bench-bslz4-%d.h5", (int)getpid());
+  hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t dims[3] = {frames, side, side}, chunk[3] = {1, side, side};
+  hid_t space = H5Screate_simple(3, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 3, chunk);
+  unsigned cd[2] = {0, 2}; /* {block size (0: default), compression (2: LZ4)}; the plugin prepends version and element size */
+  H5Pset_filter(dcpl, SL_BSHUF_FILTER_ID, H5Z_FLAG_MANDATORY, 2, cd);
+  hid_t dset = H5Dcreate2(file, "data", H5T_NATIVE_UINT16, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (dset < 0) {
+    fprintf(stderr, "bench_bslz4: cannot create a dataset with filter 32008\n");
+    return 1;
+  }
+  t0 = sl_now();
+  H5Dwrite(dset, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  H5Fflush(file, H5F_SCOPE_LOCAL);
+  double twrite = sl_now() - t0;
+
+  /* raw chunks */
+  size_t *off = malloc((frames + 1) * sizeof *off), comp = 0;
+  for (size_t f = 0; f < frames; f++) {
+    hsize_t o[3] = {f, 0, 0}, nb = 0;
+    H5Dget_chunk_storage_size(dset, o, &nb);
+    comp += nb;
+  }
+  uint8_t *raw = malloc(comp);
+  comp = 0;
+  for (size_t f = 0; f < frames; f++) {
+    hsize_t o[3] = {f, 0, 0}, nb = 0;
+    uint32_t mask = 0;
+    H5Dget_chunk_storage_size(dset, o, &nb);
+    off[f] = comp;
+    H5Dread_chunk(dset, H5P_DEFAULT, o, &mask, raw + comp);
+    comp += nb;
+  }
+  off[frames] = comp;
+  printf("bench_bslz4: %zu frames of %zux%zu u16 = %.1f MB decoded, %.1f MB compressed "
+         "(ratio %.2f); generate %.2f s, plugin write %.2f s\n",
+         frames, side, side, total / 1e6, comp / 1e6, (double)total / (double)comp, tgen, twrite);
+
+  /* --- sluice, each path --- */
+  struct row {
+    char name[48];
+    double best;
+  } rows[8];
+  int nrows = 0;
+  static const sl_simd paths[] = {SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
+  for (size_t p = 0; p < 3; p++) {
+    if (!sl_simd_supported(paths[p])) continue;
+    sl_bslz4_opts opts = {.simd = paths[p]};
+    double best = 1e30;
+    for (int r = 0; r < repeats; r++) {
+      double s = sl_now();
+      for (size_t f = 0; f < frames; f++) {
+        sl_error err;
+        size_t got;
+        if (sl_bslz4_decode_opts(raw + off[f], off[f + 1] - off[f], 2, out + f * frame_bytes,
+                                 frame_bytes, &got, &opts, &err) != SL_OK ||
+            got != frame_bytes) {
+          fprintf(stderr, "frame %zu: %s\n", f, err.msg);
+          return 1;
+        }
+      }
+      double t = sl_now() - s;
+      if (t < best) best = t;
+    }
+    if (memcmp(out, data, total) != 0) {
+      fprintf(stderr, "bench_bslz4: sluice %s output differs from the input\n",
+              sl_simd_name(paths[p]));
+      return 1;
+    }
+    snprintf(rows[nrows].name, sizeof rows[nrows].name, "sluice bslz4 (%s)", sl_simd_name(paths[p]));
+    rows[nrows++].best = best;
+  }
+
+  /* --- LZ4 alone: the blocks of every chunk into an 8 KiB buffer --- */
+  {
+    double best = 1e30;
+    static char blk[SL_BSLZ4_STACK_BLOCK_BYTES];
+    for (int r = 0; r < repeats; r++) {
+      double s = sl_now();
+      for (size_t f = 0; f < frames; f++) {
+        const uint8_t *c = raw + off[f], *end = raw + off[f + 1];
+        uint32_t bb = ((uint32_t)c[8] << 24) | ((uint32_t)c[9] << 16) | ((uint32_t)c[10] << 8) | c[11];
+        size_t n = frame_bytes / 2, bs = bb / 2, pos = 12;
+        for (size_t e = 0; e + 8 <= n;) {
+          size_t m = n - e >= bs ? bs : (n - e) - (n - e) % 8;
+          uint32_t cl = ((uint32_t)c[pos] << 24) | ((uint32_t)c[pos + 1] << 16) |
+                        ((uint32_t)c[pos + 2] << 8) | c[pos + 3];
+          if (c + pos + 4 + cl > end) return 1;
+          if (LZ4_decompress_safe((const char *)c + pos + 4, blk, (int)cl, (int)sizeof blk) !=
+              (int)(m * 2))
+            return 1;
+          pos += 4 + cl;
+          e += m;
+        }
+      }
+      double t = sl_now() - s;
+      if (t < best) best = t;
+    }
+    snprintf(rows[nrows].name, sizeof rows[nrows].name, "LZ4 blocks only (lower bound)");
+    rows[nrows++].best = best;
+  }
+
+  /* --- the plugin's filter function, directly --- */
+  h5z_func filt = plugin_filter();
+  double plugin_best = 0;
+  if (filt) {
+    unsigned cdv[5] = {0, 3, 2, 0, 2}; /* as stored: major, minor, elem size, block, LZ4 */
+    double best = 1e30;
+    for (int r = 0; r < repeats; r++) {
+      double s = sl_now();
+      for (size_t f = 0; f < frames; f++) {
+        size_t nb = off[f + 1] - off[f], bsz = nb;
+        void *b = malloc(nb); /* the filter takes ownership and returns its own buffer */
+        memcpy(b, raw + off[f], nb);
+        size_t got = filt(H5Z_FLAG_REVERSE, 5, cdv, nb, &bsz, &b);
+        if (got != frame_bytes) {
+          fprintf(stderr, "plugin filter failed on frame %zu\n", f);
+          return 1;
+        }
+        memcpy(out2 + f * frame_bytes, b, frame_bytes);
+        free(b);
+      }
+      double t = sl_now() - s;
+      if (t < best) best = t;
+    }
+    if (memcmp(out2, data, total) != 0) {
+      fprintf(stderr, "bench_bslz4: plugin filter output differs\n");
+      return 1;
+    }
+    plugin_best = best;
+    snprintf(rows[nrows].name, sizeof rows[nrows].name, "plugin filter function");
+    rows[nrows++].best = best;
+  }
+
+  /* --- H5Dread through the plugin --- */
+  {
+    double best = 1e30;
+    for (int r = 0; r < repeats; r++) {
+      double s = sl_now();
+      H5Dread(dset, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, out2);
+      double t = sl_now() - s;
+      if (t < best) best = t;
+    }
+    if (memcmp(out2, data, total) != 0) {
+      fprintf(stderr, "bench_bslz4: H5Dread output differs\n");
+      return 1;
+    }
+    if (!plugin_best) plugin_best = best;
+    snprintf(rows[nrows].name, sizeof rows[nrows].name, "plugin via H5Dread");
+    rows[nrows++].best = best;
+  }
+
+  printf("\n%-32s %10s %10s %12s\n", "decoder (1 thread)", "ms", "GB/s", "vs plugin");
+  for (int i = 0; i < nrows; i++)
+    printf("%-32s %10.2f %10.3f %11.2fx\n", rows[i].name, rows[i].best * 1e3,
+           total / rows[i].best / 1e9, plugin_best / rows[i].best);
+  printf("(best of %d; GB/s = 1e9 decoded bytes per second; 'vs plugin' relative to the plugin "
+         "filter function)\n",
+         repeats);
+
+  H5Dclose(dset);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(file);
+  unlink(path);
+  free(raw);
+  free(off);
+  free(data);
+  free(out);
+  free(out2);
+  return 0;
+}

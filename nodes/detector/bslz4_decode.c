@@ -1,0 +1,177 @@
+/* bslz4_decode: an encoded stream of stored chunks (bitshuffle-LZ4,
+ * bitshuffle, or raw) to frames, in parallel across stored chunks. Plain
+ * frames pass through unchanged, so one detector-input template serves
+ * compressed and uncompressed files. Every stored chunk is checked by the
+ * decoder; a malformed one fails the run with the file, dataset, stored chunk
+ * and frames it held. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/core/util.h"
+#include "../../engine/graph/graph.h"
+#include "bslz4.h"
+
+static sl_code dec_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (!x->stream_rank || x->rank - x->stream_rank != 2 ||
+      (x->dtype != SL_U8 && x->dtype != SL_U16 && x->dtype != SL_U32)) {
+    char buf[128];
+    sl_desc_format(x, buf, sizeof buf);
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "input 'chunks' expects streamed u8, u16 or u32 detector frames (stored chunks "
+                   "from hdf5_source), got %s", buf);
+  }
+  const char *simd = sl_param_str(n, "simd");
+  if (strcmp(simd, "auto") && strcmp(simd, "scalar") && strcmp(simd, "sse2") && strcmp(simd, "avx2"))
+    return sl_fail(err, SL_ERR_PIPELINE, "param 'simd' must be auto, scalar, sse2 or avx2, got '%s'", simd);
+  n->out[0] = *x;
+  n->out[0].encoding = SL_ENC_NONE;
+  n->out[0].positions_per_stored_chunk = 0;
+  n->out[0].max_stored_chunk_bytes = 0;
+  n->out[0].encoded_block_elems = 0;
+  sl_node_note(n, "decoded", "%s", x->encoding == SL_ENC_NONE ? "input was already plain frames"
+                                                                : sl_encoding_name(x->encoding));
+  return SL_OK;
+}
+
+static void dec_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  c->bytes_read = sl_desc_buffer_bytes(&n->in[0], positions);
+  c->bytes_written = positions * sl_desc_item_bytes(&n->out[0]);
+  c->ops = n->in[0].encoding == SL_ENC_NONE ? 0 : 2 * c->bytes_written;
+  /* a partial last stored chunk decodes through scratch of one stored chunk */
+  int64_t per = n->in[0].positions_per_stored_chunk > 0 ? n->in[0].positions_per_stored_chunk : 1;
+  c->per_worker_bytes = per * sl_desc_item_bytes(&n->out[0]);
+}
+
+typedef struct dec_job {
+  const sl_kernel_args *a;
+  sl_simd simd;
+  int64_t frame_bytes, per;
+  pthread_mutex_t lock;
+  bool failed;
+  sl_error first_error;
+} dec_job;
+
+static void fail_job(dec_job *j, const sl_packed_entry *e, const sl_error *why) {
+  pthread_mutex_lock(&j->lock);
+  if (!j->failed) {
+    j->failed = true;
+    j->first_error = *why;
+    sl_fail(&j->first_error, why->code, "%s, stored chunk %lld (frames %lld-%lld): %s", e->where,
+            (long long)e->stored_chunk, (long long)e->first_position,
+            (long long)(e->first_position + e->n_positions - 1), why->msg);
+  }
+  pthread_mutex_unlock(&j->lock);
+}
+
+/* Decodes one stored chunk into dst (room for `want` bytes of its frames). */
+static sl_code decode_entry(const dec_job *j, const sl_packed_entry *e, const uint8_t *src,
+                            uint8_t *dst, uint64_t want, sl_error *err) {
+  const sl_tensor_desc *in = &j->a->node->in[0];
+  size_t elem = sl_dtype_size(in->dtype);
+  uint64_t full = (uint64_t)j->per * (uint64_t)j->frame_bytes; /* storage frames of a chunk */
+  if ((e->filter_mask & 1u) || in->encoding == SL_ENC_RAW) {
+    if (e->size < want)
+      return sl_fail(err, SL_ERR_FORMAT, "stored raw (filter skipped) with %llu bytes, needs %llu",
+                     (unsigned long long)e->size, (unsigned long long)want);
+    memcpy(dst, src, want);
+    return SL_OK;
+  }
+  /* A stored chunk decodes to all its storage frames; when fewer belong to
+   * this chunk of the scan (the end of a file), decode through scratch. */
+  uint8_t *target = dst, *scratch = NULL;
+  if (want < full) {
+    scratch = malloc(full);
+    if (!scratch) return sl_fail(err, SL_ERR_NOMEM, "no memory for a %llu-byte stored chunk", (unsigned long long)full);
+    target = scratch;
+  }
+  size_t got = 0;
+  sl_code rc;
+  if (in->encoding == SL_ENC_BSLZ4) {
+    sl_bslz4_opts o = {.simd = j->simd};
+    rc = sl_bslz4_decode_opts(src, e->size, elem, target, full, &got, &o, err);
+  } else {
+    rc = sl_bitshuffle_decode_raw(src, e->size, elem, (size_t)in->encoded_block_elems, target, full,
+                                  &got, j->simd, err);
+  }
+  if (rc == SL_OK && got != full)
+    rc = sl_fail(err, SL_ERR_FORMAT, "decodes to %zu bytes, expected %llu (%lld frames of %lld bytes)", got,
+                 (unsigned long long)full, (long long)j->per, (long long)j->frame_bytes);
+  if (rc == SL_OK && scratch) memcpy(dst, scratch, want);
+  free(scratch);
+  return rc;
+}
+
+static void dec_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  dec_job *j = ctx;
+  const sl_kernel_args *a = j->a;
+  const sl_packed_chunks *pk = a->in[0];
+  uint8_t *out = a->out[0];
+  for (int64_t i = begin; i < end && !j->failed; i++) {
+    const sl_packed_entry *e = &pk->entries[i];
+    sl_error why;
+    sl_error_clear(&why);
+    int64_t lo = e->first_position > a->pos_start ? e->first_position : a->pos_start;
+    int64_t hi = e->first_position + e->n_positions;
+    if (hi > a->pos_start + a->pos_count) hi = a->pos_start + a->pos_count;
+    if (lo != e->first_position || hi <= lo) {
+      sl_fail(&why, SL_ERR_INTERNAL, "stored chunk does not start inside this chunk of the scan");
+      fail_job(j, e, &why);
+      return;
+    }
+    const uint8_t *src = (const uint8_t *)pk + e->offset;
+    uint64_t want = (uint64_t)(hi - lo) * (uint64_t)j->frame_bytes;
+    if (decode_entry(j, e, src, out + (lo - a->pos_start) * j->frame_bytes, want, &why) != SL_OK)
+      fail_job(j, e, &why);
+  }
+}
+
+static sl_code dec_cpu(sl_kernel_args *a) {
+  const sl_tensor_desc *in = &a->node->in[0];
+  int64_t frame_bytes = sl_desc_item_bytes(in);
+  if (in->encoding == SL_ENC_NONE) {
+    memcpy(a->out[0], a->in[0], (size_t)(a->pos_count * frame_bytes));
+    return SL_OK;
+  }
+  dec_job j;
+  memset(&j, 0, sizeof j);
+  j.a = a;
+  j.frame_bytes = frame_bytes;
+  j.per = in->positions_per_stored_chunk > 0 ? in->positions_per_stored_chunk : 1;
+  const char *simd = sl_param_str(a->node, "simd");
+  sl_simd want = !strcmp(simd, "scalar") ? SL_SIMD_SCALAR
+                 : !strcmp(simd, "sse2") ? SL_SIMD_SSE2
+                 : !strcmp(simd, "avx2") ? SL_SIMD_AVX2
+                                         : SL_SIMD_AUTO;
+  sl_code rc = sl_simd_resolve(want, &j.simd, a->err);
+  if (rc != SL_OK) return rc;
+  const sl_packed_chunks *pk = a->in[0];
+  pthread_mutex_init(&j.lock, NULL);
+  sl_error_clear(&j.first_error);
+  a->backend->ops->parallel_for(a->backend, (int64_t)pk->n, 1, dec_range, &j);
+  pthread_mutex_destroy(&j.lock);
+  if (j.failed) {
+    *a->err = j.first_error;
+    return j.first_error.code;
+  }
+  return SL_OK;
+}
+
+static const sl_param_def dec_params[] = {
+    {"simd", SL_PT_STRING, "auto", "bit-unshuffle kernel: auto, scalar, sse2 or avx2 (for testing)"},
+};
+static const sl_port_def dec_in[] = {
+    {"chunks", "stored chunks from hdf5_source (plain frames pass through)", NULL, false}};
+static const sl_port_def dec_out[] = {{"frames", "decoded frames, same type and shape", "counts", false}};
+
+const sl_node_desc sl_node_bslz4_decode = {
+    .type = "bslz4_decode",
+    .doc = "Decodes bitshuffle-LZ4 (and bitshuffle, raw) stored chunks to frames, exactly.",
+    .params = dec_params, .n_params = 1,
+    .inputs = dec_in, .n_inputs = 1,
+    .outputs = dec_out, .n_outputs = 1,
+    .infer = dec_infer, .cost = dec_cost,
+    .kernel = {[SL_BACKEND_CPU] = dec_cpu},
+};

@@ -1,0 +1,284 @@
+/* dpc: scan-to-detector rotation of a centre-of-mass field (whole -> whole).
+ *
+ * Convention (the same as synthetic_4dstem's scan_rotation/scan_transpose):
+ * a vector measured on the detector is c_det = A c_scan with
+ * A = R(theta) T^t, R(theta) = [[cos, -sin], [sin, cos]] acting on (row, col)
+ * vectors and T the swap (row, col) -> (col, row), t in {0, 1}. The node
+ * returns theta and t and the field in scan coordinates,
+ * c_scan = A^-1 c_det = T^t R(-theta) c_det.
+ *
+ * Fit (REFERENCE.md 4): for each transpose candidate, the mean squared curl
+ * of the rotated field over the interior positions (central differences,
+ * which commute, so a sampled gradient field has zero curl) is
+ * msc(theta) = <(cos U + sin V)^2> for two fixed fields U, V; it is evaluated
+ * exactly through the 2x2 quadratic form of U and V, on a 1-degree grid over
+ * [0, 180), then refined by golden-section search to 1e-4 degree. The
+ * transpose with the smaller minimum wins. msc has period 180 degrees; of
+ * theta and theta + 180 the node keeps the one whose divergence has a negative
+ * third moment sum(div^3) < 0: the beam is deflected towards the nuclei, so
+ * the divergence has sharp negative sinks at the atoms (its plain mean is the
+ * boundary flux over the area, close to 0 for a field of view of many atoms,
+ * and no use). The angle is reported in (-180, 180]. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/core/util.h"
+#include "../../engine/graph/graph.h"
+#include "../../engine/graph/node.h"
+
+typedef struct dpc_cfg {
+  bool fit_angle;
+  double angle; /* degrees, when given */
+  int transpose; /* -1 auto, 0, 1 */
+} dpc_cfg;
+
+static sl_code dpc_params(const sl_node *n, dpc_cfg *c, sl_error *err) {
+  const char *r = sl_param_str(n, "rotation_deg");
+  const char *t = sl_param_str(n, "transpose");
+  c->fit_angle = !strcmp(r, "auto");
+  c->angle = 0;
+  if (!c->fit_angle && (!sl_parse_f64(r, &c->angle) || !isfinite(c->angle) ||
+                        fabs(c->angle) > 360))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'rotation_deg' must be 'auto' or a number of degrees in [-360, 360], "
+                   "got '%s'",
+                   r);
+  if (!strcmp(t, "auto"))
+    c->transpose = -1;
+  else if (!strcmp(t, "true"))
+    c->transpose = 1;
+  else if (!strcmp(t, "false"))
+    c->transpose = 0;
+  else
+    return sl_fail(err, SL_ERR_PIPELINE, "param 'transpose' must be auto, true or false, got '%s'",
+                   t);
+  return SL_OK;
+}
+
+static sl_code dpc_infer(sl_node *n, sl_error *err) {
+  dpc_cfg c;
+  sl_code rc = dpc_params(n, &c, err);
+  if (rc) return rc;
+  const char *names[2] = {"com_row", "com_col"};
+  for (int i = 0; i < 2; i++) {
+    const sl_tensor_desc *d = &n->in[i];
+    if (d->dtype != SL_F64 || d->rank != 2 || d->stream_rank != 0) {
+      char buf[128];
+      sl_desc_format(d, buf, sizeof buf);
+      return sl_fail(err, SL_ERR_PIPELINE, "input '%s' expects a whole f64 [rows, cols], got %s",
+                     names[i], buf);
+    }
+  }
+  if (!sl_desc_equal_shape(&n->in[0], &n->in[1]))
+    return sl_fail(err, SL_ERR_PIPELINE, "inputs 'com_row' and 'com_col' differ in shape");
+  int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1], one = 1;
+  if ((c.fit_angle || c.transpose < 0) && (rows < 3 || cols < 3))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "fitting the rotation needs at least 3x3 scan positions, got %lldx%lld; give "
+                   "'rotation_deg' and 'transpose'",
+                   (long long)rows, (long long)cols);
+  int64_t dims[2] = {rows, cols};
+  for (int i = 0; i < 6; i++) n->out[i] = sl_desc_make(SL_F64, 2, dims, 0);
+  n->out[2] = sl_desc_make(SL_F64, 1, &one, 0);
+  n->out[3] = sl_desc_make(SL_U8, 1, &one, 0);
+  return SL_OK;
+}
+
+static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  (void)positions;
+  memset(c, 0, sizeof *c);
+  int64_t rc = sl_desc_elems(&n->in[0]);
+  c->bytes_read = 2 * rc * 8 * 3;
+  c->bytes_written = 4 * rc * 8 + 9;
+  c->ops = 80 * rc;
+}
+
+/* Derivatives of f (rows x cols) at (i, j): central inside, one-sided at the
+ * edges, 0 along an axis of length 1 (as numpy.gradient). */
+static inline double d_row(const double *f, int64_t rows, int64_t cols, int64_t i, int64_t j) {
+  if (rows < 2) return 0;
+  if (i == 0) return f[cols + j] - f[j];
+  if (i == rows - 1) return f[i * cols + j] - f[(i - 1) * cols + j];
+  return 0.5 * (f[(i + 1) * cols + j] - f[(i - 1) * cols + j]);
+}
+
+static inline double d_col(const double *f, int64_t cols, int64_t i, int64_t j) {
+  const double *p = f + i * cols;
+  if (cols < 2) return 0;
+  if (j == 0) return p[1] - p[0];
+  if (j == cols - 1) return p[j] - p[j - 1];
+  return 0.5 * (p[j + 1] - p[j - 1]);
+}
+
+/* P = d/drow (c_r, c_c), Q = d/dcol (c_r, c_c) at (i, j). */
+static inline void jac(const double *cr, const double *cc, int64_t rows, int64_t cols, int64_t i,
+                       int64_t j, double P[2], double Q[2]) {
+  P[0] = d_row(cr, rows, cols, i, j);
+  P[1] = d_row(cc, rows, cols, i, j);
+  Q[0] = d_col(cr, cols, i, j);
+  Q[1] = d_col(cc, cols, i, j);
+}
+
+/* The rotated field's curl = cos U + sin V and divergence = cos X + sin Y
+ * (see the header: A^-1 = T^t R(-theta)). */
+static inline void curl_div_terms(int t, const double P[2], const double Q[2], double *U,
+                                  double *V, double *X, double *Y) {
+  if (!t) {
+    *U = P[1] - Q[0], *V = -(P[0] + Q[1]);
+    *X = P[0] + Q[1], *Y = P[1] - Q[0];
+  } else {
+    *U = P[0] - Q[1], *V = P[1] + Q[0];
+    *X = P[1] + Q[0], *Y = Q[1] - P[0];
+  }
+}
+
+typedef struct quad {
+  double uu, uv, vv; /* means over the interior */
+} quad;
+
+static double msc_at(const quad *q, double deg) {
+  double th = deg * M_PI / 180.0, c = cos(th), s = sin(th);
+  return c * c * q->uu + 2 * c * s * q->uv + s * s * q->vv;
+}
+
+/* Minimum of msc over angles: 1-degree grid over [0, 180), golden section. */
+static double fit_angle(const quad *q) {
+  double best = msc_at(q, 0), worst = best;
+  int kb = 0;
+  for (int k = 1; k < 180; k++) {
+    double v = msc_at(q, k);
+    if (v < best) best = v, kb = k;
+    if (v > worst) worst = v;
+  }
+  if (!(worst > best * (1 + 1e-12)) || worst == 0) return 0; /* no information */
+  const double g = 0.5 * (sqrt(5.0) - 1);
+  double a = kb - 1.0, b = kb + 1.0;
+  double x1 = b - g * (b - a), x2 = a + g * (b - a), f1 = msc_at(q, x1), f2 = msc_at(q, x2);
+  while (b - a > 1e-4) {
+    if (f1 < f2) {
+      b = x2, x2 = x1, f2 = f1;
+      x1 = b - g * (b - a), f1 = msc_at(q, x1);
+    } else {
+      a = x1, x1 = x2, f1 = f2;
+      x2 = a + g * (b - a), f2 = msc_at(q, x2);
+    }
+  }
+  double x = 0.5 * (a + b);
+  return msc_at(q, x) <= best ? x : (double)kb;
+}
+
+static double wrap_deg(double d) {
+  d = fmod(d, 360.0);
+  if (d <= -180) d += 360;
+  if (d > 180) d -= 360;
+  return d;
+}
+
+static sl_code dpc_cpu(sl_kernel_args *a) {
+  sl_node *n = (sl_node *)a->node;
+  dpc_cfg cfg;
+  sl_code rc = dpc_params(n, &cfg, a->err);
+  if (rc) return rc;
+  const double *cr = a->in[0], *cc = a->in[1];
+  int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
+  /* Quadratic forms of the curl over interior positions, per transpose. */
+  quad q[2] = {{0, 0, 0}, {0, 0, 0}};
+  int64_t n_in = 0;
+  for (int64_t i = 1; i + 1 < rows; i++)
+    for (int64_t j = 1; j + 1 < cols; j++) {
+      double P[2], Q[2], U, V, X, Y;
+      jac(cr, cc, rows, cols, i, j, P, Q);
+      for (int t = 0; t < 2; t++) {
+        curl_div_terms(t, P, Q, &U, &V, &X, &Y);
+        q[t].uu += U * U, q[t].uv += U * V, q[t].vv += V * V;
+      }
+      n_in++;
+    }
+  for (int t = 0; t < 2 && n_in; t++) q[t].uu /= n_in, q[t].uv /= n_in, q[t].vv /= n_in;
+  double ang[2] = {cfg.angle, cfg.angle}, msc[2];
+  for (int t = 0; t < 2; t++) {
+    if (cfg.fit_angle) ang[t] = fit_angle(&q[t]);
+    msc[t] = msc_at(&q[t], ang[t]);
+  }
+  int t = cfg.transpose >= 0 ? cfg.transpose : (msc[1] < msc[0] ? 1 : 0);
+  double theta = ang[t];
+  /* 180-degree ambiguity: the divergence's third moment must be negative. */
+  double m3 = 0;
+  if (cfg.fit_angle) {
+    double th = theta * M_PI / 180.0, c = cos(th), s = sin(th);
+    for (int64_t i = 1; i + 1 < rows; i++)
+      for (int64_t j = 1; j + 1 < cols; j++) {
+        double P[2], Q[2], U, V, X, Y;
+        jac(cr, cc, rows, cols, i, j, P, Q);
+        curl_div_terms(t, P, Q, &U, &V, &X, &Y);
+        double d = c * X + s * Y;
+        m3 += d * d * d;
+      }
+    if (m3 > 0) theta += 180, m3 = -m3;
+  }
+  theta = wrap_deg(theta);
+  /* Rotated field: c_scan = T^t R(-theta) c_det. */
+  double th = theta * M_PI / 180.0, c = cos(th), s = sin(th);
+  double *orow = a->out[0], *ocol = a->out[1], *curl = a->out[4], *div = a->out[5];
+  for (int64_t k = 0; k < rows * cols; k++) {
+    double r0 = c * cr[k] + s * cc[k], c0 = -s * cr[k] + c * cc[k];
+    orow[k] = t ? c0 : r0;
+    ocol[k] = t ? r0 : c0;
+  }
+  double sd2 = 0;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      double drr = d_row(orow, rows, cols, i, j), dcc = d_col(ocol, cols, i, j);
+      double drc = d_row(ocol, rows, cols, i, j), dcr = d_col(orow, cols, i, j);
+      curl[i * cols + j] = drc - dcr;
+      div[i * cols + j] = drr + dcc;
+    }
+  for (int64_t i = 1; i + 1 < rows; i++)
+    for (int64_t j = 1; j + 1 < cols; j++) sd2 += div[i * cols + j] * div[i * cols + j];
+  if (n_in) sd2 /= (double)n_in;
+  ((double *)a->out[2])[0] = theta;
+  ((uint8_t *)a->out[3])[0] = (uint8_t)t;
+  sl_node_note(n, "rotation_deg", "%.4f (%s)", theta, cfg.fit_angle ? "fitted" : "given");
+  sl_node_note(n, "transpose", "%s (%s; mean squared curl %.6g untransposed, %.6g transposed)",
+               t ? "true" : "false", cfg.transpose < 0 ? "fitted" : "given", msc[0], msc[1]);
+  sl_node_note(n, "curl", "mean squared curl %.6g at the optimum, mean squared divergence %.6g "
+               "(interior positions)", msc[t], sd2);
+  return SL_OK;
+}
+
+static const sl_param_def dpc_params_def[] = {
+    {"rotation_deg", SL_PT_STRING, "auto",
+     "scan-to-detector rotation in degrees ([-360, 360]), or auto to fit it (least curl)"},
+    {"transpose", SL_PT_STRING, "auto",
+     "auto (fit: least curl), true or false: the scan's (row, col) are swapped"},
+};
+static const sl_port_def dpc_in[] = {
+    {"com_row", "whole f64 [R, C]: centre of mass, detector rows (scan mean removed)", "pixels",
+     false},
+    {"com_col", "whole f64 [R, C]: centre of mass, detector columns (scan mean removed)",
+     "pixels", false},
+};
+static const sl_port_def dpc_out[] = {
+    {"com_row_rot", "whole f64 [R, C]: the field along scan rows, T^t R(-theta) c", "pixels",
+     false},
+    {"com_col_rot", "whole f64 [R, C]: the field along scan columns", "pixels", false},
+    {"rotation_deg", "f64 [1]: theta in (-180, 180], detector = R(theta) T^t scan", "degrees",
+     false},
+    {"transpose", "u8 [1]: 1 when the scan's (row, col) are swapped", NULL, false},
+    {"curl", "whole f64 [R, C]: curl d(col)/d(row) - d(row)/d(col) of the rotated field",
+     "pixels per scan step", false},
+    {"divergence", "whole f64 [R, C]: divergence of the rotated field", "pixels per scan step",
+     false},
+};
+
+const sl_node_desc sl_node_dpc = {
+    .type = "dpc",
+    .doc = "Differential phase contrast: fits the scan-to-detector rotation (and transpose) of a "
+           "centre-of-mass field by least curl and rotates the field into scan coordinates.",
+    .params = dpc_params_def, .n_params = 2,
+    .inputs = dpc_in, .n_inputs = 2,
+    .outputs = dpc_out, .n_outputs = 6,
+    .infer = dpc_infer, .cost = dpc_cost,
+    .kernel = {[SL_BACKEND_CPU] = dpc_cpu},
+};

@@ -1,0 +1,91 @@
+/* moments: exact first moments of every detector frame, in one sweep:
+ * S = sum I, Sr = sum r*I, Sc = sum c*I (u64; r, c pixel indices from 0).
+ * Parallel over scan positions; the per-frame sweep is in frame_moments.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/graph/graph.h"
+#include "../../engine/graph/node.h"
+#include "frame_moments.h"
+
+static sl_code mo_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  sl_code rc = sl_frames_check(x, err);
+  if (rc) return rc;
+  int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
+  if (!sl_frame_moments_fit(x->dtype, h, w))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "%s frames of %lldx%lld pixels: sum r*I may exceed u64 (2^64 - 1); moments "
+                   "are exact only where they provably fit",
+                   sl_dtype_name(x->dtype), (long long)h, (long long)w);
+  for (int k = 0; k < 3; k++) {
+    sl_tensor_desc *d = &n->out[k];
+    memset(d, 0, sizeof *d);
+    d->dtype = SL_U64;
+    d->rank = x->stream_rank;
+    d->stream_rank = x->stream_rank;
+    for (int i = 0; i < x->stream_rank; i++) d->dims[i] = x->dims[i];
+  }
+  return SL_OK;
+}
+
+static void mo_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  const sl_tensor_desc *x = &n->in[0];
+  c->bytes_read = positions * sl_desc_item_bytes(x);
+  c->bytes_written = positions * 3 * 8;
+  c->ops = positions * 2 * sl_desc_item_elems(x);
+  c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
+}
+
+typedef struct mo_job {
+  const sl_kernel_args *a;
+  int64_t h, w, item_bytes;
+  int failed;
+} mo_job;
+
+static void mo_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  mo_job *j = ctx;
+  void *scratch = malloc((size_t)sl_frame_moments_scratch(j->w));
+  if (!scratch) {
+    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  sl_dtype t = j->a->node->in[0].dtype;
+  const char *x = j->a->in[0];
+  uint64_t *s = j->a->out[0], *sr = j->a->out[1], *sc = j->a->out[2];
+  for (int64_t p = begin; p < end; p++) {
+    uint64_t m[3];
+    sl_frame_moments(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
+    s[p] = m[0], sr[p] = m[1], sc[p] = m[2];
+  }
+  free(scratch);
+}
+
+static sl_code mo_cpu(sl_kernel_args *a) {
+  const sl_tensor_desc *x = &a->node->in[0];
+  mo_job j = {a, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x), 0};
+  int64_t grain = 65536 / (j.h * j.w + 1) + 1;
+  a->backend->ops->parallel_for(a->backend, a->pos_count, grain, mo_range, &j);
+  if (j.failed)
+    return sl_fail(a->err, SL_ERR_NOMEM, "moments: out of memory for %lld bytes of scratch",
+                   (long long)sl_frame_moments_scratch(j.w));
+  return SL_OK;
+}
+
+static const sl_port_def mo_in[] = {
+    {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false}};
+static const sl_port_def mo_out[] = {
+    {"s", "streamed u64 [scan... |]: S = sum of the frame's pixels", "counts", false},
+    {"sr", "streamed u64 [scan... |]: Sr = sum of row index * pixel", "counts*pixels", false},
+    {"sc", "streamed u64 [scan... |]: Sc = sum of column index * pixel", "counts*pixels", false},
+};
+
+const sl_node_desc sl_node_moments = {
+    .type = "moments",
+    .doc = "Exact u64 first moments of each frame (S, Sr, Sc) in one sweep; CoM = (Sr/S, Sc/S).",
+    .inputs = mo_in, .n_inputs = 1,
+    .outputs = mo_out, .n_outputs = 3,
+    .infer = mo_infer, .cost = mo_cost,
+    .kernel = {[SL_BACKEND_CPU] = mo_cpu},
+};

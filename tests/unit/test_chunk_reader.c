@@ -1,0 +1,302 @@
+/* chunk_reader: raw chunk bytes read through the reader against
+ * H5Dread_chunk (independent), uncompressed frames against H5Dread;
+ * double-buffered windows, FIFO order, merged reads, a data file truncated
+ * after indexing, usage errors, close with requests outstanding.
+ * Fixtures come from test_h5_index.c (written with the HDF5 C API). */
+#define SL_H5_FIXTURES_ONLY
+#include "test_h5_index.c"
+
+#include "nodes/detector/chunk_reader.h"
+
+static sl_h5_index *open_index(const char *path) {
+  sl_h5_index *ix = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  sl_code rc = sl_h5_index_open(path, NULL, &ix, &e);
+  if (rc) print_error("sl_h5_index_open(%s): %s: %s\n", path, e.file, e.msg);
+  assert_int_equal(rc, SL_OK);
+  return ix;
+}
+
+/* All frames of the acquisition through HDF5 (H5Dread of every data file),
+ * as uint32. */
+static uint32_t *read_all_frames(const sl_h5_index *ix) {
+  size_t fp = (size_t)(ix->frame_rows * ix->frame_cols);
+  uint32_t *all = malloc((size_t)ix->n_frames * fp * sizeof *all);
+  size_t at = 0;
+  for (int f = 0; f < ix->n_files; f++) {
+    hid_t fid = H5Fopen(ix->files[f], H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(fid, "/entry/data/data", H5P_DEFAULT);
+    hid_t sp = H5Dget_space(d);
+    hsize_t dims[3];
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    assert_true(H5Dread(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, all + at) >= 0);
+    at += (size_t)dims[0] * fp;
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Fclose(fid);
+  }
+  assert_int_equal(at, (size_t)ix->n_frames * fp);
+  return all;
+}
+
+static uint32_t elem_at(const uint8_t *p, int size, size_t i) {
+  if (size == 1) return p[i];
+  if (size == 2) {
+    uint16_t v;
+    memcpy(&v, p + 2 * i, 2);
+    return v;
+  }
+  uint32_t v;
+  memcpy(&v, p + 4 * i, 4);
+  return v;
+}
+
+/* Reads the whole acquisition in windows of `win` chunks, double-buffered:
+ * request(k+1) before checking window k. Checks every frame against H5Dread
+ * (uncompressed) or every chunk against H5Dread_chunk (compressed). */
+static void read_all_and_check(const sl_h5_index *ix, int64_t win, sl_chunk_reader_stats *stats_out) {
+  sl_chunk_reader *r = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_chunk_reader_open(ix, win, &r, &e), SL_OK);
+  size_t cap = (size_t)(ix->max_chunk_size * (uint64_t)win);
+  uint8_t *buf[2] = {malloc(cap), malloc(cap)};
+  uint32_t *frames = ix->filter == SL_H5_FILTER_NONE ? read_all_frames(ix) : NULL;
+  size_t fp = (size_t)(ix->frame_rows * ix->frame_cols);
+  uint64_t *offs = malloc((size_t)(win + 1) * sizeof *offs);
+  uint8_t *chunk = malloc(ix->max_chunk_size);
+  hid_t fid = H5I_INVALID_HID, did = H5I_INVALID_HID;
+  int open_file = -1;
+
+  int64_t nwin = (ix->n_chunks + win - 1) / win;
+  assert_int_equal(sl_chunk_reader_request(r, 0, win < ix->n_chunks ? win : ix->n_chunks, buf[0], cap, &e), SL_OK);
+  for (int64_t k = 0; k < nwin; k++) {
+    int64_t first = -1, count = -1;
+    uint8_t *dst = NULL;
+    sl_code rc = sl_chunk_reader_wait_window(r, &first, &count, &dst, &e);
+    if (rc) print_error("wait: %s: %s\n", e.file, e.msg);
+    assert_int_equal(rc, SL_OK);
+    assert_int_equal(first, k * win);
+    assert_ptr_equal(dst, buf[k % 2]);
+    if (k + 1 < nwin) {
+      int64_t f1 = (k + 1) * win, c1 = f1 + win <= ix->n_chunks ? win : ix->n_chunks - f1;
+      assert_int_equal(sl_chunk_reader_request(r, f1, c1, buf[(k + 1) % 2], cap, &e), SL_OK);
+    }
+    sl_h5_window_offsets(ix, first, count, offs);
+    assert_int_equal(offs[count], sl_h5_window_bytes(ix, first, count));
+    for (int64_t j = 0; j < count; j++) {
+      const sl_h5_chunk *c = &ix->chunks[first + j];
+      const uint8_t *p = dst + offs[j];
+      if (frames) {
+        for (int64_t t = 0; t < c->n_frames; t++)
+          for (size_t i = 0; i < fp; i++)
+            if (elem_at(p, ix->elem_size, (size_t)t * fp + i) != frames[(size_t)(c->first_frame + t) * fp + i])
+              fail_msg("chunk %lld frame %lld pixel %zu differs", (long long)(first + j),
+                       (long long)(c->first_frame + t), i);
+      }
+      if (!ix->contiguous) { /* raw bytes == H5Dread_chunk */
+        if (c->file != open_file) {
+          if (did >= 0) H5Dclose(did), H5Fclose(fid);
+          fid = H5Fopen(ix->files[c->file], H5F_ACC_RDONLY, H5P_DEFAULT);
+          did = H5Dopen2(fid, "/entry/data/data", H5P_DEFAULT);
+          open_file = c->file;
+        }
+        int64_t file_first = c->first_frame;
+        for (int64_t q = first + j - 1; q >= 0 && ix->chunks[q].file == c->file; q--)
+          file_first = ix->chunks[q].first_frame;
+        hsize_t coord[3] = {(hsize_t)(c->first_frame - file_first), 0, 0};
+        hsize_t sz = 0;
+        assert_true(H5Dget_chunk_storage_size(did, coord, &sz) >= 0);
+        assert_int_equal(sz, c->size);
+        uint32_t fm = 0;
+        assert_true(H5Dread_chunk(did, H5P_DEFAULT, coord, &fm, chunk) >= 0);
+        assert_int_equal(fm, c->filter_mask);
+        assert_memory_equal(chunk, p, c->size);
+      }
+    }
+  }
+  assert_int_equal(sl_chunk_reader_pending(r), 0);
+  if (did >= 0) H5Dclose(did), H5Fclose(fid);
+  if (stats_out) sl_chunk_reader_get_stats(r, stats_out);
+  sl_chunk_reader_close(r);
+  free(chunk);
+  free(offs);
+  free(frames);
+  free(buf[0]);
+  free(buf[1]);
+}
+
+static void t_uncompressed_chunked(void **state) {
+  fx_opts o = {.n_files = 3, .frames = {10, 10, 7}, .h = 12, .w = 20, .k = 4};
+  char m[512];
+  fx_write("rk", &o, m, sizeof m);
+  sl_h5_index *ix = open_index(m);
+  for (int64_t win = 1; win <= 9; win += 2) read_all_and_check(ix, win, NULL);
+  sl_h5_index_free(ix);
+
+  fx_opts p = {.n_files = 2, .frames = {5, 4}, .h = 9, .w = 7, .k = 1, .dtype = H5T_STD_U32LE};
+  fx_write("r1", &p, m, sizeof m);
+  ix = open_index(m);
+  read_all_and_check(ix, 4, NULL);
+  sl_h5_index_free(ix);
+}
+
+static void t_contiguous_merged(void **state) {
+  fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 10, .w = 10, .layout = FX_CONTIG, .dtype = H5T_STD_U8LE};
+  char m[512];
+  fx_write("rc", &o, m, sizeof m);
+  sl_h5_index *ix = open_index(m);
+  assert_int_equal(ix->n_chunks, 11);
+  sl_chunk_reader_stats st;
+  read_all_and_check(ix, 11, &st);
+  /* One window over two files of adjacent frames: one read per file. */
+  assert_int_equal(st.requests, 1);
+  assert_int_equal(st.reads, 2);
+  assert_int_equal(st.bytes, 11 * 100);
+  sl_h5_index_free(ix);
+}
+
+static void t_bitshuffle_raw(void **state) {
+  if (!fx_bitshuffle_available()) {
+    print_message("SKIPPED: bitshuffle HDF5 plugin (filter 32008) not found in %s\n", FX_PLUGIN_DIR);
+    skip();
+  }
+  fx_opts o = {.n_files = 3, .frames = {7, 7, 3}, .h = 40, .w = 36, .k = 1, .layout = FX_BSLZ4};
+  char m[512];
+  fx_write("rbs", &o, m, sizeof m);
+  sl_h5_index *ix = open_index(m);
+  assert_int_equal(ix->filter, SL_H5_FILTER_BITSHUFFLE);
+  for (int64_t win = 1; win <= 8; win *= 2) read_all_and_check(ix, win, NULL);
+  sl_h5_index_free(ix);
+}
+
+static void t_fifo_depth(void **state) {
+  fx_opts o = {.n_files = 1, .frames = {12}, .h = 4, .w = 4, .k = 1};
+  char m[512];
+  fx_write("rfifo", &o, m, sizeof m);
+  sl_h5_index *ix = open_index(m);
+  sl_chunk_reader *r = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_chunk_reader_open(ix, 3, &r, &e), SL_OK);
+  uint8_t buf[SL_CHUNK_READER_DEPTH + 1][3 * 32];
+  for (int i = 0; i < SL_CHUNK_READER_DEPTH; i++)
+    assert_int_equal(sl_chunk_reader_request(r, 3 * i, 3, buf[i], sizeof buf[i], &e), SL_OK);
+  assert_int_equal(sl_chunk_reader_pending(r), SL_CHUNK_READER_DEPTH);
+  assert_int_equal(sl_chunk_reader_request(r, 0, 1, buf[SL_CHUNK_READER_DEPTH], 96, &e), SL_ERR_USAGE);
+  assert_non_null(strstr(e.msg, "outstanding"));
+  for (int i = 0; i < SL_CHUNK_READER_DEPTH; i++) {
+    int64_t first = -1;
+    assert_int_equal(sl_chunk_reader_wait_window(r, &first, NULL, NULL, &e), SL_OK);
+    assert_int_equal(first, 3 * i);
+    for (int j = 0; j < 3; j++) {
+      uint16_t v;
+      memcpy(&v, buf[i] + 32 * j + 2 * 5, 2); /* pixel (1, 1) */
+      assert_int_equal(v, fx_value(3 * i + j, 1, 1, 2));
+    }
+  }
+  assert_int_equal(sl_chunk_reader_wait(r, &e), SL_ERR_USAGE);
+  assert_non_null(strstr(e.msg, "nothing requested"));
+  sl_chunk_reader_close(r);
+  sl_h5_index_free(ix);
+}
+
+static void t_usage_errors(void **state) {
+  fx_opts o = {.n_files = 1, .frames = {5}, .h = 4, .w = 4, .k = 1};
+  char m[512];
+  fx_write("rusage", &o, m, sizeof m);
+  sl_h5_index *ix = open_index(m);
+  sl_chunk_reader *r = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_chunk_reader_open(ix, 0, &r, &e), SL_ERR_USAGE);
+  assert_null(r);
+  assert_int_equal(sl_chunk_reader_open(ix, 2, &r, &e), SL_OK);
+  uint8_t buf[256];
+  assert_int_equal(sl_chunk_reader_request(r, 4, 2, buf, sizeof buf, &e), SL_ERR_USAGE); /* past the end */
+  assert_int_equal(sl_chunk_reader_request(r, -1, 1, buf, sizeof buf, &e), SL_ERR_USAGE);
+  assert_int_equal(sl_chunk_reader_request(r, 0, 0, buf, sizeof buf, &e), SL_ERR_USAGE);
+  assert_int_equal(sl_chunk_reader_request(r, 0, 3, buf, sizeof buf, &e), SL_ERR_USAGE); /* > max window */
+  assert_non_null(strstr(e.msg, "exceeds the maximum"));
+  assert_int_equal(sl_chunk_reader_request(r, 0, 2, buf, 63, &e), SL_ERR_USAGE); /* 64 bytes needed */
+  assert_non_null(strstr(e.msg, "need 64 bytes"));
+  assert_int_equal(sl_chunk_reader_pending(r), 0);
+  /* Close with requests outstanding: no leak, no use after free. */
+  uint8_t *heap = malloc(64);
+  assert_int_equal(sl_chunk_reader_request(r, 0, 2, heap, 64, &e), SL_OK);
+  assert_int_equal(sl_chunk_reader_request(r, 2, 2, buf, 64, &e), SL_OK);
+  sl_chunk_reader_close(r);
+  free(heap);
+  sl_h5_index_free(ix);
+}
+
+static void t_truncated_after_open(void **state) {
+  fx_opts o = {.n_files = 2, .frames = {3, 30}, .h = 32, .w = 32, .k = 1};
+  char m[512], d2[512];
+  fx_write("rtrunc", &o, m, sizeof m);
+  fx_data_path("rtrunc", 2, d2, sizeof d2);
+  sl_h5_index *ix = open_index(m);
+  sl_chunk_reader *r = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_chunk_reader_open(ix, ix->n_chunks, &r, &e), SL_OK);
+  /* Cut the file inside chunk 3 + 20 (frame 20 of the second file). */
+  const sl_h5_chunk *c = &ix->chunks[23];
+  assert_int_equal(truncate(d2, (off_t)(c->file_offset + 100)), 0);
+  size_t cap = (size_t)sl_h5_window_bytes(ix, 0, ix->n_chunks);
+  uint8_t *buf = malloc(cap);
+  assert_int_equal(sl_chunk_reader_request(r, 0, ix->n_chunks, buf, cap, &e), SL_OK);
+  sl_code rc = sl_chunk_reader_wait(r, &e);
+  char fmt[2048];
+  sl_error_format(&e, fmt, sizeof fmt);
+  print_message("expected error: %s\n", fmt);
+  assert_int_equal(rc, SL_ERR_FORMAT);
+  assert_string_equal(e.file, d2);
+  assert_int_equal(e.chunk, 23);
+  char off[64];
+  snprintf(off, sizeof off, "offset %llu", (unsigned long long)(c->file_offset + 100));
+  assert_non_null(strstr(e.msg, off));
+  assert_non_null(strstr(e.msg, "end of file"));
+  sl_chunk_reader_close(r);
+  free(buf);
+  /* Reopening the index now fails on the truncated file. */
+  sl_h5_index *ix2 = NULL;
+  sl_error_clear(&e);
+  assert_int_not_equal(sl_h5_index_open(m, NULL, &ix2, &e), SL_OK);
+  assert_string_equal(e.file, d2);
+  sl_h5_index_free(ix);
+}
+
+static void t_missing_at_reader_open(void **state) {
+  fx_opts o = {.n_files = 2, .frames = {2, 2}, .h = 4, .w = 4, .k = 1};
+  char m[512], d1[512];
+  fx_write("rgone", &o, m, sizeof m);
+  fx_data_path("rgone", 1, d1, sizeof d1);
+  sl_h5_index *ix = open_index(m);
+  assert_int_equal(unlink(d1), 0);
+  sl_chunk_reader *r = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_chunk_reader_open(ix, 4, &r, &e), SL_ERR_IO);
+  assert_null(r);
+  assert_string_equal(e.file, d1);
+  assert_non_null(strstr(e.msg, "No such file"));
+  sl_h5_index_free(ix);
+}
+
+int main(void) {
+  fx_init();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(t_uncompressed_chunked),
+      cmocka_unit_test(t_contiguous_merged),
+      cmocka_unit_test(t_bitshuffle_raw),
+      cmocka_unit_test(t_fifo_depth),
+      cmocka_unit_test(t_usage_errors),
+      cmocka_unit_test(t_truncated_after_open),
+      cmocka_unit_test(t_missing_at_reader_open),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  fx_cleanup();
+  return rc;
+}
