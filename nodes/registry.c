@@ -11,11 +11,18 @@ extern const sl_node_desc sl_node_affine;
 extern const sl_node_desc sl_node_ramp;
 extern const sl_node_desc sl_node_sum;
 extern const sl_node_desc sl_node_subtract;
+extern const sl_node_desc sl_node_hdf5_source;
+extern const sl_node_desc sl_node_detector_mask;
+extern const sl_node_desc sl_node_bslz4_decode;
+extern const sl_node_desc sl_node_mask_correct;
+extern const sl_node_desc sl_node_bin_detector;
 
 /* Sorted by type name. */
 static const sl_node_desc *const k_nodes[] = {
-    &sl_node_affine, &sl_node_constant, &sl_node_ramp,
-    &sl_node_subtract, &sl_node_sum, &sl_node_synthetic_4dstem, &sl_node_virtual_image,
+    &sl_node_affine,       &sl_node_bin_detector, &sl_node_bslz4_decode,
+    &sl_node_constant,     &sl_node_detector_mask, &sl_node_hdf5_source,
+    &sl_node_mask_correct, &sl_node_ramp,          &sl_node_subtract,
+    &sl_node_sum,          &sl_node_synthetic_4dstem, &sl_node_virtual_image,
 };
 
 const sl_node_desc *sl_node_find(const char *type) {

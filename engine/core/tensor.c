@@ -96,8 +96,10 @@ const char *sl_encoding_name(sl_encoding e) {
 int64_t sl_desc_buffer_bytes(const sl_tensor_desc *d, int64_t positions) {
   if (!d->stream_rank) return sl_desc_bytes(d);
   if (d->encoding == SL_ENC_NONE) return positions * sl_desc_item_bytes(d);
-  int64_t per = d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1;
-  int64_t chunks = (positions + per - 1) / per;
+  int64_t per = d->min_positions_per_stored_chunk > 0 ? d->min_positions_per_stored_chunk
+                                                      : (d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1);
+  /* a chunk of the scan may start inside one stored chunk and end inside another */
+  int64_t chunks = (positions + per - 1) / per + (per > 1 ? 1 : 0);
   return (int64_t)sizeof(sl_packed_chunks) +
          chunks * ((int64_t)sizeof(sl_packed_entry) + d->max_stored_chunk_bytes + 8);
 }

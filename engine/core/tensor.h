@@ -43,6 +43,8 @@ typedef struct sl_tensor_desc {
   /* Encoded streams only: */
   sl_encoding encoding;
   int64_t positions_per_stored_chunk; /* chunks of the scan are multiples of it */
+  int64_t min_positions_per_stored_chunk; /* the fewest frames a stored chunk holds
+                                             (file ends): bounds the chunks per buffer */
   int64_t max_stored_chunk_bytes;     /* the largest stored chunk */
   int64_t encoded_block_elems;        /* bitshuffle block size (0 = default) */
 } sl_tensor_desc;

@@ -275,7 +275,6 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     od->port = n->out_names[go->port];
     od->unit = n->desc && go->port < n->desc->n_outputs ? n->desc->outputs[go->port].unit : NULL;
     od->desc = n->out[go->port];
-    od->provenance = sl_graph_provenance(g, go->node);
     int64_t bytes = sl_desc_bytes(&od->desc);
     od->data = malloc(bytes > 0 ? (size_t)bytes : 1);
     if (!od->data) {
@@ -342,6 +341,9 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     rc = b->ops->download(b, res->outputs[o].data, buffer_ptr(&c, go->node, go->port),
                           (size_t)sl_desc_bytes(d), err);
   }
+  /* Provenance after the run: kernels may have recorded what they found. */
+  for (int o = 0; o < g->n_outputs && rc == SL_OK; o++)
+    res->outputs[o].provenance = sl_graph_provenance(g, g->outputs[o].node);
   if (began) {
     int n = g->n_nodes ? g->n_nodes : 1;
     res->node_seconds = sl_xcalloc((size_t)n, sizeof *res->node_seconds);

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/util.h"
 
@@ -365,6 +366,24 @@ static sl_code parse_set_value(const sl_param_decl *p, const char *text, sl_yaml
   return sl_yaml_load_string(text, strlen(text), file, out, err);
 }
 
+/* A relative path means relative to where it was written: the file that
+ * holds the text, or the current directory for a --set value. Resolved once
+ * here, so that templates and nodes receive paths that no longer depend on
+ * which file passes them on. */
+static void resolve_path_value(sl_yaml *v) {
+  if (v->kind != SL_Y_SCALAR || !v->scalar[0] || v->scalar[0] == '/') return;
+  char base[4096], joined[8192];
+  const char *file = v->loc.file ? v->loc.file : "";
+  if (!strncmp(file, "--set ", 6) || !file[0]) {
+    if (!getcwd(base, sizeof base)) return;
+  } else {
+    sl_dirname(file, base, sizeof base);
+  }
+  sl_path_join(base, v->scalar, joined, sizeof joined);
+  free(v->scalar);
+  v->scalar = sl_strdup(joined);
+}
+
 static sl_code resolve_values(sl_spec *s, const bindings *b, sl_error *err) {
   sl_code rc;
   s->values = sl_xcalloc(s->n_params + 1, sizeof *s->values);
@@ -414,6 +433,7 @@ static sl_code resolve_values(sl_spec *s, const bindings *b, sl_error *err) {
       return fail_at_loc(err, b->entry_loc);
     }
     if ((rc = sl_param_check(p->name, p->type, s->values[i], err))) return rc;
+    if (p->type == SL_PT_PATH) resolve_path_value(s->values[i]);
   }
   return SL_OK;
 }

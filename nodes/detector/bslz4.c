@@ -90,9 +90,10 @@ static sl_code lz4_block(const uint8_t *src, size_t src_size, size_t *pos, size_
                    "bitshuffle-lz4: block %zu at byte %zu: compressed length %u runs past the "
                    "end of the chunk (%zu bytes remain)",
                    block_index, at, clen, remain);
-  if (clen > (uint32_t)INT_MAX || cap > (size_t)INT_MAX)
+  if (clen > (uint32_t)INT_MAX)
     return sl_fail(err, SL_ERR_FORMAT, "bitshuffle-lz4: block %zu at byte %zu: length too large",
                    block_index, at);
+  if (cap > (size_t)INT_MAX) cap = (size_t)INT_MAX; /* LZ4 takes int sizes; want <= 1 MiB */
   if (clen == 0)
     return sl_fail(err, SL_ERR_FORMAT,
                    "bitshuffle-lz4: block %zu at byte %zu: compressed length is 0", block_index,

@@ -28,6 +28,7 @@ static sl_code dec_infer(sl_node *n, sl_error *err) {
   n->out[0] = *x;
   n->out[0].encoding = SL_ENC_NONE;
   n->out[0].positions_per_stored_chunk = 0;
+  n->out[0].min_positions_per_stored_chunk = 0;
   n->out[0].max_stored_chunk_bytes = 0;
   n->out[0].encoded_block_elems = 0;
   sl_node_note(n, "decoded", "%s", x->encoding == SL_ENC_NONE ? "input was already plain frames"
@@ -66,23 +67,25 @@ static void fail_job(dec_job *j, const sl_packed_entry *e, const sl_error *why) 
   pthread_mutex_unlock(&j->lock);
 }
 
-/* Decodes one stored chunk into dst (room for `want` bytes of its frames). */
+/* Decodes one stored chunk and puts `want` bytes of its frames, starting
+ * `skip` bytes in, at dst. */
 static sl_code decode_entry(const dec_job *j, const sl_packed_entry *e, const uint8_t *src,
-                            uint8_t *dst, uint64_t want, sl_error *err) {
+                            uint8_t *dst, uint64_t skip, uint64_t want, sl_error *err) {
   const sl_tensor_desc *in = &j->a->node->in[0];
   size_t elem = sl_dtype_size(in->dtype);
   uint64_t full = (uint64_t)j->per * (uint64_t)j->frame_bytes; /* storage frames of a chunk */
   if ((e->filter_mask & 1u) || in->encoding == SL_ENC_RAW) {
-    if (e->size < want)
+    if (e->size < skip + want)
       return sl_fail(err, SL_ERR_FORMAT, "stored raw (filter skipped) with %llu bytes, needs %llu",
-                     (unsigned long long)e->size, (unsigned long long)want);
-    memcpy(dst, src, want);
+                     (unsigned long long)e->size, (unsigned long long)(skip + want));
+    memcpy(dst, src + skip, want);
     return SL_OK;
   }
   /* A stored chunk decodes to all its storage frames; when fewer belong to
-   * this chunk of the scan (the end of a file), decode through scratch. */
+   * this chunk of the scan (a file's last chunk, a chunk split between two
+   * chunks of the scan), decode through scratch. */
   uint8_t *target = dst, *scratch = NULL;
-  if (want < full) {
+  if (skip > 0 || want < full) {
     scratch = malloc(full);
     if (!scratch) return sl_fail(err, SL_ERR_NOMEM, "no memory for a %llu-byte stored chunk", (unsigned long long)full);
     target = scratch;
@@ -99,7 +102,7 @@ static sl_code decode_entry(const dec_job *j, const sl_packed_entry *e, const ui
   if (rc == SL_OK && got != full)
     rc = sl_fail(err, SL_ERR_FORMAT, "decodes to %zu bytes, expected %llu (%lld frames of %lld bytes)", got,
                  (unsigned long long)full, (long long)j->per, (long long)j->frame_bytes);
-  if (rc == SL_OK && scratch) memcpy(dst, scratch, want);
+  if (rc == SL_OK && scratch) memcpy(dst, scratch + skip, want);
   free(scratch);
   return rc;
 }
@@ -116,14 +119,15 @@ static void dec_range(void *ctx, int64_t begin, int64_t end, int worker) {
     int64_t lo = e->first_position > a->pos_start ? e->first_position : a->pos_start;
     int64_t hi = e->first_position + e->n_positions;
     if (hi > a->pos_start + a->pos_count) hi = a->pos_start + a->pos_count;
-    if (lo != e->first_position || hi <= lo) {
-      sl_fail(&why, SL_ERR_INTERNAL, "stored chunk does not start inside this chunk of the scan");
+    if (hi <= lo) {
+      sl_fail(&why, SL_ERR_INTERNAL, "stored chunk holds no frame of this chunk of the scan");
       fail_job(j, e, &why);
       return;
     }
     const uint8_t *src = (const uint8_t *)pk + e->offset;
+    uint64_t skip = (uint64_t)(lo - e->first_position) * (uint64_t)j->frame_bytes;
     uint64_t want = (uint64_t)(hi - lo) * (uint64_t)j->frame_bytes;
-    if (decode_entry(j, e, src, out + (lo - a->pos_start) * j->frame_bytes, want, &why) != SL_OK)
+    if (decode_entry(j, e, src, out + (lo - a->pos_start) * j->frame_bytes, skip, want, &why) != SL_OK)
       fail_job(j, e, &why);
   }
 }

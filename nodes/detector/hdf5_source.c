@@ -103,7 +103,7 @@ static sl_code src_infer(sl_node *n, sl_error *err) {
     goto done;
   }
   d->dtype = ix->elem_size == 1 ? SL_U8 : (ix->elem_size == 2 ? SL_U16 : SL_U32);
-  int64_t rows, cols;
+  int64_t rows = 0, cols = 0;
   if ((rc = scan_shape(n, ix, &rows, &cols, err)) != SL_OK) goto done;
   d->rank = 4;
   d->stream_rank = 2;
@@ -122,6 +122,10 @@ static sl_code src_infer(sl_node *n, sl_error *err) {
     }
     d->encoded_block_elems = ix->n_cd_values > 3 ? ix->bs_cd_values[3] : 0;
     d->positions_per_stored_chunk = ix->frames_per_chunk;
+    d->min_positions_per_stored_chunk = ix->frames_per_chunk;
+    for (int c = 0; c < ix->n_chunks; c++)
+      if (ix->chunks[c].n_frames < d->min_positions_per_stored_chunk)
+        d->min_positions_per_stored_chunk = ix->chunks[c].n_frames;
     d->max_stored_chunk_bytes = (int64_t)ix->max_chunk_size;
   }
   record_metadata(n, ix);

@@ -24,7 +24,7 @@
 
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
-#include "../stem/npy.h"
+#include "../stem/mask_file.h"
 
 typedef enum mc_policy { MC_MEDIAN, MC_ZERO, MC_NONE } mc_policy;
 
@@ -96,11 +96,12 @@ static sl_code mc_check_inputs(const sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-/* Reads (mask != NULL) or only checks the mask file; errors name the param
- * and the file (the npy reader names the file). */
+/* Reads (mask != NULL) or only checks the mask file (.npy, PNG or
+ * file.h5:/dataset, through the shared reader); errors name the param and
+ * the file. */
 static sl_code mc_read_file(const sl_node *n, int64_t h, int64_t w, uint8_t **mask, sl_error *err) {
   const char *path = sl_param_str(n, "mask_file");
-  sl_code rc = sl_npy_read_mask(path, h, w, mask, err);
+  sl_code rc = sl_mask_file_read(path, h, w, mask, err);
   if (rc != SL_OK) {
     char msg[sizeof err->msg];
     snprintf(msg, sizeof msg, "%s", err->msg);
@@ -384,13 +385,19 @@ static void mc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   if (flagged) per += item; /* the scan for the flag value */
   if (s && s->built) per += 9 * s->n_bad;
   c->ops = positions * per;
+  /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
+   * neighbour indices and a count; before the mask is known, every pixel bad
+   * bounds it. */
+  int64_t n_bad = s && s->built ? s->n_bad : item;
+  c->state_bytes = 2 * item + n_bad * (int64_t)(sizeof(int64_t) * 9 + 1);
 }
 
 static const sl_param_def mc_params[] = {
     {"policy", SL_PT_STRING, "median",
      "median (3x3 median of valid neighbours), zero (set to 0) or none (copy unchanged)"},
     {"mask_file", SL_PT_PATH, "",
-     "extra static mask: .npy file holding an H x W array (u1/b1/u2/i4/f4/f8); nonzero = bad"},
+     "extra static mask, H x W, nonzero = bad: .npy (u1/b1/u2/i4/f4/f8, C order), grayscale PNG, "
+     "or file.h5:/dataset"},
     {"flagged", SL_PT_BOOL, "true",
      "also treat pixels at the dtype maximum (the detector's flag value, 0xFFFF for u16) as bad, "
      "per frame"},

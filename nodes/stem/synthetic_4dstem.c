@@ -21,7 +21,20 @@
  * in detector pixels relative to ((H-1)/2, (W-1)/2). Sign and scale: a
  * phase gradient g (radians per object pixel) along +row deflects the
  * pattern towards +row by H g / (2 pi) pixels (com_row ~ H/(2 pi) times the
- * probe-intensity-weighted d phi/d row; likewise for columns with W). */
+ * probe-intensity-weighted d phi/d row; likewise for columns with W).
+ *
+ * Scan rotation: `scan_rotation` theta and `scan_transpose` t model the
+ * scan-to-detector relation of a microscope: a vector in scan coordinates c
+ * appears on the detector as A c, A = R(theta) T^t, R(theta) = [[cos, -sin],
+ * [sin, cos]] on (row, col), T the swap (row, col) -> (col, row). The probe is
+ * symmetric, so the object seen through a rotated/mirrored scan gives the
+ * far-field pattern rotated/mirrored: the noiseless pattern I is resampled,
+ * I_det(d) = I(A^-1 d) about the detector centre (bilinear, 0 outside),
+ * before the normalisation to `dose` and the Poisson sampling. Hence
+ * com_expected (in detector coordinates) = A com_expected(theta 0, t false)
+ * up to interpolation (exact for quarter turns and, on square detectors, the
+ * transpose); the object and `phase` do not change. theta 0 and t false
+ * skip the resampling (data bit-identical to the unrotated model). */
 #include <fftw3.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -239,10 +252,12 @@ static void syn_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->ops = positions * hw * (int64_t)(5.0 * log2((double)hw) + 40.0);
   /* Each worker's range allocates its FFT and sampling scratch; prepare()
    * holds the probe, the object phase and its transmission function. */
-  c->per_worker_bytes = 48 * hw;
+  c->per_worker_bytes = 40 * hw;
   syn_cfg cfg;
-  if (syn_resolve(n, &cfg, NULL) == SL_OK)
+  if (syn_resolve(n, &cfg, NULL) == SL_OK) {
     c->state_bytes = hw * 16 + cfg.oh * cfg.ow * (8 + 16);
+    if (cfg.remap) c->per_worker_bytes += 8 * hw; /* the unrotated pattern */
+  }
 }
 
 /* ---- prepare: probe, object, plan ------------------------------------------ */

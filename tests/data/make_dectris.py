@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--detector", nargs=2, type=int, default=[128, 128], metavar=("H", "W"))
     ap.add_argument("--frames-per-file", type=int, default=1000)
     ap.add_argument("--chunk-frames", type=int, default=1, help="frames per HDF5 chunk (default 1)")
+    ap.add_argument("--block-size", type=int, default=0,
+                    help="bitshuffle block size in elements (0 = the filter's default)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="u16")
     ap.add_argument("--compress", choices=["none", "bslz4", "contiguous"], default="bslz4",
                     help="bslz4: bitshuffle+LZ4 chunks; none: uncompressed chunks; contiguous: no chunks")
@@ -106,7 +108,8 @@ def main():
                     kw["maxshape"] = (None, h, w)
                 if args.compress == "bslz4":
                     kw["compression"] = BITSHUFFLE
-                    kw["compression_opts"] = (0, 2)  # block size default, LZ4
+                    # the plugin's user values: (block size, compression); 2 = LZ4
+                    kw["compression_opts"] = (args.block_size, 2)
                 d = f.create_dataset("/entry/data/data", shape=(n, h, w), dtype=dtype, **kw)
                 step = 256
                 for s in range(0, n, step):

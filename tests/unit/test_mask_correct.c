@@ -485,6 +485,17 @@ static void test_cost(void **st) {
   assert_int_equal(c.bytes_written, 4 * 17 * 23 * 2);
   assert_true(c.ops >= 4 * 17 * 23);
   assert_int_equal(c.workspace_bytes, 0);
+  assert_true(c.state_bytes >= 2 * 17 * 23); /* an upper bound before the mask is known */
+  int64_t bound = c.state_bytes;
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  sl_backend *b = backend(1);
+  uint16_t *f = calloc(10 * 17 * 23, 2), *o = calloc(10 * 17 * 23, 2);
+  run_chunks(&n, b, f, NULL, 10, 17 * 23 * 2, 10, o);
+  n.desc->cost(&n, 4, &c);
+  assert_true(c.state_bytes < bound); /* no static bad pixel */
+  sl_cpu_backend_ops.destroy(b);
+  free(f);
+  free(o);
   node_free(&n);
 }
 

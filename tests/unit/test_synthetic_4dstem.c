@@ -1,6 +1,6 @@
 /* synthetic_4dstem: determinism across chunking and threads, seeds, dose and
  * Poisson statistics, disk confinement, ground-truth centre of mass and
- * phase, clamping, parameter validation. */
+ * phase, scan rotation and transpose, clamping, parameter validation. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -338,6 +338,62 @@ static void test_com_expected(void **st) {
   ds_free(&d);
 }
 
+/* scan_rotation theta / scan_transpose: com_expected = R(theta) T^t applied to
+ * the unrotated run's, R(theta) = [[cos, -sin], [sin, cos]] on (row, col),
+ * T the swap; quarter turns and the plain transpose of a square detector are
+ * exact permutations of the pattern, other angles resample it bilinearly. The
+ * object (and so `phase`) does not change; each frame still holds `dose`. */
+static void test_scan_rotation(void **st) {
+  const char *base[][2] = {{"scan_shape", "[10, 12]"}, {"detector_shape", "[48, 48]"},
+                           {"disk_radius", "8"},       {"phase_max", "0.5"},
+                           {"dose", "20000"},          {"dtype", "u32"}};
+  kv o[8];
+  for (int i = 0; i < 6; i++) o[i].name = base[i][0], o[i].yaml = base[i][1];
+  dataset d0 = generate(o, 6, 120, 2);
+  struct {
+    const char *rot, *tr;
+    double tol; /* of the rms CoM */
+  } cases[] = {{"0", "true", 1e-9},  {"90", "false", 1e-9}, {"-270", "true", 1e-9},
+               {"30", "false", 0.02}, {"-75", "true", 0.02}, {"163", "false", 0.02}};
+  double rms = 0;
+  for (int64_t p = 0; p < d0.npos * 2; p++) rms += d0.com[p] * d0.com[p];
+  rms = sqrt(rms / (double)(d0.npos * 2));
+  assert_true(rms > 0.05);
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    o[6].name = "scan_rotation", o[6].yaml = cases[k].rot;
+    o[7].name = "scan_transpose", o[7].yaml = cases[k].tr;
+    dataset d = generate(o, 8, 7, 2);
+    assert_memory_equal(d.phase, d0.phase, (size_t)d.npos * 8);
+    double th = atof(cases[k].rot) * M_PI / 180, c = cos(th), s = sin(th), worst = 0;
+    int t = !strcmp(cases[k].tr, "true");
+    for (int64_t p = 0; p < d.npos; p++) {
+      double r0 = d0.com[2 * p], c0 = d0.com[2 * p + 1];
+      if (t) {
+        double x = r0;
+        r0 = c0, c0 = x;
+      }
+      double er = c * r0 - s * c0, ec = s * r0 + c * c0;
+      worst = fmax(worst, fmax(fabs(d.com[2 * p] - er), fabs(d.com[2 * p + 1] - ec)));
+    }
+    fprintf(stderr, "scan_rotation %s transpose %s: max |com - R T com0| %.3g (rms com %.3g)\n",
+            cases[k].rot, cases[k].tr, worst, rms);
+    assert_true(worst <= cases[k].tol * rms);
+    for (int64_t p = 0; p < d.npos; p++) {
+      double tot = 0;
+      for (int64_t i = 0; i < d.h * d.w; i++) tot += d.frames[p * d.h * d.w + i];
+      assert_true(fabs(tot - 20000) < 6 * sqrt(20000.0));
+    }
+    ds_free(&d);
+  }
+  /* Defaults (0, false) reproduce the data bit for bit. */
+  o[6].name = "scan_rotation", o[6].yaml = "0";
+  o[7].name = "scan_transpose", o[7].yaml = "false";
+  dataset d = generate(o, 8, 120, 1);
+  assert_true(same(&d, &d0));
+  ds_free(&d);
+  ds_free(&d0);
+}
+
 /* u8 frames clamp at 254 (255 is the flag value). */
 static void test_clamp(void **st) {
   kv o[] = {{"scan_shape", "[3, 3]"}, {"detector_shape", "[16, 16]"}, {"dose", "1e6"},
@@ -380,6 +436,10 @@ static void test_invalid_params(void **st) {
       {{"phase_max", "-0.1"}, "'phase_max'"},
       {{"phase_max", "7"}, "'phase_max'"},
       {{"seed", "1.5"}, "'seed'"},
+      {{"scan_rotation", "400"}, "'scan_rotation'"},
+      {{"scan_rotation", "nan"}, "'scan_rotation'"},
+      {{"scan_rotation", "x"}, "'scan_rotation'"},
+      {{"scan_transpose", "maybe"}, "'scan_transpose'"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     sl_node n;
@@ -424,6 +484,7 @@ int main(void) {
       cmocka_unit_test(test_chunking_and_threads), cmocka_unit_test(test_seed),
       cmocka_unit_test(test_dose),                 cmocka_unit_test(test_poisson_per_pixel),
       cmocka_unit_test(test_disk_confinement),     cmocka_unit_test(test_com_expected),
+      cmocka_unit_test(test_scan_rotation),
       cmocka_unit_test(test_clamp),                cmocka_unit_test(test_invalid_params),
       cmocka_unit_test(test_timing),
   };

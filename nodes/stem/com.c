@@ -1,0 +1,215 @@
+/* com: centre of mass of every frame (REFERENCE.md section 4), fused: one
+ * sweep computes S, Sr, Sc exactly in u64 (frame_moments.c) and each chunk
+ * writes CoM = (Sr/S, Sc/S) (float64 division, detector pixels from pixel
+ * (0, 0)) for its positions into the whole outputs com_row and com_col;
+ * frames with S = 0 give 0. finalize() then removes the descan:
+ *  - descan none (default): the mean over the positions with S > 0;
+ *  - descan plane: the least-squares plane a + b*row + c*col over those
+ *    positions (row, col = scan indices; with one scan axis a line a + b*i).
+ * Positions with S = 0 stay 0. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/graph/graph.h"
+#include "../../engine/graph/node.h"
+#include "frame_moments.h"
+
+typedef enum com_descan { COM_NONE, COM_PLANE } com_descan;
+
+typedef struct com_state {
+  int64_t npos;
+  uint8_t *valid; /* per scan position: S > 0 */
+} com_state;
+
+static sl_code com_descan_param(const sl_node *n, com_descan *d, sl_error *err) {
+  const char *s = sl_param_str(n, "descan");
+  if (!strcmp(s, "none")) *d = COM_NONE;
+  else if (!strcmp(s, "plane")) *d = COM_PLANE;
+  else
+    return sl_fail(err, SL_ERR_PIPELINE, "param 'descan' must be none or plane, got '%s'", s);
+  return SL_OK;
+}
+
+static sl_code com_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  sl_code rc = sl_frames_check(x, err);
+  if (rc) return rc;
+  com_descan dm = COM_NONE;
+  if ((rc = com_descan_param(n, &dm, err))) return rc;
+  int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
+  if (!sl_frame_moments_fit(x->dtype, h, w))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "%s frames of %lldx%lld pixels: sum r*I may exceed u64 (2^64 - 1); the centre "
+                   "of mass is computed only where the moments provably fit",
+                   sl_dtype_name(x->dtype), (long long)h, (long long)w);
+  for (int k = 0; k < 2; k++) {
+    sl_tensor_desc *d = &n->out[k];
+    memset(d, 0, sizeof *d);
+    d->dtype = SL_F64;
+    d->rank = x->stream_rank;
+    d->stream_rank = 0;
+    for (int i = 0; i < x->stream_rank; i++) d->dims[i] = x->dims[i];
+  }
+  return SL_OK;
+}
+
+static void com_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  const sl_tensor_desc *x = &n->in[0];
+  c->bytes_read = positions * sl_desc_item_bytes(x);
+  c->bytes_written = positions * 2 * 8;
+  c->ops = positions * 2 * sl_desc_item_elems(x);
+  c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
+  c->state_bytes = sl_desc_positions(x);
+}
+
+static void com_release(sl_node *n) {
+  com_state *s = n->state;
+  if (!s) return;
+  free(s->valid);
+  free(s);
+  n->state = NULL;
+}
+
+static sl_code com_prepare(sl_node *n, sl_error *err) {
+  com_state *s = calloc(1, sizeof *s);
+  int64_t npos = sl_desc_positions(&n->in[0]);
+  if (s) s->valid = calloc((size_t)(npos ? npos : 1), 1);
+  if (!s || !s->valid) {
+    free(s);
+    return sl_fail(err, SL_ERR_NOMEM, "com: out of memory for %lld positions", (long long)npos);
+  }
+  s->npos = npos;
+  n->state = s;
+  return SL_OK;
+}
+
+typedef struct com_job {
+  const sl_kernel_args *a;
+  com_state *s;
+  int64_t h, w, item_bytes;
+  int failed;
+} com_job;
+
+static void com_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  com_job *j = ctx;
+  void *scratch = malloc((size_t)sl_frame_moments_scratch(j->w));
+  if (!scratch) {
+    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  sl_dtype t = j->a->node->in[0].dtype;
+  const char *x = j->a->in[0];
+  double *cr = j->a->out[0], *cc = j->a->out[1];
+  for (int64_t p = begin; p < end; p++) {
+    uint64_t m[3];
+    sl_frame_moments(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
+    int64_t gp = j->a->pos_start + p;
+    if (m[0] > 0) {
+      cr[gp] = (double)m[1] / (double)m[0];
+      cc[gp] = (double)m[2] / (double)m[0];
+      j->s->valid[gp] = 1;
+    } else {
+      cr[gp] = cc[gp] = 0;
+      j->s->valid[gp] = 0;
+    }
+  }
+  free(scratch);
+}
+
+static sl_code com_cpu(sl_kernel_args *a) {
+  com_state *s = a->state ? a->state : a->node->state;
+  if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "com: kernel called before prepare");
+  const sl_tensor_desc *x = &a->node->in[0];
+  if (a->pos_start < 0 || a->pos_start + a->pos_count > s->npos)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "com: positions [%lld, %lld) outside the scan of %lld",
+                   (long long)a->pos_start, (long long)(a->pos_start + a->pos_count),
+                   (long long)s->npos);
+  com_job j = {a, s, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x), 0};
+  int64_t grain = 65536 / (j.h * j.w + 1) + 1;
+  a->backend->ops->parallel_for(a->backend, a->pos_count, grain, com_range, &j);
+  if (j.failed)
+    return sl_fail(a->err, SL_ERR_NOMEM, "com: out of memory for %lld bytes of scratch",
+                   (long long)sl_frame_moments_scratch(j.w));
+  return SL_OK;
+}
+
+/* Removes the mean (or the least-squares plane) of v over the valid positions;
+ * invalid positions are set to 0. `cols` is the length of the last scan axis
+ * (position i sits at row i / cols, col i % cols). */
+static void remove_descan(double *v, const uint8_t *valid, int64_t npos, int64_t cols,
+                          com_descan mode) {
+  double n = 0, sy = 0, sr = 0, sc = 0;
+  for (int64_t i = 0; i < npos; i++)
+    if (valid[i]) {
+      n += 1;
+      sy += v[i];
+      sr += (double)(i / cols);
+      sc += (double)(i % cols);
+    }
+  if (n == 0) {
+    for (int64_t i = 0; i < npos; i++) v[i] = 0;
+    return;
+  }
+  double my = sy / n, mr = sr / n, mc = sc / n, b = 0, c = 0;
+  if (mode == COM_PLANE) {
+    double rr = 0, cc = 0, rc = 0, ry = 0, cy = 0;
+    for (int64_t i = 0; i < npos; i++)
+      if (valid[i]) {
+        double dr = (double)(i / cols) - mr, dc = (double)(i % cols) - mc, dy = v[i] - my;
+        rr += dr * dr, cc += dc * dc, rc += dr * dc, ry += dr * dy, cy += dc * dy;
+      }
+    double det = rr * cc - rc * rc;
+    if (rr > 0 && cc > 0 && det > 1e-12 * rr * cc) {
+      b = (ry * cc - cy * rc) / det;
+      c = (cy * rr - ry * rc) / det;
+    } else if (rr > 0) {
+      b = ry / rr;
+    } else if (cc > 0) {
+      c = cy / cc;
+    }
+  }
+  for (int64_t i = 0; i < npos; i++)
+    v[i] = valid[i] ? v[i] - my - b * ((double)(i / cols) - mr) - c * ((double)(i % cols) - mc)
+                    : 0;
+}
+
+static sl_code com_finalize(sl_kernel_args *a) {
+  const com_state *s = a->state ? a->state : a->node->state;
+  if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "com: finalize called before prepare");
+  com_descan mode = COM_NONE;
+  sl_code rc = com_descan_param(a->node, &mode, a->err);
+  if (rc) return rc;
+  const sl_tensor_desc *x = &a->node->in[0];
+  int64_t cols = x->dims[x->stream_rank - 1]; /* one scan axis: row 0, col i */
+  for (int k = 0; k < 2; k++) remove_descan(a->out[k], s->valid, s->npos, cols, mode);
+  return SL_OK;
+}
+
+static const sl_param_def com_params[] = {
+    {"descan", SL_PT_STRING, "none",
+     "none: remove the scan mean; plane: remove a least-squares plane a + b*row + c*col over "
+     "the scan"},
+};
+static const sl_port_def com_in[] = {
+    {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false}};
+static const sl_port_def com_out[] = {
+    {"com_row", "whole f64 [scan...]: Sr/S minus the descan (mean or plane); 0 where S = 0",
+     "pixels", false},
+    {"com_col", "whole f64 [scan...]: Sc/S minus the descan (mean or plane); 0 where S = 0",
+     "pixels", false},
+};
+
+const sl_node_desc sl_node_com = {
+    .type = "com",
+    .doc = "Centre of mass of each frame from exact u64 moments (one sweep), descan removed "
+           "(scan mean or least-squares plane).",
+    .params = com_params, .n_params = 1,
+    .inputs = com_in, .n_inputs = 1,
+    .outputs = com_out, .n_outputs = 2,
+    .infer = com_infer, .cost = com_cost,
+    .prepare = com_prepare, .release = com_release,
+    .kernel = {[SL_BACKEND_CPU] = com_cpu},
+    .finalize = com_finalize,
+};

@@ -1,0 +1,433 @@
+/* disk_fit: the bright-field disk of a diffraction pattern (typically the sum
+ * or mean of all frames): sub-pixel centre and radius (REFERENCE.md section 4:
+ * "the disk centre and radius are fitted from the mean pattern").
+ *
+ * Method (pixel centres at integer (row, col)):
+ *  1. Levels. Histogram (1024 bins) of the pattern between robust bounds (the
+ *     17th smallest and 17th largest pixel, so that a few dead or hot pixels
+ *     do not squash it); Otsu's threshold splits it into background and disk;
+ *     background = median of the pixels below, plateau = median of the pixels
+ *     above. level = background + threshold * (plateau - background).
+ *  2. Disk. Pixels >= level, 4-connected components; the disk is the
+ *     component with the most intensity above background. Initial centre =
+ *     its centroid weighted by (I - background); initial radius = sqrt(area/pi).
+ *  3. Edge. Rays from the centre (about 4 pi R of them, 32..1440); along each,
+ *     the pattern is sampled bilinearly every 0.25 px around the radius and
+ *     the downward crossing of `level` nearest the radius is located by linear
+ *     interpolation: one edge point per ray. A circle is fitted to the edge
+ *     points (algebraic Kasa fit, then Gauss-Newton on the geometric distance);
+ *     the rays are cast again from the new centre, 3 rounds in all.
+ *  4. residual = RMS distance of the edge points from the fitted circle.
+ * The result is checked to be a disk: enough edge points (>= 8, and at least
+ * a quarter of the rays), >= 80% of the pixels inside R - 1 at or above the
+ * level, <= 15% of the component's pixels outside R + 1.5. Otherwise, or for
+ * a flat pattern, the kernel fails with SL_ERR_FORMAT saying why. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/graph/graph.h"
+#include "../../engine/graph/node.h"
+
+#define DF_BINS 1024
+#define DF_ROUNDS 3
+
+typedef struct df_fit {
+  double cr, cc, r, resid;
+  double bg, plateau, level;
+  int64_t area;
+  int n_edge, n_rays;
+} df_fit;
+
+static sl_code df_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  int ok = x->stream_rank == 0 && x->rank == 2 && x->dims[0] > 0 && x->dims[1] > 0;
+  switch (x->dtype) {
+    case SL_U8: case SL_U16: case SL_U32: case SL_U64: case SL_F32: case SL_F64: break;
+    default: ok = 0;
+  }
+  if (!ok) {
+    char buf[160];
+    sl_desc_format(x, buf, sizeof buf);
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "input 'pattern' expects a whole 2-D diffraction pattern [H, W] (u8..u64, f32 "
+                   "or f64; e.g. the total of a sum node), got %s",
+                   buf);
+  }
+  double t = sl_param_float(n, "threshold");
+  if (!(t > 0 && t < 1))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'threshold' must be in (0, 1) (fraction of the way from the background "
+                   "to the disk plateau), got %g",
+                   t);
+  int64_t d[1] = {4};
+  n->out[0] = sl_desc_make(SL_F64, 1, d, 0);
+  return SL_OK;
+}
+
+static void df_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  int64_t px = sl_desc_elems(&n->in[0]);
+  c->bytes_read = sl_desc_bytes(&n->in[0]);
+  c->bytes_written = 32;
+  c->ops = 30 * px;
+  c->per_worker_bytes = px * (8 + 8 + 4 + 4); /* copy, select scratch, labels, stack */
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static void swapd(double *a, double *b) {
+  double t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* k-th smallest (0-based) of v[0..n) (reorders v). */
+static double select_kth(double *v, int64_t n, int64_t k) {
+  int64_t lo = 0, hi = n - 1;
+  while (hi > lo) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (v[mid] < v[lo]) swapd(&v[mid], &v[lo]);
+    if (v[hi] < v[lo]) swapd(&v[hi], &v[lo]);
+    if (v[hi] < v[mid]) swapd(&v[hi], &v[mid]);
+    double piv = v[mid];
+    int64_t i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < piv) i++;
+      while (v[j] > piv) j--;
+      if (i <= j) {
+        swapd(&v[i], &v[j]);
+        i++;
+        j--;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return v[k];
+  }
+  return v[k];
+}
+
+/* Median of the histogram bins [b0, b1), linear within a bin. */
+static double hist_median(const int64_t *hist, int b0, int b1, double lo, double bw) {
+  int64_t tot = 0;
+  for (int b = b0; b < b1; b++) tot += hist[b];
+  if (tot == 0) return lo + bw * b0;
+  double half = 0.5 * (double)tot, acc = 0;
+  for (int b = b0; b < b1; b++) {
+    if (acc + (double)hist[b] >= half)
+      return lo + bw * ((double)b + (hist[b] ? (half - acc) / (double)hist[b] : 0.5));
+    acc += (double)hist[b];
+  }
+  return lo + bw * b1;
+}
+
+static double sample(const double *p, int64_t h, int64_t w, double y, double x) {
+  int64_t r = (int64_t)floor(y), c = (int64_t)floor(x);
+  if (r >= h - 1) r = h - 2;
+  if (c >= w - 1) c = w - 2;
+  if (r < 0) r = 0;
+  if (c < 0) c = 0;
+  double fy = y - (double)r, fx = x - (double)c;
+  const double *q = p + r * w + c;
+  return (1 - fy) * ((1 - fx) * q[0] + fx * q[1]) + fy * ((1 - fx) * q[w] + fx * q[w + 1]);
+}
+
+/* Solves the 3x3 system A x = b (Gaussian elimination, partial pivoting). */
+static int solve3(double A[3][3], double b[3], double x[3]) {
+  for (int i = 0; i < 3; i++) {
+    int piv = i;
+    for (int k = i + 1; k < 3; k++)
+      if (fabs(A[k][i]) > fabs(A[piv][i])) piv = k;
+    if (fabs(A[piv][i]) < 1e-300) return 0;
+    if (piv != i) {
+      for (int k = 0; k < 3; k++) swapd(&A[i][k], &A[piv][k]);
+      swapd(&b[i], &b[piv]);
+    }
+    for (int k = i + 1; k < 3; k++) {
+      double f = A[k][i] / A[i][i];
+      for (int m = i; m < 3; m++) A[k][m] -= f * A[i][m];
+      b[k] -= f * b[i];
+    }
+  }
+  for (int i = 2; i >= 0; i--) {
+    double s = b[i];
+    for (int k = i + 1; k < 3; k++) s -= A[i][k] * x[k];
+    x[i] = s / A[i][i];
+  }
+  return 1;
+}
+
+/* Circle through points (y, x): algebraic fit, then geometric Gauss-Newton. */
+static int fit_circle(const double *ey, const double *ex, int n, double *cy, double *cx,
+                      double *rad) {
+  double my = 0, mx = 0;
+  for (int i = 0; i < n; i++) my += ey[i], mx += ex[i];
+  my /= n, mx /= n;
+  double A[3][3] = {{0}}, b[3] = {0}, s[3];
+  for (int i = 0; i < n; i++) {
+    double y = ey[i] - my, x = ex[i] - mx, z = y * y + x * x, v[3] = {y, x, 1};
+    for (int j = 0; j < 3; j++) {
+      for (int k = 0; k < 3; k++) A[j][k] += v[j] * v[k];
+      b[j] -= v[j] * z;
+    }
+  }
+  if (!solve3(A, b, s)) return 0;
+  double a0 = -s[0] / 2, b0 = -s[1] / 2, r2 = a0 * a0 + b0 * b0 - s[2];
+  if (!(r2 > 0)) return 0;
+  double p[3] = {a0, b0, sqrt(r2)};
+  for (int it = 0; it < 20; it++) {
+    double N[3][3] = {{0}}, g[3] = {0}, dlt[3];
+    for (int i = 0; i < n; i++) {
+      double y = ey[i] - my - p[0], x = ex[i] - mx - p[1], d = sqrt(y * y + x * x);
+      if (d == 0) continue;
+      double J[3] = {-y / d, -x / d, -1}, res = d - p[2];
+      for (int j = 0; j < 3; j++) {
+        for (int k = 0; k < 3; k++) N[j][k] += J[j] * J[k];
+        g[j] -= J[j] * res;
+      }
+    }
+    if (!solve3(N, g, dlt)) break;
+    for (int j = 0; j < 3; j++) p[j] += dlt[j];
+    if (fabs(dlt[0]) + fabs(dlt[1]) + fabs(dlt[2]) < 1e-10) break;
+  }
+  if (!(p[2] > 0) || !isfinite(p[0]) || !isfinite(p[1])) return 0;
+  *cy = p[0] + my;
+  *cx = p[1] + mx;
+  *rad = p[2];
+  return 1;
+}
+
+/* Casts rays from (cy, cx) and stores the edge points; returns their number. */
+static int edge_points(const double *p, int64_t h, int64_t w, double level, double cy, double cx,
+                       double rad, int n_rays, double *ey, double *ex) {
+  const double step = 0.25;
+  double span = fmax(3.0, 0.5 * rad);
+  double t0 = fmax(0.5, rad - span), t1 = rad + span;
+  int n = 0;
+  for (int k = 0; k < n_rays; k++) {
+    double th = 2 * M_PI * (double)k / (double)n_rays, dy = sin(th), dx = cos(th);
+    double best = -1, bestd = INFINITY, prev = 0;
+    int have_prev = 0;
+    for (double t = t0; t <= t1 + 1e-9; t += step) {
+      double y = cy + t * dy, x = cx + t * dx;
+      if (y < 0 || x < 0 || y > (double)(h - 1) || x > (double)(w - 1)) break;
+      double v = sample(p, h, w, y, x);
+      if (have_prev && prev >= level && v < level) {
+        double tc = t - step + step * (prev - level) / (prev - v);
+        if (fabs(tc - rad) < bestd) bestd = fabs(tc - rad), best = tc;
+      }
+      prev = v;
+      have_prev = 1;
+    }
+    if (best >= 0) {
+      ey[n] = cy + best * dy;
+      ex[n] = cx + best * dx;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found. */
+static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, df_fit *f,
+                            sl_error *err) {
+  int64_t n = h * w;
+  memset(f, 0, sizeof *f);
+  double mn = INFINITY, mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(p[i]))
+      return sl_fail(err, SL_ERR_FORMAT, "disk_fit: pattern pixel (%lld, %lld) is not finite",
+                     (long long)(i / w), (long long)(i % w));
+    mn = fmin(mn, p[i]);
+    mx = fmax(mx, p[i]);
+  }
+  if (!(mx > mn))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: the pattern is flat (all %lld pixels are %g)",
+                   (long long)n, mn);
+  if (h < 3 || w < 3)
+    return sl_fail(err, SL_ERR_FORMAT, "disk_fit: no disk found: a %lldx%lld pattern is too small",
+                   (long long)h, (long long)w);
+  sl_code rc = SL_OK;
+  double *tmp = malloc((size_t)n * sizeof *tmp);
+  int32_t *label = malloc((size_t)n * sizeof *label);
+  int64_t *stack = malloc((size_t)n * sizeof *stack);
+  int n_rays_max = 1440;
+  double *ey = malloc((size_t)n_rays_max * sizeof *ey), *ex = malloc((size_t)n_rays_max * sizeof *ex);
+  int64_t *hist = calloc(DF_BINS, sizeof *hist);
+  if (!tmp || !label || !stack || !ey || !ex || !hist) {
+    rc = sl_fail(err, SL_ERR_NOMEM, "disk_fit: out of memory for a %lldx%lld pattern",
+                 (long long)h, (long long)w);
+    goto out;
+  }
+  /* 1. levels */
+  memcpy(tmp, p, (size_t)n * sizeof *tmp);
+  int64_t k = n > 64 ? 16 : 0;
+  double lo = select_kth(tmp, n, k), hi = select_kth(tmp, n, n - 1 - k);
+  if (!(hi > lo)) lo = mn, hi = mx;
+  double bw = (hi - lo) / DF_BINS;
+  for (int64_t i = 0; i < n; i++) {
+    double u = (p[i] - lo) / bw;
+    int b = u < 0 ? 0 : u >= DF_BINS ? DF_BINS - 1 : (int)u;
+    hist[b]++;
+  }
+  double sum_all = 0;
+  for (int b = 0; b < DF_BINS; b++) sum_all += (double)hist[b] * (b + 0.5);
+  double best = -1, w0 = 0, s0 = 0;
+  int tb = 1;
+  for (int b = 1; b < DF_BINS; b++) { /* split: bins < b | bins >= b */
+    w0 += (double)hist[b - 1];
+    s0 += (double)hist[b - 1] * (b - 0.5);
+    double w1 = (double)n - w0;
+    if (w0 == 0 || w1 == 0) continue;
+    double m0 = s0 / w0, m1 = (sum_all - s0) / w1, v = w0 * w1 * (m1 - m0) * (m1 - m0);
+    if (v > best) best = v, tb = b;
+  }
+  f->bg = hist_median(hist, 0, tb, lo, bw);
+  f->plateau = hist_median(hist, tb, DF_BINS, lo, bw);
+  if (!(f->plateau > f->bg)) {
+    rc = sl_fail(err, SL_ERR_FORMAT,
+                 "disk_fit: no disk found: no bright plateau above the background (%g)", f->bg);
+    goto out;
+  }
+  f->level = f->bg + frac * (f->plateau - f->bg);
+  /* 2. the brightest connected region above the level */
+  for (int64_t i = 0; i < n; i++) label[i] = p[i] >= f->level ? 0 : -1;
+  int32_t n_lab = 0, best_lab = -1;
+  double best_wt = -1;
+  for (int64_t i = 0; i < n; i++) {
+    if (label[i] != 0) continue;
+    int32_t lab = ++n_lab;
+    int64_t sp = 0;
+    double wt = 0;
+    stack[sp++] = i;
+    label[i] = lab;
+    while (sp > 0) {
+      int64_t q = stack[--sp], r = q / w, c = q % w;
+      wt += p[q] - f->bg;
+      int64_t nb[4] = {r > 0 ? q - w : -1, r < h - 1 ? q + w : -1, c > 0 ? q - 1 : -1,
+                       c < w - 1 ? q + 1 : -1};
+      for (int m = 0; m < 4; m++)
+        if (nb[m] >= 0 && label[nb[m]] == 0) label[nb[m]] = lab, stack[sp++] = nb[m];
+    }
+    if (wt > best_wt) best_wt = wt, best_lab = lab;
+  }
+  double sw = 0, sy = 0, sx = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (label[i] == best_lab) {
+      double wt = p[i] - f->bg;
+      f->area++;
+      sw += wt;
+      sy += wt * (double)(i / w);
+      sx += wt * (double)(i % w);
+    }
+  if (f->area < 3 || !(sw > 0)) {
+    rc = sl_fail(err, SL_ERR_FORMAT,
+                 "disk_fit: no disk found: the largest region above the level %g has %lld "
+                 "pixel(s)",
+                 f->level, (long long)f->area);
+    goto out;
+  }
+  double cy = sy / sw, cx = sx / sw, rad = sqrt((double)f->area / M_PI);
+  /* 3. edge points and circle fits */
+  for (int round = 0; round < DF_ROUNDS; round++) {
+    int nr = (int)ceil(4 * M_PI * rad);
+    nr = nr < 32 ? 32 : nr > n_rays_max ? n_rays_max : nr;
+    int ne = edge_points(p, h, w, f->level, cy, cx, rad, nr, ey, ex);
+    f->n_rays = nr;
+    f->n_edge = ne;
+    double ny, nx, nrad;
+    if (ne < 8 || 4 * ne < nr || !fit_circle(ey, ex, ne, &ny, &nx, &nrad)) {
+      rc = sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: only %d of %d rays from (%.2f, %.2f) cross the level "
+                   "%g near radius %.2f",
+                   ne, nr, cy, cx, f->level, rad);
+      goto out;
+    }
+    cy = ny, cx = nx, rad = nrad;
+  }
+  double ss = 0;
+  for (int i = 0; i < f->n_edge; i++) {
+    double d = hypot(ey[i] - cy, ex[i] - cx) - rad;
+    ss += d * d;
+  }
+  f->cr = cy, f->cc = cx, f->r = rad, f->resid = sqrt(ss / f->n_edge);
+  /* 4. is it a disk? */
+  int64_t inside = 0, inside_on = 0, outside_comp = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = hypot((double)(i / w) - cy, (double)(i % w) - cx);
+    if (d <= rad - 1) inside++, inside_on += p[i] >= f->level;
+    if (d > rad + 1.5 && label[i] == best_lab) outside_comp++;
+  }
+  if ((inside > 0 && (double)inside_on < 0.8 * (double)inside) ||
+      (double)outside_comp > 0.15 * (double)f->area || !(rad < (double)(h > w ? h : w))) {
+    rc = sl_fail(err, SL_ERR_FORMAT,
+                 "disk_fit: no disk found: the region above the level %g is not a disk (%.0f%% "
+                 "of the pixels inside the fitted circle (%.2f, %.2f) r %.2f are above it, "
+                 "%.0f%% of the region lies outside)",
+                 f->level, inside ? 100.0 * (double)inside_on / (double)inside : 0.0, cy, cx, rad,
+                 100.0 * (double)outside_comp / (double)f->area);
+    goto out;
+  }
+out:
+  free(tmp);
+  free(label);
+  free(stack);
+  free(ey);
+  free(ex);
+  free(hist);
+  return rc;
+}
+
+static sl_code df_cpu(sl_kernel_args *a) {
+  const sl_tensor_desc *x = &a->node->in[0];
+  int64_t h = x->dims[0], w = x->dims[1], n = h * w;
+  double *p = malloc((size_t)n * sizeof *p);
+  if (!p) return sl_fail(a->err, SL_ERR_NOMEM, "disk_fit: out of memory");
+  switch (x->dtype) {
+#define CONV(T) { const T *s = a->in[0]; for (int64_t i = 0; i < n; i++) p[i] = (double)s[i]; break; }
+    case SL_U8: CONV(uint8_t)
+    case SL_U16: CONV(uint16_t)
+    case SL_U32: CONV(uint32_t)
+    case SL_U64: CONV(uint64_t)
+    case SL_F32: CONV(float)
+    default: CONV(double)
+#undef CONV
+  }
+  df_fit f;
+  sl_code rc = disk_fit_run(p, h, w, sl_param_float(a->node, "threshold"), &f, a->err);
+  free(p);
+  if (rc) return rc;
+  double *out = a->out[0];
+  out[0] = f.cr, out[1] = f.cc, out[2] = f.r, out[3] = f.resid;
+  /* The executor's node is the graph's own (non-const) node. */
+  sl_node_note((sl_node *)a->node, "disk_fit",
+               "centre (%.3f, %.3f) radius %.3f px, residual %.3f px from %d edge points on %d "
+               "rays; level %.6g (background %.6g, plateau %.6g, threshold %g), region %lld px",
+               f.cr, f.cc, f.r, f.resid, f.n_edge, f.n_rays, f.level, f.bg, f.plateau,
+               sl_param_float(a->node, "threshold"), (long long)f.area);
+  return SL_OK;
+}
+
+static const sl_param_def df_params[] = {
+    {"threshold", SL_PT_FLOAT, "0.5",
+     "edge level as a fraction of the way from the background to the disk plateau, in (0, 1)"},
+};
+static const sl_port_def df_in[] = {
+    {"pattern", "whole [H, W] diffraction pattern (u8..u64, f32, f64), e.g. a sum node's total",
+     "counts", false}};
+static const sl_port_def df_out[] = {
+    {"disk", "whole f64 [4]: centre_row, centre_col, radius, residual (RMS of the edge points "
+             "from the circle)", "pixels", false}};
+
+const sl_node_desc sl_node_disk_fit = {
+    .type = "disk_fit",
+    .doc = "Sub-pixel bright-field disk (centre, radius) of a diffraction pattern: threshold, "
+           "centroid, circle fit to interpolated edge points.",
+    .params = df_params, .n_params = 1,
+    .inputs = df_in, .n_inputs = 1,
+    .outputs = df_out, .n_outputs = 1,
+    .infer = df_infer, .cost = df_cost,
+    .kernel = {[SL_BACKEND_CPU] = df_cpu},
+};

@@ -1,0 +1,387 @@
+/* dpc: rotation and transpose recovered from an analytic curl-free field
+ * (the gradient of a known potential) rotated by known angles, and from a
+ * synthetic_4dstem acquisition with scan_rotation / scan_transpose (CoM
+ * computed plainly from the frames); given angles; curl and divergence
+ * outputs; parameter and input validation. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "engine/pipeline/yaml_tree.h"
+
+extern const sl_node_desc sl_node_dpc;
+extern const sl_node_desc sl_node_synthetic_4dstem;
+
+typedef struct kv {
+  const char *name, *yaml;
+} kv;
+
+static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
+                         const sl_tensor_desc *in, sl_error *e) {
+  memset(n, 0, sizeof *n);
+  sl_error_clear(e);
+  n->desc = d;
+  n->id = "node";
+  n->params = calloc((size_t)d->n_params, sizeof *n->params);
+  for (int i = 0; i < d->n_params; i++) {
+    const char *text = d->params[i].default_value;
+    for (int k = 0; k < n_over; k++)
+      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
+    assert_non_null(text);
+    sl_yaml *y = NULL;
+    assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
+    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
+    sl_yaml_free(y);
+    if (rc) return rc;
+  }
+  n->n_in = d->n_inputs;
+  for (int i = 0; i < d->n_inputs; i++) n->in[i] = in[i];
+  n->n_out = d->n_outputs;
+  return d->infer(n, e);
+}
+
+static void node_free(sl_node *n) {
+  if (n->desc->release && n->state) n->desc->release(n);
+  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
+  free(n->params);
+  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
+  free(n->notes);
+}
+
+static const char *note(const sl_node *n, const char *key) {
+  for (int i = 0; i < n->n_notes; i++)
+    if (!strncmp(n->notes[i], key, strlen(key)) && n->notes[i][strlen(key)] == ':')
+      return n->notes[i];
+  return NULL;
+}
+
+/* ---- dpc runner -------------------------------------------------------------- */
+
+typedef struct dpc_result {
+  double *row, *col, *curl, *div;
+  double angle;
+  int transpose;
+} dpc_result;
+
+static void res_free(dpc_result *r) {
+  free(r->row);
+  free(r->col);
+  free(r->curl);
+  free(r->div);
+}
+
+static dpc_result run_dpc(const double *cr, const double *cc, int R, int C, const kv *over,
+                          int n_over) {
+  int64_t dims[2] = {R, C};
+  sl_tensor_desc in[2] = {sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0)};
+  sl_node n;
+  sl_error e;
+  sl_code rc = node_make(&n, &sl_node_dpc, over, n_over, in, &e);
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+  assert_int_equal(n.out[2].dtype, SL_F64);
+  assert_int_equal(n.out[3].dtype, SL_U8);
+  assert_int_equal(n.out[4].dims[0], R);
+  dpc_result r;
+  memset(&r, 0, sizeof r);
+  size_t bytes = (size_t)(R * C) * sizeof(double);
+  r.row = malloc(bytes), r.col = malloc(bytes), r.curl = malloc(bytes), r.div = malloc(bytes);
+  double angle = 0;
+  uint8_t t = 9;
+  sl_backend *b = NULL;
+  assert_int_equal(sl_cpu_backend_ops.create(1, &b, &e), SL_OK);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.backend = b, a.node = &n, a.pos_count = 1, a.n_chunks = 1, a.err = &e;
+  a.in[0] = cr, a.in[1] = cc;
+  a.out[0] = r.row, a.out[1] = r.col, a.out[2] = &angle, a.out[3] = &t;
+  a.out[4] = r.curl, a.out[5] = r.div;
+  assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
+  sl_cpu_backend_ops.destroy(b);
+  assert_non_null(note(&n, "rotation_deg"));
+  assert_non_null(note(&n, "transpose"));
+  assert_non_null(note(&n, "curl"));
+  node_free(&n);
+  assert_true(t <= 1);
+  r.angle = angle;
+  r.transpose = t;
+  return r;
+}
+
+static double ang_diff(double a, double b) {
+  double d = fmod(a - b, 360.0);
+  if (d > 180) d -= 360;
+  if (d < -180) d += 360;
+  return fabs(d);
+}
+
+/* det = R(theta) T^t scan (the convention of dpc and synthetic_4dstem). */
+static void to_detector(double theta_deg, int t, double sr, double sc, double *dr, double *dc) {
+  if (t) {
+    double x = sr;
+    sr = sc, sc = x;
+  }
+  double th = theta_deg * M_PI / 180, c = cos(th), s = sin(th);
+  *dr = c * sr - s * sc;
+  *dc = s * sr + c * sc;
+}
+
+/* ---- analytic potential -------------------------------------------------------- */
+
+/* phi = sum of positive Gaussian "atoms" with random centres, widths and
+ * weights (a smooth potential, not periodic); field = grad phi, exactly. */
+typedef struct blobs {
+  int n;
+  double y[64], x[64], s[64], w[64];
+} blobs;
+
+static uint64_t lcg(uint64_t *st) {
+  *st = *st * 6364136223846793005ULL + 1442695040888963407ULL;
+  return *st >> 11;
+}
+static double unif(uint64_t *st) { return (double)lcg(st) * 0x1.0p-53; }
+
+static blobs make_blobs(int R, int C, int n, uint64_t seed) {
+  blobs b;
+  b.n = n;
+  uint64_t st = seed;
+  for (int k = 0; k < n; k++) {
+    b.y[k] = unif(&st) * R;
+    b.x[k] = unif(&st) * C;
+    b.s[k] = 1.5 + 2.0 * unif(&st);
+    b.w[k] = 0.5 + 0.5 * unif(&st);
+  }
+  return b;
+}
+
+static void blob_eval(const blobs *b, double y, double x, double *phi, double *gy, double *gx) {
+  *phi = *gy = *gx = 0;
+  for (int k = 0; k < b->n; k++) {
+    double dy = y - b->y[k], dx = x - b->x[k], s2 = b->s[k] * b->s[k];
+    double v = b->w[k] * exp(-(dy * dy + dx * dx) / (2 * s2));
+    *phi += v;
+    *gy += -dy / s2 * v;
+    *gx += -dx / s2 * v;
+  }
+}
+
+static void test_analytic_field(void **st) {
+  (void)st;
+  const int R = 40, C = 44;
+  blobs b = make_blobs(R, C, 30, 12345);
+  double *sr = malloc(sizeof(double) * R * C), *sc = malloc(sizeof(double) * R * C);
+  double *dr = malloc(sizeof(double) * R * C), *dc = malloc(sizeof(double) * R * C);
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) {
+      double p;
+      blob_eval(&b, i, j, &p, &sr[i * C + j], &sc[i * C + j]);
+    }
+  const double angles[] = {0, 17, 95, 163, -40, -120};
+  for (size_t ka = 0; ka < sizeof angles / sizeof angles[0]; ka++)
+    for (int t = 0; t < 2; t++) {
+      for (int k = 0; k < R * C; k++) to_detector(angles[ka], t, sr[k], sc[k], &dr[k], &dc[k]);
+      dpc_result r = run_dpc(dr, dc, R, C, NULL, 0);
+      double err = ang_diff(r.angle, angles[ka]);
+      fprintf(stderr, "analytic: theta %6.1f t %d -> %8.4f t %d (error %.2g deg)\n",
+              angles[ka], t, r.angle, r.transpose, err);
+      assert_int_equal(r.transpose, t);
+      assert_true(err < 0.5);
+      assert_true(r.angle > -180 && r.angle <= 180);
+      /* The rotated field is the scan field again. */
+      double maxe = 0, maxv = 0;
+      for (int k = 0; k < R * C; k++) {
+        maxe = fmax(maxe, fmax(fabs(r.row[k] - sr[k]), fabs(r.col[k] - sc[k])));
+        maxv = fmax(maxv, fabs(sr[k]));
+      }
+      assert_true(maxe < 0.01 * maxv);
+      /* Curl small against the divergence; divergence most negative at atoms. */
+      double c2 = 0, d2 = 0;
+      for (int i = 1; i < R - 1; i++)
+        for (int j = 1; j < C - 1; j++)
+          c2 += r.curl[i * C + j] * r.curl[i * C + j], d2 += r.div[i * C + j] * r.div[i * C + j];
+      assert_true(c2 < 1e-3 * d2);
+      res_free(&r);
+    }
+  /* Given angle and transpose: used as is (no 180-degree flip). */
+  for (int k = 0; k < R * C; k++) to_detector(17, 1, sr[k], sc[k], &dr[k], &dc[k]);
+  kv o[] = {{"rotation_deg", "197"}, {"transpose", "true"}};
+  dpc_result r = run_dpc(dr, dc, R, C, o, 2);
+  assert_true(ang_diff(r.angle, 197) < 1e-9);
+  assert_int_equal(r.transpose, 1);
+  for (int k = 0; k < R * C; k++) assert_true(fabs(r.row[k] + sr[k]) < 1e-9);
+  res_free(&r);
+  /* Given angle, transpose fitted; given transpose, angle fitted. */
+  kv o2[] = {{"rotation_deg", "17"}};
+  r = run_dpc(dr, dc, R, C, o2, 1);
+  assert_int_equal(r.transpose, 1);
+  res_free(&r);
+  kv o3[] = {{"transpose", "true"}};
+  r = run_dpc(dr, dc, R, C, o3, 1);
+  assert_true(ang_diff(r.angle, 17) < 0.5);
+  res_free(&r);
+  /* A zero field: no information, angle 0. */
+  memset(dr, 0, sizeof(double) * R * C);
+  memset(dc, 0, sizeof(double) * R * C);
+  r = run_dpc(dr, dc, R, C, NULL, 0);
+  assert_true(r.angle == 0);
+  res_free(&r);
+  free(sr);
+  free(sc);
+  free(dr);
+  free(dc);
+}
+
+/* ---- synthetic acquisition --------------------------------------------------- */
+
+static sl_code syn_make(sl_node *n, const kv *over, int n_over, sl_error *e) {
+  return node_make(n, &sl_node_synthetic_4dstem, over, n_over, NULL, e);
+}
+
+/* CoM per frame from u32 counts: (Sr/S, Sc/S) in float64 relative to the
+ * detector centre, then minus the scan mean. com_exp gets the ground truth. */
+static void synth_com(const kv *over, int n_over, int *R, int *C, double **cr, double **cc,
+                      double **com_exp, double **phase) {
+  sl_node n;
+  sl_error e;
+  sl_code rc = syn_make(&n, over, n_over, &e);
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+  assert_int_equal(n.out[0].dtype, SL_U32);
+  int64_t rows = n.out[0].dims[0], cols = n.out[0].dims[1], h = n.out[0].dims[2],
+          w = n.out[0].dims[3], np = rows * cols;
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  uint32_t *fr = malloc((size_t)(np * h * w) * 4);
+  double *ph = calloc((size_t)np, 8), *ce = calloc((size_t)np * 2, 8);
+  sl_backend *b = NULL;
+  assert_int_equal(sl_cpu_backend_ops.create(2, &b, &e), SL_OK);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.backend = b, a.node = &n, a.state = n.state, a.pos_count = np, a.n_chunks = 1, a.err = &e;
+  a.out[0] = fr, a.out[1] = ph, a.out[2] = ce;
+  assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  *cr = malloc((size_t)np * 8);
+  *cc = malloc((size_t)np * 8);
+  double mr = 0, mc = 0;
+  for (int64_t p = 0; p < np; p++) {
+    uint64_t s = 0, sr = 0, sc = 0;
+    for (int64_t y = 0; y < h; y++)
+      for (int64_t x = 0; x < w; x++) {
+        uint64_t v = fr[(p * h + y) * w + x];
+        s += v, sr += (uint64_t)y * v, sc += (uint64_t)x * v;
+      }
+    (*cr)[p] = s ? (double)sr / (double)s : 0;
+    (*cc)[p] = s ? (double)sc / (double)s : 0;
+    mr += (*cr)[p], mc += (*cc)[p];
+  }
+  for (int64_t p = 0; p < np; p++) (*cr)[p] -= mr / np, (*cc)[p] -= mc / np;
+  free(fr);
+  *R = (int)rows, *C = (int)cols;
+  if (com_exp) *com_exp = ce;
+  else free(ce);
+  if (phase) *phase = ph;
+  else free(ph);
+}
+
+static void test_synthetic_rotation(void **st) {
+  (void)st;
+  const char *trans[2] = {"false", "true"};
+  const char *rots[2] = {"30", "-110"};
+  for (int k = 0; k < 3; k++) {
+    int t = k == 1;
+    const char *rot = rots[k == 2];
+    kv o[] = {{"scan_shape", "[24, 24]"}, {"detector_shape", "[48, 48]"}, {"dose", "1e6"},
+              {"dtype", "u32"}, {"phase_max", "0.3"}, {"scan_rotation", rot},
+              {"scan_transpose", trans[t]}};
+    int R, C;
+    double *cr, *cc, *ce;
+    synth_com(o, 7, &R, &C, &cr, &cc, &ce, NULL);
+    dpc_result r = run_dpc(cr, cc, R, C, NULL, 0);
+    double err = ang_diff(r.angle, atof(rot));
+    fprintf(stderr, "synthetic: scan_rotation %s transpose %d -> %.3f t %d (error %.3f deg)\n",
+            rot, t, r.angle, r.transpose, err);
+    assert_int_equal(r.transpose, t);
+    assert_true(err < 1.0);
+    res_free(&r);
+    /* The noiseless ground truth gives the same answer. */
+    double *er = malloc(sizeof(double) * R * C), *ec = malloc(sizeof(double) * R * C);
+    for (int p = 0; p < R * C; p++) er[p] = ce[2 * p], ec[p] = ce[2 * p + 1];
+    r = run_dpc(er, ec, R, C, NULL, 0);
+    assert_int_equal(r.transpose, t);
+    assert_true(ang_diff(r.angle, atof(rot)) < 1.0);
+    res_free(&r);
+    free(er);
+    free(ec);
+    free(cr);
+    free(cc);
+    free(ce);
+  }
+}
+
+static void test_invalid(void **st) {
+  (void)st;
+  int64_t dims[2] = {8, 9}, other[2] = {8, 8}, small[2] = {2, 9};
+  struct {
+    kv o;
+    sl_tensor_desc in0, in1;
+    const char *needle;
+  } cases[] = {
+      {{"rotation_deg", "x"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
+       "'rotation_deg'"},
+      {{"rotation_deg", "1000"}, sl_desc_make(SL_F64, 2, dims, 0),
+       sl_desc_make(SL_F64, 2, dims, 0), "'rotation_deg'"},
+      {{"transpose", "maybe"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
+       "'transpose'"},
+      {{"transpose", "auto"}, sl_desc_make(SL_F32, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
+       "'com_row'"},
+      {{"transpose", "auto"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 1),
+       "'com_col'"},
+      {{"transpose", "auto"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, other, 0),
+       "differ"},
+      {{"transpose", "auto"}, sl_desc_make(SL_F64, 2, small, 0), sl_desc_make(SL_F64, 2, small, 0),
+       "3x3"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    sl_node n;
+    sl_error e;
+    sl_tensor_desc in[2] = {cases[k].in0, cases[k].in1};
+    sl_code rc = node_make(&n, &sl_node_dpc, &cases[k].o, 1, in, &e);
+    if (rc != SL_ERR_PIPELINE || !strstr(e.msg, cases[k].needle))
+      fprintf(stderr, "case %zu: rc %d msg '%s'\n", k, rc, e.msg);
+    assert_int_equal(rc, SL_ERR_PIPELINE);
+    assert_non_null(strstr(e.msg, cases[k].needle));
+    node_free(&n);
+  }
+  /* A 2x9 scan works with a given angle and transpose. */
+  sl_node n;
+  sl_error e;
+  kv o[] = {{"rotation_deg", "10"}, {"transpose", "false"}};
+  sl_tensor_desc in[2] = {sl_desc_make(SL_F64, 2, small, 0), sl_desc_make(SL_F64, 2, small, 0)};
+  assert_int_equal(node_make(&n, &sl_node_dpc, o, 2, in, &e), SL_OK);
+  sl_node_cost c;
+  n.desc->cost(&n, 1, &c);
+  assert_true(c.ops > 0 && c.bytes_written > 0);
+  node_free(&n);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_analytic_field),
+      cmocka_unit_test(test_synthetic_rotation),
+      cmocka_unit_test(test_invalid),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,555 @@
+/* moments and com: exact u64 moments and the centre of mass against plain
+ * loops written here (random data with values at the dtype max, odd detector
+ * sizes, chunks of 1, 7 and all positions, 1 and 2 threads); descan by mean
+ * and by plane; com against synthetic_4dstem's ground truth. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "engine/pipeline/yaml_tree.h"
+
+extern const sl_node_desc sl_node_moments;
+extern const sl_node_desc sl_node_com;
+extern const sl_node_desc sl_node_synthetic_4dstem;
+
+/* ---- harness (descriptors called directly, as the executor would) -------- */
+
+typedef struct kv {
+  const char *name, *yaml;
+} kv;
+
+/* Builds a node of `d` with params from `over` (YAML text) or the defaults and
+ * the given input descriptors (n_in of them; the rest unconnected); runs infer. */
+static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
+                         const sl_tensor_desc *in, int n_in, sl_error *e) {
+  memset(n, 0, sizeof *n);
+  sl_error_clear(e);
+  n->desc = d;
+  n->id = "node";
+  n->params = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
+  for (int i = 0; i < d->n_params; i++) {
+    const char *text = d->params[i].default_value;
+    for (int k = 0; k < n_over; k++)
+      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
+    assert_non_null(text);
+    sl_yaml *y = NULL;
+    if (text[0] == 0) {
+      sl_loc loc = {"test", 1, 1};
+      y = sl_yaml_new_scalar("", loc);
+    } else {
+      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
+    }
+    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
+    sl_yaml_free(y);
+    if (rc) return rc;
+  }
+  n->n_in = d->n_inputs;
+  n->n_out = d->n_outputs;
+  for (int k = 0; k < n_in; k++) n->in[k] = in[k];
+  return d->infer(n, e);
+}
+
+static void node_free(sl_node *n) {
+  if (n->desc->release && n->state) n->desc->release(n);
+  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
+  free(n->params);
+  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
+  free(n->notes);
+}
+
+static sl_backend *backend(int threads) {
+  sl_backend *b = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
+  return b;
+}
+
+/* Runs a stream node over `npos` positions in chunks of `chunk`: input 0 is
+ * streamed (`in0`, item_bytes per position), inputs 1.. are whole (`whole_in`);
+ * streamed outputs advance with the chunk, whole outputs (reductions) are
+ * zeroed before the first chunk; then finalize. */
+static sl_code run_stream(sl_node *n, sl_backend *b, const void *in0, const void *const *whole_in,
+                          int n_whole_in, void **out, int64_t npos, int64_t chunk, sl_error *e) {
+  sl_error_clear(e);
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k].stream_rank == 0) memset(out[k], 0, (size_t)sl_desc_bytes(&n->out[k]));
+  int64_t ib = sl_desc_item_bytes(&n->in[0]);
+  sl_kernel_args a;
+  for (int64_t s = 0; s < npos; s += chunk) {
+    memset(&a, 0, sizeof a);
+    a.backend = b;
+    a.node = n;
+    a.state = n->state;
+    a.pos_start = s;
+    a.pos_count = npos - s < chunk ? npos - s : chunk;
+    a.chunk = s / chunk;
+    a.n_chunks = (npos + chunk - 1) / chunk;
+    a.in[0] = (const char *)in0 + s * ib;
+    for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
+    for (int k = 0; k < n->n_out; k++)
+      a.out[k] = n->out[k].stream_rank
+                     ? (char *)out[k] + s * sl_desc_item_bytes(&n->out[k])
+                     : out[k];
+    a.err = e;
+    sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+    if (rc) return rc;
+  }
+  if (n->desc->finalize) {
+    memset(&a, 0, sizeof a);
+    a.backend = b;
+    a.node = n;
+    a.state = n->state;
+    a.pos_count = npos;
+    for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
+    for (int k = 0; k < n->n_out; k++) a.out[k] = out[k];
+    a.err = e;
+    return n->desc->finalize(&a);
+  }
+  return SL_OK;
+}
+
+static uint64_t g_rng = 88172645463325252ULL;
+static uint64_t rnd(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return g_rng;
+}
+
+static uint64_t dmax(sl_dtype t) {
+  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
+}
+
+/* Random frames; about 1 in 16 pixels at the dtype max (the flag value). */
+static void *random_frames(sl_dtype t, int64_t n) {
+  size_t sz = sl_dtype_size(t);
+  void *f = malloc((size_t)n * sz);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t v = rnd();
+    uint64_t x = (v & 15) == 0 ? dmax(t) : (v >> 8) & dmax(t);
+    if (sz == 1) ((uint8_t *)f)[i] = (uint8_t)x;
+    else if (sz == 2) ((uint16_t *)f)[i] = (uint16_t)x;
+    else ((uint32_t *)f)[i] = (uint32_t)x;
+  }
+  return f;
+}
+
+static void set_pix(void *f, sl_dtype t, int64_t i, uint64_t x) {
+  if (t == SL_U8) ((uint8_t *)f)[i] = (uint8_t)x;
+  else if (t == SL_U16) ((uint16_t *)f)[i] = (uint16_t)x;
+  else ((uint32_t *)f)[i] = (uint32_t)x;
+}
+
+static uint64_t pix(const void *f, sl_dtype t, int64_t i) {
+  if (t == SL_U8) return ((const uint8_t *)f)[i];
+  if (t == SL_U16) return ((const uint16_t *)f)[i];
+  return ((const uint32_t *)f)[i];
+}
+
+static sl_tensor_desc frames_desc(sl_dtype t, int64_t rows, int64_t cols, int64_t h, int64_t w) {
+  int64_t d[4] = {rows, cols, h, w};
+  return sl_desc_make(t, 4, d, 2);
+}
+
+/* ---- references ----------------------------------------------------------- */
+
+static void ref_moments(const void *f, sl_dtype t, int64_t npos, int64_t h, int64_t w,
+                        uint64_t *s, uint64_t *sr, uint64_t *sc) {
+  for (int64_t p = 0; p < npos; p++) {
+    uint64_t a = 0, b = 0, c = 0;
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t col = 0; col < w; col++) {
+        uint64_t v = pix(f, t, p * h * w + r * w + col);
+        a += v;
+        b += (uint64_t)r * v;
+        c += (uint64_t)col * v;
+      }
+    s[p] = a, sr[p] = b, sc[p] = c;
+  }
+}
+
+/* CoM minus the mean over positions with S > 0 (0 where S = 0). */
+static void ref_com(const uint64_t *s, const uint64_t *m, int64_t npos, double *out) {
+  double sum = 0;
+  int64_t nv = 0;
+  for (int64_t p = 0; p < npos; p++)
+    if (s[p]) sum += (double)m[p] / (double)s[p], nv++;
+  double mean = nv ? sum / (double)nv : 0;
+  for (int64_t p = 0; p < npos; p++) out[p] = s[p] ? (double)m[p] / (double)s[p] - mean : 0;
+}
+
+/* Test data: random frames, frame 3 all zero (S = 0), frame 5 all at the max. */
+static void *test_frames(sl_dtype t, int64_t npos, int64_t h, int64_t w) {
+  void *f = random_frames(t, npos * h * w);
+  for (int64_t i = 0; i < h * w; i++) {
+    set_pix(f, t, 3 * h * w + i, 0);
+    set_pix(f, t, 5 * h * w + i, dmax(t));
+  }
+  return f;
+}
+
+/* ---- moments ---------------------------------------------------------------- */
+
+static void test_moments_exact(void **st) {
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  const int64_t sizes[][2] = {{13, 17}, {1, 1}, {31, 2}, {64, 65}};
+  const int64_t rows = 3, cols = 11, npos = rows * cols;
+  for (int ti = 0; ti < 3; ti++)
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+      sl_dtype t = types[ti];
+      int64_t h = sizes[si][0], w = sizes[si][1];
+      sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
+      sl_node n;
+      sl_error e;
+      assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &in, 1, &e), SL_OK);
+      for (int k = 0; k < 3; k++) {
+        assert_int_equal(n.out[k].dtype, SL_U64);
+        assert_int_equal(n.out[k].stream_rank, 2);
+        assert_int_equal(n.out[k].rank, 2);
+      }
+      void *f = test_frames(t, npos, h, w);
+      uint64_t *want[3], *got[3];
+      for (int k = 0; k < 3; k++) {
+        want[k] = calloc((size_t)npos, 8);
+        got[k] = calloc((size_t)npos, 8);
+      }
+      ref_moments(f, t, npos, h, w, want[0], want[1], want[2]);
+      assert_true(want[0][3] == 0);
+      assert_true(want[0][5] == dmax(t) * (uint64_t)(h * w));
+      int64_t chunks[3] = {1, 7, npos};
+      for (int th = 1; th <= 2; th++) {
+        sl_backend *b = backend(th);
+        for (int c = 0; c < 3; c++) {
+          for (int k = 0; k < 3; k++) memset(got[k], 0xAB, (size_t)npos * 8);
+          void *outs[3] = {got[0], got[1], got[2]};
+          assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, chunks[c], &e), SL_OK);
+          for (int k = 0; k < 3; k++)
+            for (int64_t p = 0; p < npos; p++) {
+              if (got[k][p] != want[k][p])
+                fprintf(stderr, "%s %lldx%lld out %d pos %lld: %llu != %llu\n", sl_dtype_name(t),
+                        (long long)h, (long long)w, k, (long long)p,
+                        (unsigned long long)got[k][p], (unsigned long long)want[k][p]);
+              assert_true(got[k][p] == want[k][p]);
+            }
+        }
+        sl_cpu_backend_ops.destroy(b);
+      }
+      for (int k = 0; k < 3; k++) free(want[k]), free(got[k]);
+      free(f);
+      node_free(&n);
+    }
+}
+
+/* Identical frames at every position, all at the u16 max: one more exact case
+ * and the widest u32 accumulators (H * 65535 close to 2^32 is not reachable
+ * here; the u64 path is checked by the u32 frames above). */
+static void test_moments_identical(void **st) {
+  const int64_t h = 255, w = 257, npos = 20;
+  uint16_t *f = malloc((size_t)(npos * h * w) * 2);
+  for (int64_t i = 0; i < npos * h * w; i++) f[i] = 0xFFFF;
+  int64_t d[3] = {npos, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &in, 1, &e), SL_OK);
+  uint64_t s[20], sr[20], sc[20];
+  void *outs[3] = {s, sr, sc};
+  sl_backend *b = backend(2);
+  assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 7, &e), SL_OK);
+  for (int p = 0; p < npos; p++) {
+    assert_true(s[p] == 65535ull * (uint64_t)(h * w));
+    assert_true(sr[p] == 65535ull * (uint64_t)w * (uint64_t)(h * (h - 1) / 2));
+    assert_true(sc[p] == 65535ull * (uint64_t)h * (uint64_t)(w * (w - 1) / 2));
+  }
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  free(f);
+}
+
+static void test_moments_errors(void **st) {
+  /* u32 frames of 4096 x 4096 could overflow sum r*I: refused at infer. */
+  int64_t d[3] = {4, 4096, 4096};
+  sl_tensor_desc big = sl_desc_make(SL_U32, 3, d, 1);
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &big, 1, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "u64"));
+  node_free(&n);
+  assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &big, 1, &e), SL_ERR_PIPELINE);
+  node_free(&n);
+  int64_t d2[4] = {2, 2, 8, 8};
+  sl_tensor_desc fl = sl_desc_make(SL_F32, 4, d2, 2), whole = sl_desc_make(SL_U16, 2, d2 + 2, 0);
+  assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &fl, 1, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "input 'frames'"));
+  node_free(&n);
+  assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &whole, 1, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "streamed"));
+  node_free(&n);
+  sl_tensor_desc ok = sl_desc_make(SL_U16, 4, d2, 2);
+  kv o[] = {{"descan", "linear"}};
+  assert_int_equal(node_make(&n, &sl_node_com, o, 1, &ok, 1, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "'descan'"));
+  node_free(&n);
+}
+
+/* ---- com ----------------------------------------------------------------------- */
+
+static void test_com_reference(void **st) {
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  const int64_t sizes[][2] = {{13, 17}, {1, 1}, {40, 33}};
+  const int64_t rows = 3, cols = 11, npos = rows * cols;
+  for (int ti = 0; ti < 3; ti++)
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+      sl_dtype t = types[ti];
+      int64_t h = sizes[si][0], w = sizes[si][1];
+      sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
+      sl_node n;
+      sl_error e;
+      assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &in, 1, &e), SL_OK);
+      for (int k = 0; k < 2; k++) {
+        assert_int_equal(n.out[k].dtype, SL_F64);
+        assert_int_equal(n.out[k].stream_rank, 0);
+        assert_int_equal(n.out[k].rank, 2);
+        assert_int_equal(n.out[k].dims[0], rows);
+        assert_int_equal(n.out[k].dims[1], cols);
+      }
+      assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+      void *f = test_frames(t, npos, h, w);
+      uint64_t *m[3];
+      for (int k = 0; k < 3; k++) m[k] = calloc((size_t)npos, 8);
+      ref_moments(f, t, npos, h, w, m[0], m[1], m[2]);
+      double *want_r = calloc((size_t)npos, 8), *want_c = calloc((size_t)npos, 8);
+      double *got_r = calloc((size_t)npos, 8), *got_c = calloc((size_t)npos, 8);
+      ref_com(m[0], m[1], npos, want_r);
+      ref_com(m[0], m[2], npos, want_c);
+      int64_t chunks[3] = {1, 7, npos};
+      for (int th = 1; th <= 2; th++) {
+        sl_backend *b = backend(th);
+        for (int c = 0; c < 3; c++) {
+          memset(got_r, 0xAB, (size_t)npos * 8); /* the harness zeroes reductions */
+          memset(got_c, 0xAB, (size_t)npos * 8);
+          void *outs[2] = {got_r, got_c};
+          assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, chunks[c], &e), SL_OK);
+          for (int64_t p = 0; p < npos; p++) {
+            if (fabs(got_r[p] - want_r[p]) > 1e-12 || fabs(got_c[p] - want_c[p]) > 1e-12)
+              fprintf(stderr, "pos %lld: (%.17g, %.17g) != (%.17g, %.17g)\n", (long long)p,
+                      got_r[p], got_c[p], want_r[p], want_c[p]);
+            assert_true(fabs(got_r[p] - want_r[p]) <= 1e-12);
+            assert_true(fabs(got_c[p] - want_c[p]) <= 1e-12);
+          }
+          assert_true(got_r[3] == 0 && got_c[3] == 0); /* S = 0 */
+        }
+        sl_cpu_backend_ops.destroy(b);
+      }
+      for (int k = 0; k < 3; k++) free(m[k]);
+      free(want_r), free(want_c), free(got_r), free(got_c), free(f);
+      node_free(&n);
+    }
+}
+
+/* One bright pixel per frame at (2 + i + 0.5 j, 3 + j): CoM is a plane over the
+ * scan. descan plane removes it exactly; descan none leaves the plane minus
+ * its mean. Frame (1, 1) is empty (S = 0) and stays 0. */
+static void test_com_plane(void **st) {
+  const int64_t rows = 6, cols = 8, npos = rows * cols, h = 24, w = 16;
+  uint16_t *f = calloc((size_t)(npos * h * w), 2);
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      int64_t p = i * cols + j;
+      if (p == cols + 1) continue;
+      /* row 2 + i + j/2: two pixels when j is odd (half-way) */
+      uint16_t *fr = f + p * h * w;
+      int64_t r = 2 + i + j / 2;
+      if (j % 2) fr[r * w + 3 + j] = 500, fr[(r + 1) * w + 3 + j] = 500;
+      else fr[r * w + 3 + j] = 1000;
+    }
+  sl_tensor_desc in = frames_desc(SL_U16, rows, cols, h, w);
+  double want_r[48], want_c[48];
+  /* Plane means: over the valid positions. */
+  double mr = 0, mc = 0;
+  for (int64_t p = 0; p < npos; p++)
+    if (p != cols + 1) {
+      mr += 2.0 + (double)(p / cols) + 0.5 * (double)(p % cols);
+      mc += 3.0 + (double)(p % cols);
+    }
+  mr /= (double)(npos - 1), mc /= (double)(npos - 1);
+  for (int64_t p = 0; p < npos; p++) {
+    want_r[p] = p == cols + 1 ? 0 : 2.0 + (double)(p / cols) + 0.5 * (double)(p % cols) - mr;
+    want_c[p] = p == cols + 1 ? 0 : 3.0 + (double)(p % cols) - mc;
+  }
+  sl_backend *b = backend(2);
+  for (int mode = 0; mode < 2; mode++) {
+    kv o[] = {{"descan", mode ? "plane" : "none"}};
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, &sl_node_com, o, 1, &in, 1, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    double got_r[48], got_c[48];
+    void *outs[2] = {got_r, got_c};
+    assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 7, &e), SL_OK);
+    for (int64_t p = 0; p < npos; p++) {
+      double er = mode ? 0 : want_r[p], ec = mode ? 0 : want_c[p];
+      assert_true(fabs(got_r[p] - er) < 1e-9);
+      assert_true(fabs(got_c[p] - ec) < 1e-9);
+    }
+    node_free(&n);
+  }
+  sl_cpu_backend_ops.destroy(b);
+  free(f);
+}
+
+/* descan plane against a plain least-squares fit: normal equations of
+ * [1, row, col] solved by Cramer's rule here. */
+static void test_com_plane_random(void **st) {
+  const int64_t rows = 5, cols = 7, npos = rows * cols, h = 9, w = 11;
+  void *f = random_frames(SL_U8, npos * h * w);
+  sl_tensor_desc in = frames_desc(SL_U8, rows, cols, h, w);
+  uint64_t s[35], sr[35], sc[35];
+  ref_moments(f, SL_U8, npos, h, w, s, sr, sc);
+  kv o[] = {{"descan", "plane"}};
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_com, o, 1, &in, 1, &e), SL_OK);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  double got[2][35];
+  void *outs[2] = {got[0], got[1]};
+  sl_backend *b = backend(1);
+  assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 4, &e), SL_OK);
+  for (int k = 0; k < 2; k++) {
+    double M[3][3] = {{0}}, v[3] = {0}, y[35];
+    for (int64_t p = 0; p < npos; p++) {
+      y[p] = (double)(k ? sc[p] : sr[p]) / (double)s[p];
+      double x[3] = {1, (double)(p / cols), (double)(p % cols)};
+      for (int i = 0; i < 3; i++) {
+        v[i] += x[i] * y[p];
+        for (int j = 0; j < 3; j++) M[i][j] += x[i] * x[j];
+      }
+    }
+    double det = M[0][0] * (M[1][1] * M[2][2] - M[1][2] * M[2][1]) -
+                 M[0][1] * (M[1][0] * M[2][2] - M[1][2] * M[2][0]) +
+                 M[0][2] * (M[1][0] * M[2][1] - M[1][1] * M[2][0]);
+    double coef[3];
+    for (int c = 0; c < 3; c++) {
+      double A[3][3];
+      memcpy(A, M, sizeof A);
+      for (int i = 0; i < 3; i++) A[i][c] = v[i];
+      coef[c] = (A[0][0] * (A[1][1] * A[2][2] - A[1][2] * A[2][1]) -
+                 A[0][1] * (A[1][0] * A[2][2] - A[1][2] * A[2][0]) +
+                 A[0][2] * (A[1][0] * A[2][1] - A[1][1] * A[2][0])) /
+                det;
+    }
+    for (int64_t p = 0; p < npos; p++) {
+      double want = y[p] - coef[0] - coef[1] * (double)(p / cols) - coef[2] * (double)(p % cols);
+      assert_true(fabs(got[k][p] - want) < 1e-9);
+    }
+  }
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  free(f);
+}
+
+/* ---- com against synthetic_4dstem's ground truth ------------------------------ */
+
+static double correlation(const double *a, const double *b, int64_t n) {
+  double ma = 0, mb = 0;
+  for (int64_t i = 0; i < n; i++) ma += a[i], mb += b[i];
+  ma /= (double)n, mb /= (double)n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (int64_t i = 0; i < n; i++) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return sab / sqrt(saa * sbb);
+}
+
+static void test_com_synthetic(void **st) {
+  const int64_t rows = 12, cols = 12, h = 32, w = 32, npos = rows * cols;
+  kv so[] = {{"scan_shape", "[12, 12]"}, {"detector_shape", "[32, 32]"}, {"dose", "1e6"},
+             {"dtype", "u32"},           {"disk_radius", "5"},          {"seed", "7"}};
+  sl_node syn;
+  sl_error e;
+  assert_int_equal(node_make(&syn, &sl_node_synthetic_4dstem, so, 6, NULL, 0, &e), SL_OK);
+  assert_int_equal(syn.desc->prepare(&syn, &e), SL_OK);
+  uint32_t *frames = malloc((size_t)(npos * h * w) * 4);
+  double *phase = calloc((size_t)npos, 8), *comx = calloc((size_t)npos * 2, 8);
+  sl_backend *b = backend(2);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.backend = b;
+  a.node = &syn;
+  a.state = syn.state;
+  a.pos_count = npos;
+  a.n_chunks = 1;
+  a.out[0] = frames, a.out[1] = phase, a.out[2] = comx;
+  a.err = &e;
+  assert_int_equal(syn.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
+
+  int64_t d[4] = {rows, cols, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U32, 4, d, 2);
+  sl_node n;
+  assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &in, 1, &e), SL_OK);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  double *cr = calloc((size_t)npos, 8), *cc = calloc((size_t)npos, 8);
+  double *er = calloc((size_t)npos, 8), *ec = calloc((size_t)npos, 8);
+  void *outs[2] = {cr, cc};
+  assert_int_equal(run_stream(&n, b, frames, NULL, 0, outs, npos, 7, &e), SL_OK);
+  double mr = 0, mc = 0, spread = 0;
+  for (int64_t p = 0; p < npos; p++) mr += comx[2 * p], mc += comx[2 * p + 1];
+  mr /= (double)npos, mc /= (double)npos;
+  for (int64_t p = 0; p < npos; p++) {
+    er[p] = comx[2 * p] - mr, ec[p] = comx[2 * p + 1] - mc;
+    spread = fmax(spread, fabs(er[p]));
+  }
+  double rr = correlation(cr, er, npos), rc = correlation(cc, ec, npos);
+  double mean_out = 0;
+  for (int64_t p = 0; p < npos; p++) mean_out += cr[p];
+  fprintf(stderr, "com vs synthetic com_expected: r_row %.5f r_col %.5f (spread %.3f px)\n", rr,
+          rc, spread);
+  assert_true(spread > 0.05); /* the object deflects the beam measurably */
+  assert_true(rr >= 0.99);
+  assert_true(rc >= 0.99);
+  assert_true(fabs(mean_out) < 1e-9); /* mean removed */
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  node_free(&syn);
+  free(frames), free(phase), free(comx), free(cr), free(cc), free(er), free(ec);
+}
+
+static void test_cost(void **st) {
+  int64_t d[4] = {3, 4, 16, 20};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
+  sl_node n;
+  sl_error e;
+  sl_node_cost c;
+  assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &in, 1, &e), SL_OK);
+  n.desc->cost(&n, 10, &c);
+  assert_true(c.bytes_read == 10 * 320 * 2 && c.bytes_written == 240);
+  node_free(&n);
+  assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &in, 1, &e), SL_OK);
+  n.desc->cost(&n, 10, &c);
+  assert_true(c.bytes_read == 10 * 320 * 2 && c.bytes_written == 160 && c.state_bytes == 12);
+  node_free(&n);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_moments_exact),    cmocka_unit_test(test_moments_identical),
+      cmocka_unit_test(test_moments_errors),   cmocka_unit_test(test_com_reference),
+      cmocka_unit_test(test_com_plane),        cmocka_unit_test(test_com_plane_random),
+      cmocka_unit_test(test_com_synthetic),    cmocka_unit_test(test_cost),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
