@@ -8,7 +8,7 @@ WERROR     ?= $(if $(CI),ON,OFF)
 
 DEB_PACKAGES = build-essential cmake pkg-config libyaml-dev libhdf5-dev hdf5-tools \
                liblz4-dev libzstd-dev libcmocka-dev libpng-dev zlib1g-dev libfftw3-dev clang \
-               libclang-rt-14-dev python3
+               libclang-rt-14-dev python3 python3-h5py python3-numpy bitshuffle util-linux
 
 .PHONY: all deps build build-asan demo test test-asan bench fuzz clean
 

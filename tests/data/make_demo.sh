@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# make demo: runs the main job on the embedded default (the CPU backend).
-# Until the HDF5 reader lands, the sample acquisition is generated in the run
-# by the physics-based synthetic source (pipelines/templates/detector_input.yaml).
+# make demo: writes a small Dectris-style acquisition (a master file and its
+# data files, bitshuffle-LZ4 compressed through the official HDF5 plugin),
+# plans and runs pipelines/virtual_image.yaml on it with the embedded default
+# backend (CPU), and says where the outputs are.
 set -euo pipefail
 sluice=${1:-build/sluice}
-out=demo-out/virtual_image
-mkdir -p demo-out
-"$sluice" plan pipelines/virtual_image.yaml --set scan_shape=[64,64]
-"$sluice" run pipelines/virtual_image.yaml --set scan_shape=[64,64] --out "$out" --force
+mkdir -p demo-data demo-out
+if [ ! -e demo-data/sample_master.h5 ]; then
+  /usr/bin/python3 tests/data/make_dectris.py demo-data/sample --scan 64 64 --detector 128 128 \
+    --frames-per-file 1000 --dtype u16 --compress bslz4
+fi
+"$sluice" plan pipelines/virtual_image.yaml --set input=demo-data/sample_master.h5
+"$sluice" run pipelines/virtual_image.yaml --set input=demo-data/sample_master.h5 \
+  --set disk_radius=16 --out demo-out/virtual_image --force
 echo
-echo "demo outputs are in $out/ (results.h5, bf.png, adf.png, report.json)"
+echo "demo acquisition: demo-data/sample_master.h5 (+ data files)"
+echo "demo outputs:     demo-out/virtual_image/ (results.h5, bf.png, adf.png, report.json)"

@@ -1,0 +1,438 @@
+/* virtual_detectors: BF/ADF/DF from one sweep against plain per-pixel loops
+ * written here and against three virtual_image runs (bit for bit); random data
+ * with values at the dtype max, odd detector sizes, chunks of 1, 7 and all
+ * positions, 1 and 2 threads; runs longer than 65536 pixels; the disk input;
+ * validation. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "engine/pipeline/yaml_tree.h"
+
+extern const sl_node_desc sl_node_virtual_detectors;
+extern const sl_node_desc sl_node_virtual_image;
+
+/* ---- harness (descriptors called directly, as the executor would) -------- */
+
+typedef struct kv {
+  const char *name, *yaml;
+} kv;
+
+/* Builds a node of `d` with params from `over` (YAML text) or the defaults and
+ * the given input descriptors (n_in of them; the rest unconnected); runs infer. */
+static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
+                         const sl_tensor_desc *in, int n_in, sl_error *e) {
+  memset(n, 0, sizeof *n);
+  sl_error_clear(e);
+  n->desc = d;
+  n->id = "node";
+  n->params = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
+  for (int i = 0; i < d->n_params; i++) {
+    const char *text = d->params[i].default_value;
+    for (int k = 0; k < n_over; k++)
+      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
+    assert_non_null(text);
+    sl_yaml *y = NULL;
+    if (text[0] == 0) {
+      sl_loc loc = {"test", 1, 1};
+      y = sl_yaml_new_scalar("", loc);
+    } else {
+      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
+    }
+    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
+    sl_yaml_free(y);
+    if (rc) return rc;
+  }
+  n->n_in = d->n_inputs;
+  n->n_out = d->n_outputs;
+  for (int k = 0; k < n_in; k++) n->in[k] = in[k];
+  return d->infer(n, e);
+}
+
+static void node_free(sl_node *n) {
+  if (n->desc->release && n->state) n->desc->release(n);
+  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
+  free(n->params);
+  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
+  free(n->notes);
+}
+
+static sl_backend *backend(int threads) {
+  sl_backend *b = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
+  return b;
+}
+
+/* Runs a stream node over `npos` positions in chunks of `chunk`: input 0 is
+ * streamed (`in0`, item_bytes per position), inputs 1.. are whole (`whole_in`);
+ * streamed outputs advance with the chunk, whole outputs (reductions) are
+ * zeroed before the first chunk; then finalize. */
+static sl_code run_stream(sl_node *n, sl_backend *b, const void *in0, const void *const *whole_in,
+                          int n_whole_in, void **out, int64_t npos, int64_t chunk, sl_error *e) {
+  sl_error_clear(e);
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k].stream_rank == 0) memset(out[k], 0, (size_t)sl_desc_bytes(&n->out[k]));
+  int64_t ib = sl_desc_item_bytes(&n->in[0]);
+  sl_kernel_args a;
+  for (int64_t s = 0; s < npos; s += chunk) {
+    memset(&a, 0, sizeof a);
+    a.backend = b;
+    a.node = n;
+    a.state = n->state;
+    a.pos_start = s;
+    a.pos_count = npos - s < chunk ? npos - s : chunk;
+    a.chunk = s / chunk;
+    a.n_chunks = (npos + chunk - 1) / chunk;
+    a.in[0] = (const char *)in0 + s * ib;
+    for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
+    for (int k = 0; k < n->n_out; k++)
+      a.out[k] = n->out[k].stream_rank
+                     ? (char *)out[k] + s * sl_desc_item_bytes(&n->out[k])
+                     : out[k];
+    a.err = e;
+    sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+    if (rc) return rc;
+  }
+  if (n->desc->finalize) {
+    memset(&a, 0, sizeof a);
+    a.backend = b;
+    a.node = n;
+    a.state = n->state;
+    a.pos_count = npos;
+    for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
+    for (int k = 0; k < n->n_out; k++) a.out[k] = out[k];
+    a.err = e;
+    return n->desc->finalize(&a);
+  }
+  return SL_OK;
+}
+
+static uint64_t g_rng = 88172645463325252ULL;
+static uint64_t rnd(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return g_rng;
+}
+
+static uint64_t dmax(sl_dtype t) {
+  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
+}
+
+/* Random frames; about 1 in 16 pixels at the dtype max (the flag value). */
+static void *random_frames(sl_dtype t, int64_t n) {
+  size_t sz = sl_dtype_size(t);
+  void *f = malloc((size_t)n * sz);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t v = rnd();
+    uint64_t x = (v & 15) == 0 ? dmax(t) : (v >> 8) & dmax(t);
+    if (sz == 1) ((uint8_t *)f)[i] = (uint8_t)x;
+    else if (sz == 2) ((uint16_t *)f)[i] = (uint16_t)x;
+    else ((uint32_t *)f)[i] = (uint32_t)x;
+  }
+  return f;
+}
+
+static void set_pix(void *f, sl_dtype t, int64_t i, uint64_t x) {
+  if (t == SL_U8) ((uint8_t *)f)[i] = (uint8_t)x;
+  else if (t == SL_U16) ((uint16_t *)f)[i] = (uint16_t)x;
+  else ((uint32_t *)f)[i] = (uint32_t)x;
+}
+
+static uint64_t pix(const void *f, sl_dtype t, int64_t i) {
+  if (t == SL_U8) return ((const uint8_t *)f)[i];
+  if (t == SL_U16) return ((const uint16_t *)f)[i];
+  return ((const uint32_t *)f)[i];
+}
+
+static sl_tensor_desc frames_desc(sl_dtype t, int64_t rows, int64_t cols, int64_t h, int64_t w) {
+  int64_t d[4] = {rows, cols, h, w};
+  return sl_desc_make(t, 4, d, 2);
+}
+
+/* Plain reference: radii in pixels. */
+static void reference(const void *f, sl_dtype t, int64_t npos, int64_t h, int64_t w, double cr,
+                      double cc, double r, double in, double out, uint64_t *bf, uint64_t *adf,
+                      uint64_t *df) {
+  for (int64_t p = 0; p < npos; p++) {
+    uint64_t a = 0, b = 0, c = 0;
+    for (int64_t y = 0; y < h; y++)
+      for (int64_t x = 0; x < w; x++) {
+        double d2 = (y - cr) * (y - cr) + (x - cc) * (x - cc);
+        uint64_t v = pix(f, t, p * h * w + y * w + x);
+        if (d2 <= r * r) a += v;
+        else c += v;
+        if (d2 >= in * in && d2 < out * out) b += v;
+      }
+    bf[p] = a, adf[p] = b, df[p] = c;
+  }
+}
+
+typedef struct vd_case {
+  const char *center; /* YAML or NULL */
+  const char *radius, *inner, *outer, *units;
+  double cr, cc, r, in, out; /* reference geometry in pixels (cr < -1e8: detector centre) */
+} vd_case;
+
+static void check_case(const vd_case *k, sl_dtype t, int64_t h, int64_t w) {
+  const int64_t rows = 4, cols = 9, npos = rows * cols;
+  double cr = k->cr < -1e8 ? (h - 1) / 2.0 : k->cr, cc = k->cr < -1e8 ? (w - 1) / 2.0 : k->cc;
+  kv o[5] = {{"radius", k->radius}, {"inner", k->inner}, {"outer", k->outer},
+             {"units", k->units},   {"center", k->center ? k->center : "[]"}};
+  sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
+  sl_node n;
+  sl_error e;
+  sl_code rc = node_make(&n, &sl_node_virtual_detectors, o, 5, &in, 1, &e);
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+  for (int q = 0; q < 3; q++) {
+    assert_int_equal(n.out[q].dtype, SL_U64);
+    assert_int_equal(n.out[q].stream_rank, 2);
+    assert_int_equal(n.out[q].rank, 2);
+  }
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  void *f = random_frames(t, npos * h * w);
+  uint64_t *want[3], *got[3], *vi[3];
+  for (int q = 0; q < 3; q++) {
+    want[q] = calloc((size_t)npos, 8);
+    got[q] = calloc((size_t)npos, 8);
+    vi[q] = calloc((size_t)npos, 8);
+  }
+  reference(f, t, npos, h, w, cr, cc, k->r, k->in, k->out, want[0], want[1], want[2]);
+  /* The same through virtual_image, one kind at a time. */
+  const char *kinds[3] = {"bf", "adf", "df"};
+  for (int q = 0; q < 3; q++) {
+    kv vo[6] = {{"kind", kinds[q]}, {"radius", k->radius}, {"inner", k->inner},
+                {"outer", k->outer}, {"units", k->units}, {"center", k->center ? k->center : "[]"}};
+    sl_node v;
+    assert_int_equal(node_make(&v, &sl_node_virtual_image, vo, 6, &in, 1, &e), SL_OK);
+    assert_int_equal(v.desc->prepare(&v, &e), SL_OK);
+    sl_backend *b = backend(2);
+    void *outs[1] = {vi[q]};
+    assert_int_equal(run_stream(&v, b, f, NULL, 0, outs, npos, 5, &e), SL_OK);
+    sl_cpu_backend_ops.destroy(b);
+    node_free(&v);
+  }
+  int64_t chunks[3] = {1, 7, npos};
+  for (int th = 1; th <= 2; th++) {
+    sl_backend *b = backend(th);
+    for (int c = 0; c < 3; c++) {
+      for (int q = 0; q < 3; q++) memset(got[q], 0xAB, (size_t)npos * 8);
+      void *outs[3] = {got[0], got[1], got[2]};
+      assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, chunks[c], &e), SL_OK);
+      for (int q = 0; q < 3; q++)
+        for (int64_t p = 0; p < npos; p++) {
+          if (got[q][p] != want[q][p] || got[q][p] != vi[q][p])
+            fprintf(stderr, "%s %s pos %lld: %llu ref %llu virtual_image %llu\n",
+                    sl_dtype_name(t), kinds[q], (long long)p, (unsigned long long)got[q][p],
+                    (unsigned long long)want[q][p], (unsigned long long)vi[q][p]);
+          assert_true(got[q][p] == want[q][p]);
+          assert_true(got[q][p] == vi[q][p]);
+        }
+    }
+    sl_cpu_backend_ops.destroy(b);
+  }
+  for (int q = 0; q < 3; q++) free(want[q]), free(got[q]), free(vi[q]);
+  free(f);
+  node_free(&n);
+}
+
+static void test_against_reference(void **st) {
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  const vd_case cases[] = {
+      /* default centre, ADF 1..2 radii */
+      {NULL, "7.5", "1", "2", "radii", -1e9, 0, 7.5, 7.5, 15},
+      /* integer radius, pixel boundaries exactly on d = r */
+      {"[18, 20]", "5", "1", "2", "radii", 18, 20, 5, 5, 10},
+      /* fractional centre, ring overlapping the disk (inner < radius) */
+      {"[17.25, 21.5]", "6", "3", "9.5", "pixels", 17.25, 21.5, 6, 3, 9.5},
+      /* off-centre, clipped by the edge */
+      {"[3, 38]", "4", "2", "5", "radii", 3, 38, 4, 8, 20},
+      /* disk bigger than the detector: no DF */
+      {NULL, "100", "1", "2", "radii", -1e9, 0, 100, 100, 200},
+  };
+  for (int ti = 0; ti < 3; ti++)
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_case(&cases[k], types[ti], 37, 41);
+  /* Odd small detectors. */
+  vd_case tiny = {NULL, "1", "1", "2", "radii", -1e9, 0, 1, 1, 2};
+  check_case(&tiny, SL_U16, 1, 1);
+  check_case(&tiny, SL_U8, 3, 1);
+  check_case(&tiny, SL_U32, 5, 7);
+}
+
+/* Runs longer than 65536 pixels (cut in the u32 sums) and every pixel at the
+ * max: 300 x 300 u16 and u8 frames, and u32 beyond 2^32. */
+static void test_long_runs(void **st) {
+  const int64_t h = 300, w = 300, npos = 3;
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  for (int ti = 0; ti < 3; ti++) {
+    sl_dtype t = types[ti];
+    void *f = malloc((size_t)(npos * h * w) * sl_dtype_size(t));
+    for (int64_t i = 0; i < npos * h * w; i++) set_pix(f, t, i, dmax(t));
+    int64_t d[3] = {npos, h, w};
+    sl_tensor_desc in = sl_desc_make(t, 3, d, 1);
+    kv o[] = {{"radius", "10"}, {"center", "[20, 20]"}};
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 2, &in, 1, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    uint64_t want[3][3], got[3][3];
+    reference(f, t, npos, h, w, 20, 20, 10, 10, 20, want[0], want[1], want[2]);
+    void *outs[3] = {got[0], got[1], got[2]};
+    sl_backend *b = backend(2);
+    assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 2, &e), SL_OK);
+    for (int q = 0; q < 3; q++)
+      for (int p = 0; p < npos; p++) assert_true(got[q][p] == want[q][p]);
+    assert_true(got[0][0] + got[2][0] == dmax(t) * (uint64_t)(h * w));
+    sl_cpu_backend_ops.destroy(b);
+    node_free(&n);
+    free(f);
+  }
+}
+
+/* The disk input gives the same images as the same geometry in params. */
+static void test_disk_input(void **st) {
+  const int64_t rows = 3, cols = 5, npos = rows * cols, h = 33, w = 29;
+  void *f = random_frames(SL_U16, npos * h * w);
+  sl_tensor_desc in[2];
+  in[0] = frames_desc(SL_U16, rows, cols, h, w);
+  int64_t dd[1] = {4};
+  in[1] = sl_desc_make(SL_F64, 1, dd, 0);
+  const double disk[4] = {15.3, 12.7, 6.4, 0.05};
+  kv po[] = {{"radius", "6.4"}, {"center", "[15.3, 12.7]"}, {"inner", "1.2"}, {"outer", "2.5"}};
+  kv dn[] = {{"inner", "1.2"}, {"outer", "2.5"}};
+  sl_node a, b2;
+  sl_error e;
+  assert_int_equal(node_make(&a, &sl_node_virtual_detectors, po, 4, in, 1, &e), SL_OK);
+  assert_int_equal(node_make(&b2, &sl_node_virtual_detectors, dn, 2, in, 2, &e), SL_OK);
+  assert_int_equal(a.desc->prepare(&a, &e), SL_OK);
+  assert_int_equal(b2.desc->prepare(&b2, &e), SL_OK);
+  uint64_t x[3][15], y[3][15];
+  void *ox[3] = {x[0], x[1], x[2]}, *oy[3] = {y[0], y[1], y[2]};
+  const void *whole[1] = {disk};
+  sl_backend *b = backend(2);
+  assert_int_equal(run_stream(&a, b, f, NULL, 0, ox, npos, 4, &e), SL_OK);
+  assert_int_equal(run_stream(&b2, b, f, whole, 1, oy, npos, 4, &e), SL_OK);
+  assert_memory_equal(x, y, sizeof x);
+  /* A second run with a different disk rebuilds the runs. */
+  const double disk2[4] = {10, 10, 3, 0};
+  const void *whole2[1] = {disk2};
+  assert_int_equal(run_stream(&b2, b, f, whole2, 1, oy, npos, 4, &e), SL_OK);
+  uint64_t ref[3][15];
+  reference(f, SL_U16, npos, h, w, 10, 10, 3, 3.6, 7.5, ref[0], ref[1], ref[2]);
+  assert_memory_equal(ref, y, sizeof y);
+  /* Bad disk values at run time. */
+  const double bad[4] = {10, 10, 0, 0};
+  const void *whole3[1] = {bad};
+  assert_int_equal(run_stream(&b2, b, f, whole3, 1, oy, npos, 4, &e), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "radius"));
+  const double far[4] = {1e6, 10, 3, 0};
+  const void *whole4[1] = {far};
+  assert_int_equal(run_stream(&b2, b, f, whole4, 1, oy, npos, 4, &e), SL_ERR_FORMAT);
+  sl_cpu_backend_ops.destroy(b);
+  assert_true(b2.n_notes >= 1 && strstr(b2.notes[0], "disk"));
+  node_free(&a);
+  node_free(&b2);
+  free(f);
+}
+
+static void test_invalid(void **st) {
+  int64_t d[4] = {3, 4, 16, 16};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
+  struct {
+    kv o[3];
+    int n;
+    const char *needle;
+  } cases[] = {
+      {{{"radius", "0"}}, 1, "'radius'"},
+      {{{"radius", "-1"}}, 1, "'radius'"},
+      {{{"radius", ".nan"}}, 1, "'radius'"},
+      {{{"radius", "3"}, {"outer", "1"}}, 2, "'outer'"},
+      {{{"radius", "3"}, {"inner", "-1"}}, 2, "'inner'"},
+      {{{"radius", "3"}, {"units", "mm"}}, 2, "'units'"},
+      {{{"radius", "3"}, {"center", "[1, 2, 3]"}}, 2, "'center'"},
+      {{{"radius", "3"}, {"center", "[1, x]"}}, 2, "'center'"},
+      {{{"radius", "3"}, {"center", "[1, 1e9]"}}, 2, "'center'"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    sl_node n;
+    sl_error e;
+    sl_code rc = node_make(&n, &sl_node_virtual_detectors, cases[k].o, cases[k].n, &in, 1, &e);
+    if (rc != SL_ERR_PIPELINE || !strstr(e.msg, cases[k].needle))
+      fprintf(stderr, "case %zu: rc %d msg '%s'\n", k, rc, e.msg);
+    assert_int_equal(rc, SL_ERR_PIPELINE);
+    assert_non_null(strstr(e.msg, cases[k].needle));
+    node_free(&n);
+  }
+  /* Wrong frames and wrong disk ports. */
+  sl_tensor_desc bad[2] = {sl_desc_make(SL_F32, 4, d, 2), in};
+  kv o[] = {{"radius", "3"}};
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 1, bad, 1, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "input 'frames'"));
+  node_free(&n);
+  int64_t d3[1] = {3};
+  sl_tensor_desc withdisk[2] = {in, sl_desc_make(SL_F64, 1, d3, 0)};
+  assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 1, withdisk, 2, &e),
+                   SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "input 'disk'"));
+  node_free(&n);
+  /* With a disk, radius may stay unset. */
+  int64_t d4[1] = {4};
+  withdisk[1] = sl_desc_make(SL_F64, 1, d4, 0);
+  assert_int_equal(node_make(&n, &sl_node_virtual_detectors, NULL, 0, withdisk, 2, &e), SL_OK);
+  node_free(&n);
+}
+
+/* Throughput on a 256x256 u16 detector (printed, not asserted). */
+static void test_speed(void **st) {
+  const int64_t h = 256, w = 256, npos = 256;
+  uint16_t *f = malloc((size_t)(npos * h * w) * 2);
+  for (int64_t i = 0; i < npos * h * w; i++) f[i] = (uint16_t)(rnd() & 0x3FF);
+  int64_t d[3] = {npos, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
+  kv o[] = {{"radius", "40"}};
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 1, &in, 1, &e), SL_OK);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  uint64_t *o3 = malloc((size_t)npos * 24);
+  void *outs[3] = {o3, o3 + npos, o3 + 2 * npos};
+  sl_backend *b = backend(1);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int rep = 0; rep < 4; rep++)
+    assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, npos, &e), SL_OK);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  fprintf(stderr, "virtual_detectors: %.2f GB/s on 1 thread (256x256 u16)\n",
+          4.0 * (double)(npos * h * w * 2) / s / 1e9);
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  free(o3);
+  free(f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_against_reference), cmocka_unit_test(test_long_runs),
+      cmocka_unit_test(test_disk_input),        cmocka_unit_test(test_invalid),
+      cmocka_unit_test(test_speed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
