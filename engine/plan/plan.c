@@ -292,7 +292,11 @@ sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out
           int64_t b = sl_desc_item_bytes(&g->nodes[i].out[k]);
           if (b > per_pos) per_pos = b;
         }
-    int64_t target = opts->target_chunk_bytes > 0 ? opts->target_chunk_bytes : (32 << 20);
+    /* Small chunks keep a chunk's data in cache from one level to the next;
+     * about 1 MiB per worker keeps every worker busy. */
+    int64_t workers = opts->caps.compute_units > 0 ? opts->caps.compute_units : 1;
+    int64_t target = opts->target_chunk_bytes > 0 ? opts->target_chunk_bytes
+                                                  : (workers < 2 ? 2 : workers) << 20;
     chunk = per_pos > 0 ? target / per_pos : positions;
     if (chunk < 1) chunk = 1;
   }

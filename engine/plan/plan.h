@@ -56,7 +56,7 @@ typedef struct sl_plan_pass {
 typedef struct sl_plan_opts {
   sl_backend_caps caps;      /* throughput profile and memory */
   int64_t chunk_positions;   /* 0 = choose from target_chunk_bytes */
-  int64_t target_chunk_bytes; /* 0 = 32 MiB for the largest streamed buffer */
+  int64_t target_chunk_bytes; /* 0 = 1 MiB per worker (at least 2 MiB) for the largest streamed buffer */
   uint64_t memory_limit;     /* 0 = caps.memory_bytes; the budget */
 } sl_plan_opts;
 

@@ -7,17 +7,18 @@
 
 #include "../../engine/graph/graph.h"
 #include "h5_index.h"
+#include "h5_index_cache.h"
 
-static sl_code open_index(const sl_node *n, sl_h5_index **ix, sl_error *err) {
+static sl_code open_index(const sl_node *n, const sl_h5_index **ix, sl_error *err) {
   const char *path = sl_param_str(n, "path");
   const char *ds = sl_param_str(n, "dataset");
   if (!path || !path[0])
     return sl_fail(err, SL_ERR_PIPELINE, "param 'path' is empty: give the detector master file");
-  return sl_h5_index_open(path, ds && ds[0] ? ds : NULL, ix, err);
+  return sl_h5_index_get(path, ds && ds[0] ? ds : NULL, ix, err);
 }
 
 static sl_code mask_infer(sl_node *n, sl_error *err) {
-  sl_h5_index *ix = NULL;
+  const sl_h5_index *ix = NULL;
   sl_code rc = open_index(n, &ix, err);
   if (rc != SL_OK) return rc;
   int64_t dims[2] = {ix->frame_rows, ix->frame_cols};
@@ -26,7 +27,7 @@ static sl_code mask_infer(sl_node *n, sl_error *err) {
     sl_node_note(n, "pixel_mask", "%lld bad pixels from %s", (long long)ix->meta.n_bad_pixels, ix->source);
   else
     sl_node_note(n, "pixel_mask", "none in %s: every pixel is taken as good", ix->source);
-  sl_h5_index_free(ix);
+  sl_h5_index_put(ix);
   return SL_OK;
 }
 
@@ -38,7 +39,7 @@ static void mask_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 }
 
 static sl_code mask_cpu(sl_kernel_args *a) {
-  sl_h5_index *ix = NULL;
+  const sl_h5_index *ix = NULL;
   sl_code rc = open_index(a->node, &ix, a->err);
   if (rc != SL_OK) return rc;
   const sl_tensor_desc *d = &a->node->out[0];
@@ -51,7 +52,7 @@ static sl_code mask_cpu(sl_kernel_args *a) {
   } else {
     memset(out, 0, (size_t)n);
   }
-  sl_h5_index_free(ix);
+  sl_h5_index_put(ix);
   return rc;
 }
 

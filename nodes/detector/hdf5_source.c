@@ -11,9 +11,10 @@
 #include "../../engine/graph/graph.h"
 #include "chunk_reader.h"
 #include "h5_index.h"
+#include "h5_index_cache.h"
 
 typedef struct src_state {
-  sl_h5_index *ix;
+  const sl_h5_index *ix;
   sl_chunk_reader *reader;
   uint8_t *window[2];
   size_t window_capacity;
@@ -31,12 +32,12 @@ static const char *dataset_param(const sl_node *n) {
   return d && d[0] ? d : NULL;
 }
 
-static sl_code open_index(const sl_node *n, sl_h5_index **ix, sl_error *err) {
+static sl_code open_index(const sl_node *n, const sl_h5_index **ix, sl_error *err) {
   const char *path = sl_param_str(n, "path");
   if (!path || !path[0])
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'path' is empty: give the detector master file (e.g. --set input=scan_master.h5)");
-  return sl_h5_index_open(path, dataset_param(n), ix, err);
+  return sl_h5_index_get(path, dataset_param(n), ix, err);
 }
 
 /* The scan shape: the param, else a square frame count, else an error that
@@ -92,7 +93,7 @@ static void record_metadata(sl_node *n, const sl_h5_index *ix) {
 }
 
 static sl_code src_infer(sl_node *n, sl_error *err) {
-  sl_h5_index *ix = NULL;
+  const sl_h5_index *ix = NULL;
   sl_code rc = open_index(n, &ix, err);
   if (rc != SL_OK) return rc;
   sl_tensor_desc *d = &n->out[0];
@@ -130,7 +131,7 @@ static sl_code src_infer(sl_node *n, sl_error *err) {
   }
   record_metadata(n, ix);
 done:
-  sl_h5_index_free(ix);
+  sl_h5_index_put(ix);
   return rc;
 }
 
@@ -151,7 +152,7 @@ static void src_release(sl_node *n) {
   src_state *s = n->state;
   if (!s) return;
   sl_chunk_reader_close(s->reader);
-  sl_h5_index_free(s->ix);
+  sl_h5_index_put(s->ix);
   free(s->window[0]);
   free(s->window[1]);
   free(s->where);

@@ -9,8 +9,10 @@
  *     background = median of the pixels below, plateau = median of the pixels
  *     above. level = background + threshold * (plateau - background).
  *  2. Disk. Pixels >= level, 4-connected components; the disk is the
- *     component with the most intensity above background. Initial centre =
- *     its centroid weighted by (I - background); initial radius = sqrt(area/pi).
+ *     component with the most intensity above background (pixels clipped at
+ *     the robust upper bound, so that a hot pixel does not win). Initial
+ *     centre = its centroid weighted by (I - background), same clipping;
+ *     initial radius = sqrt(area/pi).
  *  3. Edge. Rays from the centre (about 4 pi R of them, 32..1440); along each,
  *     the pattern is sampled bilinearly every 0.25 px around the radius and
  *     the downward crossing of `level` nearest the radius is located by linear
@@ -305,7 +307,7 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
     label[i] = lab;
     while (sp > 0) {
       int64_t q = stack[--sp], r = q / w, c = q % w;
-      wt += p[q] - f->bg;
+      wt += fmin(p[q], hi) - f->bg; /* hot pixels count as the plateau at most */
       int64_t nb[4] = {r > 0 ? q - w : -1, r < h - 1 ? q + w : -1, c > 0 ? q - 1 : -1,
                        c < w - 1 ? q + 1 : -1};
       for (int m = 0; m < 4; m++)
@@ -316,7 +318,7 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   double sw = 0, sy = 0, sx = 0;
   for (int64_t i = 0; i < n; i++)
     if (label[i] == best_lab) {
-      double wt = p[i] - f->bg;
+      double wt = fmin(p[i], hi) - f->bg;
       f->area++;
       sw += wt;
       sy += wt * (double)(i / w);

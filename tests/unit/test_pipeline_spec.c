@@ -132,7 +132,11 @@ static void test_example_file(void **state) {
   assert_int_equal(s->n_nodes, 4);
   assert_string_equal(s->nodes[0].id, "det/read");
   assert_string_equal(s->nodes[1].id, "det/mask");
-  assert_string_equal(param(&s->nodes[0], "path"), "data/master.h5");
+  /* a --set path is relative to the current directory: resolved to absolute */
+  char expect[4200], cwd[4096];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  snprintf(expect, sizeof expect, "%s/data/master.h5", cwd);
+  assert_string_equal(param(&s->nodes[0], "path"), expect);
   assert_string_equal(param(&s->nodes[0], "chunk_rows"), "64");
   const sl_node_spec *bf = node(s, "bf");
   assert_string_equal(bf->inputs[0].name, "frames");
@@ -261,7 +265,10 @@ static void test_required_and_set(void **state) {
                        {"name", "[not a list]"}};
   s = load_ok_sets(text, sets, 5);
   const sl_node_spec *a = &s->nodes[0];
-  assert_string_equal(param(a, "p"), "a b.h5");
+  char expect_ab[4200], cwd_ab[4096];
+  assert_non_null(getcwd(cwd_ab, sizeof cwd_ab));
+  snprintf(expect_ab, sizeof expect_ab, "%s/a b.h5", cwd_ab);
+  assert_string_equal(param(a, "p"), expect_ab);
   assert_true(sl_yaml_get(a->params, "p")->quoted);
   const sl_yaml *sh = sl_yaml_get(a->params, "s");
   assert_int_equal(sh->kind, SL_Y_SEQ);

@@ -1,6 +1,8 @@
 /* virtual_image: masked sums against a plain per-pixel reference; chunking;
- * .npy masks (good and malformed); parameter and input validation. */
+ * .npy, PNG and HDF5 masks (good and malformed); the disk input; parameter
+ * and input validation. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <hdf5.h>
+#include <png.h>
 
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
@@ -26,6 +30,9 @@ typedef struct kv {
 } kv;
 
 static char g_dir[256];
+/* Optional second input (the disk) for node_make and its data for run_chunks. */
+static const sl_tensor_desc *g_in1;
+static const double *g_disk;
 
 /* Builds a node of `d` with params from `over` (YAML text) or defaults and
  * one input descriptor; runs infer. The node is usable for prepare/kernel when
@@ -56,6 +63,7 @@ static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int 
   n->n_in = d->n_inputs;
   n->n_out = d->n_outputs;
   if (in) n->in[0] = *in;
+  if (g_in1) n->in[1] = *g_in1;
   return d->infer(n, e);
 }
 
@@ -63,6 +71,8 @@ static void node_free(sl_node *n) {
   if (n->desc->release && n->state) n->desc->release(n);
   for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
   free(n->params);
+  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
+  free(n->notes);
 }
 
 static sl_backend *backend(int threads) {
@@ -89,6 +99,7 @@ static void run_chunks(sl_node *n, sl_backend *b, const void *frames, int64_t np
     a.chunk = s / chunk;
     a.n_chunks = (npos + chunk - 1) / chunk;
     a.in[0] = (const char *)frames + s * item_bytes;
+    a.in[1] = g_disk;
     a.out[0] = image + s;
     a.err = &e;
     assert_int_equal(n->desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
@@ -494,6 +505,279 @@ static void test_npy_errors(void **st) {
   }
 }
 
+/* ---- the disk input ------------------------------------------------------------- */
+
+/* Runs a node over 36 random frames (chunks of 5) and returns the image. */
+static uint64_t *run_image(const kv *o, int no, const sl_tensor_desc *disk_desc,
+                           const double *disk, const void *frames, sl_dtype t, int64_t h,
+                           int64_t w) {
+  const int64_t rows = 4, cols = 9, npos = rows * cols;
+  sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
+  sl_node n;
+  sl_error e;
+  g_in1 = disk_desc;
+  sl_code rc = node_make(&n, &sl_node_virtual_image, o, no, &in, &e);
+  g_in1 = NULL;
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  uint64_t *img = calloc((size_t)npos, 8);
+  sl_backend *b = backend(2);
+  g_disk = disk;
+  run_chunks(&n, b, frames, npos, h * w * (int64_t)sl_dtype_size(t), 5, img);
+  g_disk = NULL;
+  sl_cpu_backend_ops.destroy(b);
+  if (disk_desc) assert_true(n.n_notes >= 1 && strstr(n.notes[0], "geometry: "));
+  node_free(&n);
+  return img;
+}
+
+static void test_disk_input(void **st) {
+  const int64_t h = 37, w = 41, npos = 36;
+  int64_t dd[1] = {4};
+  sl_tensor_desc ddesc = sl_desc_make(SL_F64, 1, dd, 0);
+  const double disk[4] = {17.25, 21.5, 6.3, 0.07};
+  void *frames = random_frames(SL_U16, npos * h * w);
+  struct {
+    kv p[6];
+    int np;
+    kv d[4];
+    int nd;
+  } cases[] = {
+      {{{"kind", "bf"}, {"radius", "6.3"}, {"center", "[17.25, 21.5]"}}, 3, {{"kind", "bf"}}, 1},
+      {{{"kind", "df"}, {"radius", "6.3"}, {"center", "[17.25, 21.5]"}}, 3, {{"kind", "df"}}, 1},
+      /* adf default ring: 1 to 2 disk radii */
+      {{{"kind", "adf"}, {"radius", "6.3"}, {"center", "[17.25, 21.5]"}}, 3, {{"kind", "adf"}}, 1},
+      {{{"kind", "annulus"}, {"radius", "6.3"}, {"center", "[17.25, 21.5]"}, {"inner", "0.5"},
+        {"outer", "1.5"}},
+       5,
+       {{"kind", "annulus"}, {"inner", "0.5"}, {"outer", "1.5"}},
+       3},
+      {{{"kind", "annulus"}, {"center", "[17.25, 21.5]"}, {"inner", "2"}, {"outer", "9"},
+        {"units", "pixels"}},
+       5,
+       {{"kind", "annulus"}, {"inner", "2"}, {"outer", "9"}, {"units", "pixels"}},
+       4},
+      /* the params are ignored when the disk is connected */
+      {{{"kind", "bf"}, {"radius", "6.3"}, {"center", "[17.25, 21.5]"}}, 3,
+       {{"kind", "bf"}, {"radius", "2"}, {"center", "[3, 3]"}}, 3},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    uint64_t *a = run_image(cases[k].p, cases[k].np, NULL, NULL, frames, SL_U16, h, w);
+    uint64_t *b = run_image(cases[k].d, cases[k].nd, &ddesc, disk, frames, SL_U16, h, w);
+    int any = 0;
+    for (int64_t p = 0; p < npos; p++) any |= a[p] != 0;
+    assert_true(any);
+    assert_memory_equal(a, b, (size_t)npos * 8);
+    free(a);
+    free(b);
+  }
+  /* Errors: a disk with kind mask, a disk of the wrong shape, bad values at run time. */
+  int64_t d4[4] = {4, 9, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d4, 2);
+  sl_node n;
+  sl_error e;
+  kv om[] = {{"kind", "mask"}, {"mask", "'/nonexistent.npy'"}};
+  g_in1 = &ddesc;
+  assert_int_equal(node_make(&n, &sl_node_virtual_image, om, 2, &in, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "input 'disk'"));
+  node_free(&n);
+  int64_t d3[1] = {3};
+  sl_tensor_desc wrong = sl_desc_make(SL_F64, 1, d3, 0);
+  g_in1 = &wrong;
+  kv ob[] = {{"kind", "bf"}};
+  assert_int_equal(node_make(&n, &sl_node_virtual_image, ob, 1, &in, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "input 'disk'"));
+  node_free(&n);
+  g_in1 = &ddesc;
+  assert_int_equal(node_make(&n, &sl_node_virtual_image, ob, 1, &in, &e), SL_OK);
+  g_in1 = NULL;
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  const double bad[4] = {10, 10, -1, 0};
+  sl_backend *b = backend(1);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  uint64_t img[36];
+  a.backend = b, a.node = &n, a.state = n.state, a.pos_count = 36, a.n_chunks = 1;
+  a.in[0] = frames, a.in[1] = bad, a.out[0] = img, a.err = &e;
+  assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "radius"));
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  free(frames);
+}
+
+/* ---- PNG and HDF5 masks ----------------------------------------------------------- */
+
+/* Writes a PNG of `ctype` (gray or RGB) with `depth` bits from values v[i] (0..255). */
+static void write_png(const char *path, int64_t h, int64_t w, const uint8_t *v, int ctype,
+                      int depth) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+  png_infop info = png_create_info_struct(png);
+  assert_true(png && info);
+  if (setjmp(png_jmpbuf(png))) fail_msg("libpng write error");
+  png_init_io(png, f);
+  png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, depth, ctype, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  int ch = ctype == PNG_COLOR_TYPE_RGB ? 3 : 1, bpc = depth == 16 ? 2 : 1;
+  png_bytep row = calloc((size_t)(w * ch * bpc), 1);
+  for (int64_t r = 0; r < h; r++) {
+    for (int64_t c = 0; c < w; c++)
+      for (int k = 0; k < ch; k++) {
+        uint8_t x = v[r * w + c];
+        if (bpc == 2) row[(c * ch + k) * 2] = 0, row[(c * ch + k) * 2 + 1] = x; /* low byte only */
+        else row[c * ch + k] = x;
+      }
+    png_write_row(png, row);
+  }
+  png_write_end(png, NULL);
+  png_destroy_write_struct(&png, &info);
+  free(row);
+  fclose(f);
+}
+
+/* Writes dataset `name` of `type` (rank 2 or 3) from doubles. */
+static void write_h5(hid_t file, const char *name, hid_t type, int rank, const hsize_t *dims,
+                     const double *v) {
+  hid_t sp = H5Screate_simple(rank, dims, NULL);
+  hid_t ds = H5Dcreate2(file, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  assert_true(sp >= 0 && ds >= 0);
+  assert_true(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+  H5Dclose(ds);
+  H5Sclose(sp);
+}
+
+static void test_png_h5_masks(void **st) {
+  const int64_t h = 37, w = 41, npos = 36;
+  uint8_t *m = malloc((size_t)(h * w)), *pv = malloc((size_t)(h * w));
+  for (int64_t i = 0; i < h * w; i++) {
+    m[i] = (rnd() % 3) == 0;
+    pv[i] = m[i] ? (uint8_t)(1 + rnd() % 255) : 0; /* any nonzero value is in */
+  }
+  char npy[512], png8[512], png16[512], h5[512], yaml[700];
+  mask_path(npy, sizeof npy, "m.npy");
+  mask_path(png8, sizeof png8, "m.png");
+  mask_path(png16, sizeof png16, "m16.PNG");
+  mask_path(h5, sizeof h5, "m.h5");
+  char dict[160];
+  snprintf(dict, sizeof dict, "{'descr': '|u1', 'fortran_order': False, 'shape': (%lld, %lld), }",
+           (long long)h, (long long)w);
+  write_npy_raw(npy, 1, dict, m, (size_t)(h * w), 1);
+  write_png(png8, h, w, pv, PNG_COLOR_TYPE_GRAY, 8);
+  write_png(png16, h, w, m, PNG_COLOR_TYPE_GRAY, 16);
+  double *dv = malloc((size_t)(h * w) * 8);
+  for (int64_t i = 0; i < h * w; i++) dv[i] = m[i] ? (double)(1 + rnd() % 200) : 0;
+  hid_t file = H5Fcreate(h5, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  assert_true(file >= 0);
+  H5Gclose(H5Gcreate2(file, "/entry", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  hsize_t dims[3] = {(hsize_t)h, (hsize_t)w, 1}, dims3[3] = {2, (hsize_t)h, (hsize_t)w};
+  write_h5(file, "/entry/u8", H5T_STD_U8LE, 2, dims, dv);
+  write_h5(file, "/entry/u16", H5T_STD_U16LE, 2, dims, dv);
+  write_h5(file, "/entry/u32", H5T_STD_U32BE, 2, dims, dv);
+  write_h5(file, "/entry/f32", H5T_IEEE_F32LE, 2, dims, dv);
+  write_h5(file, "/entry/f64", H5T_IEEE_F64LE, 2, dims, dv);
+  write_h5(file, "/entry/i16", H5T_STD_I16LE, 2, dims, dv);
+  double *big = calloc((size_t)(2 * h * w), 8);
+  write_h5(file, "/entry/rank3", H5T_IEEE_F64LE, 3, dims3, big);
+  hsize_t small[2] = {(hsize_t)w, (hsize_t)h};
+  write_h5(file, "/entry/transposed", H5T_STD_U8LE, 2, small, big);
+  dv[7] = NAN;
+  write_h5(file, "/entry/nan", H5T_IEEE_F64LE, 2, dims, dv);
+  H5Fclose(file);
+  free(big);
+
+  void *frames = random_frames(SL_U32, npos * h * w);
+  snprintf(yaml, sizeof yaml, "'%s'", npy);
+  kv o[] = {{"kind", "mask"}, {"mask", yaml}};
+  uint64_t *want = run_image(o, 2, NULL, NULL, frames, SL_U32, h, w);
+  ref_geom g = {3, 0, 0, 0, 0, 0, m};
+  uint64_t ref[36];
+  reference(frames, SL_U32, npos, h, w, &g, ref);
+  assert_memory_equal(ref, want, sizeof ref);
+  const char *good[] = {"m.png", "m16.PNG", "m.h5:/entry/u8", "m.h5:/entry/u16",
+                        "m.h5:/entry/u32", "m.h5:/entry/f32", "m.h5:/entry/f64"};
+  for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+    char path[512];
+    mask_path(path, sizeof path, good[k]);
+    snprintf(yaml, sizeof yaml, "'%s'", path);
+    uint64_t *got = run_image(o, 2, NULL, NULL, frames, SL_U32, h, w);
+    if (memcmp(got, want, (size_t)npos * 8)) fprintf(stderr, "mask %s differs\n", good[k]);
+    assert_memory_equal(got, want, (size_t)npos * 8);
+    free(got);
+  }
+  /* Malformed or mismatched files, refused at infer with the file named. */
+  char rgb[512], wrongsz[512], junk[512];
+  mask_path(rgb, sizeof rgb, "rgb.png");
+  mask_path(wrongsz, sizeof wrongsz, "small.png");
+  mask_path(junk, sizeof junk, "junk.png");
+  write_png(rgb, h, w, pv, PNG_COLOR_TYPE_RGB, 8);
+  write_png(wrongsz, w, h, pv, PNG_COLOR_TYPE_GRAY, 8);
+  FILE *f = fopen(junk, "wb");
+  assert_non_null(f);
+  static const char junk_bytes[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDRxx";
+  fwrite(junk_bytes, 1, sizeof junk_bytes - 1, f);
+  fclose(f);
+  struct {
+    const char *name;
+    sl_code want;
+    const char *needle;
+  } bad[] = {
+      {"rgb.png", SL_ERR_FORMAT, "grayscale"},
+      {"small.png", SL_ERR_PIPELINE, "does not match"},
+      {"junk.png", SL_ERR_FORMAT, "PNG"},
+      {"absent.png", SL_ERR_IO, "cannot open"},
+      {"m.npy.png", SL_ERR_IO, "cannot open"},
+      {"m.h5", SL_ERR_PIPELINE, "dataset"},
+      {"m.h5:/entry/none", SL_ERR_FORMAT, "no dataset"},
+      {"m.h5:/entry/rank3", SL_ERR_FORMAT, "2 dimensions"},
+      {"m.h5:/entry/i16", SL_ERR_FORMAT, "element type"},
+      {"m.h5:/entry/transposed", SL_ERR_PIPELINE, "does not match"},
+      {"m.h5:/entry/nan", SL_ERR_FORMAT, "NaN"},
+      {"absent.h5:/x", SL_ERR_IO, "cannot open"},
+      {"m.png.h5:/x", SL_ERR_IO, "cannot open"},
+  };
+  int64_t d4[4] = {4, 9, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U8, 4, d4, 2);
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    char path[512];
+    mask_path(path, sizeof path, bad[k].name);
+    snprintf(yaml, sizeof yaml, "'%s'", path);
+    sl_node n;
+    sl_error e;
+    sl_code rc = node_make(&n, &sl_node_virtual_image, o, 2, &in, &e);
+    if (rc != bad[k].want || !strstr(e.msg, bad[k].needle) || !strstr(e.msg, bad[k].name))
+      fprintf(stderr, "case %s: rc %d msg '%s'\n", bad[k].name, rc, e.msg);
+    assert_int_equal(rc, bad[k].want);
+    assert_non_null(strstr(e.msg, bad[k].needle));
+    assert_non_null(strstr(e.msg, bad[k].name));
+    node_free(&n);
+  }
+  /* A file that is not HDF5. */
+  {
+    char path[512];
+    mask_path(path, sizeof path, "m.npy");
+    char fake[512];
+    mask_path(fake, sizeof fake, "fake.h5");
+    FILE *ff = fopen(fake, "wb");
+    fputs("not hdf5", ff);
+    fclose(ff);
+    snprintf(yaml, sizeof yaml, "'%s:/x'", fake);
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, &sl_node_virtual_image, o, 2, &in, &e), SL_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "not an HDF5 file"));
+    node_free(&n);
+  }
+  free(want);
+  free(frames);
+  free(m);
+  free(pv);
+  free(dv);
+}
+
 /* ---- validation ----------------------------------------------------------------- */
 
 static void test_invalid_params(void **st) {
@@ -586,7 +870,8 @@ int main(void) {
       cmocka_unit_test(test_kinds_all_dtypes), cmocka_unit_test(test_small_geometry),
       cmocka_unit_test(test_u64_exact),        cmocka_unit_test(test_npy_masks),
       cmocka_unit_test(test_npy_errors),       cmocka_unit_test(test_invalid_params),
-      cmocka_unit_test(test_cost),
+      cmocka_unit_test(test_cost),            cmocka_unit_test(test_disk_input),
+      cmocka_unit_test(test_png_h5_masks),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

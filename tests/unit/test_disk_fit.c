@@ -1,0 +1,340 @@
+/* disk_fit: sub-pixel centre and radius of rendered disks (area-weighted
+ * edges, background, Poisson noise), of the summed synthetic_4dstem pattern,
+ * u64 and f64 inputs; no disk (flat, pure noise) is a clear error. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "engine/pipeline/yaml_tree.h"
+
+extern const sl_node_desc sl_node_disk_fit;
+extern const sl_node_desc sl_node_synthetic_4dstem;
+
+/* ---- harness (descriptors called directly, as the executor would) -------- */
+
+typedef struct kv {
+  const char *name, *yaml;
+} kv;
+
+/* Builds a node of `d` with params from `over` (YAML text) or the defaults and
+ * the given input descriptors (n_in of them; the rest unconnected); runs infer. */
+static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
+                         const sl_tensor_desc *in, int n_in, sl_error *e) {
+  memset(n, 0, sizeof *n);
+  sl_error_clear(e);
+  n->desc = d;
+  n->id = "node";
+  n->params = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
+  for (int i = 0; i < d->n_params; i++) {
+    const char *text = d->params[i].default_value;
+    for (int k = 0; k < n_over; k++)
+      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
+    assert_non_null(text);
+    sl_yaml *y = NULL;
+    if (text[0] == 0) {
+      sl_loc loc = {"test", 1, 1};
+      y = sl_yaml_new_scalar("", loc);
+    } else {
+      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
+    }
+    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
+    sl_yaml_free(y);
+    if (rc) return rc;
+  }
+  n->n_in = d->n_inputs;
+  n->n_out = d->n_outputs;
+  for (int k = 0; k < n_in; k++) n->in[k] = in[k];
+  return d->infer(n, e);
+}
+
+static void node_free(sl_node *n) {
+  if (n->desc->release && n->state) n->desc->release(n);
+  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
+  free(n->params);
+  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
+  free(n->notes);
+}
+
+static sl_backend *backend(int threads) {
+  sl_backend *b = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
+  return b;
+}
+
+static uint64_t g_rng = 88172645463325252ULL;
+static uint64_t rnd(void) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return g_rng;
+}
+
+static double uniform(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
+
+/* Poisson(lam): Knuth's product method on pieces of at most 20 (a sum of
+ * independent Poisson variables is Poisson). */
+static uint64_t poisson(double lam) {
+  uint64_t k = 0;
+  while (lam > 0) {
+    double l = lam > 20 ? 20 : lam, L = exp(-l), p = 1;
+    lam -= l;
+    for (;;) {
+      p *= uniform();
+      if (p <= L) break;
+      k++;
+    }
+  }
+  return k;
+}
+
+/* Disk of radius r at (cr, cc): each pixel's covered fraction (16 x 16
+ * subsamples) times `peak`, plus `bg`; Poisson noise if `noisy`. */
+static void render(uint64_t *img, int64_t h, int64_t w, double cr, double cc, double r,
+                   double bg, double peak, int noisy) {
+  for (int64_t y = 0; y < h; y++)
+    for (int64_t x = 0; x < w; x++) {
+      int in = 0;
+      for (int a = 0; a < 16; a++)
+        for (int b = 0; b < 16; b++) {
+          double yy = (double)y - 0.5 + (a + 0.5) / 16, xx = (double)x - 0.5 + (b + 0.5) / 16;
+          in += (yy - cr) * (yy - cr) + (xx - cc) * (xx - cc) <= r * r;
+        }
+      double lam = bg + peak * in / 256.0;
+      img[y * w + x] = noisy ? poisson(lam) : (uint64_t)llround(lam);
+    }
+}
+
+/* Runs disk_fit on a whole pattern. */
+static sl_code fit(const void *pattern, sl_dtype t, int64_t h, int64_t w, const kv *o, int no,
+                   double out[4], sl_node *keep, sl_error *e) {
+  int64_t d[2] = {h, w};
+  sl_tensor_desc in = sl_desc_make(t, 2, d, 0);
+  sl_node n;
+  sl_code rc = node_make(&n, &sl_node_disk_fit, o, no, &in, 1, e);
+  if (rc) {
+    node_free(&n);
+    return rc;
+  }
+  assert_int_equal(n.out[0].dtype, SL_F64);
+  assert_int_equal(n.out[0].stream_rank, 0);
+  assert_int_equal(sl_desc_elems(&n.out[0]), 4);
+  sl_backend *b = backend(1);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.backend = b;
+  a.node = &n;
+  a.pos_count = 1;
+  a.n_chunks = 1;
+  a.in[0] = pattern;
+  a.out[0] = out;
+  a.err = e;
+  rc = n.desc->kernel[SL_BACKEND_CPU](&a);
+  sl_cpu_backend_ops.destroy(b);
+  if (keep) *keep = n;
+  else node_free(&n);
+  return rc;
+}
+
+static void test_rendered(void **st) {
+  const struct {
+    int64_t h, w;
+    double cr, cc, r, bg, peak;
+    int noisy;
+  } cases[] = {
+      {64, 64, 31.5, 31.5, 12.0, 0, 1000, 0},
+      {63, 70, 30.37, 33.81, 11.3, 100, 900, 1},
+      {64, 64, 28.13, 35.72, 5.6, 50, 2000, 1},
+      {96, 80, 50.61, 38.09, 21.27, 20, 500, 1},
+      {48, 48, 23.9, 22.2, 17.4, 300, 5000, 1}, /* disk filling most of the detector */
+      {40, 52, 20.5, 25.25, 3.2, 10, 3000, 1},  /* a small disk */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    int64_t h = cases[k].h, w = cases[k].w;
+    uint64_t *img = malloc((size_t)(h * w) * 8);
+    render(img, h, w, cases[k].cr, cases[k].cc, cases[k].r, cases[k].bg, cases[k].peak,
+           cases[k].noisy);
+    double out[4];
+    sl_error e;
+    sl_node n;
+    sl_code rc = fit(img, SL_U64, h, w, NULL, 0, out, &n, &e);
+    if (rc) fprintf(stderr, "case %zu: %s\n", k, e.msg);
+    assert_int_equal(rc, SL_OK);
+    double dc = hypot(out[0] - cases[k].cr, out[1] - cases[k].cc), dr = fabs(out[2] - cases[k].r);
+    fprintf(stderr,
+            "rendered %zu: centre (%.3f, %.3f) want (%.3f, %.3f) |d| %.3f; radius %.3f want %.3f; "
+            "residual %.3f\n",
+            k, out[0], out[1], cases[k].cr, cases[k].cc, dc, out[2], cases[k].r, out[3]);
+    assert_true(dc < 0.1);
+    assert_true(dr < 0.2);
+    assert_true(out[3] >= 0 && out[3] < 0.5);
+    assert_true(n.n_notes == 1 && strstr(n.notes[0], "disk_fit: centre"));
+    node_free(&n);
+    /* The same pattern as f64 and as u16 (noise-free case fits in u16). */
+    double *pf = malloc((size_t)(h * w) * 8);
+    for (int64_t i = 0; i < h * w; i++) pf[i] = (double)img[i];
+    double out2[4];
+    assert_int_equal(fit(pf, SL_F64, h, w, NULL, 0, out2, NULL, &e), SL_OK);
+    assert_memory_equal(out, out2, sizeof out);
+    free(pf);
+    free(img);
+  }
+}
+
+/* Thresholds other than 0.5 still find the edge of a sharp disk. */
+static void test_threshold(void **st) {
+  const int64_t h = 64, w = 64;
+  uint64_t *img = malloc((size_t)(h * w) * 8);
+  render(img, h, w, 30.3, 32.6, 14.2, 40, 4000, 1);
+  const char *ths[] = {"0.3", "0.5", "0.7"};
+  for (int k = 0; k < 3; k++) {
+    kv o[] = {{"threshold", ths[k]}};
+    double out[4];
+    sl_error e;
+    assert_int_equal(fit(img, SL_U64, h, w, o, 1, out, NULL, &e), SL_OK);
+    assert_true(hypot(out[0] - 30.3, out[1] - 32.6) < 0.1);
+    assert_true(fabs(out[2] - 14.2) < 0.5); /* the level moves the edge along the blur */
+  }
+  free(img);
+}
+
+/* The summed output of synthetic_4dstem: the disk sits at ((H-1)/2, (W-1)/2)
+ * with radius disk_radius. */
+static void test_synthetic(void **st) {
+  const struct {
+    const char *det, *radius;
+    int64_t h, w;
+    double r;
+  } cases[] = {{"[48, 48]", "9.3", 48, 48, 9.3}, {"[40, 56]", "12", 40, 56, 12}};
+  for (size_t k = 0; k < 2; k++) {
+    const int64_t rows = 6, cols = 6, npos = rows * cols, h = cases[k].h, w = cases[k].w;
+    kv so[] = {{"scan_shape", "[6, 6]"}, {"detector_shape", cases[k].det}, {"dose", "2e4"},
+               {"dtype", "u32"},         {"disk_radius", cases[k].radius}};
+    sl_node syn;
+    sl_error e;
+    assert_int_equal(node_make(&syn, &sl_node_synthetic_4dstem, so, 5, NULL, 0, &e), SL_OK);
+    assert_int_equal(syn.desc->prepare(&syn, &e), SL_OK);
+    uint32_t *frames = malloc((size_t)(npos * h * w) * 4);
+    double *phase = calloc((size_t)npos, 8), *comx = calloc((size_t)npos * 2, 8);
+    sl_backend *b = backend(2);
+    sl_kernel_args a;
+    memset(&a, 0, sizeof a);
+    a.backend = b;
+    a.node = &syn;
+    a.state = syn.state;
+    a.pos_count = npos;
+    a.out[0] = frames, a.out[1] = phase, a.out[2] = comx;
+    a.err = &e;
+    assert_int_equal(syn.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
+    sl_cpu_backend_ops.destroy(b);
+    uint64_t *sum = calloc((size_t)(h * w), 8);
+    for (int64_t p = 0; p < npos; p++)
+      for (int64_t i = 0; i < h * w; i++) sum[i] += frames[p * h * w + i];
+    double out[4];
+    sl_code rc = fit(sum, SL_U64, h, w, NULL, 0, out, NULL, &e);
+    if (rc) fprintf(stderr, "%s\n", e.msg);
+    assert_int_equal(rc, SL_OK);
+    double cr = (h - 1) / 2.0, cc = (w - 1) / 2.0;
+    fprintf(stderr, "synthetic %zu: centre (%.3f, %.3f) want (%.2f, %.2f); radius %.3f want %.2f; residual %.3f\n",
+            k, out[0], out[1], cr, cc, out[2], cases[k].r, out[3]);
+    assert_true(fabs(out[0] - cr) < 0.25 && fabs(out[1] - cc) < 0.25);
+    assert_true(fabs(out[2] - cases[k].r) < 0.25);
+    free(sum), free(frames), free(phase), free(comx);
+    node_free(&syn);
+  }
+}
+
+static void test_no_disk(void **st) {
+  const int64_t h = 32, w = 40;
+  uint64_t *img = malloc((size_t)(h * w) * 8);
+  double out[4];
+  sl_error e;
+  /* flat */
+  for (int64_t i = 0; i < h * w; i++) img[i] = 77;
+  assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "no disk found"));
+  assert_non_null(strstr(e.msg, "flat"));
+  /* all zero */
+  memset(img, 0, (size_t)(h * w) * 8);
+  assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "flat"));
+  /* pure noise: no disk */
+  for (int64_t i = 0; i < h * w; i++) img[i] = poisson(100);
+  assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_ERR_FORMAT);
+  fprintf(stderr, "noise: %s\n", e.msg);
+  assert_non_null(strstr(e.msg, "no disk found"));
+  /* a vertical stripe is not a disk */
+  for (int64_t i = 0; i < h * w; i++) img[i] = (i % w) >= 10 && (i % w) < 20 ? 1000 : 10;
+  assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_ERR_FORMAT);
+  fprintf(stderr, "stripe: %s\n", e.msg);
+  assert_non_null(strstr(e.msg, "no disk found"));
+  /* a single hot pixel */
+  for (int64_t i = 0; i < h * w; i++) img[i] = 5;
+  img[100] = 1000000;
+  assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "no disk found"));
+  /* NaN in a float pattern */
+  double *pf = malloc((size_t)(h * w) * 8);
+  for (int64_t i = 0; i < h * w; i++) pf[i] = 1;
+  pf[5] = NAN;
+  assert_int_equal(fit(pf, SL_F64, h, w, NULL, 0, out, NULL, &e), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "not finite"));
+  free(pf);
+  free(img);
+}
+
+/* A disk with hot pixels (summed flag values) elsewhere is still found. */
+static void test_hot_pixels(void **st) {
+  const int64_t h = 64, w = 64;
+  uint64_t *img = malloc((size_t)(h * w) * 8);
+  render(img, h, w, 33.4, 29.8, 10.5, 30, 800, 1);
+  img[3 * w + 60] = 65535ull * 1000;
+  img[50 * w + 5] = 65535ull * 1000;
+  double out[4];
+  sl_error e;
+  assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_OK);
+  assert_true(hypot(out[0] - 33.4, out[1] - 29.8) < 0.1 && fabs(out[2] - 10.5) < 0.2);
+  free(img);
+}
+
+static void test_invalid(void **st) {
+  int64_t d[3] = {4, 16, 16};
+  sl_tensor_desc streamed = sl_desc_make(SL_U64, 3, d, 1), rank3 = sl_desc_make(SL_U64, 3, d, 0),
+                 c64 = sl_desc_make(SL_C64, 2, d + 1, 0), ok = sl_desc_make(SL_U64, 2, d + 1, 0);
+  sl_tensor_desc bad[3] = {streamed, rank3, c64};
+  sl_node n;
+  sl_error e;
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(node_make(&n, &sl_node_disk_fit, NULL, 0, &bad[k], 1, &e), SL_ERR_PIPELINE);
+    assert_non_null(strstr(e.msg, "input 'pattern'"));
+    node_free(&n);
+  }
+  const char *ths[] = {"0", "1", "-0.5", ".nan"};
+  for (int k = 0; k < 4; k++) {
+    kv o[] = {{"threshold", ths[k]}};
+    assert_int_equal(node_make(&n, &sl_node_disk_fit, o, 1, &ok, 1, &e), SL_ERR_PIPELINE);
+    assert_non_null(strstr(e.msg, "'threshold'"));
+    node_free(&n);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rendered), cmocka_unit_test(test_threshold),
+      cmocka_unit_test(test_synthetic), cmocka_unit_test(test_no_disk),
+      cmocka_unit_test(test_hot_pixels), cmocka_unit_test(test_invalid),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
