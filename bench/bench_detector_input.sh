@@ -22,8 +22,9 @@ make_acq() { # NAME SCAN
   [ -e "$1_master.h5" ] || $PY "$SRC/tests/data/make_dectris.py" "$1" --scan "$2" "$2" --detector 192 192 \
     --frames-per-file 1000 --dtype u16 --compress bslz4 >/dev/null
 }
-make_acq big "$SCAN"
-make_acq small $((SCAN / 2))
+BIG=acq$SCAN SMALL=acq$((SCAN / 2))
+make_acq $BIG "$SCAN"
+make_acq $SMALL $((SCAN / 2))
 
 cat > decode.yaml <<'Y'
 pipeline: decode
@@ -44,12 +45,12 @@ outputs: {bf: bf.image}
 Y
 sed -i "s#SRC/#$SRC/#" products.yaml
 
-cat big_data_*.h5 small_data_*.h5 > /dev/null # warm the page cache
+cat ${BIG}_data_*.h5 ${SMALL}_data_*.h5 > /dev/null # warm the page cache
 
 run_sluice() { # PIPELINE INPUT -> "seconds peak_bytes wall"
   local t0 t1
   t0=$(date +%s.%N)
-  "$SLUICE" run "$1" --set input="$2" --out "out-$1-$(basename "$2")" --force --quiet --threads "$THREADS" --chunk 1024
+  "$SLUICE" run "$1" --set input="$2" --out "out-$1-$(basename "$2")" --force --quiet --threads "$THREADS"
   t1=$(date +%s.%N)
   $PY - "out-$1-$(basename "$2")/report.json" "$t0" "$t1" <<'P'
 import json, sys
@@ -64,11 +65,11 @@ decoded=$($PY -c "print($SCAN*$SCAN*192*192*2)")
 best() { # repeat 3 times, keep the fastest line (by first field)
   for i in 1 2 3; do "$@"; done | sort -g | head -1
 }
-read -r dec_s dec_total dec_peak dec_plan dec_wall < <(best run_sluice decode.yaml big_master.h5)
-read -r pro_io pro_s pro_peak pro_plan pro_wall < <(best run_sluice products.yaml big_master.h5)
-read -r sm_io sm_s sm_peak sm_plan sm_wall < <(best run_sluice products.yaml small_master.h5)
+read -r dec_s dec_total dec_peak dec_plan dec_wall < <(best run_sluice decode.yaml ${BIG}_master.h5)
+read -r pro_io pro_s pro_peak pro_plan pro_wall < <(best run_sluice products.yaml ${BIG}_master.h5)
+read -r sm_io sm_s sm_peak sm_plan sm_wall < <(best run_sluice products.yaml ${SMALL}_master.h5)
 
-h5_s=$($PY - big_master.h5 "$THREADS" <<'P'
+h5_s=$($PY - ${BIG}_master.h5 "$THREADS" <<'P'
 import sys, time, os
 from concurrent.futures import ProcessPoolExecutor
 import h5py, numpy as np
