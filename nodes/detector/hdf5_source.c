@@ -199,9 +199,15 @@ static void window_of(const sl_h5_index *ix, int64_t start, int64_t n, int64_t *
  * largest. Done on the first call (the first chunk is the largest), so a
  * window is never reallocated while it holds data. */
 static sl_code ensure_windows(src_state *s, int64_t positions, sl_error *err) {
-  int64_t per = s->ix->frames_per_chunk > 0 ? s->ix->frames_per_chunk : 1;
-  int64_t chunks = (positions + per - 1) / per + 1;
-  if (chunks > s->ix->n_chunks) chunks = s->ix->n_chunks;
+  /* The most stored chunks any `positions` consecutive frames touch (short
+   * chunks at file ends included): a sliding window over the index. */
+  const sl_h5_index *ix = s->ix;
+  int64_t chunks = 1, frames = 0;
+  for (int64_t i = 0, j = 0; i < ix->n_chunks; i++) {
+    while (j < ix->n_chunks && frames < positions + (ix->chunks[i].n_frames - 1)) frames += ix->chunks[j++].n_frames;
+    if (j - i > chunks) chunks = j - i;
+    frames -= ix->chunks[i].n_frames;
+  }
   if (chunks <= s->window_chunks) return SL_OK;
   sl_chunk_reader_close(s->reader);
   s->reader = NULL;
