@@ -43,6 +43,10 @@ typedef struct sl_backend_ops {
   /* Data buffers (the pool calls these; nothing else should). */
   sl_code (*alloc)(sl_backend *b, size_t bytes, void **ptr, sl_error *err);
   void (*free)(sl_backend *b, void *ptr, size_t bytes);
+  /* Host memory for staging host nodes' data on device backends (pinned on
+   * CUDA, so that transfers run at full speed and asynchronously). */
+  sl_code (*host_alloc)(sl_backend *b, size_t bytes, void **ptr, sl_error *err);
+  void (*host_free)(sl_backend *b, void *ptr, size_t bytes);
   /* Transfers, outside batches (phase boundaries only). Device backends move
    * between host and device memory; the CPU backend copies. */
   sl_code (*upload)(sl_backend *b, void *dst, const void *host_src, size_t bytes, sl_error *err);

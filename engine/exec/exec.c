@@ -38,6 +38,9 @@ typedef struct run_ctx {
   int64_t *node_calls;
   double *level_seconds;
   exec_call *calls; /* per node, reused by every batch */
+  /* Host staging of host nodes on a device backend: [node * 8 + port]. */
+  void **stage_in, **stage_out;
+  size_t *stage_in_bytes, *stage_out_bytes;
   sl_error kernel_err;
   sl_error *err;
 } run_ctx;
@@ -68,6 +71,10 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->node_calls = sl_xcalloc((size_t)n, sizeof *c->node_calls);
   c->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *c->level_seconds);
   c->calls = sl_xcalloc((size_t)n, sizeof *c->calls);
+  c->stage_in = sl_xcalloc((size_t)n * 8, sizeof *c->stage_in);
+  c->stage_out = sl_xcalloc((size_t)n * 8, sizeof *c->stage_out);
+  c->stage_in_bytes = sl_xcalloc((size_t)n * 8, sizeof *c->stage_in_bytes);
+  c->stage_out_bytes = sl_xcalloc((size_t)n * 8, sizeof *c->stage_out_bytes);
   for (int i = 0; i < p->n_buffers; i++) c->buf_of[p->buffers[i].node * 8 + p->buffers[i].port] = i;
   for (int s = 0; s < p->n_slots; s++) {
     sl_code rc = sl_pool_acquire(pool, p->slots[s].bytes, &c->slot_ptr[s], err);
@@ -82,6 +89,15 @@ static void ctx_end(run_ctx *c) {
   for (int s = 0; c->slot_ptr && s < c->p->n_slots; s++)
     if (c->slot_ptr[s]) sl_pool_release(c->pool, c->slot_ptr[s]);
   if (c->workspace) sl_pool_release(c->pool, c->workspace);
+  int n = c->p->graph->n_nodes;
+  for (int i = 0; c->stage_in && i < n * 8; i++) {
+    if (c->stage_in[i]) c->b->ops->host_free(c->b, c->stage_in[i], c->stage_in_bytes[i]);
+    if (c->stage_out[i]) c->b->ops->host_free(c->b, c->stage_out[i], c->stage_out_bytes[i]);
+  }
+  free(c->stage_in);
+  free(c->stage_out);
+  free(c->stage_in_bytes);
+  free(c->stage_out_bytes);
   free(c->slot_ptr);
   free(c->buf_of);
   free(c->node_seconds);
@@ -112,6 +128,70 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
 
 static sl_code run_iterate(run_ctx *c, int i);
 
+static bool on_host(const run_ctx *c, const sl_node *n) {
+  return n->desc && n->desc->host && c->b->caps.device_memory;
+}
+
+/* A staging buffer of at least `bytes`, zeroed when first made. */
+static sl_code stage(run_ctx *c, void **slot, size_t *have, size_t bytes, sl_error *err) {
+  if (*slot && *have >= bytes) return SL_OK;
+  if (*slot) c->b->ops->host_free(c->b, *slot, *have);
+  *slot = NULL;
+  sl_code rc = c->b->ops->host_alloc(c->b, bytes ? bytes : 1, slot, err);
+  if (rc != SL_OK) return rc;
+  memset(*slot, 0, bytes);
+  *have = bytes;
+  return SL_OK;
+}
+
+/* Bytes of a port's data in one call: a chunk of a streamed port, or all. */
+static size_t call_bytes(const sl_tensor_desc *d, int64_t pos_count) {
+  return (size_t)(d->stream_rank ? sl_desc_buffer_bytes(d, pos_count) : sl_desc_bytes(d));
+}
+
+/* A host node on a device backend: its inputs come down to host staging, its
+ * CPU kernel runs there, its outputs go up to their device buffers. Staged
+ * reduction outputs keep accumulating on the host across chunks. */
+static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start,
+                             int64_t pos_count, bool finalize) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  sl_backend *b = c->b;
+  sl_kernel_fn fn = finalize ? n->desc->finalize[SL_BACKEND_CPU] : n->desc->kernel[SL_BACKEND_CPU];
+  if (!fn) return SL_OK;
+  fill_args(c, i, chunk, pos_start, pos_count);
+  sl_kernel_args *a = &c->calls[i].a;
+  c->calls[i].fn = fn;
+  a->workspace = NULL;
+  sl_code rc = SL_OK;
+  for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
+    if (!a->in[k]) continue;
+    size_t bytes = call_bytes(&n->in[k], pos_count);
+    rc = stage(c, &c->stage_in[i * 8 + k], &c->stage_in_bytes[i * 8 + k], bytes, c->err);
+    if (rc == SL_OK) rc = b->ops->download(b, c->stage_in[i * 8 + k], a->in[k], bytes, c->err);
+    a->in[k] = c->stage_in[i * 8 + k];
+  }
+  void *device_out[8];
+  for (int k = 0; k < n->n_out && rc == SL_OK; k++) {
+    device_out[k] = a->out[k];
+    const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[i * 8 + k]];
+    rc = stage(c, &c->stage_out[i * 8 + k], &c->stage_out_bytes[i * 8 + k], (size_t)bf->bytes, c->err);
+    a->out[k] = c->stage_out[i * 8 + k];
+  }
+  if (rc == SL_OK) {
+    sl_error_clear(&c->kernel_err);
+    rc = timed_kernel(a);
+    if (rc != SL_OK) {
+      *c->err = c->kernel_err;
+      if (c->err->code == SL_OK) sl_fail(c->err, rc, "kernel failed");
+      sl_error_node(c->err, n->id);
+      sl_error_chunk(c->err, chunk);
+    }
+  }
+  for (int k = 0; k < n->n_out && rc == SL_OK; k++)
+    rc = b->ops->upload(b, device_out[k], a->out[k], call_bytes(&n->out[k], pos_count), c->err);
+  return rc;
+}
+
 /* One level: its kernels as one batch; iterate nodes run their bodies after. */
 static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start,
                          int64_t pos_count, bool finalize) {
@@ -123,11 +203,14 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   sl_code rc = b->ops->batch_begin(b, c->err);
   if (rc != SL_OK) return rc;
   int encoded = 0;
+  for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++)
+    if (on_host(c, &g->nodes[lv->nodes[k]]))
+      rc = run_host_node(c, lv->nodes[k], chunk, pos_start, pos_count, finalize);
   for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++) {
     int i = lv->nodes[k];
     const sl_node *n = &g->nodes[i];
-    if (n->body) continue;
-    sl_kernel_fn fn = finalize ? n->desc->finalize : n->desc->kernel[b->caps.kind];
+    if (n->body || on_host(c, n)) continue;
+    sl_kernel_fn fn = finalize ? n->desc->finalize[b->caps.kind] : n->desc->kernel[b->caps.kind];
     if (!fn) continue;
     fill_args(c, i, chunk, pos_start, pos_count);
     c->calls[i].fn = fn;
@@ -237,6 +320,8 @@ sl_code sl_graph_prepare(sl_graph *g, sl_error *err) {
 void sl_graph_release(sl_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) {
     sl_node *n = &g->nodes[i];
+    if (n->dev_state && n->dev_state_free) n->dev_state_free(n->dev_state);
+    n->dev_state = NULL;
     if (n->body) sl_graph_release(n->body);
     else if (n->desc->release) n->desc->release(n);
     n->state = NULL;
@@ -310,9 +395,12 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     }
     /* Reductions of the nodes this pass streams start from zero. */
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
-      if (p->buffers[i].reduction && p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0)
+      if (p->buffers[i].reduction && p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
+        int slot = p->buffers[i].node * 8 + p->buffers[i].port;
         rc = b->ops->zero(b, buffer_ptr(&c, p->buffers[i].node, p->buffers[i].port),
                           (size_t)p->buffers[i].bytes, err);
+        if (c.stage_out[slot]) memset(c.stage_out[slot], 0, c.stage_out_bytes[slot]);
+      }
     for (int64_t ch = 0; ch < p->n_chunks && rc == SL_OK; ch++) {
       int64_t start = ch * p->chunk_positions;
       int64_t count = p->positions - start < p->chunk_positions ? p->positions - start : p->chunk_positions;

@@ -41,6 +41,10 @@ typedef struct sl_node {
   unsigned pass_mask;
   int level; /* topological level within its (pass, phase) */
   void *state;
+  /* Device copies of state a device kernel builds on its first call; freed
+   * by sl_graph_release with dev_state_free. */
+  void *dev_state;
+  void (*dev_state_free)(void *dev_state);
   /* Provenance notes ("key: value") a node records about what it did, e.g.
    * the mask policy or why a dtype was widened; written with the outputs. */
   int n_notes;

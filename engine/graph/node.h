@@ -88,8 +88,14 @@ typedef struct sl_node_desc {
   /* Kernel per backend; NULL where the backend has none (the graph refuses to
    * bind such a node to that backend: no silent host fallback). */
   sl_kernel_fn kernel[SL_BACKEND_COUNT];
-  /* Optional: after the last chunk, for nodes with reduction outputs. */
-  sl_kernel_fn finalize;
+  /* Optional: after the last chunk, for nodes with reduction outputs; per
+   * backend like the kernels. */
+  sl_kernel_fn finalize[SL_BACKEND_COUNT];
+  /* The node runs on the host whatever the backend: sources that read files
+   * or simulate, and small whole-tensor analyses. On a device backend the
+   * executor moves its inputs and outputs through host staging buffers, and
+   * the plan and report say so; its CPU kernel is used. */
+  bool host;
   /* Optional: ground truth and other provenance written with outputs. */
 } sl_node_desc;
 

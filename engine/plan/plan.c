@@ -263,10 +263,24 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       if (p->buffers[b].first_level <= l && l <= p->buffers[b].last_level) live += p->buffers[b].bytes;
     if (live > p->live_peak_bytes) p->live_peak_bytes = live;
   }
+  /* Host nodes on a device backend stage their inputs and outputs on the host. */
+  if (p->caps.device_memory)
+    for (int b = 0; b < p->n_buffers; b++) {
+      const sl_plan_buffer *bf = &p->buffers[b];
+      const sl_node *prod = &g->nodes[bf->node];
+      bool staged = prod->desc && prod->desc->host;
+      for (int j = 0; j < nn && !staged; j++)
+        for (int q = 0; q < g->nodes[j].n_in; q++)
+          if (g->nodes[j].desc && g->nodes[j].desc->host && g->nodes[j].in_src[q].node == bf->node &&
+              g->nodes[j].in_src[q].port == bf->port)
+            staged = true;
+      if (staged) p->staging_bytes += bf->bytes;
+    }
   int64_t engine = p->slot_bytes + p->workspace_bytes + p->body_bytes + p->state_bytes;
   if (p->caps.device_memory) {
     p->peak_device_bytes = engine;
-    p->peak_host_bytes = p->output_bytes;
+    p->peak_host_bytes = p->output_bytes + p->staging_bytes + p->state_bytes;
+    p->peak_device_bytes -= p->state_bytes; /* node state lives on the host */
   } else {
     p->peak_host_bytes = engine + p->output_bytes;
   }

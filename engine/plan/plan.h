@@ -82,6 +82,7 @@ typedef struct sl_plan {
                               per-worker scratch times the worker count */
   int64_t state_bytes;     /* node state held for the whole run (sum) */
   int64_t lent_workspace_bytes; /* the executor's workspace buffer */
+  int64_t staging_bytes;   /* host staging of host nodes on a device backend */
   int64_t body_bytes;      /* largest iterate body peak */
   int64_t output_bytes;    /* assembled streamed graph outputs (whole) */
   int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */

@@ -82,6 +82,7 @@ const sl_node_desc sl_node_constant = {
     .outputs = constant_out, .n_outputs = 1,
     .infer = constant_infer, .cost = constant_cost,
     .kernel = {[SL_BACKEND_CPU] = constant_cpu},
+    .host = true,
 };
 
 /* ---- ramp ------------------------------------------------------------------ */
@@ -149,6 +150,7 @@ const sl_node_desc sl_node_ramp = {
     .outputs = ramp_out, .n_outputs = 1,
     .infer = ramp_infer, .cost = ramp_cost,
     .kernel = {[SL_BACKEND_CPU] = ramp_cpu},
+    .host = true,
 };
 
 /* ---- affine ------------------------------------------------------------------ */
@@ -212,6 +214,7 @@ const sl_node_desc sl_node_affine = {
     .outputs = affine_out, .n_outputs = 1,
     .infer = affine_infer, .cost = affine_cost,
     .kernel = {[SL_BACKEND_CPU] = affine_cpu},
+    .host = true,
 };
 
 /* ---- sum ---------------------------------------------------------------------- */
@@ -368,4 +371,5 @@ const sl_node_desc sl_node_subtract = {
     .outputs = subtract_out, .n_outputs = 1,
     .infer = subtract_infer, .cost = subtract_cost,
     .kernel = {[SL_BACKEND_CPU] = subtract_cpu},
+    .host = true,
 };

@@ -69,4 +69,5 @@ const sl_node_desc sl_node_detector_mask = {
     .outputs = mask_out, .n_outputs = 1,
     .infer = mask_infer, .cost = mask_cost,
     .kernel = {[SL_BACKEND_CPU] = mask_cpu},
+    .host = true,
 };

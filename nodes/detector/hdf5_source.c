@@ -332,4 +332,5 @@ const sl_node_desc sl_node_hdf5_source = {
     .infer = src_infer, .cost = src_cost,
     .prepare = src_prepare, .release = src_release,
     .kernel = {[SL_BACKEND_CPU] = src_cpu},
+    .host = true,
 };

@@ -211,5 +211,5 @@ const sl_node_desc sl_node_com = {
     .infer = com_infer, .cost = com_cost,
     .prepare = com_prepare, .release = com_release,
     .kernel = {[SL_BACKEND_CPU] = com_cpu},
-    .finalize = com_finalize,
+    .finalize = {[SL_BACKEND_CPU] = com_finalize},
 };

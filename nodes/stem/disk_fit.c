@@ -432,4 +432,5 @@ const sl_node_desc sl_node_disk_fit = {
     .outputs = df_out, .n_outputs = 1,
     .infer = df_infer, .cost = df_cost,
     .kernel = {[SL_BACKEND_CPU] = df_cpu},
+    .host = true,
 };

@@ -281,4 +281,5 @@ const sl_node_desc sl_node_dpc = {
     .outputs = dpc_out, .n_outputs = 6,
     .infer = dpc_infer, .cost = dpc_cost,
     .kernel = {[SL_BACKEND_CPU] = dpc_cpu},
+    .host = true,
 };

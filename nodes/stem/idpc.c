@@ -202,4 +202,5 @@ const sl_node_desc sl_node_idpc = {
     .infer = idpc_infer, .cost = idpc_cost,
     .prepare = idpc_prepare, .release = idpc_release,
     .kernel = {[SL_BACKEND_CPU] = idpc_cpu},
+    .host = true,
 };

@@ -547,4 +547,5 @@ const sl_node_desc sl_node_synthetic_4dstem = {
     .infer = syn_infer, .cost = syn_cost,
     .prepare = syn_prepare, .release = syn_release,
     .kernel = {[SL_BACKEND_CPU] = syn_cpu},
+    .host = true,
 };

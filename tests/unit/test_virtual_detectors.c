@@ -107,7 +107,7 @@ static sl_code run_stream(sl_node *n, sl_backend *b, const void *in0, const void
     sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
     if (rc) return rc;
   }
-  if (n->desc->finalize) {
+  if (n->desc->finalize[SL_BACKEND_CPU]) {
     memset(&a, 0, sizeof a);
     a.backend = b;
     a.node = n;
@@ -116,7 +116,7 @@ static sl_code run_stream(sl_node *n, sl_backend *b, const void *in0, const void
     for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
     for (int k = 0; k < n->n_out; k++) a.out[k] = out[k];
     a.err = e;
-    return n->desc->finalize(&a);
+    return n->desc->finalize[SL_BACKEND_CPU](&a);
   }
   return SL_OK;
 }
