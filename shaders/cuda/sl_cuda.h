@@ -56,4 +56,40 @@ sl_code sl_cuda_sum(sl_kernel_args *a);
 #define SL_CUDA_KERNEL(fn) NULL
 #endif
 
+/* Added with the CUDA backend (engine/backend/cuda/cuda_backend.c,
+ * shaders/cuda/runtime.cu). */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device memory as the driver sees it (cudaMemGetInfo on the backend's
+ * device; b may be NULL for the calling thread's current device):
+ * driver_used = total - free, all processes and contexts included. Any
+ * pointer may be NULL. The device script reports it around repeated runs. */
+sl_code sl_cuda_memory_report(struct sl_backend *b, size_t *free_bytes, size_t *total_bytes,
+                              size_t *driver_used);
+/* What this backend holds now: device allocations (count, bytes) and pinned
+ * host allocations (count, bytes). Zero after every buffer went back. */
+void sl_cuda_backend_held(const struct sl_backend *b, int64_t *device_allocs, uint64_t *device_bytes,
+                          int64_t *pinned_allocs, uint64_t *pinned_bytes);
+/* Capabilities a launcher may size its work by: shared memory per block with
+ * opt-in (bytes) and the compute capability as major * 10 + minor. */
+size_t sl_cuda_shared_memory_per_block(const struct sl_backend *b);
+int sl_cuda_compute_capability(const struct sl_backend *b);
+
+/* shaders/cuda/runtime.cu: dst[0..n) = value (u32) on `stream` (a
+ * cudaStream_t); returns the cudaError_t of the launch as an int. */
+int sl_cuda_launch_fill_u32(void *stream, void *dst, uint32_t value, size_t n);
+/* Self-test launchers (tests only; never named by a node descriptor):
+ * fill writes pos_count u32 copies of (uint32_t)pos_start into out[0];
+ * bad_launch fails at launch (invalid configuration); trap faults on the
+ * device, an asynchronous, sticky error that poisons the context. */
+sl_code sl_cuda_selftest_fill(sl_kernel_args *a);
+sl_code sl_cuda_selftest_bad_launch(sl_kernel_args *a);
+sl_code sl_cuda_selftest_trap(sl_kernel_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -15,4 +15,4 @@ fi
   --set disk_radius=16 --out demo-out/virtual_image --force
 echo
 echo "demo acquisition: demo-data/sample_master.h5 (+ data files)"
-echo "demo outputs:     demo-out/virtual_image/ (results.h5, bf.png, adf.png, report.json)"
+echo "demo outputs:     demo-out/virtual_image/ (results.h5, bf.png, adf.png, df.png, report.json)"
