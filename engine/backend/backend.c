@@ -15,7 +15,10 @@ const char *sl_backend_kind_name(sl_backend_kind k) {
 const sl_backend_ops *sl_backend_ops_for(sl_backend_kind k) {
   switch (k) {
     case SL_BACKEND_CPU: return &sl_cpu_backend_ops;
-    default: return NULL; /* CUDA is not compiled into this build */
+#ifdef SLUICE_HAVE_CUDA
+    case SL_BACKEND_CUDA: return &sl_cuda_backend_ops;
+#endif
+    default: return NULL; /* not compiled into this build */
   }
 }
 

@@ -81,5 +81,8 @@ sl_code sl_backend_parse(const char *name, int *kind_or_auto, sl_error *err);
 sl_code sl_backend_select(int kind_or_auto, sl_backend_kind *out, sl_error *err);
 
 extern const sl_backend_ops sl_cpu_backend_ops;
+#ifdef SLUICE_HAVE_CUDA
+extern const sl_backend_ops sl_cuda_backend_ops;
+#endif
 
 #endif

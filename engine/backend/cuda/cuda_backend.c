@@ -1,0 +1,515 @@
+/* The CUDA backend: plain C on the CUDA runtime API.
+ *
+ * One device (0, or SLUICE_CUDA_DEVICE), one non-blocking stream. Buffers are
+ * device memory (cudaMalloc); host staging for host nodes is pinned
+ * (cudaMallocHost). Kernels were compiled at build time (shaders/cuda/*.cu)
+ * and are checked at create: each must have code for this device and the ABI
+ * this engine expects, or the backend refuses to start, before any work.
+ *
+ * A batch is one level of one chunk. Encoding runs the node's launcher at
+ * once: it enqueues kernels on the stream and returns without waiting. Commit
+ * has nothing left to do; wait synchronises the stream and reports the first
+ * error with the batch's nodes and chunk (an asynchronous error cannot be
+ * pinned on one kernel, so it names them all). Host nodes' CPU kernels run on
+ * an internal CPU backend's threads (parallel_for, workers).
+ *
+ * Capabilities come from device attributes, never from the device's name. */
+#include <cuda_runtime_api.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/util.h"
+#include "../../graph/graph.h"
+#include "../backend.h"
+#include "shaders/cuda/sl_cuda.h"
+
+/* The kernel ABI this engine was written against; every registered kernel
+ * must carry it, and so must the kernels' header (SL_CUDA_KERNEL_ABI). */
+#define SL_ENGINE_KERNEL_ABI 1
+
+enum { MIN_COMPUTE_CAPABILITY = 80 };
+
+typedef struct cuda_impl {
+  int device;
+  int compute_capability; /* major * 10 + minor */
+  size_t smem_per_block;  /* opt-in maximum */
+  cudaStream_t stream;
+  bool have_stream;
+  sl_backend *cpu; /* host threads for host nodes' kernels */
+  /* batch */
+  bool in_batch;
+  sl_code batch_status;
+  int64_t batch_chunk;
+  const char **batch_nodes; /* ids of the encoded nodes (the graph owns them) */
+  int n_batch, cap_batch;
+  /* what this backend holds now */
+  int64_t device_allocs, pinned_allocs;
+  uint64_t device_bytes, pinned_bytes;
+} cuda_impl;
+
+/* Fills err from a CUDA error and clears the runtime's last-error state, so
+ * that a later launch check does not report an old, unrelated error. */
+static sl_code cuda_fail(sl_error *err, cudaError_t e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static sl_code cuda_fail(sl_error *err, cudaError_t e, const char *fmt, ...) {
+  char what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  (void)cudaGetLastError();
+  sl_code code = e == cudaErrorMemoryAllocation ? SL_ERR_NOMEM : SL_ERR_BACKEND;
+  return sl_fail(err, code, "cuda backend: %s: %s (%s)", what, cudaGetErrorString(e),
+                 cudaGetErrorName(e));
+}
+
+/* The device this process uses: 0, or SLUICE_CUDA_DEVICE. */
+static sl_code select_device(int *device, sl_error *err) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return sl_fail(err, SL_ERR_BACKEND, "no CUDA device: %s", cudaGetErrorString(e));
+  }
+  if (count <= 0)
+    return sl_fail(err, SL_ERR_BACKEND, "no CUDA device: %s", cudaGetErrorString(cudaErrorNoDevice));
+  int d = 0;
+  const char *env = getenv("SLUICE_CUDA_DEVICE");
+  if (env && *env) {
+    int64_t v;
+    if (!sl_parse_i64(env, &v) || v < 0 || v >= count)
+      return sl_fail(err, SL_ERR_BACKEND,
+                     "SLUICE_CUDA_DEVICE=%s: expected a device index from 0 to %d (%d device%s found)",
+                     env, count - 1, count, count == 1 ? "" : "s");
+    d = (int)v;
+  }
+  *device = d;
+  return SL_OK;
+}
+
+static int attribute(enum cudaDeviceAttr a, int device) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, a, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    v = 0;
+  }
+  return v;
+}
+
+/* Capabilities of `device` from its attributes. Makes the device current and
+ * asks for its free memory (which creates the primary context). */
+static sl_code query_caps(int device, sl_backend_caps *caps, int *cc_out, size_t *smem_out,
+                          sl_error *err) {
+  memset(caps, 0, sizeof *caps);
+  caps->kind = SL_BACKEND_CUDA;
+  struct cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cannot read the properties of device %d", device);
+  int major = attribute(cudaDevAttrComputeCapabilityMajor, device);
+  int minor = attribute(cudaDevAttrComputeCapabilityMinor, device);
+  int cc = major * 10 + minor;
+  if (cc < MIN_COMPUTE_CAPABILITY)
+    return sl_fail(err, SL_ERR_BACKEND,
+                   "CUDA device %d (%.80s) has compute capability %d.%d; sluice needs 8.0 or newer "
+                   "(its kernels are built for sm_80 and sm_90)",
+                   device, prop.name, major, minor);
+  if (attribute(cudaDevAttrComputeMode, device) == cudaComputeModeProhibited)
+    return sl_fail(err, SL_ERR_BACKEND,
+                   "CUDA device %d (%.80s) is in compute mode 'prohibited': no process may use it",
+                   device, prop.name);
+  int sms = attribute(cudaDevAttrMultiProcessorCount, device);
+  int smem = attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (smem <= 0) smem = attribute(cudaDevAttrMaxSharedMemoryPerBlock, device);
+  int clock_khz = attribute(cudaDevAttrClockRate, device);
+  int mem_clock_khz = attribute(cudaDevAttrMemoryClockRate, device);
+  int bus_bits = attribute(cudaDevAttrGlobalMemoryBusWidth, device);
+  if (sms <= 0) return sl_fail(err, SL_ERR_BACKEND, "CUDA device %d reports no multiprocessors", device);
+
+  e = cudaSetDevice(device);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cannot use device %d", device);
+  size_t free_b = 0, total_b = 0;
+  e = cudaMemGetInfo(&free_b, &total_b);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cannot read the memory of device %d", device);
+
+  caps->compute_units = sms;
+  caps->memory_bytes = free_b; /* what the planner budgets against */
+  caps->device_memory = true;
+  /* Sustained traffic: 80% of the peak of a double-data-rate bus; without the
+   * attributes a conservative figure per generation. */
+  if (mem_clock_khz > 0 && bus_bits > 0)
+    caps->bytes_per_second = 0.8 * 2.0 * (double)mem_clock_khz * 1e3 * (double)bus_bits / 8.0;
+  else
+    caps->bytes_per_second = cc >= 90 ? 2e12 : 1e12;
+  /* Simple 32-bit operations: 64 lanes per multiprocessor per clock. */
+  caps->ops_per_second = (double)sms * 64.0 * (clock_khz > 0 ? (double)clock_khz * 1e3 : 1.4e9);
+  snprintf(caps->device, sizeof caps->device, "%.64s, sm_%d%d, %d SMs, %.1f GiB", prop.name, major,
+           minor, sms, (double)total_b / (1024.0 * 1024.0 * 1024.0));
+  if (cc_out) *cc_out = cc;
+  if (smem_out) *smem_out = smem > 0 ? (size_t)smem : 0;
+  return SL_OK;
+}
+
+static sl_code cuda_probe(sl_backend_caps *caps, sl_error *err) {
+  int device;
+  sl_code rc = select_device(&device, err);
+  if (rc != SL_OK) {
+    memset(caps, 0, sizeof *caps);
+    caps->kind = SL_BACKEND_CUDA;
+    return rc;
+  }
+  return query_caps(device, caps, NULL, NULL, err);
+}
+
+/* Every kernel of the binary must have code for this device and the ABI this
+ * engine expects. */
+static sl_code check_registry(const cuda_impl *c, sl_error *err) {
+  int n = 0;
+  const sl_cuda_kernel_info *k = sl_cuda_kernels(&n);
+  if (!k || n <= 0)
+    return sl_fail(err, SL_ERR_BACKEND, "cuda backend: the kernel registry is empty (a build problem)");
+  if (SL_CUDA_KERNEL_ABI != SL_ENGINE_KERNEL_ABI)
+    return sl_fail(err, SL_ERR_BACKEND,
+                   "cuda backend: the kernels were built for ABI %d but this engine expects ABI %d",
+                   SL_CUDA_KERNEL_ABI, SL_ENGINE_KERNEL_ABI);
+  for (int i = 0; i < n; i++) {
+    const char *name = k[i].name ? k[i].name : "(unnamed)";
+    if (k[i].abi != SL_CUDA_KERNEL_ABI || k[i].abi != SL_ENGINE_KERNEL_ABI)
+      return sl_fail(err, SL_ERR_BACKEND,
+                     "cuda backend: kernel '%s' was built for ABI %d but this engine expects ABI %d; "
+                     "rebuild sluice",
+                     name, k[i].abi, SL_ENGINE_KERNEL_ABI);
+    if (!k[i].func)
+      return sl_fail(err, SL_ERR_BACKEND, "cuda backend: kernel '%s' has no function in this binary", name);
+    struct cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, k[i].func);
+    if (e != cudaSuccess)
+      return cuda_fail(err, e, "kernel '%s' has no code for this device (sm_%d; the binary holds sm_80, sm_90 "
+                       "and PTX for compute_90)",
+                       name, c->compute_capability);
+  }
+  return SL_OK;
+}
+
+static void cuda_destroy(sl_backend *b);
+
+static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
+  *out = NULL;
+  int device;
+  sl_code rc = select_device(&device, err);
+  if (rc != SL_OK) return rc;
+  sl_backend_caps caps;
+  int cc = 0;
+  size_t smem = 0;
+  rc = query_caps(device, &caps, &cc, &smem, err);
+  if (rc != SL_OK) return rc;
+  sl_backend *b = sl_xcalloc(1, sizeof *b);
+  cuda_impl *c = sl_xcalloc(1, sizeof *c);
+  b->ops = &sl_cuda_backend_ops;
+  b->impl = c;
+  b->caps = caps;
+  c->device = device;
+  c->compute_capability = cc;
+  c->smem_per_block = smem;
+  c->batch_status = SL_OK;
+  cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    rc = cuda_fail(err, e, "cannot create a stream on device %d", device);
+  } else {
+    c->have_stream = true;
+    rc = check_registry(c, err);
+  }
+  if (rc == SL_OK) rc = sl_cpu_backend_ops.create(threads, &c->cpu, err);
+  if (rc != SL_OK) {
+    cuda_destroy(b);
+    return rc;
+  }
+  *out = b;
+  return SL_OK;
+}
+
+/* Safe after any failure, a sticky device error included: every CUDA call's
+ * result is ignored and host-side state is freed regardless. */
+static void cuda_destroy(sl_backend *b) {
+  if (!b) return;
+  cuda_impl *c = b->impl;
+  if (c) {
+    if (c->have_stream) {
+      (void)cudaStreamSynchronize(c->stream);
+      (void)cudaStreamDestroy(c->stream);
+    }
+    (void)cudaGetLastError();
+    if (c->cpu) c->cpu->ops->destroy(c->cpu);
+    free(c->batch_nodes);
+    free(c);
+  }
+  free(b);
+}
+
+static void format_size(size_t bytes, char *buf, size_t n) {
+  char h[32];
+  sl_format_bytes((uint64_t)bytes, h, sizeof h);
+  snprintf(buf, n, "%s (%zu bytes)", h, bytes);
+}
+
+static sl_code cuda_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err) {
+  cuda_impl *c = b->impl;
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    char s[64];
+    format_size(bytes, s, sizeof s);
+    return cuda_fail(err, e, "cannot allocate %s of device memory", s);
+  }
+  c->device_allocs++;
+  c->device_bytes += bytes;
+  *ptr = p;
+  return SL_OK;
+}
+
+static void cuda_free(sl_backend *b, void *ptr, size_t bytes) {
+  cuda_impl *c = b->impl;
+  if (!ptr) return;
+  /* cudaFree waits for the device; the pool returns a buffer only after the
+   * batch that used it completed anyway. */
+  if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
+  c->device_allocs--;
+  c->device_bytes -= bytes;
+}
+
+static sl_code cuda_host_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err) {
+  cuda_impl *c = b->impl;
+  void *p = NULL;
+  cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    char s[64];
+    format_size(bytes, s, sizeof s);
+    return cuda_fail(err, e, "cannot allocate %s of pinned host memory", s);
+  }
+  c->pinned_allocs++;
+  c->pinned_bytes += bytes;
+  *ptr = p;
+  return SL_OK;
+}
+
+static void cuda_host_free(sl_backend *b, void *ptr, size_t bytes) {
+  cuda_impl *c = b->impl;
+  if (!ptr) return;
+  /* An upload from this buffer may still be in flight. */
+  if (c->have_stream) (void)cudaStreamSynchronize(c->stream);
+  if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+  c->pinned_allocs--;
+  c->pinned_bytes -= bytes;
+}
+
+/* Host to device; may stay asynchronous (pinned sources): the next wait or
+ * download synchronises. Pageable sources are staged by the driver before
+ * this returns, so the caller may reuse them at once. */
+static sl_code cuda_upload(sl_backend *b, void *dst, const void *host_src, size_t bytes, sl_error *err) {
+  cuda_impl *c = b->impl;
+  if (!bytes) return SL_OK;
+  cudaError_t e = cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream);
+  if (e != cudaSuccess) {
+    char s[64];
+    format_size(bytes, s, sizeof s);
+    return cuda_fail(err, e, "upload of %s to the device failed", s);
+  }
+  return SL_OK;
+}
+
+/* Device to host; the data is on the host when this returns. */
+static sl_code cuda_download(sl_backend *b, void *host_dst, const void *src, size_t bytes, sl_error *err) {
+  cuda_impl *c = b->impl;
+  if (!bytes) return SL_OK;
+  cudaError_t e = cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+  if (e != cudaSuccess) {
+    char s[64];
+    format_size(bytes, s, sizeof s);
+    return cuda_fail(err, e, "download of %s from the device failed (or an earlier kernel failed)", s);
+  }
+  return SL_OK;
+}
+
+static sl_code cuda_copy(sl_backend *b, void *dst, const void *src, size_t bytes, sl_error *err) {
+  cuda_impl *c = b->impl;
+  if (!bytes) return SL_OK;
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
+  if (e != cudaSuccess) {
+    char s[64];
+    format_size(bytes, s, sizeof s);
+    return cuda_fail(err, e, "device copy of %s failed", s);
+  }
+  return SL_OK;
+}
+
+static sl_code cuda_zero(sl_backend *b, void *dst, size_t bytes, sl_error *err) {
+  cuda_impl *c = b->impl;
+  if (!bytes) return SL_OK;
+  cudaError_t e = cudaMemsetAsync(dst, 0, bytes, c->stream);
+  if (e != cudaSuccess) {
+    char s[64];
+    format_size(bytes, s, sizeof s);
+    return cuda_fail(err, e, "zeroing %s of device memory failed", s);
+  }
+  return SL_OK;
+}
+
+static sl_code cuda_batch_begin(sl_backend *b, sl_error *err) {
+  cuda_impl *c = b->impl;
+  if (c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cuda backend: batch already open");
+  c->in_batch = true;
+  c->n_batch = 0;
+  c->batch_chunk = -1;
+  c->batch_status = SL_OK;
+  return SL_OK;
+}
+
+/* Runs the launcher now: it enqueues its kernels on the stream and returns. */
+static sl_code cuda_batch_encode(sl_backend *b, sl_kernel_fn fn, sl_kernel_args *a, sl_error *err) {
+  cuda_impl *c = b->impl;
+  if (!c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cuda backend: encode outside a batch");
+  if (c->batch_status != SL_OK) return c->batch_status;
+  if (c->n_batch == c->cap_batch) {
+    c->cap_batch = c->cap_batch ? 2 * c->cap_batch : 16;
+    c->batch_nodes = sl_xrealloc(c->batch_nodes, (size_t)c->cap_batch * sizeof *c->batch_nodes);
+  }
+  c->batch_nodes[c->n_batch++] = a->node && a->node->id ? a->node->id : "?";
+  if (c->batch_chunk < 0) c->batch_chunk = a->chunk;
+  sl_code rc = fn(a);
+  if (rc != SL_OK) {
+    if (a->err && a->err != err) *err = *a->err;
+    if (err->code == SL_OK) sl_fail(err, rc, "cuda backend: launcher failed");
+    if (a->node) sl_error_node(err, a->node->id);
+    sl_error_chunk(err, a->chunk);
+    c->batch_status = rc;
+  }
+  return rc;
+}
+
+static sl_code cuda_batch_commit(sl_backend *b, sl_error *err) {
+  (void)b;
+  (void)err;
+  return SL_OK; /* launches were enqueued at encode; the stream runs them in order */
+}
+
+static sl_code cuda_batch_wait(sl_backend *b, sl_error *err) {
+  cuda_impl *c = b->impl;
+  c->in_batch = false;
+  /* Always wait, even after a failed launch: the buffers of this batch go
+   * back to the pool only once nothing on the device uses them. */
+  cudaError_t e = cudaStreamSynchronize(c->stream);
+  cudaError_t last = cudaGetLastError();
+  if (e == cudaSuccess) e = last;
+  if (c->batch_status != SL_OK) return c->batch_status; /* reported at encode */
+  if (e == cudaSuccess) return SL_OK;
+  char nodes[512] = "";
+  size_t used = 0;
+  for (int i = 0; i < c->n_batch && used + 1 < sizeof nodes; i++) {
+    int w = snprintf(nodes + used, sizeof nodes - used, "%s%s", i ? ", " : "", c->batch_nodes[i]);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+  if (used + 1 >= sizeof nodes) memcpy(nodes + sizeof nodes - 5, "...", 4);
+  if (c->n_batch == 0)
+    sl_fail(err, SL_ERR_BACKEND, "cuda backend: device error at the end of a batch with no kernels: %s (%s)",
+            cudaGetErrorString(e), cudaGetErrorName(e));
+  else
+    sl_fail(err, SL_ERR_BACKEND, "cuda backend: device error in the batch of node%s %s (chunk %lld): %s (%s)",
+            c->n_batch == 1 ? "" : "s", nodes, (long long)c->batch_chunk, cudaGetErrorString(e),
+            cudaGetErrorName(e));
+  if (c->n_batch == 1) sl_error_node(err, c->batch_nodes[0]);
+  if (c->batch_chunk >= 0) sl_error_chunk(err, c->batch_chunk);
+  c->batch_status = SL_ERR_BACKEND;
+  return SL_ERR_BACKEND;
+}
+
+static void cuda_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx) {
+  cuda_impl *c = b->impl;
+  c->cpu->ops->parallel_for(c->cpu, n, grain, fn, ctx);
+}
+
+static int cuda_workers(const sl_backend *b) {
+  const cuda_impl *c = b->impl;
+  return c->cpu->ops->workers(c->cpu);
+}
+
+const sl_backend_ops sl_cuda_backend_ops = {
+    .kind = SL_BACKEND_CUDA,
+    .probe = cuda_probe,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .batch_begin = cuda_batch_begin,
+    .batch_encode = cuda_batch_encode,
+    .batch_commit = cuda_batch_commit,
+    .batch_wait = cuda_batch_wait,
+    .parallel_for = cuda_parallel_for,
+    .workers = cuda_workers,
+};
+
+/* ---- shaders/cuda/sl_cuda.h ---- */
+
+void *sl_cuda_stream(sl_backend *b) {
+  if (!b || b->ops->kind != SL_BACKEND_CUDA || !b->impl) return NULL;
+  return (void *)((cuda_impl *)b->impl)->stream;
+}
+
+sl_code sl_cuda_check_launch(sl_kernel_args *a, const char *kernel) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return SL_OK;
+  sl_error local;
+  sl_error_clear(&local);
+  sl_error *err = a && a->err ? a->err : &local;
+  sl_fail(err, SL_ERR_BACKEND, "cuda backend: launch of kernel '%s' failed: %s (%s)",
+          kernel ? kernel : "?", cudaGetErrorString(e), cudaGetErrorName(e));
+  if (a && a->node) sl_error_node(err, a->node->id);
+  if (a) sl_error_chunk(err, a->chunk);
+  return SL_ERR_BACKEND;
+}
+
+sl_code sl_cuda_memory_report(sl_backend *b, size_t *free_bytes, size_t *total_bytes, size_t *driver_used) {
+  if (b) {
+    if (b->ops->kind != SL_BACKEND_CUDA || !b->impl) return SL_ERR_BACKEND;
+    if (cudaSetDevice(((cuda_impl *)b->impl)->device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return SL_ERR_BACKEND;
+    }
+  }
+  size_t f = 0, t = 0;
+  if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return SL_ERR_BACKEND;
+  }
+  if (free_bytes) *free_bytes = f;
+  if (total_bytes) *total_bytes = t;
+  if (driver_used) *driver_used = t - f;
+  return SL_OK;
+}
+
+void sl_cuda_backend_held(const sl_backend *b, int64_t *device_allocs, uint64_t *device_bytes,
+                          int64_t *pinned_allocs, uint64_t *pinned_bytes) {
+  const cuda_impl *c = b && b->ops->kind == SL_BACKEND_CUDA ? b->impl : NULL;
+  if (device_allocs) *device_allocs = c ? c->device_allocs : 0;
+  if (device_bytes) *device_bytes = c ? c->device_bytes : 0;
+  if (pinned_allocs) *pinned_allocs = c ? c->pinned_allocs : 0;
+  if (pinned_bytes) *pinned_bytes = c ? c->pinned_bytes : 0;
+}
+
+size_t sl_cuda_shared_memory_per_block(const sl_backend *b) {
+  const cuda_impl *c = b && b->ops->kind == SL_BACKEND_CUDA ? b->impl : NULL;
+  return c ? c->smem_per_block : 0;
+}
+
+int sl_cuda_compute_capability(const sl_backend *b) {
+  const cuda_impl *c = b && b->ops->kind == SL_BACKEND_CUDA ? b->impl : NULL;
+  return c ? c->compute_capability : 0;
+}
