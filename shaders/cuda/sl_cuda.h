@@ -1,4 +1,4 @@
-/* Shared by the CUDA kernels (shaders/cuda/*.cu), the CUDA backend
+/* Shared by the CUDA kernels (the .cu files in shaders/cuda), the CUDA backend
  * (engine/backend/cuda) and the node descriptors that name CUDA kernels.
  * Plain C declarations: node files include it without CUDA headers. */
 #ifndef SL_CUDA_H
