@@ -1,0 +1,160 @@
+/* Writes a Dectris-style 4D-STEM acquisition (master file with external links
+ * to data files, bitshuffle-LZ4 through the official HDF5 filter plugin) from
+ * C, for machines without Python's h5py (the accelerator machine). Counts: a
+ * bright-field disk (Poisson mean 20) over a sparse dark field (mean 0.05),
+ * like tests/data/make_dectris.py. Data files are written by parallel
+ * processes.
+ *
+ *   HDF5_PLUGIN_PATH=... make_acquisition PREFIX SCAN_ROWS SCAN_COLS DET_ROWS DET_COLS
+ *                        FRAMES_PER_FILE [PROCESSES]
+ */
+#include <hdf5.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BSHUF_FILTER 32008
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Poisson by inversion of a cumulative table (exact up to the table's end). */
+typedef struct poisson_table {
+  uint32_t cdf[128]; /* scaled to 2^32 */
+  int n;
+} poisson_table;
+
+static void make_table(poisson_table *t, double mean) {
+  double p = exp(-mean), c = 0;
+  t->n = 0;
+  for (int k = 0; k < 128; k++) {
+    c += p;
+    double v = c * 4294967296.0;
+    t->cdf[k] = v >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)v;
+    t->n = k + 1;
+    if (t->cdf[k] == 0xFFFFFFFFu) break;
+    p *= mean / (k + 1);
+  }
+}
+
+static uint16_t sample(const poisson_table *t, uint64_t *s) {
+  uint32_t u = (uint32_t)(rng_next(s) >> 32);
+  int k = 0;
+  while (k < t->n - 1 && u >= t->cdf[k]) k++;
+  return (uint16_t)k;
+}
+
+static int write_data_file(const char *path, int64_t first, int64_t n, int64_t h, int64_t w,
+                           int64_t rows, int64_t cols) {
+  hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (f < 0) return 1;
+  hsize_t dims[3] = {(hsize_t)n, (hsize_t)h, (hsize_t)w}, chunk[3] = {1, (hsize_t)h, (hsize_t)w};
+  hid_t space = H5Screate_simple(3, dims, NULL);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 3, chunk);
+  unsigned cd[2] = {0, 2}; /* the plugin's user values: block size (default), LZ4 */
+  if (H5Pset_filter(dcpl, BSHUF_FILTER, H5Z_FLAG_MANDATORY, 2, cd) < 0) {
+    fprintf(stderr, "make_acquisition: the bitshuffle filter plugin is not available (HDF5_PLUGIN_PATH)\n");
+    return 1;
+  }
+  hid_t g1 = H5Gcreate2(f, "/entry", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t g2 = H5Gcreate2(g1, "data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t ds = H5Dcreate2(g2, "data", H5T_NATIVE_UINT16, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  poisson_table bf, df;
+  make_table(&bf, 20.0);
+  make_table(&df, 0.05);
+  uint16_t *frame = malloc((size_t)(h * w) * 2);
+  hsize_t one[3] = {1, (hsize_t)h, (hsize_t)w};
+  hid_t mem = H5Screate_simple(3, one, NULL);
+  double radius = (double)(h < w ? h : w) / 8.0;
+  int rc = 0;
+  for (int64_t i = 0; i < n && rc == 0; i++) {
+    int64_t fr = first + i, sr = fr / cols, sc = fr % cols;
+    double cy = (double)h / 2 + 0.05 * radius * sin(2 * M_PI * (double)sr / (double)(rows > 1 ? rows : 1));
+    double cx = (double)w / 2 + 0.05 * radius * cos(2 * M_PI * (double)sc / (double)(cols > 1 ? cols : 1));
+    uint64_t s = 0x5EED0000ull + (uint64_t)fr * 0x9E3779B97F4A7C15ull;
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t c = 0; c < w; c++) {
+        double d2 = (r - cy) * (r - cy) + (c - cx) * (c - cx);
+        frame[r * w + c] = sample(d2 <= radius * radius ? &bf : &df, &s);
+      }
+    hsize_t start[3] = {(hsize_t)i, 0, 0};
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, one, NULL);
+    if (H5Dwrite(ds, H5T_NATIVE_UINT16, mem, space, H5P_DEFAULT, frame) < 0) rc = 1;
+  }
+  free(frame);
+  H5Sclose(mem);
+  H5Dclose(ds);
+  H5Gclose(g2);
+  H5Gclose(g1);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  if (H5Fclose(f) < 0) rc = 1;
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 7) {
+    fprintf(stderr, "usage: make_acquisition PREFIX SCAN_ROWS SCAN_COLS DET_ROWS DET_COLS FRAMES_PER_FILE [PROCESSES]\n");
+    return 2;
+  }
+  const char *prefix = argv[1];
+  int64_t rows = atoll(argv[2]), cols = atoll(argv[3]), h = atoll(argv[4]), w = atoll(argv[5]);
+  int64_t per_file = atoll(argv[6]);
+  int procs = argc > 7 ? atoi(argv[7]) : 1;
+  int64_t total = rows * cols, files = (total + per_file - 1) / per_file;
+  const char *base = strrchr(prefix, '/') ? strrchr(prefix, '/') + 1 : prefix;
+  /* data files, `procs` at a time */
+  for (int64_t f0 = 0; f0 < files; f0 += procs) {
+    for (int64_t k = f0; k < files && k < f0 + procs; k++) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s_data_%06lld.h5", prefix, (long long)(k + 1));
+        int64_t first = k * per_file, n = total - first < per_file ? total - first : per_file;
+        _exit(write_data_file(path, first, n, h, w, rows, cols));
+      }
+    }
+    int status, failed = 0;
+    while (wait(&status) > 0) failed |= !WIFEXITED(status) || WEXITSTATUS(status);
+    if (failed) {
+      fprintf(stderr, "make_acquisition: writing a data file failed\n");
+      return 1;
+    }
+  }
+  char master[4096];
+  snprintf(master, sizeof master, "%s_master.h5", prefix);
+  hid_t m = H5Fcreate(master, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  for (int64_t k = 0; k < files; k++) {
+    char link[64], file[4096];
+    snprintf(link, sizeof link, "/entry/data/data_%06lld", (long long)(k + 1));
+    snprintf(file, sizeof file, "%s_data_%06lld.h5", base, (long long)(k + 1));
+    H5Lcreate_external(file, "/entry/data/data", m, link, lcpl, H5P_DEFAULT);
+  }
+  hid_t sp = H5Screate(H5S_SCALAR);
+  uint64_t v[3] = {(uint64_t)total, 1, 65534};
+  const char *names[3] = {"/entry/instrument/detector/detectorSpecific/nimages",
+                          "/entry/instrument/detector/detectorSpecific/ntrigger",
+                          "/entry/instrument/detector/saturation_value"};
+  for (int i = 0; i < 3; i++) {
+    hid_t d = H5Dcreate2(m, names[i], H5T_NATIVE_UINT64, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v[i]);
+    H5Dclose(d);
+  }
+  H5Sclose(sp);
+  H5Pclose(lcpl);
+  H5Fclose(m);
+  printf("%s: %lld frames of %lldx%lld u16 in %lld data files (bitshuffle-LZ4)\n", master,
+         (long long)total, (long long)h, (long long)w, (long long)files);
+  return 0;
+}
