@@ -14,8 +14,8 @@ const char *const cli_help_plan =
     "Exits 3 (after printing the plan) when the plan does not fit the budget.\n"
     "\n"
     "  --set NAME=VALUE     override a pipeline param (repeatable)\n"
-    "  --backend B          plan for this backend's profile (default auto: the CPU\n"
-    "                       profile unless a device backend is built in and found)\n"
+    "  --backend B          plan for this backend's profile (default: the CPU; planning\n"
+    "                       for cuda reads the device's capabilities)\n"
     "  --memory-limit SIZE  budget, e.g. 512M, 8G (default: available memory)\n"
     "  --chunk N            scan positions per chunk (default: automatic)\n"
     "  --json               the plan as JSON on stdout\n";
@@ -33,6 +33,9 @@ int cmd_plan(int argc, char **argv) {
   sl_backend_kind kind;
   sl_backend_caps caps;
   sl_plan *p = NULL;
+  /* Planning touches no GPU: auto plans for the CPU; name a backend to plan
+   * for it (its capabilities are then read from the device). */
+  if (o.backend == SL_BACKEND_AUTO) o.backend = SL_BACKEND_CPU;
   if (sl_backend_select(o.backend, &kind, &err) != SL_OK ||
       sl_backend_ops_for(kind)->probe(&caps, &err) != SL_OK ||
       sl_graph_check_backend(g, kind, &err) != SL_OK) {
