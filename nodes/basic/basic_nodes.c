@@ -5,6 +5,7 @@
 
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
+#include "shaders/cuda/sl_cuda.h"
 
 /* ---- shared helpers ---------------------------------------------------- */
 
@@ -293,7 +294,7 @@ const sl_node_desc sl_node_sum = {
     .inputs = sum_in, .n_inputs = 1,
     .outputs = sum_out, .n_outputs = 1,
     .infer = sum_infer, .cost = sum_cost,
-    .kernel = {[SL_BACKEND_CPU] = sum_cpu},
+    .kernel = {[SL_BACKEND_CPU] = sum_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_sum)},
 };
 
 /* ---- subtract ------------------------------------------------------------------ */

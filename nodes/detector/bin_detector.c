@@ -18,6 +18,8 @@
 
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
+#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/sl_cuda_detector.h"
 
 typedef struct bin_cfg {
   int f;
@@ -345,5 +347,7 @@ const sl_node_desc sl_node_bin_detector = {
     .inputs = bin_in, .n_inputs = 1,
     .outputs = bin_out, .n_outputs = 1,
     .infer = bin_infer, .cost = bin_cost,
-    .kernel = {[SL_BACKEND_CPU] = bin_cpu},
+    .kernel = {[SL_BACKEND_CPU] = bin_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bin_detector)},
+    /* CUDA: reports a max_value audit failure of the last chunk (see detector.cu). */
+    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bin_detector_finalize)},
 };

@@ -25,6 +25,8 @@
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
 #include "../stem/mask_file.h"
+#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/sl_cuda_detector.h"
 
 typedef enum mc_policy { MC_MEDIAN, MC_ZERO, MC_NONE } mc_policy;
 
@@ -202,6 +204,12 @@ static sl_code mc_prepare(sl_node *n, sl_error *err) {
   else
     sl_node_note(n, "static_bad_pixels", "%lld", (long long)s->file_bad);
   return SL_OK;
+}
+
+/* For the CUDA kernel: the mask read from param 'mask_file' (H*W), or NULL. */
+const uint8_t *sl_mask_correct_file_mask(const sl_node *n) {
+  const mc_state *s = n->state;
+  return s ? s->file_mask : NULL;
 }
 
 static uint64_t mask_at(const void *m, sl_dtype t, int64_t i) {
@@ -420,5 +428,5 @@ const sl_node_desc sl_node_mask_correct = {
     .outputs = mc_out, .n_outputs = 1,
     .infer = mc_infer, .cost = mc_cost,
     .prepare = mc_prepare, .release = mc_release,
-    .kernel = {[SL_BACKEND_CPU] = mc_cpu},
+    .kernel = {[SL_BACKEND_CPU] = mc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_mask_correct)},
 };

@@ -14,6 +14,7 @@
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
 #include "frame_moments.h"
+#include "shaders/cuda/sl_cuda.h"
 
 typedef enum com_descan { COM_NONE, COM_PLANE } com_descan;
 
@@ -210,6 +211,7 @@ const sl_node_desc sl_node_com = {
     .outputs = com_out, .n_outputs = 2,
     .infer = com_infer, .cost = com_cost,
     .prepare = com_prepare, .release = com_release,
-    .kernel = {[SL_BACKEND_CPU] = com_cpu},
-    .finalize = {[SL_BACKEND_CPU] = com_finalize},
+    .kernel = {[SL_BACKEND_CPU] = com_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_com)},
+    .finalize = {[SL_BACKEND_CPU] = com_finalize,
+                 [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_com_finalize)},
 };

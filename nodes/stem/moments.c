@@ -7,6 +7,7 @@
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
 #include "frame_moments.h"
+#include "shaders/cuda/sl_cuda.h"
 
 static sl_code mo_infer(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
@@ -87,5 +88,5 @@ const sl_node_desc sl_node_moments = {
     .inputs = mo_in, .n_inputs = 1,
     .outputs = mo_out, .n_outputs = 3,
     .infer = mo_infer, .cost = mo_cost,
-    .kernel = {[SL_BACKEND_CPU] = mo_cpu},
+    .kernel = {[SL_BACKEND_CPU] = mo_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_moments)},
 };

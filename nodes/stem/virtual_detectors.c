@@ -27,6 +27,8 @@
 #include "../../engine/graph/node.h"
 #include "frame_moments.h"
 #include "stem_geom.h"
+#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/sl_cuda_detector.h"
 
 #define VD_MAX_RUN 65536
 
@@ -208,6 +210,15 @@ static sl_code vd_prepare(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
+/* For the CUDA kernels: the class runs prepare() built, {len, cls} pairs. */
+const uint32_t *sl_virtual_detectors_runs(const sl_node *n, int64_t *n_runs) {
+  const vd_state *s = n->state;
+  _Static_assert(sizeof(vd_run) == 2 * sizeof(uint32_t), "vd_run layout");
+  if (!s || !s->built || s->g.use_disk) return NULL;
+  *n_runs = s->n_runs;
+  return (const uint32_t *)s->runs;
+}
+
 typedef struct vd_job {
   const sl_kernel_args *a;
   const vd_state *s;
@@ -295,5 +306,7 @@ const sl_node_desc sl_node_virtual_detectors = {
     .outputs = vd_out, .n_outputs = 3,
     .infer = vd_infer, .cost = vd_cost,
     .prepare = vd_prepare, .release = vd_release,
-    .kernel = {[SL_BACKEND_CPU] = vd_cpu},
+    .kernel = {[SL_BACKEND_CPU] = vd_cpu,
+               [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_detectors)},
+    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_detectors_finalize)},
 };

@@ -20,6 +20,8 @@
 #include "../../engine/graph/node.h"
 #include "mask_file.h"
 #include "stem_geom.h"
+#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/sl_cuda_detector.h"
 
 typedef enum vi_kind { VI_BF, VI_ADF, VI_DF, VI_ANNULUS, VI_MASK } vi_kind;
 
@@ -274,6 +276,15 @@ static sl_code vi_prepare(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
+/* For the CUDA kernels: the spans prepare() built, {offset, length} pairs. */
+const int64_t *sl_virtual_image_spans(const sl_node *n, int64_t *n_spans) {
+  const vi_state *s = n->state;
+  _Static_assert(sizeof(vi_span) == 2 * sizeof(int64_t), "vi_span layout");
+  if (!s || !s->built || s->g.use_disk) return NULL;
+  *n_spans = s->n_spans;
+  return (const int64_t *)s->spans;
+}
+
 typedef struct vi_job {
   const sl_kernel_args *a;
   const vi_state *s;
@@ -361,5 +372,7 @@ const sl_node_desc sl_node_virtual_image = {
     .outputs = vi_out, .n_outputs = 1,
     .infer = vi_infer, .cost = vi_cost,
     .prepare = vi_prepare, .release = vi_release,
-    .kernel = {[SL_BACKEND_CPU] = vi_cpu},
+    .kernel = {[SL_BACKEND_CPU] = vi_cpu,
+               [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_image)},
+    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_image_finalize)},
 };

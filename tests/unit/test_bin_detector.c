@@ -14,123 +14,23 @@
 
 #include <cmocka.h>
 
-#include "engine/backend/backend.h"
-#include "engine/graph/graph.h"
-#include "engine/graph/node.h"
-#include "engine/pipeline/yaml_tree.h"
+#define NH_RNG_SEED 0x9E3779B97F4A7C15ULL
+#include "node_harness.h"
 
 extern const sl_node_desc sl_node_bin_detector;
 
 /* ---- harness ------------------------------------------------------------------ */
 
-typedef struct kv {
-  const char *name, *yaml;
-} kv;
-
-static sl_code node_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *in,
-                         sl_error *e) {
-  const sl_node_desc *d = &sl_node_bin_detector;
-  memset(n, 0, sizeof *n);
-  sl_error_clear(e);
-  n->desc = d;
-  n->id = "bin";
-  for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
-  n->params = calloc((size_t)d->n_params, sizeof *n->params);
-  for (int i = 0; i < d->n_params; i++) {
-    const char *text = d->params[i].default_value;
-    for (int k = 0; k < n_over; k++)
-      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
-    assert_non_null(text); /* factor is required: every test gives it */
-    sl_yaml *y = NULL;
-    assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
-    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
-    sl_yaml_free(y);
-    if (rc) return rc;
-  }
-  n->n_in = d->n_inputs;
-  n->n_out = d->n_outputs;
-  n->in[0] = *in;
-  n->in_src[0] = (sl_edge_src){0, 0};
-  return d->infer(n, e);
-}
-
-static void node_free(sl_node *n) {
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
-}
-
-static const char *note(const sl_node *n, const char *key) {
-  size_t k = strlen(key);
-  for (int i = 0; i < n->n_notes; i++)
-    if (!strncmp(n->notes[i], key, k) && n->notes[i][k] == ':') return n->notes[i];
-  return NULL;
-}
-
-static sl_backend *backend(int threads) {
-  sl_backend *b = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
-  return b;
+static sl_code bin_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *in,
+                        sl_error *e) {
+  return node_make(n, &sl_node_bin_detector, over, n_over, in, 1, e);
 }
 
 /* Runs all positions in chunks; returns the first failing code (e filled). */
 static sl_code run_chunks(sl_node *n, sl_backend *b, const void *frames, int64_t npos,
-                          int64_t in_bytes, int64_t out_bytes, int64_t chunk, void *out,
-                          sl_error *e) {
-  sl_error_clear(e);
-  for (int64_t s = 0; s < npos; s += chunk) {
-    sl_kernel_args a;
-    memset(&a, 0, sizeof a);
-    a.backend = b;
-    a.node = n;
-    a.state = n->state;
-    a.pos_start = s;
-    a.pos_count = npos - s < chunk ? npos - s : chunk;
-    a.chunk = s / chunk;
-    a.n_chunks = (npos + chunk - 1) / chunk;
-    a.in[0] = (const char *)frames + s * in_bytes;
-    a.out[0] = (char *)out + s * out_bytes;
-    a.err = e;
-    sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
-    if (rc) return rc;
-  }
-  return SL_OK;
-}
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
-static uint64_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
-
-static uint64_t dmax(sl_dtype t) {
-  switch (t) {
-    case SL_U8: return 0xFFu;
-    case SL_U16: return 0xFFFFu;
-    case SL_U32: return 0xFFFFFFFFu;
-    default: return UINT64_MAX;
-  }
-}
-
-static uint64_t get(const void *f, sl_dtype t, int64_t i) {
-  switch (t) {
-    case SL_U8: return ((const uint8_t *)f)[i];
-    case SL_U16: return ((const uint16_t *)f)[i];
-    case SL_U32: return ((const uint32_t *)f)[i];
-    default: return ((const uint64_t *)f)[i];
-  }
-}
-
-static void set(void *f, sl_dtype t, int64_t i, uint64_t v) {
-  if (t == SL_U8) ((uint8_t *)f)[i] = (uint8_t)v;
-  else if (t == SL_U16) ((uint16_t *)f)[i] = (uint16_t)v;
-  else ((uint32_t *)f)[i] = (uint32_t)v;
+                          int64_t chunk, void *out, sl_error *e) {
+  void *outs[1] = {out};
+  return run_stream(n, b, frames, NULL, 0, outs, npos, chunk, e);
 }
 
 /* Frames with values in [0, bound]: frame 0 all at the bound (every bin sum
@@ -142,7 +42,7 @@ static void *make_frames(sl_dtype t, int64_t npos, int64_t item, uint64_t bound)
     for (int64_t i = 0; i < item; i++) {
       uint64_t v = rnd();
       uint64_t x = p == 0 ? bound : p == 1 ? 0 : (v & 3) == 0 ? bound : (v >> 8) % (bound + 1);
-      set(f, t, p * item + i, x);
+      set_pix(f, t, p * item + i, x);
     }
   return f;
 }
@@ -156,7 +56,7 @@ static void reference(const void *in, sl_dtype t, int64_t npos, int64_t h, int64
       for (int64_t c = 0; c < wo; c++) {
         uint64_t s = 0;
         for (int64_t i = r * f; i < r * f + f; i++)
-          for (int64_t j = c * f; j < c * f + f; j++) s += get(in, t, p * h * w + i * w + j);
+          for (int64_t j = c * f; j < c * f + f; j++) s += pix(in, t, p * h * w + i * w + j);
         out[p * ho * wo + r * wo + c] = s;
       }
 }
@@ -183,7 +83,7 @@ static void check_case(const bin_case *k) {
   kv o[] = {{"factor", fy}, {"max_value", my}, {"dtype", dy}};
   sl_node n;
   sl_error e;
-  sl_code rc = node_make(&n, o, 3, &in, &e);
+  sl_code rc = bin_make(&n, o, 3, &in, &e);
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
   const sl_tensor_desc *od = &n.out[0];
@@ -223,16 +123,15 @@ static void check_case(const bin_case *k) {
     sl_backend *b = backend(th);
     for (int c = 0; c < 3; c++) {
       memset(got, 0xA5, (size_t)(npos * oitem) * osz);
-      rc = run_chunks(&n, b, frames, npos, item * (int64_t)sl_dtype_size(k->in),
-                      oitem * (int64_t)osz, chunks[c], got, &e);
+      rc = run_chunks(&n, b, frames, npos, chunks[c], got, &e);
       if (rc) fprintf(stderr, "kernel: %s\n", e.msg);
       assert_int_equal(rc, SL_OK);
       for (int64_t i = 0; i < npos * oitem; i++)
-        if (get(got, od->dtype, i) != want[i]) {
+        if (pix(got, od->dtype, i) != want[i]) {
           fprintf(stderr, "%s f%d %lldx%lld -> %s chunk %lld: out %lld got %llu want %llu\n",
                   sl_dtype_name(k->in), k->f, (long long)k->h, (long long)k->w,
                   sl_dtype_name(od->dtype), (long long)chunks[c], (long long)i,
-                  (unsigned long long)get(got, od->dtype, i), (unsigned long long)want[i]);
+                  (unsigned long long)pix(got, od->dtype, i), (unsigned long long)want[i]);
           fail();
         }
     }
@@ -318,7 +217,7 @@ static void test_notes(void **st) {
   sl_node n;
   sl_error e;
   kv o[] = {{"factor", "4"}};
-  assert_int_equal(node_make(&n, o, 1, &in, &e), SL_OK);
+  assert_int_equal(bin_make(&n, o, 1, &in, &e), SL_OK);
   assert_string_equal(note(&n, "dtype"), "dtype: u32 (auto): 16 * 65535 = 1048560 does not fit u16 "
                                          "(the u16 maximum)");
   assert_string_equal(note(&n, "input"), "input: u16[4|66,67]");
@@ -329,7 +228,7 @@ static void test_notes(void **st) {
   node_free(&n);
 
   kv o2[] = {{"factor", "2"}, {"max_value", "1000"}};
-  assert_int_equal(node_make(&n, o2, 2, &in, &e), SL_OK);
+  assert_int_equal(bin_make(&n, o2, 2, &in, &e), SL_OK);
   assert_int_equal(n.out[0].dtype, SL_U16);
   assert_non_null(strstr(note(&n, "dtype"), "u16 (auto): 4 * 1000 = 4000 fits u16"));
   assert_non_null(strstr(note(&n, "dtype"), "max_value 1000"));
@@ -337,14 +236,14 @@ static void test_notes(void **st) {
   node_free(&n);
 
   kv o3[] = {{"factor", "2"}, {"dtype", "u64"}};
-  assert_int_equal(node_make(&n, o3, 2, &in, &e), SL_OK);
+  assert_int_equal(bin_make(&n, o3, 2, &in, &e), SL_OK);
   assert_non_null(strstr(note(&n, "dtype"), "u64 (requested)"));
   node_free(&n);
 
   int64_t d8[3] = {4, 8, 8};
   sl_tensor_desc in8 = sl_desc_make(SL_U8, 3, d8, 1);
   kv o4[] = {{"factor", "8"}};
-  assert_int_equal(node_make(&n, o4, 1, &in8, &e), SL_OK);
+  assert_int_equal(bin_make(&n, o4, 1, &in8, &e), SL_OK);
   assert_non_null(strstr(note(&n, "dtype"), "u16 (auto): 64 * 255 = 16320 does not fit u8"));
   assert_non_null(strstr(note(&n, "dropped"), "none"));
   sl_node_cost c;
@@ -363,14 +262,14 @@ static void test_audit(void **st) {
   kv o[] = {{"factor", "2"}, {"max_value", "1000"}};
   sl_node n;
   sl_error e;
-  assert_int_equal(node_make(&n, o, 2, &in, &e), SL_OK);
+  assert_int_equal(bin_make(&n, o, 2, &in, &e), SL_OK);
   assert_int_equal(n.out[0].dtype, SL_U16);
   uint16_t *f = make_frames(SL_U16, npos, item, 1000);
   uint16_t *out = malloc((size_t)(npos * 5 * 4) * 2);
   /* Values at the bound pass. */
   for (int th = 1; th <= 2; th++) {
     sl_backend *b = backend(th);
-    assert_int_equal(run_chunks(&n, b, f, npos, item * 2, 20 * 2, 5, out, &e), SL_OK);
+    assert_int_equal(run_chunks(&n, b, f, npos, 5, out, &e), SL_OK);
     sl_cpu_backend_ops.destroy(b);
   }
   /* 1001 at frame 7, pixel (9, 8) (a dropped column: still audited) and a
@@ -380,7 +279,7 @@ static void test_audit(void **st) {
   f[8 * item + 0] = 60000;
   for (int th = 1; th <= 2; th++) {
     sl_backend *b = backend(th);
-    sl_code rc = run_chunks(&n, b, f, npos, item * 2, 20 * 2, 5, out, &e);
+    sl_code rc = run_chunks(&n, b, f, npos, 5, out, &e);
     if (rc != SL_ERR_FORMAT) fprintf(stderr, "rc %d: %s\n", rc, e.msg);
     assert_int_equal(rc, SL_ERR_FORMAT);
     assert_non_null(strstr(e.msg, "chunk 1"));
@@ -391,7 +290,7 @@ static void test_audit(void **st) {
     assert_non_null(strstr(e.msg, "max_value 1000"));
     assert_int_equal(e.chunk, 1);
     /* chunk of 1 frame */
-    rc = run_chunks(&n, b, f, npos, item * 2, 20 * 2, 1, out, &e);
+    rc = run_chunks(&n, b, f, npos, 1, out, &e);
     assert_int_equal(rc, SL_ERR_FORMAT);
     assert_non_null(strstr(e.msg, "chunk 7"));
     assert_non_null(strstr(e.msg, "frame 7"));
@@ -405,20 +304,20 @@ static void test_audit(void **st) {
     int64_t d2[3] = {np, hh, ww};
     sl_tensor_desc in2 = sl_desc_make(SL_U8, 3, d2, 1);
     kv o3[] = {{"factor", "4"}, {"max_value", "15"}};
-    assert_int_equal(node_make(&n, o3, 2, &in2, &e), SL_OK);
+    assert_int_equal(bin_make(&n, o3, 2, &in2, &e), SL_OK);
     assert_int_equal(n.out[0].dtype, SL_U8);
     uint8_t *g = make_frames(SL_U8, np, it, 15);
     uint8_t *o8 = malloc((size_t)(np * 256));
     uint64_t *w8 = malloc((size_t)(np * 256) * 8);
     reference(g, SL_U8, np, hh, ww, 4, w8);
     sl_backend *b2 = backend(2);
-    assert_int_equal(run_chunks(&n, b2, g, np, it, 256, np, o8, &e), SL_OK);
+    assert_int_equal(run_chunks(&n, b2, g, np, np, o8, &e), SL_OK);
     for (int64_t i = 0; i < np * 256; i++) assert_true(o8[i] == w8[i]);
     g[40 * it + 5] = 16;
     g[20 * it + 64 * 3 + 2] = 200;
     g[21 * it] = 255;
     for (int rep = 0; rep < 20; rep++) {
-      sl_code rc = run_chunks(&n, b2, g, np, it, 256, np, o8, &e);
+      sl_code rc = run_chunks(&n, b2, g, np, np, o8, &e);
       assert_int_equal(rc, SL_ERR_FORMAT);
       if (!strstr(e.msg, "frame 20 ") || !strstr(e.msg, "row 3, col 2"))
         fprintf(stderr, "%s\n", e.msg);
@@ -435,10 +334,10 @@ static void test_audit(void **st) {
   }
   /* Without a max_value there is nothing to audit: 60000 is a value. */
   kv o2[] = {{"factor", "2"}};
-  assert_int_equal(node_make(&n, o2, 1, &in, &e), SL_OK);
+  assert_int_equal(bin_make(&n, o2, 1, &in, &e), SL_OK);
   sl_backend *b = backend(2);
   uint32_t *out32 = malloc((size_t)(npos * 20) * 4);
-  assert_int_equal(run_chunks(&n, b, f, npos, item * 2, 20 * 4, 5, out32, &e), SL_OK);
+  assert_int_equal(run_chunks(&n, b, f, npos, 5, out32, &e), SL_OK);
   uint64_t *want = malloc((size_t)(npos * 20) * 8);
   reference(f, SL_U16, npos, h, w, 2, want);
   for (int64_t i = 0; i < npos * 20; i++) assert_true(out32[i] == want[i]);
@@ -456,7 +355,7 @@ static void expect_error(const kv *o, int n_o, const sl_tensor_desc *in, const c
                          const char *needle2) {
   sl_node n;
   sl_error e;
-  sl_code rc = node_make(&n, o, n_o, in, &e);
+  sl_code rc = bin_make(&n, o, n_o, in, &e);
   if (rc != SL_ERR_PIPELINE || !strstr(e.msg, needle) || (needle2 && !strstr(e.msg, needle2)))
     fprintf(stderr, "rc %d msg '%s' (want '%s')\n", rc, e.msg, needle);
   assert_int_equal(rc, SL_ERR_PIPELINE);

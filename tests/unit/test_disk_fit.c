@@ -13,74 +13,9 @@
 
 #include <cmocka.h>
 
-#include "engine/backend/backend.h"
-#include "engine/graph/graph.h"
-#include "engine/graph/node.h"
-#include "engine/pipeline/yaml_tree.h"
+#include "node_harness.h"
 
 extern const sl_node_desc sl_node_disk_fit;
-extern const sl_node_desc sl_node_synthetic_4dstem;
-
-/* ---- harness (descriptors called directly, as the executor would) -------- */
-
-typedef struct kv {
-  const char *name, *yaml;
-} kv;
-
-/* Builds a node of `d` with params from `over` (YAML text) or the defaults and
- * the given input descriptors (n_in of them; the rest unconnected); runs infer. */
-static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
-                         const sl_tensor_desc *in, int n_in, sl_error *e) {
-  memset(n, 0, sizeof *n);
-  sl_error_clear(e);
-  n->desc = d;
-  n->id = "node";
-  n->params = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
-  for (int i = 0; i < d->n_params; i++) {
-    const char *text = d->params[i].default_value;
-    for (int k = 0; k < n_over; k++)
-      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
-    assert_non_null(text);
-    sl_yaml *y = NULL;
-    if (text[0] == 0) {
-      sl_loc loc = {"test", 1, 1};
-      y = sl_yaml_new_scalar("", loc);
-    } else {
-      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
-    }
-    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
-    sl_yaml_free(y);
-    if (rc) return rc;
-  }
-  n->n_in = d->n_inputs;
-  n->n_out = d->n_outputs;
-  for (int k = 0; k < n_in; k++) n->in[k] = in[k];
-  return d->infer(n, e);
-}
-
-static void node_free(sl_node *n) {
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
-}
-
-static sl_backend *backend(int threads) {
-  sl_backend *b = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
-  return b;
-}
-
-static uint64_t g_rng = 88172645463325252ULL;
-static uint64_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
 
 static double uniform(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
 
@@ -131,18 +66,9 @@ static sl_code fit(const void *pattern, sl_dtype t, int64_t h, int64_t w, const 
   assert_int_equal(n.out[0].dtype, SL_F64);
   assert_int_equal(n.out[0].stream_rank, 0);
   assert_int_equal(sl_desc_elems(&n.out[0]), 4);
-  sl_backend *b = backend(1);
-  sl_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.backend = b;
-  a.node = &n;
-  a.pos_count = 1;
-  a.n_chunks = 1;
-  a.in[0] = pattern;
-  a.out[0] = out;
-  a.err = e;
-  rc = n.desc->kernel[SL_BACKEND_CPU](&a);
-  sl_cpu_backend_ops.destroy(b);
+  const void *ins[1] = {pattern};
+  void *outs[1] = {out};
+  rc = run_whole(&n, ins, 1, outs, e);
   if (keep) *keep = n;
   else node_free(&n);
   return rc;
@@ -222,23 +148,9 @@ static void test_synthetic(void **st) {
     const int64_t rows = 6, cols = 6, npos = rows * cols, h = cases[k].h, w = cases[k].w;
     kv so[] = {{"scan_shape", "[6, 6]"}, {"detector_shape", cases[k].det}, {"dose", "2e4"},
                {"dtype", "u32"},         {"disk_radius", cases[k].radius}};
-    sl_node syn;
+    synth_data syn = synth_run(so, 5, npos, 2);
+    const uint32_t *frames = syn.frames;
     sl_error e;
-    assert_int_equal(node_make(&syn, &sl_node_synthetic_4dstem, so, 5, NULL, 0, &e), SL_OK);
-    assert_int_equal(syn.desc->prepare(&syn, &e), SL_OK);
-    uint32_t *frames = malloc((size_t)(npos * h * w) * 4);
-    double *phase = calloc((size_t)npos, 8), *comx = calloc((size_t)npos * 2, 8);
-    sl_backend *b = backend(2);
-    sl_kernel_args a;
-    memset(&a, 0, sizeof a);
-    a.backend = b;
-    a.node = &syn;
-    a.state = syn.state;
-    a.pos_count = npos;
-    a.out[0] = frames, a.out[1] = phase, a.out[2] = comx;
-    a.err = &e;
-    assert_int_equal(syn.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
-    sl_cpu_backend_ops.destroy(b);
     uint64_t *sum = calloc((size_t)(h * w), 8);
     for (int64_t p = 0; p < npos; p++)
       for (int64_t i = 0; i < h * w; i++) sum[i] += frames[p * h * w + i];
@@ -251,8 +163,8 @@ static void test_synthetic(void **st) {
             k, out[0], out[1], cr, cc, out[2], cases[k].r, out[3]);
     assert_true(fabs(out[0] - cr) < 0.25 && fabs(out[1] - cc) < 0.25);
     assert_true(fabs(out[2] - cases[k].r) < 0.25);
-    free(sum), free(frames), free(phase), free(comx);
-    node_free(&syn);
+    free(sum);
+    synth_free(&syn);
   }
 }
 

@@ -15,57 +15,10 @@
 
 #include <cmocka.h>
 
-#include "engine/backend/backend.h"
 #include "engine/core/util.h"
-#include "engine/graph/graph.h"
-#include "engine/graph/node.h"
-#include "engine/pipeline/yaml_tree.h"
+#include "node_harness.h"
 
 extern const sl_node_desc sl_node_dpc;
-extern const sl_node_desc sl_node_synthetic_4dstem;
-
-typedef struct kv {
-  const char *name, *yaml;
-} kv;
-
-static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
-                         const sl_tensor_desc *in, sl_error *e) {
-  memset(n, 0, sizeof *n);
-  sl_error_clear(e);
-  n->desc = d;
-  n->id = "node";
-  n->params = calloc((size_t)d->n_params, sizeof *n->params);
-  for (int i = 0; i < d->n_params; i++) {
-    const char *text = d->params[i].default_value;
-    for (int k = 0; k < n_over; k++)
-      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
-    assert_non_null(text);
-    sl_yaml *y = NULL;
-    assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
-    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
-    sl_yaml_free(y);
-    if (rc) return rc;
-  }
-  n->n_in = d->n_inputs;
-  for (int i = 0; i < d->n_inputs; i++) n->in[i] = in[i];
-  n->n_out = d->n_outputs;
-  return d->infer(n, e);
-}
-
-static void node_free(sl_node *n) {
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
-}
-
-static const char *note(const sl_node *n, const char *key) {
-  for (int i = 0; i < n->n_notes; i++)
-    if (!strncmp(n->notes[i], key, strlen(key)) && n->notes[i][strlen(key)] == ':')
-      return n->notes[i];
-  return NULL;
-}
 
 /* ---- dpc runner -------------------------------------------------------------- */
 
@@ -88,7 +41,7 @@ static dpc_result run_dpc(const double *cr, const double *cc, int R, int C, cons
   sl_tensor_desc in[2] = {sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0)};
   sl_node n;
   sl_error e;
-  sl_code rc = node_make(&n, &sl_node_dpc, over, n_over, in, &e);
+  sl_code rc = node_make(&n, &sl_node_dpc, over, n_over, in, 2, &e);
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
   assert_int_equal(n.out[2].dtype, SL_F64);
@@ -100,16 +53,9 @@ static dpc_result run_dpc(const double *cr, const double *cc, int R, int C, cons
   r.row = malloc(bytes), r.col = malloc(bytes), r.curl = malloc(bytes), r.div = malloc(bytes);
   double angle = 0;
   uint8_t t = 9;
-  sl_backend *b = NULL;
-  assert_int_equal(sl_cpu_backend_ops.create(1, &b, &e), SL_OK);
-  sl_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.backend = b, a.node = &n, a.pos_count = 1, a.n_chunks = 1, a.err = &e;
-  a.in[0] = cr, a.in[1] = cc;
-  a.out[0] = r.row, a.out[1] = r.col, a.out[2] = &angle, a.out[3] = &t;
-  a.out[4] = r.curl, a.out[5] = r.div;
-  assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
-  sl_cpu_backend_ops.destroy(b);
+  const void *ins[2] = {cr, cc};
+  void *outs[6] = {r.row, r.col, &angle, &t, r.curl, r.div};
+  assert_int_equal(run_whole(&n, ins, 2, outs, &e), SL_OK);
   assert_non_null(note(&n, "rotation_deg"));
   assert_non_null(note(&n, "transpose"));
   assert_non_null(note(&n, "curl"));
@@ -245,34 +191,14 @@ static void test_analytic_field(void **st) {
 
 /* ---- synthetic acquisition --------------------------------------------------- */
 
-static sl_code syn_make(sl_node *n, const kv *over, int n_over, sl_error *e) {
-  return node_make(n, &sl_node_synthetic_4dstem, over, n_over, NULL, e);
-}
-
 /* CoM per frame from u32 counts: (Sr/S, Sc/S) in float64 relative to the
  * detector centre, then minus the scan mean. com_exp gets the ground truth. */
 static void synth_com(const kv *over, int n_over, int *R, int *C, double **cr, double **cc,
                       double **com_exp, double **phase) {
-  sl_node n;
-  sl_error e;
-  sl_code rc = syn_make(&n, over, n_over, &e);
-  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
-  assert_int_equal(rc, SL_OK);
-  assert_int_equal(n.out[0].dtype, SL_U32);
-  int64_t rows = n.out[0].dims[0], cols = n.out[0].dims[1], h = n.out[0].dims[2],
-          w = n.out[0].dims[3], np = rows * cols;
-  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-  uint32_t *fr = malloc((size_t)(np * h * w) * 4);
-  double *ph = calloc((size_t)np, 8), *ce = calloc((size_t)np * 2, 8);
-  sl_backend *b = NULL;
-  assert_int_equal(sl_cpu_backend_ops.create(2, &b, &e), SL_OK);
-  sl_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.backend = b, a.node = &n, a.state = n.state, a.pos_count = np, a.n_chunks = 1, a.err = &e;
-  a.out[0] = fr, a.out[1] = ph, a.out[2] = ce;
-  assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
-  sl_cpu_backend_ops.destroy(b);
-  node_free(&n);
+  synth_data d = synth_run(over, n_over, INT64_MAX, 2);
+  int64_t rows = d.rows, cols = d.cols, h = d.h, w = d.w, np = d.npos;
+  assert_int_equal(d.out[0].dtype, SL_U32);
+  const uint32_t *fr = d.frames;
   *cr = malloc((size_t)np * 8);
   *cc = malloc((size_t)np * 8);
   double mr = 0, mc = 0;
@@ -288,12 +214,10 @@ static void synth_com(const kv *over, int n_over, int *R, int *C, double **cr, d
     mr += (*cr)[p], mc += (*cc)[p];
   }
   for (int64_t p = 0; p < np; p++) (*cr)[p] -= mr / np, (*cc)[p] -= mc / np;
-  free(fr);
   *R = (int)rows, *C = (int)cols;
-  if (com_exp) *com_exp = ce;
-  else free(ce);
-  if (phase) *phase = ph;
-  else free(ph);
+  if (com_exp) *com_exp = d.com, d.com = NULL;
+  if (phase) *phase = d.phase, d.phase = NULL;
+  synth_free(&d);
 }
 
 static void test_synthetic_rotation(void **st) {
@@ -358,7 +282,7 @@ static void test_invalid(void **st) {
     sl_node n;
     sl_error e;
     sl_tensor_desc in[2] = {cases[k].in0, cases[k].in1};
-    sl_code rc = node_make(&n, &sl_node_dpc, &cases[k].o, 1, in, &e);
+    sl_code rc = node_make(&n, &sl_node_dpc, &cases[k].o, 1, in, 2, &e);
     if (rc != SL_ERR_PIPELINE || !strstr(e.msg, cases[k].needle))
       fprintf(stderr, "case %zu: rc %d msg '%s'\n", k, rc, e.msg);
     assert_int_equal(rc, SL_ERR_PIPELINE);
@@ -370,7 +294,7 @@ static void test_invalid(void **st) {
   sl_error e;
   kv o[] = {{"rotation_deg", "10"}, {"transpose", "false"}};
   sl_tensor_desc in[2] = {sl_desc_make(SL_F64, 2, small, 0), sl_desc_make(SL_F64, 2, small, 0)};
-  assert_int_equal(node_make(&n, &sl_node_dpc, o, 2, in, &e), SL_OK);
+  assert_int_equal(node_make(&n, &sl_node_dpc, o, 2, in, 2, &e), SL_OK);
   sl_node_cost c;
   n.desc->cost(&n, 1, &c);
   assert_true(c.ops > 0 && c.bytes_written > 0);

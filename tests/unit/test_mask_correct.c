@@ -14,140 +14,42 @@
 
 #include <cmocka.h>
 
-#include "engine/backend/backend.h"
-#include "engine/graph/graph.h"
-#include "engine/graph/node.h"
-#include "engine/pipeline/yaml_tree.h"
+#include "node_harness.h"
 
 extern const sl_node_desc sl_node_mask_correct;
 
 /* ---- harness ------------------------------------------------------------------ */
-
-typedef struct kv {
-  const char *name, *yaml;
-} kv;
 
 static char g_dir[256];
 
 /* A node of mask_correct with params from `over` (YAML text) or defaults, the
  * frames descriptor and an optional mask descriptor (NULL = unconnected);
  * runs infer. */
-static sl_code node_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *frames,
-                         const sl_tensor_desc *mask, sl_error *e) {
-  const sl_node_desc *d = &sl_node_mask_correct;
-  memset(n, 0, sizeof *n);
-  sl_error_clear(e);
-  n->desc = d;
-  n->id = "mc";
-  for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
-  n->params = calloc((size_t)d->n_params, sizeof *n->params);
-  for (int i = 0; i < d->n_params; i++) {
-    const char *text = d->params[i].default_value;
-    for (int k = 0; k < n_over; k++)
-      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
-    assert_non_null(text);
-    sl_yaml *y = NULL;
-    if (text[0] == 0) {
-      sl_loc loc = {"test", 1, 1};
-      y = sl_yaml_new_scalar("", loc);
-    } else {
-      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
-    }
-    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
-    sl_yaml_free(y);
-    if (rc) return rc;
-  }
-  n->n_in = d->n_inputs;
-  n->n_out = d->n_outputs;
-  n->in[0] = *frames;
-  n->in_src[0] = (sl_edge_src){0, 0};
-  if (mask) {
-    n->in[1] = *mask;
-    n->in_src[1] = (sl_edge_src){1, 0};
-  }
-  return d->infer(n, e);
-}
-
-static void node_free(sl_node *n) {
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
-}
-
-static const char *note(const sl_node *n, const char *key) {
-  size_t k = strlen(key);
-  for (int i = 0; i < n->n_notes; i++)
-    if (!strncmp(n->notes[i], key, k) && n->notes[i][k] == ':') return n->notes[i];
-  return NULL;
-}
-
-static sl_backend *backend(int threads) {
-  sl_backend *b = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
-  return b;
+static sl_code mc_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *frames,
+                       const sl_tensor_desc *mask, sl_error *e) {
+  sl_tensor_desc in[2] = {*frames, mask ? *mask : *frames};
+  return node_make(n, &sl_node_mask_correct, over, n_over, in, mask ? 2 : 1, e);
 }
 
 /* Runs the kernel over all positions in chunks of `chunk`. */
 static void run_chunks(sl_node *n, sl_backend *b, const void *frames, const void *mask,
-                       int64_t npos, int64_t item_bytes, int64_t chunk, void *out) {
+                       int64_t npos, int64_t chunk, void *out) {
   sl_error e;
-  sl_error_clear(&e);
-  for (int64_t s = 0; s < npos; s += chunk) {
-    sl_kernel_args a;
-    memset(&a, 0, sizeof a);
-    a.backend = b;
-    a.node = n;
-    a.state = n->state;
-    a.pos_start = s;
-    a.pos_count = npos - s < chunk ? npos - s : chunk;
-    a.chunk = s / chunk;
-    a.n_chunks = (npos + chunk - 1) / chunk;
-    a.in[0] = (const char *)frames + s * item_bytes;
-    a.in[1] = mask;
-    a.out[0] = (char *)out + s * item_bytes;
-    a.err = &e;
-    sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
-    if (rc) fprintf(stderr, "kernel: %s\n", e.msg);
-    assert_int_equal(rc, SL_OK);
-  }
-}
-
-static uint64_t g_rng = 88172645463325252ULL;
-static uint64_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
-
-static uint64_t dmax(sl_dtype t) {
-  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
-}
-
-static uint64_t get(const void *f, sl_dtype t, int64_t i) {
-  if (t == SL_U8) return ((const uint8_t *)f)[i];
-  if (t == SL_U16) return ((const uint16_t *)f)[i];
-  return ((const uint32_t *)f)[i];
-}
-
-static void set(void *f, sl_dtype t, int64_t i, uint64_t v) {
-  if (t == SL_U8) ((uint8_t *)f)[i] = (uint8_t)v;
-  else if (t == SL_U16) ((uint16_t *)f)[i] = (uint16_t)v;
-  else ((uint32_t *)f)[i] = (uint32_t)v;
+  const void *whole[1] = {mask};
+  void *outs[1] = {out};
+  sl_code rc = run_stream(n, b, frames, whole, 1, outs, npos, chunk, &e);
+  if (rc) fprintf(stderr, "kernel: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
 }
 
 /* Random frames; about 1 in 12 pixels at the dtype max (the flag value); the
  * rest spread over the whole range, with runs of near-max values. */
-static void *random_frames(sl_dtype t, int64_t n) {
+static void *mc_random_frames(sl_dtype t, int64_t n) {
   void *f = malloc((size_t)n * sl_dtype_size(t));
   for (int64_t i = 0; i < n; i++) {
     uint64_t v = rnd();
     uint64_t x = v % 12 == 0 ? dmax(t) : v % 12 == 1 ? dmax(t) - 1 : (v >> 8) & dmax(t);
-    set(f, t, i, x);
+    set_pix(f, t, i, x);
   }
   return f;
 }
@@ -168,11 +70,11 @@ static void reference(const void *in, void *out, sl_dtype t, int64_t npos, int64
     const char *f = (const char *)in + (size_t)(p * item) * sl_dtype_size(t);
     char *g = (char *)out + (size_t)(p * item) * sl_dtype_size(t);
     for (int64_t i = 0; i < item; i++)
-      bad[i] = static_bad[i] || (flagged && get(f, t, i) == dmax(t));
+      bad[i] = static_bad[i] || (flagged && pix(f, t, i) == dmax(t));
     for (int64_t r = 0; r < h; r++)
       for (int64_t c = 0; c < w; c++) {
         int64_t i = r * w + c;
-        uint64_t v = get(f, t, i);
+        uint64_t v = pix(f, t, i);
         if (policy != 2 && bad[i]) {
           if (policy == 1) {
             v = 0;
@@ -183,7 +85,7 @@ static void reference(const void *in, void *out, sl_dtype t, int64_t npos, int64
               for (int64_t cc = c - 1; cc <= c + 1; cc++) {
                 if (rr < 0 || cc < 0 || rr >= h || cc >= w || (rr == r && cc == c)) continue;
                 if (bad[rr * w + cc]) continue;
-                vals[nv++] = get(f, t, rr * w + cc);
+                vals[nv++] = pix(f, t, rr * w + cc);
               }
             qsort(vals, nv, sizeof vals[0], cmp_u64);
             if (nv == 0) v = 0;
@@ -191,7 +93,7 @@ static void reference(const void *in, void *out, sl_dtype t, int64_t npos, int64
             else v = (vals[nv / 2 - 1] + vals[nv / 2]) / 2;
           }
         }
-        set(g, t, i, v);
+        set_pix(g, t, i, v);
       }
   }
   free(bad);
@@ -273,7 +175,7 @@ static void check_case(const mc_case *k) {
   if (!k->sources) memset(m_all, 0, (size_t)item);
   void *mask = malloc((size_t)item * sl_dtype_size(k->mask_t));
   for (int64_t i = 0; i < item; i++)
-    set(mask, k->mask_t, i, m_in[i] ? (k->mask_t == SL_U32 ? 0x80000000u : 3u) : 0);
+    set_pix(mask, k->mask_t, i, m_in[i] ? (k->mask_t == SL_U32 ? 0x80000000u : 3u) : 0);
 
   char path[512], yaml[600];
   snprintf(path, sizeof path, "%s/mask_%lldx%lld.npy", g_dir, (long long)h, (long long)w);
@@ -284,7 +186,7 @@ static void check_case(const mc_case *k) {
 
   sl_node n;
   sl_error e;
-  sl_code rc = node_make(&n, o, 3, &in, (k->sources & SRC_INPUT) ? &mdesc : NULL, &e);
+  sl_code rc = mc_make(&n, o, 3, &in, (k->sources & SRC_INPUT) ? &mdesc : NULL, &e);
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
   assert_true(sl_desc_equal_shape(&n.out[0], &in));
@@ -293,7 +195,7 @@ static void check_case(const mc_case *k) {
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
 
   size_t bytes = (size_t)(npos * item) * sl_dtype_size(k->t);
-  void *frames = random_frames(k->t, npos * item);
+  void *frames = mc_random_frames(k->t, npos * item);
   void *want = malloc(bytes), *got = malloc(bytes);
   reference(frames, want, k->t, npos, h, w, m_all, k->policy, k->flagged);
   if (k->policy == 2) assert_memory_equal(want, frames, bytes);
@@ -302,19 +204,18 @@ static void check_case(const mc_case *k) {
     sl_backend *b = backend(th);
     for (int c = 0; c < 3; c++) {
       memset(got, 0xA5, bytes);
-      run_chunks(&n, b, frames, (k->sources & SRC_INPUT) ? mask : NULL, npos,
-                 item * (int64_t)sl_dtype_size(k->t), chunks[c], got);
+      run_chunks(&n, b, frames, (k->sources & SRC_INPUT) ? mask : NULL, npos, chunks[c], got);
       if (memcmp(got, want, bytes)) {
         for (int64_t i = 0; i < npos * item; i++)
-          if (get(got, k->t, i) != get(want, k->t, i)) {
+          if (pix(got, k->t, i) != pix(want, k->t, i)) {
             fprintf(stderr,
                     "%s %lldx%lld policy %s flagged %d sources %d chunk %lld: frame %lld pixel "
                     "(%lld, %lld): got %llu want %llu (input %llu)\n",
                     sl_dtype_name(k->t), (long long)h, (long long)w, policy_yaml[k->policy],
                     k->flagged, k->sources, (long long)chunks[c], (long long)(i / item),
                     (long long)(i % item / w), (long long)(i % w),
-                    (unsigned long long)get(got, k->t, i), (unsigned long long)get(want, k->t, i),
-                    (unsigned long long)get(frames, k->t, i));
+                    (unsigned long long)pix(got, k->t, i), (unsigned long long)pix(want, k->t, i),
+                    (unsigned long long)pix(frames, k->t, i));
             break;
           }
         fail();
@@ -404,9 +305,9 @@ static void test_hand_values(void **st) {
     uint16_t out[12];
     sl_node n;
     sl_error e;
-    assert_int_equal(node_make(&n, NULL, 0, &in, &mdesc, &e), SL_OK);
+    assert_int_equal(mc_make(&n, NULL, 0, &in, &mdesc, &e), SL_OK);
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, f, m, 1, 24, 1, out);
+    run_chunks(&n, b, f, m, 1, 1, out);
     assert_int_equal(out[5], 60);
     assert_int_equal(out[7], 70);
     assert_int_equal(out[0], 10);
@@ -418,9 +319,9 @@ static void test_hand_values(void **st) {
     uint16_t out[12];
     sl_node n;
     sl_error e;
-    assert_int_equal(node_make(&n, NULL, 0, &in, &mdesc, &e), SL_OK);
+    assert_int_equal(mc_make(&n, NULL, 0, &in, &mdesc, &e), SL_OK);
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, f, m, 1, 24, 1, out);
+    run_chunks(&n, b, f, m, 1, 1, out);
     assert_int_equal(out[5], 50);
     assert_int_equal(out[6], 65);
     assert_int_equal(out[7], 70);
@@ -435,17 +336,17 @@ static void test_hand_values(void **st) {
     kv o[] = {{"flagged", "false"}};
     sl_node n;
     sl_error e;
-    assert_int_equal(node_make(&n, o, 1, &in, &mdesc, &e), SL_OK);
+    assert_int_equal(mc_make(&n, o, 1, &in, &mdesc, &e), SL_OK);
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, f, m, 1, 24, 1, out);
+    run_chunks(&n, b, f, m, 1, 1, out);
     /* 20 30 40 60 65535 90 100 110 -> floor((60 + 90) / 2) = 75 */
     assert_int_equal(out[6], 75);
     assert_int_equal(out[7], 65535);
     node_free(&n);
     kv z[] = {{"policy", "zero"}};
-    assert_int_equal(node_make(&n, z, 1, &in, &mdesc, &e), SL_OK);
+    assert_int_equal(mc_make(&n, z, 1, &in, &mdesc, &e), SL_OK);
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, f, m, 1, 24, 1, out);
+    run_chunks(&n, b, f, m, 1, 1, out);
     assert_int_equal(out[6], 0);
     assert_int_equal(out[7], 0);
     assert_int_equal(out[5], 60);
@@ -462,9 +363,9 @@ static void test_hand_values(void **st) {
     sl_tensor_desc m2 = sl_desc_make(SL_U32, 2, md2, 0);
     sl_node n;
     sl_error e;
-    assert_int_equal(node_make(&n, NULL, 0, &in2, &m2, &e), SL_OK);
+    assert_int_equal(mc_make(&n, NULL, 0, &in2, &m2, &e), SL_OK);
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, g, m, 1, 16, 1, out);
+    run_chunks(&n, b, g, m, 1, 1, out);
     for (int i = 0; i < 4; i++) assert_int_equal(out[i], 0);
     node_free(&n);
   }
@@ -478,7 +379,7 @@ static void test_cost(void **st) {
   sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
   sl_node n;
   sl_error e;
-  assert_int_equal(node_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
+  assert_int_equal(mc_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
   sl_node_cost c;
   n.desc->cost(&n, 4, &c);
   assert_int_equal(c.bytes_read, 4 * 17 * 23 * 2);
@@ -490,7 +391,7 @@ static void test_cost(void **st) {
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
   sl_backend *b = backend(1);
   uint16_t *f = calloc(10 * 17 * 23, 2), *o = calloc(10 * 17 * 23, 2);
-  run_chunks(&n, b, f, NULL, 10, 17 * 23 * 2, 10, o);
+  run_chunks(&n, b, f, NULL, 10, 10, o);
   n.desc->cost(&n, 4, &c);
   assert_true(c.state_bytes < bound); /* no static bad pixel */
   sl_cpu_backend_ops.destroy(b);
@@ -505,7 +406,7 @@ static void expect_error(const kv *o, int n_o, const sl_tensor_desc *in, const s
                          sl_code want, const char *needle, const char *needle2) {
   sl_node n;
   sl_error e;
-  sl_code rc = node_make(&n, o, n_o, in, m, &e);
+  sl_code rc = mc_make(&n, o, n_o, in, m, &e);
   if (rc != want || !strstr(e.msg, needle) || (needle2 && !strstr(e.msg, needle2)))
     fprintf(stderr, "rc %d msg '%s' (want '%s')\n", rc, e.msg, needle);
   assert_int_equal(rc, want);
@@ -573,7 +474,7 @@ static void test_errors(void **st) {
   /* kernel before prepare */
   sl_node n;
   sl_error e;
-  assert_int_equal(node_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
+  assert_int_equal(mc_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
   sl_backend *b = backend(1);
   sl_kernel_args a;
   memset(&a, 0, sizeof a);

@@ -14,154 +14,10 @@
 
 #include <cmocka.h>
 
-#include "engine/backend/backend.h"
-#include "engine/graph/graph.h"
-#include "engine/graph/node.h"
-#include "engine/pipeline/yaml_tree.h"
+#include "node_harness.h"
 
 extern const sl_node_desc sl_node_moments;
 extern const sl_node_desc sl_node_com;
-extern const sl_node_desc sl_node_synthetic_4dstem;
-
-/* ---- harness (descriptors called directly, as the executor would) -------- */
-
-typedef struct kv {
-  const char *name, *yaml;
-} kv;
-
-/* Builds a node of `d` with params from `over` (YAML text) or the defaults and
- * the given input descriptors (n_in of them; the rest unconnected); runs infer. */
-static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
-                         const sl_tensor_desc *in, int n_in, sl_error *e) {
-  memset(n, 0, sizeof *n);
-  sl_error_clear(e);
-  n->desc = d;
-  n->id = "node";
-  n->params = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
-  for (int i = 0; i < d->n_params; i++) {
-    const char *text = d->params[i].default_value;
-    for (int k = 0; k < n_over; k++)
-      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
-    assert_non_null(text);
-    sl_yaml *y = NULL;
-    if (text[0] == 0) {
-      sl_loc loc = {"test", 1, 1};
-      y = sl_yaml_new_scalar("", loc);
-    } else {
-      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
-    }
-    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
-    sl_yaml_free(y);
-    if (rc) return rc;
-  }
-  n->n_in = d->n_inputs;
-  n->n_out = d->n_outputs;
-  for (int k = 0; k < n_in; k++) n->in[k] = in[k];
-  return d->infer(n, e);
-}
-
-static void node_free(sl_node *n) {
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
-}
-
-static sl_backend *backend(int threads) {
-  sl_backend *b = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
-  return b;
-}
-
-/* Runs a stream node over `npos` positions in chunks of `chunk`: input 0 is
- * streamed (`in0`, item_bytes per position), inputs 1.. are whole (`whole_in`);
- * streamed outputs advance with the chunk, whole outputs (reductions) are
- * zeroed before the first chunk; then finalize. */
-static sl_code run_stream(sl_node *n, sl_backend *b, const void *in0, const void *const *whole_in,
-                          int n_whole_in, void **out, int64_t npos, int64_t chunk, sl_error *e) {
-  sl_error_clear(e);
-  for (int k = 0; k < n->n_out; k++)
-    if (n->out[k].stream_rank == 0) memset(out[k], 0, (size_t)sl_desc_bytes(&n->out[k]));
-  int64_t ib = sl_desc_item_bytes(&n->in[0]);
-  sl_kernel_args a;
-  for (int64_t s = 0; s < npos; s += chunk) {
-    memset(&a, 0, sizeof a);
-    a.backend = b;
-    a.node = n;
-    a.state = n->state;
-    a.pos_start = s;
-    a.pos_count = npos - s < chunk ? npos - s : chunk;
-    a.chunk = s / chunk;
-    a.n_chunks = (npos + chunk - 1) / chunk;
-    a.in[0] = (const char *)in0 + s * ib;
-    for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
-    for (int k = 0; k < n->n_out; k++)
-      a.out[k] = n->out[k].stream_rank
-                     ? (char *)out[k] + s * sl_desc_item_bytes(&n->out[k])
-                     : out[k];
-    a.err = e;
-    sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
-    if (rc) return rc;
-  }
-  if (n->desc->finalize[SL_BACKEND_CPU]) {
-    memset(&a, 0, sizeof a);
-    a.backend = b;
-    a.node = n;
-    a.state = n->state;
-    a.pos_count = npos;
-    for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
-    for (int k = 0; k < n->n_out; k++) a.out[k] = out[k];
-    a.err = e;
-    return n->desc->finalize[SL_BACKEND_CPU](&a);
-  }
-  return SL_OK;
-}
-
-static uint64_t g_rng = 88172645463325252ULL;
-static uint64_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
-
-static uint64_t dmax(sl_dtype t) {
-  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
-}
-
-/* Random frames; about 1 in 16 pixels at the dtype max (the flag value). */
-static void *random_frames(sl_dtype t, int64_t n) {
-  size_t sz = sl_dtype_size(t);
-  void *f = malloc((size_t)n * sz);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t v = rnd();
-    uint64_t x = (v & 15) == 0 ? dmax(t) : (v >> 8) & dmax(t);
-    if (sz == 1) ((uint8_t *)f)[i] = (uint8_t)x;
-    else if (sz == 2) ((uint16_t *)f)[i] = (uint16_t)x;
-    else ((uint32_t *)f)[i] = (uint32_t)x;
-  }
-  return f;
-}
-
-static void set_pix(void *f, sl_dtype t, int64_t i, uint64_t x) {
-  if (t == SL_U8) ((uint8_t *)f)[i] = (uint8_t)x;
-  else if (t == SL_U16) ((uint16_t *)f)[i] = (uint16_t)x;
-  else ((uint32_t *)f)[i] = (uint32_t)x;
-}
-
-static uint64_t pix(const void *f, sl_dtype t, int64_t i) {
-  if (t == SL_U8) return ((const uint8_t *)f)[i];
-  if (t == SL_U16) return ((const uint16_t *)f)[i];
-  return ((const uint32_t *)f)[i];
-}
-
-static sl_tensor_desc frames_desc(sl_dtype t, int64_t rows, int64_t cols, int64_t h, int64_t w) {
-  int64_t d[4] = {rows, cols, h, w};
-  return sl_desc_make(t, 4, d, 2);
-}
 
 /* ---- references ----------------------------------------------------------- */
 
@@ -479,24 +335,11 @@ static void test_com_synthetic(void **st) {
   const int64_t rows = 12, cols = 12, h = 32, w = 32, npos = rows * cols;
   kv so[] = {{"scan_shape", "[12, 12]"}, {"detector_shape", "[32, 32]"}, {"dose", "1e6"},
              {"dtype", "u32"},           {"disk_radius", "5"},          {"seed", "7"}};
-  sl_node syn;
+  synth_data syn = synth_run(so, 6, npos, 2);
+  uint32_t *frames = syn.frames;
+  double *comx = syn.com;
   sl_error e;
-  assert_int_equal(node_make(&syn, &sl_node_synthetic_4dstem, so, 6, NULL, 0, &e), SL_OK);
-  assert_int_equal(syn.desc->prepare(&syn, &e), SL_OK);
-  uint32_t *frames = malloc((size_t)(npos * h * w) * 4);
-  double *phase = calloc((size_t)npos, 8), *comx = calloc((size_t)npos * 2, 8);
   sl_backend *b = backend(2);
-  sl_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.backend = b;
-  a.node = &syn;
-  a.state = syn.state;
-  a.pos_count = npos;
-  a.n_chunks = 1;
-  a.out[0] = frames, a.out[1] = phase, a.out[2] = comx;
-  a.err = &e;
-  assert_int_equal(syn.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
-
   int64_t d[4] = {rows, cols, h, w};
   sl_tensor_desc in = sl_desc_make(SL_U32, 4, d, 2);
   sl_node n;
@@ -524,8 +367,8 @@ static void test_com_synthetic(void **st) {
   assert_true(fabs(mean_out) < 1e-9); /* mean removed */
   sl_cpu_backend_ops.destroy(b);
   node_free(&n);
-  node_free(&syn);
-  free(frames), free(phase), free(comx), free(cr), free(cc), free(er), free(ec);
+  synth_free(&syn);
+  free(cr), free(cc), free(er), free(ec);
 }
 
 static void test_cost(void **st) {

@@ -13,45 +13,13 @@
 
 #include <cmocka.h>
 
-#include "engine/backend/backend.h"
 #include "engine/core/util.h"
-#include "engine/graph/graph.h"
-#include "engine/graph/node.h"
-#include "engine/pipeline/yaml_tree.h"
+#include "node_harness.h"
 
 extern const sl_node_desc sl_node_synthetic_4dstem;
 
-typedef struct kv {
-  const char *name, *yaml;
-} kv;
-
-static sl_code node_make(sl_node *n, const kv *over, int n_over, sl_error *e) {
-  const sl_node_desc *d = &sl_node_synthetic_4dstem;
-  memset(n, 0, sizeof *n);
-  sl_error_clear(e);
-  n->desc = d;
-  n->id = "syn";
-  n->params = calloc((size_t)d->n_params, sizeof *n->params);
-  for (int i = 0; i < d->n_params; i++) {
-    const char *text = d->params[i].default_value;
-    for (int k = 0; k < n_over; k++)
-      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
-    assert_non_null(text);
-    sl_yaml *y = NULL;
-    assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
-    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
-    sl_yaml_free(y);
-    if (rc) return rc;
-  }
-  n->n_in = 0;
-  n->n_out = d->n_outputs;
-  return d->infer(n, e);
-}
-
-static void node_free(sl_node *n) {
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
+static sl_code syn_make(sl_node *n, const kv *over, int n_over, sl_error *e) {
+  return node_make(n, &sl_node_synthetic_4dstem, over, n_over, NULL, 0, e);
 }
 
 /* A generated data set: frames as u32 whatever the dtype (for easy checks). */
@@ -72,50 +40,24 @@ static void ds_free(dataset *d) {
 
 /* Runs the node over all positions in chunks of `chunk` on `threads` threads. */
 static dataset generate(const kv *over, int n_over, int64_t chunk, int threads) {
-  sl_node n;
-  sl_error e;
-  sl_code rc = node_make(&n, over, n_over, &e);
-  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
-  assert_int_equal(rc, SL_OK);
+  synth_data s = synth_run(over, n_over, chunk, threads);
   dataset d;
   memset(&d, 0, sizeof d);
-  d.rows = n.out[0].dims[0];
-  d.cols = n.out[0].dims[1];
-  d.h = n.out[0].dims[2];
-  d.w = n.out[0].dims[3];
-  d.dtype = n.out[0].dtype;
-  d.npos = d.rows * d.cols;
-  assert_int_equal(n.out[0].stream_rank, 2);
-  assert_int_equal(n.out[1].stream_rank, 0);
-  assert_int_equal(n.out[1].dtype, SL_F64);
-  assert_int_equal(n.out[2].rank, 3);
-  assert_int_equal(n.out[2].dims[2], 2);
-  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-  int64_t hw = d.h * d.w, isz = (int64_t)sl_dtype_size(d.dtype);
-  d.raw = malloc((size_t)(d.npos * hw * isz));
-  memset(d.raw, 0xCD, (size_t)(d.npos * hw * isz));
-  d.phase = calloc((size_t)d.npos, sizeof(double)); /* reduction outputs: zeroed */
-  d.com = calloc((size_t)d.npos * 2, sizeof(double));
-  sl_backend *b = NULL;
-  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
-  for (int64_t s = 0; s < d.npos; s += chunk) {
-    sl_kernel_args a;
-    memset(&a, 0, sizeof a);
-    a.backend = b;
-    a.node = &n;
-    a.state = n.state;
-    a.pos_start = s;
-    a.pos_count = d.npos - s < chunk ? d.npos - s : chunk;
-    a.chunk = s / chunk;
-    a.n_chunks = (d.npos + chunk - 1) / chunk;
-    a.out[0] = (char *)d.raw + s * hw * isz;
-    a.out[1] = d.phase;
-    a.out[2] = d.com;
-    a.err = &e;
-    assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
-  }
-  sl_cpu_backend_ops.destroy(b);
-  node_free(&n);
+  d.rows = s.rows;
+  d.cols = s.cols;
+  d.h = s.h;
+  d.w = s.w;
+  d.dtype = s.out[0].dtype;
+  d.npos = s.npos;
+  assert_int_equal(s.out[0].stream_rank, 2);
+  assert_int_equal(s.out[1].stream_rank, 0);
+  assert_int_equal(s.out[1].dtype, SL_F64);
+  assert_int_equal(s.out[2].rank, 3);
+  assert_int_equal(s.out[2].dims[2], 2);
+  int64_t hw = d.h * d.w;
+  d.raw = s.frames; /* as produced; reduction outputs zeroed by the harness */
+  d.phase = s.phase;
+  d.com = s.com;
   d.frames = malloc((size_t)(d.npos * hw) * 4);
   for (int64_t i = 0; i < d.npos * hw; i++)
     d.frames[i] = d.dtype == SL_U8    ? ((uint8_t *)d.raw)[i]
@@ -444,7 +386,7 @@ static void test_invalid_params(void **st) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     sl_node n;
     sl_error e;
-    sl_code rc = node_make(&n, &cases[k].o, 1, &e);
+    sl_code rc = syn_make(&n, &cases[k].o, 1, &e);
     if (rc != SL_ERR_PIPELINE || !strstr(e.msg, cases[k].needle))
       fprintf(stderr, "case %zu: rc %d msg '%s'\n", k, rc, e.msg);
     assert_int_equal(rc, SL_ERR_PIPELINE);
@@ -454,7 +396,7 @@ static void test_invalid_params(void **st) {
   /* Defaults are valid and give the documented shapes. */
   sl_node n;
   sl_error e;
-  assert_int_equal(node_make(&n, NULL, 0, &e), SL_OK);
+  assert_int_equal(syn_make(&n, NULL, 0, &e), SL_OK);
   assert_int_equal(n.out[0].dtype, SL_U16);
   assert_int_equal(n.out[0].rank, 4);
   assert_true(n.out[0].dims[0] == 32 && n.out[0].dims[1] == 32 && n.out[0].dims[2] == 64 &&

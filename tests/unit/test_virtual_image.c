@@ -16,126 +16,31 @@
 #include <hdf5.h>
 #include <png.h>
 
-#include "engine/backend/backend.h"
-#include "engine/graph/graph.h"
-#include "engine/graph/node.h"
-#include "engine/pipeline/yaml_tree.h"
+#include "node_harness.h"
 
 extern const sl_node_desc sl_node_virtual_image;
 
 /* ---- harness ------------------------------------------------------------ */
 
-typedef struct kv {
-  const char *name, *yaml;
-} kv;
-
 static char g_dir[256];
-/* Optional second input (the disk) for node_make and its data for run_chunks. */
+/* Optional second input (the disk) for vi_make and its data for run_chunks. */
 static const sl_tensor_desc *g_in1;
 static const double *g_disk;
 
-/* Builds a node of `d` with params from `over` (YAML text) or defaults and
- * one input descriptor; runs infer. The node is usable for prepare/kernel when
- * the result is SL_OK. */
-static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
-                         const sl_tensor_desc *in, sl_error *e) {
-  memset(n, 0, sizeof *n);
-  sl_error_clear(e);
-  n->desc = d;
-  n->id = "vi";
-  n->params = calloc((size_t)d->n_params, sizeof *n->params);
-  for (int i = 0; i < d->n_params; i++) {
-    const char *text = d->params[i].default_value;
-    for (int k = 0; k < n_over; k++)
-      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
-    assert_non_null(text);
-    sl_yaml *y = NULL;
-    if (text[0] == 0) {
-      sl_loc loc = {"test", 1, 1};
-      y = sl_yaml_new_scalar("", loc);
-    } else {
-      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
-    }
-    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
-    sl_yaml_free(y);
-    if (rc) return rc;
-  }
-  n->n_in = d->n_inputs;
-  n->n_out = d->n_outputs;
-  if (in) n->in[0] = *in;
-  if (g_in1) n->in[1] = *g_in1;
-  return d->infer(n, e);
+/* A virtual_image node on `in` (and g_in1 when set); runs infer. */
+static sl_code vi_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *in,
+                       sl_error *e) {
+  sl_tensor_desc ins[2] = {*in, g_in1 ? *g_in1 : *in};
+  return node_make(n, &sl_node_virtual_image, over, n_over, ins, g_in1 ? 2 : 1, e);
 }
 
-static void node_free(sl_node *n) {
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
-}
-
-static sl_backend *backend(int threads) {
-  sl_backend *b = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &e), SL_OK);
-  return b;
-}
-
-/* Runs the kernel over all positions in chunks of `chunk`. */
+/* Runs the kernel over all positions in chunks of `chunk` (g_disk the disk). */
 static void run_chunks(sl_node *n, sl_backend *b, const void *frames, int64_t npos,
-                       int64_t item_bytes, int64_t chunk, uint64_t *image) {
+                       int64_t chunk, uint64_t *image) {
   sl_error e;
-  sl_error_clear(&e);
-  for (int64_t s = 0; s < npos; s += chunk) {
-    sl_kernel_args a;
-    memset(&a, 0, sizeof a);
-    a.backend = b;
-    a.node = n;
-    a.state = n->state;
-    a.pos_start = s;
-    a.pos_count = npos - s < chunk ? npos - s : chunk;
-    a.chunk = s / chunk;
-    a.n_chunks = (npos + chunk - 1) / chunk;
-    a.in[0] = (const char *)frames + s * item_bytes;
-    a.in[1] = g_disk;
-    a.out[0] = image + s;
-    a.err = &e;
-    assert_int_equal(n->desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
-  }
-}
-
-static uint64_t g_rng = 88172645463325252ULL;
-static uint64_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
-
-static uint64_t dmax(sl_dtype t) {
-  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
-}
-
-/* Random frames; about 1 in 16 pixels at the dtype max (the flag value). */
-static void *random_frames(sl_dtype t, int64_t n) {
-  size_t sz = sl_dtype_size(t);
-  void *f = malloc((size_t)n * sz);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t v = rnd();
-    uint64_t x = (v & 15) == 0 ? dmax(t) : (v >> 8) & dmax(t);
-    if (sz == 1) ((uint8_t *)f)[i] = (uint8_t)x;
-    else if (sz == 2) ((uint16_t *)f)[i] = (uint16_t)x;
-    else ((uint32_t *)f)[i] = (uint32_t)x;
-  }
-  return f;
-}
-
-static uint64_t pix(const void *f, sl_dtype t, int64_t i) {
-  if (t == SL_U8) return ((const uint8_t *)f)[i];
-  if (t == SL_U16) return ((const uint16_t *)f)[i];
-  return ((const uint32_t *)f)[i];
+  const void *whole[1] = {g_disk};
+  void *outs[1] = {image};
+  assert_int_equal(run_stream(n, b, frames, whole, 1, outs, npos, chunk, &e), SL_OK);
 }
 
 /* The reference: 0 bf, 1 adf/annulus, 2 df, 3 explicit mask. Radii in pixels. */
@@ -166,11 +71,6 @@ static void reference(const void *frames, sl_dtype t, int64_t npos, int64_t h, i
   }
 }
 
-static sl_tensor_desc frames_desc(sl_dtype t, int64_t rows, int64_t cols, int64_t h, int64_t w) {
-  int64_t d[4] = {rows, cols, h, w};
-  return sl_desc_make(t, 4, d, 2);
-}
-
 /* Checks kernel == reference for chunks of 1, 7 and all, on 1 and 2 threads. */
 static void check_case(const kv *over, int n_over, sl_dtype t, int64_t h, int64_t w,
                        const ref_geom *g) {
@@ -178,7 +78,7 @@ static void check_case(const kv *over, int n_over, sl_dtype t, int64_t h, int64_
   sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
   sl_node n;
   sl_error e;
-  sl_code rc = node_make(&n, &sl_node_virtual_image, over, n_over, &in, &e);
+  sl_code rc = vi_make(&n, over, n_over, &in, &e);
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
   assert_int_equal(n.out[0].dtype, SL_U64);
@@ -198,7 +98,7 @@ static void check_case(const kv *over, int n_over, sl_dtype t, int64_t h, int64_
     sl_backend *b = backend(th);
     for (int k = 0; k < 3; k++) {
       memset(got, 0xAB, (size_t)npos * 8);
-      run_chunks(&n, b, frames, npos, h * w * (int64_t)sl_dtype_size(t), chunks[k], got);
+      run_chunks(&n, b, frames, npos, chunks[k], got);
       for (int64_t p = 0; p < npos; p++) {
         if (got[p] != want[p])
           fprintf(stderr, "position %lld chunk %lld: got %llu want %llu\n", (long long)p,
@@ -286,11 +186,11 @@ static void test_small_geometry(void **st) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     sl_node n;
     sl_error e;
-    assert_int_equal(node_make(&n, &sl_node_virtual_image, cases[k].o, cases[k].n, &in, &e),
+    assert_int_equal(vi_make(&n, cases[k].o, cases[k].n, &in, &e),
                      SL_OK);
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
     uint64_t img[3];
-    run_chunks(&n, b, frames, npos, h * w * 2, 2, img);
+    run_chunks(&n, b, frames, npos, 2, img);
     assert_true(img[0] == cases[k].want);
     assert_true(img[2] == cases[k].want);
     /* frame 1: the centre pixel holds 65535 instead of 1 */
@@ -311,13 +211,13 @@ static void test_u64_exact(void **st) {
   kv o[] = {{"kind", "df"}, {"radius", "0.5"}};
   sl_node n;
   sl_error e;
-  assert_int_equal(node_make(&n, &sl_node_virtual_image, o, 2, &in, &e), SL_OK);
+  assert_int_equal(vi_make(&n, o, 2, &in, &e), SL_OK);
   assert_int_equal(n.out[0].rank, 1);
   assert_int_equal(n.out[0].stream_rank, 1);
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
   sl_backend *b = backend(1);
   uint64_t img = 0;
-  run_chunks(&n, b, f, 1, h * w * 4, 1, &img);
+  run_chunks(&n, b, f, 1, 1, &img);
   assert_true(img == (uint64_t)(h * w - 1) * 0xFFFFFFFFull);
   sl_cpu_backend_ops.destroy(b);
   node_free(&n);
@@ -452,7 +352,7 @@ static void test_npy_errors(void **st) {
     kv o[] = {{"kind", "mask"}, {"mask", yaml}};
     sl_node n;
     sl_error e;
-    sl_code rc = node_make(&n, &sl_node_virtual_image, o, 2, &in, &e);
+    sl_code rc = vi_make(&n, o, 2, &in, &e);
     if (rc != cases[k].want || !strstr(e.msg, cases[k].needle) || !strstr(e.msg, cases[k].name))
       fprintf(stderr, "case %s: rc %d msg '%s'\n", cases[k].name, rc, e.msg);
     assert_int_equal(rc, cases[k].want);
@@ -486,7 +386,7 @@ static void test_npy_errors(void **st) {
     kv o[] = {{"kind", "mask"}, {"mask", yaml}};
     sl_node n;
     sl_error e;
-    sl_code rc = node_make(&n, &sl_node_virtual_image, o, 2, &in, &e);
+    sl_code rc = vi_make(&n, o, 2, &in, &e);
     if (rc != raw[k].want) fprintf(stderr, "case %s: rc %d msg '%s'\n", raw[k].name, rc, e.msg);
     assert_int_equal(rc, raw[k].want);
     assert_non_null(strstr(e.msg, raw[k].name));
@@ -499,7 +399,7 @@ static void test_npy_errors(void **st) {
     kv o[] = {{"kind", "mask"}, {"mask", yaml}};
     sl_node n;
     sl_error e;
-    assert_int_equal(node_make(&n, &sl_node_virtual_image, o, 2, &in, &e), SL_ERR_IO);
+    assert_int_equal(vi_make(&n, o, 2, &in, &e), SL_ERR_IO);
     assert_non_null(strstr(e.msg, "absent.npy"));
     node_free(&n);
   }
@@ -516,7 +416,7 @@ static uint64_t *run_image(const kv *o, int no, const sl_tensor_desc *disk_desc,
   sl_node n;
   sl_error e;
   g_in1 = disk_desc;
-  sl_code rc = node_make(&n, &sl_node_virtual_image, o, no, &in, &e);
+  sl_code rc = vi_make(&n, o, no, &in, &e);
   g_in1 = NULL;
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
@@ -524,7 +424,7 @@ static uint64_t *run_image(const kv *o, int no, const sl_tensor_desc *disk_desc,
   uint64_t *img = calloc((size_t)npos, 8);
   sl_backend *b = backend(2);
   g_disk = disk;
-  run_chunks(&n, b, frames, npos, h * w * (int64_t)sl_dtype_size(t), 5, img);
+  run_chunks(&n, b, frames, npos, 5, img);
   g_disk = NULL;
   sl_cpu_backend_ops.destroy(b);
   if (disk_desc) assert_true(n.n_notes >= 1 && strstr(n.notes[0], "geometry: "));
@@ -579,18 +479,18 @@ static void test_disk_input(void **st) {
   sl_error e;
   kv om[] = {{"kind", "mask"}, {"mask", "'/nonexistent.npy'"}};
   g_in1 = &ddesc;
-  assert_int_equal(node_make(&n, &sl_node_virtual_image, om, 2, &in, &e), SL_ERR_PIPELINE);
+  assert_int_equal(vi_make(&n, om, 2, &in, &e), SL_ERR_PIPELINE);
   assert_non_null(strstr(e.msg, "input 'disk'"));
   node_free(&n);
   int64_t d3[1] = {3};
   sl_tensor_desc wrong = sl_desc_make(SL_F64, 1, d3, 0);
   g_in1 = &wrong;
   kv ob[] = {{"kind", "bf"}};
-  assert_int_equal(node_make(&n, &sl_node_virtual_image, ob, 1, &in, &e), SL_ERR_PIPELINE);
+  assert_int_equal(vi_make(&n, ob, 1, &in, &e), SL_ERR_PIPELINE);
   assert_non_null(strstr(e.msg, "input 'disk'"));
   node_free(&n);
   g_in1 = &ddesc;
-  assert_int_equal(node_make(&n, &sl_node_virtual_image, ob, 1, &in, &e), SL_OK);
+  assert_int_equal(vi_make(&n, ob, 1, &in, &e), SL_OK);
   g_in1 = NULL;
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
   const double bad[4] = {10, 10, -1, 0};
@@ -747,7 +647,7 @@ static void test_png_h5_masks(void **st) {
     snprintf(yaml, sizeof yaml, "'%s'", path);
     sl_node n;
     sl_error e;
-    sl_code rc = node_make(&n, &sl_node_virtual_image, o, 2, &in, &e);
+    sl_code rc = vi_make(&n, o, 2, &in, &e);
     if (rc != bad[k].want || !strstr(e.msg, bad[k].needle) || !strstr(e.msg, bad[k].name))
       fprintf(stderr, "case %s: rc %d msg '%s'\n", bad[k].name, rc, e.msg);
     assert_int_equal(rc, bad[k].want);
@@ -767,7 +667,7 @@ static void test_png_h5_masks(void **st) {
     snprintf(yaml, sizeof yaml, "'%s:/x'", fake);
     sl_node n;
     sl_error e;
-    assert_int_equal(node_make(&n, &sl_node_virtual_image, o, 2, &in, &e), SL_ERR_FORMAT);
+    assert_int_equal(vi_make(&n, o, 2, &in, &e), SL_ERR_FORMAT);
     assert_non_null(strstr(e.msg, "not an HDF5 file"));
     node_free(&n);
   }
@@ -807,7 +707,7 @@ static void test_invalid_params(void **st) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     sl_node n;
     sl_error e;
-    sl_code rc = node_make(&n, &sl_node_virtual_image, cases[k].o, cases[k].n, &in, &e);
+    sl_code rc = vi_make(&n, cases[k].o, cases[k].n, &in, &e);
     if (rc != SL_ERR_PIPELINE || !strstr(e.msg, cases[k].needle))
       fprintf(stderr, "case %zu: rc %d msg '%s'\n", k, rc, e.msg);
     assert_int_equal(rc, SL_ERR_PIPELINE);
@@ -829,7 +729,7 @@ static void test_invalid_params(void **st) {
     kv o[] = {{"kind", "bf"}, {"radius", "3"}};
     sl_node n;
     sl_error e;
-    sl_code rc = node_make(&n, &sl_node_virtual_image, o, 2, &bad[k], &e);
+    sl_code rc = vi_make(&n, o, 2, &bad[k], &e);
     if (rc != SL_ERR_PIPELINE) fprintf(stderr, "input case %zu: rc %d\n", k, rc);
     assert_int_equal(rc, SL_ERR_PIPELINE);
     assert_non_null(strstr(e.msg, "input 'frames' expects u8, u16 or u32 frames with 2 item axes"));
@@ -843,7 +743,7 @@ static void test_cost(void **st) {
   kv o[] = {{"kind", "bf"}, {"radius", "3"}};
   sl_node n;
   sl_error e;
-  assert_int_equal(node_make(&n, &sl_node_virtual_image, o, 2, &in, &e), SL_OK);
+  assert_int_equal(vi_make(&n, o, 2, &in, &e), SL_OK);
   sl_node_cost c;
   n.desc->cost(&n, 10, &c);
   assert_true(c.bytes_read == 10 * 256 * 2); /* upper bound before prepare */
