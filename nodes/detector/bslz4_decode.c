@@ -11,6 +11,7 @@
 #include "../../engine/core/util.h"
 #include "../../engine/graph/graph.h"
 #include "bslz4.h"
+#include "shaders/cuda/sl_cuda.h"
 
 static sl_code dec_infer(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
@@ -177,5 +178,5 @@ const sl_node_desc sl_node_bslz4_decode = {
     .inputs = dec_in, .n_inputs = 1,
     .outputs = dec_out, .n_outputs = 1,
     .infer = dec_infer, .cost = dec_cost,
-    .kernel = {[SL_BACKEND_CPU] = dec_cpu},
+    .kernel = {[SL_BACKEND_CPU] = dec_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bslz4_decode)},
 };

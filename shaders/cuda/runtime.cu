@@ -37,7 +37,7 @@ static unsigned fill_blocks(size_t n) {
 extern "C" int sl_cuda_launch_fill_u32(void *stream, void *dst, uint32_t value, size_t n) {
   if (n == 0) return (int)cudaSuccess;
   sl_k_fill_u32<<<fill_blocks(n), 256, 0, (cudaStream_t)stream>>>((uint32_t *)dst, value, n);
-  return (int)cudaPeekAtLastError();
+  return (int)cudaGetLastError(); /* read and cleared: the caller reports it */
 }
 
 extern "C" sl_code sl_cuda_selftest_fill(sl_kernel_args *a) {

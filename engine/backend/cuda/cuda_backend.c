@@ -2,7 +2,7 @@
  *
  * One device (0, or SLUICE_CUDA_DEVICE), one non-blocking stream. Buffers are
  * device memory (cudaMalloc); host staging for host nodes is pinned
- * (cudaMallocHost). Kernels were compiled at build time (shaders/cuda/*.cu)
+ * (cudaMallocHost). Kernels were compiled at build time (shaders/cuda, .cu)
  * and are checked at create: each must have code for this device and the ABI
  * this engine expects, or the backend refuses to start, before any work.
  *
@@ -65,16 +65,23 @@ static sl_code cuda_fail(sl_error *err, cudaError_t e, const char *fmt, ...) {
                  cudaGetErrorName(e));
 }
 
+#define NEEDS "the cuda backend needs an NVIDIA GPU of compute capability 8.0 or newer"
+
 /* The device this process uses: 0, or SLUICE_CUDA_DEVICE. */
 static sl_code select_device(int *device, sl_error *err) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return sl_fail(err, SL_ERR_BACKEND, "no CUDA device: %s", cudaGetErrorString(e));
+    return sl_fail(err, SL_ERR_BACKEND, "no CUDA device: %s%s; %s", cudaGetErrorString(e),
+                   e == cudaErrorInsufficientDriver
+                       ? " (no NVIDIA driver is loaded, or it is older than this CUDA runtime)"
+                       : "",
+                   NEEDS);
   }
   if (count <= 0)
-    return sl_fail(err, SL_ERR_BACKEND, "no CUDA device: %s", cudaGetErrorString(cudaErrorNoDevice));
+    return sl_fail(err, SL_ERR_BACKEND, "no CUDA device: %s; %s", cudaGetErrorString(cudaErrorNoDevice),
+                   NEEDS);
   int d = 0;
   const char *env = getenv("SLUICE_CUDA_DEVICE");
   if (env && *env) {
@@ -152,7 +159,7 @@ static sl_code query_caps(int device, sl_backend_caps *caps, int *cc_out, size_t
 }
 
 static sl_code cuda_probe(sl_backend_caps *caps, sl_error *err) {
-  int device;
+  int device = 0;
   sl_code rc = select_device(&device, err);
   if (rc != SL_OK) {
     memset(caps, 0, sizeof *caps);
@@ -196,7 +203,7 @@ static void cuda_destroy(sl_backend *b);
 
 static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   *out = NULL;
-  int device;
+  int device = 0;
   sl_code rc = select_device(&device, err);
   if (rc != SL_OK) return rc;
   sl_backend_caps caps;
