@@ -47,7 +47,7 @@ if ! grep -q 'SLUICE_HAVE_CUDA' "$BUILD/compile_commands.json" 2>/dev/null; then
 fi
 
 bins=()
-for f in "$BUILD/sluice" "$BUILD"/tests/test_* "$BUILD"/tests/*_replay "$BUILD"/bench/bench_*; do
+for f in "$BUILD/sluice" "$BUILD"/tests/test_* "$BUILD"/tests/*_replay "$BUILD"/bench/bench_* "$BUILD"/bench/make_acquisition; do
   [ -f "$f" ] && [ -x "$f" ] && bins+=("$f")
 done
 # HDF5's command-line tools: the end-to-end scripts read results with them.
