@@ -197,8 +197,9 @@ int cmd_run(int argc, char **argv) {
       char planned[32], measured[32];
       sl_format_bytes((uint64_t)res->planned_peak_bytes, planned, sizeof planned);
       sl_format_bytes((uint64_t)res->measured_peak_bytes, measured, sizeof measured);
-      printf("%s: %lld chunks in %.3f s on %s; peak memory %s (planned %s)\n", run.spec->name,
-             (long long)res->chunks, res->seconds, run.plan->caps.device, measured, planned);
+      printf("%s: %lld chunks in %.3f s on %s; peak %s memory %s (planned %s)\n", run.spec->name,
+             (long long)res->chunks, res->seconds, run.plan->caps.device,
+             run.plan->caps.device_memory ? "device" : "host", measured, planned);
       printf("wrote %s/\n  results.h5:", dir);
       for (int k = 0; k < res->n_outputs; k++) printf(" %s", res->outputs[k].name);
       printf("\n");

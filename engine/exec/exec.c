@@ -432,6 +432,9 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   /* Provenance after the run: kernels may have recorded what they found. */
   for (int o = 0; o < g->n_outputs && rc == SL_OK; o++)
     res->outputs[o].provenance = sl_graph_provenance(g, g->outputs[o].node);
+  int64_t c_staging_bytes = 0;
+  for (int i = 0; began && i < g->n_nodes * 8; i++)
+    c_staging_bytes += (int64_t)(c.stage_in_bytes[i] + c.stage_out_bytes[i]);
   if (began) {
     int n = g->n_nodes ? g->n_nodes : 1;
     res->node_seconds = sl_xcalloc((size_t)n, sizeof *res->node_seconds);
@@ -442,7 +445,9 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     memcpy(res->level_seconds, c.level_seconds, (size_t)p->n_levels * sizeof *res->level_seconds);
     ctx_end(&c);
   }
-  res->measured_peak_bytes = pool.peak_bytes + host_bytes;
+  res->planned_host_bytes = p->peak_host_bytes;
+  res->measured_host_bytes = host_bytes + c_staging_bytes;
+  res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;
   res->chunks = p->n_chunks;
   sl_pool_destroy(&pool);
   res->seconds = sl_now() - t_start;

@@ -23,8 +23,14 @@ typedef struct sl_exec_result {
   double *node_seconds;  /* per graph node (iterate: whole loop) */
   int64_t *node_calls;   /* kernel invocations per node */
   double *level_seconds; /* per plan level, summed over chunks */
-  int64_t measured_peak_bytes; /* pool peak + assembled outputs */
+  /* The budgeted memory (device memory on a device backend, host memory
+   * otherwise): measured is the pool's peak (plus the host outputs on the
+   * CPU), planned the plan's peak; measured never exceeds planned. */
+  int64_t measured_peak_bytes;
   int64_t planned_peak_bytes;
+  /* Device backends: host memory measured (outputs, staging) and planned. */
+  int64_t measured_host_bytes;
+  int64_t planned_host_bytes;
   int64_t chunks;
   double seconds;
 } sl_exec_result;

@@ -124,6 +124,11 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_int(j, "planned_peak_bytes", r->planned_peak_bytes);
   sl_json_kv_int(j, "measured_peak_bytes", r->measured_peak_bytes);
   sl_json_kv_uint(j, "budget_bytes", p->memory_limit);
+  sl_json_kv_string(j, "budgeted", p->caps.device_memory ? "device" : "host");
+  if (p->caps.device_memory) {
+    sl_json_kv_int(j, "planned_host_bytes", r->planned_host_bytes);
+    sl_json_kv_int(j, "measured_host_bytes", r->measured_host_bytes);
+  }
   sl_json_end_object(j);
   sl_json_key(j, "nodes");
   sl_json_begin_array(j);
