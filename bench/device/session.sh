@@ -36,6 +36,12 @@ D=/tmp/acq; mkdir -p $D
 TIMER=""; [ -x /usr/bin/time ] && TIMER="/usr/bin/time -v"
 time "$B/make_acquisition" $D/scan $SCAN $SCAN 192 192 1000 16
 du -sh $D; cat $D/*.h5 > /dev/null
+log "bench: chunk reader vs threads (page cache, malloc windows)"
+timeout 120 "$B/bench_chunk_reader" $D/scan_master.h5 8192 16 3
+log "bench: chunk reader vs threads (pinned windows, as the CUDA path)"
+timeout 120 "$B/bench_chunk_reader" $D/scan_master.h5 8192 16 3 1
+log "plan (chunk index listing) time"
+time "$B/sluice" plan $BUNDLE/src/pipelines/virtual_image.yaml --set input=$D/scan_master.h5 > /dev/null
 cat > $D/products.yaml <<Y
 pipeline: products
 params: {input: {type: path, required: true}}
@@ -60,6 +66,12 @@ print("plan host/device MiB", round(r["plan"]["memory"]["peak_host_bytes"] / 2**
 for n in r["nodes"]: print("  %-16s %-18s %8.4f s" % (n["id"], n["type"], n["seconds"]))
 P
   done
+done
+for rt in 1 4 8; do
+  log "full size: cuda, SLUICE_READ_THREADS=$rt"
+  SLUICE_READ_THREADS=$rt "$B/sluice" run $D/products.yaml --set input=$D/scan_master.h5 --backend cuda \
+    --out $D/out-cuda-rt$rt --force --quiet; echo "exit $?"
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('seconds', round(r['seconds'],4)); [print('  %-16s %8.4f' % (n['id'], n['seconds'])) for n in r['nodes']]" $D/out-cuda-rt$rt/report.json
 done
 python3 - $D/out-cuda/results.h5 $D/out-cpu/results.h5 <<'P' 2>&1 || echo "(no h5py: compared with h5dump below)"
 import sys, h5py, numpy as np

@@ -1,5 +1,6 @@
-/* Raw chunk reader: pread on a background thread, merged neighbours,
- * FIFO of windows. See chunk_reader.h. */
+/* Raw chunk reader: pread on a background thread (plus helpers that read
+ * pieces of a window in parallel), merged neighbours, FIFO of windows. See
+ * chunk_reader.h. */
 #include "chunk_reader.h"
 
 #include <errno.h>
@@ -19,6 +20,9 @@
 #define MAX_MERGED_READ ((uint64_t)64 << 20)
 /* Read-ahead hints given after a window when nothing else is queued. */
 #define MAX_HINTS 64
+/* Pieces per thread a window is cut into (when large enough): a few, so that
+ * threads that finish early take more and the window ends together. */
+#define PIECES_PER_THREAD 4
 
 enum { REQ_QUEUED = 1, REQ_READING, REQ_DONE };
 
@@ -29,6 +33,14 @@ typedef struct req {
   sl_code rc;
   sl_error err;
 } req;
+
+/* A part of a merged read: bytes [off, off + len) of a file into dst. chunk:
+ * the stored chunk holding byte off (for error messages). */
+typedef struct piece {
+  int64_t chunk;
+  uint64_t off, len;
+  uint8_t *dst;
+} piece;
 
 struct sl_chunk_reader {
   const sl_h5_index *ix;
@@ -43,6 +55,20 @@ struct sl_chunk_reader {
   int head, n; /* outstanding requests q[head], q[head+1], ... (mod depth) */
   bool stop;
   sl_chunk_reader_stats stats;
+  /* The pieces of the window being read, shared with the helpers (pmu). */
+  int threads;
+  uint64_t piece_bytes;
+  pthread_t *helpers;
+  int n_helpers;
+  pthread_mutex_t pmu;
+  pthread_cond_t cv_piece, cv_pieces_done;
+  piece *pieces;
+  int64_t n_pieces, cap_pieces;
+  int64_t next_piece, pieces_done;
+  int64_t fail_at; /* lowest failing piece, n_pieces when none */
+  sl_code fail_rc;
+  sl_error fail_err;
+  bool quit;
 };
 
 /* Reads len bytes at off of chunk-run [i0, ...) into dst. */
@@ -93,12 +119,81 @@ static bool stopping(sl_chunk_reader *r) {
   return s;
 }
 
-static sl_code read_window(sl_chunk_reader *r, const req *q, sl_error *err) {
+/* Reads one piece; the error names the first failing byte's chunk. */
+static sl_code read_piece(sl_chunk_reader *r, const piece *p, sl_error *err) {
+  if (stopping(r)) return sl_fail(err, SL_ERR_IO, "chunk reader closed");
+  return read_run(r, p->chunk, p->dst, p->off, p->len, err);
+}
+
+/* Takes pieces of the current window until none is left; the reader thread
+ * and the helpers run this. Pieces after a failing one are skipped (counted
+ * done): the error kept is the lowest failing piece's, which is the first
+ * failing byte in window order, as a single thread would report it. */
+static void take_pieces(sl_chunk_reader *r) {
+  pthread_mutex_lock(&r->pmu);
+  while (r->next_piece < r->n_pieces) {
+    int64_t k = r->next_piece++;
+    bool skip = k > r->fail_at;
+    sl_code rc = SL_OK;
+    sl_error e;
+    sl_error_clear(&e);
+    if (!skip) {
+      piece p = r->pieces[k];
+      pthread_mutex_unlock(&r->pmu);
+      rc = read_piece(r, &p, &e);
+      pthread_mutex_lock(&r->pmu);
+    }
+    if (rc != SL_OK && k < r->fail_at) {
+      r->fail_at = k;
+      r->fail_rc = rc;
+      r->fail_err = e;
+    }
+    if (++r->pieces_done == r->n_pieces) pthread_cond_broadcast(&r->cv_pieces_done);
+  }
+  pthread_mutex_unlock(&r->pmu);
+}
+
+static void *helper(void *arg) {
+  sl_chunk_reader *r = arg;
+  pthread_mutex_lock(&r->pmu);
+  for (;;) {
+    while (!r->quit && r->next_piece >= r->n_pieces) pthread_cond_wait(&r->cv_piece, &r->pmu);
+    if (r->quit) break;
+    pthread_mutex_unlock(&r->pmu);
+    take_pieces(r);
+    pthread_mutex_lock(&r->pmu);
+  }
+  pthread_mutex_unlock(&r->pmu);
+  return NULL;
+}
+
+static void add_piece(sl_chunk_reader *r, int64_t *np, int64_t chunk, uint64_t off, uint64_t len, uint8_t *dst) {
+  if (*np == r->cap_pieces) {
+    r->cap_pieces = r->cap_pieces ? 2 * r->cap_pieces : 64;
+    r->pieces = sl_xrealloc(r->pieces, (size_t)r->cap_pieces * sizeof *r->pieces);
+  }
+  r->pieces[(*np)++] = (piece){.chunk = chunk, .off = off, .len = len, .dst = dst};
+}
+
+/* Cuts a window into pieces: its merged reads (neighbouring chunks adjacent
+ * in one file), each cut into parts of at most `cap` bytes; returns their
+ * count. Called with no window in progress: every piece of the last one was
+ * taken (next_piece == n_pieces), so helpers do not look at the array until
+ * read_window publishes the new count under pmu. */
+static int64_t plan_pieces(sl_chunk_reader *r, const req *q) {
   const sl_h5_index *ix = r->ix;
   int64_t end = q->first + q->count;
+  uint64_t total = sl_h5_window_bytes(ix, q->first, q->count);
+  uint64_t cap = MAX_MERGED_READ;
+  if (r->threads > 1) {
+    uint64_t share = total / ((uint64_t)r->threads * PIECES_PER_THREAD) + 1;
+    cap = share > r->piece_bytes ? share : r->piece_bytes;
+    if (cap >= 4096) cap = (cap + 4095) & ~(uint64_t)4095; /* whole pages */
+    if (cap > MAX_MERGED_READ) cap = MAX_MERGED_READ;
+  }
+  int64_t np = 0;
   uint64_t pos = 0;
   for (int64_t i = q->first; i < end;) {
-    if (stopping(r)) return sl_fail(err, SL_ERR_IO, "chunk reader closed");
     const sl_h5_chunk *c = &ix->chunks[i];
     uint64_t off = c->file_offset, len = c->size;
     int64_t j = i + 1;
@@ -107,12 +202,46 @@ static sl_code read_window(sl_chunk_reader *r, const req *q, sl_error *err) {
       len += ix->chunks[j].size;
       j++;
     }
-    sl_code rc = read_run(r, i, q->dst + pos, off, len, err);
-    if (rc) return rc;
+    /* [off, off + len) of chunks [i, j) in cuts of cap; each piece starts at
+     * the chunk that holds its first byte. */
+    int64_t k = i;
+    for (uint64_t at = 0; at < len;) {
+      uint64_t n = len - at < cap ? len - at : cap;
+      while (k + 1 < j && ix->chunks[k].file_offset + ix->chunks[k].size <= off + at) k++;
+      add_piece(r, &np, k, off + at, n, q->dst + pos + at);
+      at += n;
+    }
     pos += len;
     i = j;
   }
-  return SL_OK;
+  return np;
+}
+
+static sl_code read_window(sl_chunk_reader *r, const req *q, sl_error *err) {
+  if (stopping(r)) return sl_fail(err, SL_ERR_IO, "chunk reader closed");
+  double t0 = sl_now();
+  int64_t np = plan_pieces(r, q);
+  pthread_mutex_lock(&r->pmu);
+  r->n_pieces = np;
+  r->next_piece = 0;
+  r->pieces_done = 0;
+  r->fail_at = r->n_pieces;
+  r->fail_rc = SL_OK;
+  if (r->n_helpers > 0 && r->n_pieces > 1) pthread_cond_broadcast(&r->cv_piece);
+  pthread_mutex_unlock(&r->pmu);
+  take_pieces(r);
+  pthread_mutex_lock(&r->pmu);
+  while (r->pieces_done < r->n_pieces) pthread_cond_wait(&r->cv_pieces_done, &r->pmu);
+  sl_code rc = r->fail_rc;
+  if (rc != SL_OK) *err = r->fail_err;
+  int64_t n = r->n_pieces;
+  pthread_mutex_unlock(&r->pmu);
+  double t1 = sl_now();
+  pthread_mutex_lock(&r->mu);
+  r->stats.pieces += (uint64_t)n;
+  r->stats.window_seconds += t1 - t0;
+  pthread_mutex_unlock(&r->mu);
+  return rc;
 }
 
 /* Tells the kernel which bytes the next window of the same size will need. */
@@ -177,8 +306,25 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+int sl_chunk_reader_default_threads(void) {
+  const char *v = getenv("SLUICE_READ_THREADS");
+  if (v && v[0]) {
+    char *end = NULL;
+    long t = strtol(v, &end, 10);
+    if (end && *end == '\0' && t > 0) return t > SL_CHUNK_READER_MAX_THREADS ? SL_CHUNK_READER_MAX_THREADS : (int)t;
+  }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus < 1) cpus = 1;
+  return cpus < 4 ? (int)cpus : 4;
+}
+
 sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, sl_chunk_reader **out,
                              sl_error *err) {
+  return sl_chunk_reader_open_opts(ix, max_window_chunks, NULL, out, err);
+}
+
+sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chunks,
+                                  const sl_chunk_reader_opts *opts, sl_chunk_reader **out, sl_error *err) {
   *out = NULL;
   if (!ix || max_window_chunks <= 0)
     return sl_fail(err, SL_ERR_USAGE, "chunk reader: max_window_chunks must be > 0 (got %lld)",
@@ -186,12 +332,19 @@ sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, s
   sl_chunk_reader *r = sl_xcalloc(1, sizeof *r);
   r->ix = ix;
   r->max_window = max_window_chunks;
+  r->threads = opts && opts->threads > 0 ? opts->threads : sl_chunk_reader_default_threads();
+  if (r->threads > SL_CHUNK_READER_MAX_THREADS) r->threads = SL_CHUNK_READER_MAX_THREADS;
+  r->piece_bytes = opts && opts->piece_bytes > 0 ? opts->piece_bytes : SL_CHUNK_READER_PIECE_BYTES;
+  r->stats.threads = r->threads;
   r->fds = sl_xcalloc((size_t)(ix->n_files > 0 ? ix->n_files : 1), sizeof *r->fds);
   for (int i = 0; i < ix->n_files; i++) r->fds[i] = -1;
   r->n_fds = ix->n_files;
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv_work, NULL);
   pthread_cond_init(&r->cv_done, NULL);
+  pthread_mutex_init(&r->pmu, NULL);
+  pthread_cond_init(&r->cv_piece, NULL);
+  pthread_cond_init(&r->cv_pieces_done, NULL);
   for (int i = 0; i < ix->n_files; i++) {
     r->fds[i] = open(ix->files[i], O_RDONLY | O_CLOEXEC);
     if (r->fds[i] < 0) {
@@ -201,6 +354,15 @@ sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, s
       return rc;
     }
     (void)posix_fadvise(r->fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
+  r->helpers = sl_xcalloc((size_t)r->threads, sizeof *r->helpers);
+  for (int t = 0; t + 1 < r->threads; t++) {
+    int e = pthread_create(&r->helpers[t], NULL, helper, r);
+    if (e) {
+      sl_chunk_reader_close(r);
+      return sl_fail(err, SL_ERR_INTERNAL, "cannot start a chunk reader thread: %s", strerror(e));
+    }
+    r->n_helpers++;
   }
   int e = pthread_create(&r->thread, NULL, worker, r);
   if (e) {
@@ -291,11 +453,22 @@ void sl_chunk_reader_close(sl_chunk_reader *r) {
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->thread, NULL);
   }
+  /* The reader thread is gone, so no window is in progress: stop the helpers. */
+  pthread_mutex_lock(&r->pmu);
+  r->quit = true;
+  pthread_cond_broadcast(&r->cv_piece);
+  pthread_mutex_unlock(&r->pmu);
+  for (int t = 0; t < r->n_helpers; t++) pthread_join(r->helpers[t], NULL);
+  free(r->helpers);
+  free(r->pieces);
   for (int i = 0; i < r->n_fds; i++)
     if (r->fds[i] >= 0) close(r->fds[i]);
   free(r->fds);
   pthread_cond_destroy(&r->cv_done);
   pthread_cond_destroy(&r->cv_work);
   pthread_mutex_destroy(&r->mu);
+  pthread_cond_destroy(&r->cv_pieces_done);
+  pthread_cond_destroy(&r->cv_piece);
+  pthread_mutex_destroy(&r->pmu);
   free(r);
 }

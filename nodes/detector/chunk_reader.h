@@ -1,6 +1,7 @@
 /* Raw chunk reader for an sl_h5_index: positioned reads (pread) on file
  * descriptors opened once, neighbouring chunks that are adjacent in the same
- * file merged into one read, on a background thread with read-ahead.
+ * file merged into one read, on a background thread with read-ahead (and a
+ * few helper threads that read parts of a window in parallel).
  *
  * Window layout: the bytes of chunks [first, first+count) land in the
  * caller's buffer consecutively in chunk order, chunk first+j at
@@ -15,7 +16,16 @@
  *                decode(buf[k % 2]);
  *
  * The reader does not copy the index: `ix` must outlive the reader. One
- * thread drives a reader (request / wait / close are not for concurrent use). */
+ * thread drives a reader (request / wait / close are not for concurrent use).
+ *
+ * Parallel reads: a window's merged reads are cut into pieces (of at least
+ * piece_bytes, about a quarter of the window's share per thread) that up to
+ * `threads` threads read at once (the reader thread and threads - 1 helpers),
+ * into disjoint parts of dst. Windows still complete one at a time in FIFO
+ * order. When several pieces fail, the error reported is the one of the first
+ * failing byte in window order, as with one thread (the same file, offset
+ * and chunk). With one thread a window is read exactly as before: one pread
+ * per merged run. */
 #ifndef SL_DETECTOR_CHUNK_READER_H
 #define SL_DETECTOR_CHUNK_READER_H
 
@@ -30,17 +40,41 @@
 typedef struct sl_chunk_reader sl_chunk_reader;
 
 typedef struct sl_chunk_reader_stats {
-  uint64_t requests;   /* windows completed */
-  uint64_t reads;      /* pread calls that returned data */
-  uint64_t bytes;      /* bytes read */
-  double read_seconds; /* time the reader thread spent in pread */
+  uint64_t requests;     /* windows completed */
+  uint64_t reads;        /* pread calls that returned data */
+  uint64_t bytes;        /* bytes read */
+  uint64_t pieces;       /* pieces read (merged reads, cut for the threads) */
+  double read_seconds;   /* time spent in pread, summed over the threads */
+  double window_seconds; /* wall time from starting a window to its end */
+  int threads;           /* threads that read (the reader thread included) */
 } sl_chunk_reader_stats;
+
+/* Threads that read a window at once. */
+#define SL_CHUNK_READER_MAX_THREADS 64
+/* Default smallest piece a merged read is cut into for the threads. */
+#define SL_CHUNK_READER_PIECE_BYTES ((uint64_t)1 << 20)
+
+typedef struct sl_chunk_reader_opts {
+  /* Threads reading a window (the reader thread included); <= 0: the
+   * default, SLUICE_READ_THREADS if set, else min(4, online CPUs). Capped at
+   * SL_CHUNK_READER_MAX_THREADS. */
+  int threads;
+  /* Smallest piece; 0: SL_CHUNK_READER_PIECE_BYTES (tests use tiny ones). */
+  uint64_t piece_bytes;
+} sl_chunk_reader_opts;
+
+/* The default thread count (SLUICE_READ_THREADS, else min(4, online CPUs)). */
+int sl_chunk_reader_default_threads(void);
 
 /* Opens every data file of `ix` once (O_RDONLY, POSIX_FADV_SEQUENTIAL) and
  * starts the reader thread. max_window_chunks bounds the chunk count of one
  * request (> 0). Errors: SL_ERR_IO naming the file that cannot be opened. */
 sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, sl_chunk_reader **out,
                              sl_error *err);
+/* The same with options (NULL: defaults). Errors also: SL_ERR_INTERNAL when a
+ * thread cannot start. */
+sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chunks,
+                                  const sl_chunk_reader_opts *opts, sl_chunk_reader **out, sl_error *err);
 
 /* Queues the read of chunks [first, first+count) into dst (dst_capacity >=
  * sl_h5_window_bytes(ix, first, count)) and returns at once. dst must stay

@@ -3,29 +3,21 @@
  * filter pipeline. The chunk index is listed once; raw chunk bytes are read
  * with positioned reads on a reader thread that fetches the next window while
  * the current one is decoded. Compressed acquisitions leave as an encoded
- * stream of stored chunks for bslz4_decode; uncompressed ones as frames. */
+ * stream of stored chunks for bslz4_decode; uncompressed ones as frames.
+ *
+ * Windows, read-ahead and the output layout are shared with the CUDA kernel
+ * (source_window.c); the CPU kernel here copies a window into the output, the
+ * CUDA one (hdf5_source_cuda.c) sends it from pinned windows to the device. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../engine/core/util.h"
 #include "../../engine/graph/graph.h"
-#include "chunk_reader.h"
 #include "h5_index.h"
 #include "h5_index_cache.h"
-
-typedef struct src_state {
-  const sl_h5_index *ix;
-  sl_chunk_reader *reader;
-  uint8_t *window[2];
-  size_t window_capacity;
-  int64_t window_chunks;
-  /* The read-ahead in flight, if any. */
-  bool pending;
-  int64_t pending_first, pending_count;
-  int pending_buffer;
-  const char **where; /* interned "file:dataset" per data file */
-  uint64_t *offsets;  /* window_chunks + 1 */
-} src_state;
+#include "hdf5_source_cuda.h"
+#include "shaders/cuda/sl_cuda.h"
+#include "source_window.h"
 
 static const char *dataset_param(const sl_node *n) {
   const char *d = sl_param_str(n, "dataset");
@@ -149,26 +141,25 @@ static void src_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 }
 
 static void src_release(sl_node *n) {
-  src_state *s = n->state;
+  sl_src_state *s = n->state;
   if (!s) return;
-  sl_chunk_reader_close(s->reader);
+  sl_src_windows_free(&s->win); /* before the backend part: it may wait on it */
+  if (s->dev_free) s->dev_free(s);
   sl_h5_index_put(s->ix);
-  free(s->window[0]);
-  free(s->window[1]);
   free(s->where);
-  free(s->offsets);
   free(s);
   n->state = NULL;
 }
 
 static sl_code src_prepare(sl_node *n, sl_error *err) {
-  src_state *s = sl_xcalloc(1, sizeof *s);
+  sl_src_state *s = sl_xcalloc(1, sizeof *s);
   n->state = s;
   sl_code rc = open_index(n, &s->ix, err);
   if (rc != SL_OK) {
     src_release(n);
     return rc;
   }
+  s->win.ix = s->ix;
   /* The file may have changed since planning: the frame count must hold. */
   const sl_tensor_desc *d = &n->out[0];
   if (s->ix->n_frames != sl_desc_positions(d) || s->ix->frame_rows != d->dims[2] ||
@@ -187,132 +178,26 @@ static sl_code src_prepare(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-/* Stored chunks [first, first + count) that hold positions [start, start + n). */
-static void window_of(const sl_h5_index *ix, int64_t start, int64_t n, int64_t *first, int64_t *count) {
-  *first = sl_h5_index_chunk_of_frame(ix, start);
-  int64_t last = sl_h5_index_chunk_of_frame(ix, start + n - 1);
-  *count = last - *first + 1;
-}
-
-/* Sizes the two read-ahead windows for chunks of up to `positions` positions:
- * the most stored chunks such a chunk can touch, each as large as the
- * largest. Done on the first call (the first chunk is the largest), so a
- * window is never reallocated while it holds data. */
-static sl_code ensure_windows(src_state *s, int64_t positions, sl_error *err) {
-  /* The most stored chunks any `positions` consecutive frames touch (short
-   * chunks at file ends included): a sliding window over the index. */
-  const sl_h5_index *ix = s->ix;
-  int64_t chunks = 1, frames = 0;
-  for (int64_t i = 0, j = 0; i < ix->n_chunks; i++) {
-    while (j < ix->n_chunks && frames < positions + (ix->chunks[i].n_frames - 1)) frames += ix->chunks[j++].n_frames;
-    if (j - i > chunks) chunks = j - i;
-    frames -= ix->chunks[i].n_frames;
-  }
-  if (chunks <= s->window_chunks) return SL_OK;
-  sl_chunk_reader_close(s->reader);
-  s->reader = NULL;
-  s->pending = false;
-  free(s->window[0]);
-  free(s->window[1]);
-  free(s->offsets);
-  s->window_chunks = chunks;
-  s->window_capacity = (size_t)chunks * (size_t)s->ix->max_chunk_size;
-  s->window[0] = malloc(s->window_capacity ? s->window_capacity : 1);
-  s->window[1] = malloc(s->window_capacity ? s->window_capacity : 1);
-  s->offsets = sl_xcalloc((size_t)chunks + 1, sizeof *s->offsets);
-  if (!s->window[0] || !s->window[1])
-    return sl_fail(err, SL_ERR_NOMEM, "cannot allocate read-ahead windows of %zu bytes", s->window_capacity);
-  return sl_chunk_reader_open(s->ix, s->window_chunks, &s->reader, err);
-}
-
-/* Starts reading a window into buffer b. */
-static sl_code start_read(src_state *s, int64_t first, int64_t count, int b, sl_error *err) {
-  sl_code rc = sl_chunk_reader_request(s->reader, first, count, s->window[b], s->window_capacity, err);
-  if (rc != SL_OK) return rc;
-  s->pending = true;
-  s->pending_first = first;
-  s->pending_count = count;
-  s->pending_buffer = b;
+static sl_code copy_host(void *ctx, uint64_t dst_offset, const uint8_t *src, uint64_t bytes, sl_error *err) {
+  (void)err;
+  memcpy((uint8_t *)ctx + dst_offset, src, bytes);
   return SL_OK;
 }
 
 static sl_code src_cpu(sl_kernel_args *a) {
-  src_state *s = a->state;
-  const sl_node *n = a->node;
-  const sl_tensor_desc *d = &n->out[0];
-  sl_error *err = a->err;
-  int64_t frame_bytes = sl_desc_item_bytes(d);
-  int64_t first, count;
-  window_of(s->ix, a->pos_start, a->pos_count, &first, &count);
-  /* The window this chunk needs: the read-ahead, or a read now. */
-  int b = 0;
-  sl_code rc = ensure_windows(s, a->pos_count, err);
+  sl_src_state *s = a->state;
+  const sl_tensor_desc *d = &a->node->out[0];
+  sl_src_window win;
+  sl_code rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(d), &win, a->err);
   if (rc != SL_OK) return rc;
-  if (s->pending && s->pending_first == first && s->pending_count == count) {
-    b = s->pending_buffer;
-  } else {
-    if (s->pending) { /* a read-ahead we no longer need (a new pass) */
-      sl_error ignored;
-      sl_error_clear(&ignored);
-      sl_chunk_reader_wait(s->reader, &ignored);
-      s->pending = false;
-    }
-    rc = start_read(s, first, count, 0, err);
-  }
-  if (rc == SL_OK) rc = sl_chunk_reader_wait(s->reader, err);
-  s->pending = false;
-  if (rc != SL_OK) return rc;
-  /* Read ahead: the next chunk of the scan into the other window. */
-  int64_t next_start = a->pos_start + a->pos_count;
-  int64_t next_n = sl_desc_positions(d) - next_start;
-  if (next_n > a->pos_count) next_n = a->pos_count;
-  if (next_n > 0) {
-    int64_t nf, nc;
-    window_of(s->ix, next_start, next_n, &nf, &nc);
-    rc = start_read(s, nf, nc, 1 - b, err);
-    if (rc != SL_OK) return rc;
-  }
-  const uint8_t *win = s->window[b];
-  sl_h5_window_offsets(s->ix, first, count, s->offsets);
-  if (d->encoding == SL_ENC_NONE) {
-    /* Uncompressed: the frames of this chunk, wherever they sit in the window. */
-    uint8_t *out = a->out[0];
-    for (int64_t j = 0; j < count; j++) {
-      const sl_h5_chunk *ch = &s->ix->chunks[first + j];
-      int64_t lo = ch->first_frame > a->pos_start ? ch->first_frame : a->pos_start;
-      int64_t hi = ch->first_frame + ch->n_frames;
-      if (hi > a->pos_start + a->pos_count) hi = a->pos_start + a->pos_count;
-      if (hi <= lo) continue;
-      uint64_t skip = (uint64_t)(lo - ch->first_frame) * (uint64_t)frame_bytes;
-      uint64_t bytes = (uint64_t)(hi - lo) * (uint64_t)frame_bytes;
-      if (skip + bytes > ch->size)
-        return sl_fail(err, SL_ERR_FORMAT, "%s: stored chunk %lld holds %llu bytes, fewer than its frames need",
-                       s->where[ch->file], (long long)(first + j), (unsigned long long)ch->size);
-      memcpy(out + (lo - a->pos_start) * frame_bytes, win + s->offsets[j] + skip, bytes);
-    }
-    return SL_OK;
-  }
-  /* Encoded: header, entries, then the stored bytes as read. */
-  sl_packed_chunks *pk = a->out[0];
-  uint64_t data = sizeof(sl_packed_chunks) + (uint64_t)count * sizeof(sl_packed_entry);
-  uint64_t capacity = (uint64_t)sl_desc_buffer_bytes(d, a->pos_count);
-  if (data + s->offsets[count] > capacity)
-    return sl_fail(err, SL_ERR_INTERNAL, "stored chunks of this scan chunk exceed the planned buffer");
-  pk->n = (uint64_t)count;
-  for (int64_t j = 0; j < count; j++) {
-    const sl_h5_chunk *ch = &s->ix->chunks[first + j];
-    sl_packed_entry *e = &pk->entries[j];
-    memset(e, 0, sizeof *e);
-    e->offset = data + s->offsets[j];
-    e->size = ch->size;
-    e->filter_mask = ch->filter_mask;
-    e->stored_chunk = first + j;
-    e->first_position = ch->first_frame;
-    e->n_positions = ch->n_frames;
-    e->where = s->where[ch->file];
-  }
-  memcpy((uint8_t *)pk + data, win, s->offsets[count]);
-  return SL_OK;
+  if (d->encoding == SL_ENC_NONE)
+    return sl_src_plain(&win, s->ix, s->where, a->pos_start, a->pos_count, sl_desc_item_bytes(d), copy_host,
+                        a->out[0], a->err);
+  const uint8_t *packed;
+  uint64_t bytes;
+  rc = sl_src_pack(&win, s->ix, s->where, (uint64_t)sl_desc_buffer_bytes(d, a->pos_count), &packed, &bytes, a->err);
+  if (rc == SL_OK) memcpy(a->out[0], packed, bytes);
+  return rc;
 }
 
 static const sl_param_def src_params[] = {
@@ -331,6 +216,6 @@ const sl_node_desc sl_node_hdf5_source = {
     .outputs = src_out, .n_outputs = 1,
     .infer = src_infer, .cost = src_cost,
     .prepare = src_prepare, .release = src_release,
-    .kernel = {[SL_BACKEND_CPU] = src_cpu},
-    .host = true,
+    /* On CUDA its own kernel moves the windows to the device (no staging). */
+    .kernel = {[SL_BACKEND_CPU] = src_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_hdf5_source_cuda)},
 };

@@ -55,11 +55,12 @@ static uint32_t elem_at(const uint8_t *p, int size, size_t i) {
 /* Reads the whole acquisition in windows of `win` chunks, double-buffered:
  * request(k+1) before checking window k. Checks every frame against H5Dread
  * (uncompressed) or every chunk against H5Dread_chunk (compressed). */
-static void read_all_and_check(const sl_h5_index *ix, int64_t win, sl_chunk_reader_stats *stats_out) {
+static void read_all_and_check_opts(const sl_h5_index *ix, int64_t win, const sl_chunk_reader_opts *opts,
+                                   sl_chunk_reader_stats *stats_out) {
   sl_chunk_reader *r = NULL;
   sl_error e;
   sl_error_clear(&e);
-  assert_int_equal(sl_chunk_reader_open(ix, win, &r, &e), SL_OK);
+  assert_int_equal(sl_chunk_reader_open_opts(ix, win, opts, &r, &e), SL_OK);
   size_t cap = (size_t)(ix->max_chunk_size * (uint64_t)win);
   uint8_t *buf[2] = {malloc(cap), malloc(cap)};
   uint32_t *frames = ix->filter == SL_H5_FILTER_NONE ? read_all_frames(ix) : NULL;
@@ -125,6 +126,10 @@ static void read_all_and_check(const sl_h5_index *ix, int64_t win, sl_chunk_read
   free(frames);
   free(buf[0]);
   free(buf[1]);
+}
+
+static void read_all_and_check(const sl_h5_index *ix, int64_t win, sl_chunk_reader_stats *stats_out) {
+  read_all_and_check_opts(ix, win, NULL, stats_out);
 }
 
 static void t_uncompressed_chunked(void **state) {
@@ -285,6 +290,119 @@ static void t_missing_at_reader_open(void **state) {
   sl_h5_index_free(ix);
 }
 
+/* Parallel reads: windows cut into pieces of a few bytes (chunks split across
+ * pieces, pieces across chunk and file boundaries) read by several threads,
+ * checked byte for byte like the single-threaded reads. */
+static void t_parallel_pieces(void **state) {
+  fx_opts o = {.n_files = 3, .frames = {10, 10, 7}, .h = 12, .w = 20, .k = 4};
+  char m[512];
+  fx_write("rpar", &o, m, sizeof m);
+  sl_h5_index *ix = open_index(m);
+  for (int threads = 1; threads <= 5; threads += 2)
+    for (uint64_t piece = 1; piece <= 4096; piece *= 8) {
+      sl_chunk_reader_opts opts = {.threads = threads, .piece_bytes = piece};
+      sl_chunk_reader_stats st;
+      for (int64_t win = 1; win <= 9; win += 4) read_all_and_check_opts(ix, win, &opts, &st);
+      assert_int_equal(st.threads, threads);
+      assert_true(st.pieces >= st.requests);
+      if (threads > 1 && piece == 1) assert_true(st.pieces > (uint64_t)ix->n_chunks); /* chunks were cut */
+    }
+  sl_h5_index_free(ix);
+
+  fx_opts c = {.n_files = 2, .frames = {6, 5}, .h = 10, .w = 10, .layout = FX_CONTIG, .dtype = H5T_STD_U8LE};
+  fx_write("rparc", &c, m, sizeof m);
+  ix = open_index(m);
+  sl_chunk_reader_opts opts = {.threads = 4, .piece_bytes = 96};
+  sl_chunk_reader_stats st;
+  read_all_and_check_opts(ix, 11, &opts, &st);
+  /* 1100 bytes in two merged reads (one per file: 600 and 500 bytes), cut
+   * for 4 threads into pieces of at most max(1100 / 16 + 1, 96) = 96 bytes. */
+  assert_int_equal(st.requests, 1);
+  assert_int_equal(st.bytes, 11 * 100);
+  assert_int_equal(st.pieces, 7 + 6);
+  assert_int_equal(st.reads, 7 + 6);
+  /* Large pieces: one per merged read, as with one thread. */
+  opts.piece_bytes = 1 << 20;
+  read_all_and_check_opts(ix, 11, &opts, &st);
+  assert_int_equal(st.pieces, 2);
+  assert_int_equal(st.reads, 2);
+  sl_h5_index_free(ix);
+
+  if (fx_bitshuffle_available()) {
+    fx_opts b = {.n_files = 3, .frames = {7, 7, 3}, .h = 40, .w = 36, .k = 1, .layout = FX_BSLZ4};
+    fx_write("rparb", &b, m, sizeof m);
+    ix = open_index(m);
+    sl_chunk_reader_opts bo = {.threads = 3, .piece_bytes = 7};
+    for (int64_t win = 1; win <= 8; win *= 2) read_all_and_check_opts(ix, win, &bo, NULL);
+    sl_h5_index_free(ix);
+  }
+}
+
+/* A truncated data file read by several threads in tiny pieces: the error is
+ * the first failing byte's, as with one thread (file, offset, chunk), however
+ * the pieces after it fail or finish first. */
+static void t_parallel_truncated(void **state) {
+  fx_opts o = {.n_files = 2, .frames = {3, 30}, .h = 32, .w = 32, .k = 1};
+  char m[512], d2[512];
+  fx_write("rptrunc", &o, m, sizeof m);
+  fx_data_path("rptrunc", 2, d2, sizeof d2);
+  sl_h5_index *ix = open_index(m);
+  const sl_h5_chunk *c = &ix->chunks[23];
+  uint64_t cut = c->file_offset + 100;
+  assert_int_equal(truncate(d2, (off_t)cut), 0);
+  size_t cap = (size_t)sl_h5_window_bytes(ix, 0, ix->n_chunks);
+  uint8_t *buf = malloc(cap);
+  for (int threads = 1; threads <= 8; threads *= 2)
+    for (int rep = 0; rep < 5; rep++) {
+      sl_chunk_reader *r = NULL;
+      sl_error e;
+      sl_error_clear(&e);
+      sl_chunk_reader_opts opts = {.threads = threads, .piece_bytes = rep % 2 ? 512 : 3000};
+      assert_int_equal(sl_chunk_reader_open_opts(ix, ix->n_chunks, &opts, &r, &e), SL_OK);
+      /* A good window first, then the one that fails, then a good one again:
+       * the FIFO reports each with its own status. */
+      assert_int_equal(sl_chunk_reader_request(r, 0, 3, buf, cap, &e), SL_OK);
+      assert_int_equal(sl_chunk_reader_request(r, 0, ix->n_chunks, buf, cap, &e), SL_OK);
+      assert_int_equal(sl_chunk_reader_wait(r, &e), SL_OK);
+      sl_code rc = sl_chunk_reader_wait(r, &e);
+      assert_int_equal(rc, SL_ERR_FORMAT);
+      assert_string_equal(e.file, d2);
+      assert_int_equal(e.chunk, 23);
+      char off[64];
+      snprintf(off, sizeof off, "offset %llu", (unsigned long long)cut);
+      if (!strstr(e.msg, off)) fail_msg("threads %d: expected '%s' in: %s", threads, off, e.msg);
+      assert_non_null(strstr(e.msg, "end of file"));
+      assert_int_equal(sl_chunk_reader_request(r, 1, 2, buf, cap, &e), SL_OK);
+      assert_int_equal(sl_chunk_reader_wait(r, &e), SL_OK);
+      sl_chunk_reader_close(r);
+    }
+  /* Close while a large window is being read by several threads. */
+  for (int rep = 0; rep < 5; rep++) {
+    sl_chunk_reader *r = NULL;
+    sl_error e;
+    sl_error_clear(&e);
+    sl_chunk_reader_opts opts = {.threads = 4, .piece_bytes = 16};
+    assert_int_equal(sl_chunk_reader_open_opts(ix, ix->n_chunks, &opts, &r, &e), SL_OK);
+    assert_int_equal(sl_chunk_reader_request(r, 0, 20, buf, cap, &e), SL_OK);
+    assert_int_equal(sl_chunk_reader_request(r, 0, 20, buf, cap, &e), SL_OK);
+    sl_chunk_reader_close(r);
+  }
+  free(buf);
+  sl_h5_index_free(ix);
+}
+
+static void t_default_threads(void **state) {
+  setenv("SLUICE_READ_THREADS", "3", 1);
+  assert_int_equal(sl_chunk_reader_default_threads(), 3);
+  setenv("SLUICE_READ_THREADS", "1000", 1);
+  assert_int_equal(sl_chunk_reader_default_threads(), SL_CHUNK_READER_MAX_THREADS);
+  setenv("SLUICE_READ_THREADS", "x", 1);
+  int d = sl_chunk_reader_default_threads();
+  unsetenv("SLUICE_READ_THREADS");
+  assert_int_equal(d, sl_chunk_reader_default_threads());
+  assert_true(d >= 1 && d <= 4);
+}
+
 int main(void) {
   fx_init();
   const struct CMUnitTest tests[] = {
@@ -295,6 +413,9 @@ int main(void) {
       cmocka_unit_test(t_usage_errors),
       cmocka_unit_test(t_truncated_after_open),
       cmocka_unit_test(t_missing_at_reader_open),
+      cmocka_unit_test(t_parallel_pieces),
+      cmocka_unit_test(t_parallel_truncated),
+      cmocka_unit_test(t_default_threads),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   fx_cleanup();

@@ -1,0 +1,241 @@
+/* hdf5_source's windows and output layout, shared by its CPU and CUDA
+ * kernels. See source_window.h. */
+#include "source_window.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/core/tensor.h"
+#include "../../engine/core/util.h"
+
+/* Stored chunks [first, first + count) that hold positions [start, start + n). */
+static void window_of(const sl_h5_index *ix, int64_t start, int64_t n, int64_t *first, int64_t *count) {
+  *first = sl_h5_index_chunk_of_frame(ix, start);
+  int64_t last = sl_h5_index_chunk_of_frame(ix, start + n - 1);
+  *count = last - *first + 1;
+}
+
+/* The most stored chunks any `positions` consecutive frames touch (short
+ * chunks at file ends included): a sliding window over the index. */
+static int64_t max_chunks_for(const sl_h5_index *ix, int64_t positions) {
+  int64_t chunks = 1, frames = 0;
+  for (int64_t i = 0, j = 0; i < ix->n_chunks; i++) {
+    while (j < ix->n_chunks && frames < positions + (ix->chunks[i].n_frames - 1)) frames += ix->chunks[j++].n_frames;
+    if (j - i > chunks) chunks = j - i;
+    frames -= ix->chunks[i].n_frames;
+  }
+  return chunks;
+}
+
+/* The most stored bytes of one chunk of the scan, for chunks of `positions`
+ * positions from position 0 (how the executor cuts the scan). */
+static uint64_t max_bytes_for(const sl_h5_index *ix, int64_t positions, int64_t total) {
+  uint64_t most = 0;
+  for (int64_t start = 0; start < total; start += positions) {
+    int64_t n = total - start < positions ? total - start : positions, first, count;
+    window_of(ix, start, n, &first, &count);
+    uint64_t b = sl_h5_window_bytes(ix, first, count);
+    if (b > most) most = b;
+  }
+  return most;
+}
+
+static sl_code reuse(sl_src_windows *w, int b, sl_error *err) {
+  return w->al.reuse && w->base[b] ? w->al.reuse(w->al.ctx, b, err) : SL_OK;
+}
+
+static void free_window(sl_src_windows *w, int b) {
+  if (!w->base[b]) return;
+  sl_error ignored;
+  sl_error_clear(&ignored);
+  (void)reuse(w, b, &ignored);
+  if (w->al.free)
+    w->al.free(w->al.ctx, w->base[b], w->alloc_bytes);
+  else
+    free(w->base[b]);
+  w->base[b] = NULL;
+}
+
+/* Abandons the read-ahead (waits for it: the reader is writing a window). */
+static void drain(sl_src_windows *w) {
+  if (!w->pending) return;
+  sl_error ignored;
+  sl_error_clear(&ignored);
+  (void)sl_chunk_reader_wait(w->reader, &ignored);
+  w->pending = false;
+}
+
+/* (Re)allocates both windows for at least `chunks` chunks of `bytes` bytes in
+ * all; the reader is reopened when the chunk count grows. */
+static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_error *err) {
+  drain(w);
+  if (chunks < w->max_chunks) chunks = w->max_chunks;
+  if (bytes < w->capacity) bytes = w->capacity;
+  if (chunks > w->max_chunks) {
+    sl_chunk_reader_close(w->reader);
+    w->reader = NULL;
+  }
+  free_window(w, 0);
+  free_window(w, 1);
+  w->max_chunks = chunks;
+  w->capacity = (size_t)bytes;
+  size_t hdr = sizeof(sl_packed_chunks) + (size_t)chunks * sizeof(sl_packed_entry);
+  w->prefix = (hdr + 63) & ~(size_t)63;
+  w->alloc_bytes = w->prefix + w->capacity;
+  w->offsets = sl_xrealloc(w->offsets, ((size_t)chunks + 1) * sizeof *w->offsets);
+  /* The windows themselves are allocated when first read into (alloc). */
+  if (!w->reader) return sl_chunk_reader_open(w->ix, w->max_chunks, &w->reader, err);
+  return SL_OK;
+}
+
+/* Window b, allocated if it is not yet (pinned memory takes time: the
+ * second window is allocated while the first is being read). */
+static sl_code alloc_window(sl_src_windows *w, int b, sl_error *err) {
+  if (w->base[b]) return SL_OK;
+  void *p = NULL;
+  if (w->al.alloc) {
+    sl_code rc = w->al.alloc(w->al.ctx, w->alloc_bytes, &p, err);
+    if (rc != SL_OK) return rc;
+  } else if (!(p = malloc(w->alloc_bytes))) {
+    char h[32];
+    sl_format_bytes((uint64_t)w->alloc_bytes, h, sizeof h);
+    return sl_fail(err, SL_ERR_NOMEM, "cannot allocate a read-ahead window of %s", h);
+  }
+  w->base[b] = p;
+  return SL_OK;
+}
+
+/* Starts reading chunks [first, first + count) into window b. */
+static sl_code start_read(sl_src_windows *w, int64_t first, int64_t count, int b, sl_error *err) {
+  sl_code rc = alloc_window(w, b, err);
+  if (rc == SL_OK) rc = reuse(w, b, err);
+  if (rc == SL_OK)
+    rc = sl_chunk_reader_request(w->reader, first, count, w->base[b] + w->prefix, w->capacity, err);
+  if (rc != SL_OK) return rc;
+  w->pending = true;
+  w->pending_first = first;
+  w->pending_count = count;
+  w->pending_buffer = b;
+  return SL_OK;
+}
+
+sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
+                           sl_src_window *out, sl_error *err) {
+  const sl_h5_index *ix = w->ix;
+  sl_code rc = SL_OK;
+  if (pos_count != w->sized_positions) {
+    int64_t chunks = max_chunks_for(ix, pos_count);
+    uint64_t bytes = max_bytes_for(ix, pos_count, total_positions);
+    w->sized_positions = pos_count;
+    if (chunks > w->max_chunks || bytes > w->capacity || !w->reader) rc = resize(w, chunks, bytes, err);
+    if (rc != SL_OK) return rc;
+  }
+  int64_t first, count;
+  window_of(ix, pos_start, pos_count, &first, &count);
+  uint64_t need = sl_h5_window_bytes(ix, first, count);
+  if (count > w->max_chunks || need > w->capacity) { /* a chunk of the scan cut otherwise */
+    if ((rc = resize(w, count, need, err)) != SL_OK) return rc;
+  }
+  /* The window this chunk needs: the read-ahead, or a read now. */
+  int b = 0;
+  if (w->pending && w->pending_first == first && w->pending_count == count) {
+    b = w->pending_buffer;
+  } else {
+    drain(w); /* a read-ahead we no longer need (a new pass) */
+    rc = start_read(w, first, count, 0, err);
+    /* The other window (first call) while this one is read. */
+    if (rc == SL_OK && pos_start + pos_count < total_positions) rc = alloc_window(w, 1, err);
+    if (rc != SL_OK) drain(w);
+  }
+  if (rc == SL_OK) rc = sl_chunk_reader_wait(w->reader, err);
+  w->pending = false;
+  if (rc != SL_OK) return rc;
+  /* Read ahead: the next chunk of the scan into the other window (when it
+   * fits; one that does not is read when asked for). */
+  int64_t next_start = pos_start + pos_count;
+  int64_t next_n = total_positions - next_start;
+  if (next_n > pos_count) next_n = pos_count;
+  if (next_n > 0) {
+    int64_t nf, nc;
+    window_of(ix, next_start, next_n, &nf, &nc);
+    if (nc <= w->max_chunks && sl_h5_window_bytes(ix, nf, nc) <= w->capacity &&
+        (rc = start_read(w, nf, nc, 1 - b, err)) != SL_OK)
+      return rc;
+  }
+  sl_h5_window_offsets(ix, first, count, w->offsets);
+  out->buffer = b;
+  out->first = first;
+  out->count = count;
+  out->data = w->base[b] + w->prefix;
+  out->offsets = w->offsets;
+  return SL_OK;
+}
+
+void sl_src_windows_free(sl_src_windows *w) {
+  sl_chunk_reader_close(w->reader); /* abandons the read-ahead */
+  w->reader = NULL;
+  w->pending = false;
+  free_window(w, 0);
+  free_window(w, 1);
+  free(w->offsets);
+  w->offsets = NULL;
+  w->max_chunks = 0;
+  w->capacity = 0;
+  w->sized_positions = 0;
+}
+
+sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
+                    const uint8_t **packed, uint64_t *bytes, sl_error *err) {
+  uint64_t data = sizeof(sl_packed_chunks) + (uint64_t)win->count * sizeof(sl_packed_entry);
+  if (data + win->offsets[win->count] > capacity)
+    return sl_fail(err, SL_ERR_INTERNAL, "stored chunks of this scan chunk exceed the planned buffer");
+  sl_packed_chunks *pk = (sl_packed_chunks *)(win->data - data);
+  memset(pk, 0, (size_t)data);
+  pk->n = (uint64_t)win->count;
+  for (int64_t j = 0; j < win->count; j++) {
+    const sl_h5_chunk *ch = &ix->chunks[win->first + j];
+    sl_packed_entry *e = &pk->entries[j];
+    e->offset = data + win->offsets[j];
+    e->size = ch->size;
+    e->filter_mask = ch->filter_mask;
+    e->stored_chunk = win->first + j;
+    e->first_position = ch->first_frame;
+    e->n_positions = ch->n_frames;
+    e->where = where[ch->file];
+  }
+  *packed = (const uint8_t *)pk;
+  *bytes = data + win->offsets[win->count];
+  return SL_OK;
+}
+
+sl_code sl_src_plain(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, int64_t pos_start,
+                     int64_t pos_count, int64_t frame_bytes, sl_src_copy_fn copy, void *ctx, sl_error *err) {
+  const uint8_t *run_src = NULL;
+  uint64_t run_dst = 0, run_len = 0;
+  for (int64_t j = 0; j < win->count; j++) {
+    const sl_h5_chunk *ch = &ix->chunks[win->first + j];
+    int64_t lo = ch->first_frame > pos_start ? ch->first_frame : pos_start;
+    int64_t hi = ch->first_frame + ch->n_frames;
+    if (hi > pos_start + pos_count) hi = pos_start + pos_count;
+    if (hi <= lo) continue;
+    uint64_t skip = (uint64_t)(lo - ch->first_frame) * (uint64_t)frame_bytes;
+    uint64_t bytes = (uint64_t)(hi - lo) * (uint64_t)frame_bytes;
+    if (skip + bytes > ch->size)
+      return sl_fail(err, SL_ERR_FORMAT, "%s: stored chunk %lld holds %llu bytes, fewer than its frames need",
+                     where[ch->file], (long long)(win->first + j), (unsigned long long)ch->size);
+    const uint8_t *src = win->data + win->offsets[j] + skip;
+    uint64_t dst = (uint64_t)(lo - pos_start) * (uint64_t)frame_bytes;
+    if (run_len && run_src + run_len == src && run_dst + run_len == dst) {
+      run_len += bytes; /* continues the run: one copy for both */
+      continue;
+    }
+    if (run_len) {
+      sl_code rc = copy(ctx, run_dst, run_src, run_len, err);
+      if (rc != SL_OK) return rc;
+    }
+    run_src = src;
+    run_dst = dst;
+    run_len = bytes;
+  }
+  return run_len ? copy(ctx, run_dst, run_src, run_len, err) : SL_OK;
+}

@@ -1,0 +1,102 @@
+/* What hdf5_source's CPU kernel (hdf5_source.c) and CUDA kernel
+ * (hdf5_source_cuda.c) share: the node state, the two read-ahead windows fed
+ * by the chunk reader, and the layout of the output (packed stored chunks, or
+ * plain frames). The kernels differ only in where the windows live (malloc, or
+ * the backend's pinned host memory) and how the bytes reach the output
+ * (memcpy, or cudaMemcpyAsync).
+ *
+ * Window layout: each window is one allocation of `prefix + capacity` bytes.
+ * The reader writes the stored chunks at base + prefix (chunk first+j at
+ * offsets[j]); the packed header and entries of that window are written just
+ * before them, so that header + entries + bytes are one contiguous range:
+ * exactly the packed buffer (sl_packed_chunks), moved by one copy. */
+#ifndef SL_DETECTOR_SOURCE_WINDOW_H
+#define SL_DETECTOR_SOURCE_WINDOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../engine/core/status.h"
+#include "chunk_reader.h"
+#include "h5_index.h"
+
+/* Where windows come from, and what must happen before the reader may write
+ * a window again. NULL functions: malloc/free, nothing to wait for. */
+typedef struct sl_src_alloc {
+  sl_code (*alloc)(void *ctx, size_t bytes, void **ptr, sl_error *err);
+  void (*free)(void *ctx, void *ptr, size_t bytes);
+  /* Window w is about to be overwritten (a read into it, or freeing it):
+   * returns when nothing still reads it (the CUDA kernel waits for its
+   * host-to-device copies). */
+  sl_code (*reuse)(void *ctx, int w, sl_error *err);
+  void *ctx;
+} sl_src_alloc;
+
+typedef struct sl_src_windows {
+  const sl_h5_index *ix;
+  sl_src_alloc al;
+  sl_chunk_reader *reader;
+  uint8_t *base[2];
+  size_t alloc_bytes;      /* of each window: prefix + capacity */
+  size_t prefix;           /* room for the header and max_chunks entries */
+  size_t capacity;         /* stored bytes a window holds */
+  int64_t max_chunks;      /* stored chunks a window holds */
+  int64_t sized_positions; /* the chunk of the scan the sizes were computed for */
+  /* The read-ahead in flight, if any. */
+  bool pending;
+  int64_t pending_first, pending_count;
+  int pending_buffer;
+  uint64_t *offsets; /* max_chunks + 1 */
+} sl_src_windows;
+
+/* The window one call works on. */
+typedef struct sl_src_window {
+  int buffer;              /* 0 or 1 */
+  int64_t first, count;    /* stored chunks [first, first + count) */
+  uint8_t *data;           /* their bytes, chunk first + j at offsets[j] */
+  const uint64_t *offsets; /* count + 1 (offsets[count]: the total) */
+} sl_src_window;
+
+/* hdf5_source's node state. */
+typedef struct sl_src_state {
+  const sl_h5_index *ix;
+  const char **where; /* interned "file:dataset" per data file */
+  sl_src_windows win;
+  /* Backend-specific part (the CUDA kernel's), freed by dev_free after the
+   * windows are. */
+  void *dev;
+  void (*dev_free)(struct sl_src_state *s);
+} sl_src_state;
+
+/* The window holding scan positions [pos_start, pos_start + pos_count) of a
+ * scan of total_positions: the read-ahead when it is that one, else read now;
+ * then the read-ahead of the next positions (as many) into the other window.
+ * Windows are sized on the first call for chunks of the scan of pos_count
+ * positions (and grown, after the reader is drained, should a later call
+ * need more). Errors: the reader's (file, offset, chunk), SL_ERR_NOMEM, or the
+ * allocator's and reuse hook's. */
+sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
+                           sl_src_window *out, sl_error *err);
+/* Closes the reader (abandoning the read-ahead), waits for each window's
+ * reuse hook and frees them. Safe on a zeroed struct. */
+void sl_src_windows_free(sl_src_windows *w);
+
+/* Encoded output: writes the packed header and entries just before the
+ * window's bytes; *packed and *bytes are the whole packed buffer (header,
+ * entries, stored bytes) for the output. SL_ERR_INTERNAL when it exceeds
+ * capacity (the planned output buffer). */
+sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
+                    const uint8_t **packed, uint64_t *bytes, sl_error *err);
+
+/* Plain output (uncompressed files): the frames of positions [pos_start,
+ * pos_start + pos_count) from the window, as copies of contiguous runs (the
+ * frames of neighbouring chunks merged): copy(ctx, byte offset in the output,
+ * source, bytes). SL_ERR_FORMAT naming the file when a stored chunk holds
+ * fewer bytes than its frames need. */
+typedef sl_code (*sl_src_copy_fn)(void *ctx, uint64_t dst_offset, const uint8_t *src, uint64_t bytes,
+                                  sl_error *err);
+sl_code sl_src_plain(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, int64_t pos_start,
+                     int64_t pos_count, int64_t frame_bytes, sl_src_copy_fn copy, void *ctx, sl_error *err);
+
+#endif
