@@ -138,17 +138,30 @@ static sl_code com_cpu(sl_kernel_args *a) {
 
 /* Removes the mean (or the least-squares plane) of v over the valid positions;
  * invalid positions are set to 0. `cols` is the length of the last scan axis
- * (position i sits at row i / cols, col i % cols). */
+ * (position i sits at row i / cols, col i % cols).
+ *
+ * Every sum runs in a fixed two-level order that the CUDA finalize
+ * (shaders/cuda/detector.cu, k_descan_blocks / k_descan_reduce) repeats
+ * operation for operation, so that both give the same doubles: positions are
+ * cut in blocks of COM_DESCAN_BLOCK, each block is summed in position order
+ * from 0, and the block sums are added in block order from 0. */
+#define COM_DESCAN_BLOCK 256 /* = DD_DESCAN_BLOCK in shaders/cuda/detector.cu */
+
 static void remove_descan(double *v, const uint8_t *valid, int64_t npos, int64_t cols,
                           com_descan mode) {
   double n = 0, sy = 0, sr = 0, sc = 0;
-  for (int64_t i = 0; i < npos; i++)
-    if (valid[i]) {
-      n += 1;
-      sy += v[i];
-      sr += (double)(i / cols);
-      sc += (double)(i % cols);
-    }
+  for (int64_t b0 = 0; b0 < npos; b0 += COM_DESCAN_BLOCK) {
+    const int64_t b1 = npos - b0 < COM_DESCAN_BLOCK ? npos : b0 + COM_DESCAN_BLOCK;
+    double pn = 0, py = 0, pr = 0, pc = 0;
+    for (int64_t i = b0; i < b1; i++)
+      if (valid[i]) {
+        pn += 1;
+        py += v[i];
+        pr += (double)(i / cols);
+        pc += (double)(i % cols);
+      }
+    n += pn, sy += py, sr += pr, sc += pc;
+  }
   if (n == 0) {
     for (int64_t i = 0; i < npos; i++) v[i] = 0;
     return;
@@ -156,11 +169,16 @@ static void remove_descan(double *v, const uint8_t *valid, int64_t npos, int64_t
   double my = sy / n, mr = sr / n, mc = sc / n, b = 0, c = 0;
   if (mode == COM_PLANE) {
     double rr = 0, cc = 0, rc = 0, ry = 0, cy = 0;
-    for (int64_t i = 0; i < npos; i++)
-      if (valid[i]) {
-        double dr = (double)(i / cols) - mr, dc = (double)(i % cols) - mc, dy = v[i] - my;
-        rr += dr * dr, cc += dc * dc, rc += dr * dc, ry += dr * dy, cy += dc * dy;
-      }
+    for (int64_t b0 = 0; b0 < npos; b0 += COM_DESCAN_BLOCK) {
+      const int64_t b1 = npos - b0 < COM_DESCAN_BLOCK ? npos : b0 + COM_DESCAN_BLOCK;
+      double prr = 0, pcc = 0, prc = 0, pry = 0, pcy = 0;
+      for (int64_t i = b0; i < b1; i++)
+        if (valid[i]) {
+          double dr = (double)(i / cols) - mr, dc = (double)(i % cols) - mc, dy = v[i] - my;
+          prr += dr * dr, pcc += dc * dc, prc += dr * dc, pry += dr * dy, pcy += dc * dy;
+        }
+      rr += prr, cc += pcc, rc += prc, ry += pry, cy += pcy;
+    }
     double det = rr * cc - rc * rc;
     if (rr > 0 && cc > 0 && det > 1e-12 * rr * cc) {
       b = (ry * cc - cy * rc) / det;

@@ -119,7 +119,8 @@ struct bz_params {
   unsigned long long buf_bytes, full, frame_bytes;
   long long pos_start, pos_count;
   unsigned int bound, cap;       /* entries launched; block slots per entry */
-  unsigned int slot_bytes, in_bytes; /* shared bytes per warp: decoded block, staged input */
+  unsigned int slot_bytes, in_bytes; /* shared bytes per warp: decoded block, staged input (a, c) */
+  unsigned int stride;                /* shared bytes per warp */
   unsigned int elem, enc, raw_bs; /* raw_bs: block elements of uncompressed bitshuffle */
 };
 
@@ -411,6 +412,121 @@ __device__ int lz4_warp(const uint8_t *in, uint32_t ilen, uint8_t *out, uint32_t
   return op == olen ? 0 : 2;
 }
 
+/* Variants b and c: the same checks, in the same order, as lz4_warp; every
+ * lane parses the sequence (broadcast reads), then the sequence's literals and
+ * match are written in one pass without a barrier between them: a match byte
+ * that lies in this sequence's literal run is read from the input, the others
+ * from output written by earlier sequences (one __syncwarp per sequence).
+ *
+ * In place (variant b): the compressed block sits at out + gap, behind the
+ * block's decoded bytes. A sequence whose writes end at or before its literal
+ * run in the input takes the one-pass copy; otherwise, as long as the writes
+ * stay behind the read position (liblz4's in-place rule: literals are moved
+ * forward 32 bytes at a time, then the match is copied), the two-pass copy;
+ * otherwise the function returns 3 and the caller decodes the block again
+ * from global memory. Inputs are never overwritten before they are read, so
+ * every verdict is the one of the out-of-place decode. Not in place:
+ * gap = BZ_FAR. */
+#define BZ_FAR 0x40000000u
+__device__ __forceinline__ uint32_t bz_mod_small(uint32_t x, uint32_t d, float inv) {
+  /* x mod d for x <= 32: a float quotient, then one correction either way */
+  uint32_t r = x - d * __float2uint_rz(((float)x + 0.5f) * inv);
+  if ((int)r < 0) r += d;
+  if (r >= d) r -= d;
+  return r;
+}
+
+__device__ __forceinline__ int lz4_warp_fast(const uint8_t *in, uint32_t ilen, uint8_t *out, uint32_t olen,
+                                             unsigned lane, uint32_t *produced, uint32_t gap) {
+  uint32_t ip = 0, op = 0;
+  for (;;) {
+    if (ip >= ilen) return 1;
+    const uint32_t token = in[ip++];
+    uint32_t lit = token >> 4;
+    if (lit == 15) {
+      uint32_t b;
+      do {
+        if (ip >= ilen) return 1;
+        b = in[ip++];
+        lit += b;
+      } while (b == 255);
+    }
+    if (lit > ilen - ip || lit > olen - op) return 1;
+    const uint32_t il = ip;
+    ip += lit;
+    uint32_t off = 1, ml = 0;
+    const bool last = ip == ilen; /* the last sequence: literals only */
+    if (!last) {
+      if (ilen - ip < 8) return 1; /* liblz4: a literal run ending in the last 8 bytes is the last */
+      off = (uint32_t)in[ip] | ((uint32_t)in[ip + 1] << 8);
+      ip += 2;
+      if (off == 0 || off > op + lit) return 1;
+      ml = token & 15;
+      if (ml == 15) {
+        uint32_t b;
+        do {
+          if (ip >= ilen) return 1;
+          b = in[ip++];
+          ml += b;
+        } while (b == 255);
+      }
+      ml += 4;
+      if (ml > olen - op - lit) return 1;
+    }
+    const uint32_t n = lit + ml;
+    const uint8_t *ls = in + il;
+    uint8_t *o = out + op;
+    __syncwarp(); /* earlier sequences' bytes are visible to every lane */
+    if (op + n <= gap + il) {
+      if (off >= ml) {
+        for (uint32_t t = lane; t < n; t += 32) {
+          const int q = t < lit ? (int)t : (int)t - (int)off; /* q < lit */
+          o[t] = q >= 0 ? ls[q] : o[q];
+        }
+      } else { /* overlap: a pattern of period off that starts at lit - off */
+        for (uint32_t t = lane; t < lit; t += 32) o[t] = ls[t];
+        const float inv = __fdividef(1.0f, (float)off);
+        uint32_t r = bz_mod_small(lane, off, inv);
+        const uint32_t step = bz_mod_small(32, off, inv);
+        for (uint32_t k = lane; k < ml; k += 32) {
+          const int q = (int)(lit - off + r);
+          o[lit + k] = q >= 0 ? ls[q] : o[q];
+          r += step;
+          if (r >= off) r -= off;
+        }
+      }
+    } else if (op <= gap + il && op + n <= gap + ip) {
+      for (uint32_t t0 = 0; t0 < lit; t0 += 32) { /* forward move, 32 bytes at a time */
+        const uint32_t t = t0 + lane;
+        const uint8_t v = t < lit ? ls[t] : 0;
+        __syncwarp();
+        if (t < lit) o[t] = v;
+        __syncwarp();
+      }
+      const uint8_t *m = o + lit - off;
+      if (off >= ml) {
+        for (uint32_t k = lane; k < ml; k += 32) o[lit + k] = m[k];
+      } else {
+        const float inv = __fdividef(1.0f, (float)off);
+        uint32_t r = bz_mod_small(lane, off, inv);
+        const uint32_t step = bz_mod_small(32, off, inv);
+        for (uint32_t k = lane; k < ml; k += 32) {
+          o[lit + k] = m[r];
+          r += step;
+          if (r >= off) r -= off;
+        }
+      }
+    } else {
+      return 3;
+    }
+    op += n;
+    if (last) break;
+  }
+  __syncwarp();
+  *produced = op;
+  return op == olen ? 0 : 2;
+}
+
 /* 8x8 bit transpose: bit t of byte k -> bit k of byte t (as the CPU's tr8_u64). */
 __device__ __forceinline__ uint64_t tr8(uint64_t x) {
   uint64_t t;
@@ -488,8 +604,11 @@ __device__ void unshuffle_store(const uint8_t *in, uint32_t m, uint8_t *out, lon
   }
 }
 
-template <int S>
-__global__ void __launch_bounds__(BZ_WARPS_PER_CTA * 32, 9) sl_k_bslz4_decode(bz_params p) {
+/* V: 0 = variant a (lz4_warp, compressed block staged beside the decoded
+ * one), 1 = variant b (lz4_warp_fast, in place: ~8.4 KB of shared memory per
+ * warp, 13 CTAs per SM), 2 = variant c (lz4_warp_fast, layout of a). */
+template <int S, int V>
+__global__ void __launch_bounds__(BZ_WARPS_PER_CTA * 32, V == 1 ? 13 : 9) sl_k_bslz4_decode(bz_params p) {
   extern __shared__ uint4 bz_smem[];
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned int gw = blockIdx.x * BZ_WARPS_PER_CTA + warp; /* < 2^32: the launcher checks */
@@ -511,7 +630,7 @@ __global__ void __launch_bounds__(BZ_WARPS_PER_CTA * 32, 9) sl_k_bslz4_decode(bz
     return;
   }
 
-  uint8_t *blk = (uint8_t *)bz_smem + (size_t)warp * (p.slot_bytes + p.in_bytes + 16);
+  uint8_t *blk = (uint8_t *)bz_smem + (size_t)warp * p.stride;
   const uint32_t nel = (uint32_t)e.nel; /* a stored chunk is < 4 GiB (HDF5) */
   const uint32_t nfull = nel / e.bs;
   const uint32_t m = j < nfull ? e.bs : ((nel - nfull * e.bs) & ~7u);
@@ -524,14 +643,37 @@ __global__ void __launch_bounds__(BZ_WARPS_PER_CTA * 32, 9) sl_k_bslz4_decode(bz
   } else {
     const uint2 bt = p.blocks[(unsigned long long)entry * p.cap + j];
     const uint8_t *cin = src + bt.x;
-    if (bt.y <= p.in_bytes) { /* stage the compressed block next to the output */
-      uint8_t *stage = blk + p.slot_bytes + ((uintptr_t)cin & 15);
-      warp_copy(stage, cin, bt.y, lane);
-      __syncwarp();
-      cin = stage;
-    }
     uint32_t got = 0;
-    const int r = lz4_warp(cin, bt.y, blk, want, lane, &got);
+    int r;
+    if (V == 0) {
+      if (bt.y <= p.in_bytes) { /* stage the compressed block next to the output */
+        uint8_t *stage = blk + p.slot_bytes + ((uintptr_t)cin & 15);
+        warp_copy(stage, cin, bt.y, lane);
+        __syncwarp();
+        cin = stage;
+      }
+      r = lz4_warp(cin, bt.y, blk, want, lane, &got);
+    } else {
+      r = 3;
+      if (V == 1) {
+        if (bt.y + 15 <= p.stride) { /* in place: at the end of the warp's buffer, 16-byte congruent */
+          uint32_t gap = p.stride - bt.y;
+          gap -= (uint32_t)(((uintptr_t)(blk + gap) - (uintptr_t)cin) & 15);
+          warp_copy(blk + gap, cin, bt.y, lane);
+          __syncwarp();
+          r = lz4_warp_fast(blk + gap, bt.y, blk, want, lane, &got, gap);
+        }
+      } else if (bt.y <= p.in_bytes) {
+        uint8_t *stage = blk + p.slot_bytes + ((uintptr_t)cin & 15);
+        warp_copy(stage, cin, bt.y, lane);
+        __syncwarp();
+        r = lz4_warp_fast(stage, bt.y, blk, want, lane, &got, BZ_FAR);
+      }
+      if (r == 3) { /* not staged, or in place would overwrite unread input: from global memory */
+        __syncwarp();
+        r = lz4_warp_fast(cin, bt.y, blk, want, lane, &got, BZ_FAR);
+      }
+    }
     if (r != 0) {
       if (lane == 0) {
         const sl_packed_entry *pe = &((const sl_packed_chunks *)p.buf)->entries[entry];
@@ -553,7 +695,7 @@ struct bz_state {
   uint2 *blocks;
   size_t ents_cap, blocks_cap; /* counts */
   int sync_mode;
-  size_t smem_attr[3]; /* dynamic shared memory limit set per instance */
+  size_t smem_attr[3][3]; /* dynamic shared memory limit set per instance */
 };
 
 void bz_state_free(void *v) {
@@ -700,20 +842,28 @@ sl_code check_record(sl_kernel_args *a, bz_state *st, cudaStream_t s, unsigned l
   return a->err->code;
 }
 
-template <int S>
-cudaError_t launch_decode(const bz_params &p, unsigned long long warps, size_t smem, bz_state *st,
-                          cudaStream_t s) {
+template <int S, int V>
+cudaError_t launch_decode_v(const bz_params &p, unsigned long long warps, size_t smem, bz_state *st,
+                            cudaStream_t s) {
   const int idx = S == 1 ? 0 : S == 2 ? 1 : 2;
-  if (smem > 48 * 1024 && st->smem_attr[idx] < smem) {
+  if (smem > 48 * 1024 && st->smem_attr[V][idx] < smem) {
     cudaError_t e =
-        cudaFuncSetAttribute(sl_k_bslz4_decode<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaFuncSetAttribute(sl_k_bslz4_decode<S, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
-    st->smem_attr[idx] = smem;
+    st->smem_attr[V][idx] = smem;
   }
   unsigned long long ctas = (warps + BZ_WARPS_PER_CTA - 1) / BZ_WARPS_PER_CTA;
   if (ctas > 0x7fffffffull || warps > 0xffffffffull) return cudaErrorInvalidConfiguration;
-  sl_k_bslz4_decode<S><<<(unsigned)ctas, BZ_WARPS_PER_CTA * 32, smem, s>>>(p);
+  sl_k_bslz4_decode<S, V><<<(unsigned)ctas, BZ_WARPS_PER_CTA * 32, smem, s>>>(p);
   return cudaSuccess;
+}
+
+template <int S>
+cudaError_t launch_decode(const bz_params &p, unsigned long long warps, size_t smem, bz_state *st,
+                          cudaStream_t s, int variant) {
+  return variant == 0   ? launch_decode_v<S, 0>(p, warps, smem, st, s)
+         : variant == 2 ? launch_decode_v<S, 2>(p, warps, smem, st, s)
+                            : launch_decode_v<S, 1>(p, warps, smem, st, s);
 }
 
 }  // namespace
@@ -721,9 +871,15 @@ cudaError_t launch_decode(const bz_params &p, unsigned long long warps, size_t s
 extern "C" {
 extern const sl_cuda_kernel_info sl_cuda_kernels_bslz4[] = {
     {"sl_k_bslz4_index", (const void *)sl_k_bslz4_index, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<1>", (const void *)sl_k_bslz4_decode<1>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<2>", (const void *)sl_k_bslz4_decode<2>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<4>", (const void *)sl_k_bslz4_decode<4>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<1,b>", (const void *)sl_k_bslz4_decode<1, 1>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<2,b>", (const void *)sl_k_bslz4_decode<2, 1>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<4,b>", (const void *)sl_k_bslz4_decode<4, 1>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<1,a>", (const void *)sl_k_bslz4_decode<1, 0>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<2,a>", (const void *)sl_k_bslz4_decode<2, 0>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<4,a>", (const void *)sl_k_bslz4_decode<4, 0>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<1,c>", (const void *)sl_k_bslz4_decode<1, 2>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<2,c>", (const void *)sl_k_bslz4_decode<2, 2>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<4,c>", (const void *)sl_k_bslz4_decode<4, 2>, SL_CUDA_KERNEL_ABI},
 };
 extern const int sl_cuda_kernels_bslz4_count = (int)(sizeof sl_cuda_kernels_bslz4 / sizeof sl_cuda_kernels_bslz4[0]);
 }
@@ -785,7 +941,19 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
     cap = (full + 16383) / 16384;
     if (cap < 1) cap = 1;
   }
-  const size_t per_warp = slot ? (size_t)(slot + in_bytes + 16) : 0;
+  /* Variant (SLUICE_BSLZ4_VARIANT=a|b|c, default b): a and c stage the
+   * compressed block beside the decoded one (slot + in_bytes + 16 bytes per
+   * warp); b decodes in place (slot + margin bytes per warp, the compressed
+   * block at the end; liblz4's in-place margin is 32 + slot / 256). */
+  int variant = 1;
+  {
+    const char *v = getenv("SLUICE_BSLZ4_VARIANT");
+    if (v && !strcmp(v, "a")) variant = 0;
+    else if (v && !strcmp(v, "c")) variant = 2;
+  }
+  size_t per_warp = slot ? (size_t)(slot + in_bytes + 16) : 0;
+  if (variant == 1 && slot)
+    per_warp = (size_t)slot + (in->encoding == SL_ENC_BSLZ4 ? (size_t)(((slot >> 6) + 64 + 15) & ~15ull) : 16);
   const size_t smem = per_warp * BZ_WARPS_PER_CTA;
   size_t smem_max = sl_cuda_shared_memory_per_block(a->backend);
   if (smem_max == 0) smem_max = 48 * 1024;
@@ -810,12 +978,9 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
       return cuda_fail(a, ce, "allocating the error record");
     }
     memset(st->h_err, 0, sizeof(bz_err));
-    cudaFuncSetAttribute(sl_k_bslz4_decode<1>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                         cudaSharedmemCarveoutMaxShared);
-    cudaFuncSetAttribute(sl_k_bslz4_decode<2>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                         cudaSharedmemCarveoutMaxShared);
-    cudaFuncSetAttribute(sl_k_bslz4_decode<4>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                         cudaSharedmemCarveoutMaxShared);
+    for (int k = 0; k < 9; k++) /* the decode kernels, as registered below */
+      cudaFuncSetAttribute((const void *)sl_cuda_kernels_bslz4[1 + k].func, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared);
     node->dev_state = st;
     node->dev_state_free = bz_state_free;
   }
@@ -861,6 +1026,7 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
   p.cap = (unsigned int)cap;
   p.slot_bytes = (unsigned int)slot;
   p.in_bytes = (unsigned int)in_bytes;
+  p.stride = (unsigned int)per_warp;
   p.elem = (unsigned int)s;
   p.enc = (unsigned int)in->encoding;
   p.raw_bs = (unsigned int)raw_bs;
@@ -870,9 +1036,9 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
   sl_code rc = sl_cuda_check_launch(a, "sl_k_bslz4_index");
   if (rc != SL_OK) return rc;
   const unsigned long long warps = (unsigned long long)bound * cap;
-  ce = s == 1 ? launch_decode<1>(p, warps, smem, st, stream)
-       : s == 2 ? launch_decode<2>(p, warps, smem, st, stream)
-                : launch_decode<4>(p, warps, smem, st, stream);
+  ce = s == 1 ? launch_decode<1>(p, warps, smem, st, stream, variant)
+       : s == 2 ? launch_decode<2>(p, warps, smem, st, stream, variant)
+                : launch_decode<4>(p, warps, smem, st, stream, variant);
   if (ce != cudaSuccess) return cuda_fail(a, ce, "launching sl_k_bslz4_decode");
   rc = sl_cuda_check_launch(a, "sl_k_bslz4_decode");
   if (rc != SL_OK) return rc;

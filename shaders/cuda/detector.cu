@@ -79,7 +79,7 @@ typedef struct dd_state {
   uint32_t *n_units;  /* device: units in the list (or all units) */
   void *geom;         /* device: disk-mode geometry record */
   uint8_t *valid;     /* com: per scan position S > 0 */
-  double *fin;        /* com finalize: per output {my, mr, mc, b, c} */
+  double *fin;        /* com finalize: per output {flag, my, mr, mc, b, c}, then block sums */
   dd_err *err;        /* device */
   dd_err *herr;       /* pinned host mirror */
   int built_v;        /* V the unit list was built for (0 = none) */
@@ -607,6 +607,13 @@ static sl_code dd_mom_launch(sl_kernel_args *a, uint8_t *valid) {
 
 extern "C" sl_code sl_cuda_moments(sl_kernel_args *a) { return dd_mom_launch<0>(a, NULL); }
 
+/* com finalize: blocks of the descan sums (see k_descan_blocks). */
+#define DD_DESCAN_BLOCK 256 /* = COM_DESCAN_BLOCK in nodes/stem/com.c */
+static long long dd_descan_blocks(long long npos) {
+  long long nb = (npos + DD_DESCAN_BLOCK - 1) / DD_DESCAN_BLOCK;
+  return nb < 1 ? 1 : nb;
+}
+
 extern "C" sl_code sl_cuda_com(sl_kernel_args *a) {
   dd_state *s = NULL;
   sl_code rc = dd_get(a, DD_COM, &s);
@@ -615,7 +622,8 @@ extern "C" sl_code sl_cuda_com(sl_kernel_args *a) {
   if (!s->valid) {
     cudaError_t e = cudaMalloc((void **)&s->valid, (size_t)(npos ? npos : 1));
     if (e == cudaSuccess) e = cudaMemsetAsync(s->valid, 0, (size_t)(npos ? npos : 1), dd_stream(a));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&s->fin, 16 * sizeof(double));
+    if (e == cudaSuccess)
+      e = cudaMalloc((void **)&s->fin, (16 + 16 * (size_t)dd_descan_blocks(npos)) * sizeof(double));
     if (e != cudaSuccess) return dd_cuda(a, e, "com valid flags");
     s->npos = npos;
   }
@@ -626,39 +634,90 @@ extern "C" sl_code sl_cuda_com(sl_kernel_args *a) {
   return dd_mom_launch<1>(a, s->valid);
 }
 
-/* remove_descan (com.c) exactly: the CPU's sums in position order, one thread
- * per output (blockIdx.x = output k). The update of v runs in parallel
- * afterwards (k_descan_apply) with the same expression order. */
-__global__ void k_descan_fit(double *v0, double *v1, const uint8_t *__restrict__ valid,
-                             long long npos, long long cols, int plane, double *fin) {
-  if (threadIdx.x != 0) return;
-  const double *v = blockIdx.x ? v1 : v0;
-  double n = 0, sy = 0, sr = 0, sc = 0;
-  for (long long i = 0; i < npos; i++)
-    if (valid[i]) {
-      n = __dadd_rn(n, 1.0);
-      sy = __dadd_rn(sy, v[i]);
-      sr = __dadd_rn(sr, (double)(i / cols));
-      sc = __dadd_rn(sc, (double)(i % cols));
-    }
-  double *o = fin + 8 * blockIdx.x;
-  if (n == 0) {
-    o[0] = 1; /* "no valid position": zero everything */
-    return;
-  }
-  double my = __ddiv_rn(sy, n), mr = __ddiv_rn(sr, n), mc = __ddiv_rn(sc, n), b = 0, c = 0;
-  if (plane) {
-    double rr = 0, cc = 0, rc = 0, ry = 0, cy = 0;
-    for (long long i = 0; i < npos; i++)
+/* remove_descan (com.c) exactly: the same two-level sums (blocks of
+ * DD_DESCAN_BLOCK positions summed in position order from 0, then the block
+ * sums in block order from 0), the same expressions, no contraction (__d*_rn),
+ * so the doubles equal the CPU's.
+ *  k_descan_blocks<0>: one thread per (block, output): n, sy, sr, sc of the block;
+ *  k_descan_reduce<0>: one thread per output: the totals, then my, mr, mc;
+ *  k_descan_blocks<1>, k_descan_reduce<1> (plane): rr, cc, rc, ry, cy, then b, c;
+ *  k_descan_apply: every position in parallel.
+ * fin: per output k, fin[8k..8k+5] = {no valid position, my, mr, mc, b, c};
+ * block sums at fin[16 + (k * nb + block) * 8 + j]. */
+template <int PASS>
+__global__ void k_descan_blocks(const double *v0, const double *v1, const uint8_t *__restrict__ valid,
+                                long long npos, long long cols, double *fin, long long nb) {
+  const long long blk = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (blk >= nb) return;
+  const int k = blockIdx.y;
+  const double *v = k ? v1 : v0;
+  const long long b0 = blk * DD_DESCAN_BLOCK;
+  const long long b1 = npos - b0 < DD_DESCAN_BLOCK ? npos : b0 + DD_DESCAN_BLOCK;
+  long long r = b0 / cols, c = b0 - r * cols; /* row and column of position i, kept up to date */
+  double *out = fin + 16 + (k * nb + blk) * 8;
+  if (PASS == 0) {
+    double pn = 0, py = 0, pr = 0, pc = 0;
+    for (long long i = b0; i < b1; i++) {
       if (valid[i]) {
-        double dr = __dsub_rn((double)(i / cols), mr), dc = __dsub_rn((double)(i % cols), mc),
-               dy = __dsub_rn(v[i], my);
-        rr = __dadd_rn(rr, __dmul_rn(dr, dr));
-        cc = __dadd_rn(cc, __dmul_rn(dc, dc));
-        rc = __dadd_rn(rc, __dmul_rn(dr, dc));
-        ry = __dadd_rn(ry, __dmul_rn(dr, dy));
-        cy = __dadd_rn(cy, __dmul_rn(dc, dy));
+        pn = __dadd_rn(pn, 1.0);
+        py = __dadd_rn(py, v[i]);
+        pr = __dadd_rn(pr, (double)r);
+        pc = __dadd_rn(pc, (double)c);
       }
+      if (++c == cols) c = 0, r++;
+    }
+    out[0] = pn, out[1] = py, out[2] = pr, out[3] = pc;
+  } else {
+    const double *o = fin + 8 * k;
+    if (o[0] != 0) return; /* no valid position */
+    const double my = o[1], mr = o[2], mc = o[3];
+    double prr = 0, pcc = 0, prc = 0, pry = 0, pcy = 0;
+    for (long long i = b0; i < b1; i++) {
+      if (valid[i]) {
+        const double dr = __dsub_rn((double)r, mr), dc = __dsub_rn((double)c, mc), dy = __dsub_rn(v[i], my);
+        prr = __dadd_rn(prr, __dmul_rn(dr, dr));
+        pcc = __dadd_rn(pcc, __dmul_rn(dc, dc));
+        prc = __dadd_rn(prc, __dmul_rn(dr, dc));
+        pry = __dadd_rn(pry, __dmul_rn(dr, dy));
+        pcy = __dadd_rn(pcy, __dmul_rn(dc, dy));
+      }
+      if (++c == cols) c = 0, r++;
+    }
+    out[0] = prr, out[1] = pcc, out[2] = prc, out[3] = pry, out[4] = pcy;
+  }
+}
+
+template <int PASS>
+__global__ void k_descan_reduce(double *fin, long long nb) {
+  if (threadIdx.x != 0) return;
+  const int k = blockIdx.x;
+  double *o = fin + 8 * k;
+  const double *part = fin + 16 + k * nb * 8;
+  if (PASS == 0) {
+    double n = 0, sy = 0, sr = 0, sc = 0;
+    for (long long b = 0; b < nb; b++) {
+      const double *q = part + b * 8;
+      n = __dadd_rn(n, q[0]);
+      sy = __dadd_rn(sy, q[1]);
+      sr = __dadd_rn(sr, q[2]);
+      sc = __dadd_rn(sc, q[3]);
+    }
+    if (n == 0) {
+      o[0] = 1; /* "no valid position": zero everything */
+      return;
+    }
+    o[0] = 0, o[1] = __ddiv_rn(sy, n), o[2] = __ddiv_rn(sr, n), o[3] = __ddiv_rn(sc, n), o[4] = 0, o[5] = 0;
+  } else {
+    if (o[0] != 0) return;
+    double rr = 0, cc = 0, rc = 0, ry = 0, cy = 0, b = 0, c = 0;
+    for (long long j = 0; j < nb; j++) {
+      const double *q = part + j * 8;
+      rr = __dadd_rn(rr, q[0]);
+      cc = __dadd_rn(cc, q[1]);
+      rc = __dadd_rn(rc, q[2]);
+      ry = __dadd_rn(ry, q[3]);
+      cy = __dadd_rn(cy, q[4]);
+    }
     double det = __dsub_rn(__dmul_rn(rr, cc), __dmul_rn(rc, rc));
     if (rr > 0 && cc > 0 && det > __dmul_rn(__dmul_rn(1e-12, rr), cc)) {
       b = __ddiv_rn(__dsub_rn(__dmul_rn(ry, cc), __dmul_rn(cy, rc)), det);
@@ -668,8 +727,8 @@ __global__ void k_descan_fit(double *v0, double *v1, const uint8_t *__restrict__
     } else if (cc > 0) {
       c = __ddiv_rn(cy, cc);
     }
+    o[4] = b, o[5] = c;
   }
-  o[0] = 0, o[1] = my, o[2] = mr, o[3] = mc, o[4] = b, o[5] = c;
 }
 
 __global__ void k_descan_apply(double *v0, double *v1, const uint8_t *__restrict__ valid,
@@ -706,16 +765,28 @@ extern "C" sl_code sl_cuda_com_finalize(sl_kernel_args *a) {
     if (e == cudaSuccess) e = cudaMemsetAsync(a->out[1], 0, (size_t)npos * 8, st);
     return dd_cuda(a, e, "com finalize");
   }
+  if (npos != s->npos)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "com finalize: %lld positions, the state has %lld", (long long)npos,
+                   (long long)s->npos);
   cudaStream_t st = dd_stream(a);
-  k_descan_fit<<<2, 32, 0, st>>>((double *)a->out[0], (double *)a->out[1], s->valid, npos, cols,
-                                 plane, s->fin);
-  sl_code rc = sl_cuda_check_launch(a, "k_descan_fit");
+  double *v0 = (double *)a->out[0], *v1 = (double *)a->out[1];
+  const long long nb = dd_descan_blocks(npos);
+  const dim3 bg((unsigned)((nb + 127) / 128), 2);
+  k_descan_blocks<0><<<bg, 128, 0, st>>>(v0, v1, s->valid, npos, cols, s->fin, nb);
+  sl_code rc = sl_cuda_check_launch(a, "k_descan_blocks");
   if (rc) return rc;
+  k_descan_reduce<0><<<2, 32, 0, st>>>(s->fin, nb);
+  if ((rc = sl_cuda_check_launch(a, "k_descan_reduce"))) return rc;
+  if (plane) {
+    k_descan_blocks<1><<<bg, 128, 0, st>>>(v0, v1, s->valid, npos, cols, s->fin, nb);
+    if ((rc = sl_cuda_check_launch(a, "k_descan_blocks"))) return rc;
+    k_descan_reduce<1><<<2, 32, 0, st>>>(s->fin, nb);
+    if ((rc = sl_cuda_check_launch(a, "k_descan_reduce"))) return rc;
+  }
   int64_t g = (npos + 255) / 256;
   if (g > 4096) g = 4096;
   if (g < 1) g = 1;
-  k_descan_apply<<<dim3((unsigned)g, 2), 256, 0, st>>>((double *)a->out[0], (double *)a->out[1],
-                                                       s->valid, npos, cols, s->fin);
+  k_descan_apply<<<dim3((unsigned)g, 2), 256, 0, st>>>(v0, v1, s->valid, npos, cols, s->fin);
   return sl_cuda_check_launch(a, "k_descan_apply");
 }
 
@@ -1127,7 +1198,9 @@ extern "C" const sl_cuda_kernel_info sl_cuda_kernels_detector[] = {
     K("com_u8x16", (k_mom<uint8_t, 16, 1>)), K("com_u8", (k_mom<uint8_t, 1, 1>)),
     K("com_u16x8", (k_mom<uint16_t, 8, 1>)), K("com_u16", (k_mom<uint16_t, 1, 1>)),
     K("com_u32x4", (k_mom<uint32_t, 4, 1>)), K("com_u32", (k_mom<uint32_t, 1, 1>)),
-    K("descan_fit", k_descan_fit), K("descan_apply", k_descan_apply),
+    K("descan_blocks0", k_descan_blocks<0>), K("descan_reduce0", k_descan_reduce<0>),
+    K("descan_blocks1", k_descan_blocks<1>), K("descan_reduce1", k_descan_reduce<1>),
+    K("descan_apply", k_descan_apply),
     K("mc_bad_u8", k_mc_bad<uint8_t>), K("mc_bad_u16", k_mc_bad<uint16_t>),
     K("mc_bad_u32", k_mc_bad<uint32_t>),
     K("mc_u8x16", (k_mc<uint8_t, 16>)), K("mc_u8", (k_mc<uint8_t, 1>)),

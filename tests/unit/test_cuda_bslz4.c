@@ -91,10 +91,24 @@ static uint64_t poisson(double mean) {
   return k - 1;
 }
 
+/* Frame content: 0 detector-like, 1 uniform random bytes (incompressible:
+ * blocks too large to stage), 2 runs of 2048 zero elements and 2048 random
+ * ones (long literal runs at block ends: the in-place decoder's two-pass
+ * copy), 3 zeros with a pixel of 1 every 1000 (long overlapping matches). */
+static int g_fill = 0;
+
 /* Detector-like frames: bright disk (mean ~20), sparse dark field (~0.05),
- * a few pixels at the dtype's maximum. */
+ * a few pixels at the dtype's maximum (or g_fill's other contents). */
 static void fill_frames(uint8_t *buf, size_t elem, size_t frames, size_t h, size_t w) {
   uint64_t maxv = elem >= 8 ? UINT64_MAX : ((uint64_t)1 << (8 * elem)) - 1;
+  if (g_fill) {
+    for (size_t i = 0; i < frames * h * w; i++) {
+      uint64_t v = g_fill == 1 ? rng() : g_fill == 2 ? ((i / 2048) % 2 ? rng() : 0) : (i % 1000 == 999);
+      v &= maxv;
+      memcpy(buf + i * elem, &v, elem);
+    }
+    return;
+  }
   for (size_t f = 0; f < frames; f++)
     for (size_t r = 0; r < h; r++)
       for (size_t c = 0; c < w; c++) {
@@ -487,6 +501,31 @@ static void test_plugin_chunks(void **state) {
   matrix(1);
 }
 
+static void test_malformed(void **state);
+
+/* Every decode kernel variant (SLUICE_BSLZ4_VARIANT a, b, c) on detector-like,
+ * incompressible, half-random and nearly empty frames, with the default and
+ * a 32 KiB block size. */
+static void test_variants_and_contents(void **state) {
+  (void)state;
+  NEED_CUDA();
+  const char *variants[] = {"a", "b", "c"};
+  for (int v = 0; v < 3; v++) {
+    setenv("SLUICE_BSLZ4_VARIANT", variants[v], 1);
+    for (g_fill = 0; g_fill < 4; g_fill++) {
+      config(2, 4, 192, 192, 1, 0, 2, 0);
+      config(2, 3, 192, 192, 2, 16384, 2, 0);
+      config(1, 3, 96, 101, 1, 0, 2, 0);
+      config(4, 3, 64, 72, 1, 0, 2, 0);
+      config(4, 3, 37, 41, 2, 2048, 0, 0); /* bitshuffle, no LZ4 */
+    }
+    g_fill = 0;
+    test_malformed(state); /* the same messages from every variant */
+  }
+  g_fill = 0;
+  unsetenv("SLUICE_BSLZ4_VARIANT");
+}
+
 static void test_raw_and_plain(void **state) {
   (void)state;
   NEED_CUDA();
@@ -655,7 +694,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_writer_chunks),   cmocka_unit_test(test_plugin_chunks),
       cmocka_unit_test(test_raw_and_plain),   cmocka_unit_test(test_malformed),
-      cmocka_unit_test(test_error_surfaces_later),
+      cmocka_unit_test(test_error_surfaces_later), cmocka_unit_test(test_variants_and_contents),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   if (g_cuda) g_cuda->ops->destroy(g_cuda);

@@ -1,6 +1,7 @@
 /* CUDA kernels of the detector/STEM nodes (shaders/cuda/detector.cu) against
  * the CPU kernels, bit for bit: virtual_image, virtual_detectors (params and
- * disk input), moments, com (+ finalize: mean and plane; identical doubles),
+ * disk input), moments, com (+ finalize: mean and plane; identical doubles, also over
+ * many positions: blocked sums),
  * mask_correct, bin_detector (with the max_value audit error), sum.
  * Random frames with values at the dtype max, odd sizes (scalar path) and
  * 16-byte rows (vector path), chunks of 1, 7 and all positions. Both backends
@@ -350,6 +351,33 @@ static void test_mask_correct(void **st) { (void)st; frames_loop(mc_body); }
 static void test_bin_detector(void **st) { (void)st; frames_loop(bin_body); }
 static void test_sum(void **st) { (void)st; frames_loop(sum_body); }
 
+/* com finalize over many positions: the descan sums run in blocks of 256
+ * positions (com.c remove_descan, k_descan_blocks); scans of 1189 positions
+ * (29 x 41, 1D too) with every 17th frame and a whole block of frames empty,
+ * and a scan where only a few positions are valid. */
+static void test_com_blocks(void **st) {
+  (void)st;
+  const int64_t npos = 29 * 41, h = 8, w = 8;
+  uint16_t *fr = random_frames(SL_U16, npos, h * w);
+  for (int64_t p = 0; p < npos; p++)
+    if (p % 17 == 5 || (p >= 512 && p < 768)) memset(fr + p * h * w, 0, (size_t)(h * w) * 2);
+  uint16_t *sparse = calloc((size_t)(npos * h * w), 2);
+  for (int64_t p = 300; p < npos; p += 400) sparse[p * h * w + 9] = (uint16_t)(p + 1);
+  int64_t d2[4] = {29, 41, h, w}, d1[3] = {npos, h, w};
+  sl_tensor_desc x2 = sl_desc_make(SL_U16, 4, d2, 2), x1 = sl_desc_make(SL_U16, 3, d1, 1);
+  kv pn[1] = {{"descan", "none"}}, pp[1] = {{"descan", "plane"}};
+  const int64_t chunks[2] = {npos, 100};
+  for (int c = 0; c < 2; c++) {
+    compare(&sl_node_com, pn, 1, &x2, 1, fr, NULL, 0, npos, chunks[c], "com blocks none 2d");
+    compare(&sl_node_com, pp, 1, &x2, 1, fr, NULL, 0, npos, chunks[c], "com blocks plane 2d");
+    compare(&sl_node_com, pp, 1, &x1, 1, fr, NULL, 0, npos, chunks[c], "com blocks plane 1d");
+    compare(&sl_node_com, pp, 1, &x2, 1, sparse, NULL, 0, npos, chunks[c], "com blocks plane sparse");
+    compare(&sl_node_com, pn, 1, &x2, 1, sparse, NULL, 0, npos, chunks[c], "com blocks none sparse");
+  }
+  free(fr);
+  free(sparse);
+}
+
 int main(void) {
   sl_error e;
   sl_error_clear(&e);
@@ -363,6 +391,7 @@ int main(void) {
       cmocka_unit_test(test_virtual_image), cmocka_unit_test(test_virtual_detectors),
       cmocka_unit_test(test_moments_com),   cmocka_unit_test(test_mask_correct),
       cmocka_unit_test(test_bin_detector),  cmocka_unit_test(test_sum),
+      cmocka_unit_test(test_com_blocks),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   g_cpu->ops->destroy(g_cpu);
