@@ -33,7 +33,7 @@
 
 extern char **environ;
 
-static const char *k_host_chain =
+__attribute__((unused)) static const char *k_host_chain =
     "pipeline: host_chain\n"
     "nodes:\n"
     "  r: {type: ramp, params: {positions: [13, 11], item_shape: [40], dtype: f64}}\n"
@@ -41,7 +41,7 @@ static const char *k_host_chain =
     "  b: {type: affine, inputs: {x: a.y}, params: {scale: -0.5, offset: 2}}\n"
     "outputs: {first: a.y, second: b.y}\n";
 
-static sl_code run_chain(int backend, int64_t chunk, sl_run *run, sl_error *err) {
+__attribute__((unused)) static sl_code run_chain(int backend, int64_t chunk, sl_run *run, sl_error *err) {
   char path[512];
   write_temp_file(path, sizeof path, "host_chain.yaml", k_host_chain);
   sl_run_request req;

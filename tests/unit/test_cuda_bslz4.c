@@ -304,7 +304,7 @@ static void acq_free(acq *q) {
 /* Packs the stored chunks overlapping [ps, ps + pc) as hdf5_source does;
  * misalign shifts each chunk's bytes by 0..7 bytes. Returns the buffer of
  * sl_desc_buffer_bytes(desc, pc) bytes. */
-static uint8_t *pack(const acq *q, int64_t ps, int64_t pc, int misalign, size_t *bytes) {
+__attribute__((unused)) static uint8_t *pack(const acq *q, int64_t ps, int64_t pc, int misalign, size_t *bytes) {
   size_t cap = (size_t)sl_desc_buffer_bytes(&q->desc, pc);
   uint8_t *buf = calloc(cap, 1);
   sl_packed_chunks *pk = (sl_packed_chunks *)buf;
@@ -340,7 +340,7 @@ typedef struct dnode {
   sl_param_value param;
 } dnode;
 
-static void dnode_init(dnode *d, const sl_tensor_desc *in) {
+__attribute__((unused)) static void dnode_init(dnode *d, const sl_tensor_desc *in) {
   memset(d, 0, sizeof *d);
   d->param.type = SL_PT_STRING;
   d->param.s = (char *)"auto";
@@ -355,12 +355,12 @@ static void dnode_init(dnode *d, const sl_tensor_desc *in) {
   assert_int_equal(sl_node_bslz4_decode.infer(&d->node, &err), SL_OK);
 }
 
-static void dnode_release(dnode *d) {
+__attribute__((unused)) static void dnode_release(dnode *d) {
   if (d->node.dev_state && d->node.dev_state_free) d->node.dev_state_free(d->node.dev_state);
   d->node.dev_state = NULL;
 }
 
-static sl_code run_cpu(dnode *d, const uint8_t *packed, int64_t ps, int64_t pc, uint8_t *out,
+__attribute__((unused)) static sl_code run_cpu(dnode *d, const uint8_t *packed, int64_t ps, int64_t pc, uint8_t *out,
                        sl_error *err) {
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
