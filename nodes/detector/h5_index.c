@@ -10,11 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <hdf5.h>
 
 #include "../../engine/core/util.h"
+#include "h5_btree.h"
 
 #define DETECTOR "/entry/instrument/detector"
 #define MAX_FRAME_DIM 65536
@@ -490,6 +493,130 @@ static sl_code collect_chunks(const part *p, const char *file, int64_t nc, raw_c
 }
 #endif
 
+/* ---- fast listing: the version-1 B-tree read directly (h5_btree.c) -------- */
+
+static int pread_cb(void *ctx, uint64_t off, void *buf, size_t n) {
+  int fd = *(int *)ctx;
+  uint8_t *d = buf;
+  while (n > 0) {
+    ssize_t r = pread(fd, d, n, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    d += r;
+    off += (uint64_t)r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* Lists the chunks of a chunked dataset by reading its object header and
+ * chunk B-tree (layout version 3) from the file's bytes: one pass, linear in
+ * the number of chunks. *handled = false (and SL_OK) when the dataset's
+ * layout is another kind (e.g. layout version 4 indexes) or SLUICE_H5_INDEX=api:
+ * the caller then uses the HDF5 API. A few chunks are cross-checked against
+ * H5Dget_chunk_info_by_coord; any disagreement is an error. */
+static sl_code fast_collect(const part *p, const char *file, uint64_t base, int64_t nc, raw_chunk *rec,
+                            bool *handled, sl_error *err) {
+  *handled = false;
+  const char *env = getenv("SLUICE_H5_INDEX");
+  if (env && !strcmp(env, "api")) return SL_OK;
+  uint64_t oaddr;
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t oi;
+  haddr_t ha = HADDR_UNDEF;
+  if (H5Oget_info3(p->did, &oi, H5O_INFO_BASIC) < 0 || H5VLnative_token_to_addr(p->did, oi.token, &ha) < 0)
+    return SL_OK;
+  oaddr = (uint64_t)ha;
+#else
+  H5O_info_t oi;
+  if (H5Oget_info2(p->did, &oi, H5O_INFO_BASIC) < 0) return SL_OK;
+  oaddr = (uint64_t)oi.addr;
+#endif
+  size_t sa = 0, ss = 0;
+  {
+    hid_t f = H5Iget_file_id(p->did);
+    hid_t fcpl = f >= 0 ? H5Fget_create_plist(f) : H5I_INVALID_HID;
+    herr_t st = fcpl >= 0 ? H5Pget_sizes(fcpl, &sa, &ss) : -1;
+    if (fcpl >= 0) H5Pclose(fcpl);
+    if (f >= 0) H5Fclose(f);
+    if (st < 0) return SL_OK;
+  }
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail_at(err, SL_ERR_IO, file, "cannot open: %s", strerror(errno));
+  sl_h5bt_io io = {.read = pread_cb, .ctx = &fd, .name = file, .file_size = p->file_size, .base = base,
+                   .sizeof_addr = (unsigned)sa, .sizeof_size = (unsigned)ss};
+  sl_h5bt_layout lay;
+  char why[128];
+  bool ok = false;
+  sl_h5bt_chunk *ch = NULL;
+  sl_code rc = sl_h5bt_find_layout(&io, oaddr, &lay, &ok, why, sizeof why, err);
+  if (rc || !ok) goto done;
+  if (lay.ndims != 4 || lay.dims[0] != (uint64_t)p->k || lay.dims[1] != (uint64_t)p->h ||
+      lay.dims[2] != (uint64_t)p->w || lay.dims[3] != (uint32_t)p->elem_size) {
+    rc = fail_at(err, SL_ERR_FORMAT, file,
+                 "dataset %s: its data layout message (object header at address %" PRIu64
+                 ") has chunk dims (%u, %u, %u, %u) of dimensionality %d; HDF5 reports chunks of (%lld, %lld, %lld) "
+                 "of %d-byte elements",
+                 p->link, oaddr, lay.dims[0], lay.dims[1], lay.dims[2], lay.dims[3], lay.ndims, (long long)p->k,
+                 (long long)p->h, (long long)p->w, p->elem_size);
+    goto done;
+  }
+  ch = calloc((size_t)nc, sizeof *ch);
+  if (!ch) {
+    rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld chunk records", (long long)nc);
+    goto done;
+  }
+  uint64_t extent[3] = {(uint64_t)p->n, (uint64_t)p->h, (uint64_t)p->w};
+  if ((rc = sl_h5bt_list(&io, &lay, 3, extent, ch, nc, err))) {
+    /* sl_h5bt_list names the address; add the dataset. */
+    if (err && rc == SL_ERR_FORMAT) {
+      char m[2 * sizeof err->msg];
+      int k = snprintf(m, sizeof m, "dataset %s: %s", p->link, err->msg);
+      size_t len = k < 0 ? 0 : (size_t)k < sizeof err->msg ? (size_t)k : sizeof err->msg - 1;
+      memcpy(err->msg, m, len);
+      err->msg[len] = 0;
+    }
+    goto done;
+  }
+  for (int64_t i = 0; i < nc; i++) {
+    rec[i].addr = ch[i].addr;
+    rec[i].size = ch[i].size;
+    rec[i].mask = ch[i].mask;
+    rec[i].found = ch[i].found;
+  }
+  /* Cross-check: first, last and a handful spread over the dataset. */
+  int64_t probe[7] = {0, nc - 1, nc / 2, nc / 4, 3 * (nc / 4), nc / 3, (nc * 7) / 9};
+  for (int j = 0; j < 7; j++) {
+    int64_t i = probe[j];
+    if (i < 0 || i >= nc) continue;
+    hsize_t coord[3] = {(hsize_t)(i * p->k), 0, 0};
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(p->did, coord, &mask, &addr, &size) < 0) {
+      rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s: cannot read the chunk of frames %lld..", p->link,
+                   (long long)(i * p->k));
+      goto done;
+    }
+    bool found = addr != HADDR_UNDEF;
+    if (found != rec[i].found || (found && ((uint64_t)addr != rec[i].addr || (uint64_t)size != rec[i].size ||
+                                            mask != rec[i].mask))) {
+      rc = fail_at(err, SL_ERR_FORMAT, file,
+                   "dataset %s: the chunk B-tree read from the file says the chunk of frames %lld.. is at address "
+                   "%" PRIu64 " (%" PRIu64 " bytes, filter mask %u%s), HDF5 says %" PRIu64 " (%" PRIu64
+                   " bytes, filter mask %u%s); set SLUICE_H5_INDEX=api to bypass the direct reader",
+                   p->link, (long long)(i * p->k), rec[i].addr, rec[i].size, rec[i].mask,
+                   rec[i].found ? "" : ", absent", (uint64_t)addr, (uint64_t)size, mask, found ? "" : ", absent");
+      goto done;
+    }
+  }
+  *handled = true;
+done:
+  free(ch);
+  close(fd);
+  return rc;
+}
+
 static sl_code list_chunks(builder *b, part *p, int64_t first_frame, int64_t *next_chunk, sl_error *err) {
   sl_h5_index *ix = b->ix;
   const char *file = ix->files[p->file];
@@ -538,7 +665,9 @@ static sl_code list_chunks(builder *b, part *p, int64_t first_frame, int64_t *ne
                    p->link, (unsigned long long)stored, (long long)p->n, (long long)p->k, (long long)nc);
   raw_chunk *rec = calloc((size_t)nc, sizeof *rec);
   if (!rec) return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld chunk records", (long long)nc);
-  sl_code rc = collect_chunks(p, file, nc, rec, err);
+  bool handled = false;
+  sl_code rc = fast_collect(p, file, base, nc, rec, &handled, err);
+  if (rc == SL_OK && !handled) rc = collect_chunks(p, file, nc, rec, err);
   for (int64_t i = 0; rc == SL_OK && i < nc; i++) {
     uint64_t a = rec[i].found ? rec[i].addr + base : (uint64_t)HADDR_UNDEF;
     rc = check_chunk(ix, p, file, i * p->k, a, rec[i].size, rec[i].mask, err);
