@@ -83,5 +83,7 @@ for k in bf adf df com_row com_col; do
   if cmp -s <("$B/h5dump" -d $k $D/out-cuda/results.h5 | tail -n +3) <("$B/h5dump" -d $k $D/out-cpu/results.h5 | tail -n +3); then
     echo "$k: cuda == cpu"; else echo "$k: cuda != cpu"; fi
 done
+log "racecheck on the decode kernel's shared memory (test_cuda_bslz4)"
+timeout 150 compute-sanitizer --tool racecheck "$B/test_cuda_bslz4" 2>&1 | tail -6
 log "done"
 } 2>&1 | tee "$OUTDIR/session.log"
