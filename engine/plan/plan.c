@@ -288,9 +288,17 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   return SL_OK;
 }
 
+/* The budget applies to the memory the backend computes in (device memory
+ * on a device backend); a device backend's host side (staging, assembled
+ * outputs) must also fit the host's available memory. */
 static bool fits(const sl_plan *p) {
   uint64_t need = (uint64_t)(p->caps.device_memory ? p->peak_device_bytes : p->peak_host_bytes);
-  return p->memory_limit == 0 || need <= p->memory_limit;
+  if (p->memory_limit != 0 && need > p->memory_limit) return false;
+  if (p->caps.device_memory) {
+    uint64_t host = sl_available_memory();
+    if (host && (uint64_t)p->peak_host_bytes > host) return false;
+  }
+  return true;
 }
 
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err) {
@@ -348,6 +356,15 @@ sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out
 
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
   if (fits(p)) return SL_OK;
+  if (p->caps.device_memory && (p->memory_limit == 0 || (uint64_t)p->peak_device_bytes <= p->memory_limit)) {
+    char host[32], avail[32];
+    sl_format_bytes((uint64_t)p->peak_host_bytes, host, sizeof host);
+    sl_format_bytes(sl_available_memory(), avail, sizeof avail);
+    return sl_fail(err, SL_ERR_BUDGET,
+                   "the plan fits device memory but needs %s of host memory (assembled outputs, "
+                   "staging, node state) and %s is available; nothing was allocated",
+                   host, avail);
+  }
   char need[32], limit[32], slots[32], ws[32], outs[32], body[32], state[32];
   sl_format_bytes((uint64_t)p->state_bytes, state, sizeof state);
   bool dev = p->caps.device_memory;

@@ -100,7 +100,7 @@ nodes:
   r: {type: ramp, params: {positions: [4096], item_shape: [4096]}}
 outputs: {frames: r.out}
 Y
-expect 3 "budget" "over budget exits 3" -- "$SLUICE" run big.yaml --memory-limit 16M --out o3
+expect 3 "budget" "over budget exits 3" -- "$SLUICE" run big.yaml --backend cpu --memory-limit 16M --out o3
 [ ! -e o3 ] && ok "over budget writes nothing" || not_ok "over budget left o3"
 expect 3 "assembled outputs" "plan over budget prints the estimate and exits 3" -- "$SLUICE" plan big.yaml --memory-limit 16M
 
