@@ -51,6 +51,20 @@ nodes:
   com: {type: com, inputs: {frames: det.frames}}
 outputs: {bf: vd.bf, adf: vd.adf, df: vd.df, com_row: com.com_row, com_col: com.com_col}
 Y
+cat > $D/decode.yaml <<Y
+pipeline: decode
+params: {input: {type: path, required: true}}
+nodes:
+  src: {type: hdf5_source, params: {path: "\${input}"}}
+  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}
+  bf: {type: virtual_image, inputs: {frames: dec.frames}, params: {kind: bf, radius: 24, center: [96, 96]}}
+outputs: {bf: bf.image}
+Y
+for rep in 1 2 3; do
+  log "full size: load + decode (+ a BF image, 0.4 ms) --backend cuda (rep $rep)"
+  "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda --out $D/out-dec --force --quiet
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('seconds', round(r['seconds'],4), 'peak device MiB', round(r['memory']['measured_peak_bytes']/2**20,1))" $D/out-dec/report.json
+done
 for backend in cuda cpu; do
   for rep in 1 2; do
     log "full size: sluice run --backend $backend (rep $rep)"
