@@ -90,6 +90,29 @@ nodes:
 outputs: {frames: dec.frames}
 Y
 expect 1 "stored chunk 3" "corrupt LZ4 names the stored chunk" -- "$SLUICE" run single.yaml --out corrupt-out
+$PY - u16/acq_data_000001.h5 big.h5 <<'P'
+import sys, shutil, h5py
+src, dst = sys.argv[1], sys.argv[2]
+shutil.copy(src, dst)
+with h5py.File(dst, "r") as f:
+    off = f["/entry/data/data"].id.get_chunk_info(2).byte_offset
+with open(dst, "r+b") as f:  # stored chunk 2: its header claims more bytes than a frame holds
+    f.seek(off); f.write((10**9).to_bytes(8, "big"))
+P
+sed 's/corrupt.h5/big.h5/' single.yaml > big.yaml
+expect 1 "stored chunk 2" "a chunk header larger than the frame names the stored chunk" -- "$SLUICE" run big.yaml --out big-out
+$PY - u16/acq_data_000001.h5 trunc.h5 <<'P'
+import sys, shutil, h5py, os
+src, dst = sys.argv[1], sys.argv[2]
+shutil.copy(src, dst)
+with h5py.File(dst, "r") as f:
+    info = f["/entry/data/data"].id.get_chunk_info(5)
+with open(dst, "r+b") as f:  # cut the file inside stored chunk 5
+    f.truncate(info.byte_offset + info.size // 2)
+P
+sed 's/corrupt.h5/trunc.h5/' single.yaml > trunc.yaml
+expect 1 "trunc.h5" "a truncated data file is named" -- "$SLUICE" run trunc.yaml --out trunc-out
+[ ! -e trunc-out ] && ok "nothing written after a truncated file" || not_ok "output left after a truncated file"
 $PY - u16/acq_data_000001.h5 float.h5 <<'P'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[2], "w") as f:
