@@ -18,6 +18,7 @@
 
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
+#include "../stem/stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 
@@ -44,18 +45,8 @@ static uint64_t dt_max(sl_dtype t) {
 static sl_code bin_resolve(const sl_node *n, bin_cfg *c, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
   memset(c, 0, sizeof *c);
-  if ((x->dtype != SL_U8 && x->dtype != SL_U16 && x->dtype != SL_U32) || x->stream_rank < 1 ||
-      x->rank - x->stream_rank != 2 || x->encoding != SL_ENC_NONE || x->dims[x->rank - 1] <= 0 ||
-      x->dims[x->rank - 2] <= 0) {
-    char buf[160];
-    sl_desc_format(x, buf, sizeof buf);
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "input 'frames' expects streamed, decoded u8, u16 or u32 frames with 2 item axes, "
-                   "got %s%s",
-                   buf,
-                   x->stream_rank < 1 && x->dtype != SL_DT_INVALID ? " (frames must be streamed)"
-                                                                   : "");
-  }
+  sl_code rc = sl_frames_check_decoded(x, err);
+  if (rc != SL_OK) return rc;
   c->in = x->dtype;
   c->in_max = dt_max(x->dtype);
   c->h = x->dims[x->rank - 2];
@@ -276,12 +267,6 @@ static void bin_range(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
-static uint64_t value_at(const void *x, sl_dtype t, int64_t i) {
-  if (t == SL_U8) return ((const uint8_t *)x)[i];
-  if (t == SL_U16) return ((const uint16_t *)x)[i];
-  return ((const uint32_t *)x)[i];
-}
-
 static sl_code bin_cpu(sl_kernel_args *a) {
   bin_job j;
   memset(&j, 0, sizeof j);
@@ -318,7 +303,7 @@ static sl_code bin_cpu(sl_kernel_args *a) {
                  "exceeds max_value %llu, so the %s result would not be proven; raise max_value "
                  "or use dtype auto with max_value 0",
                  (long long)a->chunk, (long long)pos, where, (long long)(px / j.c.w),
-                 (long long)(px % j.c.w), (unsigned long long)value_at(src, j.c.in, px),
+                 (long long)(px % j.c.w), (unsigned long long)sl_frame_value_at(src, j.c.in, px),
                  (unsigned long long)j.c.max_value, sl_dtype_name(j.c.out));
 }
 

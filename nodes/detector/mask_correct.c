@@ -25,6 +25,7 @@
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
 #include "../stem/mask_file.h"
+#include "../stem/stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 
@@ -67,20 +68,11 @@ static sl_code mc_policy_parse(const sl_node *n, mc_policy *p, sl_error *err) {
 
 static sl_code mc_check_inputs(const sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
-  char buf[160];
-  if ((x->dtype != SL_U8 && x->dtype != SL_U16 && x->dtype != SL_U32) || x->stream_rank < 1 ||
-      x->rank - x->stream_rank != 2 || x->encoding != SL_ENC_NONE || x->dims[x->rank - 1] <= 0 ||
-      x->dims[x->rank - 2] <= 0) {
-    sl_desc_format(x, buf, sizeof buf);
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "input 'frames' expects streamed, decoded u8, u16 or u32 frames with 2 item axes, "
-                   "got %s%s",
-                   buf,
-                   x->stream_rank < 1 && x->dtype != SL_DT_INVALID ? " (frames must be streamed)"
-                                                                   : "");
-  }
+  sl_code rc = sl_frames_check_decoded(x, err);
+  if (rc != SL_OK) return rc;
   if (mask_connected(n)) {
     const sl_tensor_desc *m = &n->in[1];
+    char buf[160];
     int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
     sl_desc_format(m, buf, sizeof buf);
     if (m->dtype != SL_U8 && m->dtype != SL_U16 && m->dtype != SL_U32)
@@ -212,12 +204,6 @@ const uint8_t *sl_mask_correct_file_mask(const sl_node *n) {
   return s ? s->file_mask : NULL;
 }
 
-static uint64_t mask_at(const void *m, sl_dtype t, int64_t i) {
-  if (t == SL_U8) return ((const uint8_t *)m)[i];
-  if (t == SL_U16) return ((const uint16_t *)m)[i];
-  return ((const uint32_t *)m)[i];
-}
-
 /* Static mask and neighbour lists from the mask input (may be NULL when not
  * connected) and the file mask. */
 static sl_code mc_build(mc_state *s, sl_node *n, const void *mask, sl_error *err) {
@@ -233,7 +219,7 @@ static sl_code mc_build(mc_state *s, sl_node *n, const void *mask, sl_error *err
   s->bad = calloc((size_t)item, 1);
   if (!s->bad) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the static mask");
   for (int64_t i = 0; i < item; i++) {
-    uint8_t in = mask ? mask_at(mask, n->in[1].dtype, i) != 0 : 0;
+    uint8_t in = mask ? sl_frame_value_at(mask, n->in[1].dtype, i) != 0 : 0;
     uint8_t fi = s->file_mask ? s->file_mask[i] != 0 : 0;
     from_input += in;
     both += in & fi;

@@ -14,6 +14,7 @@
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
 #include "frame_moments.h"
+#include "stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 
 typedef enum com_descan { COM_NONE, COM_PLANE } com_descan;
@@ -44,14 +45,7 @@ static sl_code com_infer(sl_node *n, sl_error *err) {
                    "%s frames of %lldx%lld pixels: sum r*I may exceed u64 (2^64 - 1); the centre "
                    "of mass is computed only where the moments provably fit",
                    sl_dtype_name(x->dtype), (long long)h, (long long)w);
-  for (int k = 0; k < 2; k++) {
-    sl_tensor_desc *d = &n->out[k];
-    memset(d, 0, sizeof *d);
-    d->dtype = SL_F64;
-    d->rank = x->stream_rank;
-    d->stream_rank = 0;
-    for (int i = 0; i < x->stream_rank; i++) d->dims[i] = x->dims[i];
-  }
+  for (int k = 0; k < 2; k++) n->out[k] = sl_desc_make(SL_F64, x->stream_rank, x->dims, 0);
   return SL_OK;
 }
 
@@ -86,37 +80,19 @@ static sl_code com_prepare(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-typedef struct com_job {
-  const sl_kernel_args *a;
-  com_state *s;
-  int64_t h, w, item_bytes;
-  int failed;
-} com_job;
-
-static void com_range(void *ctx, int64_t begin, int64_t end, int worker) {
-  com_job *j = ctx;
-  void *scratch = malloc((size_t)sl_frame_moments_scratch(j->w));
-  if (!scratch) {
-    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-    return;
+/* CoM of frame p of the chunk into the whole outputs; S = 0 gives 0. */
+static void com_emit(const sl_kernel_args *a, void *ctx, int64_t p, const uint64_t m[3]) {
+  com_state *s = ctx;
+  double *cr = a->out[0], *cc = a->out[1];
+  int64_t gp = a->pos_start + p;
+  if (m[0] > 0) {
+    cr[gp] = (double)m[1] / (double)m[0];
+    cc[gp] = (double)m[2] / (double)m[0];
+    s->valid[gp] = 1;
+  } else {
+    cr[gp] = cc[gp] = 0;
+    s->valid[gp] = 0;
   }
-  sl_dtype t = j->a->node->in[0].dtype;
-  const char *x = j->a->in[0];
-  double *cr = j->a->out[0], *cc = j->a->out[1];
-  for (int64_t p = begin; p < end; p++) {
-    uint64_t m[3];
-    sl_frame_moments(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
-    int64_t gp = j->a->pos_start + p;
-    if (m[0] > 0) {
-      cr[gp] = (double)m[1] / (double)m[0];
-      cc[gp] = (double)m[2] / (double)m[0];
-      j->s->valid[gp] = 1;
-    } else {
-      cr[gp] = cc[gp] = 0;
-      j->s->valid[gp] = 0;
-    }
-  }
-  free(scratch);
 }
 
 static sl_code com_cpu(sl_kernel_args *a) {
@@ -127,12 +103,9 @@ static sl_code com_cpu(sl_kernel_args *a) {
     return sl_fail(a->err, SL_ERR_INTERNAL, "com: positions [%lld, %lld) outside the scan of %lld",
                    (long long)a->pos_start, (long long)(a->pos_start + a->pos_count),
                    (long long)s->npos);
-  com_job j = {a, s, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x), 0};
-  int64_t grain = 65536 / (j.h * j.w + 1) + 1;
-  a->backend->ops->parallel_for(a->backend, a->pos_count, grain, com_range, &j);
-  if (j.failed)
+  if (!sl_frame_moments_chunk(a, com_emit, s))
     return sl_fail(a->err, SL_ERR_NOMEM, "com: out of memory for %lld bytes of scratch",
-                   (long long)sl_frame_moments_scratch(j.w));
+                   (long long)sl_frame_moments_scratch(x->dims[x->rank - 1]));
   return SL_OK;
 }
 

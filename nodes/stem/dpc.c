@@ -26,6 +26,7 @@
 #include "../../engine/core/util.h"
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
+#include "stem_ports.h"
 
 typedef struct dpc_cfg {
   bool fit_angle;
@@ -60,18 +61,7 @@ static sl_code dpc_infer(sl_node *n, sl_error *err) {
   dpc_cfg c;
   sl_code rc = dpc_params(n, &c, err);
   if (rc) return rc;
-  const char *names[2] = {"com_row", "com_col"};
-  for (int i = 0; i < 2; i++) {
-    const sl_tensor_desc *d = &n->in[i];
-    if (d->dtype != SL_F64 || d->rank != 2 || d->stream_rank != 0) {
-      char buf[128];
-      sl_desc_format(d, buf, sizeof buf);
-      return sl_fail(err, SL_ERR_PIPELINE, "input '%s' expects a whole f64 [rows, cols], got %s",
-                     names[i], buf);
-    }
-  }
-  if (!sl_desc_equal_shape(&n->in[0], &n->in[1]))
-    return sl_fail(err, SL_ERR_PIPELINE, "inputs 'com_row' and 'com_col' differ in shape");
+  if ((rc = sl_stem_check_com_field(n, err))) return rc;
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1], one = 1;
   if ((c.fit_angle || c.transpose < 0) && (rows < 3 || cols < 3))
     return sl_fail(err, SL_ERR_PIPELINE,

@@ -1,20 +1,10 @@
 /* One-sweep exact frame moments (see frame_moments.h). */
 #include "frame_moments.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-sl_code sl_frames_check(const sl_tensor_desc *x, sl_error *err) {
-  if ((x->dtype != SL_U8 && x->dtype != SL_U16 && x->dtype != SL_U32) || x->stream_rank < 1 ||
-      x->rank - x->stream_rank != 2 || x->dims[x->rank - 1] <= 0 || x->dims[x->rank - 2] <= 0) {
-    char buf[160];
-    sl_desc_format(x, buf, sizeof buf);
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "input 'frames' expects u8, u16 or u32 frames with 2 item axes, got %s%s", buf,
-                   x->stream_rank < 1 && x->dtype != SL_DT_INVALID ? " (frames must be streamed)"
-                                                                   : "");
-  }
-  return SL_OK;
-}
+#include "../../engine/graph/graph.h"
 
 static uint64_t dtype_max(sl_dtype t) {
   return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
@@ -30,51 +20,32 @@ bool sl_frame_moments_fit(sl_dtype t, int64_t h, int64_t w) {
 
 int64_t sl_frame_moments_scratch(int64_t w) { return w * 8; }
 
-/* u32 column and row sums: exact when max * H and max * W fit in u32. */
-#define FM_NARROW(NAME, T)                                                             \
-  static void NAME(const T *restrict f, int64_t h, int64_t w, uint32_t *restrict col, \
-                   uint64_t out[3]) {                                                  \
-    memset(col, 0, (size_t)w * sizeof *col);                                           \
-    uint64_t s = 0, sr = 0, sc = 0;                                                    \
-    for (int64_t r = 0; r < h; r++) {                                                  \
-      const T *restrict x = f + r * w;                                                 \
-      uint32_t rs = 0;                                                                 \
-      for (int64_t c = 0; c < w; c++) {                                                \
-        col[c] += x[c];                                                                \
-        rs += x[c];                                                                    \
-      }                                                                                \
-      s += rs;                                                                         \
-      sr += (uint64_t)r * rs;                                                          \
-    }                                                                                  \
-    for (int64_t c = 0; c < w; c++) sc += (uint64_t)c * col[c];                        \
-    out[0] = s, out[1] = sr, out[2] = sc;                                              \
+/* Column and row sums in ACC: u32 is exact when max * H and max * W fit in
+ * u32 (sl_frame_moments picks it only then), u64 always. */
+#define FM_SWEEP(NAME, T, ACC)                                                     \
+  static void NAME(const T *restrict f, int64_t h, int64_t w, ACC *restrict col, \
+                   uint64_t out[3]) {                                              \
+    memset(col, 0, (size_t)w * sizeof *col);                                       \
+    uint64_t s = 0, sr = 0, sc = 0;                                                \
+    for (int64_t r = 0; r < h; r++) {                                              \
+      const T *restrict x = f + r * w;                                             \
+      ACC rs = 0;                                                                  \
+      for (int64_t c = 0; c < w; c++) {                                            \
+        col[c] += x[c];                                                            \
+        rs += x[c];                                                                \
+      }                                                                            \
+      s += rs;                                                                     \
+      sr += (uint64_t)r * rs;                                                      \
+    }                                                                              \
+    for (int64_t c = 0; c < w; c++) sc += (uint64_t)c * col[c];                    \
+    out[0] = s, out[1] = sr, out[2] = sc;                                          \
   }
-FM_NARROW(fm_u8_32, uint8_t)
-FM_NARROW(fm_u16_32, uint16_t)
-#undef FM_NARROW
-
-#define FM_WIDE(NAME, T)                                                               \
-  static void NAME(const T *restrict f, int64_t h, int64_t w, uint64_t *restrict col, \
-                   uint64_t out[3]) {                                                  \
-    memset(col, 0, (size_t)w * sizeof *col);                                           \
-    uint64_t s = 0, sr = 0, sc = 0;                                                    \
-    for (int64_t r = 0; r < h; r++) {                                                  \
-      const T *restrict x = f + r * w;                                                 \
-      uint64_t rs = 0;                                                                 \
-      for (int64_t c = 0; c < w; c++) {                                                \
-        col[c] += x[c];                                                                \
-        rs += x[c];                                                                    \
-      }                                                                                \
-      s += rs;                                                                         \
-      sr += (uint64_t)r * rs;                                                          \
-    }                                                                                  \
-    for (int64_t c = 0; c < w; c++) sc += (uint64_t)c * col[c];                        \
-    out[0] = s, out[1] = sr, out[2] = sc;                                              \
-  }
-FM_WIDE(fm_u8_64, uint8_t)
-FM_WIDE(fm_u16_64, uint16_t)
-FM_WIDE(fm_u32_64, uint32_t)
-#undef FM_WIDE
+FM_SWEEP(fm_u8_32, uint8_t, uint32_t)
+FM_SWEEP(fm_u16_32, uint16_t, uint32_t)
+FM_SWEEP(fm_u8_64, uint8_t, uint64_t)
+FM_SWEEP(fm_u16_64, uint16_t, uint64_t)
+FM_SWEEP(fm_u32_64, uint32_t, uint64_t)
+#undef FM_SWEEP
 
 void sl_frame_moments(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
                       uint64_t out[3]) {
@@ -89,4 +60,37 @@ void sl_frame_moments(const void *f, sl_dtype t, int64_t h, int64_t w, void *scr
   } else {
     fm_u32_64(f, h, w, scratch, out);
   }
+}
+
+typedef struct fm_job {
+  const sl_kernel_args *a;
+  sl_frame_moments_emit emit;
+  void *ctx;
+  int64_t h, w, item_bytes;
+  int failed;
+} fm_job;
+
+static void fm_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  fm_job *j = ctx;
+  void *scratch = malloc((size_t)sl_frame_moments_scratch(j->w));
+  if (!scratch) {
+    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  sl_dtype t = j->a->node->in[0].dtype;
+  const char *x = j->a->in[0];
+  for (int64_t p = begin; p < end; p++) {
+    uint64_t m[3];
+    sl_frame_moments(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
+    j->emit(j->a, j->ctx, p, m);
+  }
+  free(scratch);
+}
+
+bool sl_frame_moments_chunk(const sl_kernel_args *a, sl_frame_moments_emit emit, void *ctx) {
+  const sl_tensor_desc *x = &a->node->in[0];
+  fm_job j = {a, emit, ctx, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x), 0};
+  int64_t grain = 65536 / (j.h * j.w + 1) + 1;
+  a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fm_range, &j);
+  return !j.failed;
 }

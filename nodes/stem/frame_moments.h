@@ -14,9 +14,7 @@
 
 #include "../../engine/core/status.h"
 #include "../../engine/core/tensor.h"
-
-/* Checks a `frames` port: streamed u8/u16/u32 with 2 item axes. */
-sl_code sl_frames_check(const sl_tensor_desc *x, sl_error *err);
+#include "../../engine/graph/node.h"
 
 /* Whether S, Sr and Sc of an H x W frame of `t` provably fit in u64 (every
  * pixel at the dtype max). */
@@ -29,5 +27,16 @@ int64_t sl_frame_moments_scratch(int64_t w);
  * sl_frame_moments_scratch(w) bytes, 8-byte aligned. */
 void sl_frame_moments(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
                       uint64_t out[3]);
+
+/* Receives the moments m = {S, Sr, Sc} of frame p of the chunk (0-based). */
+typedef void (*sl_frame_moments_emit)(const sl_kernel_args *a, void *ctx, int64_t p,
+                                      const uint64_t m[3]);
+
+/* Computes the moments of every frame of the chunk (input 0 of a->node,
+ * H x W frames) in parallel over the positions, each worker with its own
+ * scratch, and hands each to `emit`. False when a worker could not allocate
+ * its scratch (sl_frame_moments_scratch(W) bytes); its frames are then not
+ * all emitted. */
+bool sl_frame_moments_chunk(const sl_kernel_args *a, sl_frame_moments_emit emit, void *ctx);
 
 #endif

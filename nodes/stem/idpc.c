@@ -24,6 +24,7 @@
 
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
+#include "stem_ports.h"
 
 typedef struct idpc_state {
   int64_t rows, cols, pr, pc; /* scan and padded sizes */
@@ -44,18 +45,7 @@ static sl_code idpc_check(const sl_node *n, sl_error *err) {
 static sl_code idpc_infer(sl_node *n, sl_error *err) {
   sl_code rc = idpc_check(n, err);
   if (rc) return rc;
-  const char *names[2] = {"com_row", "com_col"};
-  for (int i = 0; i < 2; i++) {
-    const sl_tensor_desc *d = &n->in[i];
-    if (d->dtype != SL_F64 || d->rank != 2 || d->stream_rank != 0) {
-      char buf[128];
-      sl_desc_format(d, buf, sizeof buf);
-      return sl_fail(err, SL_ERR_PIPELINE, "input '%s' expects a whole f64 [rows, cols], got %s",
-                     names[i], buf);
-    }
-  }
-  if (!sl_desc_equal_shape(&n->in[0], &n->in[1]))
-    return sl_fail(err, SL_ERR_PIPELINE, "inputs 'com_row' and 'com_col' differ in shape");
+  if ((rc = sl_stem_check_com_field(n, err))) return rc;
   if (n->in[0].dims[0] > (1 << 20) || n->in[0].dims[1] > (1 << 20))
     return sl_fail(err, SL_ERR_PIPELINE, "scan of %lldx%lld is too large for idpc",
                    (long long)n->in[0].dims[0], (long long)n->in[0].dims[1]);

@@ -7,6 +7,7 @@
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
 #include "frame_moments.h"
+#include "stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 
 static sl_code mo_infer(sl_node *n, sl_error *err) {
@@ -19,14 +20,8 @@ static sl_code mo_infer(sl_node *n, sl_error *err) {
                    "%s frames of %lldx%lld pixels: sum r*I may exceed u64 (2^64 - 1); moments "
                    "are exact only where they provably fit",
                    sl_dtype_name(x->dtype), (long long)h, (long long)w);
-  for (int k = 0; k < 3; k++) {
-    sl_tensor_desc *d = &n->out[k];
-    memset(d, 0, sizeof *d);
-    d->dtype = SL_U64;
-    d->rank = x->stream_rank;
-    d->stream_rank = x->stream_rank;
-    for (int i = 0; i < x->stream_rank; i++) d->dims[i] = x->dims[i];
-  }
+  for (int k = 0; k < 3; k++)
+    n->out[k] = sl_desc_make(SL_U64, x->stream_rank, x->dims, x->stream_rank);
   return SL_OK;
 }
 
@@ -39,38 +34,17 @@ static void mo_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
 }
 
-typedef struct mo_job {
-  const sl_kernel_args *a;
-  int64_t h, w, item_bytes;
-  int failed;
-} mo_job;
-
-static void mo_range(void *ctx, int64_t begin, int64_t end, int worker) {
-  mo_job *j = ctx;
-  void *scratch = malloc((size_t)sl_frame_moments_scratch(j->w));
-  if (!scratch) {
-    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-    return;
-  }
-  sl_dtype t = j->a->node->in[0].dtype;
-  const char *x = j->a->in[0];
-  uint64_t *s = j->a->out[0], *sr = j->a->out[1], *sc = j->a->out[2];
-  for (int64_t p = begin; p < end; p++) {
-    uint64_t m[3];
-    sl_frame_moments(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
-    s[p] = m[0], sr[p] = m[1], sc[p] = m[2];
-  }
-  free(scratch);
+static void mo_emit(const sl_kernel_args *a, void *ctx, int64_t p, const uint64_t m[3]) {
+  (void)ctx;
+  uint64_t *s = a->out[0], *sr = a->out[1], *sc = a->out[2];
+  s[p] = m[0], sr[p] = m[1], sc[p] = m[2];
 }
 
 static sl_code mo_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *x = &a->node->in[0];
-  mo_job j = {a, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x), 0};
-  int64_t grain = 65536 / (j.h * j.w + 1) + 1;
-  a->backend->ops->parallel_for(a->backend, a->pos_count, grain, mo_range, &j);
-  if (j.failed)
+  if (!sl_frame_moments_chunk(a, mo_emit, NULL))
     return sl_fail(a->err, SL_ERR_NOMEM, "moments: out of memory for %lld bytes of scratch",
-                   (long long)sl_frame_moments_scratch(j.w));
+                   (long long)sl_frame_moments_scratch(x->dims[x->rank - 1]));
   return SL_OK;
 }
 

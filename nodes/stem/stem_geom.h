@@ -1,7 +1,8 @@
 /* Detector geometry shared by the virtual-image family (virtual_image,
  * virtual_detectors): the squared distance of a pixel centre from the disk
  * centre, computed one way everywhere so that every node selects exactly the
- * same pixels, and the checks of a `disk` input (the output of disk_fit). */
+ * same pixels, the checks of a `disk` input (the output of disk_fit), and the
+ * parsing of the geometry params they share (stem_geom.c). */
 #ifndef SL_STEM_GEOM_H
 #define SL_STEM_GEOM_H
 
@@ -10,6 +11,8 @@
 
 #include "../../engine/core/status.h"
 #include "../../engine/core/tensor.h"
+
+struct sl_node;
 
 /* Squared distance of pixel (r, c) from (cr, cc), in pixels^2. */
 static inline double sl_stem_d2(int64_t r, int64_t c, double cr, double cc) {
@@ -47,5 +50,19 @@ static inline sl_code sl_stem_check_disk_values(const double *disk, int64_t h, i
                    disk[1], (long long)h, (long long)w);
   return SL_OK;
 }
+
+/* Param 'center' of `n` for an H x W detector: empty leaves (*cr, *cc) at the
+ * detector centre ((H-1)/2, (W-1)/2); else [row, col], finite and within
+ * [-H, 2H] x [-W, 2W]. */
+sl_code sl_stem_parse_center(const struct sl_node *n, int64_t h, int64_t w, double *cr,
+                             double *cc, sl_error *err);
+
+/* Params 'radius', 'inner' and 'outer' of `n` (each a finite number) and
+ * 'units' (radii or pixels: *in_radii 1 or 0), checked in that order. */
+sl_code sl_stem_parse_radii(const struct sl_node *n, double *radius, double *inner,
+                            double *outer, int *in_radii, sl_error *err);
+
+/* The ADF ring: 0 <= inner < outer. */
+sl_code sl_stem_check_ring(double inner, double outer, sl_error *err);
 
 #endif

@@ -25,8 +25,8 @@
 #include "../../engine/core/util.h"
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
-#include "frame_moments.h"
 #include "stem_geom.h"
+#include "stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 
@@ -56,13 +56,6 @@ typedef struct vd_state {
   double disk[3];
 } vd_state;
 
-static sl_code finite_param(const sl_node *n, const char *name, double *v, sl_error *err) {
-  *v = sl_param_float(n, name);
-  if (!isfinite(*v))
-    return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be a finite number", name);
-  return SL_OK;
-}
-
 static sl_code vd_resolve(const sl_node *n, vd_geom *g, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
   sl_code rc = sl_frames_check(x, err);
@@ -70,46 +63,17 @@ static sl_code vd_resolve(const sl_node *n, vd_geom *g, sl_error *err) {
   memset(g, 0, sizeof *g);
   g->h = x->dims[x->rank - 2];
   g->w = x->dims[x->rank - 1];
-  g->cr = (double)(g->h - 1) / 2.0;
-  g->cc = (double)(g->w - 1) / 2.0;
   g->use_disk = n->n_in > 1 && n->in[1].dtype != SL_DT_INVALID;
   if (g->use_disk && (rc = sl_stem_check_disk_port(&n->in[1], err))) return rc;
-  const sl_param_value *c = sl_param(n, "center");
-  if (c->n != 0) {
-    if (c->n != 2)
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "param 'center' must be [row, col] (2 numbers) or empty, got %zu items", c->n);
-    double v[2];
-    for (int i = 0; i < 2; i++)
-      if (!sl_parse_f64(c->strs[i], &v[i]) || !isfinite(v[i]))
-        return sl_fail(err, SL_ERR_PIPELINE, "param 'center': item %d '%s' is not a finite number",
-                       i, c->strs[i]);
-    if (v[0] < -(double)g->h || v[0] > 2.0 * (double)g->h || v[1] < -(double)g->w ||
-        v[1] > 2.0 * (double)g->w)
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "param 'center' [%g, %g] is far outside the %lldx%lld detector", v[0], v[1],
-                     (long long)g->h, (long long)g->w);
-    g->cr = v[0];
-    g->cc = v[1];
-  }
+  if ((rc = sl_stem_parse_center(n, g->h, g->w, &g->cr, &g->cc, err))) return rc;
   double radius, inner, outer;
-  if ((rc = finite_param(n, "radius", &radius, err)) ||
-      (rc = finite_param(n, "inner", &inner, err)) || (rc = finite_param(n, "outer", &outer, err)))
-    return rc;
-  const char *units = sl_param_str(n, "units");
-  if (!strcmp(units, "radii")) g->in_radii = 1;
-  else if (!strcmp(units, "pixels")) g->in_radii = 0;
-  else
-    return sl_fail(err, SL_ERR_PIPELINE, "param 'units' must be radii or pixels, got '%s'", units);
+  if ((rc = sl_stem_parse_radii(n, &radius, &inner, &outer, &g->in_radii, err))) return rc;
   if (radius < 0 || (!g->use_disk && radius <= 0))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'radius' (bright-field disk radius in pixels) must be > 0 unless input "
                    "'disk' is connected, got %g",
                    radius);
-  if (inner < 0) return sl_fail(err, SL_ERR_PIPELINE, "param 'inner' must be >= 0, got %g", inner);
-  if (outer <= inner)
-    return sl_fail(err, SL_ERR_PIPELINE, "param 'outer' (%g) must be greater than 'inner' (%g)",
-                   outer, inner);
+  if ((rc = sl_stem_check_ring(inner, outer, err))) return rc;
   g->radius = radius;
   g->inner_p = inner;
   g->outer_p = outer;
@@ -125,14 +89,8 @@ static sl_code vd_infer(sl_node *n, sl_error *err) {
                  sl_param(n, "center")->n || g.radius > 0 ? " (params 'center'/'radius' ignored)"
                                                           : "");
   const sl_tensor_desc *x = &n->in[0];
-  for (int k = 0; k < 3; k++) {
-    sl_tensor_desc *d = &n->out[k];
-    memset(d, 0, sizeof *d);
-    d->dtype = SL_U64;
-    d->rank = x->stream_rank;
-    d->stream_rank = x->stream_rank;
-    for (int i = 0; i < x->stream_rank; i++) d->dims[i] = x->dims[i];
-  }
+  for (int k = 0; k < 3; k++)
+    n->out[k] = sl_desc_make(SL_U64, x->stream_rank, x->dims, x->stream_rank);
   return SL_OK;
 }
 

@@ -20,6 +20,7 @@
 #include "../../engine/graph/node.h"
 #include "mask_file.h"
 #include "stem_geom.h"
+#include "stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 
@@ -53,31 +54,10 @@ typedef struct vi_state {
   double disk[3];   /* disk values the spans were built from */
 } vi_state;
 
-static sl_code check_frames(const sl_node *n, sl_error *err) {
-  const sl_tensor_desc *x = &n->in[0];
-  if ((x->dtype != SL_U8 && x->dtype != SL_U16 && x->dtype != SL_U32) || x->stream_rank < 1 ||
-      x->rank - x->stream_rank != 2 || x->dims[x->rank - 1] <= 0 || x->dims[x->rank - 2] <= 0) {
-    char buf[160];
-    sl_desc_format(x, buf, sizeof buf);
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "input 'frames' expects u8, u16 or u32 frames with 2 item axes, got %s%s", buf,
-                   x->stream_rank < 1 && x->dtype != SL_DT_INVALID ? " (frames must be streamed)"
-                                                                   : "");
-  }
-  return SL_OK;
-}
-
-static sl_code finite_param(const sl_node *n, const char *name, double *v, sl_error *err) {
-  *v = sl_param_float(n, name);
-  if (!isfinite(*v))
-    return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be a finite number", name);
-  return SL_OK;
-}
-
 static sl_code vi_resolve(const sl_node *n, vi_geom *g, sl_error *err) {
-  sl_code rc = check_frames(n, err);
-  if (rc) return rc;
   const sl_tensor_desc *x = &n->in[0];
+  sl_code rc = sl_frames_check(x, err);
+  if (rc) return rc;
   memset(g, 0, sizeof *g);
   g->h = x->dims[x->rank - 2];
   g->w = x->dims[x->rank - 1];
@@ -92,37 +72,11 @@ static sl_code vi_resolve(const sl_node *n, vi_geom *g, sl_error *err) {
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'kind' must be one of bf, adf, df, annulus, mask; got '%s'", kind);
 
-  const sl_param_value *c = sl_param(n, "center");
-  g->cr = (double)(g->h - 1) / 2.0;
-  g->cc = (double)(g->w - 1) / 2.0;
-  if (c->n != 0) {
-    if (c->n != 2)
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "param 'center' must be [row, col] (2 numbers) or empty, got %zu items", c->n);
-    double v[2];
-    for (int i = 0; i < 2; i++)
-      if (!sl_parse_f64(c->strs[i], &v[i]) || !isfinite(v[i]))
-        return sl_fail(err, SL_ERR_PIPELINE, "param 'center': item %d '%s' is not a finite number",
-                       i, c->strs[i]);
-    if (v[0] < -(double)g->h || v[0] > 2.0 * (double)g->h || v[1] < -(double)g->w ||
-        v[1] > 2.0 * (double)g->w)
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "param 'center' [%g, %g] is far outside the %lldx%lld detector", v[0], v[1],
-                     (long long)g->h, (long long)g->w);
-    g->cr = v[0];
-    g->cc = v[1];
-  }
+  if ((rc = sl_stem_parse_center(n, g->h, g->w, &g->cr, &g->cc, err))) return rc;
 
   double radius, inner, outer;
-  if ((rc = finite_param(n, "radius", &radius, err)) ||
-      (rc = finite_param(n, "inner", &inner, err)) || (rc = finite_param(n, "outer", &outer, err)))
-    return rc;
-  const char *units = sl_param_str(n, "units");
   int in_radii;
-  if (!strcmp(units, "radii")) in_radii = 1;
-  else if (!strcmp(units, "pixels")) in_radii = 0;
-  else
-    return sl_fail(err, SL_ERR_PIPELINE, "param 'units' must be radii or pixels, got '%s'", units);
+  if ((rc = sl_stem_parse_radii(n, &radius, &inner, &outer, &in_radii, err))) return rc;
 
   g->in_radii = in_radii;
   g->inner_p = inner;
@@ -144,11 +98,7 @@ static sl_code vi_resolve(const sl_node *n, vi_geom *g, sl_error *err) {
                    kind, g->kind == VI_ANNULUS ? " with units radii" : "", radius);
   g->radius = radius;
   if (g->kind == VI_ADF || g->kind == VI_ANNULUS) {
-    if (inner < 0)
-      return sl_fail(err, SL_ERR_PIPELINE, "param 'inner' must be >= 0, got %g", inner);
-    if (outer <= inner)
-      return sl_fail(err, SL_ERR_PIPELINE, "param 'outer' (%g) must be greater than 'inner' (%g)",
-                     outer, inner);
+    if ((rc = sl_stem_check_ring(inner, outer, err))) return rc;
     g->inner = in_radii ? inner * radius : inner;
     g->outer = in_radii ? outer * radius : outer;
   }
@@ -179,12 +129,7 @@ static sl_code vi_infer(sl_node *n, sl_error *err) {
     if (rc) return rc;
   }
   const sl_tensor_desc *x = &n->in[0];
-  sl_tensor_desc *d = &n->out[0];
-  memset(d, 0, sizeof *d);
-  d->dtype = SL_U64;
-  d->rank = x->stream_rank;
-  d->stream_rank = x->stream_rank;
-  for (int i = 0; i < x->stream_rank; i++) d->dims[i] = x->dims[i];
+  n->out[0] = sl_desc_make(SL_U64, x->stream_rank, x->dims, x->stream_rank);
   return SL_OK;
 }
 
