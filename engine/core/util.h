@@ -8,6 +8,15 @@
 
 #include "status.h"
 
+/* For hot kernel loops: an AVX2 clone chosen at load time (glibc ifunc)
+ * beside the baseline x86-64 build; integer results are the same either way.
+ * Off under AddressSanitizer (ifunc resolvers run before it is set up). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define SL_HOT_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SL_HOT_CLONES
+#endif
+
 char *sl_strdup(const char *s); /* aborts on out of memory: control data only */
 char *sl_strndup(const char *s, size_t n);
 void *sl_xcalloc(size_t n, size_t size); /* control data only; aborts on OOM */

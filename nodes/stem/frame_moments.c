@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../engine/core/util.h"
+
 #include "../../engine/graph/graph.h"
 
 static uint64_t dtype_max(sl_dtype t) {
@@ -23,7 +25,7 @@ int64_t sl_frame_moments_scratch(int64_t w) { return w * 8; }
 /* Column and row sums in ACC: u32 is exact when max * H and max * W fit in
  * u32 (sl_frame_moments picks it only then), u64 always. */
 #define FM_SWEEP(NAME, T, ACC)                                                     \
-  static void NAME(const T *restrict f, int64_t h, int64_t w, ACC *restrict col, \
+  SL_HOT_CLONES static void NAME(const T *restrict f, int64_t h, int64_t w, ACC *restrict col, \
                    uint64_t out[3]) {                                              \
     memset(col, 0, (size_t)w * sizeof *col);                                       \
     uint64_t s = 0, sr = 0, sc = 0;                                                \

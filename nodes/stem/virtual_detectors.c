@@ -185,7 +185,7 @@ typedef struct vd_job {
 
 /* Exact: a run of at most 65536 pixels of u8/u16 fits in u32. */
 #define VD_RANGE(NAME, T, ACC)                                               \
-  static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {     \
+  SL_HOT_CLONES static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {     \
     const vd_job *j = ctx;                                                   \
     const T *x = j->a->in[0];                                                \
     uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];    \
