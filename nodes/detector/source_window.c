@@ -172,6 +172,7 @@ sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
 }
 
 void sl_src_windows_free(sl_src_windows *w) {
+  if (w->al.stop) w->al.stop(w->al.ctx);
   sl_chunk_reader_close(w->reader); /* abandons the read-ahead */
   w->reader = NULL;
   w->pending = false;

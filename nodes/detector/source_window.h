@@ -30,6 +30,10 @@ typedef struct sl_src_alloc {
    * returns when nothing still reads it (the CUDA kernel waits for its
    * host-to-device copies). */
   sl_code (*reuse)(void *ctx, int w, sl_error *err);
+  /* Called first by sl_src_windows_free: stops whoever else drives the
+   * windows (the CUDA kernel's uploader thread) and returns when it no longer
+   * touches them. NULL: nothing to stop. */
+  void (*stop)(void *ctx);
   void *ctx;
 } sl_src_alloc;
 
@@ -78,8 +82,8 @@ typedef struct sl_src_state {
  * allocator's and reuse hook's. */
 sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
                            sl_src_window *out, sl_error *err);
-/* Closes the reader (abandoning the read-ahead), waits for each window's
- * reuse hook and frees them. Safe on a zeroed struct. */
+/* Calls the stop hook, closes the reader (abandoning the read-ahead), waits
+ * for each window's reuse hook and frees them. Safe on a zeroed struct. */
 void sl_src_windows_free(sl_src_windows *w);
 
 /* Encoded output: writes the packed header and entries just before the

@@ -88,6 +88,12 @@ sl_code sl_cuda_selftest_fill(sl_kernel_args *a);
 sl_code sl_cuda_selftest_bad_launch(sl_kernel_args *a);
 sl_code sl_cuda_selftest_trap(sl_kernel_args *a);
 
+/* The CUDA backend's second non-blocking stream (a cudaStream_t), for
+ * host-to-device copies that overlap the kernels of sl_cuda_stream(b); work on
+ * it is ordered with the main stream only by the caller's events. NULL when b
+ * is not a CUDA backend. */
+void *sl_cuda_copy_stream(struct sl_backend *b);
+
 #ifdef __cplusplus
 }
 #endif

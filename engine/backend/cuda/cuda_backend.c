@@ -1,6 +1,8 @@
 /* The CUDA backend: plain C on the CUDA runtime API.
  *
- * One device (0, or SLUICE_CUDA_DEVICE), one non-blocking stream. Buffers are
+ * One device (0, or SLUICE_CUDA_DEVICE), one non-blocking stream for kernels
+ * and transfers, plus a second non-blocking stream for host-to-device copies
+ * that overlap them (sl_cuda_copy_stream; users order it with events). Buffers are
  * device memory (cudaMalloc); host staging for host nodes is pinned
  * (cudaMallocHost). Kernels were compiled at build time (shaders/cuda, .cu)
  * and are checked at create: each must have code for this device and the ABI
@@ -37,6 +39,10 @@ typedef struct cuda_impl {
   size_t smem_per_block;  /* opt-in maximum */
   cudaStream_t stream;
   bool have_stream;
+  /* A second non-blocking stream for host-to-device copies that overlap the
+   * kernels of `stream` (hdf5_source's uploader; sl_cuda_copy_stream). */
+  cudaStream_t copy_stream;
+  bool have_copy_stream;
   sl_backend *cpu; /* host threads for host nodes' kernels */
   /* batch */
   bool in_batch;
@@ -225,7 +231,13 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
     rc = cuda_fail(err, e, "cannot create a stream on device %d", device);
   } else {
     c->have_stream = true;
-    rc = check_registry(c, err);
+    e = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      rc = cuda_fail(err, e, "cannot create a copy stream on device %d", device);
+    } else {
+      c->have_copy_stream = true;
+      rc = check_registry(c, err);
+    }
   }
   if (rc == SL_OK) rc = sl_cpu_backend_ops.create(threads, &c->cpu, err);
   if (rc != SL_OK) {
@@ -245,6 +257,10 @@ static void cuda_destroy(sl_backend *b) {
     if (c->have_stream) {
       (void)cudaStreamSynchronize(c->stream);
       (void)cudaStreamDestroy(c->stream);
+    }
+    if (c->have_copy_stream) {
+      (void)cudaStreamSynchronize(c->copy_stream);
+      (void)cudaStreamDestroy(c->copy_stream);
     }
     (void)cudaGetLastError();
     if (c->cpu) c->cpu->ops->destroy(c->cpu);
@@ -269,8 +285,8 @@ static sl_code cuda_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err
     format_size(bytes, s, sizeof s);
     return cuda_fail(err, e, "cannot allocate %s of device memory", s);
   }
-  c->device_allocs++;
-  c->device_bytes += bytes;
+  __atomic_add_fetch(&c->device_allocs, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&c->device_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
   *ptr = p;
   return SL_OK;
 }
@@ -281,8 +297,8 @@ static void cuda_free(sl_backend *b, void *ptr, size_t bytes) {
   /* cudaFree waits for the device; the pool returns a buffer only after the
    * batch that used it completed anyway. */
   if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
-  c->device_allocs--;
-  c->device_bytes -= bytes;
+  __atomic_sub_fetch(&c->device_allocs, 1, __ATOMIC_RELAXED);
+  __atomic_sub_fetch(&c->device_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
 static sl_code cuda_host_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err) {
@@ -294,8 +310,8 @@ static sl_code cuda_host_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error
     format_size(bytes, s, sizeof s);
     return cuda_fail(err, e, "cannot allocate %s of pinned host memory", s);
   }
-  c->pinned_allocs++;
-  c->pinned_bytes += bytes;
+  __atomic_add_fetch(&c->pinned_allocs, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&c->pinned_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
   *ptr = p;
   return SL_OK;
 }
@@ -303,11 +319,12 @@ static sl_code cuda_host_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error
 static void cuda_host_free(sl_backend *b, void *ptr, size_t bytes) {
   cuda_impl *c = b->impl;
   if (!ptr) return;
-  /* An upload from this buffer may still be in flight. */
+  /* An upload from this buffer may still be in flight (on either stream). */
   if (c->have_stream) (void)cudaStreamSynchronize(c->stream);
+  if (c->have_copy_stream) (void)cudaStreamSynchronize(c->copy_stream);
   if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
-  c->pinned_allocs--;
-  c->pinned_bytes -= bytes;
+  __atomic_sub_fetch(&c->pinned_allocs, 1, __ATOMIC_RELAXED);
+  __atomic_sub_fetch(&c->pinned_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
 /* Host to device; may stay asynchronous (pinned sources): the next wait or
@@ -470,6 +487,12 @@ void *sl_cuda_stream(sl_backend *b) {
   return (void *)((cuda_impl *)b->impl)->stream;
 }
 
+void *sl_cuda_copy_stream(sl_backend *b) {
+  if (!b || b->ops->kind != SL_BACKEND_CUDA || !b->impl) return NULL;
+  const cuda_impl *c = b->impl;
+  return c->have_copy_stream ? (void *)c->copy_stream : NULL;
+}
+
 sl_code sl_cuda_check_launch(sl_kernel_args *a, const char *kernel) {
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return SL_OK;
@@ -505,10 +528,10 @@ sl_code sl_cuda_memory_report(sl_backend *b, size_t *free_bytes, size_t *total_b
 void sl_cuda_backend_held(const sl_backend *b, int64_t *device_allocs, uint64_t *device_bytes,
                           int64_t *pinned_allocs, uint64_t *pinned_bytes) {
   const cuda_impl *c = b && b->ops->kind == SL_BACKEND_CUDA ? b->impl : NULL;
-  if (device_allocs) *device_allocs = c ? c->device_allocs : 0;
-  if (device_bytes) *device_bytes = c ? c->device_bytes : 0;
-  if (pinned_allocs) *pinned_allocs = c ? c->pinned_allocs : 0;
-  if (pinned_bytes) *pinned_bytes = c ? c->pinned_bytes : 0;
+  if (device_allocs) *device_allocs = c ? __atomic_load_n(&c->device_allocs, __ATOMIC_RELAXED) : 0;
+  if (device_bytes) *device_bytes = c ? __atomic_load_n(&c->device_bytes, __ATOMIC_RELAXED) : 0;
+  if (pinned_allocs) *pinned_allocs = c ? __atomic_load_n(&c->pinned_allocs, __ATOMIC_RELAXED) : 0;
+  if (pinned_bytes) *pinned_bytes = c ? __atomic_load_n(&c->pinned_bytes, __ATOMIC_RELAXED) : 0;
 }
 
 size_t sl_cuda_shared_memory_per_block(const sl_backend *b) {

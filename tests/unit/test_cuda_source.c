@@ -1,0 +1,324 @@
+/* hdf5_source on CUDA, overlapped (an uploader thread and two device
+ * prefetch buffers on the backend's copy stream) and direct
+ * (SLUICE_SOURCE_OVERLAP=0), against the CPU backend, bit for bit, through
+ * whole runs (sl_run_pipeline): a Dectris-style acquisition written with the
+ * HDF5 C API (two data files, 4 frames per stored chunk, bitshuffle-LZ4
+ * through the official plugin, or raw chunks when the plugin is missing),
+ * several chunk sizes (a chunk of 1 position, chunks that split stored
+ * chunks, that span files, one chunk for the whole scan), a two-pass pipeline
+ * (pipelines/virtual_image_fit.yaml: the second pass restarts the source's
+ * sequence at chunk 0), and repeated runs (no device memory kept). The CPU
+ * runs always happen (chunkings against one chunk); the CUDA ones skip visibly
+ * without a device ("SKIP: no CUDA device"). */
+#define SL_H5_FIXTURES_ONLY
+#include "test_h5_index.c"
+
+#include "engine/backend/backend.h"
+#include "engine/exec/run.h"
+#include "test_support.h"
+#ifdef SLUICE_HAVE_CUDA
+#include "shaders/cuda/sl_cuda.h"
+#endif
+
+static char g_master[512];
+static bool g_compressed;
+static int g_cuda = -1; /* -1 unknown, 0 none, 1 present */
+
+static bool have_cuda(void) {
+  if (g_cuda >= 0) return g_cuda == 1;
+  g_cuda = 0;
+#ifdef SLUICE_HAVE_CUDA
+  const sl_backend_ops *ops = sl_backend_ops_for(SL_BACKEND_CUDA);
+  sl_error err;
+  sl_error_clear(&err);
+  sl_backend_caps caps;
+  if (!ops)
+    print_message("SKIP: no CUDA device (the CUDA backend is not in this build)\n");
+  else if (ops->probe(&caps, &err) != SL_OK)
+    print_message("SKIP: no CUDA device (%s)\n", err.msg);
+  else
+    g_cuda = 1;
+#else
+  print_message("SKIP: no CUDA device (built without CUDA)\n");
+#endif
+  return g_cuda == 1;
+}
+
+/* The acquisition: 10 x 10 positions of 24 x 20 u16 in two data files (60 +
+ * 40 frames), 4 frames per stored chunk. */
+static int setup(void **state) {
+  (void)state;
+  const char *plugins = getenv("HDF5_PLUGIN_PATH");
+  if (!plugins || !plugins[0])
+    fx_init(); /* the plugin where the system installs it */
+  else
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the device bundle's plugins */
+  g_compressed = fx_bitshuffle_available();
+  if (!g_compressed) print_message("NOTE: bitshuffle plugin not found: raw chunked acquisition\n");
+  fx_opts o = {.n_files = 2, .frames = {60, 40}, .h = 24, .w = 20, .layout = g_compressed ? FX_BSLZ4 : FX_CHUNKED,
+               .k = 4, .meta = true};
+  fx_write("cudasrc", &o, g_master, sizeof g_master);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  fx_cleanup();
+  return 0;
+}
+
+/* A bright disk (centre (12, 10), radius 6) on a dim background, varying with
+ * the frame: what disk_fit (the two-pass pipeline) needs to find. */
+static uint32_t disk_value(int64_t f, int64_t r, int64_t c) {
+  int64_t dr = r - 12, dc = c - 10;
+  if (dr * dr + dc * dc <= 36) return (uint32_t)(1000 + (f * 7 + r * 3 + c) % 50);
+  return (uint32_t)((f + r * 3 + c) % 20);
+}
+
+/* The same layout as fx_write (master + data files with external links,
+ * bitshuffle-LZ4, 4 frames per chunk) with disk_value frames. */
+static void write_disk_acquisition(const char *name, char *master, size_t n) {
+  const int64_t frames[2] = {60, 40}, h = 24, w = 20;
+  snprintf(master, n, "%s/%s_master.h5", fx_tmpdir(), name);
+  hid_t m = fx_create(master, 0);
+  fx_mkgroups(m, "/entry/data");
+  int64_t total = 0;
+  for (int i = 0; i < 2; i++) {
+    char data[512], base[256], link[64];
+    snprintf(base, sizeof base, "%s_data_%06d.h5", name, i + 1);
+    snprintf(data, sizeof data, "%s/%s", fx_tmpdir(), base);
+    hid_t f = fx_create(data, 0);
+    fx_mkgroups(f, "/entry/data");
+    hsize_t dims[3] = {(hsize_t)frames[i], (hsize_t)h, (hsize_t)w};
+    hsize_t maxd[3] = {H5S_UNLIMITED, (hsize_t)h, (hsize_t)w};
+    hid_t sp = H5Screate_simple(3, dims, maxd);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t cd[3] = {4, (hsize_t)h, (hsize_t)w};
+    H5Pset_chunk(dcpl, 3, cd);
+    unsigned cdv[2] = {0, 2};
+    assert_true(H5Pset_filter(dcpl, 32008, H5Z_FLAG_MANDATORY, 2, cdv) >= 0);
+    hid_t d = H5Dcreate2(f, "/entry/data/data", H5T_STD_U16LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    assert_true(d >= 0);
+    uint32_t *buf = malloc((size_t)(frames[i] * h * w) * sizeof *buf);
+    for (int64_t k = 0; k < frames[i]; k++)
+      for (int64_t r = 0; r < h; r++)
+        for (int64_t c = 0; c < w; c++) buf[(k * h + r) * w + c] = disk_value(total + k, r, c);
+    assert_true(H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    free(buf);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    H5Fclose(f);
+    total += frames[i];
+    snprintf(link, sizeof link, "/entry/data/data_%06d", i + 1);
+    assert_true(H5Lcreate_external(base, "/entry/data/data", m, link, H5P_DEFAULT, H5P_DEFAULT) >= 0);
+  }
+  fx_opts o = {.h = h, .w = w};
+  fx_meta(m, &o, total);
+  H5Fclose(m);
+}
+
+/* Frames (decoded when compressed) and their sum: a streamed output and a
+ * reduction, one pass. */
+static void write_one_pass(char *path, size_t n) {
+  char text[1024];
+  if (g_compressed)
+    snprintf(text, sizeof text,
+             "pipeline: src_one_pass\n"
+             "nodes:\n"
+             "  src: {type: hdf5_source, params: {path: \"%s\"}}\n"
+             "  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}\n"
+             "  total: {type: sum, inputs: {x: dec.frames}}\n"
+             "outputs: {frames: dec.frames, total: total.total}\n",
+             g_master);
+  else
+    snprintf(text, sizeof text,
+             "pipeline: src_one_pass\n"
+             "nodes:\n"
+             "  src: {type: hdf5_source, params: {path: \"%s\"}}\n"
+             "  total: {type: sum, inputs: {x: src.frames}}\n"
+             "outputs: {frames: src.frames, total: total.total}\n",
+             g_master);
+  write_temp_file(path, n, "src_one_pass.yaml", text);
+}
+
+static sl_code run(const char *file, const sl_setting *sets, size_t n_sets, int backend, int64_t chunk,
+                   const char *overlap, sl_run *r, sl_error *err) {
+  if (overlap)
+    setenv("SLUICE_SOURCE_OVERLAP", overlap, 1);
+  else
+    unsetenv("SLUICE_SOURCE_OVERLAP");
+  sl_run_request req;
+  memset(&req, 0, sizeof req);
+  req.file = file;
+  req.sets = sets;
+  req.n_sets = n_sets;
+  req.backend = backend;
+  req.chunk_positions = chunk;
+  req.threads = 2;
+  sl_error_clear(err);
+  memset(r, 0, sizeof *r);
+  sl_code rc = sl_run_pipeline(&req, r, err);
+  unsetenv("SLUICE_SOURCE_OVERLAP");
+  return rc;
+}
+
+static void expect_same(const sl_run *ref, const sl_run *got, const char *what) {
+  assert_int_equal(ref->result.n_outputs, got->result.n_outputs);
+  for (int o = 0; o < ref->result.n_outputs; o++) {
+    const sl_output_data *a = &ref->result.outputs[o], *b = &got->result.outputs[o];
+    int64_t bytes = sl_desc_bytes(&a->desc);
+    assert_int_equal(bytes, sl_desc_bytes(&b->desc));
+    if (memcmp(a->data, b->data, (size_t)bytes) != 0)
+      fail_msg("%s: output '%s' differs from the reference", what, a->name);
+  }
+}
+
+/* One reference (CPU, one chunk), then every chunking on the CPU and, with a
+ * device, on CUDA overlapped and direct. */
+static void compare_all(const char *file, const sl_setting *sets, size_t n_sets, const int64_t *chunks,
+                        int n_chunks) {
+  sl_error err;
+  sl_run ref;
+  if (run(file, sets, n_sets, SL_BACKEND_CPU, 100, NULL, &ref, &err) != SL_OK)
+    fail_msg("cpu reference: %s", err.msg);
+  for (int i = 0; i < n_chunks; i++) {
+    char what[128];
+    sl_run got;
+    snprintf(what, sizeof what, "cpu, chunks of %lld", (long long)chunks[i]);
+    if (run(file, sets, n_sets, SL_BACKEND_CPU, chunks[i], NULL, &got, &err) != SL_OK)
+      fail_msg("%s: %s", what, err.msg);
+    expect_same(&ref, &got, what);
+    sl_run_free(&got);
+    if (!have_cuda()) continue;
+    static const char *modes[] = {"1", "0"};
+    for (int m = 0; m < 2; m++) {
+      snprintf(what, sizeof what, "cuda (SLUICE_SOURCE_OVERLAP=%s), chunks of %lld", modes[m],
+               (long long)chunks[i]);
+      if (run(file, sets, n_sets, SL_BACKEND_CUDA, chunks[i], modes[m], &got, &err) != SL_OK)
+        fail_msg("%s: %s", what, err.msg);
+      expect_same(&ref, &got, what);
+      sl_run_free(&got);
+    }
+  }
+  sl_run_free(&ref);
+}
+
+/* 1 position; 3 (split stored chunks); 4 (one stored chunk each); 7 and 13
+ * (split, and 13 leaves a short last chunk); 30 (spans the file boundary at
+ * 60 after two chunks); 100 (one chunk). */
+static const int64_t k_chunks[] = {1, 3, 4, 7, 13, 30, 100};
+
+static void t_one_pass(void **state) {
+  (void)state;
+  char path[512];
+  write_one_pass(path, sizeof path);
+  compare_all(path, NULL, 0, k_chunks, (int)(sizeof k_chunks / sizeof *k_chunks));
+  if (!have_cuda()) skip();
+}
+
+/* The two-pass pipeline of the repository: the sum of pass 1 feeds a disk fit,
+ * pass 2 reads the acquisition again (the source restarts at chunk 0). */
+static void t_two_pass(void **state) {
+  (void)state;
+  if (!g_compressed) {
+    print_message("SKIP: the two-pass pipeline decodes bitshuffle-LZ4 (plugin not found)\n");
+    skip();
+  }
+  const char *src = getenv("SLUICE_SOURCE_DIR");
+  char file[1024];
+  snprintf(file, sizeof file, "%s/pipelines/virtual_image_fit.yaml", src && src[0] ? src : "../..");
+  char master[512];
+  write_disk_acquisition("cudasrc_disk", master, sizeof master);
+  sl_setting sets[1] = {{.name = "input", .value = master}};
+  static const int64_t chunks[] = {3, 16, 100};
+  compare_all(file, sets, 1, chunks, 3);
+  if (!have_cuda()) skip();
+}
+
+/* Twenty overlapped runs leave the backend holding nothing and the driver's
+ * memory where it was (threads, events, prefetch buffers, windows freed). */
+static void t_repeated(void **state) {
+  (void)state;
+  if (!have_cuda()) skip();
+#ifdef SLUICE_HAVE_CUDA
+  char path[512];
+  write_one_pass(path, sizeof path);
+  sl_error err;
+  sl_run r;
+  size_t before = 0, after = 0;
+  /* one run first: the context and the kernels' modules are loaded once */
+  assert_int_equal(run(path, NULL, 0, SL_BACKEND_CUDA, 7, "1", &r, &err), SL_OK);
+  sl_run_free(&r);
+  assert_int_equal(sl_cuda_memory_report(NULL, NULL, NULL, &before), SL_OK);
+  for (int i = 0; i < 20; i++) {
+    if (run(path, NULL, 0, SL_BACKEND_CUDA, i % 2 ? 7 : 13, "1", &r, &err) != SL_OK)
+      fail_msg("run %d: %s", i, err.msg);
+    sl_run_free(&r);
+  }
+  assert_int_equal(sl_cuda_memory_report(NULL, NULL, NULL, &after), SL_OK);
+  print_message("driver memory in use: %zu before, %zu after 20 runs\n", before, after);
+  assert_true(after <= before + ((size_t)8 << 20));
+#endif
+}
+
+/* A missing data file: the reader's error reaches the run on every path, with
+ * the same message as on the CPU. */
+static void t_io_error(void **state) {
+  (void)state;
+  char path[512], data[600];
+  fx_opts o = {.n_files = 2, .frames = {60, 40}, .h = 24, .w = 20, .layout = g_compressed ? FX_BSLZ4 : FX_CHUNKED,
+               .k = 4, .meta = true};
+  char master[512];
+  fx_write("cudasrc_trunc", &o, master, sizeof master);
+  char text[1024];
+  snprintf(text, sizeof text,
+           "pipeline: src_err\n"
+           "nodes:\n"
+           "  src: {type: hdf5_source, params: {path: \"%s\"}}\n"
+           "  total: {type: sum, inputs: {x: %s}}\n"
+           "%s"
+           "outputs: {total: total.total}\n",
+           master, g_compressed ? "dec.frames" : "src.frames",
+           g_compressed ? "  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}\n" : "");
+  write_temp_file(path, sizeof path, "src_err.yaml", text);
+  /* Plan against the whole file, then cut the second data file short: the
+   * index (listed at plan time) points past its end. */
+  fx_data_path("cudasrc_trunc", 2, data, sizeof data);
+  struct stat st;
+  assert_int_equal(stat(data, &st), 0);
+  sl_error err;
+  sl_run r;
+  /* The index is cached per process by path: truncating after a first run
+   * makes the second one read past the end of the file. */
+  assert_int_equal(run(path, NULL, 0, SL_BACKEND_CPU, 7, NULL, &r, &err), SL_OK);
+  sl_run_free(&r);
+  assert_int_equal(truncate(data, st.st_size / 2), 0);
+  sl_error cpu_err;
+  sl_code cpu_rc = run(path, NULL, 0, SL_BACKEND_CPU, 7, NULL, &r, &cpu_err);
+  sl_run_free(&r);
+  if (cpu_rc == SL_OK) {
+    print_message("SKIP: the truncated file was not read past its end (index re-listed)\n");
+    skip();
+  }
+  if (!have_cuda()) skip();
+  static const char *modes[] = {"1", "0"};
+  for (int m = 0; m < 2; m++) {
+    sl_code rc = run(path, NULL, 0, SL_BACKEND_CUDA, 7, modes[m], &r, &err);
+    sl_run_free(&r);
+    if (rc != cpu_rc || strcmp(err.msg, cpu_err.msg) != 0 || err.chunk != cpu_err.chunk)
+      fail_msg("SLUICE_SOURCE_OVERLAP=%s: got %s \"%s\" (chunk %lld), the CPU %s \"%s\" (chunk %lld)", modes[m],
+               sl_code_name(rc), err.msg, (long long)err.chunk, sl_code_name(cpu_rc), cpu_err.msg,
+               (long long)cpu_err.chunk);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(t_one_pass),
+      cmocka_unit_test(t_two_pass),
+      cmocka_unit_test(t_repeated),
+      cmocka_unit_test(t_io_error),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
