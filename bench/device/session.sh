@@ -26,8 +26,6 @@ echo "run_all exit $?"; tail -40 "$OUTDIR/summary.txt" 2>/dev/null
 
 log "bench: CUDA bitshuffle-LZ4 decode kernel"
 timeout 120 "$B/bench_cuda_bslz4" 32768 192 5 256
-log "bench: CUDA products on resident frames (65536 frames)"
-timeout 90 "$B/bench_cuda_products" 65536
 log "bench: CUDA products on resident frames (262144 frames, 18 GiB)"
 timeout 120 "$B/bench_cuda_products" 262144
 
@@ -36,10 +34,6 @@ D=/tmp/acq; mkdir -p $D
 TIMER=""; [ -x /usr/bin/time ] && TIMER="/usr/bin/time -v"
 time "$B/make_acquisition" $D/scan $SCAN $SCAN 192 192 1000 16
 du -sh $D; cat $D/*.h5 > /dev/null
-log "bench: chunk reader vs threads (page cache, malloc windows)"
-timeout 120 "$B/bench_chunk_reader" $D/scan_master.h5 8192 16 3
-log "bench: chunk reader vs threads (pinned windows, as the CUDA path)"
-timeout 120 "$B/bench_chunk_reader" $D/scan_master.h5 8192 16 3 1
 log "plan (chunk index listing) time"
 time "$B/sluice" plan $BUNDLE/src/pipelines/virtual_image.yaml --set input=$D/scan_master.h5 > /dev/null
 cat > $D/products.yaml <<Y
@@ -60,18 +54,18 @@ nodes:
   bf: {type: virtual_image, inputs: {frames: dec.frames}, params: {kind: bf, radius: 24, center: [96, 96]}}
 outputs: {bf: bf.image}
 Y
-for rep in 1 2 3; do
-  log "full size: load + decode (+ a BF image, 0.4 ms) --backend cuda (rep $rep)"
-  "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda --out $D/out-dec --force --quiet
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('seconds', round(r['seconds'],4), 'peak device MiB', round(r['memory']['measured_peak_bytes']/2**20,1))" $D/out-dec/report.json
+# The source's copy/compute overlap: SLUICE_SOURCE_OVERLAP=1 (default: H2D on
+# the copy stream into prefetch buffers while the kernels run) against 0 (each
+# call copies its window on the main stream).
+for ov in 1 0; do
+  for rep in 1 2 3; do
+    log "full size: load + decode (+ a BF image, 0.4 ms) --backend cuda, SLUICE_SOURCE_OVERLAP=$ov (rep $rep)"
+    SLUICE_SOURCE_OVERLAP=$ov "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda --out $D/out-dec-ov$ov --force --quiet
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); m=r['memory']; print('seconds', round(r['seconds'],4), 'peak device MiB measured/planned', round(m['measured_peak_bytes']/2**20,1), round(m['planned_peak_bytes']/2**20,1)); [print('  %-8s %8.4f' % (n['id'], n['seconds'])) for n in r['nodes']]" $D/out-dec-ov$ov/report.json
+  done
 done
-for backend in cuda cpu; do
-  for rep in 1 2; do
-    log "full size: sluice run --backend $backend (rep $rep)"
-    $TIMER "$B/sluice" run $D/products.yaml --set input=$D/scan_master.h5 --backend $backend \
-      --out $D/out-$backend --force --quiet 2> $D/time-$backend.txt
-    echo "exit $?"; grep -E "Elapsed|Maximum resident" $D/time-$backend.txt
-    python3 - $D/out-$backend/report.json <<'P'
+report() {
+  python3 - "$1" <<'P'
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("seconds", round(r["seconds"], 4), "chunks", r["chunks"], "chunk_positions", r["chunk_positions"])
@@ -79,13 +73,25 @@ print("peak planned/measured MiB", round(r["memory"]["planned_peak_bytes"] / 2**
 print("plan host/device MiB", round(r["plan"]["memory"]["peak_host_bytes"] / 2**20, 1), round(r["plan"]["memory"]["peak_device_bytes"] / 2**20, 1))
 for n in r["nodes"]: print("  %-16s %-18s %8.4f s" % (n["id"], n["type"], n["seconds"]))
 P
+}
+for ov in 1 0; do
+  for rep in 1 2; do
+    log "full size: products --backend cuda, SLUICE_SOURCE_OVERLAP=$ov (rep $rep)"
+    SLUICE_SOURCE_OVERLAP=$ov $TIMER "$B/sluice" run $D/products.yaml --set input=$D/scan_master.h5 --backend cuda \
+      --out $D/out-cuda-ov$ov --force --quiet 2> $D/time-cuda.txt
+    echo "exit $?"; grep -E "Elapsed|Maximum resident" $D/time-cuda.txt
+    report $D/out-cuda-ov$ov/report.json
   done
 done
-for rt in 1 4 8; do
-  log "full size: cuda, SLUICE_READ_THREADS=$rt"
-  SLUICE_READ_THREADS=$rt "$B/sluice" run $D/products.yaml --set input=$D/scan_master.h5 --backend cuda \
-    --out $D/out-cuda-rt$rt --force --quiet; echo "exit $?"
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('seconds', round(r['seconds'],4)); [print('  %-16s %8.4f' % (n['id'], n['seconds'])) for n in r['nodes']]" $D/out-cuda-rt$rt/report.json
+log "full size: products --backend cpu (16 cores)"
+$TIMER "$B/sluice" run $D/products.yaml --set input=$D/scan_master.h5 --backend cpu --out $D/out-cpu --force --quiet 2> $D/time-cpu.txt
+echo "exit $?"; grep -E "Elapsed|Maximum resident" $D/time-cpu.txt
+report $D/out-cpu/report.json
+for ov in 1 0; do
+  for k in bf adf df com_row com_col; do
+    if cmp -s <("$B/h5dump" -d $k $D/out-cuda-ov$ov/results.h5 | grep -v '^HDF5 ') <("$B/h5dump" -d $k $D/out-cpu/results.h5 | grep -v '^HDF5 '); then
+      echo "overlap $ov $k: cuda == cpu"; else echo "overlap $ov $k: cuda != cpu"; fi
+  done
 done
 python3 - $D/out-cuda/results.h5 $D/out-cpu/results.h5 <<'P' 2>&1 || echo "(no h5py: compared with h5dump below)"
 import sys, h5py, numpy as np
@@ -93,11 +99,10 @@ a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
 for k in ("bf", "adf", "df", "com_row", "com_col"):
     print(k, "identical" if a[k][...].tobytes() == b[k][...].tobytes() else "DIFFERENT")
 P
-for k in bf adf df com_row com_col; do
-  if cmp -s <("$B/h5dump" -d $k $D/out-cuda/results.h5 | grep -v '^HDF5 ') <("$B/h5dump" -d $k $D/out-cpu/results.h5 | grep -v '^HDF5 '); then
-    echo "$k: cuda == cpu"; else echo "$k: cuda != cpu"; fi
-done
-log "racecheck on the decode kernel's shared memory (test_cuda_bslz4)"
-timeout 150 compute-sanitizer --tool racecheck "$B/test_cuda_bslz4" 2>&1 | tail -6
+log "compute-sanitizer memcheck and racecheck on test_cuda_source (both overlap modes)"
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+timeout 150 "$CS" --tool memcheck --leak-check full "$B/test_cuda_source" 2>&1 | tail -8
+timeout 100 "$CS" --tool racecheck "$B/test_cuda_source" 2>&1 | tail -4
+timeout 100 "$CS" --tool synccheck "$B/test_cuda_source" 2>&1 | tail -4
 log "done"
 } 2>&1 | tee "$OUTDIR/session.log"

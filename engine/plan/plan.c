@@ -44,6 +44,7 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   if (b->workspace_bytes > a->workspace_bytes) a->workspace_bytes = b->workspace_bytes;
   if (b->per_worker_bytes > a->per_worker_bytes) a->per_worker_bytes = b->per_worker_bytes;
   if (b->state_bytes > a->state_bytes) a->state_bytes = b->state_bytes;
+  if (b->device_state_bytes > a->device_state_bytes) a->device_state_bytes = b->device_state_bytes;
 }
 
 static double estimate(const sl_backend_caps *caps, const sl_node_cost *c) {
@@ -159,6 +160,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
     if (scratch > p->workspace_bytes) p->workspace_bytes = scratch;
     if (pn->cost.workspace_bytes > p->lent_workspace_bytes) p->lent_workspace_bytes = pn->cost.workspace_bytes;
     p->state_bytes += pn->cost.state_bytes;
+    if (p->caps.device_memory) p->device_state_bytes += pn->cost.device_state_bytes;
     p->bytes_read += pn->cost.bytes_read;
     p->bytes_written += pn->cost.bytes_written;
     p->ops += pn->cost.ops;
@@ -281,6 +283,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
     p->peak_device_bytes = engine;
     p->peak_host_bytes = p->output_bytes + p->staging_bytes + p->state_bytes;
     p->peak_device_bytes -= p->state_bytes; /* node state lives on the host */
+    p->peak_device_bytes += p->device_state_bytes;
   } else {
     p->peak_host_bytes = engine + p->output_bytes;
   }
@@ -366,8 +369,9 @@ sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
                    host, avail);
   }
   char need[32], limit[32], slots[32], ws[32], outs[32], body[32], state[32];
-  sl_format_bytes((uint64_t)p->state_bytes, state, sizeof state);
   bool dev = p->caps.device_memory;
+  /* On a device the state that counts is the nodes' device state. */
+  sl_format_bytes((uint64_t)(dev ? p->device_state_bytes : p->state_bytes), state, sizeof state);
   sl_format_bytes((uint64_t)(dev ? p->peak_device_bytes : p->peak_host_bytes), need, sizeof need);
   sl_format_bytes(p->memory_limit, limit, sizeof limit);
   sl_format_bytes((uint64_t)p->slot_bytes, slots, sizeof slots);
@@ -376,9 +380,9 @@ sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
   sl_format_bytes((uint64_t)p->body_bytes, body, sizeof body);
   return sl_fail(err, SL_ERR_BUDGET,
                  "the plan needs %s of %s memory but the budget is %s: pooled buffers %s "
-                 "(%d slots, chunks of %lld positions), node workspace %s, node state %s, "
+                 "(%d slots, chunks of %lld positions), node workspace %s, node %sstate %s, "
                  "assembled outputs %s, iterate bodies %s; nothing was allocated (raise "
                  "--memory-limit or shrink the scan or outputs)",
                  need, dev ? "device" : "host", limit, slots, p->n_slots,
-                 (long long)p->chunk_positions, ws, state, outs, body);
+                 (long long)p->chunk_positions, ws, dev ? "device " : "", state, outs, body);
 }

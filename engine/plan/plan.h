@@ -81,6 +81,7 @@ typedef struct sl_plan {
   int64_t workspace_bytes; /* largest node workspace (one at a time), with
                               per-worker scratch times the worker count */
   int64_t state_bytes;     /* node state held for the whole run (sum) */
+  int64_t device_state_bytes; /* node state in device memory (sum; device backends only) */
   int64_t lent_workspace_bytes; /* the executor's workspace buffer */
   int64_t staging_bytes;   /* host staging of host nodes on a device backend */
   int64_t body_bytes;      /* largest iterate body peak */

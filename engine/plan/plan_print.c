@@ -58,6 +58,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   fprintf(f, "%s  node workspace     %s\n", ind, a);
   sl_format_bytes((uint64_t)p->state_bytes, a, sizeof a);
   fprintf(f, "%s  node state         %s\n", ind, a);
+  if (p->device_state_bytes) {
+    sl_format_bytes((uint64_t)p->device_state_bytes, a, sizeof a);
+    fprintf(f, "%s  node device state  %s\n", ind, a);
+  }
   sl_format_bytes((uint64_t)p->output_bytes, a, sizeof a);
   fprintf(f, "%s  assembled outputs  %s\n", ind, a);
   if (p->body_bytes) {
@@ -152,6 +156,7 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_int(j, "live_peak_bytes", p->live_peak_bytes);
   sl_json_kv_int(j, "workspace_bytes", p->workspace_bytes);
   sl_json_kv_int(j, "state_bytes", p->state_bytes);
+  sl_json_kv_int(j, "device_state_bytes", p->device_state_bytes);
   sl_json_kv_int(j, "output_bytes", p->output_bytes);
   sl_json_kv_int(j, "body_bytes", p->body_bytes);
   sl_json_kv_int(j, "peak_host_bytes", p->peak_host_bytes);

@@ -138,6 +138,9 @@ static void src_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->ops = stored / 8;
   /* two read-ahead windows of the largest chunk window */
   c->state_bytes = 2 * (stored + per * sl_desc_item_bytes(d));
+  /* on a device backend: two prefetch buffers, each the size of the output
+   * slot, that the copy stream fills ahead of the kernels (hdf5_source_cuda.c) */
+  c->device_state_bytes = 2 * sl_desc_buffer_bytes(d, positions);
 }
 
 static void src_release(sl_node *n) {

@@ -394,11 +394,10 @@ static void dev_free(sl_src_state *s) {
   s->dev_free = NULL;
 }
 
-/* Off unless SLUICE_SOURCE_OVERLAP=1: the overlapped path has not yet run on
- * a GPU (it builds and its device test skips here). */
+/* On unless SLUICE_SOURCE_OVERLAP=0 (the direct path, kept for comparison). */
 static bool overlap_wanted(void) {
   const char *v = getenv("SLUICE_SOURCE_OVERLAP");
-  return v && !strcmp(v, "1");
+  return !v || strcmp(v, "0") != 0;
 }
 
 /* The CUDA part of the state, made on the first call (the backend is known
