@@ -267,6 +267,11 @@ __attribute__((unused)) static int fx_list_chunks(const char *file, const char *
 
 #ifndef SL_H5_FIXTURES_ONLY
 
+#include "engine/backend/backend.h"
+#include "engine/graph/graph.h"
+#include "engine/pipeline/spec.h"
+#include "engine/plan/plan.h"
+
 /* ---- tests ---------------------------------------------------------------- */
 
 static sl_h5_index *open_ok(const char *path, const char *dataset) {
@@ -636,6 +641,40 @@ static void t_metadata_variants(void **state) {
   expect_error(m, NULL, SL_ERR_FORMAT, "image_nr_low = 2", "imgnr_data_000001.h5", &e);
 }
 
+/* On a device backend the source holds two device prefetch buffers, each the
+ * size of its output buffer for one chunk: the plan counts them as node
+ * device state in the peak it checks against the budget; on the CPU backend
+ * there are none. */
+static void t_plan_device_state(void **state) {
+  fx_opts o = {.n_files = 1, .frames = {12}, .h = 16, .w = 12, .k = 1, .meta = true};
+  char m[512], text[1024];
+  fx_write("plan", &o, m, sizeof m);
+  snprintf(text, sizeof text,
+           "pipeline: p\nnodes:\n  src: {type: hdf5_source, params: {path: \"%s\", scan_shape: [3, 4]}}\n"
+           "outputs: {frames: src.frames}\n", m);
+  sl_error e;
+  sl_error_clear(&e);
+  sl_spec *spec = NULL;
+  sl_graph *g = NULL;
+  assert_int_equal(sl_spec_load_string(text, strlen(text), "plan.yaml", NULL, 0, &spec, &e), SL_OK);
+  assert_int_equal(sl_graph_build(spec, NULL, &g, &e), SL_OK);
+  int64_t slot_bytes_per_chunk = sl_desc_buffer_bytes(&g->nodes[sl_graph_find(g, "src")].out[0], 4);
+  for (int dev = 0; dev < 2; dev++) {
+    sl_plan_opts po;
+    memset(&po, 0, sizeof po);
+    sl_cpu_backend_ops.probe(&po.caps, &e);
+    po.caps.device_memory = dev; /* a device backend's caps, as far as the plan cares */
+    po.chunk_positions = 4;
+    sl_plan *p = NULL;
+    assert_int_equal(sl_plan_build(g, &po, &p, &e), SL_OK);
+    assert_int_equal(p->device_state_bytes, dev ? 2 * slot_bytes_per_chunk : 0);
+    if (dev) assert_true(p->peak_device_bytes >= p->slot_bytes + 2 * slot_bytes_per_chunk);
+    sl_plan_free(p);
+  }
+  sl_graph_free(g);
+  sl_spec_free(spec);
+}
+
 int main(void) {
   fx_init();
   const struct CMUnitTest tests[] = {
@@ -653,6 +692,7 @@ int main(void) {
       cmocka_unit_test(t_link_gap),
       cmocka_unit_test(t_bad_files),
       cmocka_unit_test(t_metadata_variants),
+      cmocka_unit_test(t_plan_device_state),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   fx_cleanup();
