@@ -2,7 +2,12 @@
  * (after ggml-backend). Nodes never see a backend's native objects: they get
  * host or device pointers through sl_kernel_args and use parallel_for.
  * A batch holds the kernels of one level of one chunk: begin, encode..., commit,
- * wait. Errors are reported at wait with the kernel's node and chunk. */
+ * wait. On the CPU backend wait returns when the batch's work is done; a
+ * device backend's wait may return while its kernels still run (the device
+ * runs batches in order on one stream, so a pooled buffer handed to a later
+ * batch is never touched early), and `sync` drains it: the executor syncs
+ * only at phase boundaries and for results the host reads. Errors name the
+ * kernel's node and chunk, at wait or at the sync that finds them. */
 #ifndef SL_BACKEND_H
 #define SL_BACKEND_H
 
@@ -59,6 +64,10 @@ typedef struct sl_backend_ops {
                           sl_error *err);
   sl_code (*batch_commit)(sl_backend *b, sl_error *err);
   sl_code (*batch_wait)(sl_backend *b, sl_error *err);
+  /* Waits until every batch and transfer enqueued so far has completed;
+   * an asynchronous device error is reported with the batch (nodes, chunk)
+   * it happened in. */
+  sl_code (*sync)(sl_backend *b, sl_error *err);
   /* Runs fn over [0, n) split into ranges of at least `grain`, on all workers;
    * returns when every range is done. `worker` is in [0, workers). */
   void (*parallel_for)(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx);

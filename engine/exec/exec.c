@@ -162,7 +162,9 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   sl_kernel_args *a = &c->calls[i].a;
   c->calls[i].fn = fn;
   a->workspace = NULL;
-  sl_code rc = SL_OK;
+  /* The host is about to rewrite this node's staging: the uploads out of it
+   * from the previous call (asynchronous, from pinned memory) must be done. */
+  sl_code rc = b->ops->sync(b, c->err);
   for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
     if (!a->in[k]) continue;
     size_t bytes = call_bytes(&n->in[k], pos_count);
@@ -417,11 +419,15 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
       if (rc != SL_OK) sl_error_chunk(err, ch);
       sl_progress_update(&progress, ++chunks_done);
     }
+    /* Phase boundary: the pass's batches ran ahead of the host; a device
+     * error in any of them is reported here with its batch. */
+    if (rc == SL_OK) rc = b->ops->sync(b, err);
     for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
       rc = run_level(&c, l, p->n_chunks - 1, 0, 0, true);
     if (rc == SL_OK) rc = run_levels(&c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
   }
   sl_progress_end(&progress);
+  if (rc == SL_OK) rc = b->ops->sync(b, err);
   for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
     const sl_graph_output *go = &g->outputs[o];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];

@@ -30,9 +30,9 @@
  *   thread (the reader's I/O error, a CUDA error) is kept and returned by the
  *   call for the chunk it happened on, as is.
  * - Direct (SLUICE_SOURCE_OVERLAP=0): the call itself takes the window and
- *   copies it to its output slot on the main stream (the executor
- *   synchronises the stream after each level, so copies never overlap
- *   kernels). Kept for comparison on the device. */
+ *   copies it to its output slot on the main stream, in order with the
+ *   kernels (so a copy never overlaps them). Kept for comparison on the
+ *   device. */
 #include "hdf5_source_cuda.h"
 
 #ifdef SLUICE_HAVE_CUDA

@@ -826,8 +826,9 @@ void describe(const bz_err *r, const sl_tensor_desc *in, unsigned long long slot
 sl_code check_record(sl_kernel_args *a, bz_state *st, cudaStream_t s, unsigned long long slot_bytes) {
   volatile unsigned int *flag = &st->h_err->claimed;
   if (*flag == 0) return SL_OK;
-  cudaError_t ce = cudaStreamSynchronize(s); /* the copy is complete: read it whole */
-  if (ce != cudaSuccess) return cuda_fail(a, ce, "stream synchronize");
+  (void)s;
+  sl_code sc = sl_cuda_sync(a); /* the copy is complete: read it whole */
+  if (sc != SL_OK) return sc;
   bz_err r = *st->h_err;
   if (!r.claimed) return SL_OK;
   char what[768];
@@ -1046,8 +1047,8 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
   ce = cudaMemcpyAsync(st->h_err, st->d_err, sizeof(bz_err), cudaMemcpyDeviceToHost, stream);
   if (ce != cudaSuccess) return cuda_fail(a, ce, "copying the error record");
   if (st->sync_mode || a->n_chunks <= 0 || a->chunk >= a->n_chunks - 1) {
-    ce = cudaStreamSynchronize(stream);
-    if (ce != cudaSuccess) return cuda_fail(a, ce, "stream synchronize");
+    rc = sl_cuda_sync(a);
+    if (rc != SL_OK) return rc;
     return check_record(a, st, stream, slot);
   }
   return SL_OK;

@@ -143,13 +143,14 @@ static sl_code dd_err_pull(sl_kernel_args *a, dd_state *s) {
                  "error word copy");
 }
 
-/* Reports an error recorded by an earlier call (the mirror is current: the
- * executor waited for that call's batch, or `sync` waits here). */
+/* Reports an error recorded by an earlier call once its copy to the mirror
+ * landed (batches run ahead of the host, so without `sync` it may show a
+ * call or more later; with `sync`, at finalize, it waits here). */
 static sl_code dd_err_check(sl_kernel_args *a, dd_state *s, bool sync) {
   if (sync) {
     sl_code rc = dd_err_pull(a, s);
     if (rc) return rc;
-    rc = dd_cuda(a, cudaStreamSynchronize(dd_stream(a)), "stream sync");
+    rc = sl_cuda_sync(a);
     if (rc) return rc;
   }
   const dd_err *e = s->herr;
@@ -1105,7 +1106,7 @@ extern "C" sl_code sl_cuda_bin_detector_finalize(sl_kernel_args *a) {
   dd_state *s = (dd_state *)a->node->dev_state;
   if (!s) return SL_OK; /* no audit ran */
   sl_code rc = dd_err_pull(a, s);
-  if (rc == SL_OK) rc = dd_cuda(a, cudaStreamSynchronize(dd_stream(a)), "stream sync");
+  if (rc == SL_OK) rc = sl_cuda_sync(a);
   if (rc == SL_OK && s->herr->kind == 1) rc = bin_report(a, s->herr);
   return rc;
 }

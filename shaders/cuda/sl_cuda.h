@@ -32,6 +32,11 @@ void *sl_cuda_stream(struct sl_backend *b);
 /* After a launch: SL_OK, or SL_ERR_BACKEND naming the kernel, the node and
  * the chunk (the launch error is read with cudaGetLastError). */
 sl_code sl_cuda_check_launch(sl_kernel_args *a, const char *kernel);
+/* Waits for everything enqueued on the backend's stream; a device error is
+ * reported (in a->err) with the batch it happened in, which need not be the
+ * caller's: launchers call this, not cudaStreamSynchronize, when they must
+ * read results on the host. */
+sl_code sl_cuda_sync(sl_kernel_args *a);
 
 /* Launchers: one per node type with a CUDA kernel. Each has the node's CPU
  * semantics exactly (integer results equal the CPU backend's bit for bit). */

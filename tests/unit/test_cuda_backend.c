@@ -453,10 +453,29 @@ static int child_fault(void) {
   sl_kernel_args a;
   init_args(&a, b, &node, &kerr, 3);
   int bad = 0;
+  /* Batches run ahead of the host: the trap (chunk 3) is followed by a good
+   * batch (chunk 4) before anything waits. Waits may see the fault or not
+   * yet; the sync after them must, and must name the trap's batch, not the
+   * later one. (SLUICE_CUDA_SYNC=1 reports it at the trap's own wait.) */
+  sl_node later;
+  memset(&later, 0, sizeof later);
+  later.id = (char *)"later_node";
+  sl_kernel_args a2;
+  init_args(&a2, b, &later, &kerr, 4);
+  a2.out[0] = d;
+  a2.pos_count = 4;
   if (b->ops->batch_begin(b, &err) != SL_OK) bad |= 1;
   if (b->ops->batch_encode(b, sl_cuda_selftest_trap, &a, &err) != SL_OK) bad |= 2; /* asynchronous */
   if (b->ops->batch_commit(b, &err) != SL_OK) bad |= 4;
-  if (b->ops->batch_wait(b, &err) != SL_ERR_BACKEND) bad |= 8;
+  sl_code w = b->ops->batch_wait(b, &err);
+  if (w == SL_OK) {
+    if (b->ops->batch_begin(b, &err) != SL_OK) bad |= 1;
+    (void)b->ops->batch_encode(b, sl_cuda_selftest_fill, &a2, &err); /* may fail: the context is gone */
+    (void)b->ops->batch_commit(b, &err);
+    w = b->ops->batch_wait(b, &err);
+    if (w == SL_OK) w = b->ops->sync(b, &err);
+  }
+  if (w != SL_ERR_BACKEND) bad |= 8;
   if (strcmp(err.node, "trap_node") != 0) bad |= 16;
   if (err.chunk != 3) bad |= 32;
   if (!strstr(err.msg, "in the batch of node trap_node (chunk 3)")) bad |= 64;

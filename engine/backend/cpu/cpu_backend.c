@@ -258,6 +258,13 @@ static sl_code cpu_batch_commit(sl_backend *b, sl_error *err) {
   return SL_OK;
 }
 
+/* Batches complete in wait: nothing is ever outstanding. */
+static sl_code cpu_sync(sl_backend *b, sl_error *err) {
+  (void)b;
+  (void)err;
+  return SL_OK;
+}
+
 static sl_code cpu_batch_wait(sl_backend *b, sl_error *err) {
   cpu_impl *c = b->impl;
   c->in_batch = false;
@@ -281,6 +288,7 @@ const sl_backend_ops sl_cpu_backend_ops = {
     .batch_encode = cpu_batch_encode,
     .batch_commit = cpu_batch_commit,
     .batch_wait = cpu_batch_wait,
+    .sync = cpu_sync,
     .parallel_for = cpu_parallel_for,
     .workers = cpu_workers,
 };

@@ -32,6 +32,8 @@
 #define SL_ENGINE_KERNEL_ABI 1
 
 enum { MIN_COMPUTE_CAPABILITY = 80 };
+/* Batches in flight at most (the host runs at most this far ahead). */
+#define SL_CUDA_RING 64
 
 typedef struct cuda_impl {
   int device;
@@ -50,6 +52,22 @@ typedef struct cuda_impl {
   int64_t batch_chunk;
   const char **batch_nodes; /* ids of the encoded nodes (the graph owns them) */
   int n_batch, cap_batch;
+  /* Batches run asynchronously (wait does not block). Each committed batch
+   * gets a number and a record in a ring, and the stream then writes that
+   * number into host-mapped memory (a 1-element fill): after a device fault
+   * the last number written names the last batch that completed, so the
+   * fault is in the next one. An event per ring entry bounds how far the
+   * host runs ahead (a record is reused only after its batch completed). */
+  uint32_t *mark_host;  /* host-mapped; the stream writes batch numbers */
+  void *mark_dev;
+  uint32_t committed;   /* batches committed so far (numbers 1..committed) */
+  uint32_t completed;   /* batches known complete */
+  cudaEvent_t ring_event[SL_CUDA_RING];
+  bool have_ring_event[SL_CUDA_RING];
+  char ring_nodes[SL_CUDA_RING][192];
+  int ring_n_nodes[SL_CUDA_RING];
+  int64_t ring_chunk[SL_CUDA_RING];
+  bool sync_each; /* SLUICE_CUDA_SYNC=1: wait for every batch (debugging) */
   /* what this backend holds now */
   int64_t device_allocs, pinned_allocs;
   uint64_t device_bytes, pinned_bytes;
@@ -239,6 +257,21 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
       rc = check_registry(c, err);
     }
   }
+  if (rc == SL_OK) {
+    e = cudaHostAlloc((void **)&c->mark_host, sizeof *c->mark_host, cudaHostAllocMapped);
+    if (e == cudaSuccess) {
+      *c->mark_host = 0;
+      e = cudaHostGetDevicePointer(&c->mark_dev, c->mark_host, 0);
+    }
+    if (e != cudaSuccess) rc = cuda_fail(err, e, "cannot map the batch marker into device memory");
+  }
+  for (int k = 0; k < SL_CUDA_RING && rc == SL_OK; k++) {
+    e = cudaEventCreateWithFlags(&c->ring_event[k], cudaEventDisableTiming);
+    if (e != cudaSuccess) rc = cuda_fail(err, e, "cannot create an event");
+    else c->have_ring_event[k] = true;
+  }
+  const char *sync_env = getenv("SLUICE_CUDA_SYNC");
+  c->sync_each = sync_env && !strcmp(sync_env, "1");
   if (rc == SL_OK) rc = sl_cpu_backend_ops.create(threads, &c->cpu, err);
   if (rc != SL_OK) {
     cuda_destroy(b);
@@ -262,6 +295,9 @@ static void cuda_destroy(sl_backend *b) {
       (void)cudaStreamSynchronize(c->copy_stream);
       (void)cudaStreamDestroy(c->copy_stream);
     }
+    for (int k = 0; k < SL_CUDA_RING; k++)
+      if (c->have_ring_event[k]) (void)cudaEventDestroy(c->ring_event[k]);
+    if (c->mark_host) (void)cudaFreeHost(c->mark_host);
     (void)cudaGetLastError();
     if (c->cpu) c->cpu->ops->destroy(c->cpu);
     free(c->batch_nodes);
@@ -342,17 +378,23 @@ static sl_code cuda_upload(sl_backend *b, void *dst, const void *host_src, size_
   return SL_OK;
 }
 
-/* Device to host; the data is on the host when this returns. */
+static bool device_fault_in_batch(const cuda_impl *c);
+static sl_code device_error(cuda_impl *c, cudaError_t e, sl_error *err);
+
+/* Device to host; the data is on the host when this returns (so every batch
+ * before it has completed). */
 static sl_code cuda_download(sl_backend *b, void *host_dst, const void *src, size_t bytes, sl_error *err) {
   cuda_impl *c = b->impl;
   if (!bytes) return SL_OK;
   cudaError_t e = cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
   if (e != cudaSuccess) {
+    if (device_fault_in_batch(c)) return device_error(c, e, err);
     char s[64];
     format_size(bytes, s, sizeof s);
-    return cuda_fail(err, e, "download of %s from the device failed (or an earlier kernel failed)", s);
+    return cuda_fail(err, e, "download of %s from the device failed", s);
   }
+  c->completed = c->committed;
   return SL_OK;
 }
 
@@ -418,35 +460,103 @@ static sl_code cuda_batch_commit(sl_backend *b, sl_error *err) {
   return SL_OK; /* launches were enqueued at encode; the stream runs them in order */
 }
 
-static sl_code cuda_batch_wait(sl_backend *b, sl_error *err) {
-  cuda_impl *c = b->impl;
-  c->in_batch = false;
-  /* Always wait, even after a failed launch: the buffers of this batch go
-   * back to the pool only once nothing on the device uses them. */
-  cudaError_t e = cudaStreamSynchronize(c->stream);
-  cudaError_t last = cudaGetLastError();
-  if (e == cudaSuccess) e = last;
-  if (c->batch_status != SL_OK) return c->batch_status; /* reported at encode */
-  if (e == cudaSuccess) return SL_OK;
-  char nodes[512] = "";
+/* The ids of a batch's nodes, comma-separated and cut with "..." to fit. */
+static void join_nodes(const char *const *ids, int n, char *out, size_t cap) {
   size_t used = 0;
-  for (int i = 0; i < c->n_batch && used + 1 < sizeof nodes; i++) {
-    int w = snprintf(nodes + used, sizeof nodes - used, "%s%s", i ? ", " : "", c->batch_nodes[i]);
+  out[0] = 0;
+  for (int i = 0; i < n && used + 1 < cap; i++) {
+    int w = snprintf(out + used, cap - used, "%s%s", i ? ", " : "", ids[i]);
     if (w < 0) break;
     used += (size_t)w;
   }
-  if (used + 1 >= sizeof nodes) memcpy(nodes + sizeof nodes - 5, "...", 4);
-  if (c->n_batch == 0)
-    sl_fail(err, SL_ERR_BACKEND, "cuda backend: device error at the end of a batch with no kernels: %s (%s)",
-            cudaGetErrorString(e), cudaGetErrorName(e));
+  if (used + 1 >= cap) memcpy(out + cap - 5, "...", 4);
+}
+
+/* Whether some committed batch (or the open one) has not completed: the
+ * stream's marker is behind. */
+static bool device_fault_in_batch(const cuda_impl *c) {
+  uint32_t done = *(volatile const uint32_t *)c->mark_host;
+  return done != c->committed || c->in_batch;
+}
+
+/* An asynchronous device error: names the batch it happened in, the first
+ * one whose marker the stream did not write. */
+static sl_code device_error(cuda_impl *c, cudaError_t e, sl_error *err) {
+  (void)cudaGetLastError();
+  uint32_t done = *(volatile const uint32_t *)c->mark_host;
+  uint32_t bad = done + 1;
+  char nodes[192];
+  int n_nodes = 0;
+  int64_t chunk = -1;
+  bool known = false;
+  if (bad <= c->committed && c->committed - bad < SL_CUDA_RING) {
+    int k = (int)(bad % SL_CUDA_RING);
+    memcpy(nodes, c->ring_nodes[k], sizeof nodes);
+    n_nodes = c->ring_n_nodes[k];
+    chunk = c->ring_chunk[k];
+    known = true;
+  } else if (bad == c->committed + 1 && c->in_batch) { /* the open batch, when a launcher syncs */
+    join_nodes(c->batch_nodes, c->n_batch, nodes, sizeof nodes);
+    n_nodes = c->n_batch;
+    chunk = c->batch_chunk;
+    known = true;
+  }
+  if (!known || n_nodes == 0)
+    sl_fail(err, SL_ERR_BACKEND, "cuda backend: device error after batch %u of %u: %s (%s)", done,
+            c->committed, cudaGetErrorString(e), cudaGetErrorName(e));
   else
     sl_fail(err, SL_ERR_BACKEND, "cuda backend: device error in the batch of node%s %s (chunk %lld): %s (%s)",
-            c->n_batch == 1 ? "" : "s", nodes, (long long)c->batch_chunk, cudaGetErrorString(e),
-            cudaGetErrorName(e));
-  if (c->n_batch == 1) sl_error_node(err, c->batch_nodes[0]);
-  if (c->batch_chunk >= 0) sl_error_chunk(err, c->batch_chunk);
+            n_nodes == 1 ? "" : "s", nodes, (long long)chunk, cudaGetErrorString(e), cudaGetErrorName(e));
+  if (known && n_nodes == 1) sl_error_node(err, nodes);
+  if (known && chunk >= 0) sl_error_chunk(err, chunk);
   c->batch_status = SL_ERR_BACKEND;
   return SL_ERR_BACKEND;
+}
+
+static sl_code cuda_sync(sl_backend *b, sl_error *err) {
+  cuda_impl *c = b->impl;
+  cudaError_t e = cudaStreamSynchronize(c->stream);
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess) return device_error(c, e, err);
+  c->completed = c->committed;
+  return SL_OK;
+}
+
+/* Ends the batch without waiting for it: the stream writes its number to the
+ * marker after its kernels; an error already visible is reported now, one
+ * found later by the sync (or wait, or download) that sees it. */
+static sl_code cuda_batch_wait(sl_backend *b, sl_error *err) {
+  cuda_impl *c = b->impl;
+  if (c->batch_status != SL_OK) {
+    /* A launch failed (reported at encode): drain the stream so that the
+     * batch's buffers are idle before they go back to the pool. */
+    c->in_batch = false;
+    (void)cudaStreamSynchronize(c->stream);
+    (void)cudaGetLastError();
+    return c->batch_status;
+  }
+  uint32_t seq = c->committed + 1;
+  int k = (int)(seq % SL_CUDA_RING);
+  /* The ring entry is free once batch seq - RING completed. */
+  if (seq > SL_CUDA_RING && c->completed < seq - SL_CUDA_RING) {
+    cudaError_t e = cudaEventSynchronize(c->ring_event[k]);
+    if (e != cudaSuccess) return device_error(c, e, err);
+    c->completed = seq - SL_CUDA_RING;
+  }
+  join_nodes(c->batch_nodes, c->n_batch, c->ring_nodes[k], sizeof c->ring_nodes[k]);
+  c->ring_n_nodes[k] = c->n_batch;
+  c->ring_chunk[k] = c->batch_chunk;
+  cudaError_t e = (cudaError_t)sl_cuda_launch_fill_u32(c->stream, c->mark_dev, seq, 1);
+  if (e == cudaSuccess) e = cudaEventRecord(c->ring_event[k], c->stream);
+  c->committed = seq;
+  c->in_batch = false;
+  if (e != cudaSuccess) return device_error(c, e, err);
+  if (c->sync_each) return cuda_sync(b, err);
+  /* A fault that already happened is reported here, without waiting. */
+  e = cudaStreamQuery(c->stream);
+  if (e != cudaSuccess && e != cudaErrorNotReady) return device_error(c, e, err);
+  (void)cudaGetLastError(); /* cudaErrorNotReady is not an error */
+  return SL_OK;
 }
 
 static void cuda_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx) {
@@ -476,6 +586,7 @@ const sl_backend_ops sl_cuda_backend_ops = {
     .batch_encode = cuda_batch_encode,
     .batch_commit = cuda_batch_commit,
     .batch_wait = cuda_batch_wait,
+    .sync = cuda_sync,
     .parallel_for = cuda_parallel_for,
     .workers = cuda_workers,
 };
@@ -493,12 +604,37 @@ void *sl_cuda_copy_stream(sl_backend *b) {
   return c->have_copy_stream ? (void *)c->copy_stream : NULL;
 }
 
+sl_code sl_cuda_sync(sl_kernel_args *a) {
+  sl_error local;
+  sl_error_clear(&local);
+  sl_error *err = a->err ? a->err : &local;
+  return cuda_sync(a->backend, err);
+}
+
+/* Errors that poison the context: a kernel faulted earlier (asynchronously),
+ * and every later call returns it. Others (a bad launch configuration, no
+ * code for the device) belong to the call that got them. */
+static bool sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorLaunchFailure: case cudaErrorIllegalAddress: case cudaErrorAssert:
+    case cudaErrorHardwareStackError: case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace: case cudaErrorInvalidPc:
+    case cudaErrorLaunchTimeout: case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
 sl_code sl_cuda_check_launch(sl_kernel_args *a, const char *kernel) {
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return SL_OK;
   sl_error local;
   sl_error_clear(&local);
   sl_error *err = a && a->err ? a->err : &local;
+  /* A fault of an earlier batch surfacing at this launch: name that batch. */
+  if (sticky(e) && a && a->backend && a->backend->ops->kind == SL_BACKEND_CUDA)
+    return device_error(a->backend->impl, e, err);
   sl_fail(err, SL_ERR_BACKEND, "cuda backend: launch of kernel '%s' failed: %s (%s)",
           kernel ? kernel : "?", cudaGetErrorString(e), cudaGetErrorName(e));
   if (a && a->node) sl_error_node(err, a->node->id);
