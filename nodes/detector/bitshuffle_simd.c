@@ -1,5 +1,6 @@
-/* Bit un-transposition kernels for bitshuffle blocks, with runtime dispatch:
- * a portable scalar path (the reference), SSE2 and AVX2 on x86-64. The AVX2
+/* Bit un-transposition kernels for bitshuffle blocks, with runtime dispatch
+ * (the path is chosen by sl_simd_resolve, engine/core/simd.h): a portable
+ * scalar path (the reference), SSE2 and AVX2 on x86-64. The AVX2
  * functions carry __attribute__((target("avx2"))) so that the library still
  * builds for baseline x86-64; they run only when the CPU reports AVX2.
  *
@@ -15,10 +16,6 @@
  * bits inside every 64-bit lane (three mask/shift/xor rounds), then interleave
  * the s planes into elements. Groups left over after the last full tile go
  * through the scalar path. */
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "nodes/detector/bslz4.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -267,72 +264,6 @@ SL_AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out, size_t m, si
 #endif /* SL_X86 */
 
 /* ------------------------------------------------------------ dispatch --- */
-
-const char *sl_simd_name(sl_simd s) {
-  switch (s) {
-  case SL_SIMD_AUTO: return "auto";
-  case SL_SIMD_SCALAR: return "scalar";
-  case SL_SIMD_SSE2: return "sse2";
-  case SL_SIMD_AVX2: return "avx2";
-  }
-  return "?";
-}
-
-int sl_simd_supported(sl_simd s) {
-  switch (s) {
-  case SL_SIMD_SCALAR: return 1;
-#if SL_X86
-  case SL_SIMD_SSE2: return 1; /* baseline on x86-64 */
-  case SL_SIMD_AVX2: return __builtin_cpu_supports("avx2") ? 1 : 0;
-#endif
-  default: return 0;
-  }
-}
-
-/* SLUICE_SIMD is read once per process. */
-static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static sl_simd g_env_choice;   /* resolved default */
-static char g_env_bad[64];     /* unknown or unsupported SLUICE_SIMD value, "" if fine */
-
-static void read_env(void) {
-  const char *v = getenv("SLUICE_SIMD");
-  sl_simd best = SL_SIMD_SCALAR;
-  if (sl_simd_supported(SL_SIMD_SSE2)) best = SL_SIMD_SSE2;
-  if (sl_simd_supported(SL_SIMD_AVX2)) best = SL_SIMD_AVX2;
-  g_env_choice = best;
-  if (!v || !*v || strcmp(v, "auto") == 0) return;
-  sl_simd want = SL_SIMD_AUTO;
-  if (strcmp(v, "scalar") == 0) want = SL_SIMD_SCALAR;
-  else if (strcmp(v, "sse2") == 0) want = SL_SIMD_SSE2;
-  else if (strcmp(v, "avx2") == 0) want = SL_SIMD_AVX2;
-  if (want == SL_SIMD_AUTO || !sl_simd_supported(want)) {
-    size_t n = strlen(v);
-    if (n >= sizeof g_env_bad) n = sizeof g_env_bad - 1;
-    memcpy(g_env_bad, v, n);
-    g_env_bad[n] = 0;
-    return;
-  }
-  g_env_choice = want;
-}
-
-sl_code sl_simd_resolve(sl_simd want, sl_simd *out, sl_error *err) {
-  if (want == SL_SIMD_AUTO) {
-    pthread_once(&g_env_once, read_env);
-    if (g_env_bad[0])
-      return sl_fail(err, SL_ERR_BACKEND,
-                     "SLUICE_SIMD=%s: expected scalar, sse2 or avx2 supported by this CPU "
-                     "(supported here: scalar%s%s)",
-                     g_env_bad, sl_simd_supported(SL_SIMD_SSE2) ? ", sse2" : "",
-                     sl_simd_supported(SL_SIMD_AVX2) ? ", avx2" : "");
-    *out = g_env_choice;
-    return SL_OK;
-  }
-  if (!sl_simd_supported(want))
-    return sl_fail(err, SL_ERR_BACKEND, "SIMD path %s is not supported by this CPU or build",
-                   sl_simd_name(want));
-  *out = want;
-  return SL_OK;
-}
 
 void sl_bitunshuffle_block(const uint8_t *in, uint8_t *out, size_t m, size_t elem_size,
                            sl_simd path) {

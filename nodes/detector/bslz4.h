@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/core/simd.h"
 #include "engine/core/status.h"
 
 /* HDF5 filter id of bitshuffle. */
@@ -27,14 +28,6 @@
 #define SL_BSLZ4_STACK_BLOCK_BYTES ((size_t)16384)
 /* Largest element size accepted (bitshuffle works on any; sluice reads 1/2/4/8). */
 #define SL_BSHUF_MAX_ELEM_SIZE 64
-
-/* Implementation of the bit un-transposition kernel. */
-typedef enum sl_simd {
-  SL_SIMD_AUTO = 0, /* SLUICE_SIMD=scalar|sse2|avx2 if set, else the best the CPU has */
-  SL_SIMD_SCALAR,
-  SL_SIMD_SSE2,
-  SL_SIMD_AVX2
-} sl_simd;
 
 typedef struct sl_bslz4_opts {
   sl_simd simd;       /* SL_SIMD_AUTO for the default */
@@ -82,15 +75,7 @@ sl_code sl_bitshuffle_decode_raw(const uint8_t *src, size_t src_size, size_t ele
  * of 8, at least 128 (the reference writer's rule). */
 size_t sl_bshuf_default_block_elems(size_t elem_size);
 
-/* --- kernels (nodes/detector/bitshuffle_simd.c) --- */
-
-/* Resolves SL_SIMD_AUTO (SLUICE_SIMD, then the CPU) and checks that a forced
- * path is supported by this CPU/build. An unknown SLUICE_SIMD value or a
- * forced path the CPU lacks is an error (SL_ERR_BACKEND), never a silent fallback. */
-sl_code sl_simd_resolve(sl_simd want, sl_simd *out, sl_error *err);
-/* True when this build and CPU can run the path. */
-int sl_simd_supported(sl_simd s);
-const char *sl_simd_name(sl_simd s);
+/* --- kernels (nodes/detector/bitshuffle_simd.c; the path from sl_simd_resolve) --- */
 
 /* Bit un-transposition of one block of m elements (m a multiple of 8) of
  * elem_size bytes: in holds 8*elem_size bit-rows of m/8 bytes; out receives

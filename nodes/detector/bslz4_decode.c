@@ -24,7 +24,8 @@ static sl_code dec_infer(sl_node *n, sl_error *err) {
                    "from hdf5_source), got %s", buf);
   }
   const char *simd = sl_param_str(n, "simd");
-  if (strcmp(simd, "auto") && strcmp(simd, "scalar") && strcmp(simd, "sse2") && strcmp(simd, "avx2"))
+  sl_simd want;
+  if (!sl_simd_parse(simd, &want))
     return sl_fail(err, SL_ERR_PIPELINE, "param 'simd' must be auto, scalar, sse2 or avx2, got '%s'", simd);
   n->out[0] = *x;
   n->out[0].encoding = SL_ENC_NONE;
@@ -145,11 +146,8 @@ static sl_code dec_cpu(sl_kernel_args *a) {
   j.a = a;
   j.frame_bytes = frame_bytes;
   j.per = in->positions_per_stored_chunk > 0 ? in->positions_per_stored_chunk : 1;
-  const char *simd = sl_param_str(a->node, "simd");
-  sl_simd want = !strcmp(simd, "scalar") ? SL_SIMD_SCALAR
-                 : !strcmp(simd, "sse2") ? SL_SIMD_SSE2
-                 : !strcmp(simd, "avx2") ? SL_SIMD_AVX2
-                                         : SL_SIMD_AUTO;
+  sl_simd want = SL_SIMD_AUTO; /* checked by infer */
+  sl_simd_parse(sl_param_str(a->node, "simd"), &want);
   sl_code rc = sl_simd_resolve(want, &j.simd, a->err);
   if (rc != SL_OK) return rc;
   const sl_packed_chunks *pk = a->in[0];

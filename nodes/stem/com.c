@@ -1,5 +1,6 @@
 /* com: centre of mass of every frame (REFERENCE.md section 4), fused: one
- * sweep computes S, Sr, Sc exactly in u64 (frame_moments.c) and each chunk
+ * sweep computes S, Sr, Sc exactly in u64 (frame_moments.c: vpmaddwd on u16
+ * frames where the CPU has AVX2, param 'simd') and each chunk
  * writes CoM = (Sr/S, Sc/S) (float64 division, detector pixels from pixel
  * (0, 0)) for its positions into the whole outputs com_row and com_col;
  * frames with S = 0 give 0. finalize() then removes the descan:
@@ -39,6 +40,8 @@ static sl_code com_infer(sl_node *n, sl_error *err) {
   if (rc) return rc;
   com_descan dm = COM_NONE;
   if ((rc = com_descan_param(n, &dm, err))) return rc;
+  sl_simd want;
+  if ((rc = sl_stem_simd_param(n, &want, err))) return rc;
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
   if (!sl_frame_moments_fit(x->dtype, h, w))
     return sl_fail(err, SL_ERR_PIPELINE,
@@ -98,15 +101,11 @@ static void com_emit(const sl_kernel_args *a, void *ctx, int64_t p, const uint64
 static sl_code com_cpu(sl_kernel_args *a) {
   com_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "com: kernel called before prepare");
-  const sl_tensor_desc *x = &a->node->in[0];
   if (a->pos_start < 0 || a->pos_start + a->pos_count > s->npos)
     return sl_fail(a->err, SL_ERR_INTERNAL, "com: positions [%lld, %lld) outside the scan of %lld",
                    (long long)a->pos_start, (long long)(a->pos_start + a->pos_count),
                    (long long)s->npos);
-  if (!sl_frame_moments_chunk(a, com_emit, s))
-    return sl_fail(a->err, SL_ERR_NOMEM, "com: out of memory for %lld bytes of scratch",
-                   (long long)sl_frame_moments_scratch(x->dims[x->rank - 1]));
-  return SL_OK;
+  return sl_frame_moments_chunk(a, com_emit, s);
 }
 
 /* Removes the mean (or the least-squares plane) of v over the valid positions;
@@ -183,6 +182,7 @@ static const sl_param_def com_params[] = {
     {"descan", SL_PT_STRING, "none",
      "none: remove the scan mean; plane: remove a least-squares plane a + b*row + c*col over "
      "the scan"},
+    SL_STEM_SIMD_PARAM,
 };
 static const sl_port_def com_in[] = {
     {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false}};
@@ -197,7 +197,7 @@ const sl_node_desc sl_node_com = {
     .type = "com",
     .doc = "Centre of mass of each frame from exact u64 moments (one sweep), descan removed "
            "(scan mean or least-squares plane).",
-    .params = com_params, .n_params = 1,
+    .params = com_params, .n_params = 2,
     .inputs = com_in, .n_inputs = 1,
     .outputs = com_out, .n_outputs = 2,
     .infer = com_infer, .cost = com_cost,

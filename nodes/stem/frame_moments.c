@@ -4,9 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../engine/core/simd.h"
 #include "../../engine/core/util.h"
-
 #include "../../engine/graph/graph.h"
+#include "madd_u16.h"
+#include "stem_ports.h"
 
 static uint64_t dtype_max(sl_dtype t) {
   return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
@@ -20,10 +22,12 @@ bool sl_frame_moments_fit(sl_dtype t, int64_t h, int64_t w) {
          m * hh * ww <= lim;
 }
 
+/* Column sums of u64, or (AVX2) W + 32 int16 weights, which fit in 8 * W
+ * bytes for the widths that path takes (W >= 16). */
 int64_t sl_frame_moments_scratch(int64_t w) { return w * 8; }
 
 /* Column and row sums in ACC: u32 is exact when max * H and max * W fit in
- * u32 (sl_frame_moments picks it only then), u64 always. */
+ * u32 (fm_generic picks it only then), u64 always. */
 #define FM_SWEEP(NAME, T, ACC)                                                     \
   SL_HOT_CLONES static void NAME(const T *restrict f, int64_t h, int64_t w, ACC *restrict col, \
                    uint64_t out[3]) {                                              \
@@ -49,8 +53,8 @@ FM_SWEEP(fm_u16_64, uint16_t, uint64_t)
 FM_SWEEP(fm_u32_64, uint32_t, uint64_t)
 #undef FM_SWEEP
 
-void sl_frame_moments(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
-                      uint64_t out[3]) {
+static void fm_generic(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
+                       uint64_t out[3]) {
   uint64_t m = dtype_max(t);
   bool narrow = t != SL_U32 && m * (uint64_t)h <= 0xFFFFFFFFu && m * (uint64_t)w <= 0xFFFFFFFFu;
   if (t == SL_U8) {
@@ -64,15 +68,115 @@ void sl_frame_moments(const void *f, sl_dtype t, int64_t h, int64_t w, void *scr
   }
 }
 
+/* Whether the AVX2 sweep takes these frames: u16, and column indices that
+ * are int16 weights; from 16 columns, so the last partial vector of a row can
+ * be loaded ending at the row's end (overlapping the previous one). */
+static bool fm_madd_fits(sl_dtype t, int64_t w) { return t == SL_U16 && w >= 16 && w <= 32768; }
+
+#if SL_MADD_X86
+/* The AVX2 sweep's weights in `wt` (int16): the column index of every column
+ * of the full vectors (W/16 of them), then for the last vector, loaded at
+ * column W - 16, 16 ones and 16 column indices with 0 in the lanes that the
+ * full vectors already counted (all 0 when 16 divides W). */
+static void fm_madd_weights(int16_t *wt, int64_t w) {
+  int64_t full = w / 16;
+  for (int64_t c = 0; c < 16 * full; c++) wt[c] = (int16_t)c;
+  for (int64_t l = 0; l < 16; l++) {
+    int64_t c = w - 16 + l;
+    bool fresh = w % 16 && c >= 16 * full;
+    wt[16 * full + l] = fresh ? 1 : 0;
+    wt[16 * full + 16 + l] = fresh ? (int16_t)c : 0;
+  }
+}
+
+/* *t += madds of n vectors of 16 pixels from x against ones, *c += against
+ * the weights from wt. Two accumulators of each, so that the adds do not
+ * chain from one vector to the next. */
+SL_MADD_AVX2 static inline void fm_madd_run(const uint16_t *x, const int16_t *wt, int64_t n,
+                                            __m256i *t, __m256i *c) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i t0 = *t, c0 = *c, t1 = _mm256_setzero_si256(), c1 = t1;
+  int64_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    __m256i a = sl_madd_bias(x + 16 * k), b = sl_madd_bias(x + 16 * k + 16);
+    t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(a, ones));
+    t1 = _mm256_add_epi32(t1, _mm256_madd_epi16(b, ones));
+    c0 = sl_madd_acc(c0, a, wt + 16 * k);
+    c1 = sl_madd_acc(c1, b, wt + 16 * k + 16);
+  }
+  if (k < n) {
+    __m256i a = sl_madd_bias(x + 16 * k);
+    t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(a, ones));
+    c0 = sl_madd_acc(c0, a, wt + 16 * k);
+  }
+  *t = _mm256_add_epi32(t0, t1);
+  *c = _mm256_add_epi32(c0, c1);
+}
+
+/* S, Sr, Sc of a u16 frame with vpmaddwd (madd_u16.h, frame_moments.h). */
+SL_MADD_AVX2 static void fm_u16_madd(const uint16_t *f, int64_t h, int64_t w, const int16_t *wt,
+                                     uint64_t out[3]) {
+  const int64_t full = w / 16, nvec = full + (w % 16 != 0);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i ones_t = _mm256_loadu_si256((const __m256i *)(wt + 16 * full));
+  const __m256i col_t = _mm256_loadu_si256((const __m256i *)(wt + 16 * full + 16));
+  /* Sc takes kc madds (weights <= W - 1) between spills: whole rows at a
+   * time (spilled at the end of each block of rows) when a row has at most kc
+   * vectors, else segments of kc vectors within a row (wide frames). T and P
+   * (weights 1): after i rows of a block of n, |T| <= i * nvec madds and
+   * |P| <= n(n+1)/2 * nvec madds, at most k1. */
+  const int64_t kc = sl_madd_spill_every(w - 1), k1 = sl_madd_spill_every(1);
+  const bool wide = kc < nvec;
+  int64_t rb = 1;
+  while ((rb + 1) * (rb + 2) / 2 * nvec <= k1 && (wide || (rb + 1) * nvec <= kc)) rb++;
+  __m256i c32 = zero, c64 = zero;
+  uint64_t s = 0, sr = 0; /* biased, wrapping */
+  for (int64_t r0 = 0; r0 < h; r0 += rb) {
+    const int64_t n = h - r0 < rb ? h - r0 : rb;
+    __m256i t = zero, p = zero;
+    for (int64_t r = r0; r < r0 + n; r++) {
+      const uint16_t *row = f + r * w;
+      if (!wide) {
+        fm_madd_run(row, wt, full, &t, &c32);
+      } else {
+        for (int64_t v0 = 0; v0 < full; v0 += kc) {
+          fm_madd_run(row + 16 * v0, wt + 16 * v0, full - v0 < kc ? full - v0 : kc, &t, &c32);
+          c64 = sl_madd_spill(c64, c32), c32 = zero;
+        }
+      }
+      if (nvec > full) {
+        __m256i x = sl_madd_bias(row + w - 16);
+        t = _mm256_add_epi32(t, _mm256_madd_epi16(x, ones_t));
+        c32 = _mm256_add_epi32(c32, _mm256_madd_epi16(x, col_t));
+        if (wide) c64 = sl_madd_spill(c64, c32), c32 = zero;
+      }
+      p = _mm256_add_epi32(p, t);
+    }
+    c64 = sl_madd_spill(c64, c32), c32 = zero;
+    /* Rows r0 + i, i < n: sum (r0 + i) S_i = (r0 + n) * sum S_i - sum_i (n - i) S_i. */
+    const uint64_t sb = sl_madd_hsum32(t), pb = sl_madd_hsum32(p);
+    s += sb;
+    sr += (uint64_t)(r0 + n) * sb - pb;
+  }
+  const uint64_t sc = sl_madd_hsum64(c64);
+  const uint64_t uh = (uint64_t)h, uw = (uint64_t)w;
+  out[0] = s + 32768u * uh * uw;
+  out[1] = sr + 32768u * uw * (uh * (uh - 1) / 2);
+  out[2] = sc + 32768u * uh * (uw * (uw - 1) / 2);
+}
+#endif
+
 typedef struct fm_job {
   const sl_kernel_args *a;
   sl_frame_moments_emit emit;
   void *ctx;
   int64_t h, w, item_bytes;
+  bool madd;
   int failed;
 } fm_job;
 
 static void fm_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
   fm_job *j = ctx;
   void *scratch = malloc((size_t)sl_frame_moments_scratch(j->w));
   if (!scratch) {
@@ -81,18 +185,33 @@ static void fm_range(void *ctx, int64_t begin, int64_t end, int worker) {
   }
   sl_dtype t = j->a->node->in[0].dtype;
   const char *x = j->a->in[0];
+#if SL_MADD_X86
+  if (j->madd) fm_madd_weights(scratch, j->w);
+#endif
   for (int64_t p = begin; p < end; p++) {
     uint64_t m[3];
-    sl_frame_moments(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
+#if SL_MADD_X86
+    if (j->madd) fm_u16_madd((const uint16_t *)(x + p * j->item_bytes), j->h, j->w, scratch, m);
+    else
+#endif
+      fm_generic(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
     j->emit(j->a, j->ctx, p, m);
   }
   free(scratch);
 }
 
-bool sl_frame_moments_chunk(const sl_kernel_args *a, sl_frame_moments_emit emit, void *ctx) {
+sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_frame_moments_emit emit, void *ctx) {
   const sl_tensor_desc *x = &a->node->in[0];
-  fm_job j = {a, emit, ctx, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x), 0};
+  fm_job j = {a, emit, ctx, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x),
+              false, 0};
+  sl_simd path;
+  sl_code rc = sl_stem_simd(a->node, &path, a->err);
+  if (rc) return rc;
+  j.madd = SL_MADD_X86 && path == SL_SIMD_AVX2 && fm_madd_fits(x->dtype, j.w);
   int64_t grain = 65536 / (j.h * j.w + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fm_range, &j);
-  return !j.failed;
+  if (j.failed)
+    return sl_fail(a->err, SL_ERR_NOMEM, "%s: out of memory for %lld bytes of scratch",
+                   a->node->desc->type, (long long)sl_frame_moments_scratch(j.w));
+  return SL_OK;
 }

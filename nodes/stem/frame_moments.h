@@ -2,10 +2,18 @@
  * moments and com nodes: S = sum I, Sr = sum r*I, Sc = sum c*I over pixel
  * indices (r, c) from 0, in u64.
  *
- * The sweep adds every pixel into its column's sum and its row's sum (u32 for
- * u8/u16 frames where that cannot overflow, u64 otherwise), then
- * Sr = sum_r r * row_r and Sc = sum_c c * col_c: two widening adds per pixel
- * and no multiplications in the inner loop, which the compiler vectorises. */
+ * Two sweeps, chosen per chunk by the node's `simd` param (sl_simd_resolve):
+ *  - u16 frames 16 to 32768 pixels wide on the AVX2 path: per 16 pixels one
+ *    vpmaddwd against ones (S) and one against the column indices (Sc), int32
+ *    accumulators spilled to int64 before they can overflow (madd_u16.h);
+ *    Sr from the row sums: within a block of rows the running total T is
+ *    added into P once per row, and sum_r r*S_r = (r0 + n) * T - P.
+ *  - otherwise (u8, u32, other widths, the portable path): every pixel is
+ *    added into its column's sum and its row's sum (u32 for u8/u16 frames
+ *    where that cannot overflow, u64 otherwise), then Sr = sum_r r * row_r
+ *    and Sc = sum_c c * col_c: two widening adds per pixel and no
+ *    multiplications in the inner loop, which the compiler vectorises.
+ * Both give the same u64 values. */
 #ifndef SL_STEM_FRAME_MOMENTS_H
 #define SL_STEM_FRAME_MOMENTS_H
 
@@ -20,13 +28,9 @@
  * pixel at the dtype max). */
 bool sl_frame_moments_fit(sl_dtype t, int64_t h, int64_t w);
 
-/* Bytes of scratch one worker needs for an H x W frame (column sums). */
+/* Bytes of scratch one worker needs for an H x W frame (column sums, or the
+ * AVX2 sweep's column weights). */
 int64_t sl_frame_moments_scratch(int64_t w);
-
-/* out = {S, Sr, Sc} of the frame `f` (dtype t). `scratch` holds
- * sl_frame_moments_scratch(w) bytes, 8-byte aligned. */
-void sl_frame_moments(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
-                      uint64_t out[3]);
 
 /* Receives the moments m = {S, Sr, Sc} of frame p of the chunk (0-based). */
 typedef void (*sl_frame_moments_emit)(const sl_kernel_args *a, void *ctx, int64_t p,
@@ -34,9 +38,10 @@ typedef void (*sl_frame_moments_emit)(const sl_kernel_args *a, void *ctx, int64_
 
 /* Computes the moments of every frame of the chunk (input 0 of a->node,
  * H x W frames) in parallel over the positions, each worker with its own
- * scratch, and hands each to `emit`. False when a worker could not allocate
- * its scratch (sl_frame_moments_scratch(W) bytes); its frames are then not
- * all emitted. */
-bool sl_frame_moments_chunk(const sl_kernel_args *a, sl_frame_moments_emit emit, void *ctx);
+ * scratch, and hands each to `emit`. The node must have the `simd` param
+ * (sl_stem_simd_param). Fails (a->err) on an unusable SIMD choice, or with
+ * SL_ERR_NOMEM when a worker could not allocate its scratch
+ * (sl_frame_moments_scratch(W) bytes); its frames are then not all emitted. */
+sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_frame_moments_emit emit, void *ctx);
 
 #endif

@@ -1,6 +1,7 @@
 /* moments: exact first moments of every detector frame, in one sweep:
  * S = sum I, Sr = sum r*I, Sc = sum c*I (u64; r, c pixel indices from 0).
- * Parallel over scan positions; the per-frame sweep is in frame_moments.c. */
+ * Parallel over scan positions; the per-frame sweep is in frame_moments.c
+ * (vpmaddwd on u16 frames where the CPU has AVX2, param 'simd'). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,8 @@ static sl_code mo_infer(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
   sl_code rc = sl_frames_check(x, err);
   if (rc) return rc;
+  sl_simd want;
+  if ((rc = sl_stem_simd_param(n, &want, err))) return rc;
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
   if (!sl_frame_moments_fit(x->dtype, h, w))
     return sl_fail(err, SL_ERR_PIPELINE,
@@ -40,13 +43,9 @@ static void mo_emit(const sl_kernel_args *a, void *ctx, int64_t p, const uint64_
   s[p] = m[0], sr[p] = m[1], sc[p] = m[2];
 }
 
-static sl_code mo_cpu(sl_kernel_args *a) {
-  const sl_tensor_desc *x = &a->node->in[0];
-  if (!sl_frame_moments_chunk(a, mo_emit, NULL))
-    return sl_fail(a->err, SL_ERR_NOMEM, "moments: out of memory for %lld bytes of scratch",
-                   (long long)sl_frame_moments_scratch(x->dims[x->rank - 1]));
-  return SL_OK;
-}
+static sl_code mo_cpu(sl_kernel_args *a) { return sl_frame_moments_chunk(a, mo_emit, NULL); }
+
+static const sl_param_def mo_params[] = {SL_STEM_SIMD_PARAM};
 
 static const sl_port_def mo_in[] = {
     {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false}};
@@ -59,6 +58,7 @@ static const sl_port_def mo_out[] = {
 const sl_node_desc sl_node_moments = {
     .type = "moments",
     .doc = "Exact u64 first moments of each frame (S, Sr, Sc) in one sweep; CoM = (Sr/S, Sc/S).",
+    .params = mo_params, .n_params = 1,
     .inputs = mo_in, .n_inputs = 1,
     .outputs = mo_out, .n_outputs = 3,
     .infer = mo_infer, .cost = mo_cost,

@@ -43,3 +43,17 @@ sl_code sl_stem_check_com_field(const sl_node *n, sl_error *err) {
     return sl_fail(err, SL_ERR_PIPELINE, "inputs 'com_row' and 'com_col' differ in shape");
   return SL_OK;
 }
+
+sl_code sl_stem_simd_param(const sl_node *n, sl_simd *want, sl_error *err) {
+  const char *s = sl_param_str(n, "simd");
+  if (!sl_simd_parse(s, want))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'simd' must be auto, scalar, sse2 or avx2, got '%s'", s ? s : "");
+  return SL_OK;
+}
+
+sl_code sl_stem_simd(const sl_node *n, sl_simd *path, sl_error *err) {
+  sl_simd want;
+  sl_code rc = sl_stem_simd_param(n, &want, err);
+  return rc ? rc : sl_simd_resolve(want, path, err);
+}

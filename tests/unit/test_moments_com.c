@@ -1,7 +1,11 @@
 /* moments and com: exact u64 moments and the centre of mass against plain
  * loops written here (random data with values at the dtype max, odd detector
  * sizes, chunks of 1, 7 and all positions, 1 and 2 threads); descan by mean
- * and by plane; com against synthetic_4dstem's ground truth. */
+ * and by plane; com against synthetic_4dstem's ground truth. Both sweeps of
+ * frame_moments.c forced through param 'simd' (the portable loops and the AVX2
+ * vpmaddwd sweep of u16 frames) on u16 frames full of values >= 32768 and
+ * 65535, all-0 and all-65535 frames at the accumulators' spill bounds, widths
+ * that 16 does not divide, and the widths where the AVX2 sweep stops. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -14,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "engine/core/simd.h"
 #include "node_harness.h"
 
 extern const sl_node_desc sl_node_moments;
@@ -131,6 +136,117 @@ static void test_moments_identical(void **st) {
   }
   sl_cpu_backend_ops.destroy(b);
   node_free(&n);
+  free(f);
+}
+
+/* ---- the two sweeps on u16 frames ------------------------------------------------ */
+
+/* u16 frames that stress the signed vpmaddwd: pattern 0 random with half the
+ * pixels >= 32768 and one in eight 65535 in every row, 1 all 0 (the most
+ * negative biased sums), 2 all 65535 (the most positive), 3 alternating
+ * 0 / 65535 by pixel and row. */
+static uint16_t *u16_frames(int pattern, int64_t n) {
+  uint16_t *f = malloc((size_t)n * 2);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t v = rnd();
+    f[i] = pattern == 1   ? 0
+           : pattern == 2 ? 0xFFFF
+           : pattern == 3 ? (i % 3 ? 0xFFFF : 0)
+           : (v & 7) == 0 ? 0xFFFF
+           : (v & 8)      ? (uint16_t)(0x8000 | (v >> 16))
+                          : (uint16_t)((v >> 16) & 0x7FFF);
+  }
+  return f;
+}
+
+/* The moments node with param simd = `path` over u16 frames [npos | h, w]
+ * against ref_moments. */
+static void check_u16_path(const char *path, const uint16_t *f, int64_t npos, int64_t h,
+                           int64_t w, const uint64_t *const want[3]) {
+  int64_t d[3] = {npos, h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
+  kv o[] = {{"simd", path}};
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_moments, o, 1, &in, 1, &e), SL_OK);
+  uint64_t *got[3];
+  for (int k = 0; k < 3; k++) got[k] = malloc((size_t)npos * 8);
+  void *outs[3] = {got[0], got[1], got[2]};
+  sl_backend *b = backend(2);
+  assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 2, &e), SL_OK);
+  for (int k = 0; k < 3; k++)
+    for (int64_t p = 0; p < npos; p++) {
+      if (got[k][p] != want[k][p])
+        fprintf(stderr, "simd %s %lldx%lld out %d pos %lld: %llu != %llu\n", path, (long long)h,
+                (long long)w, k, (long long)p, (unsigned long long)got[k][p],
+                (unsigned long long)want[k][p]);
+      assert_true(got[k][p] == want[k][p]);
+    }
+  sl_cpu_backend_ops.destroy(b);
+  for (int k = 0; k < 3; k++) free(got[k]);
+  node_free(&n);
+}
+
+/* Both sweeps against the plain loops. Widths: 16 to 200 with and without a
+ * partial last vector; 1030, where a row needs several Sc spills; 32768, the
+ * widest the AVX2 sweep takes (Sc spilled after every vector); 15 and 32769,
+ * which it leaves to the portable loops. 300 x 16: the row blocks of T and P
+ * at their bound; 80 x 192: several row blocks, each at its Sc bound. */
+static void test_moments_u16_paths(void **st) {
+  const int64_t sizes[][2] = {{5, 16},   {7, 17},    {6, 37},    {9, 192}, {80, 192}, {4, 200},
+                              {3, 1030}, {40, 1030}, {300, 16}, {2, 32768}, {3, 15},  {2, 32769},
+                              {1, 48}};
+  const bool avx2 = sl_simd_supported(SL_SIMD_AVX2);
+  if (!avx2) print_message("no AVX2 on this CPU: the AVX2 sweep is not exercised\n");
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+    for (int pattern = 0; pattern < 4; pattern++) {
+      const int64_t h = sizes[si][0], w = sizes[si][1], npos = 5;
+      uint16_t *f = u16_frames(pattern, npos * h * w);
+      uint64_t *want[3];
+      for (int k = 0; k < 3; k++) want[k] = malloc((size_t)npos * 8);
+      ref_moments(f, SL_U16, npos, h, w, want[0], want[1], want[2]);
+      check_u16_path("scalar", f, npos, h, w, (const uint64_t *const *)want);
+      if (avx2) check_u16_path("avx2", f, npos, h, w, (const uint64_t *const *)want);
+      for (int k = 0; k < 3; k++) free(want[k]);
+      free(f);
+    }
+}
+
+/* com gives the same doubles on both paths; a forced path the CPU lacks is an
+ * error at run time, never a fallback; a bad name is refused at build. */
+static void test_com_paths(void **st) {
+  const int64_t rows = 3, cols = 4, npos = rows * cols, h = 21, w = 37;
+  uint16_t *f = u16_frames(0, npos * h * w);
+  sl_tensor_desc in = frames_desc(SL_U16, rows, cols, h, w);
+  double got[2][2][12];
+  const char *paths[2] = {"scalar", "avx2"};
+  sl_backend *b = backend(2);
+  for (int q = 0; q < 2; q++) {
+    kv o[] = {{"simd", paths[q]}};
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, &sl_node_com, o, 1, &in, 1, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    void *outs[2] = {got[q][0], got[q][1]};
+    sl_code rc = run_stream(&n, b, f, NULL, 0, outs, npos, 5, &e);
+    if (q == 1 && !sl_simd_supported(SL_SIMD_AVX2)) {
+      assert_int_equal(rc, SL_ERR_BACKEND);
+      memcpy(got[1], got[0], sizeof got[0]);
+    } else {
+      assert_int_equal(rc, SL_OK);
+    }
+    node_free(&n);
+  }
+  assert_memory_equal(got[0], got[1], sizeof got[0]);
+  kv bad[] = {{"simd", "avx512"}};
+  sl_node n;
+  sl_error e;
+  assert_int_equal(node_make(&n, &sl_node_com, bad, 1, &in, 1, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "'simd'"));
+  node_free(&n);
+  assert_int_equal(node_make(&n, &sl_node_moments, bad, 1, &in, 1, &e), SL_ERR_PIPELINE);
+  node_free(&n);
+  sl_cpu_backend_ops.destroy(b);
   free(f);
 }
 
@@ -390,6 +506,7 @@ static void test_cost(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_moments_exact),    cmocka_unit_test(test_moments_identical),
+      cmocka_unit_test(test_moments_u16_paths), cmocka_unit_test(test_com_paths),
       cmocka_unit_test(test_moments_errors),   cmocka_unit_test(test_com_reference),
       cmocka_unit_test(test_com_plane),        cmocka_unit_test(test_com_plane_random),
       cmocka_unit_test(test_com_synthetic),    cmocka_unit_test(test_cost),

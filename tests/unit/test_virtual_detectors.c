@@ -2,7 +2,12 @@
  * written here and against three virtual_image runs (bit for bit); random data
  * with values at the dtype max, odd detector sizes, chunks of 1, 7 and all
  * positions, 1 and 2 threads; runs longer than 65536 pixels; the disk input;
- * validation. */
+ * validation. Every case runs both sweeps, forced through param 'simd': the
+ * run-based portable loops and, for u16 frames, the AVX2 vpmaddwd sweep
+ * (half the random u16 pixels are >= 32768, one in sixteen 65535), over
+ * widths that 16 does or does not divide, discs and rings clipped by every
+ * edge or lying only in a row's last partial vector, no BF/ADF pixel at all,
+ * and all-0 / all-65535 frames at the accumulators' spill bound. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "engine/core/simd.h"
 #include "node_harness.h"
 
 extern const sl_node_desc sl_node_virtual_detectors;
@@ -45,23 +51,20 @@ typedef struct vd_case {
   double cr, cc, r, in, out; /* reference geometry in pixels (cr < -1e8: detector centre) */
 } vd_case;
 
+/* The sweeps to run: the portable loops, and the AVX2 one where the CPU has it. */
+static int n_paths(void) {
+  static int warned;
+  if (!sl_simd_supported(SL_SIMD_AVX2) && !warned++)
+    print_message("no AVX2 on this CPU: the AVX2 sweep is not exercised\n");
+  return sl_simd_supported(SL_SIMD_AVX2) ? 2 : 1;
+}
+static const char *const k_paths[2] = {"scalar", "avx2"};
+
 static void check_case(const vd_case *k, sl_dtype t, int64_t h, int64_t w) {
   const int64_t rows = 4, cols = 9, npos = rows * cols;
   double cr = k->cr < -1e8 ? (h - 1) / 2.0 : k->cr, cc = k->cr < -1e8 ? (w - 1) / 2.0 : k->cc;
-  kv o[5] = {{"radius", k->radius}, {"inner", k->inner}, {"outer", k->outer},
-             {"units", k->units},   {"center", k->center ? k->center : "[]"}};
   sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
-  sl_node n;
   sl_error e;
-  sl_code rc = node_make(&n, &sl_node_virtual_detectors, o, 5, &in, 1, &e);
-  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
-  assert_int_equal(rc, SL_OK);
-  for (int q = 0; q < 3; q++) {
-    assert_int_equal(n.out[q].dtype, SL_U64);
-    assert_int_equal(n.out[q].stream_rank, 2);
-    assert_int_equal(n.out[q].rank, 2);
-  }
-  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
   void *f = random_frames(t, npos * h * w);
   uint64_t *want[3], *got[3], *vi[3];
   for (int q = 0; q < 3; q++) {
@@ -85,27 +88,44 @@ static void check_case(const vd_case *k, sl_dtype t, int64_t h, int64_t w) {
     node_free(&v);
   }
   int64_t chunks[3] = {1, 7, npos};
-  for (int th = 1; th <= 2; th++) {
-    sl_backend *b = backend(th);
-    for (int c = 0; c < 3; c++) {
-      for (int q = 0; q < 3; q++) memset(got[q], 0xAB, (size_t)npos * 8);
-      void *outs[3] = {got[0], got[1], got[2]};
-      assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, chunks[c], &e), SL_OK);
-      for (int q = 0; q < 3; q++)
-        for (int64_t p = 0; p < npos; p++) {
-          if (got[q][p] != want[q][p] || got[q][p] != vi[q][p])
-            fprintf(stderr, "%s %s pos %lld: %llu ref %llu virtual_image %llu\n",
-                    sl_dtype_name(t), kinds[q], (long long)p, (unsigned long long)got[q][p],
-                    (unsigned long long)want[q][p], (unsigned long long)vi[q][p]);
-          assert_true(got[q][p] == want[q][p]);
-          assert_true(got[q][p] == vi[q][p]);
-        }
+  for (int path = 0; path < n_paths(); path++) {
+    kv o[6] = {{"radius", k->radius}, {"inner", k->inner},   {"outer", k->outer},
+               {"units", k->units},   {"center", k->center ? k->center : "[]"},
+               {"simd", k_paths[path]}};
+    sl_node n;
+    sl_code rc = node_make(&n, &sl_node_virtual_detectors, o, 6, &in, 1, &e);
+    if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+    assert_int_equal(rc, SL_OK);
+    for (int q = 0; q < 3; q++) {
+      assert_int_equal(n.out[q].dtype, SL_U64);
+      assert_int_equal(n.out[q].stream_rank, 2);
+      assert_int_equal(n.out[q].rank, 2);
     }
-    sl_cpu_backend_ops.destroy(b);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    for (int th = 1; th <= 2; th++) {
+      sl_backend *b = backend(th);
+      for (int c = 0; c < 3; c++) {
+        for (int q = 0; q < 3; q++) memset(got[q], 0xAB, (size_t)npos * 8);
+        void *outs[3] = {got[0], got[1], got[2]};
+        assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, chunks[c], &e), SL_OK);
+        for (int q = 0; q < 3; q++)
+          for (int64_t p = 0; p < npos; p++) {
+            if (got[q][p] != want[q][p] || got[q][p] != vi[q][p])
+              fprintf(stderr,
+                      "%s %lldx%lld simd %s %s pos %lld: %llu ref %llu virtual_image %llu\n",
+                      sl_dtype_name(t), (long long)h, (long long)w, k_paths[path], kinds[q],
+                      (long long)p, (unsigned long long)got[q][p],
+                      (unsigned long long)want[q][p], (unsigned long long)vi[q][p]);
+            assert_true(got[q][p] == want[q][p]);
+            assert_true(got[q][p] == vi[q][p]);
+          }
+      }
+      sl_cpu_backend_ops.destroy(b);
+    }
+    node_free(&n);
   }
   for (int q = 0; q < 3; q++) free(want[q]), free(got[q]), free(vi[q]);
   free(f);
-  node_free(&n);
 }
 
 static void test_against_reference(void **st) {
@@ -129,6 +149,87 @@ static void test_against_reference(void **st) {
   check_case(&tiny, SL_U16, 1, 1);
   check_case(&tiny, SL_U8, 3, 1);
   check_case(&tiny, SL_U32, 5, 7);
+}
+
+/* u16 frames of every width class of the AVX2 sweep (16, a partial last
+ * vector, 192, 200, 1030) and of the portable loops (15), against the plain
+ * loops and virtual_image. Geometry: centred; a disc and ring clipped by the
+ * top-left, top-right and bottom edges; a centre outside the frame; a ring
+ * only in the last columns (the partial vector); nothing inside the frame
+ * (no BF or ADF pixel: an empty band). */
+static void test_u16_widths(void **st) {
+  const int64_t sizes[][2] = {{13, 16}, {11, 17}, {9, 37}, {20, 192}, {7, 200}, {6, 1030}, {5, 15}};
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    const int64_t h = sizes[si][0], w = sizes[si][1];
+    char c_tl[64], c_tr[64], c_bot[64], c_out[64], c_last[64], c_none[64];
+    snprintf(c_tl, sizeof c_tl, "[1, 2]");
+    snprintf(c_tr, sizeof c_tr, "[0.5, %lld.5]", (long long)(w - 2));
+    snprintf(c_bot, sizeof c_bot, "[%lld, %lld]", (long long)h, (long long)(w / 2));
+    snprintf(c_out, sizeof c_out, "[-2, %lld]", (long long)(w + 3));
+    snprintf(c_last, sizeof c_last, "[%lld, %lld]", (long long)(h / 2), (long long)(w - 1));
+    snprintf(c_none, sizeof c_none, "[%lld, %lld]", (long long)(-h + 1), (long long)(-w + 1));
+    const double r = (double)(w < h ? w : h) / 5 + 1;
+    char rs[32];
+    snprintf(rs, sizeof rs, "%g", r);
+    const vd_case cases[] = {
+        {NULL, rs, "1", "2", "radii", -1e9, 0, r, r, 2 * r},
+        {c_tl, "3", "0.5", "3", "radii", 1, 2, 3, 1.5, 9},
+        {c_tr, "2.5", "1", "7", "pixels", 0.5, (double)(w - 2) + 0.5, 2.5, 1, 7},
+        {c_bot, "4", "1", "2", "radii", (double)h, (double)(w / 2), 4, 4, 8},
+        {c_out, "5", "1", "2", "radii", -2, (double)(w + 3), 5, 5, 10},
+        {c_last, "0.8", "1", "2.5", "pixels", (double)(h / 2), (double)(w - 1), 0.8, 1, 2.5},
+        {c_none, "1", "1", "2", "radii", (double)(-h + 1), (double)(-w + 1), 1, 1, 2},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) check_case(&cases[k], SL_U16, h, w);
+  }
+}
+
+/* All-0 and all-65535 u16 frames: the most negative and most positive biased
+ * sums, BF and the ring over the whole frame so that every accumulator is at
+ * its bound; 600 x 1030 needs a spill after 504 rows (the bound of
+ * 32767 vector madds per int32 lane). */
+static void test_u16_extremes(void **st) {
+  const int64_t sizes[][2] = {{600, 1030}, {40, 192}};
+  for (size_t si = 0; si < 2; si++) {
+    const int64_t h = sizes[si][0], w = sizes[si][1], npos = 3;
+    int64_t d[3] = {npos, h, w};
+    sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
+    uint16_t *f = malloc((size_t)(npos * h * w) * 2);
+    for (int64_t p = 0; p < npos; p++)
+      for (int64_t i = 0; i < h * w; i++)
+        f[p * h * w + i] = p == 0 ? 0 : p == 1 ? 0xFFFF : (i / w + i) % 2 ? 0xFFFF : 0;
+    for (int geo = 0; geo < 2; geo++) {
+      /* the whole frame in BF and in the ring; or a small disc in the middle */
+      kv o[] = {{"radius", geo ? "5" : "5000"}, {"inner", "0"}, {"outer", geo ? "2" : "3"},
+                {"simd", ""}};
+      double rad = geo ? 5 : 5000, cr = (double)(h - 1) / 2, cc = (double)(w - 1) / 2;
+      uint64_t want[3][3];
+      reference(f, SL_U16, npos, h, w, cr, cc, rad, 0, (geo ? 2 : 3) * rad, want[0], want[1],
+                want[2]);
+      for (int path = 0; path < n_paths(); path++) {
+        o[3].yaml = k_paths[path];
+        sl_node n;
+        sl_error e;
+        assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 4, &in, 1, &e), SL_OK);
+        assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+        uint64_t got[3][3];
+        void *outs[3] = {got[0], got[1], got[2]};
+        sl_backend *b = backend(2);
+        assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 1, &e), SL_OK);
+        for (int q = 0; q < 3; q++)
+          for (int p = 0; p < npos; p++) {
+            if (got[q][p] != want[q][p])
+              fprintf(stderr, "%lldx%lld simd %s out %d frame %d: %llu != %llu\n", (long long)h,
+                      (long long)w, k_paths[path], q, p, (unsigned long long)got[q][p],
+                      (unsigned long long)want[q][p]);
+            assert_true(got[q][p] == want[q][p]);
+          }
+        sl_cpu_backend_ops.destroy(b);
+        node_free(&n);
+      }
+    }
+    free(f);
+  }
 }
 
 /* Runs longer than 65536 pixels (cut in the u32 sums) and every pixel at the
@@ -287,7 +388,8 @@ static void test_speed(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_against_reference), cmocka_unit_test(test_long_runs),
+      cmocka_unit_test(test_against_reference), cmocka_unit_test(test_u16_widths),
+      cmocka_unit_test(test_u16_extremes),      cmocka_unit_test(test_long_runs),
       cmocka_unit_test(test_disk_input),        cmocka_unit_test(test_invalid),
       cmocka_unit_test(test_speed),
   };
