@@ -28,14 +28,19 @@ ACQ=acq$SCAN
   --detector 192 192 --frames-per-file $((SCAN * SCAN)) --dtype u16 --compress bslz4 --bad-pixels 0 >/dev/null
 cat ${ACQ}_data_*.h5 > /dev/null
 
-# disk: make_dectris.py draws it at (96, 96) with radius 24; ADF 1 to 2 radii
+# disk: make_dectris.py draws it at (96, 96) with radius 24; ADF 1 to 2 radii.
+# com reads the moments virtual_detectors computes in its sweep (s, sr, sc), so
+# each frame is swept once for all products; COM_FROM=frames gives com its own
+# sweep over the frames (two sweeps per frame) for comparison.
+if [ "${COM_FROM:-moments}" = frames ]; then COM_INPUTS="{frames: det.frames}"
+else COM_INPUTS="{s: vd.s, sr: vd.sr, sc: vd.sc}"; fi
 cat > products.yaml <<Y
 pipeline: products
 params: {input: {type: path, required: true}}
 nodes:
   det: {use: $SRC/pipelines/templates/detector_input.yaml, params: {path: "\${input}", mask_policy: none}}
   vd: {type: virtual_detectors, inputs: {frames: det.frames}, params: {radius: 24, center: [96, 96], inner: 1, outer: 2}}
-  com: {type: com, inputs: {frames: det.frames}}
+  com: {type: com, inputs: $COM_INPUTS}
 outputs: {bf: vd.bf, adf: vd.adf, com_row: com.com_row, com_col: com.com_col}
 Y
 best=""

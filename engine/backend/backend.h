@@ -27,6 +27,7 @@ typedef struct sl_backend_caps {
   int compute_units;      /* CPU threads or multiprocessors */
   uint64_t memory_bytes;  /* memory available to buffers */
   bool device_memory;     /* buffers live in a separate device memory */
+  int64_t cache_bytes;    /* private cache per compute unit (a core's L2); 0 = unknown */
   /* Throughput profile used by the planner's time estimate. */
   double bytes_per_second; /* sustained memory traffic */
   double ops_per_second;   /* simple integer/float operations */

@@ -488,6 +488,16 @@ static void sort_nodes(sl_graph *g) {
   free(inv);
 }
 
+static void mark_used_outputs(sl_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) {
+      sl_edge_src s = g->nodes[i].in_src[k];
+      if (s.node >= 0) g->nodes[s.node].out_used |= 1u << s.port;
+    }
+  for (int o = 0; o < g->n_outputs; o++)
+    if (g->outputs[o].node >= 0) g->nodes[g->outputs[o].node].out_used |= 1u << g->outputs[o].port;
+}
+
 sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_graph **out,
                        sl_error *err) {
   sl_graph *g = sl_xcalloc(1, sizeof *g);
@@ -568,6 +578,7 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_gra
   if (rc == SL_OK) {
     sort_nodes(g);
     assign_pass_masks(g);
+    mark_used_outputs(g);
   }
   if (rc != SL_OK) {
     sl_graph_free(g);

@@ -40,6 +40,9 @@ typedef struct sl_node {
    * pass in which a streamed consumer runs (the data is streamed again). */
   unsigned pass_mask;
   int level; /* topological level within its (pass, phase) */
+  /* Bit k: output k is read by a node or is a graph output (set once the
+   * graph is built, after infer): a kernel may skip work for unread ports. */
+  unsigned out_used;
   void *state;
   /* Device copies of state a device kernel builds on its first call; freed
    * by sl_graph_release with dev_state_free. */

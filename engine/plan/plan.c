@@ -304,6 +304,16 @@ static bool fits(const sl_plan *p) {
   return true;
 }
 
+/* Small chunks keep a chunk's data in cache from one level to the next: a
+ * level reads one chunk buffer and writes another, so a worker's share of
+ * the largest buffer is a quarter of its core's private cache (L2), within
+ * [128 KiB, 4 MiB]; 1 MiB where the cache is unknown (devices: per SM). */
+int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps) {
+  if (caps->cache_bytes <= 0) return 1 << 20;
+  int64_t b = caps->cache_bytes / 4;
+  return b < (128 << 10) ? 128 << 10 : b > (4 << 20) ? 4 << 20 : b;
+}
+
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err) {
   const sl_tensor_desc *sd = stream_desc(g);
   int64_t positions = sd ? sl_desc_positions(sd) : 0;
@@ -317,11 +327,9 @@ sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out
           int64_t b = sl_desc_item_bytes(&g->nodes[i].out[k]);
           if (b > per_pos) per_pos = b;
         }
-    /* Small chunks keep a chunk's data in cache from one level to the next;
-     * about 1 MiB per worker keeps every worker busy. */
     int64_t workers = opts->caps.compute_units > 0 ? opts->caps.compute_units : 1;
     int64_t target = opts->target_chunk_bytes > 0 ? opts->target_chunk_bytes
-                                                  : (workers < 2 ? 2 : workers) << 20;
+                                                  : workers * sl_plan_chunk_bytes_per_worker(&opts->caps);
     chunk = per_pos > 0 ? target / per_pos : positions;
     if (chunk < 1) chunk = 1;
   }

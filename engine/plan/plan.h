@@ -56,7 +56,7 @@ typedef struct sl_plan_pass {
 typedef struct sl_plan_opts {
   sl_backend_caps caps;      /* throughput profile and memory */
   int64_t chunk_positions;   /* 0 = choose from target_chunk_bytes */
-  int64_t target_chunk_bytes; /* 0 = 1 MiB per worker (at least 2 MiB) for the largest streamed buffer */
+  int64_t target_chunk_bytes; /* 0 = sl_plan_chunk_bytes_per_worker per worker, for the largest streamed buffer */
   uint64_t memory_limit;     /* 0 = caps.memory_bytes; the budget */
 } sl_plan_opts;
 
@@ -94,6 +94,8 @@ typedef struct sl_plan {
   uint64_t memory_limit;
 } sl_plan;
 
+/* Bytes of the largest streamed buffer per worker in an automatic chunk. */
+int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps);
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err);
 void sl_plan_free(sl_plan *p);
 /* SL_ERR_BUDGET with a typed estimate (what needs how much) when the planned

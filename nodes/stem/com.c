@@ -7,7 +7,12 @@
  *  - descan none (default): the mean over the positions with S > 0;
  *  - descan plane: the least-squares plane a + b*row + c*col over those
  *    positions (row, col = scan indices; with one scan axis a line a + b*i).
- * Positions with S = 0 stay 0. */
+ * Positions with S = 0 stay 0.
+ *
+ * Instead of frames the node can read the moments S, Sr, Sc (inputs s, sr,
+ * sc: streamed u64, e.g. virtual_detectors' or the moments node's outputs),
+ * so that a pipeline that also needs virtual images sweeps each frame once:
+ * the CoM from the same u64 values is the same double. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +22,7 @@
 #include "frame_moments.h"
 #include "stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/sl_cuda_detector.h"
 
 typedef enum com_descan { COM_NONE, COM_PLANE } com_descan;
 
@@ -34,16 +40,50 @@ static sl_code com_descan_param(const sl_node *n, com_descan *d, sl_error *err) 
   return SL_OK;
 }
 
+/* The input that carries the scan: frames, or (moments inputs) s. */
+const sl_tensor_desc *sl_com_scan_desc(const sl_node *n) {
+  return n->in[0].dtype != SL_DT_INVALID ? &n->in[0] : &n->in[1];
+}
+
+/* Frames, or all three moments of one scan shape; not both. */
+static sl_code com_inputs_check(sl_node *n, sl_error *err) {
+  bool frames = n->in[0].dtype != SL_DT_INVALID;
+  int moments = 0;
+  for (int k = 1; k < 4; k++) moments += n->in[k].dtype != SL_DT_INVALID;
+  if (frames && moments)
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "connect either input 'frames' or inputs 's', 'sr' and 'sc', not both");
+  if (!frames && moments != 3)
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "needs input 'frames', or all of inputs 's', 'sr' and 'sc' (the moments)");
+  if (frames) return sl_frames_check(&n->in[0], err);
+  static const char *names[] = {"", "s", "sr", "sc"};
+  for (int k = 1; k < 4; k++) {
+    const sl_tensor_desc *m = &n->in[k];
+    bool same = m->dtype == SL_U64 && m->stream_rank > 0 && m->rank == m->stream_rank &&
+                m->rank == n->in[1].rank;
+    for (int i = 0; same && i < m->rank; i++) same = m->dims[i] == n->in[1].dims[i];
+    if (!same) {
+      char buf[128];
+      sl_desc_format(m, buf, sizeof buf);
+      return sl_fail(err, SL_ERR_PIPELINE,
+                     "input '%s' expects streamed u64 [scan... |] with the scan shape of 's', got %s",
+                     names[k], buf);
+    }
+  }
+  return SL_OK;
+}
+
 static sl_code com_infer(sl_node *n, sl_error *err) {
-  const sl_tensor_desc *x = &n->in[0];
-  sl_code rc = sl_frames_check(x, err);
+  sl_code rc = com_inputs_check(n, err);
   if (rc) return rc;
+  const sl_tensor_desc *x = sl_com_scan_desc(n);
   com_descan dm = COM_NONE;
   if ((rc = com_descan_param(n, &dm, err))) return rc;
   sl_simd want;
   if ((rc = sl_stem_simd_param(n, &want, err))) return rc;
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
-  if (!sl_frame_moments_fit(x->dtype, h, w))
+  if (x == &n->in[0] && !sl_frame_moments_fit(x->dtype, h, w))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "%s frames of %lldx%lld pixels: sum r*I may exceed u64 (2^64 - 1); the centre "
                    "of mass is computed only where the moments provably fit",
@@ -54,12 +94,17 @@ static sl_code com_infer(sl_node *n, sl_error *err) {
 
 static void com_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
-  const sl_tensor_desc *x = &n->in[0];
-  c->bytes_read = positions * sl_desc_item_bytes(x);
+  const sl_tensor_desc *x = sl_com_scan_desc(n);
   c->bytes_written = positions * 2 * 8;
+  c->state_bytes = sl_desc_positions(x);
+  if (x != &n->in[0]) { /* the moments: three u64 per position */
+    c->bytes_read = positions * 3 * 8;
+    c->ops = positions * 2;
+    return;
+  }
+  c->bytes_read = positions * sl_desc_item_bytes(x);
   c->ops = positions * 2 * sl_desc_item_elems(x);
   c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
-  c->state_bytes = sl_desc_positions(x);
 }
 
 static void com_release(sl_node *n) {
@@ -72,7 +117,7 @@ static void com_release(sl_node *n) {
 
 static sl_code com_prepare(sl_node *n, sl_error *err) {
   com_state *s = calloc(1, sizeof *s);
-  int64_t npos = sl_desc_positions(&n->in[0]);
+  int64_t npos = sl_desc_positions(sl_com_scan_desc(n));
   if (s) s->valid = calloc((size_t)(npos ? npos : 1), 1);
   if (!s || !s->valid) {
     free(s);
@@ -105,7 +150,10 @@ static sl_code com_cpu(sl_kernel_args *a) {
     return sl_fail(a->err, SL_ERR_INTERNAL, "com: positions [%lld, %lld) outside the scan of %lld",
                    (long long)a->pos_start, (long long)(a->pos_start + a->pos_count),
                    (long long)s->npos);
-  return sl_frame_moments_chunk(a, com_emit, s);
+  if (a->node->in[0].dtype != SL_DT_INVALID) return sl_frame_moments_chunk(a, com_emit, s);
+  const uint64_t *ms = a->in[1], *msr = a->in[2], *msc = a->in[3];
+  for (int64_t p = 0; p < a->pos_count; p++) com_emit(a, s, p, (const uint64_t[3]){ms[p], msr[p], msc[p]});
+  return SL_OK;
 }
 
 /* Removes the mean (or the least-squares plane) of v over the valid positions;
@@ -172,7 +220,7 @@ static sl_code com_finalize(sl_kernel_args *a) {
   com_descan mode = COM_NONE;
   sl_code rc = com_descan_param(a->node, &mode, a->err);
   if (rc) return rc;
-  const sl_tensor_desc *x = &a->node->in[0];
+  const sl_tensor_desc *x = sl_com_scan_desc(a->node);
   int64_t cols = x->dims[x->stream_rank - 1]; /* one scan axis: row 0, col i */
   for (int k = 0; k < 2; k++) remove_descan(a->out[k], s->valid, s->npos, cols, mode);
   return SL_OK;
@@ -185,7 +233,13 @@ static const sl_param_def com_params[] = {
     SL_STEM_SIMD_PARAM,
 };
 static const sl_port_def com_in[] = {
-    {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false}};
+    {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W] (or the moments below)",
+     "counts", true},
+    {"s", "streamed u64 [scan... |]: S of each frame, instead of frames (e.g. virtual_detectors.s)",
+     "counts", true},
+    {"sr", "streamed u64 [scan... |]: Sr of each frame, with s", "counts*pixels", true},
+    {"sc", "streamed u64 [scan... |]: Sc of each frame, with s", "counts*pixels", true},
+};
 static const sl_port_def com_out[] = {
     {"com_row", "whole f64 [scan...]: Sr/S minus the descan (mean or plane); 0 where S = 0",
      "pixels", false},
@@ -198,7 +252,7 @@ const sl_node_desc sl_node_com = {
     .doc = "Centre of mass of each frame from exact u64 moments (one sweep), descan removed "
            "(scan mean or least-squares plane).",
     .params = com_params, .n_params = 2,
-    .inputs = com_in, .n_inputs = 1,
+    .inputs = com_in, .n_inputs = 4,
     .outputs = com_out, .n_outputs = 2,
     .infer = com_infer, .cost = com_cost,
     .prepare = com_prepare, .release = com_release,

@@ -35,6 +35,7 @@
 #include "../../engine/core/util.h"
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
+#include "frame_moments.h"
 #include "madd_u16.h"
 #include "stem_geom.h"
 #include "stem_ports.h"
@@ -42,6 +43,8 @@
 #include "shaders/cuda/sl_cuda_detector.h"
 
 #define VD_MAX_RUN 65536
+#define VD_OUTPUTS 6                /* bf, adf, df, s, sr, sc */
+#define VD_MOMENTS_PORTS (7u << 3) /* s, sr, sc */
 
 enum { VD_BF = 1, VD_ADF = 2 }; /* class bits; DF = not BF */
 
@@ -128,17 +131,22 @@ static sl_code vd_infer(sl_node *n, sl_error *err) {
                  sl_param(n, "center")->n || g.radius > 0 ? " (params 'center'/'radius' ignored)"
                                                           : "");
   const sl_tensor_desc *x = &n->in[0];
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < VD_OUTPUTS; k++)
     n->out[k] = sl_desc_make(SL_U64, x->stream_rank, x->dims, x->stream_rank);
   return SL_OK;
 }
+
+/* Whether a run reads the moments outputs s, sr, sc (then one moments sweep
+ * gives S, Sr, Sc and the BF/ADF sweep covers only the band: DF = S - BF). */
+static bool vd_moments_used(const sl_node *n) { return (n->out_used & VD_MOMENTS_PORTS) != 0; }
 
 static void vd_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *x = &n->in[0];
   const vd_state *s = n->state;
   c->bytes_read = positions * sl_desc_item_bytes(x); /* every pixel is BF or DF */
-  c->bytes_written = positions * 3 * 8;
+  c->bytes_written = positions * (vd_moments_used(n) ? 6 : 3) * 8;
+  if (vd_moments_used(n)) c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
   c->ops = positions * sl_desc_item_elems(x);
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
   if (s && s->built) {
@@ -265,6 +273,13 @@ static void vd_release(sl_node *n) {
 }
 
 static sl_code vd_prepare(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (vd_moments_used(n) &&
+      !sl_frame_moments_fit(x->dtype, x->dims[x->rank - 2], x->dims[x->rank - 1]))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "%s frames of %lldx%lld pixels: outputs s, sr, sc (sum r*I) may exceed u64",
+                   sl_dtype_name(x->dtype), (long long)x->dims[x->rank - 2],
+                   (long long)x->dims[x->rank - 1]);
   vd_state *s = calloc(1, sizeof *s);
   if (!s) return sl_fail(err, SL_ERR_NOMEM, "out of memory");
   sl_code rc = vd_resolve(n, &s->g, err);
@@ -400,7 +415,70 @@ SL_MADD_AVX2 static void vd_range_u16_madd(void *ctx, int64_t begin, int64_t end
     df[p] = s - bf[p];
   }
 }
+
+/* out = {BF, ADF} of one u16 frame, biased, over the band only (the frame
+ * total comes from the moments sweep). */
+SL_MADD_AVX2 static void vd_u16_band(const uint16_t *q, const vd_state *st, uint64_t out[2]) {
+  const int64_t w = st->g.w, full = w / 16;
+  const vd_band *bd = &st->band;
+  const int64_t lo = bd->lo, mid = bd->hi < full ? bd->hi : full;
+  const bool tail_in_band = bd->hi > full;
+  const int64_t per_row = bd->hi - bd->lo > 0 ? bd->hi - bd->lo : 1;
+  const int64_t rb = sl_madd_spill_every(1) / per_row > 0 ? sl_madd_spill_every(1) / per_row : 1;
+  const int16_t *wt = bd->wts;
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i b64 = zero, a64 = zero;
+  for (int64_t r0 = bd->r0; r0 < bd->r1; r0 += rb) {
+    const int64_t r1 = bd->r1 - r0 < rb ? bd->r1 : r0 + rb;
+    __m256i tb = zero, ta = zero;
+    for (int64_t r = r0; r < r1; r++) {
+      const uint16_t *row = q + r * w;
+      for (int64_t v = lo; v < mid; v++, wt += 32) {
+        __m256i x = sl_madd_bias(row + 16 * v);
+        tb = sl_madd_acc(tb, x, wt);
+        ta = sl_madd_acc(ta, x, wt + 16);
+      }
+      if (tail_in_band) {
+        __m256i x = sl_madd_bias(row + w - 16);
+        tb = sl_madd_acc(tb, x, wt);
+        ta = sl_madd_acc(ta, x, wt + 16);
+        wt += 32;
+      }
+    }
+    b64 = sl_madd_spill(b64, tb);
+    a64 = sl_madd_spill(a64, ta);
+  }
+  out[0] = sl_madd_hsum64(b64);
+  out[1] = sl_madd_hsum64(a64);
+}
+
+/* BF, ADF over the band; DF = S - BF with S from the moments outputs. */
+SL_MADD_AVX2 static void vd_range_u16_band(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const vd_job *j = ctx;
+  const vd_state *st = j->s;
+  const uint16_t *x = j->a->in[0];
+  uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];
+  const uint64_t *s = j->a->out[3];
+  const uint64_t bias_b = 32768u * (uint64_t)(st->counts[VD_BF] + st->counts[VD_BF | VD_ADF]);
+  const uint64_t bias_a = 32768u * (uint64_t)(st->counts[VD_ADF] + st->counts[VD_BF | VD_ADF]);
+  for (int64_t p = begin; p < end; p++) {
+    uint64_t m[2];
+    vd_u16_band(x + p * j->item, st, m);
+    bf[p] = m[0] + bias_b;
+    adf[p] = m[1] + bias_a;
+    df[p] = s[p] - bf[p];
+  }
+}
 #endif
+
+/* The moments sweep's frames go to the outputs s, sr, sc. */
+static void vd_emit_moments(const sl_kernel_args *a, void *ctx, int64_t p, const uint64_t m[3]) {
+  (void)ctx;
+  ((uint64_t *)a->out[3])[p] = m[0];
+  ((uint64_t *)a->out[4])[p] = m[1];
+  ((uint64_t *)a->out[5])[p] = m[2];
+}
 
 static sl_code vd_cpu(sl_kernel_args *a) {
   vd_state *s = a->state ? a->state : a->node->state;
@@ -424,8 +502,10 @@ static sl_code vd_cpu(sl_kernel_args *a) {
   vd_job j = {a, s, sl_desc_item_elems(&a->node->in[0])};
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? vd_range_u8 : t == SL_U16 ? vd_range_u16 : vd_range_u32;
+  const bool moments = vd_moments_used(a->node);
+  if (moments && (rc = sl_frame_moments_chunk(a, vd_emit_moments, NULL))) return rc;
 #if SL_MADD_X86
-  if (path == SL_SIMD_AVX2 && s->band.wts) fn = vd_range_u16_madd;
+  if (path == SL_SIMD_AVX2 && s->band.wts) fn = moments ? vd_range_u16_band : vd_range_u16_madd;
 #endif
   int64_t grain = 65536 / (j.item + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fn, &j);
@@ -451,6 +531,11 @@ static const sl_port_def vd_out[] = {
     {"bf", "streamed u64 [scan... |]: sum over the disk (d <= radius)", "counts", false},
     {"adf", "streamed u64 [scan... |]: sum over the ring inner <= d < outer", "counts", false},
     {"df", "streamed u64 [scan... |]: sum outside the disk (d > radius)", "counts", false},
+    {"s", "streamed u64 [scan... |]: S = sum of the frame (computed only when read)", "counts", false},
+    {"sr", "streamed u64 [scan... |]: Sr = sum of row index * pixel (only when read)",
+     "counts*pixels", false},
+    {"sc", "streamed u64 [scan... |]: Sc = sum of column index * pixel (only when read)",
+     "counts*pixels", false},
 };
 
 const sl_node_desc sl_node_virtual_detectors = {
@@ -459,7 +544,7 @@ const sl_node_desc sl_node_virtual_detectors = {
            "params or a disk_fit input.",
     .params = vd_params, .n_params = (int)(sizeof vd_params / sizeof vd_params[0]),
     .inputs = vd_in, .n_inputs = 2,
-    .outputs = vd_out, .n_outputs = 3,
+    .outputs = vd_out, .n_outputs = VD_OUTPUTS,
     .infer = vd_infer, .cost = vd_cost,
     .prepare = vd_prepare, .release = vd_release,
     .kernel = {[SL_BACKEND_CPU] = vd_cpu,

@@ -495,6 +495,9 @@ static sl_code dd_vsum_launch(sl_kernel_args *a, dd_state *s, int v) {
   return sl_cuda_check_launch(a, MODE ? "k_vsum_vd" : "k_vsum_vi");
 }
 
+template <int COM>
+static sl_code dd_mom_launch(sl_kernel_args *a, uint8_t *valid, int first_out);
+
 static sl_code dd_virtual(sl_kernel_args *a, int mode) {
   dd_state *s = NULL;
   sl_code rc = dd_get(a, mode ? DD_VD : DD_VI, &s);
@@ -505,6 +508,8 @@ static sl_code dd_virtual(sl_kernel_args *a, int mode) {
   if ((rc = dd_tables(a, s, mode, v))) return rc;
   rc = mode ? dd_vsum_launch<1>(a, s, v) : dd_vsum_launch<0>(a, s, v);
   if (rc) return rc;
+  /* virtual_detectors' moments outputs s, sr, sc (ports 3..5), when read */
+  if (mode && (a->node->out_used & (7u << 3)) && (rc = dd_mom_launch<0>(a, NULL, 3))) return rc;
   return dd_err_pull(a, s);
 }
 
@@ -580,8 +585,29 @@ __global__ void __launch_bounds__(32 * DD_WARPS)
   }
 }
 
+/* com from moments another node computed (inputs s, sr, sc): the same
+ * division of the same u64 values as k_mom<.., 1> and the CPU. */
+__global__ void k_com_moments(const unsigned long long *__restrict__ s,
+                              const unsigned long long *__restrict__ sr,
+                              const unsigned long long *__restrict__ sc, long long n,
+                              double *__restrict__ ocr, double *__restrict__ occ,
+                              uint8_t *__restrict__ valid, long long pos_start) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const long long gp = pos_start + i;
+    if (s[i] > 0) {
+      ocr[gp] = __ddiv_rn((double)sr[i], (double)s[i]);
+      occ[gp] = __ddiv_rn((double)sc[i], (double)s[i]);
+      valid[gp] = 1;
+    } else {
+      ocr[gp] = 0, occ[gp] = 0, valid[gp] = 0;
+    }
+  }
+}
+
+/* COM 0: S, Sr, Sc into a->out[first_out .. first_out + 2]; COM 1: the CoM. */
 template <int COM>
-static sl_code dd_mom_launch(sl_kernel_args *a, uint8_t *valid) {
+static sl_code dd_mom_launch(sl_kernel_args *a, uint8_t *valid, int first_out) {
   const sl_tensor_desc *x = &a->node->in[0];
   const int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
   const long long item = (long long)(h * w), nf = a->pos_count;
@@ -590,9 +616,9 @@ static sl_code dd_mom_launch(sl_kernel_args *a, uint8_t *valid) {
   int v = dd_vec(a, w, sl_dtype_size(x->dtype));
   unsigned grid = dd_grid_frames(nf);
   cudaStream_t st = dd_stream(a);
-  unsigned long long *o0 = COM ? NULL : (unsigned long long *)a->out[0];
-  unsigned long long *o1 = COM ? NULL : (unsigned long long *)a->out[1];
-  unsigned long long *o2 = COM ? NULL : (unsigned long long *)a->out[2];
+  unsigned long long *o0 = COM ? NULL : (unsigned long long *)a->out[first_out];
+  unsigned long long *o1 = COM ? NULL : (unsigned long long *)a->out[first_out + 1];
+  unsigned long long *o2 = COM ? NULL : (unsigned long long *)a->out[first_out + 2];
   double *cr = COM ? (double *)a->out[0] : NULL, *cc = COM ? (double *)a->out[1] : NULL;
 #define DD_L(T, VV)                                                                         \
   k_mom<T, VV, COM><<<grid, 32 * DD_WARPS, 0, st>>>((const T *)a->in[0], nf, (int)w, item, o0, \
@@ -606,7 +632,7 @@ static sl_code dd_mom_launch(sl_kernel_args *a, uint8_t *valid) {
   return sl_cuda_check_launch(a, COM ? "k_mom_com" : "k_mom");
 }
 
-extern "C" sl_code sl_cuda_moments(sl_kernel_args *a) { return dd_mom_launch<0>(a, NULL); }
+extern "C" sl_code sl_cuda_moments(sl_kernel_args *a) { return dd_mom_launch<0>(a, NULL, 0); }
 
 /* com finalize: blocks of the descan sums (see k_descan_blocks). */
 #define DD_DESCAN_BLOCK 256 /* = COM_DESCAN_BLOCK in nodes/stem/com.c */
@@ -619,7 +645,7 @@ extern "C" sl_code sl_cuda_com(sl_kernel_args *a) {
   dd_state *s = NULL;
   sl_code rc = dd_get(a, DD_COM, &s);
   if (rc) return rc;
-  int64_t npos = sl_desc_positions(&a->node->in[0]);
+  int64_t npos = sl_desc_positions(sl_com_scan_desc(a->node));
   if (!s->valid) {
     cudaError_t e = cudaMalloc((void **)&s->valid, (size_t)(npos ? npos : 1));
     if (e == cudaSuccess) e = cudaMemsetAsync(s->valid, 0, (size_t)(npos ? npos : 1), dd_stream(a));
@@ -632,7 +658,14 @@ extern "C" sl_code sl_cuda_com(sl_kernel_args *a) {
     return sl_fail(a->err, SL_ERR_INTERNAL, "com: positions [%lld, %lld) outside the scan of %lld",
                    (long long)a->pos_start, (long long)(a->pos_start + a->pos_count),
                    (long long)s->npos);
-  return dd_mom_launch<1>(a, s->valid);
+  if (a->node->in[0].dtype != SL_DT_INVALID) return dd_mom_launch<1>(a, s->valid, 0);
+  const long long n = a->pos_count;
+  if (n <= 0) return SL_OK;
+  k_com_moments<<<(unsigned)((n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535), 256, 0, dd_stream(a)>>>(
+      (const unsigned long long *)a->in[1], (const unsigned long long *)a->in[2],
+      (const unsigned long long *)a->in[3], n, (double *)a->out[0], (double *)a->out[1], s->valid,
+      (long long)a->pos_start);
+  return sl_cuda_check_launch(a, "k_com_moments");
 }
 
 /* remove_descan (com.c) exactly: the same two-level sums (blocks of
@@ -753,7 +786,7 @@ __global__ void k_descan_apply(double *v0, double *v1, const uint8_t *__restrict
 
 extern "C" sl_code sl_cuda_com_finalize(sl_kernel_args *a) {
   dd_state *s = (dd_state *)a->node->dev_state;
-  const sl_tensor_desc *x = &a->node->in[0];
+  const sl_tensor_desc *x = sl_com_scan_desc(a->node);
   const int64_t npos = sl_desc_positions(x), cols = x->dims[x->stream_rank - 1];
   const char *mode = sl_param_str(a->node, "descan");
   int plane;
@@ -1199,6 +1232,7 @@ extern "C" const sl_cuda_kernel_info sl_cuda_kernels_detector[] = {
     K("com_u8x16", (k_mom<uint8_t, 16, 1>)), K("com_u8", (k_mom<uint8_t, 1, 1>)),
     K("com_u16x8", (k_mom<uint16_t, 8, 1>)), K("com_u16", (k_mom<uint16_t, 1, 1>)),
     K("com_u32x4", (k_mom<uint32_t, 4, 1>)), K("com_u32", (k_mom<uint32_t, 1, 1>)),
+    K("com_moments", k_com_moments),
     K("descan_blocks0", k_descan_blocks<0>), K("descan_reduce0", k_descan_reduce<0>),
     K("descan_blocks1", k_descan_blocks<1>), K("descan_reduce1", k_descan_reduce<1>),
     K("descan_apply", k_descan_apply),

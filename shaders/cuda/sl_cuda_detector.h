@@ -26,6 +26,9 @@ const int64_t *sl_virtual_image_spans(const struct sl_node *n, int64_t *n_spans)
 /* virtual_detectors: the class runs prepare() built ({len, cls} u32 pairs),
  * or NULL when they are built at run time (disk input). */
 const uint32_t *sl_virtual_detectors_runs(const struct sl_node *n, int64_t *n_runs);
+/* com: the input that carries the scan (frames, or input 's' when the node
+ * reads the moments s, sr, sc instead). */
+const sl_tensor_desc *sl_com_scan_desc(const struct sl_node *n);
 /* mask_correct: the H*W 0/1 mask read from param 'mask_file', or NULL. */
 const uint8_t *sl_mask_correct_file_mask(const struct sl_node *n);
 

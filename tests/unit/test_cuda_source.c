@@ -121,7 +121,7 @@ static void write_disk_acquisition(const char *name, char *master, size_t n) {
 /* Frames (decoded when compressed) and their sum: a streamed output and a
  * reduction, one pass. */
 static void write_one_pass(char *path, size_t n) {
-  char text[1024];
+  char text[2048];
   if (g_compressed)
     snprintf(text, sizeof text,
              "pipeline: src_one_pass\n"
@@ -129,7 +129,11 @@ static void write_one_pass(char *path, size_t n) {
              "  src: {type: hdf5_source, params: {path: \"%s\"}}\n"
              "  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}\n"
              "  total: {type: sum, inputs: {x: dec.frames}}\n"
-             "outputs: {frames: dec.frames, total: total.total}\n",
+             /* products: virtual_detectors with its moments read by a com */
+             "  vd: {type: virtual_detectors, inputs: {frames: dec.frames}, params: {radius: 3}}\n"
+             "  com: {type: com, inputs: {s: vd.s, sr: vd.sr, sc: vd.sc}}\n"
+             "outputs: {frames: dec.frames, total: total.total, bf: vd.bf, adf: vd.adf, df: vd.df,\n"
+             "          s: vd.s, com_row: com.com_row, com_col: com.com_col}\n",
              g_master);
   else
     snprintf(text, sizeof text,

@@ -250,6 +250,74 @@ static void test_com_paths(void **st) {
   free(f);
 }
 
+/* com reading the moments (inputs s, sr, sc: here the moments node's
+ * outputs, chunk by chunk) gives the same doubles as com reading the frames,
+ * for both descan modes; a com with frames and moments, or with only some
+ * moments, is refused. */
+static void test_com_from_moments(void **st) {
+  const int64_t rows = 5, cols = 7, npos = rows * cols, h = 19, w = 23, chunk = 4;
+  uint16_t *f = u16_frames(0, npos * h * w);
+  for (int64_t i = 0; i < h * w; i++) f[3 * h * w + i] = 0; /* a frame with S = 0 */
+  sl_tensor_desc in = frames_desc(SL_U16, rows, cols, h, w);
+  sl_backend *b = backend(2);
+  sl_error e;
+  /* the moments of every frame */
+  uint64_t m[3][35];
+  sl_node mo;
+  assert_int_equal(node_make(&mo, &sl_node_moments, NULL, 0, &in, 1, &e), SL_OK);
+  void *mouts[3] = {m[0], m[1], m[2]};
+  assert_int_equal(run_stream(&mo, b, f, NULL, 0, mouts, npos, chunk, &e), SL_OK);
+  sl_tensor_desc md[4] = {{0}, mo.out[0], mo.out[1], mo.out[2]};
+  md[0].dtype = SL_DT_INVALID;
+  const char *modes[2] = {"none", "plane"};
+  for (int q = 0; q < 2; q++) {
+    kv o[] = {{"descan", modes[q]}};
+    double want[2][35], got[2][35];
+    sl_node a, c;
+    assert_int_equal(node_make(&a, &sl_node_com, o, 1, &in, 1, &e), SL_OK);
+    assert_int_equal(a.desc->prepare(&a, &e), SL_OK);
+    void *aouts[2] = {want[0], want[1]};
+    assert_int_equal(run_stream(&a, b, f, NULL, 0, aouts, npos, chunk, &e), SL_OK);
+    sl_code rc = node_make(&c, &sl_node_com, o, 1, md, 4, &e);
+    if (rc) fprintf(stderr, "com from moments: %s\n", e.msg);
+    assert_int_equal(rc, SL_OK);
+    assert_int_equal(c.out[0].rank, 2);
+    assert_int_equal(c.out[0].dims[1], cols);
+    assert_int_equal(c.desc->prepare(&c, &e), SL_OK);
+    sl_kernel_args k;
+    for (int64_t s0 = 0; s0 < npos; s0 += chunk) {
+      memset(&k, 0, sizeof k);
+      k.backend = b, k.node = &c, k.state = c.state, k.err = &e;
+      k.pos_start = s0;
+      k.pos_count = npos - s0 < chunk ? npos - s0 : chunk;
+      for (int j = 0; j < 3; j++) k.in[1 + j] = m[j] + s0;
+      k.out[0] = got[0], k.out[1] = got[1];
+      assert_int_equal(c.desc->kernel[SL_BACKEND_CPU](&k), SL_OK);
+    }
+    memset(&k, 0, sizeof k);
+    k.backend = b, k.node = &c, k.state = c.state, k.err = &e, k.pos_count = npos;
+    k.out[0] = got[0], k.out[1] = got[1];
+    assert_int_equal(c.desc->finalize[SL_BACKEND_CPU](&k), SL_OK);
+    assert_memory_equal(want, got, sizeof want);
+    assert_true(got[0][3] == 0 && got[1][3] == 0);
+    node_free(&a);
+    node_free(&c);
+  }
+  /* frames and moments together; moments without sr */
+  sl_tensor_desc both[4] = {in, mo.out[0], mo.out[1], mo.out[2]};
+  sl_node c;
+  assert_int_equal(node_make(&c, &sl_node_com, NULL, 0, both, 4, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "not both"));
+  node_free(&c);
+  sl_tensor_desc partial[4] = {md[0], mo.out[0], md[0], mo.out[2]};
+  assert_int_equal(node_make(&c, &sl_node_com, NULL, 0, partial, 4, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "'sr'"));
+  node_free(&c);
+  node_free(&mo);
+  sl_cpu_backend_ops.destroy(b);
+  free(f);
+}
+
 static void test_moments_errors(void **st) {
   /* u32 frames of 4096 x 4096 could overflow sum r*I: refused at infer. */
   int64_t d[3] = {4, 4096, 4096};
@@ -506,7 +574,7 @@ static void test_cost(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_moments_exact),    cmocka_unit_test(test_moments_identical),
-      cmocka_unit_test(test_moments_u16_paths), cmocka_unit_test(test_com_paths),
+      cmocka_unit_test(test_moments_u16_paths), cmocka_unit_test(test_com_paths), cmocka_unit_test(test_com_from_moments),
       cmocka_unit_test(test_moments_errors),   cmocka_unit_test(test_com_reference),
       cmocka_unit_test(test_com_plane),        cmocka_unit_test(test_com_plane_random),
       cmocka_unit_test(test_com_synthetic),    cmocka_unit_test(test_cost),

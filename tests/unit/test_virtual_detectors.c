@@ -66,13 +66,20 @@ static void check_case(const vd_case *k, sl_dtype t, int64_t h, int64_t w) {
   sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
   sl_error e;
   void *f = random_frames(t, npos * h * w);
-  uint64_t *want[3], *got[3], *vi[3];
-  for (int q = 0; q < 3; q++) {
+  uint64_t *want[6], *got[6], *vi[3];
+  for (int q = 0; q < 6; q++) {
     want[q] = calloc((size_t)npos, 8);
     got[q] = calloc((size_t)npos, 8);
-    vi[q] = calloc((size_t)npos, 8);
+    if (q < 3) vi[q] = calloc((size_t)npos, 8);
   }
   reference(f, t, npos, h, w, cr, cc, k->r, k->in, k->out, want[0], want[1], want[2]);
+  /* The moments outputs s, sr, sc: plain u64 loops. */
+  for (int64_t p = 0; p < npos; p++)
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t c = 0; c < w; c++) {
+        uint64_t x = pix(f, t, p * h * w + r * w + c);
+        want[3][p] += x, want[4][p] += (uint64_t)r * x, want[5][p] += (uint64_t)c * x;
+      }
   /* The same through virtual_image, one kind at a time. */
   const char *kinds[3] = {"bf", "adf", "df"};
   for (int q = 0; q < 3; q++) {
@@ -104,10 +111,22 @@ static void check_case(const vd_case *k, sl_dtype t, int64_t h, int64_t w) {
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
     for (int th = 1; th <= 2; th++) {
       sl_backend *b = backend(th);
-      for (int c = 0; c < 3; c++) {
-        for (int q = 0; q < 3; q++) memset(got[q], 0xAB, (size_t)npos * 8);
-        void *outs[3] = {got[0], got[1], got[2]};
-        assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, chunks[c], &e), SL_OK);
+      /* mom 1: the moments outputs are read (a com wired to them), so the
+       * node sweeps the moments and BF/ADF over the band only. */
+      for (int c = 0; c < 6; c++) {
+        const int mom = c >= 3;
+        n.out_used = mom ? 0x3Fu : 0x07u;
+        for (int q = 0; q < 6; q++) memset(got[q], 0xAB, (size_t)npos * 8);
+        void *outs[6] = {got[0], got[1], got[2], got[3], got[4], got[5]};
+        assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, chunks[c % 3], &e), SL_OK);
+        for (int q = 3; q < 6 && mom; q++)
+          for (int64_t p = 0; p < npos; p++) {
+            if (got[q][p] != want[q][p])
+              fprintf(stderr, "%s %lldx%lld simd %s moment %d pos %lld: %llu ref %llu\n",
+                      sl_dtype_name(t), (long long)h, (long long)w, k_paths[path], q - 3, (long long)p,
+                      (unsigned long long)got[q][p], (unsigned long long)want[q][p]);
+            assert_true(got[q][p] == want[q][p]);
+          }
         for (int q = 0; q < 3; q++)
           for (int64_t p = 0; p < npos; p++) {
             if (got[q][p] != want[q][p] || got[q][p] != vi[q][p])
@@ -124,7 +143,8 @@ static void check_case(const vd_case *k, sl_dtype t, int64_t h, int64_t w) {
     }
     node_free(&n);
   }
-  for (int q = 0; q < 3; q++) free(want[q]), free(got[q]), free(vi[q]);
+  for (int q = 0; q < 6; q++) free(want[q]), free(got[q]);
+  for (int q = 0; q < 3; q++) free(vi[q]);
   free(f);
 }
 
@@ -212,18 +232,22 @@ static void test_u16_extremes(void **st) {
         sl_error e;
         assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 4, &in, 1, &e), SL_OK);
         assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-        uint64_t got[3][3];
-        void *outs[3] = {got[0], got[1], got[2]};
+        uint64_t got[6][3];
+        void *outs[6] = {got[0], got[1], got[2], got[3], got[4], got[5]};
         sl_backend *b = backend(2);
-        assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 1, &e), SL_OK);
-        for (int q = 0; q < 3; q++)
-          for (int p = 0; p < npos; p++) {
-            if (got[q][p] != want[q][p])
-              fprintf(stderr, "%lldx%lld simd %s out %d frame %d: %llu != %llu\n", (long long)h,
-                      (long long)w, k_paths[path], q, p, (unsigned long long)got[q][p],
-                      (unsigned long long)want[q][p]);
-            assert_true(got[q][p] == want[q][p]);
-          }
+        for (int mom = 0; mom < 2; mom++) { /* mom: moments read, BF/ADF over the band only */
+          n.out_used = mom ? 0x3Fu : 0x07u;
+          assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 1, &e), SL_OK);
+          for (int q = 0; q < 3; q++)
+            for (int p = 0; p < npos; p++) {
+              if (got[q][p] != want[q][p])
+                fprintf(stderr, "%lldx%lld simd %s moments %d out %d frame %d: %llu != %llu\n",
+                        (long long)h, (long long)w, k_paths[path], mom, q, p,
+                        (unsigned long long)got[q][p], (unsigned long long)want[q][p]);
+              assert_true(got[q][p] == want[q][p]);
+              if (mom) assert_true(got[3][p] == want[0][p] + want[2][p]); /* S = BF + DF */
+            }
+        }
         sl_cpu_backend_ops.destroy(b);
         node_free(&n);
       }

@@ -19,10 +19,21 @@ typedef struct cpu_job {
   int64_t n, grain;
 } cpu_job;
 
+/* One worker's share of a job: [next, end), claimed `grain` at a time. */
+typedef struct cpu_share {
+  _Atomic int64_t next;
+  int64_t end;
+  char pad[64 - 2 * sizeof(int64_t)]; /* one cache line per worker */
+} cpu_share;
+
 /* Workers wait for a new job generation: they spin briefly (kernels of one
  * level follow each other within microseconds) and then sleep on a condition
- * variable. Ranges are claimed with an atomic counter; the caller works too
- * and waits until every participant has finished. */
+ * variable. Worker w owns the w-th contiguous share of [0, n), the same for
+ * every job of the same n whatever its grain, so the kernels of successive
+ * levels of a chunk find the positions they read in the cache of the core
+ * that wrote them; a worker that finishes its share takes ranges from the
+ * others' (dynamic balance). The caller works too (as worker 0) and waits
+ * until every participant has finished. */
 typedef struct cpu_impl {
   int n_threads; /* including the calling thread */
   pthread_t *threads;
@@ -30,7 +41,7 @@ typedef struct cpu_impl {
   pthread_cond_t wake;
   cpu_job job;
   _Atomic uint64_t generation;
-  _Atomic int64_t next;        /* next unclaimed index of the current job */
+  cpu_share *share;            /* per worker, n_threads of them */
   _Atomic int outstanding;     /* participants still working on the job */
   _Atomic int sleepers;
   _Atomic bool stop;
@@ -52,11 +63,14 @@ static inline void cpu_relax(void) {
 
 static void run_ranges(cpu_impl *c, int worker) {
   const cpu_job *j = &c->job;
-  for (;;) {
-    int64_t begin = atomic_fetch_add_explicit(&c->next, j->grain, memory_order_relaxed);
-    if (begin >= j->n) return;
-    int64_t end = begin + j->grain < j->n ? begin + j->grain : j->n;
-    j->fn(j->ctx, begin, end, worker);
+  for (int k = 0; k < c->n_threads; k++) {
+    cpu_share *sh = &c->share[(worker + k) % c->n_threads]; /* own share first */
+    for (;;) {
+      int64_t begin = atomic_fetch_add_explicit(&sh->next, j->grain, memory_order_relaxed);
+      if (begin >= sh->end) break;
+      int64_t end = begin + j->grain < sh->end ? begin + j->grain : sh->end;
+      j->fn(j->ctx, begin, end, worker);
+    }
   }
 }
 
@@ -107,7 +121,10 @@ static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_f
   int64_t want = (n + 4 * (int64_t)c->n_threads - 1) / (4 * (int64_t)c->n_threads);
   if (want > grain) grain = want;
   c->job = (cpu_job){fn, ctx, n, grain};
-  atomic_store_explicit(&c->next, 0, memory_order_relaxed);
+  for (int w = 0; w < c->n_threads; w++) {
+    atomic_store_explicit(&c->share[w].next, n * w / c->n_threads, memory_order_relaxed);
+    c->share[w].end = n * (w + 1) / c->n_threads;
+  }
   atomic_store_explicit(&c->outstanding, c->n_threads, memory_order_relaxed);
   atomic_fetch_add_explicit(&c->generation, 1, memory_order_release);
   if (atomic_load(&c->sleepers) > 0) {
@@ -138,6 +155,8 @@ static sl_code cpu_probe(sl_backend_caps *caps, sl_error *err) {
   snprintf(caps->device, sizeof caps->device, "host CPU, %d threads", caps->compute_units);
   caps->memory_bytes = sl_available_memory();
   caps->device_memory = false;
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  caps->cache_bytes = l2 > 0 ? l2 : 0;
   /* Conservative per-core streaming figures; the planner's estimate scales
    * them by the thread count. */
   caps->bytes_per_second = 4e9 * caps->compute_units;
@@ -161,6 +180,7 @@ static sl_code cpu_create(int threads, sl_backend **out, sl_error *err) {
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->wake, NULL);
   c->threads = sl_xcalloc((size_t)c->n_threads, sizeof *c->threads);
+  c->share = sl_xcalloc((size_t)c->n_threads, sizeof *c->share);
   for (int i = 1; i < c->n_threads; i++) {
     worker_arg *wa = sl_xcalloc(1, sizeof *wa);
     wa->c = c;
@@ -187,6 +207,7 @@ static void cpu_destroy(sl_backend *b) {
   pthread_mutex_destroy(&c->lock);
   pthread_cond_destroy(&c->wake);
   free(c->threads);
+  free(c->share);
   free(c->fns);
   free(c->args);
   free(c);
