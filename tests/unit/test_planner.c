@@ -164,10 +164,21 @@ static void test_second_pass_lifetimes(void **state) {
 
 static void test_auto_chunk_and_budget(void **state) {
   fixture f;
-  /* 1 KiB per position: the default 32 MiB target covers the whole scan. */
+  /* 1 KiB per position: the automatic chunk is the workers' share of their
+   * caches (sl_plan_chunk_bytes_per_worker each), at most the whole scan. */
   plan_text(&f, k_chain, 0, 0);
-  assert_int_equal(f.p->chunk_positions, 1024);
+  int64_t target = f.p->caps.compute_units * sl_plan_chunk_bytes_per_worker(&f.p->caps);
+  assert_int_equal(f.p->chunk_positions, target / 1024 < 1024 ? target / 1024 : 1024);
   fixture_free(&f);
+  /* The share: a quarter of a core's L2 within [128 KiB, 4 MiB]; 1 MiB unknown. */
+  sl_backend_caps caps = {0};
+  assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 1 << 20);
+  caps.cache_bytes = 2 << 20;
+  assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 512 << 10);
+  caps.cache_bytes = 256 << 10;
+  assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 128 << 10);
+  caps.cache_bytes = 64 << 20;
+  assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 4 << 20);
   /* A 300 KiB budget makes the automatic chunk shrink until it fits. */
   plan_text(&f, k_chain, 0, 300 << 10);
   assert_true(f.p->chunk_positions < 1024);
