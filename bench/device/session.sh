@@ -46,9 +46,11 @@ params: {input: {type: path, required: true}}
 nodes:
   det: {use: $BUNDLE/src/pipelines/templates/detector_input.yaml, params: {path: "\${input}", mask_policy: none}}
   vd: {type: virtual_detectors, inputs: {frames: det.frames}, params: {radius: 24, center: [96, 96]}}
-  com: {type: com, inputs: {frames: det.frames}}
+  com: {type: com, inputs: {s: vd.s, sr: vd.sr, sc: vd.sc}}
 outputs: {bf: vd.bf, adf: vd.adf, df: vd.df, com_row: com.com_row, com_col: com.com_col}
 Y
+# the same with com sweeping the frames itself (its own moments kernel)
+sed 's/inputs: {s: vd.s, sr: vd.sr, sc: vd.sc}/inputs: {frames: det.frames}/' $D/products.yaml > $D/products-frames.yaml
 cat > $D/decode.yaml <<Y
 pipeline: decode
 params: {input: {type: path, required: true}}
@@ -93,13 +95,18 @@ for rep in 1 2; do
     --out $D/out-cuda-sync --force --quiet; echo "exit $?"
   report $D/out-cuda-sync/report.json
 done
+log "full size: products with com from the frames --backend cuda"
+"$B/sluice" run $D/products-frames.yaml --set input=$D/scan_master.h5 --backend cuda \
+  --out $D/out-cuda-frames --force --quiet; echo "exit $?"
+report $D/out-cuda-frames/report.json
 log "full size: products --backend cpu (16 cores)"
 $TIMER "$B/sluice" run $D/products.yaml --set input=$D/scan_master.h5 --backend cpu --out $D/out-cpu --force --quiet 2> $D/time-cpu.txt
 echo "exit $?"; grep -E "Elapsed|Maximum resident" $D/time-cpu.txt
 report $D/out-cpu/report.json
 # integer products and CoM bit for bit: CUDA (both overlap modes) against CPU
 # (h5py where the device has it; else h5dump of the data only)
-for ov in 1 0; do
+for ov in 1 0 frames; do
+  [ $ov = frames ] && cp -r $D/out-cuda-frames $D/out-cuda-ovframes
   python3 - $D/out-cuda-ov$ov/results.h5 $D/out-cpu/results.h5 $ov <<'P' 2>/dev/null || {
 import sys, h5py
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
