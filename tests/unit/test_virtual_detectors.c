@@ -272,9 +272,9 @@ static void test_long_runs(void **st) {
     sl_error e;
     assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 2, &in, 1, &e), SL_OK);
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    uint64_t want[3][3], got[3][3];
+    uint64_t want[3][3], got[6][3];
     reference(f, t, npos, h, w, 20, 20, 10, 10, 20, want[0], want[1], want[2]);
-    void *outs[3] = {got[0], got[1], got[2]};
+    void *outs[6] = {got[0], got[1], got[2], got[3], got[4], got[5]};
     sl_backend *b = backend(2);
     assert_int_equal(run_stream(&n, b, f, NULL, 0, outs, npos, 2, &e), SL_OK);
     for (int q = 0; q < 3; q++)
@@ -303,20 +303,20 @@ static void test_disk_input(void **st) {
   assert_int_equal(node_make(&b2, &sl_node_virtual_detectors, dn, 2, in, 2, &e), SL_OK);
   assert_int_equal(a.desc->prepare(&a, &e), SL_OK);
   assert_int_equal(b2.desc->prepare(&b2, &e), SL_OK);
-  uint64_t x[3][15], y[3][15];
-  void *ox[3] = {x[0], x[1], x[2]}, *oy[3] = {y[0], y[1], y[2]};
+  uint64_t x[6][15], y[6][15];
+  void *ox[6] = {x[0], x[1], x[2], x[3], x[4], x[5]}, *oy[6] = {y[0], y[1], y[2], y[3], y[4], y[5]};
   const void *whole[1] = {disk};
   sl_backend *b = backend(2);
   assert_int_equal(run_stream(&a, b, f, NULL, 0, ox, npos, 4, &e), SL_OK);
   assert_int_equal(run_stream(&b2, b, f, whole, 1, oy, npos, 4, &e), SL_OK);
-  assert_memory_equal(x, y, sizeof x);
+  assert_memory_equal(x, y, 3 * sizeof x[0]); /* bf, adf, df (s, sr, sc are not read) */
   /* A second run with a different disk rebuilds the runs. */
   const double disk2[4] = {10, 10, 3, 0};
   const void *whole2[1] = {disk2};
   assert_int_equal(run_stream(&b2, b, f, whole2, 1, oy, npos, 4, &e), SL_OK);
   uint64_t ref[3][15];
   reference(f, SL_U16, npos, h, w, 10, 10, 3, 3.6, 7.5, ref[0], ref[1], ref[2]);
-  assert_memory_equal(ref, y, sizeof y);
+  assert_memory_equal(ref, y, sizeof ref);
   /* Bad disk values at run time. */
   const double bad[4] = {10, 10, 0, 0};
   const void *whole3[1] = {bad};
@@ -393,8 +393,8 @@ static void test_speed(void **st) {
   sl_error e;
   assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 1, &in, 1, &e), SL_OK);
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-  uint64_t *o3 = malloc((size_t)npos * 24);
-  void *outs[3] = {o3, o3 + npos, o3 + 2 * npos};
+  uint64_t *o3 = malloc((size_t)npos * 48);
+  void *outs[6] = {o3, o3 + npos, o3 + 2 * npos, o3 + 3 * npos, o3 + 4 * npos, o3 + 5 * npos};
   sl_backend *b = backend(1);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
