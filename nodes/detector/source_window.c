@@ -83,6 +83,8 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   w->prefix = (hdr + 63) & ~(size_t)63;
   w->alloc_bytes = w->prefix + w->capacity;
   w->offsets = sl_xrealloc(w->offsets, ((size_t)chunks + 1) * sizeof *w->offsets);
+  w->cur_offsets = sl_xrealloc(w->cur_offsets, ((size_t)chunks + 1) * sizeof *w->cur_offsets);
+  w->cur_valid = false;
   /* The windows themselves are allocated when first read into (alloc). */
   if (!w->reader) return sl_chunk_reader_open(w->ix, w->max_chunks, &w->reader, err);
   return SL_OK;
@@ -119,19 +121,63 @@ static sl_code start_read(sl_src_windows *w, int64_t first, int64_t count, int b
   return SL_OK;
 }
 
+/* Stored compressed bytes a spanning window aims at. */
+#define SL_SRC_WINDOW_BYTES (1u << 20)
+
+/* Positions a window holds for calls of pos_count positions: one call's, or
+ * (malloc'd windows) as many calls as fit in about SL_SRC_WINDOW_BYTES. */
+static int64_t window_positions(sl_src_windows *w, int64_t pos_count, int64_t total) {
+  if (w->al.alloc) return pos_count;
+  if (pos_count != w->call_positions) {
+    uint64_t per_call = max_bytes_for(w->ix, pos_count, total);
+    int64_t calls = per_call ? (int64_t)(SL_SRC_WINDOW_BYTES / per_call) : 1;
+    if (calls < 1) calls = 1;
+    w->call_positions = pos_count;
+    w->window_positions = pos_count * calls < total ? pos_count * calls : total;
+  }
+  return w->window_positions;
+}
+
+/* The call's stored chunks [first, first + count) inside the current window. */
+/* A call's header is written over the bytes before its first chunk, so a
+ * window serves calls in scan order only (served_first, the first chunk of the
+ * last call served, never goes back: a second pass reads again). */
+static void sub_window(sl_src_windows *w, int64_t first, int64_t count, sl_src_window *out) {
+  w->served_first = first;
+  const uint64_t *o = w->cur_offsets + (first - w->cur_first);
+  for (int64_t j = 0; j <= count; j++) w->offsets[j] = o[j] - o[0];
+  out->buffer = w->cur_buffer;
+  out->first = first;
+  out->count = count;
+  out->data = w->base[w->cur_buffer] + w->prefix + o[0];
+  out->offsets = w->offsets;
+}
+
 sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
                            sl_src_window *out, sl_error *err) {
   const sl_h5_index *ix = w->ix;
   sl_code rc = SL_OK;
-  if (pos_count != w->sized_positions) {
-    int64_t chunks = max_chunks_for(ix, pos_count);
-    uint64_t bytes = max_bytes_for(ix, pos_count, total_positions);
-    w->sized_positions = pos_count;
+  int64_t call_first, call_count;
+  window_of(ix, pos_start, pos_count, &call_first, &call_count);
+  /* Only malloc'd windows serve a later call: a pinned window may still be
+   * copied from asynchronously, and its header is rewritten per call. */
+  if (!w->al.alloc && w->cur_valid && call_first >= w->served_first &&
+      call_first + call_count <= w->cur_first + w->cur_count) {
+    sub_window(w, call_first, call_count, out); /* read with an earlier call's window */
+    return SL_OK;
+  }
+  const int64_t wpos = window_positions(w, pos_count, total_positions);
+  if (wpos != w->sized_positions) {
+    int64_t chunks = max_chunks_for(ix, wpos);
+    uint64_t bytes = max_bytes_for(ix, wpos, total_positions);
+    w->sized_positions = wpos;
     if (chunks > w->max_chunks || bytes > w->capacity || !w->reader) rc = resize(w, chunks, bytes, err);
     if (rc != SL_OK) return rc;
   }
+  /* This call's window: positions [pos_start, pos_start + n). */
+  const int64_t n = total_positions - pos_start < wpos ? total_positions - pos_start : wpos;
   int64_t first, count;
-  window_of(ix, pos_start, pos_count, &first, &count);
+  window_of(ix, pos_start, n > pos_count ? n : pos_count, &first, &count);
   uint64_t need = sl_h5_window_bytes(ix, first, count);
   if (count > w->max_chunks || need > w->capacity) { /* a chunk of the scan cut otherwise */
     if ((rc = resize(w, count, need, err)) != SL_OK) return rc;
@@ -150,11 +196,11 @@ sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
   if (rc == SL_OK) rc = sl_chunk_reader_wait(w->reader, err);
   w->pending = false;
   if (rc != SL_OK) return rc;
-  /* Read ahead: the next chunk of the scan into the other window (when it
+  /* Read ahead: the next window of the scan into the other buffer (when it
    * fits; one that does not is read when asked for). */
-  int64_t next_start = pos_start + pos_count;
+  int64_t next_start = pos_start + (n > pos_count ? n : pos_count);
   int64_t next_n = total_positions - next_start;
-  if (next_n > pos_count) next_n = pos_count;
+  if (next_n > wpos) next_n = wpos;
   if (next_n > 0) {
     int64_t nf, nc;
     window_of(ix, next_start, next_n, &nf, &nc);
@@ -162,12 +208,12 @@ sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
         (rc = start_read(w, nf, nc, 1 - b, err)) != SL_OK)
       return rc;
   }
-  sl_h5_window_offsets(ix, first, count, w->offsets);
-  out->buffer = b;
-  out->first = first;
-  out->count = count;
-  out->data = w->base[b] + w->prefix;
-  out->offsets = w->offsets;
+  sl_h5_window_offsets(ix, first, count, w->cur_offsets);
+  w->cur_valid = true;
+  w->cur_buffer = b;
+  w->cur_first = first;
+  w->cur_count = count;
+  sub_window(w, call_first, call_count, out);
   return SL_OK;
 }
 
@@ -180,6 +226,10 @@ void sl_src_windows_free(sl_src_windows *w) {
   free_window(w, 1);
   free(w->offsets);
   w->offsets = NULL;
+  free(w->cur_offsets);
+  w->cur_offsets = NULL;
+  w->cur_valid = false;
+  w->call_positions = w->window_positions = 0;
   w->max_chunks = 0;
   w->capacity = 0;
   w->sized_positions = 0;

@@ -5,6 +5,11 @@
  * the backend's pinned host memory) and how the bytes reach the output
  * (memcpy, or cudaMemcpyAsync).
  *
+ * With malloc'd windows (the CPU kernel) a window holds the stored chunks of
+ * several consecutive calls (about SL_SRC_WINDOW_BYTES), and a call's header
+ * is written just before its own bytes, over bytes an earlier call already
+ * copied out. Pinned windows (CUDA, copied asynchronously) hold one call.
+ *
  * Window layout: each window is one allocation of `prefix + capacity` bytes.
  * The reader writes the stored chunks at base + prefix (chunk first+j at
  * offsets[j]); the packed header and entries of that window are written just
@@ -51,7 +56,17 @@ typedef struct sl_src_windows {
   bool pending;
   int64_t pending_first, pending_count;
   int pending_buffer;
-  uint64_t *offsets; /* max_chunks + 1 */
+  uint64_t *offsets; /* max_chunks + 1: the calls' window (relative offsets) */
+  /* Malloc'd windows (the CPU kernel, which copies a call's bytes out before
+   * it returns) span several calls of small chunks: one read and one wait per
+   * window instead of per call (a reader wake-up costs as much as decoding a
+   * few frames). The window last read: buffer, stored chunks, offsets. */
+  int64_t call_positions, window_positions; /* positions of a call -> of a window */
+  bool cur_valid;
+  int cur_buffer;
+  int64_t cur_first, cur_count;
+  int64_t served_first; /* first stored chunk of the last call served */
+  uint64_t *cur_offsets; /* max_chunks + 1 */
 } sl_src_windows;
 
 /* The window one call works on. */
