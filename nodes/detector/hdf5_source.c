@@ -136,8 +136,9 @@ static void src_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_read = stored; /* from the file (page cache or disk) */
   c->bytes_written = stored;
   c->ops = stored / 8;
-  /* two read-ahead windows of the largest chunk window */
-  c->state_bytes = 2 * (stored + per * sl_desc_item_bytes(d));
+  /* two read-ahead windows of the largest chunk window; on the CPU each
+   * spans calls up to SL_SRC_WINDOW_BYTES (source_window.h) */
+  c->state_bytes = 2 * (SL_SRC_WINDOW_BYTES + stored + per * sl_desc_item_bytes(d));
   /* on a device backend: two prefetch buffers, each the size of the output
    * slot, that the copy stream fills ahead of the kernels (hdf5_source_cuda.c) */
   c->device_state_bytes = 2 * sl_desc_buffer_bytes(d, positions);

@@ -121,9 +121,6 @@ static sl_code start_read(sl_src_windows *w, int64_t first, int64_t count, int b
   return SL_OK;
 }
 
-/* Stored compressed bytes a spanning window aims at. */
-#define SL_SRC_WINDOW_BYTES (1u << 20)
-
 /* Positions a window holds for calls of pos_count positions: one call's, or
  * (malloc'd windows) as many calls as fit in about SL_SRC_WINDOW_BYTES. */
 static int64_t window_positions(sl_src_windows *w, int64_t pos_count, int64_t total) {

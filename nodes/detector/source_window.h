@@ -42,6 +42,10 @@ typedef struct sl_src_alloc {
   void *ctx;
 } sl_src_alloc;
 
+/* Stored bytes a spanning (malloc'd) window aims at; it holds at most this
+ * plus one call's stored chunks. */
+#define SL_SRC_WINDOW_BYTES (1u << 20)
+
 typedef struct sl_src_windows {
   const sl_h5_index *ix;
   sl_src_alloc al;
