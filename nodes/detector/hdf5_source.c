@@ -197,11 +197,7 @@ static sl_code src_cpu(sl_kernel_args *a) {
   if (d->encoding == SL_ENC_NONE)
     return sl_src_plain(&win, s->ix, s->where, a->pos_start, a->pos_count, sl_desc_item_bytes(d), copy_host,
                         a->out[0], a->err);
-  const uint8_t *packed;
-  uint64_t bytes;
-  rc = sl_src_pack(&win, s->ix, s->where, (uint64_t)sl_desc_buffer_bytes(d, a->pos_count), &packed, &bytes, a->err);
-  if (rc == SL_OK) memcpy(a->out[0], packed, bytes);
-  return rc;
+  return sl_src_pack_to(&win, s->ix, s->where, (uint64_t)sl_desc_buffer_bytes(d, a->pos_count), a->out[0], a->err);
 }
 
 static const sl_param_def src_params[] = {

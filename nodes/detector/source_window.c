@@ -136,11 +136,7 @@ static int64_t window_positions(sl_src_windows *w, int64_t pos_count, int64_t to
 }
 
 /* The call's stored chunks [first, first + count) inside the current window. */
-/* A call's header is written over the bytes before its first chunk, so a
- * window serves calls in scan order only (served_first, the first chunk of the
- * last call served, never goes back: a second pass reads again). */
 static void sub_window(sl_src_windows *w, int64_t first, int64_t count, sl_src_window *out) {
-  w->served_first = first;
   const uint64_t *o = w->cur_offsets + (first - w->cur_first);
   for (int64_t j = 0; j <= count; j++) w->offsets[j] = o[j] - o[0];
   out->buffer = w->cur_buffer;
@@ -158,7 +154,7 @@ sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
   window_of(ix, pos_start, pos_count, &call_first, &call_count);
   /* Only malloc'd windows serve a later call: a pinned window may still be
    * copied from asynchronously, and its header is rewritten per call. */
-  if (!w->al.alloc && w->cur_valid && call_first >= w->served_first &&
+  if (!w->al.alloc && w->cur_valid && call_first >= w->cur_first &&
       call_first + call_count <= w->cur_first + w->cur_count) {
     sub_window(w, call_first, call_count, out); /* read with an earlier call's window */
     return SL_OK;
@@ -232,12 +228,10 @@ void sl_src_windows_free(sl_src_windows *w) {
   w->sized_positions = 0;
 }
 
-sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
-                    const uint8_t **packed, uint64_t *bytes, sl_error *err) {
-  uint64_t data = sizeof(sl_packed_chunks) + (uint64_t)win->count * sizeof(sl_packed_entry);
-  if (data + win->offsets[win->count] > capacity)
-    return sl_fail(err, SL_ERR_INTERNAL, "stored chunks of this scan chunk exceed the planned buffer");
-  sl_packed_chunks *pk = (sl_packed_chunks *)(win->data - data);
+/* The packed header and entries of the window's chunks at pk, for bytes that
+ * follow them (header + entries + stored bytes: one packed buffer). */
+static void fill_header(sl_packed_chunks *pk, uint64_t data, const sl_src_window *win, const sl_h5_index *ix,
+                        const char *const *where) {
   memset(pk, 0, (size_t)data);
   pk->n = (uint64_t)win->count;
   for (int64_t j = 0; j < win->count; j++) {
@@ -251,8 +245,33 @@ sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, const char 
     e->n_positions = ch->n_frames;
     e->where = where[ch->file];
   }
+}
+
+static sl_code check_capacity(const sl_src_window *win, uint64_t data, uint64_t capacity, sl_error *err) {
+  if (data + win->offsets[win->count] > capacity)
+    return sl_fail(err, SL_ERR_INTERNAL, "stored chunks of this scan chunk exceed the planned buffer");
+  return SL_OK;
+}
+
+sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
+                    const uint8_t **packed, uint64_t *bytes, sl_error *err) {
+  uint64_t data = sizeof(sl_packed_chunks) + (uint64_t)win->count * sizeof(sl_packed_entry);
+  sl_code rc = check_capacity(win, data, capacity, err);
+  if (rc != SL_OK) return rc;
+  sl_packed_chunks *pk = (sl_packed_chunks *)(win->data - data);
+  fill_header(pk, data, win, ix, where);
   *packed = (const uint8_t *)pk;
   *bytes = data + win->offsets[win->count];
+  return SL_OK;
+}
+
+sl_code sl_src_pack_to(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
+                       void *dst, sl_error *err) {
+  uint64_t data = sizeof(sl_packed_chunks) + (uint64_t)win->count * sizeof(sl_packed_entry);
+  sl_code rc = check_capacity(win, data, capacity, err);
+  if (rc != SL_OK) return rc;
+  fill_header(dst, data, win, ix, where);
+  memcpy((uint8_t *)dst + data, win->data, (size_t)win->offsets[win->count]);
   return SL_OK;
 }
 

@@ -6,9 +6,10 @@
  * (memcpy, or cudaMemcpyAsync).
  *
  * With malloc'd windows (the CPU kernel) a window holds the stored chunks of
- * several consecutive calls (about SL_SRC_WINDOW_BYTES), and a call's header
- * is written just before its own bytes, over bytes an earlier call already
- * copied out. Pinned windows (CUDA, copied asynchronously) hold one call.
+ * several consecutive calls (about SL_SRC_WINDOW_BYTES), and each call's
+ * header is written into its output buffer, in front of a copy of its bytes
+ * (sl_src_pack_to). Pinned windows (CUDA, copied asynchronously) hold one call
+ * and get the header in place (sl_src_pack).
  *
  * Window layout: each window is one allocation of `prefix + capacity` bytes.
  * The reader writes the stored chunks at base + prefix (chunk first+j at
@@ -69,7 +70,6 @@ typedef struct sl_src_windows {
   bool cur_valid;
   int cur_buffer;
   int64_t cur_first, cur_count;
-  int64_t served_first; /* first stored chunk of the last call served */
   uint64_t *cur_offsets; /* max_chunks + 1 */
 } sl_src_windows;
 
@@ -111,6 +111,10 @@ void sl_src_windows_free(sl_src_windows *w);
  * capacity (the planned output buffer). */
 sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
                     const uint8_t **packed, uint64_t *bytes, sl_error *err);
+/* Encoded output into dst (the output buffer): the packed header and entries,
+ * then a copy of the window's bytes. Same errors as sl_src_pack. */
+sl_code sl_src_pack_to(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
+                       void *dst, sl_error *err);
 
 /* Plain output (uncompressed files): the frames of positions [pos_start,
  * pos_start + pos_count) from the window, as copies of contiguous runs (the
