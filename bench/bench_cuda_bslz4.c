@@ -284,19 +284,12 @@ int main(int argc, char **argv) {
     CK(cudaEventElapsedTime(&ms, e0, e1));
     h2d[r] = ms * 1e-3;
   }
-  /* One call over all frames, per kernel variant (SLUICE_BSLZ4_VARIANT; b is
-   * the default and the one reported in the main table), each on a fresh
-   * node, output poisoned before and verified after. */
-  const char *variants[] = {"b", "a", "c"};
-  enum { NV = 3 };
-  double vbest[NV], vmed[NV];
-  const char *env_variant = getenv("SLUICE_BSLZ4_VARIANT");
-  char *saved_variant = env_variant ? strdup(env_variant) : NULL;
+  /* One call over all frames on a fresh node, output poisoned before and
+   * verified after. */
   uint8_t *host_out = NULL;
   CK(cudaHostAlloc((void **)&host_out, (size_t)out_bytes, cudaHostAllocDefault));
   size_t bad = 0;
-  for (int v = NV - 1; v >= 0; v--) { /* b last: dec[] keeps its times */
-    setenv("SLUICE_BSLZ4_VARIANT", variants[v], 1);
+  {
     dnode d;
     dnode_init(&d, &S.desc);
     CK(cudaMemsetAsync(dout, 0xA5, (size_t)out_bytes, st));
@@ -305,7 +298,7 @@ int main(int argc, char **argv) {
       sl_code rc = call(b, &d, din, dout, 0, (int64_t)nframes, 0, 1, &err);
       CK(cudaEventRecord(e1, st));
       if (rc != SL_OK) {
-        fprintf(stderr, "bench_cuda_bslz4: decode failed (variant %s): %s\n", variants[v], err.msg);
+        fprintf(stderr, "bench_cuda_bslz4: decode failed: %s\n", err.msg);
         return 1;
       }
       CK(cudaEventSynchronize(e1));
@@ -314,7 +307,6 @@ int main(int argc, char **argv) {
       if (r > 0) dec[r - 1] = ms * 1e-3;
     }
     dnode_release(&d);
-    /* check everything */
     if (b->ops->download(b, host_out, dout, (size_t)out_bytes, &err) != SL_OK) {
       fprintf(stderr, "bench_cuda_bslz4: download: %s\n", err.msg);
       return 1;
@@ -322,17 +314,11 @@ int main(int argc, char **argv) {
     for (size_t f = 0; f < nframes; f++)
       if (memcmp(host_out + f * S.fb, S.frames + (f % unique) * npx, S.fb)) bad++;
     if (bad) {
-      fprintf(stderr, "bench_cuda_bslz4: variant %s: %zu of %zu decoded frames differ from the input\n",
-              variants[v], bad, nframes);
+      fprintf(stderr, "bench_cuda_bslz4: %zu of %zu decoded frames differ from the input\n", bad, nframes);
       return 1;
     }
     qsort(dec, (size_t)repeats, sizeof(double), cmp_double);
-    vbest[v] = dec[0];
-    vmed[v] = dec[repeats / 2];
   }
-  if (saved_variant) setenv("SLUICE_BSLZ4_VARIANT", saved_variant, 1);
-  else unsetenv("SLUICE_BSLZ4_VARIANT");
-  free(saved_variant);
   printf("  output verified: all %zu frames equal the input (and the CPU decoder)\n", nframes);
   qsort(h2d, (size_t)repeats, sizeof(double), cmp_double);
 
@@ -342,13 +328,7 @@ int main(int argc, char **argv) {
   printf("  %-52s %10.3f %10.3f %12.1f\n", "decode, one call (events), decoded bytes", dec[0] * 1e3,
          dec[repeats / 2] * 1e3, out_bytes / dec[0] / 1e9);
   printf("  %-52s %10s %10s %12.1f\n", "  same, compressed bytes read", "", "", (double)payload / dec[0] / 1e9);
-  printf("\n  decode kernel variants, one call (SLUICE_BSLZ4_VARIANT; output verified for each):\n");
-  printf("  %-8s %10s %10s %12s %12s\n", "variant", "best ms", "median ms", "GB/s best", "GB/s median");
-  for (int v = 0; v < NV; v++)
-    printf("  %-8s %10.3f %10.3f %12.1f %12.1f\n", variants[v], vbest[v] * 1e3, vmed[v] * 1e3,
-           out_bytes / vbest[v] / 1e9, out_bytes / vmed[v] / 1e9);
-  printf("  (a: PR baseline; b: one-pass sequence copy, in-place staging, 72 registers, 13 CTAs/SM; "
-         "c: one-pass copy, layout of a)\n");
+
 
   /* chunks of the scan: K frames per call, deferred vs sync error check */
   size_t ks[] = {256, 1024, 4096};

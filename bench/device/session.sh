@@ -127,5 +127,7 @@ cd $D
 timeout 150 "$CS" --tool memcheck --leak-check full "$B/test_cuda_source" 2>&1 | tail -8
 timeout 100 "$CS" --tool racecheck "$B/test_cuda_source" 2>&1 | tail -4
 timeout 100 "$CS" --tool synccheck "$B/test_cuda_source" 2>&1 | tail -4
+log "racecheck on the decode kernel's shared memory (test_cuda_bslz4)"
+timeout 150 "$CS" --tool racecheck "$B/test_cuda_bslz4" 2>&1 | tail -4
 log "done"
 } 2>&1 | tee "$OUTDIR/session.log"

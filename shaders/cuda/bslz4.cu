@@ -12,11 +12,12 @@
  *     trailing bytes and copies the (n % 8) trailing elements.
  *
  *  2. sl_k_bslz4_decode<S>: one warp per (entry, block slot). The warp stages
- *     the compressed block into shared memory (16-byte loads), decodes the
- *     LZ4 sequences (every lane parses the same sequence from shared memory,
- *     broadcast reads, no shuffles; literals and matches are copied by the 32
- *     lanes, overlapping matches as a periodic pattern so that no lane reads
- *     a byte written in the same match), then un-transposes the block from
+ *     the compressed block at the end of its shared-memory buffer (16-byte
+ *     loads) and decodes the LZ4 sequences in place into the buffer's start
+ *     (every lane parses the same sequence, broadcast reads, no shuffles; a
+ *     sequence's literals and match are written in one pass by the 32 lanes,
+ *     overlapping matches as a periodic pattern; a block that would overwrite
+ *     input it has not read is decoded from global memory), then un-transposes the block from
  *     shared memory straight into the frames (one lane per group of 8
  *     elements: 8*S byte loads, S 8x8 bit transposes, one 8*S-byte store).
  *     Stored-raw chunks (filter_mask bit 0, or raw encoding) are copied by the
@@ -119,7 +120,7 @@ struct bz_params {
   unsigned long long buf_bytes, full, frame_bytes;
   long long pos_start, pos_count;
   unsigned int bound, cap;       /* entries launched; block slots per entry */
-  unsigned int slot_bytes, in_bytes; /* shared bytes per warp: decoded block, staged input (a, c) */
+  unsigned int slot_bytes; /* shared bytes per warp for the decoded block */
   unsigned int stride;                /* shared bytes per warp */
   unsigned int elem, enc, raw_bs; /* raw_bs: block elements of uncompressed bitshuffle */
 };
@@ -354,71 +355,15 @@ __device__ void warp_copy(uint8_t *dst, const uint8_t *src, unsigned long long l
   }
 }
 
-/* One LZ4 block, in[0..ilen) -> out[0..olen), by the whole warp. Every lane
- * parses the same sequence (broadcast reads); copies are spread over the lanes.
- * Returns 0, or 1 (corrupt) or 2 (well formed, *produced < olen bytes). */
-__device__ int lz4_warp(const uint8_t *in, uint32_t ilen, uint8_t *out, uint32_t olen,
-                        unsigned lane, uint32_t *produced) {
-  uint32_t ip = 0, op = 0;
-  for (;;) {
-    if (ip >= ilen) return 1;
-    const uint32_t token = in[ip++];
-    uint32_t lit = token >> 4;
-    if (lit == 15) {
-      uint32_t b;
-      do {
-        if (ip >= ilen) return 1;
-        b = in[ip++];
-        lit += b;
-      } while (b == 255);
-    }
-    if (lit > ilen - ip || lit > olen - op) return 1;
-    for (uint32_t k = lane; k < lit; k += 32) out[op + k] = in[ip + k];
-    ip += lit;
-    op += lit;
-    if (ip == ilen) break;     /* the last sequence: literals only */
-    if (ilen - ip < 8) return 1; /* liblz4: a literal run ending in the last 8 bytes is the last */
-    const uint32_t off = (uint32_t)in[ip] | ((uint32_t)in[ip + 1] << 8);
-    ip += 2;
-    if (off == 0 || off > op) return 1;
-    uint32_t ml = token & 15;
-    if (ml == 15) {
-      uint32_t b;
-      do {
-        if (ip >= ilen) return 1;
-        b = in[ip++];
-        ml += b;
-      } while (b == 255);
-    }
-    ml += 4;
-    if (ml > olen - op) return 1;
-    __syncwarp(); /* literals and earlier matches are visible to every lane */
-    const uint8_t *m = out + op - off;
-    if (off >= ml) {
-      for (uint32_t k = lane; k < ml; k += 32) out[op + k] = m[k];
-    } else { /* overlap: a pattern of period off, read only from before op */
-      uint32_t r = lane % off;
-      const uint32_t step = 32 % off;
-      for (uint32_t k = lane; k < ml; k += 32) {
-        out[op + k] = m[r];
-        r += step;
-        if (r >= off) r -= off;
-      }
-    }
-    op += ml;
-  }
-  __syncwarp();
-  *produced = op;
-  return op == olen ? 0 : 2;
-}
-
-/* Variants b and c: the same checks, in the same order, as lz4_warp; every
- * lane parses the sequence (broadcast reads), then the sequence's literals and
- * match are written in one pass without a barrier between them: a match byte
- * that lies in this sequence's literal run is read from the input, the others
- * from output written by earlier sequences (one __syncwarp per sequence).
+/* One LZ4 block, in[0..ilen) -> out[0..olen), by the whole warp, with
+ * liblz4's checks: every lane parses the sequence (broadcast reads), then the
+ * sequence's literals and match are written in one pass without a barrier
+ * between them: a match byte that lies in this sequence's literal run is read
+ * from the input, the others from output written by earlier sequences (one
+ * __syncwarp per sequence). Returns 0, 1 (corrupt), 2 (well formed, *produced
+ * < olen bytes) or 3 (in place would overwrite unread input: see below).
  *
- * In place (variant b): the compressed block sits at out + gap, behind the
+ * In place: the compressed block sits at out + gap, behind the
  * block's decoded bytes. A sequence whose writes end at or before its literal
  * run in the input takes the one-pass copy; otherwise, as long as the writes
  * stay behind the read position (liblz4's in-place rule: literals are moved
@@ -604,11 +549,13 @@ __device__ void unshuffle_store(const uint8_t *in, uint32_t m, uint8_t *out, lon
   }
 }
 
-/* V: 0 = variant a (lz4_warp, compressed block staged beside the decoded
- * one), 1 = variant b (lz4_warp_fast, in place: ~8.4 KB of shared memory per
- * warp, 13 CTAs per SM), 2 = variant c (lz4_warp_fast, layout of a). */
-template <int S, int V>
-__global__ void __launch_bounds__(BZ_WARPS_PER_CTA * 32, V == 1 ? 13 : 9) sl_k_bslz4_decode(bz_params p) {
+/* One warp per LZ4 block: the compressed block is copied to the end of the
+ * warp's shared-memory buffer and decoded in place into its start (~8.4 KB of
+ * shared memory per warp, 13 CTAs per SM), then unshuffled from shared memory
+ * (docs/optimisation-notes.md: 309 GB/s on the H200, against 271 and 251 GB/s
+ * for two layouts that staged the compressed block beside the decoded one). */
+template <int S>
+__global__ void __launch_bounds__(BZ_WARPS_PER_CTA * 32, 13) sl_k_bslz4_decode(bz_params p) {
   extern __shared__ uint4 bz_smem[];
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const unsigned int gw = blockIdx.x * BZ_WARPS_PER_CTA + warp; /* < 2^32: the launcher checks */
@@ -644,35 +591,17 @@ __global__ void __launch_bounds__(BZ_WARPS_PER_CTA * 32, V == 1 ? 13 : 9) sl_k_b
     const uint2 bt = p.blocks[(unsigned long long)entry * p.cap + j];
     const uint8_t *cin = src + bt.x;
     uint32_t got = 0;
-    int r;
-    if (V == 0) {
-      if (bt.y <= p.in_bytes) { /* stage the compressed block next to the output */
-        uint8_t *stage = blk + p.slot_bytes + ((uintptr_t)cin & 15);
-        warp_copy(stage, cin, bt.y, lane);
-        __syncwarp();
-        cin = stage;
-      }
-      r = lz4_warp(cin, bt.y, blk, want, lane, &got);
-    } else {
-      r = 3;
-      if (V == 1) {
-        if (bt.y + 15 <= p.stride) { /* in place: at the end of the warp's buffer, 16-byte congruent */
-          uint32_t gap = p.stride - bt.y;
-          gap -= (uint32_t)(((uintptr_t)(blk + gap) - (uintptr_t)cin) & 15);
-          warp_copy(blk + gap, cin, bt.y, lane);
-          __syncwarp();
-          r = lz4_warp_fast(blk + gap, bt.y, blk, want, lane, &got, gap);
-        }
-      } else if (bt.y <= p.in_bytes) {
-        uint8_t *stage = blk + p.slot_bytes + ((uintptr_t)cin & 15);
-        warp_copy(stage, cin, bt.y, lane);
-        __syncwarp();
-        r = lz4_warp_fast(stage, bt.y, blk, want, lane, &got, BZ_FAR);
-      }
-      if (r == 3) { /* not staged, or in place would overwrite unread input: from global memory */
-        __syncwarp();
-        r = lz4_warp_fast(cin, bt.y, blk, want, lane, &got, BZ_FAR);
-      }
+    int r = 3;
+    if (bt.y + 15 <= p.stride) { /* in place: at the end of the warp's buffer, 16-byte congruent */
+      uint32_t gap = p.stride - bt.y;
+      gap -= (uint32_t)(((uintptr_t)(blk + gap) - (uintptr_t)cin) & 15);
+      warp_copy(blk + gap, cin, bt.y, lane);
+      __syncwarp();
+      r = lz4_warp_fast(blk + gap, bt.y, blk, want, lane, &got, gap);
+    }
+    if (r == 3) { /* too large to stage, or in place would overwrite unread input: from global memory */
+      __syncwarp();
+      r = lz4_warp_fast(cin, bt.y, blk, want, lane, &got, BZ_FAR);
     }
     if (r != 0) {
       if (lane == 0) {
@@ -695,7 +624,7 @@ struct bz_state {
   uint2 *blocks;
   size_t ents_cap, blocks_cap; /* counts */
   int sync_mode;
-  size_t smem_attr[3][3]; /* dynamic shared memory limit set per instance */
+  size_t smem_attr[3]; /* dynamic shared memory limit set per instance */
 };
 
 void bz_state_free(void *v) {
@@ -843,28 +772,20 @@ sl_code check_record(sl_kernel_args *a, bz_state *st, cudaStream_t s, unsigned l
   return a->err->code;
 }
 
-template <int S, int V>
-cudaError_t launch_decode_v(const bz_params &p, unsigned long long warps, size_t smem, bz_state *st,
-                            cudaStream_t s) {
+template <int S>
+cudaError_t launch_decode(const bz_params &p, unsigned long long warps, size_t smem, bz_state *st,
+                          cudaStream_t s) {
   const int idx = S == 1 ? 0 : S == 2 ? 1 : 2;
-  if (smem > 48 * 1024 && st->smem_attr[V][idx] < smem) {
+  if (smem > 48 * 1024 && st->smem_attr[idx] < smem) {
     cudaError_t e =
-        cudaFuncSetAttribute(sl_k_bslz4_decode<S, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaFuncSetAttribute(sl_k_bslz4_decode<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
-    st->smem_attr[V][idx] = smem;
+    st->smem_attr[idx] = smem;
   }
   unsigned long long ctas = (warps + BZ_WARPS_PER_CTA - 1) / BZ_WARPS_PER_CTA;
   if (ctas > 0x7fffffffull || warps > 0xffffffffull) return cudaErrorInvalidConfiguration;
-  sl_k_bslz4_decode<S, V><<<(unsigned)ctas, BZ_WARPS_PER_CTA * 32, smem, s>>>(p);
+  sl_k_bslz4_decode<S><<<(unsigned)ctas, BZ_WARPS_PER_CTA * 32, smem, s>>>(p);
   return cudaSuccess;
-}
-
-template <int S>
-cudaError_t launch_decode(const bz_params &p, unsigned long long warps, size_t smem, bz_state *st,
-                          cudaStream_t s, int variant) {
-  return variant == 0   ? launch_decode_v<S, 0>(p, warps, smem, st, s)
-         : variant == 2 ? launch_decode_v<S, 2>(p, warps, smem, st, s)
-                            : launch_decode_v<S, 1>(p, warps, smem, st, s);
 }
 
 }  // namespace
@@ -872,15 +793,9 @@ cudaError_t launch_decode(const bz_params &p, unsigned long long warps, size_t s
 extern "C" {
 extern const sl_cuda_kernel_info sl_cuda_kernels_bslz4[] = {
     {"sl_k_bslz4_index", (const void *)sl_k_bslz4_index, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<1,b>", (const void *)sl_k_bslz4_decode<1, 1>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<2,b>", (const void *)sl_k_bslz4_decode<2, 1>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<4,b>", (const void *)sl_k_bslz4_decode<4, 1>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<1,a>", (const void *)sl_k_bslz4_decode<1, 0>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<2,a>", (const void *)sl_k_bslz4_decode<2, 0>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<4,a>", (const void *)sl_k_bslz4_decode<4, 0>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<1,c>", (const void *)sl_k_bslz4_decode<1, 2>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<2,c>", (const void *)sl_k_bslz4_decode<2, 2>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<4,c>", (const void *)sl_k_bslz4_decode<4, 2>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<1>", (const void *)sl_k_bslz4_decode<1>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<2>", (const void *)sl_k_bslz4_decode<2>, SL_CUDA_KERNEL_ABI},
+    {"sl_k_bslz4_decode<4>", (const void *)sl_k_bslz4_decode<4>, SL_CUDA_KERNEL_ABI},
 };
 extern const int sl_cuda_kernels_bslz4_count = (int)(sizeof sl_cuda_kernels_bslz4 / sizeof sl_cuda_kernels_bslz4[0]);
 }
@@ -914,7 +829,7 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
   const unsigned long long buf_bytes = (unsigned long long)sl_desc_buffer_bytes(in, a->pos_count);
 
   /* Block plan from the dataset's block size. */
-  unsigned long long cap = 1, slot = 0, in_bytes = 0, raw_bs = 0;
+  unsigned long long cap = 1, slot = 0, raw_bs = 0;
   if (in->encoding == SL_ENC_BSLZ4 || in->encoding == SL_ENC_BITSHUFFLE) {
     unsigned long long bs_exp = in->encoded_block_elems > 0 ? (unsigned long long)in->encoded_block_elems
                                                             : default_block_elems(s);
@@ -927,34 +842,23 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
       raw_bs = bs_exp;
       cap = nel / bs_exp + (((nel % bs_exp) & ~7ull) ? 1 : 0);
       slot = bs_exp * s;
-      in_bytes = 0;
     } else {
       if (bs_exp % 8 || bs_exp * s > BZ_MAX_BLOCK_BYTES) bs_exp = default_block_elems(s); /* header decides */
       unsigned long long bs_min = bs_exp < default_block_elems(s) ? bs_exp : default_block_elems(s);
       cap = nel / bs_min + (((nel % bs_min) & ~7ull) ? 1 : 0);
       slot = bs_exp * s > 8192 ? bs_exp * s : 8192;
-      in_bytes = slot / 2; /* larger compressed blocks are parsed from global memory */
     }
     slot = (slot + 15) & ~15ull;
-    in_bytes = (in_bytes + 15) & ~15ull;
     if (cap < 1) cap = 1;
   } else { /* SL_ENC_RAW: warps per entry for the copy */
     cap = (full + 16383) / 16384;
     if (cap < 1) cap = 1;
   }
-  /* Variant (SLUICE_BSLZ4_VARIANT=a|b|c, default b): a and c stage the
-   * compressed block beside the decoded one (slot + in_bytes + 16 bytes per
-   * warp); b decodes in place (slot + margin bytes per warp, the compressed
-   * block at the end; liblz4's in-place margin is 32 + slot / 256). */
-  int variant = 1;
-  {
-    const char *v = getenv("SLUICE_BSLZ4_VARIANT");
-    if (v && !strcmp(v, "a")) variant = 0;
-    else if (v && !strcmp(v, "c")) variant = 2;
-  }
-  size_t per_warp = slot ? (size_t)(slot + in_bytes + 16) : 0;
-  if (variant == 1 && slot)
-    per_warp = (size_t)slot + (in->encoding == SL_ENC_BSLZ4 ? (size_t)(((slot >> 6) + 64 + 15) & ~15ull) : 16);
+  /* Shared memory per warp: the decoded block plus, for LZ4, the in-place
+   * margin for the compressed block at its end (liblz4's in-place margin is
+   * 32 + slot / 256; this leaves more). */
+  size_t per_warp = slot ? (size_t)slot + (in->encoding == SL_ENC_BSLZ4 ? (size_t)(((slot >> 6) + 64 + 15) & ~15ull) : 16)
+                         : 0;
   const size_t smem = per_warp * BZ_WARPS_PER_CTA;
   size_t smem_max = sl_cuda_shared_memory_per_block(a->backend);
   if (smem_max == 0) smem_max = 48 * 1024;
@@ -1026,7 +930,6 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
   p.bound = (unsigned int)bound;
   p.cap = (unsigned int)cap;
   p.slot_bytes = (unsigned int)slot;
-  p.in_bytes = (unsigned int)in_bytes;
   p.stride = (unsigned int)per_warp;
   p.elem = (unsigned int)s;
   p.enc = (unsigned int)in->encoding;
@@ -1037,9 +940,9 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
   sl_code rc = sl_cuda_check_launch(a, "sl_k_bslz4_index");
   if (rc != SL_OK) return rc;
   const unsigned long long warps = (unsigned long long)bound * cap;
-  ce = s == 1 ? launch_decode<1>(p, warps, smem, st, stream, variant)
-       : s == 2 ? launch_decode<2>(p, warps, smem, st, stream, variant)
-                : launch_decode<4>(p, warps, smem, st, stream, variant);
+  ce = s == 1 ? launch_decode<1>(p, warps, smem, st, stream)
+       : s == 2 ? launch_decode<2>(p, warps, smem, st, stream)
+                : launch_decode<4>(p, warps, smem, st, stream);
   if (ce != cudaSuccess) return cuda_fail(a, ce, "launching sl_k_bslz4_decode");
   rc = sl_cuda_check_launch(a, "sl_k_bslz4_decode");
   if (rc != SL_OK) return rc;
