@@ -883,8 +883,8 @@ extern "C" sl_code sl_cuda_bslz4_decode(sl_kernel_args *a) {
       return cuda_fail(a, ce, "allocating the error record");
     }
     memset(st->h_err, 0, sizeof(bz_err));
-    for (int k = 0; k < 9; k++) /* the decode kernels, as registered below */
-      cudaFuncSetAttribute((const void *)sl_cuda_kernels_bslz4[1 + k].func, cudaFuncAttributePreferredSharedMemoryCarveout,
+    for (int k = 1; k < sl_cuda_kernels_bslz4_count; k++) /* the decode kernels, after the index kernel */
+      cudaFuncSetAttribute((const void *)sl_cuda_kernels_bslz4[k].func, cudaFuncAttributePreferredSharedMemoryCarveout,
                            cudaSharedmemCarveoutMaxShared);
     node->dev_state = st;
     node->dev_state_free = bz_state_free;
