@@ -35,6 +35,7 @@ typedef struct run_ctx {
   const void **inputs;  /* graph inputs (iterate bodies) */
   void *workspace;
   double *node_seconds;
+  double *node_device_seconds;
   int64_t *node_calls;
   double *level_seconds;
   exec_call *calls; /* per node, reused by every batch */
@@ -68,6 +69,7 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->slot_ptr = sl_xcalloc((size_t)(p->n_slots ? p->n_slots : 1), sizeof *c->slot_ptr);
   c->buf_of = sl_xcalloc((size_t)n * 8, sizeof *c->buf_of);
   c->node_seconds = sl_xcalloc((size_t)n, sizeof *c->node_seconds);
+  c->node_device_seconds = sl_xcalloc((size_t)n, sizeof *c->node_device_seconds);
   c->node_calls = sl_xcalloc((size_t)n, sizeof *c->node_calls);
   c->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *c->level_seconds);
   c->calls = sl_xcalloc((size_t)n, sizeof *c->calls);
@@ -86,6 +88,11 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
 }
 
 static void ctx_end(run_ctx *c) {
+  /* Kernels still timed into this context's arrays finish first (a run that
+   * failed may have left some enqueued); their errors were reported already. */
+  sl_error ignored;
+  sl_error_clear(&ignored);
+  (void)c->b->ops->sync(c->b, &ignored);
   for (int s = 0; c->slot_ptr && s < c->p->n_slots; s++)
     if (c->slot_ptr[s]) sl_pool_release(c->pool, c->slot_ptr[s]);
   if (c->workspace) sl_pool_release(c->pool, c->workspace);
@@ -101,6 +108,7 @@ static void ctx_end(run_ctx *c) {
   free(c->slot_ptr);
   free(c->buf_of);
   free(c->node_seconds);
+  free(c->node_device_seconds);
   free(c->node_calls);
   free(c->level_seconds);
   free(c->calls);
@@ -123,6 +131,7 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
   a->workspace = c->workspace;
   a->err = &c->kernel_err;
   call->seconds = &c->node_seconds[i];
+  a->device_seconds = c->b->caps.device_memory ? &c->node_device_seconds[i] : NULL;
   call->calls = &c->node_calls[i];
 }
 
@@ -338,6 +347,7 @@ void sl_exec_result_free(sl_exec_result *r) {
   }
   free(r->outputs);
   free(r->node_seconds);
+  free(r->node_device_seconds);
   free(r->node_calls);
   free(r->level_seconds);
   memset(r, 0, sizeof *r);
@@ -446,6 +456,11 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     res->node_seconds = sl_xcalloc((size_t)n, sizeof *res->node_seconds);
     res->node_calls = sl_xcalloc((size_t)n, sizeof *res->node_calls);
     res->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *res->level_seconds);
+    res->node_device_seconds = sl_xcalloc((size_t)n, sizeof *res->node_device_seconds);
+    sl_error ignored; /* device times are added once the kernels completed */
+    sl_error_clear(&ignored);
+    (void)b->ops->sync(b, &ignored);
+    memcpy(res->node_device_seconds, c.node_device_seconds, (size_t)g->n_nodes * sizeof *res->node_device_seconds);
     memcpy(res->node_seconds, c.node_seconds, (size_t)g->n_nodes * sizeof *res->node_seconds);
     memcpy(res->node_calls, c.node_calls, (size_t)g->n_nodes * sizeof *res->node_calls);
     memcpy(res->level_seconds, c.level_seconds, (size_t)p->n_levels * sizeof *res->level_seconds);

@@ -20,7 +20,9 @@ typedef struct sl_output_data {
 typedef struct sl_exec_result {
   int n_outputs;
   sl_output_data *outputs;
-  double *node_seconds;  /* per graph node (iterate: whole loop) */
+  double *node_seconds;  /* per graph node (iterate: whole loop); on a device
+                            backend, the host time of the node's launchers */
+  double *node_device_seconds; /* device backends: the node's kernels' device time */
   int64_t *node_calls;   /* kernel invocations per node */
   double *level_seconds; /* per plan level, summed over chunks */
   /* The budgeted memory (device memory on a device backend, host memory

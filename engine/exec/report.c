@@ -140,7 +140,11 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     sl_json_kv_int(j, "level", n->level);
     sl_json_kv_string(j, "phase", sl_phase_name(n->phase));
     sl_json_kv_int(j, "pass", n->pass);
-    sl_json_kv_double(j, "seconds", r->node_seconds[i]);
+    /* On a device backend a device node's time is its kernels' device time
+     * (events); the host time of its launchers is reported beside it. */
+    bool device_node = p->caps.device_memory && n->desc && !n->desc->host && r->node_device_seconds;
+    sl_json_kv_double(j, "seconds", device_node ? r->node_device_seconds[i] : r->node_seconds[i]);
+    if (device_node) sl_json_kv_double(j, "launch_seconds", r->node_seconds[i]);
     sl_json_kv_int(j, "calls", r->node_calls[i]);
     sl_json_kv_int(j, "bytes_read", p->nodes[i].cost.bytes_read);
     sl_json_kv_int(j, "bytes_written", p->nodes[i].cost.bytes_written);

@@ -70,6 +70,10 @@ typedef struct sl_kernel_args {
   void *out[8];
   void *workspace; /* cost().workspace_bytes of scratch, or NULL */
   sl_error *err;   /* the kernel fills this on failure */
+  /* Where a device backend adds the device time of the kernels this call
+   * enqueues, once they completed (CUDA events around the launcher); NULL
+   * on the CPU backend, where the call's own time is the kernel time. */
+  double *device_seconds;
 } sl_kernel_args;
 
 typedef struct sl_node_desc {

@@ -202,6 +202,14 @@ static void compare_all(const char *file, const sl_setting *sets, size_t n_sets,
       if (run(file, sets, n_sets, SL_BACKEND_CUDA, chunks[i], modes[m], &got, &err) != SL_OK)
         fail_msg("%s: %s", what, err.msg);
       expect_same(&ref, &got, what);
+      /* device nodes report their kernels' device time (CUDA events), host nodes none */
+      const sl_graph *g = got.plan->graph;
+      for (int k = 0; k < g->n_nodes; k++) {
+        const sl_node *n = &g->nodes[k];
+        double t = got.result.node_device_seconds[k];
+        if (n->desc && !n->desc->host ? !(t > 0) : t != 0)
+          fail_msg("%s: node %s: device time %g", what, n->id, t);
+      }
       sl_run_free(&got);
     }
   }

@@ -35,6 +35,13 @@ enum { MIN_COMPUTE_CAPABILITY = 80 };
 /* Batches in flight at most (the host runs at most this far ahead). */
 #define SL_CUDA_RING 64
 
+/* The device time of one launcher's kernels: events before and after it on
+ * the stream, added to *target once its batch completed. */
+typedef struct cuda_timing {
+  cudaEvent_t start, end;
+  double *target;
+} cuda_timing;
+
 typedef struct cuda_impl {
   int device;
   int compute_capability; /* major * 10 + minor */
@@ -68,6 +75,10 @@ typedef struct cuda_impl {
   int ring_n_nodes[SL_CUDA_RING];
   int64_t ring_chunk[SL_CUDA_RING];
   bool sync_each; /* SLUICE_CUDA_SYNC=1: wait for every batch (debugging) */
+  /* Per ring entry: the timed launchers of that batch (events made on first
+   * use and kept). */
+  cuda_timing *ring_t[SL_CUDA_RING];
+  int ring_nt[SL_CUDA_RING], ring_capt[SL_CUDA_RING];
   /* what this backend holds now */
   int64_t device_allocs, pinned_allocs;
   uint64_t device_bytes, pinned_bytes;
@@ -295,8 +306,14 @@ static void cuda_destroy(sl_backend *b) {
       (void)cudaStreamSynchronize(c->copy_stream);
       (void)cudaStreamDestroy(c->copy_stream);
     }
-    for (int k = 0; k < SL_CUDA_RING; k++)
+    for (int k = 0; k < SL_CUDA_RING; k++) {
       if (c->have_ring_event[k]) (void)cudaEventDestroy(c->ring_event[k]);
+      for (int t = 0; t < c->ring_capt[k]; t++) {
+        (void)cudaEventDestroy(c->ring_t[k][t].start);
+        (void)cudaEventDestroy(c->ring_t[k][t].end);
+      }
+      free(c->ring_t[k]);
+    }
     if (c->mark_host) (void)cudaFreeHost(c->mark_host);
     (void)cudaGetLastError();
     if (c->cpu) c->cpu->ops->destroy(c->cpu);
@@ -381,6 +398,23 @@ static sl_code cuda_upload(sl_backend *b, void *dst, const void *host_src, size_
 static bool device_fault_in_batch(const cuda_impl *c);
 static sl_code device_error(cuda_impl *c, cudaError_t e, sl_error *err);
 
+/* Batches (completed, upto] are known complete: their launchers' device
+ * times go to their targets. */
+static void harvest_upto(cuda_impl *c, uint32_t upto) {
+  for (uint32_t seq = c->completed + 1; seq <= upto && seq != 0; seq++) {
+    int k = (int)(seq % SL_CUDA_RING);
+    for (int t = 0; t < c->ring_nt[k]; t++) {
+      float ms = 0;
+      if (c->ring_t[k][t].target &&
+          cudaEventElapsedTime(&ms, c->ring_t[k][t].start, c->ring_t[k][t].end) == cudaSuccess)
+        *c->ring_t[k][t].target += ms * 1e-3;
+    }
+    c->ring_nt[k] = 0;
+  }
+  (void)cudaGetLastError();
+  if (upto > c->completed) c->completed = upto;
+}
+
 /* Device to host; the data is on the host when this returns (so every batch
  * before it has completed). */
 static sl_code cuda_download(sl_backend *b, void *host_dst, const void *src, size_t bytes, sl_error *err) {
@@ -394,7 +428,7 @@ static sl_code cuda_download(sl_backend *b, void *host_dst, const void *src, siz
     format_size(bytes, s, sizeof s);
     return cuda_fail(err, e, "download of %s from the device failed", s);
   }
-  c->completed = c->committed;
+  harvest_upto(c, c->committed);
   return SL_OK;
 }
 
@@ -425,11 +459,47 @@ static sl_code cuda_zero(sl_backend *b, void *dst, size_t bytes, sl_error *err) 
 static sl_code cuda_batch_begin(sl_backend *b, sl_error *err) {
   cuda_impl *c = b->impl;
   if (c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cuda backend: batch already open");
+  /* The batch's ring entry is free once batch seq - RING completed: the
+   * host runs at most SL_CUDA_RING batches ahead. */
+  const uint32_t seq = c->committed + 1;
+  if (seq > SL_CUDA_RING && c->completed < seq - SL_CUDA_RING) {
+    cudaError_t e = cudaEventSynchronize(c->ring_event[seq % SL_CUDA_RING]);
+    if (e != cudaSuccess) return device_error(c, e, err);
+    harvest_upto(c, seq - SL_CUDA_RING);
+  }
+  c->ring_nt[seq % SL_CUDA_RING] = 0;
   c->in_batch = true;
   c->n_batch = 0;
   c->batch_chunk = -1;
   c->batch_status = SL_OK;
   return SL_OK;
+}
+
+/* A timing record of the open batch's ring entry (events made on first use
+ * and kept), or NULL when events cannot be made (no times; not an error). */
+static cuda_timing *timing_slot(cuda_impl *c) {
+  const int k = (int)((c->committed + 1) % SL_CUDA_RING);
+  if (c->ring_nt[k] == c->ring_capt[k]) {
+    int cap = c->ring_capt[k] ? 2 * c->ring_capt[k] : 4;
+    c->ring_t[k] = sl_xrealloc(c->ring_t[k], (size_t)cap * sizeof *c->ring_t[k]);
+    for (int t = c->ring_capt[k]; t < cap; t++) {
+      cuda_timing *x = &c->ring_t[k][t];
+      x->target = NULL;
+      if (cudaEventCreate(&x->start) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+      }
+      if (cudaEventCreate(&x->end) != cudaSuccess) {
+        (void)cudaEventDestroy(x->start);
+        (void)cudaGetLastError();
+        return NULL;
+      }
+      c->ring_capt[k] = t + 1;
+    }
+  }
+  cuda_timing *x = &c->ring_t[k][c->ring_nt[k]++];
+  x->target = NULL;
+  return x;
 }
 
 /* Runs the launcher now: it enqueues its kernels on the stream and returns. */
@@ -443,7 +513,12 @@ static sl_code cuda_batch_encode(sl_backend *b, sl_kernel_fn fn, sl_kernel_args 
   }
   c->batch_nodes[c->n_batch++] = a->node && a->node->id ? a->node->id : "?";
   if (c->batch_chunk < 0) c->batch_chunk = a->chunk;
+  cuda_timing *t = a->device_seconds ? timing_slot(c) : NULL;
+  bool timed = t && cudaEventRecord(t->start, c->stream) == cudaSuccess;
   sl_code rc = fn(a);
+  timed = timed && cudaEventRecord(t->end, c->stream) == cudaSuccess;
+  if (t) t->target = timed ? a->device_seconds : NULL;
+  if (t && !timed) (void)cudaGetLastError(); /* no time; the launch reported its own errors */
   if (rc != SL_OK) {
     if (a->err && a->err != err) *err = *a->err;
     if (err->code == SL_OK) sl_fail(err, rc, "cuda backend: launcher failed");
@@ -510,6 +585,7 @@ static sl_code device_error(cuda_impl *c, cudaError_t e, sl_error *err) {
   if (known && n_nodes == 1) sl_error_node(err, nodes);
   if (known && chunk >= 0) sl_error_chunk(err, chunk);
   c->batch_status = SL_ERR_BACKEND;
+  for (int k = 0; k < SL_CUDA_RING; k++) c->ring_nt[k] = 0; /* no times after a fault */
   return SL_ERR_BACKEND;
 }
 
@@ -518,7 +594,7 @@ static sl_code cuda_sync(sl_backend *b, sl_error *err) {
   cudaError_t e = cudaStreamSynchronize(c->stream);
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return device_error(c, e, err);
-  c->completed = c->committed;
+  harvest_upto(c, c->committed);
   return SL_OK;
 }
 
@@ -537,12 +613,6 @@ static sl_code cuda_batch_wait(sl_backend *b, sl_error *err) {
   }
   uint32_t seq = c->committed + 1;
   int k = (int)(seq % SL_CUDA_RING);
-  /* The ring entry is free once batch seq - RING completed. */
-  if (seq > SL_CUDA_RING && c->completed < seq - SL_CUDA_RING) {
-    cudaError_t e = cudaEventSynchronize(c->ring_event[k]);
-    if (e != cudaSuccess) return device_error(c, e, err);
-    c->completed = seq - SL_CUDA_RING;
-  }
   join_nodes(c->batch_nodes, c->n_batch, c->ring_nodes[k], sizeof c->ring_nodes[k]);
   c->ring_n_nodes[k] = c->n_batch;
   c->ring_chunk[k] = c->batch_chunk;
