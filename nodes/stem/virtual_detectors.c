@@ -26,6 +26,12 @@
  *    (sl_virtual_detectors_runs).
  * Positions run in parallel.
  *
+ * Outputs s, sr, sc (the frame moments S, Sr, Sc, for a com node) are
+ * computed only when read (sl_node.out_used): then frame_moments.c's sweep
+ * gives S, Sr, Sc, the AVX2 path sums BF and ADF over the band only, and
+ * DF = S - BF, so a pipeline with virtual images and a centre of mass sweeps
+ * each frame once.
+ *
  * With the optional `disk` input (from disk_fit) the centre and radius come
  * from it at run time and the classes are built on the first kernel call. */
 #include <math.h>
