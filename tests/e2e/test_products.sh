@@ -92,6 +92,15 @@ P
 expect 0 "wrote" "pipelines/virtual_image.yaml" -- "$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --out vi
 expect 0 "wrote" "pipelines/virtual_image_fit.yaml" -- "$SLUICE" run "$SRC/pipelines/virtual_image_fit.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --out vif
 expect 0 "wrote" "pipelines/dpc.yaml" -- "$SLUICE" run "$SRC/pipelines/dpc.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --out dpc
+expect 0 "wrote" "pipelines/stem_products.yaml" -- "$SLUICE" run "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --out sp
+$PY - sp/results.h5 vi/results.h5 dpc/results.h5 <<'P' && ok "stem_products.yaml (one sweep) == virtual_image.yaml + dpc.yaml bit for bit" || not_ok "stem_products.yaml differs from virtual_image.yaml + dpc.yaml"
+import sys, h5py
+sp, vi, dpc = (h5py.File(f, "r") for f in sys.argv[1:])
+for k in ("bf", "adf", "df"):
+    assert sp[k][...].tobytes() == vi[k][...].tobytes(), k
+for k in ("com_row", "com_col", "rotation_deg", "transpose", "curl", "divergence", "idpc"):
+    assert sp[k][...].tobytes() == dpc[k][...].tobytes(), k
+P
 for f in bf adf df; do [ -s "vi/$f.png" ] && ok "vi/$f.png" || not_ok "vi/$f.png missing"; done
 for f in com_row com_col curl divergence idpc; do [ -s "dpc/$f.png" ] && ok "dpc/$f.png" || not_ok "dpc/$f.png missing"; done
 $PY - vif/results.h5 <<'P' && ok "fitted disk is the generator's (centre 20, 18; radius 4.5)" || not_ok "fitted disk is off"
