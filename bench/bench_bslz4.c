@@ -27,24 +27,8 @@
 
 #define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
-static inline uint64_t rng(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
-static inline double urand(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
-static unsigned poisson(double mean) {
-  double p = 1, e = exp(-mean);
-  unsigned k = 0;
-  do {
-    k++;
-    p *= urand();
-  } while (p > e && k < 1000);
-  return k - 1;
-}
+#define SL_TEST_RNG_SEED 0x2545F4914F6CDD1DULL
+#include "tests/unit/test_rng.h"
 
 static void generate(uint16_t *d, size_t frames, size_t side) {
   const double c = side / 2.0, r2 = (side / 6.0) * (side / 6.0);

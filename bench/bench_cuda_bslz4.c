@@ -32,24 +32,7 @@
 
 extern const sl_node_desc sl_node_bslz4_decode;
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
-static double urand(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
-static unsigned poisson(double mean) {
-  double p = 1, e = __builtin_exp(-mean);
-  unsigned k = 0;
-  do {
-    k++;
-    p *= urand();
-  } while (p > e && k < 1000);
-  return k - 1;
-}
+#include "tests/unit/test_rng.h"
 
 static double now(void) {
   struct timespec t;

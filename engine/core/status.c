@@ -20,6 +20,18 @@ sl_code sl_fail(sl_error *e, sl_code code, const char *fmt, ...) {
   return code;
 }
 
+sl_code sl_fail_in(sl_error *e, sl_code code, const char *file, const char *fmt, ...) {
+  if (!e) return code;
+  char msg[sizeof e->msg];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  sl_fail(e, code, "%s", msg);
+  sl_error_at(e, file, 0, 0);
+  return code;
+}
+
 void sl_error_at(sl_error *e, const char *file, int line, int col) {
   if (!e || e->file[0] || !file) return;
   snprintf(e->file, sizeof e->file, "%s", file);

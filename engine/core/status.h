@@ -35,6 +35,11 @@ void sl_error_clear(sl_error *e);
  * Location fields are left as they are. */
 sl_code sl_fail(sl_error *e, sl_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* sl_fail, then the file location (sl_error_at): for readers of a file that
+ * report what was wrong and where. The message is formatted before it is
+ * stored, so an argument may be e->msg itself. */
+sl_code sl_fail_in(sl_error *e, sl_code code, const char *file, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Location annotations. Each sets its field only if it is still unset, so the
  * innermost (most precise) location wins as the error travels up. */
 void sl_error_at(sl_error *e, const char *file, int line, int col);

@@ -16,6 +16,7 @@
  * bits inside every 64-bit lane (three mask/shift/xor rounds), then interleave
  * the s planes into elements. Groups left over after the last full tile go
  * through the scalar path. */
+#include "nodes/detector/bit_transpose.h"
 #include "nodes/detector/bslz4.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,17 +26,6 @@
 #define SL_X86 0
 #endif
 
-/* 8x8 bit transpose of a 64-bit word: bit t of byte k -> bit k of byte t. */
-static inline uint64_t tr8_u64(uint64_t x) {
-  uint64_t t;
-  t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL;
-  x ^= t ^ (t << 7);
-  t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL;
-  x ^= t ^ (t << 14);
-  t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL;
-  x ^= t ^ (t << 28);
-  return x;
-}
 
 /* Scalar path over groups [g0, nb) of a block with nb = m/8 groups. */
 static void unshuffle_scalar_range(const uint8_t *in, uint8_t *out, size_t nb, size_t s,
@@ -45,7 +35,7 @@ static void unshuffle_scalar_range(const uint8_t *in, uint8_t *out, size_t nb, s
     for (size_t g = g0; g < nb; g++) {
       uint64_t x = 0;
       for (unsigned k = 0; k < 8; k++) x |= (uint64_t)rows[k * nb + g] << (8 * k);
-      x = tr8_u64(x);
+      x = sl_tr8(x);
       uint8_t *o = out + 8 * g * s + j;
       for (unsigned t = 0; t < 8; t++) o[t * s] = (uint8_t)(x >> (8 * t));
     }

@@ -35,19 +35,8 @@
 #define MSG_LAYOUT 0x0008
 #define MSG_CONT 0x0010
 
-static sl_code bad(const sl_h5bt_io *io, sl_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static sl_code bad(const sl_h5bt_io *io, sl_error *err, const char *fmt, ...) {
-  if (err) {
-    char msg[sizeof err->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    sl_fail(err, SL_ERR_FORMAT, "%s", msg);
-    sl_error_at(err, io->name ? io->name : "", 0, 0);
-  }
-  return SL_ERR_FORMAT;
-}
+/* A malformed file: SL_ERR_FORMAT, the message and the file's name. */
+#define bad(io, err, ...) sl_fail_in((err), SL_ERR_FORMAT, (io)->name ? (io)->name : "", __VA_ARGS__)
 
 static uint64_t le(const uint8_t *p, unsigned n) {
   uint64_t v = 0;

@@ -49,21 +49,6 @@ typedef struct builder {
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static sl_code fail_at(sl_error *err, sl_code code, const char *file, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static sl_code fail_at(sl_error *err, sl_code code, const char *file, const char *fmt, ...) {
-  if (err) {
-    char msg[sizeof err->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    sl_fail(err, code, "%s", msg);
-    sl_error_at(err, file, 0, 0);
-  }
-  return code;
-}
-
 /* True when every component of the absolute `path` exists in `loc`
  * (H5Lexists fails on a missing intermediate group). Does not follow the
  * last component when it is a link. */
@@ -138,14 +123,14 @@ static void h5_error_text(char *buf) {
 static sl_code open_h5(const char *path, hid_t *fid, sl_error *err) {
   struct stat st;
   if (stat(path, &st) != 0)
-    return fail_at(err, SL_ERR_IO, path, "cannot open: %s", strerror(errno));
+    return sl_fail_in(err, SL_ERR_IO, path, "cannot open: %s", strerror(errno));
   if (!S_ISREG(st.st_mode))
-    return fail_at(err, SL_ERR_IO, path, "not a regular file");
+    return sl_fail_in(err, SL_ERR_IO, path, "not a regular file");
   *fid = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (*fid < 0) {
     char why[256];
     h5_error_text(why);
-    return fail_at(err, SL_ERR_FORMAT, path, "not a readable HDF5 file%s%s", why[0] ? ": " : "", why);
+    return sl_fail_in(err, SL_ERR_FORMAT, path, "not a readable HDF5 file%s%s", why[0] ? ": " : "", why);
   }
   return SL_OK;
 }
@@ -158,13 +143,13 @@ static sl_code open_h5(const char *path, hid_t *fid, sl_error *err) {
 static sl_code resolve(builder *b, const char *master_path, const char *link, sl_error *err) {
   H5L_info_t li;
   if (H5Lget_info(b->master, link, &li, H5P_DEFAULT) < 0)
-    return fail_at(err, SL_ERR_FORMAT, master_path, "cannot read link %s", link);
+    return sl_fail_in(err, SL_ERR_FORMAT, master_path, "cannot read link %s", link);
   part *p = add_part(b);
   p->link = sl_strdup(link);
   if (li.type == H5L_TYPE_EXTERNAL) {
     size_t n = li.u.val_size;
     if (n == 0 || n > 65536)
-      return fail_at(err, SL_ERR_FORMAT, master_path, "external link %s has a bad value size %zu", link, n);
+      return sl_fail_in(err, SL_ERR_FORMAT, master_path, "external link %s has a bad value size %zu", link, n);
     char *val = malloc(n);
     if (!val) return sl_fail(err, SL_ERR_NOMEM, "out of memory");
     const char *fname = NULL, *obj = NULL;
@@ -173,14 +158,14 @@ static sl_code resolve(builder *b, const char *master_path, const char *link, sl
         H5Lunpack_elink_val(val, n, &flags, &fname, &obj) < 0 || !fname || !obj || !fname[0] ||
         !memchr(val, 0, n)) {
       free(val);
-      return fail_at(err, SL_ERR_FORMAT, master_path, "cannot decode external link %s",
+      return sl_fail_in(err, SL_ERR_FORMAT, master_path, "cannot decode external link %s",
                      link);
     }
     char target[4096];
     sl_path_join(b->dir, fname, target, sizeof target);
     struct stat st;
     if (stat(target, &st) != 0) {
-      sl_code rc = fail_at(err, SL_ERR_IO, master_path,
+      sl_code rc = sl_fail_in(err, SL_ERR_IO, master_path,
                            "link %s points to data file '%s', which is missing: %s (%s)",
                            link, fname, target, strerror(errno));
       free(val);
@@ -200,7 +185,7 @@ static sl_code resolve(builder *b, const char *master_path, const char *link, sl
     }
     p->file = add_file(b, target);
     if (!path_exists(p->fid, obj) || (p->did = H5Dopen2(p->fid, obj, H5P_DEFAULT)) < 0) {
-      rc = fail_at(err, SL_ERR_FORMAT, target, "no dataset %s (target of link %s in %s)", obj,
+      rc = sl_fail_in(err, SL_ERR_FORMAT, target, "no dataset %s (target of link %s in %s)", obj,
                    link, master_path);
       free(val);
       return rc;
@@ -209,12 +194,12 @@ static sl_code resolve(builder *b, const char *master_path, const char *link, sl
     return SL_OK;
   }
   if (li.type != H5L_TYPE_HARD && li.type != H5L_TYPE_SOFT)
-    return fail_at(err, SL_ERR_FORMAT, master_path, "link %s has an unsupported link type %d",
+    return sl_fail_in(err, SL_ERR_FORMAT, master_path, "link %s has an unsupported link type %d",
                    link, (int)li.type);
   p->file = add_file(b, master_path);
   p->did = H5Dopen2(b->master, link, H5P_DEFAULT);
   if (p->did < 0)
-    return fail_at(err, SL_ERR_FORMAT, master_path, "%s is not a dataset (or a dangling link)",
+    return sl_fail_in(err, SL_ERR_FORMAT, master_path, "%s is not a dataset (or a dangling link)",
                    link);
   return SL_OK;
 }
@@ -244,23 +229,23 @@ static sl_code inspect(builder *b, part *p, sl_error *err) {
   sl_code rc = SL_OK;
   hid_t space = H5I_INVALID_HID, type = H5I_INVALID_HID, dcpl = H5I_INVALID_HID;
   struct stat st;
-  if (stat(file, &st) != 0) return fail_at(err, SL_ERR_IO, file, "cannot stat: %s", strerror(errno));
+  if (stat(file, &st) != 0) return sl_fail_in(err, SL_ERR_IO, file, "cannot stat: %s", strerror(errno));
   p->file_size = (uint64_t)st.st_size;
 
   space = H5Dget_space(p->did);
   int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
   if (rank != 3) {
-    rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s has rank %d; detector frames need rank 3 (frames, rows, cols)", p->link, rank);
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s has rank %d; detector frames need rank 3 (frames, rows, cols)", p->link, rank);
     goto done;
   }
   hsize_t dims[3];
   H5Sget_simple_extent_dims(space, dims, NULL);
   if (dims[1] == 0 || dims[2] == 0 || dims[1] >= MAX_FRAME_DIM || dims[2] >= MAX_FRAME_DIM) {
-    rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s has frames of %llu x %llu pixels (each must be 1..%d)", p->link, (unsigned long long)dims[1], (unsigned long long)dims[2], MAX_FRAME_DIM - 1);
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s has frames of %llu x %llu pixels (each must be 1..%d)", p->link, (unsigned long long)dims[1], (unsigned long long)dims[2], MAX_FRAME_DIM - 1);
     goto done;
   }
   if (dims[0] == 0 || dims[0] > (hsize_t)1 << 40) {
-    rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s holds %llu frames", p->link,
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s holds %llu frames", p->link,
                  (unsigned long long)dims[0]);
     goto done;
   }
@@ -273,12 +258,12 @@ static sl_code inspect(builder *b, part *p, sl_error *err) {
   dtype_name(type, tname, sizeof tname);
   size_t sz = H5Tget_size(type);
   if (H5Tget_class(type) != H5T_INTEGER || (sz != 1 && sz != 2 && sz != 4)) {
-    rc = fail_at(err, SL_ERR_FORMAT, file,
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file,
                  "dataset %s has dtype %s; supported: 8, 16 or 32-bit integers", p->link, tname);
     goto done;
   }
   if (sz > 1 && H5Tget_order(type) != H5T_ORDER_LE) {
-    rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s holds big-endian %s: not supported", p->link,
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s holds big-endian %s: not supported", p->link,
                  tname);
     goto done;
   }
@@ -295,24 +280,24 @@ static sl_code inspect(builder *b, part *p, sl_error *err) {
     p->chunked = true;
     hsize_t cd[3] = {0, 0, 0};
     if (H5Pget_chunk(dcpl, 3, cd) != 3) {
-      rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s: cannot read its chunk shape", p->link);
+      rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: cannot read its chunk shape", p->link);
       goto done;
     }
     if (cd[0] == 0 || cd[1] != dims[1] || cd[2] != dims[2]) {
-      rc = fail_at(err, SL_ERR_FORMAT, file,
+      rc = sl_fail_in(err, SL_ERR_FORMAT, file,
                    "dataset %s: chunks split frames (chunk shape %llu x %llu x %llu, frames %llu x %llu): not supported", p->link, (unsigned long long)cd[0], (unsigned long long)cd[1], (unsigned long long)cd[2],
                    (unsigned long long)dims[1], (unsigned long long)dims[2]);
       goto done;
     }
     if ((uint64_t)cd[0] * frame_bytes > UINT32_MAX) {
-      rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s: chunks of %llu frames exceed 4 GiB", p->link,
+      rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: chunks of %llu frames exceed 4 GiB", p->link,
                    (unsigned long long)cd[0]);
       goto done;
     }
     p->k = (int64_t)cd[0];
     int nf = H5Pget_nfilters(dcpl);
     if (nf < 0) {
-      rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s: cannot read its filters", p->link);
+      rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: cannot read its filters", p->link);
       goto done;
     }
     if (nf == 0) {
@@ -337,14 +322,14 @@ static sl_code inspect(builder *b, part *p, sl_error *err) {
         if (k > 0 && (size_t)k < sizeof ids - o) o += (size_t)k;
       }
       if (nf != 1 || first_id != SL_H5_FILTER_BITSHUFFLE) {
-        rc = fail_at(err, SL_ERR_FORMAT, file,
+        rc = sl_fail_in(err, SL_ERR_FORMAT, file,
                      "dataset %s uses HDF5 filter %s: not supported (supported: none, or bitshuffle 32008 alone)", p->link, ids);
         goto done;
       }
       p->filter = SL_H5_FILTER_BITSHUFFLE;
     }
   } else {
-    rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s has layout %s: not supported (contiguous or chunked only)", p->link, layout == H5D_COMPACT ? "compact" : layout == H5D_VIRTUAL ? "virtual" : "unknown");
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s has layout %s: not supported (contiguous or chunked only)", p->link, layout == H5D_COMPACT ? "compact" : layout == H5D_VIRTUAL ? "virtual" : "unknown");
     goto done;
   }
 
@@ -370,7 +355,7 @@ static sl_code check_image_nr(const char *file, part *p, int64_t first_frame, sl
     H5Sclose(sp);
     H5Aclose(a);
     if (ok && v != expect[i])
-      return fail_at(err, SL_ERR_FORMAT, file,
+      return sl_fail_in(err, SL_ERR_FORMAT, file,
                      "dataset %s has %s = %lld, but it holds frames %lld..%lld of the acquisition (1-based)", p->link, names[i], v, (long long)expect[0], (long long)expect[1]);
   }
   return SL_OK;
@@ -382,14 +367,14 @@ static sl_code check_chunk(const sl_h5_index *ix, const part *p, const char *fil
                            uint64_t size, uint32_t mask, sl_error *err) {
   uint64_t raw = (uint64_t)p->k * ix->frame_bytes;
   if (addr == (uint64_t)HADDR_UNDEF || size == 0)
-    return fail_at(err, SL_ERR_FORMAT, file, "dataset %s: the chunk of frames %lld.. is not stored (never written)", p->link, (long long)frame0);
+    return sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: the chunk of frames %lld.. is not stored (never written)", p->link, (long long)frame0);
   bool raw_stored = p->filter == SL_H5_FILTER_NONE || (mask & 1u);
   if (raw_stored ? size != raw : size > 2 * raw + 4096)
-    return fail_at(err, SL_ERR_FORMAT, file,
+    return sl_fail_in(err, SL_ERR_FORMAT, file,
                    "dataset %s: the chunk of frames %lld.. has %" PRIu64 " stored bytes (%s %" PRIu64 ")",
                    p->link, (long long)frame0, size, raw_stored ? "expected" : "bound", raw_stored ? raw : 2 * raw + 4096);
   if (addr > p->file_size || size > p->file_size - addr)
-    return fail_at(err, SL_ERR_FORMAT, file,
+    return sl_fail_in(err, SL_ERR_FORMAT, file,
                    "dataset %s: the chunk of frames %lld.. at offset %" PRIu64 " (%" PRIu64
                    " bytes) lies past the end of the file (%" PRIu64 " bytes): truncated file?",
                    p->link, (long long)frame0, addr, size, p->file_size);
@@ -449,13 +434,13 @@ static sl_code collect_chunks(const part *p, const char *file, int64_t nc, raw_c
   if (!c.all) return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld chunk records", (long long)nc);
   sl_code rc = SL_OK;
   if (H5Dchunk_iter(p->did, H5P_DEFAULT, iter_cb, &c) < 0 || c.bad) {
-    rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s: cannot list its chunks", p->link);
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: cannot list its chunks", p->link);
   } else {
     for (int64_t j = 0; j < c.n_all; j++) {
       hsize_t o0 = c.scaled ? c.all[j].o0 * (hsize_t)p->k : c.all[j].o0;
       if (c.all[j].o1 != 0 || c.all[j].o2 != 0 || o0 % (hsize_t)p->k != 0 || o0 / (hsize_t)p->k >= (hsize_t)nc ||
           rec[o0 / (hsize_t)p->k].found) {
-        rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s: unexpected chunk at offset (%llu, %llu, %llu)", p->link,
+        rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: unexpected chunk at offset (%llu, %llu, %llu)", p->link,
                      (unsigned long long)c.all[j].o0, (unsigned long long)c.all[j].o1,
                      (unsigned long long)c.all[j].o2);
         break;
@@ -482,7 +467,7 @@ static sl_code collect_chunks(const part *p, const char *file, int64_t nc, raw_c
     haddr_t addr = HADDR_UNDEF;
     hsize_t size = 0;
     if (H5Dget_chunk_info_by_coord(p->did, coord, &mask, &addr, &size) < 0)
-      return fail_at(err, SL_ERR_FORMAT, file, "dataset %s: cannot read the chunk of frames %lld..", p->link,
+      return sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: cannot read the chunk of frames %lld..", p->link,
                      (long long)(i * p->k));
     rec[i].addr = (uint64_t)addr;
     rec[i].size = (uint64_t)size;
@@ -542,7 +527,7 @@ static sl_code fast_collect(const part *p, const char *file, uint64_t base, int6
     if (st < 0) return SL_OK;
   }
   int fd = open(file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail_at(err, SL_ERR_IO, file, "cannot open: %s", strerror(errno));
+  if (fd < 0) return sl_fail_in(err, SL_ERR_IO, file, "cannot open: %s", strerror(errno));
   sl_h5bt_io io = {.read = pread_cb, .ctx = &fd, .name = file, .file_size = p->file_size, .base = base,
                    .sizeof_addr = (unsigned)sa, .sizeof_size = (unsigned)ss};
   sl_h5bt_layout lay;
@@ -553,7 +538,7 @@ static sl_code fast_collect(const part *p, const char *file, uint64_t base, int6
   if (rc || !ok) goto done;
   if (lay.ndims != 4 || lay.dims[0] != (uint64_t)p->k || lay.dims[1] != (uint64_t)p->h ||
       lay.dims[2] != (uint64_t)p->w || lay.dims[3] != (uint32_t)p->elem_size) {
-    rc = fail_at(err, SL_ERR_FORMAT, file,
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file,
                  "dataset %s: its data layout message (object header at address %" PRIu64
                  ") has chunk dims (%u, %u, %u, %u) of dimensionality %d; HDF5 reports chunks of (%lld, %lld, %lld) "
                  "of %d-byte elements",
@@ -594,14 +579,14 @@ static sl_code fast_collect(const part *p, const char *file, uint64_t base, int6
     haddr_t addr = HADDR_UNDEF;
     hsize_t size = 0;
     if (H5Dget_chunk_info_by_coord(p->did, coord, &mask, &addr, &size) < 0) {
-      rc = fail_at(err, SL_ERR_FORMAT, file, "dataset %s: cannot read the chunk of frames %lld..", p->link,
+      rc = sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: cannot read the chunk of frames %lld..", p->link,
                    (long long)(i * p->k));
       goto done;
     }
     bool found = addr != HADDR_UNDEF;
     if (found != rec[i].found || (found && ((uint64_t)addr != rec[i].addr || (uint64_t)size != rec[i].size ||
                                             mask != rec[i].mask))) {
-      rc = fail_at(err, SL_ERR_FORMAT, file,
+      rc = sl_fail_in(err, SL_ERR_FORMAT, file,
                    "dataset %s: the chunk B-tree read from the file says the chunk of frames %lld.. is at address "
                    "%" PRIu64 " (%" PRIu64 " bytes, filter mask %u%s), HDF5 says %" PRIu64 " (%" PRIu64
                    " bytes, filter mask %u%s); set SLUICE_H5_INDEX=api to bypass the direct reader",
@@ -633,11 +618,11 @@ static sl_code list_chunks(builder *b, part *p, int64_t first_frame, int64_t *ne
   if (!p->chunked) {
     haddr_t off = H5Dget_offset(p->did);
     if (off == HADDR_UNDEF)
-      return fail_at(err, SL_ERR_FORMAT, file, "dataset %s has no storage (never written)", p->link);
+      return sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s has no storage (never written)", p->link);
     uint64_t addr = (uint64_t)off; /* H5Dget_offset already includes the base address */
     uint64_t total = (uint64_t)p->n * ix->frame_bytes;
     if (addr > p->file_size || total > p->file_size - addr)
-      return fail_at(err, SL_ERR_FORMAT, file,
+      return sl_fail_in(err, SL_ERR_FORMAT, file,
                      "dataset %s: %" PRIu64 " bytes at offset %" PRIu64 " lie past the end of the file (%" PRIu64
                      " bytes): truncated file?",
                      p->link, total, addr, p->file_size);
@@ -658,9 +643,9 @@ static sl_code list_chunks(builder *b, part *p, int64_t first_frame, int64_t *ne
   herr_t st = space >= 0 ? H5Dget_num_chunks(p->did, space, &stored) : -1;
   if (space >= 0) H5Sclose(space);
   if (st < 0)
-    return fail_at(err, SL_ERR_FORMAT, file, "dataset %s: cannot count its chunks", p->link);
+    return sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s: cannot count its chunks", p->link);
   if ((int64_t)stored != nc)
-    return fail_at(err, SL_ERR_FORMAT, file,
+    return sl_fail_in(err, SL_ERR_FORMAT, file,
                    "dataset %s stores %llu chunks; %lld frames in chunks of %lld need %lld (missing chunks?)",
                    p->link, (unsigned long long)stored, (long long)p->n, (long long)p->k, (long long)nc);
   raw_chunk *rec = calloc((size_t)nc, sizeof *rec);
@@ -699,10 +684,10 @@ static sl_code read_scalar(hid_t fid, const char *file, const char *path, double
   if (H5Sget_simple_extent_npoints(sp) != 1 || (c != H5T_INTEGER && c != H5T_FLOAT)) {
     char tn[64];
     dtype_name(t, tn, sizeof tn);
-    rc = fail_at(err, SL_ERR_FORMAT, file, "%s should be one number, found %lld elements of %s", path,
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "%s should be one number, found %lld elements of %s", path,
                  (long long)H5Sget_simple_extent_npoints(sp), tn);
   } else if (H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0 || !isfinite(*v)) {
-    rc = fail_at(err, SL_ERR_FORMAT, file, "cannot read %s as a number", path);
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "cannot read %s as a number", path);
   } else {
     *found = true;
   }
@@ -717,7 +702,7 @@ static sl_code read_count(hid_t fid, const char *file, const char *path, int64_t
   sl_code rc = read_scalar(fid, file, path, &d, found, err);
   if (rc || !*found) return rc;
   if (d < 0 || d > 9007199254740992.0 || d != floor(d))
-    return fail_at(err, SL_ERR_FORMAT, file, "%s = %g is not a non-negative integer", path, d);
+    return sl_fail_in(err, SL_ERR_FORMAT, file, "%s = %g is not a non-negative integer", path, d);
   *v = (int64_t)d;
   return SL_OK;
 }
@@ -748,7 +733,7 @@ static sl_code read_meta(sl_h5_index *ix, hid_t fid, const char *file, sl_error 
   if (m->has_nimages && m->nimages > 0) {
     int64_t expect = m->nimages * (m->has_ntrigger && m->ntrigger > 0 ? m->ntrigger : 1);
     if (ix->n_frames > expect)
-      return fail_at(err, SL_ERR_FORMAT, file,
+      return sl_fail_in(err, SL_ERR_FORMAT, file,
                      "the data files hold %lld frames, more than nimages x ntrigger = %lld",
                      (long long)ix->n_frames, (long long)expect);
   }
@@ -763,11 +748,11 @@ static sl_code read_meta(sl_h5_index *ix, hid_t fid, const char *file, sl_error 
   if (H5Sget_simple_extent_ndims(sp) != 2 || H5Tget_class(t) != H5T_INTEGER) {
     char tn[64];
     dtype_name(t, tn, sizeof tn);
-    rc = fail_at(err, SL_ERR_FORMAT, file, "%s should be a 2-D integer array, found rank %d %s", mp,
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "%s should be a 2-D integer array, found rank %d %s", mp,
                  H5Sget_simple_extent_ndims(sp), tn);
   } else if (H5Sget_simple_extent_dims(sp, dims, NULL),
              (int64_t)dims[0] != ix->frame_rows || (int64_t)dims[1] != ix->frame_cols) {
-    rc = fail_at(err, SL_ERR_FORMAT, file, "%s is %llu x %llu, but frames are %lld x %lld", mp,
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "%s is %llu x %llu, but frames are %lld x %lld", mp,
                  (unsigned long long)dims[0], (unsigned long long)dims[1], (long long)ix->frame_rows,
                  (long long)ix->frame_cols);
   } else {
@@ -776,7 +761,7 @@ static sl_code read_meta(sl_h5_index *ix, hid_t fid, const char *file, sl_error 
     if (!m->pixel_mask) {
       rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for the pixel mask");
     } else if (H5Dread(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, m->pixel_mask) < 0) {
-      rc = fail_at(err, SL_ERR_FORMAT, file, "cannot read %s", mp);
+      rc = sl_fail_in(err, SL_ERR_FORMAT, file, "cannot read %s", mp);
       free(m->pixel_mask);
       m->pixel_mask = NULL;
     } else {
@@ -800,7 +785,7 @@ static sl_code build(builder *b, const char *path, const char *dataset, sl_error
 
   if (dataset) {
     if (!path_exists(b->master, dataset))
-      return fail_at(err, SL_ERR_FORMAT, path, "no dataset %s", dataset);
+      return sl_fail_in(err, SL_ERR_FORMAT, path, "no dataset %s", dataset);
     size_t n = strlen("dataset:") + strlen(dataset) + 1;
     ix->layout = malloc(n);
     if (!ix->layout) return sl_fail(err, SL_ERR_NOMEM, "out of memory");
@@ -810,19 +795,19 @@ static sl_code build(builder *b, const char *path, const char *dataset, sl_error
     ix->layout = sl_strdup("dectris-master");
     scan_links s = {0, 0};
     hid_t g = H5Gopen2(b->master, "/entry/data", H5P_DEFAULT);
-    if (g < 0) return fail_at(err, SL_ERR_FORMAT, path, "cannot open group /entry/data");
+    if (g < 0) return sl_fail_in(err, SL_ERR_FORMAT, path, "cannot open group /entry/data");
     herr_t it = H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, scan_links_cb, &s);
     H5Gclose(g);
-    if (it < 0) return fail_at(err, SL_ERR_FORMAT, path, "cannot list group /entry/data");
+    if (it < 0) return sl_fail_in(err, SL_ERR_FORMAT, path, "cannot list group /entry/data");
     if (s.max_index > MAX_LINKS || s.count != s.max_index) {
       for (long i = 1; i <= s.max_index; i++) {
         char name[64];
         snprintf(name, sizeof name, "/entry/data/data_%06ld", i);
         if (!path_exists(b->master, name))
-          return fail_at(err, SL_ERR_FORMAT, path,
+          return sl_fail_in(err, SL_ERR_FORMAT, path,
                          "link /entry/data/data_%06ld is missing but data_%06ld exists (links must be consecutive from data_000001)", i, s.max_index);
       }
-      return fail_at(err, SL_ERR_FORMAT, path, "inconsistent data_NNNNNN links in /entry/data");
+      return sl_fail_in(err, SL_ERR_FORMAT, path, "inconsistent data_NNNNNN links in /entry/data");
     }
     for (long i = 1; i <= s.max_index; i++) {
       char name[64];
@@ -833,7 +818,7 @@ static sl_code build(builder *b, const char *path, const char *dataset, sl_error
     ix->layout = sl_strdup("single");
     if ((rc = resolve(b, path, "/entry/data/data", err))) return rc;
   } else {
-    return fail_at(err, SL_ERR_FORMAT, path,
+    return sl_fail_in(err, SL_ERR_FORMAT, path,
                    "found neither /entry/data/data_000001 (Dectris master) nor /entry/data/data; give the dataset path");
   }
 
@@ -845,25 +830,25 @@ static sl_code build(builder *b, const char *path, const char *dataset, sl_error
     const part *q = &b->parts[0];
     const char *file = ix->files[p->file];
     if (p->h != q->h || p->w != q->w || p->elem_size != q->elem_size || p->is_signed != q->is_signed)
-      return fail_at(err, SL_ERR_FORMAT, file,
+      return sl_fail_in(err, SL_ERR_FORMAT, file,
                      "dataset %s holds %lld x %lld %s%d-byte frames; %s holds %lld x %lld %s%d-byte frames",
                      p->link, (long long)p->h, (long long)p->w, p->is_signed ? "signed " : "unsigned ", p->elem_size,
                      q->link, (long long)q->h, (long long)q->w, q->is_signed ? "signed " : "unsigned ", q->elem_size);
     if (p->chunked != q->chunked)
-      return fail_at(err, SL_ERR_FORMAT, file, "dataset %s is %s but %s is %s: mixed layouts are not supported", p->link, p->chunked ? "chunked" : "contiguous", q->link,
+      return sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s is %s but %s is %s: mixed layouts are not supported", p->link, p->chunked ? "chunked" : "contiguous", q->link,
                      q->chunked ? "chunked" : "contiguous");
     if (p->filter != q->filter)
-      return fail_at(err, SL_ERR_FORMAT, file, "dataset %s uses filter %d but %s uses filter %d", p->link,
+      return sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s uses filter %d but %s uses filter %d", p->link,
                      p->filter, q->link, q->filter);
     if (p->chunked && p->k != q->k)
-      return fail_at(err, SL_ERR_FORMAT, file,
+      return sl_fail_in(err, SL_ERR_FORMAT, file,
                      "dataset %s has chunks of %lld frames but %s has chunks of %lld: not supported",
                      p->link, (long long)p->k, q->link, (long long)q->k);
     if ((rc = check_image_nr(file, p, total, err))) return rc;
     total += p->n;
     total_chunks += p->chunked ? (p->n + p->k - 1) / p->k : p->n;
     if (total_chunks > INT_MAX)
-      return fail_at(err, SL_ERR_FORMAT, file, "more than %d chunks: not supported", INT_MAX);
+      return sl_fail_in(err, SL_ERR_FORMAT, file, "more than %d chunks: not supported", INT_MAX);
   }
   const part *q = &b->parts[0];
   ix->n_frames = total;

@@ -308,6 +308,7 @@ typedef struct vd_job {
   const sl_kernel_args *a;
   const vd_state *s;
   int64_t item;
+  bool moments; /* outputs s, sr, sc are read: out[3] holds S already */
 } vd_job;
 
 /* Exact: a run of at most 65536 pixels of u8/u16 fits in u32. */
@@ -353,39 +354,46 @@ SL_MADD_AVX2 static inline void vd_madd_ones(const uint16_t *x, int64_t n, __m25
   *t = _mm256_add_epi32(t0, t1);
 }
 
-/* out = {S, BF, ADF} of one u16 frame, biased (madd_u16.h): every madd lane
- * here has weights <= 1, so each accumulator takes a block of rows of at
- * most k1 vectors between spills. */
-SL_MADD_AVX2 static void vd_u16_madd(const uint16_t *q, const vd_state *st, uint64_t out[3]) {
+/* {S, BF, ADF} of one u16 frame, biased (madd_u16.h). With `total` every
+ * row adds its ones-madds to S; without (S comes from the moments sweep) only
+ * the band's rows and vectors are read and out[0] is 0. Every madd lane here
+ * has weights <= 1, so an accumulator takes a block of rows of at most k1
+ * vectors between spills. Always inlined into its two callers, so `total` is
+ * a constant there. */
+SL_MADD_AVX2 static inline __attribute__((always_inline)) void vd_u16_sweep(const uint16_t *q,
+                                                                            const vd_state *st,
+                                                                            bool total, uint64_t out[3]) {
   const int64_t h = st->g.h, w = st->g.w, full = w / 16, nvec = (w + 15) / 16;
   const vd_band *bd = &st->band;
   const int64_t lo = bd->lo, mid = bd->hi < full ? bd->hi : full;
   const bool tail = nvec > full, tail_in_band = bd->hi > full;
   const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
-  const int64_t rb = sl_madd_spill_every(1) / nvec;
+  const int64_t per_row = total ? nvec : bd->hi - bd->lo > 0 ? bd->hi - bd->lo : 1;
+  const int64_t rb = sl_madd_spill_every(1) / per_row > 0 ? sl_madd_spill_every(1) / per_row : 1;
+  const int64_t first = total ? 0 : bd->r0, last = total ? h : bd->r1;
   const int16_t *wt = bd->wts;
   __m256i s64 = zero, b64 = zero, a64 = zero;
-  for (int64_t r0 = 0; r0 < h; r0 += rb) {
-    const int64_t r1 = h - r0 < rb ? h : r0 + rb;
+  for (int64_t r0 = first; r0 < last; r0 += rb) {
+    const int64_t r1 = last - r0 < rb ? last : r0 + rb;
     __m256i ts = zero, tb = zero, ta = zero;
     for (int64_t r = r0; r < r1; r++) {
       const uint16_t *row = q + r * w;
-      if (r < bd->r0 || r >= bd->r1) {
+      if (r < bd->r0 || r >= bd->r1) { /* outside the band: S only */
         vd_madd_ones(row, full, &ts);
         if (tail) ts = sl_madd_acc(ts, sl_madd_bias(row + w - 16), bd->ones_t);
         continue;
       }
-      vd_madd_ones(row, lo, &ts);
+      if (total) vd_madd_ones(row, lo, &ts);
       for (int64_t v = lo; v < mid; v++, wt += 32) {
         __m256i x = sl_madd_bias(row + 16 * v);
-        ts = _mm256_add_epi32(ts, _mm256_madd_epi16(x, ones));
+        if (total) ts = _mm256_add_epi32(ts, _mm256_madd_epi16(x, ones));
         tb = sl_madd_acc(tb, x, wt);
         ta = sl_madd_acc(ta, x, wt + 16);
       }
-      vd_madd_ones(row + 16 * mid, full - mid, &ts);
-      if (tail) { /* the last, partial vector */
+      if (total) vd_madd_ones(row + 16 * mid, full - mid, &ts);
+      if (tail && (total || tail_in_band)) { /* the last, partial vector */
         __m256i x = sl_madd_bias(row + w - 16);
-        ts = sl_madd_acc(ts, x, bd->ones_t);
+        if (total) ts = sl_madd_acc(ts, x, bd->ones_t);
         if (tail_in_band) {
           tb = sl_madd_acc(tb, x, wt);
           ta = sl_madd_acc(ta, x, wt + 16);
@@ -402,78 +410,27 @@ SL_MADD_AVX2 static void vd_u16_madd(const uint16_t *q, const vd_state *st, uint
   out[2] = sl_madd_hsum64(a64);
 }
 
+/* BF, ADF and DF = S - BF of u16 frames; S from the frame (one sweep for
+ * all), or from the moments outputs when they are read. */
 SL_MADD_AVX2 static void vd_range_u16_madd(void *ctx, int64_t begin, int64_t end, int worker) {
   (void)worker;
   const vd_job *j = ctx;
   const vd_state *st = j->s;
   const uint16_t *x = j->a->in[0];
   uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];
+  const uint64_t *moments_s = j->moments ? j->a->out[3] : NULL;
   /* The bias: 32768 times the sum of the weights, i.e. the pixel counts. */
   const uint64_t bias_s = 32768u * (uint64_t)(st->g.h * st->g.w);
   const uint64_t bias_b = 32768u * (uint64_t)(st->counts[VD_BF] + st->counts[VD_BF | VD_ADF]);
   const uint64_t bias_a = 32768u * (uint64_t)(st->counts[VD_ADF] + st->counts[VD_BF | VD_ADF]);
   for (int64_t p = begin; p < end; p++) {
     uint64_t m[3];
-    vd_u16_madd(x + p * j->item, st, m);
-    const uint64_t s = m[0] + bias_s;
+    if (moments_s) vd_u16_sweep(x + p * j->item, st, false, m);
+    else vd_u16_sweep(x + p * j->item, st, true, m);
+    const uint64_t s = moments_s ? moments_s[p] : m[0] + bias_s;
     bf[p] = m[1] + bias_b;
     adf[p] = m[2] + bias_a;
     df[p] = s - bf[p];
-  }
-}
-
-/* out = {BF, ADF} of one u16 frame, biased, over the band only (the frame
- * total comes from the moments sweep). */
-SL_MADD_AVX2 static void vd_u16_band(const uint16_t *q, const vd_state *st, uint64_t out[2]) {
-  const int64_t w = st->g.w, full = w / 16;
-  const vd_band *bd = &st->band;
-  const int64_t lo = bd->lo, mid = bd->hi < full ? bd->hi : full;
-  const bool tail_in_band = bd->hi > full;
-  const int64_t per_row = bd->hi - bd->lo > 0 ? bd->hi - bd->lo : 1;
-  const int64_t rb = sl_madd_spill_every(1) / per_row > 0 ? sl_madd_spill_every(1) / per_row : 1;
-  const int16_t *wt = bd->wts;
-  const __m256i zero = _mm256_setzero_si256();
-  __m256i b64 = zero, a64 = zero;
-  for (int64_t r0 = bd->r0; r0 < bd->r1; r0 += rb) {
-    const int64_t r1 = bd->r1 - r0 < rb ? bd->r1 : r0 + rb;
-    __m256i tb = zero, ta = zero;
-    for (int64_t r = r0; r < r1; r++) {
-      const uint16_t *row = q + r * w;
-      for (int64_t v = lo; v < mid; v++, wt += 32) {
-        __m256i x = sl_madd_bias(row + 16 * v);
-        tb = sl_madd_acc(tb, x, wt);
-        ta = sl_madd_acc(ta, x, wt + 16);
-      }
-      if (tail_in_band) {
-        __m256i x = sl_madd_bias(row + w - 16);
-        tb = sl_madd_acc(tb, x, wt);
-        ta = sl_madd_acc(ta, x, wt + 16);
-        wt += 32;
-      }
-    }
-    b64 = sl_madd_spill(b64, tb);
-    a64 = sl_madd_spill(a64, ta);
-  }
-  out[0] = sl_madd_hsum64(b64);
-  out[1] = sl_madd_hsum64(a64);
-}
-
-/* BF, ADF over the band; DF = S - BF with S from the moments outputs. */
-SL_MADD_AVX2 static void vd_range_u16_band(void *ctx, int64_t begin, int64_t end, int worker) {
-  (void)worker;
-  const vd_job *j = ctx;
-  const vd_state *st = j->s;
-  const uint16_t *x = j->a->in[0];
-  uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];
-  const uint64_t *s = j->a->out[3];
-  const uint64_t bias_b = 32768u * (uint64_t)(st->counts[VD_BF] + st->counts[VD_BF | VD_ADF]);
-  const uint64_t bias_a = 32768u * (uint64_t)(st->counts[VD_ADF] + st->counts[VD_BF | VD_ADF]);
-  for (int64_t p = begin; p < end; p++) {
-    uint64_t m[2];
-    vd_u16_band(x + p * j->item, st, m);
-    bf[p] = m[0] + bias_b;
-    adf[p] = m[1] + bias_a;
-    df[p] = s[p] - bf[p];
   }
 }
 #endif
@@ -505,13 +462,12 @@ static sl_code vd_cpu(sl_kernel_args *a) {
   sl_simd path;
   sl_code rc = sl_stem_simd(a->node, &path, a->err);
   if (rc) return rc;
-  vd_job j = {a, s, sl_desc_item_elems(&a->node->in[0])};
+  vd_job j = {a, s, sl_desc_item_elems(&a->node->in[0]), vd_moments_used(a->node)};
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? vd_range_u8 : t == SL_U16 ? vd_range_u16 : vd_range_u32;
-  const bool moments = vd_moments_used(a->node);
-  if (moments && (rc = sl_frame_moments_chunk(a, vd_emit_moments, NULL))) return rc;
+  if (j.moments && (rc = sl_frame_moments_chunk(a, vd_emit_moments, NULL))) return rc;
 #if SL_MADD_X86
-  if (path == SL_SIMD_AVX2 && s->band.wts) fn = moments ? vd_range_u16_band : vd_range_u16_madd;
+  if (path == SL_SIMD_AVX2 && s->band.wts) fn = vd_range_u16_madd;
 #endif
   int64_t grain = 65536 / (j.item + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fn, &j);

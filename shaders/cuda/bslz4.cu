@@ -61,6 +61,7 @@ extern "C" {
 #include "engine/graph/graph.h"
 }
 #include "shaders/cuda/sl_cuda.h"
+#include "nodes/detector/bit_transpose.h"
 
 namespace {
 
@@ -472,17 +473,6 @@ __device__ __forceinline__ int lz4_warp_fast(const uint8_t *in, uint32_t ilen, u
   return op == olen ? 0 : 2;
 }
 
-/* 8x8 bit transpose: bit t of byte k -> bit k of byte t (as the CPU's tr8_u64). */
-__device__ __forceinline__ uint64_t tr8(uint64_t x) {
-  uint64_t t;
-  t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL;
-  x ^= t ^ (t << 7);
-  t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL;
-  x ^= t ^ (t << 14);
-  t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL;
-  x ^= t ^ (t << 28);
-  return x;
-}
 
 /* Un-transposes a block of m elements (m a multiple of 8) from shared memory
  * into out: decoded byte d of the stored chunk goes to out[dst + d] when
@@ -502,7 +492,7 @@ __device__ void unshuffle_store(const uint8_t *in, uint32_t m, uint8_t *out, lon
       uint64_t x = 0;
 #pragma unroll
       for (int k = 0; k < 8; k++) x |= (uint64_t)rows[k * nb] << (8 * k);
-      x = tr8(x);
+      x = sl_tr8(x);
 #pragma unroll
       for (int t = 0; t < 8; t++) { /* byte j of element t is output byte t*S + j */
         const int ob = t * S + j;

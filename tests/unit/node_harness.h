@@ -78,6 +78,8 @@ static inline sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *ove
 }
 
 static inline void node_free(sl_node *n) {
+  if (n->dev_state && n->dev_state_free) n->dev_state_free(n->dev_state); /* device kernels' state */
+  n->dev_state = NULL;
   if (n->desc->release && n->state) n->desc->release(n);
   for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
   free(n->params);

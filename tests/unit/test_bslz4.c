@@ -25,25 +25,7 @@ static const sl_simd k_paths[] = {SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
 
 /* ------------------------------------------------------------ helpers --- */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
-static double urand(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
-/* Poisson by inversion (small means). */
-static uint64_t poisson(double mean) {
-  double p = 1, e = __builtin_exp(-mean);
-  uint64_t k = 0;
-  do {
-    k++;
-    p *= urand();
-  } while (p > e && k < 1000);
-  return k - 1;
-}
+#include "test_rng.h"
 
 /* Detector-like frames: a bright disk (mean ~20), sparse dark field (~0.05),
  * a few saturated/flagged pixels at the dtype's maximum. */

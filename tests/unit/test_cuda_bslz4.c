@@ -26,6 +26,7 @@
 #include "engine/graph/graph.h"
 #include "nodes/detector/bslz4.h"
 #include "shaders/cuda/sl_cuda.h"
+#include "cuda_probe.h"
 
 #define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
 
@@ -40,28 +41,19 @@ static int have_cuda(void) {
   if (g_cuda_state >= 0) return g_cuda_state;
   g_cuda_state = 0;
 #ifdef SLUICE_HAVE_CUDA
-  const sl_backend_ops *ops = sl_backend_ops_for(SL_BACKEND_CUDA);
   sl_error err;
   sl_error_clear(&err);
-  sl_backend_caps caps;
-  if (!ops) {
-    print_message("SKIP: no CUDA device (the CUDA backend is not in this build)\n");
-  } else if (ops->probe(&caps, &err) != SL_OK) {
-    print_message("SKIP: no CUDA device (%s)\n", err.msg);
-  } else if (ops->create(0, &g_cuda, &err) != SL_OK) {
+  if (!sl_test_cuda_available()) return 0;
+  if (sl_backend_ops_for(SL_BACKEND_CUDA)->create(0, &g_cuda, &err) != SL_OK) {
     print_message("SKIP: no CUDA device (create failed: %s)\n", err.msg);
-  } else {
-    print_message("CUDA device: %s\n", g_cuda->caps.device);
-    g_cuda_state = 1;
+    return 0;
   }
+  print_message("CUDA device: %s\n", g_cuda->caps.device);
+  g_cuda_state = 1;
+  if (sl_cpu_backend_ops.create(0, &g_cpu, &err) != SL_OK) fail_msg("cpu backend: %s", err.msg);
 #else
-  print_message("SKIP: no CUDA device (built without CUDA)\n");
+  (void)sl_test_cuda_available();
 #endif
-  if (g_cuda_state == 1) {
-    sl_error cerr;
-    sl_error_clear(&cerr);
-    if (sl_cpu_backend_ops.create(0, &g_cpu, &cerr) != SL_OK) fail_msg("cpu backend: %s", cerr.msg);
-  }
   return g_cuda_state;
 }
 
@@ -72,24 +64,7 @@ static int have_cuda(void) {
 
 /* ------------------------------------------------------------ data --- */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
-static double urand(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
-static uint64_t poisson(double mean) {
-  double p = 1, e = __builtin_exp(-mean);
-  uint64_t k = 0;
-  do {
-    k++;
-    p *= urand();
-  } while (p > e && k < 1000);
-  return k - 1;
-}
+#include "test_rng.h"
 
 /* Frame content: 0 detector-like, 1 uniform random bytes (incompressible:
  * blocks too large to stage), 2 runs of 2048 zero elements and 2048 random

@@ -19,59 +19,24 @@
 #include <cmocka.h>
 
 #include "engine/backend/backend.h"
+#include "cuda_probe.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/pipeline/yaml_tree.h"
+#include "node_harness.h"
 
 extern const sl_node_desc sl_node_virtual_detectors, sl_node_virtual_image, sl_node_moments,
     sl_node_com, sl_node_mask_correct, sl_node_bin_detector, sl_node_sum;
 
 static sl_backend *g_cpu, *g_cuda;
 
-typedef struct kv {
-  const char *name, *yaml;
-} kv;
-
-static sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
-                         const sl_tensor_desc *in, int n_in, sl_error *e) {
-  memset(n, 0, sizeof *n);
-  sl_error_clear(e);
-  n->desc = d;
-  n->id = "node";
-  n->params = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
-  for (int i = 0; i < d->n_params; i++) {
-    const char *text = d->params[i].default_value;
-    for (int k = 0; k < n_over; k++)
-      if (!strcmp(over[k].name, d->params[i].name)) text = over[k].yaml;
-    assert_non_null(text);
-    sl_yaml *y = NULL;
-    if (text[0] == 0) {
-      sl_loc loc = {"test", 1, 1};
-      y = sl_yaml_new_scalar("", loc);
-    } else {
-      assert_int_equal(sl_yaml_load_string(text, strlen(text), "test", &y, e), SL_OK);
-    }
-    sl_code rc = sl_param_convert(&d->params[i], y, ".", &n->params[i], e);
-    sl_yaml_free(y);
-    if (rc) return rc;
-  }
-  n->n_in = d->n_inputs;
-  n->n_out = d->n_outputs;
-  for (int k = 0; k < 8; k++) n->in_src[k].node = k < n_in ? 0 : SL_SRC_NONE;
-  for (int k = 0; k < n_in; k++) n->in[k] = in[k];
-  sl_code rc = d->infer(n, e);
+/* The harness's node_make, then prepare (each backend's copy of a node needs
+ * its own state). */
+static sl_code node_make_prepared(sl_node *n, const sl_node_desc *d, const kv *over, int n_over,
+                                  const sl_tensor_desc *in, int n_in, sl_error *e) {
+  sl_code rc = node_make(n, d, over, n_over, in, n_in, e);
   if (rc == SL_OK && d->prepare) rc = d->prepare(n, e);
   return rc;
-}
-
-static void node_free(sl_node *n) {
-  if (n->dev_state && n->dev_state_free) n->dev_state_free(n->dev_state);
-  n->dev_state = NULL;
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
 }
 
 static size_t out_bytes(const sl_tensor_desc *d, int64_t npos) {
@@ -150,18 +115,9 @@ static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *
   return rc;
 }
 
-static uint64_t g_rng = 88172645463325252ULL;
-static uint64_t rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return g_rng;
-}
-static uint64_t dmax(sl_dtype t) { return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu; }
-
 /* Random counts; ~1/16 at the dtype max; ~1/8 of frames have a hot spot;
  * frame 3 all zero (S = 0). */
-static void *random_frames(sl_dtype t, int64_t npos, int64_t item) {
+static void *skewed_frames(sl_dtype t, int64_t npos, int64_t item) {
   size_t sz = sl_dtype_size(t);
   uint64_t mx = dmax(t);
   char *f = malloc((size_t)(npos * item) * sz);
@@ -191,8 +147,8 @@ static sl_code compare(const sl_node_desc *d, const kv *over, int n_over, const 
                        int64_t npos, int64_t chunk, const char *what) {
   sl_node nc, ng;
   sl_error e1, e2;
-  sl_code r1 = node_make(&nc, d, over, n_over, in, n_in, &e1);
-  sl_code r2 = node_make(&ng, d, over, n_over, in, n_in, &e2);
+  sl_code r1 = node_make_prepared(&nc, d, over, n_over, in, n_in, &e1);
+  sl_code r2 = node_make_prepared(&ng, d, over, n_over, in, n_in, &e2);
   if (r1) fprintf(stderr, "%s: %s\n", what, e1.msg);
   assert_int_equal(r1, SL_OK);
   assert_int_equal(r2, SL_OK);
@@ -237,7 +193,7 @@ static void frames_loop(void (*body)(sl_dtype t, int64_t h, int64_t w, const voi
       int64_t h = SIZES[si][0], w = SIZES[si][1];
       int64_t dims[3] = {npos, h, w};
       sl_tensor_desc x = sl_desc_make(DTS[di], 3, dims, 1);
-      void *fr = random_frames(DTS[di], npos, h * w);
+      void *fr = skewed_frames(DTS[di], npos, h * w);
       const int64_t chunks[3] = {1, 7, npos};
       for (int c = 0; c < 3; c++) body(DTS[di], h, w, fr, npos, &x, chunks[c]);
       free(fr);
@@ -367,7 +323,7 @@ static void test_sum(void **st) { (void)st; frames_loop(sum_body); }
 static void test_com_blocks(void **st) {
   (void)st;
   const int64_t npos = 29 * 41, h = 8, w = 8;
-  uint16_t *fr = random_frames(SL_U16, npos, h * w);
+  uint16_t *fr = skewed_frames(SL_U16, npos, h * w);
   for (int64_t p = 0; p < npos; p++)
     if (p % 17 == 5 || (p >= 512 && p < 768)) memset(fr + p * h * w, 0, (size_t)(h * w) * 2);
   uint16_t *sparse = calloc((size_t)(npos * h * w), 2);
@@ -390,9 +346,9 @@ static void test_com_blocks(void **st) {
 int main(void) {
   sl_error e;
   sl_error_clear(&e);
-  const sl_backend_ops *cu = sl_backend_ops_for(SL_BACKEND_CUDA);
-  if (!cu || cu->create(0, &g_cuda, &e) != SL_OK) {
-    printf("SKIP: no CUDA device (%s)\n", cu ? e.msg : "CUDA backend not built");
+  if (!sl_test_cuda_available()) return 0;
+  if (sl_backend_ops_for(SL_BACKEND_CUDA)->create(0, &g_cuda, &e) != SL_OK) {
+    printf("SKIP: no CUDA device (create failed: %s)\n", e.msg);
     return 0;
   }
   if (sl_cpu_backend_ops.create(2, &g_cpu, &e) != SL_OK) return 1;

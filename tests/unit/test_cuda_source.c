@@ -14,6 +14,7 @@
 #include "test_h5_index.c"
 
 #include "engine/backend/backend.h"
+#include "cuda_probe.h"
 #include "engine/exec/run.h"
 #include "test_support.h"
 #ifdef SLUICE_HAVE_CUDA
@@ -22,27 +23,7 @@
 
 static char g_master[512];
 static bool g_compressed;
-static int g_cuda = -1; /* -1 unknown, 0 none, 1 present */
-
-static bool have_cuda(void) {
-  if (g_cuda >= 0) return g_cuda == 1;
-  g_cuda = 0;
-#ifdef SLUICE_HAVE_CUDA
-  const sl_backend_ops *ops = sl_backend_ops_for(SL_BACKEND_CUDA);
-  sl_error err;
-  sl_error_clear(&err);
-  sl_backend_caps caps;
-  if (!ops)
-    print_message("SKIP: no CUDA device (the CUDA backend is not in this build)\n");
-  else if (ops->probe(&caps, &err) != SL_OK)
-    print_message("SKIP: no CUDA device (%s)\n", err.msg);
-  else
-    g_cuda = 1;
-#else
-  print_message("SKIP: no CUDA device (built without CUDA)\n");
-#endif
-  return g_cuda == 1;
-}
+static bool have_cuda(void) { return sl_test_cuda_available(); }
 
 /* The acquisition: 10 x 10 positions of 24 x 20 u16 in two data files (60 +
  * 40 frames), 4 frames per stored chunk. */
