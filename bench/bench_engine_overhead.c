@@ -9,6 +9,7 @@
 
 #include "engine/core/util.h"
 #include "engine/exec/run.h"
+#include "nodes/registry.h"
 
 enum { ITEM = 256 }; /* f32 elements per position: 1 KiB */
 
@@ -63,7 +64,7 @@ int main(int argc, char **argv) {
   enum { REPEAT = 5 };
   double t_engine[REPEAT], t_exec[REPEAT], t_direct[REPEAT], check_direct = 0, check_engine = 0;
   for (int r = 0; r < REPEAT; r++) {
-    sl_run_request req = {.file = path, .backend = SL_BACKEND_CPU, .chunk_positions = chunk,
+    sl_run_request req = {.file = path, .registry = sl_nodes_registry(), .backend = SL_BACKEND_CPU, .chunk_positions = chunk,
                           .threads = threads};
     sl_run run;
     sl_error err;

@@ -4,14 +4,6 @@
 
 #include <string.h>
 
-const char *sl_backend_kind_name(sl_backend_kind k) {
-  switch (k) {
-    case SL_BACKEND_CPU: return "cpu";
-    case SL_BACKEND_CUDA: return "cuda";
-    default: return "unknown";
-  }
-}
-
 const sl_backend_ops *sl_backend_ops_for(sl_backend_kind k) {
   switch (k) {
     case SL_BACKEND_CPU: return &sl_cpu_backend_ops;

@@ -15,28 +15,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/device_caps.h"
+#include "../core/kernel_abi.h"
 #include "../core/status.h"
 
-typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
-
-const char *sl_backend_kind_name(sl_backend_kind k);
-
-typedef struct sl_backend_caps {
-  sl_backend_kind kind;
-  char device[128];       /* non-sensitive description */
-  int compute_units;      /* CPU threads or multiprocessors */
-  uint64_t memory_bytes;  /* memory available to buffers */
-  bool device_memory;     /* buffers live in a separate device memory */
-  int64_t cache_bytes;    /* private cache per compute unit (a core's L2); 0 = unknown */
-  /* Throughput profile used by the planner's time estimate. */
-  double bytes_per_second; /* sustained memory traffic */
-  double ops_per_second;   /* simple integer/float operations */
-} sl_backend_caps;
-
 typedef struct sl_backend sl_backend;
-struct sl_kernel_args;
-typedef sl_code (*sl_kernel_fn)(struct sl_kernel_args *args);
-typedef void (*sl_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
+
+/* The queues of a device backend: kernels and in-order transfers go on the
+ * compute queue; the copy queue carries transfers that overlap them, ordered
+ * with the compute queue only by events. */
+typedef enum sl_queue { SL_QUEUE_COMPUTE = 0, SL_QUEUE_COPY = 1 } sl_queue;
+/* A point in a queue's work (a cudaEvent_t on CUDA); opaque. */
+typedef struct sl_event sl_event;
 
 typedef struct sl_backend_ops {
   sl_backend_kind kind;
@@ -73,6 +63,28 @@ typedef struct sl_backend_ops {
    * returns when every range is done. `worker` is in [0, workers). */
   void (*parallel_for)(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx);
   int (*workers)(const sl_backend *b);
+
+  /* ---- asynchronous transfers and events (device backends; NULL on the CPU
+   * backend, whose memory is the host's). Stages that overlap copies with
+   * kernels (prefetch of stream inputs) use these, never native objects. */
+  /* What launchers get in sl_kernel_args.dev (also for tests that call a
+   * launcher directly). */
+  const sl_device_env *(*device_env)(sl_backend *b);
+  /* Makes the backend's device current on the calling thread (a helper
+   * thread that enqueues copies calls it first). */
+  sl_code (*bind_thread)(sl_backend *b, sl_error *err);
+  sl_code (*event_create)(sl_backend *b, sl_event **ev, sl_error *err);
+  void (*event_destroy)(sl_backend *b, sl_event *ev);
+  /* Marks the point after everything enqueued so far on queue q. */
+  sl_code (*event_record)(sl_backend *b, sl_event *ev, sl_queue q, sl_error *err);
+  /* Work enqueued on q after this starts only once ev's point was reached. */
+  sl_code (*queue_wait_event)(sl_backend *b, sl_queue q, sl_event *ev, sl_error *err);
+  /* The host blocks until ev's point was reached. */
+  sl_code (*event_wait)(sl_backend *b, sl_event *ev, sl_error *err);
+  /* Enqueues a copy of bytes (host<->device or device<->device, pinned host
+   * memory for overlap) on q; returns at once. */
+  sl_code (*copy_async)(sl_backend *b, sl_queue q, void *dst, const void *src, size_t bytes,
+                        sl_error *err);
 } sl_backend_ops;
 
 struct sl_backend {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "../exec/exec.h"
+#include "nodes/registry.h"
 #include "../pipeline/spec.h"
 
 enum {

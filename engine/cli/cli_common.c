@@ -98,7 +98,7 @@ int cli_load(const cli_opts *o, sl_spec **spec, sl_graph **graph) {
   *spec = NULL;
   *graph = NULL;
   if (sl_spec_load(o->file, o->sets, (size_t)o->n_sets, spec, &err) != SL_OK) return cli_fail(&err);
-  if (sl_graph_build(*spec, NULL, graph, &err) != SL_OK) {
+  if (sl_graph_build(*spec, NULL, sl_nodes_registry(), graph, &err) != SL_OK) {
     sl_spec_free(*spec);
     *spec = NULL;
     return cli_fail(&err);

@@ -1,5 +1,6 @@
 /* sluice validate, render, nodes and devices: the commands that only look. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/json.h"
@@ -131,19 +132,20 @@ int cmd_nodes(int argc, char **argv) {
   int rc = cli_parse(argc, argv, CLI_JSON, false, cli_help_nodes, &o);
   if (rc) return rc < 0 ? 0 : rc;
   int count;
-  const sl_node_desc *const *all = sl_node_all(&count);
+  const sl_node_desc **all = sl_registry_list(sl_nodes_registry(), &count);
   const sl_node_desc *d = NULL;
   if (o.file) {
-    d = sl_node_find(o.file);
+    d = sl_registry_find(sl_nodes_registry(), o.file);
     if (!d) {
       const char *names[256];
       for (int i = 0; i < count && i < 256; i++) names[i] = all[i]->type;
       const char *best = sl_closest(o.file, names, (size_t)count);
       fprintf(stderr, "sluice: error: unknown node type '%s'%s%s%s\n", o.file,
               best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
+      free(all);
       return 2;
     }
-    all = &d;
+    all[0] = d;
     count = 1;
   }
   if (o.json) {
@@ -158,6 +160,7 @@ int cmd_nodes(int argc, char **argv) {
   } else {
     for (int i = 0; i < count; i++) printf("%-20s %s\n", all[i]->type, all[i]->doc);
   }
+  free(all);
   return 0;
 }
 

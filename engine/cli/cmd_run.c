@@ -173,6 +173,7 @@ int cmd_run(int argc, char **argv) {
   char dir[4096] = "", tmp[4200] = "";
   run_dir_ctx dctx = {&o, dir, sizeof dir, stamp};
   sl_run_request req = {
+      .registry = sl_nodes_registry(),
       .file = o.file, .sets = o.sets, .n_sets = (size_t)o.n_sets, .backend = o.backend,
       .memory_limit = o.memory_limit, .chunk_positions = o.chunk_positions, .threads = o.threads,
       .progress = !o.quiet && !o.json, .before_alloc = before_alloc, .ctx = &dctx,

@@ -121,6 +121,7 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
   sl_kernel_args *a = &call->a;
   a->backend = c->b;
   a->node = n;
+  a->node_id = n->id;
   a->state = n->state;
   a->chunk = chunk;
   a->n_chunks = c->p->n_chunks;

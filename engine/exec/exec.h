@@ -5,6 +5,7 @@
 #ifndef SL_EXEC_H
 #define SL_EXEC_H
 
+#include "../backend/backend.h"
 #include "../plan/plan.h"
 
 typedef struct sl_output_data {

@@ -5,7 +5,7 @@
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   memset(out, 0, sizeof *out);
   sl_code rc = sl_spec_load(req->file, req->sets, req->n_sets, &out->spec, err);
-  if (rc == SL_OK) rc = sl_graph_build(out->spec, NULL, &out->graph, err);
+  if (rc == SL_OK) rc = sl_graph_build(out->spec, NULL, req->registry, &out->graph, err);
   sl_backend_kind kind = SL_BACKEND_CPU;
   const sl_backend_ops *ops = req->ops_override;
   if (rc == SL_OK && !ops) {

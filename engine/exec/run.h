@@ -8,6 +8,7 @@
 
 typedef struct sl_run_request {
   const char *file;
+  const sl_node_registry *registry; /* the node types the pipeline may use */
   const sl_setting *sets;
   size_t n_sets;
   int backend;              /* sl_backend_kind or SL_BACKEND_AUTO */

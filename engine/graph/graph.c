@@ -109,6 +109,7 @@ static void free_node(sl_node *n) {
   if (n->desc && n->params)
     for (int p = 0; p < n->desc->n_params; p++) sl_param_value_free(&n->params[p]);
   free(n->params);
+  free(n->typed_params);
   free(n->id);
   sl_graph_free(n->body);
 }
@@ -179,6 +180,7 @@ static sl_code bind_params(sl_node *n, const sl_node_spec *ns, sl_error *err) {
     }
   }
   free(given);
+  if (rc == SL_OK) sl_node_bind_typed_params(n);
   return rc;
 }
 
@@ -244,13 +246,14 @@ static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *e
     for (int k = 0; k < n->n_out; k++) n->out_names[k] = ns->body->outputs[k].name;
     return SL_OK;
   }
-  n->desc = sl_node_find(ns->type);
+  n->desc = sl_registry_find(g->registry, ns->type);
   if (!n->desc) {
     int count;
-    const sl_node_desc *const *all = sl_node_all(&count);
+    const sl_node_desc **all = sl_registry_list(g->registry, &count);
     const char *names[256];
     for (int k = 0; k < count && k < 256; k++) names[k] = all[k]->type;
     const char *best = sl_closest(ns->type, names, (size_t)(count < 256 ? count : 256));
+    free(all);
     sl_fail(err, SL_ERR_PIPELINE, "unknown node type '%s'%s%s%s (see `sluice nodes`)", ns->type,
             best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
     return at(err, ns->loc, n->id);
@@ -333,7 +336,7 @@ static sl_code infer_iterate(sl_graph *g, sl_node *n, const sl_node_spec *ns, sl
               ns->body->inputs[k]);
       return at(err, ns->loc, n->id);
     }
-  sl_code rc = sl_graph_build(ns->body, n->in, &n->body, err);
+  sl_code rc = sl_graph_build(ns->body, n->in, g->registry, &n->body, err);
   if (rc != SL_OK) {
     sl_error_node(err, n->id);
     return rc;
@@ -498,10 +501,11 @@ static void mark_used_outputs(sl_graph *g) {
     if (g->outputs[o].node >= 0) g->nodes[g->outputs[o].node].out_used |= 1u << g->outputs[o].port;
 }
 
-sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_graph **out,
-                       sl_error *err) {
+sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
+                       const sl_node_registry *registry, sl_graph **out, sl_error *err) {
   sl_graph *g = sl_xcalloc(1, sizeof *g);
   g->spec = spec;
+  g->registry = registry;
   g->n_passes = 1;
   g->n_nodes = (int)spec->n_nodes;
   g->nodes = sl_xcalloc(spec->n_nodes, sizeof *g->nodes);

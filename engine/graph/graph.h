@@ -29,6 +29,7 @@ typedef struct sl_node {
   char *id;
   sl_loc loc;
   sl_param_value *params; /* desc->n_params entries, in descriptor order */
+  void *typed_params;     /* desc->params_size bytes filled by desc->params_bind */
   int n_in, n_out;
   sl_edge_src in_src[8];
   sl_tensor_desc in[8];
@@ -79,12 +80,13 @@ typedef struct sl_graph {
   sl_tensor_desc input_desc[8];
   int n_levels;
   const sl_spec *spec; /* not owned */
+  const sl_node_registry *registry; /* the node types it was built from; not owned */
 } sl_graph;
 
 /* Builds and type-checks the graph of a spec. `inputs` gives the descriptors
  * of graph inputs (for iterate bodies), NULL for a top-level pipeline. */
-sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs, sl_graph **out,
-                       sl_error *err);
+sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
+                       const sl_node_registry *registry, sl_graph **out, sl_error *err);
 void sl_graph_free(sl_graph *g);
 int sl_graph_find(const sl_graph *g, const char *id);
 /* Does every node (and body node) have a kernel for this backend? */
@@ -101,5 +103,8 @@ char *sl_graph_provenance(const sl_graph *g, int node);
 sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *value, const char *base_dir,
                          sl_param_value *out, sl_error *err);
 void sl_param_value_free(sl_param_value *v);
+/* Fills node->typed_params from node->params with the descriptor's generated
+ * params_bind (graph building and test harnesses call it after conversion). */
+void sl_node_bind_typed_params(sl_node *n);
 
 #endif

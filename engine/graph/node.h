@@ -6,17 +6,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../backend/backend.h"
+#include "../core/kernel_abi.h"
 #include "../core/status.h"
 #include "../core/tensor.h"
 #include "../pipeline/spec.h"
-
-typedef struct sl_param_def {
-  const char *name;
-  sl_ptype type;
-  const char *default_value; /* as YAML text; NULL = required */
-  const char *doc;
-} sl_param_def;
+#include "node_params.h"
 
 typedef struct sl_port_def {
   const char *name;
@@ -24,18 +18,6 @@ typedef struct sl_port_def {
   const char *unit; /* recorded as an HDF5 attribute; NULL if none */
   bool optional;    /* inputs only */
 } sl_port_def;
-
-/* A resolved, typed parameter value. */
-typedef struct sl_param_value {
-  sl_ptype type;
-  int64_t i;     /* INT */
-  double f;      /* FLOAT */
-  bool b;        /* BOOL */
-  char *s;       /* STRING, PATH (PATH resolved relative to the pipeline file) */
-  size_t n;      /* SHAPE, LIST */
-  int64_t *ints; /* SHAPE */
-  char **strs;   /* LIST items as text */
-} sl_param_value;
 
 /* Cost of a node for one chunk of `positions` scan positions (whole nodes:
  * positions = 1, for the whole run). */
@@ -54,33 +36,16 @@ typedef struct sl_node_cost {
 struct sl_node;
 struct sl_graph;
 
-typedef struct sl_kernel_args {
-  sl_backend *backend;
-  const struct sl_node *node;
-  void *state;      /* node->state */
-  int64_t chunk;    /* chunk index (0 for whole-phase nodes) */
-  int64_t n_chunks;
-  int64_t pos_start; /* first scan position of this chunk */
-  int64_t pos_count; /* positions in this chunk (whole nodes: 1) */
-  /* Per input/output port: data pointers. Streamed ports point at this chunk's
-   * pos_count items; whole ports at the whole tensor. Unconnected optional
-   * inputs are NULL. Reduction outputs (whole, fed by streamed inputs) are
-   * zeroed by the executor before the first chunk and accumulate. */
-  const void *in[8];
-  void *out[8];
-  void *workspace; /* cost().workspace_bytes of scratch, or NULL */
-  sl_error *err;   /* the kernel fills this on failure */
-  /* Where a device backend adds the device time of the kernels this call
-   * enqueues, once they completed (CUDA events around the launcher); NULL
-   * on the CPU backend, where the call's own time is the kernel time. */
-  double *device_seconds;
-} sl_kernel_args;
-
 typedef struct sl_node_desc {
   const char *type;
   const char *doc;
   const sl_param_def *params;
   int n_params;
+  /* The typed params (node_params.h): size of the struct and the generated
+   * function that fills it from the converted values; 0/NULL for a node
+   * without params. */
+  size_t params_size;
+  void (*params_bind)(const sl_param_value *values, void *out);
   const sl_port_def *inputs;
   int n_inputs;
   const sl_port_def *outputs;
@@ -106,10 +71,25 @@ typedef struct sl_node_desc {
   /* Optional: ground truth and other provenance written with outputs. */
 } sl_node_desc;
 
-/* Lookup in the registry (nodes/registry.c). */
-const sl_node_desc *sl_node_find(const char *type);
-/* All registered descriptors, sorted by type. */
-const sl_node_desc *const *sl_node_all(int *count);
+/* The node types a graph may use: per-family tables (nodes/<family>/
+ * <family>_nodes.c), gathered by whoever builds graphs (the command line hands
+ * nodes/registry.c's to sl_graph_build), so the engine never links to a node
+ * by name. */
+typedef struct sl_node_family {
+  const char *name;
+  const sl_node_desc *const *nodes;
+  int count;
+} sl_node_family;
+
+typedef struct sl_node_registry {
+  const sl_node_family *const *families;
+  int n_families;
+} sl_node_registry;
+
+/* The descriptor of `type`, or NULL. */
+const sl_node_desc *sl_registry_find(const sl_node_registry *r, const char *type);
+/* Every descriptor, sorted by type; *count set. Caller frees the array. */
+const sl_node_desc **sl_registry_list(const sl_node_registry *r, int *count);
 
 /* Accessors for node code: the value of the param named `name`. They assert the
  * name exists in the descriptor (a programmer error otherwise). */

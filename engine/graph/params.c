@@ -17,6 +17,19 @@ static sl_code type_error(const sl_param_def *def, const sl_yaml *v, const char 
   return SL_ERR_PIPELINE;
 }
 
+/* Index of `value` in "a|b|c", or -1. */
+static int choice_index(const char *choices, const char *value) {
+  size_t len = strlen(value);
+  int index = 0;
+  for (const char *c = choices;; index++) {
+    const char *bar = strchr(c, '|');
+    size_t n = bar ? (size_t)(bar - c) : strlen(c);
+    if (n == len && !strncmp(c, value, n)) return index;
+    if (!bar) return -1;
+    c = bar + 1;
+  }
+}
+
 sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *base_dir,
                          sl_param_value *out, sl_error *err) {
   memset(out, 0, sizeof *out);
@@ -36,6 +49,16 @@ sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *
       return SL_OK;
     case SL_PT_STRING:
       if (v->kind != SL_Y_SCALAR) return type_error(def, v, "a string", err);
+      if (def->choices) {
+        int index = choice_index(def->choices, v->scalar);
+        if (index < 0) {
+          sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be one of %s, got '%s'", def->name,
+                  def->choices, v->scalar);
+          sl_error_at(err, v->loc.file, v->loc.line, v->loc.col);
+          return SL_ERR_PIPELINE;
+        }
+        out->i = index;
+      }
       out->s = sl_strdup(v->scalar);
       return SL_OK;
     case SL_PT_PATH: {
@@ -76,6 +99,20 @@ sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *
       return SL_OK;
   }
   return sl_fail(err, SL_ERR_INTERNAL, "unknown param type");
+}
+
+void sl_node_bind_typed_params(sl_node *n) {
+  const sl_node_desc *d = n->desc;
+  free(n->typed_params);
+  n->typed_params = NULL;
+  if (!d || !d->params_bind) return;
+  n->typed_params = sl_xcalloc(1, d->params_size ? d->params_size : 1);
+  d->params_bind(n->params, n->typed_params);
+}
+
+const void *sl_node_typed_params(const sl_node *n) {
+  assert(n->typed_params); /* the descriptor declares typed params and they were bound */
+  return n->typed_params;
 }
 
 void sl_param_value_free(sl_param_value *v) {

@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 
+#include "../core/device_caps.h"
 #include "../core/json.h"
 #include "../graph/graph.h"
 

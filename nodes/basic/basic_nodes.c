@@ -3,6 +3,7 @@
  * (planner lifetimes, iteration, overhead) without scientific nodes. */
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
 #include "shaders/cuda/sl_cuda.h"

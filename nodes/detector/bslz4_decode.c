@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "../../engine/core/util.h"
 #include "../../engine/graph/graph.h"
 #include "bslz4.h"

@@ -1,4 +1,5 @@
 /* One-sweep exact frame moments (see frame_moments.h). */
+#include "engine/backend/backend.h"
 #include "frame_moments.h"
 
 #include <stdlib.h>

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "../../engine/graph/graph.h"
 #include "../../engine/graph/node.h"
 

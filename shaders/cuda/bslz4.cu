@@ -781,11 +781,11 @@ cudaError_t launch_decode(const bz_params &p, unsigned long long warps, size_t s
 }  // namespace
 
 extern "C" {
-extern const sl_cuda_kernel_info sl_cuda_kernels_bslz4[] = {
-    {"sl_k_bslz4_index", (const void *)sl_k_bslz4_index, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<1>", (const void *)sl_k_bslz4_decode<1>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<2>", (const void *)sl_k_bslz4_decode<2>, SL_CUDA_KERNEL_ABI},
-    {"sl_k_bslz4_decode<4>", (const void *)sl_k_bslz4_decode<4>, SL_CUDA_KERNEL_ABI},
+extern const sl_device_kernel sl_cuda_kernels_bslz4[] = {
+    {"sl_k_bslz4_index", (const void *)sl_k_bslz4_index, SL_KERNEL_ABI_VERSION},
+    {"sl_k_bslz4_decode<1>", (const void *)sl_k_bslz4_decode<1>, SL_KERNEL_ABI_VERSION},
+    {"sl_k_bslz4_decode<2>", (const void *)sl_k_bslz4_decode<2>, SL_KERNEL_ABI_VERSION},
+    {"sl_k_bslz4_decode<4>", (const void *)sl_k_bslz4_decode<4>, SL_KERNEL_ABI_VERSION},
 };
 extern const int sl_cuda_kernels_bslz4_count = (int)(sizeof sl_cuda_kernels_bslz4 / sizeof sl_cuda_kernels_bslz4[0]);
 }

@@ -1216,8 +1216,8 @@ extern "C" sl_code sl_cuda_sum(sl_kernel_args *a) {
 
 /* ---- registry ------------------------------------------------------------------------ */
 
-#define K(name, fn) {name, (const void *)(fn), SL_CUDA_KERNEL_ABI}
-extern "C" const sl_cuda_kernel_info sl_cuda_kernels_detector[] = {
+#define K(name, fn) {name, (const void *)(fn), SL_KERNEL_ABI_VERSION}
+extern "C" const sl_device_kernel sl_cuda_kernels_detector[] = {
     K("units", k_units),
     K("geom", k_geom),
     K("vsum_vi_u8x16", (k_vsum<uint8_t, 16, 0>)), K("vsum_vi_u8", (k_vsum<uint8_t, 1, 0>)),

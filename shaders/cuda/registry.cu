@@ -3,7 +3,7 @@
  * has code for the device and the ABI it expects (engine/backend/cuda).
  *
  * Each kernel file NAME.cu exports
- *   extern "C" const sl_cuda_kernel_info sl_cuda_kernels_NAME[];
+ *   extern "C" const sl_device_kernel sl_cuda_kernels_NAME[];
  *   extern "C" const int sl_cuda_kernels_NAME_count;
  * The tables of other files are weak references, so that this file links
  * while a kernel file does not exist yet (its table is then NULL and is
@@ -15,11 +15,11 @@
 #include "shaders/cuda/sl_cuda.h"
 
 extern "C" {
-extern const sl_cuda_kernel_info sl_cuda_kernels_runtime[];
+extern const sl_device_kernel sl_cuda_kernels_runtime[];
 extern const int sl_cuda_kernels_runtime_count;
-extern const sl_cuda_kernel_info sl_cuda_kernels_bslz4[] __attribute__((weak));
+extern const sl_device_kernel sl_cuda_kernels_bslz4[] __attribute__((weak));
 extern const int sl_cuda_kernels_bslz4_count __attribute__((weak));
-extern const sl_cuda_kernel_info sl_cuda_kernels_detector[] __attribute__((weak));
+extern const sl_device_kernel sl_cuda_kernels_detector[] __attribute__((weak));
 extern const int sl_cuda_kernels_detector_count __attribute__((weak));
 }
 
@@ -28,10 +28,10 @@ namespace {
 enum { REGISTRY_CAPACITY = 512 };
 
 struct registry {
-  sl_cuda_kernel_info entries[REGISTRY_CAPACITY];
+  sl_device_kernel entries[REGISTRY_CAPACITY];
   int count;
 
-  void add(const sl_cuda_kernel_info *table, const int *count_ptr) {
+  void add(const sl_device_kernel *table, const int *count_ptr) {
     if (!table || !count_ptr) return; /* that kernel file is not linked in */
     int n = *count_ptr;
     for (int i = 0; i < n; i++) {
@@ -39,7 +39,7 @@ struct registry {
       if (count == REGISTRY_CAPACITY - 1) {
         /* Never silently drop a kernel: an entry without code makes the
          * backend's start-up check fail with this name. */
-        entries[count++] = sl_cuda_kernel_info{"(kernel registry full: raise REGISTRY_CAPACITY)", NULL, -1};
+        entries[count++] = sl_device_kernel{"(kernel registry full: raise REGISTRY_CAPACITY)", NULL, -1};
         return;
       }
       entries[count++] = table[i];
@@ -55,7 +55,7 @@ struct registry {
 
 }  // namespace
 
-extern "C" const sl_cuda_kernel_info *sl_cuda_kernels(int *count) {
+extern "C" const sl_device_kernel *sl_cuda_kernels(int *count) {
   static const registry r; /* built once, thread-safe (C++11 static init) */
   if (count) *count = r.count;
   return r.entries;

@@ -19,9 +19,9 @@ __global__ void sl_k_fill_u32(uint32_t *dst, uint32_t value, size_t n) {
 __global__ void sl_k_selftest_trap(void) { __trap(); }
 
 extern "C" {
-extern const sl_cuda_kernel_info sl_cuda_kernels_runtime[] = {
-    {"sl_k_fill_u32", (const void *)sl_k_fill_u32, SL_CUDA_KERNEL_ABI},
-    {"sl_k_selftest_trap", (const void *)sl_k_selftest_trap, SL_CUDA_KERNEL_ABI},
+extern const sl_device_kernel sl_cuda_kernels_runtime[] = {
+    {"sl_k_fill_u32", (const void *)sl_k_fill_u32, SL_KERNEL_ABI_VERSION},
+    {"sl_k_selftest_trap", (const void *)sl_k_selftest_trap, SL_KERNEL_ABI_VERSION},
 };
 extern const int sl_cuda_kernels_runtime_count =
     (int)(sizeof sl_cuda_kernels_runtime / sizeof sl_cuda_kernels_runtime[0]);

@@ -10,22 +10,6 @@
 extern "C" {
 #endif
 
-/* The ABI of the kernels compiled into this binary. The backend refuses to
- * start when it differs from SL_ENGINE_KERNEL_ABI (engine/backend/cuda). */
-#define SL_CUDA_KERNEL_ABI 1
-
-/* One kernel compiled into the binary: name, the __global__ function's
- * address (for cudaFuncGetAttributes) and the ABI it was built for. */
-typedef struct sl_cuda_kernel_info {
-  const char *name;
-  const void *func;
-  int abi;
-} sl_cuda_kernel_info;
-
-/* Every kernel of the binary (shaders/cuda/registry.cu gathers each file's
- * table). The backend checks each exists for the device at start. */
-const sl_cuda_kernel_info *sl_cuda_kernels(int *count);
-
 /* The CUDA backend's stream (a cudaStream_t) for launchers. */
 void *sl_cuda_stream(struct sl_backend *b);
 

@@ -16,6 +16,7 @@
 
 #define NH_RNG_SEED 0x9E3779B97F4A7C15ULL
 #include "node_harness.h"
+#include "nodes/registry.h"
 
 extern const sl_node_desc sl_node_bin_detector;
 
@@ -417,7 +418,7 @@ static void test_descriptor(void **st) {
   assert_string_equal(d->inputs[0].name, "frames");
   assert_string_equal(d->outputs[0].name, "frames");
   assert_non_null(d->kernel[SL_BACKEND_CPU]);
-  const sl_node_desc *reg = sl_node_find("bin_detector");
+  const sl_node_desc *reg = sl_registry_find(sl_nodes_registry(), "bin_detector");
   if (reg) assert_ptr_equal(reg, d);
 }
 

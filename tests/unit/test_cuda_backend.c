@@ -23,6 +23,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include "nodes/registry.h"
 #include "engine/backend/backend.h"
 #include "engine/exec/run.h"
 #include "engine/graph/graph.h"
@@ -47,6 +48,7 @@ __attribute__((unused)) static sl_code run_chain(int backend, int64_t chunk, sl_
   sl_run_request req;
   memset(&req, 0, sizeof req);
   req.file = path;
+  req.registry = sl_nodes_registry();
   req.backend = backend;
   req.chunk_positions = chunk;
   req.threads = 2;
@@ -112,14 +114,14 @@ static void assert_nothing_held(const sl_backend *b) {
 static void test_registry_table(void **state) {
   (void)state;
   int n = 0;
-  const sl_cuda_kernel_info *k = sl_cuda_kernels(&n);
+  const sl_device_kernel *k = sl_cuda_kernels(&n);
   assert_non_null(k);
   assert_true(n >= 1);
   bool fill = false;
   for (int i = 0; i < n; i++) {
     assert_non_null(k[i].name);
     assert_non_null(k[i].func);
-    assert_int_equal(k[i].abi, SL_CUDA_KERNEL_ABI);
+    assert_int_equal(k[i].abi, SL_KERNEL_ABI_VERSION);
     if (!strcmp(k[i].name, "sl_k_fill_u32")) fill = true;
     for (int j = 0; j < i; j++)
       if (!strcmp(k[i].name, k[j].name)) fail_msg("kernel '%s' is registered twice", k[i].name);

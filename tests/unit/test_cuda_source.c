@@ -13,6 +13,7 @@
 #define SL_H5_FIXTURES_ONLY
 #include "test_h5_index.c"
 
+#include "nodes/registry.h"
 #include "engine/backend/backend.h"
 #include "cuda_probe.h"
 #include "engine/exec/run.h"
@@ -136,6 +137,7 @@ static sl_code run(const char *file, const sl_setting *sets, size_t n_sets, int 
   sl_run_request req;
   memset(&req, 0, sizeof req);
   req.file = file;
+  req.registry = sl_nodes_registry();
   req.sets = sets;
   req.n_sets = n_sets;
   req.backend = backend;

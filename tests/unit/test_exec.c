@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "nodes/registry.h"
 #include "engine/exec/run.h"
 #include "test_support.h"
 
@@ -28,6 +29,7 @@ static sl_code run_file(const char *path, const sl_setting *sets, size_t n_sets,
   sl_run_request req;
   memset(&req, 0, sizeof req);
   req.file = path;
+  req.registry = sl_nodes_registry();
   req.sets = sets;
   req.n_sets = n_sets;
   req.backend = SL_BACKEND_CPU;

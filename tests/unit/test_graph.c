@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "nodes/registry.h"
 #include "engine/graph/graph.h"
 #include "test_support.h"
 
@@ -16,7 +17,7 @@ static sl_code build(const char *name, const char *text, sl_graph **g, sl_error 
   sl_error_clear(err);
   *g = NULL;
   sl_code rc = sl_spec_load(path, NULL, 0, &spec, err);
-  if (rc == SL_OK) rc = sl_graph_build(spec, NULL, g, err);
+  if (rc == SL_OK) rc = sl_graph_build(spec, NULL, sl_nodes_registry(), g, err);
   if (*g) (*g)->spec = NULL; /* the spec is freed here; tests only read the graph */
   sl_spec_free(spec);
   return rc;

@@ -267,6 +267,7 @@ __attribute__((unused)) static int fx_list_chunks(const char *file, const char *
 
 #ifndef SL_H5_FIXTURES_ONLY
 
+#include "nodes/registry.h"
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/pipeline/spec.h"
@@ -657,7 +658,7 @@ static void t_plan_device_state(void **state) {
   sl_spec *spec = NULL;
   sl_graph *g = NULL;
   assert_int_equal(sl_spec_load_string(text, strlen(text), "plan.yaml", NULL, 0, &spec, &e), SL_OK);
-  assert_int_equal(sl_graph_build(spec, NULL, &g, &e), SL_OK);
+  assert_int_equal(sl_graph_build(spec, NULL, sl_nodes_registry(), &g, &e), SL_OK);
   int64_t slot_bytes_per_chunk = sl_desc_buffer_bytes(&g->nodes[sl_graph_find(g, "src")].out[0], 4);
   for (int dev = 0; dev < 2; dev++) {
     sl_plan_opts po;

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "node_harness.h"
+#include "nodes/registry.h"
 
 extern const sl_node_desc sl_node_mask_correct;
 
@@ -497,7 +498,7 @@ static void test_descriptor(void **st) {
   assert_true(d->inputs[1].optional);
   assert_string_equal(d->outputs[0].name, "frames");
   assert_non_null(d->kernel[SL_BACKEND_CPU]);
-  const sl_node_desc *reg = sl_node_find("mask_correct");
+  const sl_node_desc *reg = sl_registry_find(sl_nodes_registry(), "mask_correct");
   if (reg) assert_ptr_equal(reg, d);
 }
 

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "engine/backend/backend.h"
+#include "nodes/registry.h"
 #include "engine/plan/plan.h"
 #include "test_support.h"
 
@@ -21,7 +23,7 @@ static void plan_text(fixture *f, const char *text, int64_t chunk, uint64_t limi
   sl_error_clear(&err);
   memset(f, 0, sizeof *f);
   assert_int_equal(sl_spec_load(path, NULL, 0, &f->spec, &err), SL_OK);
-  assert_int_equal(sl_graph_build(f->spec, NULL, &f->g, &err), SL_OK);
+  assert_int_equal(sl_graph_build(f->spec, NULL, sl_nodes_registry(), &f->g, &err), SL_OK);
   sl_plan_opts po;
   memset(&po, 0, sizeof po);
   sl_cpu_backend_ops.probe(&po.caps, &err);

@@ -5,12 +5,12 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../../core/util.h"
-#include "../../graph/graph.h"
 #include "../backend.h"
 
 typedef struct cpu_job {
@@ -270,7 +270,7 @@ static sl_code cpu_batch_commit(sl_backend *b, sl_error *err) {
     if (rc != SL_OK) {
       if (a->err != err && a->err) *err = *a->err;
       if (err->code == SL_OK) sl_fail(err, rc, "kernel failed");
-      if (a->node) sl_error_node(err, a->node->id);
+      if (a->node_id) sl_error_node(err, a->node_id);
       sl_error_chunk(err, a->chunk);
       c->batch_status = rc;
       break;

@@ -23,12 +23,11 @@
 #include <string.h>
 
 #include "../../core/util.h"
-#include "../../graph/graph.h"
 #include "../backend.h"
 #include "shaders/cuda/sl_cuda.h"
 
 /* The kernel ABI this engine was written against; every registered kernel
- * must carry it, and so must the kernels' header (SL_CUDA_KERNEL_ABI). */
+ * must carry it, and so must the kernels' header (SL_KERNEL_ABI_VERSION). */
 #define SL_ENGINE_KERNEL_ABI 1
 
 enum { MIN_COMPUTE_CAPABILITY = 80 };
@@ -208,16 +207,16 @@ static sl_code cuda_probe(sl_backend_caps *caps, sl_error *err) {
  * engine expects. */
 static sl_code check_registry(const cuda_impl *c, sl_error *err) {
   int n = 0;
-  const sl_cuda_kernel_info *k = sl_cuda_kernels(&n);
+  const sl_device_kernel *k = sl_cuda_kernels(&n);
   if (!k || n <= 0)
     return sl_fail(err, SL_ERR_BACKEND, "cuda backend: the kernel registry is empty (a build problem)");
-  if (SL_CUDA_KERNEL_ABI != SL_ENGINE_KERNEL_ABI)
+  if (SL_KERNEL_ABI_VERSION != SL_ENGINE_KERNEL_ABI)
     return sl_fail(err, SL_ERR_BACKEND,
                    "cuda backend: the kernels were built for ABI %d but this engine expects ABI %d",
-                   SL_CUDA_KERNEL_ABI, SL_ENGINE_KERNEL_ABI);
+                   SL_KERNEL_ABI_VERSION, SL_ENGINE_KERNEL_ABI);
   for (int i = 0; i < n; i++) {
     const char *name = k[i].name ? k[i].name : "(unnamed)";
-    if (k[i].abi != SL_CUDA_KERNEL_ABI || k[i].abi != SL_ENGINE_KERNEL_ABI)
+    if (k[i].abi != SL_KERNEL_ABI_VERSION || k[i].abi != SL_ENGINE_KERNEL_ABI)
       return sl_fail(err, SL_ERR_BACKEND,
                      "cuda backend: kernel '%s' was built for ABI %d but this engine expects ABI %d; "
                      "rebuild sluice",
@@ -511,7 +510,7 @@ static sl_code cuda_batch_encode(sl_backend *b, sl_kernel_fn fn, sl_kernel_args 
     c->cap_batch = c->cap_batch ? 2 * c->cap_batch : 16;
     c->batch_nodes = sl_xrealloc(c->batch_nodes, (size_t)c->cap_batch * sizeof *c->batch_nodes);
   }
-  c->batch_nodes[c->n_batch++] = a->node && a->node->id ? a->node->id : "?";
+  c->batch_nodes[c->n_batch++] = a->node_id ? a->node_id : "?";
   if (c->batch_chunk < 0) c->batch_chunk = a->chunk;
   cuda_timing *t = a->device_seconds ? timing_slot(c) : NULL;
   bool timed = t && cudaEventRecord(t->start, c->stream) == cudaSuccess;
@@ -522,7 +521,7 @@ static sl_code cuda_batch_encode(sl_backend *b, sl_kernel_fn fn, sl_kernel_args 
   if (rc != SL_OK) {
     if (a->err && a->err != err) *err = *a->err;
     if (err->code == SL_OK) sl_fail(err, rc, "cuda backend: launcher failed");
-    if (a->node) sl_error_node(err, a->node->id);
+    if (a->node_id) sl_error_node(err, a->node_id);
     sl_error_chunk(err, a->chunk);
     c->batch_status = rc;
   }
@@ -707,7 +706,7 @@ sl_code sl_cuda_check_launch(sl_kernel_args *a, const char *kernel) {
     return device_error(a->backend->impl, e, err);
   sl_fail(err, SL_ERR_BACKEND, "cuda backend: launch of kernel '%s' failed: %s (%s)",
           kernel ? kernel : "?", cudaGetErrorString(e), cudaGetErrorName(e));
-  if (a && a->node) sl_error_node(err, a->node->id);
+  if (a && a->node_id) sl_error_node(err, a->node_id);
   if (a) sl_error_chunk(err, a->chunk);
   return SL_ERR_BACKEND;
 }

@@ -1,0 +1,99 @@
+/* The kernel ABI: what a kernel call receives and what a device kernel file
+ * exports. It is the one header that the graph layer (node descriptors name
+ * kernels), the backends (they run them) and the device kernels in shaders/
+ * (they implement them) all include, so none of them has to include another's
+ * headers. Plain C, no CUDA types: native handles are opaque pointers.
+ *
+ * A kernel never sees a backend's native objects except through
+ * `sl_device_env`, which a device backend fills for its launchers (the queue
+ * to enqueue on, its limits, and how to wait or check a launch). */
+#ifndef SL_KERNEL_ABI_H
+#define SL_KERNEL_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this ABI compiled into each device kernel file. A device
+ * backend refuses to start when a kernel was built for another one. */
+#define SL_KERNEL_ABI_VERSION 2
+
+typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
+
+/* "cpu", "cuda", or "unknown". */
+const char *sl_backend_kind_name(sl_backend_kind k);
+
+struct sl_backend;
+struct sl_node;
+struct sl_kernel_args;
+
+/* What a device backend lends its launchers for one call. */
+typedef struct sl_device_env {
+  void *queue;      /* where the call's kernels go (a cudaStream_t on CUDA) */
+  void *copy_queue; /* a second queue for copies that overlap the kernels */
+  int device;       /* the device ordinal, current on the calling thread */
+  int compute_capability;        /* major * 10 + minor */
+  int multiprocessors;
+  size_t shared_memory_per_block; /* with opt-in */
+  /* Waits for everything enqueued so far; a device error is reported in
+   * a->err with the batch (nodes, chunk) it happened in, which need not be
+   * the caller's. Launchers call it when they must read results on the host. */
+  sl_code (*sync)(struct sl_kernel_args *a);
+  /* After a launch: SL_OK, or SL_ERR_BACKEND naming the kernel, the node and
+   * the chunk (an earlier batch's fault surfacing here names that batch). */
+  sl_code (*check_launch)(struct sl_kernel_args *a, const char *kernel);
+} sl_device_env;
+
+typedef struct sl_kernel_args {
+  struct sl_backend *backend;
+  /* The node being run. Opaque here: node code reads its own node
+   * (engine/graph/graph.h); backends and device kernels never do. */
+  const struct sl_node *node;
+  const char *node_id; /* for errors: the executor sets it, backends use it */
+  void *state;      /* the node's per-run state (prepare) */
+  int64_t chunk;    /* chunk index (0 for whole-phase nodes) */
+  int64_t n_chunks;
+  int64_t pos_start; /* first scan position of this chunk */
+  int64_t pos_count; /* positions in this chunk (whole nodes: 1) */
+  /* Per input/output port: data pointers. Streamed ports point at this chunk's
+   * pos_count items; whole ports at the whole tensor. Unconnected optional
+   * inputs are NULL. Reduction outputs (whole, fed by streamed inputs) are
+   * zeroed by the executor before the first chunk and accumulate. */
+  const void *in[8];
+  void *out[8];
+  void *workspace; /* cost().workspace_bytes of scratch, or NULL */
+  sl_error *err;   /* the kernel fills this on failure */
+  /* Where a device backend adds the device time of the kernels this call
+   * enqueues, once they completed (CUDA events around the launcher); NULL
+   * on the CPU backend, where the call's own time is the kernel time. */
+  double *device_seconds;
+  /* Set by a device backend when it runs the call; NULL on the CPU. */
+  const sl_device_env *dev;
+} sl_kernel_args;
+
+typedef sl_code (*sl_kernel_fn)(sl_kernel_args *args);
+typedef void (*sl_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
+
+/* One device kernel compiled into the binary: its name, the __global__
+ * function's address (the backend asks the driver whether code for the
+ * device exists) and the ABI version it was built with. */
+typedef struct sl_device_kernel {
+  const char *name;
+  const void *func;
+  int abi;
+} sl_device_kernel;
+
+/* Every CUDA kernel compiled into the binary (shaders/cuda/registry.cu;
+ * each kernel file adds its table there when it is linked in). */
+const sl_device_kernel *sl_cuda_kernels(int *count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
