@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "engine/core/util.h"
-#include "nodes/detector/bslz4.h"
+#include "nodes/codec/bslz4.h"
 
 #define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
 

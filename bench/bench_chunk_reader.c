@@ -17,8 +17,8 @@
 
 #include "engine/backend/backend.h"
 #include "engine/core/util.h"
-#include "nodes/detector/chunk_reader.h"
-#include "nodes/detector/h5_index.h"
+#include "nodes/hdf5/chunk_reader.h"
+#include "nodes/hdf5/h5_index.h"
 
 static int read_all(const sl_h5_index *ix, int64_t win, int threads, uint8_t *buf[2], size_t cap, double *secs,
                     sl_chunk_reader_stats *st) {

@@ -24,7 +24,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
-#include "nodes/detector/bslz4.h"
+#include "nodes/codec/bslz4.h"
 #include "shaders/cuda/sl_cuda.h"
 
 #ifdef SLUICE_HAVE_CUDA

@@ -1,7 +1,7 @@
 /* The registry of built-in node families. A new node adds one line to its
  * family's table (nodes/<family>/<family>_family.c); a new family adds one
  * line here. */
-#include "registry.h"
+#include "nodes/registry.h"
 
 static const sl_node_family *const k_families[] = {
     &sl_family_basic,

@@ -1,6 +1,6 @@
 /* Backend lookup and selection. No silent fallback: asking for a backend that
  * is not available is an error; `auto` picks the best available. */
-#include "backend.h"
+#include "engine/backend/backend.h"
 
 #include <string.h>
 

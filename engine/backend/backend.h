@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/device_caps.h"
-#include "../core/kernel_abi.h"
-#include "../core/status.h"
+#include "engine/core/device_caps.h"
+#include "engine/core/kernel_abi.h"
+#include "engine/core/status.h"
 
 typedef struct sl_backend sl_backend;
 

@@ -5,9 +5,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../exec/exec.h"
+#include "engine/exec/exec.h"
 #include "nodes/registry.h"
-#include "../pipeline/spec.h"
+#include "engine/pipeline/spec.h"
 
 enum {
   CLI_SET = 1 << 0,

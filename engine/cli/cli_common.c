@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
-#include "cli.h"
+#include "engine/core/util.h"
+#include "engine/cli/cli.h"
 
 static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, "sluice: error: ");

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/json.h"
-#include "../core/util.h"
-#include "cli.h"
+#include "engine/core/json.h"
+#include "engine/core/util.h"
+#include "engine/cli/cli.h"
 
 const char *const cli_help_validate =
     "usage: sluice validate FILE [--set NAME=VALUE]...\n"

@@ -1,8 +1,8 @@
 /* sluice plan: the plan without running anything. */
 #include <stdio.h>
 
-#include "../core/json.h"
-#include "cli.h"
+#include "engine/core/json.h"
+#include "engine/cli/cli.h"
 
 const char *const cli_help_plan =
     "usage: sluice plan FILE [--set NAME=VALUE]... [--backend auto|cpu|cuda]\n"

@@ -9,11 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/util.h"
-#include "../exec/report.h"
-#include "../exec/run.h"
-#include "../exec/sinks.h"
-#include "cli.h"
+#include "engine/core/util.h"
+#include "engine/exec/report.h"
+#include "engine/exec/run.h"
+#include "engine/exec/sinks.h"
+#include "engine/cli/cli.h"
 
 const char *const cli_help_run =
     "usage: sluice run FILE [--set NAME=VALUE]... [--out DIR] [--backend auto|cpu|cuda]\n"

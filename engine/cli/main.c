@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "engine/cli/cli.h"
 
 static const cli_command k_commands[] = {
     {"run", "run a pipeline and write its results", NULL, cmd_run},

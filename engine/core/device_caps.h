@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kernel_abi.h"
+#include "engine/core/kernel_abi.h"
 
 typedef struct sl_backend_caps {
   sl_backend_kind kind;

@@ -1,4 +1,4 @@
-#include "json.h"
+#include "engine/core/json.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Names of the backend kinds of the kernel ABI. */
-#include "kernel_abi.h"
+#include "engine/core/kernel_abi.h"
 
 const char *sl_backend_kind_name(sl_backend_kind k) {
   switch (k) {

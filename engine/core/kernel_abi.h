@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "engine/core/status.h"
 
 #ifdef __cplusplus
 extern "C" {

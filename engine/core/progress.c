@@ -1,9 +1,9 @@
-#include "progress.h"
+#include "engine/core/progress.h"
 
 #include <stdio.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "engine/core/util.h"
 
 void sl_progress_begin(sl_progress *p, int64_t total, const char *unit, bool enabled) {
   p->enabled = enabled && total > 1 && isatty(STDERR_FILENO);

@@ -1,5 +1,5 @@
 /* The process-wide choice of SIMD kernels (see simd.h). */
-#include "simd.h"
+#include "engine/core/simd.h"
 
 #include <pthread.h>
 #include <stdlib.h>

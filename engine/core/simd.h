@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "status.h"
+#include "engine/core/status.h"
 
 typedef enum sl_simd {
   SL_SIMD_AUTO = 0, /* SLUICE_SIMD=scalar|sse2|avx2 if set, else the best the CPU has */

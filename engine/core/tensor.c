@@ -1,4 +1,4 @@
-#include "tensor.h"
+#include "engine/core/tensor.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-#include "util.h"
+#include "engine/core/util.h"
 
 #include <ctype.h>
 #include <errno.h>

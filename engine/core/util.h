@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "engine/core/status.h"
 
 /* For hot kernel loops: an AVX2 clone chosen at load time (glibc ifunc)
  * beside the baseline x86-64 build; integer results are the same either way.

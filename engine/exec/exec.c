@@ -1,12 +1,12 @@
 /* The executor (see exec.h). */
-#include "exec.h"
+#include "engine/exec/exec.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/progress.h"
-#include "../core/util.h"
-#include "pool.h"
+#include "engine/core/progress.h"
+#include "engine/core/util.h"
+#include "engine/exec/pool.h"
 
 /* One node's call in a batch: the kernel args first, so the backend's pointer
  * to the args is also a pointer to the call, which times the kernel. */

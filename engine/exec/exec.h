@@ -5,8 +5,8 @@
 #ifndef SL_EXEC_H
 #define SL_EXEC_H
 
-#include "../backend/backend.h"
-#include "../plan/plan.h"
+#include "engine/backend/backend.h"
+#include "engine/plan/plan.h"
 
 typedef struct sl_output_data {
   const char *name;    /* graph output name (owned by the graph) */

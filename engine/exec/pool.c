@@ -1,11 +1,11 @@
-#include "pool.h"
+#include "engine/exec/pool.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
-#include "../plan/plan.h"
+#include "engine/core/util.h"
+#include "engine/plan/plan.h"
 
 void sl_pool_init(sl_pool *p, sl_backend *b) {
   memset(p, 0, sizeof *p);

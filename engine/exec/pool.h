@@ -5,7 +5,7 @@
 #ifndef SL_POOL_H
 #define SL_POOL_H
 
-#include "../backend/backend.h"
+#include "engine/backend/backend.h"
 
 typedef struct sl_pool_block {
   void *ptr;

@@ -1,4 +1,4 @@
-#include "report.h"
+#include "engine/exec/report.h"
 
 #include <stdlib.h>
 #include <string.h>

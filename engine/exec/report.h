@@ -2,8 +2,8 @@
 #ifndef SL_REPORT_H
 #define SL_REPORT_H
 
-#include "../core/json.h"
-#include "exec.h"
+#include "engine/core/json.h"
+#include "engine/exec/exec.h"
 
 typedef struct sl_run_info {
   const sl_spec *spec;

@@ -1,4 +1,4 @@
-#include "run.h"
+#include "engine/exec/run.h"
 
 #include <string.h>
 

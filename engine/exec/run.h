@@ -4,7 +4,7 @@
 #ifndef SL_RUN_H
 #define SL_RUN_H
 
-#include "exec.h"
+#include "engine/exec/exec.h"
 
 typedef struct sl_run_request {
   const char *file;

@@ -1,7 +1,7 @@
 #include <hdf5.h>
 #include <string.h>
 
-#include "sinks.h"
+#include "engine/exec/sinks.h"
 
 static hid_t h5_type(sl_dtype t) {
   switch (t) {

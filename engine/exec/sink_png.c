@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sinks.h"
+#include "engine/exec/sinks.h"
 
 bool sl_output_is_image(const sl_output_data *out) {
   return out->desc.rank == 2 && out->desc.dtype != SL_C64 && out->desc.dims[0] > 0 &&

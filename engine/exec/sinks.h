@@ -3,7 +3,7 @@
 #ifndef SL_SINKS_H
 #define SL_SINKS_H
 
-#include "exec.h"
+#include "engine/exec/exec.h"
 
 typedef struct sl_attr {
   const char *key;

@@ -1,14 +1,14 @@
 /* Graph construction from a spec: node types and params checked against the
  * descriptors, edges resolved, cycles found, types and shapes inferred, phases
  * and levels assigned. Every error carries the place in the pipeline file. */
-#include "graph.h"
+#include "engine/graph/graph.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
+#include "engine/core/util.h"
 
 const char *sl_phase_name(sl_phase p) {
   switch (p) {

@@ -5,7 +5,7 @@
 #ifndef SL_GRAPH_H
 #define SL_GRAPH_H
 
-#include "node.h"
+#include "engine/graph/node.h"
 
 /* When a node runs relative to the stream of chunks. */
 typedef enum sl_phase {

@@ -6,11 +6,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/kernel_abi.h"
-#include "../core/status.h"
-#include "../core/tensor.h"
-#include "../pipeline/spec.h"
-#include "node_params.h"
+#include "engine/core/kernel_abi.h"
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+#include "engine/pipeline/spec.h"
+#include "engine/graph/node_params.h"
 
 typedef struct sl_port_def {
   const char *name;

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../pipeline/spec.h"
+#include "engine/pipeline/spec.h"
 
 /* A resolved, typed parameter value. */
 typedef struct sl_param_value {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
-#include "graph.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
 
 static sl_code type_error(const sl_param_def *def, const sl_yaml *v, const char *expected,
                           sl_error *err) {

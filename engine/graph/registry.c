@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
-#include "node.h"
+#include "engine/core/util.h"
+#include "engine/graph/node.h"
 
 const sl_node_desc *sl_registry_find(const sl_node_registry *r, const char *type) {
   for (int f = 0; r && f < r->n_families; f++)

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
-#include "spec.h"
+#include "engine/core/util.h"
+#include "engine/pipeline/spec.h"
 
 static const char *const g_ptype_names[] = {"int",  "float", "bool", "string",
                                             "path", "shape", "list"};

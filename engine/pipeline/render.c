@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
-#include "spec.h"
+#include "engine/core/util.h"
+#include "engine/pipeline/spec.h"
 
 static sl_yaml *text(const char *s, sl_loc l) { return sl_yaml_new_scalar(s, l); }
 

@@ -3,14 +3,14 @@
  * and iterate bodies. Every error carries the file:line:col of the text at
  * fault. */
 #define _POSIX_C_SOURCE 200809L
-#include "spec.h"
+#include "engine/pipeline/spec.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/util.h"
+#include "engine/core/util.h"
 
 enum { SL_SPEC_MAX_DEPTH = 16 };
 

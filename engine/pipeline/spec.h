@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../core/status.h"
-#include "yaml_tree.h"
+#include "engine/core/status.h"
+#include "engine/pipeline/yaml_tree.h"
 
 typedef enum sl_ptype {
   SL_PT_INT, SL_PT_FLOAT, SL_PT_BOOL, SL_PT_STRING, SL_PT_PATH, SL_PT_SHAPE, SL_PT_LIST

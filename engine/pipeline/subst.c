@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
-#include "spec.h"
+#include "engine/core/util.h"
+#include "engine/pipeline/spec.h"
 
 typedef struct sbuf {
   char *p;

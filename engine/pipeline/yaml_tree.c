@@ -2,7 +2,7 @@
  * node and every key remembers file:line:col. Anchors, aliases, multiple
  * documents and non-scalar keys are rejected; nesting depth is bounded. */
 #define _POSIX_C_SOURCE 200809L
-#include "yaml_tree.h"
+#include "engine/pipeline/yaml_tree.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
-#include "../core/util.h"
+#include "engine/core/util.h"
 
 enum { SL_YAML_MAX_DEPTH = 64 };
 #define SL_YAML_MAX_FILE ((size_t)16 << 20)

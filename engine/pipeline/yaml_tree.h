@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "../core/status.h"
+#include "engine/core/status.h"
 
 typedef struct sl_loc {
   const char *file; /* interned (sl_intern): lives for the process */

@@ -1,11 +1,11 @@
 /* The planner (see plan.h). Pure: it reads the graph and node descriptors'
  * cost functions and allocates only its own tables. */
-#include "plan.h"
+#include "engine/plan/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/util.h"
+#include "engine/core/util.h"
 
 int64_t sl_size_class(int64_t bytes) {
   int64_t c = 64;

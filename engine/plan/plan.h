@@ -14,9 +14,9 @@
 
 #include <stdio.h>
 
-#include "../core/device_caps.h"
-#include "../core/json.h"
-#include "../graph/graph.h"
+#include "engine/core/device_caps.h"
+#include "engine/core/json.h"
+#include "engine/graph/graph.h"
 
 typedef struct sl_plan_buffer {
   int node, port;

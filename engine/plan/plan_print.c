@@ -1,8 +1,8 @@
 /* The plan as text (for people) and as JSON (for tools); both say the same. */
 #include <string.h>
 
-#include "../core/util.h"
-#include "plan.h"
+#include "engine/core/util.h"
+#include "engine/plan/plan.h"
 
 static void node_label(const sl_node *n, char *buf, size_t len) {
   snprintf(buf, len, "%s (%s)", n->id, n->desc ? n->desc->type : "iterate");

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
 #include "shaders/cuda/sl_cuda.h"
 
 /* ---- shared helpers ---------------------------------------------------- */

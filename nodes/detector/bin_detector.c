@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
-#include "../stem/stem_ports.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "nodes/common/stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 

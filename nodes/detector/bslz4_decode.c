@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "../../engine/core/util.h"
-#include "../../engine/graph/graph.h"
-#include "bslz4.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
+#include "nodes/codec/bslz4.h"
 #include "shaders/cuda/sl_cuda.h"
 
 static sl_code dec_infer(sl_node *n, sl_error *err) {

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/graph/graph.h"
-#include "h5_index.h"
-#include "h5_index_cache.h"
+#include "engine/graph/graph.h"
+#include "nodes/hdf5/h5_index.h"
+#include "nodes/hdf5/h5_index_cache.h"
 
 static sl_code open_index(const sl_node *n, const sl_h5_index **ix, sl_error *err) {
   const char *path = sl_param_str(n, "path");

@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/core/util.h"
-#include "../../engine/graph/graph.h"
-#include "h5_index.h"
-#include "h5_index_cache.h"
-#include "hdf5_source_cuda.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
+#include "nodes/hdf5/h5_index.h"
+#include "nodes/hdf5/h5_index_cache.h"
+#include "nodes/detector/hdf5_source_cuda.h"
 #include "shaders/cuda/sl_cuda.h"
-#include "source_window.h"
+#include "nodes/hdf5/source_window.h"
 
 static const char *dataset_param(const sl_node *n) {
   const char *d = sl_param_str(n, "dataset");

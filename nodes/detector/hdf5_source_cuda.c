@@ -33,7 +33,7 @@
  *   copies it to its output slot on the main stream, in order with the
  *   kernels (so a copy never overlaps them). Kept for comparison on the
  *   device. */
-#include "hdf5_source_cuda.h"
+#include "nodes/detector/hdf5_source_cuda.h"
 
 #ifdef SLUICE_HAVE_CUDA
 
@@ -43,11 +43,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/backend/backend.h"
-#include "../../engine/core/util.h"
-#include "../../engine/graph/graph.h"
+#include "engine/backend/backend.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
 #include "shaders/cuda/sl_cuda.h"
-#include "source_window.h"
+#include "nodes/hdf5/source_window.h"
 
 typedef struct src_cuda {
   sl_backend *backend; /* allocated the windows; frees them */

@@ -8,7 +8,7 @@
 #ifndef SL_DETECTOR_HDF5_SOURCE_CUDA_H
 #define SL_DETECTOR_HDF5_SOURCE_CUDA_H
 
-#include "../../engine/graph/node.h"
+#include "engine/graph/node.h"
 
 #ifdef SLUICE_HAVE_CUDA
 sl_code sl_hdf5_source_cuda(sl_kernel_args *a);

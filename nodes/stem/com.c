@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
-#include "frame_moments.h"
-#include "stem_ports.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "nodes/common/frame_moments.h"
+#include "nodes/common/stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 

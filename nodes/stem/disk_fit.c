@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
 
 #define DF_BINS 1024
 #define DF_ROUNDS 3

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/core/util.h"
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
-#include "stem_ports.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "nodes/common/stem_ports.h"
 
 typedef struct dpc_cfg {
   bool fit_angle;

@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
-#include "stem_ports.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "nodes/common/stem_ports.h"
 
 typedef struct idpc_state {
   int64_t rows, cols, pr, pc; /* scan and padded sizes */

@@ -42,8 +42,8 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
 
 #define SYN_ATOM_SPACING 8.0 /* object pixels */
 #define SYN_ATOM_SIGMA 1.6   /* object pixels */

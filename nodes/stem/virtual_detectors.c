@@ -39,13 +39,13 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "../../engine/core/util.h"
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
-#include "frame_moments.h"
-#include "madd_u16.h"
-#include "stem_geom.h"
-#include "stem_ports.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "nodes/common/frame_moments.h"
+#include "nodes/common/madd_u16.h"
+#include "nodes/common/stem_geom.h"
+#include "nodes/common/stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 

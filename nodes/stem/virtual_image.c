@@ -16,12 +16,12 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
-#include "../../engine/core/util.h"
-#include "../../engine/graph/graph.h"
-#include "../../engine/graph/node.h"
-#include "mask_file.h"
-#include "stem_geom.h"
-#include "stem_ports.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "nodes/common/mask_file.h"
+#include "nodes/common/stem_geom.h"
+#include "nodes/common/stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 

@@ -61,7 +61,7 @@ extern "C" {
 #include "engine/graph/graph.h"
 }
 #include "shaders/cuda/sl_cuda.h"
-#include "nodes/detector/bit_transpose.h"
+#include "nodes/codec/bit_transpose.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nodes/detector/bslz4.h"
+#include "nodes/codec/bslz4.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nodes/detector/h5_btree.h"
+#include "nodes/hdf5/h5_btree.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "nodes/stem/npy.h"
+#include "nodes/common/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[] = "/tmp/sluice-fuzz-npy-XXXXXX";

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #define NH_RNG_SEED 0x9E3779B97F4A7C15ULL
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 #include "nodes/registry.h"
 
 extern const sl_node_desc sl_node_bin_detector;

@@ -17,7 +17,7 @@
 #include <hdf5.h>
 #include <lz4.h>
 
-#include "nodes/detector/bslz4.h"
+#include "nodes/codec/bslz4.h"
 
 #define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
 
@@ -25,7 +25,7 @@ static const sl_simd k_paths[] = {SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
 
 /* ------------------------------------------------------------ helpers --- */
 
-#include "test_rng.h"
+#include "tests/unit/test_rng.h"
 
 /* Detector-like frames: a bright disk (mean ~20), sparse dark field (~0.05),
  * a few saturated/flagged pixels at the dtype's maximum. */

@@ -6,7 +6,7 @@
 #define SL_H5_FIXTURES_ONLY
 #include "test_h5_index.c"
 
-#include "nodes/detector/chunk_reader.h"
+#include "nodes/hdf5/chunk_reader.h"
 
 static sl_h5_index *open_index(const char *path) {
   sl_h5_index *ix = NULL;

@@ -27,7 +27,7 @@
 #include "engine/backend/backend.h"
 #include "engine/exec/run.h"
 #include "engine/graph/graph.h"
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #ifdef SLUICE_HAVE_CUDA
 #include "shaders/cuda/sl_cuda.h"
 #endif

@@ -24,9 +24,9 @@
 
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
-#include "nodes/detector/bslz4.h"
+#include "nodes/codec/bslz4.h"
 #include "shaders/cuda/sl_cuda.h"
-#include "cuda_probe.h"
+#include "tests/unit/cuda_probe.h"
 
 #define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
 
@@ -64,7 +64,7 @@ static int have_cuda(void) {
 
 /* ------------------------------------------------------------ data --- */
 
-#include "test_rng.h"
+#include "tests/unit/test_rng.h"
 
 /* Frame content: 0 detector-like, 1 uniform random bytes (incompressible:
  * blocks too large to stage), 2 runs of 2048 zero elements and 2048 random

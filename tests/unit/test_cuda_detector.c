@@ -19,11 +19,11 @@
 #include <cmocka.h>
 
 #include "engine/backend/backend.h"
-#include "cuda_probe.h"
+#include "tests/unit/cuda_probe.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/pipeline/yaml_tree.h"
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_virtual_detectors, sl_node_virtual_image, sl_node_moments,
     sl_node_com, sl_node_mask_correct, sl_node_bin_detector, sl_node_sum;

@@ -15,9 +15,9 @@
 
 #include "nodes/registry.h"
 #include "engine/backend/backend.h"
-#include "cuda_probe.h"
+#include "tests/unit/cuda_probe.h"
 #include "engine/exec/run.h"
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 #ifdef SLUICE_HAVE_CUDA
 #include "shaders/cuda/sl_cuda.h"
 #endif

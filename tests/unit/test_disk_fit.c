@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_disk_fit;
 

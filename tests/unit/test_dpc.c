@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "engine/core/util.h"
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_dpc;
 

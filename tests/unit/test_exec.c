@@ -10,7 +10,7 @@
 
 #include "nodes/registry.h"
 #include "engine/exec/run.h"
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 
 static const char *k_chain =
     "pipeline: chain\n"

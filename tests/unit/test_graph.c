@@ -7,7 +7,7 @@
 
 #include "nodes/registry.h"
 #include "engine/graph/graph.h"
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 
 /* Builds the graph of a pipeline text; returns the code and fills err. */
 static sl_code build(const char *name, const char *text, sl_graph **g, sl_error *err) {

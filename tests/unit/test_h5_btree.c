@@ -10,7 +10,7 @@
 #define SL_H5_FIXTURES_ONLY
 #include "test_h5_index.c"
 
-#include "nodes/detector/h5_btree.h"
+#include "nodes/hdf5/h5_btree.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 

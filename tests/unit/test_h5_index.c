@@ -21,7 +21,7 @@
 #include <cmocka.h>
 #include <hdf5.h>
 
-#include "nodes/detector/h5_index.h"
+#include "nodes/hdf5/h5_index.h"
 
 /* ---- fixture writer ------------------------------------------------------ */
 

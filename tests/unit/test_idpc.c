@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "engine/core/util.h"
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_dpc;
 extern const sl_node_desc sl_node_idpc;

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 #include "nodes/registry.h"
 
 extern const sl_node_desc sl_node_mask_correct;

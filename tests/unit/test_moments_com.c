@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "engine/core/simd.h"
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_moments;
 extern const sl_node_desc sl_node_com;

@@ -8,7 +8,7 @@
 #include "engine/backend/backend.h"
 #include "nodes/registry.h"
 #include "engine/plan/plan.h"
-#include "test_support.h"
+#include "tests/unit/test_support.h"
 
 typedef struct fixture {
   sl_spec *spec;

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "engine/core/simd.h"
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_virtual_detectors;
 extern const sl_node_desc sl_node_virtual_image;

@@ -16,7 +16,7 @@
 #include <hdf5.h>
 #include <png.h>
 
-#include "node_harness.h"
+#include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_virtual_image;
 

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../core/util.h"
-#include "../backend.h"
+#include "engine/core/util.h"
+#include "engine/backend/backend.h"
 
 typedef struct cpu_job {
   sl_range_fn fn;

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../core/util.h"
-#include "../backend.h"
+#include "engine/core/util.h"
+#include "engine/backend/backend.h"
 #include "shaders/cuda/sl_cuda.h"
 
 /* The kernel ABI this engine was written against; every registered kernel

@@ -23,9 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../engine/core/status.h"
-#include "chunk_reader.h"
-#include "h5_index.h"
+#include "engine/core/status.h"
+#include "nodes/hdf5/chunk_reader.h"
+#include "nodes/hdf5/h5_index.h"
 
 /* Where windows come from, and what must happen before the reader may write
  * a window again. NULL functions: malloc/free, nothing to wait for. */

@@ -8,9 +8,9 @@
 
 #include <stdint.h>
 
-#include "../../engine/core/simd.h"
-#include "../../engine/core/status.h"
-#include "../../engine/core/tensor.h"
+#include "engine/core/simd.h"
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
 
 struct sl_node;
 

@@ -1,7 +1,7 @@
 /* Raw chunk reader: pread on a background thread (plus helpers that read
  * pieces of a window in parallel), merged neighbours, FIFO of windows. See
  * chunk_reader.h. */
-#include "chunk_reader.h"
+#include "nodes/hdf5/chunk_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/core/util.h"
+#include "engine/core/util.h"
 
 /* One merged read is capped so that a stop request is noticed quickly and a
  * single pread stays well below the kernel's 2 GiB limit. */

@@ -1,9 +1,9 @@
 /* Port checks shared by the detector and STEM nodes (see stem_ports.h). */
-#include "stem_ports.h"
+#include "nodes/common/stem_ports.h"
 
 #include <stdbool.h>
 
-#include "../../engine/graph/graph.h"
+#include "engine/graph/graph.h"
 
 static sl_code frames_check(const sl_tensor_desc *x, bool decoded, sl_error *err) {
   if ((x->dtype != SL_U8 && x->dtype != SL_U16 && x->dtype != SL_U32) || x->stream_rank < 1 ||

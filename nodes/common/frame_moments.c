@@ -1,15 +1,15 @@
 /* One-sweep exact frame moments (see frame_moments.h). */
 #include "engine/backend/backend.h"
-#include "frame_moments.h"
+#include "nodes/common/frame_moments.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/core/simd.h"
-#include "../../engine/core/util.h"
-#include "../../engine/graph/graph.h"
-#include "madd_u16.h"
-#include "stem_ports.h"
+#include "engine/core/simd.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
+#include "nodes/common/madd_u16.h"
+#include "nodes/common/stem_ports.h"
 
 static uint64_t dtype_max(sl_dtype t) {
   return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;

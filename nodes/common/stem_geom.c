@@ -1,10 +1,10 @@
 /* Geometry params shared by the virtual-image family (see stem_geom.h). */
-#include "stem_geom.h"
+#include "nodes/common/stem_geom.h"
 
 #include <string.h>
 
-#include "../../engine/core/util.h"
-#include "../../engine/graph/graph.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
 
 sl_code sl_stem_parse_center(const sl_node *n, int64_t h, int64_t w, double *cr, double *cc,
                              sl_error *err) {

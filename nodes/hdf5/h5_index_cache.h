@@ -5,7 +5,7 @@
 #ifndef SL_DETECTOR_H5_INDEX_CACHE_H
 #define SL_DETECTOR_H5_INDEX_CACHE_H
 
-#include "h5_index.h"
+#include "nodes/hdf5/h5_index.h"
 
 /* A shared index; valid until the matching sl_h5_index_put. */
 sl_code sl_h5_index_get(const char *path, const char *dataset, const sl_h5_index **out, sl_error *err);

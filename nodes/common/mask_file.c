@@ -1,5 +1,5 @@
 /* Detector mask files: .npy, PNG and HDF5 datasets (see mask_file.h). */
-#include "mask_file.h"
+#include "nodes/common/mask_file.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "npy.h"
+#include "nodes/common/npy.h"
 
 static int ends_with(const char *s, size_t n, const char *suffix) {
   size_t k = strlen(suffix);

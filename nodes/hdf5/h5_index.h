@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../engine/core/status.h"
+#include "engine/core/status.h"
 
 #define SL_H5_FILTER_NONE 0
 #define SL_H5_FILTER_BITSHUFFLE 32008

@@ -1,6 +1,6 @@
 /* Chunk index of a detector acquisition in HDF5 (Dectris / Arina layout).
  * See h5_index.h and docs/formats/dectris-hdf5.md. */
-#include "h5_index.h"
+#include "nodes/hdf5/h5_index.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,8 +16,8 @@
 
 #include <hdf5.h>
 
-#include "../../engine/core/util.h"
-#include "h5_btree.h"
+#include "engine/core/util.h"
+#include "nodes/hdf5/h5_btree.h"
 
 #define DETECTOR "/entry/instrument/detector"
 #define MAX_FRAME_DIM 65536

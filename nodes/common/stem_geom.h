@@ -9,8 +9,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "../../engine/core/status.h"
-#include "../../engine/core/tensor.h"
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
 
 struct sl_node;
 

@@ -16,8 +16,8 @@
  * bits inside every 64-bit lane (three mask/shift/xor rounds), then interleave
  * the s planes into elements. Groups left over after the last full tile go
  * through the scalar path. */
-#include "nodes/detector/bit_transpose.h"
-#include "nodes/detector/bslz4.h"
+#include "nodes/codec/bit_transpose.h"
+#include "nodes/codec/bslz4.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define SL_X86 1

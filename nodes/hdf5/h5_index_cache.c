@@ -1,11 +1,11 @@
-#include "h5_index_cache.h"
+#include "nodes/hdf5/h5_index_cache.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../engine/core/util.h"
+#include "engine/core/util.h"
 
 enum { CACHE_ENTRIES = 4 };
 

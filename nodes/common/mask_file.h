@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "../../engine/core/status.h"
+#include "engine/core/status.h"
 
 /* Reads an H x W mask (nonzero = included) from `spec`:
  *  - `file.h5:/group/dataset` (file part ending .h5, .hdf5, .hdf, .nxs, .emd,

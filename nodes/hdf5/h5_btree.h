@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../engine/core/status.h"
+#include "engine/core/status.h"
 
 #define SL_H5BT_MAX_RANK 32 /* dataset rank; the layout's dimensionality is rank + 1 */
 

@@ -1,7 +1,7 @@
 /* Strict .npy mask reader (see npy.h). Format: "\x93NUMPY", major, minor,
  * header length (u16 LE for version 1, u32 LE for 2 and 3), an ASCII Python
  * dict literal ending in '\n', then the raw array data. */
-#include "npy.h"
+#include "nodes/common/npy.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Bitshuffle-LZ4 chunk decoding: header and block walk with every length
  * checked; the bit un-transposition kernels live in bitshuffle_simd.c. */
-#include "nodes/detector/bslz4.h"
+#include "nodes/codec/bslz4.h"
 
 #include <limits.h>
 #include <lz4.h>

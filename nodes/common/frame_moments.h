@@ -20,9 +20,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../engine/core/status.h"
-#include "../../engine/core/tensor.h"
-#include "../../engine/graph/node.h"
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+#include "engine/graph/node.h"
 
 /* Whether S, Sr and Sc of an H x W frame of `t` provably fit in u64 (every
  * pixel at the dtype max). */

@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../engine/core/status.h"
-#include "h5_index.h"
+#include "engine/core/status.h"
+#include "nodes/hdf5/h5_index.h"
 
 #define SL_CHUNK_READER_DEPTH 4
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "../../engine/core/status.h"
+#include "engine/core/status.h"
 
 /* Reads an H x W mask from `path` (C order; element types u1/b1/u2/i4/f4/f8,
  * little endian). On success, if `mask` is not NULL, *mask is a malloc'd

@@ -20,7 +20,7 @@
  *   mask, dimensionality x u64 offsets (elements; the last is 0); children
  *   are nodes of level - 1, or chunk addresses at level 0.
  * All integers little-endian; addresses relative to the base address. */
-#include "h5_btree.h"
+#include "nodes/hdf5/h5_btree.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

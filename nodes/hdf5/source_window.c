@@ -1,12 +1,12 @@
 /* hdf5_source's windows and output layout, shared by its CPU and CUDA
  * kernels. See source_window.h. */
-#include "source_window.h"
+#include "nodes/hdf5/source_window.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/core/tensor.h"
-#include "../../engine/core/util.h"
+#include "engine/core/tensor.h"
+#include "engine/core/util.h"
 
 /* Stored chunks [first, first + count) that hold positions [start, start + n). */
 static void window_of(const sl_h5_index *ix, int64_t start, int64_t n, int64_t *first, int64_t *count) {
