@@ -17,6 +17,14 @@ typedef enum sl_simd {
   SL_SIMD_AVX2
 } sl_simd;
 
+/* The `simd` param of the nodes that have hand-written sweeps, for their
+ * param lists (engine/graph/node_params.h): an ENUM whose choices are in
+ * sl_simd order, so the bound value is an sl_simd. */
+#define SL_SIMD_CHOICES "auto|scalar|sse2|avx2"
+#define SL_SIMD_PARAM_DOC                                                                \
+  "auto (SLUICE_SIMD, else the best the CPU has), scalar, sse2 or avx2 (for testing): " \
+  "which hand-written sweep the CPU kernel runs; every path gives the same bytes"
+
 /* Resolves SL_SIMD_AUTO (SLUICE_SIMD, then the CPU) and checks that a forced
  * path is supported by this CPU/build. An unknown SLUICE_SIMD value or a
  * forced path the CPU lacks is an error (SL_ERR_BACKEND), never a silent fallback. */
