@@ -68,6 +68,7 @@ static inline sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *ove
     sl_yaml_free(y);
     if (rc) return rc;
   }
+  sl_node_bind_typed_params(n);
   n->n_in = d->n_inputs;
   n->n_out = d->n_outputs;
   for (int k = 0; k < n_in; k++) {
@@ -83,6 +84,8 @@ static inline void node_free(sl_node *n) {
   if (n->desc->release && n->state) n->desc->release(n);
   for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
   free(n->params);
+  free(n->typed_params);
+  n->typed_params = NULL;
   for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
   free(n->notes);
 }
