@@ -3,13 +3,13 @@
  * own work over the pool with parallel_for), and wait reports the first
  * failure with its node and chunk. */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/core/cpus.h"
 #include "engine/core/util.h"
 #include "engine/backend/backend.h"
 
@@ -26,9 +26,12 @@ typedef struct cpu_share {
   char pad[64 - 2 * sizeof(int64_t)]; /* one cache line per worker */
 } cpu_share;
 
-/* Workers wait for a new job generation: they spin briefly (kernels of one
- * level follow each other within microseconds) and then sleep on a condition
- * variable. Worker w owns the w-th contiguous share of [0, n), the same for
+/* Waiting is fair to a shared machine: a worker waiting for the next job and
+ * the caller waiting for the last participant spin for a bounded time (the
+ * kernels of one level follow each other within microseconds), then block on
+ * a condition variable, so that on an oversubscribed core (taskset, a CPU
+ * quota, other jobs) the thread that has work gets the core. They do not spin
+ * at all when the pool has more threads than the process may use. Worker w owns the w-th contiguous share of [0, n), the same for
  * every job of the same n whatever its grain, so the kernels of successive
  * levels of a chunk find the positions they read in the cache of the core
  * that wrote them; a worker that finishes its share takes ranges from the
@@ -44,6 +47,9 @@ typedef struct cpu_impl {
   cpu_share *share;            /* per worker, n_threads of them */
   _Atomic int outstanding;     /* participants still working on the job */
   _Atomic int sleepers;
+  _Atomic bool caller_waiting; /* the caller sleeps on `done` */
+  pthread_cond_t done;
+  int spin_limit;              /* pause iterations before blocking (0 = block at once) */
   _Atomic bool stop;
   /* batch */
   sl_kernel_fn *fns;
@@ -53,12 +59,37 @@ typedef struct cpu_impl {
   bool in_batch;
 } cpu_impl;
 
-enum { SPIN_LIMIT = 20000 };
+/* About 20-100 microseconds of pause instructions, depending on the CPU. */
+enum { SPIN_LIMIT = 2000 };
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+/* A participant is done with the job; the last one wakes a sleeping caller.
+ * (The caller sets caller_waiting before it checks `outstanding` under the
+ * lock, so either this sees the flag or the caller sees zero.) */
+static void finish_share(cpu_impl *c) {
+  if (atomic_fetch_sub(&c->outstanding, 1) == 1 && atomic_load(&c->caller_waiting)) {
+    pthread_mutex_lock(&c->lock);
+    pthread_cond_broadcast(&c->done);
+    pthread_mutex_unlock(&c->lock);
+  }
+}
+
+/* The caller waits until every participant has finished the job. */
+static void wait_for_participants(cpu_impl *c) {
+  for (int spins = 0; spins < c->spin_limit; spins++) {
+    if (atomic_load_explicit(&c->outstanding, memory_order_acquire) == 0) return;
+    cpu_relax();
+  }
+  pthread_mutex_lock(&c->lock);
+  atomic_store(&c->caller_waiting, true);
+  while (atomic_load(&c->outstanding) > 0) pthread_cond_wait(&c->done, &c->lock);
+  atomic_store(&c->caller_waiting, false);
+  pthread_mutex_unlock(&c->lock);
 }
 
 static void run_ranges(cpu_impl *c, int worker) {
@@ -90,7 +121,7 @@ static void *worker_main(void *p) {
     int spins = 0;
     while ((gen = atomic_load_explicit(&c->generation, memory_order_acquire)) == seen &&
            !atomic_load(&c->stop)) {
-      if (++spins < SPIN_LIMIT) {
+      if (++spins < c->spin_limit) {
         cpu_relax();
         continue;
       }
@@ -104,7 +135,7 @@ static void *worker_main(void *p) {
     if (atomic_load(&c->stop)) return NULL;
     seen = gen;
     run_ranges(c, index);
-    atomic_fetch_sub_explicit(&c->outstanding, 1, memory_order_release);
+    finish_share(c);
   }
 }
 
@@ -133,25 +164,16 @@ static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_f
     pthread_mutex_unlock(&c->lock);
   }
   run_ranges(c, 0);
-  atomic_fetch_sub_explicit(&c->outstanding, 1, memory_order_release);
-  int spins = 0;
-  while (atomic_load_explicit(&c->outstanding, memory_order_acquire) > 0) {
-    if (++spins < SPIN_LIMIT) cpu_relax();
-    else sched_yield();
-  }
+  atomic_fetch_sub_explicit(&c->outstanding, 1, memory_order_acq_rel);
+  wait_for_participants(c);
 }
 
 static int cpu_workers(const sl_backend *b) { return ((const cpu_impl *)b->impl)->n_threads; }
 
-static int online_cpus(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
-}
-
 static sl_code cpu_probe(sl_backend_caps *caps, sl_error *err) {
   memset(caps, 0, sizeof *caps);
   caps->kind = SL_BACKEND_CPU;
-  caps->compute_units = online_cpus();
+  caps->compute_units = sl_usable_cpus();
   snprintf(caps->device, sizeof caps->device, "host CPU, %d threads", caps->compute_units);
   caps->memory_bytes = sl_available_memory();
   caps->device_memory = false;
@@ -172,13 +194,16 @@ static sl_code cpu_create(int threads, sl_backend **out, sl_error *err) {
   b->ops = &sl_cpu_backend_ops;
   b->impl = c;
   cpu_probe(&b->caps, err);
-  c->n_threads = threads > 0 ? threads : b->caps.compute_units;
+  int usable = b->caps.compute_units;
+  c->n_threads = threads > 0 ? threads : usable;
+  c->spin_limit = c->n_threads > usable ? 0 : SPIN_LIMIT;
   b->caps.compute_units = c->n_threads;
   snprintf(b->caps.device, sizeof b->caps.device, "host CPU, %d threads", c->n_threads);
   b->caps.bytes_per_second = 4e9 * c->n_threads;
   b->caps.ops_per_second = 2e9 * c->n_threads;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->wake, NULL);
+  pthread_cond_init(&c->done, NULL);
   c->threads = sl_xcalloc((size_t)c->n_threads, sizeof *c->threads);
   c->share = sl_xcalloc((size_t)c->n_threads, sizeof *c->share);
   for (int i = 1; i < c->n_threads; i++) {
@@ -206,6 +231,7 @@ static void cpu_destroy(sl_backend *b) {
   for (int i = 1; i < c->n_threads; i++) pthread_join(c->threads[i], NULL);
   pthread_mutex_destroy(&c->lock);
   pthread_cond_destroy(&c->wake);
+  pthread_cond_destroy(&c->done);
   free(c->threads);
   free(c->share);
   free(c->fns);

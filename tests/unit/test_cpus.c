@@ -1,0 +1,102 @@
+/* CPUs the process may use (engine/core/cpus): the affinity mask and the
+ * cgroup quota, and the CPU backend's default thread count that follows them. */
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "engine/core/cpus.h"
+
+static void t_cpu_max_text(void **state) {
+  (void)state;
+  assert_int_equal(sl_cpus_from_cpu_max("max 100000\n"), 0);
+  assert_int_equal(sl_cpus_from_cpu_max("100000 100000\n"), 1);
+  assert_int_equal(sl_cpus_from_cpu_max("150000 100000\n"), 2); /* 1.5 CPUs: rounded up */
+  assert_int_equal(sl_cpus_from_cpu_max("50000 100000"), 1);
+  assert_int_equal(sl_cpus_from_cpu_max("400000 100000"), 4);
+  assert_int_equal(sl_cpus_from_cpu_max(""), 0);
+  assert_int_equal(sl_cpus_from_cpu_max("garbage"), 0);
+  assert_int_equal(sl_cpus_from_cpu_max("12x 100000"), 0);
+  assert_int_equal(sl_cpus_from_cpu_max("-1 100000"), 0);
+}
+
+static void t_cfs(void **state) {
+  (void)state;
+  assert_int_equal(sl_cpus_from_cfs(-1, 100000), 0);
+  assert_int_equal(sl_cpus_from_cfs(250000, 100000), 3);
+  assert_int_equal(sl_cpus_from_cfs(100000, 0), 0);
+  assert_int_equal(sl_cpus_from_cfs(1, 100000), 1);
+}
+
+/* Pinned to one CPU (as `taskset -c 0` does), the process may use one, and a
+ * default CPU backend starts one thread. */
+static void t_affinity(void **state) {
+  (void)state;
+  cpu_set_t old;
+  assert_int_equal(sched_getaffinity(0, sizeof old, &old), 0);
+  int before = sl_usable_cpus();
+  assert_true(before >= 1 && before <= CPU_COUNT(&old));
+  int first = 0;
+  while (!CPU_ISSET(first, &old)) first++;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  assert_int_equal(sl_usable_cpus(), 1);
+  sl_backend *b = NULL;
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_cpu_backend_ops.create(0, &b, &err), SL_OK);
+  assert_int_equal(b->ops->workers(b), 1);
+  sl_cpu_backend_ops.destroy(b);
+  assert_int_equal(sched_setaffinity(0, sizeof old, &old), 0);
+  assert_int_equal(sl_usable_cpus(), before);
+}
+
+/* Oversubscribed (more threads than CPUs): parallel_for still covers every
+ * index exactly once, with the waiting threads blocking instead of spinning. */
+typedef struct cover {
+  _Atomic int *hits;
+} cover;
+
+static void mark(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  cover *c = ctx;
+  for (int64_t i = begin; i < end; i++) c->hits[i]++;
+}
+
+static void t_oversubscribed_cover(void **state) {
+  (void)state;
+  cpu_set_t old, one;
+  assert_int_equal(sched_getaffinity(0, sizeof old, &old), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &old)) first++;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  sl_backend *b = NULL;
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_cpu_backend_ops.create(4, &b, &err), SL_OK);
+  enum { N = 100003 };
+  static _Atomic int hits[N];
+  cover c = {hits};
+  for (int round = 0; round < 200; round++) b->ops->parallel_for(b, N, 64, mark, &c);
+  for (int i = 0; i < N; i++) assert_int_equal(hits[i], 200);
+  sl_cpu_backend_ops.destroy(b);
+  assert_int_equal(sched_setaffinity(0, sizeof old, &old), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(t_cpu_max_text),
+      cmocka_unit_test(t_cfs),
+      cmocka_unit_test(t_affinity),
+      cmocka_unit_test(t_oversubscribed_cover),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
