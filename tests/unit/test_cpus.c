@@ -1,6 +1,9 @@
 /* CPUs the process may use (engine/core/cpus): the affinity mask and the
  * cgroup quota, and the CPU backend's default thread count that follows them. */
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,12 +94,45 @@ static void t_oversubscribed_cover(void **state) {
   assert_int_equal(sched_setaffinity(0, sizeof old, &old), 0);
 }
 
+/* The default pool adapts how many workers take part while busy threads
+ * compete for the cores; every job still covers each index exactly once,
+ * whichever participants it had. */
+static _Atomic bool g_stop_busy;
+static void *busy(void *p) {
+  (void)p;
+  while (!atomic_load_explicit(&g_stop_busy, memory_order_relaxed)) {
+  }
+  return NULL;
+}
+
+static void t_adaptive_cover(void **state) {
+  (void)state;
+  sl_backend *b = NULL;
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_cpu_backend_ops.create(0, &b, &err), SL_OK);
+  int workers = b->ops->workers(b);
+  pthread_t spinners[8];
+  int n_spin = workers < 8 ? workers : 8;
+  atomic_store(&g_stop_busy, false);
+  for (int i = 0; i < n_spin; i++) assert_int_equal(pthread_create(&spinners[i], NULL, busy, NULL), 0);
+  enum { N = 20011 };
+  static _Atomic int hits[N];
+  cover c = {hits};
+  for (int round = 0; round < 3000; round++) b->ops->parallel_for(b, N, 16, mark, &c);
+  atomic_store(&g_stop_busy, true);
+  for (int i = 0; i < n_spin; i++) pthread_join(spinners[i], NULL);
+  for (int i = 0; i < N; i++) assert_int_equal(hits[i], 3000);
+  sl_cpu_backend_ops.destroy(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_cpu_max_text),
       cmocka_unit_test(t_cfs),
       cmocka_unit_test(t_affinity),
       cmocka_unit_test(t_oversubscribed_cover),
+      cmocka_unit_test(t_adaptive_cover),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

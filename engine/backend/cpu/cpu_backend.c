@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/core/cpus.h"
@@ -17,7 +18,23 @@ typedef struct cpu_job {
   sl_range_fn fn;
   void *ctx;
   int64_t n, grain;
+  int participants; /* workers [0, participants) take part */
 } cpu_job;
+
+/* Participation that follows the machine (default thread count only). The
+ * caller measures how long it waits for the other participants after its own
+ * work ran out; on a machine where other jobs take the cores, a preempted
+ * worker holding a range keeps the whole level waiting for a time slice, and
+ * this share grows. Past a threshold one participant fewer takes part; now
+ * and then one more is tried again, less often after each try that failed. */
+typedef struct cpu_adapt {
+  bool on;
+  int active;              /* participants now, 1..n_threads */
+  double wait_share;       /* moving average of wait / job time */
+  int64_t jobs;            /* measured jobs since the last change */
+  int64_t probe_after;     /* jobs before trying one more participant */
+  bool probing;            /* the last change added one */
+} cpu_adapt;
 
 /* One worker's share of a job: [next, end), claimed `grain` at a time. */
 typedef struct cpu_share {
@@ -43,6 +60,9 @@ typedef struct cpu_impl {
   pthread_mutex_t lock;
   pthread_cond_t wake;
   cpu_job job;
+  /* Job counter << 16 | participants of that job: a worker that sits a job
+   * out decides from this word alone, never from `job`, which the caller may
+   * already be rewriting for the next one. */
   _Atomic uint64_t generation;
   cpu_share *share;            /* per worker, n_threads of them */
   _Atomic int outstanding;     /* participants still working on the job */
@@ -50,6 +70,7 @@ typedef struct cpu_impl {
   _Atomic bool caller_waiting; /* the caller sleeps on `done` */
   pthread_cond_t done;
   int spin_limit;              /* pause iterations before blocking (0 = block at once) */
+  cpu_adapt adapt;
   _Atomic bool stop;
   /* batch */
   sl_kernel_fn *fns;
@@ -94,8 +115,8 @@ static void wait_for_participants(cpu_impl *c) {
 
 static void run_ranges(cpu_impl *c, int worker) {
   const cpu_job *j = &c->job;
-  for (int k = 0; k < c->n_threads; k++) {
-    cpu_share *sh = &c->share[(worker + k) % c->n_threads]; /* own share first */
+  for (int k = 0; k < j->participants; k++) {
+    cpu_share *sh = &c->share[(worker + k) % j->participants]; /* own share first */
     for (;;) {
       int64_t begin = atomic_fetch_add_explicit(&sh->next, j->grain, memory_order_relaxed);
       if (begin >= sh->end) break;
@@ -134,8 +155,48 @@ static void *worker_main(void *p) {
     }
     if (atomic_load(&c->stop)) return NULL;
     seen = gen;
+    if (index >= (int)(gen & 0xFFFF)) continue; /* sits this job out */
     run_ranges(c, index);
     finish_share(c);
+  }
+}
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+enum { PROBE_FIRST = 64, PROBE_MAX = 1 << 16 };
+#define WAIT_SHARE_HIGH 0.35 /* balanced jobs wait for at most one range (~1/8) */
+#define WAIT_SHARE_OK 0.15
+
+/* After a job of `total` seconds in which the caller waited `waited`. */
+static void adapt_after_job(cpu_impl *c, double total, double waited) {
+  cpu_adapt *ad = &c->adapt;
+  if (total < 20e-6) return; /* too short to tell */
+  ad->wait_share = ad->jobs ? 0.9 * ad->wait_share + 0.1 * (waited / total) : waited / total;
+  ad->jobs++;
+  if (ad->active > 1 && ad->jobs >= 8 && ad->wait_share > WAIT_SHARE_HIGH) {
+    ad->active--;
+    /* A failed try waits twice as long before the next one. */
+    ad->probe_after = ad->probing ? (ad->probe_after * 2 < PROBE_MAX ? ad->probe_after * 2 : PROBE_MAX)
+                                  : PROBE_FIRST;
+    ad->probing = false;
+    ad->jobs = 0;
+  } else if (ad->probing && ad->jobs >= 64 && ad->wait_share < WAIT_SHARE_OK) {
+    ad->probing = false; /* the added participant stays */
+    ad->probe_after = PROBE_FIRST;
+  }
+}
+
+/* Before a job: try one more participant when it is time. */
+static void adapt_before_job(cpu_impl *c) {
+  cpu_adapt *ad = &c->adapt;
+  if (ad->active < c->n_threads && ++ad->jobs >= ad->probe_after) {
+    ad->active++;
+    ad->probing = true;
+    ad->jobs = 0;
   }
 }
 
@@ -143,21 +204,25 @@ static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_f
   cpu_impl *c = b->impl;
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  /* Small jobs, or one thread: run inline, no hand-off cost. */
-  if (c->n_threads == 1 || n <= grain) {
+  if (c->adapt.on) adapt_before_job(c);
+  int parts = c->adapt.on ? c->adapt.active : c->n_threads;
+  /* Small jobs, or one participant: run inline, no hand-off cost. */
+  if (parts == 1 || n <= grain) {
     fn(ctx, 0, n, 0);
     return;
   }
-  /* About 4 ranges per thread for balance, never below grain. */
-  int64_t want = (n + 4 * (int64_t)c->n_threads - 1) / (4 * (int64_t)c->n_threads);
+  /* About 4 ranges per participant for balance, never below grain. */
+  int64_t want = (n + 4 * (int64_t)parts - 1) / (4 * (int64_t)parts);
   if (want > grain) grain = want;
-  c->job = (cpu_job){fn, ctx, n, grain};
-  for (int w = 0; w < c->n_threads; w++) {
-    atomic_store_explicit(&c->share[w].next, n * w / c->n_threads, memory_order_relaxed);
-    c->share[w].end = n * (w + 1) / c->n_threads;
+  c->job = (cpu_job){fn, ctx, n, grain, parts};
+  for (int w = 0; w < parts; w++) {
+    atomic_store_explicit(&c->share[w].next, n * w / parts, memory_order_relaxed);
+    c->share[w].end = n * (w + 1) / parts;
   }
-  atomic_store_explicit(&c->outstanding, c->n_threads, memory_order_relaxed);
-  atomic_fetch_add_explicit(&c->generation, 1, memory_order_release);
+  double t0 = c->adapt.on ? now_seconds() : 0;
+  atomic_store_explicit(&c->outstanding, parts, memory_order_relaxed);
+  uint64_t next = ((atomic_load_explicit(&c->generation, memory_order_relaxed) >> 16) + 1) << 16;
+  atomic_store_explicit(&c->generation, next | (uint64_t)parts, memory_order_release);
   if (atomic_load(&c->sleepers) > 0) {
     pthread_mutex_lock(&c->lock);
     pthread_cond_broadcast(&c->wake);
@@ -165,7 +230,12 @@ static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_f
   }
   run_ranges(c, 0);
   atomic_fetch_sub_explicit(&c->outstanding, 1, memory_order_acq_rel);
+  double t1 = c->adapt.on ? now_seconds() : 0;
   wait_for_participants(c);
+  if (c->adapt.on) {
+    double t2 = now_seconds();
+    adapt_after_job(c, t2 - t0, t2 - t1);
+  }
 }
 
 static int cpu_workers(const sl_backend *b) { return ((const cpu_impl *)b->impl)->n_threads; }
@@ -196,7 +266,11 @@ static sl_code cpu_create(int threads, sl_backend **out, sl_error *err) {
   cpu_probe(&b->caps, err);
   int usable = b->caps.compute_units;
   c->n_threads = threads > 0 ? threads : usable;
+  if (c->n_threads > 4096) c->n_threads = 4096; /* fits the generation word */
   c->spin_limit = c->n_threads > usable ? 0 : SPIN_LIMIT;
+  /* An explicit --threads is taken as asked; the default adapts. */
+  c->adapt = (cpu_adapt){.on = threads <= 0 && c->n_threads > 1, .active = c->n_threads,
+                         .probe_after = PROBE_FIRST};
   b->caps.compute_units = c->n_threads;
   snprintf(b->caps.device, sizeof b->caps.device, "host CPU, %d threads", c->n_threads);
   b->caps.bytes_per_second = 4e9 * c->n_threads;
