@@ -31,17 +31,23 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 
-#define DF_BINS 1024
-#define DF_ROUNDS 3
+#define DISK_FIT_PARAMS(P)                                                                   \
+  P(FLOAT, threshold, "0.5",                                                                 \
+    "edge level as a fraction of the way from the background to the disk plateau, in (0, 1)", \
+    NULL)
+SL_NODE_PARAMS(disk_fit_params, DISK_FIT_PARAMS)
 
-typedef struct df_fit {
+#define HIST_BINS 1024
+#define FIT_ROUNDS 3
+
+typedef struct disk_fit_result {
   double cr, cc, r, resid;
   double bg, plateau, level;
   int64_t area;
   int n_edge, n_rays;
-} df_fit;
+} disk_fit_result;
 
-static sl_code df_infer(sl_node *n, sl_error *err) {
+static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
   int ok = x->stream_rank == 0 && x->rank == 2 && x->dims[0] > 0 && x->dims[1] > 0;
   switch (x->dtype) {
@@ -56,7 +62,7 @@ static sl_code df_infer(sl_node *n, sl_error *err) {
                    "or f64; e.g. the total of a sum node), got %s",
                    buf);
   }
-  double t = sl_param_float(n, "threshold");
+  double t = disk_fit_params_of(n)->threshold;
   if (!(t > 0 && t < 1))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'threshold' must be in (0, 1) (fraction of the way from the background "
@@ -67,7 +73,7 @@ static sl_code df_infer(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-static void df_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void disk_fit_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   int64_t px = sl_desc_elems(&n->in[0]);
   c->bytes_read = sl_desc_bytes(&n->in[0]);
@@ -232,7 +238,7 @@ static int edge_points(const double *p, int64_t h, int64_t w, double level, doub
 }
 
 /* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found. */
-static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, df_fit *f,
+static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, disk_fit_result *f,
                             sl_error *err) {
   int64_t n = h * w;
   memset(f, 0, sizeof *f);
@@ -257,7 +263,7 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   int64_t *stack = malloc((size_t)n * sizeof *stack);
   int n_rays_max = 1440;
   double *ey = malloc((size_t)n_rays_max * sizeof *ey), *ex = malloc((size_t)n_rays_max * sizeof *ex);
-  int64_t *hist = calloc(DF_BINS, sizeof *hist);
+  int64_t *hist = calloc(HIST_BINS, sizeof *hist);
   if (!tmp || !label || !stack || !ey || !ex || !hist) {
     rc = sl_fail(err, SL_ERR_NOMEM, "disk_fit: out of memory for a %lldx%lld pattern",
                  (long long)h, (long long)w);
@@ -268,17 +274,17 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   int64_t k = n > 64 ? 16 : 0;
   double lo = select_kth(tmp, n, k), hi = select_kth(tmp, n, n - 1 - k);
   if (!(hi > lo)) lo = mn, hi = mx;
-  double bw = (hi - lo) / DF_BINS;
+  double bw = (hi - lo) / HIST_BINS;
   for (int64_t i = 0; i < n; i++) {
     double u = (p[i] - lo) / bw;
-    int b = u < 0 ? 0 : u >= DF_BINS ? DF_BINS - 1 : (int)u;
+    int b = u < 0 ? 0 : u >= HIST_BINS ? HIST_BINS - 1 : (int)u;
     hist[b]++;
   }
   double sum_all = 0;
-  for (int b = 0; b < DF_BINS; b++) sum_all += (double)hist[b] * (b + 0.5);
+  for (int b = 0; b < HIST_BINS; b++) sum_all += (double)hist[b] * (b + 0.5);
   double best = -1, w0 = 0, s0 = 0;
   int tb = 1;
-  for (int b = 1; b < DF_BINS; b++) { /* split: bins < b | bins >= b */
+  for (int b = 1; b < HIST_BINS; b++) { /* split: bins < b | bins >= b */
     w0 += (double)hist[b - 1];
     s0 += (double)hist[b - 1] * (b - 0.5);
     double w1 = (double)n - w0;
@@ -287,7 +293,7 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
     if (v > best) best = v, tb = b;
   }
   f->bg = hist_median(hist, 0, tb, lo, bw);
-  f->plateau = hist_median(hist, tb, DF_BINS, lo, bw);
+  f->plateau = hist_median(hist, tb, HIST_BINS, lo, bw);
   if (!(f->plateau > f->bg)) {
     rc = sl_fail(err, SL_ERR_FORMAT,
                  "disk_fit: no disk found: no bright plateau above the background (%g)", f->bg);
@@ -333,7 +339,7 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   }
   double cy = sy / sw, cx = sx / sw, rad = sqrt((double)f->area / M_PI);
   /* 3. edge points and circle fits */
-  for (int round = 0; round < DF_ROUNDS; round++) {
+  for (int round = 0; round < FIT_ROUNDS; round++) {
     int nr = (int)ceil(4 * M_PI * rad);
     nr = nr < 32 ? 32 : nr > n_rays_max ? n_rays_max : nr;
     int ne = edge_points(p, h, w, f->level, cy, cx, rad, nr, ey, ex);
@@ -382,7 +388,7 @@ out:
   return rc;
 }
 
-static sl_code df_cpu(sl_kernel_args *a) {
+static sl_code disk_fit_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *x = &a->node->in[0];
   int64_t h = x->dims[0], w = x->dims[1], n = h * w;
   double *p = malloc((size_t)n * sizeof *p);
@@ -397,8 +403,9 @@ static sl_code df_cpu(sl_kernel_args *a) {
     default: CONV(double)
 #undef CONV
   }
-  df_fit f;
-  sl_code rc = disk_fit_run(p, h, w, sl_param_float(a->node, "threshold"), &f, a->err);
+  disk_fit_result f;
+  const double threshold = disk_fit_params_of(a->node)->threshold;
+  sl_code rc = disk_fit_run(p, h, w, threshold, &f, a->err);
   free(p);
   if (rc) return rc;
   double *out = a->out[0];
@@ -408,18 +415,14 @@ static sl_code df_cpu(sl_kernel_args *a) {
                "centre (%.3f, %.3f) radius %.3f px, residual %.3f px from %d edge points on %d "
                "rays; level %.6g (background %.6g, plateau %.6g, threshold %g), region %lld px",
                f.cr, f.cc, f.r, f.resid, f.n_edge, f.n_rays, f.level, f.bg, f.plateau,
-               sl_param_float(a->node, "threshold"), (long long)f.area);
+               threshold, (long long)f.area);
   return SL_OK;
 }
 
-static const sl_param_def df_params[] = {
-    {"threshold", SL_PT_FLOAT, "0.5",
-     "edge level as a fraction of the way from the background to the disk plateau, in (0, 1)"},
-};
-static const sl_port_def df_in[] = {
+static const sl_port_def disk_fit_inputs[] = {
     {"pattern", "whole [H, W] diffraction pattern (u8..u64, f32, f64), e.g. a sum node's total",
      "counts", false}};
-static const sl_port_def df_out[] = {
+static const sl_port_def disk_fit_outputs[] = {
     {"disk", "whole f64 [4]: centre_row, centre_col, radius, residual (RMS of the edge points "
              "from the circle)", "pixels", false}};
 
@@ -427,10 +430,10 @@ const sl_node_desc sl_node_disk_fit = {
     .type = "disk_fit",
     .doc = "Sub-pixel bright-field disk (centre, radius) of a diffraction pattern: threshold, "
            "centroid, circle fit to interpolated edge points.",
-    .params = df_params, .n_params = 1,
-    .inputs = df_in, .n_inputs = 1,
-    .outputs = df_out, .n_outputs = 1,
-    .infer = df_infer, .cost = df_cost,
-    .kernel = {[SL_BACKEND_CPU] = df_cpu},
+    SL_PARAMS_DESC(disk_fit_params),
+    .inputs = disk_fit_inputs, .n_inputs = SL_COUNT_OF(disk_fit_inputs),
+    .outputs = disk_fit_outputs, .n_outputs = SL_COUNT_OF(disk_fit_outputs),
+    .infer = disk_fit_infer, .cost = disk_fit_cost,
+    .kernel = {[SL_BACKEND_CPU] = disk_fit_cpu},
     .host = true,
 };
