@@ -237,42 +237,26 @@ static int edge_points(const double *p, int64_t h, int64_t w, double level, doub
   return n;
 }
 
-/* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found. */
-static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, disk_fit_result *f,
-                            sl_error *err) {
-  int64_t n = h * w;
-  memset(f, 0, sizeof *f);
-  double mn = INFINITY, mx = -INFINITY;
-  for (int64_t i = 0; i < n; i++) {
-    if (!isfinite(p[i]))
-      return sl_fail(err, SL_ERR_FORMAT, "disk_fit: pattern pixel (%lld, %lld) is not finite",
-                     (long long)(i / w), (long long)(i % w));
-    mn = fmin(mn, p[i]);
-    mx = fmax(mx, p[i]);
-  }
-  if (!(mx > mn))
-    return sl_fail(err, SL_ERR_FORMAT,
-                   "disk_fit: no disk found: the pattern is flat (all %lld pixels are %g)",
-                   (long long)n, mn);
-  if (h < 3 || w < 3)
-    return sl_fail(err, SL_ERR_FORMAT, "disk_fit: no disk found: a %lldx%lld pattern is too small",
-                   (long long)h, (long long)w);
-  sl_code rc = SL_OK;
-  double *tmp = malloc((size_t)n * sizeof *tmp);
-  int32_t *label = malloc((size_t)n * sizeof *label);
-  int64_t *stack = malloc((size_t)n * sizeof *stack);
-  int n_rays_max = 1440;
-  double *ey = malloc((size_t)n_rays_max * sizeof *ey), *ex = malloc((size_t)n_rays_max * sizeof *ex);
-  int64_t *hist = calloc(HIST_BINS, sizeof *hist);
-  if (!tmp || !label || !stack || !ey || !ex || !hist) {
-    rc = sl_fail(err, SL_ERR_NOMEM, "disk_fit: out of memory for a %lldx%lld pattern",
-                 (long long)h, (long long)w);
-    goto out;
-  }
-  /* 1. levels */
-  memcpy(tmp, p, (size_t)n * sizeof *tmp);
+#define MAX_RAYS 1440
+
+/* Working memory of one fit. */
+typedef struct fit_scratch {
+  double *tmp;    /* a copy of the pattern, reordered by select_kth */
+  int32_t *label; /* per pixel: -1 below the level, else its region */
+  int64_t *stack; /* the flood fill's */
+  double *ey, *ex; /* edge points, MAX_RAYS */
+  int64_t *hist;  /* HIST_BINS */
+} fit_scratch;
+
+/* 1. Levels: robust bounds [lo, *hi], Otsu's split of their histogram, the
+ * background and plateau medians and the level between them. */
+static sl_code levels_find(const double *p, int64_t n, double mn, double mx, double frac,
+                           const fit_scratch *s, disk_fit_result *f, double *hi_out,
+                           sl_error *err) {
+  int64_t *hist = s->hist;
+  memcpy(s->tmp, p, (size_t)n * sizeof *s->tmp);
   int64_t k = n > 64 ? 16 : 0;
-  double lo = select_kth(tmp, n, k), hi = select_kth(tmp, n, n - 1 - k);
+  double lo = select_kth(s->tmp, n, k), hi = select_kth(s->tmp, n, n - 1 - k);
   if (!(hi > lo)) lo = mn, hi = mx;
   double bw = (hi - lo) / HIST_BINS;
   for (int64_t i = 0; i < n; i++) {
@@ -294,13 +278,22 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   }
   f->bg = hist_median(hist, 0, tb, lo, bw);
   f->plateau = hist_median(hist, tb, HIST_BINS, lo, bw);
-  if (!(f->plateau > f->bg)) {
-    rc = sl_fail(err, SL_ERR_FORMAT,
-                 "disk_fit: no disk found: no bright plateau above the background (%g)", f->bg);
-    goto out;
-  }
+  if (!(f->plateau > f->bg))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: no bright plateau above the background (%g)", f->bg);
   f->level = f->bg + frac * (f->plateau - f->bg);
-  /* 2. the brightest connected region above the level */
+  *hi_out = hi;
+  return SL_OK;
+}
+
+/* 2. The brightest 4-connected region above the level (pixels clipped at
+ * `hi`): its label, and its weighted centroid and area into (*cy, *cx, *rad). */
+static sl_code region_find(const double *p, int64_t h, int64_t w, double hi, const fit_scratch *s,
+                           disk_fit_result *f, int32_t *best_out, double *cy, double *cx,
+                           double *rad, sl_error *err) {
+  const int64_t n = h * w;
+  int32_t *label = s->label;
+  int64_t *stack = s->stack;
   for (int64_t i = 0; i < n; i++) label[i] = p[i] >= f->level ? 0 : -1;
   int32_t n_lab = 0, best_lab = -1;
   double best_wt = -1;
@@ -330,29 +323,33 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
       sy += wt * (double)(i / w);
       sx += wt * (double)(i % w);
     }
-  if (f->area < 3 || !(sw > 0)) {
-    rc = sl_fail(err, SL_ERR_FORMAT,
-                 "disk_fit: no disk found: the largest region above the level %g has %lld "
-                 "pixel(s)",
-                 f->level, (long long)f->area);
-    goto out;
-  }
-  double cy = sy / sw, cx = sx / sw, rad = sqrt((double)f->area / M_PI);
-  /* 3. edge points and circle fits */
+  if (f->area < 3 || !(sw > 0))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: the largest region above the level %g has %lld "
+                   "pixel(s)",
+                   f->level, (long long)f->area);
+  *best_out = best_lab;
+  *cy = sy / sw, *cx = sx / sw, *rad = sqrt((double)f->area / M_PI);
+  return SL_OK;
+}
+
+/* 3. Edge points and circle fits, FIT_ROUNDS times from the last centre;
+ * the circle and its residual into f. */
+static sl_code circle_refine(const double *p, int64_t h, int64_t w, const fit_scratch *s,
+                             double cy, double cx, double rad, disk_fit_result *f, sl_error *err) {
+  double *ey = s->ey, *ex = s->ex;
   for (int round = 0; round < FIT_ROUNDS; round++) {
     int nr = (int)ceil(4 * M_PI * rad);
-    nr = nr < 32 ? 32 : nr > n_rays_max ? n_rays_max : nr;
+    nr = nr < 32 ? 32 : nr > MAX_RAYS ? MAX_RAYS : nr;
     int ne = edge_points(p, h, w, f->level, cy, cx, rad, nr, ey, ex);
     f->n_rays = nr;
     f->n_edge = ne;
     double ny, nx, nrad;
-    if (ne < 8 || 4 * ne < nr || !fit_circle(ey, ex, ne, &ny, &nx, &nrad)) {
-      rc = sl_fail(err, SL_ERR_FORMAT,
-                   "disk_fit: no disk found: only %d of %d rays from (%.2f, %.2f) cross the level "
-                   "%g near radius %.2f",
-                   ne, nr, cy, cx, f->level, rad);
-      goto out;
-    }
+    if (ne < 8 || 4 * ne < nr || !fit_circle(ey, ex, ne, &ny, &nx, &nrad))
+      return sl_fail(err, SL_ERR_FORMAT,
+                     "disk_fit: no disk found: only %d of %d rays from (%.2f, %.2f) cross the "
+                     "level %g near radius %.2f",
+                     ne, nr, cy, cx, f->level, rad);
     cy = ny, cx = nx, rad = nrad;
   }
   double ss = 0;
@@ -361,30 +358,70 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
     ss += d * d;
   }
   f->cr = cy, f->cc = cx, f->r = rad, f->resid = sqrt(ss / f->n_edge);
-  /* 4. is it a disk? */
+  return SL_OK;
+}
+
+/* 4. Is it a disk? Most pixels inside the circle at or above the level, few
+ * of the region's outside it. */
+static sl_code disk_verify(const double *p, int64_t h, int64_t w, const int32_t *label,
+                           int32_t best_lab, const disk_fit_result *f, sl_error *err) {
+  const double cy = f->cr, cx = f->cc, rad = f->r;
   int64_t inside = 0, inside_on = 0, outside_comp = 0;
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = 0; i < h * w; i++) {
     double d = hypot((double)(i / w) - cy, (double)(i % w) - cx);
     if (d <= rad - 1) inside++, inside_on += p[i] >= f->level;
     if (d > rad + 1.5 && label[i] == best_lab) outside_comp++;
   }
   if ((inside > 0 && (double)inside_on < 0.8 * (double)inside) ||
-      (double)outside_comp > 0.15 * (double)f->area || !(rad < (double)(h > w ? h : w))) {
-    rc = sl_fail(err, SL_ERR_FORMAT,
-                 "disk_fit: no disk found: the region above the level %g is not a disk (%.0f%% "
-                 "of the pixels inside the fitted circle (%.2f, %.2f) r %.2f are above it, "
-                 "%.0f%% of the region lies outside)",
-                 f->level, inside ? 100.0 * (double)inside_on / (double)inside : 0.0, cy, cx, rad,
-                 100.0 * (double)outside_comp / (double)f->area);
-    goto out;
+      (double)outside_comp > 0.15 * (double)f->area || !(rad < (double)(h > w ? h : w)))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: the region above the level %g is not a disk (%.0f%% "
+                   "of the pixels inside the fitted circle (%.2f, %.2f) r %.2f are above it, "
+                   "%.0f%% of the region lies outside)",
+                   f->level, inside ? 100.0 * (double)inside_on / (double)inside : 0.0, cy, cx,
+                   rad, 100.0 * (double)outside_comp / (double)f->area);
+  return SL_OK;
+}
+
+/* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found. */
+static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, disk_fit_result *f,
+                            sl_error *err) {
+  int64_t n = h * w;
+  memset(f, 0, sizeof *f);
+  double mn = INFINITY, mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(p[i]))
+      return sl_fail(err, SL_ERR_FORMAT, "disk_fit: pattern pixel (%lld, %lld) is not finite",
+                     (long long)(i / w), (long long)(i % w));
+    mn = fmin(mn, p[i]);
+    mx = fmax(mx, p[i]);
   }
-out:
-  free(tmp);
-  free(label);
-  free(stack);
-  free(ey);
-  free(ex);
-  free(hist);
+  if (!(mx > mn))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: the pattern is flat (all %lld pixels are %g)",
+                   (long long)n, mn);
+  if (h < 3 || w < 3)
+    return sl_fail(err, SL_ERR_FORMAT, "disk_fit: no disk found: a %lldx%lld pattern is too small",
+                   (long long)h, (long long)w);
+  fit_scratch s = {malloc((size_t)n * sizeof *s.tmp), malloc((size_t)n * sizeof *s.label),
+                   malloc((size_t)n * sizeof *s.stack), malloc(MAX_RAYS * sizeof *s.ey),
+                   malloc(MAX_RAYS * sizeof *s.ex), calloc(HIST_BINS, sizeof *s.hist)};
+  sl_code rc;
+  double hi = 0, cy = 0, cx = 0, rad = 0;
+  int32_t best_lab = -1;
+  if (!s.tmp || !s.label || !s.stack || !s.ey || !s.ex || !s.hist)
+    rc = sl_fail(err, SL_ERR_NOMEM, "disk_fit: out of memory for a %lldx%lld pattern",
+                 (long long)h, (long long)w);
+  else if ((rc = levels_find(p, n, mn, mx, frac, &s, f, &hi, err)) == SL_OK &&
+           (rc = region_find(p, h, w, hi, &s, f, &best_lab, &cy, &cx, &rad, err)) == SL_OK &&
+           (rc = circle_refine(p, h, w, &s, cy, cx, rad, f, err)) == SL_OK)
+    rc = disk_verify(p, h, w, s.label, best_lab, f, err);
+  free(s.tmp);
+  free(s.label);
+  free(s.stack);
+  free(s.ey);
+  free(s.ex);
+  free(s.hist);
   return rc;
 }
 
