@@ -15,14 +15,11 @@ const sl_port_def sl_disk_geometry_inputs[2] = {
 };
 
 sl_code sl_disk_port_check(const sl_tensor_desc *d, sl_error *err) {
-  if (d->dtype != SL_F64 || d->stream_rank != 0 || sl_desc_elems(d) != 4) {
-    char buf[160];
-    sl_desc_format(d, buf, sizeof buf);
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "input 'disk' expects a whole f64 [4] (centre_row, centre_col, radius, "
-                   "residual) as written by disk_fit, got %s",
-                   buf);
-  }
+  if (d->dtype != SL_F64 || d->stream_rank != 0 || sl_desc_elems(d) != 4)
+    return sl_input_refuse(err, "disk",
+                           "a whole f64 [4] (centre_row, centre_col, radius, residual) as written "
+                           "by disk_fit",
+                           d);
   return SL_OK;
 }
 
@@ -72,7 +69,8 @@ static sl_code center_parse(const sl_param_value *c, int64_t h, int64_t w, doubl
 }
 
 static sl_code finite_check(const char *name, double v, sl_error *err) {
-  if (!isfinite(v)) return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be a finite number", name);
+  if (!isfinite(v))
+    return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be a finite number", name);
   return SL_OK;
 }
 

@@ -44,14 +44,14 @@ typedef enum sl_ring_units { SL_RING_UNITS_RADII, SL_RING_UNITS_PIXELS } sl_ring
 /* The geometry params, for a node's param list (engine/graph/node_params.h):
  * center, radius, inner, outer, units. RADIUS_DOC says when the node needs a
  * radius; RING names the ring ("ADF", "adf/annulus"). */
-#define SL_DISK_GEOMETRY_PARAMS(P, RADIUS_DOC, RING)                                      \
-  P(LIST, center, "[]",                                                                   \
+#define SL_DISK_GEOMETRY_PARAMS(P, RADIUS_DOC, RING)                                         \
+  P(LIST, center, "[]",                                                                      \
     "disk centre [row, col] in detector pixels; empty = detector centre ((H-1)/2, (W-1)/2)", \
-    NULL)                                                                                 \
-  P(FLOAT, radius, "0", RADIUS_DOC, NULL)                                                 \
-  P(FLOAT, inner, "1", RING " inner radius (in `units`); included", NULL)                 \
-  P(FLOAT, outer, "2", RING " outer radius (in `units`); excluded", NULL)                 \
-  P(ENUM, units, "radii", "units of inner/outer: radii (of the disk radius) or pixels",   \
+    NULL)                                                                                    \
+  P(FLOAT, radius, "0", RADIUS_DOC, NULL)                                                    \
+  P(FLOAT, inner, "1", RING " inner radius (in `units`); included", NULL)                    \
+  P(FLOAT, outer, "2", RING " outer radius (in `units`); excluded", NULL)                    \
+  P(ENUM, units, "radii", "units of inner/outer: radii (of the disk radius) or pixels",      \
     SL_RING_UNITS_CHOICES)
 
 /* The values of those params, from the node's typed params. */

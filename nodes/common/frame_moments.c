@@ -28,33 +28,34 @@ int64_t sl_frame_moments_scratch(int64_t w) { return w * 8; }
 
 /* Column and row sums in ACC: u32 is exact when max * H and max * W fit in
  * u32 (sweep_portable picks it only then), u64 always. */
-#define SUMS_SWEEP(NAME, T, ACC)                                                     \
+#define SUMS_SWEEP(NAME, T, ACC)                                                               \
   SL_HOT_CLONES static void NAME(const T *restrict f, int64_t h, int64_t w, ACC *restrict col, \
-                   uint64_t out[3]) {                                              \
-    memset(col, 0, (size_t)w * sizeof *col);                                       \
-    uint64_t s = 0, sr = 0, sc = 0;                                                \
-    for (int64_t r = 0; r < h; r++) {                                              \
-      const T *restrict x = f + r * w;                                             \
-      ACC rs = 0;                                                                  \
-      for (int64_t c = 0; c < w; c++) {                                            \
-        col[c] += x[c];                                                            \
-        rs += x[c];                                                                \
-      }                                                                            \
-      s += rs;                                                                     \
-      sr += (uint64_t)r * rs;                                                      \
-    }                                                                              \
-    for (int64_t c = 0; c < w; c++) sc += (uint64_t)c * col[c];                    \
-    out[0] = s, out[1] = sr, out[2] = sc;                                          \
+                   uint64_t out[3]) {                                                          \
+    memset(col, 0, (size_t)w * sizeof *col);                                                   \
+    uint64_t s = 0, sr = 0, sc = 0;                                                            \
+    for (int64_t r = 0; r < h; r++) {                                                          \
+      const T *restrict x = f + r * w;                                                         \
+      ACC rs = 0;                                                                              \
+      for (int64_t c = 0; c < w; c++) {                                                        \
+        col[c] += x[c];                                                                        \
+        rs += x[c];                                                                            \
+      }                                                                                        \
+      s += rs;                                                                                 \
+      sr += (uint64_t)r * rs;                                                                  \
+    }                                                                                          \
+    for (int64_t c = 0; c < w; c++) sc += (uint64_t)c * col[c];                                \
+    out[0] = s, out[1] = sr, out[2] = sc;                                                      \
   }
+/* u32 sums: frames where max * H and max * W fit in u32 (sweep_portable). */
 SUMS_SWEEP(sweep_u8_32, uint8_t, uint32_t)
 SUMS_SWEEP(sweep_u16_32, uint16_t, uint32_t)
+/* u64 sums: any frame. */
 SUMS_SWEEP(sweep_u8_64, uint8_t, uint64_t)
 SUMS_SWEEP(sweep_u16_64, uint16_t, uint64_t)
 SUMS_SWEEP(sweep_u32_64, uint32_t, uint64_t)
-#undef SUMS_SWEEP
 
 static void sweep_portable(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
-                       uint64_t out[3]) {
+                           uint64_t out[3]) {
   uint64_t m = dtype_max(t);
   bool narrow = t != SL_U32 && m * (uint64_t)h <= 0xFFFFFFFFu && m * (uint64_t)w <= 0xFFFFFFFFu;
   if (t == SL_U8) {
@@ -93,7 +94,7 @@ static void madd_weights(int16_t *wt, int64_t w) {
  * the weights from wt. Two accumulators of each, so that the adds do not
  * chain from one vector to the next. */
 SL_MADD_AVX2 static inline void madd_run(const uint16_t *x, const int16_t *wt, int64_t n,
-                                            __m256i *t, __m256i *c) {
+                                         __m256i *t, __m256i *c) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i t0 = *t, c0 = *c, t1 = _mm256_setzero_si256(), c1 = t1;
   int64_t k = 0;
@@ -114,8 +115,8 @@ SL_MADD_AVX2 static inline void madd_run(const uint16_t *x, const int16_t *wt, i
 }
 
 /* S, Sr, Sc of a u16 frame with vpmaddwd (madd_u16.h, frame_moments.h). */
-SL_MADD_AVX2 static void sweep_u16_madd(const uint16_t *f, int64_t h, int64_t w, const int16_t *wt,
-                                     uint64_t out[3]) {
+SL_MADD_AVX2 static void sweep_u16_madd(const uint16_t *f, int64_t h, int64_t w,
+                                        const int16_t *wt, uint64_t out[3]) {
   const int64_t full = w / 16, nvec = full + (w % 16 != 0);
   const __m256i zero = _mm256_setzero_si256();
   const __m256i ones_t = _mm256_loadu_si256((const __m256i *)(wt + 16 * full));

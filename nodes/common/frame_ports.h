@@ -12,6 +12,10 @@
 
 struct sl_node;
 
+/* SL_ERR_PIPELINE with "input '<name>' expects <expects>, got <got>". */
+sl_code sl_input_refuse(sl_error *err, const char *name, const char *expects,
+                        const sl_tensor_desc *got);
+
 /* Checks a `frames` port: streamed u8/u16/u32 with 2 item axes. */
 sl_code sl_frames_check(const sl_tensor_desc *x, sl_error *err);
 

@@ -27,11 +27,11 @@
 /* Param 'descan', in the order of its choices. */
 typedef enum com_descan { COM_NONE, COM_PLANE } com_descan;
 
-#define COM_PARAMS(P)                                                                       \
-  P(ENUM, descan, "none",                                                                   \
+#define COM_PARAMS(P)                                                                         \
+  P(ENUM, descan, "none",                                                                     \
     "none: remove the scan mean; plane: remove a least-squares plane a + b*row + c*col over " \
-    "the scan",                                                                             \
-    "none|plane")                                                                           \
+    "the scan",                                                                               \
+    "none|plane")                                                                             \
   P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)
 SL_NODE_PARAMS(com_params, COM_PARAMS)
 
@@ -63,13 +63,9 @@ static sl_code com_inputs_check(sl_node *n, sl_error *err) {
     bool same = m->dtype == SL_U64 && m->stream_rank > 0 && m->rank == m->stream_rank &&
                 m->rank == n->in[1].rank;
     for (int i = 0; same && i < m->rank; i++) same = m->dims[i] == n->in[1].dims[i];
-    if (!same) {
-      char buf[128];
-      sl_desc_format(m, buf, sizeof buf);
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "input '%s' expects streamed u64 [scan... |] with the scan shape of 's', got %s",
-                     names[k], buf);
-    }
+    if (!same)
+      return sl_input_refuse(err, names[k],
+                             "streamed u64 [scan... |] with the scan shape of 's'", m);
   }
   return SL_OK;
 }
@@ -149,7 +145,8 @@ static sl_code com_cpu(sl_kernel_args *a) {
   if (a->node->in[0].dtype != SL_DT_INVALID)
     return sl_frame_moments_chunk(a, (sl_simd)com_params_of(a->node)->simd, com_emit, s);
   const uint64_t *ms = a->in[1], *msr = a->in[2], *msc = a->in[3];
-  for (int64_t p = 0; p < a->pos_count; p++) com_emit(a, s, p, (const uint64_t[3]){ms[p], msr[p], msc[p]});
+  for (int64_t p = 0; p < a->pos_count; p++)
+    com_emit(a, s, p, (const uint64_t[3]){ms[p], msr[p], msc[p]});
   return SL_OK;
 }
 

@@ -30,9 +30,10 @@
 
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/common/frame_ports.h"
 
-#define DISK_FIT_PARAMS(P)                                                                   \
-  P(FLOAT, threshold, "0.5",                                                                 \
+#define DISK_FIT_PARAMS(P)                                                                    \
+  P(FLOAT, threshold, "0.5",                                                                  \
     "edge level as a fraction of the way from the background to the disk plateau, in (0, 1)", \
     NULL)
 SL_NODE_PARAMS(disk_fit_params, DISK_FIT_PARAMS)
@@ -54,14 +55,11 @@ static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
     case SL_U8: case SL_U16: case SL_U32: case SL_U64: case SL_F32: case SL_F64: break;
     default: ok = 0;
   }
-  if (!ok) {
-    char buf[160];
-    sl_desc_format(x, buf, sizeof buf);
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "input 'pattern' expects a whole 2-D diffraction pattern [H, W] (u8..u64, f32 "
-                   "or f64; e.g. the total of a sum node), got %s",
-                   buf);
-  }
+  if (!ok)
+    return sl_input_refuse(err, "pattern",
+                           "a whole 2-D diffraction pattern [H, W] (u8..u64, f32 or f64; e.g. "
+                           "the total of a sum node)",
+                           x);
   double t = disk_fit_params_of(n)->threshold;
   if (!(t > 0 && t < 1))
     return sl_fail(err, SL_ERR_PIPELINE,

@@ -31,11 +31,11 @@
 /* Param 'transpose', in the order of its choices. */
 enum { TRANSPOSE_AUTO, TRANSPOSE_TRUE, TRANSPOSE_FALSE };
 
-#define DPC_PARAMS(P)                                                                        \
-  P(STRING, rotation_deg, "auto",                                                            \
+#define DPC_PARAMS(P)                                                                           \
+  P(STRING, rotation_deg, "auto",                                                               \
     "scan-to-detector rotation in degrees ([-360, 360]), or auto to fit it (least curl)", NULL) \
-  P(ENUM, transpose, "auto",                                                                 \
-    "auto (fit: least curl), true or false: the scan's (row, col) are swapped",              \
+  P(ENUM, transpose, "auto",                                                                    \
+    "auto (fit: least curl), true or false: the scan's (row, col) are swapped",                 \
     "auto|true|false")
 SL_NODE_PARAMS(dpc_params, DPC_PARAMS)
 

@@ -36,7 +36,7 @@
     "|k|^2/(|k|^2+h^2))",                                                                     \
     NULL)                                                                                     \
   P(BOOL, mirror, "true",                                                                     \
-    "extend the field by even reflection of phi to 2R x 2C (no wrap-around at the edges)",   \
+    "extend the field by even reflection of phi to 2R x 2C (no wrap-around at the edges)",    \
     NULL)
 SL_NODE_PARAMS(idpc_params, IDPC_PARAMS)
 

@@ -157,23 +157,23 @@ static double poisson(xoshiro *r, double lam) {
 /* Param 'dtype', in the order of its choices. */
 static const sl_dtype frame_dtypes[] = {SL_U8, SL_U16, SL_U32};
 
-#define SYNTHETIC_4DSTEM_PARAMS(P)                                                           \
-  P(SHAPE, scan_shape, "[32, 32]", "scan positions [rows, cols]", NULL)                      \
-  P(SHAPE, detector_shape, "[64, 64]", "detector pixels [H, W] (each 8..4096)", NULL)        \
-  P(FLOAT, dose, "1000", "mean electrons per probe position (> 0)", NULL)                    \
-  P(INT, seed, "1", "random seed (object and shot noise)", NULL)                             \
+#define SYNTHETIC_4DSTEM_PARAMS(P)                                                            \
+  P(SHAPE, scan_shape, "[32, 32]", "scan positions [rows, cols]", NULL)                       \
+  P(SHAPE, detector_shape, "[64, 64]", "detector pixels [H, W] (each 8..4096)", NULL)         \
+  P(FLOAT, dose, "1000", "mean electrons per probe position (> 0)", NULL)                     \
+  P(INT, seed, "1", "random seed (object and shot noise)", NULL)                              \
   P(ENUM, dtype, "u16", "frame type: u8, u16 or u32 (counts clamp to max - 1)", "u8|u16|u32") \
-  P(FLOAT, disk_radius, "0",                                                                 \
-    "bright-field disk radius in detector pixels; 0 = auto (rows/8); < half the detector",   \
-    NULL)                                                                                    \
-  P(FLOAT, defocus, "0", "defocus phase in radians at the aperture edge", NULL)              \
-  P(FLOAT, step, "1", "scan step in object pixels (> 0)", NULL)                              \
-  P(FLOAT, phase_max, "0.2", "peak phase of the weak phase object, radians [0, 2 pi]", NULL) \
-  P(FLOAT, scan_rotation, "0",                                                               \
-    "scan-to-detector rotation theta in degrees [-360, 360]: detector CoM = R(theta) [T] "   \
-    "scan CoM",                                                                              \
-    NULL)                                                                                    \
-  P(BOOL, scan_transpose, "false",                                                           \
+  P(FLOAT, disk_radius, "0",                                                                  \
+    "bright-field disk radius in detector pixels; 0 = auto (rows/8); < half the detector",    \
+    NULL)                                                                                     \
+  P(FLOAT, defocus, "0", "defocus phase in radians at the aperture edge", NULL)               \
+  P(FLOAT, step, "1", "scan step in object pixels (> 0)", NULL)                               \
+  P(FLOAT, phase_max, "0.2", "peak phase of the weak phase object, radians [0, 2 pi]", NULL)  \
+  P(FLOAT, scan_rotation, "0",                                                                \
+    "scan-to-detector rotation theta in degrees [-360, 360]: detector CoM = R(theta) [T] "    \
+    "scan CoM",                                                                               \
+    NULL)                                                                                     \
+  P(BOOL, scan_transpose, "false",                                                            \
     "swap the scan's (row, col) before the rotation (a mirrored scan)", NULL)
 SL_NODE_PARAMS(synthetic_4dstem_params, SYNTHETIC_4DSTEM_PARAMS)
 

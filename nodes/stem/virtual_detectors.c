@@ -93,7 +93,8 @@ static const sl_port_def virtual_detectors_outputs[] = {
     {"bf", "streamed u64 [scan... |]: sum over the disk (d <= radius)", "counts", false},
     {"adf", "streamed u64 [scan... |]: sum over the ring inner <= d < outer", "counts", false},
     {"df", "streamed u64 [scan... |]: sum outside the disk (d > radius)", "counts", false},
-    {"s", "streamed u64 [scan... |]: S = sum of the frame (computed only when read)", "counts", false},
+    {"s", "streamed u64 [scan... |]: S = sum of the frame (computed only when read)", "counts",
+     false},
     {"sr", "streamed u64 [scan... |]: Sr = sum of row index * pixel (only when read)",
      "counts*pixels", false},
     {"sc", "streamed u64 [scan... |]: Sc = sum of column index * pixel (only when read)",
@@ -307,27 +308,27 @@ typedef struct detectors_job {
 } detectors_job;
 
 /* Exact: a run of at most 65536 pixels of u8/u16 fits in u32. */
-#define RUNS_SUM(NAME, T, ACC)                                               \
-  SL_HOT_CLONES static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {     \
-    const detectors_job *j = ctx;                                                   \
-    const T *x = j->a->in[0];                                                \
-    uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];    \
-    const class_run *runs = j->s->runs;                                         \
-    const int64_t nr = j->s->n_runs;                                         \
-    for (int64_t p = begin; p < end; p++) {                                  \
-      const T *restrict q = x + p * j->item;                                 \
-      uint64_t acc[4] = {0, 0, 0, 0};                                        \
-      for (int64_t k = 0; k < nr; k++) {                                     \
-        const uint32_t len = runs[k].len;                                    \
-        ACC s = 0;                                                           \
-        for (uint32_t i = 0; i < len; i++) s += q[i];                        \
-        acc[runs[k].cls] += s;                                               \
-        q += len;                                                            \
-      }                                                                      \
-      bf[p] = acc[1] + acc[3];                                               \
-      adf[p] = acc[2] + acc[3];                                              \
-      df[p] = acc[0] + acc[2];                                               \
-    }                                                                        \
+#define RUNS_SUM(NAME, T, ACC)                                                        \
+  SL_HOT_CLONES static void NAME(void *ctx, int64_t begin, int64_t end, int worker) { \
+    const detectors_job *j = ctx;                                                     \
+    const T *x = j->a->in[0];                                                         \
+    uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];             \
+    const class_run *runs = j->s->runs;                                               \
+    const int64_t nr = j->s->n_runs;                                                  \
+    for (int64_t p = begin; p < end; p++) {                                           \
+      const T *restrict q = x + p * j->item;                                          \
+      uint64_t acc[4] = {0, 0, 0, 0};                                                 \
+      for (int64_t k = 0; k < nr; k++) {                                              \
+        const uint32_t len = runs[k].len;                                             \
+        ACC s = 0;                                                                    \
+        for (uint32_t i = 0; i < len; i++) s += q[i];                                 \
+        acc[runs[k].cls] += s;                                                        \
+        q += len;                                                                     \
+      }                                                                               \
+      bf[p] = acc[1] + acc[3];                                                        \
+      adf[p] = acc[2] + acc[3];                                                       \
+      df[p] = acc[0] + acc[2];                                                        \
+    }                                                                                 \
   }
 RUNS_SUM(runs_sum_u8, uint8_t, uint32_t)
 RUNS_SUM(runs_sum_u16, uint16_t, uint32_t)
@@ -355,9 +356,8 @@ SL_MADD_AVX2 static inline void madd_ones(const uint16_t *x, int64_t n, __m256i 
  * has weights <= 1, so an accumulator takes a block of rows of at most k1
  * vectors between spills. Always inlined into its two callers, so `total` is
  * a constant there. */
-SL_MADD_AVX2 static inline __attribute__((always_inline)) void madd_sweep(const uint16_t *q,
-                                                                            const detectors_state *st,
-                                                                            bool total, uint64_t out[3]) {
+SL_MADD_AVX2 static inline __attribute__((always_inline)) void madd_sweep(
+    const uint16_t *q, const detectors_state *st, bool total, uint64_t out[3]) {
   const int64_t h = st->g.h, w = st->g.w, full = w / 16, nvec = (w + 15) / 16;
   const madd_band *bd = &st->band;
   const int64_t lo = bd->lo, mid = bd->hi < full ? bd->hi : full;
@@ -416,8 +416,9 @@ SL_MADD_AVX2 static void madd_sum_u16(void *ctx, int64_t begin, int64_t end, int
   const uint64_t *moments_s = j->moments ? j->a->out[3] : NULL;
   /* The bias: 32768 times the sum of the weights, i.e. the pixel counts. */
   const uint64_t bias_s = 32768u * (uint64_t)(st->g.h * st->g.w);
-  const uint64_t bias_b = 32768u * (uint64_t)(st->counts[CLASS_BF] + st->counts[CLASS_BF | CLASS_ADF]);
-  const uint64_t bias_a = 32768u * (uint64_t)(st->counts[CLASS_ADF] + st->counts[CLASS_BF | CLASS_ADF]);
+  const int64_t *n = st->counts;
+  const uint64_t bias_b = 32768u * (uint64_t)(n[CLASS_BF] + n[CLASS_BF | CLASS_ADF]);
+  const uint64_t bias_a = 32768u * (uint64_t)(n[CLASS_ADF] + n[CLASS_BF | CLASS_ADF]);
   for (int64_t p = begin; p < end; p++) {
     uint64_t m[3];
     if (moments_s) madd_sweep(x + p * j->item, st, false, m);

@@ -156,7 +156,8 @@ static bool geometry_has(const image_geometry *geom, int64_t r, int64_t c) {
   switch (geom->kind) {
     case KIND_BF: return d2 <= r2;
     case KIND_DF: return d2 > r2;
-    default: return d2 >= geom->inner * geom->inner && d2 < geom->outer * geom->outer; /* ADF, annulus */
+    default: /* ADF, annulus */
+      return d2 >= geom->inner * geom->inner && d2 < geom->outer * geom->outer;
   }
 }
 
@@ -236,7 +237,7 @@ typedef struct image_job {
 } image_job;
 
 #define SPANS_SUM(NAME, T)                                                   \
-  static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {     \
+  static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {      \
     (void)worker;                                                            \
     const image_job *j = ctx;                                                \
     const T *x = j->a->in[0];                                                \

@@ -1,7 +1,7 @@
 /* Test data and plain references shared by the STEM node tests (moments,
  * com, dpc, idpc, synthetic_4dstem, virtual_image, virtual_detectors):
  * the moments of frames by plain loops and the frame patterns that stress
- * them, an analytic potential with its exact gradient, the centre of mass of
+ * them, the cost a node reports, an analytic potential with its exact gradient, the centre of mass of
  * a synthetic_4dstem acquisition by plain loops, the correlation coefficient,
  * and the check of a node that must be refused. Header-only, like
  * node_harness.h; every function is static inline, so a test takes what it
@@ -26,6 +26,36 @@ static inline void expect_refused(sl_node *n, sl_code rc, const sl_error *e, sl_
   assert_int_equal(rc, want);
   assert_non_null(strstr(e->msg, needle));
   node_free(n);
+}
+
+/* A node of `d` on one input `in` with param `o` must be refused with
+ * SL_ERR_PIPELINE naming `needle`, for every case of the table. */
+typedef struct refusal_case {
+  sl_tensor_desc in;
+  kv o;
+  const char *needle;
+} refusal_case;
+
+static inline void expect_refusals(const sl_node_desc *d, const refusal_case *cases, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    sl_node node;
+    sl_error e;
+    sl_code rc = node_make(&node, d, &cases[k].o, 1, &cases[k].in, 1, &e);
+    expect_refused(&node, rc, &e, SL_ERR_PIPELINE, cases[k].needle, k);
+  }
+}
+
+/* The cost a node of `d` with default params on input `in` reports for
+ * `positions`, before prepare. */
+static inline sl_node_cost cost_before_prepare(const sl_node_desc *d, const sl_tensor_desc *in,
+                                               int64_t positions) {
+  sl_node n;
+  sl_error e;
+  sl_node_cost c;
+  assert_int_equal(node_make(&n, d, NULL, 0, in, 1, &e), SL_OK);
+  d->cost(&n, positions, &c);
+  node_free(&n);
+  return c;
 }
 
 /* ---- frame moments ----------------------------------------------------------- */
@@ -80,6 +110,17 @@ static inline void each_frame_case(const int64_t (*sizes)[2], size_t n_sizes, fr
   const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
   for (int ti = 0; ti < 3; ti++)
     for (size_t si = 0; si < n_sizes; si++) fn(types[ti], sizes[si][0], sizes[si][1]);
+}
+
+/* A node of `d` with default params on streamed frames [rows, cols | h, w]
+ * of t; infer must accept them. */
+static inline void node_on_frames(sl_node *n, const sl_node_desc *d, sl_dtype t, int64_t rows,
+                                  int64_t cols, int64_t h, int64_t w) {
+  sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
+  sl_error e;
+  sl_code rc = node_make(n, d, NULL, 0, &in, 1, &e);
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
 }
 
 /* Runs stream node n over npos frames f in chunks of 1, 7 and all positions

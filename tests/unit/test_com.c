@@ -55,10 +55,9 @@ static void reference_compare(void *ctx) {
 
 static void reference_case_run(sl_dtype t, int64_t h, int64_t w) {
   const int64_t rows = 3, cols = 11, npos = rows * cols;
-  sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
   sl_node n;
   sl_error e;
-  assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &in, 1, &e), SL_OK);
+  node_on_frames(&n, &sl_node_com, t, rows, cols, h, w);
   for (int k = 0; k < 2; k++) {
     assert_int_equal(n.out[k].dtype, SL_F64);
     assert_int_equal(n.out[k].stream_rank, 0);
@@ -340,36 +339,22 @@ static void test_com_synthetic(void **st) {
 
 /* ---- refusals and cost ------------------------------------------------------------ */
 
+/* u32 frames of 4096 x 4096 could overflow sum r*I: refused at infer, like
+ * whole (not streamed) frames and a descan that does not exist. */
 static void test_com_errors(void **st) {
-  /* u32 frames of 4096 x 4096 could overflow sum r*I: refused at infer. */
-  int64_t d[3] = {4, 4096, 4096};
-  sl_tensor_desc big = sl_desc_make(SL_U32, 3, d, 1);
-  sl_node n;
-  sl_error e;
-  assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &big, 1, &e), SL_ERR_PIPELINE);
-  node_free(&n);
-  int64_t d2[4] = {2, 2, 8, 8};
-  sl_tensor_desc whole = sl_desc_make(SL_U16, 2, d2 + 2, 0);
-  assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &whole, 1, &e), SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, "streamed"));
-  node_free(&n);
-  sl_tensor_desc ok = sl_desc_make(SL_U16, 4, d2, 2);
-  kv o[] = {{"descan", "linear"}};
-  assert_int_equal(node_make(&n, &sl_node_com, o, 1, &ok, 1, &e), SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, "'descan'"));
-  node_free(&n);
+  int64_t big[3] = {4, 4096, 4096}, small[4] = {2, 2, 8, 8};
+  const refusal_case cases[] = {
+      {sl_desc_make(SL_U32, 3, big, 1), {"descan", "none"}, "u64"},
+      {sl_desc_make(SL_U16, 2, small + 2, 0), {"descan", "none"}, "streamed"},
+      {sl_desc_make(SL_U16, 4, small, 2), {"descan", "linear"}, "'descan'"},
+  };
+  expect_refusals(&sl_node_com, cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_cost(void **st) {
-  int64_t d[4] = {3, 4, 16, 20};
-  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
-  sl_node n;
-  sl_error e;
-  sl_node_cost c;
-  assert_int_equal(node_make(&n, &sl_node_com, NULL, 0, &in, 1, &e), SL_OK);
-  n.desc->cost(&n, 10, &c);
+  sl_tensor_desc in = frames_desc(SL_U16, 3, 4, 16, 20);
+  sl_node_cost c = cost_before_prepare(&sl_node_com, &in, 10);
   assert_true(c.bytes_read == 10 * 320 * 2 && c.bytes_written == 160 && c.state_bytes == 12);
-  node_free(&n);
 }
 
 int main(void) {

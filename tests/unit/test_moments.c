@@ -43,11 +43,9 @@ static void exact_compare(void *ctx) {
 }
 
 static void exact_case_run(sl_dtype t, int64_t h, int64_t w) {
-  const int64_t rows = 3, cols = 11, npos = rows * cols;
-  sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
+  const int64_t npos = 3 * 11;
   sl_node n;
-  sl_error e;
-  assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &in, 1, &e), SL_OK);
+  node_on_frames(&n, &sl_node_moments, t, 3, 11, h, w);
   for (int k = 0; k < 3; k++) {
     assert_int_equal(n.out[k].dtype, SL_U64);
     assert_int_equal(n.out[k].stream_rank, 2);
@@ -157,37 +155,22 @@ static void test_moments_u16_paths(void **st) {
 
 /* ---- refusals and cost ------------------------------------------------------------ */
 
+/* u32 frames of 4096 x 4096 could overflow sum r*I: refused at infer, like
+ * float frames; a SIMD path that does not exist is refused at build. */
 static void test_moments_errors(void **st) {
-  /* u32 frames of 4096 x 4096 could overflow sum r*I: refused at infer. */
-  int64_t d[3] = {4, 4096, 4096};
-  sl_tensor_desc big = sl_desc_make(SL_U32, 3, d, 1);
-  sl_node n;
-  sl_error e;
-  assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &big, 1, &e), SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, "u64"));
-  node_free(&n);
-  int64_t d2[4] = {2, 2, 8, 8};
-  sl_tensor_desc fl = sl_desc_make(SL_F32, 4, d2, 2);
-  assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &fl, 1, &e), SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, "input 'frames'"));
-  node_free(&n);
-  /* a SIMD path that does not exist is refused at build */
-  sl_tensor_desc in = frames_desc(SL_U16, 3, 4, 21, 37);
-  kv bad[] = {{"simd", "avx512"}};
-  assert_int_equal(node_make(&n, &sl_node_moments, bad, 1, &in, 1, &e), SL_ERR_PIPELINE);
-  node_free(&n);
+  int64_t big[3] = {4, 4096, 4096}, small[4] = {2, 2, 8, 8};
+  const refusal_case cases[] = {
+      {sl_desc_make(SL_U32, 3, big, 1), {"simd", "auto"}, "u64"},
+      {sl_desc_make(SL_F32, 4, small, 2), {"simd", "auto"}, "input 'frames'"},
+      {frames_desc(SL_U16, 3, 4, 21, 37), {"simd", "avx512"}, "'simd'"},
+  };
+  expect_refusals(&sl_node_moments, cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_cost(void **st) {
-  int64_t d[4] = {3, 4, 16, 20};
-  sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
-  sl_node n;
-  sl_error e;
-  sl_node_cost c;
-  assert_int_equal(node_make(&n, &sl_node_moments, NULL, 0, &in, 1, &e), SL_OK);
-  n.desc->cost(&n, 10, &c);
+  sl_tensor_desc in = frames_desc(SL_U16, 3, 4, 16, 20);
+  sl_node_cost c = cost_before_prepare(&sl_node_moments, &in, 10);
   assert_true(c.bytes_read == 10 * 320 * 2 && c.bytes_written == 240);
-  node_free(&n);
 }
 
 int main(void) {

@@ -29,7 +29,7 @@ static const double *g_disk;
 
 /* A virtual_image node on `in` (and g_in1 when set); runs infer. */
 static sl_code image_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *in,
-                       sl_error *e) {
+                          sl_error *e) {
   sl_tensor_desc ins[2] = {*in, g_in1 ? *g_in1 : *in};
   return node_make(n, &sl_node_virtual_image, over, n_over, ins, g_in1 ? 2 : 1, e);
 }
