@@ -51,7 +51,7 @@ typedef struct span {
 typedef struct image_geometry {
   sl_disk_geometry g;
   image_kind kind;
-  double radius;       /* BF disk radius, pixels (0 when unused) */
+  double radius;       /* disk radius, pixels: g.radius, or the disk input's */
   double inner, outer; /* ring radii, pixels */
   const char *mask_path;
 } image_geometry;
@@ -67,8 +67,10 @@ typedef struct image_state {
 
 static bool is_ring(image_kind k) { return k == KIND_ADF || k == KIND_ANNULUS; }
 
-/* What the region needs of the params beyond the shared geometry: a radius
- * for the disk kinds and the ring in radii, a ring, a mask file for kind mask only. */
+/* What each kind needs beyond the shared geometry: no disk input for kind
+ * mask; a radius for bf, df, adf and annulus in radii (unless the disk input
+ * gives it); a ring for adf and annulus; a mask file for kind mask, and for
+ * no other kind. */
 static sl_code geometry_check(const image_geometry *geom, const char *mask, sl_error *err) {
   const sl_disk_geometry *g = &geom->g;
   const char *kind = kind_names[geom->kind];
