@@ -359,10 +359,14 @@ static void test_cost(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_com_reference),    cmocka_unit_test(test_com_paths),
-      cmocka_unit_test(test_com_from_moments), cmocka_unit_test(test_com_errors),
-      cmocka_unit_test(test_com_plane),        cmocka_unit_test(test_com_plane_random),
-      cmocka_unit_test(test_com_synthetic),    cmocka_unit_test(test_cost),
+      cmocka_unit_test(test_com_reference),
+      cmocka_unit_test(test_com_paths),
+      cmocka_unit_test(test_com_from_moments),
+      cmocka_unit_test(test_com_errors),
+      cmocka_unit_test(test_com_plane),
+      cmocka_unit_test(test_com_plane_random),
+      cmocka_unit_test(test_com_synthetic),
+      cmocka_unit_test(test_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
