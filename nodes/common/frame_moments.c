@@ -9,7 +9,6 @@
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "nodes/common/madd_u16.h"
-#include "nodes/common/stem_ports.h"
 
 static uint64_t dtype_max(sl_dtype t) {
   return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
@@ -28,58 +27,59 @@ bool sl_frame_moments_fit(sl_dtype t, int64_t h, int64_t w) {
 int64_t sl_frame_moments_scratch(int64_t w) { return w * 8; }
 
 /* Column and row sums in ACC: u32 is exact when max * H and max * W fit in
- * u32 (fm_generic picks it only then), u64 always. */
-#define FM_SWEEP(NAME, T, ACC)                                                     \
+ * u32 (sweep_portable picks it only then), u64 always. */
+#define SUMS_SWEEP(NAME, T, ACC)                                                               \
   SL_HOT_CLONES static void NAME(const T *restrict f, int64_t h, int64_t w, ACC *restrict col, \
-                   uint64_t out[3]) {                                              \
-    memset(col, 0, (size_t)w * sizeof *col);                                       \
-    uint64_t s = 0, sr = 0, sc = 0;                                                \
-    for (int64_t r = 0; r < h; r++) {                                              \
-      const T *restrict x = f + r * w;                                             \
-      ACC rs = 0;                                                                  \
-      for (int64_t c = 0; c < w; c++) {                                            \
-        col[c] += x[c];                                                            \
-        rs += x[c];                                                                \
-      }                                                                            \
-      s += rs;                                                                     \
-      sr += (uint64_t)r * rs;                                                      \
-    }                                                                              \
-    for (int64_t c = 0; c < w; c++) sc += (uint64_t)c * col[c];                    \
-    out[0] = s, out[1] = sr, out[2] = sc;                                          \
+                   uint64_t out[3]) {                                                          \
+    memset(col, 0, (size_t)w * sizeof *col);                                                   \
+    uint64_t s = 0, sr = 0, sc = 0;                                                            \
+    for (int64_t r = 0; r < h; r++) {                                                          \
+      const T *restrict x = f + r * w;                                                         \
+      ACC rs = 0;                                                                              \
+      for (int64_t c = 0; c < w; c++) {                                                        \
+        col[c] += x[c];                                                                        \
+        rs += x[c];                                                                            \
+      }                                                                                        \
+      s += rs;                                                                                 \
+      sr += (uint64_t)r * rs;                                                                  \
+    }                                                                                          \
+    for (int64_t c = 0; c < w; c++) sc += (uint64_t)c * col[c];                                \
+    out[0] = s, out[1] = sr, out[2] = sc;                                                      \
   }
-FM_SWEEP(fm_u8_32, uint8_t, uint32_t)
-FM_SWEEP(fm_u16_32, uint16_t, uint32_t)
-FM_SWEEP(fm_u8_64, uint8_t, uint64_t)
-FM_SWEEP(fm_u16_64, uint16_t, uint64_t)
-FM_SWEEP(fm_u32_64, uint32_t, uint64_t)
-#undef FM_SWEEP
+/* u32 sums: frames where max * H and max * W fit in u32 (sweep_portable). */
+SUMS_SWEEP(sweep_u8_32, uint8_t, uint32_t)
+SUMS_SWEEP(sweep_u16_32, uint16_t, uint32_t)
+/* u64 sums: any frame. */
+SUMS_SWEEP(sweep_u8_64, uint8_t, uint64_t)
+SUMS_SWEEP(sweep_u16_64, uint16_t, uint64_t)
+SUMS_SWEEP(sweep_u32_64, uint32_t, uint64_t)
 
-static void fm_generic(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
-                       uint64_t out[3]) {
+static void sweep_portable(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
+                           uint64_t out[3]) {
   uint64_t m = dtype_max(t);
   bool narrow = t != SL_U32 && m * (uint64_t)h <= 0xFFFFFFFFu && m * (uint64_t)w <= 0xFFFFFFFFu;
   if (t == SL_U8) {
-    if (narrow) fm_u8_32(f, h, w, scratch, out);
-    else fm_u8_64(f, h, w, scratch, out);
+    if (narrow) sweep_u8_32(f, h, w, scratch, out);
+    else sweep_u8_64(f, h, w, scratch, out);
   } else if (t == SL_U16) {
-    if (narrow) fm_u16_32(f, h, w, scratch, out);
-    else fm_u16_64(f, h, w, scratch, out);
+    if (narrow) sweep_u16_32(f, h, w, scratch, out);
+    else sweep_u16_64(f, h, w, scratch, out);
   } else {
-    fm_u32_64(f, h, w, scratch, out);
+    sweep_u32_64(f, h, w, scratch, out);
   }
 }
 
 /* Whether the AVX2 sweep takes these frames: u16, and column indices that
  * are int16 weights; from 16 columns, so the last partial vector of a row can
  * be loaded ending at the row's end (overlapping the previous one). */
-static bool fm_madd_fits(sl_dtype t, int64_t w) { return t == SL_U16 && w >= 16 && w <= 32768; }
+static bool madd_fits(sl_dtype t, int64_t w) { return t == SL_U16 && w >= 16 && w <= 32768; }
 
 #if SL_MADD_X86
 /* The AVX2 sweep's weights in `wt` (int16): the column index of every column
  * of the full vectors (W/16 of them), then for the last vector, loaded at
  * column W - 16, 16 ones and 16 column indices with 0 in the lanes that the
  * full vectors already counted (all 0 when 16 divides W). */
-static void fm_madd_weights(int16_t *wt, int64_t w) {
+static void madd_weights(int16_t *wt, int64_t w) {
   int64_t full = w / 16;
   for (int64_t c = 0; c < 16 * full; c++) wt[c] = (int16_t)c;
   for (int64_t l = 0; l < 16; l++) {
@@ -93,8 +93,8 @@ static void fm_madd_weights(int16_t *wt, int64_t w) {
 /* *t += madds of n vectors of 16 pixels from x against ones, *c += against
  * the weights from wt. Two accumulators of each, so that the adds do not
  * chain from one vector to the next. */
-SL_MADD_AVX2 static inline void fm_madd_run(const uint16_t *x, const int16_t *wt, int64_t n,
-                                            __m256i *t, __m256i *c) {
+SL_MADD_AVX2 static inline void madd_run(const uint16_t *x, const int16_t *wt, int64_t n,
+                                         __m256i *t, __m256i *c) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i t0 = *t, c0 = *c, t1 = _mm256_setzero_si256(), c1 = t1;
   int64_t k = 0;
@@ -115,8 +115,8 @@ SL_MADD_AVX2 static inline void fm_madd_run(const uint16_t *x, const int16_t *wt
 }
 
 /* S, Sr, Sc of a u16 frame with vpmaddwd (madd_u16.h, frame_moments.h). */
-SL_MADD_AVX2 static void fm_u16_madd(const uint16_t *f, int64_t h, int64_t w, const int16_t *wt,
-                                     uint64_t out[3]) {
+SL_MADD_AVX2 static void sweep_u16_madd(const uint16_t *f, int64_t h, int64_t w,
+                                        const int16_t *wt, uint64_t out[3]) {
   const int64_t full = w / 16, nvec = full + (w % 16 != 0);
   const __m256i zero = _mm256_setzero_si256();
   const __m256i ones_t = _mm256_loadu_si256((const __m256i *)(wt + 16 * full));
@@ -138,10 +138,10 @@ SL_MADD_AVX2 static void fm_u16_madd(const uint16_t *f, int64_t h, int64_t w, co
     for (int64_t r = r0; r < r0 + n; r++) {
       const uint16_t *row = f + r * w;
       if (!wide) {
-        fm_madd_run(row, wt, full, &t, &c32);
+        madd_run(row, wt, full, &t, &c32);
       } else {
         for (int64_t v0 = 0; v0 < full; v0 += kc) {
-          fm_madd_run(row + 16 * v0, wt + 16 * v0, full - v0 < kc ? full - v0 : kc, &t, &c32);
+          madd_run(row + 16 * v0, wt + 16 * v0, full - v0 < kc ? full - v0 : kc, &t, &c32);
           c64 = sl_madd_spill(c64, c32), c32 = zero;
         }
       }
@@ -167,18 +167,18 @@ SL_MADD_AVX2 static void fm_u16_madd(const uint16_t *f, int64_t h, int64_t w, co
 }
 #endif
 
-typedef struct fm_job {
+typedef struct moments_job {
   const sl_kernel_args *a;
   sl_frame_moments_emit emit;
   void *ctx;
   int64_t h, w, item_bytes;
   bool madd;
   int failed;
-} fm_job;
+} moments_job;
 
-static void fm_range(void *ctx, int64_t begin, int64_t end, int worker) {
+static void moments_range(void *ctx, int64_t begin, int64_t end, int worker) {
   (void)worker;
-  fm_job *j = ctx;
+  moments_job *j = ctx;
   void *scratch = malloc((size_t)sl_frame_moments_scratch(j->w));
   if (!scratch) {
     __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
@@ -187,30 +187,31 @@ static void fm_range(void *ctx, int64_t begin, int64_t end, int worker) {
   sl_dtype t = j->a->node->in[0].dtype;
   const char *x = j->a->in[0];
 #if SL_MADD_X86
-  if (j->madd) fm_madd_weights(scratch, j->w);
+  if (j->madd) madd_weights(scratch, j->w);
 #endif
   for (int64_t p = begin; p < end; p++) {
     uint64_t m[3];
 #if SL_MADD_X86
-    if (j->madd) fm_u16_madd((const uint16_t *)(x + p * j->item_bytes), j->h, j->w, scratch, m);
+    if (j->madd) sweep_u16_madd((const uint16_t *)(x + p * j->item_bytes), j->h, j->w, scratch, m);
     else
 #endif
-      fm_generic(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
+      sweep_portable(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
     j->emit(j->a, j->ctx, p, m);
   }
   free(scratch);
 }
 
-sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_frame_moments_emit emit, void *ctx) {
+sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_simd simd, sl_frame_moments_emit emit,
+                               void *ctx) {
   const sl_tensor_desc *x = &a->node->in[0];
-  fm_job j = {a, emit, ctx, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x),
+  moments_job j = {a, emit, ctx, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x),
               false, 0};
   sl_simd path;
-  sl_code rc = sl_stem_simd(a->node, &path, a->err);
+  sl_code rc = sl_simd_resolve(simd, &path, a->err);
   if (rc) return rc;
-  j.madd = SL_MADD_X86 && path == SL_SIMD_AVX2 && fm_madd_fits(x->dtype, j.w);
+  j.madd = SL_MADD_X86 && path == SL_SIMD_AVX2 && madd_fits(x->dtype, j.w);
   int64_t grain = 65536 / (j.h * j.w + 1) + 1;
-  a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fm_range, &j);
+  a->backend->ops->parallel_for(a->backend, a->pos_count, grain, moments_range, &j);
   if (j.failed)
     return sl_fail(a->err, SL_ERR_NOMEM, "%s: out of memory for %lld bytes of scratch",
                    a->node->desc->type, (long long)sl_frame_moments_scratch(j.w));

@@ -14,12 +14,13 @@
  *    and Sc = sum_c c * col_c: two widening adds per pixel and no
  *    multiplications in the inner loop, which the compiler vectorises.
  * Both give the same u64 values. */
-#ifndef SL_STEM_FRAME_MOMENTS_H
-#define SL_STEM_FRAME_MOMENTS_H
+#ifndef SL_FRAME_MOMENTS_H
+#define SL_FRAME_MOMENTS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/core/simd.h"
 #include "engine/core/status.h"
 #include "engine/core/tensor.h"
 #include "engine/graph/node.h"
@@ -38,10 +39,11 @@ typedef void (*sl_frame_moments_emit)(const sl_kernel_args *a, void *ctx, int64_
 
 /* Computes the moments of every frame of the chunk (input 0 of a->node,
  * H x W frames) in parallel over the positions, each worker with its own
- * scratch, and hands each to `emit`. The node must have the `simd` param
- * (sl_stem_simd_param). Fails (a->err) on an unusable SIMD choice, or with
- * SL_ERR_NOMEM when a worker could not allocate its scratch
+ * scratch, and hands each to `emit`. `simd` is the node's `simd` param
+ * (resolved here by sl_simd_resolve). Fails (a->err) on an unusable SIMD
+ * choice, or with SL_ERR_NOMEM when a worker could not allocate its scratch
  * (sl_frame_moments_scratch(W) bytes); its frames are then not all emitted. */
-sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_frame_moments_emit emit, void *ctx);
+sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_simd simd, sl_frame_moments_emit emit,
+                               void *ctx);
 
 #endif

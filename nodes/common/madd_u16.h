@@ -19,8 +19,8 @@
  * (wmax the largest weight), so an int32 accumulator takes K madds exactly
  * while K * 65536 * wmax <= INT32_MAX; each sweep spills its accumulators
  * into int64 at that cadence (sl_madd_spill_every). */
-#ifndef SL_STEM_MADD_U16_H
-#define SL_STEM_MADD_U16_H
+#ifndef SL_MADD_U16_H
+#define SL_MADD_U16_H
 
 #include <stdint.h>
 

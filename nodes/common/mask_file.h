@@ -1,8 +1,8 @@
 /* Detector masks read from files: NumPy .npy (npy.h), 8-bit grayscale PNG,
  * or a 2-D HDF5 dataset named as `file.h5:/path/to/dataset`.
  * Every reader checks the shape against the detector and names the file. */
-#ifndef SL_STEM_MASK_FILE_H
-#define SL_STEM_MASK_FILE_H
+#ifndef SL_MASK_FILE_H
+#define SL_MASK_FILE_H
 
 #include <stdint.h>
 

@@ -92,7 +92,7 @@ typedef struct npy_dtype {
   int size;
 } npy_dtype;
 
-static const npy_dtype k_types[] = {
+static const npy_dtype element_types[] = {
     {"|u1", 1}, {"<u1", 1}, {"|b1", 1}, {"<b1", 1}, {"<u2", 2}, {"<i4", 4}, {"<f4", 4}, {"<f8", 8},
 };
 
@@ -236,8 +236,8 @@ sl_code sl_npy_read_mask(const char *path, int64_t h, int64_t w, uint8_t **mask,
     goto done;
   }
   const npy_dtype *dt = NULL;
-  for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
-    if (!strcmp(descr, k_types[i].descr)) dt = &k_types[i];
+  for (size_t i = 0; i < sizeof element_types / sizeof element_types[0]; i++)
+    if (!strcmp(descr, element_types[i].descr)) dt = &element_types[i];
   if (!dt) {
     char m[160];
     snprintf(m, sizeof m,

@@ -3,8 +3,8 @@
  * header dictionary (exactly 'descr', 'fortran_order', 'shape'), the shape
  * against the expected detector, and the data length against the shape.
  * Errors name the file and what is wrong. */
-#ifndef SL_STEM_NPY_H
-#define SL_STEM_NPY_H
+#ifndef SL_NPY_H
+#define SL_NPY_H
 
 #include <stdint.h>
 

@@ -19,7 +19,7 @@
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
-#include "nodes/common/stem_ports.h"
+#include "nodes/common/frame_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 

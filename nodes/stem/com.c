@@ -20,25 +20,25 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "nodes/common/frame_moments.h"
-#include "nodes/common/stem_ports.h"
+#include "nodes/common/frame_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 
+/* Param 'descan', in the order of its choices. */
 typedef enum com_descan { COM_NONE, COM_PLANE } com_descan;
+
+#define COM_PARAMS(P)                                                                         \
+  P(ENUM, descan, "none",                                                                     \
+    "none: remove the scan mean; plane: remove a least-squares plane a + b*row + c*col over " \
+    "the scan",                                                                               \
+    "none|plane")                                                                             \
+  P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)
+SL_NODE_PARAMS(com_params, COM_PARAMS)
 
 typedef struct com_state {
   int64_t npos;
   uint8_t *valid; /* per scan position: S > 0 */
 } com_state;
-
-static sl_code com_descan_param(const sl_node *n, com_descan *d, sl_error *err) {
-  const char *s = sl_param_str(n, "descan");
-  if (!strcmp(s, "none")) *d = COM_NONE;
-  else if (!strcmp(s, "plane")) *d = COM_PLANE;
-  else
-    return sl_fail(err, SL_ERR_PIPELINE, "param 'descan' must be none or plane, got '%s'", s);
-  return SL_OK;
-}
 
 /* The input that carries the scan: frames, or (moments inputs) s. */
 const sl_tensor_desc *sl_com_scan_desc(const sl_node *n) {
@@ -63,13 +63,9 @@ static sl_code com_inputs_check(sl_node *n, sl_error *err) {
     bool same = m->dtype == SL_U64 && m->stream_rank > 0 && m->rank == m->stream_rank &&
                 m->rank == n->in[1].rank;
     for (int i = 0; same && i < m->rank; i++) same = m->dims[i] == n->in[1].dims[i];
-    if (!same) {
-      char buf[128];
-      sl_desc_format(m, buf, sizeof buf);
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "input '%s' expects streamed u64 [scan... |] with the scan shape of 's', got %s",
-                     names[k], buf);
-    }
+    if (!same)
+      return sl_input_refuse(err, names[k],
+                             "streamed u64 [scan... |] with the scan shape of 's'", m);
   }
   return SL_OK;
 }
@@ -78,10 +74,6 @@ static sl_code com_infer(sl_node *n, sl_error *err) {
   sl_code rc = com_inputs_check(n, err);
   if (rc) return rc;
   const sl_tensor_desc *x = sl_com_scan_desc(n);
-  com_descan dm = COM_NONE;
-  if ((rc = com_descan_param(n, &dm, err))) return rc;
-  sl_simd want;
-  if ((rc = sl_stem_simd_param(n, &want, err))) return rc;
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
   if (x == &n->in[0] && !sl_frame_moments_fit(x->dtype, h, w))
     return sl_fail(err, SL_ERR_PIPELINE,
@@ -150,9 +142,11 @@ static sl_code com_cpu(sl_kernel_args *a) {
     return sl_fail(a->err, SL_ERR_INTERNAL, "com: positions [%lld, %lld) outside the scan of %lld",
                    (long long)a->pos_start, (long long)(a->pos_start + a->pos_count),
                    (long long)s->npos);
-  if (a->node->in[0].dtype != SL_DT_INVALID) return sl_frame_moments_chunk(a, com_emit, s);
+  if (a->node->in[0].dtype != SL_DT_INVALID)
+    return sl_frame_moments_chunk(a, (sl_simd)com_params_of(a->node)->simd, com_emit, s);
   const uint64_t *ms = a->in[1], *msr = a->in[2], *msc = a->in[3];
-  for (int64_t p = 0; p < a->pos_count; p++) com_emit(a, s, p, (const uint64_t[3]){ms[p], msr[p], msc[p]});
+  for (int64_t p = 0; p < a->pos_count; p++)
+    com_emit(a, s, p, (const uint64_t[3]){ms[p], msr[p], msc[p]});
   return SL_OK;
 }
 
@@ -217,22 +211,14 @@ static void remove_descan(double *v, const uint8_t *valid, int64_t npos, int64_t
 static sl_code com_finalize(sl_kernel_args *a) {
   const com_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "com: finalize called before prepare");
-  com_descan mode = COM_NONE;
-  sl_code rc = com_descan_param(a->node, &mode, a->err);
-  if (rc) return rc;
+  const com_descan mode = (com_descan)com_params_of(a->node)->descan;
   const sl_tensor_desc *x = sl_com_scan_desc(a->node);
   int64_t cols = x->dims[x->stream_rank - 1]; /* one scan axis: row 0, col i */
   for (int k = 0; k < 2; k++) remove_descan(a->out[k], s->valid, s->npos, cols, mode);
   return SL_OK;
 }
 
-static const sl_param_def com_params[] = {
-    {"descan", SL_PT_STRING, "none",
-     "none: remove the scan mean; plane: remove a least-squares plane a + b*row + c*col over "
-     "the scan"},
-    SL_STEM_SIMD_PARAM,
-};
-static const sl_port_def com_in[] = {
+static const sl_port_def com_inputs[] = {
     {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W] (or the moments below)",
      "counts", true},
     {"s", "streamed u64 [scan... |]: S of each frame, instead of frames (e.g. virtual_detectors.s)",
@@ -240,7 +226,7 @@ static const sl_port_def com_in[] = {
     {"sr", "streamed u64 [scan... |]: Sr of each frame, with s", "counts*pixels", true},
     {"sc", "streamed u64 [scan... |]: Sc of each frame, with s", "counts*pixels", true},
 };
-static const sl_port_def com_out[] = {
+static const sl_port_def com_outputs[] = {
     {"com_row", "whole f64 [scan...]: Sr/S minus the descan (mean or plane); 0 where S = 0",
      "pixels", false},
     {"com_col", "whole f64 [scan...]: Sc/S minus the descan (mean or plane); 0 where S = 0",
@@ -251,9 +237,9 @@ const sl_node_desc sl_node_com = {
     .type = "com",
     .doc = "Centre of mass of each frame from exact u64 moments (one sweep), descan removed "
            "(scan mean or least-squares plane).",
-    .params = com_params, .n_params = 2,
-    .inputs = com_in, .n_inputs = 4,
-    .outputs = com_out, .n_outputs = 2,
+    SL_PARAMS_DESC(com_params),
+    .inputs = com_inputs, .n_inputs = SL_COUNT_OF(com_inputs),
+    .outputs = com_outputs, .n_outputs = SL_COUNT_OF(com_outputs),
     .infer = com_infer, .cost = com_cost,
     .prepare = com_prepare, .release = com_release,
     .kernel = {[SL_BACKEND_CPU] = com_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_com)},

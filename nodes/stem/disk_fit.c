@@ -30,33 +30,37 @@
 
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/common/frame_ports.h"
 
-#define DF_BINS 1024
-#define DF_ROUNDS 3
+#define DISK_FIT_PARAMS(P)                                                                    \
+  P(FLOAT, threshold, "0.5",                                                                  \
+    "edge level as a fraction of the way from the background to the disk plateau, in (0, 1)", \
+    NULL)
+SL_NODE_PARAMS(disk_fit_params, DISK_FIT_PARAMS)
 
-typedef struct df_fit {
+#define HIST_BINS 1024
+#define FIT_ROUNDS 3
+
+typedef struct disk_fit_result {
   double cr, cc, r, resid;
   double bg, plateau, level;
   int64_t area;
   int n_edge, n_rays;
-} df_fit;
+} disk_fit_result;
 
-static sl_code df_infer(sl_node *n, sl_error *err) {
+static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
   int ok = x->stream_rank == 0 && x->rank == 2 && x->dims[0] > 0 && x->dims[1] > 0;
   switch (x->dtype) {
     case SL_U8: case SL_U16: case SL_U32: case SL_U64: case SL_F32: case SL_F64: break;
     default: ok = 0;
   }
-  if (!ok) {
-    char buf[160];
-    sl_desc_format(x, buf, sizeof buf);
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "input 'pattern' expects a whole 2-D diffraction pattern [H, W] (u8..u64, f32 "
-                   "or f64; e.g. the total of a sum node), got %s",
-                   buf);
-  }
-  double t = sl_param_float(n, "threshold");
+  if (!ok)
+    return sl_input_refuse(err, "pattern",
+                           "a whole 2-D diffraction pattern [H, W] (u8..u64, f32 or f64; e.g. "
+                           "the total of a sum node)",
+                           x);
+  double t = disk_fit_params_of(n)->threshold;
   if (!(t > 0 && t < 1))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'threshold' must be in (0, 1) (fraction of the way from the background "
@@ -67,7 +71,7 @@ static sl_code df_infer(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-static void df_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void disk_fit_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   int64_t px = sl_desc_elems(&n->in[0]);
   c->bytes_read = sl_desc_bytes(&n->in[0]);
@@ -231,54 +235,38 @@ static int edge_points(const double *p, int64_t h, int64_t w, double level, doub
   return n;
 }
 
-/* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found. */
-static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, df_fit *f,
-                            sl_error *err) {
-  int64_t n = h * w;
-  memset(f, 0, sizeof *f);
-  double mn = INFINITY, mx = -INFINITY;
-  for (int64_t i = 0; i < n; i++) {
-    if (!isfinite(p[i]))
-      return sl_fail(err, SL_ERR_FORMAT, "disk_fit: pattern pixel (%lld, %lld) is not finite",
-                     (long long)(i / w), (long long)(i % w));
-    mn = fmin(mn, p[i]);
-    mx = fmax(mx, p[i]);
-  }
-  if (!(mx > mn))
-    return sl_fail(err, SL_ERR_FORMAT,
-                   "disk_fit: no disk found: the pattern is flat (all %lld pixels are %g)",
-                   (long long)n, mn);
-  if (h < 3 || w < 3)
-    return sl_fail(err, SL_ERR_FORMAT, "disk_fit: no disk found: a %lldx%lld pattern is too small",
-                   (long long)h, (long long)w);
-  sl_code rc = SL_OK;
-  double *tmp = malloc((size_t)n * sizeof *tmp);
-  int32_t *label = malloc((size_t)n * sizeof *label);
-  int64_t *stack = malloc((size_t)n * sizeof *stack);
-  int n_rays_max = 1440;
-  double *ey = malloc((size_t)n_rays_max * sizeof *ey), *ex = malloc((size_t)n_rays_max * sizeof *ex);
-  int64_t *hist = calloc(DF_BINS, sizeof *hist);
-  if (!tmp || !label || !stack || !ey || !ex || !hist) {
-    rc = sl_fail(err, SL_ERR_NOMEM, "disk_fit: out of memory for a %lldx%lld pattern",
-                 (long long)h, (long long)w);
-    goto out;
-  }
-  /* 1. levels */
-  memcpy(tmp, p, (size_t)n * sizeof *tmp);
+#define MAX_RAYS 1440
+
+/* Working memory of one fit. */
+typedef struct fit_scratch {
+  double *tmp;    /* a copy of the pattern, reordered by select_kth */
+  int32_t *label; /* per pixel: -1 below the level, else its region */
+  int64_t *stack; /* the flood fill's */
+  double *ey, *ex; /* edge points, MAX_RAYS */
+  int64_t *hist;  /* HIST_BINS */
+} fit_scratch;
+
+/* 1. Levels: robust bounds [lo, *hi], Otsu's split of their histogram, the
+ * background and plateau medians and the level between them. */
+static sl_code levels_find(const double *p, int64_t n, double mn, double mx, double frac,
+                           const fit_scratch *s, disk_fit_result *f, double *hi_out,
+                           sl_error *err) {
+  int64_t *hist = s->hist;
+  memcpy(s->tmp, p, (size_t)n * sizeof *s->tmp);
   int64_t k = n > 64 ? 16 : 0;
-  double lo = select_kth(tmp, n, k), hi = select_kth(tmp, n, n - 1 - k);
+  double lo = select_kth(s->tmp, n, k), hi = select_kth(s->tmp, n, n - 1 - k);
   if (!(hi > lo)) lo = mn, hi = mx;
-  double bw = (hi - lo) / DF_BINS;
+  double bw = (hi - lo) / HIST_BINS;
   for (int64_t i = 0; i < n; i++) {
     double u = (p[i] - lo) / bw;
-    int b = u < 0 ? 0 : u >= DF_BINS ? DF_BINS - 1 : (int)u;
+    int b = u < 0 ? 0 : u >= HIST_BINS ? HIST_BINS - 1 : (int)u;
     hist[b]++;
   }
   double sum_all = 0;
-  for (int b = 0; b < DF_BINS; b++) sum_all += (double)hist[b] * (b + 0.5);
+  for (int b = 0; b < HIST_BINS; b++) sum_all += (double)hist[b] * (b + 0.5);
   double best = -1, w0 = 0, s0 = 0;
   int tb = 1;
-  for (int b = 1; b < DF_BINS; b++) { /* split: bins < b | bins >= b */
+  for (int b = 1; b < HIST_BINS; b++) { /* split: bins < b | bins >= b */
     w0 += (double)hist[b - 1];
     s0 += (double)hist[b - 1] * (b - 0.5);
     double w1 = (double)n - w0;
@@ -287,14 +275,23 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
     if (v > best) best = v, tb = b;
   }
   f->bg = hist_median(hist, 0, tb, lo, bw);
-  f->plateau = hist_median(hist, tb, DF_BINS, lo, bw);
-  if (!(f->plateau > f->bg)) {
-    rc = sl_fail(err, SL_ERR_FORMAT,
-                 "disk_fit: no disk found: no bright plateau above the background (%g)", f->bg);
-    goto out;
-  }
+  f->plateau = hist_median(hist, tb, HIST_BINS, lo, bw);
+  if (!(f->plateau > f->bg))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: no bright plateau above the background (%g)", f->bg);
   f->level = f->bg + frac * (f->plateau - f->bg);
-  /* 2. the brightest connected region above the level */
+  *hi_out = hi;
+  return SL_OK;
+}
+
+/* 2. The brightest 4-connected region above the level (pixels clipped at
+ * `hi`): its label, and its weighted centroid and area into (*cy, *cx, *rad). */
+static sl_code region_find(const double *p, int64_t h, int64_t w, double hi, const fit_scratch *s,
+                           disk_fit_result *f, int32_t *best_out, double *cy, double *cx,
+                           double *rad, sl_error *err) {
+  const int64_t n = h * w;
+  int32_t *label = s->label;
+  int64_t *stack = s->stack;
   for (int64_t i = 0; i < n; i++) label[i] = p[i] >= f->level ? 0 : -1;
   int32_t n_lab = 0, best_lab = -1;
   double best_wt = -1;
@@ -324,29 +321,33 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
       sy += wt * (double)(i / w);
       sx += wt * (double)(i % w);
     }
-  if (f->area < 3 || !(sw > 0)) {
-    rc = sl_fail(err, SL_ERR_FORMAT,
-                 "disk_fit: no disk found: the largest region above the level %g has %lld "
-                 "pixel(s)",
-                 f->level, (long long)f->area);
-    goto out;
-  }
-  double cy = sy / sw, cx = sx / sw, rad = sqrt((double)f->area / M_PI);
-  /* 3. edge points and circle fits */
-  for (int round = 0; round < DF_ROUNDS; round++) {
+  if (f->area < 3 || !(sw > 0))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: the largest region above the level %g has %lld "
+                   "pixel(s)",
+                   f->level, (long long)f->area);
+  *best_out = best_lab;
+  *cy = sy / sw, *cx = sx / sw, *rad = sqrt((double)f->area / M_PI);
+  return SL_OK;
+}
+
+/* 3. Edge points and circle fits, FIT_ROUNDS times from the last centre;
+ * the circle and its residual into f. */
+static sl_code circle_refine(const double *p, int64_t h, int64_t w, const fit_scratch *s,
+                             double cy, double cx, double rad, disk_fit_result *f, sl_error *err) {
+  double *ey = s->ey, *ex = s->ex;
+  for (int round = 0; round < FIT_ROUNDS; round++) {
     int nr = (int)ceil(4 * M_PI * rad);
-    nr = nr < 32 ? 32 : nr > n_rays_max ? n_rays_max : nr;
+    nr = nr < 32 ? 32 : nr > MAX_RAYS ? MAX_RAYS : nr;
     int ne = edge_points(p, h, w, f->level, cy, cx, rad, nr, ey, ex);
     f->n_rays = nr;
     f->n_edge = ne;
     double ny, nx, nrad;
-    if (ne < 8 || 4 * ne < nr || !fit_circle(ey, ex, ne, &ny, &nx, &nrad)) {
-      rc = sl_fail(err, SL_ERR_FORMAT,
-                   "disk_fit: no disk found: only %d of %d rays from (%.2f, %.2f) cross the level "
-                   "%g near radius %.2f",
-                   ne, nr, cy, cx, f->level, rad);
-      goto out;
-    }
+    if (ne < 8 || 4 * ne < nr || !fit_circle(ey, ex, ne, &ny, &nx, &nrad))
+      return sl_fail(err, SL_ERR_FORMAT,
+                     "disk_fit: no disk found: only %d of %d rays from (%.2f, %.2f) cross the "
+                     "level %g near radius %.2f",
+                     ne, nr, cy, cx, f->level, rad);
     cy = ny, cx = nx, rad = nrad;
   }
   double ss = 0;
@@ -355,34 +356,74 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
     ss += d * d;
   }
   f->cr = cy, f->cc = cx, f->r = rad, f->resid = sqrt(ss / f->n_edge);
-  /* 4. is it a disk? */
+  return SL_OK;
+}
+
+/* 4. Is it a disk? Most pixels inside the circle at or above the level, few
+ * of the region's outside it. */
+static sl_code disk_verify(const double *p, int64_t h, int64_t w, const int32_t *label,
+                           int32_t best_lab, const disk_fit_result *f, sl_error *err) {
+  const double cy = f->cr, cx = f->cc, rad = f->r;
   int64_t inside = 0, inside_on = 0, outside_comp = 0;
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = 0; i < h * w; i++) {
     double d = hypot((double)(i / w) - cy, (double)(i % w) - cx);
     if (d <= rad - 1) inside++, inside_on += p[i] >= f->level;
     if (d > rad + 1.5 && label[i] == best_lab) outside_comp++;
   }
   if ((inside > 0 && (double)inside_on < 0.8 * (double)inside) ||
-      (double)outside_comp > 0.15 * (double)f->area || !(rad < (double)(h > w ? h : w))) {
-    rc = sl_fail(err, SL_ERR_FORMAT,
-                 "disk_fit: no disk found: the region above the level %g is not a disk (%.0f%% "
-                 "of the pixels inside the fitted circle (%.2f, %.2f) r %.2f are above it, "
-                 "%.0f%% of the region lies outside)",
-                 f->level, inside ? 100.0 * (double)inside_on / (double)inside : 0.0, cy, cx, rad,
-                 100.0 * (double)outside_comp / (double)f->area);
-    goto out;
+      (double)outside_comp > 0.15 * (double)f->area || !(rad < (double)(h > w ? h : w)))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: the region above the level %g is not a disk (%.0f%% "
+                   "of the pixels inside the fitted circle (%.2f, %.2f) r %.2f are above it, "
+                   "%.0f%% of the region lies outside)",
+                   f->level, inside ? 100.0 * (double)inside_on / (double)inside : 0.0, cy, cx,
+                   rad, 100.0 * (double)outside_comp / (double)f->area);
+  return SL_OK;
+}
+
+/* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found. */
+static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, disk_fit_result *f,
+                            sl_error *err) {
+  int64_t n = h * w;
+  memset(f, 0, sizeof *f);
+  double mn = INFINITY, mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(p[i]))
+      return sl_fail(err, SL_ERR_FORMAT, "disk_fit: pattern pixel (%lld, %lld) is not finite",
+                     (long long)(i / w), (long long)(i % w));
+    mn = fmin(mn, p[i]);
+    mx = fmax(mx, p[i]);
   }
-out:
-  free(tmp);
-  free(label);
-  free(stack);
-  free(ey);
-  free(ex);
-  free(hist);
+  if (!(mx > mn))
+    return sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: the pattern is flat (all %lld pixels are %g)",
+                   (long long)n, mn);
+  if (h < 3 || w < 3)
+    return sl_fail(err, SL_ERR_FORMAT, "disk_fit: no disk found: a %lldx%lld pattern is too small",
+                   (long long)h, (long long)w);
+  fit_scratch s = {malloc((size_t)n * sizeof *s.tmp), malloc((size_t)n * sizeof *s.label),
+                   malloc((size_t)n * sizeof *s.stack), malloc(MAX_RAYS * sizeof *s.ey),
+                   malloc(MAX_RAYS * sizeof *s.ex), calloc(HIST_BINS, sizeof *s.hist)};
+  sl_code rc;
+  double hi = 0, cy = 0, cx = 0, rad = 0;
+  int32_t best_lab = -1;
+  if (!s.tmp || !s.label || !s.stack || !s.ey || !s.ex || !s.hist)
+    rc = sl_fail(err, SL_ERR_NOMEM, "disk_fit: out of memory for a %lldx%lld pattern",
+                 (long long)h, (long long)w);
+  else if ((rc = levels_find(p, n, mn, mx, frac, &s, f, &hi, err)) == SL_OK &&
+           (rc = region_find(p, h, w, hi, &s, f, &best_lab, &cy, &cx, &rad, err)) == SL_OK &&
+           (rc = circle_refine(p, h, w, &s, cy, cx, rad, f, err)) == SL_OK)
+    rc = disk_verify(p, h, w, s.label, best_lab, f, err);
+  free(s.tmp);
+  free(s.label);
+  free(s.stack);
+  free(s.ey);
+  free(s.ex);
+  free(s.hist);
   return rc;
 }
 
-static sl_code df_cpu(sl_kernel_args *a) {
+static sl_code disk_fit_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *x = &a->node->in[0];
   int64_t h = x->dims[0], w = x->dims[1], n = h * w;
   double *p = malloc((size_t)n * sizeof *p);
@@ -397,8 +438,9 @@ static sl_code df_cpu(sl_kernel_args *a) {
     default: CONV(double)
 #undef CONV
   }
-  df_fit f;
-  sl_code rc = disk_fit_run(p, h, w, sl_param_float(a->node, "threshold"), &f, a->err);
+  disk_fit_result f;
+  const double threshold = disk_fit_params_of(a->node)->threshold;
+  sl_code rc = disk_fit_run(p, h, w, threshold, &f, a->err);
   free(p);
   if (rc) return rc;
   double *out = a->out[0];
@@ -408,18 +450,14 @@ static sl_code df_cpu(sl_kernel_args *a) {
                "centre (%.3f, %.3f) radius %.3f px, residual %.3f px from %d edge points on %d "
                "rays; level %.6g (background %.6g, plateau %.6g, threshold %g), region %lld px",
                f.cr, f.cc, f.r, f.resid, f.n_edge, f.n_rays, f.level, f.bg, f.plateau,
-               sl_param_float(a->node, "threshold"), (long long)f.area);
+               threshold, (long long)f.area);
   return SL_OK;
 }
 
-static const sl_param_def df_params[] = {
-    {"threshold", SL_PT_FLOAT, "0.5",
-     "edge level as a fraction of the way from the background to the disk plateau, in (0, 1)"},
-};
-static const sl_port_def df_in[] = {
+static const sl_port_def disk_fit_inputs[] = {
     {"pattern", "whole [H, W] diffraction pattern (u8..u64, f32, f64), e.g. a sum node's total",
      "counts", false}};
-static const sl_port_def df_out[] = {
+static const sl_port_def disk_fit_outputs[] = {
     {"disk", "whole f64 [4]: centre_row, centre_col, radius, residual (RMS of the edge points "
              "from the circle)", "pixels", false}};
 
@@ -427,10 +465,10 @@ const sl_node_desc sl_node_disk_fit = {
     .type = "disk_fit",
     .doc = "Sub-pixel bright-field disk (centre, radius) of a diffraction pattern: threshold, "
            "centroid, circle fit to interpolated edge points.",
-    .params = df_params, .n_params = 1,
-    .inputs = df_in, .n_inputs = 1,
-    .outputs = df_out, .n_outputs = 1,
-    .infer = df_infer, .cost = df_cost,
-    .kernel = {[SL_BACKEND_CPU] = df_cpu},
+    SL_PARAMS_DESC(disk_fit_params),
+    .inputs = disk_fit_inputs, .n_inputs = SL_COUNT_OF(disk_fit_inputs),
+    .outputs = disk_fit_outputs, .n_outputs = SL_COUNT_OF(disk_fit_outputs),
+    .infer = disk_fit_infer, .cost = disk_fit_cost,
+    .kernel = {[SL_BACKEND_CPU] = disk_fit_cpu},
     .host = true,
 };

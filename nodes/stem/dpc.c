@@ -26,17 +26,28 @@
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
-#include "nodes/common/stem_ports.h"
+#include "nodes/common/frame_ports.h"
 
-typedef struct dpc_cfg {
+/* Param 'transpose', in the order of its choices. */
+enum { TRANSPOSE_AUTO, TRANSPOSE_TRUE, TRANSPOSE_FALSE };
+
+#define DPC_PARAMS(P)                                                                           \
+  P(STRING, rotation_deg, "auto",                                                               \
+    "scan-to-detector rotation in degrees ([-360, 360]), or auto to fit it (least curl)", NULL) \
+  P(ENUM, transpose, "auto",                                                                    \
+    "auto (fit: least curl), true or false: the scan's (row, col) are swapped",                 \
+    "auto|true|false")
+SL_NODE_PARAMS(dpc_params, DPC_PARAMS)
+
+typedef struct dpc_config {
   bool fit_angle;
-  double angle; /* degrees, when given */
+  double angle;  /* degrees, when given */
   int transpose; /* -1 auto, 0, 1 */
-} dpc_cfg;
+} dpc_config;
 
-static sl_code dpc_params(const sl_node *n, dpc_cfg *c, sl_error *err) {
-  const char *r = sl_param_str(n, "rotation_deg");
-  const char *t = sl_param_str(n, "transpose");
+static sl_code dpc_config_resolve(const sl_node *n, dpc_config *c, sl_error *err) {
+  const dpc_params *p = dpc_params_of(n);
+  const char *r = p->rotation_deg;
   c->fit_angle = !strcmp(r, "auto");
   c->angle = 0;
   if (!c->fit_angle && (!sl_parse_f64(r, &c->angle) || !isfinite(c->angle) ||
@@ -45,23 +56,15 @@ static sl_code dpc_params(const sl_node *n, dpc_cfg *c, sl_error *err) {
                    "param 'rotation_deg' must be 'auto' or a number of degrees in [-360, 360], "
                    "got '%s'",
                    r);
-  if (!strcmp(t, "auto"))
-    c->transpose = -1;
-  else if (!strcmp(t, "true"))
-    c->transpose = 1;
-  else if (!strcmp(t, "false"))
-    c->transpose = 0;
-  else
-    return sl_fail(err, SL_ERR_PIPELINE, "param 'transpose' must be auto, true or false, got '%s'",
-                   t);
+  c->transpose = p->transpose == TRANSPOSE_AUTO ? -1 : p->transpose == TRANSPOSE_TRUE ? 1 : 0;
   return SL_OK;
 }
 
 static sl_code dpc_infer(sl_node *n, sl_error *err) {
-  dpc_cfg c;
-  sl_code rc = dpc_params(n, &c, err);
+  dpc_config c;
+  sl_code rc = dpc_config_resolve(n, &c, err);
   if (rc) return rc;
-  if ((rc = sl_stem_check_com_field(n, err))) return rc;
+  if ((rc = sl_com_field_check(n, err))) return rc;
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1], one = 1;
   if ((c.fit_angle || c.transpose < 0) && (rows < 3 || cols < 3))
     return sl_fail(err, SL_ERR_PIPELINE,
@@ -167,8 +170,8 @@ static double wrap_deg(double d) {
 
 static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_node *n = (sl_node *)a->node;
-  dpc_cfg cfg;
-  sl_code rc = dpc_params(n, &cfg, a->err);
+  dpc_config cfg;
+  sl_code rc = dpc_config_resolve(n, &cfg, a->err);
   if (rc) return rc;
   const double *cr = a->in[0], *cc = a->in[1];
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
@@ -237,19 +240,13 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   return SL_OK;
 }
 
-static const sl_param_def dpc_params_def[] = {
-    {"rotation_deg", SL_PT_STRING, "auto",
-     "scan-to-detector rotation in degrees ([-360, 360]), or auto to fit it (least curl)"},
-    {"transpose", SL_PT_STRING, "auto",
-     "auto (fit: least curl), true or false: the scan's (row, col) are swapped"},
-};
-static const sl_port_def dpc_in[] = {
+static const sl_port_def dpc_inputs[] = {
     {"com_row", "whole f64 [R, C]: centre of mass, detector rows (scan mean removed)", "pixels",
      false},
     {"com_col", "whole f64 [R, C]: centre of mass, detector columns (scan mean removed)",
      "pixels", false},
 };
-static const sl_port_def dpc_out[] = {
+static const sl_port_def dpc_outputs[] = {
     {"com_row_rot", "whole f64 [R, C]: the field along scan rows, T^t R(-theta) c", "pixels",
      false},
     {"com_col_rot", "whole f64 [R, C]: the field along scan columns", "pixels", false},
@@ -266,9 +263,9 @@ const sl_node_desc sl_node_dpc = {
     .type = "dpc",
     .doc = "Differential phase contrast: fits the scan-to-detector rotation (and transpose) of a "
            "centre-of-mass field by least curl and rotates the field into scan coordinates.",
-    .params = dpc_params_def, .n_params = 2,
-    .inputs = dpc_in, .n_inputs = 2,
-    .outputs = dpc_out, .n_outputs = 6,
+    SL_PARAMS_DESC(dpc_params),
+    .inputs = dpc_inputs, .n_inputs = SL_COUNT_OF(dpc_inputs),
+    .outputs = dpc_outputs, .n_outputs = SL_COUNT_OF(dpc_outputs),
     .infer = dpc_infer, .cost = dpc_cost,
     .kernel = {[SL_BACKEND_CPU] = dpc_cpu},
     .host = true,

@@ -24,7 +24,21 @@
 
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
-#include "nodes/common/stem_ports.h"
+#include "nodes/common/frame_ports.h"
+
+#define IDPC_PARAMS(P)                                                                        \
+  P(FLOAT, scale, "1",                                                                        \
+    "multiplies the integral; 2 pi step / H turns synthetic_4dstem's CoM (detector pixels) "  \
+    "into radians",                                                                           \
+    NULL)                                                                                     \
+  P(FLOAT, highpass, "0",                                                                     \
+    "h in cycles per scan step, [0, 0.5]: divides by |k|^2 + h^2 (high-pass "                 \
+    "|k|^2/(|k|^2+h^2))",                                                                     \
+    NULL)                                                                                     \
+  P(BOOL, mirror, "true",                                                                     \
+    "extend the field by even reflection of phi to 2R x 2C (no wrap-around at the edges)",    \
+    NULL)
+SL_NODE_PARAMS(idpc_params, IDPC_PARAMS)
 
 typedef struct idpc_state {
   int64_t rows, cols, pr, pc; /* scan and padded sizes */
@@ -33,7 +47,8 @@ typedef struct idpc_state {
 } idpc_state;
 
 static sl_code idpc_check(const sl_node *n, sl_error *err) {
-  double hp = sl_param_float(n, "highpass"), sc = sl_param_float(n, "scale");
+  const idpc_params *p = idpc_params_of(n);
+  double hp = p->highpass, sc = p->scale;
   if (!isfinite(hp) || hp < 0 || hp > 0.5)
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'highpass' must be in [0, 0.5] cycles per scan step, got %g", hp);
@@ -45,7 +60,7 @@ static sl_code idpc_check(const sl_node *n, sl_error *err) {
 static sl_code idpc_infer(sl_node *n, sl_error *err) {
   sl_code rc = idpc_check(n, err);
   if (rc) return rc;
-  if ((rc = sl_stem_check_com_field(n, err))) return rc;
+  if ((rc = sl_com_field_check(n, err))) return rc;
   if (n->in[0].dims[0] > (1 << 20) || n->in[0].dims[1] > (1 << 20))
     return sl_fail(err, SL_ERR_PIPELINE, "scan of %lldx%lld is too large for idpc",
                    (long long)n->in[0].dims[0], (long long)n->in[0].dims[1]);
@@ -54,7 +69,7 @@ static sl_code idpc_infer(sl_node *n, sl_error *err) {
 }
 
 static void padded(const sl_node *n, int64_t *pr, int64_t *pc) {
-  int m = sl_param_bool(n, "mirror") ? 2 : 1;
+  int m = idpc_params_of(n)->mirror ? 2 : 1;
   *pr = m * n->in[0].dims[0];
   *pc = m * n->in[0].dims[1];
 }
@@ -119,7 +134,8 @@ static sl_code idpc_cpu(sl_kernel_args *a) {
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "idpc: kernel called before prepare");
   const double *cr = a->in[0], *cc = a->in[1];
   double *phi = a->out[0];
-  double hp = sl_param_float(a->node, "highpass"), scale = sl_param_float(a->node, "scale");
+  const idpc_params *p = idpc_params_of(a->node);
+  const double hp = p->highpass, scale = p->scale;
   int64_t R = s->rows, C = s->cols, PR = s->pr, PC = s->pc;
   /* Even reflection of phi: the row derivative flips sign in the rows'
    * mirror image, the column derivative in the columns'. */
@@ -164,20 +180,11 @@ static sl_code idpc_cpu(sl_kernel_args *a) {
   return SL_OK;
 }
 
-static const sl_param_def idpc_params[] = {
-    {"scale", SL_PT_FLOAT, "1",
-     "multiplies the integral; 2 pi step / H turns synthetic_4dstem's CoM (detector pixels) into "
-     "radians"},
-    {"highpass", SL_PT_FLOAT, "0",
-     "h in cycles per scan step, [0, 0.5]: divides by |k|^2 + h^2 (high-pass |k|^2/(|k|^2+h^2))"},
-    {"mirror", SL_PT_BOOL, "true",
-     "extend the field by even reflection of phi to 2R x 2C (no wrap-around at the edges)"},
-};
-static const sl_port_def idpc_in[] = {
+static const sl_port_def idpc_inputs[] = {
     {"com_row", "whole f64 [R, C]: field along scan rows (dpc.com_row_rot)", "pixels", false},
     {"com_col", "whole f64 [R, C]: field along scan columns (dpc.com_col_rot)", "pixels", false},
 };
-static const sl_port_def idpc_out[] = {
+static const sl_port_def idpc_outputs[] = {
     {"phase", "whole f64 [R, C]: scale * integral of the field (grad phase = field), mean 0",
      NULL, false},
 };
@@ -186,9 +193,9 @@ const sl_node_desc sl_node_idpc = {
     .type = "idpc",
     .doc = "Integrated DPC: Fourier integration of a centre-of-mass field in scan coordinates "
            "into a phase image.",
-    .params = idpc_params, .n_params = 3,
-    .inputs = idpc_in, .n_inputs = 2,
-    .outputs = idpc_out, .n_outputs = 1,
+    SL_PARAMS_DESC(idpc_params),
+    .inputs = idpc_inputs, .n_inputs = SL_COUNT_OF(idpc_inputs),
+    .outputs = idpc_outputs, .n_outputs = SL_COUNT_OF(idpc_outputs),
     .infer = idpc_infer, .cost = idpc_cost,
     .prepare = idpc_prepare, .release = idpc_release,
     .kernel = {[SL_BACKEND_CPU] = idpc_cpu},

@@ -45,12 +45,12 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 
-#define SYN_ATOM_SPACING 8.0 /* object pixels */
-#define SYN_ATOM_SIGMA 1.6   /* object pixels */
-#define SYN_ATOM_JITTER 1.0  /* +- object pixels */
-#define SYN_MAX_OBJECT ((int64_t)1 << 23)
+#define ATOM_SPACING 8.0 /* object pixels */
+#define ATOM_SIGMA 1.6   /* object pixels */
+#define ATOM_JITTER 1.0  /* +- object pixels */
+#define MAX_OBJECT_PIXELS ((int64_t)1 << 23)
 
-typedef struct syn_cfg {
+typedef struct synthetic_config {
   int64_t rows, cols; /* scan */
   int64_t h, w;       /* detector */
   double dose;
@@ -63,15 +63,15 @@ typedef struct syn_cfg {
   bool transpose;   /* scan_transpose */
   bool remap;       /* rotation or transpose: resample the pattern */
   double inv[2][2]; /* detector offset -> unrotated-pattern offset: T^t R(-theta) */
-} syn_cfg;
+} synthetic_config;
 
-typedef struct syn_state {
-  syn_cfg cfg;
+typedef struct synthetic_state {
+  synthetic_config cfg;
   fftw_plan fwd;        /* H x W forward, out of place */
   fftw_complex *probe;  /* real-space probe, DFT order */
   double *phi;          /* object phase, oh x ow */
   fftw_complex *trans;  /* exp(i phi), oh x ow */
-} syn_state;
+} synthetic_state;
 
 /* ---- random numbers ------------------------------------------------------- */
 
@@ -81,11 +81,11 @@ static uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-typedef struct syn_rng {
+typedef struct xoshiro {
   uint64_t s[4];
-} syn_rng;
+} xoshiro;
 
-static void rng_init(syn_rng *r, int64_t seed, uint64_t key) {
+static void rng_init(xoshiro *r, int64_t seed, uint64_t key) {
   uint64_t x = mix64(mix64((uint64_t)seed + 0x9E3779B97F4A7C15ULL) ^ key);
   for (int i = 0; i < 4; i++) {
     x += 0x9E3779B97F4A7C15ULL;
@@ -95,7 +95,7 @@ static void rng_init(syn_rng *r, int64_t seed, uint64_t key) {
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-static inline uint64_t rng_next(syn_rng *r) {
+static inline uint64_t rng_next(xoshiro *r) {
   uint64_t *s = r->s;
   uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
   s[2] ^= s[0];
@@ -108,7 +108,7 @@ static inline uint64_t rng_next(syn_rng *r) {
 }
 
 /* Uniform in [0, 1). */
-static inline double rng_uniform(syn_rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+static inline double rng_uniform(xoshiro *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
 
 /* log(k!) */
 static double log_factorial(double k) {
@@ -123,7 +123,7 @@ static double log_factorial(double k) {
 }
 
 /* Poisson(lam) as a double (exact integer value). */
-static double poisson(syn_rng *r, double lam) {
+static double poisson(xoshiro *r, double lam) {
   if (!(lam > 0)) return 0;
   if (lam < 30) {
     double u = rng_uniform(r);
@@ -154,9 +154,32 @@ static double poisson(syn_rng *r, double lam) {
 
 /* ---- params ---------------------------------------------------------------- */
 
-static sl_code shape2(const sl_node *n, const char *name, int64_t lo, int64_t hi, int64_t *a,
-                      int64_t *b, sl_error *err) {
-  const sl_param_value *v = sl_param(n, name);
+/* Param 'dtype', in the order of its choices. */
+static const sl_dtype frame_dtypes[] = {SL_U8, SL_U16, SL_U32};
+
+#define SYNTHETIC_4DSTEM_PARAMS(P)                                                            \
+  P(SHAPE, scan_shape, "[32, 32]", "scan positions [rows, cols]", NULL)                       \
+  P(SHAPE, detector_shape, "[64, 64]", "detector pixels [H, W] (each 8..4096)", NULL)         \
+  P(FLOAT, dose, "1000", "mean electrons per probe position (> 0)", NULL)                     \
+  P(INT, seed, "1", "random seed (object and shot noise)", NULL)                              \
+  P(ENUM, dtype, "u16", "frame type: u8, u16 or u32 (counts clamp to max - 1)", "u8|u16|u32") \
+  P(FLOAT, disk_radius, "0",                                                                  \
+    "bright-field disk radius in detector pixels; 0 = auto (rows/8); < half the detector",    \
+    NULL)                                                                                     \
+  P(FLOAT, defocus, "0", "defocus phase in radians at the aperture edge", NULL)               \
+  P(FLOAT, step, "1", "scan step in object pixels (> 0)", NULL)                               \
+  P(FLOAT, phase_max, "0.2", "peak phase of the weak phase object, radians [0, 2 pi]", NULL)  \
+  P(FLOAT, scan_rotation, "0",                                                                \
+    "scan-to-detector rotation theta in degrees [-360, 360]: detector CoM = R(theta) [T] "    \
+    "scan CoM",                                                                               \
+    NULL)                                                                                     \
+  P(BOOL, scan_transpose, "false",                                                            \
+    "swap the scan's (row, col) before the rotation (a mirrored scan)", NULL)
+SL_NODE_PARAMS(synthetic_4dstem_params, SYNTHETIC_4DSTEM_PARAMS)
+
+/* Param `name` (a SHAPE) as [rows, cols], each in [lo, hi]. */
+static sl_code shape2(const sl_param_value *v, const char *name, int64_t lo, int64_t hi,
+                      int64_t *a, int64_t *b, sl_error *err) {
   if (v->n != 2)
     return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must have 2 axes [rows, cols], got %zu",
                    name, v->n);
@@ -169,9 +192,9 @@ static sl_code shape2(const sl_node *n, const char *name, int64_t lo, int64_t hi
   return SL_OK;
 }
 
-static sl_code ranged(const sl_node *n, const char *name, double lo, double hi, int lo_open,
-                      double *out, sl_error *err) {
-  double v = sl_param_float(n, name);
+/* Param `name` of value v in [lo, hi] (lo excluded when lo_open). */
+static sl_code ranged(double v, const char *name, double lo, double hi, int lo_open, double *out,
+                      sl_error *err) {
   if (!isfinite(v) || v > hi || v < lo || (lo_open && v <= lo))
     return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be in %s%g, %g], got %g", name,
                    lo_open ? "(" : "[", lo, hi, v);
@@ -179,24 +202,22 @@ static sl_code ranged(const sl_node *n, const char *name, double lo, double hi, 
   return SL_OK;
 }
 
-static sl_code syn_resolve(const sl_node *n, syn_cfg *c, sl_error *err) {
+static sl_code config_resolve(const sl_node *n, synthetic_config *c, sl_error *err) {
+  const synthetic_4dstem_params *p = synthetic_4dstem_params_of(n);
   memset(c, 0, sizeof *c);
   sl_code rc;
-  if ((rc = shape2(n, "scan_shape", 1, 1 << 20, &c->rows, &c->cols, err)) ||
-      (rc = shape2(n, "detector_shape", 8, 4096, &c->h, &c->w, err)))
+  if ((rc = shape2(p->scan_shape, "scan_shape", 1, 1 << 20, &c->rows, &c->cols, err)) ||
+      (rc = shape2(p->detector_shape, "detector_shape", 8, 4096, &c->h, &c->w, err)))
     return rc;
-  const char *dt = sl_param_str(n, "dtype");
-  c->dtype = sl_dtype_parse(dt);
-  if (c->dtype != SL_U8 && c->dtype != SL_U16 && c->dtype != SL_U32)
-    return sl_fail(err, SL_ERR_PIPELINE, "param 'dtype' must be u8, u16 or u32, got '%s'", dt);
-  c->seed = sl_param_int(n, "seed");
-  if ((rc = ranged(n, "dose", 0, 1e12, 1, &c->dose, err)) ||
-      (rc = ranged(n, "defocus", -1e4, 1e4, 0, &c->defocus, err)) ||
-      (rc = ranged(n, "step", 0, 1e4, 1, &c->step, err)) ||
-      (rc = ranged(n, "phase_max", 0, 2 * M_PI, 0, &c->phase_max, err)) ||
-      (rc = ranged(n, "scan_rotation", -360, 360, 0, &c->rotation, err)))
+  c->dtype = frame_dtypes[p->dtype];
+  c->seed = p->seed;
+  if ((rc = ranged(p->dose, "dose", 0, 1e12, 1, &c->dose, err)) ||
+      (rc = ranged(p->defocus, "defocus", -1e4, 1e4, 0, &c->defocus, err)) ||
+      (rc = ranged(p->step, "step", 0, 1e4, 1, &c->step, err)) ||
+      (rc = ranged(p->phase_max, "phase_max", 0, 2 * M_PI, 0, &c->phase_max, err)) ||
+      (rc = ranged(p->scan_rotation, "scan_rotation", -360, 360, 0, &c->rotation, err)))
     return rc;
-  c->transpose = sl_param_bool(n, "scan_transpose");
+  c->transpose = p->scan_transpose;
   c->remap = c->rotation != 0 || c->transpose;
   /* Detector = A scan with A = R(theta) T^t, R(theta) = [[cos, -sin], [sin, cos]]
    * on (row, col) vectors and T the swap (row, col) -> (col, row). Pixel d of
@@ -214,7 +235,7 @@ static sl_code syn_resolve(const sl_node *n, syn_cfg *c, sl_error *err) {
     c->inv[1][i] = c->transpose ? r0[i] : r1[i];
   }
   double half = 0.5 * (double)(c->h < c->w ? c->h : c->w);
-  double r = sl_param_float(n, "disk_radius");
+  double r = p->disk_radius;
   if (!isfinite(r) || r < 0 || (r > 0 && r < 1) || r >= half)
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'disk_radius' must be 0 (auto: rows/8) or in [1, %g) pixels (less than "
@@ -225,17 +246,17 @@ static sl_code syn_resolve(const sl_node *n, syn_cfg *c, sl_error *err) {
   c->ox0 = (double)(c->w / 2 + 2);
   c->oh = c->h + (int64_t)ceil((double)(c->rows - 1) * c->step) + 5;
   c->ow = c->w + (int64_t)ceil((double)(c->cols - 1) * c->step) + 5;
-  if ((double)c->oh * (double)c->ow > (double)SYN_MAX_OBJECT)
+  if ((double)c->oh * (double)c->ow > (double)MAX_OBJECT_PIXELS)
     return sl_fail(err, SL_ERR_PIPELINE,
                    "scan field too large: 'scan_shape' x 'step' plus the detector window needs a "
                    "%lldx%lld object (at most %lld pixels); reduce 'step' or 'scan_shape'",
-                   (long long)c->oh, (long long)c->ow, (long long)SYN_MAX_OBJECT);
+                   (long long)c->oh, (long long)c->ow, (long long)MAX_OBJECT_PIXELS);
   return SL_OK;
 }
 
-static sl_code syn_infer(sl_node *n, sl_error *err) {
-  syn_cfg c;
-  sl_code rc = syn_resolve(n, &c, err);
+static sl_code synthetic_infer(sl_node *n, sl_error *err) {
+  synthetic_config c;
+  sl_code rc = config_resolve(n, &c, err);
   if (rc) return rc;
   int64_t fd[4] = {c.rows, c.cols, c.h, c.w}, pd[2] = {c.rows, c.cols},
           cd[3] = {c.rows, c.cols, 2};
@@ -245,7 +266,7 @@ static sl_code syn_infer(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-static void syn_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void synthetic_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   int64_t hw = sl_desc_item_elems(&n->out[0]);
   c->bytes_written = positions * (sl_desc_item_bytes(&n->out[0]) + 3 * 8);
@@ -254,8 +275,8 @@ static void syn_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   /* Each worker's range allocates its FFT and sampling scratch; prepare()
    * holds the probe, the object phase and its transmission function. */
   c->per_worker_bytes = 40 * hw;
-  syn_cfg cfg;
-  if (syn_resolve(n, &cfg, NULL) == SL_OK) {
+  synthetic_config cfg;
+  if (config_resolve(n, &cfg, NULL) == SL_OK) {
     c->state_bytes = hw * 16 + cfg.oh * cfg.ow * (8 + 16);
     if (cfg.remap) c->per_worker_bytes += 8 * hw; /* the unrotated pattern */
   }
@@ -263,8 +284,8 @@ static void syn_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 
 /* ---- prepare: probe, object, plan ------------------------------------------ */
 
-static void syn_release(sl_node *n) {
-  syn_state *s = n->state;
+static void synthetic_release(sl_node *n) {
+  synthetic_state *s = n->state;
   if (!s) return;
   if (s->fwd) fftw_destroy_plan(s->fwd);
   fftw_free(s->probe);
@@ -274,20 +295,20 @@ static void syn_release(sl_node *n) {
   n->state = NULL;
 }
 
-static void make_object(syn_state *s) {
-  const syn_cfg *c = &s->cfg;
+static void make_object(synthetic_state *s) {
+  const synthetic_config *c = &s->cfg;
   int64_t oh = c->oh, ow = c->ow;
   double *g = s->phi;
   memset(g, 0, (size_t)(oh * ow) * sizeof *g);
   if (c->phase_max > 0) {
-    syn_rng r;
+    xoshiro r;
     rng_init(&r, c->seed, 0xA70A70A70A70A70AULL); /* the object's own stream */
-    const double a = SYN_ATOM_SPACING, sig = SYN_ATOM_SIGMA, reach = 4.0 * SYN_ATOM_SIGMA;
+    const double a = ATOM_SPACING, sig = ATOM_SIGMA, reach = 4.0 * ATOM_SIGMA;
     int64_t nr = (int64_t)(oh / a) + 3, nc = (int64_t)(ow / a) + 3;
     for (int64_t li = 0; li < nr; li++)
       for (int64_t lj = 0; lj < nc; lj++) {
-        double y = (double)(li - 1) * a + SYN_ATOM_JITTER * (2 * rng_uniform(&r) - 1);
-        double x = (double)(lj - 1) * a + SYN_ATOM_JITTER * (2 * rng_uniform(&r) - 1);
+        double y = (double)(li - 1) * a + ATOM_JITTER * (2 * rng_uniform(&r) - 1);
+        double x = (double)(lj - 1) * a + ATOM_JITTER * (2 * rng_uniform(&r) - 1);
         double wgt = 0.6 + 0.4 * rng_uniform(&r);
         int64_t y0 = (int64_t)floor(y - reach), y1 = (int64_t)ceil(y + reach);
         int64_t x0 = (int64_t)floor(x - reach), x1 = (int64_t)ceil(x + reach);
@@ -312,16 +333,16 @@ static void make_object(syn_state *s) {
   }
 }
 
-static sl_code syn_prepare(sl_node *n, sl_error *err) {
-  syn_state *s = calloc(1, sizeof *s);
+static sl_code synthetic_prepare(sl_node *n, sl_error *err) {
+  synthetic_state *s = calloc(1, sizeof *s);
   if (!s) return sl_fail(err, SL_ERR_NOMEM, "out of memory");
-  sl_code rc = syn_resolve(n, &s->cfg, err);
+  sl_code rc = config_resolve(n, &s->cfg, err);
   if (rc) {
     free(s);
     return rc;
   }
   n->state = s;
-  const syn_cfg *c = &s->cfg;
+  const synthetic_config *c = &s->cfg;
   int64_t h = c->h, w = c->w, hw = h * w;
   s->probe = fftw_malloc((size_t)hw * sizeof(fftw_complex));
   s->phi = malloc((size_t)(c->oh * c->ow) * sizeof(double));
@@ -329,7 +350,7 @@ static sl_code syn_prepare(sl_node *n, sl_error *err) {
   fftw_complex *tmp = fftw_malloc((size_t)hw * sizeof(fftw_complex));
   if (!s->probe || !s->phi || !s->trans || !tmp) {
     fftw_free(tmp);
-    syn_release(n);
+    synthetic_release(n);
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for the probe and object");
   }
   /* Aperture in detector coordinates, stored in DFT order (ifftshift). */
@@ -353,7 +374,7 @@ static sl_code syn_prepare(sl_node *n, sl_error *err) {
   if (!inv || !s->fwd) {
     if (inv) fftw_destroy_plan(inv);
     fftw_free(tmp);
-    syn_release(n);
+    synthetic_release(n);
     return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan a %lldx%lld transform",
                    (long long)h, (long long)w);
   }
@@ -368,13 +389,13 @@ static sl_code syn_prepare(sl_node *n, sl_error *err) {
 
 /* ---- kernel ------------------------------------------------------------------ */
 
-typedef struct syn_job {
+typedef struct synthetic_job {
   const sl_kernel_args *a;
-  const syn_state *s;
+  const synthetic_state *s;
   atomic_int failed;
-} syn_job;
+} synthetic_job;
 
-static double phi_at(const syn_state *s, double y, double x) {
+static double phi_at(const synthetic_state *s, double y, double x) {
   int64_t u = (int64_t)floor(y), v = (int64_t)floor(x), ow = s->cfg.ow;
   double fy = y - (double)u, fx = x - (double)v;
   const double *p = s->phi + u * ow + v;
@@ -386,7 +407,7 @@ static double phi_at(const syn_state *s, double y, double x) {
  * rotating the object rotates the far field). Sums and first moments carry
  * over up to the interpolation error; quarter turns and the transpose of a
  * square detector are exact permutations. */
-static void remap_pattern(const syn_cfg *c, const double *src, double *dst) {
+static void remap_pattern(const synthetic_config *c, const double *src, double *dst) {
   int64_t h = c->h, w = c->w;
   double cr = (double)(h - 1) / 2, cc = (double)(w - 1) / 2;
   for (int64_t r = 0; r < h; r++)
@@ -417,10 +438,10 @@ static void remap_pattern(const syn_cfg *c, const double *src, double *dst) {
     }                                                   \
   }
 
-static void syn_range(void *ctx, int64_t begin, int64_t end, int worker) {
-  syn_job *j = ctx;
-  const syn_state *s = j->s;
-  const syn_cfg *c = &s->cfg;
+static void synthetic_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  synthetic_job *j = ctx;
+  const synthetic_state *s = j->s;
+  const synthetic_config *c = &s->cfg;
   int64_t h = c->h, w = c->w, hw = h * w, ow = c->ow;
   fftw_complex *psi = fftw_malloc((size_t)hw * sizeof(fftw_complex));
   fftw_complex *spec = fftw_malloc((size_t)hw * sizeof(fftw_complex));
@@ -487,7 +508,7 @@ static void syn_range(void *ctx, int64_t begin, int64_t end, int worker) {
     com[2 * gp] = sum > 0 ? sr / sum : 0;
     com[2 * gp + 1] = sum > 0 ? sc / sum : 0;
     double scale = sum > 0 ? c->dose / sum : 0;
-    syn_rng rng;
+    xoshiro rng;
     rng_init(&rng, c->seed, (uint64_t)gp);
     switch (c->dtype) {
       case SL_U8: STORE(uint8_t) break;
@@ -503,35 +524,18 @@ out:
 }
 #undef STORE
 
-static sl_code syn_cpu(sl_kernel_args *a) {
-  const syn_state *s = a->state ? a->state : a->node->state;
+static sl_code synthetic_cpu(sl_kernel_args *a) {
+  const synthetic_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "synthetic_4dstem: kernel called before prepare");
-  syn_job j = {a, s, 0};
-  a->backend->ops->parallel_for(a->backend, a->pos_count, 1, syn_range, &j);
+  synthetic_job j = {a, s, 0};
+  a->backend->ops->parallel_for(a->backend, a->pos_count, 1, synthetic_range, &j);
   if (atomic_load(&j.failed))
     return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for synthetic_4dstem scratch (%lldx%lld)",
                    (long long)s->cfg.h, (long long)s->cfg.w);
   return SL_OK;
 }
 
-static const sl_param_def syn_params[] = {
-    {"scan_shape", SL_PT_SHAPE, "[32, 32]", "scan positions [rows, cols]"},
-    {"detector_shape", SL_PT_SHAPE, "[64, 64]", "detector pixels [H, W] (each 8..4096)"},
-    {"dose", SL_PT_FLOAT, "1000", "mean electrons per probe position (> 0)"},
-    {"seed", SL_PT_INT, "1", "random seed (object and shot noise)"},
-    {"dtype", SL_PT_STRING, "u16", "frame type: u8, u16 or u32 (counts clamp to max - 1)"},
-    {"disk_radius", SL_PT_FLOAT, "0",
-     "bright-field disk radius in detector pixels; 0 = auto (rows/8); < half the detector"},
-    {"defocus", SL_PT_FLOAT, "0", "defocus phase in radians at the aperture edge"},
-    {"step", SL_PT_FLOAT, "1", "scan step in object pixels (> 0)"},
-    {"phase_max", SL_PT_FLOAT, "0.2", "peak phase of the weak phase object, radians [0, 2 pi]"},
-    {"scan_rotation", SL_PT_FLOAT, "0",
-     "scan-to-detector rotation theta in degrees [-360, 360]: detector CoM = R(theta) [T] scan "
-     "CoM"},
-    {"scan_transpose", SL_PT_BOOL, "false",
-     "swap the scan's (row, col) before the rotation (a mirrored scan)"},
-};
-static const sl_port_def syn_out[] = {
+static const sl_port_def synthetic_outputs[] = {
     {"frames", "streamed [R, C | H, W] Poisson counts (u8/u16/u32)", "counts", false},
     {"phase", "whole f64 [R, C]: object phase at each probe centre", "rad", false},
     {"com_expected", "whole f64 [R, C, 2]: noiseless centre of mass (row, col) relative to "
@@ -543,10 +547,10 @@ const sl_node_desc sl_node_synthetic_4dstem = {
     .type = "synthetic_4dstem",
     .doc = "Simulated 4D-STEM data of a seeded weak phase object: probe from an aperture with "
            "defocus, exit-wave FFT, Poisson counts; with ground-truth phase and centre of mass.",
-    .params = syn_params, .n_params = (int)(sizeof syn_params / sizeof syn_params[0]),
-    .outputs = syn_out, .n_outputs = 3,
-    .infer = syn_infer, .cost = syn_cost,
-    .prepare = syn_prepare, .release = syn_release,
-    .kernel = {[SL_BACKEND_CPU] = syn_cpu},
+    SL_PARAMS_DESC(synthetic_4dstem_params),
+    .outputs = synthetic_outputs, .n_outputs = SL_COUNT_OF(synthetic_outputs),
+    .infer = synthetic_infer, .cost = synthetic_cost,
+    .prepare = synthetic_prepare, .release = synthetic_release,
+    .kernel = {[SL_BACKEND_CPU] = synthetic_cpu},
     .host = true,
 };

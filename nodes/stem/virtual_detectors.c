@@ -4,10 +4,10 @@
  * A pixel at squared distance d2 from the disk centre belongs to
  *   BF  if d2 <= r^2,   DF if d2 > r^2 (the complement of BF),
  *   ADF if inner^2 <= d2 < outer^2 (may overlap BF when inner < r),
- * the same predicates, computed the same way (stem_geom.h), as
+ * the same predicates, computed the same way (disk_geometry.h), as
  * virtual_image's bf, df and adf kinds, so the images are bit for bit equal.
  *
- * Two sweeps over the same classes, built once per geometry (vd_build):
+ * Two sweeps over the same classes, built once per geometry (classes_build):
  *  - u16 frames 16 to 32768 pixels wide on the AVX2 path (param 'simd',
  *    madd_u16.h): the frame total S from one vpmaddwd per 16 pixels against
  *    ones over every row, and BF and ADF from vpmaddwd against per-vector 0/1
@@ -42,23 +42,29 @@
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/common/disk_geometry.h"
 #include "nodes/common/frame_moments.h"
 #include "nodes/common/madd_u16.h"
-#include "nodes/common/stem_geom.h"
-#include "nodes/common/stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 
-#define VD_MAX_RUN 65536
-#define VD_OUTPUTS 6                /* bf, adf, df, s, sr, sc */
-#define VD_MOMENTS_PORTS (7u << 3) /* s, sr, sc */
+#define VIRTUAL_DETECTORS_PARAMS(P)                                                       \
+  SL_DISK_GEOMETRY_PARAMS(P,                                                              \
+                          "bright-field disk radius in pixels; required (> 0) unless "    \
+                          "input 'disk' is connected",                                    \
+                          "ADF")                                                          \
+  P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)
+SL_NODE_PARAMS(virtual_detectors_params, VIRTUAL_DETECTORS_PARAMS)
 
-enum { VD_BF = 1, VD_ADF = 2 }; /* class bits; DF = not BF */
+#define MAX_RUN 65536
+#define MOMENTS_PORTS (7u << 3) /* s, sr, sc */
 
-typedef struct vd_run {
+enum { CLASS_BF = 1, CLASS_ADF = 2 }; /* class bits; DF = not BF */
+
+typedef struct class_run {
   uint32_t len;
   uint32_t cls; /* 0 DF, 1 BF, 2 DF+ADF, 3 BF+ADF */
-} vd_run;
+} class_run;
 
 /* The AVX2 sweep's layout: rows [r0, r1) and vectors [lo, hi) of a row
  * (vector v holds columns 16v..16v+15; with W % 16, vector W/16 is the row's
@@ -68,117 +74,102 @@ typedef struct vd_run {
  * predictor follows; it was faster than per-row spans despite its extra zero
  * weights (1.39 against 1.46 us per 192 x 192 frame with a disk and its 1-2
  * radii ring). No BF or ADF pixel: an empty band. */
-typedef struct vd_band {
+typedef struct madd_band {
   int64_t r0, r1, lo, hi;
   int16_t *wts;
   int16_t ones_t[16]; /* S weights of the last partial vector of a row */
-} vd_band;
+} madd_band;
 
-typedef struct vd_geom {
-  int64_t h, w;
-  sl_dtype t;
-  double cr, cc, radius;
-  double inner_p, outer_p; /* as given, in `units` */
-  int in_radii;
-  int use_disk;
-} vd_geom;
-
-typedef struct vd_state {
-  vd_geom g;
-  vd_run *runs;
+typedef struct detectors_state {
+  sl_disk_geometry g;
+  class_run *runs;
   int64_t n_runs;
-  int64_t counts[4]; /* pixels per class */
-  vd_band band;       /* the AVX2 sweep's layout; band.wts NULL when it does not apply */
-  int built;
-  double disk[3];
-} vd_state;
+  int64_t counts[4];    /* pixels per class */
+  madd_band band;       /* the AVX2 sweep's layout; band.wts NULL when it does not apply */
+  sl_disk_region region; /* runs (and band) hold the classes (with a disk input: of that disk) */
+} detectors_state;
+
+static const sl_port_def virtual_detectors_outputs[] = {
+    {"bf", "streamed u64 [scan... |]: sum over the disk (d <= radius)", "counts", false},
+    {"adf", "streamed u64 [scan... |]: sum over the ring inner <= d < outer", "counts", false},
+    {"df", "streamed u64 [scan... |]: sum outside the disk (d > radius)", "counts", false},
+    {"s", "streamed u64 [scan... |]: S = sum of the frame (computed only when read)", "counts",
+     false},
+    {"sr", "streamed u64 [scan... |]: Sr = sum of row index * pixel (only when read)",
+     "counts*pixels", false},
+    {"sc", "streamed u64 [scan... |]: Sc = sum of column index * pixel (only when read)",
+     "counts*pixels", false},
+};
 
 /* Whether the AVX2 sweep takes these frames: u16, and at least one full
  * vector per row (the last partial one is loaded ending at the row's end);
  * up to 32768 columns like the moments sweep (a row of at most 2048 vectors,
  * so at least 15 rows between spills). */
-static bool vd_madd_fits(sl_dtype t, int64_t w) { return t == SL_U16 && w >= 16 && w <= 32768; }
+static bool madd_fits(sl_dtype t, int64_t w) { return t == SL_U16 && w >= 16 && w <= 32768; }
 
 /* Bytes of the band's weights. */
-static int64_t vd_band_bytes(const vd_band *b) { return (b->r1 - b->r0) * (b->hi - b->lo) * 64; }
+static int64_t band_bytes(const madd_band *b) { return (b->r1 - b->r0) * (b->hi - b->lo) * 64; }
 
-static sl_code vd_resolve(const sl_node *n, vd_geom *g, sl_error *err) {
-  const sl_tensor_desc *x = &n->in[0];
-  sl_code rc = sl_frames_check(x, err);
+static sl_code geometry_resolve(const sl_node *n, sl_disk_geometry *g, sl_error *err) {
+  const virtual_detectors_params *p = virtual_detectors_params_of(n);
+  sl_disk_params dp = {p->center, p->radius, p->inner, p->outer, p->units};
+  sl_code rc = sl_disk_geometry_resolve(n, &dp, g, err);
   if (rc) return rc;
-  memset(g, 0, sizeof *g);
-  g->h = x->dims[x->rank - 2];
-  g->w = x->dims[x->rank - 1];
-  g->t = x->dtype;
-  g->use_disk = n->n_in > 1 && n->in[1].dtype != SL_DT_INVALID;
-  if (g->use_disk && (rc = sl_stem_check_disk_port(&n->in[1], err))) return rc;
-  if ((rc = sl_stem_parse_center(n, g->h, g->w, &g->cr, &g->cc, err))) return rc;
-  double radius, inner, outer;
-  if ((rc = sl_stem_parse_radii(n, &radius, &inner, &outer, &g->in_radii, err))) return rc;
-  if (radius < 0 || (!g->use_disk && radius <= 0))
+  if (g->radius < 0 || (!g->use_disk && g->radius <= 0))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'radius' (bright-field disk radius in pixels) must be > 0 unless input "
                    "'disk' is connected, got %g",
-                   radius);
-  if ((rc = sl_stem_check_ring(inner, outer, err))) return rc;
-  sl_simd want;
-  if ((rc = sl_stem_simd_param(n, &want, err))) return rc;
-  g->radius = radius;
-  g->inner_p = inner;
-  g->outer_p = outer;
-  return SL_OK;
+                   g->radius);
+  return sl_ring_check(g->inner_p, g->outer_p, err);
 }
 
-static sl_code vd_infer(sl_node *n, sl_error *err) {
-  vd_geom g;
-  sl_code rc = vd_resolve(n, &g, err);
+static sl_code virtual_detectors_infer(sl_node *n, sl_error *err) {
+  sl_disk_geometry g;
+  sl_code rc = geometry_resolve(n, &g, err);
   if (rc) return rc;
-  if (g.use_disk)
-    sl_node_note(n, "geometry", "centre and radius from input 'disk' at run time%s",
-                 sl_param(n, "center")->n || g.radius > 0 ? " (params 'center'/'radius' ignored)"
-                                                          : "");
+  sl_disk_geometry_note(n, &g);
   const sl_tensor_desc *x = &n->in[0];
-  for (int k = 0; k < VD_OUTPUTS; k++)
+  for (int k = 0; k < SL_COUNT_OF(virtual_detectors_outputs); k++)
     n->out[k] = sl_desc_make(SL_U64, x->stream_rank, x->dims, x->stream_rank);
   return SL_OK;
 }
 
 /* Whether a run reads the moments outputs s, sr, sc (then one moments sweep
  * gives S, Sr, Sc and the BF/ADF sweep covers only the band: DF = S - BF). */
-static bool vd_moments_used(const sl_node *n) { return (n->out_used & VD_MOMENTS_PORTS) != 0; }
+static bool moments_used(const sl_node *n) { return (n->out_used & MOMENTS_PORTS) != 0; }
 
-static void vd_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void virtual_detectors_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *x = &n->in[0];
-  const vd_state *s = n->state;
+  const detectors_state *s = n->state;
   c->bytes_read = positions * sl_desc_item_bytes(x); /* every pixel is BF or DF */
-  c->bytes_written = positions * (vd_moments_used(n) ? 6 : 3) * 8;
-  if (vd_moments_used(n)) c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
+  c->bytes_written = positions * (moments_used(n) ? 6 : 3) * 8;
+  if (moments_used(n)) c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
   c->ops = positions * sl_desc_item_elems(x);
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
-  if (s && s->built) {
-    c->state_bytes = s->n_runs * (int64_t)sizeof(vd_run);
-    if (s->band.wts) c->state_bytes += vd_band_bytes(&s->band);
+  if (s && s->region.built) {
+    c->state_bytes = s->n_runs * (int64_t)sizeof(class_run);
+    if (s->band.wts) c->state_bytes += band_bytes(&s->band);
   } else { /* at most one run per pixel, the whole frame in the band */
-    c->state_bytes = sl_desc_item_elems(x) * (int64_t)sizeof(vd_run);
-    if (vd_madd_fits(x->dtype, w)) c->state_bytes += h * ((w + 15) / 16) * 64;
+    c->state_bytes = sl_desc_item_elems(x) * (int64_t)sizeof(class_run);
+    if (madd_fits(x->dtype, w)) c->state_bytes += h * ((w + 15) / 16) * 64;
   }
 }
 
 /* The class of pixel (r, c) for one geometry (squared radii). */
-typedef struct vd_ring {
+typedef struct class_radii {
   double cr, cc, r2, in2, out2;
-} vd_ring;
+} class_radii;
 
-static inline uint32_t vd_class(const vd_ring *k, int64_t r, int64_t c) {
-  double d2 = sl_stem_d2(r, c, k->cr, k->cc);
-  return (d2 <= k->r2 ? VD_BF : 0) | (d2 >= k->in2 && d2 < k->out2 ? VD_ADF : 0);
+static inline uint32_t pixel_class(const class_radii *k, int64_t r, int64_t c) {
+  double d2 = sl_disk_d2(r, c, k->cr, k->cc);
+  return (d2 <= k->r2 ? CLASS_BF : 0) | (d2 >= k->in2 && d2 < k->out2 ? CLASS_ADF : 0);
 }
 
 /* Runs and pixel counts of every class: pass 0 counts the runs, pass 1
  * stores them. */
-static sl_code vd_build_runs(vd_state *s, const vd_ring *k, sl_error *err) {
-  const vd_geom *g = &s->g;
+static sl_code runs_build(detectors_state *s, const class_radii *k, sl_error *err) {
+  const sl_disk_geometry *g = &s->g;
   int64_t n_runs = 0;
   for (int pass = 0; pass < 2; pass++) {
     n_runs = 0;
@@ -187,10 +178,10 @@ static sl_code vd_build_runs(vd_state *s, const vd_ring *k, sl_error *err) {
     memset(s->counts, 0, sizeof s->counts);
     for (int64_t r = 0; r < g->h; r++)
       for (int64_t c = 0; c < g->w; c++) {
-        uint32_t cls = vd_class(k, r, c);
+        uint32_t cls = pixel_class(k, r, c);
         s->counts[cls]++;
-        if (len > 0 && (cls != cur || len == VD_MAX_RUN)) {
-          if (pass) s->runs[n_runs] = (vd_run){(uint32_t)len, cur};
+        if (len > 0 && (cls != cur || len == MAX_RUN)) {
+          if (pass) s->runs[n_runs] = (class_run){(uint32_t)len, cur};
           n_runs++;
           len = 0;
         }
@@ -198,11 +189,11 @@ static sl_code vd_build_runs(vd_state *s, const vd_ring *k, sl_error *err) {
         len++;
       }
     if (len > 0) {
-      if (pass) s->runs[n_runs] = (vd_run){(uint32_t)len, cur};
+      if (pass) s->runs[n_runs] = (class_run){(uint32_t)len, cur};
       n_runs++;
     }
     if (pass == 0) {
-      vd_run *runs = realloc(s->runs, (size_t)n_runs * sizeof *runs);
+      class_run *runs = realloc(s->runs, (size_t)n_runs * sizeof *runs);
       if (!runs) return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld detector runs",
                                 (long long)n_runs);
       s->runs = runs;
@@ -214,23 +205,23 @@ static sl_code vd_build_runs(vd_state *s, const vd_ring *k, sl_error *err) {
 
 /* Column of lane l of vector v of a row, or -1 when the lane repeats a column
  * of the full vectors (the last vector of a row of W % 16 columns). */
-static inline int64_t vd_lane_col(int64_t w, int64_t v, int64_t l) {
+static inline int64_t lane_column(int64_t w, int64_t v, int64_t l) {
   int64_t full = w / 16;
   if (v < full) return 16 * v + l;
   int64_t c = w - 16 + l;
   return c >= 16 * full ? c : -1;
 }
 
-/* The AVX2 sweep's band and weights (vd_band), from the same classes. */
-static sl_code vd_build_band(vd_state *s, const vd_ring *k, sl_error *err) {
+/* The AVX2 sweep's band and weights (madd_band), from the same classes. */
+static sl_code band_build(detectors_state *s, const class_radii *k, sl_error *err) {
   const int64_t h = s->g.h, w = s->g.w, nvec = (w + 15) / 16;
-  vd_band *b = &s->band;
+  madd_band *b = &s->band;
   b->r0 = h, b->r1 = 0, b->lo = nvec, b->hi = 0;
   for (int64_t r = 0; r < h; r++)
     for (int64_t v = 0; v < nvec; v++)
       for (int64_t l = 0; l < 16; l++) {
-        int64_t c = vd_lane_col(w, v, l);
-        if (c >= 0 && vd_class(k, r, c)) { /* BF or ADF */
+        int64_t c = lane_column(w, v, l);
+        if (c >= 0 && pixel_class(k, r, c)) { /* BF or ADF */
           if (r < b->r0) b->r0 = r;
           b->r1 = r + 1;
           if (v < b->lo) b->lo = v;
@@ -238,40 +229,40 @@ static sl_code vd_build_band(vd_state *s, const vd_ring *k, sl_error *err) {
         }
       }
   if (b->r1 <= b->r0) b->r0 = b->r1 = 0, b->lo = b->hi = w / 16;
-  int16_t *wts = realloc(b->wts, (size_t)(vd_band_bytes(b) > 0 ? vd_band_bytes(b) : 64));
+  int16_t *wts = realloc(b->wts, (size_t)(band_bytes(b) > 0 ? band_bytes(b) : 64));
   if (!wts)
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld bytes of detector weights",
-                   (long long)vd_band_bytes(b));
+                   (long long)band_bytes(b));
   b->wts = wts;
   for (int64_t r = b->r0; r < b->r1; r++)
     for (int64_t v = b->lo; v < b->hi; v++, wts += 32)
       for (int64_t l = 0; l < 16; l++) {
-        int64_t c = vd_lane_col(w, v, l);
-        uint32_t cls = c >= 0 ? vd_class(k, r, c) : 0;
-        wts[l] = cls & VD_BF ? 1 : 0;
-        wts[16 + l] = cls & VD_ADF ? 1 : 0;
+        int64_t c = lane_column(w, v, l);
+        uint32_t cls = c >= 0 ? pixel_class(k, r, c) : 0;
+        wts[l] = cls & CLASS_BF ? 1 : 0;
+        wts[16 + l] = cls & CLASS_ADF ? 1 : 0;
       }
-  for (int64_t l = 0; l < 16; l++) b->ones_t[l] = vd_lane_col(w, w / 16, l) >= 0 ? 1 : 0;
+  for (int64_t l = 0; l < 16; l++) b->ones_t[l] = lane_column(w, w / 16, l) >= 0 ? 1 : 0;
   return SL_OK;
 }
 
 /* Classes for the disk at (cr, cc) of this radius: the runs always, the
  * band for frames the AVX2 sweep takes. */
-static sl_code vd_build(vd_state *s, double cr, double cc, double radius, sl_error *err) {
-  const vd_geom *g = &s->g;
-  double inner = g->in_radii ? g->inner_p * radius : g->inner_p;
-  double outer = g->in_radii ? g->outer_p * radius : g->outer_p;
-  vd_ring k = {cr, cc, radius * radius, inner * inner, outer * outer};
-  s->built = 0;
-  sl_code rc = vd_build_runs(s, &k, err);
-  if (rc == SL_OK && vd_madd_fits(g->t, g->w)) rc = vd_build_band(s, &k, err);
-  if (rc) return rc;
-  s->built = 1;
-  return SL_OK;
+/* sl_disk_region_build: the classes of the disk (centre_row, centre_col,
+ * radius): the runs always, the band for frames the AVX2 sweep takes. */
+static sl_code classes_build(void *state, const double disk[3], sl_error *err) {
+  detectors_state *s = state;
+  const sl_disk_geometry *g = &s->g;
+  double radius = disk[2], inner = sl_ring_radius_px(g, g->inner_p, radius),
+         outer = sl_ring_radius_px(g, g->outer_p, radius);
+  class_radii k = {disk[0], disk[1], radius * radius, inner * inner, outer * outer};
+  sl_code rc = runs_build(s, &k, err);
+  if (rc == SL_OK && madd_fits(g->t, g->w)) rc = band_build(s, &k, err);
+  return rc;
 }
 
-static void vd_release(sl_node *n) {
-  vd_state *s = n->state;
+static void virtual_detectors_release(sl_node *n) {
+  detectors_state *s = n->state;
   if (!s) return;
   free(s->runs);
   free(s->band.wts);
@@ -279,71 +270,75 @@ static void vd_release(sl_node *n) {
   n->state = NULL;
 }
 
-static sl_code vd_prepare(sl_node *n, sl_error *err) {
+static sl_code virtual_detectors_prepare(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
-  if (vd_moments_used(n) &&
+  if (moments_used(n) &&
       !sl_frame_moments_fit(x->dtype, x->dims[x->rank - 2], x->dims[x->rank - 1]))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "%s frames of %lldx%lld pixels: outputs s, sr, sc (sum r*I) may exceed u64",
                    sl_dtype_name(x->dtype), (long long)x->dims[x->rank - 2],
                    (long long)x->dims[x->rank - 1]);
-  vd_state *s = calloc(1, sizeof *s);
+  detectors_state *s = calloc(1, sizeof *s);
   if (!s) return sl_fail(err, SL_ERR_NOMEM, "out of memory");
-  sl_code rc = vd_resolve(n, &s->g, err);
-  if (rc == SL_OK && !s->g.use_disk) rc = vd_build(s, s->g.cr, s->g.cc, s->g.radius, err);
   n->state = s;
-  if (rc) vd_release(n);
+  sl_code rc = geometry_resolve(n, &s->g, err);
+  if (rc == SL_OK && !s->g.use_disk) {
+    const double disk[3] = {s->g.cr, s->g.cc, s->g.radius};
+    rc = classes_build(s, disk, err);
+    s->region.built = rc == SL_OK;
+  }
+  if (rc) virtual_detectors_release(n);
   return rc;
 }
 
 /* For the CUDA kernels: the class runs prepare() built, {len, cls} pairs. */
 const uint32_t *sl_virtual_detectors_runs(const sl_node *n, int64_t *n_runs) {
-  const vd_state *s = n->state;
-  _Static_assert(sizeof(vd_run) == 2 * sizeof(uint32_t), "vd_run layout");
-  if (!s || !s->built || s->g.use_disk) return NULL;
+  const detectors_state *s = n->state;
+  _Static_assert(sizeof(class_run) == 2 * sizeof(uint32_t), "class_run layout");
+  if (!s || !s->region.built || s->g.use_disk) return NULL;
   *n_runs = s->n_runs;
   return (const uint32_t *)s->runs;
 }
 
-typedef struct vd_job {
+typedef struct detectors_job {
   const sl_kernel_args *a;
-  const vd_state *s;
+  const detectors_state *s;
   int64_t item;
   bool moments; /* outputs s, sr, sc are read: out[3] holds S already */
-} vd_job;
+} detectors_job;
 
 /* Exact: a run of at most 65536 pixels of u8/u16 fits in u32. */
-#define VD_RANGE(NAME, T, ACC)                                               \
-  SL_HOT_CLONES static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {     \
-    const vd_job *j = ctx;                                                   \
-    const T *x = j->a->in[0];                                                \
-    uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];    \
-    const vd_run *runs = j->s->runs;                                         \
-    const int64_t nr = j->s->n_runs;                                         \
-    for (int64_t p = begin; p < end; p++) {                                  \
-      const T *restrict q = x + p * j->item;                                 \
-      uint64_t acc[4] = {0, 0, 0, 0};                                        \
-      for (int64_t k = 0; k < nr; k++) {                                     \
-        const uint32_t len = runs[k].len;                                    \
-        ACC s = 0;                                                           \
-        for (uint32_t i = 0; i < len; i++) s += q[i];                        \
-        acc[runs[k].cls] += s;                                               \
-        q += len;                                                            \
-      }                                                                      \
-      bf[p] = acc[1] + acc[3];                                               \
-      adf[p] = acc[2] + acc[3];                                              \
-      df[p] = acc[0] + acc[2];                                               \
-    }                                                                        \
+#define RUNS_SUM(NAME, T, ACC)                                                        \
+  SL_HOT_CLONES static void NAME(void *ctx, int64_t begin, int64_t end, int worker) { \
+    const detectors_job *j = ctx;                                                     \
+    const T *x = j->a->in[0];                                                         \
+    uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];             \
+    const class_run *runs = j->s->runs;                                               \
+    const int64_t nr = j->s->n_runs;                                                  \
+    for (int64_t p = begin; p < end; p++) {                                           \
+      const T *restrict q = x + p * j->item;                                          \
+      uint64_t acc[4] = {0, 0, 0, 0};                                                 \
+      for (int64_t k = 0; k < nr; k++) {                                              \
+        const uint32_t len = runs[k].len;                                             \
+        ACC s = 0;                                                                    \
+        for (uint32_t i = 0; i < len; i++) s += q[i];                                 \
+        acc[runs[k].cls] += s;                                                        \
+        q += len;                                                                     \
+      }                                                                               \
+      bf[p] = acc[1] + acc[3];                                                        \
+      adf[p] = acc[2] + acc[3];                                                       \
+      df[p] = acc[0] + acc[2];                                                        \
+    }                                                                                 \
   }
-VD_RANGE(vd_range_u8, uint8_t, uint32_t)
-VD_RANGE(vd_range_u16, uint16_t, uint32_t)
-VD_RANGE(vd_range_u32, uint32_t, uint64_t)
-#undef VD_RANGE
+RUNS_SUM(runs_sum_u8, uint8_t, uint32_t)
+RUNS_SUM(runs_sum_u16, uint16_t, uint32_t)
+RUNS_SUM(runs_sum_u32, uint32_t, uint64_t)
+#undef RUNS_SUM
 
 #if SL_MADD_X86
 /* *t += madds of n vectors of 16 pixels from x against ones; two
  * accumulators so that the adds do not chain from one vector to the next. */
-SL_MADD_AVX2 static inline void vd_madd_ones(const uint16_t *x, int64_t n, __m256i *t) {
+SL_MADD_AVX2 static inline void madd_ones(const uint16_t *x, int64_t n, __m256i *t) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i t0 = *t, t1 = _mm256_setzero_si256();
   int64_t k = 0;
@@ -361,11 +356,10 @@ SL_MADD_AVX2 static inline void vd_madd_ones(const uint16_t *x, int64_t n, __m25
  * has weights <= 1, so an accumulator takes a block of rows of at most k1
  * vectors between spills. Always inlined into its two callers, so `total` is
  * a constant there. */
-SL_MADD_AVX2 static inline __attribute__((always_inline)) void vd_u16_sweep(const uint16_t *q,
-                                                                            const vd_state *st,
-                                                                            bool total, uint64_t out[3]) {
+SL_MADD_AVX2 static inline __attribute__((always_inline)) void madd_sweep(
+    const uint16_t *q, const detectors_state *st, bool total, uint64_t out[3]) {
   const int64_t h = st->g.h, w = st->g.w, full = w / 16, nvec = (w + 15) / 16;
-  const vd_band *bd = &st->band;
+  const madd_band *bd = &st->band;
   const int64_t lo = bd->lo, mid = bd->hi < full ? bd->hi : full;
   const bool tail = nvec > full, tail_in_band = bd->hi > full;
   const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
@@ -380,18 +374,18 @@ SL_MADD_AVX2 static inline __attribute__((always_inline)) void vd_u16_sweep(cons
     for (int64_t r = r0; r < r1; r++) {
       const uint16_t *row = q + r * w;
       if (r < bd->r0 || r >= bd->r1) { /* outside the band: S only */
-        vd_madd_ones(row, full, &ts);
+        madd_ones(row, full, &ts);
         if (tail) ts = sl_madd_acc(ts, sl_madd_bias(row + w - 16), bd->ones_t);
         continue;
       }
-      if (total) vd_madd_ones(row, lo, &ts);
+      if (total) madd_ones(row, lo, &ts);
       for (int64_t v = lo; v < mid; v++, wt += 32) {
         __m256i x = sl_madd_bias(row + 16 * v);
         if (total) ts = _mm256_add_epi32(ts, _mm256_madd_epi16(x, ones));
         tb = sl_madd_acc(tb, x, wt);
         ta = sl_madd_acc(ta, x, wt + 16);
       }
-      if (total) vd_madd_ones(row + 16 * mid, full - mid, &ts);
+      if (total) madd_ones(row + 16 * mid, full - mid, &ts);
       if (tail && (total || tail_in_band)) { /* the last, partial vector */
         __m256i x = sl_madd_bias(row + w - 16);
         if (total) ts = sl_madd_acc(ts, x, bd->ones_t);
@@ -413,21 +407,22 @@ SL_MADD_AVX2 static inline __attribute__((always_inline)) void vd_u16_sweep(cons
 
 /* BF, ADF and DF = S - BF of u16 frames; S from the frame (one sweep for
  * all), or from the moments outputs when they are read. */
-SL_MADD_AVX2 static void vd_range_u16_madd(void *ctx, int64_t begin, int64_t end, int worker) {
+SL_MADD_AVX2 static void madd_sum_u16(void *ctx, int64_t begin, int64_t end, int worker) {
   (void)worker;
-  const vd_job *j = ctx;
-  const vd_state *st = j->s;
+  const detectors_job *j = ctx;
+  const detectors_state *st = j->s;
   const uint16_t *x = j->a->in[0];
   uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];
   const uint64_t *moments_s = j->moments ? j->a->out[3] : NULL;
   /* The bias: 32768 times the sum of the weights, i.e. the pixel counts. */
   const uint64_t bias_s = 32768u * (uint64_t)(st->g.h * st->g.w);
-  const uint64_t bias_b = 32768u * (uint64_t)(st->counts[VD_BF] + st->counts[VD_BF | VD_ADF]);
-  const uint64_t bias_a = 32768u * (uint64_t)(st->counts[VD_ADF] + st->counts[VD_BF | VD_ADF]);
+  const int64_t *n = st->counts;
+  const uint64_t bias_b = 32768u * (uint64_t)(n[CLASS_BF] + n[CLASS_BF | CLASS_ADF]);
+  const uint64_t bias_a = 32768u * (uint64_t)(n[CLASS_ADF] + n[CLASS_BF | CLASS_ADF]);
   for (int64_t p = begin; p < end; p++) {
     uint64_t m[3];
-    if (moments_s) vd_u16_sweep(x + p * j->item, st, false, m);
-    else vd_u16_sweep(x + p * j->item, st, true, m);
+    if (moments_s) madd_sweep(x + p * j->item, st, false, m);
+    else madd_sweep(x + p * j->item, st, true, m);
     const uint64_t s = moments_s ? moments_s[p] : m[0] + bias_s;
     bf[p] = m[1] + bias_b;
     adf[p] = m[2] + bias_a;
@@ -437,80 +432,45 @@ SL_MADD_AVX2 static void vd_range_u16_madd(void *ctx, int64_t begin, int64_t end
 #endif
 
 /* The moments sweep's frames go to the outputs s, sr, sc. */
-static void vd_emit_moments(const sl_kernel_args *a, void *ctx, int64_t p, const uint64_t m[3]) {
+static void moments_emit(const sl_kernel_args *a, void *ctx, int64_t p, const uint64_t m[3]) {
   (void)ctx;
   ((uint64_t *)a->out[3])[p] = m[0];
   ((uint64_t *)a->out[4])[p] = m[1];
   ((uint64_t *)a->out[5])[p] = m[2];
 }
 
-static sl_code vd_cpu(sl_kernel_args *a) {
-  vd_state *s = a->state ? a->state : a->node->state;
-  if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_detectors: kernel called before prepare");
-  if (s->g.use_disk) {
-    const double *disk = a->in[1];
-    if (!disk)
-      return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_detectors: input 'disk' has no data");
-    sl_code rc = sl_stem_check_disk_values(disk, s->g.h, s->g.w, a->err);
-    if (rc) return rc;
-    if (!s->built || memcmp(s->disk, disk, sizeof s->disk) != 0) {
-      if ((rc = vd_build(s, disk[0], disk[1], disk[2], a->err))) return rc;
-      memcpy(s->disk, disk, sizeof s->disk);
-    }
-  } else if (!s->built) {
-    return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_detectors: runs not built");
-  }
-  sl_simd path;
-  sl_code rc = sl_stem_simd(a->node, &path, a->err);
+static sl_code virtual_detectors_cpu(sl_kernel_args *a) {
+  detectors_state *s = a->state ? a->state : a->node->state;
+  if (!s)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_detectors: kernel called before prepare");
+  sl_code rc = sl_disk_region_update(a, &s->g, &s->region, classes_build, s);
   if (rc) return rc;
-  vd_job j = {a, s, sl_desc_item_elems(&a->node->in[0]), vd_moments_used(a->node)};
+  const sl_simd want = (sl_simd)virtual_detectors_params_of(a->node)->simd;
+  sl_simd path;
+  if ((rc = sl_simd_resolve(want, &path, a->err))) return rc;
+  detectors_job j = {a, s, sl_desc_item_elems(&a->node->in[0]), moments_used(a->node)};
   sl_dtype t = a->node->in[0].dtype;
-  sl_range_fn fn = t == SL_U8 ? vd_range_u8 : t == SL_U16 ? vd_range_u16 : vd_range_u32;
-  if (j.moments && (rc = sl_frame_moments_chunk(a, vd_emit_moments, NULL))) return rc;
+  sl_range_fn fn = t == SL_U8 ? runs_sum_u8 : t == SL_U16 ? runs_sum_u16 : runs_sum_u32;
+  if (j.moments && (rc = sl_frame_moments_chunk(a, want, moments_emit, NULL))) return rc;
 #if SL_MADD_X86
-  if (path == SL_SIMD_AVX2 && s->band.wts) fn = vd_range_u16_madd;
+  if (path == SL_SIMD_AVX2 && s->band.wts) fn = madd_sum_u16;
 #endif
   int64_t grain = 65536 / (j.item + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fn, &j);
   return SL_OK;
 }
 
-static const sl_param_def vd_params[] = {
-    {"center", SL_PT_LIST, "[]",
-     "disk centre [row, col] in detector pixels; empty = detector centre ((H-1)/2, (W-1)/2)"},
-    {"radius", SL_PT_FLOAT, "0",
-     "bright-field disk radius in pixels; required (> 0) unless input 'disk' is connected"},
-    {"inner", SL_PT_FLOAT, "1", "ADF inner radius (in `units`); included"},
-    {"outer", SL_PT_FLOAT, "2", "ADF outer radius (in `units`); excluded"},
-    {"units", SL_PT_STRING, "radii", "units of inner/outer: radii (of the disk radius) or pixels"},
-    SL_STEM_SIMD_PARAM,
-};
-static const sl_port_def vd_in[] = {
-    {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false},
-    {"disk", "optional whole f64 [4] (centre_row, centre_col, radius, residual) from disk_fit; "
-             "replaces 'center' and 'radius'", "pixels", true},
-};
-static const sl_port_def vd_out[] = {
-    {"bf", "streamed u64 [scan... |]: sum over the disk (d <= radius)", "counts", false},
-    {"adf", "streamed u64 [scan... |]: sum over the ring inner <= d < outer", "counts", false},
-    {"df", "streamed u64 [scan... |]: sum outside the disk (d > radius)", "counts", false},
-    {"s", "streamed u64 [scan... |]: S = sum of the frame (computed only when read)", "counts", false},
-    {"sr", "streamed u64 [scan... |]: Sr = sum of row index * pixel (only when read)",
-     "counts*pixels", false},
-    {"sc", "streamed u64 [scan... |]: Sc = sum of column index * pixel (only when read)",
-     "counts*pixels", false},
-};
-
 const sl_node_desc sl_node_virtual_detectors = {
     .type = "virtual_detectors",
     .doc = "BF, ADF and DF images (exact u64) from one sweep over each frame; geometry from "
            "params or a disk_fit input.",
-    .params = vd_params, .n_params = (int)(sizeof vd_params / sizeof vd_params[0]),
-    .inputs = vd_in, .n_inputs = 2,
-    .outputs = vd_out, .n_outputs = VD_OUTPUTS,
-    .infer = vd_infer, .cost = vd_cost,
-    .prepare = vd_prepare, .release = vd_release,
-    .kernel = {[SL_BACKEND_CPU] = vd_cpu,
+    SL_PARAMS_DESC(virtual_detectors_params),
+    .inputs = sl_disk_geometry_inputs, .n_inputs = SL_COUNT_OF(sl_disk_geometry_inputs),
+    .outputs = virtual_detectors_outputs,
+    .n_outputs = SL_COUNT_OF(virtual_detectors_outputs),
+    .infer = virtual_detectors_infer, .cost = virtual_detectors_cost,
+    .prepare = virtual_detectors_prepare, .release = virtual_detectors_release,
+    .kernel = {[SL_BACKEND_CPU] = virtual_detectors_cpu,
                [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_detectors)},
     .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_detectors_finalize)},
 };

@@ -11,7 +11,6 @@
  * residual)), the centre and radius come from it instead of the params; they
  * are known only at run time, so the spans are built on the first kernel call
  * (and rebuilt if the disk values change, e.g. on a later run). */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,114 +18,115 @@
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/common/disk_geometry.h"
 #include "nodes/common/mask_file.h"
-#include "nodes/common/stem_geom.h"
-#include "nodes/common/stem_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 
-typedef enum vi_kind { VI_BF, VI_ADF, VI_DF, VI_ANNULUS, VI_MASK } vi_kind;
+/* Param 'kind', in the order of its choices. */
+typedef enum image_kind { KIND_BF, KIND_ADF, KIND_DF, KIND_ANNULUS, KIND_MASK } image_kind;
+static const char *const kind_names[] = {"bf", "adf", "df", "annulus", "mask"};
 
-typedef struct vi_span {
+#define VIRTUAL_IMAGE_PARAMS(P)                                                              \
+  P(ENUM, kind, "bf",                                                                        \
+    "bf (disk), adf or annulus (ring inner..outer), df (outside the disk), mask (file)",     \
+    "bf|adf|df|annulus|mask")                                                                \
+  SL_DISK_GEOMETRY_PARAMS(P,                                                                 \
+                          "bright-field disk radius in pixels; required (> 0) for bf, df, "  \
+                          "adf and annulus in radii unless input 'disk' is connected",       \
+                          "adf/annulus")                                                     \
+  P(PATH, mask, "",                                                                          \
+    "kind mask: H x W mask, nonzero = included: .npy (u1/b1/u2/i4/f4/f8, C order), "         \
+    "grayscale .png, or file.h5:/dataset (u8/u16/u32/f32/f64)",                              \
+    NULL)
+SL_NODE_PARAMS(virtual_image_params, VIRTUAL_IMAGE_PARAMS)
+
+/* A run of pixels of one row in the region. */
+typedef struct span {
   int64_t offset; /* first pixel, r * W + c */
   int64_t length;
-} vi_span;
+} span;
 
 /* Everything infer() checks, resolved to pixels. */
-typedef struct vi_geom {
-  vi_kind kind;
-  int64_t h, w;
-  double cr, cc;    /* centre, detector pixels */
-  double radius;    /* BF disk radius, pixels (0 when unused) */
+typedef struct image_geometry {
+  sl_disk_geometry g;
+  image_kind kind;
+  double radius;       /* disk radius, pixels: g.radius, or the disk input's */
   double inner, outer; /* ring radii, pixels */
-  double inner_p, outer_p; /* the params as given (in `units`) */
-  int in_radii;     /* units: radii */
-  int use_disk;     /* the `disk` input is connected */
   const char *mask_path;
-} vi_geom;
+} image_geometry;
 
-typedef struct vi_state {
-  vi_span *spans;
+typedef struct image_state {
+  span *spans;
   int64_t n_spans;
   int64_t n_pixels; /* pixels in the mask */
   int64_t cap;      /* spans allocated */
-  int built;        /* spans hold the region (with a disk input: of `disk`) */
-  vi_geom g;
-  double disk[3];   /* disk values the spans were built from */
-} vi_state;
+  sl_disk_region region; /* spans hold the region (with a disk input: of that disk) */
+  image_geometry geom;
+} image_state;
 
-static sl_code vi_resolve(const sl_node *n, vi_geom *g, sl_error *err) {
-  const sl_tensor_desc *x = &n->in[0];
-  sl_code rc = sl_frames_check(x, err);
-  if (rc) return rc;
-  memset(g, 0, sizeof *g);
-  g->h = x->dims[x->rank - 2];
-  g->w = x->dims[x->rank - 1];
+static bool is_ring(image_kind k) { return k == KIND_ADF || k == KIND_ANNULUS; }
 
-  const char *kind = sl_param_str(n, "kind");
-  if (!strcmp(kind, "bf")) g->kind = VI_BF;
-  else if (!strcmp(kind, "adf")) g->kind = VI_ADF;
-  else if (!strcmp(kind, "df")) g->kind = VI_DF;
-  else if (!strcmp(kind, "annulus")) g->kind = VI_ANNULUS;
-  else if (!strcmp(kind, "mask")) g->kind = VI_MASK;
-  else
+/* What each kind needs beyond the shared geometry: no disk input for kind
+ * mask; a radius for bf, df, adf and annulus in radii (unless the disk input
+ * gives it); a ring for adf and annulus; a mask file for kind mask, and for
+ * no other kind. */
+static sl_code geometry_check(const image_geometry *geom, const char *mask, sl_error *err) {
+  const sl_disk_geometry *g = &geom->g;
+  const char *kind = kind_names[geom->kind];
+  if (g->use_disk && geom->kind == KIND_MASK)
     return sl_fail(err, SL_ERR_PIPELINE,
-                   "param 'kind' must be one of bf, adf, df, annulus, mask; got '%s'", kind);
-
-  if ((rc = sl_stem_parse_center(n, g->h, g->w, &g->cr, &g->cc, err))) return rc;
-
-  double radius, inner, outer;
-  int in_radii;
-  if ((rc = sl_stem_parse_radii(n, &radius, &inner, &outer, &in_radii, err))) return rc;
-
-  g->in_radii = in_radii;
-  g->inner_p = inner;
-  g->outer_p = outer;
-  g->use_disk = n->n_in > 1 && n->in[1].dtype != SL_DT_INVALID;
-  if (g->use_disk) {
-    if ((rc = sl_stem_check_disk_port(&n->in[1], err))) return rc;
-    if (g->kind == VI_MASK)
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "input 'disk' is not used with kind mask: connect it only for bf, adf, df "
-                     "or annulus");
-  }
-  int need_radius = !g->use_disk && (g->kind == VI_BF || g->kind == VI_DF || g->kind == VI_ADF ||
-                    (g->kind == VI_ANNULUS && in_radii));
-  if (radius < 0 || (need_radius && radius <= 0))
+                   "input 'disk' is not used with kind mask: connect it only for bf, adf, df "
+                   "or annulus");
+  bool need_radius = !g->use_disk && geom->kind != KIND_MASK &&
+                     (geom->kind != KIND_ANNULUS || g->in_radii);
+  if (g->radius < 0 || (need_radius && g->radius <= 0))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'radius' (bright-field disk radius in pixels) must be > 0 for kind %s%s, "
                    "got %g",
-                   kind, g->kind == VI_ANNULUS ? " with units radii" : "", radius);
-  g->radius = radius;
-  if (g->kind == VI_ADF || g->kind == VI_ANNULUS) {
-    if ((rc = sl_stem_check_ring(inner, outer, err))) return rc;
-    g->inner = in_radii ? inner * radius : inner;
-    g->outer = in_radii ? outer * radius : outer;
-  }
-  g->mask_path = sl_param_str(n, "mask");
-  if (g->kind == VI_MASK) {
-    if (!g->mask_path || !g->mask_path[0])
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "param 'mask' (a .npy or .png file, or file.h5:/dataset) is required for "
-                     "kind mask");
-  } else if (g->mask_path && g->mask_path[0]) {
+                   kind, geom->kind == KIND_ANNULUS ? " with units radii" : "", g->radius);
+  sl_code rc;
+  if (is_ring(geom->kind) && (rc = sl_ring_check(g->inner_p, g->outer_p, err))) return rc;
+  if (geom->kind == KIND_MASK && !mask[0])
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'mask' (a .npy or .png file, or file.h5:/dataset) is required for "
+                   "kind mask");
+  if (geom->kind != KIND_MASK && mask[0])
     return sl_fail(err, SL_ERR_PIPELINE, "param 'mask' is only used with kind mask (kind is %s)",
                    kind);
-  }
   return SL_OK;
 }
 
-static sl_code vi_infer(sl_node *n, sl_error *err) {
-  vi_geom g;
-  sl_code rc = vi_resolve(n, &g, err);
+/* The region of a disk (centre_row, centre_col, radius) in pixels. */
+static void geometry_place(image_geometry *geom, double cr, double cc, double radius) {
+  geom->g.cr = cr;
+  geom->g.cc = cc;
+  geom->radius = radius;
+  if (is_ring(geom->kind)) {
+    geom->inner = sl_ring_radius_px(&geom->g, geom->g.inner_p, radius);
+    geom->outer = sl_ring_radius_px(&geom->g, geom->g.outer_p, radius);
+  }
+}
+
+static sl_code geometry_resolve(const sl_node *n, image_geometry *geom, sl_error *err) {
+  const virtual_image_params *p = virtual_image_params_of(n);
+  sl_disk_params dp = {p->center, p->radius, p->inner, p->outer, p->units};
+  memset(geom, 0, sizeof *geom);
+  geom->kind = (image_kind)p->kind;
+  geom->mask_path = p->mask;
+  sl_code rc = sl_disk_geometry_resolve(n, &dp, &geom->g, err);
+  if (rc == SL_OK) rc = geometry_check(geom, p->mask, err);
+  if (rc == SL_OK) geometry_place(geom, geom->g.cr, geom->g.cc, geom->g.radius);
+  return rc;
+}
+
+static sl_code virtual_image_infer(sl_node *n, sl_error *err) {
+  image_geometry geom;
+  sl_code rc = geometry_resolve(n, &geom, err);
   if (rc) return rc;
-  if (g.use_disk)
-    sl_node_note(n, "geometry", "centre and radius from input 'disk' at run time%s",
-                 sl_param(n, "center")->n || sl_param_float(n, "radius") > 0
-                     ? " (params 'center'/'radius' ignored)"
-                     : "");
-  if (g.kind == VI_MASK) { /* fail at plan time on a bad file, not mid-run */
-    rc = sl_mask_file_read(g.mask_path, g.h, g.w, NULL, err);
+  sl_disk_geometry_note(n, &geom.g);
+  if (geom.kind == KIND_MASK) { /* fail at plan time on a bad file, not mid-run */
+    rc = sl_mask_file_read(geom.mask_path, geom.g.h, geom.g.w, NULL, err);
     if (rc) return rc;
   }
   const sl_tensor_desc *x = &n->in[0];
@@ -134,48 +134,48 @@ static sl_code vi_infer(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-static void vi_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void virtual_image_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
-  const vi_state *s = n->state;
+  const image_state *s = n->state;
   int64_t item = sl_desc_item_elems(&n->in[0]);
-  int64_t px = s && s->built ? s->n_pixels : item; /* before prepare: an upper bound */
+  int64_t px = s && s->region.built ? s->n_pixels : item; /* before prepare: an upper bound */
   c->bytes_read = positions * px * (int64_t)sl_dtype_size(n->in[0].dtype);
   c->bytes_written = positions * 8;
   c->ops = positions * px;
 }
 
-static void vi_release(sl_node *n) {
-  vi_state *s = n->state;
+static void virtual_image_release(sl_node *n) {
+  image_state *s = n->state;
   if (!s) return;
   free(s->spans);
   free(s);
   n->state = NULL;
 }
 
-/* Builds the spans of the region of `g` (or of mask `m` when not NULL). */
-static void vi_build(vi_state *s, const vi_geom *g, const uint8_t *m) {
+/* Whether pixel (r, c) is in the region (not for kind mask). */
+static bool geometry_has(const image_geometry *geom, int64_t r, int64_t c) {
+  double d2 = sl_disk_d2(r, c, geom->g.cr, geom->g.cc), r2 = geom->radius * geom->radius;
+  switch (geom->kind) {
+    case KIND_BF: return d2 <= r2;
+    case KIND_DF: return d2 > r2;
+    default: /* ADF, annulus */
+      return d2 >= geom->inner * geom->inner && d2 < geom->outer * geom->outer;
+  }
+}
+
+/* Builds the spans of the region (or of mask `m` when not NULL). */
+static void spans_build(image_state *s, const uint8_t *m) {
+  const image_geometry *geom = &s->geom;
+  const int64_t h = geom->g.h, w = geom->g.w;
   s->n_spans = 0;
   s->n_pixels = 0;
-  double r2 = g->radius * g->radius, in2 = g->inner * g->inner, out2 = g->outer * g->outer;
-  for (int64_t r = 0; r < g->h; r++) {
+  for (int64_t r = 0; r < h; r++) {
     int64_t c0 = -1; /* start of the open run, -1 = none */
-    for (int64_t c = 0; c <= g->w; c++) {
-      int in = 0;
-      if (c < g->w) {
-        if (m) {
-          in = m[r * g->w + c] != 0;
-        } else {
-          double d2 = sl_stem_d2(r, c, g->cr, g->cc);
-          switch (g->kind) {
-            case VI_BF: in = d2 <= r2; break;
-            case VI_DF: in = d2 > r2; break;
-            default: in = d2 >= in2 && d2 < out2; break; /* ADF, annulus */
-          }
-        }
-      }
+    for (int64_t c = 0; c <= w; c++) {
+      bool in = c < w && (m ? m[r * w + c] != 0 : geometry_has(geom, r, c));
       if (in && c0 < 0) c0 = c;
       if (!in && c0 >= 0) {
-        s->spans[s->n_spans].offset = r * g->w + c0;
+        s->spans[s->n_spans].offset = r * w + c0;
         s->spans[s->n_spans].length = c - c0;
         s->n_spans++;
         s->n_pixels += c - c0;
@@ -183,40 +183,41 @@ static void vi_build(vi_state *s, const vi_geom *g, const uint8_t *m) {
       }
     }
   }
-  s->built = 1;
 }
 
-/* With a disk input: the region in pixels from the disk values. */
-static void vi_geom_from_disk(vi_geom *g, const double *disk) {
-  g->cr = disk[0];
-  g->cc = disk[1];
-  g->radius = disk[2];
-  if (g->kind == VI_ADF || g->kind == VI_ANNULUS) {
-    g->inner = g->in_radii ? g->inner_p * g->radius : g->inner_p;
-    g->outer = g->in_radii ? g->outer_p * g->radius : g->outer_p;
-  }
+/* sl_disk_region_build: the spans of the region around the disk input's values. */
+static sl_code spans_build_for_disk(void *state, const double disk[3], sl_error *err) {
+  (void)err;
+  image_state *s = state;
+  geometry_place(&s->geom, disk[0], disk[1], disk[2]);
+  spans_build(s, NULL);
+  return SL_OK;
 }
 
-static sl_code vi_prepare(sl_node *n, sl_error *err) {
-  vi_geom g;
-  sl_code rc = vi_resolve(n, &g, err);
+static sl_code virtual_image_prepare(sl_node *n, sl_error *err) {
+  image_geometry geom;
+  sl_code rc = geometry_resolve(n, &geom, err);
   if (rc) return rc;
   uint8_t *m = NULL;
-  if (g.kind == VI_MASK && (rc = sl_mask_file_read(g.mask_path, g.h, g.w, &m, err)) != SL_OK)
+  if (geom.kind == KIND_MASK &&
+      (rc = sl_mask_file_read(geom.mask_path, geom.g.h, geom.g.w, &m, err)) != SL_OK)
     return rc;
-  vi_state *s = calloc(1, sizeof *s);
+  image_state *s = calloc(1, sizeof *s);
   /* At most ceil(W/2) runs per row. */
-  int64_t cap = g.h * ((g.w + 1) / 2);
+  int64_t cap = geom.g.h * ((geom.g.w + 1) / 2);
   if (s) s->spans = malloc((size_t)(cap ? cap : 1) * sizeof *s->spans);
   if (!s || !s->spans) {
     free(m);
-    if (s) free(s);
+    free(s);
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for the mask spans");
   }
   s->cap = cap;
-  s->g = g;
-  s->g.mask_path = NULL;
-  if (!g.use_disk) vi_build(s, &g, m);
+  s->geom = geom;
+  s->geom.mask_path = NULL;
+  if (!geom.g.use_disk) {
+    spans_build(s, m);
+    s->region.built = true;
+  }
   free(m);
   n->state = s;
   return SL_OK;
@@ -224,25 +225,26 @@ static sl_code vi_prepare(sl_node *n, sl_error *err) {
 
 /* For the CUDA kernels: the spans prepare() built, {offset, length} pairs. */
 const int64_t *sl_virtual_image_spans(const sl_node *n, int64_t *n_spans) {
-  const vi_state *s = n->state;
-  _Static_assert(sizeof(vi_span) == 2 * sizeof(int64_t), "vi_span layout");
-  if (!s || !s->built || s->g.use_disk) return NULL;
+  const image_state *s = n->state;
+  _Static_assert(sizeof(span) == 2 * sizeof(int64_t), "span layout");
+  if (!s || !s->region.built || s->geom.g.use_disk) return NULL;
   *n_spans = s->n_spans;
   return (const int64_t *)s->spans;
 }
 
-typedef struct vi_job {
+typedef struct image_job {
   const sl_kernel_args *a;
-  const vi_state *s;
+  const image_state *s;
   int64_t item;
-} vi_job;
+} image_job;
 
-#define VI_RANGE(NAME, T)                                                    \
-  static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {     \
-    const vi_job *j = ctx;                                                   \
+#define SPANS_SUM(NAME, T)                                                   \
+  static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {      \
+    (void)worker;                                                            \
+    const image_job *j = ctx;                                                \
     const T *x = j->a->in[0];                                                \
     uint64_t *y = j->a->out[0];                                              \
-    const vi_span *sp = j->s->spans;                                         \
+    const span *sp = j->s->spans;                                            \
     int64_t ns = j->s->n_spans;                                              \
     for (int64_t p = begin; p < end; p++) {                                  \
       const T *f = x + p * j->item;                                          \
@@ -255,70 +257,40 @@ typedef struct vi_job {
       y[p] = acc;                                                            \
     }                                                                        \
   }
-VI_RANGE(vi_range_u8, uint8_t)
-VI_RANGE(vi_range_u16, uint16_t)
-VI_RANGE(vi_range_u32, uint32_t)
-#undef VI_RANGE
+SPANS_SUM(spans_sum_u8, uint8_t)
+SPANS_SUM(spans_sum_u16, uint16_t)
+SPANS_SUM(spans_sum_u32, uint32_t)
+#undef SPANS_SUM
 
-static sl_code vi_cpu(sl_kernel_args *a) {
-  vi_state *s = a->state ? a->state : a->node->state;
+static sl_code virtual_image_cpu(sl_kernel_args *a) {
+  image_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_image: kernel called before prepare");
-  if (s->g.use_disk) {
-    const double *disk = a->in[1];
-    if (!disk) return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_image: input 'disk' has no data");
-    sl_code rc = sl_stem_check_disk_values(disk, s->g.h, s->g.w, a->err);
-    if (rc) return rc;
-    if (!s->built || memcmp(s->disk, disk, sizeof s->disk) != 0) {
-      vi_geom_from_disk(&s->g, disk);
-      vi_build(s, &s->g, NULL);
-      memcpy(s->disk, disk, sizeof s->disk);
-    }
-  } else if (!s->built) {
-    return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_image: region not built");
-  }
-  vi_job j = {a, s, sl_desc_item_elems(&a->node->in[0])};
-  sl_range_fn fn = a->node->in[0].dtype == SL_U8    ? vi_range_u8
-                   : a->node->in[0].dtype == SL_U16 ? vi_range_u16
-                                                    : vi_range_u32;
+  sl_code rc = sl_disk_region_update(a, &s->geom.g, &s->region, spans_build_for_disk, s);
+  if (rc) return rc;
+  image_job j = {a, s, sl_desc_item_elems(&a->node->in[0])};
+  sl_dtype t = a->node->in[0].dtype;
+  sl_range_fn fn = t == SL_U8 ? spans_sum_u8 : t == SL_U16 ? spans_sum_u16 : spans_sum_u32;
   /* ~64k pixels of work per range at least. */
   int64_t grain = 65536 / (s->n_pixels + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fn, &j);
   return SL_OK;
 }
 
-static const sl_param_def vi_params[] = {
-    {"kind", SL_PT_STRING, "bf",
-     "bf (disk), adf or annulus (ring inner..outer), df (outside the disk), mask (file)"},
-    {"center", SL_PT_LIST, "[]",
-     "disk centre [row, col] in detector pixels; empty = detector centre ((H-1)/2, (W-1)/2)"},
-    {"radius", SL_PT_FLOAT, "0",
-     "bright-field disk radius in pixels; required (> 0) for bf, df, adf and annulus in radii "
-     "unless input 'disk' is connected"},
-    {"inner", SL_PT_FLOAT, "1", "adf/annulus inner radius (in `units`); included"},
-    {"outer", SL_PT_FLOAT, "2", "adf/annulus outer radius (in `units`); excluded"},
-    {"units", SL_PT_STRING, "radii", "units of inner/outer: radii (of `radius`) or pixels"},
-    {"mask", SL_PT_PATH, "",
-     "kind mask: H x W mask, nonzero = included: .npy (u1/b1/u2/i4/f4/f8, C order), grayscale "
-     ".png, or file.h5:/dataset (u8/u16/u32/f32/f64)"},
-};
-static const sl_port_def vi_in[] = {
-    {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false},
-    {"disk", "optional whole f64 [4] (centre_row, centre_col, radius, residual) from disk_fit; "
-             "replaces 'center' and 'radius'", "pixels", true}};
-static const sl_port_def vi_out[] = {
+static const sl_port_def virtual_image_outputs[] = {
     {"image", "streamed u64 [scan... |]: exact sum of the masked pixels of each frame", "counts",
      false}};
 
 const sl_node_desc sl_node_virtual_image = {
     .type = "virtual_image",
     .doc = "Virtual detector image: exact u64 sum of each frame over a BF disk, ADF ring, DF "
-           "region or mask file (.npy, PNG, HDF5); optional disk_fit input for the geometry. Flagged pixels (dtype max) are summed as stored.",
-    .params = vi_params, .n_params = (int)(sizeof vi_params / sizeof vi_params[0]),
-    .inputs = vi_in, .n_inputs = 2,
-    .outputs = vi_out, .n_outputs = 1,
-    .infer = vi_infer, .cost = vi_cost,
-    .prepare = vi_prepare, .release = vi_release,
-    .kernel = {[SL_BACKEND_CPU] = vi_cpu,
+           "region or mask file (.npy, PNG, HDF5); optional disk_fit input for the geometry. "
+           "Flagged pixels (dtype max) are summed as stored.",
+    SL_PARAMS_DESC(virtual_image_params),
+    .inputs = sl_disk_geometry_inputs, .n_inputs = SL_COUNT_OF(sl_disk_geometry_inputs),
+    .outputs = virtual_image_outputs, .n_outputs = SL_COUNT_OF(virtual_image_outputs),
+    .infer = virtual_image_infer, .cost = virtual_image_cost,
+    .prepare = virtual_image_prepare, .release = virtual_image_release,
+    .kernel = {[SL_BACKEND_CPU] = virtual_image_cpu,
                [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_image)},
     .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_image_finalize)},
 };

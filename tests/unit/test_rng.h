@@ -1,7 +1,9 @@
 /* The deterministic random numbers of the tests and benchmarks that make
  * detector-like data: xorshift64 (one stream per translation unit), uniform
  * doubles, and Poisson counts by multiplication (small means). A file that
- * wants another stream defines SL_TEST_RNG_SEED before including this. */
+ * wants another stream defines SL_TEST_RNG_SEED before including this.
+ * urand_from draws from a stream whose state the caller holds, for data that
+ * depends on its own seed only, whatever else the file draws. */
 #ifndef SL_TEST_RNG_H
 #define SL_TEST_RNG_H
 
@@ -34,6 +36,13 @@ static inline uint64_t poisson(double mean) {
     p *= urand();
   } while (p > e && k < 1000);
   return k - 1;
+}
+
+/* Uniform in [0, 1) from the caller's stream: a 64-bit LCG (Knuth's MMIX
+ * constants), its top 53 bits. */
+static inline double urand_from(uint64_t *state) {
+  *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(*state >> 11) * 0x1.0p-53;
 }
 
 #endif

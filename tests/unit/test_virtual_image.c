@@ -16,20 +16,20 @@
 #include <hdf5.h>
 #include <png.h>
 
-#include "tests/unit/node_harness.h"
+#include "tests/unit/stem_test_data.h"
 
 extern const sl_node_desc sl_node_virtual_image;
 
 /* ---- harness ------------------------------------------------------------ */
 
 static char g_dir[256];
-/* Optional second input (the disk) for vi_make and its data for run_chunks. */
+/* Optional second input (the disk) for image_make and its data for run_chunks. */
 static const sl_tensor_desc *g_in1;
 static const double *g_disk;
 
 /* A virtual_image node on `in` (and g_in1 when set); runs infer. */
-static sl_code vi_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *in,
-                       sl_error *e) {
+static sl_code image_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *in,
+                          sl_error *e) {
   sl_tensor_desc ins[2] = {*in, g_in1 ? *g_in1 : *in};
   return node_make(n, &sl_node_virtual_image, over, n_over, ins, g_in1 ? 2 : 1, e);
 }
@@ -78,7 +78,7 @@ static void check_case(const kv *over, int n_over, sl_dtype t, int64_t h, int64_
   sl_tensor_desc in = frames_desc(t, rows, cols, h, w);
   sl_node n;
   sl_error e;
-  sl_code rc = vi_make(&n, over, n_over, &in, &e);
+  sl_code rc = image_make(&n, over, n_over, &in, &e);
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
   assert_int_equal(n.out[0].dtype, SL_U64);
@@ -186,7 +186,7 @@ static void test_small_geometry(void **st) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     sl_node n;
     sl_error e;
-    assert_int_equal(vi_make(&n, cases[k].o, cases[k].n, &in, &e),
+    assert_int_equal(image_make(&n, cases[k].o, cases[k].n, &in, &e),
                      SL_OK);
     assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
     uint64_t img[3];
@@ -211,7 +211,7 @@ static void test_u64_exact(void **st) {
   kv o[] = {{"kind", "df"}, {"radius", "0.5"}};
   sl_node n;
   sl_error e;
-  assert_int_equal(vi_make(&n, o, 2, &in, &e), SL_OK);
+  assert_int_equal(image_make(&n, o, 2, &in, &e), SL_OK);
   assert_int_equal(n.out[0].rank, 1);
   assert_int_equal(n.out[0].stream_rank, 1);
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
@@ -228,6 +228,25 @@ static void test_u64_exact(void **st) {
 
 static void mask_path(char *buf, size_t n, const char *name) {
   snprintf(buf, n, "%s/%s", g_dir, name);
+}
+
+/* A kind mask node reading mask file `name` (under g_dir) must be refused
+ * with `want`, its message naming `needle` and the file. */
+static void expect_mask_refused(const sl_tensor_desc *in, const char *name, sl_code want,
+                                const char *needle) {
+  char path[512], yaml[600];
+  mask_path(path, sizeof path, name);
+  snprintf(yaml, sizeof yaml, "'%s'", path);
+  kv o[] = {{"kind", "mask"}, {"mask", yaml}};
+  sl_node n;
+  sl_error e;
+  sl_code rc = image_make(&n, o, 2, in, &e);
+  if (rc != want || !strstr(e.msg, needle) || !strstr(e.msg, name))
+    fprintf(stderr, "case %s: rc %d msg '%s'\n", name, rc, e.msg);
+  assert_int_equal(rc, want);
+  assert_non_null(strstr(e.msg, needle));
+  assert_non_null(strstr(e.msg, name));
+  node_free(&n);
 }
 
 /* Writes a .npy file: header dict text as given (padded), then data. */
@@ -345,20 +364,10 @@ static void test_npy_errors(void **st) {
   int64_t d[4] = {2, 2, h, w};
   sl_tensor_desc in = sl_desc_make(SL_U8, 4, d, 2);
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    char path[512], yaml[600];
+    char path[512];
     mask_path(path, sizeof path, cases[k].name);
     write_npy_raw(path, cases[k].major, cases[k].dict, cases[k].data, cases[k].len, 1);
-    snprintf(yaml, sizeof yaml, "'%s'", path);
-    kv o[] = {{"kind", "mask"}, {"mask", yaml}};
-    sl_node n;
-    sl_error e;
-    sl_code rc = vi_make(&n, o, 2, &in, &e);
-    if (rc != cases[k].want || !strstr(e.msg, cases[k].needle) || !strstr(e.msg, cases[k].name))
-      fprintf(stderr, "case %s: rc %d msg '%s'\n", cases[k].name, rc, e.msg);
-    assert_int_equal(rc, cases[k].want);
-    assert_non_null(strstr(e.msg, cases[k].needle));
-    assert_non_null(strstr(e.msg, cases[k].name));
-    node_free(&n);
+    expect_mask_refused(&in, cases[k].name, cases[k].want, cases[k].needle);
   }
   /* Raw byte-level damage: bad magic, truncated prefix, header length past the end,
    * missing final newline, missing file. */
@@ -376,33 +385,15 @@ static void test_npy_errors(void **st) {
       {"ctrl.npy", "\x93NUMPY\x01\x00\x04\x00{\x01}\n", 14, SL_ERR_FORMAT},
   };
   for (size_t k = 0; k < sizeof raw / sizeof raw[0]; k++) {
-    char path[512], yaml[600];
+    char path[512];
     mask_path(path, sizeof path, raw[k].name);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     fwrite(raw[k].bytes, 1, raw[k].len, f);
     fclose(f);
-    snprintf(yaml, sizeof yaml, "'%s'", path);
-    kv o[] = {{"kind", "mask"}, {"mask", yaml}};
-    sl_node n;
-    sl_error e;
-    sl_code rc = vi_make(&n, o, 2, &in, &e);
-    if (rc != raw[k].want) fprintf(stderr, "case %s: rc %d msg '%s'\n", raw[k].name, rc, e.msg);
-    assert_int_equal(rc, raw[k].want);
-    assert_non_null(strstr(e.msg, raw[k].name));
-    node_free(&n);
+    expect_mask_refused(&in, raw[k].name, raw[k].want, raw[k].name);
   }
-  {
-    char path[512], yaml[600];
-    mask_path(path, sizeof path, "absent.npy");
-    snprintf(yaml, sizeof yaml, "'%s'", path);
-    kv o[] = {{"kind", "mask"}, {"mask", yaml}};
-    sl_node n;
-    sl_error e;
-    assert_int_equal(vi_make(&n, o, 2, &in, &e), SL_ERR_IO);
-    assert_non_null(strstr(e.msg, "absent.npy"));
-    node_free(&n);
-  }
+  expect_mask_refused(&in, "absent.npy", SL_ERR_IO, "absent.npy");
 }
 
 /* ---- the disk input ------------------------------------------------------------- */
@@ -416,7 +407,7 @@ static uint64_t *run_image(const kv *o, int no, const sl_tensor_desc *disk_desc,
   sl_node n;
   sl_error e;
   g_in1 = disk_desc;
-  sl_code rc = vi_make(&n, o, no, &in, &e);
+  sl_code rc = image_make(&n, o, no, &in, &e);
   g_in1 = NULL;
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
@@ -479,18 +470,18 @@ static void test_disk_input(void **st) {
   sl_error e;
   kv om[] = {{"kind", "mask"}, {"mask", "'/nonexistent.npy'"}};
   g_in1 = &ddesc;
-  assert_int_equal(vi_make(&n, om, 2, &in, &e), SL_ERR_PIPELINE);
+  assert_int_equal(image_make(&n, om, 2, &in, &e), SL_ERR_PIPELINE);
   assert_non_null(strstr(e.msg, "input 'disk'"));
   node_free(&n);
   int64_t d3[1] = {3};
   sl_tensor_desc wrong = sl_desc_make(SL_F64, 1, d3, 0);
   g_in1 = &wrong;
   kv ob[] = {{"kind", "bf"}};
-  assert_int_equal(vi_make(&n, ob, 1, &in, &e), SL_ERR_PIPELINE);
+  assert_int_equal(image_make(&n, ob, 1, &in, &e), SL_ERR_PIPELINE);
   assert_non_null(strstr(e.msg, "input 'disk'"));
   node_free(&n);
   g_in1 = &ddesc;
-  assert_int_equal(vi_make(&n, ob, 1, &in, &e), SL_OK);
+  assert_int_equal(image_make(&n, ob, 1, &in, &e), SL_OK);
   g_in1 = NULL;
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
   const double bad[4] = {10, 10, -1, 0};
@@ -641,20 +632,8 @@ static void test_png_h5_masks(void **st) {
   };
   int64_t d4[4] = {4, 9, h, w};
   sl_tensor_desc in = sl_desc_make(SL_U8, 4, d4, 2);
-  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-    char path[512];
-    mask_path(path, sizeof path, bad[k].name);
-    snprintf(yaml, sizeof yaml, "'%s'", path);
-    sl_node n;
-    sl_error e;
-    sl_code rc = vi_make(&n, o, 2, &in, &e);
-    if (rc != bad[k].want || !strstr(e.msg, bad[k].needle) || !strstr(e.msg, bad[k].name))
-      fprintf(stderr, "case %s: rc %d msg '%s'\n", bad[k].name, rc, e.msg);
-    assert_int_equal(rc, bad[k].want);
-    assert_non_null(strstr(e.msg, bad[k].needle));
-    assert_non_null(strstr(e.msg, bad[k].name));
-    node_free(&n);
-  }
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+    expect_mask_refused(&in, bad[k].name, bad[k].want, bad[k].needle);
   /* A file that is not HDF5. */
   {
     char path[512];
@@ -667,7 +646,7 @@ static void test_png_h5_masks(void **st) {
     snprintf(yaml, sizeof yaml, "'%s:/x'", fake);
     sl_node n;
     sl_error e;
-    assert_int_equal(vi_make(&n, o, 2, &in, &e), SL_ERR_FORMAT);
+    assert_int_equal(image_make(&n, o, 2, &in, &e), SL_ERR_FORMAT);
     assert_non_null(strstr(e.msg, "not an HDF5 file"));
     node_free(&n);
   }
@@ -707,12 +686,8 @@ static void test_invalid_params(void **st) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     sl_node n;
     sl_error e;
-    sl_code rc = vi_make(&n, cases[k].o, cases[k].n, &in, &e);
-    if (rc != SL_ERR_PIPELINE || !strstr(e.msg, cases[k].needle))
-      fprintf(stderr, "case %zu: rc %d msg '%s'\n", k, rc, e.msg);
-    assert_int_equal(rc, SL_ERR_PIPELINE);
-    assert_non_null(strstr(e.msg, cases[k].needle));
-    node_free(&n);
+    sl_code rc = image_make(&n, cases[k].o, cases[k].n, &in, &e);
+    expect_refused(&n, rc, &e, SL_ERR_PIPELINE, cases[k].needle, k);
   }
   /* Inputs of the wrong kind. */
   int64_t d3[3] = {3, 16, 16}, d5[5] = {2, 3, 4, 16, 16};
@@ -729,7 +704,7 @@ static void test_invalid_params(void **st) {
     kv o[] = {{"kind", "bf"}, {"radius", "3"}};
     sl_node n;
     sl_error e;
-    sl_code rc = vi_make(&n, o, 2, &bad[k], &e);
+    sl_code rc = image_make(&n, o, 2, &bad[k], &e);
     if (rc != SL_ERR_PIPELINE) fprintf(stderr, "input case %zu: rc %d\n", k, rc);
     assert_int_equal(rc, SL_ERR_PIPELINE);
     assert_non_null(strstr(e.msg, "input 'frames' expects u8, u16 or u32 frames with 2 item axes"));
@@ -743,7 +718,7 @@ static void test_cost(void **st) {
   kv o[] = {{"kind", "bf"}, {"radius", "3"}};
   sl_node n;
   sl_error e;
-  assert_int_equal(vi_make(&n, o, 2, &in, &e), SL_OK);
+  assert_int_equal(image_make(&n, o, 2, &in, &e), SL_OK);
   sl_node_cost c;
   n.desc->cost(&n, 10, &c);
   assert_true(c.bytes_read == 10 * 256 * 2); /* upper bound before prepare */

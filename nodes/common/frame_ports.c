@@ -1,9 +1,16 @@
-/* Port checks shared by the detector and STEM nodes (see stem_ports.h). */
-#include "nodes/common/stem_ports.h"
+/* Checks of the frames and centre-of-mass ports (see frame_ports.h). */
+#include "nodes/common/frame_ports.h"
 
 #include <stdbool.h>
 
 #include "engine/graph/graph.h"
+
+sl_code sl_input_refuse(sl_error *err, const char *name, const char *expects,
+                        const sl_tensor_desc *got) {
+  char buf[160];
+  sl_desc_format(got, buf, sizeof buf);
+  return sl_fail(err, SL_ERR_PIPELINE, "input '%s' expects %s, got %s", name, expects, buf);
+}
 
 static sl_code frames_check(const sl_tensor_desc *x, bool decoded, sl_error *err) {
   if ((x->dtype != SL_U8 && x->dtype != SL_U16 && x->dtype != SL_U32) || x->stream_rank < 1 ||
@@ -28,32 +35,14 @@ sl_code sl_frames_check_decoded(const sl_tensor_desc *x, sl_error *err) {
   return frames_check(x, true, err);
 }
 
-sl_code sl_stem_check_com_field(const sl_node *n, sl_error *err) {
+sl_code sl_com_field_check(const sl_node *n, sl_error *err) {
   const char *names[2] = {"com_row", "com_col"};
   for (int i = 0; i < 2; i++) {
     const sl_tensor_desc *d = &n->in[i];
-    if (d->dtype != SL_F64 || d->rank != 2 || d->stream_rank != 0) {
-      char buf[128];
-      sl_desc_format(d, buf, sizeof buf);
-      return sl_fail(err, SL_ERR_PIPELINE, "input '%s' expects a whole f64 [rows, cols], got %s",
-                     names[i], buf);
-    }
+    if (d->dtype != SL_F64 || d->rank != 2 || d->stream_rank != 0)
+      return sl_input_refuse(err, names[i], "a whole f64 [rows, cols]", d);
   }
   if (!sl_desc_equal_shape(&n->in[0], &n->in[1]))
     return sl_fail(err, SL_ERR_PIPELINE, "inputs 'com_row' and 'com_col' differ in shape");
   return SL_OK;
-}
-
-sl_code sl_stem_simd_param(const sl_node *n, sl_simd *want, sl_error *err) {
-  const char *s = sl_param_str(n, "simd");
-  if (!sl_simd_parse(s, want))
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "param 'simd' must be auto, scalar, sse2 or avx2, got '%s'", s ? s : "");
-  return SL_OK;
-}
-
-sl_code sl_stem_simd(const sl_node *n, sl_simd *path, sl_error *err) {
-  sl_simd want;
-  sl_code rc = sl_stem_simd_param(n, &want, err);
-  return rc ? rc : sl_simd_resolve(want, path, err);
 }
