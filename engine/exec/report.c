@@ -136,7 +136,7 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     const sl_node *n = &g->nodes[i];
     sl_json_begin_object(j);
     sl_json_kv_string(j, "id", n->id);
-    sl_json_kv_string(j, "type", n->desc ? n->desc->type : "iterate");
+    sl_json_kv_string(j, "type", sl_node_type_name(n));
     sl_json_kv_int(j, "level", n->level);
     sl_json_kv_string(j, "phase", sl_phase_name(n->phase));
     sl_json_kv_int(j, "pass", n->pass);
@@ -160,9 +160,7 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_begin_array(j);
   for (int l = 0; l < p->n_levels; l++) {
     sl_json_begin_object(j);
-    sl_json_kv_int(j, "level", l);
-    sl_json_kv_string(j, "phase", sl_phase_name(p->levels[l].phase));
-    sl_json_kv_int(j, "pass", p->levels[l].pass);
+    sl_plan_level_json_keys(j, p, l);
     sl_json_kv_double(j, "seconds", r->level_seconds[l]);
     sl_json_kv_double(j, "estimated_seconds", p->levels[l].est_seconds);
     sl_json_end_object(j);

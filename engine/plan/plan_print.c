@@ -5,7 +5,15 @@
 #include "engine/plan/plan.h"
 
 static void node_label(const sl_node *n, char *buf, size_t len) {
-  snprintf(buf, len, "%s (%s)", n->id, n->desc ? n->desc->type : "iterate");
+  snprintf(buf, len, "%s (%s)", n->id, sl_node_type_name(n));
+}
+
+/* A buffer's name ("node.port") and its tensor type, for both forms. */
+static void buffer_label(const sl_plan *p, const sl_plan_buffer *bf, char *name, size_t name_len,
+                         char *desc, size_t desc_len) {
+  const sl_node *n = &p->graph->nodes[bf->node];
+  snprintf(name, name_len, "%s.%s", n->id, n->out_names[bf->port]);
+  sl_desc_format(&n->out[bf->port], desc, desc_len);
 }
 
 static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
@@ -33,10 +41,8 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   fprintf(f, "%sbuffers (lifetime in levels; streamed buffers hold one chunk):\n", ind);
   for (int i = 0; i < p->n_buffers; i++) {
     const sl_plan_buffer *bf = &p->buffers[i];
-    const sl_node *n = &g->nodes[bf->node];
     char name[192], desc[128];
-    snprintf(name, sizeof name, "%s.%s", n->id, n->out_names[bf->port]);
-    sl_desc_format(&n->out[bf->port], desc, sizeof desc);
+    buffer_label(p, bf, name, sizeof name, desc, sizeof desc);
     sl_format_bytes((uint64_t)bf->bytes, a, sizeof a);
     fprintf(f, "%s  %-28s %-26s %10s%s  L%d-L%d  slot %d%s%s\n", ind, name, desc, a,
             bf->streamed ? "/chunk" : "      ", bf->first_level, bf->last_level, bf->slot,
@@ -80,6 +86,12 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
 
 void sl_plan_print(FILE *f, const sl_plan *p) { print_indented(f, p, ""); }
 
+void sl_plan_level_json_keys(sl_json *j, const sl_plan *p, int l) {
+  sl_json_kv_int(j, "level", l);
+  sl_json_kv_string(j, "phase", sl_phase_name(p->levels[l].phase));
+  sl_json_kv_int(j, "pass", p->levels[l].pass);
+}
+
 void sl_plan_json(sl_json *j, const sl_plan *p) {
   const sl_graph *g = p->graph;
   sl_json_begin_object(j);
@@ -93,9 +105,7 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_begin_array(j);
   for (int l = 0; l < p->n_levels; l++) {
     sl_json_begin_object(j);
-    sl_json_kv_int(j, "level", l);
-    sl_json_kv_string(j, "phase", sl_phase_name(p->levels[l].phase));
-    sl_json_kv_int(j, "pass", p->levels[l].pass);
+    sl_plan_level_json_keys(j, p, l);
     sl_json_key(j, "nodes");
     sl_json_begin_array(j);
     for (int k = 0; k < p->levels[l].n_nodes; k++) sl_json_string(j, g->nodes[p->levels[l].nodes[k]].id);
@@ -111,7 +121,7 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
     const sl_plan_node *pn = &p->nodes[i];
     sl_json_begin_object(j);
     sl_json_kv_string(j, "id", n->id);
-    sl_json_kv_string(j, "type", n->desc ? n->desc->type : "iterate");
+    sl_json_kv_string(j, "type", sl_node_type_name(n));
     sl_json_kv_string(j, "phase", sl_phase_name(n->phase));
     sl_json_kv_int(j, "pass", n->pass);
     sl_json_kv_int(j, "runs_in_passes", __builtin_popcount(n->pass_mask) ? __builtin_popcount(n->pass_mask) : 1);
@@ -132,10 +142,8 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_begin_array(j);
   for (int i = 0; i < p->n_buffers; i++) {
     const sl_plan_buffer *bf = &p->buffers[i];
-    const sl_node *n = &g->nodes[bf->node];
     char name[192], desc[128];
-    snprintf(name, sizeof name, "%s.%s", n->id, n->out_names[bf->port]);
-    sl_desc_format(&n->out[bf->port], desc, sizeof desc);
+    buffer_label(p, bf, name, sizeof name, desc, sizeof desc);
     sl_json_begin_object(j);
     sl_json_kv_string(j, "name", name);
     sl_json_kv_string(j, "type", desc);
