@@ -97,17 +97,9 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   }
   sl_json_end_array(j);
   sl_json_key(j, "resolved_pipeline");
-  {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (f) {
-      sl_spec_render(f, s);
-      fclose(f);
-    }
-    sl_json_string(j, buf ? buf : "");
-    free(buf);
-  }
+  char *rendered = sl_spec_render_string(s);
+  sl_json_string(j, rendered ? rendered : "");
+  free(rendered);
   sl_json_key(j, "pipeline_files");
   sl_json_begin_array(j);
   for (size_t i = 0; i < s->n_sources; i++) file_identity(j, s->sources[i], true);

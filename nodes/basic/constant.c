@@ -14,9 +14,7 @@ SL_NODE_PARAMS(constant_params, CONSTANT_PARAMS)
 
 static sl_code constant_infer(sl_node *n, sl_error *err) {
   const constant_params *p = constant_params_of(n);
-  sl_tensor_desc *d = &n->out[0];
-  memset(d, 0, sizeof *d);
-  d->dtype = sl_basic_float_dtype_of(p->dtype);
+  sl_tensor_desc *d = sl_basic_float_output(&n->out[0], p->dtype);
   return sl_basic_shape_from_param(p->shape, "shape", d, err);
 }
 

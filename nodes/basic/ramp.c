@@ -16,9 +16,7 @@ SL_NODE_PARAMS(ramp_params, RAMP_PARAMS)
 
 static sl_code ramp_infer(sl_node *n, sl_error *err) {
   const ramp_params *p = ramp_params_of(n);
-  sl_tensor_desc *d = &n->out[0];
-  memset(d, 0, sizeof *d);
-  d->dtype = sl_basic_float_dtype_of(p->dtype);
+  sl_tensor_desc *d = sl_basic_float_output(&n->out[0], p->dtype);
   sl_code rc = sl_basic_shape_from_param(p->positions, "positions", d, err);
   if (rc != SL_OK) return rc;
   d->stream_rank = d->rank;

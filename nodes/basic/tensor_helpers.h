@@ -17,8 +17,12 @@
 #define SL_BASIC_FLOAT_DTYPE_CHOICES "f32|f64"
 typedef enum sl_basic_float_dtype { SL_BASIC_FLOAT_F32, SL_BASIC_FLOAT_F64 } sl_basic_float_dtype;
 
-static inline sl_dtype sl_basic_float_dtype_of(int choice) {
-  return choice == SL_BASIC_FLOAT_F32 ? SL_F32 : SL_F64;
+/* Clears d, the output of a float source, and gives it the dtype of the
+ * `dtype` choice; the caller fills the shape. */
+static inline sl_tensor_desc *sl_basic_float_output(sl_tensor_desc *d, int dtype_choice) {
+  memset(d, 0, sizeof *d);
+  d->dtype = dtype_choice == SL_BASIC_FLOAT_F32 ? SL_F32 : SL_F64;
+  return d;
 }
 
 /* Sets d's rank and dims from the SHAPE param `v` (named `name` in errors):
