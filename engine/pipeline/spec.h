@@ -107,7 +107,8 @@ sl_yaml *sl_spec_to_yaml(const sl_spec *s);
  * memory stream could be opened). */
 char *sl_spec_render_string(const sl_spec *s);
 
-/* Helpers shared by the files of engine/pipeline (params.c, subst.c, spec.c). */
+/* Helpers shared by the files of engine/pipeline (param_types.c, subst.c, the spec
+ * loader). */
 /* All type names, in sl_ptype order. */
 const char *const *sl_ptype_names(size_t *n);
 /* Checks a value against a param type; the error names the param and points at v. */
