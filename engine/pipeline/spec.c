@@ -63,9 +63,8 @@ const sl_yaml *sl_spec_value(const sl_spec *s, const char *name) {
   return NULL;
 }
 
-static sl_code load_root(sl_spec_loader *L, const sl_yaml *root, const char *file,
-                         const char *base_dir, const sl_spec_bindings *b, sl_spec *s,
-                         sl_error *err) {
+static sl_code load_root(sl_spec_loader *L, const sl_yaml *root, const char *base_dir,
+                         const sl_spec_bindings *b, sl_spec *s, sl_error *err) {
   sl_code rc;
   if (root->kind != SL_Y_MAP) {
     sl_fail(err, SL_ERR_PIPELINE,
@@ -155,7 +154,6 @@ static sl_code load_root(sl_spec_loader *L, const sl_yaml *root, const char *fil
         break;
       }
   sl_aliases_free(&as);
-  (void)file;
   return rc;
 }
 
@@ -169,7 +167,7 @@ static sl_code load_text(sl_spec_loader *L, const char *text, size_t len, const 
   sl_spec *s = sl_xcalloc(1, sizeof *s);
   s->file = sl_strdup(file);
   sl_spec_add_source(s, file);
-  rc = load_root(L, root, file, base_dir, b, s, err);
+  rc = load_root(L, root, base_dir, b, s, err);
   sl_yaml_free(root);
   if (rc) {
     sl_spec_free(s);
