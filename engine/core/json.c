@@ -1,6 +1,9 @@
+/* The streaming JSON writer: structure from the caller, commas, indentation
+ * and escaping here. */
 #include "engine/core/json.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 void sl_json_init(sl_json *j, FILE *f, bool pretty) {
@@ -79,59 +82,39 @@ void sl_json_string(sl_json *j, const char *s) {
   write_string(j->f, s);
 }
 
-void sl_json_int(sl_json *j, int64_t v) {
+/* A scalar value written as printf text. */
+static void value_printf(sl_json *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void value_printf(sl_json *j, const char *fmt, ...) {
   before_value(j);
-  fprintf(j->f, "%lld", (long long)v);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(j->f, fmt, ap);
+  va_end(ap);
 }
 
-void sl_json_uint(sl_json *j, uint64_t v) {
-  before_value(j);
-  fprintf(j->f, "%llu", (unsigned long long)v);
-}
-
+void sl_json_int(sl_json *j, int64_t v) { value_printf(j, "%lld", (long long)v); }
+void sl_json_uint(sl_json *j, uint64_t v) { value_printf(j, "%llu", (unsigned long long)v); }
+/* %.17g: a double read back is the same double. */
 void sl_json_double(sl_json *j, double v) {
-  before_value(j);
-  if (isfinite(v))
-    fprintf(j->f, "%.17g", v);
-  else
-    fputs("null", j->f);
+  if (isfinite(v)) value_printf(j, "%.17g", v);
+  else value_printf(j, "null");
 }
-
-void sl_json_bool(sl_json *j, bool v) {
-  before_value(j);
-  fputs(v ? "true" : "false", j->f);
-}
-
-void sl_json_null(sl_json *j) {
-  before_value(j);
-  fputs("null", j->f);
-}
+void sl_json_bool(sl_json *j, bool v) { value_printf(j, "%s", v ? "true" : "false"); }
+void sl_json_null(sl_json *j) { value_printf(j, "null"); }
 
 void sl_json_finish(sl_json *j) {
   fputc('\n', j->f);
 }
 
-void sl_json_kv_string(sl_json *j, const char *key, const char *s) {
-  sl_json_key(j, key);
-  sl_json_string(j, s);
-}
-
-void sl_json_kv_int(sl_json *j, const char *key, int64_t v) {
-  sl_json_key(j, key);
-  sl_json_int(j, v);
-}
-
-void sl_json_kv_uint(sl_json *j, const char *key, uint64_t v) {
-  sl_json_key(j, key);
-  sl_json_uint(j, v);
-}
-
-void sl_json_kv_double(sl_json *j, const char *key, double v) {
-  sl_json_key(j, key);
-  sl_json_double(j, v);
-}
-
-void sl_json_kv_bool(sl_json *j, const char *key, bool v) {
-  sl_json_key(j, key);
-  sl_json_bool(j, v);
-}
+/* sl_json_kv_TYPE: the key, then sl_json_TYPE of the value. */
+#define SL_JSON_KV(TYPE, CTYPE)                                  \
+  void sl_json_kv_##TYPE(sl_json *j, const char *key, CTYPE v) { \
+    sl_json_key(j, key);                                         \
+    sl_json_##TYPE(j, v);                                        \
+  }
+SL_JSON_KV(string, const char *)
+SL_JSON_KV(int, int64_t)
+SL_JSON_KV(uint, uint64_t)
+SL_JSON_KV(double, double)
+SL_JSON_KV(bool, bool)
+#undef SL_JSON_KV

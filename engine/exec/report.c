@@ -64,20 +64,10 @@ static char *yaml_text(const sl_yaml *y) {
   return buf;
 }
 
-void sl_report_json(sl_json *j, const sl_run_info *info) {
+/* Where the results came from: the params' values, the --set options, the
+ * resolved pipeline, and the identity of the pipeline and input files. */
+static void provenance_json(sl_json *j, const sl_run_info *info) {
   const sl_spec *s = info->spec;
-  const sl_plan *p = info->plan;
-  const sl_graph *g = p->graph;
-  const sl_exec_result *r = info->result;
-  sl_json_begin_object(j);
-  sl_json_kv_string(j, "engine", "sluice");
-  sl_json_kv_string(j, "version", SLUICE_VERSION);
-  sl_json_kv_string(j, "pipeline", s->name);
-  sl_json_kv_string(j, "file", s->file);
-  sl_json_kv_string(j, "started_at", info->started_at);
-  sl_json_kv_string(j, "out_dir", info->out_dir);
-  sl_json_kv_string(j, "backend", sl_backend_kind_name(p->caps.kind));
-  sl_json_kv_string(j, "device", p->caps.device);
   sl_json_key(j, "params");
   sl_json_begin_object(j);
   for (size_t i = 0; i < s->n_params; i++) {
@@ -97,46 +87,31 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   }
   sl_json_end_array(j);
   sl_json_key(j, "resolved_pipeline");
-  {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (f) {
-      sl_spec_render(f, s);
-      fclose(f);
-    }
-    sl_json_string(j, buf ? buf : "");
-    free(buf);
-  }
+  char *rendered = sl_spec_render_string(s);
+  sl_json_string(j, rendered ? rendered : "");
+  free(rendered);
   sl_json_key(j, "pipeline_files");
   sl_json_begin_array(j);
   for (size_t i = 0; i < s->n_sources; i++) file_identity(j, s->sources[i], true);
   sl_json_end_array(j);
   sl_json_key(j, "input_files");
   sl_json_begin_array(j);
-  path_params(j, g);
+  path_params(j, info->plan->graph);
   sl_json_end_array(j);
-  sl_json_kv_double(j, "seconds", r->seconds);
-  sl_json_kv_int(j, "chunks", r->chunks);
-  sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
-  sl_json_key(j, "memory");
-  sl_json_begin_object(j);
-  sl_json_kv_int(j, "planned_peak_bytes", r->planned_peak_bytes);
-  sl_json_kv_int(j, "measured_peak_bytes", r->measured_peak_bytes);
-  sl_json_kv_uint(j, "budget_bytes", p->memory_limit);
-  sl_json_kv_string(j, "budgeted", p->caps.device_memory ? "device" : "host");
-  if (p->caps.device_memory) {
-    sl_json_kv_int(j, "planned_host_bytes", r->planned_host_bytes);
-    sl_json_kv_int(j, "measured_host_bytes", r->measured_host_bytes);
-  }
-  sl_json_end_object(j);
-  sl_json_key(j, "nodes");
+}
+
+/* Per node: what it is, where it ran, its measured time and calls beside the
+ * plan's cost and estimate, and its provenance notes. */
+static void nodes_json(sl_json *j, const sl_run_info *info) {
+  const sl_plan *p = info->plan;
+  const sl_graph *g = p->graph;
+  const sl_exec_result *r = info->result;
   sl_json_begin_array(j);
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
     sl_json_begin_object(j);
     sl_json_kv_string(j, "id", n->id);
-    sl_json_kv_string(j, "type", n->desc ? n->desc->type : "iterate");
+    sl_json_kv_string(j, "type", sl_node_type_name(n));
     sl_json_kv_int(j, "level", n->level);
     sl_json_kv_string(j, "phase", sl_phase_name(n->phase));
     sl_json_kv_int(j, "pass", n->pass);
@@ -156,13 +131,17 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
+}
+
+/* Measured seconds per level beside the estimate, and the outputs written. */
+static void measured_json(sl_json *j, const sl_run_info *info) {
+  const sl_plan *p = info->plan;
+  const sl_exec_result *r = info->result;
   sl_json_key(j, "levels");
   sl_json_begin_array(j);
   for (int l = 0; l < p->n_levels; l++) {
     sl_json_begin_object(j);
-    sl_json_kv_int(j, "level", l);
-    sl_json_kv_string(j, "phase", sl_phase_name(p->levels[l].phase));
-    sl_json_kv_int(j, "pass", p->levels[l].pass);
+    sl_plan_level_json_keys(j, p, l);
     sl_json_kv_double(j, "seconds", r->level_seconds[l]);
     sl_json_kv_double(j, "estimated_seconds", p->levels[l].est_seconds);
     sl_json_end_object(j);
@@ -183,6 +162,39 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
+}
+
+void sl_report_json(sl_json *j, const sl_run_info *info) {
+  const sl_spec *s = info->spec;
+  const sl_plan *p = info->plan;
+  const sl_exec_result *r = info->result;
+  sl_json_begin_object(j);
+  sl_json_kv_string(j, "engine", "sluice");
+  sl_json_kv_string(j, "version", SLUICE_VERSION);
+  sl_json_kv_string(j, "pipeline", s->name);
+  sl_json_kv_string(j, "file", s->file);
+  sl_json_kv_string(j, "started_at", info->started_at);
+  sl_json_kv_string(j, "out_dir", info->out_dir);
+  sl_json_kv_string(j, "backend", sl_backend_kind_name(p->caps.kind));
+  sl_json_kv_string(j, "device", p->caps.device);
+  provenance_json(j, info);
+  sl_json_kv_double(j, "seconds", r->seconds);
+  sl_json_kv_int(j, "chunks", r->chunks);
+  sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
+  sl_json_key(j, "memory");
+  sl_json_begin_object(j);
+  sl_json_kv_int(j, "planned_peak_bytes", r->planned_peak_bytes);
+  sl_json_kv_int(j, "measured_peak_bytes", r->measured_peak_bytes);
+  sl_json_kv_uint(j, "budget_bytes", p->memory_limit);
+  sl_json_kv_string(j, "budgeted", p->caps.device_memory ? "device" : "host");
+  if (p->caps.device_memory) {
+    sl_json_kv_int(j, "planned_host_bytes", r->planned_host_bytes);
+    sl_json_kv_int(j, "measured_host_bytes", r->measured_host_bytes);
+  }
+  sl_json_end_object(j);
+  sl_json_key(j, "nodes");
+  nodes_json(j, info);
+  measured_json(j, info);
   sl_json_key(j, "plan");
   sl_plan_json(j, p);
   sl_json_end_object(j);

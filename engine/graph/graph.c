@@ -19,6 +19,8 @@ const char *sl_phase_name(sl_phase p) {
   return "?";
 }
 
+const char *sl_node_type_name(const sl_node *n) { return n->desc ? n->desc->type : "iterate"; }
+
 static sl_code at(sl_error *err, sl_loc loc, const char *node_id) {
   sl_error_at(err, loc.file, loc.line, loc.col);
   sl_error_node(err, node_id);
@@ -77,7 +79,7 @@ static void provenance_rec(const sl_graph *g, int node, bool *seen, FILE *f) {
   seen[node] = true;
   const sl_node *n = &g->nodes[node];
   for (int k = 0; k < n->n_in; k++) provenance_rec(g, n->in_src[k].node, seen, f);
-  fprintf(f, "%s (%s)", n->id, n->desc ? n->desc->type : "iterate");
+  fprintf(f, "%s (%s)", n->id, sl_node_type_name(n));
   if (n->desc && n->desc->n_params) {
     fputs(" {", f);
     for (int p = 0; p < n->desc->n_params; p++) {
@@ -196,7 +198,7 @@ static sl_code no_such_port(sl_error *err, const sl_node *n, const char *port, c
                             const char *const *names, int count, sl_loc loc, const char *user) {
   const char *best = sl_closest(port, names, (size_t)count);
   sl_fail(err, SL_ERR_PIPELINE, "node '%s' (%s) has no %s port '%s'%s%s%s", n->id,
-          n->desc ? n->desc->type : "iterate", what, port, best ? " (did you mean '" : "",
+          sl_node_type_name(n), what, port, best ? " (did you mean '" : "",
           best ? best : "", best ? "'?)" : "");
   return at(err, loc, user);
 }

@@ -89,6 +89,8 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
                        const sl_node_registry *registry, sl_graph **out, sl_error *err);
 void sl_graph_free(sl_graph *g);
 int sl_graph_find(const sl_graph *g, const char *id);
+/* The node's type, or "iterate" for an iterate node. */
+const char *sl_node_type_name(const sl_node *n);
 /* Does every node (and body node) have a kernel for this backend? */
 sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *err);
 

@@ -79,3 +79,13 @@ void sl_spec_render(FILE *f, const sl_spec *s) {
   sl_yaml_emit(f, y, 0);
   sl_yaml_free(y);
 }
+
+char *sl_spec_render_string(const sl_spec *s) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return NULL;
+  sl_spec_render(f, s);
+  fclose(f);
+  return buf;
+}

@@ -103,8 +103,12 @@ sl_code sl_spec_load_string(const char *text, size_t len, const char *name,
                             sl_error *err);
 /* The resolved pipeline as a YAML tree (what sl_spec_render prints). */
 sl_yaml *sl_spec_to_yaml(const sl_spec *s);
+/* What sl_spec_render prints, as a string the caller frees (NULL when no
+ * memory stream could be opened). */
+char *sl_spec_render_string(const sl_spec *s);
 
-/* Helpers shared by the files of engine/pipeline (params.c, subst.c, spec.c). */
+/* Helpers shared by the files of engine/pipeline (param_types.c, subst.c, the spec
+ * loader). */
 /* All type names, in sl_ptype order. */
 const char *const *sl_ptype_names(size_t *n);
 /* Checks a value against a param type; the error names the param and points at v. */

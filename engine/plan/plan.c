@@ -55,23 +55,11 @@ static double estimate(const sl_backend_caps *caps, const sl_node_cost *c) {
   return t_mem > t_ops ? t_mem : t_ops;
 }
 
-/* Builds the plan for a fixed chunk size. */
-static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
-                               sl_plan **out, sl_error *err) {
-  sl_plan *p = sl_xcalloc(1, sizeof *p);
-  p->graph = g;
-  p->caps = opts->caps;
-  p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
-  const sl_tensor_desc *sd = stream_desc(g);
-  p->positions = sd ? sl_desc_positions(sd) : 0;
-  p->chunk_positions = sd ? chunk : 0;
-  p->n_chunks = sd && chunk > 0 ? (p->positions + chunk - 1) / chunk : 0;
-  int64_t last_chunk = sd && chunk > 0 ? p->positions - (p->n_chunks - 1) * chunk : 0;
-
-  /* Levels: each (pass, phase) block gets consecutive global levels; a stream
-   * node appears in the stream block of every pass it runs in. */
-  int np = g->n_passes > 0 ? g->n_passes : 1, nn = g->n_nodes;
-  p->n_passes = np;
+/* Levels: each (pass, phase) block gets consecutive global levels; a stream
+ * node appears in the stream block of every pass it runs in. Fills
+ * exec_level, passes, levels and the first pass's stream range. */
+static void plan_levels(sl_plan *p, const sl_graph *g) {
+  int np = p->n_passes, nn = g->n_nodes;
   p->exec_level = sl_xcalloc((size_t)(nn ? nn : 1) * (size_t)np, sizeof *p->exec_level);
   int *local = sl_xcalloc((size_t)(nn ? nn : 1), sizeof *local);
   int offset = 0;
@@ -123,38 +111,56 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
     }
   p->stream_first_level = p->passes[0].stream_first <= p->passes[0].stream_last ? p->passes[0].stream_first : -1;
   p->stream_last_level = p->stream_first_level >= 0 ? p->passes[0].stream_last : -1;
+}
 
-  /* Costs and estimates. */
+static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
+                               sl_plan **out, sl_error *err);
+
+/* The cost of node i for the whole run: an iterate body planned once and
+ * run `times` times, a stream node per chunk (the last one holds last_chunk
+ * positions) in every pass it runs in, a whole node once. */
+static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_plan_opts *opts,
+                              int64_t chunk, int64_t last_chunk, sl_error *err) {
+  const sl_node *n = &g->nodes[i];
+  sl_plan_node *pn = &p->nodes[i];
+  sl_node_cost c;
+  if (n->body) {
+    sl_plan_opts body_opts = *opts;
+    sl_code rc = plan_with_chunk(n->body, &body_opts, 0, &pn->body, err);
+    if (rc != SL_OK) return rc;
+    pn->cost.bytes_read = pn->body->bytes_read * n->times;
+    pn->cost.bytes_written = pn->body->bytes_written * n->times;
+    pn->cost.ops = pn->body->ops * n->times;
+    pn->est_seconds = pn->body->est_seconds * (double)n->times;
+    int64_t carry = 0;
+    for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
+    int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
+    if (need > p->body_bytes) p->body_bytes = need;
+  } else if (n->phase == SL_PHASE_STREAM) {
+    int runs = __builtin_popcount(n->pass_mask);
+    n->desc->cost(n, chunk, &c);
+    add_cost(&pn->cost, &c, (p->n_chunks - 1) * runs);
+    n->desc->cost(n, last_chunk, &c);
+    add_cost(&pn->cost, &c, runs);
+    pn->est_seconds = estimate(&p->caps, &pn->cost);
+  } else {
+    n->desc->cost(n, 1, &c);
+    add_cost(&pn->cost, &c, 1);
+    pn->est_seconds = estimate(&p->caps, &pn->cost);
+  }
+  return SL_OK;
+}
+
+/* Costs and estimates of every node, added up into the plan's totals and
+ * its levels' estimates. */
+static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
+                          int64_t last_chunk, sl_error *err) {
+  int np = p->n_passes;
   p->nodes = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->nodes);
-  sl_code rc = SL_OK;
-  for (int i = 0; i < g->n_nodes && rc == SL_OK; i++) {
-    const sl_node *n = &g->nodes[i];
-    sl_plan_node *pn = &p->nodes[i];
-    sl_node_cost c;
-    if (n->body) {
-      sl_plan_opts body_opts = *opts;
-      rc = plan_with_chunk(n->body, &body_opts, 0, &pn->body, err);
-      if (rc != SL_OK) break;
-      pn->cost.bytes_read = pn->body->bytes_read * n->times;
-      pn->cost.bytes_written = pn->body->bytes_written * n->times;
-      pn->cost.ops = pn->body->ops * n->times;
-      pn->est_seconds = pn->body->est_seconds * (double)n->times;
-      int64_t carry = 0;
-      for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
-      int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
-      if (need > p->body_bytes) p->body_bytes = need;
-    } else if (n->phase == SL_PHASE_STREAM) {
-      int runs = __builtin_popcount(n->pass_mask);
-      n->desc->cost(n, chunk, &c);
-      add_cost(&pn->cost, &c, (p->n_chunks - 1) * runs);
-      n->desc->cost(n, last_chunk, &c);
-      add_cost(&pn->cost, &c, runs);
-      pn->est_seconds = estimate(&p->caps, &pn->cost);
-    } else {
-      n->desc->cost(n, 1, &c);
-      add_cost(&pn->cost, &c, 1);
-      pn->est_seconds = estimate(&p->caps, &pn->cost);
-    }
+  for (int i = 0; i < g->n_nodes; i++) {
+    sl_code rc = plan_node_cost(p, g, i, opts, chunk, last_chunk, err);
+    if (rc != SL_OK) return rc;
+    const sl_plan_node *pn = &p->nodes[i];
     int64_t scratch = pn->cost.workspace_bytes +
                       pn->cost.per_worker_bytes * (p->caps.compute_units > 0 ? p->caps.compute_units : 1);
     if (scratch > p->workspace_bytes) p->workspace_bytes = scratch;
@@ -171,25 +177,59 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       if (p->exec_level[i * np + pass] >= 0)
         p->levels[p->exec_level[i * np + pass]].est_seconds += pn->est_seconds / runs;
   }
-  if (rc != SL_OK) {
-    sl_plan_free(p);
-    return rc;
-  }
+  return SL_OK;
+}
 
-  /* Buffers and lifetimes. */
+/* The lifetime of output k of node i, in levels: from its producer's first
+ * level (a reduction: the start of its home stream block) to its last
+ * consumer's, stretched for graph outputs and for whole data a stream block
+ * reads. Adds assembled graph outputs to output_bytes. */
+static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl_plan_buffer *b) {
+  const sl_node *n = &g->nodes[i];
+  int np = p->n_passes, nn = g->n_nodes, final_level = p->n_levels - 1;
+  int first_exec = -1, last_exec = -1, first_pass = -1;
+  for (int pass = 0; pass < np; pass++) {
+    int l = p->exec_level[i * np + pass];
+    if (l < 0) continue;
+    if (first_exec < 0) first_exec = l, first_pass = pass;
+    last_exec = l;
+  }
+  b->first_level = b->reduction ? p->passes[first_pass].stream_first : first_exec;
+  b->last_level = last_exec;
+  for (int j = 0; j < nn; j++)
+    for (int q = 0; q < g->nodes[j].n_in; q++)
+      if (g->nodes[j].in_src[q].node == i && g->nodes[j].in_src[q].port == k)
+        for (int pass = 0; pass < np; pass++)
+          if (p->exec_level[j * np + pass] > b->last_level) b->last_level = p->exec_level[j * np + pass];
+  for (int o = 0; o < g->n_outputs; o++)
+    if (g->outputs[o].node == i && g->outputs[o].port == k) b->graph_output = true;
+  if (b->graph_output) {
+    /* Streamed outputs are assembled on the host at the end of each chunk
+     * of their home pass; whole ones are copied there when the run ends. */
+    int home_stream_last = p->passes[n->pass].stream_last;
+    b->last_level = b->streamed ? (home_stream_last > b->last_level ? home_stream_last : b->last_level)
+                                : final_level;
+    p->output_bytes += sl_desc_bytes(&n->out[k]);
+  }
+  if (b->reduction && p->passes[first_pass].stream_last > b->last_level)
+    b->last_level = p->passes[first_pass].stream_last;
+  /* Whole data that a stream block touches must outlive every chunk. */
+  for (int pass = 0; pass < np && !b->streamed; pass++) {
+    const sl_plan_pass *pp = &p->passes[pass];
+    if (pp->stream_first > pp->stream_last) continue;
+    if (b->first_level <= pp->stream_last && b->last_level >= pp->stream_first &&
+        b->last_level < pp->stream_last)
+      b->last_level = pp->stream_last;
+  }
+}
+
+/* One buffer per output port, with its size for a chunk and its lifetime. */
+static void plan_buffers(sl_plan *p, const sl_graph *g, int64_t chunk) {
   int nb = 0;
   for (int i = 0; i < g->n_nodes; i++) nb += g->nodes[i].n_out;
   p->buffers = sl_xcalloc((size_t)(nb ? nb : 1), sizeof *p->buffers);
-  int final_level = p->n_levels - 1;
-  for (int i = 0; i < nn; i++) {
+  for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
-    int first_exec = -1, last_exec = -1, first_pass = -1;
-    for (int pass = 0; pass < np; pass++) {
-      int l = p->exec_level[i * np + pass];
-      if (l < 0) continue;
-      if (first_exec < 0) first_exec = l, first_pass = pass;
-      last_exec = l;
-    }
     for (int k = 0; k < n->n_out; k++) {
       sl_plan_buffer *b = &p->buffers[p->n_buffers++];
       b->node = i;
@@ -197,39 +237,15 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       b->streamed = n->out[k].stream_rank > 0;
       b->reduction = !b->streamed && n->phase == SL_PHASE_STREAM;
       b->bytes = sl_desc_buffer_bytes(&n->out[k], chunk);
-      b->first_level = b->reduction ? p->passes[first_pass].stream_first : first_exec;
-      b->last_level = last_exec;
-      for (int j = 0; j < nn; j++)
-        for (int q = 0; q < g->nodes[j].n_in; q++)
-          if (g->nodes[j].in_src[q].node == i && g->nodes[j].in_src[q].port == k)
-            for (int pass = 0; pass < np; pass++)
-              if (p->exec_level[j * np + pass] > b->last_level) b->last_level = p->exec_level[j * np + pass];
-      for (int o = 0; o < g->n_outputs; o++)
-        if (g->outputs[o].node == i && g->outputs[o].port == k) b->graph_output = true;
-      if (b->graph_output) {
-        /* Streamed outputs are assembled on the host at the end of each chunk
-         * of their home pass; whole ones are copied there when the run ends. */
-        int home_stream_last = p->passes[n->pass].stream_last;
-        b->last_level = b->streamed ? (home_stream_last > b->last_level ? home_stream_last : b->last_level)
-                                    : final_level;
-        p->output_bytes += sl_desc_bytes(&n->out[k]);
-      }
-      if (b->reduction && p->passes[first_pass].stream_last > b->last_level)
-        b->last_level = p->passes[first_pass].stream_last;
-      /* Whole data that a stream block touches must outlive every chunk. */
-      for (int pass = 0; pass < np && !b->streamed; pass++) {
-        const sl_plan_pass *pp = &p->passes[pass];
-        if (pp->stream_first > pp->stream_last) continue;
-        if (b->first_level <= pp->stream_last && b->last_level >= pp->stream_first &&
-            b->last_level < pp->stream_last)
-          b->last_level = pp->stream_last;
-      }
+      plan_buffer_lifetime(p, g, i, k, b);
     }
   }
+}
 
-  /* Slots: greedy over buffers by first level; a slot is free for a buffer of
-   * its size class once its last occupant's lifetime has ended. The executor
-   * uses exactly this assignment. */
+/* Slots: greedy over buffers by first level; a slot is free for a buffer of
+ * its size class once its last occupant's lifetime has ended. The executor
+ * uses exactly this assignment. Also the peak of live buffer bytes. */
+static void plan_slots(sl_plan *p) {
   int *order = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *order);
   for (int b = 0; b < p->n_buffers; b++) order[b] = b;
   for (int a = 1; a < p->n_buffers; a++)
@@ -265,13 +281,17 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
       if (p->buffers[b].first_level <= l && l <= p->buffers[b].last_level) live += p->buffers[b].bytes;
     if (live > p->live_peak_bytes) p->live_peak_bytes = live;
   }
-  /* Host nodes on a device backend stage their inputs and outputs on the host. */
+}
+
+/* Peak host and device bytes. Host nodes on a device backend stage their
+ * inputs and outputs on the host. */
+static void plan_peaks(sl_plan *p, const sl_graph *g) {
   if (p->caps.device_memory)
     for (int b = 0; b < p->n_buffers; b++) {
       const sl_plan_buffer *bf = &p->buffers[b];
       const sl_node *prod = &g->nodes[bf->node];
       bool staged = prod->desc && prod->desc->host;
-      for (int j = 0; j < nn && !staged; j++)
+      for (int j = 0; j < g->n_nodes && !staged; j++)
         for (int q = 0; q < g->nodes[j].n_in; q++)
           if (g->nodes[j].desc && g->nodes[j].desc->host && g->nodes[j].in_src[q].node == bf->node &&
               g->nodes[j].in_src[q].port == bf->port)
@@ -287,6 +307,30 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   } else {
     p->peak_host_bytes = engine + p->output_bytes;
   }
+}
+
+/* Builds the plan for a fixed chunk size. */
+static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
+                               sl_plan **out, sl_error *err) {
+  sl_plan *p = sl_xcalloc(1, sizeof *p);
+  p->graph = g;
+  p->caps = opts->caps;
+  p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
+  const sl_tensor_desc *sd = stream_desc(g);
+  p->positions = sd ? sl_desc_positions(sd) : 0;
+  p->chunk_positions = sd ? chunk : 0;
+  p->n_chunks = sd && chunk > 0 ? (p->positions + chunk - 1) / chunk : 0;
+  int64_t last_chunk = sd && chunk > 0 ? p->positions - (p->n_chunks - 1) * chunk : 0;
+  p->n_passes = g->n_passes > 0 ? g->n_passes : 1;
+  plan_levels(p, g);
+  sl_code rc = plan_costs(p, g, opts, chunk, last_chunk, err);
+  if (rc != SL_OK) {
+    sl_plan_free(p);
+    return rc;
+  }
+  plan_buffers(p, g, chunk);
+  plan_slots(p);
+  plan_peaks(p, g);
   *out = p;
   return SL_OK;
 }

@@ -104,6 +104,10 @@ void sl_plan_free(sl_plan *p);
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err);
 void sl_plan_print(FILE *f, const sl_plan *p);
 void sl_plan_json(sl_json *j, const sl_plan *p);
+/* The keys that name level l in JSON (level, phase, pass), written into the
+ * caller's open object: the plan's levels and the run report's measured
+ * levels say them the same way. */
+void sl_plan_level_json_keys(sl_json *j, const sl_plan *p, int l);
 /* The size class of a buffer: the next power of two >= bytes (min 64). */
 int64_t sl_size_class(int64_t bytes);
 

@@ -5,7 +5,15 @@
 #include "engine/plan/plan.h"
 
 static void node_label(const sl_node *n, char *buf, size_t len) {
-  snprintf(buf, len, "%s (%s)", n->id, n->desc ? n->desc->type : "iterate");
+  snprintf(buf, len, "%s (%s)", n->id, sl_node_type_name(n));
+}
+
+/* A buffer's name ("node.port") and its tensor type, for both forms. */
+static void buffer_label(const sl_plan *p, const sl_plan_buffer *bf, char *name, size_t name_len,
+                         char *desc, size_t desc_len) {
+  const sl_node *n = &p->graph->nodes[bf->node];
+  snprintf(name, name_len, "%s.%s", n->id, n->out_names[bf->port]);
+  sl_desc_format(&n->out[bf->port], desc, desc_len);
 }
 
 static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
@@ -33,10 +41,8 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   fprintf(f, "%sbuffers (lifetime in levels; streamed buffers hold one chunk):\n", ind);
   for (int i = 0; i < p->n_buffers; i++) {
     const sl_plan_buffer *bf = &p->buffers[i];
-    const sl_node *n = &g->nodes[bf->node];
     char name[192], desc[128];
-    snprintf(name, sizeof name, "%s.%s", n->id, n->out_names[bf->port]);
-    sl_desc_format(&n->out[bf->port], desc, sizeof desc);
+    buffer_label(p, bf, name, sizeof name, desc, sizeof desc);
     sl_format_bytes((uint64_t)bf->bytes, a, sizeof a);
     fprintf(f, "%s  %-28s %-26s %10s%s  L%d-L%d  slot %d%s%s\n", ind, name, desc, a,
             bf->streamed ? "/chunk" : "      ", bf->first_level, bf->last_level, bf->slot,
@@ -80,45 +86,58 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
 
 void sl_plan_print(FILE *f, const sl_plan *p) { print_indented(f, p, ""); }
 
-void sl_plan_json(sl_json *j, const sl_plan *p) {
-  const sl_graph *g = p->graph;
-  sl_json_begin_object(j);
-  sl_json_kv_string(j, "backend", sl_backend_kind_name(p->caps.kind));
-  sl_json_kv_string(j, "device", p->caps.device);
-  sl_json_kv_int(j, "positions", p->positions);
-  sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
-  sl_json_kv_int(j, "chunks", p->n_chunks);
-  sl_json_kv_int(j, "passes", p->n_passes);
-  sl_json_key(j, "levels");
+void sl_plan_level_json_keys(sl_json *j, const sl_plan *p, int l) {
+  sl_json_kv_int(j, "level", l);
+  sl_json_kv_string(j, "phase", sl_phase_name(p->levels[l].phase));
+  sl_json_kv_int(j, "pass", p->levels[l].pass);
+}
+
+/* Integer members of a JSON object, in order: the plan's objects are mostly
+ * counts and byte sizes, written from tables rather than call after call. */
+typedef struct json_int {
+  const char *key;
+  int64_t value;
+} json_int;
+
+static void json_ints(sl_json *j, const json_int *fields, size_t n) {
+  for (size_t i = 0; i < n; i++) sl_json_kv_int(j, fields[i].key, fields[i].value);
+}
+#define JSON_INTS(j, ...)                                      \
+  do {                                                         \
+    const json_int fields_[] = {__VA_ARGS__};                  \
+    json_ints(j, fields_, sizeof fields_ / sizeof *fields_);   \
+  } while (0)
+
+static void levels_json(sl_json *j, const sl_plan *p) {
   sl_json_begin_array(j);
   for (int l = 0; l < p->n_levels; l++) {
     sl_json_begin_object(j);
-    sl_json_kv_int(j, "level", l);
-    sl_json_kv_string(j, "phase", sl_phase_name(p->levels[l].phase));
-    sl_json_kv_int(j, "pass", p->levels[l].pass);
+    sl_plan_level_json_keys(j, p, l);
     sl_json_key(j, "nodes");
     sl_json_begin_array(j);
-    for (int k = 0; k < p->levels[l].n_nodes; k++) sl_json_string(j, g->nodes[p->levels[l].nodes[k]].id);
+    for (int k = 0; k < p->levels[l].n_nodes; k++)
+      sl_json_string(j, p->graph->nodes[p->levels[l].nodes[k]].id);
     sl_json_end_array(j);
     sl_json_kv_double(j, "estimated_seconds", p->levels[l].est_seconds);
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
-  sl_json_key(j, "nodes");
+}
+
+static void nodes_json(sl_json *j, const sl_plan *p) {
+  const sl_graph *g = p->graph;
   sl_json_begin_array(j);
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
     const sl_plan_node *pn = &p->nodes[i];
+    int passes = __builtin_popcount(n->pass_mask);
     sl_json_begin_object(j);
     sl_json_kv_string(j, "id", n->id);
-    sl_json_kv_string(j, "type", n->desc ? n->desc->type : "iterate");
+    sl_json_kv_string(j, "type", sl_node_type_name(n));
     sl_json_kv_string(j, "phase", sl_phase_name(n->phase));
-    sl_json_kv_int(j, "pass", n->pass);
-    sl_json_kv_int(j, "runs_in_passes", __builtin_popcount(n->pass_mask) ? __builtin_popcount(n->pass_mask) : 1);
-    sl_json_kv_int(j, "bytes_read", pn->cost.bytes_read);
-    sl_json_kv_int(j, "bytes_written", pn->cost.bytes_written);
-    sl_json_kv_int(j, "ops", pn->cost.ops);
-    sl_json_kv_int(j, "workspace_bytes", pn->cost.workspace_bytes);
+    JSON_INTS(j, {"pass", n->pass}, {"runs_in_passes", passes ? passes : 1},
+              {"bytes_read", pn->cost.bytes_read}, {"bytes_written", pn->cost.bytes_written},
+              {"ops", pn->cost.ops}, {"workspace_bytes", pn->cost.workspace_bytes});
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
     if (pn->body) {
       sl_json_kv_int(j, "times", n->times);
@@ -128,14 +147,14 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
-  sl_json_key(j, "buffers");
+}
+
+static void buffers_json(sl_json *j, const sl_plan *p) {
   sl_json_begin_array(j);
   for (int i = 0; i < p->n_buffers; i++) {
     const sl_plan_buffer *bf = &p->buffers[i];
-    const sl_node *n = &g->nodes[bf->node];
     char name[192], desc[128];
-    snprintf(name, sizeof name, "%s.%s", n->id, n->out_names[bf->port]);
-    sl_desc_format(&n->out[bf->port], desc, sizeof desc);
+    buffer_label(p, bf, name, sizeof name, desc, sizeof desc);
     sl_json_begin_object(j);
     sl_json_kv_string(j, "name", name);
     sl_json_kv_string(j, "type", desc);
@@ -143,29 +162,35 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_bool(j, "streamed", bf->streamed);
     sl_json_kv_bool(j, "reduction", bf->reduction);
     sl_json_kv_bool(j, "output", bf->graph_output);
-    sl_json_kv_int(j, "first_level", bf->first_level);
-    sl_json_kv_int(j, "last_level", bf->last_level);
-    sl_json_kv_int(j, "slot", bf->slot);
+    JSON_INTS(j, {"first_level", bf->first_level}, {"last_level", bf->last_level},
+              {"slot", bf->slot});
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
+}
+
+void sl_plan_json(sl_json *j, const sl_plan *p) {
+  sl_json_begin_object(j);
+  sl_json_kv_string(j, "backend", sl_backend_kind_name(p->caps.kind));
+  sl_json_kv_string(j, "device", p->caps.device);
+  JSON_INTS(j, {"positions", p->positions}, {"chunk_positions", p->chunk_positions},
+            {"chunks", p->n_chunks}, {"passes", p->n_passes});
+  sl_json_key(j, "levels");
+  levels_json(j, p);
+  sl_json_key(j, "nodes");
+  nodes_json(j, p);
+  sl_json_key(j, "buffers");
+  buffers_json(j, p);
   sl_json_key(j, "memory");
   sl_json_begin_object(j);
-  sl_json_kv_int(j, "slots", p->n_slots);
-  sl_json_kv_int(j, "slot_bytes", p->slot_bytes);
-  sl_json_kv_int(j, "live_peak_bytes", p->live_peak_bytes);
-  sl_json_kv_int(j, "workspace_bytes", p->workspace_bytes);
-  sl_json_kv_int(j, "state_bytes", p->state_bytes);
-  sl_json_kv_int(j, "device_state_bytes", p->device_state_bytes);
-  sl_json_kv_int(j, "output_bytes", p->output_bytes);
-  sl_json_kv_int(j, "body_bytes", p->body_bytes);
-  sl_json_kv_int(j, "peak_host_bytes", p->peak_host_bytes);
-  sl_json_kv_int(j, "peak_device_bytes", p->peak_device_bytes);
+  JSON_INTS(j, {"slots", p->n_slots}, {"slot_bytes", p->slot_bytes},
+            {"live_peak_bytes", p->live_peak_bytes}, {"workspace_bytes", p->workspace_bytes},
+            {"state_bytes", p->state_bytes}, {"device_state_bytes", p->device_state_bytes},
+            {"output_bytes", p->output_bytes}, {"body_bytes", p->body_bytes},
+            {"peak_host_bytes", p->peak_host_bytes}, {"peak_device_bytes", p->peak_device_bytes});
   sl_json_kv_uint(j, "budget_bytes", p->memory_limit);
   sl_json_end_object(j);
-  sl_json_kv_int(j, "bytes_read", p->bytes_read);
-  sl_json_kv_int(j, "bytes_written", p->bytes_written);
-  sl_json_kv_int(j, "ops", p->ops);
+  JSON_INTS(j, {"bytes_read", p->bytes_read}, {"bytes_written", p->bytes_written}, {"ops", p->ops});
   sl_json_kv_double(j, "estimated_seconds", p->est_seconds);
   sl_json_end_object(j);
 }

@@ -13,64 +13,25 @@
 #include <cmocka.h>
 
 #include "engine/pipeline/spec.h"
-
-static char g_dir[256];
-
-static void write_file(const char *rel, const char *text) {
-  char p[600];
-  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-  FILE *f = fopen(p, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
+#include "tests/unit/test_pipeline_files.h"
 
 static sl_spec *load_ok_sets(const char *text, const sl_setting *sets, size_t n) {
   write_file("p.yaml", text);
-  char p[600];
-  snprintf(p, sizeof p, "%s/p.yaml", g_dir);
-  sl_error e;
-  sl_error_clear(&e);
-  sl_spec *s = NULL;
-  sl_code rc = sl_spec_load(p, sets, n, &s, &e);
-  if (rc) fprintf(stderr, "unexpected: %s:%d:%d: %s\n", e.file, e.line, e.col, e.msg);
-  assert_int_equal(rc, SL_OK);
-  assert_non_null(s);
-  return s;
+  return load_file_ok("p.yaml", sets, n);
 }
 
 static sl_spec *load_ok(const char *text) { return load_ok_sets(text, NULL, 0); }
 
 /* Loads text as p.yaml, expects `code` at `line` (col too when nonzero) in p.yaml
- * (or in `file` when given) with `needle` in the message. */
+ * with `needle` in the message. */
 static void load_err_sets(const char *text, const sl_setting *sets, size_t n, sl_code code,
                           int line, int col, const char *needle) {
   write_file("p.yaml", text);
-  char p[600];
-  snprintf(p, sizeof p, "%s/p.yaml", g_dir);
-  sl_error e;
-  sl_error_clear(&e);
-  sl_spec *s = NULL;
-  sl_code rc = sl_spec_load(p, sets, n, &s, &e);
-  if (rc != code || e.line != line || (col && e.col != col) || !strstr(e.msg, needle))
-    fprintf(stderr, "got rc=%d at %s:%d:%d: %s\n", rc, e.file, e.line, e.col, e.msg);
-  assert_int_equal(rc, code);
-  assert_null(s);
-  if (line > 0 && strncmp(e.file, "--set ", 6)) assert_string_equal(e.file, p);
-  assert_int_equal(e.line, line);
-  if (col) assert_int_equal(e.col, col);
-  assert_non_null(strstr(e.msg, needle));
+  load_file_err("p.yaml", sets, n, code, NULL, line, col, needle);
 }
 
 static void load_err(const char *text, sl_code code, int line, int col, const char *needle) {
   load_err_sets(text, NULL, 0, code, line, col, needle);
-}
-
-static const sl_node_spec *node(const sl_spec *s, const char *id) {
-  for (size_t i = 0; i < s->n_nodes; i++)
-    if (!strcmp(s->nodes[i].id, id)) return &s->nodes[i];
-  fail_msg("no node %s", id);
-  return NULL;
 }
 
 static const char *param(const sl_node_spec *n, const char *key) {
@@ -80,19 +41,7 @@ static const char *param(const sl_node_spec *n, const char *key) {
   return v->scalar;
 }
 
-static int setup(void **state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/sl_pipe_spec_XXXXXX");
-  assert_non_null(mkdtemp(g_dir));
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **state) { return temp_dir_setup("sl_pipe_spec"); }
 
 #define MINI_BODY "nodes:\n  a: {type: t}\noutputs:\n  o: a.out\n"
 #define MINI "pipeline: p\n" MINI_BODY
@@ -120,14 +69,8 @@ static void test_minimal(void **state) {
 
 static void test_example_file(void **state) {
   (void)state;
-  char p[600];
-  snprintf(p, sizeof p, "%s/tests/data/pipelines/virtual_image.yaml",
-           getenv("SLUICE_SOURCE_DIR"));
-  sl_setting set = {"input", "data/master.h5"};
-  sl_error e;
-  sl_error_clear(&e);
-  sl_spec *s = NULL;
-  assert_int_equal(sl_spec_load(p, &set, 1, &s, &e), SL_OK);
+  sl_spec *s = load_source_file("tests/data/pipelines/virtual_image.yaml",
+                                (sl_setting){"input", "data/master.h5"});
   assert_string_equal(s->description, "Bright field and ADF");
   assert_int_equal(s->n_nodes, 4);
   assert_string_equal(s->nodes[0].id, "det/read");
@@ -386,5 +329,5 @@ int main(void) {
       cmocka_unit_test(test_substitution_forms),
       cmocka_unit_test(test_substitution_errors),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, temp_dir_teardown);
 }

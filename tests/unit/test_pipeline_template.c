@@ -13,71 +13,14 @@
 #include <cmocka.h>
 
 #include "engine/pipeline/spec.h"
-
-static char g_dir[256];
-
-static void write_file(const char *rel, const char *text) {
-  char p[600];
-  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-  FILE *f = fopen(p, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
-static sl_spec *load_ok(const char *rel, const sl_setting *sets, size_t n) {
-  char p[600];
-  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-  sl_error e;
-  sl_error_clear(&e);
-  sl_spec *s = NULL;
-  sl_code rc = sl_spec_load(p, sets, n, &s, &e);
-  if (rc) fprintf(stderr, "unexpected: %s:%d:%d: %s\n", e.file, e.line, e.col, e.msg);
-  assert_int_equal(rc, SL_OK);
-  return s;
-}
-
-/* Expects an error located in `where` (relative to the temp dir) at `line`. */
-static void load_err(const char *rel, const sl_setting *sets, size_t n, sl_code code,
-                     const char *where, int line, int col, const char *needle) {
-  char p[600], w[600];
-  snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-  snprintf(w, sizeof w, "%s/%s", g_dir, where);
-  sl_error e;
-  sl_error_clear(&e);
-  sl_spec *s = NULL;
-  sl_code rc = sl_spec_load(p, sets, n, &s, &e);
-  if (rc != code || e.line != line || strcmp(e.file, w) || (col && e.col != col) ||
-      !strstr(e.msg, needle))
-    fprintf(stderr, "got rc=%d at %s:%d:%d: %s\n", rc, e.file, e.line, e.col, e.msg);
-  assert_int_equal(rc, code);
-  assert_null(s);
-  assert_string_equal(e.file, w);
-  assert_int_equal(e.line, line);
-  if (col) assert_int_equal(e.col, col);
-  assert_non_null(strstr(e.msg, needle));
-}
-
-static const sl_node_spec *node(const sl_spec *s, const char *id) {
-  for (size_t i = 0; i < s->n_nodes; i++)
-    if (!strcmp(s->nodes[i].id, id)) return &s->nodes[i];
-  fail_msg("no node %s", id);
-  return NULL;
-}
+#include "tests/unit/test_pipeline_files.h"
 
 static void assert_ref(const sl_ref *r, const char *node_id, const char *port) {
   assert_string_equal(r->node, node_id);
   assert_string_equal(r->port, port);
 }
 
-static char *render_str(const sl_spec *s) {
-  char *buf = NULL;
-  size_t n = 0;
-  FILE *f = open_memstream(&buf, &n);
-  sl_spec_render(f, s);
-  fclose(f);
-  return buf;
-}
+static char *render_str(const sl_spec *s) { return sl_spec_render_string(s); }
 
 /* render -> parse -> emit gives the same text */
 static void assert_render_round_trip(const sl_spec *s) {
@@ -99,10 +42,9 @@ static void assert_render_round_trip(const sl_spec *s) {
 
 static int setup(void **state) {
   (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/sl_pipe_tpl_XXXXXX");
-  assert_non_null(mkdtemp(g_dir));
+  if (temp_dir_setup("sl_pipe_tpl")) return -1;
   char p[600];
-  snprintf(p, sizeof p, "%s/t", g_dir);
+  dir_path("t", p, sizeof p);
   assert_int_equal(mkdir(p, 0700), 0);
   /* t/inner.yaml: one input, two nodes, an output and a passthrough output */
   write_file("t/inner.yaml",
@@ -141,13 +83,6 @@ static int setup(void **state) {
   return 0;
 }
 
-static int teardown(void **state) {
-  (void)state;
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
-
 static void test_nested_templates(void **state) {
   (void)state;
   write_file("main.yaml",
@@ -167,7 +102,7 @@ static void test_nested_templates(void **state) {
              "outputs:\n"
              "  out: post.y\n"
              "  raw: det.raw\n");
-  sl_spec *s = load_ok("main.yaml", NULL, 0);
+  sl_spec *s = load_file_ok("main.yaml", NULL, 0);
   assert_int_equal(s->n_nodes, 6);
   assert_string_equal(s->nodes[0].id, "det/src");
   assert_string_equal(s->nodes[1].id, "det/mid/n1");
@@ -211,52 +146,52 @@ static void test_template_errors(void **state) {
   (void)state;
   /* missing template file: at the use: line, with the resolved path */
   write_file("m1.yaml", "pipeline: m\nnodes:\n  a:\n    use: t/nothere.yaml\noutputs: {o: a.x}\n");
-  load_err("m1.yaml", NULL, 0, SL_ERR_PIPELINE, "m1.yaml", 4, 10, "t/nothere.yaml");
+  load_file_err("m1.yaml", NULL, 0, SL_ERR_PIPELINE, "m1.yaml", 4, 10, "t/nothere.yaml");
   /* unknown template param: did you mean */
   write_file("m2.yaml", "pipeline: m\nnodes:\n  a:\n    use: t/outer.yaml\n"
                         "    params: {pth: x}\noutputs: {o: a.frames}\n");
-  load_err("m2.yaml", NULL, 0, SL_ERR_PIPELINE, "m2.yaml", 5, 14, "did you mean 'path'");
+  load_file_err("m2.yaml", NULL, 0, SL_ERR_PIPELINE, "m2.yaml", 5, 14, "did you mean 'path'");
   /* required template param not bound: at the use: line, names it and its doc */
   write_file("m3.yaml", "pipeline: m\nnodes:\n  a:\n    use: t/outer.yaml\noutputs: {o: a.frames}\n");
-  load_err("m3.yaml", NULL, 0, SL_ERR_PIPELINE, "m3.yaml", 4, 10, "'path' (data file)");
+  load_file_err("m3.yaml", NULL, 0, SL_ERR_PIPELINE, "m3.yaml", 4, 10, "'path' (data file)");
   /* wrong type of a bound param: at the binding */
   write_file("m4.yaml", "pipeline: m\nnodes:\n  a:\n    use: t/outer.yaml\n"
                         "    params: {path: x, k: [1]}\noutputs: {o: a.frames}\n");
-  load_err("m4.yaml", NULL, 0, SL_ERR_PIPELINE, "m4.yaml", 5, 26, "expects an integer");
+  load_file_err("m4.yaml", NULL, 0, SL_ERR_PIPELINE, "m4.yaml", 5, 26, "expects an integer");
   /* reference to a template output that does not exist */
   write_file("m5.yaml", "pipeline: m\nnodes:\n  a:\n    use: t/outer.yaml\n"
                         "    params: {path: x}\noutputs:\n  o: a.frame\n");
-  load_err("m5.yaml", NULL, 0, SL_ERR_PIPELINE, "m5.yaml", 7, 6, "did you mean 'frames'");
+  load_file_err("m5.yaml", NULL, 0, SL_ERR_PIPELINE, "m5.yaml", 7, 6, "did you mean 'frames'");
   /* template input not bound */
   write_file("m6.yaml", "pipeline: m\nnodes:\n  a:\n    use: t/inner.yaml\noutputs: {o: a.y}\n");
-  load_err("m6.yaml", NULL, 0, SL_ERR_PIPELINE, "m6.yaml", 4, 10, "needs input 'x'");
+  load_file_err("m6.yaml", NULL, 0, SL_ERR_PIPELINE, "m6.yaml", 4, 10, "needs input 'x'");
   /* binding of an input the template does not have */
   write_file("m7.yaml", "pipeline: m\nnodes:\n  s: {type: t}\n  a:\n    use: t/inner.yaml\n"
                         "    inputs: {x: s.o, xx: s.o}\noutputs: {o: a.y}\n");
-  load_err("m7.yaml", NULL, 0, SL_ERR_PIPELINE, "m7.yaml", 6, 22, "has no input 'xx'");
+  load_file_err("m7.yaml", NULL, 0, SL_ERR_PIPELINE, "m7.yaml", 6, 22, "has no input 'xx'");
   /* bad binding ref in the outer file */
   write_file("m8.yaml", "pipeline: m\nnodes:\n  s: {type: t}\n  a:\n    use: t/inner.yaml\n"
                         "    inputs: {x: ss.o}\noutputs: {o: a.y}\n");
-  load_err("m8.yaml", NULL, 0, SL_ERR_PIPELINE, "m8.yaml", 6, 17, "did you mean 's'");
+  load_file_err("m8.yaml", NULL, 0, SL_ERR_PIPELINE, "m8.yaml", 6, 17, "did you mean 's'");
   /* an error inside a template is located in the template */
   write_file("t/broken.yaml", "pipeline: b\nnodes:\n  n: {type: t, prams: {}}\noutputs: {o: n.x}\n");
   write_file("m9.yaml", "pipeline: m\nnodes:\n  a: {use: t/broken.yaml}\noutputs: {o: a.o}\n");
-  load_err("m9.yaml", NULL, 0, SL_ERR_PIPELINE, "t/broken.yaml", 3, 16, "did you mean 'params'");
+  load_file_err("m9.yaml", NULL, 0, SL_ERR_PIPELINE, "t/broken.yaml", 3, 16, "did you mean 'params'");
   /* use: path from a param */
   write_file("m10.yaml", "pipeline: m\nparams:\n  tpl: {type: path, default: t/inner.yaml}\n"
                          "nodes:\n  s: {type: t}\n  a:\n    use: \"${tpl}\"\n"
                          "    inputs: {x: s.o}\noutputs: {o: a.y}\n");
-  sl_spec *s = load_ok("m10.yaml", NULL, 0);
+  sl_spec *s = load_file_ok("m10.yaml", NULL, 0);
   assert_string_equal(s->nodes[1].id, "a/n1");
   sl_spec_free(s);
   sl_setting set = {"tpl", "t/none.yaml"};
-  load_err("m10.yaml", &set, 1, SL_ERR_PIPELINE, "m10.yaml", 7, 10, "t/none.yaml");
+  load_file_err("m10.yaml", &set, 1, SL_ERR_PIPELINE, "m10.yaml", 7, 10, "t/none.yaml");
 }
 
 static void test_recursion(void **state) {
   (void)state;
   write_file("self.yaml", "pipeline: self\nnodes:\n  a:\n    use: self.yaml\noutputs: {o: a.x}\n");
-  load_err("self.yaml", NULL, 0, SL_ERR_PIPELINE, "self.yaml", 4, 10, "template recursion");
+  load_file_err("self.yaml", NULL, 0, SL_ERR_PIPELINE, "self.yaml", 4, 10, "template recursion");
   /* indirect: r1 -> t/r2 -> t/r3 -> t/r2 */
   write_file("r1.yaml", "pipeline: r1\nnodes:\n  a: {use: t/r2.yaml}\noutputs: {o: a.o}\n");
   write_file("t/r2.yaml", "pipeline: r2\nnodes:\n  b: {use: r3.yaml}\noutputs: {o: b.o}\n");
@@ -287,9 +222,9 @@ static void test_depth_limit(void **state) {
              i, i + 1);
     write_file(name, text);
   }
-  load_err("d0.yaml", NULL, 0, SL_ERR_PIPELINE, "d15.yaml", 4, 10, "deeper than 16");
+  load_file_err("d0.yaml", NULL, 0, SL_ERR_PIPELINE, "d15.yaml", 4, 10, "deeper than 16");
   write_file("d10.yaml", "pipeline: leaf\nnodes:\n  x: {type: t}\noutputs: {o: x.o}\n");
-  sl_spec *s = load_ok("d0.yaml", NULL, 0);
+  sl_spec *s = load_file_ok("d0.yaml", NULL, 0);
   assert_int_equal(s->n_nodes, 1);
   assert_string_equal(s->nodes[0].id, "n/n/n/n/n/n/n/n/n/n/x");
   assert_string_equal(s->outputs[0].ref.node, "n/n/n/n/n/n/n/n/n/n/x");
@@ -299,13 +234,7 @@ static void test_depth_limit(void **state) {
 
 static void test_iterate(void **state) {
   (void)state;
-  char p[600];
-  snprintf(p, sizeof p, "%s/tests/data/pipelines/loop.yaml", getenv("SLUICE_SOURCE_DIR"));
-  sl_error e;
-  sl_error_clear(&e);
-  sl_spec *s = NULL;
-  sl_setting set = {"n", "5"};
-  assert_int_equal(sl_spec_load(p, &set, 1, &s, &e), SL_OK);
+  sl_spec *s = load_source_file("tests/data/pipelines/loop.yaml", (sl_setting){"n", "5"});
   const sl_node_spec *loop = node(s, "loop");
   assert_string_equal(loop->type, "iterate");
   assert_int_equal(loop->times, 5);
@@ -338,31 +267,31 @@ static void test_iterate(void **state) {
   snprintf(text, sizeof text, "%s    times: -1\n    inputs: {x: i.o, y: i.o}\noutputs: {o: l.x}\n",
            head);
   write_file("it.yaml", text);
-  load_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 6, 12, "integer >= 0");
+  load_file_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 6, 12, "integer >= 0");
   snprintf(text, sizeof text, "%s    times: many\n    inputs: {x: i.o, y: i.o}\noutputs: {o: l.x}\n",
            head);
   write_file("it.yaml", text);
-  load_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 6, 12, "found 'many'");
+  load_file_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 6, 12, "found 'many'");
   snprintf(text, sizeof text, "%s    inputs: {x: i.o, y: i.o}\noutputs: {o: l.x}\n", head);
   write_file("it.yaml", text);
-  load_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 4, 3, "needs times:");
+  load_file_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 4, 3, "needs times:");
   snprintf(text, sizeof text,
            "%s    times: 2\n    inputs: {x: i.o, y: i.o}\n    carry: [x, y]\noutputs: {o: l.x}\n",
            head);
   write_file("it.yaml", text);
-  load_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 8, 16, "an input but not an output");
+  load_file_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 8, 16, "an input but not an output");
   snprintf(text, sizeof text, "%s    times: 2\n    inputs: {x: i.o}\noutputs: {o: l.x}\n", head);
   write_file("it.yaml", text);
-  load_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 5, 14, "needs input 'y'");
+  load_file_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 5, 14, "needs input 'y'");
   snprintf(text, sizeof text,
            "%s    times: 2\n    inputs: {x: i.o, y: i.o, z: i.o}\noutputs: {o: l.x}\n", head);
   write_file("it.yaml", text);
-  load_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 7, 30, "has no input 'z'");
+  load_file_err("it.yaml", NULL, 0, SL_ERR_PIPELINE, "it.yaml", 7, 30, "has no input 'z'");
   snprintf(text, sizeof text,
            "%s    times: 0\n    inputs: {x: i.o, y: i.o}\n    carry: [x]\noutputs: {o: l.x}\n",
            head);
   write_file("it.yaml", text);
-  s = load_ok("it.yaml", NULL, 0);
+  s = load_file_ok("it.yaml", NULL, 0);
   assert_int_equal(s->nodes[1].times, 0);
   assert_null(s->nodes[1].params);
   sl_spec_free(s);
@@ -391,14 +320,8 @@ static void test_load_string(void **state) {
 
 static void test_render_example(void **state) {
   (void)state;
-  char p[600];
-  snprintf(p, sizeof p, "%s/tests/data/pipelines/virtual_image.yaml",
-           getenv("SLUICE_SOURCE_DIR"));
-  sl_setting set = {"input", "my file: #1.h5"};
-  sl_error e;
-  sl_error_clear(&e);
-  sl_spec *s = NULL;
-  assert_int_equal(sl_spec_load(p, &set, 1, &s, &e), SL_OK);
+  sl_spec *s = load_source_file("tests/data/pipelines/virtual_image.yaml",
+                                (sl_setting){"input", "my file: #1.h5"});
   assert_render_round_trip(s);
   char *r = render_str(s);
   assert_non_null(strstr(r, "pipeline: virtual_image\n"
@@ -409,6 +332,8 @@ static void test_render_example(void **state) {
   assert_non_null(strstr(r, "outputs:\n  bf: bf.image\n  adf: adf.image\n"));
   /* the rendered tree holds the resolved values */
   sl_yaml *y = NULL;
+  sl_error e;
+  sl_error_clear(&e);
   assert_int_equal(sl_yaml_load_string(r, strlen(r), "r", &y, &e), SL_OK);
   const sl_yaml *read = sl_yaml_get(sl_yaml_get(y, "nodes"), "det/read");
   const char *rp = sl_yaml_get(sl_yaml_get(read, "params"), "path")->scalar;
@@ -425,5 +350,5 @@ int main(void) {
       cmocka_unit_test(test_recursion), cmocka_unit_test(test_depth_limit),        cmocka_unit_test(test_iterate),
       cmocka_unit_test(test_load_string),      cmocka_unit_test(test_render_example),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, temp_dir_teardown);
 }

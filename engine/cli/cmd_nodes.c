@@ -1,4 +1,5 @@
-/* sluice validate, render, nodes and devices: the commands that only look. */
+/* sluice nodes: lists the node types of the registry, or one type's params,
+ * ports and backends, as text or JSON, from the node descriptors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,55 +8,11 @@
 #include "engine/core/util.h"
 #include "engine/cli/cli.h"
 
-const char *const cli_help_validate =
-    "usage: sluice validate FILE [--set NAME=VALUE]...\n"
-    "\n"
-    "Parses the pipeline, expands templates, checks node types, params, ports,\n"
-    "types and shapes. Prints 'ok' or the first error with file:line:column.\n";
-
-const char *const cli_help_render =
-    "usage: sluice render FILE [--set NAME=VALUE]...\n"
-    "\n"
-    "Prints the fully resolved pipeline: param values, substitutions done,\n"
-    "templates expanded (node ids 'outer/inner').\n";
-
 const char *const cli_help_nodes =
     "usage: sluice nodes [TYPE] [--json]\n"
     "\n"
     "Lists node types, or one type's params, ports and backends, from the node\n"
     "descriptors.\n";
-
-const char *const cli_help_devices =
-    "usage: sluice devices [--json]\n"
-    "\n"
-    "Summarises the compute backends built in and the devices they find.\n"
-    "This is the only command besides run that touches a GPU.\n";
-
-int cmd_validate(int argc, char **argv) {
-  cli_opts o;
-  int rc = cli_parse(argc, argv, CLI_SET, true, cli_help_validate, &o);
-  if (rc) return rc < 0 ? 0 : rc;
-  sl_spec *spec;
-  sl_graph *g;
-  if ((rc = cli_load(&o, &spec, &g))) return rc;
-  printf("ok: %s (%d nodes, %d outputs)\n", o.file, g->n_nodes, g->n_outputs);
-  sl_graph_free(g);
-  sl_spec_free(spec);
-  return 0;
-}
-
-int cmd_render(int argc, char **argv) {
-  cli_opts o;
-  int rc = cli_parse(argc, argv, CLI_SET, true, cli_help_render, &o);
-  if (rc) return rc < 0 ? 0 : rc;
-  sl_spec *spec = NULL;
-  sl_error err;
-  sl_error_clear(&err);
-  if (sl_spec_load(o.file, o.sets, (size_t)o.n_sets, &spec, &err) != SL_OK) return cli_fail(&err);
-  sl_spec_render(stdout, spec);
-  sl_spec_free(spec);
-  return 0;
-}
 
 static const char *backends_of(const sl_node_desc *d, char *buf, size_t n) {
   buf[0] = 0;
@@ -65,6 +22,12 @@ static const char *backends_of(const sl_node_desc *d, char *buf, size_t n) {
       snprintf(buf + len, n - len, "%s%s", len ? ", " : "", sl_backend_kind_name((sl_backend_kind)k));
     }
   return buf;
+}
+
+/* A param's type as the user writes it: an ENUM (a string restricted to
+ * choices) shows as "enum". */
+static const char *param_type_name(const sl_param_def *p) {
+  return p->choices ? "enum" : sl_ptype_name(p->type);
 }
 
 static void node_json(sl_json *j, const sl_node_desc *d) {
@@ -78,7 +41,8 @@ static void node_json(sl_json *j, const sl_node_desc *d) {
   for (int i = 0; i < d->n_params; i++) {
     sl_json_begin_object(j);
     sl_json_kv_string(j, "name", d->params[i].name);
-    sl_json_kv_string(j, "type", sl_ptype_name(d->params[i].type));
+    sl_json_kv_string(j, "type", param_type_name(&d->params[i]));
+    if (d->params[i].choices) sl_json_kv_string(j, "choices", d->params[i].choices);
     sl_json_key(j, "default");
     if (d->params[i].default_value) sl_json_string(j, d->params[i].default_value);
     else sl_json_null(j);
@@ -113,9 +77,13 @@ static void node_text(const sl_node_desc *d) {
   printf("%s: %s\n  backends: %s\n", d->type, d->doc, backends_of(d, b, sizeof b));
   printf("  params:\n");
   if (!d->n_params) printf("    (none)\n");
-  for (int i = 0; i < d->n_params; i++)
-    printf("    %-16s %-7s %-18s %s\n", d->params[i].name, sl_ptype_name(d->params[i].type),
-           d->params[i].default_value ? d->params[i].default_value : "(required)", d->params[i].doc);
+  for (int i = 0; i < d->n_params; i++) {
+    const sl_param_def *p = &d->params[i];
+    printf("    %-16s %-7s %-18s %s", p->name, param_type_name(p),
+           p->default_value ? p->default_value : "(required)", p->doc);
+    if (p->choices) printf(" (one of %s)", p->choices);
+    printf("\n");
+  }
   printf("  inputs:\n");
   if (!d->n_inputs) printf("    (none)\n");
   for (int i = 0; i < d->n_inputs; i++)
@@ -161,56 +129,5 @@ int cmd_nodes(int argc, char **argv) {
     for (int i = 0; i < count; i++) printf("%-20s %s\n", all[i]->type, all[i]->doc);
   }
   free(all);
-  return 0;
-}
-
-int cmd_devices(int argc, char **argv) {
-  cli_opts o;
-  int rc = cli_parse(argc, argv, CLI_JSON, false, cli_help_devices, &o);
-  if (rc) return rc < 0 ? 0 : rc;
-  sl_json j;
-  if (o.json) {
-    sl_json_init(&j, stdout, true);
-    sl_json_begin_array(&j);
-  }
-  for (int k = 0; k < SL_BACKEND_COUNT; k++) {
-    const sl_backend_ops *ops = sl_backend_ops_for((sl_backend_kind)k);
-    sl_backend_caps caps;
-    sl_error err;
-    sl_error_clear(&err);
-    const char *name = sl_backend_kind_name((sl_backend_kind)k);
-    sl_code prc = ops ? ops->probe(&caps, &err) : SL_ERR_BACKEND;
-    if (!ops) snprintf(err.msg, sizeof err.msg, "not built in");
-    char mem[32] = "";
-    if (prc == SL_OK) sl_format_bytes(caps.memory_bytes, mem, sizeof mem);
-    if (o.json) {
-      sl_json_begin_object(&j);
-      sl_json_key(&j, "backend");
-      sl_json_string(&j, name);
-      sl_json_key(&j, "available");
-      sl_json_bool(&j, prc == SL_OK);
-      if (prc == SL_OK) {
-        sl_json_key(&j, "device");
-        sl_json_string(&j, caps.device);
-        sl_json_key(&j, "compute_units");
-        sl_json_int(&j, caps.compute_units);
-        sl_json_key(&j, "memory_bytes");
-        sl_json_uint(&j, caps.memory_bytes);
-      } else {
-        sl_json_key(&j, "reason");
-        sl_json_string(&j, err.msg);
-      }
-      sl_json_end_object(&j);
-    } else if (prc == SL_OK) {
-      printf("%-5s available: %s, %d compute units, %s memory\n", name, caps.device,
-             caps.compute_units, mem);
-    } else {
-      printf("%-5s unavailable: %s\n", name, err.msg);
-    }
-  }
-  if (o.json) {
-    sl_json_end_array(&j);
-    sl_json_finish(&j);
-  }
   return 0;
 }
