@@ -11,7 +11,7 @@
  *     decode kernels and the 80-byte error-record copy), decoded GB/s;
  *   - the scan cut in chunks of K frames, one launcher call per chunk, wall
  *     clock, in the default deferred error-check mode and in sync mode
- *     (SLUICE_CUDA_BSLZ4_CHECK=sync: a stream sync per call);
+ *     (check_every_call, as SLUICE_CUDA_BSLZ4_CHECK=sync: a stream sync per call);
  * and the whole output is compared with the frames. Never asserts on time.
  * Usage: bench_cuda_bslz4 [frames=32768] [side=192] [repeats=5] [unique=256] */
 #include <stdint.h>
@@ -23,14 +23,12 @@
 #include <lz4.h>
 
 #include "engine/backend/backend.h"
-#include "engine/graph/graph.h"
 #include "nodes/codec/bslz4.h"
-#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/detector/bslz4_decode.h"
 
 #ifdef SLUICE_HAVE_CUDA
 #include <cuda_runtime.h>
 
-extern const sl_node_desc sl_node_bslz4_decode;
 
 #include "tests/unit/test_rng.h"
 
@@ -125,32 +123,23 @@ static uint8_t *pack(const setup *S, int64_t ps, int64_t pc, size_t *bytes, size
   return buf;
 }
 
+/* The launcher's params and the device-state slot it fills. */
 typedef struct dnode {
-  sl_node node;
-  sl_param_value param;
+  sl_cuda_bslz4_decode_params p;
+  void *dev_state;
+  void (*dev_state_free)(void *);
 } dnode;
 
-static void dnode_init(dnode *d, const sl_tensor_desc *in) {
+static void dnode_init(dnode *d, const sl_tensor_desc *in, bool check_every_call) {
   memset(d, 0, sizeof *d);
-  d->param.type = SL_PT_STRING;
-  d->param.s = (char *)"auto";
-  d->node.desc = &sl_node_bslz4_decode;
-  d->node.id = (char *)"decode";
-  d->node.params = &d->param;
-  d->node.n_in = 1;
-  d->node.n_out = 1;
-  d->node.in[0] = *in;
-  sl_error err;
-  sl_error_clear(&err);
-  if (sl_node_bslz4_decode.infer(&d->node, &err) != SL_OK) {
-    fprintf(stderr, "bench_cuda_bslz4: infer: %s\n", err.msg);
-    exit(1);
-  }
+  d->p.chunks = *in;
+  d->p.check_every_call = check_every_call;
+  d->p.device_state = (sl_cuda_state_holder){&d->dev_state, &d->dev_state_free};
 }
 
 static void dnode_release(dnode *d) {
-  if (d->node.dev_state && d->node.dev_state_free) d->node.dev_state_free(d->node.dev_state);
-  d->node.dev_state = NULL;
+  if (d->dev_state && d->dev_state_free) d->dev_state_free(d->dev_state);
+  d->dev_state = NULL;
 }
 
 static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t ps, int64_t pc, int64_t chunk,
@@ -158,7 +147,8 @@ static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t 
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
   a.backend = b;
-  a.node = &d->node;
+  a.dev = b->ops->device_env(b);
+  a.node_id = "decode";
   a.chunk = chunk;
   a.n_chunks = n_chunks;
   a.pos_start = ps;
@@ -166,7 +156,7 @@ static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t 
   a.in[0] = in;
   a.out[0] = out;
   a.err = err;
-  return sl_cuda_bslz4_decode(&a);
+  return sl_cuda_bslz4_decode(&d->p, &a);
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -197,7 +187,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_cuda_bslz4: create: %s\n", err.msg);
     return 1;
   }
-  cudaStream_t st = (cudaStream_t)sl_cuda_stream(b);
+  cudaStream_t st = (cudaStream_t)b->ops->device_env(b)->queue;
 
   /* data */
   setup S;
@@ -274,7 +264,7 @@ int main(int argc, char **argv) {
   size_t bad = 0;
   {
     dnode d;
-    dnode_init(&d, &S.desc);
+    dnode_init(&d, &S.desc, false);
     CK(cudaMemsetAsync(dout, 0xA5, (size_t)out_bytes, st));
     for (int r = 0; r < repeats + 1; r++) { /* the first call allocates its tables: warm-up */
       CK(cudaEventRecord(e0, st));
@@ -312,12 +302,9 @@ int main(int argc, char **argv) {
          dec[repeats / 2] * 1e3, out_bytes / dec[0] / 1e9);
   printf("  %-52s %10s %10s %12.1f\n", "  same, compressed bytes read", "", "", (double)payload / dec[0] / 1e9);
 
-
   /* chunks of the scan: K frames per call, deferred vs sync error check */
   size_t ks[] = {256, 1024, 4096};
   for (int mode = 0; mode < 2; mode++) {
-    if (mode) setenv("SLUICE_CUDA_BSLZ4_CHECK", "sync", 1);
-    else unsetenv("SLUICE_CUDA_BSLZ4_CHECK");
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
       size_t K = ks[ki];
       if (K > nframes) continue;
@@ -337,7 +324,7 @@ int main(int argc, char **argv) {
         cudaFreeHost(h);
       }
       dnode dk;
-      dnode_init(&dk, &S.desc);
+      dnode_init(&dk, &S.desc, mode == 1);
       double best = 1e30;
       for (int r = 0; r < repeats + 1; r++) {
         CK(cudaStreamSynchronize(st));
@@ -362,7 +349,6 @@ int main(int argc, char **argv) {
       free(dsz);
     }
   }
-  unsetenv("SLUICE_CUDA_BSLZ4_CHECK");
   if (b->ops->download(b, host_out, dout, (size_t)out_bytes, &err) == SL_OK) {
     bad = 0;
     for (size_t f = 0; f < nframes; f++)
