@@ -199,8 +199,9 @@ static void pixel_classes_release(void *p) {
   free(s);
 }
 
-sl_code sl_cuda_pixel_classes_get(sl_cuda_state_holder holder, sl_kernel_args *a, const char *node,
-                                  sl_cuda_pixel_classes **out) {
+/* The node's state, created on its first call (with its error word). */
+static sl_code pixel_classes_get(sl_cuda_state_holder holder, sl_kernel_args *a, const char *node,
+                                 sl_cuda_pixel_classes **out) {
   sl_cuda_pixel_classes *s = (sl_cuda_pixel_classes *)*holder.state;
   if (s) {
     *out = s;
@@ -246,8 +247,7 @@ static sl_code upload_classes(sl_kernel_args *a, sl_cuda_pixel_classes *s, const
 }
 
 static sl_code classes_from_host(sl_kernel_args *a, sl_cuda_pixel_classes *s, const sl_cuda_class_request *r,
-                                 int v, const char *node) {
-  const int64_t npix = r->height * r->width;
+                                 int64_t npix, int v, const char *node) {
   if (s->built_v == v) return SL_OK;
   if (s->cls) return relist_units(a, s, npix, v, r->all_units); /* the alignment changed */
   uint8_t *h_cls = (uint8_t *)calloc((size_t)npix, 1);
@@ -263,8 +263,8 @@ static sl_code classes_from_host(sl_kernel_args *a, sl_cuda_pixel_classes *s, co
 
 /* disk input: the geometry kernel checks and compares the disk on device. */
 static sl_code classes_from_disk(sl_kernel_args *a, sl_cuda_pixel_classes *s, const sl_cuda_class_request *r,
-                                 int v, const char *node) {
-  const int64_t npix = r->height * r->width;
+                                 const sl_cuda_frame_shape *f, int v, const char *node) {
+  const int64_t npix = f->height * f->width;
   cudaError_t e = cudaSuccess;
   if (!s->cls) {
     e = cudaMalloc((void **)&s->cls, (size_t)npix + 16);
@@ -276,17 +276,33 @@ static sl_code classes_from_disk(sl_kernel_args *a, sl_cuda_pixel_classes *s, co
   }
   if (!r->disk) return sl_fail(a->err, SL_ERR_INTERNAL, "input 'disk' has no data");
   sl_cuda_disk_geometry p = r->geometry;
-  p.h = (int)r->height, p.w = (int)r->width;
+  p.h = (int)f->height, p.w = (int)f->width;
   sl_k_disk_classes<<<1, 1024, 0, sl_cuda_queue(a)>>>((sl_cuda_disk_geometry *)s->geom, p, r->disk, s->cls, v,
                                                       r->all_units, s->units, s->n_units, s->err.device);
   return sl_cuda_check_launch(a, "sl_k_disk_classes");
 }
 
-sl_code sl_cuda_pixel_classes_build(sl_kernel_args *a, sl_cuda_pixel_classes *s,
-                                    const sl_cuda_class_request *r, int v, const char *node) {
-  if (r->height * r->width > 0x7FFFFFFF)
-    return sl_fail(a->err, SL_ERR_FORMAT, "detector frames above 2^31 pixels");
-  return r->use_disk ? classes_from_disk(a, s, r, v, node) : classes_from_host(a, s, r, v, node);
+/* Builds (first call) or refreshes (new unit width, a disk input) the table
+ * and its unit list for units of v pixels. */
+static sl_code classes_build(sl_kernel_args *a, sl_cuda_pixel_classes *s, const sl_cuda_class_request *r,
+                             const sl_cuda_frame_shape *f, int v, const char *node) {
+  const int64_t npix = f->height * f->width;
+  if (npix > 0x7FFFFFFF) return sl_fail(a->err, SL_ERR_FORMAT, "detector frames above 2^31 pixels");
+  return r->use_disk ? classes_from_disk(a, s, r, f, v, node) : classes_from_host(a, s, r, npix, v, node);
+}
+
+sl_cuda_class_request sl_cuda_class_request_make(int mode, const sl_kernel_args *a, bool use_disk, bool in_radii,
+                                                 double inner, double outer) {
+  sl_cuda_class_request r;
+  memset(&r, 0, sizeof r);
+  r.all_units = mode == SL_CUDA_CLASSES_DETECTORS; /* DF needs every pixel */
+  r.use_disk = use_disk;
+  r.disk = (const double *)a->in[1];
+  r.geometry.mode = mode;
+  r.geometry.in_radii = in_radii;
+  r.geometry.inner_p = inner;
+  r.geometry.outer_p = outer;
+  return r;
 }
 
 /* ---- sums and errors ------------------------------------------------------------- */
@@ -315,13 +331,12 @@ static sl_code launch_masked_sums(sl_kernel_args *a, const sl_cuda_pixel_classes
   return sl_cuda_check_launch(a, "sl_k_masked_sums");
 }
 
-sl_code sl_cuda_masked_sums(sl_kernel_args *a, const sl_cuda_pixel_classes *s, const sl_cuda_frame_shape *f,
-                            int mode, int v) {
-  return mode == SL_CUDA_CLASSES_DETECTORS ? launch_masked_sums<1>(a, s, f, v) : launch_masked_sums<0>(a, s, f, v);
-}
-
-sl_code sl_cuda_pixel_classes_check(sl_kernel_args *a, sl_cuda_pixel_classes *s, const sl_cuda_frame_shape *f,
-                                    bool wait, const char *node) {
+/* Reports an error the table kernel recorded (bad `disk` values) once its
+ * copy to the mirror landed: without `wait` an earlier call's (batches run
+ * ahead of the host, so it may show a call or more later); with `wait`
+ * (finalize) everything so far. */
+static sl_code pixel_classes_check(sl_kernel_args *a, sl_cuda_pixel_classes *s, const sl_cuda_frame_shape *f,
+                                   bool wait, const char *node) {
   if (wait) {
     sl_code rc = sl_cuda_error_mirror_pull(&s->err, a, node);
     if (rc) return rc;
@@ -344,5 +359,18 @@ sl_code sl_cuda_pixel_classes_finalize(sl_cuda_state_holder holder, sl_kernel_ar
                                        const sl_cuda_frame_shape *f, const char *node) {
   sl_cuda_pixel_classes *s = (sl_cuda_pixel_classes *)*holder.state;
   if (!s) return SL_OK; /* no chunk ran */
-  return sl_cuda_pixel_classes_check(a, s, f, true, node);
+  return pixel_classes_check(a, s, f, true, node);
+}
+
+sl_code sl_cuda_pixel_class_sums(sl_cuda_state_holder holder, sl_kernel_args *a, const sl_cuda_frame_shape *f,
+                                 const sl_cuda_class_request *r, const char *node, sl_cuda_pixel_classes **out) {
+  sl_cuda_pixel_classes *s = NULL;
+  sl_code rc = pixel_classes_get(holder, a, node, &s);
+  if (rc) return rc;
+  *out = s;
+  if ((rc = pixel_classes_check(a, s, f, false, node))) return rc;
+  int v = frame_unit_width(a->in[0], f->width, sl_dtype_size(f->dtype));
+  if ((rc = classes_build(a, s, r, f, v, node))) return rc;
+  return r->geometry.mode == SL_CUDA_CLASSES_DETECTORS ? launch_masked_sums<1>(a, s, f, v)
+                                                        : launch_masked_sums<0>(a, s, f, v);
 }

@@ -52,7 +52,6 @@ typedef bool (*sl_cuda_class_fill)(const void *ctx, uint8_t *host_classes);
 
 /* Where a call's class table comes from. */
 struct sl_cuda_class_request {
-  int64_t height, width;
   int all_units; /* list every unit (virtual_detectors: DF reads every pixel) */
   /* from the host (built once) */
   sl_cuda_class_fill fill;
@@ -61,26 +60,23 @@ struct sl_cuda_class_request {
   /* or from the `disk` input (device pointer: centre row, col, radius) */
   bool use_disk;
   const double *disk;
-  sl_cuda_disk_geometry geometry;
+  sl_cuda_disk_geometry geometry; /* its mode also selects the sums */
 };
 
-/* The node's state, created on its first call (with its error word). */
-sl_code sl_cuda_pixel_classes_get(sl_cuda_state_holder holder, sl_kernel_args *a, const char *node,
-                                  sl_cuda_pixel_classes **out);
-/* Builds (first call) or refreshes (new unit width, a disk input) the table
- * and its unit list for units of v pixels. */
-sl_code sl_cuda_pixel_classes_build(sl_kernel_args *a, sl_cuda_pixel_classes *s,
-                                    const sl_cuda_class_request *r, int v, const char *node);
-/* Launches the masked sums of `mode` over a->pos_count frames of a->in[0]
- * into a->out[0] (and out[1], out[2] in detectors mode). */
-sl_code sl_cuda_masked_sums(sl_kernel_args *a, const sl_cuda_pixel_classes *s, const sl_cuda_frame_shape *f,
-                            int mode, int v);
-/* Reports an error the table kernel recorded (bad `disk` values) once its
- * copy to the mirror landed: without `wait` an earlier call's (batches run
- * ahead of the host, so it may show a call or more later); with `wait`
- * (finalize) everything so far. */
-sl_code sl_cuda_pixel_classes_check(sl_kernel_args *a, sl_cuda_pixel_classes *s, const sl_cuda_frame_shape *f,
-                                    bool wait, const char *node);
+/* A request of `mode` for the disk input a->in[1] (used when use_disk) and
+ * the ring inner..outer (in disk radii when in_radii, else pixels). */
+sl_cuda_class_request sl_cuda_class_request_make(int mode, const sl_kernel_args *a, bool use_disk, bool in_radii,
+                                                 double inner, double outer);
+
+/* One call's class table and masked sums: the node's state (created on its
+ * first call, with its error word; returned in *out), an error an earlier
+ * call recorded, the table for this call's unit width (built on the first
+ * call, refreshed for a new width or disk), then the sums of the request's
+ * mode over a->pos_count frames of a->in[0] into a->out[0] (and out[1],
+ * out[2] for detectors). The caller pulls the error word after its kernels
+ * (sl_cuda_error_mirror_pull). */
+sl_code sl_cuda_pixel_class_sums(sl_cuda_state_holder holder, sl_kernel_args *a, const sl_cuda_frame_shape *f,
+                                 const sl_cuda_class_request *r, const char *node, sl_cuda_pixel_classes **out);
 /* The finalize of both nodes: the last check, after a wait. */
 sl_code sl_cuda_pixel_classes_finalize(sl_cuda_state_holder holder, sl_kernel_args *a,
                                        const sl_cuda_frame_shape *f, const char *node);
