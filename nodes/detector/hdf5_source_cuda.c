@@ -24,12 +24,12 @@
  *   on the backend's copy queue (SL_QUEUE_COPY; the thread calls bind_thread
  *   first), after the copy queue waited for consumed[j % 2] (the main
  *   queue's copy out of that buffer for chunk j - 2), then records
- *   uploaded[j % 2]. The kernel for chunk j waits
- *   (condition variable) until upload j was issued, makes the main queue
- *   (SL_QUEUE_COMPUTE) wait for uploaded[j % 2], copies prefetch[j % 2] to
- *   its output slot device-to-device (a few microseconds) and records
- *   consumed[j % 2]. So while the main queue runs chunk j's levels the copy
- *   queue uploads chunk j + 1 (and j + 2 once its buffer is free). A call for a chunk that
+ *   uploaded[j % 2]. The kernel for chunk j waits (condition variable)
+ *   until upload j was issued, makes the main queue (SL_QUEUE_COMPUTE) wait
+ *   for uploaded[j % 2], copies prefetch[j % 2] to its output slot
+ *   device-to-device (a few microseconds) and records consumed[j % 2]. So
+ *   while the main queue runs chunk j's levels the copy queue uploads chunk
+ *   j + 1 (and j + 2 once its buffer is free). A call for a chunk that
  *   is not the next one (a second pass, another chunking) stops the thread,
  *   waits for its copies and restarts the sequence there. An error of the
  *   thread (the reader's I/O error, a backend error) is kept and returned by
@@ -341,7 +341,8 @@ static sl_code overlap_call(src_cuda *c, sl_kernel_args *a) {
   int k = (int)(j % 2);
   const sl_backend_ops *ops = c->backend->ops;
   rc = ops->queue_wait_event(c->backend, SL_QUEUE_COMPUTE, c->uploaded[k], a->err);
-  if (rc == SL_OK && len) rc = ops->copy_async(c->backend, SL_QUEUE_COMPUTE, a->out[0], c->pre[k], (size_t)len, a->err);
+  if (rc == SL_OK && len)
+    rc = ops->copy_async(c->backend, SL_QUEUE_COMPUTE, a->out[0], c->pre[k], (size_t)len, a->err);
   sl_error rec_err;
   sl_error_clear(&rec_err);
   sl_code rec = ops->event_record(c->backend, c->consumed[k], SL_QUEUE_COMPUTE, &rec_err);
