@@ -11,7 +11,7 @@
  *     decode kernels and the 80-byte error-record copy), decoded GB/s;
  *   - the scan cut in chunks of K frames, one launcher call per chunk, wall
  *     clock, in the default deferred error-check mode and in sync mode
- *     (SLUICE_CUDA_BSLZ4_CHECK=sync: a stream sync per call);
+ *     (check_every_call, as SLUICE_CUDA_BSLZ4_CHECK=sync: a stream sync per call);
  * and the whole output is compared with the frames. Never asserts on time.
  * Usage: bench_cuda_bslz4 [frames=32768] [side=192] [repeats=5] [unique=256] */
 #include <stdint.h>
@@ -23,14 +23,12 @@
 #include <lz4.h>
 
 #include "engine/backend/backend.h"
-#include "engine/graph/graph.h"
 #include "nodes/codec/bslz4.h"
-#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/detector/bslz4_decode.h"
 
 #ifdef SLUICE_HAVE_CUDA
 #include <cuda_runtime.h>
 
-extern const sl_node_desc sl_node_bslz4_decode;
 
 #include "tests/unit/test_rng.h"
 
@@ -125,32 +123,23 @@ static uint8_t *pack(const setup *S, int64_t ps, int64_t pc, size_t *bytes, size
   return buf;
 }
 
+/* The launcher's params and the device-state slot it fills. */
 typedef struct dnode {
-  sl_node node;
-  sl_param_value param;
+  sl_cuda_bslz4_decode_params p;
+  void *dev_state;
+  void (*dev_state_free)(void *);
 } dnode;
 
-static void dnode_init(dnode *d, const sl_tensor_desc *in) {
+static void dnode_init(dnode *d, const sl_tensor_desc *in, bool check_every_call) {
   memset(d, 0, sizeof *d);
-  d->param.type = SL_PT_STRING;
-  d->param.s = (char *)"auto";
-  d->node.desc = &sl_node_bslz4_decode;
-  d->node.id = (char *)"decode";
-  d->node.params = &d->param;
-  d->node.n_in = 1;
-  d->node.n_out = 1;
-  d->node.in[0] = *in;
-  sl_error err;
-  sl_error_clear(&err);
-  if (sl_node_bslz4_decode.infer(&d->node, &err) != SL_OK) {
-    fprintf(stderr, "bench_cuda_bslz4: infer: %s\n", err.msg);
-    exit(1);
-  }
+  d->p.chunks = *in;
+  d->p.check_every_call = check_every_call;
+  d->p.device_state = (sl_cuda_state_holder){&d->dev_state, &d->dev_state_free};
 }
 
 static void dnode_release(dnode *d) {
-  if (d->node.dev_state && d->node.dev_state_free) d->node.dev_state_free(d->node.dev_state);
-  d->node.dev_state = NULL;
+  if (d->dev_state && d->dev_state_free) d->dev_state_free(d->dev_state);
+  d->dev_state = NULL;
 }
 
 static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t ps, int64_t pc, int64_t chunk,
@@ -158,7 +147,8 @@ static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t 
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
   a.backend = b;
-  a.node = &d->node;
+  a.dev = b->ops->device_env(b);
+  a.node_id = "decode";
   a.chunk = chunk;
   a.n_chunks = n_chunks;
   a.pos_start = ps;
@@ -166,7 +156,7 @@ static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t 
   a.in[0] = in;
   a.out[0] = out;
   a.err = err;
-  return sl_cuda_bslz4_decode(&a);
+  return sl_cuda_bslz4_decode(&d->p, &a);
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -174,32 +164,12 @@ static int cmp_double(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-int main(int argc, char **argv) {
-  size_t nframes = argc > 1 ? strtoul(argv[1], NULL, 10) : 32768;
-  size_t side = argc > 2 ? strtoul(argv[2], NULL, 10) : 192;
-  int repeats = argc > 3 ? atoi(argv[3]) : 5;
-  size_t unique = argc > 4 ? strtoul(argv[4], NULL, 10) : 256;
-  if (!nframes || !side || repeats < 1 || !unique) {
-    fprintf(stderr, "usage: bench_cuda_bslz4 [frames] [side] [repeats] [unique]\n");
-    return 2;
-  }
-  if (unique > nframes) unique = nframes;
-  const sl_backend_ops *ops = sl_backend_ops_for(SL_BACKEND_CUDA);
+/* `unique` distinct frames of side x side u16 counts (a Poisson-like
+ * bright-field disk and a sparse dark field), each compressed as the plugin
+ * writes it and checked with the CPU decoder; *csum: their compressed bytes. */
+static int make_frames(setup *S_out, size_t nframes, size_t side, size_t unique, size_t *csum_out) {
   sl_error err;
   sl_error_clear(&err);
-  sl_backend_caps caps;
-  if (!ops || ops->probe(&caps, &err) != SL_OK) {
-    printf("SKIP: no CUDA device (%s)\n", ops ? err.msg : "the CUDA backend is not in this build");
-    return 0;
-  }
-  sl_backend *b = NULL;
-  if (ops->create(0, &b, &err) != SL_OK) {
-    fprintf(stderr, "bench_cuda_bslz4: create: %s\n", err.msg);
-    return 1;
-  }
-  cudaStream_t st = (cudaStream_t)sl_cuda_stream(b);
-
-  /* data */
   setup S;
   memset(&S, 0, sizeof S);
   S.nframes = nframes;
@@ -237,6 +207,99 @@ int main(int argc, char **argv) {
   S.desc.min_positions_per_stored_chunk = 1;
   S.desc.max_stored_chunk_bytes = (int64_t)maxc;
   S.desc.encoded_block_elems = 0;
+  *S_out = S;
+  *csum_out = csum;
+  return 0;
+}
+
+/* The scan cut in chunks of K frames, one launcher call per chunk (wall
+ * clock), in the deferred and the every-call error check modes; the output
+ * goes to dout. */
+static int bench_chunked(sl_backend *b, const setup *S_in, void *dout, double out_bytes, int repeats) {
+  const setup S = *S_in;
+  const size_t nframes = S.nframes;
+  cudaStream_t st = (cudaStream_t)b->ops->device_env(b)->queue;
+  sl_error err;
+  sl_error_clear(&err);
+  size_t ks[] = {256, 1024, 4096};
+  for (int mode = 0; mode < 2; mode++) {
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+      size_t K = ks[ki];
+      if (K > nframes) continue;
+      int64_t nch = (int64_t)((nframes + K - 1) / K);
+      void **dbufs = calloc((size_t)nch, sizeof *dbufs);
+      size_t *dsz = calloc((size_t)nch, sizeof *dsz);
+      for (int64_t c = 0; c < nch; c++) {
+        int64_t ps = c * (int64_t)K, pc = (int64_t)nframes - ps < (int64_t)K ? (int64_t)nframes - ps : (int64_t)K;
+        size_t pb, pay;
+        uint8_t *h = pack(&S, ps, pc, &pb, &pay);
+        if (b->ops->alloc(b, pb, &dbufs[c], &err) != SL_OK) {
+          fprintf(stderr, "bench_cuda_bslz4: alloc: %s\n", err.msg);
+          return 1;
+        }
+        CK(cudaMemcpy(dbufs[c], h, pb, cudaMemcpyHostToDevice));
+        dsz[c] = pb;
+        cudaFreeHost(h);
+      }
+      dnode dk;
+      dnode_init(&dk, &S.desc, mode == 1);
+      double best = 1e30;
+      for (int r = 0; r < repeats + 1; r++) {
+        CK(cudaStreamSynchronize(st));
+        double t0 = now();
+        for (int64_t c = 0; c < nch; c++) {
+          int64_t ps = c * (int64_t)K, pc = (int64_t)nframes - ps < (int64_t)K ? (int64_t)nframes - ps : (int64_t)K;
+          if (call(b, &dk, dbufs[c], (uint8_t *)dout + (size_t)ps * S.fb, ps, pc, c, nch, &err) != SL_OK) {
+            fprintf(stderr, "bench_cuda_bslz4: decode failed: %s\n", err.msg);
+            return 1;
+          }
+        }
+        CK(cudaStreamSynchronize(st));
+        double t = now() - t0;
+        if (r > 0 && t < best) best = t;
+      }
+      char label[96];
+      snprintf(label, sizeof label, "decode, %zu frames per call, %s check (wall)", K, mode ? "sync" : "deferred");
+      printf("  %-52s %10.3f %10s %12.1f\n", label, best * 1e3, "", out_bytes / best / 1e9);
+      dnode_release(&dk);
+      for (int64_t c = 0; c < nch; c++) b->ops->free(b, dbufs[c], dsz[c]);
+      free(dbufs);
+      free(dsz);
+    }
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  size_t nframes = argc > 1 ? strtoul(argv[1], NULL, 10) : 32768;
+  size_t side = argc > 2 ? strtoul(argv[2], NULL, 10) : 192;
+  int repeats = argc > 3 ? atoi(argv[3]) : 5;
+  size_t unique = argc > 4 ? strtoul(argv[4], NULL, 10) : 256;
+  if (!nframes || !side || repeats < 1 || !unique) {
+    fprintf(stderr, "usage: bench_cuda_bslz4 [frames] [side] [repeats] [unique]\n");
+    return 2;
+  }
+  if (unique > nframes) unique = nframes;
+  const sl_backend_ops *ops = sl_backend_ops_for(SL_BACKEND_CUDA);
+  sl_error err;
+  sl_error_clear(&err);
+  sl_backend_caps caps;
+  if (!ops || ops->probe(&caps, &err) != SL_OK) {
+    printf("SKIP: no CUDA device (%s)\n", ops ? err.msg : "the CUDA backend is not in this build");
+    return 0;
+  }
+  sl_backend *b = NULL;
+  if (ops->create(0, &b, &err) != SL_OK) {
+    fprintf(stderr, "bench_cuda_bslz4: create: %s\n", err.msg);
+    return 1;
+  }
+  cudaStream_t st = (cudaStream_t)b->ops->device_env(b)->queue;
+
+  /* data */
+  setup S;
+  size_t csum = 0;
+  if (make_frames(&S, nframes, side, unique, &csum) != 0) return 1;
+  const size_t npx = side * side;
   const double out_bytes = (double)nframes * (double)S.fb;
 
   printf("bench_cuda_bslz4: %s\n", b->caps.device);
@@ -274,7 +337,7 @@ int main(int argc, char **argv) {
   size_t bad = 0;
   {
     dnode d;
-    dnode_init(&d, &S.desc);
+    dnode_init(&d, &S.desc, false);
     CK(cudaMemsetAsync(dout, 0xA5, (size_t)out_bytes, st));
     for (int r = 0; r < repeats + 1; r++) { /* the first call allocates its tables: warm-up */
       CK(cudaEventRecord(e0, st));
@@ -312,57 +375,7 @@ int main(int argc, char **argv) {
          dec[repeats / 2] * 1e3, out_bytes / dec[0] / 1e9);
   printf("  %-52s %10s %10s %12.1f\n", "  same, compressed bytes read", "", "", (double)payload / dec[0] / 1e9);
 
-
-  /* chunks of the scan: K frames per call, deferred vs sync error check */
-  size_t ks[] = {256, 1024, 4096};
-  for (int mode = 0; mode < 2; mode++) {
-    if (mode) setenv("SLUICE_CUDA_BSLZ4_CHECK", "sync", 1);
-    else unsetenv("SLUICE_CUDA_BSLZ4_CHECK");
-    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-      size_t K = ks[ki];
-      if (K > nframes) continue;
-      int64_t nch = (int64_t)((nframes + K - 1) / K);
-      void **dbufs = calloc((size_t)nch, sizeof *dbufs);
-      size_t *dsz = calloc((size_t)nch, sizeof *dsz);
-      for (int64_t c = 0; c < nch; c++) {
-        int64_t ps = c * (int64_t)K, pc = (int64_t)nframes - ps < (int64_t)K ? (int64_t)nframes - ps : (int64_t)K;
-        size_t pb, pay;
-        uint8_t *h = pack(&S, ps, pc, &pb, &pay);
-        if (b->ops->alloc(b, pb, &dbufs[c], &err) != SL_OK) {
-          fprintf(stderr, "bench_cuda_bslz4: alloc: %s\n", err.msg);
-          return 1;
-        }
-        CK(cudaMemcpy(dbufs[c], h, pb, cudaMemcpyHostToDevice));
-        dsz[c] = pb;
-        cudaFreeHost(h);
-      }
-      dnode dk;
-      dnode_init(&dk, &S.desc);
-      double best = 1e30;
-      for (int r = 0; r < repeats + 1; r++) {
-        CK(cudaStreamSynchronize(st));
-        double t0 = now();
-        for (int64_t c = 0; c < nch; c++) {
-          int64_t ps = c * (int64_t)K, pc = (int64_t)nframes - ps < (int64_t)K ? (int64_t)nframes - ps : (int64_t)K;
-          if (call(b, &dk, dbufs[c], (uint8_t *)dout + (size_t)ps * S.fb, ps, pc, c, nch, &err) != SL_OK) {
-            fprintf(stderr, "bench_cuda_bslz4: decode failed: %s\n", err.msg);
-            return 1;
-          }
-        }
-        CK(cudaStreamSynchronize(st));
-        double t = now() - t0;
-        if (r > 0 && t < best) best = t;
-      }
-      char label[96];
-      snprintf(label, sizeof label, "decode, %zu frames per call, %s check (wall)", K, mode ? "sync" : "deferred");
-      printf("  %-52s %10.3f %10s %12.1f\n", label, best * 1e3, "", out_bytes / best / 1e9);
-      dnode_release(&dk);
-      for (int64_t c = 0; c < nch; c++) b->ops->free(b, dbufs[c], dsz[c]);
-      free(dbufs);
-      free(dsz);
-    }
-  }
-  unsetenv("SLUICE_CUDA_BSLZ4_CHECK");
+  if (bench_chunked(b, &S, dout, out_bytes, repeats) != 0) return 1;
   if (b->ops->download(b, host_out, dout, (size_t)out_bytes, &err) == SL_OK) {
     bad = 0;
     for (size_t f = 0; f < nframes; f++)

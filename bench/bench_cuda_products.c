@@ -28,7 +28,6 @@ int main(void) {
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/pipeline/yaml_tree.h"
-#include "shaders/cuda/sl_cuda.h"
 
 extern const sl_node_desc sl_node_virtual_detectors, sl_node_virtual_image, sl_node_moments,
     sl_node_com, sl_node_mask_correct, sl_node_bin_detector, sl_node_sum;
@@ -55,6 +54,7 @@ static int node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_ov
     sl_yaml_free(y);
     if (rc) return 1;
   }
+  sl_node_bind_typed_params(n);
   n->n_in = d->n_inputs;
   n->n_out = d->n_outputs;
   for (int k = 0; k < 8; k++) n->in_src[k].node = k ? SL_SRC_NONE : 0;
@@ -69,6 +69,7 @@ static void node_free(sl_node *n) {
   if (n->desc->release && n->state) n->desc->release(n);
   for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
   free(n->params);
+  free(n->typed_params);
   for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
   free(n->notes);
 }
@@ -92,7 +93,7 @@ static void bench(const char *label, const sl_node_desc *d, const kv *p, int np,
     printf("%-22s setup failed: %s\n", label, e.msg);
     return;
   }
-  cudaStream_t st = (cudaStream_t)sl_cuda_stream(g_b);
+  cudaStream_t st = (cudaStream_t)g_b->ops->device_env(g_b)->queue;
   cudaEvent_t t0, t1;
   cudaEventCreate(&t0);
   cudaEventCreate(&t1);
@@ -100,7 +101,9 @@ static void bench(const char *label, const sl_node_desc *d, const kv *p, int np,
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
   a.backend = g_b;
+  a.dev = g_b->ops->device_env(g_b); /* as batch_encode lends it */
   a.node = &n;
+  a.node_id = label;
   a.state = n.state;
   a.pos_count = g_n;
   a.n_chunks = 1;

@@ -16,6 +16,9 @@
 #     src/      what the tests and scripts read: README.md, docs/,
 #               pipelines/, schemas/, tests/e2e, tests/data,
 #               tests/fuzz/corpus, bench/*.sh
+#     shipped/  the acquisition of tests/data/shipped_outputs.sh and the
+#               listing of the shipped pipelines' outputs on this machine's
+#               CPU (when /usr/bin/python3 has h5py)
 #     (also h5dump and h5ls, which the end-to-end scripts use)
 #   (each binary carries the CUDA kernels and the static CUDA runtime, about
 #   8 MiB; xz with a large window shares them across binaries: ~10 MiB in
@@ -72,9 +75,25 @@ done
 for f in bench/*.sh bench/device/*.sh; do
   [ -f "$f" ] && cp --parents "$f" "$STAGE/src/"
 done
+# The shipped pipelines' acquisition and their output listing on this
+# machine's CPU (needs /usr/bin/python3 with h5py): the device checks that
+# CUDA and its CPU give the same bytes (bench/device/shipped_outputs_device.sh).
+if /usr/bin/python3 -c 'import h5py' 2>/dev/null; then
+  mkdir -p "$STAGE/shipped"
+  if bash tests/data/shipped_outputs.sh "$BUILD/sluice" "$STAGE/shipped-work" --backend cpu \
+    >"$STAGE/shipped/listing_cpu_here.txt"; then
+    cp "$STAGE"/shipped-work/acq_*.h5 "$STAGE/shipped/"
+  else
+    echo "pack: the shipped pipelines failed here; no shipped/ in the bundle" >&2
+    rm -rf "$STAGE/shipped"
+  fi
+  rm -rf "$STAGE/shipped-work"
+else
+  echo "pack: no h5py here: the bundle has no shipped/ (the device skips that comparison)" >&2
+fi
 raw_mb=$(du -sm "$STAGE" | cut -f1)
 echo "pack: compressing ${raw_mb} MiB (xz -9, about a minute)"
-tar -C "$STAGE" -cf - bin lib plugins src | xz -9 -T"$JOBS" >"$DEST/bundle.tar.xz"
+tar -C "$STAGE" -cf - bin lib plugins src $( [ -d "$STAGE/shipped" ] && echo shipped) | xz -9 -T"$JOBS" >"$DEST/bundle.tar.xz"
 cp bench/device/run_all.sh "$DEST/run_all.sh"
 chmod +x "$DEST/run_all.sh"
 

@@ -4,7 +4,10 @@
 #
 #   run(command="bash bench/device/session.sh", carry=["device-bundle"], timeout_s=600)
 #   env: TEST_BUDGET (seconds for run_all.sh, default 240), SCAN (full-size
-#        scan side, default 512: 512 x 512 frames of 192 x 192 u16 = 18 GiB)
+#        scan side, default 512: 512 x 512 frames of 192 x 192 u16 = 18 GiB),
+#        SKIP_TESTS, SKIP_KERNEL_BENCH, SKIP_FULL_SIZE, SKIP_SANITIZERS (=1)
+# The shipped pipelines run on CUDA and on the device's CPU against the
+# listing pack.sh made on the build machine's CPU (shipped_outputs_device.sh).
 set -u
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 BUNDLE=$HERE/device-bundle
@@ -26,6 +29,14 @@ OUT=$OUTDIR TIME_BUDGET=${TEST_BUDGET:-240} bash "$BUNDLE/run_all.sh" > "$OUTDIR
 echo "run_all exit $?"; tail -40 "$OUTDIR/summary.txt" 2>/dev/null
 fi
 
+if [ -d "$BUNDLE/shipped" ]; then
+  log "shipped pipelines: CUDA and this CPU against the build machine's CPU listing (bytes of every output)"
+  bash "$BUNDLE/src/bench/device/shipped_outputs_device.sh" "$B" "$BUNDLE/src" "$BUNDLE/shipped" /tmp/shipped-device
+  echo "shipped outputs exit $?"
+else
+  log "shipped pipelines: SKIP (the bundle has no shipped/: pack.sh found no h5py)"
+fi
+
 if [ "${SKIP_KERNEL_BENCH:-0}" != 1 ]; then
 log "bench: CUDA bitshuffle-LZ4 decode kernel"
 timeout 120 "$B/bench_cuda_bslz4" 32768 192 5 256
@@ -33,6 +44,7 @@ log "bench: CUDA products on resident frames (262144 frames, 18 GiB)"
 timeout 120 "$B/bench_cuda_products" 262144
 fi
 
+if [ "${SKIP_FULL_SIZE:-0}" != 1 ]; then
 log "full size: write a ${SCAN}x${SCAN} scan of 192x192 u16 (bitshuffle-LZ4, Dectris layout)"
 D=/tmp/acq; mkdir -p $D
 TIMER=""; [ -x /usr/bin/time ] && TIMER="/usr/bin/time -v"
@@ -120,14 +132,19 @@ P
     done
   }
 done
+fi
+
+if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
 log "compute-sanitizer memcheck and racecheck on test_cuda_source (both overlap modes)"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 export SLUICE_SOURCE_DIR=$BUNDLE/src
+D=${D:-/tmp/acq}; mkdir -p $D
 cd $D
 timeout 150 "$CS" --tool memcheck --leak-check full "$B/test_cuda_source" 2>&1 | tail -8
 timeout 100 "$CS" --tool racecheck "$B/test_cuda_source" 2>&1 | tail -4
 timeout 100 "$CS" --tool synccheck "$B/test_cuda_source" 2>&1 | tail -4
 log "racecheck on the decode kernel's shared memory (test_cuda_bslz4)"
 timeout 150 "$CS" --tool racecheck "$B/test_cuda_bslz4" 2>&1 | tail -4
+fi
 log "done"
 } 2>&1 | tee "$OUTDIR/session.log"

@@ -1,14 +1,18 @@
 /* hdf5_source on CUDA. See hdf5_source_cuda.h.
  *
+ * Only the backend interface (engine/backend/backend.h) is used: pinned host
+ * memory, asynchronous copies on the backend's queues, events. No CUDA
+ * object is held here.
+ *
  * The windows (source_window.c) are allocated with the backend's host_alloc
  * (pinned), so the reader's preads land in memory the copy engine reads
  * directly. The header and entries are packed in front of the window's bytes
  * (the CPU kernel's output layout, from the same code), and header + entries
- * + bytes go up with one cudaMemcpyAsync (plain frames: one per contiguous
- * run). After the copies out of a window an event is recorded; before the
- * reader may write that window again (the read-ahead into it, or freeing it)
- * the event is waited for (cudaEventSynchronize), so a copy still in flight
- * never sees new bytes.
+ * + bytes go up with one copy_async (plain frames: one per contiguous run).
+ * After the copies out of a window an event is recorded; before the reader
+ * may write that window again (the read-ahead into it, or freeing it) the
+ * event is waited for (event_wait), so a copy still in flight never sees new
+ * bytes.
  *
  * Two ways to move a chunk (SLUICE_SOURCE_OVERLAP, read once per node state):
  *
@@ -17,27 +21,27 @@
  *   of the scan's chunks (chunk j covers positions [base + j*C, min(base +
  *   (j+1)*C, P)), C = the first call's pos_count) and copies each into one of
  *   two device prefetch buffers (prefetch[j % 2], sized like the output slot)
- *   on the backend's copy stream (sl_cuda_copy_stream), after the copy stream
- *   waited for consumed[j % 2] (the main stream's copy out of that buffer for
- *   chunk j - 2), then records uploaded[j % 2]. The kernel for chunk j waits
- *   (condition variable) until upload j was issued, makes the main stream
- *   wait for uploaded[j % 2], copies prefetch[j % 2] to its output slot
+ *   on the backend's copy queue (SL_QUEUE_COPY; the thread calls bind_thread
+ *   first), after the copy queue waited for consumed[j % 2] (the main
+ *   queue's copy out of that buffer for chunk j - 2), then records
+ *   uploaded[j % 2]. The kernel for chunk j waits (condition variable)
+ *   until upload j was issued, makes the main queue (SL_QUEUE_COMPUTE) wait
+ *   for uploaded[j % 2], copies prefetch[j % 2] to its output slot
  *   device-to-device (a few microseconds) and records consumed[j % 2]. So
- *   while the main stream runs chunk j's levels the copy stream uploads
- *   chunk j + 1 (and j + 2 once its buffer is free). A call for a chunk that
+ *   while the main queue runs chunk j's levels the copy queue uploads chunk
+ *   j + 1 (and j + 2 once its buffer is free). A call for a chunk that
  *   is not the next one (a second pass, another chunking) stops the thread,
  *   waits for its copies and restarts the sequence there. An error of the
- *   thread (the reader's I/O error, a CUDA error) is kept and returned by the
- *   call for the chunk it happened on, as is.
+ *   thread (the reader's I/O error, a backend error) is kept and returned by
+ *   the call for the chunk it happened on, as is.
  * - Direct (SLUICE_SOURCE_OVERLAP=0): the call itself takes the window and
- *   copies it to its output slot on the main stream, in order with the
+ *   copies it to its output slot on the main queue, in order with the
  *   kernels (so a copy never overlaps them). Kept for comparison on the
  *   device. */
 #include "nodes/detector/hdf5_source_cuda.h"
 
 #ifdef SLUICE_HAVE_CUDA
 
-#include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -46,27 +50,22 @@
 #include "engine/backend/backend.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
-#include "shaders/cuda/sl_cuda.h"
 #include "nodes/hdf5/source_window.h"
 
 typedef struct src_cuda {
   sl_backend *backend; /* allocated the windows; frees them */
   sl_src_state *s;
-  cudaEvent_t done[2]; /* recorded after the copies out of window w */
-  bool have_event[2];
+  sl_event *done[2]; /* recorded after the copies out of window w */
   bool in_flight[2]; /* copies out of window w were enqueued and not waited for */
 
   /* ---- overlapped path ---- */
   bool overlap;
-  int device;               /* the backend's device (current on the executor's thread) */
-  cudaStream_t copy;        /* the backend's copy stream */
   sl_tensor_desc desc;      /* the output's */
   void *pre[2];             /* device prefetch buffers */
   size_t pre_bytes;         /* of each */
   uint64_t pre_len[2];      /* bytes of the chunk in prefetch[k] */
-  cudaEvent_t uploaded[2];  /* copy stream: prefetch[k] holds its chunk */
-  cudaEvent_t consumed[2];  /* main stream: prefetch[k] was copied out */
-  bool have_ov_events;
+  sl_event *uploaded[2];    /* copy queue: prefetch[k] holds its chunk */
+  sl_event *consumed[2];    /* main queue: prefetch[k] was copied out */
   bool have_sync;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -84,12 +83,6 @@ typedef struct src_cuda {
   sl_error thread_err;
 } src_cuda;
 
-static sl_code cuda_error(sl_error *err, cudaError_t e, const char *what) {
-  (void)cudaGetLastError();
-  return sl_fail(err, e == cudaErrorMemoryAllocation ? SL_ERR_NOMEM : SL_ERR_BACKEND, "hdf5_source: %s: %s (%s)",
-                 what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
 static sl_code win_alloc(void *ctx, size_t bytes, void **ptr, sl_error *err) {
   src_cuda *c = ctx;
   return c->backend->ops->host_alloc(c->backend, bytes, ptr, err);
@@ -105,28 +98,27 @@ static sl_code win_reuse(void *ctx, int w, sl_error *err) {
   src_cuda *c = ctx;
   if (!c->in_flight[w]) return SL_OK;
   c->in_flight[w] = false;
-  cudaError_t e = cudaEventSynchronize(c->done[w]);
-  return e == cudaSuccess ? SL_OK : cuda_error(err, e, "waiting for the copies out of a read-ahead window");
+  return c->backend->ops->event_wait(c->backend, c->done[w], err);
 }
 
 typedef struct copy_ctx {
+  sl_backend *backend;
   uint8_t *dst;
-  cudaStream_t stream;
+  sl_queue queue;
 } copy_ctx;
 
 static sl_code copy_up(void *ctx, uint64_t dst_offset, const uint8_t *src, uint64_t bytes, sl_error *err) {
   copy_ctx *k = ctx;
-  cudaError_t e = cudaMemcpyAsync(k->dst + dst_offset, src, (size_t)bytes, cudaMemcpyHostToDevice, k->stream);
-  return e == cudaSuccess ? SL_OK : cuda_error(err, e, "cannot copy a window to the device");
+  return k->backend->ops->copy_async(k->backend, k->queue, k->dst + dst_offset, src, (size_t)bytes, err);
 }
 
-/* Window -> dst on `stream` (the output layout), then the window's event.
+/* Window -> dst on queue q (the output layout), then the window's event.
  * *len: the bytes of dst written. */
 static sl_code window_up(src_cuda *c, const sl_src_window *win, int64_t pos_start, int64_t pos_count, void *dst,
-                         cudaStream_t stream, uint64_t *len, sl_error *err) {
+                         sl_queue q, uint64_t *len, sl_error *err) {
   sl_src_state *s = c->s;
   const sl_tensor_desc *d = &c->desc;
-  copy_ctx k = {.dst = dst, .stream = stream};
+  copy_ctx k = {.backend = c->backend, .dst = dst, .queue = q};
   sl_code rc;
   if (d->encoding == SL_ENC_NONE) {
     rc = sl_src_plain(win, s->ix, s->where, pos_start, pos_count, sl_desc_item_bytes(d), copy_up, &k, err);
@@ -139,11 +131,15 @@ static sl_code window_up(src_cuda *c, const sl_src_window *win, int64_t pos_star
     *len = bytes;
   }
   /* Even after a failed copy: earlier ones of this call may be in flight. */
-  cudaError_t e = cudaEventRecord(c->done[win->buffer], stream);
-  if (e == cudaSuccess)
+  sl_error rec_err;
+  sl_error_clear(&rec_err);
+  sl_code rec = c->backend->ops->event_record(c->backend, c->done[win->buffer], q, &rec_err);
+  if (rec == SL_OK)
     c->in_flight[win->buffer] = true;
-  else if (rc == SL_OK)
-    rc = cuda_error(err, e, "cannot record an event");
+  else if (rc == SL_OK) {
+    *err = rec_err;
+    rc = rec;
+  }
   return rc;
 }
 
@@ -165,12 +161,13 @@ static void thread_fail(src_cuda *c, sl_code rc, const sl_error *err) {
 
 static void *uploader(void *arg) {
   src_cuda *c = arg;
+  const sl_backend_ops *ops = c->backend->ops;
   sl_error err;
   sl_error_clear(&err);
   int64_t n_seq = c->n_seq;
-  cudaError_t e = cudaSetDevice(c->device);
-  if (e != cudaSuccess) {
-    thread_fail(c, cuda_error(&err, e, "the uploader thread cannot use the device"), &err);
+  sl_code brc = ops->bind_thread(c->backend, &err);
+  if (brc != SL_OK) {
+    thread_fail(c, brc, &err);
     n_seq = 0;
   }
   for (int64_t j = 0; j < n_seq; j++) {
@@ -194,16 +191,21 @@ static void *uploader(void *arg) {
       stop = c->stop;
       pthread_mutex_unlock(&c->mu);
       if (stop) break;
-      e = cudaStreamWaitEvent(c->copy, c->consumed[k], 0);
-      if (e != cudaSuccess) {
-        thread_fail(c, cuda_error(&err, e, "the copy stream cannot wait for an event"), &err);
+      rc = ops->queue_wait_event(c->backend, SL_QUEUE_COPY, c->consumed[k], &err);
+      if (rc != SL_OK) {
+        thread_fail(c, rc, &err);
         break;
       }
     }
     uint64_t len = 0;
-    rc = window_up(c, &win, start, count, c->pre[k], c->copy, &len, &err);
-    e = cudaEventRecord(c->uploaded[k], c->copy);
-    if (rc == SL_OK && e != cudaSuccess) rc = cuda_error(&err, e, "cannot record an event");
+    rc = window_up(c, &win, start, count, c->pre[k], SL_QUEUE_COPY, &len, &err);
+    sl_error rec_err;
+    sl_error_clear(&rec_err);
+    sl_code rec = ops->event_record(c->backend, c->uploaded[k], SL_QUEUE_COPY, &rec_err);
+    if (rc == SL_OK && rec != SL_OK) {
+      err = rec_err;
+      rc = rec;
+    }
     if (rc != SL_OK) {
       thread_fail(c, rc, &err);
       break;
@@ -233,12 +235,11 @@ static void overlap_stop(src_cuda *c) {
     pthread_join(c->thread, NULL);
     c->have_thread = false;
   }
-  if (c->have_ov_events) {
-    for (int k = 0; k < 2; k++) {
-      (void)cudaEventSynchronize(c->uploaded[k]);
-      (void)cudaEventSynchronize(c->consumed[k]);
-    }
-    (void)cudaGetLastError();
+  sl_error ignored;
+  sl_error_clear(&ignored);
+  for (int k = 0; k < 2; k++) {
+    if (c->uploaded[k]) (void)c->backend->ops->event_wait(c->backend, c->uploaded[k], &ignored);
+    if (c->consumed[k]) (void)c->backend->ops->event_wait(c->backend, c->consumed[k], &ignored);
   }
 }
 
@@ -283,24 +284,14 @@ static sl_code overlap_start(src_cuda *c, int64_t start, int64_t count, sl_error
   return SL_OK;
 }
 
+/* Events made here are destroyed by dev_free, also after a failure. */
 static sl_code overlap_setup(src_cuda *c, sl_error *err) {
-  cudaError_t e = cudaGetDevice(&c->device);
-  if (e != cudaSuccess) return cuda_error(err, e, "cannot read the current device");
+  const sl_backend_ops *ops = c->backend->ops;
   for (int k = 0; k < 2; k++) {
-    e = cudaEventCreateWithFlags(&c->uploaded[k], cudaEventDisableTiming);
-    if (e == cudaSuccess) {
-      e = cudaEventCreateWithFlags(&c->consumed[k], cudaEventDisableTiming);
-      if (e != cudaSuccess) (void)cudaEventDestroy(c->uploaded[k]);
-    }
-    if (e != cudaSuccess) {
-      if (k == 1) {
-        (void)cudaEventDestroy(c->uploaded[0]);
-        (void)cudaEventDestroy(c->consumed[0]);
-      }
-      return cuda_error(err, e, "cannot create an event");
-    }
+    sl_code rc = ops->event_create(c->backend, &c->uploaded[k], err);
+    if (rc == SL_OK) rc = ops->event_create(c->backend, &c->consumed[k], err);
+    if (rc != SL_OK) return rc;
   }
-  c->have_ov_events = true;
   if (pthread_mutex_init(&c->mu, NULL) != 0)
     return sl_fail(err, SL_ERR_INTERNAL, "hdf5_source: cannot create a mutex");
   if (pthread_cond_init(&c->cv, NULL) != 0) {
@@ -348,15 +339,20 @@ static sl_code overlap_call(src_cuda *c, sl_kernel_args *a) {
     return rc;
   }
   int k = (int)(j % 2);
-  cudaStream_t ms = (cudaStream_t)sl_cuda_stream(a->backend);
-  cudaError_t e = cudaStreamWaitEvent(ms, c->uploaded[k], 0);
-  if (e == cudaSuccess && len)
-    e = cudaMemcpyAsync(a->out[0], c->pre[k], (size_t)len, cudaMemcpyDeviceToDevice, ms);
-  cudaError_t er = cudaEventRecord(c->consumed[k], ms);
-  if (e == cudaSuccess) e = er;
-  if (e != cudaSuccess) {
+  const sl_backend_ops *ops = c->backend->ops;
+  rc = ops->queue_wait_event(c->backend, SL_QUEUE_COMPUTE, c->uploaded[k], a->err);
+  if (rc == SL_OK && len)
+    rc = ops->copy_async(c->backend, SL_QUEUE_COMPUTE, a->out[0], c->pre[k], (size_t)len, a->err);
+  sl_error rec_err;
+  sl_error_clear(&rec_err);
+  sl_code rec = ops->event_record(c->backend, c->consumed[k], SL_QUEUE_COMPUTE, &rec_err);
+  if (rc == SL_OK && rec != SL_OK) {
+    *a->err = rec_err;
+    rc = rec;
+  }
+  if (rc != SL_OK) {
     c->need_reset = true;
-    return cuda_error(a->err, e, "cannot copy a prefetched chunk to its slot");
+    return rc;
   }
   pthread_mutex_lock(&c->mu);
   c->consumed_upto = j + 1;
@@ -371,24 +367,25 @@ static sl_code overlap_call(src_cuda *c, sl_kernel_args *a) {
 static void dev_free(sl_src_state *s) {
   src_cuda *c = s->dev;
   if (!c) return;
+  sl_backend *b = c->backend;
   if (c->have_sync) overlap_stop(c); /* the windows' stop hook did it already */
+  sl_error ignored;
+  sl_error_clear(&ignored);
   for (int w = 0; w < 2; w++) {
-    if (!c->have_event[w]) continue;
-    if (c->in_flight[w]) (void)cudaEventSynchronize(c->done[w]);
-    (void)cudaEventDestroy(c->done[w]);
+    if (!c->done[w]) continue;
+    if (c->in_flight[w]) (void)b->ops->event_wait(b, c->done[w], &ignored);
+    b->ops->event_destroy(b, c->done[w]);
   }
-  if (c->have_ov_events)
-    for (int k = 0; k < 2; k++) {
-      (void)cudaEventDestroy(c->uploaded[k]);
-      (void)cudaEventDestroy(c->consumed[k]);
-    }
+  for (int k = 0; k < 2; k++) {
+    if (c->uploaded[k]) b->ops->event_destroy(b, c->uploaded[k]);
+    if (c->consumed[k]) b->ops->event_destroy(b, c->consumed[k]);
+  }
   for (int k = 0; k < 2; k++)
-    if (c->pre[k]) c->backend->ops->free(c->backend, c->pre[k], c->pre_bytes);
+    if (c->pre[k]) b->ops->free(b, c->pre[k], c->pre_bytes);
   if (c->have_sync) {
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
   }
-  (void)cudaGetLastError();
   free(c);
   s->dev = NULL;
   s->dev_free = NULL;
@@ -418,13 +415,12 @@ static sl_code setup(sl_src_state *s, sl_kernel_args *a, sl_error *err) {
   s->dev = c;
   s->dev_free = dev_free;
   for (int w = 0; w < 2; w++) {
-    cudaError_t e = cudaEventCreateWithFlags(&c->done[w], cudaEventDisableTiming);
-    if (e != cudaSuccess) return cuda_error(err, e, "cannot create an event");
-    c->have_event[w] = true;
+    sl_code rc = b->ops->event_create(b, &c->done[w], err);
+    if (rc != SL_OK) return rc;
   }
   s->win.al = (sl_src_alloc){.alloc = win_alloc, .free = win_free, .reuse = win_reuse, .ctx = c};
-  c->copy = (cudaStream_t)sl_cuda_copy_stream(b);
-  if (overlap_wanted() && c->copy) {
+  const sl_device_env *env = b->ops->device_env ? b->ops->device_env(b) : NULL;
+  if (overlap_wanted() && env && env->copy_queue) {
     sl_code rc = overlap_setup(c, err);
     if (rc != SL_OK) return rc;
     c->overlap = true;
@@ -443,8 +439,7 @@ sl_code sl_hdf5_source_cuda(sl_kernel_args *a) {
   rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(&c->desc), &win, a->err);
   if (rc != SL_OK) return rc;
   uint64_t len;
-  return window_up(c, &win, a->pos_start, a->pos_count, a->out[0], (cudaStream_t)sl_cuda_stream(a->backend), &len,
-                   a->err);
+  return window_up(c, &win, a->pos_start, a->pos_count, a->out[0], SL_QUEUE_COMPUTE, &len, a->err);
 }
 
 #endif

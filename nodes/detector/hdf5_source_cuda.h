@@ -1,10 +1,12 @@
 /* hdf5_source's CUDA kernel (hdf5_source_cuda.c): the node's windows in the
- * backend's pinned host memory, sent to the device by cudaMemcpyAsync without
- * host staging or a host copy of the bytes. By default an uploader thread
- * sends the next chunks into two device prefetch buffers on the backend's
- * copy stream while the main stream runs the current chunk (the call copies
- * its chunk to the output slot device-to-device); SLUICE_SOURCE_OVERLAP=0
- * sends each chunk to its slot on the main stream when the call runs. */
+ * backend's pinned host memory, sent to the device with the backend's
+ * asynchronous copies (no host staging, no host copy of the bytes). By
+ * default an uploader thread sends the next chunks into two device prefetch
+ * buffers on the backend's copy queue while the compute queue runs the
+ * current chunk (the call copies its chunk to the output slot
+ * device-to-device); SLUICE_SOURCE_OVERLAP=0 sends each chunk to its slot on
+ * the compute queue when the call runs. Only backend.h is used: no CUDA
+ * object is held. */
 #ifndef SL_DETECTOR_HDF5_SOURCE_CUDA_H
 #define SL_DETECTOR_HDF5_SOURCE_CUDA_H
 

@@ -9,8 +9,10 @@
  * create, 20 create/alloc/free/destroy cycles leaving the device's free
  * memory where it was, an asynchronous device fault (in a child process,
  * because it poisons the CUDA context) that names the batch's node and chunk
- * and still lets the backend be destroyed, and a pipeline of host nodes that
- * gives on CUDA exactly what it gives on the CPU.
+ * and still lets the backend be destroyed, a pipeline of host nodes that
+ * gives on CUDA exactly what it gives on the CPU, and the asynchronous
+ * interface: the launchers' device environment, events and copies on both
+ * queues (ordered only by events), a helper thread bound to the device.
  *
  * Environment: SLUICE_CUDA_TEST_NO_FAULT=1 skips the device-fault test (for
  * compute-sanitizer, which reports the deliberate fault). */
@@ -20,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
@@ -29,7 +32,8 @@
 #include "engine/graph/graph.h"
 #include "tests/unit/test_support.h"
 #ifdef SLUICE_HAVE_CUDA
-#include "shaders/cuda/sl_cuda.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "shaders/cuda/selftest.h"
 #endif
 
 extern char **environ;
@@ -169,7 +173,10 @@ static void test_no_device_is_a_clear_error(void **state) {
   int64_t da = -1;
   sl_cuda_backend_held(NULL, &da, NULL, NULL, NULL);
   assert_int_equal(da, 0);
-  assert_null(sl_cuda_stream(NULL));
+  /* The CPU backend's memory is the host's: no queues, events or env. */
+  assert_null(sl_cpu_backend_ops.device_env);
+  assert_null(sl_cpu_backend_ops.copy_async);
+  assert_null(sl_cpu_backend_ops.event_create);
 }
 
 /* ---- with a device ---- */
@@ -200,9 +207,16 @@ static void test_probe_fields(void **state) {
   assert_int_equal(b->caps.kind, SL_BACKEND_CUDA);
   assert_true(b->caps.device_memory);
   assert_int_equal(b->ops->workers(b), 2);
-  assert_true(sl_cuda_compute_capability(b) >= 80);
-  assert_true(sl_cuda_shared_memory_per_block(b) >= 48 * 1024);
-  assert_non_null(sl_cuda_stream(b));
+  const sl_device_env *env = b->ops->device_env(b);
+  assert_non_null(env);
+  assert_true(env->compute_capability >= 80);
+  assert_true(env->shared_memory_per_block >= 48 * 1024);
+  assert_int_equal(env->multiprocessors, caps.compute_units);
+  assert_non_null(env->queue);
+  assert_non_null(env->copy_queue);
+  assert_true(env->queue != env->copy_queue);
+  assert_non_null(env->sync);
+  assert_non_null(env->check_launch);
   b->ops->destroy(b);
 }
 
@@ -326,6 +340,7 @@ static void test_batches(void **state) {
   assert_int_equal(b->ops->batch_begin(b, &err), SL_OK);
   assert_int_equal(b->ops->batch_encode(b, sl_cuda_selftest_fill, &a1, &err), SL_OK);
   assert_int_equal(b->ops->batch_encode(b, sl_cuda_selftest_fill, &a2, &err), SL_OK);
+  assert_ptr_equal(a1.dev, b->ops->device_env(b)); /* encode lends the launchers the env */
   assert_int_equal(b->ops->batch_commit(b, &err), SL_OK);
   assert_int_equal(b->ops->batch_wait(b, &err), SL_OK);
   assert_int_equal(b->ops->download(b, back, d, (size_t)count * 8, &err), SL_OK);
@@ -398,7 +413,7 @@ static void test_registry_check_at_create(void **state) {
   sl_backend *b = create_or_fail(1);
   int n = 0;
   sl_cuda_kernels(&n);
-  print_message("kernel registry: %d kernels, all with code for sm_%d\n", n, sl_cuda_compute_capability(b));
+  print_message("kernel registry: %d kernels, all with code for sm_%d\n", n, b->ops->device_env(b)->compute_capability);
   b->ops->destroy(b);
 }
 
@@ -434,6 +449,111 @@ static void test_cycles_do_not_leak(void **state) {
   print_message("device memory in use: %zu bytes before, %zu after 20 cycles (drift %lld bytes)\n", used0,
                 used1, drift);
   assert_true(drift <= 2LL << 20 && drift >= -(2LL << 20));
+}
+
+/* ---- asynchronous copies and events ---- */
+
+/* An upload on the copy queue, then on the compute queue (after waiting for
+ * the upload's event) a device copy and a download into pinned memory,
+ * waited for by the host with an event: the bytes come back. */
+static void test_async_copies_and_events(void **state) {
+  (void)state;
+  require_device();
+  sl_backend *b = create_or_fail(1);
+  const sl_backend_ops *o = b->ops;
+  sl_error err;
+  sl_error_clear(&err);
+  const size_t n = (32u << 20) + 5; /* large enough that an unordered copy would read early */
+  uint8_t *h1 = NULL, *h2 = NULL;
+  void *d1 = NULL, *d2 = NULL;
+  assert_int_equal(o->host_alloc(b, n, (void **)&h1, &err), SL_OK);
+  assert_int_equal(o->host_alloc(b, n, (void **)&h2, &err), SL_OK);
+  assert_int_equal(o->alloc(b, n, &d1, &err), SL_OK);
+  assert_int_equal(o->alloc(b, n, &d2, &err), SL_OK);
+  sl_event *up = NULL, *done = NULL;
+  assert_int_equal(o->event_create(b, &up, &err), SL_OK);
+  assert_int_equal(o->event_create(b, &done, &err), SL_OK);
+  assert_non_null(up);
+  for (int round = 0; round < 3; round++) {
+    for (size_t i = 0; i < n; i++) h1[i] = (uint8_t)(i * 131 + 7 + round);
+    memset(h2, 0, n);
+    assert_int_equal(o->zero(b, d2, n, &err), SL_OK);
+    assert_int_equal(o->copy_async(b, SL_QUEUE_COPY, d1, h1, n, &err), SL_OK);
+    assert_int_equal(o->event_record(b, up, SL_QUEUE_COPY, &err), SL_OK);
+    assert_int_equal(o->queue_wait_event(b, SL_QUEUE_COMPUTE, up, &err), SL_OK);
+    assert_int_equal(o->copy_async(b, SL_QUEUE_COMPUTE, d2, d1, n, &err), SL_OK);
+    assert_int_equal(o->copy_async(b, SL_QUEUE_COMPUTE, h2, d2, n, &err), SL_OK);
+    assert_int_equal(o->event_record(b, done, SL_QUEUE_COMPUTE, &err), SL_OK);
+    assert_int_equal(o->event_wait(b, done, &err), SL_OK);
+    if (memcmp(h1, h2, n) != 0) fail_msg("round %d: the bytes did not come back", round);
+  }
+  /* zero-byte copies are no-ops; waiting for an event twice is fine */
+  assert_int_equal(o->copy_async(b, SL_QUEUE_COPY, d1, h1, 0, &err), SL_OK);
+  assert_int_equal(o->event_wait(b, done, &err), SL_OK);
+  o->event_destroy(b, up);
+  o->event_destroy(b, done);
+  o->free(b, d1, n);
+  o->free(b, d2, n);
+  o->host_free(b, h1, n);
+  o->host_free(b, h2, n);
+  assert_nothing_held(b);
+  b->ops->destroy(b);
+}
+
+typedef struct copy_job {
+  sl_backend *b;
+  void *dst;
+  const void *src;
+  size_t n;
+  sl_event *ev;
+  sl_code rc;
+  sl_error err;
+} copy_job;
+
+/* A helper thread: bind, upload on the copy queue, record the event. */
+static void *copy_thread(void *arg) {
+  copy_job *j = arg;
+  const sl_backend_ops *o = j->b->ops;
+  sl_error_clear(&j->err);
+  j->rc = o->bind_thread(j->b, &j->err);
+  if (j->rc == SL_OK) j->rc = o->copy_async(j->b, SL_QUEUE_COPY, j->dst, j->src, j->n, &j->err);
+  if (j->rc == SL_OK) j->rc = o->event_record(j->b, j->ev, SL_QUEUE_COPY, &j->err);
+  return NULL;
+}
+
+/* Copies enqueued by another thread (bound to the device) are ordered with
+ * the compute queue by their event alone. */
+static void test_helper_thread_copies(void **state) {
+  (void)state;
+  require_device();
+  sl_backend *b = create_or_fail(1);
+  const sl_backend_ops *o = b->ops;
+  sl_error err;
+  sl_error_clear(&err);
+  const size_t n = 4u << 20;
+  uint32_t *h = NULL, *back = malloc(n);
+  void *d = NULL, *d2 = NULL;
+  assert_int_equal(o->host_alloc(b, n, (void **)&h, &err), SL_OK);
+  assert_int_equal(o->alloc(b, n, &d, &err), SL_OK);
+  assert_int_equal(o->alloc(b, n, &d2, &err), SL_OK);
+  for (size_t i = 0; i < n / 4; i++) h[i] = (uint32_t)(i * 2654435761u);
+  copy_job j = {.b = b, .dst = d, .src = h, .n = n};
+  assert_int_equal(o->event_create(b, &j.ev, &err), SL_OK);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, copy_thread, &j), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  if (j.rc != SL_OK) fail_msg("helper thread: %s", j.err.msg);
+  assert_int_equal(o->queue_wait_event(b, SL_QUEUE_COMPUTE, j.ev, &err), SL_OK);
+  assert_int_equal(o->copy(b, d2, d, n, &err), SL_OK);
+  assert_int_equal(o->download(b, back, d2, n, &err), SL_OK);
+  assert_memory_equal(back, h, n);
+  o->event_destroy(b, j.ev);
+  o->free(b, d, n);
+  o->free(b, d2, n);
+  o->host_free(b, h, n);
+  free(back);
+  assert_nothing_held(b);
+  b->ops->destroy(b);
 }
 
 /* The device-fault scenario, run in a child process (the fault poisons the
@@ -588,6 +708,8 @@ int main(void) {
       cmocka_unit_test(test_batches),
       cmocka_unit_test(test_registry_check_at_create),
       cmocka_unit_test(test_cycles_do_not_leak),
+      cmocka_unit_test(test_async_copies_and_events),
+      cmocka_unit_test(test_helper_thread_copies),
       cmocka_unit_test(test_device_fault_names_node_and_chunk),
       cmocka_unit_test(test_host_pipeline_matches_cpu),
       cmocka_unit_test(test_repeated_runs_do_not_leak),

@@ -3,7 +3,8 @@
  * libh5bshuf.so, read back raw with H5Dread_chunk) when it is installed, and
  * always from an in-test writer (liblz4 + a plain bit transposition, checked
  * by the CPU decoder first). They are packed as hdf5_source packs them
- * (sl_packed_chunks), uploaded, decoded by sl_cuda_bslz4_decode through a real
+ * (sl_packed_chunks), uploaded, decoded by the CUDA launcher (its plain
+ * parameter struct, shaders/cuda/detector/bslz4_decode.h) through a real
  * CUDA backend (batch API) and compared with the CPU node kernel's output on
  * the same packed buffer, for whole runs and for chunks of the scan that cut
  * stored chunks. Malformed chunks must fail with SL_ERR_FORMAT and the CPU's
@@ -25,7 +26,7 @@
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "nodes/codec/bslz4.h"
-#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/detector/bslz4_decode.h"
 #include "tests/unit/cuda_probe.h"
 
 #define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
@@ -310,9 +311,14 @@ __attribute__((unused)) static uint8_t *pack(const acq *q, int64_t ps, int64_t p
 
 /* ------------------------------------------------------------ running --- */
 
+/* The node for the CPU kernel, and the CUDA launcher's params with the
+ * device-state slot the launcher fills. */
 typedef struct dnode {
   sl_node node;
   sl_param_value param;
+  sl_cuda_bslz4_decode_params cuda;
+  void *dev_state;
+  void (*dev_state_free)(void *);
 } dnode;
 
 __attribute__((unused)) static void dnode_init(dnode *d, const sl_tensor_desc *in) {
@@ -325,14 +331,20 @@ __attribute__((unused)) static void dnode_init(dnode *d, const sl_tensor_desc *i
   d->node.n_in = 1;
   d->node.n_out = 1;
   d->node.in[0] = *in;
+  sl_node_bind_typed_params(&d->node);
   sl_error err;
   sl_error_clear(&err);
   assert_int_equal(sl_node_bslz4_decode.infer(&d->node, &err), SL_OK);
+  d->cuda.chunks = *in;
+  d->cuda.check_every_call = false;
+  d->cuda.device_state = (sl_cuda_state_holder){&d->dev_state, &d->dev_state_free};
 }
 
 __attribute__((unused)) static void dnode_release(dnode *d) {
-  if (d->node.dev_state && d->node.dev_state_free) d->node.dev_state_free(d->node.dev_state);
-  d->node.dev_state = NULL;
+  if (d->dev_state && d->dev_state_free) d->dev_state_free(d->dev_state);
+  d->dev_state = NULL;
+  free(d->node.typed_params);
+  d->node.typed_params = NULL;
 }
 
 __attribute__((unused)) static sl_code run_cpu(dnode *d, const uint8_t *packed, int64_t ps, int64_t pc, uint8_t *out,
@@ -352,6 +364,11 @@ __attribute__((unused)) static sl_code run_cpu(dnode *d, const uint8_t *packed, 
 }
 
 #ifdef SLUICE_HAVE_CUDA
+/* The launcher with the params in a->state, as a kernel function. */
+static sl_code decode_on_cuda(sl_kernel_args *a) {
+  return sl_cuda_bslz4_decode((const sl_cuda_bslz4_decode_params *)a->state, a);
+}
+
 /* One call of the CUDA launcher through the backend's batch API. */
 static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, int64_t ps, int64_t pc,
                         int64_t chunk, int64_t n_chunks, uint8_t *out, size_t out_bytes, sl_error *err) {
@@ -370,7 +387,8 @@ static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, in
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
   a.backend = b;
-  a.node = &d->node;
+  a.node_id = "decode";
+  a.state = &d->cuda;
   a.chunk = chunk;
   a.n_chunks = n_chunks;
   a.pos_start = ps;
@@ -379,7 +397,7 @@ static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, in
   a.out[0] = dout;
   a.err = err;
   sl_code rc = b->ops->batch_begin(b, err);
-  if (rc == SL_OK) rc = b->ops->batch_encode(b, sl_cuda_bslz4_decode, &a, err);
+  if (rc == SL_OK) rc = b->ops->batch_encode(b, decode_on_cuda, &a, err);
   sl_code rc2 = b->ops->batch_commit(b, rc == SL_OK ? err : &e2);
   if (rc == SL_OK) rc = rc2;
   rc2 = b->ops->batch_wait(b, rc == SL_OK ? err : &e2);
@@ -623,7 +641,8 @@ static void test_malformed(void **state) {
 }
 
 /* Deferred error check: a bad stored chunk in chunk 0 of the scan surfaces at
- * a later call at the latest at the last chunk, naming that stored chunk. */
+ * a later call at the latest at the last chunk, naming that stored chunk;
+ * with check_every_call, at the call of chunk 0 itself. */
 static void test_error_surfaces_later(void **state) {
   (void)state;
   NEED_CUDA();
@@ -632,26 +651,31 @@ static void test_error_surfaces_later(void **state) {
   acq_make(&q, 2, 4, 37, 41, 1, 0, 2, 0);
   q.sizes[0] = 20; /* truncated: block 0's length runs past the end */
   acq_desc(&q);
-  dnode d;
-  dnode_init(&d, &q.desc);
   size_t fb = 37 * 41 * 2;
   uint8_t *out = malloc(2 * fb);
-  sl_code last = SL_OK;
-  sl_error eg;
-  int at = -1;
-  for (int c = 0; c < 2 && last == SL_OK; c++) {
-    size_t pb;
-    uint8_t *packed = pack(&q, 2 * c, 2, 0, &pb);
-    sl_error_clear(&eg);
-    last = run_cuda(&d, packed, pb, 2 * c, 2, c, 2, out, 2 * fb, &eg);
-    if (last != SL_OK) at = c;
-    free(packed);
+  for (int every = 0; every < 2; every++) {
+    dnode d;
+    dnode_init(&d, &q.desc);
+    d.cuda.check_every_call = every;
+    sl_code last = SL_OK;
+    sl_error eg;
+    int at = -1;
+    for (int c = 0; c < 2 && last == SL_OK; c++) {
+      size_t pb;
+      uint8_t *packed = pack(&q, 2 * c, 2, 0, &pb);
+      sl_error_clear(&eg);
+      last = run_cuda(&d, packed, pb, 2 * c, 2, c, 2, out, 2 * fb, &eg);
+      if (last != SL_OK) at = c;
+      free(packed);
+    }
+    assert_int_equal(last, SL_ERR_FORMAT);
+    print_message("%s check: the error of scan chunk 0 surfaced at call %d: %s\n", every ? "every-call" : "deferred",
+                  at, eg.msg);
+    assert_non_null(strstr(eg.msg, "stored chunk 0 (frames 0-0)"));
+    if (every) assert_int_equal(at, 0);
+    dnode_release(&d);
   }
-  assert_int_equal(last, SL_ERR_FORMAT);
-  print_message("deferred check: the error of scan chunk 0 surfaced at call %d: %s\n", at, eg.msg);
-  assert_non_null(strstr(eg.msg, "stored chunk 0 (frames 0-0)"));
   free(out);
-  dnode_release(&d);
   acq_free(&q);
 #endif
 }

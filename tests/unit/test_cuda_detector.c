@@ -1,4 +1,5 @@
-/* CUDA kernels of the detector/STEM nodes (shaders/cuda/detector.cu) against
+/* CUDA kernels of the detector/STEM nodes (shaders/cuda/{detector,stem,basic}/,
+ * run through the node descriptors) against
  * the CPU kernels, bit for bit: virtual_image, virtual_detectors (params and
  * disk input), moments, com (+ finalize: mean and plane; identical doubles, also over
  * many positions: blocked sums),

@@ -1,5 +1,6 @@
 /* hdf5_source on CUDA, overlapped (an uploader thread and two device
- * prefetch buffers on the backend's copy stream) and direct
+ * prefetch buffers on the backend's copy queue, through the backend's event
+ * and async-copy ops) and direct
  * (SLUICE_SOURCE_OVERLAP=0), against the CPU backend, bit for bit, through
  * whole runs (sl_run_pipeline): a Dectris-style acquisition written with the
  * HDF5 C API (two data files, 4 frames per stored chunk, bitshuffle-LZ4
@@ -19,7 +20,7 @@
 #include "engine/exec/run.h"
 #include "tests/unit/test_support.h"
 #ifdef SLUICE_HAVE_CUDA
-#include "shaders/cuda/sl_cuda.h"
+#include "engine/backend/cuda/cuda_backend.h"
 #endif
 
 static char g_master[512];

@@ -1,19 +1,20 @@
-/* The CUDA backend: plain C on the CUDA runtime API.
+/* The CUDA backend: plain C on the CUDA runtime API. This file: the device,
+ * its capabilities, memory and transfers; batches are in cuda_batch.c,
+ * events and asynchronous copies in cuda_async.c.
  *
  * One device (0, or SLUICE_CUDA_DEVICE), one non-blocking stream for kernels
- * and transfers, plus a second non-blocking stream for host-to-device copies
- * that overlap them (sl_cuda_copy_stream; users order it with events). Buffers are
- * device memory (cudaMalloc); host staging for host nodes is pinned
- * (cudaMallocHost). Kernels were compiled at build time (shaders/cuda, .cu)
- * and are checked at create: each must have code for this device and the ABI
- * this engine expects, or the backend refuses to start, before any work.
+ * and transfers (SL_QUEUE_COMPUTE), plus a second non-blocking stream for
+ * copies that overlap them (SL_QUEUE_COPY; users order it with events).
+ * Buffers are device memory (cudaMalloc); host staging for host nodes is
+ * pinned (cudaMallocHost). Kernels were compiled at build time (shaders/cuda,
+ * .cu; they register themselves in sl_cuda_kernels) and are checked at
+ * create: each must have code for this device and the ABI this engine
+ * expects, or the backend refuses to start, before any work. Launchers get
+ * the stream, the device's limits and the backend's sync and launch check in
+ * a->dev (sl_device_env), never the backend itself.
  *
- * A batch is one level of one chunk. Encoding runs the node's launcher at
- * once: it enqueues kernels on the stream and returns without waiting. Commit
- * has nothing left to do; wait synchronises the stream and reports the first
- * error with the batch's nodes and chunk (an asynchronous error cannot be
- * pinned on one kernel, so it names them all). Host nodes' CPU kernels run on
- * an internal CPU backend's threads (parallel_for, workers).
+ * Host nodes' CPU kernels run on an internal CPU backend's threads
+ * (parallel_for, workers).
  *
  * Capabilities come from device attributes, never from the device's name. */
 #include <cuda_runtime_api.h>
@@ -22,72 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_internal.h"
 #include "engine/core/util.h"
-#include "engine/backend/backend.h"
-#include "shaders/cuda/sl_cuda.h"
 
 /* The kernel ABI this engine was written against; every registered kernel
  * must carry it, and so must the kernels' header (SL_KERNEL_ABI_VERSION). */
-#define SL_ENGINE_KERNEL_ABI 1
+#define SL_ENGINE_KERNEL_ABI 2
 
 enum { MIN_COMPUTE_CAPABILITY = 80 };
-/* Batches in flight at most (the host runs at most this far ahead). */
-#define SL_CUDA_RING 64
-
-/* The device time of one launcher's kernels: events before and after it on
- * the stream, added to *target once its batch completed. */
-typedef struct cuda_timing {
-  cudaEvent_t start, end;
-  double *target;
-} cuda_timing;
-
-typedef struct cuda_impl {
-  int device;
-  int compute_capability; /* major * 10 + minor */
-  size_t smem_per_block;  /* opt-in maximum */
-  cudaStream_t stream;
-  bool have_stream;
-  /* A second non-blocking stream for host-to-device copies that overlap the
-   * kernels of `stream` (hdf5_source's uploader; sl_cuda_copy_stream). */
-  cudaStream_t copy_stream;
-  bool have_copy_stream;
-  sl_backend *cpu; /* host threads for host nodes' kernels */
-  /* batch */
-  bool in_batch;
-  sl_code batch_status;
-  int64_t batch_chunk;
-  const char **batch_nodes; /* ids of the encoded nodes (the graph owns them) */
-  int n_batch, cap_batch;
-  /* Batches run asynchronously (wait does not block). Each committed batch
-   * gets a number and a record in a ring, and the stream then writes that
-   * number into host-mapped memory (a 1-element fill): after a device fault
-   * the last number written names the last batch that completed, so the
-   * fault is in the next one. An event per ring entry bounds how far the
-   * host runs ahead (a record is reused only after its batch completed). */
-  uint32_t *mark_host;  /* host-mapped; the stream writes batch numbers */
-  void *mark_dev;
-  uint32_t committed;   /* batches committed so far (numbers 1..committed) */
-  uint32_t completed;   /* batches known complete */
-  cudaEvent_t ring_event[SL_CUDA_RING];
-  bool have_ring_event[SL_CUDA_RING];
-  char ring_nodes[SL_CUDA_RING][192];
-  int ring_n_nodes[SL_CUDA_RING];
-  int64_t ring_chunk[SL_CUDA_RING];
-  bool sync_each; /* SLUICE_CUDA_SYNC=1: wait for every batch (debugging) */
-  /* Per ring entry: the timed launchers of that batch (events made on first
-   * use and kept). */
-  cuda_timing *ring_t[SL_CUDA_RING];
-  int ring_nt[SL_CUDA_RING], ring_capt[SL_CUDA_RING];
-  /* what this backend holds now */
-  int64_t device_allocs, pinned_allocs;
-  uint64_t device_bytes, pinned_bytes;
-} cuda_impl;
-
-/* Fills err from a CUDA error and clears the runtime's last-error state, so
- * that a later launch check does not report an old, unrelated error. */
-static sl_code cuda_fail(sl_error *err, cudaError_t e, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static sl_code cuda_fail(sl_error *err, cudaError_t e, const char *fmt, ...) {
+sl_code sl_cuda_backend_fail(sl_error *err, cudaError_t e, const char *fmt, ...) {
   char what[512];
   va_list ap;
   va_start(ap, fmt);
@@ -147,7 +92,7 @@ static sl_code query_caps(int device, sl_backend_caps *caps, int *cc_out, size_t
   caps->kind = SL_BACKEND_CUDA;
   struct cudaDeviceProp prop;
   cudaError_t e = cudaGetDeviceProperties(&prop, device);
-  if (e != cudaSuccess) return cuda_fail(err, e, "cannot read the properties of device %d", device);
+  if (e != cudaSuccess) return sl_cuda_backend_fail(err, e, "cannot read the properties of device %d", device);
   int major = attribute(cudaDevAttrComputeCapabilityMajor, device);
   int minor = attribute(cudaDevAttrComputeCapabilityMinor, device);
   int cc = major * 10 + minor;
@@ -169,10 +114,10 @@ static sl_code query_caps(int device, sl_backend_caps *caps, int *cc_out, size_t
   if (sms <= 0) return sl_fail(err, SL_ERR_BACKEND, "CUDA device %d reports no multiprocessors", device);
 
   e = cudaSetDevice(device);
-  if (e != cudaSuccess) return cuda_fail(err, e, "cannot use device %d", device);
+  if (e != cudaSuccess) return sl_cuda_backend_fail(err, e, "cannot use device %d", device);
   size_t free_b = 0, total_b = 0;
   e = cudaMemGetInfo(&free_b, &total_b);
-  if (e != cudaSuccess) return cuda_fail(err, e, "cannot read the memory of device %d", device);
+  if (e != cudaSuccess) return sl_cuda_backend_fail(err, e, "cannot read the memory of device %d", device);
 
   caps->compute_units = sms;
   caps->memory_bytes = free_b; /* what the planner budgets against */
@@ -203,34 +148,51 @@ static sl_code cuda_probe(sl_backend_caps *caps, sl_error *err) {
   return query_caps(device, caps, NULL, NULL, err);
 }
 
-/* Every kernel of the binary must have code for this device and the ABI this
- * engine expects. */
+/* One kernel of the binary has code for this device and the ABI this engine
+ * expects. */
+static sl_code check_kernel(const cuda_impl *c, const sl_device_kernel *k, sl_error *err) {
+  const char *name = k->name ? k->name : "(unnamed)";
+  if (k->abi != SL_KERNEL_ABI_VERSION || k->abi != SL_ENGINE_KERNEL_ABI)
+    return sl_fail(err, SL_ERR_BACKEND,
+                   "cuda backend: kernel '%s' was built for ABI %d but this engine expects ABI %d; "
+                   "rebuild sluice",
+                   name, k->abi, SL_ENGINE_KERNEL_ABI);
+  if (!k->func)
+    return sl_fail(err, SL_ERR_BACKEND, "cuda backend: kernel '%s' has no function in this binary", name);
+  struct cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, k->func);
+  if (e != cudaSuccess)
+    return sl_cuda_backend_fail(err, e,
+                                "kernel '%s' has no code for this device (sm_%d; the binary holds sm_80, "
+                                "sm_90 and PTX for compute_90)",
+                                name, c->compute_capability);
+  return SL_OK;
+}
+
+/* The backend's own kernel and every registered one (the kernel files linked
+ * into this binary: none in a program that runs no node) must run here. */
 static sl_code check_registry(const cuda_impl *c, sl_error *err) {
-  int n = 0;
-  const sl_device_kernel *k = sl_cuda_kernels(&n);
-  if (!k || n <= 0)
-    return sl_fail(err, SL_ERR_BACKEND, "cuda backend: the kernel registry is empty (a build problem)");
   if (SL_KERNEL_ABI_VERSION != SL_ENGINE_KERNEL_ABI)
     return sl_fail(err, SL_ERR_BACKEND,
                    "cuda backend: the kernels were built for ABI %d but this engine expects ABI %d",
                    SL_KERNEL_ABI_VERSION, SL_ENGINE_KERNEL_ABI);
-  for (int i = 0; i < n; i++) {
-    const char *name = k[i].name ? k[i].name : "(unnamed)";
-    if (k[i].abi != SL_KERNEL_ABI_VERSION || k[i].abi != SL_ENGINE_KERNEL_ABI)
-      return sl_fail(err, SL_ERR_BACKEND,
-                     "cuda backend: kernel '%s' was built for ABI %d but this engine expects ABI %d; "
-                     "rebuild sluice",
-                     name, k[i].abi, SL_ENGINE_KERNEL_ABI);
-    if (!k[i].func)
-      return sl_fail(err, SL_ERR_BACKEND, "cuda backend: kernel '%s' has no function in this binary", name);
-    struct cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, k[i].func);
-    if (e != cudaSuccess)
-      return cuda_fail(err, e, "kernel '%s' has no code for this device (sm_%d; the binary holds sm_80, sm_90 "
-                       "and PTX for compute_90)",
-                       name, c->compute_capability);
-  }
-  return SL_OK;
+  sl_code rc = check_kernel(c, sl_cuda_batch_marker_kernel(), err);
+  int n = 0;
+  const sl_device_kernel *k = sl_cuda_kernels(&n);
+  for (int i = 0; i < n && rc == SL_OK; i++) rc = check_kernel(c, &k[i], err);
+  return rc;
+}
+
+/* What launchers get in a->dev: the backend's stream, limits and services. */
+static void fill_device_env(cuda_impl *c, int multiprocessors) {
+  c->env = (sl_device_env){.queue = (void *)c->stream,
+                           .copy_queue = (void *)c->copy_stream,
+                           .device = c->device,
+                           .compute_capability = c->compute_capability,
+                           .multiprocessors = multiprocessors,
+                           .shared_memory_per_block = c->smem_per_block,
+                           .sync = sl_cuda_backend_env_sync,
+                           .check_launch = sl_cuda_backend_env_check_launch};
 }
 
 static void cuda_destroy(sl_backend *b);
@@ -256,12 +218,12 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   c->batch_status = SL_OK;
   cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
   if (e != cudaSuccess) {
-    rc = cuda_fail(err, e, "cannot create a stream on device %d", device);
+    rc = sl_cuda_backend_fail(err, e, "cannot create a stream on device %d", device);
   } else {
     c->have_stream = true;
     e = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
-      rc = cuda_fail(err, e, "cannot create a copy stream on device %d", device);
+      rc = sl_cuda_backend_fail(err, e, "cannot create a copy stream on device %d", device);
     } else {
       c->have_copy_stream = true;
       rc = check_registry(c, err);
@@ -273,16 +235,17 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
       *c->mark_host = 0;
       e = cudaHostGetDevicePointer(&c->mark_dev, c->mark_host, 0);
     }
-    if (e != cudaSuccess) rc = cuda_fail(err, e, "cannot map the batch marker into device memory");
+    if (e != cudaSuccess) rc = sl_cuda_backend_fail(err, e, "cannot map the batch marker into device memory");
   }
   for (int k = 0; k < SL_CUDA_RING && rc == SL_OK; k++) {
     e = cudaEventCreateWithFlags(&c->ring_event[k], cudaEventDisableTiming);
-    if (e != cudaSuccess) rc = cuda_fail(err, e, "cannot create an event");
+    if (e != cudaSuccess) rc = sl_cuda_backend_fail(err, e, "cannot create an event");
     else c->have_ring_event[k] = true;
   }
   const char *sync_env = getenv("SLUICE_CUDA_SYNC");
   c->sync_each = sync_env && !strcmp(sync_env, "1");
   if (rc == SL_OK) rc = sl_cpu_backend_ops.create(threads, &c->cpu, err);
+  fill_device_env(c, caps.compute_units);
   if (rc != SL_OK) {
     cuda_destroy(b);
     return rc;
@@ -322,25 +285,30 @@ static void cuda_destroy(sl_backend *b) {
   free(b);
 }
 
-static void format_size(size_t bytes, char *buf, size_t n) {
+void sl_cuda_backend_format_size(size_t bytes, char *buf, size_t n) {
   char h[32];
   sl_format_bytes((uint64_t)bytes, h, sizeof h);
   snprintf(buf, n, "%s (%zu bytes)", h, bytes);
 }
 
-static sl_code cuda_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err) {
-  cuda_impl *c = b->impl;
+/* Device memory (pinned false) or pinned host memory, counted in what the
+ * backend holds. */
+static sl_code held_alloc(cuda_impl *c, bool pinned, size_t bytes, void **ptr, sl_error *err) {
   void *p = NULL;
-  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  cudaError_t e = pinned ? cudaMallocHost(&p, bytes ? bytes : 1) : cudaMalloc(&p, bytes ? bytes : 1);
   if (e != cudaSuccess) {
     char s[64];
-    format_size(bytes, s, sizeof s);
-    return cuda_fail(err, e, "cannot allocate %s of device memory", s);
+    sl_cuda_backend_format_size(bytes, s, sizeof s);
+    return sl_cuda_backend_fail(err, e, "cannot allocate %s of %s", s, pinned ? "pinned host memory" : "device memory");
   }
-  __atomic_add_fetch(&c->device_allocs, 1, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&c->device_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+  __atomic_add_fetch(pinned ? &c->pinned_allocs : &c->device_allocs, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(pinned ? &c->pinned_bytes : &c->device_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
   *ptr = p;
   return SL_OK;
+}
+
+static sl_code cuda_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err) {
+  return held_alloc(b->impl, false, bytes, ptr, err);
 }
 
 static void cuda_free(sl_backend *b, void *ptr, size_t bytes) {
@@ -354,18 +322,7 @@ static void cuda_free(sl_backend *b, void *ptr, size_t bytes) {
 }
 
 static sl_code cuda_host_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err) {
-  cuda_impl *c = b->impl;
-  void *p = NULL;
-  cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
-  if (e != cudaSuccess) {
-    char s[64];
-    format_size(bytes, s, sizeof s);
-    return cuda_fail(err, e, "cannot allocate %s of pinned host memory", s);
-  }
-  __atomic_add_fetch(&c->pinned_allocs, 1, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&c->pinned_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
-  *ptr = p;
-  return SL_OK;
+  return held_alloc(b->impl, true, bytes, ptr, err);
 }
 
 static void cuda_host_free(sl_backend *b, void *ptr, size_t bytes) {
@@ -388,30 +345,10 @@ static sl_code cuda_upload(sl_backend *b, void *dst, const void *host_src, size_
   cudaError_t e = cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream);
   if (e != cudaSuccess) {
     char s[64];
-    format_size(bytes, s, sizeof s);
-    return cuda_fail(err, e, "upload of %s to the device failed", s);
+    sl_cuda_backend_format_size(bytes, s, sizeof s);
+    return sl_cuda_backend_fail(err, e, "upload of %s to the device failed", s);
   }
   return SL_OK;
-}
-
-static bool device_fault_in_batch(const cuda_impl *c);
-static sl_code device_error(cuda_impl *c, cudaError_t e, sl_error *err);
-
-/* Batches (completed, upto] are known complete: their launchers' device
- * times go to their targets. */
-static void harvest_upto(cuda_impl *c, uint32_t upto) {
-  for (uint32_t seq = c->completed + 1; seq <= upto && seq != 0; seq++) {
-    int k = (int)(seq % SL_CUDA_RING);
-    for (int t = 0; t < c->ring_nt[k]; t++) {
-      float ms = 0;
-      if (c->ring_t[k][t].target &&
-          cudaEventElapsedTime(&ms, c->ring_t[k][t].start, c->ring_t[k][t].end) == cudaSuccess)
-        *c->ring_t[k][t].target += ms * 1e-3;
-    }
-    c->ring_nt[k] = 0;
-  }
-  (void)cudaGetLastError();
-  if (upto > c->completed) c->completed = upto;
 }
 
 /* Device to host; the data is on the host when this returns (so every batch
@@ -422,12 +359,12 @@ static sl_code cuda_download(sl_backend *b, void *host_dst, const void *src, siz
   cudaError_t e = cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
   if (e != cudaSuccess) {
-    if (device_fault_in_batch(c)) return device_error(c, e, err);
+    if (sl_cuda_backend_fault_pending(c)) return sl_cuda_backend_device_error(c, e, err);
     char s[64];
-    format_size(bytes, s, sizeof s);
-    return cuda_fail(err, e, "download of %s from the device failed", s);
+    sl_cuda_backend_format_size(bytes, s, sizeof s);
+    return sl_cuda_backend_fail(err, e, "download of %s from the device failed", s);
   }
-  harvest_upto(c, c->committed);
+  sl_cuda_backend_harvest(c, c->committed);
   return SL_OK;
 }
 
@@ -437,8 +374,8 @@ static sl_code cuda_copy(sl_backend *b, void *dst, const void *src, size_t bytes
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
   if (e != cudaSuccess) {
     char s[64];
-    format_size(bytes, s, sizeof s);
-    return cuda_fail(err, e, "device copy of %s failed", s);
+    sl_cuda_backend_format_size(bytes, s, sizeof s);
+    return sl_cuda_backend_fail(err, e, "device copy of %s failed", s);
   }
   return SL_OK;
 }
@@ -449,182 +386,9 @@ static sl_code cuda_zero(sl_backend *b, void *dst, size_t bytes, sl_error *err) 
   cudaError_t e = cudaMemsetAsync(dst, 0, bytes, c->stream);
   if (e != cudaSuccess) {
     char s[64];
-    format_size(bytes, s, sizeof s);
-    return cuda_fail(err, e, "zeroing %s of device memory failed", s);
+    sl_cuda_backend_format_size(bytes, s, sizeof s);
+    return sl_cuda_backend_fail(err, e, "zeroing %s of device memory failed", s);
   }
-  return SL_OK;
-}
-
-static sl_code cuda_batch_begin(sl_backend *b, sl_error *err) {
-  cuda_impl *c = b->impl;
-  if (c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cuda backend: batch already open");
-  /* The batch's ring entry is free once batch seq - RING completed: the
-   * host runs at most SL_CUDA_RING batches ahead. */
-  const uint32_t seq = c->committed + 1;
-  if (seq > SL_CUDA_RING && c->completed < seq - SL_CUDA_RING) {
-    cudaError_t e = cudaEventSynchronize(c->ring_event[seq % SL_CUDA_RING]);
-    if (e != cudaSuccess) return device_error(c, e, err);
-    harvest_upto(c, seq - SL_CUDA_RING);
-  }
-  c->ring_nt[seq % SL_CUDA_RING] = 0;
-  c->in_batch = true;
-  c->n_batch = 0;
-  c->batch_chunk = -1;
-  c->batch_status = SL_OK;
-  return SL_OK;
-}
-
-/* A timing record of the open batch's ring entry (events made on first use
- * and kept), or NULL when events cannot be made (no times; not an error). */
-static cuda_timing *timing_slot(cuda_impl *c) {
-  const int k = (int)((c->committed + 1) % SL_CUDA_RING);
-  if (c->ring_nt[k] == c->ring_capt[k]) {
-    int cap = c->ring_capt[k] ? 2 * c->ring_capt[k] : 4;
-    c->ring_t[k] = sl_xrealloc(c->ring_t[k], (size_t)cap * sizeof *c->ring_t[k]);
-    for (int t = c->ring_capt[k]; t < cap; t++) {
-      cuda_timing *x = &c->ring_t[k][t];
-      x->target = NULL;
-      if (cudaEventCreate(&x->start) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return NULL;
-      }
-      if (cudaEventCreate(&x->end) != cudaSuccess) {
-        (void)cudaEventDestroy(x->start);
-        (void)cudaGetLastError();
-        return NULL;
-      }
-      c->ring_capt[k] = t + 1;
-    }
-  }
-  cuda_timing *x = &c->ring_t[k][c->ring_nt[k]++];
-  x->target = NULL;
-  return x;
-}
-
-/* Runs the launcher now: it enqueues its kernels on the stream and returns. */
-static sl_code cuda_batch_encode(sl_backend *b, sl_kernel_fn fn, sl_kernel_args *a, sl_error *err) {
-  cuda_impl *c = b->impl;
-  if (!c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cuda backend: encode outside a batch");
-  if (c->batch_status != SL_OK) return c->batch_status;
-  if (c->n_batch == c->cap_batch) {
-    c->cap_batch = c->cap_batch ? 2 * c->cap_batch : 16;
-    c->batch_nodes = sl_xrealloc(c->batch_nodes, (size_t)c->cap_batch * sizeof *c->batch_nodes);
-  }
-  c->batch_nodes[c->n_batch++] = a->node_id ? a->node_id : "?";
-  if (c->batch_chunk < 0) c->batch_chunk = a->chunk;
-  cuda_timing *t = a->device_seconds ? timing_slot(c) : NULL;
-  bool timed = t && cudaEventRecord(t->start, c->stream) == cudaSuccess;
-  sl_code rc = fn(a);
-  timed = timed && cudaEventRecord(t->end, c->stream) == cudaSuccess;
-  if (t) t->target = timed ? a->device_seconds : NULL;
-  if (t && !timed) (void)cudaGetLastError(); /* no time; the launch reported its own errors */
-  if (rc != SL_OK) {
-    if (a->err && a->err != err) *err = *a->err;
-    if (err->code == SL_OK) sl_fail(err, rc, "cuda backend: launcher failed");
-    if (a->node_id) sl_error_node(err, a->node_id);
-    sl_error_chunk(err, a->chunk);
-    c->batch_status = rc;
-  }
-  return rc;
-}
-
-static sl_code cuda_batch_commit(sl_backend *b, sl_error *err) {
-  (void)b;
-  (void)err;
-  return SL_OK; /* launches were enqueued at encode; the stream runs them in order */
-}
-
-/* The ids of a batch's nodes, comma-separated and cut with "..." to fit. */
-static void join_nodes(const char *const *ids, int n, char *out, size_t cap) {
-  size_t used = 0;
-  out[0] = 0;
-  for (int i = 0; i < n && used + 1 < cap; i++) {
-    int w = snprintf(out + used, cap - used, "%s%s", i ? ", " : "", ids[i]);
-    if (w < 0) break;
-    used += (size_t)w;
-  }
-  if (used + 1 >= cap) memcpy(out + cap - 5, "...", 4);
-}
-
-/* Whether some committed batch (or the open one) has not completed: the
- * stream's marker is behind. */
-static bool device_fault_in_batch(const cuda_impl *c) {
-  uint32_t done = *(volatile const uint32_t *)c->mark_host;
-  return done != c->committed || c->in_batch;
-}
-
-/* An asynchronous device error: names the batch it happened in, the first
- * one whose marker the stream did not write. */
-static sl_code device_error(cuda_impl *c, cudaError_t e, sl_error *err) {
-  (void)cudaGetLastError();
-  uint32_t done = *(volatile const uint32_t *)c->mark_host;
-  uint32_t bad = done + 1;
-  char nodes[192];
-  int n_nodes = 0;
-  int64_t chunk = -1;
-  bool known = false;
-  if (bad <= c->committed && c->committed - bad < SL_CUDA_RING) {
-    int k = (int)(bad % SL_CUDA_RING);
-    memcpy(nodes, c->ring_nodes[k], sizeof nodes);
-    n_nodes = c->ring_n_nodes[k];
-    chunk = c->ring_chunk[k];
-    known = true;
-  } else if (bad == c->committed + 1 && c->in_batch) { /* the open batch, when a launcher syncs */
-    join_nodes(c->batch_nodes, c->n_batch, nodes, sizeof nodes);
-    n_nodes = c->n_batch;
-    chunk = c->batch_chunk;
-    known = true;
-  }
-  if (!known || n_nodes == 0)
-    sl_fail(err, SL_ERR_BACKEND, "cuda backend: device error after batch %u of %u: %s (%s)", done,
-            c->committed, cudaGetErrorString(e), cudaGetErrorName(e));
-  else
-    sl_fail(err, SL_ERR_BACKEND, "cuda backend: device error in the batch of node%s %s (chunk %lld): %s (%s)",
-            n_nodes == 1 ? "" : "s", nodes, (long long)chunk, cudaGetErrorString(e), cudaGetErrorName(e));
-  if (known && n_nodes == 1) sl_error_node(err, nodes);
-  if (known && chunk >= 0) sl_error_chunk(err, chunk);
-  c->batch_status = SL_ERR_BACKEND;
-  for (int k = 0; k < SL_CUDA_RING; k++) c->ring_nt[k] = 0; /* no times after a fault */
-  return SL_ERR_BACKEND;
-}
-
-static sl_code cuda_sync(sl_backend *b, sl_error *err) {
-  cuda_impl *c = b->impl;
-  cudaError_t e = cudaStreamSynchronize(c->stream);
-  if (e == cudaSuccess) e = cudaGetLastError();
-  if (e != cudaSuccess) return device_error(c, e, err);
-  harvest_upto(c, c->committed);
-  return SL_OK;
-}
-
-/* Ends the batch without waiting for it: the stream writes its number to the
- * marker after its kernels; an error already visible is reported now, one
- * found later by the sync (or wait, or download) that sees it. */
-static sl_code cuda_batch_wait(sl_backend *b, sl_error *err) {
-  cuda_impl *c = b->impl;
-  if (c->batch_status != SL_OK) {
-    /* A launch failed (reported at encode): drain the stream so that the
-     * batch's buffers are idle before they go back to the pool. */
-    c->in_batch = false;
-    (void)cudaStreamSynchronize(c->stream);
-    (void)cudaGetLastError();
-    return c->batch_status;
-  }
-  uint32_t seq = c->committed + 1;
-  int k = (int)(seq % SL_CUDA_RING);
-  join_nodes(c->batch_nodes, c->n_batch, c->ring_nodes[k], sizeof c->ring_nodes[k]);
-  c->ring_n_nodes[k] = c->n_batch;
-  c->ring_chunk[k] = c->batch_chunk;
-  cudaError_t e = (cudaError_t)sl_cuda_launch_fill_u32(c->stream, c->mark_dev, seq, 1);
-  if (e == cudaSuccess) e = cudaEventRecord(c->ring_event[k], c->stream);
-  c->committed = seq;
-  c->in_batch = false;
-  if (e != cudaSuccess) return device_error(c, e, err);
-  if (c->sync_each) return cuda_sync(b, err);
-  /* A fault that already happened is reported here, without waiting. */
-  e = cudaStreamQuery(c->stream);
-  if (e != cudaSuccess && e != cudaErrorNotReady) return device_error(c, e, err);
-  (void)cudaGetLastError(); /* cudaErrorNotReady is not an error */
   return SL_OK;
 }
 
@@ -651,65 +415,24 @@ const sl_backend_ops sl_cuda_backend_ops = {
     .download = cuda_download,
     .copy = cuda_copy,
     .zero = cuda_zero,
-    .batch_begin = cuda_batch_begin,
-    .batch_encode = cuda_batch_encode,
-    .batch_commit = cuda_batch_commit,
-    .batch_wait = cuda_batch_wait,
-    .sync = cuda_sync,
+    .batch_begin = sl_cuda_backend_batch_begin,
+    .batch_encode = sl_cuda_backend_batch_encode,
+    .batch_commit = sl_cuda_backend_batch_commit,
+    .batch_wait = sl_cuda_backend_batch_wait,
+    .sync = sl_cuda_backend_sync,
     .parallel_for = cuda_parallel_for,
     .workers = cuda_workers,
+    .device_env = sl_cuda_backend_device_env,
+    .bind_thread = sl_cuda_backend_bind_thread,
+    .event_create = sl_cuda_backend_event_create,
+    .event_destroy = sl_cuda_backend_event_destroy,
+    .event_record = sl_cuda_backend_event_record,
+    .queue_wait_event = sl_cuda_backend_queue_wait_event,
+    .event_wait = sl_cuda_backend_event_wait,
+    .copy_async = sl_cuda_backend_copy_async,
 };
 
-/* ---- shaders/cuda/sl_cuda.h ---- */
-
-void *sl_cuda_stream(sl_backend *b) {
-  if (!b || b->ops->kind != SL_BACKEND_CUDA || !b->impl) return NULL;
-  return (void *)((cuda_impl *)b->impl)->stream;
-}
-
-void *sl_cuda_copy_stream(sl_backend *b) {
-  if (!b || b->ops->kind != SL_BACKEND_CUDA || !b->impl) return NULL;
-  const cuda_impl *c = b->impl;
-  return c->have_copy_stream ? (void *)c->copy_stream : NULL;
-}
-
-sl_code sl_cuda_sync(sl_kernel_args *a) {
-  sl_error local;
-  sl_error_clear(&local);
-  sl_error *err = a->err ? a->err : &local;
-  return cuda_sync(a->backend, err);
-}
-
-/* Errors that poison the context: a kernel faulted earlier (asynchronously),
- * and every later call returns it. Others (a bad launch configuration, no
- * code for the device) belong to the call that got them. */
-static bool sticky(cudaError_t e) {
-  switch (e) {
-    case cudaErrorLaunchFailure: case cudaErrorIllegalAddress: case cudaErrorAssert:
-    case cudaErrorHardwareStackError: case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace: case cudaErrorInvalidPc:
-    case cudaErrorLaunchTimeout: case cudaErrorECCUncorrectable:
-      return true;
-    default:
-      return false;
-  }
-}
-
-sl_code sl_cuda_check_launch(sl_kernel_args *a, const char *kernel) {
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) return SL_OK;
-  sl_error local;
-  sl_error_clear(&local);
-  sl_error *err = a && a->err ? a->err : &local;
-  /* A fault of an earlier batch surfacing at this launch: name that batch. */
-  if (sticky(e) && a && a->backend && a->backend->ops->kind == SL_BACKEND_CUDA)
-    return device_error(a->backend->impl, e, err);
-  sl_fail(err, SL_ERR_BACKEND, "cuda backend: launch of kernel '%s' failed: %s (%s)",
-          kernel ? kernel : "?", cudaGetErrorString(e), cudaGetErrorName(e));
-  if (a && a->node_id) sl_error_node(err, a->node_id);
-  if (a) sl_error_chunk(err, a->chunk);
-  return SL_ERR_BACKEND;
-}
+/* ---- engine/backend/cuda/cuda_backend.h ---- */
 
 sl_code sl_cuda_memory_report(sl_backend *b, size_t *free_bytes, size_t *total_bytes, size_t *driver_used) {
   if (b) {
@@ -737,14 +460,4 @@ void sl_cuda_backend_held(const sl_backend *b, int64_t *device_allocs, uint64_t 
   if (device_bytes) *device_bytes = c ? __atomic_load_n(&c->device_bytes, __ATOMIC_RELAXED) : 0;
   if (pinned_allocs) *pinned_allocs = c ? __atomic_load_n(&c->pinned_allocs, __ATOMIC_RELAXED) : 0;
   if (pinned_bytes) *pinned_bytes = c ? __atomic_load_n(&c->pinned_bytes, __ATOMIC_RELAXED) : 0;
-}
-
-size_t sl_cuda_shared_memory_per_block(const sl_backend *b) {
-  const cuda_impl *c = b && b->ops->kind == SL_BACKEND_CUDA ? b->impl : NULL;
-  return c ? c->smem_per_block : 0;
-}
-
-int sl_cuda_compute_capability(const sl_backend *b) {
-  const cuda_impl *c = b && b->ops->kind == SL_BACKEND_CUDA ? b->impl : NULL;
-  return c ? c->compute_capability : 0;
 }

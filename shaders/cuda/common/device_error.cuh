@@ -1,0 +1,49 @@
+/* The device error word of the detector kernels (.cu files only): the first
+ * error a kernel found in a run (a `disk` input with bad values, a
+ * bin_detector value above max_value), with a pinned host mirror.
+ *
+ * Kernels record into the word (first error wins). The launcher copies the
+ * word to the mirror asynchronously after its kernels; the next call (the
+ * executor has waited for the previous batch) and the node's finalize (one
+ * queue sync after the last chunk) read the mirror and fail with the CPU's
+ * message, naming the chunk/frame/pixel that failed. So an error is
+ * reported one chunk late at most, never lost. */
+#ifndef SL_CUDA_DEVICE_ERROR_CUH
+#define SL_CUDA_DEVICE_ERROR_CUH
+
+#include <cuda_runtime.h>
+
+#include "shaders/cuda/common/launcher.h"
+
+/* "No index": the empty value of the word's code and of audit minima. */
+#define SL_CUDA_NO_INDEX 0xFFFFFFFFFFFFFFFFull
+
+enum sl_cuda_error_kind {
+  SL_CUDA_ERROR_NONE = 0,
+  SL_CUDA_ERROR_BIN_AUDIT = 1,   /* a bin_detector value above max_value */
+  SL_CUDA_ERROR_DISK_VALUES = 2, /* `disk` centre not finite, or radius <= 0 */
+  SL_CUDA_ERROR_DISK_FAR = 3     /* `disk` centre far outside the detector */
+};
+
+struct sl_cuda_error_word {
+  unsigned long long code;  /* SL_CUDA_NO_INDEX, or the failing index (bin: p * item + pixel) */
+  unsigned long long value; /* the failing value */
+  long long chunk, pos_start;
+  int kind; /* sl_cuda_error_kind */
+  int pad;
+  double disk[3];
+};
+
+struct sl_cuda_error_mirror {
+  sl_cuda_error_word *device;
+  sl_cuda_error_word *host; /* pinned */
+};
+
+/* Allocates the word and its mirror and clears the word (on the call's
+ * queue). Errors name `node`. */
+sl_code sl_cuda_error_mirror_create(sl_cuda_error_mirror *m, sl_kernel_args *a, const char *node);
+void sl_cuda_error_mirror_free(sl_cuda_error_mirror *m);
+/* Enqueues the copy of the word to the mirror (after the kernels so far). */
+sl_code sl_cuda_error_mirror_pull(sl_cuda_error_mirror *m, sl_kernel_args *a, const char *node);
+
+#endif
