@@ -21,14 +21,6 @@
 #define sl_cuda_mask_correct sl_cuda_legacy_mask_correct
 #define sl_cuda_bin_detector sl_cuda_legacy_bin_detector
 #define sl_cuda_bin_detector_finalize sl_cuda_legacy_bin_detector_finalize
-#define sl_cuda_virtual_image sl_cuda_legacy_virtual_image
-#define sl_cuda_virtual_image_finalize sl_cuda_legacy_virtual_image_finalize
-#define sl_cuda_virtual_detectors sl_cuda_legacy_virtual_detectors
-#define sl_cuda_virtual_detectors_finalize sl_cuda_legacy_virtual_detectors_finalize
-#define sl_cuda_moments sl_cuda_legacy_moments
-#define sl_cuda_com sl_cuda_legacy_com
-#define sl_cuda_com_finalize sl_cuda_legacy_com_finalize
-#define sl_cuda_sum sl_cuda_legacy_sum
 #endif
 
 /* The adapters: each has its node's CPU semantics exactly (integer results
@@ -37,24 +29,8 @@ sl_code sl_cuda_legacy_bslz4_decode(sl_kernel_args *a);
 sl_code sl_cuda_legacy_mask_correct(sl_kernel_args *a);
 sl_code sl_cuda_legacy_bin_detector(sl_kernel_args *a);
 sl_code sl_cuda_legacy_bin_detector_finalize(sl_kernel_args *a);
-sl_code sl_cuda_legacy_virtual_image(sl_kernel_args *a);
-sl_code sl_cuda_legacy_virtual_image_finalize(sl_kernel_args *a);
-sl_code sl_cuda_legacy_virtual_detectors(sl_kernel_args *a);
-sl_code sl_cuda_legacy_virtual_detectors_finalize(sl_kernel_args *a);
-sl_code sl_cuda_legacy_moments(sl_kernel_args *a);
-sl_code sl_cuda_legacy_com(sl_kernel_args *a);
-sl_code sl_cuda_legacy_com_finalize(sl_kernel_args *a);
-sl_code sl_cuda_legacy_sum(sl_kernel_args *a);
 
 /* Defined by the node files (tables their prepare() built). */
-/* virtual_image: the row spans ({offset, length} int64 pairs, 2 * n_spans
- * values), or NULL when they are built at run time (disk input). */
-const int64_t *sl_virtual_image_spans(const struct sl_node *n, int64_t *n_spans);
-/* virtual_detectors: the class runs ({len, cls} u32 pairs), or NULL when
- * they are built at run time (disk input). */
-const uint32_t *sl_virtual_detectors_runs(const struct sl_node *n, int64_t *n_runs);
-/* com: the input that carries the scan (frames, or input 's'). */
-const sl_tensor_desc *sl_com_scan_desc(const struct sl_node *n);
 /* mask_correct: the H*W 0/1 mask read from param 'mask_file', or NULL. */
 const uint8_t *sl_mask_correct_file_mask(const struct sl_node *n);
 

@@ -7,7 +7,7 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "nodes/basic/tensor_helpers.h"
-#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/basic/sum.h"
 
 static sl_code sum_infer(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
@@ -92,11 +92,20 @@ static const sl_port_def sum_out[] = {
     {"total", "sum over all scan positions, item-shaped (u64 for integers, f64 for floats)", NULL,
      false}};
 
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node. */
+static sl_code sum_cuda(sl_kernel_args *a) {
+  const sl_tensor_desc *x = &a->node->in[0];
+  const sl_cuda_sum_params p = {.dtype = x->dtype, .item_elems = sl_desc_item_elems(x)};
+  return sl_cuda_sum(&p, a);
+}
+#endif
+
 const sl_node_desc sl_node_sum = {
     .type = "sum",
     .doc = "Sum over scan positions: a reduction that accumulates across chunks.",
     .inputs = sum_in, .n_inputs = SL_COUNT_OF(sum_in),
     .outputs = sum_out, .n_outputs = SL_COUNT_OF(sum_out),
     .infer = sum_infer, .cost = sum_cost,
-    .kernel = {[SL_BACKEND_CPU] = sum_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_sum)},
+    .kernel = {[SL_BACKEND_CPU] = sum_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sum_cuda)},
 };

@@ -16,7 +16,7 @@
  * bits inside every 64-bit lane (three mask/shift/xor rounds), then interleave
  * the s planes into elements. Groups left over after the last full tile go
  * through the scalar path. */
-#include "nodes/codec/bit_transpose.h"
+#include "engine/core/bit_transpose.h"
 #include "nodes/codec/bslz4.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -21,8 +21,8 @@
 #include "engine/graph/node.h"
 #include "nodes/common/frame_moments.h"
 #include "nodes/common/frame_ports.h"
-#include "shaders/cuda/sl_cuda.h"
-#include "shaders/cuda/sl_cuda_detector.h"
+#include "nodes/common/cuda_glue.h"
+#include "shaders/cuda/stem/com.h"
 
 /* Param 'descan', in the order of its choices. */
 typedef enum com_descan { COM_NONE, COM_PLANE } com_descan;
@@ -41,7 +41,7 @@ typedef struct com_state {
 } com_state;
 
 /* The input that carries the scan: frames, or (moments inputs) s. */
-const sl_tensor_desc *sl_com_scan_desc(const sl_node *n) {
+static const sl_tensor_desc *scan_desc(const sl_node *n) {
   return n->in[0].dtype != SL_DT_INVALID ? &n->in[0] : &n->in[1];
 }
 
@@ -73,7 +73,7 @@ static sl_code com_inputs_check(sl_node *n, sl_error *err) {
 static sl_code com_infer(sl_node *n, sl_error *err) {
   sl_code rc = com_inputs_check(n, err);
   if (rc) return rc;
-  const sl_tensor_desc *x = sl_com_scan_desc(n);
+  const sl_tensor_desc *x = scan_desc(n);
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
   if (x == &n->in[0] && !sl_frame_moments_fit(x->dtype, h, w))
     return sl_fail(err, SL_ERR_PIPELINE,
@@ -86,7 +86,7 @@ static sl_code com_infer(sl_node *n, sl_error *err) {
 
 static void com_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
-  const sl_tensor_desc *x = sl_com_scan_desc(n);
+  const sl_tensor_desc *x = scan_desc(n);
   c->bytes_written = positions * 2 * 8;
   c->state_bytes = sl_desc_positions(x);
   if (x != &n->in[0]) { /* the moments: three u64 per position */
@@ -109,7 +109,7 @@ static void com_release(sl_node *n) {
 
 static sl_code com_prepare(sl_node *n, sl_error *err) {
   com_state *s = calloc(1, sizeof *s);
-  int64_t npos = sl_desc_positions(sl_com_scan_desc(n));
+  int64_t npos = sl_desc_positions(scan_desc(n));
   if (s) s->valid = calloc((size_t)(npos ? npos : 1), 1);
   if (!s || !s->valid) {
     free(s);
@@ -212,7 +212,7 @@ static sl_code com_finalize(sl_kernel_args *a) {
   const com_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "com: finalize called before prepare");
   const com_descan mode = (com_descan)com_params_of(a->node)->descan;
-  const sl_tensor_desc *x = sl_com_scan_desc(a->node);
+  const sl_tensor_desc *x = scan_desc(a->node);
   int64_t cols = x->dims[x->stream_rank - 1]; /* one scan axis: row 0, col i */
   for (int k = 0; k < 2; k++) remove_descan(a->out[k], s->valid, s->npos, cols, mode);
   return SL_OK;
@@ -233,6 +233,32 @@ static const sl_port_def com_outputs[] = {
      "pixels", false},
 };
 
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node. */
+static sl_cuda_com_params com_cuda_params(const sl_kernel_args *a) {
+  const sl_node *n = a->node;
+  const sl_tensor_desc *scan = scan_desc(n);
+  return (sl_cuda_com_params){
+      .from_frames = n->in[0].dtype != SL_DT_INVALID,
+      .frames = sl_glue_frame_shape(&n->in[0]),
+      .positions = sl_desc_positions(scan),
+      .scan_cols = scan->stream_rank > 0 ? scan->dims[scan->stream_rank - 1] : 1,
+      .descan = com_params_of(n)->descan == COM_PLANE ? SL_CUDA_COM_DESCAN_PLANE
+                                                      : SL_CUDA_COM_DESCAN_NONE,
+      .device_state = sl_glue_device_state(a)};
+}
+
+static sl_code com_cuda(sl_kernel_args *a) {
+  const sl_cuda_com_params p = com_cuda_params(a);
+  return sl_cuda_com(&p, a);
+}
+
+static sl_code com_cuda_finalize(sl_kernel_args *a) {
+  const sl_cuda_com_params p = com_cuda_params(a);
+  return sl_cuda_com_finalize(&p, a);
+}
+#endif
+
 const sl_node_desc sl_node_com = {
     .type = "com",
     .doc = "Centre of mass of each frame from exact u64 moments (one sweep), descan removed "
@@ -242,7 +268,7 @@ const sl_node_desc sl_node_com = {
     .outputs = com_outputs, .n_outputs = SL_COUNT_OF(com_outputs),
     .infer = com_infer, .cost = com_cost,
     .prepare = com_prepare, .release = com_release,
-    .kernel = {[SL_BACKEND_CPU] = com_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_com)},
+    .kernel = {[SL_BACKEND_CPU] = com_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(com_cuda)},
     .finalize = {[SL_BACKEND_CPU] = com_finalize,
-                 [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_com_finalize)},
+                 [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(com_cuda_finalize)},
 };

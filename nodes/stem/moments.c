@@ -9,7 +9,8 @@
 #include "engine/graph/node.h"
 #include "nodes/common/frame_moments.h"
 #include "nodes/common/frame_ports.h"
-#include "shaders/cuda/sl_cuda.h"
+#include "nodes/common/cuda_glue.h"
+#include "shaders/cuda/stem/moments.h"
 
 #define MOMENTS_PARAMS(P) P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)
 SL_NODE_PARAMS(moments_params, MOMENTS_PARAMS)
@@ -57,6 +58,14 @@ static sl_code moments_cpu(sl_kernel_args *a) {
 static const sl_port_def moments_inputs[] = {
     {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false}};
 
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node. */
+static sl_code moments_cuda(sl_kernel_args *a) {
+  const sl_cuda_moments_params p = {.frames = sl_glue_frame_shape(&a->node->in[0])};
+  return sl_cuda_moments(&p, a);
+}
+#endif
+
 const sl_node_desc sl_node_moments = {
     .type = "moments",
     .doc = "Exact u64 first moments of each frame (S, Sr, Sc) in one sweep; CoM = (Sr/S, Sc/S).",
@@ -64,5 +73,5 @@ const sl_node_desc sl_node_moments = {
     .inputs = moments_inputs, .n_inputs = SL_COUNT_OF(moments_inputs),
     .outputs = moments_outputs, .n_outputs = SL_COUNT_OF(moments_outputs),
     .infer = moments_infer, .cost = moments_cost,
-    .kernel = {[SL_BACKEND_CPU] = moments_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_moments)},
+    .kernel = {[SL_BACKEND_CPU] = moments_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(moments_cuda)},
 };

@@ -22,8 +22,8 @@
  *    and one long DF run elsewhere. Runs are capped at 65536 pixels so that
  *    a u8 or u16 run sums exactly in a u32 register (65536 * 65535 < 2^32),
  *    which the compiler vectorises with widening adds; a tight loop over the
- *    runs reads each pixel once. The CUDA kernels read the same runs
- *    (sl_virtual_detectors_runs).
+ *    runs reads each pixel once. The CUDA kernels get the same runs in
+ *    their plain parameters (virtual_detectors_cuda_params).
  * Positions run in parallel.
  *
  * Outputs s, sr, sc (the frame moments S, Sr, Sc, for a com node) are
@@ -45,8 +45,8 @@
 #include "nodes/common/disk_geometry.h"
 #include "nodes/common/frame_moments.h"
 #include "nodes/common/madd_u16.h"
-#include "shaders/cuda/sl_cuda.h"
-#include "shaders/cuda/sl_cuda_detector.h"
+#include "nodes/common/cuda_glue.h"
+#include "shaders/cuda/stem/virtual_detectors.h"
 
 #define VIRTUAL_DETECTORS_PARAMS(P)                                                       \
   SL_DISK_GEOMETRY_PARAMS(P,                                                              \
@@ -291,15 +291,6 @@ static sl_code virtual_detectors_prepare(sl_node *n, sl_error *err) {
   return rc;
 }
 
-/* For the CUDA kernels: the class runs prepare() built, {len, cls} pairs. */
-const uint32_t *sl_virtual_detectors_runs(const sl_node *n, int64_t *n_runs) {
-  const detectors_state *s = n->state;
-  _Static_assert(sizeof(class_run) == 2 * sizeof(uint32_t), "class_run layout");
-  if (!s || !s->region.built || s->g.use_disk) return NULL;
-  *n_runs = s->n_runs;
-  return (const uint32_t *)s->runs;
-}
-
 typedef struct detectors_job {
   const sl_kernel_args *a;
   const detectors_state *s;
@@ -460,6 +451,39 @@ static sl_code virtual_detectors_cpu(sl_kernel_args *a) {
   return SL_OK;
 }
 
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node and the class runs
+ * its prepare() built (none with a disk input: the device builds them). */
+static sl_cuda_virtual_detectors_params virtual_detectors_cuda_params(const sl_kernel_args *a) {
+  const sl_node *n = a->node;
+  const virtual_detectors_params *vp = virtual_detectors_params_of(n);
+  const detectors_state *s = n->state;
+  _Static_assert(sizeof(class_run) == 2 * sizeof(uint32_t), "class_run layout");
+  sl_cuda_virtual_detectors_params p = {.frames = sl_glue_frame_shape(&n->in[0]),
+                                        .use_disk = sl_glue_input_present(n, 1),
+                                        .ring_in_radii = vp->units == SL_RING_UNITS_RADII,
+                                        .inner = vp->inner,
+                                        .outer = vp->outer,
+                                        .moments_read = (n->out_used & MOMENTS_PORTS) != 0,
+                                        .device_state = sl_glue_device_state(a)};
+  if (s && s->region.built && !s->g.use_disk) {
+    p.runs = (const uint32_t *)s->runs;
+    p.n_runs = s->n_runs;
+  }
+  return p;
+}
+
+static sl_code virtual_detectors_cuda(sl_kernel_args *a) {
+  const sl_cuda_virtual_detectors_params p = virtual_detectors_cuda_params(a);
+  return sl_cuda_virtual_detectors(&p, a);
+}
+
+static sl_code virtual_detectors_cuda_finalize(sl_kernel_args *a) {
+  const sl_cuda_virtual_detectors_params p = virtual_detectors_cuda_params(a);
+  return sl_cuda_virtual_detectors_finalize(&p, a);
+}
+#endif
+
 const sl_node_desc sl_node_virtual_detectors = {
     .type = "virtual_detectors",
     .doc = "BF, ADF and DF images (exact u64) from one sweep over each frame; geometry from "
@@ -471,6 +495,6 @@ const sl_node_desc sl_node_virtual_detectors = {
     .infer = virtual_detectors_infer, .cost = virtual_detectors_cost,
     .prepare = virtual_detectors_prepare, .release = virtual_detectors_release,
     .kernel = {[SL_BACKEND_CPU] = virtual_detectors_cpu,
-               [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_detectors)},
-    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_detectors_finalize)},
+               [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(virtual_detectors_cuda)},
+    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(virtual_detectors_cuda_finalize)},
 };

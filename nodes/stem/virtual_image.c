@@ -20,8 +20,8 @@
 #include "engine/graph/node.h"
 #include "nodes/common/disk_geometry.h"
 #include "nodes/common/mask_file.h"
-#include "shaders/cuda/sl_cuda.h"
-#include "shaders/cuda/sl_cuda_detector.h"
+#include "nodes/common/cuda_glue.h"
+#include "shaders/cuda/stem/virtual_image.h"
 
 /* Param 'kind', in the order of its choices. */
 typedef enum image_kind { KIND_BF, KIND_ADF, KIND_DF, KIND_ANNULUS, KIND_MASK } image_kind;
@@ -223,15 +223,6 @@ static sl_code virtual_image_prepare(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-/* For the CUDA kernels: the spans prepare() built, {offset, length} pairs. */
-const int64_t *sl_virtual_image_spans(const sl_node *n, int64_t *n_spans) {
-  const image_state *s = n->state;
-  _Static_assert(sizeof(span) == 2 * sizeof(int64_t), "span layout");
-  if (!s || !s->region.built || s->geom.g.use_disk) return NULL;
-  *n_spans = s->n_spans;
-  return (const int64_t *)s->spans;
-}
-
 typedef struct image_job {
   const sl_kernel_args *a;
   const image_state *s;
@@ -280,6 +271,44 @@ static const sl_port_def virtual_image_outputs[] = {
     {"image", "streamed u64 [scan... |]: exact sum of the masked pixels of each frame", "counts",
      false}};
 
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node and the spans its
+ * prepare() built (none with a disk input: the device builds the selection). */
+static sl_cuda_virtual_image_params virtual_image_cuda_params(const sl_kernel_args *a) {
+  const sl_node *n = a->node;
+  const virtual_image_params *vp = virtual_image_params_of(n);
+  const image_state *s = n->state;
+  static const int cuda_kind[] = {[KIND_BF] = SL_CUDA_VIRTUAL_IMAGE_BF,
+                                  [KIND_ADF] = SL_CUDA_VIRTUAL_IMAGE_ADF,
+                                  [KIND_DF] = SL_CUDA_VIRTUAL_IMAGE_DF,
+                                  [KIND_ANNULUS] = SL_CUDA_VIRTUAL_IMAGE_ANNULUS,
+                                  [KIND_MASK] = SL_CUDA_VIRTUAL_IMAGE_ANNULUS /* never with a disk */};
+  _Static_assert(sizeof(span) == 2 * sizeof(int64_t), "span layout");
+  sl_cuda_virtual_image_params p = {.frames = sl_glue_frame_shape(&n->in[0]),
+                                    .use_disk = sl_glue_input_present(n, 1),
+                                    .kind = cuda_kind[vp->kind],
+                                    .ring_in_radii = vp->units == SL_RING_UNITS_RADII,
+                                    .inner = vp->inner,
+                                    .outer = vp->outer,
+                                    .device_state = sl_glue_device_state(a)};
+  if (s && s->region.built && !s->geom.g.use_disk) {
+    p.spans = (const int64_t *)s->spans;
+    p.n_spans = s->n_spans;
+  }
+  return p;
+}
+
+static sl_code virtual_image_cuda(sl_kernel_args *a) {
+  const sl_cuda_virtual_image_params p = virtual_image_cuda_params(a);
+  return sl_cuda_virtual_image(&p, a);
+}
+
+static sl_code virtual_image_cuda_finalize(sl_kernel_args *a) {
+  const sl_cuda_virtual_image_params p = virtual_image_cuda_params(a);
+  return sl_cuda_virtual_image_finalize(&p, a);
+}
+#endif
+
 const sl_node_desc sl_node_virtual_image = {
     .type = "virtual_image",
     .doc = "Virtual detector image: exact u64 sum of each frame over a BF disk, ADF ring, DF "
@@ -291,6 +320,6 @@ const sl_node_desc sl_node_virtual_image = {
     .infer = virtual_image_infer, .cost = virtual_image_cost,
     .prepare = virtual_image_prepare, .release = virtual_image_release,
     .kernel = {[SL_BACKEND_CPU] = virtual_image_cpu,
-               [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_image)},
-    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_virtual_image_finalize)},
+               [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(virtual_image_cuda)},
+    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(virtual_image_cuda_finalize)},
 };

@@ -3,7 +3,7 @@
  * liblz4's checks on every length and offset. Used by bslz4_decode
  * (shaders/cuda/detector/bslz4_decode.cu), which plans the blocks.
  *
- * The 8x8 bit transpose is the CPU decoder's (nodes/codec/bit_transpose.h),
+ * The 8x8 bit transpose is the CPU decoder's (engine/core/bit_transpose.h),
  * so that both un-transpose with the same operations. */
 #ifndef SL_CUDA_BSLZ4_DEVICE_CUH
 #define SL_CUDA_BSLZ4_DEVICE_CUH
@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "nodes/codec/bit_transpose.h"
+#include "engine/core/bit_transpose.h"
 
 __device__ __forceinline__ uint32_t rd_be32(const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];

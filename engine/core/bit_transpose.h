@@ -1,8 +1,11 @@
 /* The 8x8 bit transpose at the heart of bitshuffle, shared by the CPU
- * decoder (bitshuffle_simd.c) and the CUDA kernel (shaders/cuda/bslz4.cu),
- * so that both un-transpose with the same operations. */
-#ifndef SL_DETECTOR_BIT_TRANSPOSE_H
-#define SL_DETECTOR_BIT_TRANSPOSE_H
+ * decoder (nodes/codec/bitshuffle_simd.c) and the CUDA decoder
+ * (shaders/cuda/codec/bslz4_device.cuh), so that both un-transpose with the
+ * same operations. A pure function of a word: it lives in core because both
+ * the node layer and the device kernels may include core and nothing of
+ * each other. */
+#ifndef SL_BIT_TRANSPOSE_H
+#define SL_BIT_TRANSPOSE_H
 
 #include <stdint.h>
 
