@@ -81,6 +81,7 @@ const char *sl_code_name(sl_code c) {
     case SL_ERR_BUDGET: return "over memory budget";
     case SL_ERR_BACKEND: return "backend error";
     case SL_ERR_INTERNAL: return "internal error";
+    case SL_ERR_INTERRUPTED: return "interrupted";
   }
   return "unknown error";
 }
@@ -92,6 +93,7 @@ int sl_exit_code(sl_code c) {
     case SL_ERR_PARSE:
     case SL_ERR_PIPELINE: return 2;
     case SL_ERR_BUDGET: return 3;
+    case SL_ERR_INTERRUPTED: return 130; /* as a shell reports a SIGINT */
     default: return 1;
   }
 }

@@ -17,7 +17,8 @@ typedef enum sl_code {
   SL_ERR_NOMEM,
   SL_ERR_BUDGET,   /* the plan does not fit the memory budget */
   SL_ERR_BACKEND,  /* compute backend failure or unavailable backend */
-  SL_ERR_INTERNAL
+  SL_ERR_INTERNAL,
+  SL_ERR_INTERRUPTED /* stopped by a signal (SIGINT, SIGTERM) before it finished */
 } sl_code;
 
 typedef struct sl_error {

@@ -417,6 +417,11 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     for (int64_t ch = 0; ch < p->n_chunks && rc == SL_OK; ch++) {
       int64_t start = ch * p->chunk_positions;
       int64_t count = p->positions - start < p->chunk_positions ? p->positions - start : p->chunk_positions;
+      if (opts && opts->cancel && *opts->cancel) {
+        rc = sl_fail(err, SL_ERR_INTERRUPTED, "interrupted at chunk %lld of %lld", (long long)ch,
+                     (long long)p->n_chunks);
+        break;
+      }
       rc = run_levels(&c, pp->stream_first, pp->stream_last, ch, start, count);
       /* Streamed outputs of this pass: the chunk's items go to their place. */
       for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {

@@ -5,6 +5,8 @@
 #ifndef SL_EXEC_H
 #define SL_EXEC_H
 
+#include <signal.h>
+
 #include "engine/backend/backend.h"
 #include "engine/plan/plan.h"
 
@@ -40,6 +42,9 @@ typedef struct sl_exec_result {
 
 typedef struct sl_exec_opts {
   bool progress; /* draw a progress bar (when stderr is a terminal) */
+  /* When set and it becomes non-zero (a signal handler's flag), the run
+   * stops at the next chunk or level with SL_ERR_INTERRUPTED. */
+  const volatile sig_atomic_t *cancel;
 } sl_exec_opts;
 
 /* Calls every node's prepare (recursively into iterate bodies); on failure

@@ -47,7 +47,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     prepared = rc == SL_OK;
   }
   if (rc == SL_OK) {
-    sl_exec_opts eo = {.progress = req->progress};
+    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel};
     rc = sl_execute(out->plan, b, &eo, &out->result, err);
     out->executed = rc == SL_OK;
   }

@@ -16,6 +16,7 @@ typedef struct sl_run_request {
   int64_t chunk_positions;  /* 0 = automatic */
   int threads;              /* 0 = all */
   bool progress;
+  const volatile sig_atomic_t *cancel; /* see sl_exec_opts */
   /* Called after planning, before anything is allocated (e.g. to say which
    * backend auto chose, or to refuse an existing output directory). */
   sl_code (*before_alloc)(void *ctx, const sl_plan *plan, sl_error *err);
