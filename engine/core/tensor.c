@@ -26,6 +26,30 @@ sl_dtype sl_dtype_parse(const char *name) {
   return SL_DT_INVALID;
 }
 
+bool sl_size_mul(int64_t a, int64_t b, int64_t *out) {
+  int64_t r;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r >= ((int64_t)1 << 62)) return false;
+  *out = r;
+  return true;
+}
+
+sl_code sl_desc_check_size(const sl_tensor_desc *d, sl_error *err) {
+  char shape[256];
+  if (d->rank < 0 || d->rank > SL_MAX_RANK || d->stream_rank < 0 || d->stream_rank > d->rank)
+    return sl_fail(err, SL_ERR_PIPELINE, "tensor of rank %d (%d scan axes) is not a valid shape",
+                   d->rank, d->stream_rank);
+  int64_t n = (int64_t)sl_dtype_size(d->dtype);
+  if (n <= 0) n = 1;
+  for (int i = 0; i < d->rank; i++)
+    if (!sl_size_mul(n, d->dims[i], &n)) {
+      sl_desc_format(d, shape, sizeof shape);
+      return sl_fail(err, SL_ERR_PIPELINE,
+                     "tensor %s is too large: its size does not fit in 64 bits (axis %d = %lld)",
+                     shape, i, (long long)d->dims[i]);
+    }
+  return SL_OK;
+}
+
 int64_t sl_desc_positions(const sl_tensor_desc *d) {
   int64_t n = 1;
   for (int i = 0; i < d->stream_rank; i++) n *= d->dims[i];

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/core/status.h"
+
 typedef enum sl_dtype {
   SL_DT_INVALID = 0,
   SL_U8, SL_U16, SL_U32, SL_U64, SL_I32, SL_I64, SL_F32, SL_F64, SL_C64,
@@ -66,6 +68,17 @@ typedef struct sl_packed_chunks {
   uint64_t reserved;
   sl_packed_entry entries[];
 } sl_packed_chunks;
+
+/* a * b for sizes: false (and *out untouched) when either is negative or the
+ * product does not fit in int64 with room to spare (below 2^62, so that
+ * byte counts and sums of a few buffers cannot overflow either). Every
+ * product of sizes read from a file or a param goes through this. */
+bool sl_size_mul(int64_t a, int64_t b, int64_t *out);
+/* Checks that every dim is >= 0 and that the elements and bytes of the whole
+ * tensor fit (sl_size_mul); SL_ERR_PIPELINE naming the shape otherwise. The
+ * graph checks every port after infer, so the planner and kernels can multiply
+ * sizes freely. */
+sl_code sl_desc_check_size(const sl_tensor_desc *d, sl_error *err);
 
 /* Number of scan positions (product of the stream axes; 1 for whole). */
 int64_t sl_desc_positions(const sl_tensor_desc *d);

@@ -541,6 +541,7 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
     }
     if (n->desc) {
       rc = n->desc->infer(n, err);
+      for (int k = 0; k < n->n_out && rc == SL_OK; k++) rc = sl_desc_check_size(&n->out[k], err);
       if (rc != SL_OK) {
         if (err->code == SL_ERR_INTERNAL || err->code == SL_OK) err->code = SL_ERR_PIPELINE;
         at(err, n->loc, n->id);

@@ -37,10 +37,24 @@ static const sl_tensor_desc *stream_desc(const sl_graph *g) {
   return NULL;
 }
 
+/* Traffic and work of a whole run are totals over chunks, passes and
+ * iterations: they saturate at INT64_MAX instead of wrapping (a plan that
+ * large is refused by its time estimate, not by undefined arithmetic). */
+static int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (a <= 0 || b <= 0) return 0;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
-  a->bytes_read += b->bytes_read * times;
-  a->bytes_written += b->bytes_written * times;
-  a->ops += b->ops * times;
+  a->bytes_read = sat_add(a->bytes_read, sat_mul(b->bytes_read, times));
+  a->bytes_written = sat_add(a->bytes_written, sat_mul(b->bytes_written, times));
+  a->ops = sat_add(a->ops, sat_mul(b->ops, times));
   if (b->workspace_bytes > a->workspace_bytes) a->workspace_bytes = b->workspace_bytes;
   if (b->per_worker_bytes > a->per_worker_bytes) a->per_worker_bytes = b->per_worker_bytes;
   if (b->state_bytes > a->state_bytes) a->state_bytes = b->state_bytes;
@@ -128,9 +142,9 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     sl_plan_opts body_opts = *opts;
     sl_code rc = plan_with_chunk(n->body, &body_opts, 0, &pn->body, err);
     if (rc != SL_OK) return rc;
-    pn->cost.bytes_read = pn->body->bytes_read * n->times;
-    pn->cost.bytes_written = pn->body->bytes_written * n->times;
-    pn->cost.ops = pn->body->ops * n->times;
+    pn->cost.bytes_read = sat_mul(pn->body->bytes_read, n->times);
+    pn->cost.bytes_written = sat_mul(pn->body->bytes_written, n->times);
+    pn->cost.ops = sat_mul(pn->body->ops, n->times);
     pn->est_seconds = pn->body->est_seconds * (double)n->times;
     int64_t carry = 0;
     for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
@@ -167,9 +181,9 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     if (pn->cost.workspace_bytes > p->lent_workspace_bytes) p->lent_workspace_bytes = pn->cost.workspace_bytes;
     p->state_bytes += pn->cost.state_bytes;
     if (p->caps.device_memory) p->device_state_bytes += pn->cost.device_state_bytes;
-    p->bytes_read += pn->cost.bytes_read;
-    p->bytes_written += pn->cost.bytes_written;
-    p->ops += pn->cost.ops;
+    p->bytes_read = sat_add(p->bytes_read, pn->cost.bytes_read);
+    p->bytes_written = sat_add(p->bytes_written, pn->cost.bytes_written);
+    p->ops = sat_add(p->ops, pn->cost.ops);
     p->est_seconds += pn->est_seconds;
     int runs = 0;
     for (int pass = 0; pass < np; pass++) runs += p->exec_level[i * np + pass] >= 0;
