@@ -1,8 +1,8 @@
 /* The 8x8 bit transpose at the heart of bitshuffle, shared by the CPU
  * decoder (bitshuffle_simd.c) and the CUDA kernel (shaders/cuda/bslz4.cu),
  * so that both un-transpose with the same operations. */
-#ifndef SL_DETECTOR_BIT_TRANSPOSE_H
-#define SL_DETECTOR_BIT_TRANSPOSE_H
+#ifndef SL_CODEC_BIT_TRANSPOSE_H
+#define SL_CODEC_BIT_TRANSPOSE_H
 
 #include <stdint.h>
 

@@ -376,7 +376,7 @@ static void test_errors(void **st) {
   kv a3[] = {{"factor", "2"}, {"dtype", "u8"}, {"max_value", "64"}};
   expect_error(a3, 3, &in, "4 * 64 = 256", NULL);
   kv a4[] = {{"factor", "2"}, {"dtype", "f32"}};
-  expect_error(a4, 2, &in, "'dtype'", "auto, u8, u16, u32, u64");
+  expect_error(a4, 2, &in, "'dtype'", "auto|u8|u16|u32|u64");
   kv a5[] = {{"factor", "2"}, {"dtype", "i32"}};
   expect_error(a5, 2, &in, "'dtype'", NULL);
   /* factor */

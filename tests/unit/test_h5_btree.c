@@ -108,27 +108,27 @@ static ds_facts facts(const char *path, const char *dset) {
   return x;
 }
 
-static sl_h5bt_io mem_io(membuf *m, const ds_facts *x) {
-  sl_h5bt_io io = {.read = mem_read, .ctx = m, .name = "mem.h5", .file_size = m->n, .base = x->base,
+static sl_h5_btree_io mem_io(membuf *m, const ds_facts *x) {
+  sl_h5_btree_io io = {.read = mem_read, .ctx = m, .name = "mem.h5", .file_size = m->n, .base = x->base,
                    .sizeof_addr = x->sa, .sizeof_size = x->ss};
   return io;
 }
 
 /* Parses the in-memory file; returns the rc of the listing (after a
  * successful, handled find_layout). */
-static sl_code parse_mem(membuf *m, const ds_facts *x, sl_h5bt_layout *lay, sl_h5bt_chunk **out, int64_t *n,
+static sl_code parse_mem(membuf *m, const ds_facts *x, sl_h5_btree_layout *lay, sl_h5_btree_chunk **out, int64_t *n,
                          sl_error *e) {
-  sl_h5bt_io io = mem_io(m, x);
+  sl_h5_btree_io io = mem_io(m, x);
   bool handled = false;
   char why[128];
   sl_error_clear(e);
-  sl_code rc = sl_h5bt_find_layout(&io, x->ohdr, lay, &handled, why, sizeof why, e);
+  sl_code rc = sl_h5_btree_find_layout(&io, x->ohdr, lay, &handled, why, sizeof why, e);
   if (rc) return rc;
   assert_true(handled);
-  *n = sl_h5bt_grid_size(lay, 3, x->extent, 1 << 24);
+  *n = sl_h5_btree_grid_size(lay, 3, x->extent, 1 << 24);
   assert_true(*n >= 0);
   *out = calloc((size_t)*n + 1, sizeof **out);
-  return sl_h5bt_list(&io, lay, 3, x->extent, *out, *n, e);
+  return sl_h5_btree_list(&io, lay, 3, x->extent, *out, *n, e);
 }
 
 /* ---- tests -------------------------------------------------------------------- */
@@ -150,8 +150,8 @@ static void t_one_several_many(void **state) {
   fx_data_path("btmany", 1, d1, sizeof d1);
   ds_facts x = facts(d1, "/entry/data/data");
   membuf mb = slurp(d1);
-  sl_h5bt_layout lay;
-  sl_h5bt_chunk *ch = NULL;
+  sl_h5_btree_layout lay;
+  sl_h5_btree_chunk *ch = NULL;
   int64_t n = 0;
   sl_error e;
   assert_int_equal(parse_mem(&mb, &x, &lay, &ch, &n, &e), SL_OK);
@@ -234,13 +234,13 @@ static void write_libver(const char *path, H5F_libver_t low, bool crt_order, int
 static bool parser_handles(const char *path) {
   ds_facts x = facts(path, "/entry/data/data");
   membuf mb = slurp(path);
-  sl_h5bt_io io = mem_io(&mb, &x);
-  sl_h5bt_layout lay;
+  sl_h5_btree_io io = mem_io(&mb, &x);
+  sl_h5_btree_layout lay;
   bool handled = false;
   char why[128] = "";
   sl_error e;
   sl_error_clear(&e);
-  assert_int_equal(sl_h5bt_find_layout(&io, x.ohdr, &lay, &handled, why, sizeof why, &e), SL_OK);
+  assert_int_equal(sl_h5_btree_find_layout(&io, x.ohdr, &lay, &handled, why, sizeof why, &e), SL_OK);
   if (!handled) print_message("%s: not handled: %s\n", path, why);
   free(mb.p);
   return handled;
@@ -273,8 +273,8 @@ static void t_object_header_versions(void **state) {
 /* Corrupted bytes must give SL_ERR_FORMAT naming an address, never a crash
  * (the fuzzer covers this at large; these are the named cases). */
 static void expect_mem_error(membuf *m, const ds_facts *x, const char *needle) {
-  sl_h5bt_layout lay;
-  sl_h5bt_chunk *ch = NULL;
+  sl_h5_btree_layout lay;
+  sl_h5_btree_chunk *ch = NULL;
   int64_t n = 0;
   sl_error e;
   sl_code rc = parse_mem(m, x, &lay, &ch, &n, &e);
@@ -297,8 +297,8 @@ static void t_corrupted(void **state) {
   fx_data_path("btbad", 1, d1, sizeof d1);
   ds_facts x = facts(d1, "/entry/data/data");
   membuf good = slurp(d1);
-  sl_h5bt_layout lay;
-  sl_h5bt_chunk *ch = NULL;
+  sl_h5_btree_layout lay;
+  sl_h5_btree_chunk *ch = NULL;
   int64_t n = 0;
   sl_error e;
   assert_int_equal(parse_mem(&good, &x, &lay, &ch, &n, &e), SL_OK);
@@ -364,10 +364,10 @@ static void t_corrupted(void **state) {
   memcpy(b.p, good.p, good.n);
   b.p[x.base + x.ohdr] = 7;
   {
-    sl_h5bt_io io = mem_io(&b, &x);
+    sl_h5_btree_io io = mem_io(&b, &x);
     bool handled = true;
     sl_error_clear(&e);
-    assert_int_equal(sl_h5bt_find_layout(&io, x.ohdr, &lay, &handled, NULL, 0, &e), SL_ERR_FORMAT);
+    assert_int_equal(sl_h5_btree_find_layout(&io, x.ohdr, &lay, &handled, NULL, 0, &e), SL_ERR_FORMAT);
     assert_false(handled);
     assert_non_null(strstr(e.msg, "no object header at address"));
   }

@@ -423,7 +423,7 @@ static void test_errors(void **st) {
   sl_tensor_desc m = sl_desc_make(SL_U8, 2, md, 0);
 
   kv p[] = {{"policy", "mean"}};
-  expect_error(p, 1, &in, NULL, SL_ERR_PIPELINE, "'policy'", "median, zero, none");
+  expect_error(p, 1, &in, NULL, SL_ERR_PIPELINE, "'policy'", "median|zero|none");
 
   sl_tensor_desc mt = sl_desc_make(SL_U8, 2, bad_md, 0);
   expect_error(NULL, 0, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", "[16, 12]");
