@@ -131,6 +131,27 @@ static sl_code parse_mem(membuf *m, const ds_facts *x, sl_h5_btree_layout *lay, 
   return sl_h5_btree_list(&io, lay, 3, x->extent, *out, *n, e);
 }
 
+/* The intact data file at `path`, parsed in memory (SL_OK asserted). */
+typedef struct parsed_file {
+  ds_facts x;
+  membuf mb;
+  sl_h5_btree_layout lay;
+  sl_h5_btree_chunk *chunks;
+  int64_t n;
+} parsed_file;
+
+static parsed_file parse_file(const char *path) {
+  parsed_file p;
+  memset(&p, 0, sizeof p);
+  p.x = facts(path, "/entry/data/data");
+  p.mb = slurp(path);
+  sl_error e;
+  sl_code rc = parse_mem(&p.mb, &p.x, &p.lay, &p.chunks, &p.n, &e);
+  if (rc) print_error("%s: %s\n", path, e.msg);
+  assert_int_equal(rc, SL_OK);
+  return p;
+}
+
 /* ---- tests -------------------------------------------------------------------- */
 
 static void t_one_several_many(void **state) {
@@ -148,18 +169,12 @@ static void t_one_several_many(void **state) {
   compare_fast_api(m, NULL, 5300);
   char d1[512];
   fx_data_path("btmany", 1, d1, sizeof d1);
-  ds_facts x = facts(d1, "/entry/data/data");
-  membuf mb = slurp(d1);
-  sl_h5_btree_layout lay;
-  sl_h5_btree_chunk *ch = NULL;
-  int64_t n = 0;
-  sl_error e;
-  assert_int_equal(parse_mem(&mb, &x, &lay, &ch, &n, &e), SL_OK);
-  assert_int_equal(n, 5000);
-  assert_int_equal(lay.ndims, 4);
-  assert_int_equal(lay.dims[0], 1);
-  assert_int_equal(lay.dims[3], 1);
-  uint8_t level = mb.p[x.base + lay.btree_addr + 5];
+  parsed_file pf = parse_file(d1);
+  assert_int_equal(pf.n, 5000);
+  assert_int_equal(pf.lay.ndims, 4);
+  assert_int_equal(pf.lay.dims[0], 1);
+  assert_int_equal(pf.lay.dims[3], 1);
+  uint8_t level = pf.mb.p[pf.x.base + pf.lay.btree_addr + 5];
   print_message("5000 chunks: root level %u\n", level);
   assert_true(level >= 1);
   /* Every chunk against H5Dget_chunk_info (by index: one pass in the test). */
@@ -167,12 +182,12 @@ static void t_one_several_many(void **state) {
   int64_t *frame = malloc(5000 * sizeof *frame);
   assert_int_equal(fx_list_chunks(d1, "/entry/data/data", addr, size, frame, 5000), 5000);
   for (int i = 0; i < 5000; i++) {
-    assert_true(ch[i].found);
+    assert_true(pf.chunks[i].found);
     assert_int_equal(frame[i], i);
-    assert_int_equal(ch[i].addr + x.base, addr[i]);
-    assert_int_equal(ch[i].size, size[i]);
+    assert_int_equal(pf.chunks[i].addr + pf.x.base, addr[i]);
+    assert_int_equal(pf.chunks[i].size, size[i]);
   }
-  free(addr), free(size), free(frame), free(ch), free(mb.p);
+  free(addr), free(size), free(frame), free(pf.chunks), free(pf.mb.p);
 }
 
 static void t_bitshuffle_and_userblock(void **state) {
@@ -295,14 +310,12 @@ static void t_corrupted(void **state) {
   char m[512], d1[512];
   fx_write("btbad", &o, m, sizeof m);
   fx_data_path("btbad", 1, d1, sizeof d1);
-  ds_facts x = facts(d1, "/entry/data/data");
-  membuf good = slurp(d1);
-  sl_h5_btree_layout lay;
-  sl_h5_btree_chunk *ch = NULL;
-  int64_t n = 0;
+  parsed_file pf = parse_file(d1);
+  free(pf.chunks);
+  const ds_facts x = pf.x;
+  const membuf good = pf.mb;
+  sl_h5_btree_layout lay = pf.lay;
   sl_error e;
-  assert_int_equal(parse_mem(&good, &x, &lay, &ch, &n, &e), SL_OK);
-  free(ch);
   uint64_t root = x.base + lay.btree_addr;
   assert_memory_equal(good.p + root, "TREE", 4);
   assert_true(good.p[root + 5] >= 1); /* 200 chunks: two levels */
@@ -376,14 +389,11 @@ static void t_corrupted(void **state) {
 }
 
 int main(void) {
-  fx_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_one_several_many),
       cmocka_unit_test(t_bitshuffle_and_userblock),
       cmocka_unit_test(t_object_header_versions),
       cmocka_unit_test(t_corrupted),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  fx_cleanup();
-  return rc;
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }
