@@ -236,21 +236,31 @@ FX_HELPER void fx_require_bitshuffle(void) {
   skip();
 }
 
-/* Group setup, before the first HDF5 call: the official bitshuffle plugin. */
-FX_HELPER int fx_setup(void **state) {
-  (void)state;
+/* Before the first HDF5 call: the official bitshuffle plugin. */
+FX_HELPER void fx_init(void) {
   setenv("HDF5_PLUGIN_PATH", FX_PLUGIN_DIR, 1);
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+/* The fixtures' temp dir goes. */
+FX_HELPER void fx_cleanup(void) {
+  if (!g_tmp[0]) return;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+}
+
+/* fx_init and fx_cleanup as cmocka group setup and teardown. */
+FX_HELPER int fx_setup(void **state) {
+  (void)state;
+  fx_init();
   return 0;
 }
 
-/* Group teardown: the fixtures' temp dir goes. */
 FX_HELPER int fx_teardown(void **state) {
   (void)state;
-  if (!g_tmp[0]) return 0;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-  return system(cmd) == 0 ? 0 : -1;
+  fx_cleanup();
+  return 0;
 }
 
 /* The index of `path` (SL_OK asserted). */
@@ -321,6 +331,23 @@ FX_HELPER uint8_t *fx_read_chunk(const char *file, const char *dset, int64_t fra
   H5Dclose(d);
   H5Fclose(f);
   return buf;
+}
+
+/* Checks frames 0.. n_frames - 1 of h x w elements of elem_size bytes
+ * (little-endian unsigned) against fx_value, pixel by pixel. */
+FX_HELPER void fx_check_frames(const void *frames, size_t elem_size, int64_t n_frames, int64_t h,
+                               int64_t w) {
+  const uint8_t *p = frames;
+  for (int64_t f = 0; f < n_frames; f++)
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t c = 0; c < w; c++, p += elem_size) {
+        uint32_t got = 0;
+        memcpy(&got, p, elem_size);
+        uint32_t want = fx_value(f, r, c, elem_size);
+        if (got != want)
+          fail_msg("frame %lld pixel (%lld, %lld): %u, want %u", (long long)f, (long long)r,
+                   (long long)c, got, want);
+      }
 }
 
 #ifndef SL_H5_FIXTURES_ONLY

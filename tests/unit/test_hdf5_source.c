@@ -47,19 +47,6 @@ static void expect_infer_error(const char *path, const kv *more, int n_more, sl_
   node_free(&n);
 }
 
-/* Every pixel of every frame against fx_value. */
-static void check_frames(const void *frames, sl_dtype t, int64_t n_frames, int64_t h, int64_t w) {
-  for (int64_t f = 0; f < n_frames; f++)
-    for (int64_t r = 0; r < h; r++)
-      for (int64_t c = 0; c < w; c++) {
-        uint64_t got = pix(frames, t, (f * h + r) * w + c);
-        uint64_t want = fx_value(f, r, c, sl_dtype_size(t));
-        if (got != want)
-          fail_msg("frame %lld pixel (%lld, %lld): %llu, want %llu", (long long)f, (long long)r,
-                   (long long)c, (unsigned long long)got, (unsigned long long)want);
-      }
-}
-
 /* Reads a plain (uncompressed) acquisition through the node in chunks of
  * each size in `chunks` on 1 and 3 threads, checking every frame. */
 static void read_plain(const char *path, const kv *more, int n_more, const int64_t *chunks,
@@ -78,7 +65,7 @@ static void read_plain(const char *path, const kv *more, int n_more, const int64
       sl_code rc = run_stream(&n, b, NULL, NULL, 0, outs, npos, chunks[k], &e);
       if (rc) print_error("chunk %lld: %s\n", (long long)chunks[k], e.msg);
       assert_int_equal(rc, SL_OK);
-      check_frames(frames, d->dtype, npos, d->dims[2], d->dims[3]);
+      fx_check_frames(frames, sl_dtype_size(d->dtype), npos, d->dims[2], d->dims[3]);
       sl_cpu_backend_ops.destroy(b);
       free(frames);
       node_free(&n);
