@@ -34,6 +34,14 @@ static void source_ready(sl_node *n, const char *path, const kv *more, int n_mor
   assert_int_equal(n->desc->prepare(n, &e), SL_OK);
 }
 
+/* Writes fixture `name` (master path to m, 512 bytes) and readies a source
+ * on it. */
+static void source_fixture(sl_node *n, const char *name, const fx_opts *o, char *m, const kv *more,
+                           int n_more) {
+  fx_write(name, o, m, 512);
+  source_ready(n, m, more, n_more);
+}
+
 /* infer must fail with `code` and a message containing `needle`. */
 static void expect_infer_error(const char *path, const kv *more, int n_more, sl_code code,
                                const char *needle) {
@@ -84,10 +92,9 @@ static void assert_note(const sl_node *n, const char *key, const char *needle) {
 static void t_master_u16_scan_shape_param(void **state) {
   fx_opts o = {.n_files = 3, .frames = {5, 5, 2}, .h = 16, .w = 12, .k = 1, .meta = true};
   char m[512];
-  fx_write("src16", &o, m, sizeof m);
   kv shape[] = {{"scan_shape", "[3, 4]"}};
   sl_node n;
-  source_ready(&n, m, shape, 1);
+  source_fixture(&n, "src16", &o, m, shape, 1);
   const sl_tensor_desc *d = &n.out[0];
   int64_t want_dims[4] = {3, 4, 16, 12};
   assert_int_equal(d->dtype, SL_U16);
@@ -112,9 +119,8 @@ static void t_k_frame_chunks_square_u32(void **state) {
    * last chunk of each file partial. */
   fx_opts o = {.n_files = 2, .frames = {10, 15}, .h = 8, .w = 20, .k = 4, .dtype = H5T_STD_U32LE};
   char m[512];
-  fx_write("src32", &o, m, sizeof m);
   sl_node n;
-  source_ready(&n, m, NULL, 0);
+  source_fixture(&n, "src32", &o, m, NULL, 0);
   assert_int_equal(n.out[0].dtype, SL_U32);
   assert_int_equal(n.out[0].dims[0], 5);
   assert_int_equal(n.out[0].dims[1], 5);
@@ -128,9 +134,8 @@ static void t_k_frame_chunks_square_u32(void **state) {
 static void t_contiguous_u8_and_dataset_param(void **state) {
   fx_opts o = {.n_files = 2, .frames = {4, 5}, .h = 5, .w = 7, .layout = FX_CONTIG, .dtype = H5T_STD_U8LE};
   char m[512];
-  fx_write("src8", &o, m, sizeof m);
   sl_node n;
-  source_ready(&n, m, NULL, 0);
+  source_fixture(&n, "src8", &o, m, NULL, 0);
   assert_int_equal(n.out[0].dtype, SL_U8);
   assert_note(&n, "storage", "contiguous");
   node_free(&n);
@@ -139,9 +144,8 @@ static void t_contiguous_u8_and_dataset_param(void **state) {
 
   /* One file, the frames at a path of its own: param 'dataset'. */
   fx_opts p = {.n_files = 0, .frames = {6}, .h = 4, .w = 5, .k = 2, .dataset = "/scan/frames"};
-  fx_write("srcds", &p, m, sizeof m);
   kv ds[] = {{"dataset", "/scan/frames"}, {"scan_shape", "[2, 3]"}};
-  source_ready(&n, m, ds, 2);
+  source_fixture(&n, "srcds", &p, m, ds, 2);
   assert_note(&n, "source", "dataset:/scan/frames");
   node_free(&n);
   read_plain(m, ds, 2, chunks, 1);
@@ -225,10 +229,9 @@ static void t_bitshuffle_stored_chunks(void **state) {
   fx_require_bitshuffle();
   fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 32, .w = 24, .k = 2, .layout = FX_BSLZ4};
   char m[512];
-  fx_write("srcbs", &o, m, sizeof m);
   kv shape[] = {{"scan_shape", "[1, 11]"}};
   sl_node n;
-  source_ready(&n, m, shape, 1);
+  source_fixture(&n, "srcbs", &o, m, shape, 1);
   const sl_tensor_desc *d = &n.out[0];
   assert_int_equal(d->encoding, SL_ENC_BSLZ4);
   assert_int_equal(d->dtype, SL_U16);
@@ -242,8 +245,7 @@ static void t_bitshuffle_stored_chunks(void **state) {
 
   /* Bitshuffle without LZ4. */
   o.layout = FX_BITSHUFFLE;
-  fx_write("srcbr", &o, m, sizeof m);
-  source_ready(&n, m, shape, 1);
+  source_fixture(&n, "srcbr", &o, m, shape, 1);
   assert_int_equal(n.out[0].encoding, SL_ENC_BITSHUFFLE);
   assert_int_equal(check_packed("srcbr", &o, m, 3), 2 * 32 * 24 * 2);
   node_free(&n);
