@@ -42,15 +42,24 @@ static uint32_t elem_at(const uint8_t *p, int size, size_t i) {
   return v;
 }
 
+/* A reader of windows of up to `win` chunks (SL_OK asserted); e cleared. */
+static sl_chunk_reader *reader_open(const sl_h5_index *ix, int64_t win, const sl_chunk_reader_opts *opts,
+                                    sl_error *e) {
+  sl_chunk_reader *r = NULL;
+  sl_error_clear(e);
+  sl_code rc = sl_chunk_reader_open_opts(ix, win, opts, &r, e);
+  if (rc) print_error("sl_chunk_reader_open: %s\n", e->msg);
+  assert_int_equal(rc, SL_OK);
+  return r;
+}
+
 /* Reads the whole acquisition in windows of `win` chunks, double-buffered:
  * request(k+1) before checking window k. Checks every frame against H5Dread
  * (uncompressed) or every chunk against H5Dread_chunk (compressed). */
 static void read_all_and_check_opts(const sl_h5_index *ix, int64_t win, const sl_chunk_reader_opts *opts,
                                    sl_chunk_reader_stats *stats_out) {
-  sl_chunk_reader *r = NULL;
   sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_chunk_reader_open_opts(ix, win, opts, &r, &e), SL_OK);
+  sl_chunk_reader *r = reader_open(ix, win, opts, &e);
   size_t cap = (size_t)(ix->max_chunk_size * (uint64_t)win);
   uint8_t *buf[2] = {malloc(cap), malloc(cap)};
   uint32_t *frames = ix->filter == SL_H5_FILTER_NONE ? read_all_frames(ix) : NULL;
@@ -152,10 +161,8 @@ static void t_fifo_depth(void **state) {
   fx_opts o = {.n_files = 1, .frames = {12}, .h = 4, .w = 4, .k = 1};
   char m[512];
   sl_h5_index *ix = fx_index("rfifo", &o, m, sizeof m);
-  sl_chunk_reader *r = NULL;
   sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_chunk_reader_open(ix, 3, &r, &e), SL_OK);
+  sl_chunk_reader *r = reader_open(ix, 3, NULL, &e);
   uint8_t buf[SL_CHUNK_READER_DEPTH + 1][3 * 32];
   for (int i = 0; i < SL_CHUNK_READER_DEPTH; i++)
     assert_int_equal(sl_chunk_reader_request(r, 3 * i, 3, buf[i], sizeof buf[i], &e), SL_OK);
@@ -211,10 +218,8 @@ static void t_truncated_after_open(void **state) {
   char m[512], d2[512];
   sl_h5_index *ix = fx_index("rtrunc", &o, m, sizeof m);
   fx_data_path("rtrunc", 2, d2, sizeof d2);
-  sl_chunk_reader *r = NULL;
   sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_chunk_reader_open(ix, ix->n_chunks, &r, &e), SL_OK);
+  sl_chunk_reader *r = reader_open(ix, ix->n_chunks, NULL, &e);
   /* Cut the file inside chunk 3 + 20 (frame 20 of the second file). */
   const sl_h5_chunk *c = &ix->chunks[23];
   assert_int_equal(truncate(d2, (off_t)(c->file_offset + 100)), 0);
@@ -318,11 +323,9 @@ static void t_parallel_truncated(void **state) {
   uint8_t *buf = malloc(cap);
   for (int threads = 1; threads <= 8; threads *= 2)
     for (int rep = 0; rep < 5; rep++) {
-      sl_chunk_reader *r = NULL;
-      sl_error e;
-      sl_error_clear(&e);
       sl_chunk_reader_opts opts = {.threads = threads, .piece_bytes = rep % 2 ? 512 : 3000};
-      assert_int_equal(sl_chunk_reader_open_opts(ix, ix->n_chunks, &opts, &r, &e), SL_OK);
+      sl_error e;
+      sl_chunk_reader *r = reader_open(ix, ix->n_chunks, &opts, &e);
       /* A good window first, then the one that fails, then a good one again:
        * the FIFO reports each with its own status. */
       assert_int_equal(sl_chunk_reader_request(r, 0, 3, buf, cap, &e), SL_OK);
@@ -342,11 +345,9 @@ static void t_parallel_truncated(void **state) {
     }
   /* Close while a large window is being read by several threads. */
   for (int rep = 0; rep < 5; rep++) {
-    sl_chunk_reader *r = NULL;
-    sl_error e;
-    sl_error_clear(&e);
     sl_chunk_reader_opts opts = {.threads = 4, .piece_bytes = 16};
-    assert_int_equal(sl_chunk_reader_open_opts(ix, ix->n_chunks, &opts, &r, &e), SL_OK);
+    sl_error e;
+    sl_chunk_reader *r = reader_open(ix, ix->n_chunks, &opts, &e);
     assert_int_equal(sl_chunk_reader_request(r, 0, 20, buf, cap, &e), SL_OK);
     assert_int_equal(sl_chunk_reader_request(r, 0, 20, buf, cap, &e), SL_OK);
     sl_chunk_reader_close(r);

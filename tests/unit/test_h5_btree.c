@@ -263,26 +263,29 @@ static bool parser_handles(const char *path) {
 
 static void t_object_header_versions(void **state) {
   (void)state;
-  char p[512];
-  /* Object header v2 ("OHDR"), layout v3. */
-  snprintf(p, sizeof p, "%s/v18.h5", fx_tmpdir());
-  write_libver(p, H5F_LIBVER_V18, false, 0, 150);
-  assert_true(parser_handles(p));
-  compare_fast_api(p, NULL, 150);
-  snprintf(p, sizeof p, "%s/v18crt.h5", fx_tmpdir());
-  write_libver(p, H5F_LIBVER_V18, true, 40, 70);
-  assert_true(parser_handles(p));
-  compare_fast_api(p, NULL, 70);
-  /* Object header v1 with many attributes (continuation blocks). */
-  snprintf(p, sizeof p, "%s/v1attrs.h5", fx_tmpdir());
-  write_libver(p, H5F_LIBVER_EARLIEST, false, 60, 90);
-  assert_true(parser_handles(p));
-  compare_fast_api(p, NULL, 90);
-  /* Layout v4 (extensible array index): not handled, the API lists it. */
-  snprintf(p, sizeof p, "%s/latest.h5", fx_tmpdir());
-  write_libver(p, H5F_LIBVER_LATEST, false, 0, 80);
-  assert_false(parser_handles(p));
-  compare_fast_api(p, NULL, 80);
+  static const struct {
+    const char *file, *what;
+    H5F_libver_t low;
+    bool crt_order;
+    int n_attrs;
+    int64_t frames;
+    bool handled;
+  } cases[] = {
+      {"v18.h5", "object header v2 (OHDR), layout v3", H5F_LIBVER_V18, false, 0, 150, true},
+      {"v18crt.h5", "the same with attribute creation order", H5F_LIBVER_V18, true, 40, 70, true},
+      {"v1attrs.h5", "object header v1, many attributes (continuation blocks)", H5F_LIBVER_EARLIEST,
+       false, 60, 90, true},
+      {"latest.h5", "layout v4 (extensible array index): not handled, the API lists it",
+       H5F_LIBVER_LATEST, false, 0, 80, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", fx_tmpdir(), cases[i].file);
+    print_message("%s: %s\n", cases[i].file, cases[i].what);
+    write_libver(p, cases[i].low, cases[i].crt_order, cases[i].n_attrs, cases[i].frames);
+    assert_int_equal(parser_handles(p), cases[i].handled);
+    compare_fast_api(p, NULL, cases[i].frames);
+  }
 }
 
 /* Corrupted bytes must give SL_ERR_FORMAT naming an address, never a crash

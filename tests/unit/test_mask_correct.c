@@ -312,46 +312,36 @@ static void test_hand_values(void **st) {
   sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
   int64_t md[2] = {3, 4};
   sl_tensor_desc mdesc = sl_desc_make(SL_U8, 2, md, 0);
+  /* Each case: the static mask, a param, and the output pixels it fixes. */
+  static const struct {
+    uint8_t mask[12];
+    kv param; /* {NULL, NULL}: the defaults */
+    int n;
+    int at[4];
+    uint16_t want[4];
+    int static_bad;
+  } cases[] = {
+      {{0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, {NULL, NULL}, 4, {5, 7, 0, 6}, {60, 70, 10, 70}, 1},
+      {{0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {NULL, NULL}, 3, {5, 6, 7}, {50, 65, 70}, 2},
+      /* flagged off: 65535 is a value, a neighbour of (1,2):
+       * 20 30 40 60 65535 90 100 110 -> floor((60 + 90) / 2) = 75 */
+      {{0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {"flagged", "false"}, 2, {6, 7}, {75, 65535}, 1},
+      {{0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {"policy", "zero"}, 3, {6, 7, 5}, {0, 0, 60}, 1},
+  };
   sl_backend *b = backend(2);
-  {
-    uint8_t m[12] = {0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     uint16_t out[12];
     sl_node n;
-    correct_one_frame(&n, NULL, 0, &in, &mdesc, b, f, m, out);
-    assert_int_equal(out[5], 60);
-    assert_int_equal(out[7], 70);
-    assert_int_equal(out[0], 10);
-    assert_int_equal(out[6], 70);
-    node_free(&n);
-  }
-  {
-    uint8_t m[12] = {0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
-    uint16_t out[12];
-    sl_node n;
-    correct_one_frame(&n, NULL, 0, &in, &mdesc, b, f, m, out);
-    assert_int_equal(out[5], 50);
-    assert_int_equal(out[6], 65);
-    assert_int_equal(out[7], 70);
-    assert_non_null(strstr(note(&n, "static_bad_pixels"), "static_bad_pixels: 2"));
-    node_free(&n);
-  }
-  {
-    /* flagged off: 65535 is a value; it is a neighbour of (1,2). zero policy
-     * elsewhere. */
-    uint8_t m[12] = {0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
-    uint16_t out[12];
-    kv o[] = {{"flagged", "false"}};
-    sl_node n;
-    correct_one_frame(&n, o, 1, &in, &mdesc, b, f, m, out);
-    /* 20 30 40 60 65535 90 100 110 -> floor((60 + 90) / 2) = 75 */
-    assert_int_equal(out[6], 75);
-    assert_int_equal(out[7], 65535);
-    node_free(&n);
-    kv z[] = {{"policy", "zero"}};
-    correct_one_frame(&n, z, 1, &in, &mdesc, b, f, m, out);
-    assert_int_equal(out[6], 0);
-    assert_int_equal(out[7], 0);
-    assert_int_equal(out[5], 60);
+    correct_one_frame(&n, &cases[i].param, cases[i].param.name ? 1 : 0, &in, &mdesc, b, f,
+                      cases[i].mask, out);
+    for (int k = 0; k < cases[i].n; k++) {
+      if (out[cases[i].at[k]] != cases[i].want[k])
+        fail_msg("case %zu: pixel %d is %u, want %u", i, cases[i].at[k], out[cases[i].at[k]],
+                 cases[i].want[k]);
+    }
+    char want_note[64];
+    snprintf(want_note, sizeof want_note, "static_bad_pixels: %d", cases[i].static_bad);
+    assert_non_null(strstr(note(&n, "static_bad_pixels"), want_note));
     node_free(&n);
   }
   {
