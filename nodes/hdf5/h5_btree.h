@@ -6,7 +6,7 @@
  * this parser reads the object header and the B-tree nodes itself, once.
  *
  * Every byte goes through a bounded-read callback (a file descriptor in
- * h5_index.c, a byte buffer in tests/fuzz/fuzz_h5_btree.c), and nothing read
+ * h5_chunk_list.c, a byte buffer in tests/fuzz/fuzz_h5_btree.c), and nothing read
  * is trusted: reads are bounded by the file size, signatures, versions, node
  * types, levels, entry counts, chunk coordinates (multiples of the chunk
  * dims, inside the extent, each listed once), addresses and sizes are

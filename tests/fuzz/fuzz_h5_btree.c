@@ -1,5 +1,5 @@
 /* Fuzz target: the object header / version-1 chunk B-tree parser of
- * nodes/detector/h5_btree.c, fed through its bounded-read callback from a
+ * nodes/hdf5/h5_btree.c, fed through its bounded-read callback from a
  * byte buffer. Input: a 10-byte configuration, then the "file":
  *   byte 0: bits 0-1 sizeof offsets (2, 4, 8, 8), bits 2-3 sizeof lengths
  *           (2, 4, 8, 8), bit 4: base address 512 (a user block; 0 if the

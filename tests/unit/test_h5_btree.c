@@ -1,5 +1,5 @@
 /* h5_btree: the direct version-1 B-tree chunk listing (h5_btree.c, used by
- * h5_index.c) compared with HDF5's own listing (SLUICE_H5_INDEX=api and
+ * h5_chunk_list.c) compared with HDF5's own listing (SLUICE_H5_INDEX=api and
  * H5Dget_chunk_info) on files written by the HDF5 C API in this test: one,
  * several and 5000 chunks per file (a B-tree of more than one level),
  * uncompressed and bitshuffle-compressed, k frames per chunk, user blocks,
