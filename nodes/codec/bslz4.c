@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rd_be64(const uint8_t *p) {
+static uint64_t read_be64(const uint8_t *p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
   return v;
 }
 
-static uint32_t rd_be32(const uint8_t *p) {
+static uint32_t read_be32(const uint8_t *p) {
   return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
@@ -42,8 +42,8 @@ sl_code sl_bslz4_read_header(const uint8_t *src, size_t src_size, size_t elem_si
     return sl_fail(err, SL_ERR_FORMAT,
                    "bitshuffle-lz4: truncated header: chunk has %zu bytes, the header needs %d",
                    src ? src_size : (size_t)0, SL_BSLZ4_HEADER_BYTES);
-  uint64_t total = rd_be64(src);
-  uint32_t block = rd_be32(src + 8);
+  uint64_t total = read_be64(src);
+  uint32_t block = read_be32(src + 8);
   if (total % elem_size)
     return sl_fail(err, SL_ERR_FORMAT,
                    "bitshuffle-lz4: header at byte 0: total size %llu bytes is not a multiple of "
@@ -83,7 +83,7 @@ static sl_code lz4_block(const uint8_t *src, size_t src_size, size_t *pos, size_
                    "bitshuffle-lz4: truncated at byte %zu: block %zu needs a 4-byte length, "
                    "%zu bytes remain",
                    at, block_index, src_size - at);
-  uint32_t clen = rd_be32(src + at);
+  uint32_t clen = read_be32(src + at);
   size_t remain = src_size - at - 4;
   if (clen > remain)
     return sl_fail(err, SL_ERR_FORMAT,

@@ -75,7 +75,7 @@ sl_code sl_bitshuffle_decode_raw(const uint8_t *src, size_t src_size, size_t ele
  * of 8, at least 128 (the reference writer's rule). */
 size_t sl_bshuf_default_block_elems(size_t elem_size);
 
-/* --- kernels (nodes/detector/bitshuffle_simd.c; the path from sl_simd_resolve) --- */
+/* --- kernels (nodes/codec/bitshuffle_simd.c; the path from sl_simd_resolve) --- */
 
 /* Bit un-transposition of one block of m elements (m a multiple of 8) of
  * elem_size bytes: in holds 8*elem_size bit-rows of m/8 bytes; out receives

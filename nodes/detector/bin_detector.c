@@ -19,9 +19,27 @@
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "engine/graph/node_params.h"
 #include "nodes/common/frame_ports.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
+
+/* The CUDA kernel reads "factor" and "max_value" by name (shaders/cuda/detector.cu). */
+#define BIN_DETECTOR_PARAMS(P)                                                                   \
+  P(INT, factor, NULL, "bin size: 2, 4 or 8 (factor x factor pixels summed per output pixel)",  \
+    NULL)                                                                                        \
+  P(ENUM, dtype, "auto",                                                                         \
+    "output type: auto (narrowest unsigned type, no narrower than the input, holding "          \
+    "factor^2 * max_value), u8, u16, u32 or u64",                                                \
+    "auto|u8|u16|u32|u64")                                                                       \
+  P(INT, max_value, "0",                                                                         \
+    "largest value an input pixel can hold; 0 = the input dtype's maximum. Below it, every "    \
+    "value is audited at run time", NULL)
+SL_NODE_PARAMS(bin_detector_params, BIN_DETECTOR_PARAMS)
+
+/* The dtype param's choices, in order; after auto, the unsigned types. */
+enum { DTYPE_AUTO, DTYPE_U8 };
+static const sl_dtype unsigned_types[4] = {SL_U8, SL_U16, SL_U32, SL_U64};
 
 typedef struct bin_cfg {
   int f;
@@ -44,6 +62,7 @@ static uint64_t dt_max(sl_dtype t) {
 }
 
 static sl_code bin_resolve(const sl_node *n, bin_cfg *c, sl_error *err) {
+  const bin_detector_params *p = bin_detector_params_of(n);
   const sl_tensor_desc *x = &n->in[0];
   memset(c, 0, sizeof *c);
   sl_code rc = sl_frames_check_decoded(x, err);
@@ -53,7 +72,7 @@ static sl_code bin_resolve(const sl_node *n, bin_cfg *c, sl_error *err) {
   c->h = x->dims[x->rank - 2];
   c->w = x->dims[x->rank - 1];
 
-  int64_t f = sl_param_int(n, "factor");
+  int64_t f = p->factor;
   if (f != 2 && f != 4 && f != 8)
     return sl_fail(err, SL_ERR_PIPELINE, "param 'factor' must be 2, 4 or 8, got %lld", (long long)f);
   c->f = (int)f;
@@ -64,7 +83,7 @@ static sl_code bin_resolve(const sl_node *n, bin_cfg *c, sl_error *err) {
   c->ho = c->h / f;
   c->wo = c->w / f;
 
-  int64_t mv = sl_param_int(n, "max_value");
+  int64_t mv = p->max_value;
   if (mv < 0 || (uint64_t)mv > c->in_max)
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'max_value' must be 0 (the %s maximum) or 1..%llu, got %lld",
@@ -73,19 +92,16 @@ static sl_code bin_resolve(const sl_node *n, bin_cfg *c, sl_error *err) {
   c->audit = c->max_value < c->in_max;
   c->need = (uint64_t)(f * f) * c->max_value; /* < 2^38 */
 
-  const char *ds = sl_param_str(n, "dtype");
-  if (!strcmp(ds, "auto")) {
-    static const sl_dtype order[4] = {SL_U8, SL_U16, SL_U32, SL_U64};
-    for (int i = 0; i < 4; i++)
-      if (sl_dtype_size(order[i]) >= sl_dtype_size(c->in) && dt_max(order[i]) >= c->need) {
-        c->out = order[i];
+  if (p->dtype == DTYPE_AUTO) {
+    for (int i = 0; i < SL_COUNT_OF(unsigned_types); i++)
+      if (sl_dtype_size(unsigned_types[i]) >= sl_dtype_size(c->in) &&
+          dt_max(unsigned_types[i]) >= c->need) {
+        c->out = unsigned_types[i];
         break;
       }
   } else {
-    sl_dtype t = sl_dtype_parse(ds);
-    if (t != SL_U8 && t != SL_U16 && t != SL_U32 && t != SL_U64)
-      return sl_fail(err, SL_ERR_PIPELINE,
-                     "param 'dtype' must be one of auto, u8, u16, u32, u64; got '%s'", ds);
+    sl_dtype t = unsigned_types[p->dtype - DTYPE_U8];
+    const char *ds = sl_dtype_name(t);
     if (dt_max(t) < c->need)
       return sl_fail(err, SL_ERR_PIPELINE,
                      "param 'dtype' %s cannot hold the largest bin sum %lld * %llu = %llu (the %s "
@@ -159,7 +175,7 @@ static void bin_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   int64_t item = sl_desc_item_elems(&n->in[0]);
   c->bytes_read = positions * sl_desc_item_bytes(&n->in[0]);
   c->bytes_written = positions * sl_desc_item_bytes(&n->out[0]);
-  int64_t mv = sl_param_int(n, "max_value");
+  int64_t mv = bin_detector_params_of(n)->max_value;
   bool audit = mv > 0 && (uint64_t)mv < dt_max(n->in[0].dtype);
   c->ops = positions * item * (audit ? 2 : 1);
 }
@@ -308,15 +324,6 @@ static sl_code bin_cpu(sl_kernel_args *a) {
                  (unsigned long long)j.c.max_value, sl_dtype_name(j.c.out));
 }
 
-static const sl_param_def bin_params[] = {
-    {"factor", SL_PT_INT, NULL, "bin size: 2, 4 or 8 (factor x factor pixels summed per output pixel)"},
-    {"dtype", SL_PT_STRING, "auto",
-     "output type: auto (narrowest unsigned type, no narrower than the input, holding "
-     "factor^2 * max_value), u8, u16, u32 or u64"},
-    {"max_value", SL_PT_INT, "0",
-     "largest value an input pixel can hold; 0 = the input dtype's maximum. Below it, every value "
-     "is audited at run time"},
-};
 static const sl_port_def bin_in[] = {
     {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false}};
 static const sl_port_def bin_out[] = {
@@ -329,9 +336,9 @@ const sl_node_desc sl_node_bin_detector = {
     .type = "bin_detector",
     .doc = "Detector binning by 2, 4 or 8: exact sums in a dtype proven to hold them (widened "
            "automatically, or narrowed only under an audited max_value).",
-    .params = bin_params, .n_params = (int)(sizeof bin_params / sizeof bin_params[0]),
-    .inputs = bin_in, .n_inputs = 1,
-    .outputs = bin_out, .n_outputs = 1,
+    SL_PARAMS_DESC(bin_detector_params),
+    .inputs = bin_in, .n_inputs = SL_COUNT_OF(bin_in),
+    .outputs = bin_out, .n_outputs = SL_COUNT_OF(bin_out),
     .infer = bin_infer, .cost = bin_cost,
     .kernel = {[SL_BACKEND_CPU] = bin_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bin_detector)},
     /* CUDA: reports a max_value audit failure of the last chunk (see detector.cu). */

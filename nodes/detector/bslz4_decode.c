@@ -11,10 +11,14 @@
 #include "engine/backend/backend.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
+#include "engine/graph/node_params.h"
 #include "nodes/codec/bslz4.h"
 #include "shaders/cuda/sl_cuda.h"
 
-static sl_code dec_infer(sl_node *n, sl_error *err) {
+#define BSLZ4_DECODE_PARAMS(P) P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)
+SL_NODE_PARAMS(bslz4_decode_params, BSLZ4_DECODE_PARAMS)
+
+static sl_code decode_infer(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
   if (!x->stream_rank || x->rank - x->stream_rank != 2 ||
       (x->dtype != SL_U8 && x->dtype != SL_U16 && x->dtype != SL_U32)) {
@@ -24,10 +28,6 @@ static sl_code dec_infer(sl_node *n, sl_error *err) {
                    "input 'chunks' expects streamed u8, u16 or u32 detector frames (stored chunks "
                    "from hdf5_source), got %s", buf);
   }
-  const char *simd = sl_param_str(n, "simd");
-  sl_simd want;
-  if (!sl_simd_parse(simd, &want))
-    return sl_fail(err, SL_ERR_PIPELINE, "param 'simd' must be auto, scalar, sse2 or avx2, got '%s'", simd);
   n->out[0] = *x;
   n->out[0].encoding = SL_ENC_NONE;
   n->out[0].positions_per_stored_chunk = 0;
@@ -39,7 +39,7 @@ static sl_code dec_infer(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-static void dec_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void decode_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   c->bytes_read = sl_desc_buffer_bytes(&n->in[0], positions);
   c->bytes_written = positions * sl_desc_item_bytes(&n->out[0]);
@@ -49,16 +49,16 @@ static void dec_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->per_worker_bytes = per * sl_desc_item_bytes(&n->out[0]);
 }
 
-typedef struct dec_job {
+typedef struct decode_job {
   const sl_kernel_args *a;
   sl_simd simd;
   int64_t frame_bytes, per;
   pthread_mutex_t lock;
   bool failed;
   sl_error first_error;
-} dec_job;
+} decode_job;
 
-static void fail_job(dec_job *j, const sl_packed_entry *e, const sl_error *why) {
+static void fail_job(decode_job *j, const sl_packed_entry *e, const sl_error *why) {
   pthread_mutex_lock(&j->lock);
   if (!j->failed) {
     j->failed = true;
@@ -72,7 +72,7 @@ static void fail_job(dec_job *j, const sl_packed_entry *e, const sl_error *why) 
 
 /* Decodes one stored chunk and puts `want` bytes of its frames, starting
  * `skip` bytes in, at dst. */
-static sl_code decode_entry(const dec_job *j, const sl_packed_entry *e, const uint8_t *src,
+static sl_code decode_entry(const decode_job *j, const sl_packed_entry *e, const uint8_t *src,
                             uint8_t *dst, uint64_t skip, uint64_t want, sl_error *err) {
   const sl_tensor_desc *in = &j->a->node->in[0];
   size_t elem = sl_dtype_size(in->dtype);
@@ -110,8 +110,8 @@ static sl_code decode_entry(const dec_job *j, const sl_packed_entry *e, const ui
   return rc;
 }
 
-static void dec_range(void *ctx, int64_t begin, int64_t end, int worker) {
-  dec_job *j = ctx;
+static void decode_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  decode_job *j = ctx;
   const sl_kernel_args *a = j->a;
   const sl_packed_chunks *pk = a->in[0];
   uint8_t *out = a->out[0];
@@ -135,26 +135,25 @@ static void dec_range(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
-static sl_code dec_cpu(sl_kernel_args *a) {
+static sl_code decode_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *in = &a->node->in[0];
   int64_t frame_bytes = sl_desc_item_bytes(in);
   if (in->encoding == SL_ENC_NONE) {
     memcpy(a->out[0], a->in[0], (size_t)(a->pos_count * frame_bytes));
     return SL_OK;
   }
-  dec_job j;
+  decode_job j;
   memset(&j, 0, sizeof j);
   j.a = a;
   j.frame_bytes = frame_bytes;
   j.per = in->positions_per_stored_chunk > 0 ? in->positions_per_stored_chunk : 1;
-  sl_simd want = SL_SIMD_AUTO; /* checked by infer */
-  sl_simd_parse(sl_param_str(a->node, "simd"), &want);
-  sl_code rc = sl_simd_resolve(want, &j.simd, a->err);
+  /* the choices are in sl_simd order */
+  sl_code rc = sl_simd_resolve((sl_simd)bslz4_decode_params_of(a->node)->simd, &j.simd, a->err);
   if (rc != SL_OK) return rc;
   const sl_packed_chunks *pk = a->in[0];
   pthread_mutex_init(&j.lock, NULL);
   sl_error_clear(&j.first_error);
-  a->backend->ops->parallel_for(a->backend, (int64_t)pk->n, 1, dec_range, &j);
+  a->backend->ops->parallel_for(a->backend, (int64_t)pk->n, 1, decode_range, &j);
   pthread_mutex_destroy(&j.lock);
   if (j.failed) {
     *a->err = j.first_error;
@@ -163,19 +162,16 @@ static sl_code dec_cpu(sl_kernel_args *a) {
   return SL_OK;
 }
 
-static const sl_param_def dec_params[] = {
-    {"simd", SL_PT_STRING, "auto", "bit-unshuffle kernel: auto, scalar, sse2 or avx2 (for testing)"},
-};
-static const sl_port_def dec_in[] = {
+static const sl_port_def decode_in[] = {
     {"chunks", "stored chunks from hdf5_source (plain frames pass through)", NULL, false}};
-static const sl_port_def dec_out[] = {{"frames", "decoded frames, same type and shape", "counts", false}};
+static const sl_port_def decode_out[] = {{"frames", "decoded frames, same type and shape", "counts", false}};
 
 const sl_node_desc sl_node_bslz4_decode = {
     .type = "bslz4_decode",
     .doc = "Decodes bitshuffle-LZ4 (and bitshuffle, raw) stored chunks to frames, exactly.",
-    .params = dec_params, .n_params = 1,
-    .inputs = dec_in, .n_inputs = 1,
-    .outputs = dec_out, .n_outputs = 1,
-    .infer = dec_infer, .cost = dec_cost,
-    .kernel = {[SL_BACKEND_CPU] = dec_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bslz4_decode)},
+    SL_PARAMS_DESC(bslz4_decode_params),
+    .inputs = decode_in, .n_inputs = SL_COUNT_OF(decode_in),
+    .outputs = decode_out, .n_outputs = SL_COUNT_OF(decode_out),
+    .infer = decode_infer, .cost = decode_cost,
+    .kernel = {[SL_BACKEND_CPU] = decode_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bslz4_decode)},
 };

@@ -6,15 +6,20 @@
 #include <string.h>
 
 #include "engine/graph/graph.h"
+#include "engine/graph/node_params.h"
 #include "nodes/hdf5/h5_index.h"
 #include "nodes/hdf5/h5_index_cache.h"
 
+#define DETECTOR_MASK_PARAMS(P)                                   \
+  P(PATH, path, NULL, "detector master file", NULL)               \
+  P(STRING, dataset, "", "frame dataset (as hdf5_source)", NULL)
+SL_NODE_PARAMS(detector_mask_params, DETECTOR_MASK_PARAMS)
+
 static sl_code open_index(const sl_node *n, const sl_h5_index **ix, sl_error *err) {
-  const char *path = sl_param_str(n, "path");
-  const char *ds = sl_param_str(n, "dataset");
-  if (!path || !path[0])
+  const detector_mask_params *p = detector_mask_params_of(n);
+  if (!p->path || !p->path[0])
     return sl_fail(err, SL_ERR_PIPELINE, "param 'path' is empty: give the detector master file");
-  return sl_h5_index_get(path, ds && ds[0] ? ds : NULL, ix, err);
+  return sl_h5_index_get(p->path, p->dataset && p->dataset[0] ? p->dataset : NULL, ix, err);
 }
 
 static sl_code mask_infer(sl_node *n, sl_error *err) {
@@ -56,17 +61,13 @@ static sl_code mask_cpu(sl_kernel_args *a) {
   return rc;
 }
 
-static const sl_param_def mask_params[] = {
-    {"path", SL_PT_PATH, NULL, "detector master file"},
-    {"dataset", SL_PT_STRING, "", "frame dataset (as hdf5_source)"},
-};
 static const sl_port_def mask_out[] = {{"mask", "u8 [det rows, det cols]: 1 = bad pixel", NULL, false}};
 
 const sl_node_desc sl_node_detector_mask = {
     .type = "detector_mask",
     .doc = "The detector's pixel mask from an HDF5 acquisition (1 = bad).",
-    .params = mask_params, .n_params = 2,
-    .outputs = mask_out, .n_outputs = 1,
+    SL_PARAMS_DESC(detector_mask_params),
+    .outputs = mask_out, .n_outputs = SL_COUNT_OF(mask_out),
     .infer = mask_infer, .cost = mask_cost,
     .kernel = {[SL_BACKEND_CPU] = mask_cpu},
     .host = true,

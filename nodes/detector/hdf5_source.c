@@ -13,19 +13,27 @@
 
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
+#include "engine/graph/node_params.h"
+#include "nodes/detector/hdf5_source_cuda.h"
 #include "nodes/hdf5/h5_index.h"
 #include "nodes/hdf5/h5_index_cache.h"
-#include "nodes/detector/hdf5_source_cuda.h"
-#include "shaders/cuda/sl_cuda.h"
 #include "nodes/hdf5/source_window.h"
+#include "shaders/cuda/sl_cuda.h"
 
+#define HDF5_SOURCE_PARAMS(P)                                                                  \
+  P(PATH, path, NULL, "detector master file (or any HDF5 file with a 3-D frame dataset)", NULL) \
+  P(STRING, dataset, "", "dataset path (default: the Dectris layout or /entry/data/data)", NULL) \
+  P(SHAPE, scan_shape, "[]", "scan rows and cols (default: a square frame count)", NULL)
+SL_NODE_PARAMS(hdf5_source_params, HDF5_SOURCE_PARAMS)
+
+/* The dataset param, NULL for the default layout. */
 static const char *dataset_param(const sl_node *n) {
-  const char *d = sl_param_str(n, "dataset");
+  const char *d = hdf5_source_params_of(n)->dataset;
   return d && d[0] ? d : NULL;
 }
 
 static sl_code open_index(const sl_node *n, const sl_h5_index **ix, sl_error *err) {
-  const char *path = sl_param_str(n, "path");
+  const char *path = hdf5_source_params_of(n)->path;
   if (!path || !path[0])
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'path' is empty: give the detector master file (e.g. --set input=scan_master.h5)");
@@ -36,7 +44,7 @@ static sl_code open_index(const sl_node *n, const sl_h5_index **ix, sl_error *er
  * says how to give it. Never guessed otherwise. */
 static sl_code scan_shape(sl_node *n, const sl_h5_index *ix, int64_t *rows, int64_t *cols,
                           sl_error *err) {
-  const sl_param_value *v = sl_param(n, "scan_shape");
+  const sl_param_value *v = hdf5_source_params_of(n)->scan_shape;
   if (v->n) {
     if (v->n != 2 || v->ints[0] <= 0 || v->ints[1] <= 0)
       return sl_fail(err, SL_ERR_PIPELINE, "param 'scan_shape' needs two positive axes [rows, cols]");
@@ -84,7 +92,7 @@ static void record_metadata(sl_node *n, const sl_h5_index *ix) {
   if (m->has_frame_time) sl_node_note(n, "frame_time", "%g s", m->frame_time);
 }
 
-static sl_code src_infer(sl_node *n, sl_error *err) {
+static sl_code source_infer(sl_node *n, sl_error *err) {
   const sl_h5_index *ix = NULL;
   sl_code rc = open_index(n, &ix, err);
   if (rc != SL_OK) return rc;
@@ -127,7 +135,7 @@ done:
   return rc;
 }
 
-static void src_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void source_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *d = &n->out[0];
   int64_t per = d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1;
@@ -144,7 +152,7 @@ static void src_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->device_state_bytes = 2 * sl_desc_buffer_bytes(d, positions);
 }
 
-static void src_release(sl_node *n) {
+static void source_release(sl_node *n) {
   sl_src_state *s = n->state;
   if (!s) return;
   sl_src_windows_free(&s->win); /* before the backend part: it may wait on it */
@@ -155,12 +163,12 @@ static void src_release(sl_node *n) {
   n->state = NULL;
 }
 
-static sl_code src_prepare(sl_node *n, sl_error *err) {
+static sl_code source_prepare(sl_node *n, sl_error *err) {
   sl_src_state *s = sl_xcalloc(1, sizeof *s);
   n->state = s;
   sl_code rc = open_index(n, &s->ix, err);
   if (rc != SL_OK) {
-    src_release(n);
+    source_release(n);
     return rc;
   }
   s->win.ix = s->ix;
@@ -169,7 +177,7 @@ static sl_code src_prepare(sl_node *n, sl_error *err) {
   if (s->ix->n_frames != sl_desc_positions(d) || s->ix->frame_rows != d->dims[2] ||
       s->ix->frame_cols != d->dims[3]) {
     rc = sl_fail(err, SL_ERR_IO, "%s changed since the pipeline was planned", s->ix->source);
-    src_release(n);
+    source_release(n);
     return rc;
   }
   s->where = sl_xcalloc((size_t)s->ix->n_files, sizeof *s->where);
@@ -188,7 +196,7 @@ static sl_code copy_host(void *ctx, uint64_t dst_offset, const uint8_t *src, uin
   return SL_OK;
 }
 
-static sl_code src_cpu(sl_kernel_args *a) {
+static sl_code source_cpu(sl_kernel_args *a) {
   sl_src_state *s = a->state;
   const sl_tensor_desc *d = &a->node->out[0];
   sl_src_window win;
@@ -200,22 +208,17 @@ static sl_code src_cpu(sl_kernel_args *a) {
   return sl_src_pack_to(&win, s->ix, s->where, (uint64_t)sl_desc_buffer_bytes(d, a->pos_count), a->out[0], a->err);
 }
 
-static const sl_param_def src_params[] = {
-    {"path", SL_PT_PATH, NULL, "detector master file (or any HDF5 file with a 3-D frame dataset)"},
-    {"dataset", SL_PT_STRING, "", "dataset path (default: the Dectris layout or /entry/data/data)"},
-    {"scan_shape", SL_PT_SHAPE, "[]", "scan rows and cols (default: a square frame count)"},
-};
-static const sl_port_def src_out[] = {
+static const sl_port_def source_out[] = {
     {"frames", "detector frames [scan rows, scan cols | det rows, det cols]; an encoded stream of "
                "stored chunks when the file is compressed", "counts", false}};
 
 const sl_node_desc sl_node_hdf5_source = {
     .type = "hdf5_source",
     .doc = "Detector frames from an HDF5 acquisition, read chunk by chunk without the HDF5 filters.",
-    .params = src_params, .n_params = 3,
-    .outputs = src_out, .n_outputs = 1,
-    .infer = src_infer, .cost = src_cost,
-    .prepare = src_prepare, .release = src_release,
+    SL_PARAMS_DESC(hdf5_source_params),
+    .outputs = source_out, .n_outputs = SL_COUNT_OF(source_out),
+    .infer = source_infer, .cost = source_cost,
+    .prepare = source_prepare, .release = source_release,
     /* On CUDA its own kernel moves the windows to the device (no staging). */
-    .kernel = {[SL_BACKEND_CPU] = src_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_hdf5_source_cuda)},
+    .kernel = {[SL_BACKEND_CPU] = source_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_hdf5_source_cuda)},
 };

@@ -25,16 +25,31 @@
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "engine/graph/node_params.h"
 #include "nodes/common/frame_ports.h"
 #include "nodes/common/mask_file.h"
 #include "shaders/cuda/sl_cuda.h"
 #include "shaders/cuda/sl_cuda_detector.h"
 
-typedef enum mc_policy { MC_MEDIAN, MC_ZERO, MC_NONE } mc_policy;
+/* The CUDA kernel reads "policy" and "flagged" by name (shaders/cuda/detector.cu). */
+#define MASK_CORRECT_PARAMS(P)                                                                  \
+  P(ENUM, policy, "median",                                                                     \
+    "median (3x3 median of valid neighbours), zero (set to 0) or none (copy unchanged)",        \
+    "median|zero|none")                                                                         \
+  P(PATH, mask_file, "",                                                                        \
+    "extra static mask, H x W, nonzero = bad: .npy (u1/b1/u2/i4/f4/f8, C order), grayscale "    \
+    "PNG, or file.h5:/dataset", NULL)                                                           \
+  P(BOOL, flagged, "true",                                                                      \
+    "also treat pixels at the dtype maximum (the detector's flag value, 0xFFFF for u16) as "    \
+    "bad, per frame", NULL)
+SL_NODE_PARAMS(mask_correct_params, MASK_CORRECT_PARAMS)
 
-typedef struct mc_state {
+/* The policy choices, in the order of the param's choices. */
+typedef enum correct_policy { POLICY_MEDIAN, POLICY_ZERO, POLICY_NONE } correct_policy;
+
+typedef struct correct_state {
   int64_t h, w;
-  mc_policy policy;
+  correct_policy policy;
   bool flagged;
   bool has_input_mask; /* the optional 'mask' input is connected */
   uint8_t *file_mask;  /* H*W 0/1 from mask_file, or NULL */
@@ -46,7 +61,7 @@ typedef struct mc_state {
   int64_t *bad_idx; /* n_bad pixel indices r*W + c, ascending */
   int64_t *nb;      /* 8 per bad pixel: its statically valid neighbours */
   uint8_t *nb_n;    /* how many of the 8 are used */
-} mc_state;
+} correct_state;
 
 /* ---- validation -------------------------------------------------------------- */
 
@@ -56,18 +71,13 @@ static bool mask_connected(const sl_node *n) {
   return n->in[1].dtype != SL_DT_INVALID;
 }
 
-static sl_code mc_policy_parse(const sl_node *n, mc_policy *p, sl_error *err) {
-  const char *s = sl_param_str(n, "policy");
-  if (!strcmp(s, "median")) *p = MC_MEDIAN;
-  else if (!strcmp(s, "zero")) *p = MC_ZERO;
-  else if (!strcmp(s, "none")) *p = MC_NONE;
-  else
-    return sl_fail(err, SL_ERR_PIPELINE, "param 'policy' must be one of median, zero, none; got '%s'",
-                   s);
-  return SL_OK;
+/* The mask_file param, NULL when not given. */
+static const char *mask_file_param(const sl_node *n) {
+  const char *path = mask_correct_params_of(n)->mask_file;
+  return path && path[0] ? path : NULL;
 }
 
-static sl_code mc_check_inputs(const sl_node *n, sl_error *err) {
+static sl_code check_inputs(const sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
   sl_code rc = sl_frames_check_decoded(x, err);
   if (rc != SL_OK) return rc;
@@ -94,8 +104,8 @@ static sl_code mc_check_inputs(const sl_node *n, sl_error *err) {
 /* Reads (mask != NULL) or only checks the mask file (.npy, PNG or
  * file.h5:/dataset, through the shared reader); errors name the param and
  * the file. */
-static sl_code mc_read_file(const sl_node *n, int64_t h, int64_t w, uint8_t **mask, sl_error *err) {
-  const char *path = sl_param_str(n, "mask_file");
+static sl_code read_mask_file(const sl_node *n, int64_t h, int64_t w, uint8_t **mask, sl_error *err) {
+  const char *path = mask_file_param(n);
   sl_code rc = sl_mask_file_read(path, h, w, mask, err);
   if (rc != SL_OK) {
     char msg[sizeof err->msg];
@@ -105,12 +115,12 @@ static sl_code mc_read_file(const sl_node *n, int64_t h, int64_t w, uint8_t **ma
   return rc;
 }
 
-static const char *policy_text(mc_policy p) {
+static const char *policy_text(correct_policy p) {
   switch (p) {
-    case MC_MEDIAN:
+    case POLICY_MEDIAN:
       return "median (3x3 median of valid neighbours; even count: floor of the mean of the two "
              "middle values; no valid neighbour: 0)";
-    case MC_ZERO: return "zero (bad pixels set to 0)";
+    case POLICY_ZERO: return "zero (bad pixels set to 0)";
     default: return "none (frames copied unchanged)";
   }
 }
@@ -119,26 +129,26 @@ static uint64_t dtype_max(sl_dtype t) {
   return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
 }
 
-static sl_code mc_infer(sl_node *n, sl_error *err) {
-  mc_policy policy = MC_MEDIAN;
-  sl_code rc = mc_check_inputs(n, err);
-  if (rc == SL_OK) rc = mc_policy_parse(n, &policy, err);
+static sl_code correct_infer(sl_node *n, sl_error *err) {
+  const mask_correct_params *p = mask_correct_params_of(n);
+  correct_policy policy = (correct_policy)p->policy;
+  sl_code rc = check_inputs(n, err);
   if (rc != SL_OK) return rc;
   const sl_tensor_desc *x = &n->in[0];
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
-  const char *path = sl_param_str(n, "mask_file");
-  bool has_file = path && path[0];
-  if (has_file && (rc = mc_read_file(n, h, w, NULL, err)) != SL_OK) return rc;
+  const char *path = mask_file_param(n);
+  bool has_file = path != NULL;
+  if (has_file && (rc = read_mask_file(n, h, w, NULL, err)) != SL_OK) return rc;
   n->out[0] = *x;
 
-  bool flagged = sl_param_bool(n, "flagged");
+  bool flagged = p->flagged;
   bool has_input = mask_connected(n);
   sl_node_note(n, "policy", "%s", policy_text(policy));
   if (flagged)
     sl_node_note(n, "flagged", "pixels equal to %llu (the %s maximum) are bad in the frame that holds "
                  "them%s",
                  (unsigned long long)dtype_max(x->dtype), sl_dtype_name(x->dtype),
-                 policy == MC_NONE ? " (policy none: left as they are)" : "");
+                 policy == POLICY_NONE ? " (policy none: left as they are)" : "");
   else
     sl_node_note(n, "flagged", "off: pixels at the %s maximum are kept as values",
                  sl_dtype_name(x->dtype));
@@ -155,8 +165,8 @@ static sl_code mc_infer(sl_node *n, sl_error *err) {
 
 /* ---- state --------------------------------------------------------------------- */
 
-static void mc_release(sl_node *n) {
-  mc_state *s = n->state;
+static void correct_release(sl_node *n) {
+  correct_state *s = n->state;
   if (!s) return;
   free(s->file_mask);
   free(s->bad);
@@ -167,23 +177,21 @@ static void mc_release(sl_node *n) {
   n->state = NULL;
 }
 
-static sl_code mc_prepare(sl_node *n, sl_error *err) {
-  mc_policy policy = MC_MEDIAN;
-  sl_code rc = mc_check_inputs(n, err);
-  if (rc == SL_OK) rc = mc_policy_parse(n, &policy, err);
+static sl_code correct_prepare(sl_node *n, sl_error *err) {
+  const mask_correct_params *p = mask_correct_params_of(n);
+  sl_code rc = check_inputs(n, err);
   if (rc != SL_OK) return rc;
-  if (n->state) mc_release(n);
+  if (n->state) correct_release(n);
   const sl_tensor_desc *x = &n->in[0];
-  mc_state *s = calloc(1, sizeof *s);
+  correct_state *s = calloc(1, sizeof *s);
   if (!s) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the mask_correct state");
   s->h = x->dims[x->rank - 2];
   s->w = x->dims[x->rank - 1];
-  s->policy = policy;
-  s->flagged = sl_param_bool(n, "flagged");
+  s->policy = (correct_policy)p->policy;
+  s->flagged = p->flagged;
   s->has_input_mask = mask_connected(n);
-  const char *path = sl_param_str(n, "mask_file");
-  if (path && path[0]) {
-    if ((rc = mc_read_file(n, s->h, s->w, &s->file_mask, err)) != SL_OK) {
+  if (mask_file_param(n)) {
+    if ((rc = read_mask_file(n, s->h, s->w, &s->file_mask, err)) != SL_OK) {
       free(s);
       return rc;
     }
@@ -201,13 +209,13 @@ static sl_code mc_prepare(sl_node *n, sl_error *err) {
 
 /* For the CUDA kernel: the mask read from param 'mask_file' (H*W), or NULL. */
 const uint8_t *sl_mask_correct_file_mask(const sl_node *n) {
-  const mc_state *s = n->state;
+  const correct_state *s = n->state;
   return s ? s->file_mask : NULL;
 }
 
 /* Static mask and neighbour lists from the mask input (may be NULL when not
  * connected) and the file mask. */
-static sl_code mc_build(mc_state *s, sl_node *n, const void *mask, sl_error *err) {
+static sl_code build_neighbour_lists(correct_state *s, sl_node *n, const void *mask, sl_error *err) {
   int64_t h = s->h, w = s->w, item = h * w;
   int64_t from_input = 0, both = 0;
   free(s->bad);
@@ -279,25 +287,25 @@ static inline uint64_t small_median(uint64_t *v, int n) {
   return (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-typedef struct mc_job {
+typedef struct correct_job {
   const sl_kernel_args *a;
-  const mc_state *s;
-} mc_job;
+  const correct_state *s;
+} correct_job;
 
-#define MC_BLOCK 256
+#define FLAG_SCAN_BLOCK 256
 
-#define MC_RANGE(NAME, T, TMAX)                                                            \
+#define CORRECT_RANGE(NAME, T, TMAX)                                                            \
   static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {                    \
-    const mc_job *j = ctx;                                                                 \
-    const mc_state *s = j->s;                                                              \
+    const correct_job *j = ctx;                                                                 \
+    const correct_state *s = j->s;                                                              \
     const int64_t h = s->h, w = s->w, item = h * w;                                        \
     const bool flagged = s->flagged;                                                       \
-    const bool median = s->policy == MC_MEDIAN;                                            \
+    const bool median = s->policy == POLICY_MEDIAN;                                            \
     for (int64_t p = begin; p < end; p++) {                                                \
       const T *x = (const T *)j->a->in[0] + p * item;                                      \
       T *y = (T *)j->a->out[0] + p * item;                                                 \
       memcpy(y, x, (size_t)item * sizeof(T));                                              \
-      if (s->policy == MC_NONE) continue;                                                  \
+      if (s->policy == POLICY_NONE) continue;                                                  \
       for (int64_t k = 0; k < s->n_bad; k++) {                                             \
         int64_t idx = s->bad_idx[k];                                                       \
         if (!median) {                                                                     \
@@ -315,8 +323,8 @@ typedef struct mc_job {
         y[idx] = (T)small_median(v, nv);                                                   \
       }                                                                                    \
       if (!flagged) continue;                                                              \
-      for (int64_t b0 = 0; b0 < item; b0 += MC_BLOCK) {                                    \
-        int64_t b1 = b0 + MC_BLOCK < item ? b0 + MC_BLOCK : item;                          \
+      for (int64_t b0 = 0; b0 < item; b0 += FLAG_SCAN_BLOCK) {                                    \
+        int64_t b1 = b0 + FLAG_SCAN_BLOCK < item ? b0 + FLAG_SCAN_BLOCK : item;                          \
         unsigned any = 0;                                                                  \
         for (int64_t i = b0; i < b1; i++) any |= x[i] == (T)(TMAX);                        \
         if (!any) continue;                                                                \
@@ -343,41 +351,40 @@ typedef struct mc_job {
       }                                                                                    \
     }                                                                                      \
   }
-MC_RANGE(mc_range_u8, uint8_t, 0xFFu)
-MC_RANGE(mc_range_u16, uint16_t, 0xFFFFu)
-MC_RANGE(mc_range_u32, uint32_t, 0xFFFFFFFFu)
-#undef MC_RANGE
+CORRECT_RANGE(correct_range_u8, uint8_t, 0xFFu)
+CORRECT_RANGE(correct_range_u16, uint16_t, 0xFFFFu)
+CORRECT_RANGE(correct_range_u32, uint32_t, 0xFFFFFFFFu)
+#undef CORRECT_RANGE
 
-static sl_code mc_cpu(sl_kernel_args *a) {
-  mc_state *s = a->state ? a->state : a->node->state;
+static sl_code correct_cpu(sl_kernel_args *a) {
+  correct_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "mask_correct: kernel called before prepare");
   if (!s->built) {
     if (s->has_input_mask && !a->in[1])
       return sl_fail(a->err, SL_ERR_INTERNAL, "mask_correct: input 'mask' is connected but has no data");
     /* The node is the graph's (non-const) node; only this node's notes change,
      * and a node's kernels never run concurrently. */
-    sl_code rc = mc_build(s, (sl_node *)a->node, s->has_input_mask ? a->in[1] : NULL, a->err);
+    sl_code rc = build_neighbour_lists(s, (sl_node *)a->node, s->has_input_mask ? a->in[1] : NULL, a->err);
     if (rc != SL_OK) return rc;
   }
-  mc_job j = {a, s};
+  correct_job j = {a, s};
   sl_dtype t = a->node->in[0].dtype;
-  sl_range_fn fn = t == SL_U8 ? mc_range_u8 : t == SL_U16 ? mc_range_u16 : mc_range_u32;
+  sl_range_fn fn = t == SL_U8 ? correct_range_u8 : t == SL_U16 ? correct_range_u16 : correct_range_u32;
   int64_t item = s->h * s->w;
   int64_t grain = 65536 / (item + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fn, &j);
   return SL_OK;
 }
 
-static void mc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
-  const mc_state *s = n->state;
+  const correct_state *s = n->state;
   int64_t item = sl_desc_item_elems(&n->in[0]);
   int64_t bytes = positions * sl_desc_item_bytes(&n->in[0]);
   c->bytes_read = bytes;
   c->bytes_written = bytes;
   int64_t per = item; /* copy */
-  bool flagged = sl_param_bool(n, "flagged");
-  if (flagged) per += item; /* the scan for the flag value */
+  if (mask_correct_params_of(n)->flagged) per += item; /* the scan for the flag value */
   if (s && s->built) per += 9 * s->n_bad;
   c->ops = positions * per;
   /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
@@ -387,33 +394,23 @@ static void mc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->state_bytes = 2 * item + n_bad * (int64_t)(sizeof(int64_t) * 9 + 1);
 }
 
-static const sl_param_def mc_params[] = {
-    {"policy", SL_PT_STRING, "median",
-     "median (3x3 median of valid neighbours), zero (set to 0) or none (copy unchanged)"},
-    {"mask_file", SL_PT_PATH, "",
-     "extra static mask, H x W, nonzero = bad: .npy (u1/b1/u2/i4/f4/f8, C order), grayscale PNG, "
-     "or file.h5:/dataset"},
-    {"flagged", SL_PT_BOOL, "true",
-     "also treat pixels at the dtype maximum (the detector's flag value, 0xFFFF for u16) as bad, "
-     "per frame"},
-};
-static const sl_port_def mc_in[] = {
+static const sl_port_def correct_in[] = {
     {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false},
     {"mask", "optional whole [H, W] u8/u16/u32 pixel mask, > 0 = bad (e.g. the detector's "
              "pixel_mask)",
      NULL, true},
 };
-static const sl_port_def mc_out[] = {
+static const sl_port_def correct_out[] = {
     {"frames", "corrected frames: same dtype and shape as the input", "counts", false}};
 
 const sl_node_desc sl_node_mask_correct = {
     .type = "mask_correct",
     .doc = "Replaces bad detector pixels (static mask from an input and/or a .npy file, and pixels "
            "at the flag value) by the median of their valid 3x3 neighbours, by 0, or not at all.",
-    .params = mc_params, .n_params = (int)(sizeof mc_params / sizeof mc_params[0]),
-    .inputs = mc_in, .n_inputs = 2,
-    .outputs = mc_out, .n_outputs = 1,
-    .infer = mc_infer, .cost = mc_cost,
-    .prepare = mc_prepare, .release = mc_release,
-    .kernel = {[SL_BACKEND_CPU] = mc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_mask_correct)},
+    SL_PARAMS_DESC(mask_correct_params),
+    .inputs = correct_in, .n_inputs = SL_COUNT_OF(correct_in),
+    .outputs = correct_out, .n_outputs = SL_COUNT_OF(correct_out),
+    .infer = correct_infer, .cost = correct_cost,
+    .prepare = correct_prepare, .release = correct_release,
+    .kernel = {[SL_BACKEND_CPU] = correct_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_mask_correct)},
 };

@@ -26,8 +26,8 @@
  * failing byte in window order, as with one thread (the same file, offset
  * and chunk). With one thread a window is read exactly as before: one pread
  * per merged run. */
-#ifndef SL_DETECTOR_CHUNK_READER_H
-#define SL_DETECTOR_CHUNK_READER_H
+#ifndef SL_HDF5_CHUNK_READER_H
+#define SL_HDF5_CHUNK_READER_H
 
 #include <stddef.h>
 #include <stdint.h>

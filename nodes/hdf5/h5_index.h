@@ -8,8 +8,8 @@
  * filters, chunk coordinates, offsets and sizes (against the file size) and
  * frame counts are checked when the index is built. See
  * docs/formats/dectris-hdf5.md. */
-#ifndef SL_DETECTOR_H5_INDEX_H
-#define SL_DETECTOR_H5_INDEX_H
+#ifndef SL_HDF5_H5_INDEX_H
+#define SL_HDF5_H5_INDEX_H
 
 #include <stdbool.h>
 #include <stddef.h>

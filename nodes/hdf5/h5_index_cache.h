@@ -2,8 +2,8 @@
  * (prepare, kernels) of every node reading one acquisition list its chunks
  * once. Entries are keyed by path, dataset and the master file's identity
  * (device, inode, size, modification time); a changed file is indexed again. */
-#ifndef SL_DETECTOR_H5_INDEX_CACHE_H
-#define SL_DETECTOR_H5_INDEX_CACHE_H
+#ifndef SL_HDF5_H5_INDEX_CACHE_H
+#define SL_HDF5_H5_INDEX_CACHE_H
 
 #include "nodes/hdf5/h5_index.h"
 

@@ -16,8 +16,8 @@
  * offsets[j]); the packed header and entries of that window are written just
  * before them, so that header + entries + bytes are one contiguous range:
  * exactly the packed buffer (sl_packed_chunks), moved by one copy. */
-#ifndef SL_DETECTOR_SOURCE_WINDOW_H
-#define SL_DETECTOR_SOURCE_WINDOW_H
+#ifndef SL_HDF5_SOURCE_WINDOW_H
+#define SL_HDF5_SOURCE_WINDOW_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* Fuzz target: the object header / version-1 chunk B-tree parser of
- * nodes/detector/h5_btree.c, fed through its bounded-read callback from a
+ * nodes/hdf5/h5_btree.c, fed through its bounded-read callback from a
  * byte buffer. Input: a 10-byte configuration, then the "file":
  *   byte 0: bits 0-1 sizeof offsets (2, 4, 8, 8), bits 2-3 sizeof lengths
  *           (2, 4, 8, 8), bit 4: base address 512 (a user block; 0 if the
@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 10 || size > (4u << 20)) return 0;
   static const unsigned widths[4] = {2, 4, 8, 8};
   buf b = {data + 10, size - 10};
-  sl_h5bt_io io = {.read = read_cb,
+  sl_h5_btree_io io = {.read = read_cb,
                    .ctx = &b,
                    .name = "fuzz.h5",
                    .file_size = b.n,
@@ -48,23 +48,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int rank = data[5] % 3 + 1;
   uint64_t extent[3] = {(uint64_t)data[6] | (uint64_t)data[7] << 8, data[8], data[9]};
 
-  sl_h5bt_layout lay;
+  sl_h5_btree_layout lay;
   bool handled = false;
   char why[96];
   sl_error err;
   sl_error_clear(&err);
-  sl_code rc = sl_h5bt_find_layout(&io, ohdr, &lay, &handled, why, sizeof why, &err);
+  sl_code rc = sl_h5_btree_find_layout(&io, ohdr, &lay, &handled, why, sizeof why, &err);
   if (rc != SL_OK) {
     if (rc != SL_ERR_FORMAT || handled) abort();
     return 0;
   }
   if (!handled) return 0;
-  if (lay.ndims < 2 || lay.ndims > SL_H5BT_MAX_RANK + 1) abort();
-  int64_t n = sl_h5bt_grid_size(&lay, rank, extent, 1 << 16);
+  if (lay.ndims < 2 || lay.ndims > SL_H5_BTREE_MAX_RANK + 1) abort();
+  int64_t n = sl_h5_btree_grid_size(&lay, rank, extent, 1 << 16);
   if (n < 0) return 0;
-  sl_h5bt_chunk *ch = calloc((size_t)n + 1, sizeof *ch);
+  sl_h5_btree_chunk *ch = calloc((size_t)n + 1, sizeof *ch);
   if (!ch) abort();
-  rc = sl_h5bt_list(&io, &lay, rank, extent, ch, n, &err);
+  rc = sl_h5_btree_list(&io, &lay, rank, extent, ch, n, &err);
   if (rc != SL_OK && rc != SL_ERR_FORMAT) abort();
   if (rc == SL_OK) {
     uint64_t avail = io.file_size - io.base;

@@ -376,7 +376,7 @@ static void test_errors(void **st) {
   kv a3[] = {{"factor", "2"}, {"dtype", "u8"}, {"max_value", "64"}};
   expect_error(a3, 3, &in, "4 * 64 = 256", NULL);
   kv a4[] = {{"factor", "2"}, {"dtype", "f32"}};
-  expect_error(a4, 2, &in, "'dtype'", "auto, u8, u16, u32, u64");
+  expect_error(a4, 2, &in, "'dtype'", "auto|u8|u16|u32|u64");
   kv a5[] = {{"factor", "2"}, {"dtype", "i32"}};
   expect_error(a5, 2, &in, "'dtype'", NULL);
   /* factor */
@@ -418,6 +418,13 @@ static void test_descriptor(void **st) {
   assert_string_equal(d->inputs[0].name, "frames");
   assert_string_equal(d->outputs[0].name, "frames");
   assert_non_null(d->kernel[SL_BACKEND_CPU]);
+  /* The CUDA kernel reads factor and max_value by name, as integers. */
+  assert_int_equal(d->n_params, 3);
+  assert_string_equal(d->params[0].name, "factor");
+  assert_int_equal(d->params[0].type, SL_PT_INT);
+  assert_string_equal(d->params[1].choices, "auto|u8|u16|u32|u64");
+  assert_string_equal(d->params[2].name, "max_value");
+  assert_int_equal(d->params[2].type, SL_PT_INT);
   const sl_node_desc *reg = sl_registry_find(sl_nodes_registry(), "bin_detector");
   if (reg) assert_ptr_equal(reg, d);
 }

@@ -322,12 +322,12 @@ static void expect_format(const uint8_t *src, size_t n, size_t elem, size_t cap,
   free(dst);
 }
 
-static void wr_be32(uint8_t *p, uint32_t v) {
+static void write_be32(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
 }
-static void wr_be64(uint8_t *p, uint64_t v) {
-  wr_be32(p, (uint32_t)(v >> 32));
-  wr_be32(p + 4, (uint32_t)v);
+static void write_be64(uint8_t *p, uint64_t v) {
+  write_be32(p, (uint32_t)(v >> 32));
+  write_be32(p + 4, (uint32_t)v);
 }
 
 static void test_malformed(void **state) {
@@ -371,22 +371,22 @@ static void test_malformed(void **state) {
   expect_format(c, n, 2, cap - 2, "total size 3034 bytes exceeds the destination capacity of 3032");
   /* total not a multiple of the element size */
   memcpy(m, c, n);
-  wr_be64(m, 3033);
+  write_be64(m, 3033);
   expect_format(m, n, 2, cap, "is not a multiple of the element size 2");
   /* block length past the end */
   memcpy(m, c, n);
-  wr_be32(m + 12, 0x7FFFFFF0u);
+  write_be32(m + 12, 0x7FFFFFF0u);
   expect_format(m, n, 2, cap, "block 0 at byte 12: compressed length 2147483632 runs past");
   /* block size 0, not a multiple of 8 * elem, absurd */
   memcpy(m, c, n);
-  wr_be32(m + 8, 0);
+  write_be32(m + 8, 0);
   expect_format(m, n, 2, cap, "block size is 0");
-  wr_be32(m + 8, 100);
+  write_be32(m + 8, 100);
   expect_format(m, n, 2, cap, "block size 100 bytes is not a multiple of 8 * element size (16)");
-  wr_be32(m + 8, 0xFFFFFFF0u);
+  write_be32(m + 8, 0xFFFFFFF0u);
   expect_format(m, n, 2, cap, "block size 4294967280 bytes exceeds the limit of 1048576 bytes");
   /* a block size that disagrees with the data: blocks decode to the wrong size */
-  wr_be32(m + 8, 256);
+  write_be32(m + 8, 256);
   expect_format(m, n, 2, cap, "block 0 at byte 12: LZ4 data decodes to 128 bytes, expected 256");
   /* corrupt LZ4: a literal run longer than the block */
   memcpy(m, c, n);
@@ -425,17 +425,17 @@ static void test_malformed_sizes(void **state) {
   uint8_t plain[4096], chunk[8192];
   for (size_t i = 0; i < sizeof plain; i++) plain[i] = (uint8_t)(i * 7);
   /* u8, n = 128, one block of 128 bytes holding 64 bytes of LZ4 output */
-  wr_be64(chunk, 128);
-  wr_be32(chunk + 8, 128);
+  write_be64(chunk, 128);
+  write_be32(chunk + 8, 128);
   int cl = LZ4_compress_default((const char *)plain, (char *)chunk + 16, 64, 4000);
   assert_true(cl > 0);
-  wr_be32(chunk + 12, (uint32_t)cl);
+  write_be32(chunk + 12, (uint32_t)cl);
   expect_format(chunk, 16 + (size_t)cl, 1, 128, "LZ4 data decodes to 64 bytes, expected 128");
   cl = LZ4_compress_default((const char *)plain, (char *)chunk + 16, 200, 4000);
-  wr_be32(chunk + 12, (uint32_t)cl);
+  write_be32(chunk + 12, (uint32_t)cl);
   expect_format(chunk, 16 + (size_t)cl, 1, 128, "LZ4 data decodes to 200 bytes, expected 128");
   /* compressed length 0 */
-  wr_be32(chunk + 12, 0);
+  write_be32(chunk + 12, 0);
   expect_format(chunk, 16, 1, 128, "compressed length is 0");
 
   /* a 64 KiB block (beyond the stack buffer): heap, then caller scratch; the
@@ -445,10 +445,10 @@ static void test_malformed_sizes(void **state) {
   for (size_t i = 0; i < 65536; i++) rows[i] = (uint8_t)(rng() & rng() & 0x11);
   oracle_unshuffle(rows, want, 65536, 1);
   want[65536] = 1, want[65537] = 2, want[65538] = 3;
-  wr_be64(c, big);
-  wr_be32(c + 8, 65536);
+  write_be64(c, big);
+  write_be32(c + 8, 65536);
   cl = LZ4_compress_default((const char *)rows, (char *)c + 16, 65536, LZ4_compressBound(65536));
-  wr_be32(c + 12, (uint32_t)cl);
+  write_be32(c + 12, (uint32_t)cl);
   memcpy(c + 16 + cl, want + 65536, 3);
   size_t csize = 16 + (size_t)cl + 3;
   uint8_t *dst = malloc(big);
@@ -472,8 +472,8 @@ static void test_malformed_sizes(void **state) {
 
   /* empty chunk: total 0 decodes to nothing */
   uint8_t empty[12];
-  wr_be64(empty, 0);
-  wr_be32(empty + 8, 8192);
+  write_be64(empty, 0);
+  write_be32(empty + 8, 8192);
   assert_int_equal(sl_bslz4_decode(empty, 12, 2, NULL, 0, &got, &err), SL_OK);
   assert_int_equal(got, 0);
   /* bad element size is a usage error */

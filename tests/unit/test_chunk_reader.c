@@ -8,16 +8,6 @@
 
 #include "nodes/hdf5/chunk_reader.h"
 
-static sl_h5_index *open_index(const char *path) {
-  sl_h5_index *ix = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  sl_code rc = sl_h5_index_open(path, NULL, &ix, &e);
-  if (rc) print_error("sl_h5_index_open(%s): %s: %s\n", path, e.file, e.msg);
-  assert_int_equal(rc, SL_OK);
-  return ix;
-}
-
 /* All frames of the acquisition through HDF5 (H5Dread of every data file),
  * as uint32. */
 static uint32_t *read_all_frames(const sl_h5_index *ix) {
@@ -52,23 +42,29 @@ static uint32_t elem_at(const uint8_t *p, int size, size_t i) {
   return v;
 }
 
+/* A reader of windows of up to `win` chunks (SL_OK asserted); e cleared. */
+static sl_chunk_reader *reader_open(const sl_h5_index *ix, int64_t win, const sl_chunk_reader_opts *opts,
+                                    sl_error *e) {
+  sl_chunk_reader *r = NULL;
+  sl_error_clear(e);
+  sl_code rc = sl_chunk_reader_open_opts(ix, win, opts, &r, e);
+  if (rc) print_error("sl_chunk_reader_open: %s\n", e->msg);
+  assert_int_equal(rc, SL_OK);
+  return r;
+}
+
 /* Reads the whole acquisition in windows of `win` chunks, double-buffered:
  * request(k+1) before checking window k. Checks every frame against H5Dread
  * (uncompressed) or every chunk against H5Dread_chunk (compressed). */
 static void read_all_and_check_opts(const sl_h5_index *ix, int64_t win, const sl_chunk_reader_opts *opts,
                                    sl_chunk_reader_stats *stats_out) {
-  sl_chunk_reader *r = NULL;
   sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_chunk_reader_open_opts(ix, win, opts, &r, &e), SL_OK);
+  sl_chunk_reader *r = reader_open(ix, win, opts, &e);
   size_t cap = (size_t)(ix->max_chunk_size * (uint64_t)win);
   uint8_t *buf[2] = {malloc(cap), malloc(cap)};
   uint32_t *frames = ix->filter == SL_H5_FILTER_NONE ? read_all_frames(ix) : NULL;
   size_t fp = (size_t)(ix->frame_rows * ix->frame_cols);
   uint64_t *offs = malloc((size_t)(win + 1) * sizeof *offs);
-  uint8_t *chunk = malloc(ix->max_chunk_size);
-  hid_t fid = H5I_INVALID_HID, did = H5I_INVALID_HID;
-  int open_file = -1;
 
   int64_t nwin = (ix->n_chunks + win - 1) / win;
   assert_int_equal(sl_chunk_reader_request(r, 0, win < ix->n_chunks ? win : ix->n_chunks, buf[0], cap, &e), SL_OK);
@@ -97,31 +93,23 @@ static void read_all_and_check_opts(const sl_h5_index *ix, int64_t win, const sl
                        (long long)(c->first_frame + t), i);
       }
       if (!ix->contiguous) { /* raw bytes == H5Dread_chunk */
-        if (c->file != open_file) {
-          if (did >= 0) H5Dclose(did), H5Fclose(fid);
-          fid = H5Fopen(ix->files[c->file], H5F_ACC_RDONLY, H5P_DEFAULT);
-          did = H5Dopen2(fid, "/entry/data/data", H5P_DEFAULT);
-          open_file = c->file;
-        }
         int64_t file_first = c->first_frame;
         for (int64_t q = first + j - 1; q >= 0 && ix->chunks[q].file == c->file; q--)
           file_first = ix->chunks[q].first_frame;
-        hsize_t coord[3] = {(hsize_t)(c->first_frame - file_first), 0, 0};
-        hsize_t sz = 0;
-        assert_true(H5Dget_chunk_storage_size(did, coord, &sz) >= 0);
-        assert_int_equal(sz, c->size);
+        size_t sz = 0;
         uint32_t fm = 0;
-        assert_true(H5Dread_chunk(did, H5P_DEFAULT, coord, &fm, chunk) >= 0);
+        uint8_t *chunk = fx_read_chunk(ix->files[c->file], "/entry/data/data",
+                                       c->first_frame - file_first, &sz, &fm);
+        assert_int_equal(sz, c->size);
         assert_int_equal(fm, c->filter_mask);
         assert_memory_equal(chunk, p, c->size);
+        free(chunk);
       }
     }
   }
   assert_int_equal(sl_chunk_reader_pending(r), 0);
-  if (did >= 0) H5Dclose(did), H5Fclose(fid);
   if (stats_out) sl_chunk_reader_get_stats(r, stats_out);
   sl_chunk_reader_close(r);
-  free(chunk);
   free(offs);
   free(frames);
   free(buf[0]);
@@ -135,14 +123,12 @@ static void read_all_and_check(const sl_h5_index *ix, int64_t win, sl_chunk_read
 static void t_uncompressed_chunked(void **state) {
   fx_opts o = {.n_files = 3, .frames = {10, 10, 7}, .h = 12, .w = 20, .k = 4};
   char m[512];
-  fx_write("rk", &o, m, sizeof m);
-  sl_h5_index *ix = open_index(m);
+  sl_h5_index *ix = fx_index("rk", &o, m, sizeof m);
   for (int64_t win = 1; win <= 9; win += 2) read_all_and_check(ix, win, NULL);
   sl_h5_index_free(ix);
 
   fx_opts p = {.n_files = 2, .frames = {5, 4}, .h = 9, .w = 7, .k = 1, .dtype = H5T_STD_U32LE};
-  fx_write("r1", &p, m, sizeof m);
-  ix = open_index(m);
+  ix = fx_index("r1", &p, m, sizeof m);
   read_all_and_check(ix, 4, NULL);
   sl_h5_index_free(ix);
 }
@@ -150,8 +136,7 @@ static void t_uncompressed_chunked(void **state) {
 static void t_contiguous_merged(void **state) {
   fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 10, .w = 10, .layout = FX_CONTIG, .dtype = H5T_STD_U8LE};
   char m[512];
-  fx_write("rc", &o, m, sizeof m);
-  sl_h5_index *ix = open_index(m);
+  sl_h5_index *ix = fx_index("rc", &o, m, sizeof m);
   assert_int_equal(ix->n_chunks, 11);
   sl_chunk_reader_stats st;
   read_all_and_check(ix, 11, &st);
@@ -163,14 +148,10 @@ static void t_contiguous_merged(void **state) {
 }
 
 static void t_bitshuffle_raw(void **state) {
-  if (!fx_bitshuffle_available()) {
-    print_message("SKIPPED: bitshuffle HDF5 plugin (filter 32008) not found in %s\n", FX_PLUGIN_DIR);
-    skip();
-  }
+  fx_require_bitshuffle();
   fx_opts o = {.n_files = 3, .frames = {7, 7, 3}, .h = 40, .w = 36, .k = 1, .layout = FX_BSLZ4};
   char m[512];
-  fx_write("rbs", &o, m, sizeof m);
-  sl_h5_index *ix = open_index(m);
+  sl_h5_index *ix = fx_index("rbs", &o, m, sizeof m);
   assert_int_equal(ix->filter, SL_H5_FILTER_BITSHUFFLE);
   for (int64_t win = 1; win <= 8; win *= 2) read_all_and_check(ix, win, NULL);
   sl_h5_index_free(ix);
@@ -179,12 +160,9 @@ static void t_bitshuffle_raw(void **state) {
 static void t_fifo_depth(void **state) {
   fx_opts o = {.n_files = 1, .frames = {12}, .h = 4, .w = 4, .k = 1};
   char m[512];
-  fx_write("rfifo", &o, m, sizeof m);
-  sl_h5_index *ix = open_index(m);
-  sl_chunk_reader *r = NULL;
+  sl_h5_index *ix = fx_index("rfifo", &o, m, sizeof m);
   sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_chunk_reader_open(ix, 3, &r, &e), SL_OK);
+  sl_chunk_reader *r = reader_open(ix, 3, NULL, &e);
   uint8_t buf[SL_CHUNK_READER_DEPTH + 1][3 * 32];
   for (int i = 0; i < SL_CHUNK_READER_DEPTH; i++)
     assert_int_equal(sl_chunk_reader_request(r, 3 * i, 3, buf[i], sizeof buf[i], &e), SL_OK);
@@ -210,8 +188,7 @@ static void t_fifo_depth(void **state) {
 static void t_usage_errors(void **state) {
   fx_opts o = {.n_files = 1, .frames = {5}, .h = 4, .w = 4, .k = 1};
   char m[512];
-  fx_write("rusage", &o, m, sizeof m);
-  sl_h5_index *ix = open_index(m);
+  sl_h5_index *ix = fx_index("rusage", &o, m, sizeof m);
   sl_chunk_reader *r = NULL;
   sl_error e;
   sl_error_clear(&e);
@@ -239,13 +216,10 @@ static void t_usage_errors(void **state) {
 static void t_truncated_after_open(void **state) {
   fx_opts o = {.n_files = 2, .frames = {3, 30}, .h = 32, .w = 32, .k = 1};
   char m[512], d2[512];
-  fx_write("rtrunc", &o, m, sizeof m);
+  sl_h5_index *ix = fx_index("rtrunc", &o, m, sizeof m);
   fx_data_path("rtrunc", 2, d2, sizeof d2);
-  sl_h5_index *ix = open_index(m);
-  sl_chunk_reader *r = NULL;
   sl_error e;
-  sl_error_clear(&e);
-  assert_int_equal(sl_chunk_reader_open(ix, ix->n_chunks, &r, &e), SL_OK);
+  sl_chunk_reader *r = reader_open(ix, ix->n_chunks, NULL, &e);
   /* Cut the file inside chunk 3 + 20 (frame 20 of the second file). */
   const sl_h5_chunk *c = &ix->chunks[23];
   assert_int_equal(truncate(d2, (off_t)(c->file_offset + 100)), 0);
@@ -276,9 +250,8 @@ static void t_truncated_after_open(void **state) {
 static void t_missing_at_reader_open(void **state) {
   fx_opts o = {.n_files = 2, .frames = {2, 2}, .h = 4, .w = 4, .k = 1};
   char m[512], d1[512];
-  fx_write("rgone", &o, m, sizeof m);
+  sl_h5_index *ix = fx_index("rgone", &o, m, sizeof m);
   fx_data_path("rgone", 1, d1, sizeof d1);
-  sl_h5_index *ix = open_index(m);
   assert_int_equal(unlink(d1), 0);
   sl_chunk_reader *r = NULL;
   sl_error e;
@@ -296,8 +269,7 @@ static void t_missing_at_reader_open(void **state) {
 static void t_parallel_pieces(void **state) {
   fx_opts o = {.n_files = 3, .frames = {10, 10, 7}, .h = 12, .w = 20, .k = 4};
   char m[512];
-  fx_write("rpar", &o, m, sizeof m);
-  sl_h5_index *ix = open_index(m);
+  sl_h5_index *ix = fx_index("rpar", &o, m, sizeof m);
   for (int threads = 1; threads <= 5; threads += 2)
     for (uint64_t piece = 1; piece <= 4096; piece *= 8) {
       sl_chunk_reader_opts opts = {.threads = threads, .piece_bytes = piece};
@@ -310,8 +282,7 @@ static void t_parallel_pieces(void **state) {
   sl_h5_index_free(ix);
 
   fx_opts c = {.n_files = 2, .frames = {6, 5}, .h = 10, .w = 10, .layout = FX_CONTIG, .dtype = H5T_STD_U8LE};
-  fx_write("rparc", &c, m, sizeof m);
-  ix = open_index(m);
+  ix = fx_index("rparc", &c, m, sizeof m);
   sl_chunk_reader_opts opts = {.threads = 4, .piece_bytes = 96};
   sl_chunk_reader_stats st;
   read_all_and_check_opts(ix, 11, &opts, &st);
@@ -330,8 +301,7 @@ static void t_parallel_pieces(void **state) {
 
   if (fx_bitshuffle_available()) {
     fx_opts b = {.n_files = 3, .frames = {7, 7, 3}, .h = 40, .w = 36, .k = 1, .layout = FX_BSLZ4};
-    fx_write("rparb", &b, m, sizeof m);
-    ix = open_index(m);
+    ix = fx_index("rparb", &b, m, sizeof m);
     sl_chunk_reader_opts bo = {.threads = 3, .piece_bytes = 7};
     for (int64_t win = 1; win <= 8; win *= 2) read_all_and_check_opts(ix, win, &bo, NULL);
     sl_h5_index_free(ix);
@@ -344,9 +314,8 @@ static void t_parallel_pieces(void **state) {
 static void t_parallel_truncated(void **state) {
   fx_opts o = {.n_files = 2, .frames = {3, 30}, .h = 32, .w = 32, .k = 1};
   char m[512], d2[512];
-  fx_write("rptrunc", &o, m, sizeof m);
+  sl_h5_index *ix = fx_index("rptrunc", &o, m, sizeof m);
   fx_data_path("rptrunc", 2, d2, sizeof d2);
-  sl_h5_index *ix = open_index(m);
   const sl_h5_chunk *c = &ix->chunks[23];
   uint64_t cut = c->file_offset + 100;
   assert_int_equal(truncate(d2, (off_t)cut), 0);
@@ -354,11 +323,9 @@ static void t_parallel_truncated(void **state) {
   uint8_t *buf = malloc(cap);
   for (int threads = 1; threads <= 8; threads *= 2)
     for (int rep = 0; rep < 5; rep++) {
-      sl_chunk_reader *r = NULL;
-      sl_error e;
-      sl_error_clear(&e);
       sl_chunk_reader_opts opts = {.threads = threads, .piece_bytes = rep % 2 ? 512 : 3000};
-      assert_int_equal(sl_chunk_reader_open_opts(ix, ix->n_chunks, &opts, &r, &e), SL_OK);
+      sl_error e;
+      sl_chunk_reader *r = reader_open(ix, ix->n_chunks, &opts, &e);
       /* A good window first, then the one that fails, then a good one again:
        * the FIFO reports each with its own status. */
       assert_int_equal(sl_chunk_reader_request(r, 0, 3, buf, cap, &e), SL_OK);
@@ -378,11 +345,9 @@ static void t_parallel_truncated(void **state) {
     }
   /* Close while a large window is being read by several threads. */
   for (int rep = 0; rep < 5; rep++) {
-    sl_chunk_reader *r = NULL;
-    sl_error e;
-    sl_error_clear(&e);
     sl_chunk_reader_opts opts = {.threads = 4, .piece_bytes = 16};
-    assert_int_equal(sl_chunk_reader_open_opts(ix, ix->n_chunks, &opts, &r, &e), SL_OK);
+    sl_error e;
+    sl_chunk_reader *r = reader_open(ix, ix->n_chunks, &opts, &e);
     assert_int_equal(sl_chunk_reader_request(r, 0, 20, buf, cap, &e), SL_OK);
     assert_int_equal(sl_chunk_reader_request(r, 0, 20, buf, cap, &e), SL_OK);
     sl_chunk_reader_close(r);
@@ -404,7 +369,6 @@ static void t_default_threads(void **state) {
 }
 
 int main(void) {
-  fx_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_uncompressed_chunked),
       cmocka_unit_test(t_contiguous_merged),
@@ -417,7 +381,5 @@ int main(void) {
       cmocka_unit_test(t_parallel_truncated),
       cmocka_unit_test(t_default_threads),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  fx_cleanup();
-  return rc;
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -1,5 +1,5 @@
 /* h5_btree: the direct version-1 B-tree chunk listing (h5_btree.c, used by
- * h5_index.c) compared with HDF5's own listing (SLUICE_H5_INDEX=api and
+ * h5_chunk_list.c) compared with HDF5's own listing (SLUICE_H5_INDEX=api and
  * H5Dget_chunk_info) on files written by the HDF5 C API in this test: one,
  * several and 5000 chunks per file (a B-tree of more than one level),
  * uncompressed and bitshuffle-compressed, k frames per chunk, user blocks,
@@ -108,27 +108,48 @@ static ds_facts facts(const char *path, const char *dset) {
   return x;
 }
 
-static sl_h5bt_io mem_io(membuf *m, const ds_facts *x) {
-  sl_h5bt_io io = {.read = mem_read, .ctx = m, .name = "mem.h5", .file_size = m->n, .base = x->base,
+static sl_h5_btree_io mem_io(membuf *m, const ds_facts *x) {
+  sl_h5_btree_io io = {.read = mem_read, .ctx = m, .name = "mem.h5", .file_size = m->n, .base = x->base,
                    .sizeof_addr = x->sa, .sizeof_size = x->ss};
   return io;
 }
 
 /* Parses the in-memory file; returns the rc of the listing (after a
  * successful, handled find_layout). */
-static sl_code parse_mem(membuf *m, const ds_facts *x, sl_h5bt_layout *lay, sl_h5bt_chunk **out, int64_t *n,
+static sl_code parse_mem(membuf *m, const ds_facts *x, sl_h5_btree_layout *lay, sl_h5_btree_chunk **out, int64_t *n,
                          sl_error *e) {
-  sl_h5bt_io io = mem_io(m, x);
+  sl_h5_btree_io io = mem_io(m, x);
   bool handled = false;
   char why[128];
   sl_error_clear(e);
-  sl_code rc = sl_h5bt_find_layout(&io, x->ohdr, lay, &handled, why, sizeof why, e);
+  sl_code rc = sl_h5_btree_find_layout(&io, x->ohdr, lay, &handled, why, sizeof why, e);
   if (rc) return rc;
   assert_true(handled);
-  *n = sl_h5bt_grid_size(lay, 3, x->extent, 1 << 24);
+  *n = sl_h5_btree_grid_size(lay, 3, x->extent, 1 << 24);
   assert_true(*n >= 0);
   *out = calloc((size_t)*n + 1, sizeof **out);
-  return sl_h5bt_list(&io, lay, 3, x->extent, *out, *n, e);
+  return sl_h5_btree_list(&io, lay, 3, x->extent, *out, *n, e);
+}
+
+/* The intact data file at `path`, parsed in memory (SL_OK asserted). */
+typedef struct parsed_file {
+  ds_facts x;
+  membuf mb;
+  sl_h5_btree_layout lay;
+  sl_h5_btree_chunk *chunks;
+  int64_t n;
+} parsed_file;
+
+static parsed_file parse_file(const char *path) {
+  parsed_file p;
+  memset(&p, 0, sizeof p);
+  p.x = facts(path, "/entry/data/data");
+  p.mb = slurp(path);
+  sl_error e;
+  sl_code rc = parse_mem(&p.mb, &p.x, &p.lay, &p.chunks, &p.n, &e);
+  if (rc) print_error("%s: %s\n", path, e.msg);
+  assert_int_equal(rc, SL_OK);
+  return p;
 }
 
 /* ---- tests -------------------------------------------------------------------- */
@@ -148,18 +169,12 @@ static void t_one_several_many(void **state) {
   compare_fast_api(m, NULL, 5300);
   char d1[512];
   fx_data_path("btmany", 1, d1, sizeof d1);
-  ds_facts x = facts(d1, "/entry/data/data");
-  membuf mb = slurp(d1);
-  sl_h5bt_layout lay;
-  sl_h5bt_chunk *ch = NULL;
-  int64_t n = 0;
-  sl_error e;
-  assert_int_equal(parse_mem(&mb, &x, &lay, &ch, &n, &e), SL_OK);
-  assert_int_equal(n, 5000);
-  assert_int_equal(lay.ndims, 4);
-  assert_int_equal(lay.dims[0], 1);
-  assert_int_equal(lay.dims[3], 1);
-  uint8_t level = mb.p[x.base + lay.btree_addr + 5];
+  parsed_file pf = parse_file(d1);
+  assert_int_equal(pf.n, 5000);
+  assert_int_equal(pf.lay.ndims, 4);
+  assert_int_equal(pf.lay.dims[0], 1);
+  assert_int_equal(pf.lay.dims[3], 1);
+  uint8_t level = pf.mb.p[pf.x.base + pf.lay.btree_addr + 5];
   print_message("5000 chunks: root level %u\n", level);
   assert_true(level >= 1);
   /* Every chunk against H5Dget_chunk_info (by index: one pass in the test). */
@@ -167,12 +182,12 @@ static void t_one_several_many(void **state) {
   int64_t *frame = malloc(5000 * sizeof *frame);
   assert_int_equal(fx_list_chunks(d1, "/entry/data/data", addr, size, frame, 5000), 5000);
   for (int i = 0; i < 5000; i++) {
-    assert_true(ch[i].found);
+    assert_true(pf.chunks[i].found);
     assert_int_equal(frame[i], i);
-    assert_int_equal(ch[i].addr + x.base, addr[i]);
-    assert_int_equal(ch[i].size, size[i]);
+    assert_int_equal(pf.chunks[i].addr + pf.x.base, addr[i]);
+    assert_int_equal(pf.chunks[i].size, size[i]);
   }
-  free(addr), free(size), free(frame), free(ch), free(mb.p);
+  free(addr), free(size), free(frame), free(pf.chunks), free(pf.mb.p);
 }
 
 static void t_bitshuffle_and_userblock(void **state) {
@@ -234,13 +249,13 @@ static void write_libver(const char *path, H5F_libver_t low, bool crt_order, int
 static bool parser_handles(const char *path) {
   ds_facts x = facts(path, "/entry/data/data");
   membuf mb = slurp(path);
-  sl_h5bt_io io = mem_io(&mb, &x);
-  sl_h5bt_layout lay;
+  sl_h5_btree_io io = mem_io(&mb, &x);
+  sl_h5_btree_layout lay;
   bool handled = false;
   char why[128] = "";
   sl_error e;
   sl_error_clear(&e);
-  assert_int_equal(sl_h5bt_find_layout(&io, x.ohdr, &lay, &handled, why, sizeof why, &e), SL_OK);
+  assert_int_equal(sl_h5_btree_find_layout(&io, x.ohdr, &lay, &handled, why, sizeof why, &e), SL_OK);
   if (!handled) print_message("%s: not handled: %s\n", path, why);
   free(mb.p);
   return handled;
@@ -248,33 +263,36 @@ static bool parser_handles(const char *path) {
 
 static void t_object_header_versions(void **state) {
   (void)state;
-  char p[512];
-  /* Object header v2 ("OHDR"), layout v3. */
-  snprintf(p, sizeof p, "%s/v18.h5", fx_tmpdir());
-  write_libver(p, H5F_LIBVER_V18, false, 0, 150);
-  assert_true(parser_handles(p));
-  compare_fast_api(p, NULL, 150);
-  snprintf(p, sizeof p, "%s/v18crt.h5", fx_tmpdir());
-  write_libver(p, H5F_LIBVER_V18, true, 40, 70);
-  assert_true(parser_handles(p));
-  compare_fast_api(p, NULL, 70);
-  /* Object header v1 with many attributes (continuation blocks). */
-  snprintf(p, sizeof p, "%s/v1attrs.h5", fx_tmpdir());
-  write_libver(p, H5F_LIBVER_EARLIEST, false, 60, 90);
-  assert_true(parser_handles(p));
-  compare_fast_api(p, NULL, 90);
-  /* Layout v4 (extensible array index): not handled, the API lists it. */
-  snprintf(p, sizeof p, "%s/latest.h5", fx_tmpdir());
-  write_libver(p, H5F_LIBVER_LATEST, false, 0, 80);
-  assert_false(parser_handles(p));
-  compare_fast_api(p, NULL, 80);
+  static const struct {
+    const char *file, *what;
+    H5F_libver_t low;
+    bool crt_order;
+    int n_attrs;
+    int64_t frames;
+    bool handled;
+  } cases[] = {
+      {"v18.h5", "object header v2 (OHDR), layout v3", H5F_LIBVER_V18, false, 0, 150, true},
+      {"v18crt.h5", "the same with attribute creation order", H5F_LIBVER_V18, true, 40, 70, true},
+      {"v1attrs.h5", "object header v1, many attributes (continuation blocks)", H5F_LIBVER_EARLIEST,
+       false, 60, 90, true},
+      {"latest.h5", "layout v4 (extensible array index): not handled, the API lists it",
+       H5F_LIBVER_LATEST, false, 0, 80, false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", fx_tmpdir(), cases[i].file);
+    print_message("%s: %s\n", cases[i].file, cases[i].what);
+    write_libver(p, cases[i].low, cases[i].crt_order, cases[i].n_attrs, cases[i].frames);
+    assert_int_equal(parser_handles(p), cases[i].handled);
+    compare_fast_api(p, NULL, cases[i].frames);
+  }
 }
 
 /* Corrupted bytes must give SL_ERR_FORMAT naming an address, never a crash
  * (the fuzzer covers this at large; these are the named cases). */
 static void expect_mem_error(membuf *m, const ds_facts *x, const char *needle) {
-  sl_h5bt_layout lay;
-  sl_h5bt_chunk *ch = NULL;
+  sl_h5_btree_layout lay;
+  sl_h5_btree_chunk *ch = NULL;
   int64_t n = 0;
   sl_error e;
   sl_code rc = parse_mem(m, x, &lay, &ch, &n, &e);
@@ -295,14 +313,12 @@ static void t_corrupted(void **state) {
   char m[512], d1[512];
   fx_write("btbad", &o, m, sizeof m);
   fx_data_path("btbad", 1, d1, sizeof d1);
-  ds_facts x = facts(d1, "/entry/data/data");
-  membuf good = slurp(d1);
-  sl_h5bt_layout lay;
-  sl_h5bt_chunk *ch = NULL;
-  int64_t n = 0;
+  parsed_file pf = parse_file(d1);
+  free(pf.chunks);
+  const ds_facts x = pf.x;
+  const membuf good = pf.mb;
+  sl_h5_btree_layout lay = pf.lay;
   sl_error e;
-  assert_int_equal(parse_mem(&good, &x, &lay, &ch, &n, &e), SL_OK);
-  free(ch);
   uint64_t root = x.base + lay.btree_addr;
   assert_memory_equal(good.p + root, "TREE", 4);
   assert_true(good.p[root + 5] >= 1); /* 200 chunks: two levels */
@@ -364,10 +380,10 @@ static void t_corrupted(void **state) {
   memcpy(b.p, good.p, good.n);
   b.p[x.base + x.ohdr] = 7;
   {
-    sl_h5bt_io io = mem_io(&b, &x);
+    sl_h5_btree_io io = mem_io(&b, &x);
     bool handled = true;
     sl_error_clear(&e);
-    assert_int_equal(sl_h5bt_find_layout(&io, x.ohdr, &lay, &handled, NULL, 0, &e), SL_ERR_FORMAT);
+    assert_int_equal(sl_h5_btree_find_layout(&io, x.ohdr, &lay, &handled, NULL, 0, &e), SL_ERR_FORMAT);
     assert_false(handled);
     assert_non_null(strstr(e.msg, "no object header at address"));
   }
@@ -376,14 +392,11 @@ static void t_corrupted(void **state) {
 }
 
 int main(void) {
-  fx_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_one_several_many),
       cmocka_unit_test(t_bitshuffle_and_userblock),
       cmocka_unit_test(t_object_header_versions),
       cmocka_unit_test(t_corrupted),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  fx_cleanup();
-  return rc;
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -4,8 +4,11 @@
  * official plugin, user blocks; chunk offsets and sizes checked against
  * H5Dget_chunk_info read independently; metadata; malformed inputs.
  *
- * test_chunk_reader.c includes this file with SL_H5_FIXTURES_ONLY defined to
- * share the fixture writer (tests/unit may only hold test_*.c files). */
+ * The fixture writer is shared: test_chunk_reader.c, test_h5_btree.c and the
+ * node tests of hdf5_source, detector_mask and bslz4_decode include this file
+ * with SL_H5_FIXTURES_ONLY defined (tests/unit may only hold test_*.c files).
+ * They run their tests with cmocka_run_group_tests(tests, fx_setup,
+ * fx_teardown). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,7 +30,12 @@
 
 #define FX_PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
 
-enum { FX_CHUNKED = 0, FX_CONTIG, FX_BSLZ4, FX_DEFLATE };
+/* Not every includer uses every helper. */
+#define FX_HELPER static __attribute__((unused))
+
+/* FX_BSLZ4: bitshuffle with LZ4 (what detectors write); FX_BITSHUFFLE:
+ * bitshuffle without compression. Both through the official plugin. */
+enum { FX_CHUNKED = 0, FX_CONTIG, FX_BSLZ4, FX_DEFLATE, FX_BITSHUFFLE };
 
 typedef struct fx_opts {
   int n_files;                /* 0: single-file layout, /entry/data/data in the master */
@@ -49,7 +57,7 @@ typedef struct fx_opts {
 
 static char g_tmp[256];
 
-static const char *fx_tmpdir(void) {
+FX_HELPER const char *fx_tmpdir(void) {
   if (!g_tmp[0]) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/sluice-h5-XXXXXX");
     if (!mkdtemp(g_tmp)) abort();
@@ -58,14 +66,14 @@ static const char *fx_tmpdir(void) {
 }
 
 /* Value of pixel (r, c) of global frame f; fits every integer dtype used. */
-static uint32_t fx_value(int64_t f, int64_t r, int64_t c, size_t elem) {
+FX_HELPER uint32_t fx_value(int64_t f, int64_t r, int64_t c, size_t elem) {
   uint64_t v = (uint64_t)(f * 7919 + r * 131 + c * 17 + (f * r * c) % 13);
   if (elem == 1) return (uint32_t)(v % 251);
   if (elem == 2) return (uint32_t)(v % 60000);
   return (uint32_t)(v * 65537u % 4000000000u);
 }
 
-static void fx_mkgroups(hid_t f, const char *path) {
+FX_HELPER void fx_mkgroups(hid_t f, const char *path) {
   char buf[256];
   snprintf(buf, sizeof buf, "%s", path);
   for (char *p = buf + 1; *p; p++) {
@@ -77,7 +85,7 @@ static void fx_mkgroups(hid_t f, const char *path) {
   if (H5Lexists(f, buf, H5P_DEFAULT) <= 0) H5Gclose(H5Gcreate2(f, buf, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
 }
 
-static void fx_scalar(hid_t f, const char *path, hid_t type, const void *v) {
+FX_HELPER void fx_scalar(hid_t f, const char *path, hid_t type, const void *v) {
   char dir[256];
   snprintf(dir, sizeof dir, "%s", path);
   *strrchr(dir, '/') = 0;
@@ -92,7 +100,7 @@ static void fx_scalar(hid_t f, const char *path, hid_t type, const void *v) {
   H5Sclose(sp);
 }
 
-static void fx_data(hid_t f, const char *path, const fx_opts *o, int64_t first_frame, int64_t n) {
+FX_HELPER void fx_data(hid_t f, const char *path, const fx_opts *o, int64_t first_frame, int64_t n) {
   hid_t dtype = o->dtype ? o->dtype : H5T_STD_U16LE;
   size_t elem = H5Tget_size(dtype);
   char dir[256];
@@ -106,11 +114,12 @@ static void fx_data(hid_t f, const char *path, const fx_opts *o, int64_t first_f
   if (o->layout != FX_CONTIG) {
     hsize_t cd[3] = {(hsize_t)o->k, (hsize_t)(o->chunk_rows ? o->chunk_rows : o->h), (hsize_t)o->w};
     H5Pset_chunk(dcpl, 3, cd);
-    if (o->layout == FX_BSLZ4) {
-      /* User cd_values of the plugin are (block size, compression); its
-       * set_local prepends (major, minor, element size), so the file stores
-       * {0, minor, elem, 0, 2}. (Passing all five values would shift them.) */
-      unsigned cdv[2] = {0, 2};
+    if (o->layout == FX_BSLZ4 || o->layout == FX_BITSHUFFLE) {
+      /* User cd_values of the plugin are (block size, compression: 2 = LZ4,
+       * 0 = none); its set_local prepends (major, minor, element size), so
+       * the file stores {0, minor, elem, 0, 2}. (Passing all five values
+       * would shift them.) */
+      unsigned cdv[2] = {0, o->layout == FX_BSLZ4 ? 2 : 0};
       assert_true(H5Pset_filter(dcpl, 32008, H5Z_FLAG_MANDATORY, 2, cdv) >= 0);
     } else if (o->layout == FX_DEFLATE) {
       H5Pset_deflate(dcpl, 4);
@@ -142,7 +151,7 @@ static void fx_data(hid_t f, const char *path, const fx_opts *o, int64_t first_f
   H5Sclose(sp);
 }
 
-static void fx_meta(hid_t f, const fx_opts *o, int64_t total) {
+FX_HELPER void fx_meta(hid_t f, const fx_opts *o, int64_t total) {
   long long xp = o->w, yp = o->h, nimg = o->nimages ? o->nimages : total, ntr = 1;
   unsigned sat = 12345;
   double ct = 0.001, ft = 0.0011;
@@ -171,7 +180,7 @@ static void fx_meta(hid_t f, const fx_opts *o, int64_t total) {
   free(mask);
 }
 
-static hid_t fx_create(const char *path, hsize_t userblock) {
+FX_HELPER hid_t fx_create(const char *path, hsize_t userblock) {
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   if (userblock) H5Pset_userblock(fcpl, userblock);
   hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
@@ -182,7 +191,7 @@ static hid_t fx_create(const char *path, hsize_t userblock) {
 
 /* Writes fixture `name` into the temp dir; returns the master (or single)
  * file path in `master`; data file i (1-based) is `<dir>/<name>_data_%06d.h5`. */
-static void fx_write(const char *name, const fx_opts *o, char *master, size_t n) {
+FX_HELPER void fx_write(const char *name, const fx_opts *o, char *master, size_t n) {
   const char *dir = fx_tmpdir();
   snprintf(master, n, "%s/%s_master.h5", dir, name);
   int64_t total = 0;
@@ -212,31 +221,70 @@ static void fx_write(const char *name, const fx_opts *o, char *master, size_t n)
   H5Fclose(m);
 }
 
-static void fx_data_path(const char *name, int i, char *buf, size_t n) {
+FX_HELPER void fx_data_path(const char *name, int i, char *buf, size_t n) {
   snprintf(buf, n, "%s/%s_data_%06d.h5", fx_tmpdir(), name, i);
 }
 
-static bool fx_bitshuffle_available(void) {
+FX_HELPER bool fx_bitshuffle_available(void) {
   return H5Zfilter_avail(32008) > 0;
 }
 
+/* Skips the calling test when the bitshuffle plugin is not installed. */
+FX_HELPER void fx_require_bitshuffle(void) {
+  if (fx_bitshuffle_available()) return;
+  print_message("SKIPPED: bitshuffle HDF5 plugin (filter 32008) not found in %s\n", FX_PLUGIN_DIR);
+  skip();
+}
+
 /* Before the first HDF5 call: the official bitshuffle plugin. */
-static void fx_init(void) {
+FX_HELPER void fx_init(void) {
   setenv("HDF5_PLUGIN_PATH", FX_PLUGIN_DIR, 1);
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-static void fx_cleanup(void) {
+/* The fixtures' temp dir goes. */
+FX_HELPER void fx_cleanup(void) {
   if (!g_tmp[0]) return;
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
 }
 
+/* fx_init and fx_cleanup as cmocka group setup and teardown. */
+FX_HELPER int fx_setup(void **state) {
+  (void)state;
+  fx_init();
+  return 0;
+}
+
+FX_HELPER int fx_teardown(void **state) {
+  (void)state;
+  fx_cleanup();
+  return 0;
+}
+
+/* The index of `path` (SL_OK asserted). */
+FX_HELPER sl_h5_index *fx_open_index(const char *path, const char *dataset) {
+  sl_h5_index *ix = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  sl_code rc = sl_h5_index_open(path, dataset, &ix, &e);
+  if (rc) print_error("sl_h5_index_open(%s): %s: %s\n", path, e.file, e.msg);
+  assert_int_equal(rc, SL_OK);
+  assert_non_null(ix);
+  return ix;
+}
+
+/* Writes fixture `name` (master path to `master`) and opens its index. */
+FX_HELPER sl_h5_index *fx_index(const char *name, const fx_opts *o, char *master, size_t n) {
+  fx_write(name, o, master, n);
+  return fx_open_index(master, NULL);
+}
+
 /* Independent listing: H5Dget_chunk_info of every chunk of one data file,
  * sorted by frame. Returns the count; fills addr/size/frame arrays. */
-__attribute__((unused)) static int fx_list_chunks(const char *file, const char *dset, uint64_t *addr, uint64_t *size, int64_t *frame,
-                          int cap) {
+FX_HELPER int fx_list_chunks(const char *file, const char *dset, uint64_t *addr, uint64_t *size,
+                             int64_t *frame, int cap) {
   hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
   assert_true(f >= 0);
   hid_t d = H5Dopen2(f, dset, H5P_DEFAULT);
@@ -265,26 +313,46 @@ __attribute__((unused)) static int fx_list_chunks(const char *file, const char *
   return (int)n;
 }
 
+/* The stored chunk of `dset` in `file` whose first frame is `frame` (local
+ * to the file), through H5Dread_chunk: its bytes (malloc'd), size and
+ * filter mask. */
+FX_HELPER uint8_t *fx_read_chunk(const char *file, const char *dset, int64_t frame, size_t *size,
+                                 uint32_t *mask) {
+  hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+  assert_true(f >= 0);
+  hid_t d = H5Dopen2(f, dset, H5P_DEFAULT);
+  assert_true(d >= 0);
+  hsize_t coord[3] = {(hsize_t)frame, 0, 0}, sz = 0;
+  assert_true(H5Dget_chunk_storage_size(d, coord, &sz) >= 0);
+  uint8_t *buf = malloc(sz ? (size_t)sz : 1);
+  *mask = 0;
+  assert_true(H5Dread_chunk(d, H5P_DEFAULT, coord, mask, buf) >= 0);
+  *size = (size_t)sz;
+  H5Dclose(d);
+  H5Fclose(f);
+  return buf;
+}
+
+/* Checks frames 0.. n_frames - 1 of h x w elements of elem_size bytes
+ * (little-endian unsigned) against fx_value, pixel by pixel. */
+FX_HELPER void fx_check_frames(const void *frames, size_t elem_size, int64_t n_frames, int64_t h,
+                               int64_t w) {
+  const uint8_t *p = frames;
+  for (int64_t f = 0; f < n_frames; f++)
+    for (int64_t r = 0; r < h; r++)
+      for (int64_t c = 0; c < w; c++, p += elem_size) {
+        uint32_t got = 0;
+        memcpy(&got, p, elem_size);
+        uint32_t want = fx_value(f, r, c, elem_size);
+        if (got != want)
+          fail_msg("frame %lld pixel (%lld, %lld): %u, want %u", (long long)f, (long long)r,
+                   (long long)c, got, want);
+      }
+}
+
 #ifndef SL_H5_FIXTURES_ONLY
 
-#include "nodes/registry.h"
-#include "engine/backend/backend.h"
-#include "engine/graph/graph.h"
-#include "engine/pipeline/spec.h"
-#include "engine/plan/plan.h"
-
 /* ---- tests ---------------------------------------------------------------- */
-
-static sl_h5_index *open_ok(const char *path, const char *dataset) {
-  sl_h5_index *ix = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  sl_code rc = sl_h5_index_open(path, dataset, &ix, &e);
-  if (rc) print_error("sl_h5_index_open(%s): %s: %s\n", path, e.file, e.msg);
-  assert_int_equal(rc, SL_OK);
-  assert_non_null(ix);
-  return ix;
-}
 
 static void check_against_hdf5(const sl_h5_index *ix, const char *dset) {
   int c = 0;
@@ -315,29 +383,34 @@ static void check_against_hdf5(const sl_h5_index *ix, const char *dset) {
 static char g_fmt[2048];
 
 static void expect_error(const char *path, const char *dataset, sl_code code, const char *needle,
-                         const char *file_needle, sl_error *e) {
+                         const char *file_needle) {
   sl_h5_index *ix = NULL;
-  sl_error_clear(e);
-  sl_code rc = sl_h5_index_open(path, dataset, &ix, e);
-  sl_error_format(e, g_fmt, sizeof g_fmt);
-  if (rc != code || !strstr(g_fmt, needle) || (file_needle && !strstr(e->file, file_needle)))
+  sl_error e;
+  sl_error_clear(&e);
+  sl_code rc = sl_h5_index_open(path, dataset, &ix, &e);
+  sl_error_format(&e, g_fmt, sizeof g_fmt);
+  if (rc != code || !strstr(g_fmt, needle) || (file_needle && !strstr(e.file, file_needle)))
     print_error("got code %d: '%s'; wanted code %d containing '%s'\n", rc, g_fmt, code, needle);
   else
     print_message("expected error: %s\n", g_fmt);
   assert_int_equal(rc, code);
   assert_null(ix);
   assert_non_null(strstr(g_fmt, needle));
-  if (file_needle) assert_non_null(strstr(e->file, file_needle));
+  if (file_needle) assert_non_null(strstr(e.file, file_needle));
+}
+
+/* Writes fixture `name` and expects opening it to fail as expect_error says. */
+static void expect_fixture_error(const char *name, const fx_opts *o, sl_code code, const char *needle,
+                                 const char *file_needle) {
+  char m[512];
+  fx_write(name, o, m, sizeof m);
+  expect_error(m, NULL, code, needle, file_needle);
 }
 
 static void t_master_one_frame_chunks(void **state) {
   fx_opts o = {.n_files = 3, .frames = {5, 5, 3}, .h = 16, .w = 12, .k = 1, .meta = true, .image_nr = true};
   char m[512];
-  fx_write("one", &o, m, sizeof m);
-  sl_h5_index *ix = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  ix = open_ok(m, NULL);
+  sl_h5_index *ix = fx_index("one", &o, m, sizeof m);
   assert_string_equal(ix->layout, "dectris-master");
   assert_int_equal(ix->n_files, 3);
   assert_int_equal(ix->n_frames, 13);
@@ -396,11 +469,7 @@ static void t_master_one_frame_chunks(void **state) {
 static void t_master_k_frame_chunks(void **state) {
   fx_opts o = {.n_files = 3, .frames = {10, 10, 7}, .h = 8, .w = 20, .k = 4, .dtype = H5T_STD_U32LE};
   char m[512];
-  fx_write("kf", &o, m, sizeof m);
-  sl_h5_index *ix = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  ix = open_ok(m, NULL);
+  sl_h5_index *ix = fx_index("kf", &o, m, sizeof m);
   assert_int_equal(ix->n_frames, 27);
   assert_int_equal(ix->n_chunks, 3 + 3 + 2);
   assert_int_equal(ix->frames_per_chunk, 4);
@@ -423,11 +492,7 @@ static void t_master_k_frame_chunks(void **state) {
 static void t_contiguous(void **state) {
   fx_opts o = {.n_files = 2, .frames = {4, 3}, .h = 5, .w = 7, .layout = FX_CONTIG, .dtype = H5T_STD_U8LE};
   char m[512];
-  fx_write("contig", &o, m, sizeof m);
-  sl_h5_index *ix = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  ix = open_ok(m, NULL);
+  sl_h5_index *ix = fx_index("contig", &o, m, sizeof m);
   assert_true(ix->contiguous);
   assert_int_equal(ix->n_chunks, 7);
   assert_int_equal(ix->n_frames, 7);
@@ -451,11 +516,7 @@ static void t_contiguous(void **state) {
 static void t_single_file_and_dataset_param(void **state) {
   fx_opts o = {.n_files = 0, .frames = {9}, .h = 6, .w = 6, .k = 2, .meta = true, .image_nr = true};
   char m[512];
-  fx_write("single", &o, m, sizeof m);
-  sl_h5_index *ix = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  ix = open_ok(m, NULL);
+  sl_h5_index *ix = fx_index("single", &o, m, sizeof m);
   assert_string_equal(ix->layout, "single");
   assert_int_equal(ix->n_files, 1);
   assert_string_equal(ix->files[0], m);
@@ -467,27 +528,20 @@ static void t_single_file_and_dataset_param(void **state) {
 
   fx_opts p = {.n_files = 0, .frames = {3}, .h = 4, .w = 5, .k = 3, .dataset = "/scan/frames"};
   fx_write("dsparam", &p, m, sizeof m);
-  expect_error(m, NULL, SL_ERR_FORMAT, "found neither", "dsparam", &e);
-  ix = open_ok(m, "/scan/frames");
+  expect_error(m, NULL, SL_ERR_FORMAT, "found neither", "dsparam");
+  ix = fx_open_index(m, "/scan/frames");
   assert_string_equal(ix->layout, "dataset:/scan/frames");
   assert_int_equal(ix->n_chunks, 1);
   check_against_hdf5(ix, "/scan/frames");
   sl_h5_index_free(ix);
-  expect_error(m, "/scan/nothing", SL_ERR_FORMAT, "no dataset /scan/nothing", "dsparam", &e);
+  expect_error(m, "/scan/nothing", SL_ERR_FORMAT, "no dataset /scan/nothing", "dsparam");
 }
 
 static void t_bitshuffle(void **state) {
-  if (!fx_bitshuffle_available()) {
-    print_message("SKIPPED: bitshuffle HDF5 plugin (filter 32008) not found in %s\n", FX_PLUGIN_DIR);
-    skip();
-  }
+  fx_require_bitshuffle();
   fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 32, .w = 24, .k = 2, .layout = FX_BSLZ4, .meta = true};
   char m[512];
-  fx_write("bs", &o, m, sizeof m);
-  sl_h5_index *ix = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  ix = open_ok(m, NULL);
+  sl_h5_index *ix = fx_index("bs", &o, m, sizeof m);
   assert_int_equal(ix->filter, SL_H5_FILTER_BITSHUFFLE);
   print_message("bitshuffle cd_values (%d):", ix->n_cd_values);
   for (int i = 0; i < ix->n_cd_values; i++) print_message(" %u", ix->bs_cd_values[i]);
@@ -501,6 +555,17 @@ static void t_bitshuffle(void **state) {
   check_against_hdf5(ix, "/entry/data/data");
   for (int i = 0; i < ix->n_chunks; i++) assert_true(ix->chunks[i].size < 2 * 32 * 24 * 2);
   sl_h5_index_free(ix);
+
+  /* Bitshuffle without compression: cd_values[4] = 0, stored chunks of the
+   * raw size. */
+  o.layout = FX_BITSHUFFLE;
+  ix = fx_index("bsraw", &o, m, sizeof m);
+  assert_int_equal(ix->filter, SL_H5_FILTER_BITSHUFFLE);
+  assert_int_equal(ix->n_cd_values, 5);
+  assert_int_equal(ix->bs_cd_values[4], 0);
+  check_against_hdf5(ix, "/entry/data/data");
+  for (int i = 0; i < ix->n_chunks; i++) assert_int_equal(ix->chunks[i].size, 2 * 32 * 24 * 2);
+  sl_h5_index_free(ix);
 }
 
 static void t_userblock(void **state) {
@@ -510,11 +575,7 @@ static void t_userblock(void **state) {
     fx_opts o = {.n_files = 0, .frames = {3}, .h = 4, .w = 4, .k = 1, .userblock = 512,
                  .layout = layout ? FX_CONTIG : FX_CHUNKED};
     char m[512];
-    fx_write(layout ? "ubc" : "ubk", &o, m, sizeof m);
-    sl_h5_index *ix = NULL;
-    sl_error e;
-    sl_error_clear(&e);
-    ix = open_ok(m, NULL);
+    sl_h5_index *ix = fx_index(layout ? "ubc" : "ubk", &o, m, sizeof m);
     FILE *fp = fopen(m, "rb");
     for (int i = 0; i < ix->n_chunks; i++) {
       uint16_t px[16];
@@ -533,8 +594,7 @@ static void t_missing_file(void **state) {
   fx_write("miss", &o, m, sizeof m);
   fx_data_path("miss", 2, d2, sizeof d2);
   assert_int_equal(unlink(d2), 0);
-  sl_error e;
-  expect_error(m, NULL, SL_ERR_IO, "/entry/data/data_000002", "miss_master.h5", &e);
+  expect_error(m, NULL, SL_ERR_IO, "/entry/data/data_000002", "miss_master.h5");
   assert_non_null(strstr(g_fmt, m));
   assert_non_null(strstr(g_fmt, d2));
   assert_non_null(strstr(g_fmt, "missing"));
@@ -542,13 +602,9 @@ static void t_missing_file(void **state) {
 
 static void t_float_dtype(void **state) {
   fx_opts o = {.n_files = 1, .frames = {2}, .h = 4, .w = 4, .k = 1, .dtype = H5T_IEEE_F32LE};
-  char m[512];
-  fx_write("float", &o, m, sizeof m);
-  sl_error e;
-  expect_error(m, NULL, SL_ERR_FORMAT, "float32", "float_data_000001.h5", &e);
+  expect_fixture_error("float", &o, SL_ERR_FORMAT, "float32", "float_data_000001.h5");
   fx_opts p = {.n_files = 1, .frames = {2}, .h = 4, .w = 4, .k = 1, .dtype = H5T_STD_U64LE};
-  fx_write("u64", &p, m, sizeof m);
-  expect_error(m, NULL, SL_ERR_FORMAT, "uint64", "u64_data_000001.h5", &e);
+  expect_fixture_error("u64", &p, SL_ERR_FORMAT, "uint64", "u64_data_000001.h5");
 }
 
 static void t_truncated(void **state) {
@@ -574,26 +630,18 @@ static void t_truncated(void **state) {
 
 static void t_split_chunks(void **state) {
   fx_opts o = {.n_files = 1, .frames = {2}, .h = 8, .w = 4, .k = 1, .chunk_rows = 4};
-  char m[512];
-  fx_write("split", &o, m, sizeof m);
-  sl_error e;
-  expect_error(m, NULL, SL_ERR_FORMAT, "chunks split frames (chunk shape 1 x 4 x 4", "split_data_000001.h5", &e);
+  expect_fixture_error("split", &o, SL_ERR_FORMAT, "chunks split frames (chunk shape 1 x 4 x 4",
+                       "split_data_000001.h5");
 }
 
 static void t_unsupported_filter(void **state) {
   fx_opts o = {.n_files = 1, .frames = {2}, .h = 8, .w = 4, .k = 1, .layout = FX_DEFLATE};
-  char m[512];
-  fx_write("deflate", &o, m, sizeof m);
-  sl_error e;
-  expect_error(m, NULL, SL_ERR_FORMAT, "filter 1 (", "deflate_data_000001.h5", &e);
+  expect_fixture_error("deflate", &o, SL_ERR_FORMAT, "filter 1 (", "deflate_data_000001.h5");
 }
 
 static void t_link_gap(void **state) {
   fx_opts o = {.n_files = 2, .frames = {2, 2}, .h = 4, .w = 4, .k = 1, .skip_link2 = true};
-  char m[512];
-  fx_write("gap", &o, m, sizeof m);
-  sl_error e;
-  expect_error(m, NULL, SL_ERR_FORMAT, "data_000002 is missing", "gap_master.h5", &e);
+  expect_fixture_error("gap", &o, SL_ERR_FORMAT, "data_000002 is missing", "gap_master.h5");
 }
 
 static void t_bad_files(void **state) {
@@ -602,10 +650,9 @@ static void t_bad_files(void **state) {
   FILE *f = fopen(p, "w");
   fputs("hello\n", f);
   fclose(f);
-  sl_error e;
-  expect_error(p, NULL, SL_ERR_FORMAT, "not a readable HDF5 file", "not.h5", &e);
+  expect_error(p, NULL, SL_ERR_FORMAT, "not a readable HDF5 file", "not.h5");
   snprintf(p, sizeof p, "%s/nothere_master.h5", fx_tmpdir());
-  expect_error(p, NULL, SL_ERR_IO, "No such file", "nothere", &e);
+  expect_error(p, NULL, SL_ERR_IO, "No such file", "nothere");
   /* A rank-2 dataset. */
   snprintf(p, sizeof p, "%s/rank2.h5", fx_tmpdir());
   hid_t fid = fx_create(p, 0);
@@ -615,17 +662,13 @@ static void t_bad_files(void **state) {
   H5Dclose(H5Dcreate2(fid, "/entry/data/data", H5T_STD_U16LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   H5Sclose(sp);
   H5Fclose(fid);
-  expect_error(p, NULL, SL_ERR_FORMAT, "rank 2", "rank2.h5", &e);
+  expect_error(p, NULL, SL_ERR_FORMAT, "rank 2", "rank2.h5");
 }
 
 static void t_metadata_variants(void **state) {
   fx_opts o = {.n_files = 1, .frames = {4}, .h = 4, .w = 6, .k = 1, .meta = true, .sat_in_cutoff = true};
   char m[512];
-  fx_write("cutoff", &o, m, sizeof m);
-  sl_h5_index *ix = NULL;
-  sl_error e;
-  sl_error_clear(&e);
-  ix = open_ok(m, NULL);
+  sl_h5_index *ix = fx_index("cutoff", &o, m, sizeof m);
   assert_true(ix->meta.has_saturation_value);
   assert_int_equal(ix->meta.saturation_value, 12345);
   assert_non_null(strstr(ix->meta.saturation_source, "countrate_correction_count_cutoff"));
@@ -633,51 +676,15 @@ static void t_metadata_variants(void **state) {
 
   /* More frames than the detector says it recorded. */
   fx_opts p = {.n_files = 2, .frames = {4, 4}, .h = 4, .w = 6, .k = 1, .meta = true, .nimages = 5};
-  fx_write("nimg", &p, m, sizeof m);
-  expect_error(m, NULL, SL_ERR_FORMAT, "more than nimages x ntrigger = 5", "nimg_master.h5", &e);
+  expect_fixture_error("nimg", &p, SL_ERR_FORMAT, "more than nimages x ntrigger = 5",
+                       "nimg_master.h5");
 
   /* image_nr_low that disagrees with the frame order. */
   fx_opts q = {.n_files = 2, .frames = {3, 3}, .h = 4, .w = 4, .k = 1, .image_nr = true, .image_nr_shift = 1};
-  fx_write("imgnr", &q, m, sizeof m);
-  expect_error(m, NULL, SL_ERR_FORMAT, "image_nr_low = 2", "imgnr_data_000001.h5", &e);
-}
-
-/* On a device backend the source holds two device prefetch buffers, each the
- * size of its output buffer for one chunk: the plan counts them as node
- * device state in the peak it checks against the budget; on the CPU backend
- * there are none. */
-static void t_plan_device_state(void **state) {
-  fx_opts o = {.n_files = 1, .frames = {12}, .h = 16, .w = 12, .k = 1, .meta = true};
-  char m[512], text[1024];
-  fx_write("plan", &o, m, sizeof m);
-  snprintf(text, sizeof text,
-           "pipeline: p\nnodes:\n  src: {type: hdf5_source, params: {path: \"%s\", scan_shape: [3, 4]}}\n"
-           "outputs: {frames: src.frames}\n", m);
-  sl_error e;
-  sl_error_clear(&e);
-  sl_spec *spec = NULL;
-  sl_graph *g = NULL;
-  assert_int_equal(sl_spec_load_string(text, strlen(text), "plan.yaml", NULL, 0, &spec, &e), SL_OK);
-  assert_int_equal(sl_graph_build(spec, NULL, sl_nodes_registry(), &g, &e), SL_OK);
-  int64_t slot_bytes_per_chunk = sl_desc_buffer_bytes(&g->nodes[sl_graph_find(g, "src")].out[0], 4);
-  for (int dev = 0; dev < 2; dev++) {
-    sl_plan_opts po;
-    memset(&po, 0, sizeof po);
-    sl_cpu_backend_ops.probe(&po.caps, &e);
-    po.caps.device_memory = dev; /* a device backend's caps, as far as the plan cares */
-    po.chunk_positions = 4;
-    sl_plan *p = NULL;
-    assert_int_equal(sl_plan_build(g, &po, &p, &e), SL_OK);
-    assert_int_equal(p->device_state_bytes, dev ? 2 * slot_bytes_per_chunk : 0);
-    if (dev) assert_true(p->peak_device_bytes >= p->slot_bytes + 2 * slot_bytes_per_chunk);
-    sl_plan_free(p);
-  }
-  sl_graph_free(g);
-  sl_spec_free(spec);
+  expect_fixture_error("imgnr", &q, SL_ERR_FORMAT, "image_nr_low = 2", "imgnr_data_000001.h5");
 }
 
 int main(void) {
-  fx_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_master_one_frame_chunks),
       cmocka_unit_test(t_master_k_frame_chunks),
@@ -693,11 +700,8 @@ int main(void) {
       cmocka_unit_test(t_link_gap),
       cmocka_unit_test(t_bad_files),
       cmocka_unit_test(t_metadata_variants),
-      cmocka_unit_test(t_plan_device_state),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  fx_cleanup();
-  return rc;
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }
 
 #endif /* SL_H5_FIXTURES_ONLY */

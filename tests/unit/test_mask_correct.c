@@ -26,7 +26,7 @@ static char g_dir[256];
 /* A node of mask_correct with params from `over` (YAML text) or defaults, the
  * frames descriptor and an optional mask descriptor (NULL = unconnected);
  * runs infer. */
-static sl_code mc_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *frames,
+static sl_code correct_make(sl_node *n, const kv *over, int n_over, const sl_tensor_desc *frames,
                        const sl_tensor_desc *mask, sl_error *e) {
   sl_tensor_desc in[2] = {*frames, mask ? *mask : *frames};
   return node_make(n, &sl_node_mask_correct, over, n_over, in, mask ? 2 : 1, e);
@@ -43,9 +43,21 @@ static void run_chunks(sl_node *n, sl_backend *b, const void *frames, const void
   assert_int_equal(rc, SL_OK);
 }
 
+/* Makes and prepares a node with the mask input connected and runs it on
+ * the one frame `frame` into out. The node stays for note checks: node_free
+ * it. */
+static void correct_one_frame(sl_node *n, const kv *o, int n_o, const sl_tensor_desc *in,
+                              const sl_tensor_desc *mdesc, sl_backend *b, const void *frame,
+                              const void *mask, void *out) {
+  sl_error e;
+  assert_int_equal(correct_make(n, o, n_o, in, mdesc, &e), SL_OK);
+  assert_int_equal(n->desc->prepare(n, &e), SL_OK);
+  run_chunks(n, b, frame, mask, 1, 1, out);
+}
+
 /* Random frames; about 1 in 12 pixels at the dtype max (the flag value); the
  * rest spread over the whole range, with runs of near-max values. */
-static void *mc_random_frames(sl_dtype t, int64_t n) {
+static void *random_frames_near_max(sl_dtype t, int64_t n) {
   void *f = malloc((size_t)n * sl_dtype_size(t));
   for (int64_t i = 0; i < n; i++) {
     uint64_t v = rnd();
@@ -143,18 +155,18 @@ static void write_npy_u1(const char *path, const uint8_t *m, int64_t h, int64_t 
 
 enum { SRC_INPUT = 1, SRC_FILE = 2 };
 
-typedef struct mc_case {
+typedef struct correct_case {
   sl_dtype t;
   int64_t h, w;
   int policy; /* 0 median, 1 zero, 2 none */
   int flagged;
   int sources;       /* SRC_INPUT | SRC_FILE, or 0 */
   sl_dtype mask_t;   /* dtype of the mask input */
-} mc_case;
+} correct_case;
 
 static const char *policy_yaml[3] = {"median", "zero", "none"};
 
-static void check_case(const mc_case *k) {
+static void check_case(const correct_case *k) {
   const int64_t rows = 3, cols = 5, npos = rows * cols, h = k->h, w = k->w, item = h * w;
   int64_t d[4] = {rows, cols, h, w};
   sl_tensor_desc in = sl_desc_make(k->t, 4, d, 2);
@@ -187,7 +199,7 @@ static void check_case(const mc_case *k) {
 
   sl_node n;
   sl_error e;
-  sl_code rc = mc_make(&n, o, 3, &in, (k->sources & SRC_INPUT) ? &mdesc : NULL, &e);
+  sl_code rc = correct_make(&n, o, 3, &in, (k->sources & SRC_INPUT) ? &mdesc : NULL, &e);
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
   assert_true(sl_desc_equal_shape(&n.out[0], &in));
@@ -196,7 +208,7 @@ static void check_case(const mc_case *k) {
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
 
   size_t bytes = (size_t)(npos * item) * sl_dtype_size(k->t);
-  void *frames = mc_random_frames(k->t, npos * item);
+  void *frames = random_frames_near_max(k->t, npos * item);
   void *want = malloc(bytes), *got = malloc(bytes);
   reference(frames, want, k->t, npos, h, w, m_all, k->policy, k->flagged);
   if (k->policy == 2) assert_memory_equal(want, frames, bytes);
@@ -261,7 +273,7 @@ static void test_policies_dtypes_sizes(void **st) {
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
       for (int pol = 0; pol < 3; pol++)
         for (int fl = 0; fl <= 1; fl++) {
-          mc_case k = {types[ti], sizes[si][0], sizes[si][1], pol, fl, SRC_INPUT | SRC_FILE,
+          correct_case k = {types[ti], sizes[si][0], sizes[si][1], pol, fl, SRC_INPUT | SRC_FILE,
                        (si & 1) ? SL_U32 : SL_U8};
           check_case(&k);
         }
@@ -272,14 +284,14 @@ static void test_mask_sources(void **st) {
   for (int ti = 0; ti < 3; ti++)
     for (int src = 0; src <= 3; src++)
       for (int pol = 0; pol < 2; pol++) {
-        mc_case k = {types[ti], 19, 13, pol, 1, src, SL_U32};
+        correct_case k = {types[ti], 19, 13, pol, 1, src, SL_U32};
         check_case(&k);
-        mc_case k2 = {types[ti], 19, 13, pol, 0, src, SL_U8};
+        correct_case k2 = {types[ti], 19, 13, pol, 0, src, SL_U8};
         check_case(&k2);
-        mc_case k3 = {types[ti], 7, 6, pol, 1, src, SL_U16};
+        correct_case k3 = {types[ti], 7, 6, pol, 1, src, SL_U16};
         check_case(&k3);
         /* frames large enough that 2 threads split a chunk's frames */
-        mc_case k4 = {types[ti], 128, 131, pol, 1, src, src & 1 ? SL_U8 : SL_U32};
+        correct_case k4 = {types[ti], 128, 131, pol, 1, src, src & 1 ? SL_U8 : SL_U32};
         check_case(&k4);
       }
 }
@@ -300,57 +312,36 @@ static void test_hand_values(void **st) {
   sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
   int64_t md[2] = {3, 4};
   sl_tensor_desc mdesc = sl_desc_make(SL_U8, 2, md, 0);
+  /* Each case: the static mask, a param, and the output pixels it fixes. */
+  static const struct {
+    uint8_t mask[12];
+    kv param; /* {NULL, NULL}: the defaults */
+    int n;
+    int at[4];
+    uint16_t want[4];
+    int static_bad;
+  } cases[] = {
+      {{0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, {NULL, NULL}, 4, {5, 7, 0, 6}, {60, 70, 10, 70}, 1},
+      {{0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {NULL, NULL}, 3, {5, 6, 7}, {50, 65, 70}, 2},
+      /* flagged off: 65535 is a value, a neighbour of (1,2):
+       * 20 30 40 60 65535 90 100 110 -> floor((60 + 90) / 2) = 75 */
+      {{0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {"flagged", "false"}, 2, {6, 7}, {75, 65535}, 1},
+      {{0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {"policy", "zero"}, 3, {6, 7, 5}, {0, 0, 60}, 1},
+  };
   sl_backend *b = backend(2);
-  {
-    uint8_t m[12] = {0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     uint16_t out[12];
     sl_node n;
-    sl_error e;
-    assert_int_equal(mc_make(&n, NULL, 0, &in, &mdesc, &e), SL_OK);
-    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, f, m, 1, 1, out);
-    assert_int_equal(out[5], 60);
-    assert_int_equal(out[7], 70);
-    assert_int_equal(out[0], 10);
-    assert_int_equal(out[6], 70);
-    node_free(&n);
-  }
-  {
-    uint8_t m[12] = {0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
-    uint16_t out[12];
-    sl_node n;
-    sl_error e;
-    assert_int_equal(mc_make(&n, NULL, 0, &in, &mdesc, &e), SL_OK);
-    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, f, m, 1, 1, out);
-    assert_int_equal(out[5], 50);
-    assert_int_equal(out[6], 65);
-    assert_int_equal(out[7], 70);
-    assert_non_null(strstr(note(&n, "static_bad_pixels"), "static_bad_pixels: 2"));
-    node_free(&n);
-  }
-  {
-    /* flagged off: 65535 is a value; it is a neighbour of (1,2). zero policy
-     * elsewhere. */
-    uint8_t m[12] = {0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
-    uint16_t out[12];
-    kv o[] = {{"flagged", "false"}};
-    sl_node n;
-    sl_error e;
-    assert_int_equal(mc_make(&n, o, 1, &in, &mdesc, &e), SL_OK);
-    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, f, m, 1, 1, out);
-    /* 20 30 40 60 65535 90 100 110 -> floor((60 + 90) / 2) = 75 */
-    assert_int_equal(out[6], 75);
-    assert_int_equal(out[7], 65535);
-    node_free(&n);
-    kv z[] = {{"policy", "zero"}};
-    assert_int_equal(mc_make(&n, z, 1, &in, &mdesc, &e), SL_OK);
-    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, f, m, 1, 1, out);
-    assert_int_equal(out[6], 0);
-    assert_int_equal(out[7], 0);
-    assert_int_equal(out[5], 60);
+    correct_one_frame(&n, &cases[i].param, cases[i].param.name ? 1 : 0, &in, &mdesc, b, f,
+                      cases[i].mask, out);
+    for (int k = 0; k < cases[i].n; k++) {
+      if (out[cases[i].at[k]] != cases[i].want[k])
+        fail_msg("case %zu: pixel %d is %u, want %u", i, cases[i].at[k], out[cases[i].at[k]],
+                 cases[i].want[k]);
+    }
+    char want_note[64];
+    snprintf(want_note, sizeof want_note, "static_bad_pixels: %d", cases[i].static_bad);
+    assert_non_null(strstr(note(&n, "static_bad_pixels"), want_note));
     node_free(&n);
   }
   {
@@ -363,10 +354,7 @@ static void test_hand_values(void **st) {
     int64_t md2[2] = {2, 2};
     sl_tensor_desc m2 = sl_desc_make(SL_U32, 2, md2, 0);
     sl_node n;
-    sl_error e;
-    assert_int_equal(mc_make(&n, NULL, 0, &in2, &m2, &e), SL_OK);
-    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
-    run_chunks(&n, b, g, m, 1, 1, out);
+    correct_one_frame(&n, NULL, 0, &in2, &m2, b, g, m, out);
     for (int i = 0; i < 4; i++) assert_int_equal(out[i], 0);
     node_free(&n);
   }
@@ -380,7 +368,7 @@ static void test_cost(void **st) {
   sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
   sl_node n;
   sl_error e;
-  assert_int_equal(mc_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
+  assert_int_equal(correct_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
   sl_node_cost c;
   n.desc->cost(&n, 4, &c);
   assert_int_equal(c.bytes_read, 4 * 17 * 23 * 2);
@@ -407,7 +395,7 @@ static void expect_error(const kv *o, int n_o, const sl_tensor_desc *in, const s
                          sl_code want, const char *needle, const char *needle2) {
   sl_node n;
   sl_error e;
-  sl_code rc = mc_make(&n, o, n_o, in, m, &e);
+  sl_code rc = correct_make(&n, o, n_o, in, m, &e);
   if (rc != want || !strstr(e.msg, needle) || (needle2 && !strstr(e.msg, needle2)))
     fprintf(stderr, "rc %d msg '%s' (want '%s')\n", rc, e.msg, needle);
   assert_int_equal(rc, want);
@@ -423,7 +411,7 @@ static void test_errors(void **st) {
   sl_tensor_desc m = sl_desc_make(SL_U8, 2, md, 0);
 
   kv p[] = {{"policy", "mean"}};
-  expect_error(p, 1, &in, NULL, SL_ERR_PIPELINE, "'policy'", "median, zero, none");
+  expect_error(p, 1, &in, NULL, SL_ERR_PIPELINE, "'policy'", "median|zero|none");
 
   sl_tensor_desc mt = sl_desc_make(SL_U8, 2, bad_md, 0);
   expect_error(NULL, 0, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", "[16, 12]");
@@ -475,7 +463,7 @@ static void test_errors(void **st) {
   /* kernel before prepare */
   sl_node n;
   sl_error e;
-  assert_int_equal(mc_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
+  assert_int_equal(correct_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
   sl_backend *b = backend(1);
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
@@ -498,6 +486,12 @@ static void test_descriptor(void **st) {
   assert_true(d->inputs[1].optional);
   assert_string_equal(d->outputs[0].name, "frames");
   assert_non_null(d->kernel[SL_BACKEND_CPU]);
+  /* The CUDA kernel reads these params by name. */
+  assert_int_equal(d->n_params, 3);
+  assert_string_equal(d->params[0].name, "policy");
+  assert_string_equal(d->params[0].choices, "median|zero|none");
+  assert_string_equal(d->params[2].name, "flagged");
+  assert_int_equal(d->params[2].type, SL_PT_BOOL);
   const sl_node_desc *reg = sl_registry_find(sl_nodes_registry(), "mask_correct");
   if (reg) assert_ptr_equal(reg, d);
 }

@@ -1,0 +1,367 @@
+/* hdf5_source: detector frames from acquisitions written with the HDF5 C API
+ * (test_h5_index.c's fixtures; bitshuffle through the official plugin):
+ * plain frames against the fixture's pixel formula, the stored chunks of a
+ * compressed file against H5Dread_chunk, the output descriptor, the scan
+ * shape (param, square frame count, errors), the notes, a file changed since
+ * planning, and the device state the plan counts for the source. */
+#define SL_H5_FIXTURES_ONLY
+#include "test_h5_index.c"
+
+#include "engine/pipeline/spec.h"
+#include "engine/plan/plan.h"
+#include "nodes/registry.h"
+#include "tests/unit/node_harness.h"
+
+extern const sl_node_desc sl_node_hdf5_source;
+
+/* A node of hdf5_source on `path` (quoted for YAML) with more params; runs
+ * infer. */
+static sl_code source_make(sl_node *n, const char *path, const kv *more, int n_more, sl_error *e) {
+  char yaml[600];
+  snprintf(yaml, sizeof yaml, "'%s'", path);
+  kv over[4] = {{"path", yaml}};
+  assert_true(n_more < 4);
+  for (int i = 0; i < n_more; i++) over[1 + i] = more[i];
+  return node_make(n, &sl_node_hdf5_source, over, 1 + n_more, NULL, 0, e);
+}
+
+/* source_make that must succeed, then prepare. */
+static void source_ready(sl_node *n, const char *path, const kv *more, int n_more) {
+  sl_error e;
+  sl_code rc = source_make(n, path, more, n_more, &e);
+  if (rc) print_error("hdf5_source on %s: %s\n", path, e.msg);
+  assert_int_equal(rc, SL_OK);
+  assert_int_equal(n->desc->prepare(n, &e), SL_OK);
+}
+
+/* Writes fixture `name` (master path to m, 512 bytes) and readies a source
+ * on it. */
+static void source_fixture(sl_node *n, const char *name, const fx_opts *o, char *m, const kv *more,
+                           int n_more) {
+  fx_write(name, o, m, 512);
+  source_ready(n, m, more, n_more);
+}
+
+/* infer must fail with `code` and a message containing `needle`. */
+static void expect_infer_error(const char *path, const kv *more, int n_more, sl_code code,
+                               const char *needle) {
+  sl_node n;
+  sl_error e;
+  sl_code rc = source_make(&n, path, more, n_more, &e);
+  if (rc != code || !strstr(e.msg, needle))
+    print_error("got %d '%s', wanted %d with '%s'\n", rc, e.msg, code, needle);
+  assert_int_equal(rc, code);
+  assert_non_null(strstr(e.msg, needle));
+  node_free(&n);
+}
+
+/* Reads a plain (uncompressed) acquisition through the node in chunks of
+ * each size in `chunks` on 1 and 3 threads, checking every frame. */
+static void read_plain(const char *path, const kv *more, int n_more, const int64_t *chunks,
+                       int n_chunks) {
+  for (int threads = 1; threads <= 3; threads += 2)
+    for (int k = 0; k < n_chunks; k++) {
+      sl_node n;
+      source_ready(&n, path, more, n_more);
+      const sl_tensor_desc *d = &n.out[0];
+      assert_int_equal(d->encoding, SL_ENC_NONE);
+      int64_t npos = sl_desc_positions(d);
+      void *frames = malloc((size_t)sl_desc_bytes(d));
+      void *outs[1] = {frames};
+      sl_backend *b = backend(threads);
+      sl_error e;
+      sl_code rc = run_stream(&n, b, NULL, NULL, 0, outs, npos, chunks[k], &e);
+      if (rc) print_error("chunk %lld: %s\n", (long long)chunks[k], e.msg);
+      assert_int_equal(rc, SL_OK);
+      fx_check_frames(frames, sl_dtype_size(d->dtype), npos, d->dims[2], d->dims[3]);
+      sl_cpu_backend_ops.destroy(b);
+      free(frames);
+      node_free(&n);
+    }
+}
+
+static void assert_note(const sl_node *n, const char *key, const char *needle) {
+  const char *v = note(n, key);
+  if (!v || !strstr(v, needle)) print_error("note %s: '%s', wanted '%s'\n", key, v ? v : "(none)", needle);
+  assert_non_null(v);
+  assert_non_null(strstr(v, needle));
+}
+
+/* ---- plain frames ------------------------------------------------------------ */
+
+static void t_master_u16_scan_shape_param(void **state) {
+  fx_opts o = {.n_files = 3, .frames = {5, 5, 2}, .h = 16, .w = 12, .k = 1, .meta = true};
+  char m[512];
+  kv shape[] = {{"scan_shape", "[3, 4]"}};
+  sl_node n;
+  source_fixture(&n, "src16", &o, m, shape, 1);
+  const sl_tensor_desc *d = &n.out[0];
+  int64_t want_dims[4] = {3, 4, 16, 12};
+  assert_int_equal(d->dtype, SL_U16);
+  assert_int_equal(d->rank, 4);
+  assert_int_equal(d->stream_rank, 2);
+  for (int i = 0; i < 4; i++) assert_int_equal(d->dims[i], want_dims[i]);
+  assert_int_equal(d->positions_per_stored_chunk, 0);
+  assert_note(&n, "source", "dectris-master, 3 data files, 12 frames of 16x12, 2-byte elements");
+  assert_note(&n, "storage", "chunked, no filter, 1 frame per stored chunk, 12 stored chunks");
+  assert_note(&n, "scan_shape", "[3, 4] (from the param)");
+  assert_note(&n, "saturation_value", "12345 (/entry/instrument/detector/saturation_value)");
+  assert_note(&n, "pixel_mask", "3 bad pixels");
+  assert_note(&n, "nimages", "12");
+  assert_note(&n, "count_time", "0.001 s");
+  node_free(&n);
+  const int64_t chunks[] = {1, 5, 12};
+  read_plain(m, shape, 1, chunks, SL_COUNT_OF(chunks));
+}
+
+static void t_k_frame_chunks_square_u32(void **state) {
+  /* 25 frames: a square scan without the param; chunks of 4 frames, the
+   * last chunk of each file partial. */
+  fx_opts o = {.n_files = 2, .frames = {10, 15}, .h = 8, .w = 20, .k = 4, .dtype = H5T_STD_U32LE};
+  char m[512];
+  sl_node n;
+  source_fixture(&n, "src32", &o, m, NULL, 0);
+  assert_int_equal(n.out[0].dtype, SL_U32);
+  assert_int_equal(n.out[0].dims[0], 5);
+  assert_int_equal(n.out[0].dims[1], 5);
+  assert_note(&n, "scan_shape", "[5, 5] (square frame count; the file does not store it)");
+  assert_null(note(&n, "pixel_mask"));
+  node_free(&n);
+  const int64_t chunks[] = {3, 7, 25};
+  read_plain(m, NULL, 0, chunks, SL_COUNT_OF(chunks));
+}
+
+static void t_contiguous_u8_and_dataset_param(void **state) {
+  fx_opts o = {.n_files = 2, .frames = {4, 5}, .h = 5, .w = 7, .layout = FX_CONTIG, .dtype = H5T_STD_U8LE};
+  char m[512];
+  sl_node n;
+  source_fixture(&n, "src8", &o, m, NULL, 0);
+  assert_int_equal(n.out[0].dtype, SL_U8);
+  assert_note(&n, "storage", "contiguous");
+  node_free(&n);
+  const int64_t chunks[] = {2, 9};
+  read_plain(m, NULL, 0, chunks, SL_COUNT_OF(chunks));
+
+  /* One file, the frames at a path of its own: param 'dataset'. */
+  fx_opts p = {.n_files = 0, .frames = {6}, .h = 4, .w = 5, .k = 2, .dataset = "/scan/frames"};
+  kv ds[] = {{"dataset", "/scan/frames"}, {"scan_shape", "[2, 3]"}};
+  source_fixture(&n, "srcds", &p, m, ds, 2);
+  assert_note(&n, "source", "dataset:/scan/frames");
+  node_free(&n);
+  read_plain(m, ds, 2, chunks, 1);
+  expect_infer_error(m, NULL, 0, SL_ERR_FORMAT, "found neither");
+}
+
+/* ---- compressed: stored chunks ------------------------------------------------- */
+
+/* The source's output for scan positions [start, start + count) into a
+ * buffer of the planned size (malloc'd). */
+static sl_packed_chunks *source_call(sl_node *n, sl_backend *b, int64_t start, int64_t count,
+                                     int64_t npos, int64_t chunk) {
+  size_t cap = (size_t)sl_desc_buffer_bytes(&n->out[0], chunk);
+  sl_packed_chunks *pk = malloc(cap);
+  sl_error e;
+  sl_error_clear(&e);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.backend = b, a.node = n, a.state = n->state, a.err = &e;
+  a.pos_start = start, a.pos_count = count, a.chunk = start / chunk;
+  a.n_chunks = (npos + chunk - 1) / chunk;
+  a.out[0] = pk;
+  sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+  if (rc) print_error("positions %lld..: %s\n", (long long)start, e.msg);
+  assert_int_equal(rc, SL_OK);
+  return pk;
+}
+
+/* Every stored chunk of the fixture's acquisition (11 frames) is in the
+ * packed buffers exactly as H5Dread_chunk reads it, in every chunk of the
+ * scan that holds one of its frames. Returns the largest stored chunk. */
+static int64_t check_packed(const char *name, const fx_opts *o, const char *master, int64_t chunk) {
+  kv shape[] = {{"scan_shape", "[1, 11]"}};
+  sl_node n;
+  source_ready(&n, master, shape, 1);
+  const int64_t npos = 11;
+  sl_backend *b = backend(2);
+  int64_t next_frame = 0; /* the first frame of the next stored chunk expected */
+  int64_t stored = 0, largest = 0;
+  for (int64_t start = 0; start < npos; start += chunk) {
+    int64_t count = npos - start < chunk ? npos - start : chunk;
+    sl_packed_chunks *pk = source_call(&n, b, start, count, npos, chunk);
+    assert_true(pk->n >= 1);
+    for (uint64_t j = 0; j < pk->n; j++) {
+      const sl_packed_entry *en = &pk->entries[j];
+      /* Which file and local frame the entry's first position is. */
+      int file = 0;
+      int64_t local = en->first_position;
+      while (local >= o->frames[file]) local -= o->frames[file++];
+      int64_t want_n = o->frames[file] - local < o->k ? o->frames[file] - local : o->k;
+      assert_int_equal(en->n_positions, want_n);
+      assert_true(en->first_position < start + count);
+      assert_true(en->first_position + en->n_positions > start);
+      if (en->first_position == next_frame) { /* first time seen */
+        assert_int_equal(en->stored_chunk, stored);
+        stored++;
+        next_frame += en->n_positions;
+      }
+      char data_file[512];
+      fx_data_path(name, file + 1, data_file, sizeof data_file);
+      assert_non_null(strstr(en->where, data_file));
+      assert_non_null(strstr(en->where, ":/entry/data/data"));
+      size_t size = 0;
+      uint32_t mask = 0;
+      uint8_t *want = fx_read_chunk(data_file, "/entry/data/data", local, &size, &mask);
+      assert_int_equal(en->size, size);
+      if ((int64_t)size > largest) largest = (int64_t)size;
+      assert_int_equal(en->filter_mask, mask);
+      assert_memory_equal((const uint8_t *)pk + en->offset, want, size);
+      free(want);
+    }
+    free(pk);
+  }
+  assert_int_equal(next_frame, npos);
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  return largest;
+}
+
+static void t_bitshuffle_stored_chunks(void **state) {
+  fx_require_bitshuffle();
+  fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 32, .w = 24, .k = 2, .layout = FX_BSLZ4};
+  char m[512];
+  kv shape[] = {{"scan_shape", "[1, 11]"}};
+  sl_node n;
+  source_fixture(&n, "srcbs", &o, m, shape, 1);
+  const sl_tensor_desc *d = &n.out[0];
+  assert_int_equal(d->encoding, SL_ENC_BSLZ4);
+  assert_int_equal(d->dtype, SL_U16);
+  assert_int_equal(d->positions_per_stored_chunk, 2);
+  assert_int_equal(d->min_positions_per_stored_chunk, 1); /* each file's last chunk */
+  assert_int_equal(d->encoded_block_elems, 0);
+  assert_note(&n, "storage", "bitshuffle (filter 32008), 2 frames per stored chunk, 6 stored chunks");
+  for (int64_t chunk = 1; chunk <= 11; chunk += 2)
+    assert_int_equal(check_packed("srcbs", &o, m, chunk), d->max_stored_chunk_bytes);
+  node_free(&n);
+
+  /* Bitshuffle without LZ4. */
+  o.layout = FX_BITSHUFFLE;
+  source_fixture(&n, "srcbr", &o, m, shape, 1);
+  assert_int_equal(n.out[0].encoding, SL_ENC_BITSHUFFLE);
+  assert_int_equal(check_packed("srcbr", &o, m, 3), 2 * 32 * 24 * 2);
+  node_free(&n);
+}
+
+/* ---- errors ------------------------------------------------------------------- */
+
+static void t_scan_shape_and_input_errors(void **state) {
+  fx_opts o = {.n_files = 1, .frames = {10}, .h = 4, .w = 4, .k = 1};
+  char m[512];
+  fx_write("srcten", &o, m, sizeof m);
+  expect_infer_error(m, NULL, 0, SL_ERR_PIPELINE, "10 frames, not a square number");
+  kv bad[][1] = {{{"scan_shape", "[3, 3]"}}, {{"scan_shape", "[0, 10]"}}, {{"scan_shape", "[10]"}},
+                 {{"scan_shape", "[1, 2, 5]"}}};
+  expect_infer_error(m, bad[0], 1, SL_ERR_PIPELINE, "[3, 3] holds 9 positions but");
+  for (int i = 1; i < 4; i++)
+    expect_infer_error(m, bad[i], 1, SL_ERR_PIPELINE, "needs two positive axes");
+  kv good[] = {{"scan_shape", "[2, 5]"}};
+  sl_node n;
+  source_ready(&n, m, good, 1);
+  assert_int_equal(n.out[0].dims[0], 2);
+  assert_int_equal(n.out[0].dims[1], 5);
+  node_free(&n);
+
+  /* An empty path, a missing file, float and signed data. */
+  sl_error e;
+  kv empty[] = {{"path", ""}};
+  assert_int_equal(node_make(&n, &sl_node_hdf5_source, empty, 1, NULL, 0, &e), SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "param 'path' is empty"));
+  node_free(&n);
+  snprintf(m, sizeof m, "%s/absent_master.h5", fx_tmpdir());
+  expect_infer_error(m, NULL, 0, SL_ERR_IO, "No such file");
+  fx_opts f = {.n_files = 1, .frames = {4}, .h = 4, .w = 4, .k = 1, .dtype = H5T_IEEE_F32LE};
+  fx_write("srcf32", &f, m, sizeof m);
+  expect_infer_error(m, NULL, 0, SL_ERR_FORMAT, "float32");
+  fx_opts s = {.n_files = 1, .frames = {4}, .h = 4, .w = 4, .k = 1, .dtype = H5T_STD_I16LE};
+  fx_write("srci16", &s, m, sizeof m);
+  expect_infer_error(m, NULL, 0, SL_ERR_FORMAT, "must be u8, u16 or u32, found signed 2-byte");
+}
+
+/* The file is read again at prepare: a different frame count since infer is
+ * an error, never a misread. */
+static void t_changed_since_planning(void **state) {
+  fx_opts o = {.n_files = 0, .frames = {9}, .h = 4, .w = 4, .k = 1};
+  char m[512];
+  fx_write("srcchg", &o, m, sizeof m);
+  sl_node n;
+  sl_error e;
+  assert_int_equal(source_make(&n, m, NULL, 0, &e), SL_OK);
+  o.frames[0] = 16;
+  fx_write("srcchg", &o, m, sizeof m);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_ERR_IO);
+  assert_non_null(strstr(e.msg, "changed since the pipeline was planned"));
+  node_free(&n);
+}
+
+/* ---- cost and plan -------------------------------------------------------------- */
+
+/* On a device backend the source holds two device prefetch buffers, each the
+ * size of its output buffer for one chunk: the plan counts them as node
+ * device state in the peak it checks against the budget; on the CPU backend
+ * there are none. */
+static void t_plan_device_state(void **state) {
+  fx_opts o = {.n_files = 1, .frames = {12}, .h = 16, .w = 12, .k = 1, .meta = true};
+  char m[512], text[1024];
+  fx_write("plan", &o, m, sizeof m);
+  snprintf(text, sizeof text,
+           "pipeline: p\nnodes:\n  src: {type: hdf5_source, params: {path: \"%s\", scan_shape: [3, 4]}}\n"
+           "outputs: {frames: src.frames}\n",
+           m);
+  sl_error e;
+  sl_error_clear(&e);
+  sl_spec *spec = NULL;
+  sl_graph *g = NULL;
+  assert_int_equal(sl_spec_load_string(text, strlen(text), "plan.yaml", NULL, 0, &spec, &e), SL_OK);
+  assert_int_equal(sl_graph_build(spec, NULL, sl_nodes_registry(), &g, &e), SL_OK);
+  int64_t slot_bytes_per_chunk = sl_desc_buffer_bytes(&g->nodes[sl_graph_find(g, "src")].out[0], 4);
+  for (int dev = 0; dev < 2; dev++) {
+    sl_plan_opts po;
+    memset(&po, 0, sizeof po);
+    sl_cpu_backend_ops.probe(&po.caps, &e);
+    po.caps.device_memory = dev; /* a device backend's caps, as far as the plan cares */
+    po.chunk_positions = 4;
+    sl_plan *p = NULL;
+    assert_int_equal(sl_plan_build(g, &po, &p, &e), SL_OK);
+    assert_int_equal(p->device_state_bytes, dev ? 2 * slot_bytes_per_chunk : 0);
+    if (dev) assert_true(p->peak_device_bytes >= p->slot_bytes + 2 * slot_bytes_per_chunk);
+    sl_plan_free(p);
+  }
+  sl_graph_free(g);
+  sl_spec_free(spec);
+}
+
+static void t_descriptor(void **state) {
+  const sl_node_desc *d = &sl_node_hdf5_source;
+  assert_string_equal(d->type, "hdf5_source");
+  assert_int_equal(d->n_inputs, 0);
+  assert_int_equal(d->n_outputs, 1);
+  assert_string_equal(d->outputs[0].name, "frames");
+  assert_int_equal(d->n_params, 3);
+  assert_string_equal(d->params[0].name, "path");
+  assert_null(d->params[0].default_value); /* required */
+  assert_string_equal(d->params[2].name, "scan_shape");
+  assert_ptr_equal(sl_registry_find(sl_nodes_registry(), "hdf5_source"), d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(t_master_u16_scan_shape_param),
+      cmocka_unit_test(t_k_frame_chunks_square_u32),
+      cmocka_unit_test(t_contiguous_u8_and_dataset_param),
+      cmocka_unit_test(t_bitshuffle_stored_chunks),
+      cmocka_unit_test(t_scan_shape_and_input_errors),
+      cmocka_unit_test(t_changed_since_planning),
+      cmocka_unit_test(t_plan_device_state),
+      cmocka_unit_test(t_descriptor),
+  };
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
+}
