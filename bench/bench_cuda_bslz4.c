@@ -11,7 +11,7 @@
  *     decode kernels and the 80-byte error-record copy), decoded GB/s;
  *   - the scan cut in chunks of K frames, one launcher call per chunk, wall
  *     clock, in the default deferred error-check mode and in sync mode
- *     (check_every_call, as SLUICE_CUDA_BSLZ4_CHECK=sync: a stream sync per call);
+ *     (check_every_call, as the node param check_each_call: a stream sync per call);
  * and the whole output is compared with the frames. Never asserts on time.
  * Usage: bench_cuda_bslz4 [frames=32768] [side=192] [repeats=5] [unique=256] */
 #include <stdint.h>

@@ -21,8 +21,8 @@
 #include "engine/graph/node.h"
 #include "engine/graph/node_params.h"
 #include "nodes/common/frame_ports.h"
-#include "shaders/cuda/sl_cuda.h"
-#include "shaders/cuda/sl_cuda_detector.h"
+#include "nodes/common/cuda_glue.h"
+#include "shaders/cuda/detector/bin_detector.h"
 
 /* The CUDA kernel reads "factor" and "max_value" by name (shaders/cuda/detector.cu). */
 #define BIN_DETECTOR_PARAMS(P)                                                                   \
@@ -332,6 +332,33 @@ static const sl_port_def bin_out[] = {
      "columns that do not fill a bin are dropped",
      "counts", false}};
 
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node. */
+static sl_cuda_bin_detector_params bin_cuda_params(const sl_kernel_args *a) {
+  const sl_node *n = a->node;
+  const sl_tensor_desc *x = &n->in[0];
+  const bin_detector_params *bp = bin_detector_params_of(n);
+  sl_cuda_bin_detector_params p = {.frames = sl_glue_frame_shape(x),
+                                   .binned = sl_glue_frame_shape(&n->out[0]),
+                                   .factor = (int)bp->factor,
+                                   .max_value = bp->max_value,
+                                   .scan_rank = x->stream_rank,
+                                   .device_state = sl_glue_device_state(a)};
+  for (int k = 0; k < x->stream_rank && k < SL_MAX_RANK; k++) p.scan_dims[k] = x->dims[k];
+  return p;
+}
+
+static sl_code bin_cuda(sl_kernel_args *a) {
+  const sl_cuda_bin_detector_params p = bin_cuda_params(a);
+  return sl_cuda_bin_detector(&p, a);
+}
+
+static sl_code bin_cuda_finalize(sl_kernel_args *a) {
+  const sl_cuda_bin_detector_params p = bin_cuda_params(a);
+  return sl_cuda_bin_detector_finalize(&p, a);
+}
+#endif
+
 const sl_node_desc sl_node_bin_detector = {
     .type = "bin_detector",
     .doc = "Detector binning by 2, 4 or 8: exact sums in a dtype proven to hold them (widened "
@@ -340,7 +367,7 @@ const sl_node_desc sl_node_bin_detector = {
     .inputs = bin_in, .n_inputs = SL_COUNT_OF(bin_in),
     .outputs = bin_out, .n_outputs = SL_COUNT_OF(bin_out),
     .infer = bin_infer, .cost = bin_cost,
-    .kernel = {[SL_BACKEND_CPU] = bin_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bin_detector)},
+    .kernel = {[SL_BACKEND_CPU] = bin_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(bin_cuda)},
     /* CUDA: reports a max_value audit failure of the last chunk (see detector.cu). */
-    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bin_detector_finalize)},
+    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(bin_cuda_finalize)},
 };

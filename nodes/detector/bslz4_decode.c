@@ -13,9 +13,14 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node_params.h"
 #include "nodes/codec/bslz4.h"
-#include "shaders/cuda/sl_cuda.h"
+#include "nodes/common/cuda_glue.h"
+#include "shaders/cuda/detector/bslz4_decode.h"
 
-#define BSLZ4_DECODE_PARAMS(P) P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)
+#define BSLZ4_DECODE_PARAMS(P)                                                            \
+  P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)                               \
+  P(BOOL, check_each_call, "false",                                                       \
+    "CUDA: wait after every call so that a corrupt chunk fails at its own call instead "  \
+    "of at the next phase boundary (slower; for debugging)", NULL)
 SL_NODE_PARAMS(bslz4_decode_params, BSLZ4_DECODE_PARAMS)
 
 static sl_code decode_infer(sl_node *n, sl_error *err) {
@@ -166,6 +171,17 @@ static const sl_port_def decode_in[] = {
     {"chunks", "stored chunks from hdf5_source (plain frames pass through)", NULL, false}};
 static const sl_port_def decode_out[] = {{"frames", "decoded frames, same type and shape", "counts", false}};
 
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node. */
+static sl_code decode_cuda(sl_kernel_args *a) {
+  const sl_cuda_bslz4_decode_params p = {
+      .chunks = a->node->in[0],
+      .check_every_call = bslz4_decode_params_of(a->node)->check_each_call,
+      .device_state = sl_glue_device_state(a)};
+  return sl_cuda_bslz4_decode(&p, a);
+}
+#endif
+
 const sl_node_desc sl_node_bslz4_decode = {
     .type = "bslz4_decode",
     .doc = "Decodes bitshuffle-LZ4 (and bitshuffle, raw) stored chunks to frames, exactly.",
@@ -173,5 +189,5 @@ const sl_node_desc sl_node_bslz4_decode = {
     .inputs = decode_in, .n_inputs = SL_COUNT_OF(decode_in),
     .outputs = decode_out, .n_outputs = SL_COUNT_OF(decode_out),
     .infer = decode_infer, .cost = decode_cost,
-    .kernel = {[SL_BACKEND_CPU] = decode_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_bslz4_decode)},
+    .kernel = {[SL_BACKEND_CPU] = decode_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(decode_cuda)},
 };

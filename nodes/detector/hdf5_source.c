@@ -18,7 +18,7 @@
 #include "nodes/hdf5/h5_index.h"
 #include "nodes/hdf5/h5_index_cache.h"
 #include "nodes/hdf5/source_window.h"
-#include "shaders/cuda/sl_cuda.h"
+#include "shaders/cuda/common/launcher.h"
 
 #define HDF5_SOURCE_PARAMS(P)                                                                  \
   P(PATH, path, NULL, "detector master file (or any HDF5 file with a 3-D frame dataset)", NULL) \

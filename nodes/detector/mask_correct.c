@@ -28,8 +28,8 @@
 #include "engine/graph/node_params.h"
 #include "nodes/common/frame_ports.h"
 #include "nodes/common/mask_file.h"
-#include "shaders/cuda/sl_cuda.h"
-#include "shaders/cuda/sl_cuda_detector.h"
+#include "nodes/common/cuda_glue.h"
+#include "shaders/cuda/detector/mask_correct.h"
 
 /* The CUDA kernel reads "policy" and "flagged" by name (shaders/cuda/detector.cu). */
 #define MASK_CORRECT_PARAMS(P)                                                                  \
@@ -205,12 +205,6 @@ static sl_code correct_prepare(sl_node *n, sl_error *err) {
   else
     sl_node_note(n, "static_bad_pixels", "%lld", (long long)s->file_bad);
   return SL_OK;
-}
-
-/* For the CUDA kernel: the mask read from param 'mask_file' (H*W), or NULL. */
-const uint8_t *sl_mask_correct_file_mask(const sl_node *n) {
-  const correct_state *s = n->state;
-  return s ? s->file_mask : NULL;
 }
 
 /* Static mask and neighbour lists from the mask input (may be NULL when not
@@ -403,6 +397,28 @@ static const sl_port_def correct_in[] = {
 static const sl_port_def correct_out[] = {
     {"frames", "corrected frames: same dtype and shape as the input", "counts", false}};
 
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node and the mask file its
+ * prepare() read. */
+static sl_code correct_cuda(sl_kernel_args *a) {
+  const sl_node *n = a->node;
+  const mask_correct_params *mp = mask_correct_params_of(n);
+  const correct_state *s = n->state;
+  static const int cuda_policy[] = {[POLICY_MEDIAN] = SL_CUDA_MASK_MEDIAN,
+                                    [POLICY_ZERO] = SL_CUDA_MASK_ZERO,
+                                    [POLICY_NONE] = SL_CUDA_MASK_NONE};
+  const sl_cuda_mask_correct_params p = {
+      .frames = sl_glue_frame_shape(&n->in[0]),
+      .policy = cuda_policy[mp->policy],
+      .flagged = mp->flagged,
+      .has_mask = n->n_in > 1 && n->in_src[1].node != SL_SRC_NONE && sl_glue_input_present(n, 1),
+      .mask_dtype = n->n_in > 1 ? n->in[1].dtype : SL_DT_INVALID,
+      .file_mask = s ? s->file_mask : NULL,
+      .device_state = sl_glue_device_state(a)};
+  return sl_cuda_mask_correct(&p, a);
+}
+#endif
+
 const sl_node_desc sl_node_mask_correct = {
     .type = "mask_correct",
     .doc = "Replaces bad detector pixels (static mask from an input and/or a .npy file, and pixels "
@@ -412,5 +428,5 @@ const sl_node_desc sl_node_mask_correct = {
     .outputs = correct_out, .n_outputs = SL_COUNT_OF(correct_out),
     .infer = correct_infer, .cost = correct_cost,
     .prepare = correct_prepare, .release = correct_release,
-    .kernel = {[SL_BACKEND_CPU] = correct_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_cuda_mask_correct)},
+    .kernel = {[SL_BACKEND_CPU] = correct_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(correct_cuda)},
 };

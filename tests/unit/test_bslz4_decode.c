@@ -309,9 +309,11 @@ static void t_params_infer_cost(void **state) {
   assert_string_equal(desc->type, "bslz4_decode");
   assert_int_equal(desc->n_inputs, 1);
   assert_int_equal(desc->n_outputs, 1);
-  assert_int_equal(desc->n_params, 1);
+  assert_int_equal(desc->n_params, 2);
   assert_string_equal(desc->params[0].name, "simd");
   assert_string_equal(desc->params[0].choices, SL_SIMD_CHOICES);
+  assert_string_equal(desc->params[1].name, "check_each_call");
+  assert_int_equal(desc->params[1].type, SL_PT_BOOL);
   assert_ptr_equal(sl_registry_find(sl_nodes_registry(), "bslz4_decode"), desc);
 }
 

@@ -62,7 +62,7 @@ __global__ void sl_k_compact_units(const uint8_t *cls, uint32_t npix, int v, int
   compact_units(cls, npix, v, all, units, n_out);
 }
 
-/* The class table from the disk (stem_geom.h: the CPU's geometry), skipped
+/* The class table from the disk (nodes/common/disk_geometry.h: the CPU geometry), skipped
  * when the disk and unit width are those of the last build. Bad disk values
  * go to the error word (first error wins) and leave an empty unit list. */
 __global__ void sl_k_disk_classes(sl_cuda_disk_geometry *g, sl_cuda_disk_geometry p, const double *disk,

@@ -36,8 +36,8 @@
  * pinned copy of the previous calls before it launches (no sync unless it is
  * set) and the last chunk of the scan synchronizes once and checks, so an
  * error surfaces at the next call (normally the next chunk) or at the end of
- * the pass, never silently. With check_every_call (the node sets it for
- * SLUICE_CUDA_BSLZ4_CHECK=sync) every call synchronizes and checks (one
+ * the pass, never silently. With check_every_call (the node's param
+ * check_each_call) every call synchronizes and checks (one
  * 80-byte copy and a queue sync per chunk of the scan).
  *
  * The LZ4 block decoder and un-transpose are in shaders/cuda/codec/
