@@ -91,12 +91,4 @@ const sl_node_desc *sl_registry_find(const sl_node_registry *r, const char *type
 /* Every descriptor, sorted by type; *count set. Caller frees the array. */
 const sl_node_desc **sl_registry_list(const sl_node_registry *r, int *count);
 
-/* Accessors for node code: the value of the param named `name`. They assert the
- * name exists in the descriptor (a programmer error otherwise). */
-int64_t sl_param_int(const struct sl_node *n, const char *name);
-double sl_param_float(const struct sl_node *n, const char *name);
-bool sl_param_bool(const struct sl_node *n, const char *name);
-const char *sl_param_str(const struct sl_node *n, const char *name);
-const sl_param_value *sl_param(const struct sl_node *n, const char *name);
-
 #endif

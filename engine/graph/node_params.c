@@ -124,34 +124,3 @@ void sl_param_value_free(sl_param_value *v) {
   free(v->strs);
   memset(v, 0, sizeof *v);
 }
-
-const sl_param_value *sl_param(const sl_node *n, const char *name) {
-  for (int i = 0; i < n->desc->n_params; i++)
-    if (!strcmp(n->desc->params[i].name, name)) return &n->params[i];
-  assert(!"node code asked for a param its descriptor does not declare");
-  return NULL;
-}
-
-int64_t sl_param_int(const sl_node *n, const char *name) {
-  const sl_param_value *v = sl_param(n, name);
-  assert(v->type == SL_PT_INT);
-  return v->i;
-}
-
-double sl_param_float(const sl_node *n, const char *name) {
-  const sl_param_value *v = sl_param(n, name);
-  assert(v->type == SL_PT_FLOAT || v->type == SL_PT_INT);
-  return v->type == SL_PT_INT ? (double)v->i : v->f;
-}
-
-bool sl_param_bool(const sl_node *n, const char *name) {
-  const sl_param_value *v = sl_param(n, name);
-  assert(v->type == SL_PT_BOOL);
-  return v->b;
-}
-
-const char *sl_param_str(const sl_node *n, const char *name) {
-  const sl_param_value *v = sl_param(n, name);
-  assert(v->type == SL_PT_STRING || v->type == SL_PT_PATH);
-  return v->s;
-}
