@@ -86,6 +86,18 @@ typedef struct sl_node_registry {
   int n_families;
 } sl_node_registry;
 
+/* A family's table from its list of node names, one X(name) per node:
+ *   #define BASIC_NODES(X) X(affine) X(clip) ...
+ *   SL_NODE_FAMILY(basic, BASIC_NODES)
+ * declares each sl_node_<name> (defined in nodes/<family>/<name>.c) and
+ * defines sl_family_<family>. Adding a node is one X(name) line. */
+#define SL_NODE_DECLARE_(name) extern const sl_node_desc sl_node_##name;
+#define SL_NODE_ENTRY_(name) &sl_node_##name,
+#define SL_NODE_FAMILY(family, LIST)                                                      \
+  LIST(SL_NODE_DECLARE_)                                                                  \
+  static const sl_node_desc *const family##_nodes[] = {LIST(SL_NODE_ENTRY_)};             \
+  const sl_node_family sl_family_##family = {#family, family##_nodes, SL_COUNT_OF(family##_nodes)};
+
 /* The descriptor of `type`, or NULL. */
 const sl_node_desc *sl_registry_find(const sl_node_registry *r, const char *type);
 /* Every descriptor, sorted by type; *count set. Caller frees the array. */

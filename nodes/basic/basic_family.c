@@ -11,9 +11,4 @@
   X(subtract)          \
   X(sum)
 
-#define BASIC_DECLARE(name) extern const sl_node_desc sl_node_##name;
-#define BASIC_ENTRY(name) &sl_node_##name,
-BASIC_NODES(BASIC_DECLARE)
-static const sl_node_desc *const k_nodes[] = {BASIC_NODES(BASIC_ENTRY)};
-
-const sl_node_family sl_family_basic = {"basic", k_nodes, SL_COUNT_OF(k_nodes)};
+SL_NODE_FAMILY(basic, BASIC_NODES)

@@ -13,9 +13,4 @@
   X(virtual_detectors)  \
   X(virtual_image)
 
-#define STEM_DECLARE(name) extern const sl_node_desc sl_node_##name;
-#define STEM_ENTRY(name) &sl_node_##name,
-STEM_NODES(STEM_DECLARE)
-static const sl_node_desc *const k_nodes[] = {STEM_NODES(STEM_ENTRY)};
-
-const sl_node_family sl_family_stem = {"stem", k_nodes, SL_COUNT_OF(k_nodes)};
+SL_NODE_FAMILY(stem, STEM_NODES)
