@@ -48,11 +48,15 @@ static sl_code scan_shape(sl_node *n, const sl_h5_index *ix, int64_t *rows, int6
   if (v->n) {
     if (v->n != 2 || v->ints[0] <= 0 || v->ints[1] <= 0)
       return sl_fail(err, SL_ERR_PIPELINE, "param 'scan_shape' needs two positive axes [rows, cols]");
-    if (v->ints[0] * v->ints[1] != ix->n_frames)
+    int64_t positions = 0;
+    if (!sl_size_mul(v->ints[0], v->ints[1], &positions))
+      return sl_fail(err, SL_ERR_PIPELINE, "param 'scan_shape' [%lld, %lld] is too large (%s has %lld frames)",
+                     (long long)v->ints[0], (long long)v->ints[1], ix->source, (long long)ix->n_frames);
+    if (positions != ix->n_frames)
       return sl_fail(err, SL_ERR_PIPELINE,
                      "param 'scan_shape' [%lld, %lld] holds %lld positions but %s has %lld frames",
-                     (long long)v->ints[0], (long long)v->ints[1],
-                     (long long)(v->ints[0] * v->ints[1]), ix->source, (long long)ix->n_frames);
+                     (long long)v->ints[0], (long long)v->ints[1], (long long)positions, ix->source,
+                     (long long)ix->n_frames);
     *rows = v->ints[0];
     *cols = v->ints[1];
     sl_node_note(n, "scan_shape", "[%lld, %lld] (from the param)", (long long)*rows, (long long)*cols);

@@ -263,6 +263,10 @@ static void t_scan_shape_and_input_errors(void **state) {
   expect_infer_error(m, bad[0], 1, SL_ERR_PIPELINE, "[3, 3] holds 9 positions but");
   for (int i = 1; i < 4; i++)
     expect_infer_error(m, bad[i], 1, SL_ERR_PIPELINE, "needs two positive axes");
+  /* A product of axes that overflows 64 bits is refused, not wrapped
+   * (4611686018427387913 * 64 wraps to 576 in int64). */
+  kv huge[] = {{"scan_shape", "[4611686018427387913, 64]"}};
+  expect_infer_error(m, huge, 1, SL_ERR_PIPELINE, "is too large");
   kv good[] = {{"scan_shape", "[2, 5]"}};
   sl_node n;
   source_ready(&n, m, good, 1);
