@@ -1,5 +1,8 @@
 #include "engine/exec/report.h"
 
+#include "engine/core/util.h"
+
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -39,17 +42,49 @@ static void file_identity(sl_json *j, const char *path, bool hash) {
   sl_json_end_object(j);
 }
 
-static void path_params(sl_json *j, const sl_graph *g) {
+/* The files the run read: what nodes recorded (a master file and each of
+ * its data files), then path params no node recorded; each file once (by
+ * its resolved path), in that order. */
+typedef struct file_list {
+  char **paths;
+  int n;
+} file_list;
+
+static void file_list_add(file_list *l, const char *path) {
+  char resolved[PATH_MAX];
+  const char *key = realpath(path, resolved) ? resolved : path;
+  for (int i = 0; i < l->n; i++)
+    if (!strcmp(l->paths[i], key)) return;
+  l->paths = sl_xrealloc(l->paths, (size_t)(l->n + 1) * sizeof *l->paths);
+  l->paths[l->n++] = sl_strdup(key);
+}
+
+static void collect_files(file_list *l, const sl_graph *g, bool params) {
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
     if (n->body) {
-      path_params(j, n->body);
+      collect_files(l, n->body, params);
+      continue;
+    }
+    if (!params) {
+      for (int k = 0; k < n->n_reads; k++) file_list_add(l, n->reads[k]);
       continue;
     }
     for (int p = 0; p < n->desc->n_params; p++)
       if (n->desc->params[p].type == SL_PT_PATH && n->params[p].s && n->params[p].s[0])
-        file_identity(j, n->params[p].s, false);
+        file_list_add(l, n->params[p].s);
   }
+}
+
+static void input_files(sl_json *j, const sl_graph *g) {
+  file_list l = {NULL, 0};
+  collect_files(&l, g, false);
+  collect_files(&l, g, true);
+  for (int i = 0; i < l.n; i++) {
+    file_identity(j, l.paths[i], false);
+    free(l.paths[i]);
+  }
+  free(l.paths);
 }
 
 static char *yaml_text(const sl_yaml *y) {
@@ -96,7 +131,7 @@ static void provenance_json(sl_json *j, const sl_run_info *info) {
   sl_json_end_array(j);
   sl_json_key(j, "input_files");
   sl_json_begin_array(j);
-  path_params(j, info->plan->graph);
+  input_files(j, info->plan->graph);
   sl_json_end_array(j);
 }
 

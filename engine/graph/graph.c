@@ -53,6 +53,13 @@ void sl_node_note(sl_node *n, const char *key, const char *fmt, ...) {
   n->notes[n->n_notes++] = sl_strdup(line);
 }
 
+void sl_node_reads_file(sl_node *n, const char *path) {
+  for (int i = 0; i < n->n_reads; i++)
+    if (!strcmp(n->reads[i], path)) return;
+  n->reads = sl_xrealloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
+  n->reads[n->n_reads++] = sl_strdup(path);
+}
+
 static void param_text(FILE *f, const sl_param_def *def, const sl_param_value *v) {
   switch (v->type) {
     case SL_PT_INT: fprintf(f, "%lld", (long long)v->i); break;
@@ -108,6 +115,8 @@ char *sl_graph_provenance(const sl_graph *g, int node) {
 static void free_node(sl_node *n) {
   for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
   free(n->notes);
+  for (int i = 0; i < n->n_reads; i++) free(n->reads[i]);
+  free(n->reads);
   if (n->desc && n->params)
     for (int p = 0; p < n->desc->n_params; p++) sl_param_value_free(&n->params[p]);
   free(n->params);

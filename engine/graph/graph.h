@@ -53,6 +53,10 @@ typedef struct sl_node {
    * the mask policy or why a dtype was widened; written with the outputs. */
   int n_notes;
   char **notes;
+  /* The files the node reads (a master file and each of its data files),
+   * recorded by infer or prepare for report.json's input_files. */
+  int n_reads;
+  char **reads;
   /* iterate nodes only */
   struct sl_graph *body;
   int64_t times;
@@ -97,6 +101,9 @@ sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *e
 /* Records a provenance note on a node (from infer or prepare). */
 void sl_node_note(sl_node *n, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Records that the node reads `path` (once per path). */
+void sl_node_reads_file(sl_node *n, const char *path);
+
 /* The provenance of one output: every node it depends on, upstream first,
  * with type, params and notes, one line each. Caller frees. */
 char *sl_graph_provenance(const sl_graph *g, int node);

@@ -26,6 +26,7 @@ static sl_code mask_infer(sl_node *n, sl_error *err) {
   const sl_h5_index *ix = NULL;
   sl_code rc = open_index(n, &ix, err);
   if (rc != SL_OK) return rc;
+  sl_node_reads_file(n, ix->source);
   int64_t dims[2] = {ix->frame_rows, ix->frame_cols};
   n->out[0] = sl_desc_make(SL_U8, 2, dims, 0);
   if (ix->meta.has_pixel_mask)

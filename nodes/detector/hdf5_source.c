@@ -134,6 +134,8 @@ static sl_code source_infer(sl_node *n, sl_error *err) {
     d->max_stored_chunk_bytes = (int64_t)ix->max_chunk_size;
   }
   record_metadata(n, ix);
+  sl_node_reads_file(n, ix->source);
+  for (int f = 0; f < ix->n_files; f++) sl_node_reads_file(n, ix->files[f]);
 done:
   sl_h5_index_put(ix);
   return rc;

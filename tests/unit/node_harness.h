@@ -88,6 +88,8 @@ static inline void node_free(sl_node *n) {
   n->typed_params = NULL;
   for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
   free(n->notes);
+  for (int i = 0; i < n->n_reads; i++) free(n->reads[i]);
+  free(n->reads);
 }
 
 /* The note "key: ..." of a node, or NULL. */
