@@ -371,7 +371,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     od->name = go->name;
     od->node_id = n->id;
     od->port = n->out_names[go->port];
-    od->unit = n->desc && go->port < n->desc->n_outputs ? n->desc->outputs[go->port].unit : NULL;
+    od->unit = sl_graph_output_unit(g, go->node, go->port);
+    od->scan_axes = sl_graph_output_scan_axes(g, go->node, go->port);
     od->desc = n->out[go->port];
     int64_t bytes = sl_desc_bytes(&od->desc);
     od->data = malloc(bytes > 0 ? (size_t)bytes : 1);

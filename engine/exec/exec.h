@@ -15,6 +15,7 @@ typedef struct sl_output_data {
   const char *node_id; /* producing node */
   const char *port;
   const char *unit;    /* or NULL */
+  int scan_axes;       /* leading axes that index scan positions */
   sl_tensor_desc desc; /* whole tensor; stream axes kept as leading axes */
   void *data;          /* host memory, owned by the result */
   char *provenance;    /* upstream nodes, params and notes; owned */

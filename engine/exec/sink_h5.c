@@ -74,7 +74,7 @@ sl_code sl_write_results_h5(const char *path, const sl_output_data *outs, int n,
       snprintf(src, sizeof src, "%s.%s", o->node_id, o->port);
       h |= put_str_attr(ds, "source", src);
       h |= put_str_attr(ds, "dtype", sl_dtype_name(o->desc.dtype));
-      h |= put_int_attr(ds, "scan_axes", o->desc.stream_rank);
+      h |= put_int_attr(ds, "scan_axes", o->scan_axes);
       if (o->provenance) h |= put_str_attr(ds, "provenance", o->provenance);
       if (h < 0) rc = sl_fail(err, SL_ERR_IO, "%s: cannot write attributes of '%s'", path, o->name);
     }

@@ -53,6 +53,27 @@ void sl_node_note(sl_node *n, const char *key, const char *fmt, ...) {
   n->notes[n->n_notes++] = sl_strdup(line);
 }
 
+const char *sl_graph_output_unit(const sl_graph *g, int node, int port) {
+  for (int hops = 0; hops < g->n_nodes && node >= 0; hops++) {
+    const sl_node *n = &g->nodes[node];
+    if (!n->desc || port >= n->desc->n_outputs) return NULL;
+    const char *unit = n->desc->outputs[port].unit;
+    if (!unit || strcmp(unit, SL_UNIT_OF_INPUT)) return unit;
+    if (n->n_in < 1) return NULL;
+    node = n->in_src[0].node;
+    port = n->in_src[0].port;
+  }
+  return NULL;
+}
+
+int sl_graph_output_scan_axes(const sl_graph *g, int node, int port) {
+  const sl_node *n = &g->nodes[node];
+  if (n->out[port].stream_rank) return n->out[port].stream_rank;
+  if (n->desc && (n->desc->scan_image_outputs >> port & 1u) && n->out[port].rank >= g->scan_rank)
+    return g->scan_rank;
+  return 0;
+}
+
 void sl_node_reads_file(sl_node *n, const char *path) {
   for (int i = 0; i < n->n_reads; i++)
     if (!strcmp(n->reads[i], path)) return;
@@ -572,6 +593,7 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
     }
   }
   free(order);
+  g->scan_rank = stream_ref ? stream_ref->stream_rank : 0;
   g->n_outputs = (int)spec->n_outputs;
   g->outputs = sl_xcalloc(spec->n_outputs, sizeof *g->outputs);
   for (int o = 0; o < g->n_outputs; o++) {

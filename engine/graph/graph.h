@@ -83,6 +83,7 @@ typedef struct sl_graph {
   char **input_names;
   sl_tensor_desc input_desc[8];
   int n_levels;
+  int scan_rank; /* axes of the scan every streamed port shares (0: nothing streams) */
   const sl_spec *spec; /* not owned */
   const sl_node_registry *registry; /* the node types it was built from; not owned */
 } sl_graph;
@@ -101,6 +102,14 @@ sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *e
 /* Records a provenance note on a node (from infer or prepare). */
 void sl_node_note(sl_node *n, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The unit of output `port` of node `node` (following SL_UNIT_OF_INPUT up
+ * the edges), or NULL. */
+const char *sl_graph_output_unit(const sl_graph *g, int node, int port);
+/* How many leading axes of output `port` of node `node` index scan
+ * positions: the stream axes, or for a scan image (scan_image_outputs) the
+ * graph's scan axes. */
+int sl_graph_output_scan_axes(const sl_graph *g, int node, int port);
+
 /* Records that the node reads `path` (once per path). */
 void sl_node_reads_file(sl_node *n, const char *path);
 

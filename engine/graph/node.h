@@ -12,10 +12,14 @@
 #include "engine/pipeline/spec.h"
 #include "engine/graph/node_params.h"
 
+/* A port's unit that is the unit of what feeds the node's input 0 (a sum of
+ * counts is counts). */
+#define SL_UNIT_OF_INPUT "(unit of the input)"
+
 typedef struct sl_port_def {
   const char *name;
   const char *doc;
-  const char *unit; /* recorded as an HDF5 attribute; NULL if none */
+  const char *unit; /* recorded as an HDF5 attribute; NULL if none; SL_UNIT_OF_INPUT */
   bool optional;    /* inputs only */
 } sl_port_def;
 
@@ -63,6 +67,10 @@ typedef struct sl_node_desc {
   /* Optional: after the last chunk, for nodes with reduction outputs; per
    * backend like the kernels. */
   sl_kernel_fn finalize[SL_BACKEND_COUNT];
+  /* Bit k: whole output k is an image over the scan (its leading axes are
+   * the graph's scan axes, e.g. a centre of mass per probe position), so
+   * the outputs record those axes as scan axes like a streamed port's. */
+  unsigned scan_image_outputs;
   /* The node runs on the host whatever the backend: sources that read files
    * or simulate, and small whole-tensor analyses. On a device backend the
    * executor moves its inputs and outputs through host staging buffers, and

@@ -89,8 +89,8 @@ static sl_code sum_cpu(sl_kernel_args *a) {
 
 static const sl_port_def sum_in[] = {{"x", "streamed tensor", NULL, false}};
 static const sl_port_def sum_out[] = {
-    {"total", "sum over all scan positions, item-shaped (u64 for integers, f64 for floats)", NULL,
-     false}};
+    {"total", "sum over all scan positions, item-shaped (u64 for integers, f64 for floats)",
+     SL_UNIT_OF_INPUT, false}};
 
 #ifdef SLUICE_HAVE_CUDA
 /* CUDA: the launcher's plain parameters from this node. */

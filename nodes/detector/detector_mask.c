@@ -62,7 +62,7 @@ static sl_code mask_cpu(sl_kernel_args *a) {
   return rc;
 }
 
-static const sl_port_def mask_out[] = {{"mask", "u8 [det rows, det cols]: 1 = bad pixel", NULL, false}};
+static const sl_port_def mask_out[] = {{"mask", "u8 [det rows, det cols]: 1 = bad pixel", "flag (1 = bad)", false}};
 
 const sl_node_desc sl_node_detector_mask = {
     .type = "detector_mask",

@@ -271,4 +271,5 @@ const sl_node_desc sl_node_com = {
     .kernel = {[SL_BACKEND_CPU] = com_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(com_cuda)},
     .finalize = {[SL_BACKEND_CPU] = com_finalize,
                  [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(com_cuda_finalize)},
+    .scan_image_outputs = 0x3u /* com_row, com_col */,
 };

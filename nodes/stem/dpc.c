@@ -252,7 +252,7 @@ static const sl_port_def dpc_outputs[] = {
     {"com_col_rot", "whole f64 [R, C]: the field along scan columns", "pixels", false},
     {"rotation_deg", "f64 [1]: theta in (-180, 180], detector = R(theta) T^t scan", "degrees",
      false},
-    {"transpose", "u8 [1]: 1 when the scan's (row, col) are swapped", NULL, false},
+    {"transpose", "u8 [1]: 1 when the scan's (row, col) are swapped", "flag (1 = swapped)", false},
     {"curl", "whole f64 [R, C]: curl d(col)/d(row) - d(row)/d(col) of the rotated field",
      "pixels per scan step", false},
     {"divergence", "whole f64 [R, C]: divergence of the rotated field", "pixels per scan step",
@@ -269,4 +269,5 @@ const sl_node_desc sl_node_dpc = {
     .infer = dpc_infer, .cost = dpc_cost,
     .kernel = {[SL_BACKEND_CPU] = dpc_cpu},
     .host = true,
+    .scan_image_outputs = 0x33u /* com_row_rot, com_col_rot, curl, divergence */,
 };

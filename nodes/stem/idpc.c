@@ -186,7 +186,7 @@ static const sl_port_def idpc_inputs[] = {
 };
 static const sl_port_def idpc_outputs[] = {
     {"phase", "whole f64 [R, C]: scale * integral of the field (grad phase = field), mean 0",
-     NULL, false},
+     "pixels*scan steps (times param scale)", false},
 };
 
 const sl_node_desc sl_node_idpc = {
@@ -200,4 +200,5 @@ const sl_node_desc sl_node_idpc = {
     .prepare = idpc_prepare, .release = idpc_release,
     .kernel = {[SL_BACKEND_CPU] = idpc_cpu},
     .host = true,
+    .scan_image_outputs = 0x1u /* phase */,
 };

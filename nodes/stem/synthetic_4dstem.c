@@ -553,4 +553,5 @@ const sl_node_desc sl_node_synthetic_4dstem = {
     .prepare = synthetic_prepare, .release = synthetic_release,
     .kernel = {[SL_BACKEND_CPU] = synthetic_cpu},
     .host = true,
+    .scan_image_outputs = 0x6u /* phase, com_expected */,
 };

@@ -101,6 +101,14 @@ for k in ("bf", "adf", "df"):
 for k in ("com_row", "com_col", "rotation_deg", "transpose", "curl", "divergence", "idpc"):
     assert sp[k][...].tobytes() == dpc[k][...].tobytes(), k
 P
+$PY - sp/results.h5 <<'P' && ok "every stem_products output has a unit; scan images record 2 scan axes" || not_ok "units or scan_axes missing"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+for k in f:
+    assert "unit" in f[k].attrs, k
+    want = 0 if k in ("rotation_deg", "transpose") else 2
+    assert f[k].attrs["scan_axes"] == want, (k, f[k].attrs["scan_axes"])
+P
 for f in bf adf df; do [ -s "vi/$f.png" ] && ok "vi/$f.png" || not_ok "vi/$f.png missing"; done
 for f in com_row com_col curl divergence idpc; do [ -s "dpc/$f.png" ] && ok "dpc/$f.png" || not_ok "dpc/$f.png missing"; done
 $PY - vif/results.h5 <<'P' && ok "fitted disk is the generator's (centre 20, 18; radius 4.5)" || not_ok "fitted disk is off"
