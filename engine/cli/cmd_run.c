@@ -133,6 +133,9 @@ int cmd_run(int argc, char **argv) {
   sl_error_clear(&err);
   sl_code st = sl_run_pipeline(&req, &run, &err);
   sl_run_info info = {run.spec, run.plan, &run.result, out.dir, started, o.sets, o.n_sets};
+  if (st == SL_OK && !o.quiet && !o.json && isatty(STDERR_FILENO))
+    fprintf(stderr, "sluice: writing the outputs into %s.tmp-%d, then %s ...\n", out.dir,
+            (int)getpid(), out.dir);
   if (st == SL_OK) st = sl_run_output_write(&out, &info, &g_stop_signal, &err);
   if (st == SL_OK && g_stop_signal)
     st = sl_fail(&err, SL_ERR_INTERRUPTED, "interrupted before the outputs were published");

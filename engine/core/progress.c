@@ -11,6 +11,7 @@ void sl_progress_begin(sl_progress *p, int64_t total, const char *unit, bool ena
   p->unit = unit;
   p->start = sl_now();
   p->last_draw = 0;
+  p->staged = false;
 }
 
 void sl_progress_update(sl_progress *p, int64_t done) {
@@ -31,8 +32,18 @@ void sl_progress_update(sl_progress *p, int64_t done) {
   fflush(stderr);
 }
 
-void sl_progress_end(sl_progress *p) {
+void sl_progress_stage(sl_progress *p, const char *stage) {
   if (!p->enabled) return;
   sl_progress_update(p, p->total);
+  fprintf(stderr, "\r%-100.100s", "");
+  fprintf(stderr, "\r%lld %s streamed in %.1f s; %s ...", (long long)p->total, p->unit,
+          sl_now() - p->start, stage);
+  fflush(stderr);
+  p->staged = true;
+}
+
+void sl_progress_end(sl_progress *p) {
+  if (!p->enabled) return;
+  if (!p->staged) sl_progress_update(p, p->total);
   fputc('\n', stderr);
 }

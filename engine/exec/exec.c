@@ -397,9 +397,11 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   for (int pass = 0; pass < p->n_passes; pass++)
     stream_passes += p->passes[pass].stream_first <= p->passes[pass].stream_last;
   sl_progress progress;
-  sl_progress_begin(&progress, p->n_chunks * stream_passes,
-                    stream_passes > 1 ? "chunks (all passes)" : "chunks", opts && opts->progress);
-  int64_t chunks_done = 0;
+  /* Frames (scan positions) are what a user counts; with several passes the
+   * total counts each pass's frames. */
+  sl_progress_begin(&progress, p->positions * stream_passes,
+                    stream_passes > 1 ? "frames (all passes)" : "frames", opts && opts->progress);
+  int64_t frames_done = 0;
   for (int pass = 0; pass < p->n_passes && rc == SL_OK; pass++) {
     const sl_plan_pass *pp = &p->passes[pass];
     rc = run_levels(&c, pp->prologue_first, pp->prologue_last, 0, 0, 1);
@@ -434,13 +436,16 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
                               buffer_ptr(&c, go->node, go->port), (size_t)(count * item), err);
       }
       if (rc != SL_OK) sl_error_chunk(err, ch);
-      sl_progress_update(&progress, ++chunks_done);
+      frames_done += count;
+      sl_progress_update(&progress, frames_done);
     }
     /* Phase boundary: the pass's batches ran ahead of the host; a device
      * error in any of them is reported here with its batch. */
     if (rc == SL_OK) rc = b->ops->sync(b, err);
     for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
       rc = run_level(&c, l, p->n_chunks - 1, 0, 0, true);
+    if (rc == SL_OK && pp->epilogue_first <= pp->epilogue_last)
+      sl_progress_stage(&progress, "running what follows the scan");
     if (rc == SL_OK) rc = run_levels(&c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
   }
   sl_progress_end(&progress);

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -126,6 +127,30 @@ static void t_adaptive_cover(void **state) {
   sl_cpu_backend_ops.destroy(b);
 }
 
+/* Jobs with pauses between them, so that the workers go to sleep and must be
+ * woken for each job (the wake-up a release store once lost: the run hung).
+ * A lost wake-up hangs this test (ctest's timeout catches it). */
+static void t_sleep_wake(void **state) {
+  (void)state;
+  sl_backend *b = NULL;
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_cpu_backend_ops.create(0, &b, &err), SL_OK);
+  enum { N = 4099 };
+  static _Atomic int hits[N];
+  cover c = {hits};
+  /* Pauses from 5 to 160 microseconds: around the end of the workers' spin,
+   * where a worker decides to sleep just as the next job is published. */
+  enum { ROUNDS = 6000 };
+  for (int round = 0; round < ROUNDS; round++) {
+    b->ops->parallel_for(b, N, 1, mark, &c);
+    struct timespec pause = {0, (long)(5 + (round * 37) % 156) * 1000};
+    nanosleep(&pause, NULL);
+  }
+  for (int i = 0; i < N; i++) assert_int_equal(hits[i], ROUNDS);
+  sl_cpu_backend_ops.destroy(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_cpu_max_text),
@@ -133,6 +158,7 @@ int main(void) {
       cmocka_unit_test(t_affinity),
       cmocka_unit_test(t_oversubscribed_cover),
       cmocka_unit_test(t_adaptive_cover),
+      cmocka_unit_test(t_sleep_wake),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
