@@ -83,7 +83,7 @@ expect 0 "32, 32" "README first pipeline output shape" -- h5dump -H -d bf first-
 # A progress bar with rate and ETA on a terminal, none otherwise.
 if command -v script >/dev/null; then
   script -qec "'$SLUICE' run '$SRC/pipelines/synthetic_virtual_image.yaml' --out tty1 --chunk 16 --set scan_shape=[32,32]" /dev/null > tty.log 2>&1
-  grep -q "ETA" tty.log && grep -q "chunks/s" tty.log && ok "progress bar on a terminal" || not_ok "no progress bar on a terminal"
+  grep -q "ETA" tty.log && grep -q "frames/s" tty.log && ok "progress bar on a terminal" || not_ok "no progress bar on a terminal"
   script -qec "'$SLUICE' run '$SRC/pipelines/synthetic_virtual_image.yaml' --out tty2 --chunk 16 --quiet" /dev/null > tty2.log 2>&1
   grep -q "ETA" tty2.log && not_ok "--quiet still drew a progress bar" || ok "--quiet draws no progress bar"
 fi
