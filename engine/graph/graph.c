@@ -533,6 +533,18 @@ static void mark_used_outputs(sl_graph *g) {
     if (g->outputs[o].node >= 0) g->nodes[g->outputs[o].node].out_used |= 1u << g->outputs[o].port;
 }
 
+/* Where an infer error belongs: at the --set that gave the value of a param
+ * the message names ("param 'NAME'"), else at the node. */
+static sl_loc infer_error_loc(const sl_node *n, const sl_node_spec *ns, const sl_error *err) {
+  const sl_yaml *pm = ns->params;
+  for (size_t k = 0; pm && k < pm->n; k++) {
+    char needle[160];
+    snprintf(needle, sizeof needle, "param '%s'", pm->keys[k]);
+    if (strstr(err->msg, needle) && sl_loc_is_setting(pm->items[k]->loc)) return pm->items[k]->loc;
+  }
+  return n->loc;
+}
+
 sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
                        const sl_node_registry *registry, sl_graph **out, sl_error *err) {
   sl_graph *g = sl_xcalloc(1, sizeof *g);
@@ -574,7 +586,7 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
       for (int k = 0; k < n->n_out && rc == SL_OK; k++) rc = sl_desc_check_size(&n->out[k], err);
       if (rc != SL_OK) {
         if (err->code == SL_ERR_INTERNAL || err->code == SL_OK) err->code = SL_ERR_PIPELINE;
-        at(err, n->loc, n->id);
+        at(err, infer_error_loc(n, &spec->nodes[i], err), n->id);
         rc = err->code;
         break;
       }

@@ -113,6 +113,8 @@ static sl_code unknown_binding(const sl_spec *s, const char *name, const char *h
                  how, s->file, name, dym, list);
 }
 
+bool sl_loc_is_setting(sl_loc l) { return l.file && !strncmp(l.file, "--set ", 6); }
+
 static sl_code parse_set_value(const sl_param_decl *p, const char *text, sl_yaml **out,
                                sl_error *err) {
   *out = NULL;

@@ -79,6 +79,9 @@ typedef struct sl_spec {
   char **sources;
 } sl_spec;
 
+/* Whether a location is a command-line `--set NAME=VALUE` (file "--set NAME"). */
+bool sl_loc_is_setting(sl_loc l);
+
 typedef struct sl_setting {
   const char *name;
   const char *value;

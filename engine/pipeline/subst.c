@@ -168,7 +168,10 @@ sl_code sl_subst_scalar(const sl_yaml *s, const sl_spec *scope, sl_yaml **out, s
     } else if (whole && val) {
       free(b.p);
       sl_yaml *c = sl_yaml_clone(val);
-      c->loc = s->loc;
+      /* A value given with --set keeps that origin through every template
+       * it passes, so an error about it points at the --set, not at the
+       * line that forwarded it. */
+      if (!sl_loc_is_setting(val->loc)) c->loc = s->loc;
       *out = c;
       return SL_OK;
     } else if (val && val->kind == SL_Y_SCALAR) {

@@ -104,4 +104,11 @@ expect 3 "budget" "over budget exits 3" -- "$SLUICE" run big.yaml --backend cpu 
 [ ! -e o3 ] && ok "over budget writes nothing" || not_ok "over budget left o3"
 expect 3 "assembled outputs" "plan over budget prints the estimate and exits 3" -- "$SLUICE" plan big.yaml --memory-limit 16M
 
+# A bad value given with --set is reported at the --set, even when a
+# template passes it on to the node that refuses it.
+expect 2 "--set dose:" "a refused --set value is located at the --set" -- \
+  "$SLUICE" plan "$SRC/pipelines/synthetic_virtual_image.yaml" --set dose=-5
+expect 2 "--set scan_shape:" "an overflowing --set shape is located at the --set" -- \
+  "$SLUICE" plan "$SRC/pipelines/synthetic_virtual_image.yaml" --set "scan_shape=[4611686018427387913,64]"
+
 finish
