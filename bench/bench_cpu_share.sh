@@ -29,9 +29,10 @@ time_run() {
   local t=()
   for _ in $(seq "$REPS"); do
     local s e
+    rm -rf "$DIR/out" # this benchmark's own output
     s=$(date +%s.%N)
     $prefix "$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --set input=$ACQ_PATH \
-      --out "$DIR/out" --force --quiet "$@" >/dev/null
+      --out "$DIR/out" --quiet "$@" >/dev/null || { echo "bench_cpu_share: run failed" >&2; exit 1; }
     e=$(date +%s.%N)
     t+=("$(echo "$e - $s" | bc -l)")
   done
@@ -47,7 +48,7 @@ echo "sluice $("$SLUICE" --version 2>/dev/null | head -1); $SCAN x $SCAN frames 
 printf '%-34s %11s %24s %8s\n' "situation" "default" "best --threads" "ratio"
 
 # (a) pinned to one CPU
-d=$(time_run "taskset -c 0")
+d=$(time_run "taskset -c 0") || exit 1
 best=""; bl=""
 for th in 1 2 4; do
   t=$(time_run "taskset -c 0" --threads $th)

@@ -26,6 +26,17 @@ sl_dtype sl_dtype_parse(const char *name) {
   return SL_DT_INVALID;
 }
 
+void sl_packed_entry_describe(const char *where, int64_t stored_chunk, uint32_t file_chunk,
+                              int64_t first_position, int64_t n_positions, char *buf, size_t n) {
+  long long last = (long long)(first_position + n_positions - 1);
+  if ((int64_t)file_chunk == stored_chunk)
+    snprintf(buf, n, "%s, stored chunk %lld (frames %lld-%lld)", where, (long long)stored_chunk,
+             (long long)first_position, last);
+  else
+    snprintf(buf, n, "%s, stored chunk %u of that file (chunk %lld of the acquisition, frames %lld-%lld)",
+             where, file_chunk, (long long)stored_chunk, (long long)first_position, last);
+}
+
 bool sl_size_mul(int64_t a, int64_t b, int64_t *out) {
   int64_t r;
   if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r >= ((int64_t)1 << 62)) return false;

@@ -31,7 +31,7 @@ sl_dtype sl_dtype_parse(const char *name); /* SL_DT_INVALID if unknown */
 typedef enum sl_encoding {
   SL_ENC_NONE = 0,   /* plain elements */
   SL_ENC_RAW,        /* stored chunks, uncompressed */
-  SL_ENC_BSLZ4,      /* stored chunks, bitshuffle-LZ4 (HDF5 filter 32008) */
+  SL_ENC_BSLZ4,      /* stored chunks, bitshuffle-LZ4 (docs/formats/bitshuffle-lz4.md) */
   SL_ENC_BITSHUFFLE  /* stored chunks, bitshuffle without compression */
 } sl_encoding;
 
@@ -55,13 +55,24 @@ typedef struct sl_tensor_desc {
  * of the stored chunks. Offsets are from the start of the buffer. */
 typedef struct sl_packed_entry {
   uint64_t offset, size;   /* of the stored bytes, from the start of the buffer */
-  uint32_t filter_mask;    /* HDF5: a set bit 0 means the filter was skipped */
-  uint32_t reserved;
+  uint32_t flags;          /* SL_PACKED_* */
+  uint32_t file_chunk;     /* index of the stored chunk within the file it came from */
   int64_t stored_chunk;    /* index of the stored chunk in the acquisition */
   int64_t first_position;  /* scan position of its first frame */
   int64_t n_positions;     /* frames of the acquisition it holds */
   const char *where;       /* interned "file:dataset", for error messages */
 } sl_packed_entry;
+
+/* The stored bytes are not encoded (their writer skipped the codec, as HDF5
+ * does for a chunk that would not compress): the decoder copies them. */
+#define SL_PACKED_STORED_RAW 1u
+
+/* "WHERE, stored chunk K (frames A-B)" for an entry, for error messages;
+ * when the acquisition spans several files and the chunk's index in its file
+ * differs from its index in the acquisition, both:
+ * "WHERE, stored chunk K of that file (chunk G of the acquisition, frames A-B)". */
+void sl_packed_entry_describe(const char *where, int64_t stored_chunk, uint32_t file_chunk,
+                              int64_t first_position, int64_t n_positions, char *buf, size_t n);
 
 typedef struct sl_packed_chunks {
   uint64_t n;

@@ -68,9 +68,10 @@ static void fail_job(decode_job *j, const sl_packed_entry *e, const sl_error *wh
   if (!j->failed) {
     j->failed = true;
     j->first_error = *why;
-    sl_fail(&j->first_error, why->code, "%s, stored chunk %lld (frames %lld-%lld): %s", e->where,
-            (long long)e->stored_chunk, (long long)e->first_position,
-            (long long)(e->first_position + e->n_positions - 1), why->msg);
+    char chunk[768];
+    sl_packed_entry_describe(e->where, e->stored_chunk, e->file_chunk, e->first_position,
+                             e->n_positions, chunk, sizeof chunk);
+    sl_fail(&j->first_error, why->code, "%s: %s", chunk, why->msg);
   }
   pthread_mutex_unlock(&j->lock);
 }
@@ -82,7 +83,7 @@ static sl_code decode_entry(const decode_job *j, const sl_packed_entry *e, const
   const sl_tensor_desc *in = &j->a->node->in[0];
   size_t elem = sl_dtype_size(in->dtype);
   uint64_t full = (uint64_t)j->per * (uint64_t)j->frame_bytes; /* storage frames of a chunk */
-  if ((e->filter_mask & 1u) || in->encoding == SL_ENC_RAW) {
+  if ((e->flags & SL_PACKED_STORED_RAW) || in->encoding == SL_ENC_RAW) {
     if (e->size < skip + want)
       return sl_fail(err, SL_ERR_FORMAT, "stored raw (filter skipped) with %llu bytes, needs %llu",
                      (unsigned long long)e->size, (unsigned long long)(skip + want));

@@ -293,6 +293,7 @@ static sl_code list_contiguous(sl_h5_index *ix, const sl_h5_dataset *d, const ch
     c->size = ix->frame_bytes;
     c->filter_mask = 0;
     c->file = d->file;
+    c->file_chunk = (uint32_t)i;
     c->first_frame = first_frame + i;
     c->n_frames = 1;
   }
@@ -336,6 +337,7 @@ sl_code sl_h5_dataset_list_chunks(sl_h5_index *ix, const sl_h5_dataset *d, int64
     c->size = rec[i].size;
     c->filter_mask = rec[i].mask;
     c->file = d->file;
+    c->file_chunk = (uint32_t)i;
     c->first_frame = first_frame + i * k;
     c->n_frames = (i + 1) * k <= d->n ? k : d->n - i * k;
   }

@@ -30,6 +30,7 @@ typedef struct sl_h5_chunk {
   uint64_t size;         /* stored (possibly compressed) bytes */
   uint32_t filter_mask;  /* bit i set: filter i was skipped for this chunk (stored raw) */
   int file;              /* index into sl_h5_index.files */
+  uint32_t file_chunk;   /* index of this chunk among the chunks of its file */
   int64_t first_frame;   /* global frame index of the chunk's first frame */
   int64_t n_frames;      /* frames of the acquisition in this chunk, >= 1 */
 } sl_h5_chunk;

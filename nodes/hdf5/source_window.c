@@ -239,7 +239,10 @@ static void fill_header(sl_packed_chunks *pk, uint64_t data, const sl_src_window
     sl_packed_entry *e = &pk->entries[j];
     e->offset = data + win->offsets[j];
     e->size = ch->size;
-    e->filter_mask = ch->filter_mask;
+    /* HDF5 sets bit 0 of a chunk's filter mask when the (first) filter was
+     * skipped: the bytes are stored as they are. */
+    e->flags = (ch->filter_mask & 1u) ? SL_PACKED_STORED_RAW : 0;
+    e->file_chunk = ch->file_chunk;
     e->stored_chunk = win->first + j;
     e->first_position = ch->first_frame;
     e->n_positions = ch->n_frames;

@@ -26,12 +26,13 @@ typedef struct packer {
   int n;
 } packer;
 
+/* filter_mask: as HDF5 records it (bit 0 set: the filter was skipped). */
 static void pack_add(packer *p, const uint8_t *bytes, uint64_t size, uint32_t filter_mask,
                      int64_t stored_chunk, int64_t first_position, int64_t n_positions,
                      const char *where) {
   assert_true(p->n < MAX_ENTRIES);
-  p->entries[p->n] = (sl_packed_entry){.size = size, .filter_mask = filter_mask,
-                                       .stored_chunk = stored_chunk, .first_position = first_position,
+  p->entries[p->n] = (sl_packed_entry){.size = size, .flags = (filter_mask & 1u) ? SL_PACKED_STORED_RAW : 0,
+                                       .file_chunk = (uint32_t)stored_chunk, .stored_chunk = stored_chunk, .first_position = first_position,
                                        .n_positions = n_positions, .where = where};
   p->bytes[p->n++] = bytes;
 }
@@ -267,6 +268,16 @@ static void t_malformed_chunk(void **state) {
     assert_non_null(strstr(e.msg, needles[kind]));
     free(pk);
   }
+  /* In an acquisition of several files the message pairs the file's name
+   * with the chunk's index in that file, and gives the acquisition's too. */
+  sl_packed_chunks *pk = pack_positions(&s, 0, 6);
+  sl_packed_entry *en = &pk->entries[1];
+  ((uint8_t *)pk + en->offset)[SL_BSLZ4_HEADER_BYTES + 4] = 0xFF;
+  en->stored_chunk = 41;
+  en->file_chunk = 1;
+  assert_int_equal(decode_call(&n, b, pk, 0, 6, out, &e), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "stored chunk 1 of that file (chunk 41 of the acquisition, frames 2-3)"));
+  free(pk);
   sl_cpu_backend_ops.destroy(b);
   free(out);
   node_free(&n);

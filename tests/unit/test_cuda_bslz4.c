@@ -297,7 +297,8 @@ __attribute__((unused)) static uint8_t *pack(const acq *q, int64_t ps, int64_t p
     sl_packed_entry *e = &pk->entries[i];
     e->offset = pos;
     e->size = q->sizes[c];
-    e->filter_mask = q->masks[c];
+    e->flags = (q->masks[c] & 1u) ? SL_PACKED_STORED_RAW : 0;
+    e->file_chunk = (uint32_t)c;
     e->stored_chunk = (int64_t)c;
     e->first_position = (int64_t)(c * q->fpc);
     size_t left = q->frames - c * q->fpc;

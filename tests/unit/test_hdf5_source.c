@@ -213,7 +213,8 @@ static int64_t check_packed(const char *name, const fx_opts *o, const char *mast
       uint8_t *want = fx_read_chunk(data_file, "/entry/data/data", local, &size, &mask);
       assert_int_equal(en->size, size);
       if ((int64_t)size > largest) largest = (int64_t)size;
-      assert_int_equal(en->filter_mask, mask);
+      assert_int_equal(en->flags, (mask & 1u) ? SL_PACKED_STORED_RAW : 0);
+      assert_int_equal(en->file_chunk, (uint32_t)(local / o->k)); /* its index in its own file */
       assert_memory_equal((const uint8_t *)pk + en->offset, want, size);
       free(want);
     }

@@ -43,6 +43,7 @@ struct bslz4_error_record {
   unsigned int claimed, code;
   unsigned long long entry, block, pos, v1, v2, v3;
   long long stored_chunk, first_position, n_positions;
+  unsigned int file_chunk, pad;
   unsigned long long where; /* the entry's host pointer, as bits */
 };
 

@@ -20,7 +20,7 @@
  *     input it has not read is decoded from global memory), then
  *     un-transposes the block from shared memory straight into the frames (one lane per group of 8
  *     elements: 8*S byte loads, S 8x8 bit transposes, one 8*S-byte store).
- *     Stored-raw chunks (filter_mask bit 0, or raw encoding) are copied by the
+ *     Stored-raw chunks (SL_PACKED_STORED_RAW, or raw encoding) are copied by the
  *     warps of their entry; uncompressed bitshuffle blocks are staged and
  *     un-transposed the same way.
  *
@@ -108,6 +108,7 @@ __device__ void record_error(const decode_args &p, const sl_packed_entry *pe, un
   e->v3 = v3;
   if (pe) {
     e->stored_chunk = pe->stored_chunk;
+    e->file_chunk = pe->file_chunk;
     e->first_position = pe->first_position;
     e->n_positions = pe->n_positions;
     e->where = (unsigned long long)(uintptr_t)pe->where;
@@ -239,7 +240,7 @@ __device__ void index_entry(const decode_args &p, unsigned int i, chunk_entry &e
     return;
   }
   const unsigned long long off = pe->offset, size = pe->size;
-  const uint32_t mask = pe->filter_mask;
+  const uint32_t stored_raw = pe->flags & SL_PACKED_STORED_RAW;
   const long long first = pe->first_position, npos = pe->n_positions;
   const unsigned long long s = p.elem, fb = p.frame_bytes;
   long long lo = first > p.pos_start ? first : p.pos_start;
@@ -261,7 +262,7 @@ __device__ void index_entry(const decode_args &p, unsigned int i, chunk_entry &e
   ent.hi = skip + want;
   const uint8_t *src = p.buf + off;
 
-  if ((mask & 1u) || p.enc == SL_ENC_RAW) {
+  if (stored_raw || p.enc == SL_ENC_RAW) {
     if (size < skip + want) {
       record_error(p, pe, i, BSLZ4_E_RAW_SHORT, 0, 0, size, skip + want, 0);
     } else {
@@ -546,8 +547,12 @@ sl_code check_record(sl_kernel_args *a, decode_state *st, const sl_tensor_desc *
   bslz4_describe(&r, in, slot_bytes, what, sizeof what);
   const char *where = r.where ? (const char *)(uintptr_t)r.where : "?";
   if (r.stored_chunk >= 0)
-    sl_fail(a->err, SL_ERR_FORMAT, "%s, stored chunk %lld (frames %lld-%lld): %s", where, r.stored_chunk,
-            r.first_position, r.first_position + r.n_positions - 1, what);
+  {
+    char chunk[768];
+    sl_packed_entry_describe(where, r.stored_chunk, r.file_chunk, r.first_position, r.n_positions,
+                             chunk, sizeof chunk);
+    sl_fail(a->err, SL_ERR_FORMAT, "%s: %s", chunk, what);
+  }
   else
     sl_fail(a->err, r.code == BSLZ4_E_COUNT || r.code == BSLZ4_E_RANGE ? SL_ERR_INTERNAL : SL_ERR_FORMAT,
             "packed entry %llu: %s", r.entry, what);
