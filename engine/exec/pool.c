@@ -14,12 +14,17 @@ void sl_pool_init(sl_pool *p, sl_backend *b) {
 
 sl_code sl_pool_acquire(sl_pool *p, int64_t bytes, void **ptr, sl_error *err) {
   int64_t cls = sl_size_class(bytes);
+  /* Best fit among the free blocks large enough. */
+  int best = -1;
   for (int i = 0; i < p->n_blocks; i++)
-    if (!p->blocks[i].in_use && p->blocks[i].bytes == cls) {
-      p->blocks[i].in_use = true;
-      *ptr = p->blocks[i].ptr;
-      return SL_OK;
-    }
+    if (!p->blocks[i].in_use && p->blocks[i].bytes >= cls &&
+        (best < 0 || p->blocks[i].bytes < p->blocks[best].bytes))
+      best = i;
+  if (best >= 0) {
+    p->blocks[best].in_use = true;
+    *ptr = p->blocks[best].ptr;
+    return SL_OK;
+  }
   void *mem = NULL;
   sl_code rc = p->backend->ops->alloc(p->backend, (size_t)cls, &mem, err);
   if (rc != SL_OK) return rc;

@@ -1,4 +1,5 @@
-/* A buffer pool by size class over a backend's allocator. It counts the bytes
+/* A buffer pool over a backend's allocator (blocks of 64-byte multiples,
+ * reused best fit). It counts the bytes
  * it holds and their peak, which the report sets beside the planned peak.
  * Whoever acquires releases, and only after the batch that used the buffer
  * has completed. */
@@ -9,7 +10,7 @@
 
 typedef struct sl_pool_block {
   void *ptr;
-  int64_t bytes; /* size class */
+  int64_t bytes; /* sl_size_class of the first request */
   bool in_use;
 } sl_pool_block;
 
@@ -21,7 +22,7 @@ typedef struct sl_pool {
 } sl_pool;
 
 void sl_pool_init(sl_pool *p, sl_backend *b);
-/* A buffer of at least `bytes` (its size class), reusing a free block. */
+/* A buffer of at least `bytes`, reusing the smallest free block that holds it. */
 sl_code sl_pool_acquire(sl_pool *p, int64_t bytes, void **ptr, sl_error *err);
 void sl_pool_release(sl_pool *p, void *ptr);
 /* Returns every block to the backend (all must be released). */

@@ -8,9 +8,7 @@
 #include "engine/core/util.h"
 
 int64_t sl_size_class(int64_t bytes) {
-  int64_t c = 64;
-  while (c < bytes) c <<= 1;
-  return c;
+  return bytes <= 64 ? 64 : (bytes + 63) & ~(int64_t)63;
 }
 
 void sl_plan_free(sl_plan *p) {
@@ -256,38 +254,50 @@ static void plan_buffers(sl_plan *p, const sl_graph *g, int64_t chunk) {
   }
 }
 
-/* Slots: greedy over buffers by first level; a slot is free for a buffer of
- * its size class once its last occupant's lifetime has ended. The executor
- * uses exactly this assignment. Also the peak of live buffer bytes. */
+/* Whether buffer b's lifetime overlaps that of any buffer already in slot s. */
+static bool slot_busy(const sl_plan *p, int s, const sl_plan_buffer *b) {
+  for (int k = 0; k < p->n_buffers; k++) {
+    const sl_plan_buffer *o = &p->buffers[k];
+    if (o->slot == s && o != b && o->first_level <= b->last_level && b->first_level <= o->last_level)
+      return true;
+  }
+  return false;
+}
+
+/* Slots, best fit by size: buffers from the largest down (ties: earlier
+ * first), each into the smallest slot whose occupants' lifetimes it does not
+ * overlap, else a new slot of its own size (rounded up to 64 bytes). A slot
+ * is as large as its largest occupant, so no bytes are lost to size classes.
+ * The executor uses exactly this assignment. Also the peak of live buffer
+ * bytes. */
 static void plan_slots(sl_plan *p) {
   int *order = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *order);
-  for (int b = 0; b < p->n_buffers; b++) order[b] = b;
+  for (int b = 0; b < p->n_buffers; b++) {
+    order[b] = b;
+    p->buffers[b].slot = -1;
+  }
   for (int a = 1; a < p->n_buffers; a++)
-    for (int b = a; b > 0 && p->buffers[order[b - 1]].first_level > p->buffers[order[b]].first_level; b--) {
+    for (int b = a; b > 0; b--) {
+      const sl_plan_buffer *x = &p->buffers[order[b - 1]], *y = &p->buffers[order[b]];
+      bool swap = x->bytes < y->bytes || (x->bytes == y->bytes && x->first_level > y->first_level);
+      if (!swap) break;
       int t = order[b];
       order[b] = order[b - 1];
       order[b - 1] = t;
     }
-  int *free_after = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *free_after);
   p->slots = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *p->slots);
   for (int oi = 0; oi < p->n_buffers; oi++) {
     sl_plan_buffer *b = &p->buffers[order[oi]];
-    int64_t cls = sl_size_class(b->bytes);
     int s = -1;
     for (int k = 0; k < p->n_slots; k++)
-      if (p->slots[k].bytes == cls && free_after[k] < b->first_level) {
-        s = k;
-        break;
-      }
+      if (!slot_busy(p, k, b) && (s < 0 || p->slots[k].bytes < p->slots[s].bytes)) s = k;
     if (s < 0) {
       s = p->n_slots++;
-      p->slots[s].bytes = cls;
+      p->slots[s].bytes = sl_size_class(b->bytes);
     }
-    free_after[s] = b->last_level;
     b->slot = s;
   }
   free(order);
-  free(free_after);
   for (int s = 0; s < p->n_slots; s++) p->slot_bytes += p->slots[s].bytes;
   for (int l = 0; l < p->n_levels; l++) {
     int64_t live = 0;

@@ -8,7 +8,8 @@
  * last consumer. Streamed buffers hold one chunk and live inside the stream
  * levels; whole buffers feeding the stream, reduction outputs and graph
  * outputs live across all chunks. Buffers whose lifetimes do not overlap share
- * a pooled slot of their size class (power of two). */
+ * a pooled slot, assigned best fit by size (a slot is as large as its largest
+ * occupant). */
 #ifndef SL_PLAN_H
 #define SL_PLAN_H
 
@@ -29,7 +30,7 @@ typedef struct sl_plan_buffer {
 } sl_plan_buffer;
 
 typedef struct sl_plan_slot {
-  int64_t bytes; /* the size class */
+  int64_t bytes; /* its largest occupant's, rounded up to 64 */
 } sl_plan_slot;
 
 typedef struct sl_plan_level {
@@ -78,7 +79,7 @@ typedef struct sl_plan {
   int n_slots;
   sl_plan_slot *slots;
   sl_plan_node *nodes; /* per graph node */
-  int64_t slot_bytes;      /* sum of slot size classes: preallocated */
+  int64_t slot_bytes;      /* sum of slot sizes: preallocated */
   int64_t workspace_bytes; /* largest node workspace (one at a time), with
                               per-worker scratch times the worker count */
   int64_t state_bytes;     /* node state held for the whole run (sum) */
@@ -108,7 +109,8 @@ void sl_plan_json(sl_json *j, const sl_plan *p);
  * caller's open object: the plan's levels and the run report's measured
  * levels say them the same way. */
 void sl_plan_level_json_keys(sl_json *j, const sl_plan *p, int l);
-/* The size class of a buffer: the next power of two >= bytes (min 64). */
+/* The bytes a slot or pooled block of `bytes` takes: rounded up to 64 (a
+ * cache line, for aligned vector loads), at least 64. */
 int64_t sl_size_class(int64_t bytes);
 
 #endif

@@ -198,12 +198,56 @@ static void test_auto_chunk_and_budget(void **state) {
   fixture_free(&f);
 }
 
+/* Best-fit slots on a graph of unequal buffers (f64 after f32 after a
+ * narrow item): no two buffers of a slot live at the same level, every slot
+ * is exactly its largest occupant rounded up to 64 bytes, and the slots add
+ * up to no more than the live peak plus the rounding (here, where lifetimes
+ * chain, the pool needs nothing beyond the largest live pair). Checked
+ * against the buffers themselves, not the planner's own sums. */
+static void test_best_fit_slots(void **state) {
+  fixture f;
+  plan_text(&f,
+            "pipeline: fit\n"
+            "nodes:\n"
+            "  r: {type: ramp, params: {positions: [600], item_shape: [100], dtype: f32}}\n"
+            "  a: {type: affine, inputs: {x: r.out}}\n"
+            "  w: {type: ramp, params: {positions: [600], item_shape: [77], dtype: f64}}\n"
+            "  d: {type: subtract, inputs: {x: w.out, y: c.out}}\n"
+            "  c: {type: constant, params: {shape: [77], dtype: f64}}\n"
+            "  s: {type: sum, inputs: {x: a.y}}\n"
+            "  t: {type: sum, inputs: {x: d.out}}\n"
+            "outputs: {p: s.total, q: t.total}\n",
+            100, 0);
+  const sl_plan *p = f.p;
+  int64_t total = 0;
+  for (int s = 0; s < p->n_slots; s++) {
+    int64_t largest = 0;
+    for (int i = 0; i < p->n_buffers; i++) {
+      const sl_plan_buffer *a = &p->buffers[i];
+      if (a->slot != s) continue;
+      if (a->bytes > largest) largest = a->bytes;
+      for (int k = i + 1; k < p->n_buffers; k++) {
+        const sl_plan_buffer *b = &p->buffers[k];
+        if (b->slot == s)
+          assert_false(a->first_level <= b->last_level && b->first_level <= a->last_level);
+      }
+    }
+    assert_true(largest > 0);
+    assert_int_equal(p->slots[s].bytes, (largest + 63) / 64 * 64);
+    total += p->slots[s].bytes;
+  }
+  assert_int_equal(p->slot_bytes, total);
+  assert_true(p->slot_bytes <= p->live_peak_bytes + 64 * p->n_slots);
+  fixture_free(&f);
+}
+
 static void test_size_class(void **state) {
   assert_int_equal(sl_size_class(1), 64);
   assert_int_equal(sl_size_class(64), 64);
   assert_int_equal(sl_size_class(65), 128);
+  assert_int_equal(sl_size_class(129), 192); /* 64-byte multiples, not powers of two */
   assert_int_equal(sl_size_class(1 << 20), 1 << 20);
-  assert_int_equal(sl_size_class((1 << 20) + 1), 2 << 20);
+  assert_int_equal(sl_size_class((1 << 20) + 1), (1 << 20) + 64);
 }
 
 int main(void) {
@@ -212,6 +256,7 @@ int main(void) {
       cmocka_unit_test(test_epilogue_levels),   cmocka_unit_test(test_second_pass_lifetimes),
       cmocka_unit_test(test_auto_chunk_and_budget),
       cmocka_unit_test(test_size_class),
+      cmocka_unit_test(test_best_fit_slots),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
