@@ -16,6 +16,7 @@
 
 #include "tests/unit/node_harness.h"
 #include "nodes/registry.h"
+#include "tests/unit/test_support.h"
 
 extern const sl_node_desc sl_node_mask_correct;
 
@@ -493,16 +494,9 @@ static void test_descriptor(void **st) {
   if (reg) assert_ptr_equal(reg, d);
 }
 
-static int setup(void **st) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/sluice-mc-XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
+static int setup(void **st) { return temp_dir_make(g_dir, sizeof g_dir, "/tmp/sluice-mc-XXXXXX"); }
 
-static int teardown(void **st) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **st) { return temp_dir_remove(g_dir); }
 
 int main(void) {
   const struct CMUnitTest tests[] = {

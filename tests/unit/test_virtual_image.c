@@ -17,6 +17,7 @@
 #include <png.h>
 
 #include "tests/unit/stem_test_data.h"
+#include "tests/unit/test_support.h"
 
 extern const sl_node_desc sl_node_virtual_image;
 
@@ -710,16 +711,9 @@ static void test_cost(void **st) {
   node_free(&n);
 }
 
-static int setup(void **st) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/sluice_test_vi_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
+static int setup(void **st) { return temp_dir_make(g_dir, sizeof g_dir, "/tmp/sluice_test_vi_XXXXXX"); }
 
-static int teardown(void **st) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **st) { return temp_dir_remove(g_dir); }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
