@@ -222,7 +222,11 @@ static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_f
   double t0 = c->adapt.on ? now_seconds() : 0;
   atomic_store_explicit(&c->outstanding, parts, memory_order_relaxed);
   uint64_t next = ((atomic_load_explicit(&c->generation, memory_order_relaxed) >> 16) + 1) << 16;
-  atomic_store_explicit(&c->generation, next | (uint64_t)parts, memory_order_release);
+  /* Sequentially consistent, like the worker's sleepers increment and its
+   * generation check: with a release store the load of `sleepers` below may
+   * pass it, see 0 while a worker is going to sleep on the old generation,
+   * and skip the wake-up -- both then wait for ever. */
+  atomic_store(&c->generation, next | (uint64_t)parts);
   if (atomic_load(&c->sleepers) > 0) {
     pthread_mutex_lock(&c->lock);
     pthread_cond_broadcast(&c->wake);
