@@ -59,6 +59,220 @@ static h5z_func plugin_filter(void) {
   return cls ? (h5z_func)cls->filter : NULL;
 }
 
+/* The acquisition in memory and as raw chunks: chunk f is
+ * raw[off[f] .. off[f + 1]). */
+typedef struct bench_acq {
+  size_t frames, side, frame_bytes, total;
+  uint16_t *data;
+  uint8_t *raw;
+  size_t *off;
+} bench_acq;
+
+/* The HDF5 file written through the plugin. */
+typedef struct bench_file {
+  char path[256];
+  hid_t file, space, dcpl, dset;
+} bench_file;
+
+/* One timed decoder: its label and best time in seconds. */
+typedef struct bench_rows {
+  struct {
+    char name[48];
+    double best;
+  } row[8];
+  int n;
+} bench_rows;
+
+static void add_row(bench_rows *rows, const char *name, double best) {
+  snprintf(rows->row[rows->n].name, sizeof rows->row[rows->n].name, "%s", name);
+  rows->row[rows->n++].best = best;
+}
+
+/* Writes the acquisition through the plugin, one frame per chunk, default
+ * block, LZ4; *seconds is the time of the write itself. Returns 0, or 1 when
+ * the filter is unavailable. */
+static int write_through_plugin(bench_file *bf, const bench_acq *acq, double *seconds) {
+  snprintf(bf->path, sizeof bf->path, "/tmp/sluice-bench-bslz4-%d.h5", (int)getpid());
+  bf->file = H5Fcreate(bf->path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t dims[3] = {acq->frames, acq->side, acq->side}, chunk[3] = {1, acq->side, acq->side};
+  bf->space = H5Screate_simple(3, dims, NULL);
+  bf->dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(bf->dcpl, 3, chunk);
+  unsigned cd[2] = {0, 2}; /* {block size (0: default), compression (2: LZ4)}; the plugin prepends version and element size */
+  H5Pset_filter(bf->dcpl, SL_BSHUF_FILTER_ID, H5Z_FLAG_MANDATORY, 2, cd);
+  bf->dset = H5Dcreate2(bf->file, "data", H5T_NATIVE_UINT16, bf->space, H5P_DEFAULT, bf->dcpl,
+                        H5P_DEFAULT);
+  if (bf->dset < 0) {
+    fprintf(stderr, "bench_bslz4: cannot create a dataset with filter 32008\n");
+    return 1;
+  }
+  double t0 = sl_now();
+  H5Dwrite(bf->dset, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, acq->data);
+  H5Fflush(bf->file, H5F_SCOPE_LOCAL);
+  *seconds = sl_now() - t0;
+  return 0;
+}
+
+static void close_file(bench_file *bf) {
+  H5Dclose(bf->dset);
+  H5Pclose(bf->dcpl);
+  H5Sclose(bf->space);
+  H5Fclose(bf->file);
+  unlink(bf->path);
+}
+
+/* Reads every chunk's stored bytes back into acq->raw / acq->off; returns
+ * the compressed size. */
+static size_t read_raw_chunks(hid_t dset, bench_acq *acq) {
+  size_t frames = acq->frames, comp = 0;
+  acq->off = malloc((frames + 1) * sizeof *acq->off);
+  for (size_t f = 0; f < frames; f++) {
+    hsize_t o[3] = {f, 0, 0}, nb = 0;
+    H5Dget_chunk_storage_size(dset, o, &nb);
+    comp += nb;
+  }
+  acq->raw = malloc(comp);
+  comp = 0;
+  for (size_t f = 0; f < frames; f++) {
+    hsize_t o[3] = {f, 0, 0}, nb = 0;
+    uint32_t mask = 0;
+    H5Dget_chunk_storage_size(dset, o, &nb);
+    acq->off[f] = comp;
+    H5Dread_chunk(dset, H5P_DEFAULT, o, &mask, acq->raw + comp);
+    comp += nb;
+  }
+  acq->off[frames] = comp;
+  return comp;
+}
+
+/* sluice's decoder on every SIMD path this CPU has, into out. */
+static int time_sluice(const bench_acq *acq, uint8_t *out, int repeats, bench_rows *rows) {
+  static const sl_simd paths[] = {SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
+  const size_t frame_bytes = acq->frame_bytes;
+  for (size_t p = 0; p < 3; p++) {
+    if (!sl_simd_supported(paths[p])) continue;
+    sl_bslz4_opts opts = {.simd = paths[p]};
+    double best = 1e30;
+    for (int r = 0; r < repeats; r++) {
+      double s = sl_now();
+      for (size_t f = 0; f < acq->frames; f++) {
+        sl_error err;
+        size_t got;
+        if (sl_bslz4_decode_opts(acq->raw + acq->off[f], acq->off[f + 1] - acq->off[f], 2,
+                                 out + f * frame_bytes, frame_bytes, &got, &opts, &err) != SL_OK ||
+            got != frame_bytes) {
+          fprintf(stderr, "frame %zu: %s\n", f, err.msg);
+          return 1;
+        }
+      }
+      double t = sl_now() - s;
+      if (t < best) best = t;
+    }
+    if (memcmp(out, acq->data, acq->total) != 0) {
+      fprintf(stderr, "bench_bslz4: sluice %s output differs from the input\n",
+              sl_simd_name(paths[p]));
+      return 1;
+    }
+    char name[48];
+    snprintf(name, sizeof name, "sluice bslz4 (%s)", sl_simd_name(paths[p]));
+    add_row(rows, name, best);
+  }
+  return 0;
+}
+
+/* LZ4 alone: the blocks of every chunk into an 8 KiB buffer. */
+static int time_lz4_only(const bench_acq *acq, int repeats, bench_rows *rows) {
+  double best = 1e30;
+  static char blk[SL_BSLZ4_STACK_BLOCK_BYTES];
+  for (int r = 0; r < repeats; r++) {
+    double s = sl_now();
+    for (size_t f = 0; f < acq->frames; f++) {
+      const uint8_t *c = acq->raw + acq->off[f], *end = acq->raw + acq->off[f + 1];
+      uint32_t bb = ((uint32_t)c[8] << 24) | ((uint32_t)c[9] << 16) | ((uint32_t)c[10] << 8) | c[11];
+      size_t n = acq->frame_bytes / 2, bs = bb / 2, pos = 12;
+      for (size_t e = 0; e + 8 <= n;) {
+        size_t m = n - e >= bs ? bs : (n - e) - (n - e) % 8;
+        uint32_t cl = ((uint32_t)c[pos] << 24) | ((uint32_t)c[pos + 1] << 16) |
+                      ((uint32_t)c[pos + 2] << 8) | c[pos + 3];
+        if (c + pos + 4 + cl > end) return 1;
+        if (LZ4_decompress_safe((const char *)c + pos + 4, blk, (int)cl, (int)sizeof blk) !=
+            (int)(m * 2))
+          return 1;
+        pos += 4 + cl;
+        e += m;
+      }
+    }
+    double t = sl_now() - s;
+    if (t < best) best = t;
+  }
+  add_row(rows, "LZ4 blocks only (lower bound)", best);
+  return 0;
+}
+
+/* The plugin's filter function called directly on every chunk, into out;
+ * *plugin_best is its time (left alone when the plugin cannot be loaded). */
+static int time_plugin_filter(const bench_acq *acq, uint8_t *out, int repeats, bench_rows *rows,
+                              double *plugin_best) {
+  h5z_func filt = plugin_filter();
+  if (!filt) return 0;
+  const size_t frame_bytes = acq->frame_bytes;
+  unsigned cdv[5] = {0, 3, 2, 0, 2}; /* as stored: major, minor, elem size, block, LZ4 */
+  double best = 1e30;
+  for (int r = 0; r < repeats; r++) {
+    double s = sl_now();
+    for (size_t f = 0; f < acq->frames; f++) {
+      size_t nb = acq->off[f + 1] - acq->off[f], bsz = nb;
+      void *b = malloc(nb); /* the filter takes ownership and returns its own buffer */
+      memcpy(b, acq->raw + acq->off[f], nb);
+      size_t got = filt(H5Z_FLAG_REVERSE, 5, cdv, nb, &bsz, &b);
+      if (got != frame_bytes) {
+        fprintf(stderr, "plugin filter failed on frame %zu\n", f);
+        return 1;
+      }
+      memcpy(out + f * frame_bytes, b, frame_bytes);
+      free(b);
+    }
+    double t = sl_now() - s;
+    if (t < best) best = t;
+  }
+  if (memcmp(out, acq->data, acq->total) != 0) {
+    fprintf(stderr, "bench_bslz4: plugin filter output differs\n");
+    return 1;
+  }
+  *plugin_best = best;
+  add_row(rows, "plugin filter function", best);
+  return 0;
+}
+
+/* H5Dread of the whole dataset through the plugin, into out. */
+static int time_h5dread(hid_t dset, const bench_acq *acq, uint8_t *out, int repeats,
+                        bench_rows *rows, double *plugin_best) {
+  double best = 1e30;
+  for (int r = 0; r < repeats; r++) {
+    double s = sl_now();
+    H5Dread(dset, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+    double t = sl_now() - s;
+    if (t < best) best = t;
+  }
+  if (memcmp(out, acq->data, acq->total) != 0) {
+    fprintf(stderr, "bench_bslz4: H5Dread output differs\n");
+    return 1;
+  }
+  if (!*plugin_best) *plugin_best = best;
+  add_row(rows, "plugin via H5Dread", best);
+  return 0;
+}
+
+static void print_rows(const bench_rows *rows, size_t total, double plugin_best, int repeats) {
+  printf("\n%-32s %10s %10s %12s\n", "decoder (1 thread)", "ms", "GB/s", "vs plugin");
+  for (int i = 0; i < rows->n; i++)
+    printf("%-32s %10.2f %10.3f %11.2fx\n", rows->row[i].name, rows->row[i].best * 1e3,
+           total / rows->row[i].best / 1e9, plugin_best / rows->row[i].best);
+  printf("(best of %d; GB/s = 1e9 decoded bytes per second; 'vs plugin' relative to the plugin "
+         "filter function)\n",
+         repeats);
+}
+
 int main(int argc, char **argv) {
   size_t frames = argc > 1 ? (size_t)atol(argv[1]) : 1024;
   size_t side = argc > 2 ? (size_t)atol(argv[2]) : 192;
@@ -72,185 +286,36 @@ int main(int argc, char **argv) {
     return 1;
   }
   setenv("HDF5_PLUGIN_PATH", PLUGIN_DIR, 1);
-  const size_t frame_bytes = side * side * 2, total = frames * frame_bytes;
-  uint16_t *data = malloc(total);
-  uint8_t *out = malloc(total), *out2 = malloc(total);
-  if (!data || !out || !out2) return 1;
+  bench_acq acq = {.frames = frames, .side = side, .frame_bytes = side * side * 2};
+  acq.total = frames * acq.frame_bytes;
+  acq.data = malloc(acq.total);
+  uint8_t *out = malloc(acq.total), *out2 = malloc(acq.total);
+  if (!acq.data || !out || !out2) return 1;
   double t0 = sl_now();
-  generate(data, frames, side);
+  generate(acq.data, frames, side);
   double tgen = sl_now() - t0;
 
-  /* write through the plugin, one frame per chunk, default block, LZ4 */
-  char path[256];
-  snprintf(path, sizeof path, "/tmp/sluice-bench-bslz4-%d.h5", (int)getpid());
-  hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  hsize_t dims[3] = {frames, side, side}, chunk[3] = {1, side, side};
-  hid_t space = H5Screate_simple(3, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  H5Pset_chunk(dcpl, 3, chunk);
-  unsigned cd[2] = {0, 2}; /* {block size (0: default), compression (2: LZ4)}; the plugin prepends version and element size */
-  H5Pset_filter(dcpl, SL_BSHUF_FILTER_ID, H5Z_FLAG_MANDATORY, 2, cd);
-  hid_t dset = H5Dcreate2(file, "data", H5T_NATIVE_UINT16, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-  if (dset < 0) {
-    fprintf(stderr, "bench_bslz4: cannot create a dataset with filter 32008\n");
-    return 1;
-  }
-  t0 = sl_now();
-  H5Dwrite(dset, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-  H5Fflush(file, H5F_SCOPE_LOCAL);
-  double twrite = sl_now() - t0;
-
-  /* raw chunks */
-  size_t *off = malloc((frames + 1) * sizeof *off), comp = 0;
-  for (size_t f = 0; f < frames; f++) {
-    hsize_t o[3] = {f, 0, 0}, nb = 0;
-    H5Dget_chunk_storage_size(dset, o, &nb);
-    comp += nb;
-  }
-  uint8_t *raw = malloc(comp);
-  comp = 0;
-  for (size_t f = 0; f < frames; f++) {
-    hsize_t o[3] = {f, 0, 0}, nb = 0;
-    uint32_t mask = 0;
-    H5Dget_chunk_storage_size(dset, o, &nb);
-    off[f] = comp;
-    H5Dread_chunk(dset, H5P_DEFAULT, o, &mask, raw + comp);
-    comp += nb;
-  }
-  off[frames] = comp;
+  bench_file bf;
+  double twrite = 0;
+  if (write_through_plugin(&bf, &acq, &twrite)) return 1;
+  size_t comp = read_raw_chunks(bf.dset, &acq);
   printf("bench_bslz4: %zu frames of %zux%zu u16 = %.1f MB decoded, %.1f MB compressed "
          "(ratio %.2f); generate %.2f s, plugin write %.2f s\n",
-         frames, side, side, total / 1e6, comp / 1e6, (double)total / (double)comp, tgen, twrite);
+         frames, side, side, acq.total / 1e6, comp / 1e6, (double)acq.total / (double)comp, tgen,
+         twrite);
 
-  /* --- sluice, each path --- */
-  struct row {
-    char name[48];
-    double best;
-  } rows[8];
-  int nrows = 0;
-  static const sl_simd paths[] = {SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
-  for (size_t p = 0; p < 3; p++) {
-    if (!sl_simd_supported(paths[p])) continue;
-    sl_bslz4_opts opts = {.simd = paths[p]};
-    double best = 1e30;
-    for (int r = 0; r < repeats; r++) {
-      double s = sl_now();
-      for (size_t f = 0; f < frames; f++) {
-        sl_error err;
-        size_t got;
-        if (sl_bslz4_decode_opts(raw + off[f], off[f + 1] - off[f], 2, out + f * frame_bytes,
-                                 frame_bytes, &got, &opts, &err) != SL_OK ||
-            got != frame_bytes) {
-          fprintf(stderr, "frame %zu: %s\n", f, err.msg);
-          return 1;
-        }
-      }
-      double t = sl_now() - s;
-      if (t < best) best = t;
-    }
-    if (memcmp(out, data, total) != 0) {
-      fprintf(stderr, "bench_bslz4: sluice %s output differs from the input\n",
-              sl_simd_name(paths[p]));
-      return 1;
-    }
-    snprintf(rows[nrows].name, sizeof rows[nrows].name, "sluice bslz4 (%s)", sl_simd_name(paths[p]));
-    rows[nrows++].best = best;
-  }
-
-  /* --- LZ4 alone: the blocks of every chunk into an 8 KiB buffer --- */
-  {
-    double best = 1e30;
-    static char blk[SL_BSLZ4_STACK_BLOCK_BYTES];
-    for (int r = 0; r < repeats; r++) {
-      double s = sl_now();
-      for (size_t f = 0; f < frames; f++) {
-        const uint8_t *c = raw + off[f], *end = raw + off[f + 1];
-        uint32_t bb = ((uint32_t)c[8] << 24) | ((uint32_t)c[9] << 16) | ((uint32_t)c[10] << 8) | c[11];
-        size_t n = frame_bytes / 2, bs = bb / 2, pos = 12;
-        for (size_t e = 0; e + 8 <= n;) {
-          size_t m = n - e >= bs ? bs : (n - e) - (n - e) % 8;
-          uint32_t cl = ((uint32_t)c[pos] << 24) | ((uint32_t)c[pos + 1] << 16) |
-                        ((uint32_t)c[pos + 2] << 8) | c[pos + 3];
-          if (c + pos + 4 + cl > end) return 1;
-          if (LZ4_decompress_safe((const char *)c + pos + 4, blk, (int)cl, (int)sizeof blk) !=
-              (int)(m * 2))
-            return 1;
-          pos += 4 + cl;
-          e += m;
-        }
-      }
-      double t = sl_now() - s;
-      if (t < best) best = t;
-    }
-    snprintf(rows[nrows].name, sizeof rows[nrows].name, "LZ4 blocks only (lower bound)");
-    rows[nrows++].best = best;
-  }
-
-  /* --- the plugin's filter function, directly --- */
-  h5z_func filt = plugin_filter();
+  bench_rows rows = {.n = 0};
   double plugin_best = 0;
-  if (filt) {
-    unsigned cdv[5] = {0, 3, 2, 0, 2}; /* as stored: major, minor, elem size, block, LZ4 */
-    double best = 1e30;
-    for (int r = 0; r < repeats; r++) {
-      double s = sl_now();
-      for (size_t f = 0; f < frames; f++) {
-        size_t nb = off[f + 1] - off[f], bsz = nb;
-        void *b = malloc(nb); /* the filter takes ownership and returns its own buffer */
-        memcpy(b, raw + off[f], nb);
-        size_t got = filt(H5Z_FLAG_REVERSE, 5, cdv, nb, &bsz, &b);
-        if (got != frame_bytes) {
-          fprintf(stderr, "plugin filter failed on frame %zu\n", f);
-          return 1;
-        }
-        memcpy(out2 + f * frame_bytes, b, frame_bytes);
-        free(b);
-      }
-      double t = sl_now() - s;
-      if (t < best) best = t;
-    }
-    if (memcmp(out2, data, total) != 0) {
-      fprintf(stderr, "bench_bslz4: plugin filter output differs\n");
-      return 1;
-    }
-    plugin_best = best;
-    snprintf(rows[nrows].name, sizeof rows[nrows].name, "plugin filter function");
-    rows[nrows++].best = best;
-  }
+  if (time_sluice(&acq, out, repeats, &rows) || time_lz4_only(&acq, repeats, &rows) ||
+      time_plugin_filter(&acq, out2, repeats, &rows, &plugin_best) ||
+      time_h5dread(bf.dset, &acq, out2, repeats, &rows, &plugin_best))
+    return 1;
+  print_rows(&rows, acq.total, plugin_best, repeats);
 
-  /* --- H5Dread through the plugin --- */
-  {
-    double best = 1e30;
-    for (int r = 0; r < repeats; r++) {
-      double s = sl_now();
-      H5Dread(dset, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, out2);
-      double t = sl_now() - s;
-      if (t < best) best = t;
-    }
-    if (memcmp(out2, data, total) != 0) {
-      fprintf(stderr, "bench_bslz4: H5Dread output differs\n");
-      return 1;
-    }
-    if (!plugin_best) plugin_best = best;
-    snprintf(rows[nrows].name, sizeof rows[nrows].name, "plugin via H5Dread");
-    rows[nrows++].best = best;
-  }
-
-  printf("\n%-32s %10s %10s %12s\n", "decoder (1 thread)", "ms", "GB/s", "vs plugin");
-  for (int i = 0; i < nrows; i++)
-    printf("%-32s %10.2f %10.3f %11.2fx\n", rows[i].name, rows[i].best * 1e3,
-           total / rows[i].best / 1e9, plugin_best / rows[i].best);
-  printf("(best of %d; GB/s = 1e9 decoded bytes per second; 'vs plugin' relative to the plugin "
-         "filter function)\n",
-         repeats);
-
-  H5Dclose(dset);
-  H5Pclose(dcpl);
-  H5Sclose(space);
-  H5Fclose(file);
-  unlink(path);
-  free(raw);
-  free(off);
-  free(data);
+  close_file(&bf);
+  free(acq.raw);
+  free(acq.off);
+  free(acq.data);
   free(out);
   free(out2);
   return 0;

@@ -144,18 +144,9 @@ static void dnode_release(dnode *d) {
 
 static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t ps, int64_t pc, int64_t chunk,
                     int64_t n_chunks, sl_error *err) {
-  sl_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.backend = b;
-  a.dev = b->ops->device_env(b);
-  a.node_id = "decode";
-  a.chunk = chunk;
-  a.n_chunks = n_chunks;
-  a.pos_start = ps;
-  a.pos_count = pc;
-  a.in[0] = in;
-  a.out[0] = out;
-  a.err = err;
+  sl_kernel_args a = {.backend = b, .dev = b->ops->device_env(b), .node_id = "decode",
+                      .chunk = chunk, .n_chunks = n_chunks, .pos_start = ps, .pos_count = pc,
+                      .in = {in}, .out = {out}, .err = err};
   return sl_cuda_bslz4_decode(&d->p, &a);
 }
 

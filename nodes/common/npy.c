@@ -126,27 +126,20 @@ static sl_code read_file(const char *path, unsigned char **data, int64_t *len, s
   return SL_OK;
 }
 
-sl_code sl_npy_read_mask(const char *path, int64_t h, int64_t w, uint8_t **mask, sl_error *err) {
-  if (mask) *mask = NULL;
-  unsigned char *buf = NULL;
-  int64_t len = 0;
-  sl_code rc = read_file(path, &buf, &len, err);
-  if (rc) return rc;
-  npy_parser ps = {NULL, NULL, path, err};
-  if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0) {
-    rc = bad(&ps, "not a .npy file (missing \\x93NUMPY magic)");
-    goto done;
-  }
+/* Checks the magic, version and header length, and that the header is one
+ * printable line; points the parser at the header text (without its '\n')
+ * and returns where the array data starts. */
+static sl_code parse_preamble(npy_parser *ps, const unsigned char *buf, int64_t len,
+                              int64_t *data_start) {
+  if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
+    return bad(ps, "not a .npy file (missing \\x93NUMPY magic)");
   int major = buf[6], minor = buf[7];
   int64_t prefix, hlen;
   if (major == 1 && minor == 0) {
     prefix = 10;
     hlen = (int64_t)buf[8] | ((int64_t)buf[9] << 8);
   } else if ((major == 2 || major == 3) && minor == 0) {
-    if (len < 12) {
-      rc = bad(&ps, "truncated header length");
-      goto done;
-    }
+    if (len < 12) return bad(ps, "truncated header length");
     prefix = 12;
     hlen = (int64_t)buf[8] | ((int64_t)buf[9] << 8) | ((int64_t)buf[10] << 16) |
            ((int64_t)buf[11] << 24);
@@ -154,171 +147,180 @@ sl_code sl_npy_read_mask(const char *path, int64_t h, int64_t w, uint8_t **mask,
     char m[96];
     snprintf(m, sizeof m, "unsupported .npy version %d.%d (supported: 1.0, 2.0, 3.0)", major,
              minor);
-    rc = bad(&ps, m);
-    goto done;
+    return bad(ps, m);
   }
   if (hlen < 1 || hlen > len - prefix) {
     char m[128];
     snprintf(m, sizeof m, "header length %lld exceeds the file (%lld bytes)", (long long)hlen,
              (long long)len);
-    rc = bad(&ps, m);
-    goto done;
+    return bad(ps, m);
   }
   const char *hdr = (const char *)buf + prefix;
-  if (hdr[hlen - 1] != '\n') {
-    rc = bad(&ps, "header does not end with a newline");
-    goto done;
-  }
+  if (hdr[hlen - 1] != '\n') return bad(ps, "header does not end with a newline");
   for (int64_t i = 0; i < hlen - 1; i++)
-    if ((unsigned char)hdr[i] < 0x20 || (unsigned char)hdr[i] > 0x7e) {
-      rc = bad(&ps, "header holds a non-printable character");
-      goto done;
-    }
-  ps.p = hdr;
-  ps.end = hdr + hlen - 1;
+    if ((unsigned char)hdr[i] < 0x20 || (unsigned char)hdr[i] > 0x7e)
+      return bad(ps, "header holds a non-printable character");
+  ps->p = hdr;
+  ps->end = hdr + hlen - 1;
+  *data_start = prefix + hlen;
+  return SL_OK;
+}
 
-  char descr[32] = "";
-  int have_descr = 0, have_fortran = 0, have_shape = 0, fortran = 0, ndim = 0;
+/* What the header dictionary says. */
+typedef struct npy_header {
+  char descr[32];
+  int fortran, ndim;
   int64_t dims[8];
-  if (!expect_char(&ps, '{')) {
-    rc = bad(&ps, "header is not a dictionary");
-    goto done;
+} npy_header;
+
+/* One "key: value" entry of the header dictionary; `seen` counts each key so
+ * a repeated one is refused. */
+static sl_code parse_entry(npy_parser *ps, npy_header *hd, int seen[3]) {
+  char key[32];
+  sl_code rc = parse_string(ps, key, sizeof key, "key");
+  if (rc) return rc;
+  if (!expect_char(ps, ':')) return bad(ps, "header: expected ':' after a key");
+  if (!strcmp(key, "descr")) {
+    if (seen[0]++) return bad(ps, "header: duplicate key 'descr'");
+    return parse_string(ps, hd->descr, sizeof hd->descr, "'descr'");
   }
+  if (!strcmp(key, "fortran_order")) {
+    if (seen[1]++) return bad(ps, "header: duplicate key 'fortran_order'");
+    if (parse_word(ps, "True")) hd->fortran = 1;
+    else if (parse_word(ps, "False")) hd->fortran = 0;
+    else return bad(ps, "header: 'fortran_order' must be True or False");
+    return SL_OK;
+  }
+  if (!strcmp(key, "shape")) {
+    if (seen[2]++) return bad(ps, "header: duplicate key 'shape'");
+    return parse_shape(ps, hd->dims, &hd->ndim);
+  }
+  char m[96];
+  snprintf(m, sizeof m, "header: unexpected key '%s'", key);
+  return bad(ps, m);
+}
+
+/* The dictionary literal: exactly the keys 'descr', 'fortran_order', 'shape'. */
+static sl_code parse_header(npy_parser *ps, npy_header *hd) {
+  int seen[3] = {0, 0, 0};
+  if (!expect_char(ps, '{')) return bad(ps, "header is not a dictionary");
   for (;;) {
-    if (expect_char(&ps, '}')) break;
-    char key[32];
-    if ((rc = parse_string(&ps, key, sizeof key, "key")) != SL_OK) goto done;
-    if (!expect_char(&ps, ':')) {
-      rc = bad(&ps, "header: expected ':' after a key");
-      goto done;
-    }
-    if (!strcmp(key, "descr")) {
-      if (have_descr++) {
-        rc = bad(&ps, "header: duplicate key 'descr'");
-        goto done;
-      }
-      if ((rc = parse_string(&ps, descr, sizeof descr, "'descr'")) != SL_OK) goto done;
-    } else if (!strcmp(key, "fortran_order")) {
-      if (have_fortran++) {
-        rc = bad(&ps, "header: duplicate key 'fortran_order'");
-        goto done;
-      }
-      if (parse_word(&ps, "True")) fortran = 1;
-      else if (parse_word(&ps, "False")) fortran = 0;
-      else {
-        rc = bad(&ps, "header: 'fortran_order' must be True or False");
-        goto done;
-      }
-    } else if (!strcmp(key, "shape")) {
-      if (have_shape++) {
-        rc = bad(&ps, "header: duplicate key 'shape'");
-        goto done;
-      }
-      if ((rc = parse_shape(&ps, dims, &ndim)) != SL_OK) goto done;
-    } else {
-      char m[96];
-      snprintf(m, sizeof m, "header: unexpected key '%s'", key);
-      rc = bad(&ps, m);
-      goto done;
-    }
-    if (expect_char(&ps, ',')) continue;
-    if (expect_char(&ps, '}')) break;
-    rc = bad(&ps, "header: expected ',' or '}' after a value");
-    goto done;
+    if (expect_char(ps, '}')) break;
+    sl_code rc = parse_entry(ps, hd, seen);
+    if (rc) return rc;
+    if (expect_char(ps, ',')) continue;
+    if (expect_char(ps, '}')) break;
+    return bad(ps, "header: expected ',' or '}' after a value");
   }
-  skip_spaces(&ps);
-  if (ps.p != ps.end) {
-    rc = bad(&ps, "header: unexpected text after the dictionary");
-    goto done;
-  }
-  if (!have_descr || !have_fortran || !have_shape) {
-    rc = bad(&ps, "header: missing one of the keys 'descr', 'fortran_order', 'shape'");
-    goto done;
-  }
+  skip_spaces(ps);
+  if (ps->p != ps->end) return bad(ps, "header: unexpected text after the dictionary");
+  if (!seen[0] || !seen[1] || !seen[2])
+    return bad(ps, "header: missing one of the keys 'descr', 'fortran_order', 'shape'");
+  return SL_OK;
+}
+
+/* Checks the header against what this reader supports and the detector's
+ * H x W, and the data length against the shape; gives the element type. */
+static sl_code check_header(npy_parser *ps, const npy_header *hd, int64_t h, int64_t w,
+                            int64_t data_len, const npy_dtype **type) {
   const npy_dtype *dt = NULL;
   for (size_t i = 0; i < sizeof element_types / sizeof element_types[0]; i++)
-    if (!strcmp(descr, element_types[i].descr)) dt = &element_types[i];
+    if (!strcmp(hd->descr, element_types[i].descr)) dt = &element_types[i];
   if (!dt) {
     char m[160];
     snprintf(m, sizeof m,
-             "unsupported element type '%s'%s (supported: |u1, |b1, <u2, <i4, <f4, <f8)", descr,
-             descr[0] == '>' ? " (big endian)" : "");
-    rc = bad(&ps, m);
-    goto done;
+             "unsupported element type '%s'%s (supported: |u1, |b1, <u2, <i4, <f4, <f8)",
+             hd->descr, hd->descr[0] == '>' ? " (big endian)" : "");
+    return bad(ps, m);
   }
-  if (fortran) {
-    rc = bad(&ps, "Fortran-order arrays are not supported (save a C-order array)");
-    goto done;
-  }
-  if (ndim != 2) {
+  if (hd->fortran) return bad(ps, "Fortran-order arrays are not supported (save a C-order array)");
+  if (hd->ndim != 2) {
     char m[96];
-    snprintf(m, sizeof m, "mask must have 2 dimensions, found %d", ndim);
-    rc = bad(&ps, m);
-    goto done;
+    snprintf(m, sizeof m, "mask must have 2 dimensions, found %d", hd->ndim);
+    return bad(ps, m);
   }
-  if (dims[0] != h || dims[1] != w) {
-    rc = sl_fail(err, SL_ERR_PIPELINE,
-                 "mask file '%s': shape (%lld, %lld) does not match the detector (%lld, %lld)",
-                 path, (long long)dims[0], (long long)dims[1], (long long)h, (long long)w);
-    goto done;
-  }
-  int64_t data_len = len - prefix - hlen;
+  if (hd->dims[0] != h || hd->dims[1] != w)
+    return sl_fail(ps->err, SL_ERR_PIPELINE,
+                   "mask file '%s': shape (%lld, %lld) does not match the detector (%lld, %lld)",
+                   ps->path, (long long)hd->dims[0], (long long)hd->dims[1], (long long)h,
+                   (long long)w);
   int64_t want = h * w * dt->size; /* h, w come from a checked frame descriptor */
   if (data_len != want) {
     char m[160];
     snprintf(m, sizeof m, "data is %lld bytes, the header's shape and type need %lld",
              (long long)data_len, (long long)want);
-    rc = bad(&ps, m);
-    goto done;
+    return bad(ps, m);
   }
-  const unsigned char *d = buf + prefix + hlen;
-  uint8_t *out = mask ? malloc(h * w > 0 ? (size_t)(h * w) : 1) : NULL;
+  *type = dt;
+  return SL_OK;
+}
+
+/* Element e as 0/1 (1 = nonzero); -1 for a NaN. */
+static int element_nonzero(const unsigned char *e, const npy_dtype *dt) {
+  switch (dt->size) {
+    case 1: return e[0] != 0;
+    case 2: return (e[0] | e[1]) != 0;
+    case 4:
+      if (dt->descr[1] == 'f') {
+        uint32_t u = (uint32_t)e[0] | (uint32_t)e[1] << 8 | (uint32_t)e[2] << 16 |
+                     (uint32_t)e[3] << 24;
+        float fv;
+        memcpy(&fv, &u, 4);
+        if (isnan(fv)) return -1;
+        return fv != 0.0f;
+      }
+      return (e[0] | e[1] | e[2] | e[3]) != 0;
+    default: {
+      uint64_t u = 0;
+      for (int b = 7; b >= 0; b--) u = u << 8 | e[b];
+      double dv;
+      memcpy(&dv, &u, 8);
+      if (isnan(dv)) return -1;
+      return dv != 0.0;
+    }
+  }
+}
+
+/* Converts the h*w elements at d into out (when not NULL); refuses a NaN. */
+static sl_code decode_elements(npy_parser *ps, const unsigned char *d, const npy_dtype *dt,
+                               int64_t h, int64_t w, uint8_t *out) {
+  for (int64_t i = 0; i < h * w; i++) {
+    int nz = element_nonzero(d + i * dt->size, dt);
+    if (nz < 0) {
+      char m[96];
+      snprintf(m, sizeof m, "element %lld (row %lld, col %lld) is NaN", (long long)i,
+               (long long)(i / w), (long long)(i % w));
+      return bad(ps, m);
+    }
+    if (out) out[i] = (uint8_t)nz;
+  }
+  return SL_OK;
+}
+
+sl_code sl_npy_read_mask(const char *path, int64_t h, int64_t w, uint8_t **mask, sl_error *err) {
+  if (mask) *mask = NULL;
+  unsigned char *buf = NULL;
+  int64_t len = 0;
+  sl_code rc = read_file(path, &buf, &len, err);
+  if (rc) return rc;
+  npy_parser ps = {NULL, NULL, path, err};
+  npy_header hd = {.descr = ""};
+  const npy_dtype *dt = NULL;
+  int64_t data_start = 0;
+  uint8_t *out = NULL;
+  if ((rc = parse_preamble(&ps, buf, len, &data_start)) != SL_OK) goto done;
+  if ((rc = parse_header(&ps, &hd)) != SL_OK) goto done;
+  if ((rc = check_header(&ps, &hd, h, w, len - data_start, &dt)) != SL_OK) goto done;
+  out = mask ? malloc(h * w > 0 ? (size_t)(h * w) : 1) : NULL;
   if (mask && !out) {
     rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for mask '%s'", path);
     goto done;
   }
-  for (int64_t i = 0; i < h * w; i++) {
-    const unsigned char *e = d + i * dt->size;
-    int nz;
-    switch (dt->size) {
-      case 1: nz = e[0] != 0; break;
-      case 2: nz = (e[0] | e[1]) != 0; break;
-      case 4:
-        if (dt->descr[1] == 'f') {
-          uint32_t u = (uint32_t)e[0] | (uint32_t)e[1] << 8 | (uint32_t)e[2] << 16 |
-                       (uint32_t)e[3] << 24;
-          float fv;
-          memcpy(&fv, &u, 4);
-          if (isnan(fv)) goto nan;
-          nz = fv != 0.0f;
-        } else {
-          nz = (e[0] | e[1] | e[2] | e[3]) != 0;
-        }
-        break;
-      default: {
-        uint64_t u = 0;
-        for (int b = 7; b >= 0; b--) u = u << 8 | e[b];
-        double dv;
-        memcpy(&dv, &u, 8);
-        if (isnan(dv)) goto nan;
-        nz = dv != 0.0;
-        break;
-      }
-    }
-    if (out) out[i] = (uint8_t)nz;
-    continue;
-  nan:
+  if ((rc = decode_elements(&ps, buf + data_start, dt, h, w, out)) != SL_OK) {
     free(out);
-    {
-      char m[96];
-      snprintf(m, sizeof m, "element %lld (row %lld, col %lld) is NaN", (long long)i,
-               (long long)(i / w), (long long)(i % w));
-      rc = bad(&ps, m);
-    }
     goto done;
   }
   if (mask) *mask = out;
-  rc = SL_OK;
 done:
   free(buf);
   return rc;

@@ -210,18 +210,17 @@ typedef void (*bin_frame_fn)(const void *src, void *dst, int64_t w, int64_t ho, 
       }                                                                                \
     }                                                                                  \
   }
-BIN_FN(bin_u8_u8, uint8_t, uint8_t)
-BIN_FN(bin_u8_u16, uint8_t, uint16_t)
-BIN_FN(bin_u8_u32, uint8_t, uint32_t)
-BIN_FN(bin_u8_u64, uint8_t, uint64_t)
-BIN_FN(bin_u16_u8, uint16_t, uint8_t)
-BIN_FN(bin_u16_u16, uint16_t, uint16_t)
-BIN_FN(bin_u16_u32, uint16_t, uint32_t)
-BIN_FN(bin_u16_u64, uint16_t, uint64_t)
-BIN_FN(bin_u32_u8, uint32_t, uint8_t)
-BIN_FN(bin_u32_u16, uint32_t, uint16_t)
-BIN_FN(bin_u32_u32, uint32_t, uint32_t)
-BIN_FN(bin_u32_u64, uint32_t, uint64_t)
+
+/* bin_<in>_<out> for every output type of one input type. */
+#define BIN_FNS_FROM(IN, TI)             \
+  BIN_FN(bin_##IN##_u8, TI, uint8_t)     \
+  BIN_FN(bin_##IN##_u16, TI, uint16_t)   \
+  BIN_FN(bin_##IN##_u32, TI, uint32_t)   \
+  BIN_FN(bin_##IN##_u64, TI, uint64_t)
+BIN_FNS_FROM(u8, uint8_t)
+BIN_FNS_FROM(u16, uint16_t)
+BIN_FNS_FROM(u32, uint32_t)
+#undef BIN_FNS_FROM
 #undef BIN_FN
 #undef BIN_ROW
 

@@ -29,6 +29,21 @@ expect() {
   fi
 }
 
+# The python (with h5py) and the bitshuffle HDF5 plugin the detector tests
+# check against.
+PY=/usr/bin/python3
+PLUGIN_DIR=/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins
+
+# need_h5py_and_plugin: ends the test as skipped unless both are installed;
+# points HDF5 at the plugin.
+need_h5py_and_plugin() {
+  if ! $PY -c 'import h5py' 2>/dev/null || [ ! -e "$PLUGIN_DIR/libh5bshuf.so" ]; then
+    echo "SKIP: needs python3-h5py and the bitshuffle HDF5 plugin (make deps installs them)"
+    exit 0
+  fi
+  export HDF5_PLUGIN_PATH=$PLUGIN_DIR
+}
+
 finish() {
   echo "$PASSED passed, $FAILED failed"
   [ "$FAILED" -eq 0 ]

@@ -4,12 +4,7 @@
 # must equal what HDF5 + plugin return, bit for bit.
 . "$(dirname "$0")/lib.sh"
 cd "$WORK"
-PY=/usr/bin/python3
-if ! $PY -c 'import h5py' 2>/dev/null || [ ! -e /usr/lib/x86_64-linux-gnu/hdf5/serial/plugins/libh5bshuf.so ]; then
-  echo "SKIP: needs python3-h5py and the bitshuffle HDF5 plugin (make deps installs them)"
-  exit 0
-fi
-export HDF5_PLUGIN_PATH=/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins
+need_h5py_and_plugin
 
 cat > frames.yaml <<'Y'
 pipeline: frames

@@ -2,7 +2,8 @@
  * converted from YAML text, inputs connected, infer run) and calls a node's
  * CPU kernel the way the executor would (streamed input 0 in chunks of scan
  * positions, reduction outputs zeroed first, finalize after). Also the test
- * data helpers the tests have in common: a xorshift generator, random frames
+ * data helpers the tests have in common: the check of an expected error, a
+ * xorshift generator, random frames
  * with values at the dtype max, pixel access and a synthetic_4dstem run.
  * Header-only: every tests/unit/test_*.c is its own executable.
  *
@@ -98,6 +99,32 @@ static inline const char *note(const sl_node *n, const char *key) {
   for (int i = 0; i < n->n_notes; i++)
     if (!strncmp(n->notes[i], key, k) && n->notes[i][k] == ':') return n->notes[i];
   return NULL;
+}
+
+/* ---- expected errors ----------------------------------------------------------- */
+
+/* A call gave `rc` and `e`: it must have failed with `code`, the message
+ * holding `needle` and, when not NULL, `needle2` (printed when not). */
+static inline void expect_failed(sl_code rc, const sl_error *e, sl_code code, const char *needle,
+                                const char *needle2) {
+  if (rc != code || !strstr(e->msg, needle) || (needle2 && !strstr(e->msg, needle2)))
+    fprintf(stderr, "rc %d msg '%s' (want %d with '%s'%s%s)\n", rc, e->msg, code, needle,
+            needle2 ? " and " : "", needle2 ? needle2 : "");
+  assert_int_equal(rc, code);
+  assert_non_null(strstr(e->msg, needle));
+  if (needle2) assert_non_null(strstr(e->msg, needle2));
+}
+
+/* node_make of `d` (params `over`, the first n_in descriptors of `in`) must
+ * fail as expect_failed says. */
+static inline void expect_node_error(const sl_node_desc *d, const kv *over, int n_over,
+                                     const sl_tensor_desc *in, int n_in, sl_code code,
+                                     const char *needle, const char *needle2) {
+  sl_node n;
+  sl_error e;
+  sl_code rc = node_make(&n, d, over, n_over, in, n_in, &e);
+  expect_failed(rc, &e, code, needle, needle2);
+  node_free(&n);
 }
 
 /* ---- running kernels ---------------------------------------------------------- */

@@ -3,7 +3,7 @@
  * the moments of frames by plain loops and the frame patterns that stress
  * them, the cost a node reports, an analytic potential with its exact gradient, the centre of mass of
  * a synthetic_4dstem acquisition by plain loops, the correlation coefficient,
- * and the check of a node that must be refused. Header-only, like
+ * and tables of params and inputs a node must refuse. Header-only, like
  * node_harness.h; every function is static inline, so a test takes what it
  * needs. The references stay independent of the code under test. */
 #ifndef SL_STEM_TEST_DATA_H
@@ -16,33 +16,34 @@
 
 /* ---- refusals ------------------------------------------------------------------ */
 
-/* Case k of a table of bad params or inputs: node_make gave `rc` and `e`,
- * which must be `want` with a message naming `needle` (the case is printed
- * otherwise). Frees the node. */
-static inline void expect_refused(sl_node *n, sl_code rc, const sl_error *e, sl_code want,
-                                  const char *needle, size_t k) {
-  if (rc != want || !strstr(e->msg, needle))
-    fprintf(stderr, "case %zu: rc %d msg '%s'\n", k, rc, e->msg);
-  assert_int_equal(rc, want);
-  assert_non_null(strstr(e->msg, needle));
-  node_free(n);
-}
-
-/* A node of `d` on one input `in` with param `o` must be refused with
- * SL_ERR_PIPELINE naming `needle`, for every case of the table. */
+/* A node of `d` with param `o` on the first n_in of inputs `in` must be
+ * refused with SL_ERR_PIPELINE naming `needle`, for every case of the table. */
 typedef struct refusal_case {
-  sl_tensor_desc in;
   kv o;
   const char *needle;
+  sl_tensor_desc in[2];
 } refusal_case;
 
-static inline void expect_refusals(const sl_node_desc *d, const refusal_case *cases, size_t n) {
-  for (size_t k = 0; k < n; k++) {
-    sl_node node;
-    sl_error e;
-    sl_code rc = node_make(&node, d, &cases[k].o, 1, &cases[k].in, 1, &e);
-    expect_refused(&node, rc, &e, SL_ERR_PIPELINE, cases[k].needle, k);
-  }
+static inline void expect_refusals(const sl_node_desc *d, int n_in, const refusal_case *cases,
+                                   size_t n) {
+  for (size_t k = 0; k < n; k++)
+    expect_node_error(d, &cases[k].o, 1, cases[k].in, n_in, SL_ERR_PIPELINE, cases[k].needle,
+                      NULL);
+}
+
+/* A node of `d` with params o[0 .. n_o) on the first n_in of inputs `in`
+ * must be refused with SL_ERR_PIPELINE naming `needle`, for every case. */
+typedef struct param_refusal {
+  kv o[3];
+  int n_o;
+  const char *needle;
+} param_refusal;
+
+static inline void expect_param_refusals(const sl_node_desc *d, const sl_tensor_desc *in, int n_in,
+                                         const param_refusal *cases, size_t n) {
+  for (size_t k = 0; k < n; k++)
+    expect_node_error(d, cases[k].o, cases[k].n_o, in, n_in, SL_ERR_PIPELINE, cases[k].needle,
+                      NULL);
 }
 
 /* The cost a node of `d` with default params on input `in` reports for

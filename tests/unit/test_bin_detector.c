@@ -352,17 +352,10 @@ static void test_audit(void **st) {
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
-static void expect_error(const kv *o, int n_o, const sl_tensor_desc *in, const char *needle,
-                         const char *needle2) {
-  sl_node n;
-  sl_error e;
-  sl_code rc = bin_make(&n, o, n_o, in, &e);
-  if (rc != SL_ERR_PIPELINE || !strstr(e.msg, needle) || (needle2 && !strstr(e.msg, needle2)))
-    fprintf(stderr, "rc %d msg '%s' (want '%s')\n", rc, e.msg, needle);
-  assert_int_equal(rc, SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, needle));
-  if (needle2) assert_non_null(strstr(e.msg, needle2));
-  node_free(&n);
+/* A bin_detector node on `in` with params `o` must be refused (SL_ERR_PIPELINE). */
+static void expect_refused(const kv *o, int n_o, const sl_tensor_desc *in, const char *needle,
+                           const char *needle2) {
+  expect_node_error(&sl_node_bin_detector, o, n_o, in, 1, SL_ERR_PIPELINE, needle, needle2);
 }
 
 static void test_errors(void **st) {
@@ -370,45 +363,45 @@ static void test_errors(void **st) {
   sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
   /* dtype cannot hold the sum: the message names the numbers */
   kv a[] = {{"factor", "2"}, {"dtype", "u16"}};
-  expect_error(a, 2, &in, "'dtype' u16", "4 * 65535 = 262140");
+  expect_refused(a, 2, &in, "'dtype' u16", "4 * 65535 = 262140");
   kv a2[] = {{"factor", "8"}, {"dtype", "u16"}, {"max_value", "1024"}};
-  expect_error(a2, 3, &in, "64 * 1024 = 65536", "65535");
+  expect_refused(a2, 3, &in, "64 * 1024 = 65536", "65535");
   kv a3[] = {{"factor", "2"}, {"dtype", "u8"}, {"max_value", "64"}};
-  expect_error(a3, 3, &in, "4 * 64 = 256", NULL);
+  expect_refused(a3, 3, &in, "4 * 64 = 256", NULL);
   kv a4[] = {{"factor", "2"}, {"dtype", "f32"}};
-  expect_error(a4, 2, &in, "'dtype'", "auto|u8|u16|u32|u64");
+  expect_refused(a4, 2, &in, "'dtype'", "auto|u8|u16|u32|u64");
   kv a5[] = {{"factor", "2"}, {"dtype", "i32"}};
-  expect_error(a5, 2, &in, "'dtype'", NULL);
+  expect_refused(a5, 2, &in, "'dtype'", NULL);
   /* factor */
   kv f3[] = {{"factor", "3"}};
-  expect_error(f3, 1, &in, "'factor'", "2, 4 or 8");
+  expect_refused(f3, 1, &in, "'factor'", "2, 4 or 8");
   kv f1[] = {{"factor", "1"}};
-  expect_error(f1, 1, &in, "'factor'", NULL);
+  expect_refused(f1, 1, &in, "'factor'", NULL);
   kv f16[] = {{"factor", "16"}};
-  expect_error(f16, 1, &in, "'factor'", NULL);
+  expect_refused(f16, 1, &in, "'factor'", NULL);
   /* max_value */
   kv m1[] = {{"factor", "2"}, {"max_value", "65536"}};
-  expect_error(m1, 2, &in, "'max_value'", "65535");
+  expect_refused(m1, 2, &in, "'max_value'", "65535");
   kv m2[] = {{"factor", "2"}, {"max_value", "-1"}};
-  expect_error(m2, 2, &in, "'max_value'", NULL);
+  expect_refused(m2, 2, &in, "'max_value'", NULL);
   /* detector smaller than a bin */
   int64_t ds[4] = {3, 4, 16, 7};
   sl_tensor_desc small = sl_desc_make(SL_U16, 4, ds, 2);
   kv f8[] = {{"factor", "8"}};
-  expect_error(f8, 1, &small, "smaller than one 8x8 bin", NULL);
+  expect_refused(f8, 1, &small, "smaller than one 8x8 bin", NULL);
   /* inputs */
   kv f2[] = {{"factor", "2"}};
   sl_tensor_desc bad = sl_desc_make(SL_F32, 4, d, 2);
-  expect_error(f2, 1, &bad, "input 'frames'", "f32");
+  expect_refused(f2, 1, &bad, "input 'frames'", "f32");
   bad = sl_desc_make(SL_U64, 4, d, 2);
-  expect_error(f2, 1, &bad, "input 'frames'", "u64");
+  expect_refused(f2, 1, &bad, "input 'frames'", "u64");
   bad = sl_desc_make(SL_U16, 4, d, 0);
-  expect_error(f2, 1, &bad, "input 'frames'", "streamed");
+  expect_refused(f2, 1, &bad, "input 'frames'", "streamed");
   bad = sl_desc_make(SL_U16, 4, d, 3);
-  expect_error(f2, 1, &bad, "input 'frames'", NULL);
+  expect_refused(f2, 1, &bad, "input 'frames'", NULL);
   bad = sl_desc_make(SL_U16, 4, d, 2);
   bad.encoding = SL_ENC_BSLZ4;
-  expect_error(f2, 1, &bad, "input 'frames'", NULL);
+  expect_refused(f2, 1, &bad, "input 'frames'", NULL);
 }
 
 static void test_descriptor(void **st) {

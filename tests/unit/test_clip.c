@@ -237,15 +237,8 @@ static void test_example_pipeline(void **st) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tests/data/pipelines/clip_ramp.yaml", src ? src : ".");
   const sl_setting sets[] = {{"lo", "200.5"}, {"hi", "700"}};
-  sl_run_request req;
-  memset(&req, 0, sizeof req);
-  req.file = path;
-  req.registry = sl_nodes_registry();
-  req.sets = sets;
-  req.n_sets = 2;
-  req.backend = SL_BACKEND_CPU;
-  req.chunk_positions = 10;
-  req.threads = 2;
+  sl_run_request req = {.file = path, .registry = sl_nodes_registry(), .sets = sets, .n_sets = 2,
+                        .backend = SL_BACKEND_CPU, .chunk_positions = 10, .threads = 2};
   sl_run run;
   sl_error e;
   sl_error_clear(&e);

@@ -49,13 +49,8 @@ __attribute__((unused)) static const char *k_host_chain =
 __attribute__((unused)) static sl_code run_chain(int backend, int64_t chunk, sl_run *run, sl_error *err) {
   char path[512];
   write_temp_file(path, sizeof path, "host_chain.yaml", k_host_chain);
-  sl_run_request req;
-  memset(&req, 0, sizeof req);
-  req.file = path;
-  req.registry = sl_nodes_registry();
-  req.backend = backend;
-  req.chunk_positions = chunk;
-  req.threads = 2;
+  sl_run_request req = {.file = path, .registry = sl_nodes_registry(), .backend = backend,
+                        .chunk_positions = chunk, .threads = 2};
   sl_error_clear(err);
   return sl_run_pipeline(&req, run, err);
 }
@@ -103,15 +98,27 @@ static sl_backend *create_or_fail(int threads) {
   return b;
 }
 
-static void assert_nothing_held(const sl_backend *b) {
+/* A one-thread backend on the device (the test is skipped without one),
+ * with err cleared for the test's calls. */
+static sl_backend *device_backend(sl_error *err) {
+  require_device();
+  sl_error_clear(err);
+  return create_or_fail(1);
+}
+
+/* The backend holds these many device and pinned host allocations and bytes. */
+static void assert_held(const sl_backend *b, int64_t device_allocs, uint64_t device_bytes,
+                        int64_t pinned_allocs, uint64_t pinned_bytes) {
   int64_t da, pa;
   uint64_t db, pb;
   sl_cuda_backend_held(b, &da, &db, &pa, &pb);
-  assert_int_equal(da, 0);
-  assert_int_equal(db, 0);
-  assert_int_equal(pa, 0);
-  assert_int_equal(pb, 0);
+  assert_int_equal(da, device_allocs);
+  assert_int_equal(db, device_bytes);
+  assert_int_equal(pa, pinned_allocs);
+  assert_int_equal(pb, pinned_bytes);
 }
+
+static void assert_nothing_held(const sl_backend *b) { assert_held(b, 0, 0, 0, 0); }
 
 /* ---- without a device too ---- */
 
@@ -222,21 +229,15 @@ static void test_probe_fields(void **state) {
 
 static void test_round_trip_zero_copy(void **state) {
   (void)state;
-  require_device();
-  sl_backend *b = create_or_fail(1);
   sl_error err;
-  sl_error_clear(&err);
+  sl_backend *b = device_backend(&err);
   const size_t n = (1u << 20) + 13; /* not a multiple of anything */
   uint8_t *src = malloc(n), *back = malloc(n);
   for (size_t i = 0; i < n; i++) src[i] = (uint8_t)(i * 131 + 7);
   void *d1 = NULL, *d2 = NULL;
   assert_int_equal(b->ops->alloc(b, n, &d1, &err), SL_OK);
   assert_int_equal(b->ops->alloc(b, n, &d2, &err), SL_OK);
-  int64_t da;
-  uint64_t db;
-  sl_cuda_backend_held(b, &da, &db, NULL, NULL);
-  assert_int_equal(da, 2);
-  assert_int_equal(db, 2 * n);
+  assert_held(b, 2, 2 * n, 0, 0);
   /* round trip */
   assert_int_equal(b->ops->upload(b, d1, src, n, &err), SL_OK);
   memset(back, 0, n);
@@ -268,20 +269,14 @@ static void test_round_trip_zero_copy(void **state) {
 
 static void test_pinned_host_memory(void **state) {
   (void)state;
-  require_device();
-  sl_backend *b = create_or_fail(1);
   sl_error err;
-  sl_error_clear(&err);
+  sl_backend *b = device_backend(&err);
   const size_t n = 4u << 20;
   uint32_t *h1 = NULL, *h2 = NULL;
   void *d = NULL;
   assert_int_equal(b->ops->host_alloc(b, n, (void **)&h1, &err), SL_OK);
   assert_int_equal(b->ops->host_alloc(b, n, (void **)&h2, &err), SL_OK);
-  int64_t pa;
-  uint64_t pb;
-  sl_cuda_backend_held(b, NULL, NULL, &pa, &pb);
-  assert_int_equal(pa, 2);
-  assert_int_equal(pb, 2 * n);
+  assert_held(b, 0, 0, 2, 2 * n);
   for (size_t i = 0; i < n / 4; i++) h1[i] = (uint32_t)(i * 2654435761u);
   assert_int_equal(b->ops->alloc(b, n, &d, &err), SL_OK);
   assert_int_equal(b->ops->upload(b, d, h1, n, &err), SL_OK); /* asynchronous */
@@ -310,10 +305,8 @@ static void init_args(sl_kernel_args *a, sl_backend *b, const sl_node *node, sl_
 
 static void test_batches(void **state) {
   (void)state;
-  require_device();
-  sl_backend *b = create_or_fail(1);
   sl_error err, kerr;
-  sl_error_clear(&err);
+  sl_backend *b = device_backend(&err);
   sl_error_clear(&kerr);
   sl_node fill_node, other_node, bad_node;
   memset(&fill_node, 0, sizeof fill_node);
@@ -419,11 +412,9 @@ static void test_registry_check_at_create(void **state) {
 
 static void test_cycles_do_not_leak(void **state) {
   (void)state;
-  require_device();
   sl_error err;
-  sl_error_clear(&err);
   /* The first create makes the primary context; measure after it. */
-  sl_backend *b = create_or_fail(1);
+  sl_backend *b = device_backend(&err);
   size_t free0 = 0, total = 0, used0 = 0;
   assert_int_equal(sl_cuda_memory_report(b, &free0, &total, &used0), SL_OK);
   b->ops->destroy(b);
@@ -458,11 +449,9 @@ static void test_cycles_do_not_leak(void **state) {
  * waited for by the host with an event: the bytes come back. */
 static void test_async_copies_and_events(void **state) {
   (void)state;
-  require_device();
-  sl_backend *b = create_or_fail(1);
-  const sl_backend_ops *o = b->ops;
   sl_error err;
-  sl_error_clear(&err);
+  sl_backend *b = device_backend(&err);
+  const sl_backend_ops *o = b->ops;
   const size_t n = (32u << 20) + 5; /* large enough that an unordered copy would read early */
   uint8_t *h1 = NULL, *h2 = NULL;
   void *d1 = NULL, *d2 = NULL;
@@ -525,11 +514,9 @@ static void *copy_thread(void *arg) {
  * the compute queue by their event alone. */
 static void test_helper_thread_copies(void **state) {
   (void)state;
-  require_device();
-  sl_backend *b = create_or_fail(1);
-  const sl_backend_ops *o = b->ops;
   sl_error err;
-  sl_error_clear(&err);
+  sl_backend *b = device_backend(&err);
+  const sl_backend_ops *o = b->ops;
   const size_t n = 4u << 20;
   uint32_t *h = NULL, *back = malloc(n);
   void *d = NULL, *d2 = NULL;

@@ -385,18 +385,9 @@ static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, in
   memset(poison, 0xA5, out_bytes);
   assert_int_equal(b->ops->upload(b, dout, poison, out_bytes, &e2), SL_OK);
   free(poison);
-  sl_kernel_args a;
-  memset(&a, 0, sizeof a);
-  a.backend = b;
-  a.node_id = "decode";
-  a.state = &d->cuda;
-  a.chunk = chunk;
-  a.n_chunks = n_chunks;
-  a.pos_start = ps;
-  a.pos_count = pc;
-  a.in[0] = din;
-  a.out[0] = dout;
-  a.err = err;
+  sl_kernel_args a = {.backend = b, .node_id = "decode", .state = &d->cuda, .chunk = chunk,
+                      .n_chunks = n_chunks, .pos_start = ps, .pos_count = pc, .in = {din},
+                      .out = {dout}, .err = err};
   sl_code rc = b->ops->batch_begin(b, err);
   if (rc == SL_OK) rc = b->ops->batch_encode(b, decode_on_cuda, &a, err);
   sl_code rc2 = b->ops->batch_commit(b, rc == SL_OK ? err : &e2);

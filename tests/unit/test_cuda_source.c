@@ -135,15 +135,9 @@ static sl_code run(const char *file, const sl_setting *sets, size_t n_sets, int 
     setenv("SLUICE_SOURCE_OVERLAP", overlap, 1);
   else
     unsetenv("SLUICE_SOURCE_OVERLAP");
-  sl_run_request req;
-  memset(&req, 0, sizeof req);
-  req.file = file;
-  req.registry = sl_nodes_registry();
-  req.sets = sets;
-  req.n_sets = n_sets;
-  req.backend = backend;
-  req.chunk_positions = chunk;
-  req.threads = 2;
+  sl_run_request req = {.file = file, .registry = sl_nodes_registry(), .sets = sets,
+                        .n_sets = n_sets, .backend = backend, .chunk_positions = chunk,
+                        .threads = 2};
   sl_error_clear(err);
   memset(r, 0, sizeof *r);
   sl_code rc = sl_run_pipeline(&req, r, err);

@@ -88,9 +88,8 @@ static void t_errors(void **state) {
   sl_node n;
   sl_error e;
   kv empty[] = {{"path", ""}};
-  assert_int_equal(node_make(&n, &sl_node_detector_mask, empty, 1, NULL, 0, &e), SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, "param 'path' is empty"));
-  node_free(&n);
+  expect_node_error(&sl_node_detector_mask, empty, 1, NULL, 0, SL_ERR_PIPELINE,
+                    "param 'path' is empty", NULL);
   char m[512];
   snprintf(m, sizeof m, "%s/absent_master.h5", fx_tmpdir());
   assert_int_equal(mask_make(&n, m, NULL, &e), SL_ERR_IO);

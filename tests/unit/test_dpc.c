@@ -190,38 +190,23 @@ static void test_synthetic_rotation(void **st) {
 static void test_invalid(void **st) {
   (void)st;
   int64_t dims[2] = {8, 9}, other[2] = {8, 8}, small[2] = {2, 9};
-  struct {
-    kv o;
-    sl_tensor_desc in0, in1;
-    const char *needle;
-  } cases[] = {
-      {{"rotation_deg", "x"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
-       "'rotation_deg'"},
-      {{"rotation_deg", "1000"}, sl_desc_make(SL_F64, 2, dims, 0),
-       sl_desc_make(SL_F64, 2, dims, 0), "'rotation_deg'"},
-      {{"transpose", "maybe"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
-       "'transpose'"},
-      {{"transpose", "auto"}, sl_desc_make(SL_F32, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
-       "'com_row'"},
-      {{"transpose", "auto"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 1),
-       "'com_col'"},
-      {{"transpose", "auto"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, other, 0),
-       "differ"},
-      {{"transpose", "auto"}, sl_desc_make(SL_F64, 2, small, 0), sl_desc_make(SL_F64, 2, small, 0),
-       "3x3"},
+  const sl_tensor_desc f = sl_desc_make(SL_F64, 2, dims, 0); /* a valid CoM map */
+  const sl_tensor_desc narrow = sl_desc_make(SL_F64, 2, small, 0); /* too few rows to fit */
+  const refusal_case cases[] = {
+      {{"rotation_deg", "x"}, "'rotation_deg'", {f, f}},
+      {{"rotation_deg", "1000"}, "'rotation_deg'", {f, f}},
+      {{"transpose", "maybe"}, "'transpose'", {f, f}},
+      {{"transpose", "auto"}, "'com_row'", {sl_desc_make(SL_F32, 2, dims, 0), f}},
+      {{"transpose", "auto"}, "'com_col'", {f, sl_desc_make(SL_F64, 2, dims, 1)}},
+      {{"transpose", "auto"}, "differ", {f, sl_desc_make(SL_F64, 2, other, 0)}},
+      {{"transpose", "auto"}, "3x3", {narrow, narrow}},
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    sl_node n;
-    sl_error e;
-    sl_tensor_desc in[2] = {cases[k].in0, cases[k].in1};
-    sl_code rc = node_make(&n, &sl_node_dpc, &cases[k].o, 1, in, 2, &e);
-    expect_refused(&n, rc, &e, SL_ERR_PIPELINE, cases[k].needle, k);
-  }
+  expect_refusals(&sl_node_dpc, 2, cases, SL_COUNT_OF(cases));
   /* A 2x9 scan works with a given angle and transpose. */
   sl_node n;
   sl_error e;
   kv o[] = {{"rotation_deg", "10"}, {"transpose", "false"}};
-  sl_tensor_desc in[2] = {sl_desc_make(SL_F64, 2, small, 0), sl_desc_make(SL_F64, 2, small, 0)};
+  sl_tensor_desc in[2] = {narrow, narrow};
   assert_int_equal(node_make(&n, &sl_node_dpc, o, 2, in, 2, &e), SL_OK);
   sl_node_cost c;
   n.desc->cost(&n, 1, &c);

@@ -26,17 +26,9 @@ static const char *k_chain =
 static sl_code run_file(const char *path, const sl_setting *sets, size_t n_sets, int64_t chunk,
                         int threads, uint64_t limit, const sl_backend_ops *ops, sl_run *run,
                         sl_error *err) {
-  sl_run_request req;
-  memset(&req, 0, sizeof req);
-  req.file = path;
-  req.registry = sl_nodes_registry();
-  req.sets = sets;
-  req.n_sets = n_sets;
-  req.backend = SL_BACKEND_CPU;
-  req.chunk_positions = chunk;
-  req.threads = threads;
-  req.memory_limit = limit;
-  req.ops_override = ops;
+  sl_run_request req = {.file = path, .registry = sl_nodes_registry(), .sets = sets,
+                        .n_sets = n_sets, .backend = SL_BACKEND_CPU, .chunk_positions = chunk,
+                        .threads = threads, .memory_limit = limit, .ops_override = ops};
   sl_error_clear(err);
   return sl_run_pipeline(&req, run, err);
 }

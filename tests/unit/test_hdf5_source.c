@@ -48,10 +48,7 @@ static void expect_infer_error(const char *path, const kv *more, int n_more, sl_
   sl_node n;
   sl_error e;
   sl_code rc = source_make(&n, path, more, n_more, &e);
-  if (rc != code || !strstr(e.msg, needle))
-    print_error("got %d '%s', wanted %d with '%s'\n", rc, e.msg, code, needle);
-  assert_int_equal(rc, code);
-  assert_non_null(strstr(e.msg, needle));
+  expect_failed(rc, &e, code, needle, NULL);
   node_free(&n);
 }
 
@@ -276,11 +273,9 @@ static void t_scan_shape_and_input_errors(void **state) {
   node_free(&n);
 
   /* An empty path, a missing file, float and signed data. */
-  sl_error e;
   kv empty[] = {{"path", ""}};
-  assert_int_equal(node_make(&n, &sl_node_hdf5_source, empty, 1, NULL, 0, &e), SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, "param 'path' is empty"));
-  node_free(&n);
+  expect_node_error(&sl_node_hdf5_source, empty, 1, NULL, 0, SL_ERR_PIPELINE,
+                    "param 'path' is empty", NULL);
   snprintf(m, sizeof m, "%s/absent_master.h5", fx_tmpdir());
   expect_infer_error(m, NULL, 0, SL_ERR_IO, "No such file");
   fx_opts f = {.n_files = 1, .frames = {4}, .h = 4, .w = 4, .k = 1, .dtype = H5T_IEEE_F32LE};

@@ -238,31 +238,16 @@ static void test_synthetic(void **st) {
 static void test_invalid(void **st) {
   (void)st;
   int64_t dims[2] = {8, 9}, other[2] = {8, 8};
-  struct {
-    kv o;
-    sl_tensor_desc in0, in1;
-    const char *needle;
-  } cases[] = {
-      {{"highpass", "-1"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
-       "'highpass'"},
-      {{"highpass", "0.7"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
-       "'highpass'"},
-      {{"scale", "nan"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
-       "'scale'"},
-      {{"scale", "1"}, sl_desc_make(SL_F64, 1, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
-       "'com_row'"},
-      {{"scale", "1"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_U16, 2, dims, 0),
-       "'com_col'"},
-      {{"scale", "1"}, sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, other, 0),
-       "differ"},
+  const sl_tensor_desc f = sl_desc_make(SL_F64, 2, dims, 0); /* a valid CoM map */
+  const refusal_case cases[] = {
+      {{"highpass", "-1"}, "'highpass'", {f, f}},
+      {{"highpass", "0.7"}, "'highpass'", {f, f}},
+      {{"scale", "nan"}, "'scale'", {f, f}},
+      {{"scale", "1"}, "'com_row'", {sl_desc_make(SL_F64, 1, dims, 0), f}},
+      {{"scale", "1"}, "'com_col'", {f, sl_desc_make(SL_U16, 2, dims, 0)}},
+      {{"scale", "1"}, "differ", {f, sl_desc_make(SL_F64, 2, other, 0)}},
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    sl_node n;
-    sl_error e;
-    sl_tensor_desc in[2] = {cases[k].in0, cases[k].in1};
-    sl_code rc = node_make(&n, &sl_node_idpc, &cases[k].o, 1, in, 2, &e);
-    expect_refused(&n, rc, &e, SL_ERR_PIPELINE, cases[k].needle, k);
-  }
+  expect_refusals(&sl_node_idpc, 2, cases, SL_COUNT_OF(cases));
   /* A 1x1 scan integrates to 0; cost is reported. */
   double one = 3, two = -1, phi = 7;
   void *out[1] = {&phi};

@@ -160,11 +160,11 @@ static void test_moments_u16_paths(void **st) {
 static void test_moments_errors(void **st) {
   int64_t big[3] = {4, 4096, 4096}, small[4] = {2, 2, 8, 8};
   const refusal_case cases[] = {
-      {sl_desc_make(SL_U32, 3, big, 1), {"simd", "auto"}, "u64"},
-      {sl_desc_make(SL_F32, 4, small, 2), {"simd", "auto"}, "input 'frames'"},
-      {frames_desc(SL_U16, 3, 4, 21, 37), {"simd", "avx512"}, "'simd'"},
+      {{"simd", "auto"}, "u64", {sl_desc_make(SL_U32, 3, big, 1)}},
+      {{"simd", "auto"}, "input 'frames'", {sl_desc_make(SL_F32, 4, small, 2)}},
+      {{"simd", "avx512"}, "'simd'", {frames_desc(SL_U16, 3, 4, 21, 37)}},
   };
-  expect_refusals(&sl_node_moments, cases, sizeof cases / sizeof cases[0]);
+  expect_refusals(&sl_node_moments, 1, cases, SL_COUNT_OF(cases));
 }
 
 static void test_cost(void **st) {

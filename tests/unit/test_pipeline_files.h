@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "engine/pipeline/spec.h"
+#include "tests/unit/test_support.h"
 
 /* The temporary directory the files are written to (one per test program). */
 static char g_dir[256];
@@ -94,15 +95,14 @@ static const sl_node_spec *node(const sl_spec *s, const char *id) {
 
 /* cmocka group setup and teardown: a fresh /tmp/<prefix>_XXXXXX, removed after. */
 static int temp_dir_setup(const char *prefix) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/%s_XXXXXX", prefix);
-  return mkdtemp(g_dir) ? 0 : -1;
+  char tmpl[256];
+  snprintf(tmpl, sizeof tmpl, "/tmp/%s_XXXXXX", prefix);
+  return temp_dir_make(g_dir, sizeof g_dir, tmpl);
 }
 
 static int temp_dir_teardown(void **state) {
   (void)state;
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return temp_dir_remove(g_dir);
 }
 
 #endif

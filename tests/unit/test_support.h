@@ -1,4 +1,4 @@
-/* Helpers shared by the unit tests: temporary pipeline files. */
+/* Helpers shared by the unit tests: temporary directories and files. */
 #ifndef SL_TEST_SUPPORT_H
 #define SL_TEST_SUPPORT_H
 
@@ -6,6 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* A fresh directory made from the mkdtemp template `tmpl` (ending in
+ * XXXXXX), its path into dir; 0, or -1 when it cannot be made. For cmocka
+ * group setups. */
+static inline int temp_dir_make(char *dir, size_t n, const char *tmpl) {
+  snprintf(dir, n, "%s", tmpl);
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+/* Removes `dir` and everything below it; 0, or -1 when that fails. */
+static inline int temp_dir_remove(const char *dir) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
 
 /* Writes `text` to a fresh file under a per-process temp directory and returns
  * its path (static buffer per call site is not needed: the caller copies). */

@@ -371,12 +371,9 @@ static void test_invalid_params(void **st) {
       {{"scan_rotation", "x"}, "'scan_rotation'"},
       {{"scan_transpose", "maybe"}, "'scan_transpose'"},
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    sl_node n;
-    sl_error e;
-    sl_code rc = synthetic_make(&n, &cases[k].o, 1, &e);
-    expect_refused(&n, rc, &e, SL_ERR_PIPELINE, cases[k].needle, k);
-  }
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    expect_node_error(&sl_node_synthetic_4dstem, &cases[k].o, 1, NULL, 0, SL_ERR_PIPELINE,
+                      cases[k].needle, NULL);
   /* Defaults are valid and give the documented shapes. */
   sl_node n;
   sl_error e;

@@ -335,11 +335,7 @@ static void test_disk_input(void **st) {
 static void test_invalid(void **st) {
   int64_t d[4] = {3, 4, 16, 16};
   sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
-  struct {
-    kv o[3];
-    int n;
-    const char *needle;
-  } cases[] = {
+  const param_refusal cases[] = {
       {{{"radius", "0"}}, 1, "'radius'"},
       {{{"radius", "-1"}}, 1, "'radius'"},
       {{{"radius", ".nan"}}, 1, "'radius'"},
@@ -350,26 +346,18 @@ static void test_invalid(void **st) {
       {{{"radius", "3"}, {"center", "[1, x]"}}, 2, "'center'"},
       {{{"radius", "3"}, {"center", "[1, 1e9]"}}, 2, "'center'"},
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    sl_node n;
-    sl_error e;
-    sl_code rc = node_make(&n, &sl_node_virtual_detectors, cases[k].o, cases[k].n, &in, 1, &e);
-    expect_refused(&n, rc, &e, SL_ERR_PIPELINE, cases[k].needle, k);
-  }
+  expect_param_refusals(&sl_node_virtual_detectors, &in, 1, cases, SL_COUNT_OF(cases));
   /* Wrong frames and wrong disk ports. */
   sl_tensor_desc bad[2] = {sl_desc_make(SL_F32, 4, d, 2), in};
   kv o[] = {{"radius", "3"}};
   sl_node n;
   sl_error e;
-  assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 1, bad, 1, &e), SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, "input 'frames'"));
-  node_free(&n);
+  expect_node_error(&sl_node_virtual_detectors, o, 1, bad, 1, SL_ERR_PIPELINE, "input 'frames'",
+                    NULL);
   int64_t d3[1] = {3};
   sl_tensor_desc withdisk[2] = {in, sl_desc_make(SL_F64, 1, d3, 0)};
-  assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 1, withdisk, 2, &e),
-                   SL_ERR_PIPELINE);
-  assert_non_null(strstr(e.msg, "input 'disk'"));
-  node_free(&n);
+  expect_node_error(&sl_node_virtual_detectors, o, 1, withdisk, 2, SL_ERR_PIPELINE, "input 'disk'",
+                    NULL);
   /* With a disk, radius may stay unset. */
   int64_t d4[1] = {4};
   withdisk[1] = sl_desc_make(SL_F64, 1, d4, 0);

@@ -17,6 +17,7 @@
 #include <png.h>
 
 #include "tests/unit/stem_test_data.h"
+#include "tests/unit/test_support.h"
 
 extern const sl_node_desc sl_node_virtual_image;
 
@@ -241,11 +242,7 @@ static void expect_mask_refused(const sl_tensor_desc *in, const char *name, sl_c
   sl_node n;
   sl_error e;
   sl_code rc = image_make(&n, o, 2, in, &e);
-  if (rc != want || !strstr(e.msg, needle) || !strstr(e.msg, name))
-    fprintf(stderr, "case %s: rc %d msg '%s'\n", name, rc, e.msg);
-  assert_int_equal(rc, want);
-  assert_non_null(strstr(e.msg, needle));
-  assert_non_null(strstr(e.msg, name));
+  expect_failed(rc, &e, want, needle, name);
   node_free(&n);
 }
 
@@ -662,11 +659,7 @@ static void test_png_h5_masks(void **st) {
 static void test_invalid_params(void **st) {
   int64_t d[4] = {3, 4, 16, 16};
   sl_tensor_desc in = sl_desc_make(SL_U16, 4, d, 2);
-  struct {
-    kv o[3];
-    int n;
-    const char *needle;
-  } cases[] = {
+  const param_refusal cases[] = {
       {{{"kind", "xx"}, {"radius", "3"}}, 2, "'kind'"},
       {{{"kind", "bf"}}, 1, "'radius'"},
       {{{"kind", "df"}, {"radius", "0"}}, 2, "'radius'"},
@@ -683,12 +676,7 @@ static void test_invalid_params(void **st) {
       {{{"kind", "mask"}}, 1, "'mask'"},
       {{{"kind", "bf"}, {"radius", "3"}, {"mask", "/tmp/x.npy"}}, 3, "'mask'"},
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    sl_node n;
-    sl_error e;
-    sl_code rc = image_make(&n, cases[k].o, cases[k].n, &in, &e);
-    expect_refused(&n, rc, &e, SL_ERR_PIPELINE, cases[k].needle, k);
-  }
+  expect_param_refusals(&sl_node_virtual_image, &in, 1, cases, SL_COUNT_OF(cases));
   /* Inputs of the wrong kind. */
   int64_t d3[3] = {3, 16, 16}, d5[5] = {2, 3, 4, 16, 16};
   sl_tensor_desc bad[] = {
@@ -700,16 +688,10 @@ static void test_invalid_params(void **st) {
       sl_desc_make(SL_U16, 2, d + 2, 0),  /* a whole (not streamed) frame */
       sl_desc_make(SL_U16, 3, d3, 2),     /* one item axis */
   };
-  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-    kv o[] = {{"kind", "bf"}, {"radius", "3"}};
-    sl_node n;
-    sl_error e;
-    sl_code rc = image_make(&n, o, 2, &bad[k], &e);
-    if (rc != SL_ERR_PIPELINE) fprintf(stderr, "input case %zu: rc %d\n", k, rc);
-    assert_int_equal(rc, SL_ERR_PIPELINE);
-    assert_non_null(strstr(e.msg, "input 'frames' expects u8, u16 or u32 frames with 2 item axes"));
-    node_free(&n);
-  }
+  kv o[] = {{"kind", "bf"}, {"radius", "3"}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+    expect_node_error(&sl_node_virtual_image, o, 2, &bad[k], 1, SL_ERR_PIPELINE,
+                      "input 'frames' expects u8, u16 or u32 frames with 2 item axes", NULL);
 }
 
 static void test_cost(void **st) {
@@ -729,16 +711,9 @@ static void test_cost(void **st) {
   node_free(&n);
 }
 
-static int setup(void **st) {
-  snprintf(g_dir, sizeof g_dir, "/tmp/sluice_test_vi_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
+static int setup(void **st) { return temp_dir_make(g_dir, sizeof g_dir, "/tmp/sluice_test_vi_XXXXXX"); }
 
-static int teardown(void **st) {
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **st) { return temp_dir_remove(g_dir); }
 
 int main(void) {
   const struct CMUnitTest tests[] = {

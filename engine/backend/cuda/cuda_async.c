@@ -64,7 +64,5 @@ sl_code sl_cuda_backend_copy_async(sl_backend *b, sl_queue q, void *dst, const v
   if (!bytes) return SL_OK;
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, queue_stream(b->impl, q));
   if (e == cudaSuccess) return SL_OK;
-  char s[64];
-  sl_cuda_backend_format_size(bytes, s, sizeof s);
-  return sl_cuda_backend_fail(err, e, "asynchronous copy of %s failed", s);
+  return sl_cuda_backend_fail_sized(err, e, "asynchronous copy of", bytes, " failed");
 }

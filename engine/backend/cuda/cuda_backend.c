@@ -285,10 +285,11 @@ static void cuda_destroy(sl_backend *b) {
   free(b);
 }
 
-void sl_cuda_backend_format_size(size_t bytes, char *buf, size_t n) {
+sl_code sl_cuda_backend_fail_sized(sl_error *err, cudaError_t e, const char *before, size_t bytes,
+                                   const char *after) {
   char h[32];
   sl_format_bytes((uint64_t)bytes, h, sizeof h);
-  snprintf(buf, n, "%s (%zu bytes)", h, bytes);
+  return sl_cuda_backend_fail(err, e, "%s %s (%zu bytes)%s", before, h, bytes, after);
 }
 
 /* Device memory (pinned false) or pinned host memory, counted in what the
@@ -296,11 +297,9 @@ void sl_cuda_backend_format_size(size_t bytes, char *buf, size_t n) {
 static sl_code held_alloc(cuda_impl *c, bool pinned, size_t bytes, void **ptr, sl_error *err) {
   void *p = NULL;
   cudaError_t e = pinned ? cudaMallocHost(&p, bytes ? bytes : 1) : cudaMalloc(&p, bytes ? bytes : 1);
-  if (e != cudaSuccess) {
-    char s[64];
-    sl_cuda_backend_format_size(bytes, s, sizeof s);
-    return sl_cuda_backend_fail(err, e, "cannot allocate %s of %s", s, pinned ? "pinned host memory" : "device memory");
-  }
+  if (e != cudaSuccess)
+    return sl_cuda_backend_fail_sized(err, e, "cannot allocate", bytes,
+                                      pinned ? " of pinned host memory" : " of device memory");
   __atomic_add_fetch(pinned ? &c->pinned_allocs : &c->device_allocs, 1, __ATOMIC_RELAXED);
   __atomic_add_fetch(pinned ? &c->pinned_bytes : &c->device_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
   *ptr = p;
@@ -343,12 +342,8 @@ static sl_code cuda_upload(sl_backend *b, void *dst, const void *host_src, size_
   cuda_impl *c = b->impl;
   if (!bytes) return SL_OK;
   cudaError_t e = cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream);
-  if (e != cudaSuccess) {
-    char s[64];
-    sl_cuda_backend_format_size(bytes, s, sizeof s);
-    return sl_cuda_backend_fail(err, e, "upload of %s to the device failed", s);
-  }
-  return SL_OK;
+  return e == cudaSuccess ? SL_OK
+                          : sl_cuda_backend_fail_sized(err, e, "upload of", bytes, " to the device failed");
 }
 
 /* Device to host; the data is on the host when this returns (so every batch
@@ -360,9 +355,7 @@ static sl_code cuda_download(sl_backend *b, void *host_dst, const void *src, siz
   if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
   if (e != cudaSuccess) {
     if (sl_cuda_backend_fault_pending(c)) return sl_cuda_backend_device_error(c, e, err);
-    char s[64];
-    sl_cuda_backend_format_size(bytes, s, sizeof s);
-    return sl_cuda_backend_fail(err, e, "download of %s from the device failed", s);
+    return sl_cuda_backend_fail_sized(err, e, "download of", bytes, " from the device failed");
   }
   sl_cuda_backend_harvest(c, c->committed);
   return SL_OK;
@@ -372,24 +365,15 @@ static sl_code cuda_copy(sl_backend *b, void *dst, const void *src, size_t bytes
   cuda_impl *c = b->impl;
   if (!bytes) return SL_OK;
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
-  if (e != cudaSuccess) {
-    char s[64];
-    sl_cuda_backend_format_size(bytes, s, sizeof s);
-    return sl_cuda_backend_fail(err, e, "device copy of %s failed", s);
-  }
-  return SL_OK;
+  return e == cudaSuccess ? SL_OK : sl_cuda_backend_fail_sized(err, e, "device copy of", bytes, " failed");
 }
 
 static sl_code cuda_zero(sl_backend *b, void *dst, size_t bytes, sl_error *err) {
   cuda_impl *c = b->impl;
   if (!bytes) return SL_OK;
   cudaError_t e = cudaMemsetAsync(dst, 0, bytes, c->stream);
-  if (e != cudaSuccess) {
-    char s[64];
-    sl_cuda_backend_format_size(bytes, s, sizeof s);
-    return sl_cuda_backend_fail(err, e, "zeroing %s of device memory failed", s);
-  }
-  return SL_OK;
+  return e == cudaSuccess ? SL_OK
+                          : sl_cuda_backend_fail_sized(err, e, "zeroing", bytes, " of device memory failed");
 }
 
 static void cuda_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx) {

@@ -68,8 +68,10 @@ typedef struct cuda_impl {
  * that a later launch check does not report an old, unrelated error. */
 sl_code sl_cuda_backend_fail(sl_error *err, cudaError_t e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* "1.5 MiB (1572864 bytes)". */
-void sl_cuda_backend_format_size(size_t bytes, char *buf, size_t n);
+/* sl_cuda_backend_fail for an operation on `bytes`: the message is `before`,
+ * the size ("1.5 MiB (1572864 bytes)"), then `after`. */
+sl_code sl_cuda_backend_fail_sized(sl_error *err, cudaError_t e, const char *before, size_t bytes,
+                                   const char *after);
 
 /* cuda_batch.c */
 sl_code sl_cuda_backend_batch_begin(sl_backend *b, sl_error *err);

@@ -20,25 +20,28 @@ __device__ __forceinline__ uint64_t rd_be64(const uint8_t *p) {
   return ((uint64_t)rd_be32(p) << 32) | rd_be32(p + 4);
 }
 
+/* The warp copies len bytes, src and dst agreeing mod sizeof(V): bytes up to
+ * dst's V alignment, then V-sized accesses, then the tail bytes. */
+template <typename V>
+static __device__ __forceinline__ void warp_copy_aligned(uint8_t *dst, const uint8_t *src,
+                                                         unsigned long long len, unsigned lane) {
+  const unsigned long long w = sizeof(V);
+  const unsigned long long head = (w - ((uintptr_t)dst & (w - 1))) & (w - 1);
+  for (unsigned long long k = lane; k < head; k += 32) dst[k] = src[k];
+  const unsigned long long nv = (len - head) / w;
+  V *dv = (V *)(dst + head);
+  const V *sv = (const V *)(src + head);
+  for (unsigned long long k = lane; k < nv; k += 32) dv[k] = sv[k];
+  for (unsigned long long k = head + nv * w + lane; k < len; k += 32) dst[k] = src[k];
+}
+
 /* The warp copies len bytes; 16-byte accesses where src and dst agree mod 16. */
 static __device__ void warp_copy(uint8_t *dst, const uint8_t *src, unsigned long long len, unsigned lane) {
   const uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
   if (((d ^ s) & 15) == 0 && len >= 64) {
-    const unsigned long long head = (16 - (d & 15)) & 15;
-    for (unsigned long long k = lane; k < head; k += 32) dst[k] = src[k];
-    const unsigned long long nv = (len - head) >> 4;
-    uint4 *d4 = (uint4 *)(dst + head);
-    const uint4 *s4 = (const uint4 *)(src + head);
-    for (unsigned long long k = lane; k < nv; k += 32) d4[k] = s4[k];
-    for (unsigned long long k = head + (nv << 4) + lane; k < len; k += 32) dst[k] = src[k];
+    warp_copy_aligned<uint4>(dst, src, len, lane);
   } else if (((d ^ s) & 3) == 0 && len >= 16) {
-    const unsigned long long head = (4 - (d & 3)) & 3;
-    for (unsigned long long k = lane; k < head; k += 32) dst[k] = src[k];
-    const unsigned long long nv = (len - head) >> 2;
-    uint32_t *d4 = (uint32_t *)(dst + head);
-    const uint32_t *s4 = (const uint32_t *)(src + head);
-    for (unsigned long long k = lane; k < nv; k += 32) d4[k] = s4[k];
-    for (unsigned long long k = head + (nv << 2) + lane; k < len; k += 32) dst[k] = src[k];
+    warp_copy_aligned<uint32_t>(dst, src, len, lane);
   } else {
     for (unsigned long long k = lane; k < len; k += 32) dst[k] = src[k];
   }

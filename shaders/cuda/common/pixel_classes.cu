@@ -252,9 +252,9 @@ static sl_code classes_from_host(sl_kernel_args *a, sl_cuda_pixel_classes *s, co
   if (s->cls) return relist_units(a, s, npix, v, r->all_units); /* the alignment changed */
   uint8_t *h_cls = (uint8_t *)calloc((size_t)npix, 1);
   if (!h_cls) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for the class table");
-  if (!r->fill(r->fill_ctx, h_cls)) {
+  if (!r->host.fill(r->host.ctx, h_cls)) {
     free(h_cls);
-    return sl_fail(a->err, SL_ERR_INTERNAL, "%s", r->fill_missing);
+    return sl_fail(a->err, SL_ERR_INTERNAL, "%s", r->host.missing);
   }
   sl_code rc = upload_classes(a, s, h_cls, npix, v, r->all_units, node);
   free(h_cls);

@@ -50,13 +50,18 @@ struct sl_cuda_pixel_classes {
  * selection; false when it was not built. */
 typedef bool (*sl_cuda_class_fill)(const void *ctx, uint8_t *host_classes);
 
+/* The table from the host: fill(ctx, ...), or the error `missing` when it
+ * returns false. */
+struct sl_cuda_class_host_fill {
+  sl_cuda_class_fill fill;
+  const void *ctx;
+  const char *missing;
+};
+
 /* Where a call's class table comes from. */
 struct sl_cuda_class_request {
   int all_units; /* list every unit (virtual_detectors: DF reads every pixel) */
-  /* from the host (built once) */
-  sl_cuda_class_fill fill;
-  const void *fill_ctx;
-  const char *fill_missing; /* the error when fill returns false */
+  sl_cuda_class_host_fill host; /* from the host (built once) */
   /* or from the `disk` input (device pointer: centre row, col, radius) */
   bool use_disk;
   const double *disk;

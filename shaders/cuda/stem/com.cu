@@ -97,6 +97,15 @@ __global__ void sl_k_descan_blocks(const double *v0, const double *v1, const uin
   }
 }
 
+/* sum[f] = field f (f < N) of the nb partial records at part (8 doubles
+ * each), added in record order (fixed, so the result is deterministic). */
+template <int N>
+__device__ void sum_partials(const double *part, long long nb, double *sum) {
+  for (int f = 0; f < N; f++) sum[f] = 0;
+  for (long long b = 0; b < nb; b++)
+    for (int f = 0; f < N; f++) sum[f] = __dadd_rn(sum[f], part[b * 8 + f]);
+}
+
 template <int PASS>
 __global__ void sl_k_descan_reduce(double *fin, long long nb) {
   if (threadIdx.x != 0) return;
@@ -104,14 +113,9 @@ __global__ void sl_k_descan_reduce(double *fin, long long nb) {
   double *o = fin + 8 * k;
   const double *part = fin + 16 + k * nb * 8;
   if (PASS == 0) {
-    double n = 0, sy = 0, sr = 0, sc = 0;
-    for (long long b = 0; b < nb; b++) {
-      const double *q = part + b * 8;
-      n = __dadd_rn(n, q[0]);
-      sy = __dadd_rn(sy, q[1]);
-      sr = __dadd_rn(sr, q[2]);
-      sc = __dadd_rn(sc, q[3]);
-    }
+    double t[4];
+    sum_partials<4>(part, nb, t);
+    const double n = t[0], sy = t[1], sr = t[2], sc = t[3];
     if (n == 0) {
       o[0] = 1; /* "no valid position": zero everything */
       return;
@@ -119,15 +123,9 @@ __global__ void sl_k_descan_reduce(double *fin, long long nb) {
     o[0] = 0, o[1] = __ddiv_rn(sy, n), o[2] = __ddiv_rn(sr, n), o[3] = __ddiv_rn(sc, n), o[4] = 0, o[5] = 0;
   } else {
     if (o[0] != 0) return;
-    double rr = 0, cc = 0, rc = 0, ry = 0, cy = 0, b = 0, c = 0;
-    for (long long j = 0; j < nb; j++) {
-      const double *q = part + j * 8;
-      rr = __dadd_rn(rr, q[0]);
-      cc = __dadd_rn(cc, q[1]);
-      rc = __dadd_rn(rc, q[2]);
-      ry = __dadd_rn(ry, q[3]);
-      cy = __dadd_rn(cy, q[4]);
-    }
+    double t[5], b = 0, c = 0;
+    sum_partials<5>(part, nb, t);
+    const double rr = t[0], cc = t[1], rc = t[2], ry = t[3], cy = t[4];
     double det = __dsub_rn(__dmul_rn(rr, cc), __dmul_rn(rc, rc));
     if (rr > 0 && cc > 0 && det > __dmul_rn(__dmul_rn(1e-12, rr), cc)) {
       b = __ddiv_rn(__dsub_rn(__dmul_rn(ry, cc), __dmul_rn(cy, rc)), det);

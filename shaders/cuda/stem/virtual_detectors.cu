@@ -24,9 +24,7 @@ static bool fill_from_runs(const void *ctx, uint8_t *classes) {
 extern "C" sl_code sl_cuda_virtual_detectors(const sl_cuda_virtual_detectors_params *p, sl_kernel_args *a) {
   sl_cuda_class_request r = sl_cuda_class_request_make(SL_CUDA_CLASSES_DETECTORS, a, p->use_disk, p->ring_in_radii,
                                                         p->inner, p->outer);
-  r.fill = fill_from_runs;
-  r.fill_ctx = p;
-  r.fill_missing = "virtual_detectors: runs not built";
+  r.host = {fill_from_runs, p, "virtual_detectors: runs not built"};
   sl_cuda_pixel_classes *s = NULL;
   sl_code rc = sl_cuda_pixel_class_sums(p->device_state, a, &p->frames, &r, k_node, &s);
   if (rc) return rc;

@@ -19,9 +19,7 @@ extern "C" sl_code sl_cuda_virtual_image(const sl_cuda_virtual_image_params *p, 
   sl_cuda_class_request r = sl_cuda_class_request_make(SL_CUDA_CLASSES_IMAGE, a, p->use_disk, p->ring_in_radii,
                                                         p->inner, p->outer);
   r.geometry.ring_kind = p->kind;
-  r.fill = fill_from_spans;
-  r.fill_ctx = p;
-  r.fill_missing = "virtual_image: spans not built";
+  r.host = {fill_from_spans, p, "virtual_image: spans not built"};
   sl_cuda_pixel_classes *s = NULL;
   sl_code rc = sl_cuda_pixel_class_sums(p->device_state, a, &p->frames, &r, k_node, &s);
   if (rc) return rc;
