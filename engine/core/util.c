@@ -200,3 +200,22 @@ void sl_path_join(const char *dir, const char *rel, char *buf, size_t n) {
   else
     snprintf(buf, n, "%s/%s", dir, rel);
 }
+
+/* A "Name:   123 kB" line of /proc/self/status, in bytes. */
+static uint64_t proc_status_kb(const char *name) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  size_t len = strlen(name);
+  uint64_t kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, name, len) && line[len] == ':') {
+      kb = strtoull(line + len + 1, NULL, 10);
+      break;
+    }
+  fclose(f);
+  return kb * 1024;
+}
+
+uint64_t sl_process_rss(void) { return proc_status_kb("VmRSS"); }
+uint64_t sl_process_peak_rss(void) { return proc_status_kb("VmHWM"); }

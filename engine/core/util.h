@@ -39,6 +39,10 @@ bool sl_parse_bool(const char *s, bool *out);
 double sl_now(void);
 /* Available physical memory in bytes (MemAvailable), 0 if unknown. */
 uint64_t sl_available_memory(void);
+/* This process's resident memory now and its high-water mark (VmRSS, VmHWM
+ * of /proc/self/status), in bytes; 0 where unknown. */
+uint64_t sl_process_rss(void);
+uint64_t sl_process_peak_rss(void);
 /* Directory part of a path ("." if none), into buf. */
 void sl_dirname(const char *path, char *buf, size_t n);
 /* Join dir and rel unless rel is absolute. */

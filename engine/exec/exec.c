@@ -359,6 +359,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   const sl_graph *g = p->graph;
   double t_start = sl_now();
   memset(res, 0, sizeof *res);
+  res->process_rss_start_bytes = (int64_t)sl_process_rss();
   res->n_outputs = g->n_outputs;
   res->outputs = sl_xcalloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *res->outputs);
   res->planned_peak_bytes = p->caps.device_memory ? p->peak_device_bytes : p->peak_host_bytes;
@@ -482,6 +483,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->measured_host_bytes = host_bytes + c_staging_bytes;
   res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;
   res->chunks = p->n_chunks;
+  res->process_rss_peak_bytes = (int64_t)sl_process_peak_rss();
   sl_pool_destroy(&pool);
   res->seconds = sl_now() - t_start;
   if (rc != SL_OK) sl_exec_result_free(res);

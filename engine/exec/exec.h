@@ -37,6 +37,11 @@ typedef struct sl_exec_result {
   /* Device backends: host memory measured (outputs, staging) and planned. */
   int64_t measured_host_bytes;
   int64_t planned_host_bytes;
+  /* The process as the OS sees it (everything: code, libraries, file
+   * indexes, allocator slack): resident bytes when the run started and the
+   * high-water mark at its end. */
+  int64_t process_rss_start_bytes;
+  int64_t process_rss_peak_bytes;
   int64_t chunks;
   double seconds;
 } sl_exec_result;

@@ -226,6 +226,16 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     sl_json_kv_int(j, "planned_host_bytes", r->planned_host_bytes);
     sl_json_kv_int(j, "measured_host_bytes", r->measured_host_bytes);
   }
+  /* The same by memory, named alike for host and device: the engine's
+   * buffers (planned and measured by the pool) and, for the host, the whole
+   * process as the OS counts it. */
+  bool dev = p->caps.device_memory;
+  sl_json_kv_int(j, "planned_peak_host_bytes", dev ? r->planned_host_bytes : r->planned_peak_bytes);
+  sl_json_kv_int(j, "measured_peak_host_bytes", dev ? r->measured_host_bytes : r->measured_peak_bytes);
+  sl_json_kv_int(j, "planned_peak_device_bytes", dev ? r->planned_peak_bytes : 0);
+  sl_json_kv_int(j, "measured_peak_device_bytes", dev ? r->measured_peak_bytes : 0);
+  sl_json_kv_int(j, "process_rss_start_bytes", r->process_rss_start_bytes);
+  sl_json_kv_int(j, "process_rss_peak_bytes", r->process_rss_peak_bytes);
   sl_json_end_object(j);
   sl_json_key(j, "nodes");
   nodes_json(j, info);
