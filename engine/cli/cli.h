@@ -19,6 +19,7 @@ enum {
   CLI_QUIET = 1 << 6,
   CLI_CHUNK = 1 << 7,
   CLI_THREADS = 1 << 8,
+  CLI_SETTING = 1 << 9,
 };
 
 #define CLI_MAX_SETS 128
@@ -33,6 +34,8 @@ typedef struct cli_opts {
   int64_t chunk_positions;
   int threads;
   bool force, json, quiet;
+  const char *settings[32]; /* --setting NAME=VALUE, applied by cli_parse */
+  int n_settings;
 } cli_opts;
 
 typedef struct cli_command {
@@ -60,8 +63,9 @@ int cmd_validate(int argc, char **argv);
 int cmd_render(int argc, char **argv);
 int cmd_nodes(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_settings(int argc, char **argv);
 
 extern const char *const cli_help_run, *const cli_help_plan, *const cli_help_validate,
-    *const cli_help_render, *const cli_help_nodes, *const cli_help_devices;
+    *const cli_help_render, *const cli_help_nodes, *const cli_help_devices, *const cli_help_settings;
 
 #endif

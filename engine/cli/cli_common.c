@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/settings.h"
 #include "engine/core/util.h"
 #include "engine/cli/cli.h"
 
@@ -73,6 +74,11 @@ int cli_parse(int argc, char **argv, unsigned flags, bool need_file, const char 
       o->json = true;
     } else if ((flags & CLI_QUIET) && !strcmp(a, "--quiet")) {
       o->quiet = true;
+    } else if ((flags & CLI_SETTING) && is_opt(a, "--setting")) {
+      if (!(v = opt_value(argc, argv, &i, "--setting")))
+        return usage_error("--setting needs NAME=VALUE%s", "");
+      if (o->n_settings == 32) return usage_error("too many --setting options%s", "");
+      o->settings[o->n_settings++] = v;
     } else if (a[0] == '-' && a[1] != 0) {
       return usage_error("unknown option '%s'", a);
     } else if (!o->file) {
@@ -82,6 +88,8 @@ int cli_parse(int argc, char **argv, unsigned flags, bool need_file, const char 
     }
   }
   if (need_file && !o->file) return usage_error("a pipeline FILE is required%s", "");
+  /* Settings from the environment and --setting, checked before anything runs. */
+  if (sl_settings_init(o->settings, o->n_settings, &err) != SL_OK) return cli_fail(&err);
   return 0;
 }
 

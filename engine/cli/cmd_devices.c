@@ -14,7 +14,7 @@ const char *const cli_help_devices =
 
 int cmd_devices(int argc, char **argv) {
   cli_opts o;
-  int rc = cli_parse(argc, argv, CLI_JSON, false, cli_help_devices, &o);
+  int rc = cli_parse(argc, argv, CLI_JSON | CLI_SETTING, false, cli_help_devices, &o);
   if (rc) return rc < 0 ? 0 : rc;
   sl_json j;
   if (o.json) {

@@ -23,7 +23,7 @@ const char *const cli_help_plan =
 
 int cmd_plan(int argc, char **argv) {
   cli_opts o;
-  int rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_MEMORY | CLI_CHUNK | CLI_JSON, true,
+  int rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_MEMORY | CLI_CHUNK | CLI_JSON | CLI_SETTING, true,
                      cli_help_plan, &o);
   if (rc) return rc < 0 ? 0 : rc;
   sl_spec *spec;

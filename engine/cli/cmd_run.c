@@ -19,7 +19,7 @@
 const char *const cli_help_run =
     "usage: sluice run FILE [--set NAME=VALUE]... [--out DIR] [--backend auto|cpu|cuda]\n"
     "                       [--memory-limit SIZE] [--chunk N] [--threads N]\n"
-    "                       [--force] [--json] [--quiet]\n"
+    "                       [--setting NAME=VALUE]... [--force] [--json] [--quiet]\n"
     "\n"
     "Runs a pipeline. Writes into DIR (default ./sluice-out/<pipeline>-<timestamp>):\n"
     "results.h5 (one dataset per output, with units and provenance), a PNG per\n"
@@ -38,6 +38,8 @@ const char *const cli_help_run =
     "                       use: affinity mask and cgroup quota)\n"
     "  --force              replace an existing output directory that sluice wrote\n"
     "                       (one holding a .sluice-output marker; others are refused)\n"
+    "  --setting NAME=VALUE a run-time setting (see `sluice settings`), over its\n"
+    "                       environment variable; recorded in report.json\n"
     "  --json               print report.json on stdout\n"
     "  --quiet              no progress bar and no summary\n";
 
@@ -108,7 +110,7 @@ int cmd_run(int argc, char **argv) {
   cli_opts o;
   int rc = cli_parse(argc, argv,
                      CLI_SET | CLI_OUT | CLI_BACKEND | CLI_MEMORY | CLI_FORCE | CLI_JSON | CLI_QUIET |
-                         CLI_CHUNK | CLI_THREADS,
+                         CLI_CHUNK | CLI_THREADS | CLI_SETTING,
                      true, cli_help_run, &o);
   if (rc) return rc < 0 ? 0 : rc;
   time_t now = time(NULL);

@@ -11,6 +11,8 @@ static const cli_command k_commands[] = {
     {"render", "print the fully resolved pipeline", NULL, cmd_render},
     {"nodes", "list node types, or describe one", NULL, cmd_nodes},
     {"devices", "summarise compute backends and devices", NULL, cmd_devices},
+    {"settings", "list run-time settings (SIMD path, CUDA device, ...) and their values", NULL,
+     cmd_settings},
 };
 
 static void help(FILE *f) {

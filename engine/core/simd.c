@@ -1,7 +1,7 @@
 /* The process-wide choice of SIMD kernels (see simd.h). */
 #include "engine/core/simd.h"
 
-#include <pthread.h>
+#include "engine/core/settings.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,39 +31,30 @@ int sl_simd_supported(sl_simd s) {
   }
 }
 
-/* SLUICE_SIMD is read once per process. */
-static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static sl_simd g_env_choice;   /* resolved default */
-static char g_env_bad[64];     /* unknown or unsupported SLUICE_SIMD value, "" if fine */
-
-static void read_env(void) {
-  const char *v = getenv("SLUICE_SIMD");
+/* The `simd` setting (engine/core/settings.h: SLUICE_SIMD or --setting
+ * simd=...): auto, or a forced path this CPU must have. */
+static void setting_choice(sl_simd *choice, const char **bad) {
   sl_simd best = SL_SIMD_SCALAR;
   if (sl_simd_supported(SL_SIMD_SSE2)) best = SL_SIMD_SSE2;
   if (sl_simd_supported(SL_SIMD_AVX2)) best = SL_SIMD_AVX2;
-  g_env_choice = best;
-  if (!v || !*v || strcmp(v, "auto") == 0) return;
-  sl_simd want = SL_SIMD_AUTO;
-  if (!sl_simd_parse(v, &want) || want == SL_SIMD_AUTO || !sl_simd_supported(want)) {
-    size_t n = strlen(v);
-    if (n >= sizeof g_env_bad) n = sizeof g_env_bad - 1;
-    memcpy(g_env_bad, v, n);
-    g_env_bad[n] = 0;
-    return;
-  }
-  g_env_choice = want;
+  sl_simd want = (sl_simd)sl_setting_choice(SL_SET_SIMD); /* choices in sl_simd order */
+  *bad = NULL;
+  *choice = best;
+  if (want == SL_SIMD_AUTO) return;
+  if (!sl_simd_supported(want)) *bad = sl_setting_text(SL_SET_SIMD);
+  else *choice = want;
 }
 
 sl_code sl_simd_resolve(sl_simd want, sl_simd *out, sl_error *err) {
   if (want == SL_SIMD_AUTO) {
-    pthread_once(&g_env_once, read_env);
-    if (g_env_bad[0])
+    const char *bad;
+    setting_choice(out, &bad);
+    if (bad)
       return sl_fail(err, SL_ERR_BACKEND,
-                     "SLUICE_SIMD=%s: expected scalar, sse2 or avx2 supported by this CPU "
-                     "(supported here: scalar%s%s)",
-                     g_env_bad, sl_simd_supported(SL_SIMD_SSE2) ? ", sse2" : "",
+                     "setting simd=%s (from %s): this CPU or build lacks it (supported here: "
+                     "scalar%s%s)",
+                     bad, sl_setting_origin(SL_SET_SIMD), sl_simd_supported(SL_SIMD_SSE2) ? ", sse2" : "",
                      sl_simd_supported(SL_SIMD_AVX2) ? ", avx2" : "");
-    *out = g_env_choice;
     return SL_OK;
   }
   if (!sl_simd_supported(want))

@@ -1,5 +1,6 @@
 #include "engine/exec/report.h"
 
+#include "engine/core/settings.h"
 #include "engine/core/util.h"
 
 #include <limits.h>
@@ -216,6 +217,18 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_double(j, "seconds", r->seconds);
   sl_json_kv_int(j, "chunks", r->chunks);
   sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
+  sl_json_key(j, "settings");
+  sl_json_begin_object(j);
+  int n_settings;
+  const sl_setting_info *st = sl_setting_table(&n_settings);
+  for (int i = 0; i < n_settings; i++) {
+    sl_json_key(j, st[i].name);
+    sl_json_begin_object(j);
+    sl_json_kv_string(j, "value", sl_setting_text((sl_setting_id)i));
+    sl_json_kv_string(j, "from", sl_setting_origin((sl_setting_id)i));
+    sl_json_end_object(j);
+  }
+  sl_json_end_object(j);
   sl_json_key(j, "memory");
   sl_json_begin_object(j);
   sl_json_kv_int(j, "planned_peak_bytes", r->planned_peak_bytes);

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/settings.h"
 #include "engine/backend/backend.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
@@ -391,11 +392,9 @@ static void dev_free(sl_src_state *s) {
   s->dev_free = NULL;
 }
 
-/* On unless SLUICE_SOURCE_OVERLAP=0 (the direct path, kept for comparison). */
-static bool overlap_wanted(void) {
-  const char *v = getenv("SLUICE_SOURCE_OVERLAP");
-  return !v || strcmp(v, "0") != 0;
-}
+/* On unless the setting source_overlap is false (SLUICE_SOURCE_OVERLAP=0 or
+ * --setting source_overlap=false: the direct path, kept for comparison). */
+static bool overlap_wanted(void) { return sl_setting_bool(SL_SET_SOURCE_OVERLAP); }
 
 /* The CUDA part of the state, made on the first call (the backend is known
  * only then); the windows are allocated through it. */

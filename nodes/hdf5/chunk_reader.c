@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/core/cpus.h"
+#include "engine/core/settings.h"
 #include "engine/core/util.h"
 
 /* One merged read is capped so that a stop request is noticed quickly and a
@@ -307,15 +309,10 @@ static void *worker(void *arg) {
 }
 
 int sl_chunk_reader_default_threads(void) {
-  const char *v = getenv("SLUICE_READ_THREADS");
-  if (v && v[0]) {
-    char *end = NULL;
-    long t = strtol(v, &end, 10);
-    if (end && *end == '\0' && t > 0) return t > SL_CHUNK_READER_MAX_THREADS ? SL_CHUNK_READER_MAX_THREADS : (int)t;
-  }
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cpus < 1) cpus = 1;
-  return cpus < 4 ? (int)cpus : 4;
+  int64_t t = sl_setting_int(SL_SET_READ_THREADS); /* SLUICE_READ_THREADS, --setting read_threads */
+  if (t > 0) return t > SL_CHUNK_READER_MAX_THREADS ? SL_CHUNK_READER_MAX_THREADS : (int)t;
+  int cpus = sl_usable_cpus(); /* the affinity mask and CPU quota */
+  return cpus < 4 ? cpus : 4;
 }
 
 sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, sl_chunk_reader **out,

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/core/settings.h"
 #include "nodes/hdf5/h5_btree.h"
 #include "nodes/hdf5/h5_dataset.h"
 
@@ -232,8 +233,7 @@ static sl_code collect_from_btree(const sl_h5_dataset *d, const char *file, uint
 static sl_code collect_direct(const sl_h5_dataset *d, const char *file, uint64_t base, int64_t nc,
                               raw_chunk *rec, bool *handled, sl_error *err) {
   *handled = false;
-  const char *env = getenv("SLUICE_H5_INDEX");
-  if (env && !strcmp(env, "api")) return SL_OK;
+  if (sl_setting_choice(SL_SET_H5_INDEX) == 1) return SL_OK; /* h5_index=api */
   uint64_t oaddr;
   if (!object_header_addr(d->did, &oaddr)) return SL_OK;
   size_t sa = 0, ss = 0;

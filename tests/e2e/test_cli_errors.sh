@@ -111,4 +111,22 @@ expect 2 "--set dose:" "a refused --set value is located at the --set" -- \
 expect 2 "--set scan_shape:" "an overflowing --set shape is located at the --set" -- \
   "$SLUICE" plan "$SRC/pipelines/synthetic_virtual_image.yaml" --set "scan_shape=[4611686018427387913,64]"
 
+# Run-time settings: checked before anything runs, from the environment or
+# --setting (which wins), and recorded in report.json.
+expect 2 "setting simd=avx9 (from --setting)" "a bad --setting is refused" -- \
+  "$SLUICE" plan "$SRC/pipelines/iterate_affine.yaml" --setting simd=avx9
+expect 2 "did you mean 'simd'" "an unknown --setting suggests" -- \
+  "$SLUICE" plan "$SRC/pipelines/iterate_affine.yaml" --setting smid=scalar
+expect 2 "(from SLUICE_READ_THREADS)" "a bad environment setting is refused" -- \
+  env SLUICE_READ_THREADS=many "$SLUICE" settings
+expect 0 "scalar" "sluice settings shows a --setting" -- "$SLUICE" settings --setting simd=scalar
+SLUICE_H5_INDEX=api "$SLUICE" run "$SRC/pipelines/iterate_affine.yaml" --setting simd=scalar --out settings-out --quiet
+python3 - settings-out/report.json <<'P' && ok "report.json records the settings and where they came from" || not_ok "settings missing from report.json"
+import json, sys
+s = json.load(open(sys.argv[1]))["settings"]
+assert s["simd"] == {"value": "scalar", "from": "--setting"}, s["simd"]
+assert s["h5_index"] == {"value": "api", "from": "SLUICE_H5_INDEX"}, s["h5_index"]
+assert s["read_threads"]["from"] == "default", s["read_threads"]
+P
+
 finish

@@ -4,6 +4,7 @@
  * after indexing, usage errors, close with requests outstanding.
  * Fixtures come from test_h5_index.c (written with the HDF5 C API). */
 #define SL_H5_FIXTURES_ONLY
+#include "engine/core/settings.h"
 #include "test_h5_index.c"
 
 #include "nodes/hdf5/chunk_reader.h"
@@ -356,15 +357,25 @@ static void t_parallel_truncated(void **state) {
   sl_h5_index_free(ix);
 }
 
+/* The read_threads setting: from SLUICE_READ_THREADS or --setting (which
+ * wins), capped; a bad value is refused when the settings are read. */
 static void t_default_threads(void **state) {
+  sl_error e;
   setenv("SLUICE_READ_THREADS", "3", 1);
+  assert_int_equal(sl_settings_init(NULL, 0, &e), SL_OK);
   assert_int_equal(sl_chunk_reader_default_threads(), 3);
+  const char *two[] = {"read_threads=2"};
+  assert_int_equal(sl_settings_init(two, 1, &e), SL_OK);
+  assert_int_equal(sl_chunk_reader_default_threads(), 2);
   setenv("SLUICE_READ_THREADS", "1000", 1);
+  assert_int_equal(sl_settings_init(NULL, 0, &e), SL_OK);
   assert_int_equal(sl_chunk_reader_default_threads(), SL_CHUNK_READER_MAX_THREADS);
   setenv("SLUICE_READ_THREADS", "x", 1);
-  int d = sl_chunk_reader_default_threads();
+  assert_int_equal(sl_settings_init(NULL, 0, &e), SL_ERR_USAGE);
+  assert_non_null(strstr(e.msg, "read_threads=x (from SLUICE_READ_THREADS)"));
   unsetenv("SLUICE_READ_THREADS");
-  assert_int_equal(d, sl_chunk_reader_default_threads());
+  assert_int_equal(sl_settings_init(NULL, 0, &e), SL_OK);
+  int d = sl_chunk_reader_default_threads();
   assert_true(d >= 1 && d <= 4);
 }
 

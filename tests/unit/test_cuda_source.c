@@ -12,6 +12,7 @@
  * runs always happen (chunkings against one chunk); the CUDA ones skip visibly
  * without a device ("SKIP: no CUDA device"). */
 #define SL_H5_FIXTURES_ONLY
+#include "engine/core/settings.h"
 #include "test_h5_index.c"
 
 #include "nodes/registry.h"
@@ -131,17 +132,19 @@ static void write_one_pass(char *path, size_t n) {
 
 static sl_code run(const char *file, const sl_setting *sets, size_t n_sets, int backend, int64_t chunk,
                    const char *overlap, sl_run *r, sl_error *err) {
-  if (overlap)
-    setenv("SLUICE_SOURCE_OVERLAP", overlap, 1);
-  else
-    unsetenv("SLUICE_SOURCE_OVERLAP");
+  /* overlap: "0" or "1" as --setting source_overlap would take it, NULL: default */
+  char setting[64];
+  snprintf(setting, sizeof setting, "source_overlap=%s", overlap ? overlap : "true");
+  const char *settings[] = {setting};
+  assert_int_equal(sl_settings_init(settings, 1, err), SL_OK);
   sl_run_request req = {.file = file, .registry = sl_nodes_registry(), .sets = sets,
                         .n_sets = n_sets, .backend = backend, .chunk_positions = chunk,
                         .threads = 2};
   sl_error_clear(err);
   memset(r, 0, sizeof *r);
   sl_code rc = sl_run_pipeline(&req, r, err);
-  unsetenv("SLUICE_SOURCE_OVERLAP");
+  sl_error ignored;
+  (void)sl_settings_init(NULL, 0, &ignored);
   return rc;
 }
 

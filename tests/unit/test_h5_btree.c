@@ -8,6 +8,7 @@
  * (libver latest: not handled, the API path runs). The parser is also driven
  * through its in-memory read callback, on intact and corrupted bytes. */
 #define SL_H5_FIXTURES_ONLY
+#include "engine/core/settings.h"
 #include "test_h5_index.c"
 
 #include "nodes/hdf5/h5_btree.h"
@@ -15,15 +16,15 @@
 /* ---- helpers ---------------------------------------------------------------- */
 
 static sl_h5_index *open_with(const char *path, const char *dataset, const char *mode) {
-  if (mode)
-    setenv("SLUICE_H5_INDEX", mode, 1);
-  else
-    unsetenv("SLUICE_H5_INDEX");
-  sl_h5_index *ix = NULL;
+  char setting[64];
+  snprintf(setting, sizeof setting, "h5_index=%s", mode ? mode : "btree");
+  const char *settings[] = {setting};
   sl_error e;
   sl_error_clear(&e);
+  assert_int_equal(sl_settings_init(settings, 1, &e), SL_OK);
+  sl_h5_index *ix = NULL;
   sl_code rc = sl_h5_index_open(path, dataset, &ix, &e);
-  unsetenv("SLUICE_H5_INDEX");
+  (void)sl_settings_init(NULL, 0, &e);
   if (rc) print_error("sl_h5_index_open(%s, %s): %s: %s\n", path, mode ? mode : "fast", e.file, e.msg);
   assert_int_equal(rc, SL_OK);
   return ix;

@@ -25,6 +25,7 @@
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_internal.h"
+#include "engine/core/settings.h"
 #include "engine/core/util.h"
 
 /* The kernel ABI this engine was written against; every registered kernel
@@ -62,15 +63,14 @@ static sl_code select_device(int *device, sl_error *err) {
     return sl_fail(err, SL_ERR_BACKEND, "no CUDA device: %s; %s", cudaGetErrorString(cudaErrorNoDevice),
                    NEEDS);
   int d = 0;
-  const char *env = getenv("SLUICE_CUDA_DEVICE");
-  if (env && *env) {
-    int64_t v;
-    if (!sl_parse_i64(env, &v) || v < 0 || v >= count)
-      return sl_fail(err, SL_ERR_BACKEND,
-                     "SLUICE_CUDA_DEVICE=%s: expected a device index from 0 to %d (%d device%s found)",
-                     env, count - 1, count, count == 1 ? "" : "s");
-    d = (int)v;
-  }
+  int64_t v = sl_setting_int(SL_SET_CUDA_DEVICE);
+  if (v >= count)
+    return sl_fail(err, SL_ERR_BACKEND,
+                   "setting cuda_device=%lld (from %s): expected a device index from 0 to %d (%d "
+                   "device%s found)",
+                   (long long)v, sl_setting_origin(SL_SET_CUDA_DEVICE), count - 1, count,
+                   count == 1 ? "" : "s");
+  d = (int)v;
   *device = d;
   return SL_OK;
 }
@@ -242,8 +242,7 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
     if (e != cudaSuccess) rc = sl_cuda_backend_fail(err, e, "cannot create an event");
     else c->have_ring_event[k] = true;
   }
-  const char *sync_env = getenv("SLUICE_CUDA_SYNC");
-  c->sync_each = sync_env && !strcmp(sync_env, "1");
+  c->sync_each = sl_setting_bool(SL_SET_CUDA_SYNC);
   if (rc == SL_OK) rc = sl_cpu_backend_ops.create(threads, &c->cpu, err);
   fill_device_env(c, caps.compute_units);
   if (rc != SL_OK) {

@@ -1,0 +1,134 @@
+/* Run-time settings. See settings.h. */
+#include "engine/core/settings.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core/util.h"
+
+static const sl_setting_info k_settings[SL_SET_COUNT] = {
+    [SL_SET_SIMD] = {"simd", "SLUICE_SIMD", "auto|scalar|sse2|avx2", "auto",
+                     "hand-written CPU sweeps: auto (the best this CPU has) or a forced path"},
+    [SL_SET_CUDA_DEVICE] = {"cuda_device", "SLUICE_CUDA_DEVICE", NULL, "0",
+                            "index of the CUDA device the cuda backend uses"},
+    [SL_SET_CUDA_SYNC] = {"cuda_sync", "SLUICE_CUDA_SYNC", "false|true", "false",
+                          "cuda: wait after every batch (debugging: faults found at their batch)"},
+    [SL_SET_SOURCE_OVERLAP] = {"source_overlap", "SLUICE_SOURCE_OVERLAP", "true|false", "true",
+                               "cuda: the detector source uploads on a copy queue while kernels run"},
+    [SL_SET_H5_INDEX] = {"h5_index", "SLUICE_H5_INDEX", "btree|api", "btree",
+                         "how a chunked dataset's chunks are listed: sluice's own B-tree reader, or "
+                         "the HDF5 library's chunk iteration"},
+    [SL_SET_READ_THREADS] = {"read_threads", "SLUICE_READ_THREADS", NULL, "0",
+                             "threads reading detector files, 0 = automatic (up to 4)"},
+};
+
+typedef struct setting_value {
+  char text[64];
+  const char *origin;
+  int choice;
+  int64_t number;
+} setting_value;
+
+static setting_value g_values[SL_SET_COUNT];
+static bool g_ready;
+
+const sl_setting_info *sl_setting_table(int *count) {
+  *count = SL_SET_COUNT;
+  return k_settings;
+}
+
+/* Index of `v` in "a|b|c", or -1. */
+static int choice_of(const char *choices, const char *v) {
+  size_t len = strlen(v);
+  int index = 0;
+  for (const char *c = choices;; index++) {
+    const char *bar = strchr(c, '|');
+    size_t n = bar ? (size_t)(bar - c) : strlen(c);
+    if (n == len && !strncmp(c, v, n)) return index;
+    if (!bar) return -1;
+    c = bar + 1;
+  }
+}
+
+/* Also accepts 0/1 for the booleans, as the old environment variables did. */
+static sl_code set_value(sl_setting_id id, const char *v, const char *origin, sl_error *err) {
+  const sl_setting_info *s = &k_settings[id];
+  setting_value *out = &g_values[id];
+  const char *text = v;
+  if (s->choices && (!strcmp(s->choices, "false|true") || !strcmp(s->choices, "true|false")))
+    text = !strcmp(v, "1") ? "true" : !strcmp(v, "0") ? "false" : v;
+  if (s->choices) {
+    int c = choice_of(s->choices, text);
+    if (c < 0)
+      return sl_fail(err, SL_ERR_USAGE, "setting %s=%s (from %s): expected one of %s", s->name, v,
+                     origin, s->choices);
+    out->choice = c;
+  } else {
+    int64_t n;
+    if (!sl_parse_i64(v, &n) || n < 0)
+      return sl_fail(err, SL_ERR_USAGE, "setting %s=%s (from %s): expected an integer >= 0", s->name,
+                     v, origin);
+    out->number = n;
+  }
+  snprintf(out->text, sizeof out->text, "%s", text);
+  out->origin = origin;
+  return SL_OK;
+}
+
+/* Defaults, then the environment. A bad environment value keeps the
+ * default here and fails sl_settings_init (which every command calls). */
+static sl_code read_environment(sl_error *err) {
+  sl_error ignored;
+  for (int i = 0; i < SL_SET_COUNT; i++) set_value((sl_setting_id)i, k_settings[i].dflt, "default", &ignored);
+  g_ready = true;
+  sl_code rc = SL_OK;
+  for (int i = 0; i < SL_SET_COUNT; i++) {
+    const char *v = getenv(k_settings[i].env);
+    if (v && *v && set_value((sl_setting_id)i, v, k_settings[i].env, &ignored) != SL_OK && rc == SL_OK)
+      rc = set_value((sl_setting_id)i, v, k_settings[i].env, err);
+  }
+  return rc;
+}
+
+sl_code sl_settings_init(const char *const *overrides, int n_overrides, sl_error *err) {
+  sl_code env_rc = read_environment(err);
+  if (env_rc != SL_OK) return env_rc;
+  for (int k = 0; k < n_overrides; k++) {
+    const char *eq = strchr(overrides[k], '=');
+    int found = -1;
+    for (int i = 0; eq && i < SL_SET_COUNT; i++)
+      if (strlen(k_settings[i].name) == (size_t)(eq - overrides[k]) &&
+          !strncmp(k_settings[i].name, overrides[k], (size_t)(eq - overrides[k])))
+        found = i;
+    if (found < 0) {
+      const char *names[SL_SET_COUNT];
+      for (int i = 0; i < SL_SET_COUNT; i++) names[i] = k_settings[i].name;
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - overrides[k]) : 63, overrides[k]);
+      const char *best = sl_closest(name, names, SL_SET_COUNT);
+      return sl_fail(err, SL_ERR_USAGE, "--setting %s: %s%s%s%s (see `sluice settings`)", overrides[k],
+                     eq ? "no such setting" : "expected NAME=VALUE", best ? " (did you mean '" : "",
+                     best ? best : "", best ? "'?)" : "");
+    }
+    sl_code rc = set_value((sl_setting_id)found, eq + 1, "--setting", err);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
+/* Without sl_settings_init (a program that only links the library), the
+ * environment is read on first use. */
+static const setting_value *value(sl_setting_id id) {
+  if (!g_ready) {
+    sl_error ignored;
+    (void)read_environment(&ignored);
+  }
+  return &g_values[id];
+}
+
+const char *sl_setting_text(sl_setting_id id) { return value(id)->text; }
+const char *sl_setting_origin(sl_setting_id id) { return value(id)->origin; }
+int sl_setting_choice(sl_setting_id id) { return value(id)->choice; }
+int64_t sl_setting_int(sl_setting_id id) { return value(id)->number; }
+bool sl_setting_bool(sl_setting_id id) { return !strcmp(value(id)->text, "true"); }
