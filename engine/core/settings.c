@@ -38,19 +38,6 @@ const sl_setting_info *sl_setting_table(int *count) {
   return k_settings;
 }
 
-/* Index of `v` in "a|b|c", or -1. */
-static int choice_of(const char *choices, const char *v) {
-  size_t len = strlen(v);
-  int index = 0;
-  for (const char *c = choices;; index++) {
-    const char *bar = strchr(c, '|');
-    size_t n = bar ? (size_t)(bar - c) : strlen(c);
-    if (n == len && !strncmp(c, v, n)) return index;
-    if (!bar) return -1;
-    c = bar + 1;
-  }
-}
-
 /* Also accepts 0/1 for the booleans, as the old environment variables did. */
 static sl_code set_value(sl_setting_id id, const char *v, const char *origin, sl_error *err) {
   const sl_setting_info *s = &k_settings[id];
@@ -59,7 +46,7 @@ static sl_code set_value(sl_setting_id id, const char *v, const char *origin, sl
   if (s->choices && (!strcmp(s->choices, "false|true") || !strcmp(s->choices, "true|false")))
     text = !strcmp(v, "1") ? "true" : !strcmp(v, "0") ? "false" : v;
   if (s->choices) {
-    int c = choice_of(s->choices, text);
+    int c = sl_choice_index(s->choices, text);
     if (c < 0)
       return sl_fail(err, SL_ERR_USAGE, "setting %s=%s (from %s): expected one of %s", s->name, v,
                      origin, s->choices);

@@ -219,3 +219,15 @@ static uint64_t proc_status_kb(const char *name) {
 
 uint64_t sl_process_rss(void) { return proc_status_kb("VmRSS"); }
 uint64_t sl_process_peak_rss(void) { return proc_status_kb("VmHWM"); }
+
+int sl_choice_index(const char *choices, const char *value) {
+  size_t len = strlen(value);
+  int index = 0;
+  for (const char *c = choices;; index++) {
+    const char *bar = strchr(c, '|');
+    size_t n = bar ? (size_t)(bar - c) : strlen(c);
+    if (n == len && !strncmp(c, value, n)) return index;
+    if (!bar) return -1;
+    c = bar + 1;
+  }
+}

@@ -33,6 +33,8 @@ sl_code sl_parse_size(const char *text, uint64_t *out, sl_error *err);
 void sl_format_bytes(uint64_t bytes, char *buf, size_t n);
 /* Strict integer / float / bool parsing of whole strings. */
 bool sl_parse_i64(const char *s, int64_t *out);
+/* Index of `value` in a '|'-separated list of choices ("a|b|c"), or -1. */
+int sl_choice_index(const char *choices, const char *value);
 bool sl_parse_f64(const char *s, double *out);
 bool sl_parse_bool(const char *s, bool *out);
 /* Monotonic seconds. */

@@ -17,19 +17,6 @@ static sl_code type_error(const sl_param_def *def, const sl_yaml *v, const char 
   return SL_ERR_PIPELINE;
 }
 
-/* Index of `value` in "a|b|c", or -1. */
-static int choice_index(const char *choices, const char *value) {
-  size_t len = strlen(value);
-  int index = 0;
-  for (const char *c = choices;; index++) {
-    const char *bar = strchr(c, '|');
-    size_t n = bar ? (size_t)(bar - c) : strlen(c);
-    if (n == len && !strncmp(c, value, n)) return index;
-    if (!bar) return -1;
-    c = bar + 1;
-  }
-}
-
 sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *base_dir,
                          sl_param_value *out, sl_error *err) {
   memset(out, 0, sizeof *out);
@@ -50,7 +37,7 @@ sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *
     case SL_PT_STRING:
       if (v->kind != SL_Y_SCALAR) return type_error(def, v, "a string", err);
       if (def->choices) {
-        int index = choice_index(def->choices, v->scalar);
+        int index = sl_choice_index(def->choices, v->scalar);
         if (index < 0) {
           sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be one of %s, got '%s'", def->name,
                   def->choices, v->scalar);
