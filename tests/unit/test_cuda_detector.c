@@ -201,7 +201,7 @@ static void frames_loop(void (*body)(sl_dtype t, int64_t h, int64_t w, const voi
     }
 }
 
-static void vi_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t npos,
+static void virtual_image_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t npos,
                     const sl_tensor_desc *x, int64_t chunk) {
   static const char *kinds[4] = {"bf", "adf", "df", "annulus"};
   for (int k = 0; k < 4; k++) {
@@ -220,7 +220,7 @@ static void vi_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t np
   (void)t;
 }
 
-static void vd_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t npos,
+static void virtual_detectors_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t npos,
                     const sl_tensor_desc *x, int64_t chunk) {
   kv p[3] = {{"radius", "6.5"}, {"inner", "0.8"}, {"outer", "2.5"}};
   compare(&sl_node_virtual_detectors, p, 3, x, 1, fr, NULL, 0, npos, chunk, "vd");
@@ -310,8 +310,8 @@ static void sum_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t n
   free(f64);
 }
 
-static void test_virtual_image(void **st) { (void)st; frames_loop(vi_body); }
-static void test_virtual_detectors(void **st) { (void)st; frames_loop(vd_body); }
+static void test_virtual_image(void **st) { (void)st; frames_loop(virtual_image_body); }
+static void test_virtual_detectors(void **st) { (void)st; frames_loop(virtual_detectors_body); }
 static void test_moments_com(void **st) { (void)st; frames_loop(mo_body); }
 static void test_mask_correct(void **st) { (void)st; frames_loop(mc_body); }
 static void test_bin_detector(void **st) { (void)st; frames_loop(bin_body); }
