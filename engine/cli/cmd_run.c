@@ -90,6 +90,15 @@ static sl_code before_alloc(void *vctx, const sl_plan *p, sl_error *err) {
   return sl_run_output_reserve(c->out, dir, c->o->force, expected_output_bytes(p), err);
 }
 
+/* Notes keyed `key` ("warning", "result") of every node, on `f`. */
+static void print_notes(FILE *f, const sl_graph *g, const char *key, const char *prefix) {
+  size_t k = strlen(key);
+  for (int i = 0; g && i < g->n_nodes; i++)
+    for (int j = 0; j < g->nodes[i].n_notes; j++)
+      if (!strncmp(g->nodes[i].notes[j], key, k) && g->nodes[i].notes[j][k] == ':')
+        fprintf(f, "%snode '%s':%s\n", prefix, g->nodes[i].id, g->nodes[i].notes[j] + k + 1);
+}
+
 static void print_summary(const sl_run *run, const char *dir) {
   const sl_exec_result *res = &run->result;
   char planned[32], measured[32];
@@ -98,6 +107,7 @@ static void print_summary(const sl_run *run, const char *dir) {
   printf("%s: %lld chunks in %.3f s on %s; peak %s memory %s (planned %s)\n", run->spec->name,
          (long long)res->chunks, res->seconds, run->plan->caps.device,
          run->plan->caps.device_memory ? "device" : "host", measured, planned);
+  print_notes(stdout, run->graph, "result", "");
   printf("wrote %s/\n  results.h5:", dir);
   for (int k = 0; k < res->n_outputs; k++) printf(" %s", res->outputs[k].name);
   printf("\n");
@@ -143,6 +153,7 @@ int cmd_run(int argc, char **argv) {
     st = sl_fail(&err, SL_ERR_INTERRUPTED, "interrupted before the outputs were published");
   if (st == SL_OK) st = sl_run_output_publish(&out, &err);
   sl_run_output_abandon(&out);
+  if (st == SL_OK) print_notes(stderr, run.graph, "warning", "sluice: warning: ");
   if (st == SL_ERR_INTERRUPTED) {
     fprintf(stderr, "sluice: interrupted by %s: nothing was written%s%s%s\n",
             g_stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", out.dir[0] ? "; " : "", out.dir,

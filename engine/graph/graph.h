@@ -50,7 +50,10 @@ typedef struct sl_node {
   void *dev_state;
   void (*dev_state_free)(void *dev_state);
   /* Provenance notes ("key: value") a node records about what it did, e.g.
-   * the mask policy or why a dtype was widened; written with the outputs. */
+   * the mask policy or why a dtype was widened; written with the outputs.
+   * Two keys are also shown to the user by the command line: "warning"
+   * (something looks wrong but the run went on) and "result" (a value the
+   * run found that the user should see, e.g. a fitted disk). */
   int n_notes;
   char **notes;
   /* The files the node reads (a master file and each of its data files),

@@ -7,6 +7,7 @@
   X(bin_detector)         \
   X(bslz4_decode)         \
   X(detector_mask)        \
+  X(detector_preview)     \
   X(hdf5_source)          \
   X(mask_correct)
 

@@ -35,6 +35,12 @@
 #define DISK_FIT_PARAMS(P)                                                                    \
   P(FLOAT, threshold, "0.5",                                                                  \
     "edge level as a fraction of the way from the background to the disk plateau, in (0, 1)", \
+    NULL)                                                                                     \
+  P(FLOAT, radius, "0",                                                                       \
+    "explicit disk radius in pixels: wins over the fit (a warning when the fit differs by "  \
+    "more than 20%); 0 = the fitted radius", NULL)                                            \
+  P(LIST, center, "[]",                                                                       \
+    "explicit disk centre [row, col] in pixels: wins over the fit; [] = the fitted centre",   \
     NULL)
 SL_NODE_PARAMS(disk_fit_params, DISK_FIT_PARAMS)
 
@@ -47,6 +53,16 @@ typedef struct disk_fit_result {
   int64_t area;
   int n_edge, n_rays;
 } disk_fit_result;
+
+/* The explicit centre (param 'center'), or false when it is empty. */
+static bool explicit_center(const sl_node *n, double *cr, double *cc) {
+  const sl_param_value *v = disk_fit_params_of(n)->center;
+  if (!v || v->n != 2) return false;
+  char *end0 = NULL, *end1 = NULL;
+  *cr = strtod(v->strs[0], &end0);
+  *cc = strtod(v->strs[1], &end1);
+  return end0 && !*end0 && end1 && !*end1;
+}
 
 static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
@@ -66,6 +82,13 @@ static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
                    "param 'threshold' must be in (0, 1) (fraction of the way from the background "
                    "to the disk plateau), got %g",
                    t);
+  double r = disk_fit_params_of(n)->radius, cr, cc;
+  if (!(isfinite(r) && r >= 0))
+    return sl_fail(err, SL_ERR_PIPELINE, "param 'radius' must be >= 0 (0 = fitted), got %g", r);
+  const sl_param_value *c = disk_fit_params_of(n)->center;
+  if (c->n && !explicit_center(n, &cr, &cc))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'center' must be [] (fitted) or [row, col] in pixels, got %zu item(s)", c->n);
   int64_t d[1] = {4};
   n->out[0] = sl_desc_make(SL_F64, 1, d, 0);
   return SL_OK;
@@ -423,6 +446,35 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   return rc;
 }
 
+
+/* Explicit params win over the fit; the fit still runs and a radius that
+ * differs from it by more than 20% is a warning (a note the command line
+ * prints). Without a fit (it failed) explicit values must cover both. */
+static sl_code apply_explicit(sl_kernel_args *a, bool fitted, const disk_fit_result *f, double out[4]) {
+  sl_node *n = (sl_node *)a->node; /* the executor's node is the graph's own */
+  double r = disk_fit_params_of(n)->radius, cr = 0, cc = 0;
+  bool has_c = explicit_center(n, &cr, &cc);
+  if (!fitted && (r <= 0 || !has_c))
+    return a->err->code;
+  if (r > 0) {
+    if (fitted && fabs(r - f->r) > 0.2 * f->r)
+      sl_node_note(n, "warning",
+                   "the given disk radius %.3g px differs from the %.3g px fitted to the data by "
+                   "%.0f%%; using the given one",
+                   r, f->r, 100.0 * fabs(r - f->r) / f->r);
+    out[2] = r;
+  }
+  if (has_c) out[0] = cr, out[1] = cc;
+  if (!fitted) {
+    out[3] = NAN;
+    sl_node_note(n, "warning", "no disk fitted (%s); using the given centre and radius", a->err->msg);
+    sl_error_clear(a->err);
+  }
+  const char *how = r > 0 && has_c ? "given" : r > 0 || has_c ? "given and fitted" : "fitted";
+  sl_node_note(n, "result", "disk centre (%.2f, %.2f) radius %.2f px (%s)", out[0], out[1], out[2], how);
+  return SL_OK;
+}
+
 static sl_code disk_fit_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *x = &a->node->in[0];
   int64_t h = x->dims[0], w = x->dims[1], n = h * w;
@@ -442,16 +494,19 @@ static sl_code disk_fit_cpu(sl_kernel_args *a) {
   const double threshold = disk_fit_params_of(a->node)->threshold;
   sl_code rc = disk_fit_run(p, h, w, threshold, &f, a->err);
   free(p);
-  if (rc) return rc;
   double *out = a->out[0];
-  out[0] = f.cr, out[1] = f.cc, out[2] = f.r, out[3] = f.resid;
-  /* The executor's node is the graph's own (non-const) node. */
-  sl_node_note((sl_node *)a->node, "disk_fit",
-               "centre (%.3f, %.3f) radius %.3f px, residual %.3f px from %d edge points on %d "
-               "rays; level %.6g (background %.6g, plateau %.6g, threshold %g), region %lld px",
-               f.cr, f.cc, f.r, f.resid, f.n_edge, f.n_rays, f.level, f.bg, f.plateau,
-               threshold, (long long)f.area);
-  return SL_OK;
+  if (rc == SL_OK) {
+    out[0] = f.cr, out[1] = f.cc, out[2] = f.r, out[3] = f.resid;
+    /* The executor's node is the graph's own (non-const) node. */
+    sl_node_note((sl_node *)a->node, "disk_fit",
+                 "centre (%.3f, %.3f) radius %.3f px, residual %.3f px from %d edge points on %d "
+                 "rays; level %.6g (background %.6g, plateau %.6g, threshold %g), region %lld px",
+                 f.cr, f.cc, f.r, f.resid, f.n_edge, f.n_rays, f.level, f.bg, f.plateau,
+                 threshold, (long long)f.area);
+  } else if (rc == SL_ERR_NOMEM) {
+    return rc;
+  }
+  return apply_explicit(a, rc == SL_OK, &f, out);
 }
 
 static const sl_port_def disk_fit_inputs[] = {

@@ -101,7 +101,7 @@ import sys, h5py
 f = h5py.File(sys.argv[1], "r")
 for k in f:
     assert "unit" in f[k].attrs, k
-    want = 0 if k in ("rotation_deg", "transpose") else 2
+    want = 0 if k in ("rotation_deg", "transpose", "disk") else 2
     assert f[k].attrs["scan_axes"] == want, (k, f[k].attrs["scan_axes"])
 P
 for f in bf adf df; do [ -s "vi/$f.png" ] && ok "vi/$f.png" || not_ok "vi/$f.png missing"; done

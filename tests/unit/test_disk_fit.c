@@ -106,7 +106,10 @@ static void test_rendered(void **st) {
     assert_true(dc < 0.1);
     assert_true(dr < 0.2);
     assert_true(out[3] >= 0 && out[3] < 0.5);
-    assert_true(n.n_notes == 1 && strstr(n.notes[0], "disk_fit: centre"));
+    assert_non_null(note(&n, "disk_fit"));
+    assert_non_null(strstr(note(&n, "disk_fit"), "centre"));
+    assert_non_null(strstr(note(&n, "result"), "(fitted)"));
+    assert_null(note(&n, "warning"));
     node_free(&n);
     /* The same pattern as f64 and as u16 (noise-free case fits in u16). */
     double *pf = malloc((size_t)(h * w) * 8);
@@ -221,6 +224,47 @@ static void test_hot_pixels(void **st) {
   free(img);
 }
 
+/* Explicit geometry wins over the fit; a radius more than 20% away from the
+ * fitted one is a warning; without a disk in the pattern, explicit values
+ * must give both centre and radius. */
+static void test_explicit_geometry(void **st) {
+  const int64_t h = 64, w = 64;
+  uint64_t *img = malloc((size_t)(h * w) * 8);
+  render(img, h, w, 31.5, 31.5, 12.0, 0, 1000, 0);
+  double out[4];
+  sl_error e;
+  sl_node n;
+  kv close[] = {{"radius", "12.5"}};
+  assert_int_equal(fit(img, SL_U64, h, w, close, 1, out, &n, &e), SL_OK);
+  assert_true(out[2] == 12.5 && fabs(out[0] - 31.5) < 0.1 && fabs(out[1] - 31.5) < 0.1);
+  assert_null(note(&n, "warning")); /* 4% off: no warning */
+  assert_non_null(strstr(note(&n, "result"), "given and fitted"));
+  node_free(&n);
+  kv far[] = {{"radius", "20"}};
+  assert_int_equal(fit(img, SL_U64, h, w, far, 1, out, &n, &e), SL_OK);
+  assert_true(out[2] == 20);
+  assert_non_null(strstr(note(&n, "warning"), "differs from the 12"));
+  node_free(&n);
+  kv both[] = {{"radius", "12"}, {"center", "[30, 33]"}};
+  assert_int_equal(fit(img, SL_U64, h, w, both, 2, out, &n, &e), SL_OK);
+  assert_true(out[0] == 30 && out[1] == 33 && out[2] == 12);
+  assert_non_null(strstr(note(&n, "result"), "(given)"));
+  node_free(&n);
+  for (int64_t i = 0; i < h * w; i++) img[i] = 77; /* no disk at all */
+  assert_int_equal(fit(img, SL_U64, h, w, both, 2, out, &n, &e), SL_OK);
+  assert_true(out[0] == 30 && out[1] == 33 && out[2] == 12 && isnan(out[3]));
+  assert_non_null(strstr(note(&n, "warning"), "no disk fitted"));
+  node_free(&n);
+  assert_int_equal(fit(img, SL_U64, h, w, far, 1, out, NULL, &e), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "no disk found"));
+  int64_t d[2] = {h, w};
+  sl_tensor_desc in = sl_desc_make(SL_U64, 2, d, 0);
+  kv neg[] = {{"radius", "-1"}}, one[] = {{"center", "[3]"}};
+  expect_node_error(&sl_node_disk_fit, neg, 1, &in, 1, SL_ERR_PIPELINE, "'radius'", NULL);
+  expect_node_error(&sl_node_disk_fit, one, 1, &in, 1, SL_ERR_PIPELINE, "'center'", NULL);
+  free(img);
+}
+
 static void test_invalid(void **st) {
   int64_t d[3] = {4, 16, 16};
   sl_tensor_desc streamed = sl_desc_make(SL_U64, 3, d, 1), rank3 = sl_desc_make(SL_U64, 3, d, 0),
@@ -241,6 +285,7 @@ int main(void) {
       cmocka_unit_test(test_rendered), cmocka_unit_test(test_threshold),
       cmocka_unit_test(test_synthetic), cmocka_unit_test(test_no_disk),
       cmocka_unit_test(test_hot_pixels), cmocka_unit_test(test_invalid),
+      cmocka_unit_test(test_explicit_geometry),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

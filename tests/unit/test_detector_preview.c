@@ -1,0 +1,105 @@
+/* detector_preview: the mean of the first frames of acquisitions written with
+ * the HDF5 C API (test_h5_index.c's fixtures, whose pixels are a known
+ * function fx_value of frame, row and column) against that mean computed
+ * here by plain loops, for every storage layout sluice reads (chunked raw,
+ * contiguous, bitshuffle, bitshuffle-LZ4 through the official plugin), frames
+ * spanning files and partial stored chunks, with and without a mask input;
+ * and its errors. */
+#define SL_H5_FIXTURES_ONLY
+#include "test_h5_index.c"
+
+#include "nodes/registry.h"
+#include "tests/unit/node_harness.h"
+
+extern const sl_node_desc sl_node_detector_preview;
+
+/* Runs detector_preview on `path` averaging `frames` frames (mask: NULL or
+ * h * w bytes), into out (h * w doubles). */
+static sl_code preview_run(const char *path, int64_t frames, const uint8_t *mask, int64_t h, int64_t w,
+                           double *out, sl_node *n, sl_error *e) {
+  char p[600], f[32];
+  snprintf(p, sizeof p, "'%s'", path);
+  snprintf(f, sizeof f, "%lld", (long long)frames);
+  kv over[2] = {{"path", p}, {"frames", f}};
+  int64_t d[2] = {h, w};
+  sl_tensor_desc m = sl_desc_make(SL_U8, 2, d, 0);
+  sl_code rc = node_make(n, &sl_node_detector_preview, over, 2, &m, mask ? 1 : 0, e);
+  if (rc != SL_OK) return rc;
+  const void *ins[1] = {mask};
+  void *outs[1] = {out};
+  return run_whole(n, ins, 1, outs, e);
+}
+
+/* The reference: frames [0, min(frames, total)) of fx_value, masked pixels and
+ * pixels at the dtype maximum counted as 0. */
+static void reference(int64_t frames, int64_t total, const uint8_t *mask, int64_t h, int64_t w,
+                      size_t elem, double *want) {
+  int64_t n = frames < total ? frames : total;
+  uint64_t flag = elem == 1 ? 0xFF : elem == 2 ? 0xFFFF : 0xFFFFFFFFu;
+  for (int64_t i = 0; i < h * w; i++) {
+    double s = 0;
+    for (int64_t f = 0; f < n; f++) {
+      uint32_t v = fx_value(f, i / w, i % w, elem);
+      if (!(mask && mask[i]) && v != flag) s += (double)v;
+    }
+    want[i] = s / (double)n;
+  }
+}
+
+static void check_layout(const char *name, int layout, bool need_plugin) {
+  if (need_plugin) fx_require_bitshuffle();
+  const int64_t h = 9, w = 11, total = 3 + 4 + 2;
+  fx_opts o = {.n_files = 3, .frames = {3, 4, 2}, .h = h, .w = w, .k = 2, .layout = layout};
+  char m[512];
+  fx_write(name, &o, m, sizeof m);
+  uint8_t mask[9 * 11] = {0};
+  mask[5] = mask[40] = 1;
+  const int64_t counts[] = {1, 2, 5, 9, 100}; /* within a chunk, across files, more than there are */
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+    for (int with_mask = 0; with_mask < 2; with_mask++) {
+      double got[9 * 11], want[9 * 11];
+      sl_node n;
+      sl_error e;
+      sl_code rc = preview_run(m, counts[k], with_mask ? mask : NULL, h, w, got, &n, &e);
+      if (rc) print_error("%s, %lld frames: %s\n", name, (long long)counts[k], e.msg);
+      assert_int_equal(rc, SL_OK);
+      reference(counts[k], total, with_mask ? mask : NULL, h, w, 2, want);
+      assert_memory_equal(got, want, sizeof want);
+      assert_non_null(strstr(note(&n, "preview"), "mean of the first"));
+      node_free(&n);
+    }
+}
+
+static void t_chunked(void **state) { check_layout("pvchunk", FX_CHUNKED, false); }
+static void t_contiguous(void **state) { check_layout("pvcontig", FX_CONTIG, false); }
+static void t_bitshuffle(void **state) { check_layout("pvbs", FX_BITSHUFFLE, true); }
+static void t_bslz4(void **state) { check_layout("pvlz4", FX_BSLZ4, true); }
+
+static void t_errors(void **state) {
+  kv empty[] = {{"path", "''"}};
+  expect_node_error(&sl_node_detector_preview, empty, 1, NULL, 0, SL_ERR_PIPELINE,
+                    "param 'path' is empty", NULL);
+  fx_opts o = {.n_files = 1, .frames = {2}, .h = 4, .w = 4, .k = 1};
+  char m[512], p[600];
+  fx_write("pverr", &o, m, sizeof m);
+  snprintf(p, sizeof p, "'%s'", m);
+  kv zero[] = {{"path", p}, {"frames", "0"}};
+  expect_node_error(&sl_node_detector_preview, zero, 2, NULL, 0, SL_ERR_PIPELINE, "'frames'", NULL);
+  int64_t d[2] = {5, 4};
+  sl_tensor_desc wrong = sl_desc_make(SL_U8, 2, d, 0);
+  kv ok[] = {{"path", p}};
+  expect_node_error(&sl_node_detector_preview, ok, 1, &wrong, 1, SL_ERR_PIPELINE, "input 'mask'", NULL);
+  const sl_node_desc *desc = &sl_node_detector_preview;
+  assert_true(desc->host);
+  assert_ptr_equal(sl_registry_find(sl_nodes_registry(), "detector_preview"), desc);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(t_chunked),    cmocka_unit_test(t_contiguous), cmocka_unit_test(t_bitshuffle),
+      cmocka_unit_test(t_bslz4),      cmocka_unit_test(t_errors),
+  };
+  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  fx_cleanup();
+  return rc;
+}
