@@ -50,7 +50,8 @@ cat ${BIG}_data_*.h5 ${SMALL}_data_*.h5 > /dev/null # warm the page cache
 run_sluice() { # PIPELINE INPUT -> "seconds peak_bytes wall"
   local t0 t1
   t0=$(date +%s.%N)
-  "$SLUICE" run "$1" --set input="$2" --out "out-$1-$(basename "$2")" --force --quiet --threads "$THREADS"
+  rm -rf "out-$1-$(basename "$2")" # this benchmark's own output
+  "$SLUICE" run "$1" --set input="$2" --out "out-$1-$(basename "$2")" --quiet --threads "$THREADS"
   t1=$(date +%s.%N)
   $PY - "out-$1-$(basename "$2")/report.json" "$t0" "$t1" <<'P'
 import json, sys

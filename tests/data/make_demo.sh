@@ -11,8 +11,11 @@ if [ ! -e demo-data/sample_master.h5 ]; then
     --frames-per-file 1000 --dtype u16 --compress bslz4
 fi
 "$sluice" plan pipelines/virtual_image.yaml --set input=demo-data/sample_master.h5
+# The demo's own output of an earlier `make demo` (possibly from a sluice
+# that did not yet mark its outputs) is replaced.
+rm -rf demo-out/virtual_image
 "$sluice" run pipelines/virtual_image.yaml --set input=demo-data/sample_master.h5 \
-  --set disk_radius=16 --out demo-out/virtual_image --force
+  --out demo-out/virtual_image
 echo
 echo "demo acquisition: demo-data/sample_master.h5 (+ data files)"
 echo "demo outputs:     demo-out/virtual_image/ (results.h5, bf.png, adf.png, df.png, report.json)"

@@ -27,11 +27,13 @@ def visit(name, obj):
 f.visititems(visit)
 PY
 }
+# Explicit disk geometry (the shipped default fits it to the data): the
+# listing then stays comparable across changes of the fit.
 acq=(--set input="$work/acq_master.h5" --set scan_shape=[24,20])
-run virtual_image virtual_image.yaml "${acq[@]}" --set disk_radius=6 "$@"
+run virtual_image virtual_image.yaml "${acq[@]}" --set disk_radius=6 --set disk_center=[23.5,19.5] "$@"
 run virtual_image_fit virtual_image_fit.yaml "${acq[@]}" "$@"
 run dpc dpc.yaml "${acq[@]}" "$@"
-run stem_products stem_products.yaml "${acq[@]}" --set disk_radius=6 "$@"
+run stem_products stem_products.yaml "${acq[@]}" --set disk_radius=6 --set disk_center=[23.5,19.5] "$@"
 run mean_pattern mean_pattern.yaml "${acq[@]}" "$@"
 run synthetic synthetic_virtual_image.yaml "$@"
 run iterate iterate_affine.yaml "$@"
