@@ -7,7 +7,7 @@
 #include "engine/cli/cli.h"
 
 const char *const cli_help_devices =
-    "usage: sluice devices [--json]\n"
+    "usage: sluice devices [--setting NAME=VALUE]... [--json]\n"
     "\n"
     "Summarises the compute backends built in and the devices they find.\n"
     "This is the only command besides run that touches a GPU.\n";

@@ -6,7 +6,7 @@
 
 const char *const cli_help_plan =
     "usage: sluice plan FILE [--set NAME=VALUE]... [--backend auto|cpu|cuda]\n"
-    "                        [--memory-limit SIZE] [--chunk N] [--json]\n"
+    "                        [--memory-limit SIZE] [--chunk N] [--setting NAME=VALUE]... [--json]\n"
     "\n"
     "Plans a pipeline without reading frame data (input files are opened for their\n"
     "metadata and chunk index only): levels (one batch each per chunk),\n"
@@ -19,6 +19,7 @@ const char *const cli_help_plan =
     "                       for cuda reads the device's capabilities)\n"
     "  --memory-limit SIZE  budget, e.g. 512M, 8G (default: available memory)\n"
     "  --chunk N            scan positions per chunk (default: automatic)\n"
+    "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
     "  --json               the plan as JSON on stdout\n";
 
 int cmd_plan(int argc, char **argv) {
