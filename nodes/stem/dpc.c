@@ -13,12 +13,21 @@
  * msc(theta) = <(cos U + sin V)^2> for two fixed fields U, V; it is evaluated
  * exactly through the 2x2 quadratic form of U and V, on a 1-degree grid over
  * [0, 180), then refined by golden-section search to 1e-4 degree. The
- * transpose with the smaller minimum wins. msc has period 180 degrees; of
- * theta and theta + 180 the node keeps the one whose divergence has a negative
- * third moment sum(div^3) < 0: the beam is deflected towards the nuclei, so
- * the divergence has sharp negative sinks at the atoms (its plain mean is the
- * boundary flux over the area, close to 0 for a field of view of many atoms,
- * and no use). The angle is reported in (-180, 180]. */
+ * transpose with the smaller minimum wins. The angle is reported in
+ * (-180, 180].
+ *
+ * msc has period 180 degrees: theta and theta + 180 give the same curl and
+ * opposite fields. The node integrates the rotated field (the iDPC phase,
+ * nodes/common/fourier_integral.h) and keeps the branch whose phase has a
+ * positive skewness: atoms are sparse peaks of positive phase on a weak
+ * background (the beam is deflected towards the nuclei whatever the defocus:
+ * the CoM is the probe-weighted mean of grad phi), so the right phase is
+ * skewed towards its peaks and the other branch's, its negative, away from
+ * them. The integral is a low-pass of the field, so the rule holds at low
+ * dose and under defocus where a rule on the divergence (a high-pass: noise
+ * and probe tails) does not. The skewness is recorded ("branch" note) as the
+ * rule's confidence: near 0 the choice is a guess, and an explicit
+ * rotation_deg wins. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +35,7 @@
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/common/fourier_integral.h"
 #include "nodes/common/frame_ports.h"
 
 /* Param 'transpose', in the order of its choices. */
@@ -81,10 +91,52 @@ static sl_code dpc_infer(sl_node *n, sl_error *err) {
 static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   (void)positions;
   memset(c, 0, sizeof *c);
-  int64_t rc = sl_desc_elems(&n->in[0]);
+  int64_t rc = sl_desc_elems(&n->in[0]), rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   c->bytes_read = 2 * rc * 8 * 3;
   c->bytes_written = 4 * rc * 8 + 9;
-  c->ops = 80 * rc;
+  c->ops = 80 * rc + sl_fourier_integral_ops(rows, cols, true);
+  c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + 2 * rc * 8;
+}
+
+/* The state: the integral of the branch rule (planned in prepare: FFTW
+ * planning is not thread safe) and its phase buffer. */
+typedef struct dpc_state {
+  sl_fourier_integral integral;
+  double *phase;
+} dpc_state;
+
+static void dpc_release(sl_node *n) {
+  dpc_state *s = n->state;
+  if (!s) return;
+  sl_fourier_integral_free(&s->integral);
+  free(s->phase);
+  free(s);
+  n->state = NULL;
+}
+
+static sl_code dpc_prepare(sl_node *n, sl_error *err) {
+  dpc_state *s = calloc(1, sizeof *s);
+  if (!s) return sl_fail(err, SL_ERR_NOMEM, "out of memory");
+  int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
+  sl_code rc = sl_fourier_integral_init(&s->integral, rows, cols, true, err);
+  s->phase = malloc((size_t)(rows * cols) * sizeof *s->phase);
+  if (rc == SL_OK && !s->phase) rc = sl_fail(err, SL_ERR_NOMEM, "out of memory");
+  n->state = s;
+  if (rc != SL_OK) dpc_release(n);
+  return rc;
+}
+
+/* Skewness of the phase integrated from the field (rows, cols) in scan
+ * coordinates: E[(p - mean)^3] / sd^3, 0 for a flat phase. */
+static double phase_skewness(dpc_state *s, const double *f_row, const double *f_col, int64_t n) {
+  sl_fourier_integral_run(&s->integral, f_row, f_col, 0, 1, s->phase);
+  double m2 = 0, m3 = 0;
+  for (int64_t k = 0; k < n; k++) { /* the integral's mean is 0 */
+    double p = s->phase[k];
+    m2 += p * p, m3 += p * p * p;
+  }
+  m2 /= (double)n, m3 /= (double)n;
+  return m2 > 0 ? m3 / (m2 * sqrt(m2)) : 0;
 }
 
 /* Derivatives of f (rows x cols) at (i, j): central inside, one-sided at the
@@ -168,6 +220,17 @@ static double wrap_deg(double d) {
   return d;
 }
 
+/* c_scan = T^t R(-theta) c_det for each of n positions. */
+static void rotate_field(const double *cr, const double *cc, int64_t n, double theta_deg, int t,
+                         double *orow, double *ocol) {
+  double th = theta_deg * M_PI / 180.0, c = cos(th), s = sin(th);
+  for (int64_t k = 0; k < n; k++) {
+    double r0 = c * cr[k] + s * cc[k], c0 = -s * cr[k] + c * cc[k];
+    orow[k] = t ? c0 : r0;
+    ocol[k] = t ? r0 : c0;
+  }
+}
+
 static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_node *n = (sl_node *)a->node;
   dpc_config cfg;
@@ -196,29 +259,30 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   }
   int t = cfg.transpose >= 0 ? cfg.transpose : (msc[1] < msc[0] ? 1 : 0);
   double theta = ang[t];
-  /* 180-degree ambiguity: the divergence's third moment must be negative. */
-  double m3 = 0;
+  /* Rotated field: c_scan = T^t R(-theta) c_det. */
+  double *orow = a->out[0], *ocol = a->out[1], *curl = a->out[4], *div = a->out[5];
+  rotate_field(cr, cc, rows * cols, theta, t, orow, ocol);
+  /* 180-degree branch: the integrated phase must be skewed towards its
+   * peaks (the other branch is the same field negated). */
   if (cfg.fit_angle) {
-    double th = theta * M_PI / 180.0, c = cos(th), s = sin(th);
-    for (int64_t i = 1; i + 1 < rows; i++)
-      for (int64_t j = 1; j + 1 < cols; j++) {
-        double P[2], Q[2], U, V, X, Y;
-        jac(cr, cc, rows, cols, i, j, P, Q);
-        curl_div_terms(t, P, Q, &U, &V, &X, &Y);
-        double d = c * X + s * Y;
-        m3 += d * d * d;
-      }
-    if (m3 > 0) theta += 180, m3 = -m3;
+    dpc_state *st = a->state ? a->state : n->state;
+    if (!st) return sl_fail(a->err, SL_ERR_INTERNAL, "dpc: kernel called before prepare");
+    double skew = phase_skewness(st, orow, ocol, rows * cols);
+    if (skew < 0) {
+      theta += 180;
+      for (int64_t k = 0; k < rows * cols; k++) orow[k] = -orow[k], ocol[k] = -ocol[k];
+    }
+    sl_node_note(n, "branch",
+                 "%.4f of the two 180-degree branches: its iDPC phase has skewness %+.3f (the "
+                 "other %+.3f; atoms are positive phase peaks)",
+                 wrap_deg(theta), fabs(skew), -fabs(skew));
+    if (fabs(skew) < 0.1)
+      sl_node_note(n, "warning",
+                   "the 180-degree branch of the rotation is a guess (iDPC phase skewness %.3f, "
+                   "below 0.1): check the contrast of the iDPC image, or give rotation_deg",
+                   fabs(skew));
   }
   theta = wrap_deg(theta);
-  /* Rotated field: c_scan = T^t R(-theta) c_det. */
-  double th = theta * M_PI / 180.0, c = cos(th), s = sin(th);
-  double *orow = a->out[0], *ocol = a->out[1], *curl = a->out[4], *div = a->out[5];
-  for (int64_t k = 0; k < rows * cols; k++) {
-    double r0 = c * cr[k] + s * cc[k], c0 = -s * cr[k] + c * cc[k];
-    orow[k] = t ? c0 : r0;
-    ocol[k] = t ? r0 : c0;
-  }
   double sd2 = 0;
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) {
@@ -266,7 +330,7 @@ const sl_node_desc sl_node_dpc = {
     SL_PARAMS_DESC(dpc_params),
     .inputs = dpc_inputs, .n_inputs = SL_COUNT_OF(dpc_inputs),
     .outputs = dpc_outputs, .n_outputs = SL_COUNT_OF(dpc_outputs),
-    .infer = dpc_infer, .cost = dpc_cost,
+    .infer = dpc_infer, .cost = dpc_cost, .prepare = dpc_prepare, .release = dpc_release,
     .kernel = {[SL_BACKEND_CPU] = dpc_cpu},
     .host = true,
     .scan_image_outputs = 0x33u /* com_row_rot, com_col_rot, curl, divergence */,

@@ -45,9 +45,6 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 
-#define ATOM_SPACING 8.0 /* object pixels */
-#define ATOM_SIGMA 1.6   /* object pixels */
-#define ATOM_JITTER 1.0  /* +- object pixels */
 #define MAX_OBJECT_PIXELS ((int64_t)1 << 23)
 
 typedef struct synthetic_config {
@@ -57,6 +54,7 @@ typedef struct synthetic_config {
   int64_t seed;
   sl_dtype dtype;
   double radius, defocus, step, phase_max;
+  double atom_spacing, atom_sigma, atom_jitter, background;
   int64_t oh, ow;   /* object grid */
   double oy0, ox0;  /* object coordinates of scan position (0, 0) */
   double rotation;  /* scan_rotation, degrees */
@@ -169,6 +167,15 @@ static const sl_dtype frame_dtypes[] = {SL_U8, SL_U16, SL_U32};
   P(FLOAT, defocus, "0", "defocus phase in radians at the aperture edge", NULL)               \
   P(FLOAT, step, "1", "scan step in object pixels (> 0)", NULL)                               \
   P(FLOAT, phase_max, "0.2", "peak phase of the weak phase object, radians [0, 2 pi]", NULL)  \
+  P(FLOAT, atom_spacing, "8", "spacing of the square lattice of atomic columns, object pixels " \
+                               "(1..1000)", NULL)                                              \
+  P(FLOAT, atom_sigma, "1.6", "Gaussian sigma of a column's phase, object pixels (0.1..100)",   \
+    NULL)                                                                                     \
+  P(FLOAT, atom_jitter, "1", "+- random displacement of each column, object pixels "           \
+                             "(0..spacing/2)", NULL)                                           \
+  P(FLOAT, background, "0", "a weak amorphous background: random-sign blobs (sigma 2 x "      \
+                            "atom_sigma, one per lattice cell) of this fraction of the "       \
+                            "columns' weight, [0, 1]", NULL)                                   \
   P(FLOAT, scan_rotation, "0",                                                                \
     "scan-to-detector rotation theta in degrees [-360, 360]: detector CoM = R(theta) [T] "    \
     "scan CoM",                                                                               \
@@ -215,6 +222,10 @@ static sl_code config_resolve(const sl_node *n, synthetic_config *c, sl_error *e
       (rc = ranged(p->defocus, "defocus", -1e4, 1e4, 0, &c->defocus, err)) ||
       (rc = ranged(p->step, "step", 0, 1e4, 1, &c->step, err)) ||
       (rc = ranged(p->phase_max, "phase_max", 0, 2 * M_PI, 0, &c->phase_max, err)) ||
+      (rc = ranged(p->atom_spacing, "atom_spacing", 1, 1000, 1, &c->atom_spacing, err)) ||
+      (rc = ranged(p->atom_sigma, "atom_sigma", 0.1, 100, 1, &c->atom_sigma, err)) ||
+      (rc = ranged(p->atom_jitter, "atom_jitter", 0, c->atom_spacing / 2, 0, &c->atom_jitter, err)) ||
+      (rc = ranged(p->background, "background", 0, 1, 0, &c->background, err)) ||
       (rc = ranged(p->scan_rotation, "scan_rotation", -360, 360, 0, &c->rotation, err)))
     return rc;
   c->transpose = p->scan_transpose;
@@ -295,6 +306,22 @@ static void synthetic_release(sl_node *n) {
   n->state = NULL;
 }
 
+/* Adds wgt * exp(-d^2 / (2 sig^2)) around (y, x) to the oh x ow grid g. */
+static void add_blob(double *g, int64_t oh, int64_t ow, double y, double x, double sig, double wgt) {
+  double reach = 4.0 * sig;
+  int64_t y0 = (int64_t)floor(y - reach), y1 = (int64_t)ceil(y + reach);
+  int64_t x0 = (int64_t)floor(x - reach), x1 = (int64_t)ceil(x + reach);
+  if (y0 < 0) y0 = 0;
+  if (x0 < 0) x0 = 0;
+  if (y1 > oh - 1) y1 = oh - 1;
+  if (x1 > ow - 1) x1 = ow - 1;
+  for (int64_t u = y0; u <= y1; u++)
+    for (int64_t v = x0; v <= x1; v++) {
+      double d2 = ((double)u - y) * ((double)u - y) + ((double)v - x) * ((double)v - x);
+      g[u * ow + v] += wgt * exp(-d2 / (2 * sig * sig));
+    }
+}
+
 static void make_object(synthetic_state *s) {
   const synthetic_config *c = &s->cfg;
   int64_t oh = c->oh, ow = c->ow;
@@ -303,25 +330,24 @@ static void make_object(synthetic_state *s) {
   if (c->phase_max > 0) {
     xoshiro r;
     rng_init(&r, c->seed, 0xA70A70A70A70A70AULL); /* the object's own stream */
-    const double a = ATOM_SPACING, sig = ATOM_SIGMA, reach = 4.0 * ATOM_SIGMA;
+    const double a = c->atom_spacing;
     int64_t nr = (int64_t)(oh / a) + 3, nc = (int64_t)(ow / a) + 3;
     for (int64_t li = 0; li < nr; li++)
       for (int64_t lj = 0; lj < nc; lj++) {
-        double y = (double)(li - 1) * a + ATOM_JITTER * (2 * rng_uniform(&r) - 1);
-        double x = (double)(lj - 1) * a + ATOM_JITTER * (2 * rng_uniform(&r) - 1);
+        double y = (double)(li - 1) * a + c->atom_jitter * (2 * rng_uniform(&r) - 1);
+        double x = (double)(lj - 1) * a + c->atom_jitter * (2 * rng_uniform(&r) - 1);
         double wgt = 0.6 + 0.4 * rng_uniform(&r);
-        int64_t y0 = (int64_t)floor(y - reach), y1 = (int64_t)ceil(y + reach);
-        int64_t x0 = (int64_t)floor(x - reach), x1 = (int64_t)ceil(x + reach);
-        if (y0 < 0) y0 = 0;
-        if (x0 < 0) x0 = 0;
-        if (y1 > oh - 1) y1 = oh - 1;
-        if (x1 > ow - 1) x1 = ow - 1;
-        for (int64_t u = y0; u <= y1; u++)
-          for (int64_t v = x0; v <= x1; v++) {
-            double d2 = ((double)u - y) * ((double)u - y) + ((double)v - x) * ((double)v - x);
-            g[u * ow + v] += wgt * exp(-d2 / (2 * sig * sig));
-          }
+        add_blob(g, oh, ow, y, x, c->atom_sigma, wgt);
       }
+    if (c->background > 0) {
+      /* Drawn after the columns, from the same stream: the columns stay the
+       * same with or without a background. */
+      for (int64_t k = 0; k < nr * nc; k++) {
+        double y = ((double)nr * rng_uniform(&r) - 1) * a, x = ((double)nc * rng_uniform(&r) - 1) * a;
+        double wgt = c->background * (2 * rng_uniform(&r) - 1);
+        add_blob(g, oh, ow, y, x, 2 * c->atom_sigma, wgt);
+      }
+    }
     double mx = 0;
     for (int64_t i = 0; i < oh * ow; i++) mx = g[i] > mx ? g[i] : mx;
     double k = mx > 0 ? c->phase_max / mx : 0;

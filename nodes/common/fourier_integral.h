@@ -1,0 +1,43 @@
+/* Fourier integration of a gradient field (REFERENCE.md 4), shared by idpc
+ * (the iDPC image) and dpc (which integrates both 180-degree branches of its
+ * rotated field to choose one). With FFTW's forward sign exp(-2 pi i k x):
+ *
+ *   phi = scale * Re IFFT[ (k_r F(g_r) + k_c F(g_c)) / (2 pi i (|k|^2 + h^2)) ]
+ *
+ * k in cycles per sample (numpy.fft.fftfreq order), the DC term 0, the mean
+ * of the result removed: an exact gradient gives phi back with its sign and
+ * scale (scale 1, h 0). h (cycles per sample) makes it a high-pass filter
+ * |k|^2 / (|k|^2 + h^2) of phi. With `mirror` the fields are extended to
+ * 2R x 2C by even reflection of phi (g_r odd in rows, g_c odd in columns), so
+ * the integral does not wrap around a non-periodic scan.
+ *
+ * Plans are made by sl_fourier_integral_init (FFTW planning is not thread
+ * safe: nodes call it from prepare, which runs on one thread). */
+#ifndef SL_FOURIER_INTEGRAL_H
+#define SL_FOURIER_INTEGRAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/core/status.h"
+
+typedef struct sl_fourier_integral {
+  int64_t rows, cols, pr, pc; /* field and padded sizes */
+  void *a, *b;                /* fftw_complex[pr * pc] each */
+  void *fwd, *inv;            /* fftw_plan */
+} sl_fourier_integral;
+
+/* Bytes of the transforms' buffers for a rows x cols field. */
+int64_t sl_fourier_integral_bytes(int64_t rows, int64_t cols, bool mirror);
+/* Floating-point operations of one integration, about. */
+int64_t sl_fourier_integral_ops(int64_t rows, int64_t cols, bool mirror);
+
+sl_code sl_fourier_integral_init(sl_fourier_integral *f, int64_t rows, int64_t cols, bool mirror,
+                                 sl_error *err);
+void sl_fourier_integral_free(sl_fourier_integral *f);
+
+/* phi[rows * cols] from the gradient (g_r, g_c), each rows * cols. */
+void sl_fourier_integral_run(sl_fourier_integral *f, const double *g_r, const double *g_c, double highpass,
+                             double scale, double *phi);
+
+#endif
