@@ -160,6 +160,10 @@ static void nodes_json(sl_json *j, const sl_run_info *info) {
     sl_json_kv_int(j, "bytes_read", p->nodes[i].cost.bytes_read);
     sl_json_kv_int(j, "bytes_written", p->nodes[i].cost.bytes_written);
     sl_json_kv_double(j, "estimated_seconds", p->nodes[i].est_seconds);
+    double measured = device_node ? r->node_device_seconds[i] : r->node_seconds[i];
+    /* measured / estimated: the cost model holds where this is near 1 */
+    if (p->nodes[i].est_seconds > 0)
+      sl_json_kv_double(j, "measured_over_estimated", measured / p->nodes[i].est_seconds);
     sl_json_key(j, "notes");
     sl_json_begin_array(j);
     for (int k = 0; k < n->n_notes; k++) sl_json_string(j, n->notes[k]);
@@ -215,6 +219,8 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_string(j, "device", p->caps.device);
   provenance_json(j, info);
   sl_json_kv_double(j, "seconds", r->seconds);
+  sl_json_kv_double(j, "estimated_seconds", p->est_seconds);
+  if (p->est_seconds > 0) sl_json_kv_double(j, "measured_over_estimated", r->seconds / p->est_seconds);
   sl_json_kv_int(j, "chunks", r->chunks);
   sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
   sl_json_key(j, "settings");

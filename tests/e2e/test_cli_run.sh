@@ -30,6 +30,8 @@ assert m["planned_peak_device_bytes"] == 0 and m["measured_peak_device_bytes"] =
 assert 0 < m["process_rss_start_bytes"] <= m["process_rss_peak_bytes"], m
 assert r["params"]["scan_shape"] in ("[8, 6]", "- 8\n- 6"), r["params"]["scan_shape"]
 assert all("seconds" in n for n in r["nodes"])
+assert r["estimated_seconds"] > 0 and abs(r["measured_over_estimated"] * r["estimated_seconds"] - r["seconds"]) < 1e-9 * max(1, r["seconds"])
+assert all("measured_over_estimated" in n for n in r["nodes"] if n["estimated_seconds"] > 0)
 P
 
 expect 2 "exists" "existing output directory is kept" -- "$SLUICE" run "$SRC/pipelines/synthetic_virtual_image.yaml" --out out1 --quiet
