@@ -7,14 +7,18 @@
 
 #include "engine/core/util.h"
 
+/* Booleans are the choices "false|true" (so the index is the value); they
+ * also take 0 and 1, as the environment variables always did. */
+#define BOOL_CHOICES "false|true"
+
 static const sl_setting_info k_settings[SL_SET_COUNT] = {
     [SL_SET_SIMD] = {"simd", "SLUICE_SIMD", "auto|scalar|sse2|avx2", "auto",
                      "hand-written CPU sweeps: auto (the best this CPU has) or a forced path"},
     [SL_SET_CUDA_DEVICE] = {"cuda_device", "SLUICE_CUDA_DEVICE", NULL, "0",
                             "index of the CUDA device the cuda backend uses"},
-    [SL_SET_CUDA_SYNC] = {"cuda_sync", "SLUICE_CUDA_SYNC", "false|true", "false",
+    [SL_SET_CUDA_SYNC] = {"cuda_sync", "SLUICE_CUDA_SYNC", BOOL_CHOICES, "false",
                           "cuda: wait after every batch (debugging: faults found at their batch)"},
-    [SL_SET_SOURCE_OVERLAP] = {"source_overlap", "SLUICE_SOURCE_OVERLAP", "true|false", "true",
+    [SL_SET_SOURCE_OVERLAP] = {"source_overlap", "SLUICE_SOURCE_OVERLAP", BOOL_CHOICES, "true",
                                "cuda: the detector source uploads on a copy queue while kernels run"},
     [SL_SET_H5_INDEX] = {"h5_index", "SLUICE_H5_INDEX", "btree|api", "btree",
                          "how a chunked dataset's chunks are listed: sluice's own B-tree reader, or "
@@ -38,12 +42,11 @@ const sl_setting_info *sl_setting_table(int *count) {
   return k_settings;
 }
 
-/* Also accepts 0/1 for the booleans, as the old environment variables did. */
 static sl_code set_value(sl_setting_id id, const char *v, const char *origin, sl_error *err) {
   const sl_setting_info *s = &k_settings[id];
   setting_value *out = &g_values[id];
   const char *text = v;
-  if (s->choices && (!strcmp(s->choices, "false|true") || !strcmp(s->choices, "true|false")))
+  if (s->choices && !strcmp(s->choices, BOOL_CHOICES))
     text = !strcmp(v, "1") ? "true" : !strcmp(v, "0") ? "false" : v;
   if (s->choices) {
     int c = sl_choice_index(s->choices, text);
@@ -72,8 +75,11 @@ static sl_code read_environment(sl_error *err) {
   sl_code rc = SL_OK;
   for (int i = 0; i < SL_SET_COUNT; i++) {
     const char *v = getenv(k_settings[i].env);
-    if (v && *v && set_value((sl_setting_id)i, v, k_settings[i].env, &ignored) != SL_OK && rc == SL_OK)
-      rc = set_value((sl_setting_id)i, v, k_settings[i].env, err);
+    sl_error e;
+    if (v && *v && set_value((sl_setting_id)i, v, k_settings[i].env, &e) != SL_OK && rc == SL_OK) {
+      *err = e; /* the first bad value is the one reported */
+      rc = e.code;
+    }
   }
   return rc;
 }
@@ -118,4 +124,4 @@ const char *sl_setting_text(sl_setting_id id) { return value(id)->text; }
 const char *sl_setting_origin(sl_setting_id id) { return value(id)->origin; }
 int sl_setting_choice(sl_setting_id id) { return value(id)->choice; }
 int64_t sl_setting_int(sl_setting_id id) { return value(id)->number; }
-bool sl_setting_bool(sl_setting_id id) { return !strcmp(value(id)->text, "true"); }
+bool sl_setting_bool(sl_setting_id id) { return value(id)->choice == 1; /* BOOL_CHOICES */ }

@@ -236,3 +236,14 @@ sl_code sl_bitshuffle_decode_raw(const uint8_t *src, size_t src_size, size_t ele
   if (decoded_bytes) *decoded_bytes = src_size;
   return SL_OK;
 }
+
+sl_code sl_encoded_chunk_decode(const uint8_t *src, size_t src_size, sl_encoding enc, size_t elem_size,
+                                size_t block_elems, sl_simd simd, uint8_t *dst, size_t capacity,
+                                size_t *decoded_bytes, sl_error *err) {
+  if (enc == SL_ENC_BSLZ4) {
+    sl_bslz4_opts o = {.simd = simd};
+    return sl_bslz4_decode_opts(src, src_size, elem_size, dst, capacity, decoded_bytes, &o, err);
+  }
+  return sl_bitshuffle_decode_raw(src, src_size, elem_size, block_elems, dst, capacity, decoded_bytes, simd,
+                                  err);
+}

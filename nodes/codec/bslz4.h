@@ -15,6 +15,7 @@
 
 #include "engine/core/simd.h"
 #include "engine/core/status.h"
+#include "engine/core/tensor.h"
 
 /* HDF5 filter id of bitshuffle. */
 #define SL_BSHUF_FILTER_ID 32008
@@ -70,6 +71,13 @@ sl_code sl_bslz4_decode_opts(const uint8_t *src, size_t src_size, size_t elem_si
 sl_code sl_bitshuffle_decode_raw(const uint8_t *src, size_t src_size, size_t elem_size,
                                  size_t block_elems, uint8_t *dst, size_t dst_capacity,
                                  size_t *decoded_bytes, sl_simd simd, sl_error *err);
+
+/* One stored chunk encoded as `enc` (SL_ENC_BSLZ4 or SL_ENC_BITSHUFFLE, block
+ * size block_elems for the latter, 0 = default) decoded into dst (capacity
+ * bytes); *decoded_bytes is what it decoded to (the caller checks it). */
+sl_code sl_encoded_chunk_decode(const uint8_t *src, size_t src_size, sl_encoding enc, size_t elem_size,
+                                size_t block_elems, sl_simd simd, uint8_t *dst, size_t capacity,
+                                size_t *decoded_bytes, sl_error *err);
 
 /* Default block size in elements: 8192 / elem_size rounded down to a multiple
  * of 8, at least 128 (the reference writer's rule). */

@@ -100,14 +100,8 @@ static sl_code decode_entry(const decode_job *j, const sl_packed_entry *e, const
     target = scratch;
   }
   size_t got = 0;
-  sl_code rc;
-  if (in->encoding == SL_ENC_BSLZ4) {
-    sl_bslz4_opts o = {.simd = j->simd};
-    rc = sl_bslz4_decode_opts(src, e->size, elem, target, full, &got, &o, err);
-  } else {
-    rc = sl_bitshuffle_decode_raw(src, e->size, elem, (size_t)in->encoded_block_elems, target, full,
-                                  &got, j->simd, err);
-  }
+  sl_code rc = sl_encoded_chunk_decode(src, e->size, in->encoding, elem, (size_t)in->encoded_block_elems,
+                                       j->simd, target, full, &got, err);
   if (rc == SL_OK && got != full)
     rc = sl_fail(err, SL_ERR_FORMAT, "decodes to %zu bytes, expected %llu (%lld frames of %lld bytes)", got,
                  (unsigned long long)full, (long long)j->per, (long long)j->frame_bytes);

@@ -8,17 +8,15 @@
  * Bad pixels do not bias the pattern: pixels the optional `mask` input flags
  * (the detector's pixel mask) and pixels at the dtype's maximum in a frame
  * (the detector's flag value) count as 0 in that frame. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/graph/node_params.h"
 #include "nodes/codec/bslz4.h"
 #include "nodes/common/frame_ports.h"
+#include "nodes/hdf5/chunk_reader.h"
 #include "nodes/hdf5/h5_index.h"
 #include "nodes/hdf5/h5_index_cache.h"
 
@@ -64,81 +62,79 @@ static void preview_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->ops = frames * item;
 }
 
-/* Stored chunk c decoded into dst (its frames, frame after frame). */
-static sl_code read_chunk(const sl_h5_index *ix, const sl_h5_chunk *c, uint8_t *dst, size_t dst_bytes,
-                          sl_error *err) {
-  const char *file = ix->files[c->file];
-  uint8_t *raw = malloc(c->size ? c->size : 1);
-  if (!raw) return sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
-  sl_code rc = SL_OK;
-  int fd = open(file, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) rc = sl_fail(err, SL_ERR_IO, "cannot open %s: %s", file, strerror(errno));
-  size_t got = 0;
-  while (rc == SL_OK && got < c->size) {
-    ssize_t r = pread(fd, raw + got, c->size - got, (off_t)(c->file_offset + got));
-    if (r <= 0) rc = sl_fail(err, SL_ERR_IO, "%s: cannot read a stored chunk at byte %llu: %s", file,
-                             (unsigned long long)c->file_offset, r < 0 ? strerror(errno) : "end of file");
-    else got += (size_t)r;
+/* Adds frame f into sum, skipping masked pixels and pixels at the dtype's
+ * maximum (the detector's flag value). */
+static void add_frame(const void *f, sl_dtype t, uint64_t flag, const uint8_t *mask, int64_t npix,
+                      double *sum) {
+  for (int64_t i = 0; i < npix; i++) {
+    uint64_t v = sl_frame_value_at(f, t, i);
+    if (!(mask && mask[i]) && v != flag) sum[i] += (double)v;
   }
-  if (fd >= 0) close(fd);
-  size_t decoded = 0;
-  unsigned compression = ix->n_cd_values > 4 ? ix->bs_cd_values[4] : 0;
-  bool stored_raw = ix->filter != SL_H5_FILTER_BITSHUFFLE || (c->filter_mask & 1u);
-  if (rc == SL_OK && stored_raw) {
-    if (c->size < dst_bytes)
-      rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk holds %llu bytes, fewer than its frames need",
-                   file, (unsigned long long)c->size);
-    else
-      memcpy(dst, raw, dst_bytes);
-  } else if (rc == SL_OK && compression == 2) {
-    rc = sl_bslz4_decode(raw, c->size, (size_t)ix->elem_size, dst, dst_bytes, &decoded, err);
-  } else if (rc == SL_OK) {
-    size_t block = ix->n_cd_values > 3 ? ix->bs_cd_values[3] : 0;
-    rc = sl_bitshuffle_decode_raw(raw, c->size, (size_t)ix->elem_size, block, dst, dst_bytes, &decoded,
-                                  SL_SIMD_AUTO, err);
-  }
-  if (rc == SL_OK && !stored_raw && decoded != dst_bytes)
-    rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk decodes to %zu bytes, expected %zu", file, decoded,
-                 dst_bytes);
-  free(raw);
-  return rc;
 }
 
-/* Adds frame f (elem_size bytes per pixel) into sum, skipping masked pixels
- * and pixels at the dtype's maximum. */
-static void add_frame(const uint8_t *f, int elem, const uint8_t *mask, int64_t npix, double *sum) {
-  for (int64_t i = 0; i < npix; i++) {
-    uint64_t v = elem == 1 ? f[i] : elem == 2 ? ((const uint16_t *)f)[i] : ((const uint32_t *)f)[i];
-    uint64_t flag = elem == 1 ? 0xFFu : elem == 2 ? 0xFFFFu : 0xFFFFFFFFu;
-    if ((mask && mask[i]) || v == flag) continue;
-    sum[i] += (double)v;
+/* The stored chunks [0, count) that hold the first frames, read with the
+ * project's chunk reader (one window) and decoded one by one into `frames`
+ * (the bytes of one stored chunk), each added into sum. */
+static sl_code add_first_frames(const sl_h5_index *ix, int64_t want, const uint8_t *mask, double *sum,
+                                int64_t *done, sl_error *err) {
+  sl_encoding enc;
+  int64_t block;
+  sl_code rc = sl_h5_index_encoding(ix, &enc, &block, err);
+  if (rc != SL_OK) return rc;
+  int64_t count = 0;
+  for (int64_t frames = 0; count < ix->n_chunks && frames < want; count++) frames += ix->chunks[count].n_frames;
+  uint64_t *offsets = malloc((size_t)(count + 1) * sizeof *offsets);
+  uint64_t window = sl_h5_window_bytes(ix, 0, count);
+  uint8_t *raw = malloc(window ? window : 1);
+  /* A stored chunk holds frames_per_chunk frames (a file's last one may be
+   * padded past its n_frames). */
+  size_t stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
+  uint8_t *frames = malloc(stored ? stored : 1);
+  sl_chunk_reader *reader = NULL;
+  if (!offsets || !raw || !frames) rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
+  if (rc == SL_OK) rc = sl_chunk_reader_open(ix, count, &reader, err);
+  if (rc == SL_OK) rc = sl_chunk_reader_request(reader, 0, count, raw, window, err);
+  if (rc == SL_OK) rc = sl_chunk_reader_wait(reader, err);
+  if (rc == SL_OK) sl_h5_window_offsets(ix, 0, count, offsets);
+  sl_dtype t = ix->elem_size == 1 ? SL_U8 : ix->elem_size == 2 ? SL_U16 : SL_U32;
+  uint64_t flag = ix->elem_size == 1 ? 0xFFu : ix->elem_size == 2 ? 0xFFFFu : 0xFFFFFFFFu;
+  int64_t npix = ix->frame_rows * ix->frame_cols;
+  for (int64_t k = 0; k < count && *done < want && rc == SL_OK; k++) {
+    const sl_h5_chunk *c = &ix->chunks[k];
+    const uint8_t *src = raw + offsets[k];
+    if (enc == SL_ENC_NONE || (c->filter_mask & 1u)) { /* stored as they are */
+      if (c->size < (uint64_t)c->n_frames * ix->frame_bytes)
+        rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk holds %llu bytes, fewer than its frames need",
+                     ix->files[c->file], (unsigned long long)c->size);
+    } else {
+      size_t got = 0;
+      rc = sl_encoded_chunk_decode(src, c->size, enc, (size_t)ix->elem_size, (size_t)block, SL_SIMD_AUTO,
+                                   frames, stored, &got, err);
+      if (rc == SL_OK && got != stored)
+        rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk decodes to %zu bytes, expected %zu",
+                     ix->files[c->file], got, stored);
+      src = frames;
+    }
+    for (int64_t f = 0; f < c->n_frames && *done < want && rc == SL_OK; f++, (*done)++)
+      add_frame(src + (size_t)f * ix->frame_bytes, t, flag, mask, npix, sum);
   }
+  sl_chunk_reader_close(reader);
+  free(offsets);
+  free(raw);
+  free(frames);
+  return rc;
 }
 
 static sl_code preview_cpu(sl_kernel_args *a) {
   const sl_h5_index *ix = NULL;
   sl_code rc = open_index(a->node, &ix, a->err);
   if (rc != SL_OK) return rc;
-  int64_t npix = ix->frame_rows * ix->frame_cols;
+  int64_t npix = ix->frame_rows * ix->frame_cols, done = 0;
   int64_t want = detector_preview_params_of(a->node)->frames;
   if (want > ix->n_frames) want = ix->n_frames;
   double *sum = a->out[0];
   memset(sum, 0, (size_t)npix * sizeof *sum);
-  const uint8_t *mask = a->in[0];
-  int64_t done = 0;
-  for (int k = 0; k < ix->n_chunks && done < want && rc == SL_OK; k++) {
-    const sl_h5_chunk *c = &ix->chunks[k];
-    /* A stored chunk holds frames_per_chunk frames (the last one of a file
-     * may be padded past its n_frames). */
-    int64_t stored = ix->frames_per_chunk > c->n_frames ? ix->frames_per_chunk : c->n_frames;
-    size_t bytes = (size_t)stored * ix->frame_bytes;
-    uint8_t *frames = malloc(bytes ? bytes : 1);
-    if (!frames) rc = sl_fail(a->err, SL_ERR_NOMEM, "detector_preview: out of memory");
-    if (rc == SL_OK) rc = read_chunk(ix, c, frames, bytes, a->err);
-    for (int64_t f = 0; f < c->n_frames && done < want && rc == SL_OK; f++, done++)
-      add_frame(frames + (size_t)f * ix->frame_bytes, ix->elem_size, mask, npix, sum);
-    free(frames);
-  }
+  rc = add_first_frames(ix, want, a->in[0], sum, &done, a->err);
   for (int64_t i = 0; i < npix && rc == SL_OK; i++) sum[i] /= (double)(done ? done : 1);
   if (rc == SL_OK)
     sl_node_note((sl_node *)a->node, "preview", "mean of the first %lld frames of %s", (long long)done,

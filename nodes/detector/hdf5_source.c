@@ -116,16 +116,8 @@ static sl_code source_infer(sl_node *n, sl_error *err) {
   d->dims[1] = cols;
   d->dims[2] = ix->frame_rows;
   d->dims[3] = ix->frame_cols;
-  if (ix->filter == SL_H5_FILTER_BITSHUFFLE) {
-    unsigned compression = ix->n_cd_values > 4 ? ix->bs_cd_values[4] : 0;
-    if (compression == 2) d->encoding = SL_ENC_BSLZ4;
-    else if (compression == 0) d->encoding = SL_ENC_BITSHUFFLE;
-    else {
-      rc = sl_fail(err, SL_ERR_FORMAT, "%s: bitshuffle compression %u is not supported (2 = LZ4, 0 = none)",
-                   ix->source, compression);
-      goto done;
-    }
-    d->encoded_block_elems = ix->n_cd_values > 3 ? ix->bs_cd_values[3] : 0;
+  if ((rc = sl_h5_index_encoding(ix, &d->encoding, &d->encoded_block_elems, err)) != SL_OK) goto done;
+  if (d->encoding != SL_ENC_NONE) {
     d->positions_per_stored_chunk = ix->frames_per_chunk;
     d->min_positions_per_stored_chunk = ix->frames_per_chunk;
     for (int c = 0; c < ix->n_chunks; c++)

@@ -411,8 +411,8 @@ static sl_code correct_cuda(sl_kernel_args *a) {
       .frames = sl_glue_frame_shape(&n->in[0]),
       .policy = cuda_policy[mp->policy],
       .flagged = mp->flagged,
-      .has_mask = n->n_in > 1 && n->in_src[1].node != SL_SRC_NONE && sl_glue_input_present(n, 1),
-      .mask_dtype = n->n_in > 1 ? n->in[1].dtype : SL_DT_INVALID,
+      .has_mask = sl_glue_input_present(n, 1),
+      .mask_dtype = sl_glue_input_present(n, 1) ? n->in[1].dtype : SL_DT_INVALID,
       .file_mask = s ? s->file_mask : NULL,
       .device_state = sl_glue_device_state(a)};
   return sl_cuda_mask_correct(&p, a);

@@ -56,14 +56,15 @@ typedef struct sl_chunk_reader_stats {
 
 typedef struct sl_chunk_reader_opts {
   /* Threads reading a window (the reader thread included); <= 0: the
-   * default, SLUICE_READ_THREADS if set, else min(4, online CPUs). Capped at
-   * SL_CHUNK_READER_MAX_THREADS. */
+   * default, the read_threads setting if set, else min(4, the CPUs this
+   * process may use). Capped at SL_CHUNK_READER_MAX_THREADS. */
   int threads;
   /* Smallest piece; 0: SL_CHUNK_READER_PIECE_BYTES (tests use tiny ones). */
   uint64_t piece_bytes;
 } sl_chunk_reader_opts;
 
-/* The default thread count (SLUICE_READ_THREADS, else min(4, online CPUs)). */
+/* The default thread count (the read_threads setting: SLUICE_READ_THREADS or
+ * --setting; else min(4, the CPUs this process may use)). */
 int sl_chunk_reader_default_threads(void);
 
 /* Opens every data file of `ix` once (O_RDONLY, POSIX_FADV_SEQUENTIAL) and

@@ -333,3 +333,17 @@ void sl_h5_window_offsets(const sl_h5_index *ix, int64_t first, int64_t count, u
   }
   offsets[count < 0 ? 0 : count] = s;
 }
+
+sl_code sl_h5_index_encoding(const sl_h5_index *ix, sl_encoding *enc, int64_t *block_elems, sl_error *err) {
+  *enc = SL_ENC_NONE;
+  *block_elems = 0;
+  if (ix->filter != SL_H5_FILTER_BITSHUFFLE) return SL_OK;
+  unsigned compression = ix->n_cd_values > 4 ? ix->bs_cd_values[4] : 0;
+  if (compression == 2) *enc = SL_ENC_BSLZ4;
+  else if (compression == 0) *enc = SL_ENC_BITSHUFFLE;
+  else
+    return sl_fail(err, SL_ERR_FORMAT, "%s: bitshuffle compression %u is not supported (2 = LZ4, 0 = none)",
+                   ix->source, compression);
+  *block_elems = ix->n_cd_values > 3 ? ix->bs_cd_values[3] : 0;
+  return SL_OK;
+}

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "engine/core/status.h"
+#include "engine/core/tensor.h"
 
 #define SL_H5_FILTER_NONE 0
 #define SL_H5_FILTER_BITSHUFFLE 32008
@@ -80,6 +81,12 @@ typedef struct sl_h5_index {
  * malformed or unsupported). The error's file is the file at fault. */
 sl_code sl_h5_index_open(const char *path, const char *dataset, sl_h5_index **out, sl_error *err);
 void sl_h5_index_free(sl_h5_index *ix);
+
+/* How the stored chunks are encoded: SL_ENC_NONE (no filter: plain frames),
+ * SL_ENC_BSLZ4 or SL_ENC_BITSHUFFLE, with the bitshuffle block size in
+ * elements (0 = the default); SL_ERR_FORMAT for another bitshuffle
+ * compression. */
+sl_code sl_h5_index_encoding(const sl_h5_index *ix, sl_encoding *enc, int64_t *block_elems, sl_error *err);
 
 /* Chunk index holding global frame `frame`, or -1 when out of range. */
 int64_t sl_h5_index_chunk_of_frame(const sl_h5_index *ix, int64_t frame);
