@@ -17,16 +17,15 @@ set -u
 BIN=$1 SRC=$2 SHIPPED=$3 WORK=$4
 mkdir -p "$WORK"
 
-# name, pipeline, arguments: the runs of tests/data/shipped_outputs.sh.
+# The runs of tests/data/shipped_outputs.sh (one list: tests/data/shipped_runs.txt).
 runs() {
-  local acq=(--set input="$SHIPPED/acq_master.h5" --set scan_shape=[24,20])
-  run virtual_image virtual_image.yaml "${acq[@]}" --set disk_radius=6
-  run virtual_image_fit virtual_image_fit.yaml "${acq[@]}"
-  run dpc dpc.yaml "${acq[@]}"
-  run stem_products stem_products.yaml "${acq[@]}" --set disk_radius=6
-  run mean_pattern mean_pattern.yaml "${acq[@]}"
-  run synthetic synthetic_virtual_image.yaml
-  run iterate iterate_affine.yaml
+  local name pipe args
+  while read -r name pipe args; do
+    case "$name" in ''|'#'*) continue ;; esac
+    args=${args//@ACQ@/--set input=$SHIPPED/acq_master.h5 --set scan_shape=[24,20]}
+    # shellcheck disable=SC2086 # the arguments are words without spaces
+    run "$name" "$pipe" $args </dev/null
+  done <"$SRC/tests/data/shipped_runs.txt"
 }
 
 # One pipeline on $BACKEND; prints "name dataset hash" per output dataset.

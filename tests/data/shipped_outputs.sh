@@ -27,13 +27,10 @@ def visit(name, obj):
 f.visititems(visit)
 PY
 }
-# Explicit disk geometry (the shipped default fits it to the data): the
-# listing then stays comparable across changes of the fit.
-acq=(--set input="$work/acq_master.h5" --set scan_shape=[24,20])
-run virtual_image virtual_image.yaml "${acq[@]}" --set disk_radius=6 --set disk_center=[23.5,19.5] "$@"
-run virtual_image_fit virtual_image_fit.yaml "${acq[@]}" "$@"
-run dpc dpc.yaml "${acq[@]}" "$@"
-run stem_products stem_products.yaml "${acq[@]}" --set disk_radius=6 --set disk_center=[23.5,19.5] "$@"
-run mean_pattern mean_pattern.yaml "${acq[@]}" "$@"
-run synthetic synthetic_virtual_image.yaml "$@"
-run iterate iterate_affine.yaml "$@"
+# The runs, shared with bench/device/shipped_outputs_device.sh.
+while read -r name pipe args; do
+  case "$name" in ''|'#'*) continue ;; esac
+  args=${args//@ACQ@/--set input=$work/acq_master.h5 --set scan_shape=[24,20]}
+  # shellcheck disable=SC2086 # the arguments are words without spaces
+  run "$name" "$pipe" $args "$@" </dev/null
+done <"$src/tests/data/shipped_runs.txt"

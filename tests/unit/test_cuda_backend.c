@@ -298,6 +298,7 @@ static void init_args(sl_kernel_args *a, sl_backend *b, const sl_node *node, sl_
   memset(a, 0, sizeof *a);
   a->backend = b;
   a->node = node;
+  a->node_id = node->id; /* what the backend names in errors */
   a->chunk = chunk;
   a->n_chunks = chunk + 1;
   a->err = kerr;
