@@ -25,7 +25,12 @@ typedef struct builder {
   int n_datasets, cap_datasets;
   hid_t master;
   char dir[4096]; /* the master's folder: external links are relative to it */
+  int64_t cap_chunks;   /* entries allocated in ix->chunks */
+  int64_t next_chunk;   /* entries filled */
+  int64_t frames;       /* frames of the datasets taken so far */
 } builder;
+
+static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err);
 
 static int add_file(builder *b, const char *path) {
   sl_h5_index *ix = b->ix;
@@ -100,7 +105,7 @@ static sl_code resolve(builder *b, const char *master_path, const char *link, sl
     else
       rc = open_external(b, d, master_path, link, fname, obj, err);
     free(val);
-    return rc;
+    return rc ? rc : take_dataset(b, d, err);
   }
   if (li.type != H5L_TYPE_HARD && li.type != H5L_TYPE_SOFT)
     return sl_fail_in(err, SL_ERR_FORMAT, master_path, "link %s has an unsupported link type %d",
@@ -110,7 +115,7 @@ static sl_code resolve(builder *b, const char *master_path, const char *link, sl
   if (d->did < 0)
     return sl_fail_in(err, SL_ERR_FORMAT, master_path, "%s is not a dataset (or a dangling link)",
                       link);
-  return SL_OK;
+  return take_dataset(b, d, err);
 }
 
 typedef struct scan_links {
@@ -213,26 +218,8 @@ static sl_code check_agrees(const sl_h5_dataset *d, const sl_h5_dataset *q, cons
   return SL_OK;
 }
 
-/* Inspects every dataset; all must agree. Sets the index's frame facts and
- * the total chunk count. */
-static sl_code inspect_all(builder *b, int64_t *total_chunks, sl_error *err) {
-  sl_h5_index *ix = b->ix;
-  int64_t total = 0;
-  *total_chunks = 0;
-  for (int i = 0; i < b->n_datasets; i++) {
-    sl_h5_dataset *d = &b->datasets[i];
-    const char *file = ix->files[d->file];
-    sl_code rc = sl_h5_dataset_inspect(d, file, err);
-    if (rc == SL_OK) rc = check_agrees(d, &b->datasets[0], file, err);
-    if (rc == SL_OK) rc = sl_h5_dataset_check_image_nr(d, file, total, err);
-    if (rc) return rc;
-    total += d->n;
-    *total_chunks += d->chunked ? (d->n + d->frames_per_chunk - 1) / d->frames_per_chunk : d->n;
-    if (*total_chunks > INT_MAX)
-      return sl_fail_in(err, SL_ERR_FORMAT, file, "more than %d chunks: not supported", INT_MAX);
-  }
-  const sl_h5_dataset *q = &b->datasets[0];
-  ix->n_frames = total;
+/* The index's frame facts, from the first dataset (the others must agree). */
+static void set_frame_facts(sl_h5_index *ix, const sl_h5_dataset *q) {
   ix->frame_rows = q->h;
   ix->frame_cols = q->w;
   ix->elem_size = q->elem_size;
@@ -243,7 +230,42 @@ static sl_code inspect_all(builder *b, int64_t *total_chunks, sl_error *err) {
   ix->filter = q->filter;
   ix->n_cd_values = q->n_cd;
   memcpy(ix->bs_cd_values, q->cd, sizeof ix->bs_cd_values);
-  return SL_OK;
+}
+
+static void close_dataset(const builder *b, sl_h5_dataset *d) {
+  if (d->did >= 0) H5Dclose(d->did);
+  if (d->fid >= 0 && d->fid != b->master) H5Fclose(d->fid);
+  d->did = d->fid = H5I_INVALID_HID;
+}
+
+/* A dataset just opened: inspected, checked against the first, its chunks
+ * appended to the index, and closed. One data file is open at a time: HDF5
+ * keeps caches per open file (about a megabyte each), so holding all of a
+ * few hundred data files open cost hundreds of MiB and most of the listing
+ * time. */
+static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err) {
+  sl_h5_index *ix = b->ix;
+  const char *file = ix->files[d->file];
+  sl_code rc = sl_h5_dataset_inspect(d, file, err);
+  if (rc == SL_OK && d == &b->datasets[0]) set_frame_facts(ix, d);
+  if (rc == SL_OK) rc = check_agrees(d, &b->datasets[0], file, err);
+  if (rc == SL_OK) rc = sl_h5_dataset_check_image_nr(d, file, b->frames, err);
+  int64_t n_chunks = d->chunked ? (d->n + d->frames_per_chunk - 1) / d->frames_per_chunk : d->n;
+  if (rc == SL_OK && b->next_chunk + n_chunks > INT_MAX)
+    rc = sl_fail_in(err, SL_ERR_FORMAT, file, "more than %d chunks: not supported", INT_MAX);
+  if (rc == SL_OK && b->next_chunk + n_chunks > b->cap_chunks) {
+    int64_t cap = b->cap_chunks ? b->cap_chunks : 1024;
+    while (cap < b->next_chunk + n_chunks) cap *= 2;
+    sl_h5_chunk *grown = realloc(ix->chunks, (size_t)cap * sizeof *ix->chunks);
+    if (!grown)
+      rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld chunk entries", (long long)cap);
+    else
+      ix->chunks = grown, b->cap_chunks = cap;
+  }
+  if (rc == SL_OK) rc = sl_h5_dataset_list_chunks(ix, d, b->frames, &b->next_chunk, err);
+  if (rc == SL_OK) b->frames += d->n;
+  close_dataset(b, d);
+  return rc;
 }
 
 static sl_code build(builder *b, const char *path, const char *dataset, sl_error *err) {
@@ -251,18 +273,9 @@ static sl_code build(builder *b, const char *path, const char *dataset, sl_error
   sl_code rc = sl_h5_file_open(path, &b->master, err);
   if (rc) return rc;
   sl_dirname(path, b->dir, sizeof b->dir);
-  int64_t total_chunks = 0;
-  if ((rc = resolve_layout(b, path, dataset, err)) || (rc = inspect_all(b, &total_chunks, err)))
-    return rc;
-  ix->chunks = calloc((size_t)total_chunks ? (size_t)total_chunks : 1, sizeof *ix->chunks);
-  if (!ix->chunks)
-    return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld chunk entries", (long long)total_chunks);
-  int64_t next = 0, frame = 0;
-  for (int i = 0; i < b->n_datasets; i++) {
-    if ((rc = sl_h5_dataset_list_chunks(ix, &b->datasets[i], frame, &next, err))) return rc;
-    frame += b->datasets[i].n;
-  }
-  ix->n_chunks = (int)next;
+  if ((rc = resolve_layout(b, path, dataset, err))) return rc;
+  ix->n_frames = b->frames;
+  ix->n_chunks = (int)b->next_chunk;
   for (int i = 0; i < ix->n_chunks; i++)
     if (ix->chunks[i].size > ix->max_chunk_size) ix->max_chunk_size = ix->chunks[i].size;
   return sl_h5_detector_meta_read(ix, b->master, path, err);
@@ -278,8 +291,7 @@ sl_code sl_h5_index_open(const char *path, const char *dataset, sl_h5_index **ou
   b.ix->source = sl_strdup(path);
   sl_code rc = build(&b, path, dataset, err);
   for (int i = 0; i < b.n_datasets; i++) {
-    if (b.datasets[i].did >= 0) H5Dclose(b.datasets[i].did);
-    if (b.datasets[i].fid >= 0) H5Fclose(b.datasets[i].fid);
+    close_dataset(&b, &b.datasets[i]);
     free(b.datasets[i].link);
   }
   free(b.datasets);
