@@ -33,6 +33,11 @@ typedef struct sl_backend_ops {
   /* Capabilities without creating a context; may touch the device (only
    * `sluice devices` and backend selection call it). */
   sl_code (*probe)(sl_backend_caps *caps, sl_error *err);
+  /* Optional (NULL on the CPU): start the device's initialisation (context,
+   * kernel modules) in the background, so that it overlaps loading and
+   * planning the pipeline; wait joins it. create waits by itself. */
+  void (*warm_up_begin)(void);
+  void (*warm_up_wait)(void);
   /* threads: 0 = all available. */
   sl_code (*create)(int threads, sl_backend **out, sl_error *err);
   void (*destroy)(sl_backend *b);

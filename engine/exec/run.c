@@ -4,6 +4,17 @@
 
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   memset(out, 0, sizeof *out);
+  /* Device backends that may be chosen start initialising now, while the
+   * host loads and plans (chunk listing can take a while on big
+   * acquisitions); create joins them. */
+  const sl_backend_ops *warming[SL_BACKEND_COUNT] = {0};
+  for (int k = 0; k < SL_BACKEND_COUNT && !req->ops_override; k++) {
+    const sl_backend_ops *w = sl_backend_ops_for((sl_backend_kind)k);
+    if (w && w->warm_up_begin && (req->backend == SL_BACKEND_AUTO || req->backend == k)) {
+      w->warm_up_begin();
+      warming[k] = w;
+    }
+  }
   sl_code rc = sl_spec_load(req->file, req->sets, req->n_sets, &out->spec, err);
   if (rc == SL_OK) rc = sl_graph_build(out->spec, NULL, req->registry, &out->graph, err);
   sl_backend_kind kind = SL_BACKEND_CPU;
@@ -53,6 +64,9 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   }
   if (prepared) sl_graph_release(out->graph);
   if (b) ops->destroy(b);
+  /* A run that stopped before create: the helper must not outlive it. */
+  for (int k = 0; k < SL_BACKEND_COUNT; k++)
+    if (warming[k]) warming[k]->warm_up_wait();
   return rc;
 }
 

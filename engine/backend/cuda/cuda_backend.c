@@ -199,6 +199,7 @@ static void cuda_destroy(sl_backend *b);
 
 static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   *out = NULL;
+  sl_cuda_warm_up_wait(); /* the context and modules it made are used below */
   int device = 0;
   sl_code rc = select_device(&device, err);
   if (rc != SL_OK) return rc;
@@ -388,6 +389,8 @@ static int cuda_workers(const sl_backend *b) {
 const sl_backend_ops sl_cuda_backend_ops = {
     .kind = SL_BACKEND_CUDA,
     .probe = cuda_probe,
+    .warm_up_begin = sl_cuda_warm_up_begin,
+    .warm_up_wait = sl_cuda_warm_up_wait,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .alloc = cuda_alloc,

@@ -107,4 +107,10 @@ int sl_cuda_batch_marker_write(void *stream, void *dst, uint32_t value);
 /* The marker kernel, for the start-up check that kernel code runs here. */
 const sl_device_kernel *sl_cuda_batch_marker_kernel(void);
 
+/* Device initialisation on a helper thread, overlapping the host's planning
+ * (cuda_warm_up.c): begin starts it once per process, wait joins it (create
+ * calls it first; sl_run_pipeline before it returns). */
+void sl_cuda_warm_up_begin(void);
+void sl_cuda_warm_up_wait(void);
+
 #endif
