@@ -21,7 +21,7 @@ extern "C" {
 
 /* The version of this ABI compiled into each device kernel file. A device
  * backend refuses to start when a kernel was built for another one. */
-#define SL_KERNEL_ABI_VERSION 2
+#define SL_KERNEL_ABI_VERSION 3
 
 typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
 
@@ -60,6 +60,9 @@ typedef struct sl_kernel_args {
   int64_t n_chunks;
   int64_t pos_start; /* first scan position of this chunk */
   int64_t pos_count; /* positions in this chunk (whole nodes: 1) */
+  /* Inside an iterate body: the iteration being run (0, 1, ...), of the
+   * innermost loop; 0 outside loops. */
+  int64_t iteration;
   /* Per input/output port: data pointers. Streamed ports point at this chunk's
    * pos_count items; whole ports at the whole tensor. Unconnected optional
    * inputs are NULL. Reduction outputs (whole, fed by streamed inputs) are

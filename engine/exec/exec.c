@@ -44,6 +44,13 @@ typedef struct run_ctx {
   size_t *stage_in_bytes, *stage_out_bytes;
   sl_error kernel_err;
   sl_error *err;
+  int64_t iteration; /* of the innermost loop running this graph; 0 outside */
+  /* Top level only: where streamed graph outputs go, chunk by chunk, and
+   * the progress bar and cancel flag; NULL in iterate bodies. */
+  sl_output_data *outputs;
+  sl_progress *progress;
+  int64_t frames_done;
+  const volatile sig_atomic_t *cancel;
 } run_ctx;
 
 static void *buffer_ptr(const run_ctx *c, int node, int port) {
@@ -127,6 +134,7 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
   a->n_chunks = c->p->n_chunks;
   a->pos_start = pos_start;
   a->pos_count = pos_count;
+  a->iteration = c->iteration;
   for (int k = 0; k < n->n_in; k++) a->in[k] = input_ptr(c, n->in_src[k]);
   for (int k = 0; k < n->n_out; k++) a->out[k] = buffer_ptr(c, i, k);
   a->workspace = c->workspace;
@@ -255,9 +263,41 @@ static const void *body_output(const run_ctx *bc, int k) {
   return o->node == SL_SRC_INPUT ? bc->inputs[o->port] : buffer_ptr(bc, o->node, o->port);
 }
 
+static sl_code run_passes(run_ctx *c);
+
+/* The loop's stop flag (a one-element u8 body output): a byte read back. */
+static sl_code until_holds(run_ctx *bc, const sl_node *n, bool *stop) {
+  uint8_t flag = 0;
+  sl_code rc = bc->b->ops->download(bc->b, &flag, body_output(bc, n->until_out), 1, bc->err);
+  *stop = rc == SL_OK && flag != 0;
+  return rc;
+}
+
+/* Records how many iterations ran, and warns when `until` never held. */
+static void note_iterations(const sl_node *n, int64_t ran, bool stopped) {
+  sl_node *w = (sl_node *)n; /* the executor's node is the graph's own */
+  if (n->until_out < 0) {
+    sl_node_note(w, "iterations", "%lld", (long long)ran);
+    return;
+  }
+  const char *flag = n->out_names[n->until_out];
+  if (stopped) {
+    sl_node_note(w, "iterations", "%lld of at most %lld: '%s' held after iteration %lld",
+                 (long long)ran, (long long)n->times, flag, (long long)ran);
+  } else {
+    sl_node_note(w, "iterations", "%lld: the most allowed (times), '%s' never held", (long long)ran,
+                 flag);
+    sl_node_note(w, "warning", "loop '%s' stopped after times: %lld iterations without '%s' holding",
+                 n->id, (long long)n->times, flag);
+  }
+}
+
 /* An iterate node: the body's plan was made once; its slots are taken once
- * and every iteration runs its levels as batches. Carried values go back into
- * the body's inputs between iterations. */
+ * and every iteration runs the body's passes (its levels as batches, and
+ * its chunks when the body streams), with the iteration index in the
+ * kernels' args. Carried values go back into the body's inputs between
+ * iterations; with until, the loop stops after the iteration whose flag is
+ * nonzero (one byte read back per iteration). */
 static sl_code run_iterate(run_ctx *c, int i) {
   const sl_node *n = &c->p->graph->nodes[i];
   const sl_plan *bp = c->p->nodes[i].body;
@@ -277,18 +317,24 @@ static sl_code run_iterate(run_ctx *c, int i) {
   if (rc == SL_OK) {
     rc = ctx_begin(&bc, bp, b, c->pool, inputs, c->err);
     began = true;
+    bc.cancel = c->cancel;
   }
-  for (int64_t it = 0; it < n->times && rc == SL_OK; it++) {
-    rc = run_levels(&bc, 0, bp->n_levels - 1, 0, 0, 1);
+  int64_t ran = 0;
+  bool stopped = false;
+  for (int64_t it = 0; it < n->times && rc == SL_OK && !stopped; it++) {
+    bc.iteration = it;
+    rc = run_passes(&bc);
     for (int q = 0; q < n->n_carry && rc == SL_OK; q++) {
       int ci = n->carry_in[q], co = n->carry_out[q];
       rc = b->ops->copy(b, carried[ci], body_output(&bc, co), (size_t)sl_desc_bytes(&n->in[ci]), c->err);
     }
+    if (rc == SL_OK) ran++;
+    if (rc == SL_OK && n->until_out >= 0) rc = until_holds(&bc, n, &stopped);
   }
   for (int k = 0; k < n->n_out && rc == SL_OK; k++) {
     size_t bytes = (size_t)sl_desc_bytes(&n->out[k]);
     const void *src = NULL;
-    if (n->times > 0) {
+    if (ran > 0) {
       src = body_output(&bc, k);
     } else {
       for (int q = 0; q < n->n_carry; q++)
@@ -301,8 +347,69 @@ static sl_code run_iterate(run_ctx *c, int i) {
   for (int k = 0; k < n->n_in; k++)
     if (carried[k]) sl_pool_release(c->pool, carried[k]);
   if (rc != SL_OK) sl_error_node(c->err, n->id);
+  else note_iterations(n, ran, stopped);
   c->node_seconds[i] += sl_now() - t0;
-  c->node_calls[i] += n->times;
+  c->node_calls[i] += ran;
+  return rc;
+}
+
+/* One chunk of a pass: its stream levels, then (top level) the chunk's
+ * items of streamed graph outputs go to their place. */
+static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t ch) {
+  const sl_plan *p = c->p;
+  const sl_graph *g = p->graph;
+  int64_t start = ch * p->chunk_positions;
+  int64_t count = p->positions - start < p->chunk_positions ? p->positions - start : p->chunk_positions;
+  if (c->cancel && *c->cancel)
+    return sl_fail(c->err, SL_ERR_INTERRUPTED, "interrupted at chunk %lld of %lld", (long long)ch,
+                   (long long)p->n_chunks);
+  sl_code rc = run_levels(c, pp->stream_first, pp->stream_last, ch, start, count);
+  for (int o = 0; c->outputs && o < g->n_outputs && rc == SL_OK; o++) {
+    const sl_graph_output *go = &g->outputs[o];
+    const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
+    if (!d->stream_rank || g->nodes[go->node].pass != pass) continue;
+    int64_t item = sl_desc_item_bytes(d);
+    rc = c->b->ops->download(c->b, (char *)c->outputs[o].data + start * item,
+                             buffer_ptr(c, go->node, go->port), (size_t)(count * item), c->err);
+  }
+  if (rc != SL_OK) sl_error_chunk(c->err, ch);
+  c->frames_done += count;
+  if (c->progress) sl_progress_update(c->progress, c->frames_done);
+  return rc;
+}
+
+/* Every pass over the data of the context's graph: each runs its prologue,
+ * streams every chunk through its stream levels, finalizes, and runs its
+ * epilogue. The top level and iterate bodies run the same way. */
+static sl_code run_passes(run_ctx *c) {
+  const sl_plan *p = c->p;
+  sl_backend *b = c->b;
+  sl_code rc = SL_OK;
+  for (int pass = 0; pass < p->n_passes && rc == SL_OK; pass++) {
+    const sl_plan_pass *pp = &p->passes[pass];
+    rc = run_levels(c, pp->prologue_first, pp->prologue_last, 0, 0, 1);
+    if (rc != SL_OK || pp->stream_first > pp->stream_last) {
+      if (rc == SL_OK) rc = run_levels(c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
+      continue;
+    }
+    /* Reductions of the nodes this pass streams start from zero. */
+    for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
+      if (p->buffers[i].reduction && p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
+        int slot = p->buffers[i].node * 8 + p->buffers[i].port;
+        rc = b->ops->zero(b, buffer_ptr(c, p->buffers[i].node, p->buffers[i].port),
+                          (size_t)p->buffers[i].bytes, c->err);
+        if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
+      }
+    for (int64_t ch = 0; ch < p->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
+    /* Phase boundary: the pass's batches ran ahead of the host; a device
+     * error in any of them is reported here with its batch. */
+    if (rc == SL_OK) rc = b->ops->sync(b, c->err);
+    for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
+      rc = run_level(c, l, p->n_chunks - 1, 0, 0, true);
+    if (rc == SL_OK && c->progress && pp->epilogue_first <= pp->epilogue_last)
+      sl_progress_stage(c->progress, "running what follows the scan");
+    if (rc == SL_OK) rc = run_levels(c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
+  }
   return rc;
 }
 
@@ -392,8 +499,6 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     rc = ctx_begin(&c, p, b, &pool, NULL, err);
     began = true;
   }
-  /* Passes over the data: each runs its prologue, streams every chunk
-   * through its stream levels, finalizes, and runs its epilogue. */
   int stream_passes = 0;
   for (int pass = 0; pass < p->n_passes; pass++)
     stream_passes += p->passes[pass].stream_first <= p->passes[pass].stream_last;
@@ -402,52 +507,11 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
    * total counts each pass's frames. */
   sl_progress_begin(&progress, p->positions * stream_passes,
                     stream_passes > 1 ? "frames (all passes)" : "frames", opts && opts->progress);
-  int64_t frames_done = 0;
-  for (int pass = 0; pass < p->n_passes && rc == SL_OK; pass++) {
-    const sl_plan_pass *pp = &p->passes[pass];
-    rc = run_levels(&c, pp->prologue_first, pp->prologue_last, 0, 0, 1);
-    if (rc != SL_OK || pp->stream_first > pp->stream_last) {
-      if (rc == SL_OK) rc = run_levels(&c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
-      continue;
-    }
-    /* Reductions of the nodes this pass streams start from zero. */
-    for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
-      if (p->buffers[i].reduction && p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
-        int slot = p->buffers[i].node * 8 + p->buffers[i].port;
-        rc = b->ops->zero(b, buffer_ptr(&c, p->buffers[i].node, p->buffers[i].port),
-                          (size_t)p->buffers[i].bytes, err);
-        if (c.stage_out[slot]) memset(c.stage_out[slot], 0, c.stage_out_bytes[slot]);
-      }
-    for (int64_t ch = 0; ch < p->n_chunks && rc == SL_OK; ch++) {
-      int64_t start = ch * p->chunk_positions;
-      int64_t count = p->positions - start < p->chunk_positions ? p->positions - start : p->chunk_positions;
-      if (opts && opts->cancel && *opts->cancel) {
-        rc = sl_fail(err, SL_ERR_INTERRUPTED, "interrupted at chunk %lld of %lld", (long long)ch,
-                     (long long)p->n_chunks);
-        break;
-      }
-      rc = run_levels(&c, pp->stream_first, pp->stream_last, ch, start, count);
-      /* Streamed outputs of this pass: the chunk's items go to their place. */
-      for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
-        const sl_graph_output *go = &g->outputs[o];
-        const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
-        if (!d->stream_rank || g->nodes[go->node].pass != pass) continue;
-        int64_t item = sl_desc_item_bytes(d);
-        rc = b->ops->download(b, (char *)res->outputs[o].data + start * item,
-                              buffer_ptr(&c, go->node, go->port), (size_t)(count * item), err);
-      }
-      if (rc != SL_OK) sl_error_chunk(err, ch);
-      frames_done += count;
-      sl_progress_update(&progress, frames_done);
-    }
-    /* Phase boundary: the pass's batches ran ahead of the host; a device
-     * error in any of them is reported here with its batch. */
-    if (rc == SL_OK) rc = b->ops->sync(b, err);
-    for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
-      rc = run_level(&c, l, p->n_chunks - 1, 0, 0, true);
-    if (rc == SL_OK && pp->epilogue_first <= pp->epilogue_last)
-      sl_progress_stage(&progress, "running what follows the scan");
-    if (rc == SL_OK) rc = run_levels(&c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
+  if (rc == SL_OK) {
+    c.outputs = res->outputs;
+    c.progress = &progress;
+    c.cancel = opts ? opts->cancel : NULL;
+    rc = run_passes(&c);
   }
   sl_progress_end(&progress);
   if (rc == SL_OK) rc = b->ops->sync(b, err);

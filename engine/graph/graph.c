@@ -373,15 +373,33 @@ static sl_code infer_iterate(sl_graph *g, sl_node *n, const sl_node_spec *ns, sl
     sl_error_node(err, n->id);
     return rc;
   }
-  for (int i = 0; i < n->body->n_nodes; i++)
-    if (n->body->nodes[i].phase != SL_PHASE_PROLOGUE) {
-      sl_fail(err, SL_ERR_PIPELINE, "iterate body node '%s' streams; iterate bodies work on whole tensors",
-              n->body->nodes[i].id);
-      return at(err, n->body->nodes[i].loc, n->id);
-    }
+  /* A body may stream (each iteration is then passes over its own scan, e.g.
+   * k passes of a running statistic over a table), but what leaves an
+   * iteration is whole: carried values and the loop's results. */
   for (int k = 0; k < n->n_out; k++) {
     const sl_graph_output *o = &n->body->outputs[k];
     n->out[k] = o->node == SL_SRC_INPUT ? n->in[o->port] : n->body->nodes[o->node].out[o->port];
+    if (n->out[k].stream_rank) {
+      sl_fail(err, SL_ERR_PIPELINE,
+              "iterate body output '%s' is streamed; what leaves a loop is whole (e.g. a sum over "
+              "the body's scan)",
+              n->out_names[k]);
+      return at(err, o->loc, n->id);
+    }
+  }
+  n->until_out = -1;
+  if (ns->until) {
+    for (int k = 0; k < n->n_out; k++)
+      if (!strcmp(n->out_names[k], ns->until)) n->until_out = k;
+    const sl_tensor_desc *u = n->until_out >= 0 ? &n->out[n->until_out] : NULL;
+    if (!u || u->dtype != SL_U8 || sl_desc_elems(u) != 1) {
+      char a[128] = "nothing";
+      if (u) sl_desc_format(u, a, sizeof a);
+      sl_fail(err, SL_ERR_PIPELINE,
+              "until '%s' must be a one-element u8 flag (e.g. a converged node's output), found %s",
+              ns->until, a);
+      return at(err, ns->until_loc, n->id);
+    }
   }
   n->n_carry = (int)ns->n_carry;
   for (size_t c = 0; c < ns->n_carry; c++) {

@@ -62,7 +62,8 @@ typedef struct sl_node {
   char **reads;
   /* iterate nodes only */
   struct sl_graph *body;
-  int64_t times;
+  int64_t times;  /* iterations; with until_out, the most */
+  int until_out;  /* body output (u8[1]) that stops the loop once nonzero, or -1 */
   int n_carry;
   int carry_in[8];  /* body input index fed by ... */
   int carry_out[8]; /* ... this body output on the next iteration */

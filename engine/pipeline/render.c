@@ -54,6 +54,7 @@ sl_yaml *sl_spec_to_yaml(const sl_spec *s) {
         for (size_t k = 0; k < n->n_carry; k++) sl_yaml_append(c, NULL, text(n->carry[k], l));
         sl_yaml_append(e, "carry", c);
       }
+      if (n->until) sl_yaml_append(e, "until", text(n->until, l));
     }
     if (n->n_inputs) {
       sl_yaml *in = sl_yaml_new_map(l);

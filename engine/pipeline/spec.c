@@ -25,6 +25,7 @@ static void node_free(sl_node_spec *n) {
   free(n->inputs);
   sl_yaml_free(n->params);
   sl_spec_free(n->body);
+  free(n->until);
   for (size_t i = 0; i < n->n_carry; i++) free(n->carry[i]);
   free(n->carry);
 }

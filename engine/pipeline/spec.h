@@ -52,7 +52,10 @@ typedef struct sl_node_spec {
   sl_yaml *params; /* MAP after substitution, or NULL */
   /* iterate nodes only: */
   struct sl_spec *body; /* expanded body spec */
-  int64_t times;        /* iteration count (>= 0) */
+  int64_t times;        /* iteration count (>= 0); with until, the most iterations */
+  char *until;          /* NULL, or a body output (u8[1]): the loop stops after an
+                           iteration that made it nonzero */
+  sl_loc until_loc;
   size_t n_carry;
   char **carry; /* names that are both body inputs and body outputs */
 } sl_node_spec;

@@ -9,8 +9,8 @@
 #include "engine/core/util.h"
 #include "engine/pipeline/spec_loader.h"
 
-static const char *const k_node_keys[] = {"type",   "use",   "iterate", "inputs",
-                                          "params", "times", "carry"};
+static const char *const k_node_keys[] = {"type",  "use",   "iterate", "inputs",
+                                          "params", "times", "carry",   "until"};
 
 static sl_node_spec *add_node(sl_spec *s) {
   s->nodes = sl_xrealloc(s->nodes, (s->n_nodes + 1) * sizeof *s->nodes);
@@ -153,6 +153,22 @@ static sl_code parse_carry(sl_node_spec *n, const sl_yaml *carry, const char *id
   return SL_OK;
 }
 
+/* until: the body output whose nonzero value stops the loop. Its type (a
+ * one-element u8 flag) is checked when the graph is built. */
+static sl_code parse_until(sl_node_spec *n, const sl_yaml *until, const char *id, sl_error *err) {
+  sl_code rc = sl_spec_want_scalar(until, "until: a body output name", err);
+  if (rc) return rc;
+  for (size_t k = 0; k < n->body->n_outputs; k++)
+    if (!strcmp(n->body->outputs[k].name, until->scalar)) {
+      n->until = sl_strdup(until->scalar);
+      n->until_loc = until->loc;
+      return SL_OK;
+    }
+  sl_fail(err, SL_ERR_PIPELINE, "until '%s' of node '%s' is not an output of the body '%s'",
+          until->scalar, id, n->body->file);
+  return sl_spec_fail_at(err, until->loc);
+}
+
 static sl_code expand_use(sl_spec_loader *L, sl_spec *s, sl_aliases *as, const char *id,
                           const sl_yaml *e, const char *base_dir, sl_error *err) {
   sl_code rc;
@@ -216,6 +232,7 @@ static sl_code expand_iterate(sl_spec_loader *L, sl_spec *s, const char *id, sl_
   const sl_yaml *in = sl_yaml_get(e, "inputs");
   const sl_yaml *times = sl_yaml_get(e, "times");
   const sl_yaml *carry = sl_yaml_get(e, "carry");
+  const sl_yaml *until = sl_yaml_get(e, "until");
   if ((rc = entry_file(e, "iterate", id, "a body file", &it, err))) return rc;
   if (!times) {
     sl_fail(err, SL_ERR_PIPELINE,
@@ -249,6 +266,7 @@ static sl_code expand_iterate(sl_spec_loader *L, sl_spec *s, const char *id, sl_
                                  it->loc, err)))
     return rc;
   if (carry && (rc = parse_carry(n, carry, id, err))) return rc;
+  if (until && (rc = parse_until(n, until, id, err))) return rc;
   for (size_t k = 0; k < n->body->n_sources; k++) sl_spec_add_source(s, n->body->sources[k]);
   return SL_OK;
 }
@@ -285,8 +303,9 @@ sl_code sl_spec_expand_entry(sl_spec_loader *L, sl_spec *s, sl_aliases *as, cons
   }
   bool is_iter = sl_yaml_get(raw, "iterate") != NULL;
   if (!is_iter) {
-    const char *bad = sl_yaml_get(raw, "times") ? "times" : sl_yaml_get(raw, "carry") ? "carry"
-                                                                                       : NULL;
+    const char *bad = NULL;
+    for (const char *const *k = (const char *const[]){"times", "carry", "until", NULL}; *k && !bad; k++)
+      if (sl_yaml_get(raw, *k)) bad = *k;
     if (bad) {
       long k = sl_yaml_find(raw, bad);
       sl_fail(err, SL_ERR_PIPELINE, "%s: is only allowed on iterate nodes (node '%s')", bad, id);

@@ -137,8 +137,11 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
   sl_plan_node *pn = &p->nodes[i];
   sl_node_cost c;
   if (n->body) {
+    /* A body that streams chunks its own scan automatically (--chunk is
+     * the top-level scan's). */
     sl_plan_opts body_opts = *opts;
-    sl_code rc = plan_with_chunk(n->body, &body_opts, 0, &pn->body, err);
+    body_opts.chunk_positions = 0;
+    sl_code rc = sl_plan_build(n->body, &body_opts, &pn->body, err);
     if (rc != SL_OK) return rc;
     pn->cost.bytes_read = sat_mul(pn->body->bytes_read, n->times);
     pn->cost.bytes_written = sat_mul(pn->body->bytes_written, n->times);

@@ -104,6 +104,10 @@ void sl_plan_free(sl_plan *p);
  * peak exceeds the plan's memory limit. */
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err);
 void sl_plan_print(FILE *f, const sl_plan *p);
+/* The plan's tree of schedule regions (plan_regions.c): whole and stream
+ * regions of each pass, loops holding their bodies' regions. */
+void sl_plan_print_regions(FILE *f, const sl_plan *p);
+void sl_plan_regions_json(sl_json *j, const sl_plan *p);
 void sl_plan_json(sl_json *j, const sl_plan *p);
 /* The keys that name level l in JSON (level, phase, pass), written into the
  * caller's open object: the plan's levels and the run report's measured

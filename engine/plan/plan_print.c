@@ -50,8 +50,11 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   }
   for (int i = 0; i < g->n_nodes; i++)
     if (p->nodes[i].body) {
-      fprintf(f, "%siterate node '%s': body planned once, run %lld times:\n", ind, g->nodes[i].id,
-              (long long)g->nodes[i].times);
+      fprintf(f, "%siterate node '%s': body planned once, run %s%lld times%s%s%s:\n", ind,
+              g->nodes[i].id, g->nodes[i].until_out >= 0 ? "at most " : "",
+              (long long)g->nodes[i].times, g->nodes[i].until_out >= 0 ? ", until '" : "",
+              g->nodes[i].until_out >= 0 ? g->nodes[i].out_names[g->nodes[i].until_out] : "",
+              g->nodes[i].until_out >= 0 ? "' holds" : "");
       char deeper[64];
       snprintf(deeper, sizeof deeper, "%s    ", ind);
       print_indented(f, p->nodes[i].body, deeper);
@@ -84,7 +87,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   fprintf(f, "%sestimated time: %.4g s on %s\n", ind, p->est_seconds, p->caps.device);
 }
 
-void sl_plan_print(FILE *f, const sl_plan *p) { print_indented(f, p, ""); }
+void sl_plan_print(FILE *f, const sl_plan *p) {
+  sl_plan_print_regions(f, p);
+  print_indented(f, p, "");
+}
 
 void sl_plan_level_json_keys(sl_json *j, const sl_plan *p, int l) {
   sl_json_kv_int(j, "level", l);
@@ -141,6 +147,7 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
     if (pn->body) {
       sl_json_kv_int(j, "times", n->times);
+      if (n->until_out >= 0) sl_json_kv_string(j, "until", n->out_names[n->until_out]);
       sl_json_key(j, "body");
       sl_plan_json(j, pn->body);
     }
@@ -175,6 +182,8 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_string(j, "device", p->caps.device);
   JSON_INTS(j, {"positions", p->positions}, {"chunk_positions", p->chunk_positions},
             {"chunks", p->n_chunks}, {"passes", p->n_passes});
+  sl_json_key(j, "regions");
+  sl_plan_regions_json(j, p);
   sl_json_key(j, "levels");
   levels_json(j, p);
   sl_json_key(j, "nodes");

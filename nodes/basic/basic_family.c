@@ -7,6 +7,8 @@
   X(affine)            \
   X(clip)              \
   X(constant)          \
+  X(converged)         \
+  X(iteration)         \
   X(ramp)              \
   X(subtract)          \
   X(sum)

@@ -10,6 +10,7 @@
 
 #include "nodes/registry.h"
 #include "engine/exec/run.h"
+#include "tests/unit/run_support.h"
 #include "tests/unit/test_support.h"
 
 static const char *k_chain =
@@ -22,23 +23,6 @@ static const char *k_chain =
     "  s: {type: sum, inputs: {x: a.y}}\n"
     "  e: {type: affine, inputs: {x: s.total}, params: {scale: 2}}\n"
     "outputs: {total: s.total, doubled: e.y, scaled: a.y}\n";
-
-static sl_code run_file(const char *path, const sl_setting *sets, size_t n_sets, int64_t chunk,
-                        int threads, uint64_t limit, const sl_backend_ops *ops, sl_run *run,
-                        sl_error *err) {
-  sl_run_request req = {.file = path, .registry = sl_nodes_registry(), .sets = sets,
-                        .n_sets = n_sets, .backend = SL_BACKEND_CPU, .chunk_positions = chunk,
-                        .threads = threads, .memory_limit = limit, .ops_override = ops};
-  sl_error_clear(err);
-  return sl_run_pipeline(&req, run, err);
-}
-
-static const sl_output_data *output(const sl_run *r, const char *name) {
-  for (int i = 0; i < r->result.n_outputs; i++)
-    if (!strcmp(r->result.outputs[i].name, name)) return &r->result.outputs[i];
-  fail_msg("no output %s", name);
-  return NULL;
-}
 
 static void test_chain_matches_closed_form(void **state) {
   char path[512];

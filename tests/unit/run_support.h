@@ -1,0 +1,40 @@
+/* Running a pipeline file in a test (test_exec.c, test_exec_loops.c): the
+ * whole of `sluice run` short of writing files, on the CPU backend, and
+ * finding an output by name. */
+#ifndef SL_TESTS_RUN_SUPPORT_H
+#define SL_TESTS_RUN_SUPPORT_H
+
+#include <string.h>
+
+#include "engine/exec/run.h"
+#include "nodes/registry.h"
+
+static inline sl_code run_file(const char *path, const sl_setting *sets, size_t n_sets, int64_t chunk,
+                               int threads, uint64_t limit, const sl_backend_ops *ops, sl_run *run,
+                               sl_error *err) {
+  sl_run_request req = {.file = path, .registry = sl_nodes_registry(), .sets = sets,
+                        .n_sets = n_sets, .backend = SL_BACKEND_CPU, .chunk_positions = chunk,
+                        .threads = threads, .memory_limit = limit, .ops_override = ops};
+  sl_error_clear(err);
+  return sl_run_pipeline(&req, run, err);
+}
+
+static inline const sl_output_data *output(const sl_run *r, const char *name) {
+  for (int i = 0; i < r->result.n_outputs; i++)
+    if (!strcmp(r->result.outputs[i].name, name)) return &r->result.outputs[i];
+  fail_msg("no output %s", name);
+  return NULL;
+}
+
+/* The note `key` of node `id` ("key: value"), or NULL. */
+static inline const char *node_note(const sl_run *r, const char *id, const char *key) {
+  int i = sl_graph_find(r->graph, id);
+  if (i < 0) return NULL;
+  size_t k = strlen(key);
+  const sl_node *n = &r->graph->nodes[i];
+  for (int j = 0; j < n->n_notes; j++)
+    if (!strncmp(n->notes[j], key, k) && n->notes[j][k] == ':') return n->notes[j];
+  return NULL;
+}
+
+#endif
