@@ -481,6 +481,12 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
    * neighbour indices and a count. */
   c->state_bytes = 2 * item + n_bad * (int64_t)(sizeof(int64_t) * 9 + 1);
+  /* CUDA (mask_correct.cu): bad map and list, a u32 correction per (frame,
+   * static bad pixel), and with `flagged` a shadow chunk and a bit per pixel
+   * for the flagged corrections. */
+  if (p->policy != POLICY_NONE)
+    c->device_state_bytes = item * 5 + positions * n_bad * 4 +
+                            (p->flagged ? positions * (item * es + (item + 31) / 32 * 4) : 0);
 }
 
 static const sl_port_def correct_in[] = {
