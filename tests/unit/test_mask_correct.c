@@ -449,6 +449,29 @@ static void test_cost(void **st) {
   run_chunks(&n, b, f, NULL, 10, 10, o);
   n.desc->cost(&n, 4, &c);
   assert_true(c.state_bytes < bound); /* no static bad pixel */
+  /* In place, with no static bad pixel: the flag scan reads every pixel,
+   * nothing is written but flagged pixels (not counted). */
+  assert_int_equal(c.bytes_read, 4 * 17 * 23 * 2);
+  assert_int_equal(c.bytes_written, 0);
+  node_free(&n);
+  /* Without `flagged`: only the static bad pixels (5 from the mask input)
+   * and their 8 neighbours are touched; policy none costs nothing. */
+  int64_t md[2] = {17, 23};
+  sl_tensor_desc mdesc = sl_desc_make(SL_U8, 2, md, 0);
+  uint8_t mask[17 * 23] = {0};
+  mask[0] = mask[40] = mask[100] = mask[200] = mask[390] = 1;
+  kv off[1] = {{"flagged", "false"}};
+  assert_int_equal(correct_make(&n, off, 1, &in, &mdesc, &e), SL_OK);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  run_chunks(&n, b, f, mask, 10, 10, o);
+  n.desc->cost(&n, 4, &c);
+  assert_int_equal(c.bytes_read, 4 * 5 * 9 * 2);
+  assert_int_equal(c.bytes_written, 4 * 5 * 2);
+  node_free(&n);
+  kv none[1] = {{"policy", "none"}};
+  assert_int_equal(correct_make(&n, none, 1, &in, NULL, &e), SL_OK);
+  n.desc->cost(&n, 4, &c);
+  assert_int_equal(c.bytes_read + c.bytes_written + c.ops, 0);
   sl_cpu_backend_ops.destroy(b);
   free(f);
   free(o);
