@@ -76,6 +76,12 @@ typedef struct sl_node_desc {
    * executor moves its inputs and outputs through host staging buffers, and
    * the plan and report say so; its CPU kernel is used. */
   bool host;
+  /* Bit k: streamed output k may take the buffer of input k (same dtype and
+   * shape), so the kernel rewrites only what changes instead of copying. The
+   * planner grants it when input k comes from a streamed output that nothing
+   * else reads and that is not a graph output; the kernel then sees
+   * out[k] == in[k], otherwise distinct buffers, and must be right in both. */
+  unsigned in_place_outputs;
   /* Optional: ground truth and other provenance written with outputs. */
 } sl_node_desc;
 

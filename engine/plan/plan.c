@@ -252,8 +252,57 @@ static void plan_buffers(sl_plan *p, const sl_graph *g, int64_t chunk) {
       b->streamed = n->out[k].stream_rank > 0;
       b->reduction = !b->streamed && n->phase == SL_PHASE_STREAM;
       b->bytes = sl_desc_buffer_bytes(&n->out[k], chunk);
+      b->in_place_of = -1;
       plan_buffer_lifetime(p, g, i, k, b);
     }
+  }
+}
+
+/* The buffer of output `port` of node `node`, or -1. */
+static int buffer_of(const sl_plan *p, int node, int port) {
+  for (int b = 0; b < p->n_buffers; b++)
+    if (p->buffers[b].node == node && p->buffers[b].port == port) return b;
+  return -1;
+}
+
+/* The buffer that in-place output k of node i may share: the streamed
+ * buffer feeding input k, of the same size, read by nothing else and not a
+ * graph output; else -1. */
+static int in_place_source(const sl_plan *p, const sl_graph *g, int i, int k) {
+  const sl_node *n = &g->nodes[i];
+  if (!n->desc || !((n->desc->in_place_outputs >> k) & 1u) || k >= n->n_in) return -1;
+  sl_edge_src src = n->in_src[k];
+  if (src.node < 0) return -1;
+  int s = buffer_of(p, src.node, src.port), b = buffer_of(p, i, k);
+  if (s < 0 || b < 0) return -1;
+  const sl_plan_buffer *sb = &p->buffers[s];
+  if (!sb->streamed || !p->buffers[b].streamed || sb->graph_output || sb->bytes != p->buffers[b].bytes)
+    return -1;
+  int readers = 0;
+  for (int j = 0; j < g->n_nodes; j++)
+    for (int q = 0; q < g->nodes[j].n_in; q++)
+      readers += g->nodes[j].in_src[q].node == src.node && g->nodes[j].in_src[q].port == src.port;
+  return readers == 1 ? s : -1;
+}
+
+/* In-place outputs: each granted one points at the first buffer of its
+ * chain, whose lifetime then covers the whole chain (one slot holds the
+ * data from its first writer to its last reader). */
+static void plan_in_place(sl_plan *p, const sl_graph *g) {
+  for (int b = 0; b < p->n_buffers; b++)
+    p->buffers[b].in_place_of = in_place_source(p, g, p->buffers[b].node, p->buffers[b].port);
+  for (int b = 0; b < p->n_buffers; b++) {
+    int root = p->buffers[b].in_place_of;
+    if (root < 0) continue;
+    while (p->buffers[root].in_place_of >= 0) root = p->buffers[root].in_place_of;
+    p->buffers[b].in_place_of = root;
+  }
+  for (int b = 0; b < p->n_buffers; b++) {
+    const sl_plan_buffer *bf = &p->buffers[b];
+    if (bf->in_place_of < 0) continue;
+    sl_plan_buffer *r = &p->buffers[bf->in_place_of];
+    if (bf->first_level < r->first_level) r->first_level = bf->first_level;
+    if (bf->last_level > r->last_level) r->last_level = bf->last_level;
   }
 }
 
@@ -275,11 +324,12 @@ static bool slot_busy(const sl_plan *p, int s, const sl_plan_buffer *b) {
  * bytes. */
 static void plan_slots(sl_plan *p) {
   int *order = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *order);
+  int n_own = 0; /* buffers with a slot of their own: in-place outputs come after */
   for (int b = 0; b < p->n_buffers; b++) {
-    order[b] = b;
     p->buffers[b].slot = -1;
+    if (p->buffers[b].in_place_of < 0) order[n_own++] = b;
   }
-  for (int a = 1; a < p->n_buffers; a++)
+  for (int a = 1; a < n_own; a++)
     for (int b = a; b > 0; b--) {
       const sl_plan_buffer *x = &p->buffers[order[b - 1]], *y = &p->buffers[order[b]];
       bool swap = x->bytes < y->bytes || (x->bytes == y->bytes && x->first_level > y->first_level);
@@ -289,7 +339,7 @@ static void plan_slots(sl_plan *p) {
       order[b - 1] = t;
     }
   p->slots = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *p->slots);
-  for (int oi = 0; oi < p->n_buffers; oi++) {
+  for (int oi = 0; oi < n_own; oi++) {
     sl_plan_buffer *b = &p->buffers[order[oi]];
     int s = -1;
     for (int k = 0; k < p->n_slots; k++)
@@ -301,11 +351,14 @@ static void plan_slots(sl_plan *p) {
     b->slot = s;
   }
   free(order);
+  for (int b = 0; b < p->n_buffers; b++)
+    if (p->buffers[b].in_place_of >= 0) p->buffers[b].slot = p->buffers[p->buffers[b].in_place_of].slot;
   for (int s = 0; s < p->n_slots; s++) p->slot_bytes += p->slots[s].bytes;
   for (int l = 0; l < p->n_levels; l++) {
-    int64_t live = 0;
+    int64_t live = 0; /* an in-place output's bytes are its chain's first buffer's */
     for (int b = 0; b < p->n_buffers; b++)
-      if (p->buffers[b].first_level <= l && l <= p->buffers[b].last_level) live += p->buffers[b].bytes;
+      if (p->buffers[b].in_place_of < 0 && p->buffers[b].first_level <= l && l <= p->buffers[b].last_level)
+        live += p->buffers[b].bytes;
     if (live > p->live_peak_bytes) p->live_peak_bytes = live;
   }
 }
@@ -356,6 +409,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
     return rc;
   }
   plan_buffers(p, g, chunk);
+  plan_in_place(p, g);
   plan_slots(p);
   plan_peaks(p, g);
   *out = p;

@@ -9,7 +9,9 @@
  * levels; whole buffers feeding the stream, reduction outputs and graph
  * outputs live across all chunks. Buffers whose lifetimes do not overlap share
  * a pooled slot, assigned best fit by size (a slot is as large as its largest
- * occupant). */
+ * occupant). An output that a node may write in place over its input
+ * (sl_node_desc.in_place_outputs) shares the input's slot when nothing else
+ * reads that input. */
 #ifndef SL_PLAN_H
 #define SL_PLAN_H
 
@@ -27,6 +29,10 @@ typedef struct sl_plan_buffer {
   bool streamed;
   bool reduction;    /* whole output of a stream-phase node: accumulates */
   bool graph_output; /* read by a sink at the end: lives to the last level */
+  /* An in-place output (sl_node_desc.in_place_outputs): the index of the
+   * buffer whose slot it shares (the first of a chain of in-place outputs,
+   * whose lifetime is stretched to cover the whole chain), or -1. */
+  int in_place_of;
 } sl_plan_buffer;
 
 typedef struct sl_plan_slot {

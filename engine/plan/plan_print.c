@@ -44,9 +44,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
     char name[192], desc[128];
     buffer_label(p, bf, name, sizeof name, desc, sizeof desc);
     sl_format_bytes((uint64_t)bf->bytes, a, sizeof a);
-    fprintf(f, "%s  %-28s %-26s %10s%s  L%d-L%d  slot %d%s%s\n", ind, name, desc, a,
+    fprintf(f, "%s  %-28s %-26s %10s%s  L%d-L%d  slot %d%s%s%s\n", ind, name, desc, a,
             bf->streamed ? "/chunk" : "      ", bf->first_level, bf->last_level, bf->slot,
-            bf->reduction ? "  reduction" : "", bf->graph_output ? "  output" : "");
+            bf->reduction ? "  reduction" : "", bf->graph_output ? "  output" : "",
+            bf->in_place_of >= 0 ? "  in place" : "");
   }
   for (int i = 0; i < g->n_nodes; i++)
     if (p->nodes[i].body) {
@@ -169,6 +170,7 @@ static void buffers_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_bool(j, "streamed", bf->streamed);
     sl_json_kv_bool(j, "reduction", bf->reduction);
     sl_json_kv_bool(j, "output", bf->graph_output);
+    sl_json_kv_bool(j, "in_place", bf->in_place_of >= 0);
     JSON_INTS(j, {"first_level", bf->first_level}, {"last_level", bf->last_level},
               {"slot", bf->slot});
     sl_json_end_object(j);

@@ -13,16 +13,20 @@
  * The mask input reaches the node only through the kernel arguments, so the
  * bad-pixel list and each bad pixel's static neighbour list are built on the
  * first kernel call into the state that prepare() allocated (a node's kernels
- * are never called concurrently). Per frame the kernel copies, fixes the static
- * bad pixels from their lists, then (flagged) scans blocks of the frame for
- * the flag value with a vectorisable test and fixes the pixels found. Frames
- * are spread over workers with parallel_for. The output buffer must be
- * distinct from the input buffer (the executor gives every port its own). */
+ * are never called concurrently). The output may be the input's own buffer
+ * (in_place_outputs: the planner grants it when nothing else reads the
+ * decoded frames), so a frame costs what its bad pixels cost: the static ones
+ * are fixed from their lists and, with `flagged`, blocks of the frame are
+ * counted for the flag value with a vectorisable test, and only a block
+ * holding a flagged pixel outside the static mask is walked pixel by pixel.
+ * Given a buffer of its own, the kernel copies the frame first. Frames are
+ * spread over workers with parallel_for. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/backend/backend.h"
+#include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/graph/node_params.h"
@@ -264,91 +268,176 @@ static sl_code build_neighbour_lists(correct_state *s, sl_node *n, const void *m
 
 /* ---- kernel ---------------------------------------------------------------------- */
 
-/* Median of v[0..n) (n <= 8): even count -> floor of the mean of the middle two;
- * empty -> 0. Sorts v. */
-static inline uint64_t small_median(uint64_t *v, int n) {
+/* The kernel works in place on the output frame: out[0] is in[0] when the
+ * planner lets the node overwrite its input (in_place_outputs), else the
+ * frame is copied first. Only bad pixels are written, and every correction
+ * must read original values:
+ * - a static bad pixel reads its statically valid neighbours, which are
+ *   never written (a flagged one among them is skipped by its value), so
+ *   its correction is written at once;
+ * - a pixel flagged in this frame loses its flag value when corrected, and a
+ *   later correction would then take it for a valid neighbour. Pixels are
+ *   fixed in raster order and a correction at row r reads rows r-1..r+1, so
+ *   a flagged pixel's median waits in a small FIFO until the sweep reaches
+ *   row r+2 (at most 2W waiting), and is written then. */
+
+#define MEDIAN_EMPTY UINT64_MAX /* sorts after every pixel value */
+
+/* Median of the n valid values in v[0..8) (the other slots MEDIAN_EMPTY):
+ * odd n -> the middle one; even -> floor of the mean of the middle two;
+ * none -> 0. A sorting network: no data-dependent branches. */
+static inline uint64_t median8(uint64_t *v, int n) {
+#define CS(i, j)                                                       \
+  do {                                                                 \
+    uint64_t lo_ = v[i] < v[j] ? v[i] : v[j], hi_ = v[i] < v[j] ? v[j] : v[i]; \
+    v[i] = lo_, v[j] = hi_;                                            \
+  } while (0)
+  CS(0, 2); CS(1, 3); CS(4, 6); CS(5, 7); CS(0, 4); CS(1, 5); CS(2, 6); CS(3, 7);
+  CS(0, 1); CS(2, 3); CS(4, 5); CS(6, 7); CS(2, 4); CS(3, 5); CS(1, 4); CS(3, 6);
+  CS(1, 2); CS(3, 4); CS(5, 6);
+#undef CS
   if (n == 0) return 0;
-  for (int i = 1; i < n; i++) {
-    uint64_t t = v[i];
-    int k = i - 1;
-    while (k >= 0 && v[k] > t) {
-      v[k + 1] = v[k];
-      k--;
-    }
-    v[k + 1] = t;
-  }
   if (n & 1) return v[n / 2];
   return (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Corrections of flagged pixels waiting to be written, oldest first. */
+typedef struct pending_fix {
+  int64_t idx;
+  uint64_t value;
+} pending_fix;
+
+typedef struct pending_fifo {
+  pending_fix *e;
+  int64_t cap, head, n;
+} pending_fifo;
+
 typedef struct correct_job {
   const sl_kernel_args *a;
   const correct_state *s;
+  int failed; /* a worker could not allocate its FIFO */
 } correct_job;
 
-#define FLAG_SCAN_BLOCK 256
+#define FLAG_SCAN_BLOCK 1024
 
-#define CORRECT_RANGE(NAME, T, TMAX)                                                            \
-  static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {                    \
-    const correct_job *j = ctx;                                                                 \
-    const correct_state *s = j->s;                                                              \
-    const int64_t h = s->h, w = s->w, item = h * w;                                        \
-    const bool flagged = s->flagged;                                                       \
-    const bool median = s->policy == POLICY_MEDIAN;                                            \
-    for (int64_t p = begin; p < end; p++) {                                                \
-      const T *x = (const T *)j->a->in[0] + p * item;                                      \
-      T *y = (T *)j->a->out[0] + p * item;                                                 \
-      memcpy(y, x, (size_t)item * sizeof(T));                                              \
-      if (s->policy == POLICY_NONE) continue;                                                  \
-      for (int64_t k = 0; k < s->n_bad; k++) {                                             \
-        int64_t idx = s->bad_idx[k];                                                       \
-        if (!median) {                                                                     \
-          y[idx] = 0;                                                                      \
-          continue;                                                                        \
-        }                                                                                  \
-        uint64_t v[8];                                                                     \
-        int nv = 0;                                                                        \
-        const int64_t *nb = s->nb + 8 * k;                                                 \
-        for (int q = 0; q < s->nb_n[k]; q++) {                                             \
-          T t = x[nb[q]];                                                                  \
-          if (flagged && t == (T)(TMAX)) continue;                                         \
-          v[nv++] = t;                                                                     \
-        }                                                                                  \
-        y[idx] = (T)small_median(v, nv);                                                   \
-      }                                                                                    \
-      if (!flagged) continue;                                                              \
-      for (int64_t b0 = 0; b0 < item; b0 += FLAG_SCAN_BLOCK) {                                    \
-        int64_t b1 = b0 + FLAG_SCAN_BLOCK < item ? b0 + FLAG_SCAN_BLOCK : item;                          \
-        unsigned any = 0;                                                                  \
-        for (int64_t i = b0; i < b1; i++) any |= x[i] == (T)(TMAX);                        \
-        if (!any) continue;                                                                \
-        for (int64_t i = b0; i < b1; i++) {                                                \
-          if (x[i] != (T)(TMAX) || s->bad[i]) continue;                                    \
-          if (!median) {                                                                   \
-            y[i] = 0;                                                                      \
-            continue;                                                                      \
-          }                                                                                \
-          int64_t r = i / w, c = i % w;                                                    \
-          uint64_t v[8];                                                                   \
-          int nv = 0;                                                                      \
-          for (int64_t rr = r - 1; rr <= r + 1; rr++) {                                    \
-            if (rr < 0 || rr >= h) continue;                                               \
-            for (int64_t cc = c - 1; cc <= c + 1; cc++) {                                  \
-              if (cc < 0 || cc >= w || (rr == r && cc == c)) continue;                     \
-              int64_t q = rr * w + cc;                                                     \
-              if (s->bad[q] || x[q] == (T)(TMAX)) continue;                                \
-              v[nv++] = x[q];                                                              \
-            }                                                                              \
-          }                                                                                \
-          y[i] = (T)small_median(v, nv);                                                   \
-        }                                                                                  \
-      }                                                                                    \
-    }                                                                                      \
+/* Per dtype: the medians, the FIFO's write-back and the frame sweep. */
+_Static_assert(FLAG_SCAN_BLOCK <= 65535, "a block's flag count fits 16 bits");
+#define CORRECT_FUNCS(S, T, TMAX, ACC)                                                           \
+  /* Static bad pixel k: median of its statically valid neighbours that do not               \
+   * hold the flag value (with flagged). */                                                  \
+  static inline T static_median_##S(const T *y, const correct_state *s, int64_t k) {         \
+    uint64_t v[8] = {MEDIAN_EMPTY, MEDIAN_EMPTY, MEDIAN_EMPTY, MEDIAN_EMPTY,                 \
+                     MEDIAN_EMPTY, MEDIAN_EMPTY, MEDIAN_EMPTY, MEDIAN_EMPTY};                \
+    const int64_t *nb = s->nb + 8 * k;                                                       \
+    int nv = 0;                                                                              \
+    for (int q = 0; q < s->nb_n[k]; q++) {                                                   \
+      T t = y[nb[q]];                                                                        \
+      int ok = !(s->flagged && t == (T)(TMAX));                                              \
+      v[nv] = ok ? (uint64_t)t : MEDIAN_EMPTY;                                               \
+      nv += ok;                                                                              \
+    }                                                                                        \
+    return (T)median8(v, nv);                                                                \
+  }                                                                                          \
+  /* Pixel i, flagged in this frame: median of its 3x3 neighbours inside the                 \
+   * detector, not static bad and not at the flag value. */                                  \
+  static inline T flagged_median_##S(const T *y, const correct_state *s, int64_t i) {        \
+    uint64_t v[8] = {MEDIAN_EMPTY, MEDIAN_EMPTY, MEDIAN_EMPTY, MEDIAN_EMPTY,                 \
+                     MEDIAN_EMPTY, MEDIAN_EMPTY, MEDIAN_EMPTY, MEDIAN_EMPTY};                \
+    const int64_t w = s->w, r = i / w, c = i % w;                                            \
+    int nv = 0;                                                                              \
+    for (int64_t rr = r - 1; rr <= r + 1; rr++) {                                            \
+      if (rr < 0 || rr >= s->h) continue;                                                    \
+      for (int64_t cc = c - 1; cc <= c + 1; cc++) {                                          \
+        if (cc < 0 || cc >= w || (rr == r && cc == c)) continue;                             \
+        int64_t q = rr * w + cc;                                                             \
+        if (s->bad[q] || y[q] == (T)(TMAX)) continue;                                        \
+        v[nv++] = y[q];                                                                      \
+      }                                                                                      \
+    }                                                                                        \
+    return (T)median8(v, nv);                                                                \
+  }                                                                                          \
+  /* Writes the waiting corrections before index `before`. */                                \
+  static inline void write_back_##S(T *y, pending_fifo *f, int64_t before) {                 \
+    while (f->n > 0 && f->e[f->head].idx < before) {                                         \
+      y[f->e[f->head].idx] = (T)f->e[f->head].value;                                         \
+      f->head = f->head + 1 == f->cap ? 0 : f->head + 1;                                     \
+      f->n--;                                                                                \
+    }                                                                                        \
+  }                                                                                          \
+  /* Pixel i of block [b0, b1) is flagged and not static bad. */                             \
+  static inline void fix_flagged_##S(T *y, const correct_state *s, pending_fifo *f,          \
+                                     int64_t i) {                                            \
+    if (s->policy != POLICY_MEDIAN) {                                                        \
+      y[i] = 0; /* no correction reads neighbour values */                                   \
+      return;                                                                                \
+    }                                                                                        \
+    T m = flagged_median_##S(y, s, i);                                                       \
+    write_back_##S(y, f, (i / s->w - 1) * s->w);                                             \
+    int64_t at = f->head + f->n < f->cap ? f->head + f->n : f->head + f->n - f->cap;         \
+    f->e[at] = (pending_fix){i, m};                                                          \
+    f->n++;                                                                                  \
+  }                                                                                          \
+  /* One frame, in place (inlined into the range function and its AVX2 clone). */            \
+  static inline __attribute__((always_inline)) void fix_frame_##S(                           \
+      T *restrict y, const correct_state *s, pending_fifo *f) {                              \
+    const bool median = s->policy == POLICY_MEDIAN;                                          \
+    const int64_t item = s->h * s->w, n_bad = s->n_bad;                                      \
+    int64_t k = 0; /* next static bad pixel */                                               \
+    if (!s->flagged) {                                                                       \
+      for (; k < n_bad; k++) y[s->bad_idx[k]] = median ? static_median_##S(y, s, k) : 0;     \
+      return;                                                                                \
+    }                                                                                        \
+    f->head = f->n = 0;                                                                      \
+    for (int64_t b0 = 0; b0 < item; b0 += FLAG_SCAN_BLOCK) {                                 \
+      int64_t b1 = b0 + FLAG_SCAN_BLOCK < item ? b0 + FLAG_SCAN_BLOCK : item;                \
+      ACC at_flag = 0, static_at_flag = 0;                                                   \
+      for (int64_t i = b0; i < b1; i++) at_flag += (ACC)(y[i] == (T)(TMAX));                 \
+      int64_t k1 = k;                                                                        \
+      for (; k1 < n_bad && s->bad_idx[k1] < b1; k1++)                                        \
+        static_at_flag += y[s->bad_idx[k1]] == (T)(TMAX);                                    \
+      if (at_flag == static_at_flag) { /* only static bad pixels here */                     \
+        for (; k < k1; k++) y[s->bad_idx[k]] = median ? static_median_##S(y, s, k) : 0;      \
+        continue;                                                                            \
+      }                                                                                      \
+      for (int64_t i = b0; i < b1; i++) {                                                    \
+        if (s->bad[i]) {                                                                     \
+          y[i] = median ? static_median_##S(y, s, k) : 0;                                    \
+          k++;                                                                               \
+        } else if (y[i] == (T)(TMAX)) {                                                      \
+          fix_flagged_##S(y, s, f, i);                                                       \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+    write_back_##S(y, f, item);                                                              \
+  }                                                                                          \
+  SL_HOT_CLONES static void correct_range_##S(void *ctx, int64_t begin, int64_t end,         \
+                                              int worker) {                                  \
+    (void)worker;                                                                            \
+    correct_job *j = ctx;                                                                    \
+    const correct_state *s = j->s;                                                           \
+    const int64_t item = s->h * s->w;                                                        \
+    pending_fifo f = {NULL, 2 * s->w, 0, 0};                                                 \
+    if (s->policy == POLICY_MEDIAN && s->flagged) {                                          \
+      f.e = malloc((size_t)f.cap * sizeof *f.e);                                             \
+      if (!f.e) {                                                                            \
+        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);                                   \
+        return;                                                                              \
+      }                                                                                      \
+    }                                                                                        \
+    for (int64_t p = begin; p < end; p++) {                                                  \
+      const T *x = (const T *)j->a->in[0] + p * item;                                        \
+      T *y = (T *)j->a->out[0] + p * item;                                                   \
+      if (y != x) memcpy(y, x, (size_t)item * sizeof(T));                                    \
+      if (s->policy != POLICY_NONE) fix_frame_##S(y, s, &f);                                 \
+    }                                                                                        \
+    free(f.e);                                                                               \
   }
-CORRECT_RANGE(correct_range_u8, uint8_t, 0xFFu)
-CORRECT_RANGE(correct_range_u16, uint16_t, 0xFFFFu)
-CORRECT_RANGE(correct_range_u32, uint32_t, 0xFFFFFFFFu)
-#undef CORRECT_RANGE
+/* ACC counts a block's pixels at the flag value: as narrow as holds
+ * FLAG_SCAN_BLOCK, so the count vectorises at the pixels' width. */
+CORRECT_FUNCS(u8, uint8_t, 0xFFu, uint16_t)
+CORRECT_FUNCS(u16, uint16_t, 0xFFFFu, uint16_t)
+CORRECT_FUNCS(u32, uint32_t, 0xFFFFFFFFu, uint32_t)
+#undef CORRECT_FUNCS
 
 static sl_code correct_cpu(sl_kernel_args *a) {
   correct_state *s = a->state ? a->state : a->node->state;
@@ -361,31 +450,43 @@ static sl_code correct_cpu(sl_kernel_args *a) {
     sl_code rc = build_neighbour_lists(s, (sl_node *)a->node, s->has_input_mask ? a->in[1] : NULL, a->err);
     if (rc != SL_OK) return rc;
   }
-  correct_job j = {a, s};
+  if (s->policy == POLICY_NONE && a->out[0] == a->in[0]) return SL_OK; /* in place: nothing to do */
+  correct_job j = {a, s, 0};
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? correct_range_u8 : t == SL_U16 ? correct_range_u16 : correct_range_u32;
   int64_t item = s->h * s->w;
   int64_t grain = 65536 / (item + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fn, &j);
+  if (j.failed)
+    return sl_fail(a->err, SL_ERR_NOMEM, "mask_correct: out of memory for %lld bytes of scratch",
+                   (long long)(2 * s->w * (int64_t)sizeof(pending_fix)));
   return SL_OK;
 }
 
+/* The cost of the in-place kernel (the plan grants it on the shipped
+ * pipelines); given a buffer of its own, the node also copies each frame. */
 static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const correct_state *s = n->state;
-  int64_t item = sl_desc_item_elems(&n->in[0]);
-  int64_t bytes = positions * sl_desc_item_bytes(&n->in[0]);
-  c->bytes_read = bytes;
-  c->bytes_written = bytes;
-  int64_t per = item; /* copy */
-  if (mask_correct_params_of(n)->flagged) per += item; /* the scan for the flag value */
-  if (s && s->built) per += 9 * s->n_bad;
-  c->ops = positions * per;
-  /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
-   * neighbour indices and a count; before the mask is known, every pixel bad
-   * bounds it. */
+  const mask_correct_params *p = mask_correct_params_of(n);
+  int64_t item = sl_desc_item_elems(&n->in[0]), es = (int64_t)sl_dtype_size(n->in[0].dtype);
+  /* Before the mask is known, every pixel bad bounds the static list. */
   int64_t n_bad = s && s->built ? s->n_bad : item;
+  if (p->policy != POLICY_NONE) {
+    int64_t touched = n_bad * (p->policy == POLICY_MEDIAN ? 9 : 1);
+    c->bytes_read = positions * es * (p->flagged ? item : touched);
+    c->bytes_written = positions * es * n_bad;
+    c->ops = positions * ((p->flagged ? item : 0) + 30 * n_bad);
+  }
+  /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
+   * neighbour indices and a count. */
   c->state_bytes = 2 * item + n_bad * (int64_t)(sizeof(int64_t) * 9 + 1);
+  /* CUDA (mask_correct.cu): bad map and list, a u32 correction per (frame,
+   * static bad pixel), and with `flagged` a shadow chunk and a bit per pixel
+   * for the flagged corrections. */
+  if (p->policy != POLICY_NONE)
+    c->device_state_bytes = item * 5 + positions * n_bad * 4 +
+                            (p->flagged ? positions * (item * es + (item + 31) / 32 * 4) : 0);
 }
 
 static const sl_port_def correct_in[] = {
@@ -428,5 +529,6 @@ const sl_node_desc sl_node_mask_correct = {
     .outputs = correct_out, .n_outputs = SL_COUNT_OF(correct_out),
     .infer = correct_infer, .cost = correct_cost,
     .prepare = correct_prepare, .release = correct_release,
+    .in_place_outputs = 1u << 0, /* corrected frames over the input frames */
     .kernel = {[SL_BACKEND_CPU] = correct_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(correct_cuda)},
 };

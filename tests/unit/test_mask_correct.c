@@ -1,7 +1,9 @@
 /* mask_correct: every policy against a plainly written reference (its own
  * median by qsort over a per-pixel bad map), u8/u16/u32, odd detector sizes,
  * masked corners/edges/clusters, flagged values, chunks of 1..all on 1 and 2
- * threads, masks from the input, a .npy file or both; notes; errors. */
+ * threads, into a buffer of its own and in place (out == in, as the planner
+ * runs it), dense and clustered flags, masks from the input, a .npy file or
+ * both; notes; errors. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,16 +58,40 @@ static void correct_one_frame(sl_node *n, const kv *o, int n_o, const sl_tensor_
   run_chunks(n, b, frame, mask, 1, 1, out);
 }
 
-/* Random frames; about 1 in 12 pixels at the dtype max (the flag value); the
- * rest spread over the whole range, with runs of near-max values. */
-static void *random_frames_near_max(sl_dtype t, int64_t n) {
+/* Random frames; about 1 in `one_in` pixels at the dtype max (the flag
+ * value; 1 in 12 when 0); one in `one_in` more just below it, the rest spread
+ * over the whole range. */
+static void *random_frames_near_max(sl_dtype t, int64_t n, int one_in) {
   void *f = malloc((size_t)n * sl_dtype_size(t));
+  uint64_t k = one_in > 1 ? (uint64_t)one_in : 12;
   for (int64_t i = 0; i < n; i++) {
     uint64_t v = rnd();
-    uint64_t x = v % 12 == 0 ? dmax(t) : v % 12 == 1 ? dmax(t) - 1 : (v >> 8) & dmax(t);
+    uint64_t x = v % k == 0 ? dmax(t) : v % k == 1 ? dmax(t) - 1 : (v >> 8) & dmax(t);
+    if (one_in == 1) x = v % 8 ? dmax(t) : (v >> 8) & dmax(t); /* nearly all flagged */
     set_pix(f, t, i, x);
   }
   return f;
+}
+
+/* Frames of flagged clusters: whole rows, row pairs, 3x3 and 5x5 blocks at
+ * the flag value, at the borders and inside; one frame flagged entirely. */
+static void flag_clusters(void *f, sl_dtype t, int64_t npos, int64_t h, int64_t w) {
+  for (int64_t p = 0; p < npos; p++) {
+    char *g = (char *)f + (size_t)(p * h * w) * sl_dtype_size(t);
+    int64_t r0 = (int64_t)(rnd() % (uint64_t)h), c0 = (int64_t)(rnd() % (uint64_t)w);
+    int64_t side = p % 2 ? 5 : 3;
+    for (int64_t r = r0; r < r0 + side && r < h; r++)
+      for (int64_t c = c0; c < c0 + side && c < w; c++) set_pix(g, t, r * w + c, dmax(t));
+    if (p % 3 == 0) /* a full row and the next */
+      for (int64_t c = 0; c < 2 * w && r0 * w + c < h * w; c++) set_pix(g, t, r0 * w + c, dmax(t));
+    if (p % 4 == 1) /* the corners and the first and last columns */
+      for (int64_t r = 0; r < h; r++) {
+        set_pix(g, t, r * w, dmax(t));
+        set_pix(g, t, r * w + w - 1, dmax(t));
+      }
+    if (p == npos - 1)
+      for (int64_t i = 0; i < h * w; i++) set_pix(g, t, i, dmax(t));
+  }
 }
 
 /* ---- reference ------------------------------------------------------------------ */
@@ -163,6 +189,8 @@ typedef struct correct_case {
   int flagged;
   int sources;       /* SRC_INPUT | SRC_FILE, or 0 */
   sl_dtype mask_t;   /* dtype of the mask input */
+  int flags;         /* 0: 1 in 12 pixels flagged; k > 1: 1 in k; 1: nearly all;
+                        -1: clusters of flagged pixels over the 1 in 12 */
 } correct_case;
 
 static const char *policy_yaml[3] = {"median", "zero", "none"};
@@ -209,7 +237,8 @@ static void check_case(const correct_case *k) {
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
 
   size_t bytes = (size_t)(npos * item) * sl_dtype_size(k->t);
-  void *frames = random_frames_near_max(k->t, npos * item);
+  void *frames = random_frames_near_max(k->t, npos * item, k->flags > 0 ? k->flags : 0);
+  if (k->flags < 0) flag_clusters(frames, k->t, npos, h, w);
   void *want = malloc(bytes), *got = malloc(bytes);
   reference(frames, want, k->t, npos, h, w, m_all, k->policy, k->flagged);
   if (k->policy == 2) assert_memory_equal(want, frames, bytes);
@@ -227,6 +256,24 @@ static void check_case(const correct_case *k) {
                     "(%lld, %lld): got %llu want %llu (input %llu)\n",
                     sl_dtype_name(k->t), (long long)h, (long long)w, policy_yaml[k->policy],
                     k->flagged, k->sources, (long long)chunks[c], (long long)(i / item),
+                    (long long)(i % item / w), (long long)(i % w),
+                    (unsigned long long)pix(got, k->t, i), (unsigned long long)pix(want, k->t, i),
+                    (unsigned long long)pix(frames, k->t, i));
+            break;
+          }
+        fail();
+      }
+      /* In place, as the planner runs it on the shipped pipelines: out == in. */
+      memcpy(got, frames, bytes);
+      run_chunks(&n, b, got, (k->sources & SRC_INPUT) ? mask : NULL, npos, chunks[c], got);
+      if (memcmp(got, want, bytes)) {
+        for (int64_t i = 0; i < npos * item; i++)
+          if (pix(got, k->t, i) != pix(want, k->t, i)) {
+            fprintf(stderr,
+                    "in place: %s %lldx%lld policy %s flagged %d flags %d chunk %lld: frame %lld "
+                    "pixel (%lld, %lld): got %llu want %llu (input %llu)\n",
+                    sl_dtype_name(k->t), (long long)h, (long long)w, policy_yaml[k->policy],
+                    k->flagged, k->flags, (long long)chunks[c], (long long)(i / item),
                     (long long)(i % item / w), (long long)(i % w),
                     (unsigned long long)pix(got, k->t, i), (unsigned long long)pix(want, k->t, i),
                     (unsigned long long)pix(frames, k->t, i));
@@ -275,7 +322,25 @@ static void test_policies_dtypes_sizes(void **st) {
       for (int pol = 0; pol < 3; pol++)
         for (int fl = 0; fl <= 1; fl++) {
           correct_case k = {types[ti], sizes[si][0], sizes[si][1], pol, fl, SRC_INPUT | SRC_FILE,
-                       (si & 1) ? SL_U32 : SL_U8};
+                       (si & 1) ? SL_U32 : SL_U8, 0};
+          check_case(&k);
+        }
+}
+
+/* Dense and clustered flags: many flagged pixels side by side (each must be
+ * corrected from original values only, in place too), frames with hardly a
+ * valid pixel, a frame flagged entirely; sizes that span several scan
+ * blocks, and widths of 1 and 2. */
+static void test_dense_flags(void **st) {
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  const int64_t sizes[][2] = {{64, 67}, {40, 1}, {3, 700}, {130, 2}, {9, 9}};
+  const int flags[4] = {-1, 3, 1, 2};
+  for (int ti = 0; ti < 3; ti++)
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+      for (int fi = 0; fi < 4; fi++)
+        for (int pol = 0; pol < 3; pol++) {
+          correct_case k = {types[ti], sizes[si][0], sizes[si][1], pol, 1, (int)(si % 4),
+                            SL_U16, flags[fi]};
           check_case(&k);
         }
 }
@@ -285,14 +350,14 @@ static void test_mask_sources(void **st) {
   for (int ti = 0; ti < 3; ti++)
     for (int src = 0; src <= 3; src++)
       for (int pol = 0; pol < 2; pol++) {
-        correct_case k = {types[ti], 19, 13, pol, 1, src, SL_U32};
+        correct_case k = {types[ti], 19, 13, pol, 1, src, SL_U32, 0};
         check_case(&k);
-        correct_case k2 = {types[ti], 19, 13, pol, 0, src, SL_U8};
+        correct_case k2 = {types[ti], 19, 13, pol, 0, src, SL_U8, 0};
         check_case(&k2);
-        correct_case k3 = {types[ti], 7, 6, pol, 1, src, SL_U16};
+        correct_case k3 = {types[ti], 7, 6, pol, 1, src, SL_U16, 0};
         check_case(&k3);
         /* frames large enough that 2 threads split a chunk's frames */
-        correct_case k4 = {types[ti], 128, 131, pol, 1, src, src & 1 ? SL_U8 : SL_U32};
+        correct_case k4 = {types[ti], 128, 131, pol, 1, src, src & 1 ? SL_U8 : SL_U32, 0};
         check_case(&k4);
       }
 }
@@ -384,6 +449,29 @@ static void test_cost(void **st) {
   run_chunks(&n, b, f, NULL, 10, 10, o);
   n.desc->cost(&n, 4, &c);
   assert_true(c.state_bytes < bound); /* no static bad pixel */
+  /* In place, with no static bad pixel: the flag scan reads every pixel,
+   * nothing is written but flagged pixels (not counted). */
+  assert_int_equal(c.bytes_read, 4 * 17 * 23 * 2);
+  assert_int_equal(c.bytes_written, 0);
+  node_free(&n);
+  /* Without `flagged`: only the static bad pixels (5 from the mask input)
+   * and their 8 neighbours are touched; policy none costs nothing. */
+  int64_t md[2] = {17, 23};
+  sl_tensor_desc mdesc = sl_desc_make(SL_U8, 2, md, 0);
+  uint8_t mask[17 * 23] = {0};
+  mask[0] = mask[40] = mask[100] = mask[200] = mask[390] = 1;
+  kv off[1] = {{"flagged", "false"}};
+  assert_int_equal(correct_make(&n, off, 1, &in, &mdesc, &e), SL_OK);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  run_chunks(&n, b, f, mask, 10, 10, o);
+  n.desc->cost(&n, 4, &c);
+  assert_int_equal(c.bytes_read, 4 * 5 * 9 * 2);
+  assert_int_equal(c.bytes_written, 4 * 5 * 2);
+  node_free(&n);
+  kv none[1] = {{"policy", "none"}};
+  assert_int_equal(correct_make(&n, none, 1, &in, NULL, &e), SL_OK);
+  n.desc->cost(&n, 4, &c);
+  assert_int_equal(c.bytes_read + c.bytes_written + c.ops, 0);
   sl_cpu_backend_ops.destroy(b);
   free(f);
   free(o);
@@ -503,6 +591,7 @@ int main(void) {
       cmocka_unit_test(test_hand_values),
       cmocka_unit_test(test_policies_dtypes_sizes),
       cmocka_unit_test(test_mask_sources),
+      cmocka_unit_test(test_dense_flags),
       cmocka_unit_test(test_cost),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_descriptor),

@@ -164,6 +164,77 @@ static void test_second_pass_lifetimes(void **state) {
   fixture_free(&f);
 }
 
+/* In-place outputs (mask_correct's frames over its input frames): granted
+ * when the input's buffer has no other reader and is not a graph output;
+ * a chain of them shares the first buffer's slot, whose lifetime covers the
+ * chain. 64 positions of 16x16 u16 frames, chunks of 16: 8 KiB per chunk. */
+#define IN_PLACE_SOURCE                                                                  \
+  "  s: {type: synthetic_4dstem, params: {scan_shape: [8, 8], detector_shape: [16, 16], " \
+  "dtype: u16}}\n"
+
+static void test_in_place_outputs(void **state) {
+  fixture f;
+  plan_text(&f,
+            "pipeline: in_place\n"
+            "nodes:\n" IN_PLACE_SOURCE
+            "  m1: {type: mask_correct, inputs: {frames: s.frames}}\n"
+            "  m2: {type: mask_correct, inputs: {frames: m1.frames}, params: {policy: zero}}\n"
+            "  t: {type: sum, inputs: {x: m2.frames}}\n"
+            "outputs: {t: t.total}\n",
+            16, 0);
+  const sl_plan_buffer *s = buffer(&f, "s"), *m1 = buffer(&f, "m1"), *m2 = buffer(&f, "m2"),
+                       *t = buffer(&f, "t");
+  int si = (int)(s - f.p->buffers);
+  assert_int_equal(s->bytes, 16 * 16 * 16 * 2);
+  assert_int_equal(s->in_place_of, -1);
+  assert_int_equal(m1->in_place_of, si);
+  assert_int_equal(m2->in_place_of, si); /* the chain's first buffer */
+  assert_int_equal(m1->slot, s->slot);
+  assert_int_equal(m2->slot, s->slot);
+  /* s (L0) is read in place by m1 (L1) and m2 (L2), then by t (L3) */
+  assert_int_equal(s->first_level, 0);
+  assert_int_equal(s->last_level, f.p->exec_level[sl_graph_find(f.g, "t")]);
+  assert_int_equal(s->last_level, 3);
+  assert_true(t->reduction);
+  assert_int_equal(m2->first_level, 2);
+  for (int b = 0; b < f.p->n_buffers; b++) /* nothing else may live in that slot meanwhile */
+    if (f.p->buffers[b].slot == s->slot && f.p->buffers[b].in_place_of < 0)
+      assert_true(&f.p->buffers[b] == s || f.p->buffers[b].first_level > s->last_level ||
+                  f.p->buffers[b].last_level < s->first_level);
+  /* one frame buffer instead of three: the live peak counts it once */
+  assert_true(f.p->live_peak_bytes < 2 * s->bytes);
+  fixture_free(&f);
+
+  /* s read twice (m and a sum): m gets its own slot. */
+  plan_text(&f,
+            "pipeline: shared_input\n"
+            "nodes:\n" IN_PLACE_SOURCE
+            "  m: {type: mask_correct, inputs: {frames: s.frames}}\n"
+            "  t: {type: sum, inputs: {x: m.frames}}\n"
+            "  u: {type: sum, inputs: {x: s.frames}}\n"
+            "outputs: {t: t.total, u: u.total}\n",
+            16, 0);
+  assert_int_equal(buffer(&f, "m")->in_place_of, -1);
+  assert_int_not_equal(buffer(&f, "m")->slot, buffer(&f, "s")->slot);
+  fixture_free(&f);
+
+  /* s a graph output: its chunks must survive m, so no sharing. */
+  plan_text(&f,
+            "pipeline: output_input\n"
+            "nodes:\n" IN_PLACE_SOURCE
+            "  m: {type: mask_correct, inputs: {frames: s.frames}}\n"
+            "outputs: {raw: s.frames, fixed: m.frames}\n",
+            16, 0);
+  assert_int_equal(buffer(&f, "m")->in_place_of, -1);
+  assert_int_not_equal(buffer(&f, "m")->slot, buffer(&f, "s")->slot);
+  fixture_free(&f);
+
+  /* A node without in-place outputs never shares its input's slot. */
+  plan_text(&f, k_chain, 256, 0);
+  for (int b = 0; b < f.p->n_buffers; b++) assert_int_equal(f.p->buffers[b].in_place_of, -1);
+  fixture_free(&f);
+}
+
 static void test_auto_chunk_and_budget(void **state) {
   fixture f;
   /* 1 KiB per position: the automatic chunk is the workers' share of their
@@ -255,6 +326,7 @@ int main(void) {
       cmocka_unit_test(test_chain_lifetimes),   cmocka_unit_test(test_partial_last_chunk),
       cmocka_unit_test(test_epilogue_levels),   cmocka_unit_test(test_second_pass_lifetimes),
       cmocka_unit_test(test_auto_chunk_and_budget),
+      cmocka_unit_test(test_in_place_outputs),
       cmocka_unit_test(test_size_class),
       cmocka_unit_test(test_best_fit_slots),
   };

@@ -1,11 +1,18 @@
 /* mask_correct on CUDA. See mask_correct.h.
  *
- * The static bad map ((mask input > 0) | file mask) is built on the device on
- * the first call and kept in the node's device state. Frames run one block
- * per frame (grid-stride): units (common/frame_units.cuh) are copied with
- * 16-byte loads and stores; a unit with a bad or flagged pixel takes the
- * per-pixel path. Corrections read only the input frame, so they never see
- * corrected values. */
+ * In place on the frames (out[0] is in[0] when the planner grants it; else
+ * the chunk is copied into out[0] first), touching only bad pixels. On the
+ * first call the static bad map ((mask input > 0) | file mask) and the list
+ * of static bad pixels are built in the node's device state. Per chunk,
+ * every correction is first computed from the original frames, then all are
+ * written, so no correction ever sees a corrected value:
+ *   1. static medians: one thread per (frame, static bad pixel) -> vals;
+ *   2. with `flagged`: a scan of every pixel (16-byte units) for the flag
+ *      value outside the static map; such a pixel's correction goes to its
+ *      place in a shadow chunk and its bit into a per-frame bit set;
+ *   3. writes: one thread per (frame, static bad pixel), and one per
+ *      (frame, 32-pixel word of the bit set) with a bit set (it clears the
+ *      word for the next chunk). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +24,13 @@
 static const char k_node[] = "mask_correct";
 
 typedef struct mask_device_state {
-  uint8_t *bad; /* H*W static bad map */
+  uint8_t *bad;       /* H*W static bad map */
+  int32_t *bad_list;  /* the static bad pixels' indices (any order) */
+  int64_t n_bad;
+  int64_t cap;        /* positions the per-chunk buffers below hold */
+  uint32_t *vals;     /* [cap][n_bad] static corrections */
+  void *shadow;       /* [cap][H*W] flagged corrections at their pixels */
+  uint32_t *bits;     /* [cap][words] flagged pixels to write; zero between calls */
 } mask_device_state;
 
 /* ---- kernels --------------------------------------------------------------------- */
@@ -28,6 +41,13 @@ __global__ void sl_k_static_bad_map(const M *mask, const uint8_t *file, uint8_t 
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < npix;
        i += (long long)gridDim.x * blockDim.x)
     bad[i] = (uint8_t)(((mask && mask[i] != 0) ? 1 : 0) | ((file && file[i]) ? 1 : 0));
+}
+
+/* The static bad pixels' indices, compacted in any order; *count their number. */
+__global__ void sl_k_bad_list(const uint8_t *bad, long long npix, int32_t *list, unsigned long long *count) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < npix;
+       i += (long long)gridDim.x * blockDim.x)
+    if (bad[i]) list[atomicAdd(count, 1ull)] = (int32_t)i;
 }
 
 /* Median of the valid 3x3 neighbours of pixel (r, c) of frame fr, as
@@ -78,73 +98,124 @@ __device__ T neighbour_median(const T *__restrict__ fr, const uint8_t *__restric
   return (T)(((unsigned long long)m1 + m2) / 2);
 }
 
+/* 1. Static bad pixel k of frame f (one thread each): its correction from
+ * the original frame. */
+template <typename T>
+__global__ void sl_k_static_fix(const T *__restrict__ x, long long nframes, int h, int w,
+                                const uint8_t *__restrict__ bad, const int32_t *__restrict__ list,
+                                long long n_bad, int median, int flagged, uint32_t *__restrict__ vals) {
+  const long long item = (long long)h * w, total = nframes * n_bad;
+  const T tmax = (T)~(T)0;
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+       t += (long long)gridDim.x * blockDim.x) {
+    long long f = t / n_bad;
+    int i = list[t - f * n_bad];
+    vals[t] = median ? (uint32_t)neighbour_median<T>(x + f * item, bad, h, w, i / w, i % w, flagged != 0, tmax)
+                     : 0u;
+  }
+}
+
+/* 2. Every unit of every frame (grid-stride): pixels at the flag value
+ * outside the static map get their correction in `shadow` and their bit. */
 template <typename T, int V>
 __global__ void __launch_bounds__(256)
-    sl_k_mask_correct(const T *__restrict__ x, T *__restrict__ y, long long nframes, int h, int w,
-                      const uint8_t *__restrict__ bad, int median, int flagged) {
-  const long long item = (long long)h * w;
-  const uint32_t nunits = (uint32_t)(item / V);
+    sl_k_flag_scan(const T *__restrict__ x, long long nframes, int h, int w,
+                   const uint8_t *__restrict__ bad, int median, T *__restrict__ shadow,
+                   uint32_t *__restrict__ bits) {
+  const long long item = (long long)h * w, units = item / V, words = (item + 31) / 32;
   const T tmax = (T)~(T)0;
-  for (long long f = blockIdx.x; f < nframes; f += gridDim.x) {
-    const T *fr = x + f * item;
-    T *fo = y + f * item;
-#pragma unroll 2
-    for (uint32_t u = threadIdx.x; u < nunits; u += blockDim.x) {
-      T e[V];
-      uint8_t b[V];
-      load_unit<T, V>(fr + (size_t)u * V, e);
-      load_cls<V>(bad + (size_t)u * V, b);
-      bool any = false;
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nframes * units;
+       t += (long long)gridDim.x * blockDim.x) {
+    long long f = t / units, u = t - f * units;
+    T e[V];
+    uint8_t b[V];
+    load_unit<T, V>(x + f * item + u * V, e);
+    load_cls<V>(bad + u * V, b);
+    bool any = false;
 #pragma unroll
-      for (int k = 0; k < V; k++) any |= b[k] || (flagged && e[k] == tmax);
-      if (any) {
+    for (int k = 0; k < V; k++) any |= !b[k] && e[k] == tmax;
+    if (!any) continue;
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-          if (!(b[k] || (flagged && e[k] == tmax))) continue;
-          if (!median) {
-            e[k] = 0;
-          } else {
-            int i = (int)(u * V + k);
-            e[k] = neighbour_median<T>(fr, bad, h, w, i / w, i % w, flagged, tmax);
-          }
-        }
-      }
-      if constexpr (V * sizeof(T) == 16) {
-        uint4 q;
-        memcpy(&q, e, 16);
-        __stcs(reinterpret_cast<uint4 *>(fo + (size_t)u * V), q);
-      } else {
-        fo[u] = e[0];
-      }
+    for (int k = 0; k < V; k++) {
+      if (b[k] || e[k] != tmax) continue;
+      int i = (int)(u * V + k);
+      shadow[f * item + i] = median ? neighbour_median<T>(x + f * item, bad, h, w, i / w, i % w, true, tmax) : (T)0;
+      atomicOr(&bits[f * words + i / 32], 1u << (i % 32));
+    }
+  }
+}
+
+/* 3a. Writes the static corrections (one thread per (frame, bad pixel)). */
+template <typename T>
+__global__ void sl_k_static_write(T *__restrict__ y, long long nframes, long long item,
+                                  const int32_t *__restrict__ list, long long n_bad,
+                                  const uint32_t *__restrict__ vals) {
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nframes * n_bad;
+       t += (long long)gridDim.x * blockDim.x) {
+    long long f = t / n_bad;
+    y[f * item + list[t - f * n_bad]] = (T)vals[t];
+  }
+}
+
+/* 3b. Writes the flagged corrections of one 32-pixel word of one frame and
+ * clears the word. */
+template <typename T>
+__global__ void sl_k_flag_write(T *__restrict__ y, long long nframes, long long item,
+                                const T *__restrict__ shadow, uint32_t *__restrict__ bits) {
+  const long long words = (item + 31) / 32;
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nframes * words;
+       t += (long long)gridDim.x * blockDim.x) {
+    uint32_t m = bits[t];
+    if (!m) continue;
+    bits[t] = 0;
+    long long f = t / words, base = f * item + (t - f * words) * 32;
+    while (m) {
+      int k = __ffs(m) - 1;
+      m &= m - 1;
+      y[base + k] = shadow[base + k];
     }
   }
 }
 
 #define ENTRY SL_CUDA_KERNEL_ENTRY
+#define PER_TYPE(S, T)                                                      \
+  ENTRY("static_bad_map_" S, sl_k_static_bad_map<T>),                       \
+  ENTRY("mask_static_fix_" S, sl_k_static_fix<T>),                          \
+  ENTRY("mask_flag_scan_" S, (sl_k_flag_scan<T, 1>)),                       \
+  ENTRY("mask_flag_scan_" S "x16B", (sl_k_flag_scan<T, 16 / sizeof(T)>)),   \
+  ENTRY("mask_static_write_" S, sl_k_static_write<T>),                      \
+  ENTRY("mask_flag_write_" S, sl_k_flag_write<T>)
 static const sl_device_kernel mask_correct_kernels[] = {
-    ENTRY("static_bad_map_u8", sl_k_static_bad_map<uint8_t>),
-    ENTRY("static_bad_map_u16", sl_k_static_bad_map<uint16_t>),
-    ENTRY("static_bad_map_u32", sl_k_static_bad_map<uint32_t>),
-    ENTRY("mask_correct_u8x16", (sl_k_mask_correct<uint8_t, 16>)),
-    ENTRY("mask_correct_u8", (sl_k_mask_correct<uint8_t, 1>)),
-    ENTRY("mask_correct_u16x8", (sl_k_mask_correct<uint16_t, 8>)),
-    ENTRY("mask_correct_u16", (sl_k_mask_correct<uint16_t, 1>)),
-    ENTRY("mask_correct_u32x4", (sl_k_mask_correct<uint32_t, 4>)),
-    ENTRY("mask_correct_u32", (sl_k_mask_correct<uint32_t, 1>)),
+    ENTRY("mask_bad_list", sl_k_bad_list),
+    PER_TYPE("u8", uint8_t),
+    PER_TYPE("u16", uint16_t),
+    PER_TYPE("u32", uint32_t),
 };
+#undef PER_TYPE
 #undef ENTRY
 SL_CUDA_REGISTER_KERNELS(mask_correct_kernels)
 
 /* ---- launcher -------------------------------------------------------------------- */
 
+static void free_chunk_buffers(mask_device_state *s) {
+  cudaFree(s->vals);
+  cudaFree(s->shadow);
+  cudaFree(s->bits);
+  s->vals = NULL, s->shadow = NULL, s->bits = NULL;
+  s->cap = 0;
+}
+
 static void mask_state_release(void *p) {
   mask_device_state *s = (mask_device_state *)p;
   if (!s) return;
   cudaFree(s->bad);
+  cudaFree(s->bad_list);
+  free_chunk_buffers(s);
   free(s);
 }
 
-/* The static bad map of the first call. */
+/* The static bad map and list of the first call (the list's length is read
+ * back once: it sizes the per-chunk launches). */
 static sl_code build_bad_map(const sl_cuda_mask_correct_params *p, sl_kernel_args *a, mask_device_state *s,
                              int64_t npix) {
   cudaStream_t st = sl_cuda_queue(a);
@@ -152,13 +223,18 @@ static sl_code build_bad_map(const sl_cuda_mask_correct_params *p, sl_kernel_arg
     return sl_fail(a->err, SL_ERR_INTERNAL, "mask_correct: input 'mask' is connected but has no data");
   const uint8_t *fm = p->file_mask;
   uint8_t *dfile = NULL;
+  unsigned long long *dcount = NULL, count = 0;
   cudaError_t e = cudaMalloc((void **)&s->bad, (size_t)npix + 16);
+  if (e == cudaSuccess) e = cudaMalloc((void **)&s->bad_list, (size_t)npix * sizeof(int32_t));
+  if (e == cudaSuccess) e = cudaMalloc((void **)&dcount, sizeof *dcount);
+  if (e == cudaSuccess) e = cudaMemsetAsync(dcount, 0, sizeof *dcount, st);
   if (e == cudaSuccess && fm) {
     e = cudaMalloc((void **)&dfile, (size_t)npix);
-    if (e == cudaSuccess) e = cudaMemcpy(dfile, fm, (size_t)npix, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dfile, fm, (size_t)npix, cudaMemcpyHostToDevice, st);
   }
   if (e != cudaSuccess) {
     cudaFree(dfile);
+    cudaFree(dcount);
     return sl_cuda_runtime_fail(a, e, k_node, "static mask");
   }
   unsigned g = (unsigned)((npix + 255) / 256);
@@ -169,7 +245,78 @@ static sl_code build_bad_map(const sl_cuda_mask_correct_params *p, sl_kernel_arg
     default: sl_k_static_bad_map<uint8_t><<<g, 256, 0, st>>>((const uint8_t *)m, dfile, s->bad, npix); break;
   }
   sl_code rc = sl_cuda_check_launch(a, "sl_k_static_bad_map");
+  if (rc == SL_OK) {
+    sl_k_bad_list<<<g, 256, 0, st>>>(s->bad, npix, s->bad_list, dcount);
+    rc = sl_cuda_check_launch(a, "sl_k_bad_list");
+  }
+  if (rc == SL_OK)
+    rc = sl_cuda_runtime_fail(a, cudaMemcpyAsync(&count, dcount, sizeof count, cudaMemcpyDeviceToHost, st),
+                              k_node, "bad-pixel count");
+  if (rc == SL_OK) rc = sl_cuda_wait(a);
   if (dfile) cudaFreeAsync(dfile, st);
+  cudaFreeAsync(dcount, st);
+  s->n_bad = (int64_t)count;
+  return rc;
+}
+
+/* Per-chunk buffers for at least `positions` frames (grown, never shrunk;
+ * the bit set starts zeroed and the flag writes leave it zeroed). */
+static sl_code ensure_chunk_buffers(const sl_cuda_mask_correct_params *p, sl_kernel_args *a,
+                                    mask_device_state *s, int64_t positions, int64_t npix, size_t es) {
+  if (positions <= s->cap) return SL_OK;
+  free_chunk_buffers(s);
+  int64_t words = (npix + 31) / 32;
+  cudaError_t e = cudaMalloc((void **)&s->vals, (size_t)(positions * (s->n_bad ? s->n_bad : 1)) * sizeof(uint32_t));
+  if (e == cudaSuccess && p->flagged) e = cudaMalloc(&s->shadow, (size_t)(positions * npix) * es);
+  if (e == cudaSuccess && p->flagged) e = cudaMalloc((void **)&s->bits, (size_t)(positions * words) * sizeof(uint32_t));
+  if (e == cudaSuccess && p->flagged)
+    e = cudaMemsetAsync(s->bits, 0, (size_t)(positions * words) * sizeof(uint32_t), sl_cuda_queue(a));
+  if (e != cudaSuccess) {
+    free_chunk_buffers(s);
+    return sl_cuda_runtime_fail(a, e, k_node, "per-chunk correction buffers");
+  }
+  s->cap = positions;
+  return SL_OK;
+}
+
+static unsigned grid_for(const sl_kernel_args *a, int64_t threads) {
+  int64_t g = (threads + 255) / 256, cap = (int64_t)sl_cuda_multiprocessors(a) * 16;
+  return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+}
+
+/* Steps 1-3 of the file comment on the frames at y (pos_count of them). */
+template <typename T>
+static sl_code correct_in_place(const sl_cuda_mask_correct_params *p, sl_kernel_args *a,
+                                const mask_device_state *s, T *y, int v) {
+  cudaStream_t st = sl_cuda_queue(a);
+  const int h = (int)p->frames.height, w = (int)p->frames.width;
+  const int64_t n = a->pos_count, item = (int64_t)h * w;
+  const int median = p->policy == SL_CUDA_MASK_MEDIAN;
+  sl_code rc = SL_OK;
+  if (s->n_bad > 0) {
+    sl_k_static_fix<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, h, w, s->bad, s->bad_list, s->n_bad,
+                                                                  median, p->flagged, s->vals);
+    if ((rc = sl_cuda_check_launch(a, "sl_k_static_fix"))) return rc;
+  }
+  if (p->flagged) {
+    constexpr int VV = (int)(16 / sizeof(T));
+    if (v > 1)
+      sl_k_flag_scan<T, VV><<<grid_for(a, n * item / VV), 256, 0, st>>>(y, n, h, w, s->bad, median,
+                                                                           (T *)s->shadow, s->bits);
+    else
+      sl_k_flag_scan<T, 1><<<grid_for(a, n * item), 256, 0, st>>>(y, n, h, w, s->bad, median, (T *)s->shadow,
+                                                                    s->bits);
+    if ((rc = sl_cuda_check_launch(a, "sl_k_flag_scan"))) return rc;
+  }
+  if (s->n_bad > 0) {
+    sl_k_static_write<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, item, s->bad_list, s->n_bad, s->vals);
+    if ((rc = sl_cuda_check_launch(a, "sl_k_static_write"))) return rc;
+  }
+  if (p->flagged) {
+    sl_k_flag_write<T><<<grid_for(a, n * ((item + 31) / 32)), 256, 0, st>>>(y, n, item, (const T *)s->shadow,
+                                                                             s->bits);
+    rc = sl_cuda_check_launch(a, "sl_k_flag_write");
+  }
   return rc;
 }
 
@@ -178,12 +325,14 @@ extern "C" sl_code sl_cuda_mask_correct(const sl_cuda_mask_correct_params *p, sl
   const size_t es = sl_dtype_size(p->frames.dtype);
   cudaStream_t st = sl_cuda_queue(a);
   if (npix > 0x7FFFFFFF) return sl_fail(a->err, SL_ERR_FORMAT, "detector frames above 2^31 pixels");
-  const int median = p->policy == SL_CUDA_MASK_MEDIAN;
-  if (p->policy == SL_CUDA_MASK_NONE) /* copy */
-    return sl_cuda_runtime_fail(a,
-                                cudaMemcpyAsync(a->out[0], a->in[0], (size_t)(a->pos_count * npix) * es,
-                                                cudaMemcpyDeviceToDevice, st),
-                                k_node, "copy");
+  if (a->out[0] != a->in[0]) { /* a buffer of its own: copy, then correct there */
+    sl_code rc = sl_cuda_runtime_fail(a,
+                                      cudaMemcpyAsync(a->out[0], a->in[0], (size_t)(a->pos_count * npix) * es,
+                                                      cudaMemcpyDeviceToDevice, st),
+                                      k_node, "copy");
+    if (rc != SL_OK) return rc;
+  }
+  if (p->policy == SL_CUDA_MASK_NONE) return SL_OK;
   mask_device_state *s = (mask_device_state *)*p->device_state.state;
   if (!s) {
     s = (mask_device_state *)calloc(1, sizeof *s);
@@ -194,18 +343,11 @@ extern "C" sl_code sl_cuda_mask_correct(const sl_cuda_mask_correct_params *p, sl
   sl_code rc;
   if (!s->bad && (rc = build_bad_map(p, a, s, npix))) return rc;
   if (a->pos_count <= 0) return SL_OK;
-  int v = (((uintptr_t)a->in[0] | (uintptr_t)a->out[0]) & 15) == 0 && ((size_t)w * es) % 16 == 0
-              ? (int)(16 / es) : 1;
-  int64_t grid = a->pos_count, cap = (int64_t)sl_cuda_multiprocessors(a) * 8;
-  if (grid > cap) grid = cap;
-#define LAUNCH(T, VV)                                                                                  \
-  sl_k_mask_correct<T, VV><<<(unsigned)grid, 256, 0, st>>>((const T *)a->in[0], (T *)a->out[0], a->pos_count, \
-                                                           (int)h, (int)w, s->bad, median, p->flagged)
+  if ((rc = ensure_chunk_buffers(p, a, s, a->pos_count, npix, es))) return rc;
+  int v = frame_unit_width(a->out[0], w, es);
   switch (p->frames.dtype) {
-    case SL_U8: if (v > 1) LAUNCH(uint8_t, 16); else LAUNCH(uint8_t, 1); break;
-    case SL_U16: if (v > 1) LAUNCH(uint16_t, 8); else LAUNCH(uint16_t, 1); break;
-    default: if (v > 1) LAUNCH(uint32_t, 4); else LAUNCH(uint32_t, 1); break;
+    case SL_U8: return correct_in_place<uint8_t>(p, a, s, (uint8_t *)a->out[0], v);
+    case SL_U16: return correct_in_place<uint16_t>(p, a, s, (uint16_t *)a->out[0], v);
+    default: return correct_in_place<uint32_t>(p, a, s, (uint32_t *)a->out[0], v);
   }
-#undef LAUNCH
-  return sl_cuda_check_launch(a, "sl_k_mask_correct");
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# What bad-pixel correction costs on top of read + decode (issue 12, first
+# bullet): pipelines/virtual_image.yaml with its shipped defaults (median
+# policy) on a SCAN x SCAN acquisition of 192 x 192 u16 frames with 73 pixels
+# in the detector's pixel mask (stored at the flag value in every frame), at
+# 1 and 2 threads. From each run's report.json (same data, same run):
+#   read+decode   hdf5_source + bslz4_decode seconds
+#   + mask        ... + mask_correct (median)
+#   + products    the whole run (preview, disk fit, virtual detectors too)
+# each as a ratio to read+decode; and the wall time of the same pipeline with
+# mask_policy=none beside it. Medians of REPS runs; page cache warm.
+#
+#   bench/bench_mask_cost.sh [build/sluice] [SCAN] [REPS]
+set -euo pipefail
+SLUICE=$(realpath "${1:-build/sluice}")
+SCAN=${2:-128}
+REPS=${3:-5}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+DIR=${BENCH_DIR:-/tmp/sluice-bench-mask}
+PY=/usr/bin/python3
+mkdir -p "$DIR"
+cd "$DIR"
+ACQ=acq${SCAN}_bad73
+[ -e ${ACQ}_master.h5 ] || $PY "$SRC/tests/data/make_dectris.py" $ACQ --scan $SCAN $SCAN \
+  --detector 192 192 --frames-per-file 4096 --dtype u16 --compress bslz4 --bad-pixels 73 >/dev/null
+cat ${ACQ}_data_*.h5 >/dev/null
+
+# One run; prints "wall read_decode mask products_total" (seconds).
+run_once() { # threads policy
+  rm -rf "$DIR/out" # this benchmark's own output
+  local s e
+  s=$(date +%s.%N)
+  "$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --set input="$DIR/${ACQ}_master.h5" \
+    --set mask_policy="$2" --threads "$1" --out "$DIR/out" --quiet >/dev/null ||
+    { echo "bench_mask_cost: run failed" >&2; exit 1; }
+  e=$(date +%s.%N)
+  $PY - "$DIR/out/report.json" "$(echo "$e - $s" | bc -l)" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+by = {}
+for n in r["nodes"]:
+    by[n["type"]] = by.get(n["type"], 0.0) + n.get("seconds", 0.0)
+rd = by.get("hdf5_source", 0) + by.get("bslz4_decode", 0)
+print(sys.argv[2], rd, by.get("mask_correct", 0), r["seconds"])
+EOF
+}
+
+# Median of each column over REPS runs.
+median_runs() { # threads policy
+  for _ in $(seq "$REPS"); do run_once "$1" "$2"; done |
+    $PY -c 'import sys, statistics as s; rows = [list(map(float, l.split())) for l in sys.stdin]
+print(*[s.median(c) for c in zip(*rows)])'
+}
+
+echo "sluice $("$SLUICE" --version 2>/dev/null | head -1); $SCAN x $SCAN frames of 192x192 u16, 73 bad pixels; $(nproc) CPUs; median of $REPS"
+printf '%-8s %12s %18s %22s %16s %16s\n' threads "read+decode" "+ mask (median)" "+ products (run)" "wall median" "wall none"
+for th in 1 2; do
+  read -r wall rd mask total < <(median_runs $th median)
+  read -r wall_none _ _ _ < <(median_runs $th none)
+  printf '%-8s %10.3f s %9.3f s %5.2fx %13.3f s %5.2fx %12.3f s %12.3f s (%.2fx)\n' "$th" "$rd" \
+    "$(echo "$rd + $mask" | bc -l)" "$(echo "($rd + $mask) / $rd" | bc -l)" "$total" \
+    "$(echo "$total / $rd" | bc -l)" "$wall" "$wall_none" "$(echo "$wall / $wall_none" | bc -l)"
+done
