@@ -7,27 +7,27 @@
  * returns theta and t and the field in scan coordinates,
  * c_scan = A^-1 c_det = T^t R(-theta) c_det.
  *
- * Fit (REFERENCE.md 4): for each transpose candidate, the mean squared curl
- * of the rotated field over the interior positions (central differences,
- * which commute, so a sampled gradient field has zero curl) is
- * msc(theta) = <(cos U + sin V)^2> for two fixed fields U, V; it is evaluated
- * exactly through the 2x2 quadratic form of U and V, on a 1-degree grid over
- * [0, 180), then refined by golden-section search to 1e-4 degree. The
- * transpose with the smaller minimum wins. The angle is reported in
- * (-180, 180].
+ * Fit (nodes/stem/dpc_fit.h): for each transpose candidate, the angle that
+ * minimises the signal-to-noise weighted transverse (curl) power of the
+ * rotated field in Fourier space, a 2x2 quadratic form in (cos, sin)
+ * minimised exactly. The transpose with the smaller transverse fraction
+ * wins. The angle is reported in (-180, 180].
  *
- * msc has period 180 degrees: theta and theta + 180 give the same curl and
+ * The transverse power has period 180 degrees: theta and theta + 180 give
  * opposite fields. The node integrates the rotated field (the iDPC phase,
- * nodes/common/fourier_integral.h) and keeps the branch whose phase has a
- * positive skewness: atoms are sparse peaks of positive phase on a weak
- * background (the beam is deflected towards the nuclei whatever the defocus:
- * the CoM is the probe-weighted mean of grad phi), so the right phase is
- * skewed towards its peaks and the other branch's, its negative, away from
- * them. The integral is a low-pass of the field, so the rule holds at low
- * dose and under defocus where a rule on the divergence (a high-pass: noise
- * and probe tails) does not. The skewness is recorded ("branch" note) as the
- * rule's confidence: near 0 the choice is a guess, and an explicit
- * rotation_deg wins. */
+ * nodes/common/fourier_integral.h) and keeps the branch whose phase
+ * correlates positively with the ADF image when the optional `adf` input
+ * is given: the CoM of a phase object is the gradient of the phase blurred
+ * by the probe intensity, phi * |P|^2, and the ADF image is the columns'
+ * scattering strength blurred by the same |P|^2, so the two images share
+ * the probe's transfer function, whose sign flips at lattice frequencies
+ * under large defocus (a 200 A defocus inverts the iDPC contrast of 2.5 A
+ * columns): their correlation keeps its sign where any rule on the phase
+ * alone does not. Without an ADF image, the branch whose phase is skewed
+ * towards positive peaks (atoms are sparse peaks of positive phase) is
+ * kept: right near focus, wrong where the probe inverts the contrast. The
+ * evidence is recorded ("branch", "branch_confidence" notes), with a
+ * warning when it is weak; an explicit rotation_deg wins. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

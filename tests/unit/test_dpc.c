@@ -132,6 +132,24 @@ static void test_analytic_field(void **st) {
       assert_true(c2 < 1e-3 * d2);
       res_free(&r);
     }
+  /* The ADF image chooses the branch: columns bright (adf = phi) keep the
+   * right one, an inverted image (-phi) the other, whatever the skewness. */
+  {
+    double *adf = malloc(sizeof(double) * R * C);
+    for (int sign = 1; sign >= -1; sign -= 2) {
+      for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++) {
+          double p, gy, gx;
+          blob_eval(&b, i, j, &p, &gy, &gx);
+          adf[i * C + j] = sign * p;
+        }
+      for (int k = 0; k < R * C; k++) to_detector(-40, 0, sr[k], sc[k], &dr[k], &dc[k]);
+      dpc_result r = run_dpc_adf(dr, dc, adf, R, C, NULL, 0);
+      assert_true(ang_diff(r.angle, sign > 0 ? -40 : 140) < 0.5);
+      res_free(&r);
+    }
+    free(adf);
+  }
   /* Given angle and transpose: used as is (no 180-degree flip). */
   for (int k = 0; k < R * C; k++) to_detector(17, 1, sr[k], sc[k], &dr[k], &dc[k]);
   kv o[] = {{"rotation_deg", "197"}, {"transpose", "true"}};
@@ -257,6 +275,14 @@ static void test_invalid(void **st) {
       {{"transpose", "auto"}, "3x3", {narrow, narrow}},
   };
   expect_refusals(&sl_node_dpc, 2, cases, SL_COUNT_OF(cases));
+  /* The optional ADF image: whole f64 or u64 of the scan's shape. */
+  const sl_tensor_desc bad_adf[3] = {sl_desc_make(SL_F32, 2, dims, 0),
+                                     sl_desc_make(SL_F64, 2, other, 0),
+                                     sl_desc_make(SL_U64, 2, dims, 1)};
+  for (int k = 0; k < 3; k++) {
+    sl_tensor_desc in3[3] = {f, f, bad_adf[k]};
+    expect_node_error(&sl_node_dpc, NULL, 0, in3, 3, SL_ERR_PIPELINE, "'adf'", NULL);
+  }
   /* A 2x9 scan works with a given angle and transpose. */
   sl_node n;
   sl_error e;
