@@ -7,27 +7,27 @@
  * returns theta and t and the field in scan coordinates,
  * c_scan = A^-1 c_det = T^t R(-theta) c_det.
  *
- * Fit (REFERENCE.md 4): for each transpose candidate, the mean squared curl
- * of the rotated field over the interior positions (central differences,
- * which commute, so a sampled gradient field has zero curl) is
- * msc(theta) = <(cos U + sin V)^2> for two fixed fields U, V; it is evaluated
- * exactly through the 2x2 quadratic form of U and V, on a 1-degree grid over
- * [0, 180), then refined by golden-section search to 1e-4 degree. The
- * transpose with the smaller minimum wins. The angle is reported in
- * (-180, 180].
+ * Fit (nodes/stem/dpc_fit.h): for each transpose candidate, the angle that
+ * minimises the signal-to-noise weighted transverse (curl) power of the
+ * rotated field in Fourier space, a 2x2 quadratic form in (cos, sin)
+ * minimised exactly. The transpose with the smaller transverse fraction
+ * wins. The angle is reported in (-180, 180].
  *
- * msc has period 180 degrees: theta and theta + 180 give the same curl and
+ * The transverse power has period 180 degrees: theta and theta + 180 give
  * opposite fields. The node integrates the rotated field (the iDPC phase,
- * nodes/common/fourier_integral.h) and keeps the branch whose phase has a
- * positive skewness: atoms are sparse peaks of positive phase on a weak
- * background (the beam is deflected towards the nuclei whatever the defocus:
- * the CoM is the probe-weighted mean of grad phi), so the right phase is
- * skewed towards its peaks and the other branch's, its negative, away from
- * them. The integral is a low-pass of the field, so the rule holds at low
- * dose and under defocus where a rule on the divergence (a high-pass: noise
- * and probe tails) does not. The skewness is recorded ("branch" note) as the
- * rule's confidence: near 0 the choice is a guess, and an explicit
- * rotation_deg wins. */
+ * nodes/common/fourier_integral.h) and keeps the branch whose phase
+ * correlates positively with the ADF image when the optional `adf` input
+ * is given: the CoM of a phase object is the gradient of the phase blurred
+ * by the probe intensity, phi * |P|^2, and the ADF image is the columns'
+ * scattering strength blurred by the same |P|^2, so the two images share
+ * the probe's transfer function, whose sign flips at lattice frequencies
+ * under large defocus (a 200 A defocus inverts the iDPC contrast of 2.5 A
+ * columns): their correlation keeps its sign where any rule on the phase
+ * alone does not. Without an ADF image, the branch whose phase is skewed
+ * towards positive peaks (atoms are sparse peaks of positive phase) is
+ * kept: right near focus, wrong where the probe inverts the contrast. The
+ * evidence is recorded ("branch", "branch_confidence" notes), with a
+ * warning when it is weak; an explicit rotation_deg wins. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +37,7 @@
 #include "engine/graph/node.h"
 #include "nodes/common/fourier_integral.h"
 #include "nodes/common/frame_ports.h"
+#include "nodes/stem/dpc_fit.h"
 
 /* Param 'transpose', in the order of its choices. */
 enum { TRANSPOSE_AUTO, TRANSPOSE_TRUE, TRANSPOSE_FALSE };
@@ -70,11 +71,19 @@ static sl_code dpc_config_resolve(const sl_node *n, dpc_config *c, sl_error *err
   return SL_OK;
 }
 
+/* The optional 'adf' input is connected. */
+static bool has_adf(const sl_node *n) { return n->in_src[2].node != SL_SRC_NONE; }
+
 static sl_code dpc_infer(sl_node *n, sl_error *err) {
   dpc_config c;
   sl_code rc = dpc_config_resolve(n, &c, err);
   if (rc) return rc;
   if ((rc = sl_com_field_check(n, err))) return rc;
+  const sl_tensor_desc *adf = &n->in[2];
+  if (has_adf(n) && ((adf->dtype != SL_F64 && adf->dtype != SL_U64) || adf->stream_rank != 0 ||
+                     !sl_desc_equal_shape(adf, &n->in[0])))
+    return sl_input_refuse(err, "adf", "a whole f64 or u64 image of the scan's shape [rows, cols]",
+                           adf);
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1], one = 1;
   if ((c.fit_angle || c.transpose < 0) && (rows < 3 || cols < 3))
     return sl_fail(err, SL_ERR_PIPELINE,
@@ -94,13 +103,15 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   int64_t rc = sl_desc_elems(&n->in[0]), rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   c->bytes_read = 2 * rc * 8 * 3;
   c->bytes_written = 4 * rc * 8 + 9;
-  c->ops = 80 * rc + sl_fourier_integral_ops(rows, cols, true);
-  c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + 2 * rc * 8;
+  c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) + sl_dpc_fit_ops(rows, cols);
+  c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
+                   rc * 8;
 }
 
 /* The state: the integral of the branch rule (planned in prepare: FFTW
  * planning is not thread safe) and its phase buffer. */
 typedef struct dpc_state {
+  sl_dpc_fit fit;
   sl_fourier_integral integral;
   double *phase;
 } dpc_state;
@@ -108,6 +119,7 @@ typedef struct dpc_state {
 static void dpc_release(sl_node *n) {
   dpc_state *s = n->state;
   if (!s) return;
+  sl_dpc_fit_free(&s->fit);
   sl_fourier_integral_free(&s->integral);
   free(s->phase);
   free(s);
@@ -119,6 +131,7 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   if (!s) return sl_fail(err, SL_ERR_NOMEM, "out of memory");
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   sl_code rc = sl_fourier_integral_init(&s->integral, rows, cols, true, err);
+  if (rc == SL_OK) rc = sl_dpc_fit_init(&s->fit, rows, cols, err);
   s->phase = malloc((size_t)(rows * cols) * sizeof *s->phase);
   if (rc == SL_OK && !s->phase) rc = sl_fail(err, SL_ERR_NOMEM, "out of memory");
   n->state = s;
@@ -126,17 +139,36 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   return rc;
 }
 
-/* Skewness of the phase integrated from the field (rows, cols) in scan
- * coordinates: E[(p - mean)^3] / sd^3, 0 for a flat phase. */
-static double phase_skewness(dpc_state *s, const double *f_row, const double *f_col, int64_t n) {
+/* The evidence for the current branch of the field (rows, cols) in scan
+ * coordinates, positive for it, negative for the other (its negative):
+ * with an ADF image, the correlation of the integrated phase with it; else
+ * the phase's skewness E[(p - mean)^3] / sd^3. 0 for a flat phase. */
+typedef struct branch_vote {
+  double score;
+} branch_vote;
+
+static branch_vote branch_vote_of(dpc_state *s, const double *f_row, const double *f_col,
+                                  int64_t n, const void *adf, sl_dtype adf_type) {
+  branch_vote v = {0};
   sl_fourier_integral_run(&s->integral, f_row, f_col, 0, 1, s->phase);
-  double m2 = 0, m3 = 0;
+  double m2 = 0, m3 = 0, am = 0, a2 = 0, pa = 0;
+  if (adf) {
+    for (int64_t k = 0; k < n; k++)
+      am += adf_type == SL_U64 ? (double)((const uint64_t *)adf)[k] : ((const double *)adf)[k];
+    am /= (double)n;
+  }
   for (int64_t k = 0; k < n; k++) { /* the integral's mean is 0 */
     double p = s->phase[k];
     m2 += p * p, m3 += p * p * p;
+    if (adf) {
+      double q = (adf_type == SL_U64 ? (double)((const uint64_t *)adf)[k]
+                                     : ((const double *)adf)[k]) - am;
+      a2 += q * q, pa += p * q;
+    }
   }
-  m2 /= (double)n, m3 /= (double)n;
-  return m2 > 0 ? m3 / (m2 * sqrt(m2)) : 0;
+  if (adf) v.score = m2 > 0 && a2 > 0 ? pa / sqrt(m2 * a2) : 0;
+  else v.score = m2 > 0 ? (m3 / (double)n) / pow(m2 / (double)n, 1.5) : 0;
+  return v;
 }
 
 /* Derivatives of f (rows x cols) at (i, j): central inside, one-sided at the
@@ -154,63 +186,6 @@ static inline double d_col(const double *f, int64_t cols, int64_t i, int64_t j) 
   if (j == 0) return p[1] - p[0];
   if (j == cols - 1) return p[j] - p[j - 1];
   return 0.5 * (p[j + 1] - p[j - 1]);
-}
-
-/* P = d/drow (c_r, c_c), Q = d/dcol (c_r, c_c) at (i, j). */
-static inline void jac(const double *cr, const double *cc, int64_t rows, int64_t cols, int64_t i,
-                       int64_t j, double P[2], double Q[2]) {
-  P[0] = d_row(cr, rows, cols, i, j);
-  P[1] = d_row(cc, rows, cols, i, j);
-  Q[0] = d_col(cr, cols, i, j);
-  Q[1] = d_col(cc, cols, i, j);
-}
-
-/* The rotated field's curl = cos U + sin V and divergence = cos X + sin Y
- * (see the header: A^-1 = T^t R(-theta)). */
-static inline void curl_div_terms(int t, const double P[2], const double Q[2], double *U,
-                                  double *V, double *X, double *Y) {
-  if (!t) {
-    *U = P[1] - Q[0], *V = -(P[0] + Q[1]);
-    *X = P[0] + Q[1], *Y = P[1] - Q[0];
-  } else {
-    *U = P[0] - Q[1], *V = P[1] + Q[0];
-    *X = P[1] + Q[0], *Y = Q[1] - P[0];
-  }
-}
-
-typedef struct quad {
-  double uu, uv, vv; /* means over the interior */
-} quad;
-
-static double msc_at(const quad *q, double deg) {
-  double th = deg * M_PI / 180.0, c = cos(th), s = sin(th);
-  return c * c * q->uu + 2 * c * s * q->uv + s * s * q->vv;
-}
-
-/* Minimum of msc over angles: 1-degree grid over [0, 180), golden section. */
-static double fit_angle(const quad *q) {
-  double best = msc_at(q, 0), worst = best;
-  int kb = 0;
-  for (int k = 1; k < 180; k++) {
-    double v = msc_at(q, k);
-    if (v < best) best = v, kb = k;
-    if (v > worst) worst = v;
-  }
-  if (!(worst > best * (1 + 1e-12)) || worst == 0) return 0; /* no information */
-  const double g = 0.5 * (sqrt(5.0) - 1);
-  double a = kb - 1.0, b = kb + 1.0;
-  double x1 = b - g * (b - a), x2 = a + g * (b - a), f1 = msc_at(q, x1), f2 = msc_at(q, x2);
-  while (b - a > 1e-4) {
-    if (f1 < f2) {
-      b = x2, x2 = x1, f2 = f1;
-      x1 = b - g * (b - a), f1 = msc_at(q, x1);
-    } else {
-      a = x1, x1 = x2, f1 = f2;
-      x2 = a + g * (b - a), f2 = msc_at(q, x2);
-    }
-  }
-  double x = 0.5 * (a + b);
-  return msc_at(q, x) <= best ? x : (double)kb;
 }
 
 static double wrap_deg(double d) {
@@ -236,51 +211,40 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   dpc_config cfg;
   sl_code rc = dpc_config_resolve(n, &cfg, a->err);
   if (rc) return rc;
+  dpc_state *st = a->state ? a->state : n->state;
+  if (!st) return sl_fail(a->err, SL_ERR_INTERNAL, "dpc: kernel called before prepare");
   const double *cr = a->in[0], *cc = a->in[1];
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
-  /* Quadratic forms of the curl over interior positions, per transpose. */
-  quad q[2] = {{0, 0, 0}, {0, 0, 0}};
-  int64_t n_in = 0;
-  for (int64_t i = 1; i + 1 < rows; i++)
-    for (int64_t j = 1; j + 1 < cols; j++) {
-      double P[2], Q[2], U, V, X, Y;
-      jac(cr, cc, rows, cols, i, j, P, Q);
-      for (int t = 0; t < 2; t++) {
-        curl_div_terms(t, P, Q, &U, &V, &X, &Y);
-        q[t].uu += U * U, q[t].uv += U * V, q[t].vv += V * V;
-      }
-      n_in++;
-    }
-  for (int t = 0; t < 2 && n_in; t++) q[t].uu /= n_in, q[t].uv /= n_in, q[t].vv /= n_in;
-  double ang[2] = {cfg.angle, cfg.angle}, msc[2];
-  for (int t = 0; t < 2; t++) {
-    if (cfg.fit_angle) ang[t] = fit_angle(&q[t]);
-    msc[t] = msc_at(&q[t], ang[t]);
-  }
-  int t = cfg.transpose >= 0 ? cfg.transpose : (msc[1] < msc[0] ? 1 : 0);
-  double theta = ang[t];
+  sl_dpc_fit_result fit;
+  sl_dpc_fit_run(&st->fit, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
+  int t = cfg.transpose >= 0 ? cfg.transpose : (fit.residual[1] < fit.residual[0] ? 1 : 0);
+  double theta = fit.angle[t];
   /* Rotated field: c_scan = T^t R(-theta) c_det. */
   double *orow = a->out[0], *ocol = a->out[1], *curl = a->out[4], *div = a->out[5];
   rotate_field(cr, cc, rows * cols, theta, t, orow, ocol);
-  /* 180-degree branch: the integrated phase must be skewed towards its
-   * peaks (the other branch is the same field negated). */
+  /* 180-degree branch (see the header): the iDPC phase of the right branch
+   * agrees with the ADF image, or without one is skewed towards its peaks. */
   if (cfg.fit_angle) {
-    dpc_state *st = a->state ? a->state : n->state;
-    if (!st) return sl_fail(a->err, SL_ERR_INTERNAL, "dpc: kernel called before prepare");
-    double skew = phase_skewness(st, orow, ocol, rows * cols);
-    if (skew < 0) {
+    const void *adf = has_adf(n) ? a->in[2] : NULL;
+    branch_vote v = branch_vote_of(st, orow, ocol, rows * cols, adf, n->in[2].dtype);
+    if (v.score < 0) {
       theta += 180;
       for (int64_t k = 0; k < rows * cols; k++) orow[k] = -orow[k], ocol[k] = -ocol[k];
     }
+    double c = fabs(v.score);
     sl_node_note(n, "branch",
-                 "%.4f of the two 180-degree branches: its iDPC phase has skewness %+.3f (the "
-                 "other %+.3f; atoms are positive phase peaks)",
-                 wrap_deg(theta), fabs(skew), -fabs(skew));
-    if (fabs(skew) < 0.1)
+                 "%.4f of the two 180-degree branches, by %s %.3f (the other branch %+.3f)",
+                 wrap_deg(theta), adf ? "the correlation of its iDPC phase with the ADF image"
+                                      : "the skewness of its iDPC phase",
+                 c, -c);
+    sl_node_note(n, "branch_confidence", "%.3f (%s; below %.2f the branch is a guess)", c,
+                 adf ? "|correlation| of iDPC and ADF" : "|skewness| of iDPC, no ADF input",
+                 adf ? 0.1 : 0.3);
+    if (c < (adf ? 0.1 : 0.3))
       sl_node_note(n, "warning",
-                   "the 180-degree branch of the rotation is a guess (iDPC phase skewness %.3f, "
-                   "below 0.1): check the contrast of the iDPC image, or give rotation_deg",
-                   fabs(skew));
+                   "the 180-degree branch of the rotation is a guess (%s %.3f): check the "
+                   "contrast of the iDPC image, or give rotation_deg",
+                   adf ? "iDPC-ADF correlation" : "iDPC skewness", c);
   }
   theta = wrap_deg(theta);
   double sd2 = 0;
@@ -291,16 +255,21 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
       curl[i * cols + j] = drc - dcr;
       div[i * cols + j] = drr + dcc;
     }
-  for (int64_t i = 1; i + 1 < rows; i++)
-    for (int64_t j = 1; j + 1 < cols; j++) sd2 += div[i * cols + j] * div[i * cols + j];
-  if (n_in) sd2 /= (double)n_in;
+  for (int64_t k = 0; k < rows * cols; k++) sd2 += div[k] * div[k];
+  sd2 /= (double)(rows * cols);
   ((double *)a->out[2])[0] = theta;
   ((uint8_t *)a->out[3])[0] = (uint8_t)t;
   sl_node_note(n, "rotation_deg", "%.4f (%s)", theta, cfg.fit_angle ? "fitted" : "given");
-  sl_node_note(n, "transpose", "%s (%s; mean squared curl %.6g untransposed, %.6g transposed)",
-               t ? "true" : "false", cfg.transpose < 0 ? "fitted" : "given", msc[0], msc[1]);
-  sl_node_note(n, "curl", "mean squared curl %.6g at the optimum, mean squared divergence %.6g "
-               "(interior positions)", msc[t], sd2);
+  sl_node_note(n, "transpose",
+               "%s (%s; transverse fraction of the weighted field power %.4g untransposed, %.4g "
+               "transposed)",
+               t ? "true" : "false", cfg.transpose < 0 ? "fitted" : "given", fit.residual[0],
+               fit.residual[1]);
+  sl_node_note(n, "curl",
+               "transverse (curl) fraction %.4g at the angle (0: curl free, 0.5: no "
+               "information); the fit's sharpness %.3f (0: flat); noise %.3g of the mean "
+               "power per frequency; mean squared divergence %.6g",
+               fit.residual[t], fit.sharpness, fit.noise, sd2);
   return SL_OK;
 }
 
@@ -309,6 +278,8 @@ static const sl_port_def dpc_inputs[] = {
      false},
     {"com_col", "whole f64 [R, C]: centre of mass, detector columns (scan mean removed)",
      "pixels", false},
+    {"adf", "optional whole f64 or u64 [R, C]: an annular dark-field image of the same scan "
+     "(columns bright); chooses the 180-degree branch", "counts", true},
 };
 static const sl_port_def dpc_outputs[] = {
     {"com_row_rot", "whole f64 [R, C]: the field along scan rows, T^t R(-theta) c", "pixels",
