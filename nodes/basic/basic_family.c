@@ -8,6 +8,7 @@
   X(clip)              \
   X(constant)          \
   X(converged)         \
+  X(gather)            \
   X(iteration)         \
   X(ramp)              \
   X(subtract)          \
