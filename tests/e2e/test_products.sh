@@ -88,7 +88,12 @@ expect 0 "wrote" "pipelines/virtual_image.yaml" -- "$SLUICE" run "$SRC/pipelines
 expect 0 "wrote" "pipelines/virtual_image_fit.yaml" -- "$SLUICE" run "$SRC/pipelines/virtual_image_fit.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --out vif
 expect 0 "wrote" "pipelines/dpc.yaml" -- "$SLUICE" run "$SRC/pipelines/dpc.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --out dpc
 expect 0 "wrote" "pipelines/stem_products.yaml" -- "$SLUICE" run "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --out sp
-$PY - sp/results.h5 vi/results.h5 dpc/results.h5 <<'P' && ok "stem_products.yaml (one sweep) == virtual_image.yaml + dpc.yaml bit for bit" || not_ok "stem_products.yaml differs from virtual_image.yaml + dpc.yaml"
+# stem_products picks the 180-degree branch with its ADF image, dpc.yaml
+# (no ADF) by skewness: given the angle stem_products found, dpc.yaml must
+# give the same field bit for bit.
+read -r sp_rot sp_t < <($PY -c 'import sys, h5py; f = h5py.File(sys.argv[1], "r"); print("%.17g" % f["rotation_deg"][0], "true" if f["transpose"][0] else "false")' sp/results.h5)
+expect 0 "wrote" "pipelines/dpc.yaml with stem_products' angle" -- "$SLUICE" run "$SRC/pipelines/dpc.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --set rotation_deg="$sp_rot" --set transpose="$sp_t" --out dpc_given
+$PY - sp/results.h5 vi/results.h5 dpc_given/results.h5 <<'P' && ok "stem_products.yaml (one sweep) == virtual_image.yaml + dpc.yaml bit for bit" || not_ok "stem_products.yaml differs from virtual_image.yaml + dpc.yaml"
 import sys, h5py
 sp, vi, dpc = (h5py.File(f, "r") for f in sys.argv[1:])
 for k in ("bf", "adf", "df"):
