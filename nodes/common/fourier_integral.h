@@ -12,7 +12,11 @@
  * the integral does not wrap around a non-periodic scan.
  *
  * Plans are made by sl_fourier_integral_init (FFTW planning is not thread
- * safe: nodes call it from prepare, which runs on one thread). */
+ * safe: nodes call it from prepare, which runs on one thread).
+ *
+ * shaders/cuda/stem/idpc.cu repeats these steps on the device (idpc on
+ * CUDA), formula for formula: a change here goes there too, and
+ * tests/unit/test_cuda_idpc.c compares the two. */
 #ifndef SL_FOURIER_INTEGRAL_H
 #define SL_FOURIER_INTEGRAL_H
 

@@ -9,15 +9,22 @@
  * field by even reflection so the integral is not wrapped around a
  * non-periodic scan).
  *
- * FFTW plans are made in prepare (single-threaded) with FFTW_ESTIMATE. */
+ * FFTW plans are made in prepare (single-threaded) with FFTW_ESTIMATE.
+ *
+ * On CUDA the integration runs on the device (shaders/cuda/stem/idpc.cu,
+ * cuFFT loaded at run time); where cuFFT cannot be loaded the CUDA kernel
+ * runs the host path on copies of the field and notes why ("backend"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/common/cuda_glue.h"
 #include "nodes/common/fourier_integral.h"
 #include "nodes/common/frame_ports.h"
+#include "shaders/cuda/stem/idpc.h"
 
 #define IDPC_PARAMS(P)                                                                        \
   P(FLOAT, scale, "1",                                                                        \
@@ -67,6 +74,9 @@ static void idpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_written = rc * 8;
   c->ops = sl_fourier_integral_ops(rows, cols, mirror);
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, mirror);
+#ifdef SLUICE_HAVE_CUDA
+  c->device_state_bytes = sl_cuda_idpc_state_bytes(rows, cols, mirror);
+#endif
 }
 
 static void idpc_release(sl_node *n) {
@@ -91,13 +101,54 @@ static sl_code idpc_prepare(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
+static idpc_state *idpc_state_of(const sl_kernel_args *a) {
+  return a->state ? a->state : a->node->state;
+}
+
 static sl_code idpc_cpu(sl_kernel_args *a) {
-  idpc_state *s = a->state ? a->state : a->node->state;
+  idpc_state *s = idpc_state_of(a);
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "idpc: kernel called before prepare");
   const idpc_params *p = idpc_params_of(a->node);
   sl_fourier_integral_run(s, a->in[0], a->in[1], p->highpass, p->scale, a->out[0]);
   return SL_OK;
 }
+
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA without cuFFT: the host path on host copies of the device field (the
+ * download waits for the field's producers; the upload of a pageable buffer
+ * is staged before it returns, so the copies can go at once). */
+static sl_code idpc_cuda_on_host(sl_kernel_args *a, const char *why) {
+  idpc_state *s = idpc_state_of(a);
+  if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "idpc: kernel called before prepare");
+  const sl_backend_ops *o = a->backend->ops;
+  size_t n = (size_t)(s->rows * s->cols), bytes = n * sizeof(double);
+  double *h = malloc(3 * bytes);
+  if (!h) return sl_fail(a->err, SL_ERR_NOMEM, "idpc: out of memory for host copies of the field");
+  sl_code rc = o->download(a->backend, h, a->in[0], bytes, a->err);
+  if (rc == SL_OK) rc = o->download(a->backend, h + n, a->in[1], bytes, a->err);
+  if (rc == SL_OK) {
+    const idpc_params *p = idpc_params_of(a->node);
+    sl_fourier_integral_run(s, h, h + n, p->highpass, p->scale, h + 2 * n);
+    rc = o->upload(a->backend, a->out[0], h + 2 * n, bytes, a->err);
+  }
+  free(h);
+  if (rc == SL_OK) sl_node_note((sl_node *)a->node, "backend", "ran on the host (FFTW): %s", why);
+  return rc;
+}
+
+static sl_code idpc_cuda(sl_kernel_args *a) {
+  const sl_node *n = a->node;
+  const idpc_params *p = idpc_params_of(n);
+  const sl_cuda_idpc_params cp = {.rows = n->in[0].dims[0], .cols = n->in[0].dims[1],
+                                  .mirror = p->mirror, .highpass = p->highpass, .scale = p->scale,
+                                  .device_state = sl_glue_device_state(a)};
+  bool on_device = false;
+  char why[512] = "";
+  sl_code rc = sl_cuda_idpc(&cp, a, &on_device, why, sizeof why);
+  if (rc != SL_OK || on_device) return rc;
+  return idpc_cuda_on_host(a, why);
+}
+#endif
 
 static const sl_port_def idpc_inputs[] = {
     {"com_row", "whole f64 [R, C]: field along scan rows (dpc.com_row_rot)", "pixels", false},
@@ -117,7 +168,6 @@ const sl_node_desc sl_node_idpc = {
     .outputs = idpc_outputs, .n_outputs = SL_COUNT_OF(idpc_outputs),
     .infer = idpc_infer, .cost = idpc_cost,
     .prepare = idpc_prepare, .release = idpc_release,
-    .kernel = {[SL_BACKEND_CPU] = idpc_cpu},
-    .host = true,
+    .kernel = {[SL_BACKEND_CPU] = idpc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(idpc_cuda)},
     .scan_image_outputs = 0x1u /* phase */,
 };
