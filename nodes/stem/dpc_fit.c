@@ -77,18 +77,37 @@ double sl_dpc_quad_argmin(const sl_dpc_quad *q) {
   return x < 0 ? x + 180 : x >= 180 ? x - 180 : x;
 }
 
-/* The mirrored image of f [rows, cols] in the 2R x 2C spectrum buffer z,
- * negated in the rows' mirror image (odd_rows) or in the columns'. */
-static void mirror(const sl_dpc_fit *f, const double *src, int odd_rows, fftw_complex *z) {
+/* The mirrored image of f [rows, cols] in part `part` (0 real, 1
+ * imaginary) of the 2R x 2C buffer z, negated in the rows' mirror image
+ * (odd_rows) or in the columns'. */
+static void mirror(const sl_dpc_fit *f, const double *src, int odd_rows, fftw_complex *z, int part) {
   int64_t R = f->rows, C = f->cols, PC = f->pc;
   for (int64_t i = 0; i < f->pr; i++) {
     int64_t si = i < R ? i : 2 * R - 1 - i;
     for (int64_t j = 0; j < PC; j++) {
       int64_t sj = j < C ? j : 2 * C - 1 - j;
       double sg = odd_rows ? (i < R ? 1 : -1) : (j < C ? 1 : -1);
-      z[i * PC + j][0] = sg * src[si * C + sj];
-      z[i * PC + j][1] = 0;
+      z[i * PC + j][part] = sg * src[si * C + sj];
     }
+  }
+}
+
+/* z held x + i y for real x and y; its transform Z = X + i Y. Leaves X in
+ * z and Y in y_out: Y(k) = (Z(k) - conj Z(-k)) / 2i, then X = Z - i Y. */
+static void split_pair(const sl_dpc_fit *f, fftw_complex *z, fftw_complex *y_out) {
+  const int64_t PR = f->pr, PC = f->pc;
+  for (int64_t i = 0; i < PR; i++) {
+    const int64_t ni = i ? PR - i : 0;
+    for (int64_t j = 0; j < PC; j++) {
+      const int64_t nj = j ? PC - j : 0, k = i * PC + j, nk = ni * PC + nj;
+      const double dr = z[k][0] - z[nk][0], di = z[k][1] + z[nk][1];
+      y_out[k][0] = 0.5 * di;
+      y_out[k][1] = -0.5 * dr;
+    }
+  }
+  for (int64_t k = 0; k < PR * PC; k++) {
+    z[k][0] += y_out[k][1];
+    z[k][1] -= y_out[k][0];
   }
 }
 
@@ -170,8 +189,7 @@ static void wiener(sl_dpc_fit *f, int t, double sigma2) {
     for (int64_t j = 0; j < f->pc; j++) {
       int64_t r = ring_of(f, i, j);
       double s = sum[r] / cnt[r] - 2 * sigma2;
-      double kr = freq(i, f->pr), kc = freq(j, f->pc), kcut = getenv("KCUT") ? atof(getenv("KCUT")) : 1;
-      f->weight[i * f->pc + j] = s > 0 && kr * kr + kc * kc <= kcut * kcut ? s / (s + sigma2) : 0;
+      f->weight[i * f->pc + j] = s > 0 ? s / (s + sigma2) : 0;
     }
 }
 
@@ -188,9 +206,13 @@ static int best_t(const sl_dpc_quad q[2], const double tot[2], const double *giv
 void sl_dpc_fit_run(sl_dpc_fit *f, const double *cr, const double *cc, const double *given,
                     sl_dpc_fit_result *r) {
   memset(r, 0, sizeof *r);
-  for (int i = 0; i < 4; i++) {
-    mirror(f, i < 2 ? cr : cc, !(i & 1), f->spec[i]);
-    fftw_execute_dft(f->fwd, f->spec[i], f->spec[i]);
+  /* Two real fields per complex transform: spectra 0 and 2 (odd in rows)
+   * from one, 1 and 3 (odd in columns) from the other. */
+  for (int a = 0; a < 2; a++) {
+    mirror(f, cr, !a, f->spec[a], 0);
+    mirror(f, cc, !a, f->spec[a], 1);
+    fftw_execute_dft(f->fwd, f->spec[a], f->spec[a]);
+    split_pair(f, f->spec[a], f->spec[a + 2]);
   }
   sl_dpc_quad q[2];
   double tot[2], ang[2], res[2];
