@@ -72,7 +72,7 @@ mkdir -p "$STAGE/src"
 for p in README.md docs pipelines schemas tests/e2e tests/data tests/fuzz/corpus; do
   [ -e "$p" ] && cp -r --parents "$p" "$STAGE/src/"
 done
-for f in bench/*.sh bench/device/*.sh; do
+for f in bench/*.sh bench/device/*.sh bench/device/*.yaml; do
   [ -f "$f" ] && cp --parents "$f" "$STAGE/src/"
 done
 # The shipped pipelines' acquisition and their output listing on this

@@ -63,15 +63,7 @@ outputs: {bf: vd.bf, adf: vd.adf, df: vd.df, com_row: com.com_row, com_col: com.
 Y
 # the same with com sweeping the frames itself (its own moments kernel)
 sed 's/inputs: {s: vd.s, sr: vd.sr, sc: vd.sc}/inputs: {frames: det.frames}/' $D/products.yaml > $D/products-frames.yaml
-cat > $D/decode.yaml <<Y
-pipeline: decode
-params: {input: {type: path, required: true}}
-nodes:
-  src: {type: hdf5_source, params: {path: "\${input}"}}
-  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}
-  bf: {type: virtual_image, inputs: {frames: dec.frames}, params: {kind: bf, radius: 24, center: [96, 96]}}
-outputs: {bf: bf.image}
-Y
+cp $BUNDLE/src/bench/device/decode_bf.yaml $D/decode.yaml
 # The source's copy/compute overlap: SLUICE_SOURCE_OVERLAP=1 (default: H2D on
 # the copy stream into prefetch buffers while the kernels run) against 0 (each
 # call copies its window on the main stream).

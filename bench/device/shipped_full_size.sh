@@ -40,15 +40,7 @@ fi
 du -sh $D; cat $D/*.h5 >/dev/null
 log "plan (chunk listing) of stem_products.yaml"
 for r in 1 2; do timed "sluice plan" "$B/sluice" plan $P/stem_products.yaml --set input=$D/scan_master.h5; done
-cat > $D/decode.yaml <<Y
-pipeline: decode
-params: {input: {type: path, required: true}}
-nodes:
-  src: {type: hdf5_source, params: {path: "\${input}"}}
-  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}
-  bf: {type: virtual_image, inputs: {frames: dec.frames}, params: {kind: bf, radius: 24, center: [96, 96]}}
-outputs: {bf: bf.image}
-Y
+cp $BUNDLE/src/bench/device/decode_bf.yaml $D/decode.yaml
 for r in $(seq $REPS); do
   log "load + decode + BF, --backend cuda (rep $r)"
   timed "process" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda --out $D/o-dec --force --quiet
