@@ -250,7 +250,10 @@ static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err) {
   if (rc == SL_OK && d == &b->datasets[0]) set_frame_facts(ix, d);
   if (rc == SL_OK) rc = check_agrees(d, &b->datasets[0], file, err);
   if (rc == SL_OK) rc = sl_h5_dataset_check_image_nr(d, file, b->frames, err);
-  int64_t n_chunks = d->chunked ? (d->n + d->frames_per_chunk - 1) / d->frames_per_chunk : d->n;
+  /* (inspect refused a dataset without a valid chunk shape: no division then) */
+  int64_t n_chunks = rc != SL_OK ? 0
+                     : d->chunked ? (d->n + d->frames_per_chunk - 1) / d->frames_per_chunk
+                                  : d->n;
   if (rc == SL_OK && b->next_chunk + n_chunks > INT_MAX)
     rc = sl_fail_in(err, SL_ERR_FORMAT, file, "more than %d chunks: not supported", INT_MAX);
   if (rc == SL_OK && b->next_chunk + n_chunks > b->cap_chunks) {
