@@ -25,10 +25,13 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
                          "the HDF5 library's chunk iteration"},
     [SL_SET_READ_THREADS] = {"read_threads", "SLUICE_READ_THREADS", NULL, "0",
                              "threads reading detector files, 0 = automatic (up to 4)"},
+    [SL_SET_CUFFT] = {"cufft", "SLUICE_CUFFT", SL_SETTING_TEXT, "",
+                      "cuda: the cuFFT library iDPC loads at run time (a name or path), none (iDPC "
+                      "on the host), or empty for libcufft.so.12 in its usual places"},
 };
 
 typedef struct setting_value {
-  char text[64];
+  char text[4096]; /* a library path for SL_SETTING_TEXT */
   const char *origin;
   int choice;
   int64_t number;
@@ -48,7 +51,11 @@ static sl_code set_value(sl_setting_id id, const char *v, const char *origin, sl
   const char *text = v;
   if (s->choices && !strcmp(s->choices, BOOL_CHOICES))
     text = !strcmp(v, "1") ? "true" : !strcmp(v, "0") ? "false" : v;
-  if (s->choices) {
+  if (s->choices && !strcmp(s->choices, SL_SETTING_TEXT)) {
+    if (strlen(v) >= sizeof out->text)
+      return sl_fail(err, SL_ERR_USAGE, "setting %s (from %s): longer than %zu characters", s->name,
+                     origin, sizeof out->text - 1);
+  } else if (s->choices) {
     int c = sl_choice_index(s->choices, text);
     if (c < 0)
       return sl_fail(err, SL_ERR_USAGE, "setting %s=%s (from %s): expected one of %s", s->name, v,

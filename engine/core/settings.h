@@ -21,16 +21,20 @@ typedef enum sl_setting_id {
   SL_SET_SOURCE_OVERLAP, /* CUDA source copies overlap kernels: true|false (SLUICE_SOURCE_OVERLAP) */
   SL_SET_H5_INDEX,       /* chunk listing: btree (own reader)|api (HDF5 library) (SLUICE_H5_INDEX) */
   SL_SET_READ_THREADS,   /* reader threads, 0 = automatic (SLUICE_READ_THREADS) */
+  SL_SET_CUFFT,          /* cuFFT library: a name or path, none, or empty (SLUICE_CUFFT) */
   SL_SET_COUNT
 } sl_setting_id;
 
 typedef struct sl_setting_info {
   const char *name;    /* as written after --setting */
   const char *env;     /* the environment variable */
-  const char *choices; /* "a|b|c", or NULL for an integer >= 0 */
+  const char *choices; /* "a|b|c", NULL for an integer >= 0, or SL_SETTING_TEXT */
   const char *dflt;
   const char *doc;
 } sl_setting_info;
+
+/* The choices of a setting that takes any text (a library path). */
+#define SL_SETTING_TEXT "(text)"
 
 const sl_setting_info *sl_setting_table(int *count);
 

@@ -214,19 +214,16 @@ void sl_dpc_fit_run(sl_dpc_fit *f, const double *cr, const double *cc, const dou
     fftw_execute_dft(f->fwd, f->spec[a], f->spec[a]);
     split_pair(f, f->spec[a], f->spec[a + 2]);
   }
-  sl_dpc_quad q[2];
-  double tot[2], ang[2], res[2];
-  for (int t = 0; t < 2; t++) q[t] = transverse_form(f, t, NULL, &tot[t]);
+  /* The unweighted forms depend on the spectra only: made once. */
+  sl_dpc_quad q0[2], q[2];
+  double tot0[2], tot[2], ang[2], res[2];
+  for (int t = 0; t < 2; t++) q[t] = q0[t] = transverse_form(f, t, NULL, &tot0[t]), tot[t] = tot0[t];
   int t = best_t(q, tot, given, ang, res);
   int64_t nk = f->pr * f->pc - 1;
   double mean_power = nk > 0 ? tot[t] / (double)nk : 0, sigma2 = 0;
   for (int pass = 0; pass < REWEIGHTS; pass++) {
     /* The transverse power at the optimum of the unweighted form: noise. */
-    sl_dpc_quad qt;
-    double all;
-    if (pass > 0) qt = transverse_form(f, t, NULL, &all);
-    else qt = q[t], all = tot[t];
-    sigma2 = nk > 0 ? sl_dpc_quad_at(&qt, ang[t]) / (double)nk : 0;
+    sigma2 = nk > 0 ? sl_dpc_quad_at(&q0[t], ang[t]) / (double)nk : 0;
     wiener(f, t, sigma2);
     for (int u = 0; u < 2; u++) q[u] = transverse_form(f, u, f->weight, &tot[u]);
     t = best_t(q, tot, given, ang, res);

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "engine/backend/backend.h"
+#include "engine/core/settings.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "shaders/cuda/common/cufft_loader.h"
@@ -41,13 +42,22 @@ static bool api_empty(const sl_cufft_api *api) {
          !api->set_stream && !api->exec_z2z && !api->destroy && !api->get_version;
 }
 
+/* The setting cufft as its environment variable gives it (NULL: unset),
+ * read again as a command does at start. */
+static void cufft_setting(const char *value) {
+  if (value) setenv("SLUICE_CUFFT", value, 1);
+  else unsetenv("SLUICE_CUFFT");
+  sl_error e;
+  assert_int_equal(sl_settings_init(NULL, 0, &e), SL_OK);
+}
+
 /* Loads with SLUICE_CUFFT set to `env`: must fail with `needle` in why. */
 static void expect_load_fails(const char *env, const char *needle) {
-  setenv("SLUICE_CUFFT", env, 1);
+  cufft_setting(env);
   sl_cufft_api api;
   char why[512] = "";
   bool ok = sl_cufft_load(&api, why, sizeof why);
-  unsetenv("SLUICE_CUFFT");
+  cufft_setting(NULL);
   if (ok || !strstr(why, needle)) fprintf(stderr, "SLUICE_CUFFT=%s: ok %d why '%s' (want '%s')\n", env, ok, why, needle);
   assert_false(ok);
   assert_non_null(strstr(why, needle));
@@ -67,7 +77,7 @@ static void test_loader_refusals(void **st) {
  * major * 1000 + minor * 100 + patch). Needs no GPU. */
 static void test_loader_default(void **st) {
   (void)st;
-  unsetenv("SLUICE_CUFFT");
+  cufft_setting(NULL);
   sl_cufft_api api;
   char why[512] = "";
   if (!sl_cufft_load(&api, why, sizeof why)) {
@@ -279,9 +289,9 @@ static void test_fallback_without_cufft(void **st) {
   make_idpc(&nc, R, C, hp, 1);
   make_idpc(&ng, R, C, hp, 1);
   run_on(g_cpu, &nc, gr, gc, cpu);
-  setenv("SLUICE_CUFFT", "none", 1);
+  cufft_setting("none");
   run_on(g_cuda, &ng, gr, gc, gpu);
-  unsetenv("SLUICE_CUFFT");
+  cufft_setting(NULL);
   const char *why = note(&ng, "backend");
   assert_non_null(why);
   assert_non_null(strstr(why, "ran on the host"));

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The sonames tried in order when SLUICE_CUFFT is not set: the CUDA 12 and
+#include "engine/core/settings.h"
+
+/* The sonames tried in order when the setting cufft (SLUICE_CUFFT) is empty: the CUDA 12 and
  * 13 toolkits ship libcufft.so.12; Debian's nvidia-cuda-toolkit an older
  * one; the toolkit's own folder when it is not in the loader's path. */
 static const char *const k_default_names[] = {
@@ -57,9 +59,10 @@ static bool resolve(void *handle, sl_cufft_api *api, char *why, size_t why_size,
 
 bool sl_cufft_load(sl_cufft_api *api, char *why, size_t why_size) {
   memset(api, 0, sizeof *api);
-  const char *env = getenv("SLUICE_CUFFT");
-  if (env && !strcmp(env, "none")) {
-    snprintf(why, why_size, "cuFFT not loaded: SLUICE_CUFFT=none");
+  const char *env = sl_setting_text(SL_SET_CUFFT);
+  if (!strcmp(env, "none")) {
+    snprintf(why, why_size, "cuFFT not loaded: setting cufft=none (SLUICE_CUFFT=none, from %s)",
+             sl_setting_origin(SL_SET_CUFFT));
     return false;
   }
   const char *const *names = k_default_names;
