@@ -21,7 +21,7 @@ extern "C" {
 
 /* The version of this ABI compiled into each device kernel file. A device
  * backend refuses to start when a kernel was built for another one. */
-#define SL_KERNEL_ABI_VERSION 3
+#define SL_KERNEL_ABI_VERSION 4
 
 typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
 
@@ -70,6 +70,14 @@ typedef struct sl_kernel_args {
   const void *in[8];
   void *out[8];
   void *workspace; /* cost().workspace_bytes of scratch, or NULL */
+  /* On a device backend: the node's device table, cost().device_state_bytes
+   * of device memory lent from the run's pool for the whole run (the same
+   * pointer in every call, zeroed before the first), or NULL when the node
+   * declared none. Launchers keep their tables, lists and work areas here
+   * (sl_table_take in shaders/cuda/common) and never allocate device memory
+   * themselves, so the plan counts every device byte. */
+  void *device_table;
+  int64_t device_table_bytes;
   sl_error *err;   /* the kernel fills this on failure */
   /* Where a device backend adds the device time of the kernels this call
    * enqueues, once they completed (CUDA events around the launcher); NULL

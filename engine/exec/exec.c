@@ -34,6 +34,7 @@ typedef struct run_ctx {
   int *buf_of;          /* node * 8 + port -> plan buffer index */
   const void **inputs;  /* graph inputs (iterate bodies) */
   void *workspace;
+  void **device_table; /* per node: its lent device table, or NULL */
   double *node_seconds;
   double *node_device_seconds;
   int64_t *node_calls;
@@ -64,6 +65,34 @@ static const void *input_ptr(const run_ctx *c, sl_edge_src s) {
   return NULL;
 }
 
+static bool on_host(const run_ctx *c, const sl_node *n) {
+  return n->desc && n->desc->host && c->b->caps.device_memory;
+}
+
+/* Bytes of node i's device table: what its cost declared as device state,
+ * on a device backend for a node that runs there. */
+static int64_t device_table_bytes(const run_ctx *c, int i) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  if (!c->b->caps.device_memory || !n->desc || on_host(c, n)) return 0;
+  return c->p->nodes[i].cost.device_state_bytes;
+}
+
+/* Every node's device table, from the pool for the whole run and zeroed,
+ * so that the pool's peak (the report's measured device peak) holds them. */
+static sl_code lend_device_tables(run_ctx *c, sl_error *err) {
+  for (int i = 0; i < c->p->graph->n_nodes; i++) {
+    int64_t bytes = device_table_bytes(c, i);
+    if (bytes <= 0) continue;
+    sl_code rc = sl_pool_acquire(c->pool, bytes, &c->device_table[i], err);
+    if (rc == SL_OK) rc = c->b->ops->zero(c->b, c->device_table[i], (size_t)bytes, err);
+    if (rc != SL_OK) {
+      sl_error_node(err, c->p->graph->nodes[i].id);
+      return rc;
+    }
+  }
+  return SL_OK;
+}
+
 static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *pool,
                          const void **inputs, sl_error *err) {
   memset(c, 0, sizeof *c);
@@ -80,6 +109,7 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->node_calls = sl_xcalloc((size_t)n, sizeof *c->node_calls);
   c->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *c->level_seconds);
   c->calls = sl_xcalloc((size_t)n, sizeof *c->calls);
+  c->device_table = sl_xcalloc((size_t)n, sizeof *c->device_table);
   c->stage_in = sl_xcalloc((size_t)n * 8, sizeof *c->stage_in);
   c->stage_out = sl_xcalloc((size_t)n * 8, sizeof *c->stage_out);
   c->stage_in_bytes = sl_xcalloc((size_t)n * 8, sizeof *c->stage_in_bytes);
@@ -89,9 +119,11 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
     sl_code rc = sl_pool_acquire(pool, p->slots[s].bytes, &c->slot_ptr[s], err);
     if (rc != SL_OK) return rc;
   }
-  if (p->lent_workspace_bytes > 0)
-    return sl_pool_acquire(pool, p->lent_workspace_bytes, &c->workspace, err);
-  return SL_OK;
+  if (p->lent_workspace_bytes > 0) {
+    sl_code rc = sl_pool_acquire(pool, p->lent_workspace_bytes, &c->workspace, err);
+    if (rc != SL_OK) return rc;
+  }
+  return lend_device_tables(c, err);
 }
 
 static void ctx_end(run_ctx *c) {
@@ -104,6 +136,9 @@ static void ctx_end(run_ctx *c) {
     if (c->slot_ptr[s]) sl_pool_release(c->pool, c->slot_ptr[s]);
   if (c->workspace) sl_pool_release(c->pool, c->workspace);
   int n = c->p->graph->n_nodes;
+  for (int i = 0; c->device_table && i < n; i++)
+    if (c->device_table[i]) sl_pool_release(c->pool, c->device_table[i]);
+  free(c->device_table);
   for (int i = 0; c->stage_in && i < n * 8; i++) {
     if (c->stage_in[i]) c->b->ops->host_free(c->b, c->stage_in[i], c->stage_in_bytes[i]);
     if (c->stage_out[i]) c->b->ops->host_free(c->b, c->stage_out[i], c->stage_out_bytes[i]);
@@ -138,6 +173,8 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
   for (int k = 0; k < n->n_in; k++) a->in[k] = input_ptr(c, n->in_src[k]);
   for (int k = 0; k < n->n_out; k++) a->out[k] = buffer_ptr(c, i, k);
   a->workspace = c->workspace;
+  a->device_table = c->device_table[i];
+  a->device_table_bytes = c->device_table[i] ? device_table_bytes(c, i) : 0;
   a->err = &c->kernel_err;
   call->seconds = &c->node_seconds[i];
   a->device_seconds = c->b->caps.device_memory ? &c->node_device_seconds[i] : NULL;
@@ -145,10 +182,6 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
 }
 
 static sl_code run_iterate(run_ctx *c, int i);
-
-static bool on_host(const run_ctx *c, const sl_node *n) {
-  return n->desc && n->desc->host && c->b->caps.device_memory;
-}
 
 /* A staging buffer of at least `bytes`, zeroed when first made. */
 static sl_code stage(run_ctx *c, void **slot, size_t *have, size_t bytes, sl_error *err) {
