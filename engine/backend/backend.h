@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/core/combine.h"
 #include "engine/core/device_caps.h"
 #include "engine/core/kernel_abi.h"
 #include "engine/core/status.h"
@@ -54,6 +55,14 @@ typedef struct sl_backend_ops {
   sl_code (*download)(sl_backend *b, void *host_dst, const void *src, size_t bytes, sl_error *err);
   sl_code (*copy)(sl_backend *b, void *dst, const void *src, size_t bytes, sl_error *err);
   sl_code (*zero)(sl_backend *b, void *dst, size_t bytes, sl_error *err);
+  /* Declared reductions (engine/core/combine.h), in order after what was
+   * enqueued before: n elements of dst set to the combine's identity, and
+   * acc = acc op partial over n elements. The CPU backend runs the host
+   * merges (sl_combine_merge_host); a device backend must give the same bits. */
+  sl_code (*combine_identity)(sl_backend *b, sl_combine c, sl_dtype t, void *dst, int64_t n,
+                              sl_error *err);
+  sl_code (*combine_merge)(sl_backend *b, sl_combine c, sl_dtype t, void *acc, const void *partial,
+                           int64_t n, sl_error *err);
   /* One batch at a time per backend. */
   sl_code (*batch_begin)(sl_backend *b, sl_error *err);
   sl_code (*batch_encode)(sl_backend *b, sl_kernel_fn fn, struct sl_kernel_args *args,

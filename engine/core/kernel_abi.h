@@ -69,6 +69,12 @@ typedef struct sl_kernel_args {
    * zeroed by the executor before the first chunk and accumulate. */
   const void *in[8];
   void *out[8];
+  /* Bytes of each port's data in this call. For variable-size ports
+   * (sl_node_desc.out_bound) out_bytes[k] holds the bound when the kernel is
+   * called and the kernel sets what it wrote; in_bytes[k] is what the
+   * producer wrote. For every other port, the buffer's bytes for this call. */
+  int64_t in_bytes[8];
+  int64_t out_bytes[8];
   void *workspace; /* cost().workspace_bytes of scratch, or NULL */
   /* On a device backend: the node's device table, cost().device_state_bytes
    * of device memory lent from the run's pool for the whole run (the same

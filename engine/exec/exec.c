@@ -35,6 +35,13 @@ typedef struct run_ctx {
   const void **inputs;  /* graph inputs (iterate bodies) */
   void *workspace;
   void **device_table; /* per node: its lent device table, or NULL */
+  /* Per plan buffer: a declared reduction's partial (or NULL), and the
+   * bytes a variable-size buffer holds now (a concat: appended so far). */
+  void **partial;
+  int64_t *actual;
+  /* Per plan buffer of a variable-size concat: each chunk's bytes, in order
+   * (n_chunks entries), for the run's output. */
+  int64_t **concat_chunks;
   double *node_seconds;
   double *node_device_seconds;
   int64_t *node_calls;
@@ -110,6 +117,10 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *c->level_seconds);
   c->calls = sl_xcalloc((size_t)n, sizeof *c->calls);
   c->device_table = sl_xcalloc((size_t)n, sizeof *c->device_table);
+  int nb = p->n_buffers ? p->n_buffers : 1;
+  c->partial = sl_xcalloc((size_t)nb, sizeof *c->partial);
+  c->actual = sl_xcalloc((size_t)nb, sizeof *c->actual);
+  c->concat_chunks = sl_xcalloc((size_t)nb, sizeof *c->concat_chunks);
   c->stage_in = sl_xcalloc((size_t)n * 8, sizeof *c->stage_in);
   c->stage_out = sl_xcalloc((size_t)n * 8, sizeof *c->stage_out);
   c->stage_in_bytes = sl_xcalloc((size_t)n * 8, sizeof *c->stage_in_bytes);
@@ -121,6 +132,14 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   }
   if (p->lent_workspace_bytes > 0) {
     sl_code rc = sl_pool_acquire(pool, p->lent_workspace_bytes, &c->workspace, err);
+    if (rc != SL_OK) return rc;
+  }
+  for (int i = 0; i < p->n_buffers; i++) {
+    const sl_plan_buffer *bf = &p->buffers[i];
+    if (bf->variable && bf->combine == SL_COMBINE_CONCAT)
+      c->concat_chunks[i] = sl_xcalloc((size_t)(p->n_chunks ? p->n_chunks : 1), sizeof **c->concat_chunks);
+    if (bf->partial_bytes <= 0) continue;
+    sl_code rc = sl_pool_acquire(pool, bf->partial_bytes, &c->partial[i], err);
     if (rc != SL_OK) return rc;
   }
   return lend_device_tables(c, err);
@@ -139,6 +158,13 @@ static void ctx_end(run_ctx *c) {
   for (int i = 0; c->device_table && i < n; i++)
     if (c->device_table[i]) sl_pool_release(c->pool, c->device_table[i]);
   free(c->device_table);
+  for (int i = 0; c->partial && i < c->p->n_buffers; i++) {
+    if (c->partial[i]) sl_pool_release(c->pool, c->partial[i]);
+    free(c->concat_chunks[i]);
+  }
+  free(c->partial);
+  free(c->actual);
+  free(c->concat_chunks);
   for (int i = 0; c->stage_in && i < n * 8; i++) {
     if (c->stage_in[i]) c->b->ops->host_free(c->b, c->stage_in[i], c->stage_in_bytes[i]);
     if (c->stage_out[i]) c->b->ops->host_free(c->b, c->stage_out[i], c->stage_out_bytes[i]);
@@ -156,7 +182,51 @@ static void ctx_end(run_ctx *c) {
   free(c->calls);
 }
 
-static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64_t pos_count) {
+static const sl_plan_buffer *plan_buffer(const run_ctx *c, int node, int port) {
+  return &c->p->buffers[c->buf_of[node * 8 + port]];
+}
+
+/* Bytes of one scan position's share of a fixed-size concat's whole output. */
+static int64_t concat_item_bytes(const run_ctx *c, const sl_node *n, int k) {
+  return c->p->positions > 0 ? sl_desc_bytes(&n->out[k]) / c->p->positions : 0;
+}
+
+/* Where output k of node i is written in a call: a declared reduction's
+ * partial, or for a fixed-size concat the chunk's place in the whole
+ * output; its buffer otherwise (and in a finalize call, which reads and
+ * completes the accumulated result). */
+static void *out_ptr(const run_ctx *c, int i, int k, int64_t pos_start, bool finalize) {
+  const sl_plan_buffer *bf = plan_buffer(c, i, k);
+  void *whole = buffer_ptr(c, i, k);
+  if (finalize) return whole;
+  if (c->partial[c->buf_of[i * 8 + k]]) return c->partial[c->buf_of[i * 8 + k]];
+  if (bf->combine == SL_COMBINE_CONCAT)
+    return (char *)whole + pos_start * concat_item_bytes(c, &c->p->graph->nodes[i], k);
+  return whole;
+}
+
+/* Bytes of output k's data in a call over pos_count positions: a variable
+ * port's bound, an element-wise partial's whole size, a fixed concat's
+ * chunk, a streamed chunk or a whole tensor. */
+static int64_t out_call_bytes(const run_ctx *c, int i, int k, int64_t pos_count, bool finalize) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  const sl_plan_buffer *bf = plan_buffer(c, i, k);
+  if (finalize) return bf->bytes;
+  if (bf->variable) return sl_node_out_bound(n, k, pos_count);
+  if (bf->combine == SL_COMBINE_CONCAT) return pos_count * concat_item_bytes(c, n, k);
+  return n->out[k].stream_rank ? sl_desc_buffer_bytes(&n->out[k], pos_count) : sl_desc_bytes(&n->out[k]);
+}
+
+/* Bytes of input k's data: what a variable-size producer wrote, else the
+ * port's bytes for the call. */
+static int64_t in_call_bytes(const run_ctx *c, const sl_node *n, int k, int64_t pos_count) {
+  sl_edge_src s = n->in_src[k];
+  if (s.node >= 0 && plan_buffer(c, s.node, s.port)->variable) return c->actual[c->buf_of[s.node * 8 + s.port]];
+  return n->in[k].stream_rank ? sl_desc_buffer_bytes(&n->in[k], pos_count) : sl_desc_bytes(&n->in[k]);
+}
+
+static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64_t pos_count,
+                      bool finalize) {
   const sl_node *n = &c->p->graph->nodes[i];
   exec_call *call = &c->calls[i];
   memset(call, 0, sizeof *call);
@@ -170,8 +240,14 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
   a->pos_start = pos_start;
   a->pos_count = pos_count;
   a->iteration = c->iteration;
-  for (int k = 0; k < n->n_in; k++) a->in[k] = input_ptr(c, n->in_src[k]);
-  for (int k = 0; k < n->n_out; k++) a->out[k] = buffer_ptr(c, i, k);
+  for (int k = 0; k < n->n_in; k++) {
+    a->in[k] = input_ptr(c, n->in_src[k]);
+    a->in_bytes[k] = a->in[k] ? in_call_bytes(c, n, k, pos_count) : 0;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    a->out[k] = out_ptr(c, i, k, pos_start, finalize);
+    a->out_bytes[k] = out_call_bytes(c, i, k, pos_count, finalize);
+  }
   a->workspace = c->workspace;
   a->device_table = c->device_table[i];
   a->device_table_bytes = c->device_table[i] ? device_table_bytes(c, i) : 0;
@@ -195,10 +271,6 @@ static sl_code stage(run_ctx *c, void **slot, size_t *have, size_t bytes, sl_err
   return SL_OK;
 }
 
-/* Bytes of a port's data in one call: a chunk of a streamed port, or all. */
-static size_t call_bytes(const sl_tensor_desc *d, int64_t pos_count) {
-  return (size_t)(d->stream_rank ? sl_desc_buffer_bytes(d, pos_count) : sl_desc_bytes(d));
-}
 
 /* A host node on a device backend: its inputs come down to host staging, its
  * CPU kernel runs there, its outputs go up to their device buffers. Staged
@@ -209,7 +281,7 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   sl_backend *b = c->b;
   sl_kernel_fn fn = finalize ? n->desc->finalize[SL_BACKEND_CPU] : n->desc->kernel[SL_BACKEND_CPU];
   if (!fn) return SL_OK;
-  fill_args(c, i, chunk, pos_start, pos_count);
+  fill_args(c, i, chunk, pos_start, pos_count, finalize);
   sl_kernel_args *a = &c->calls[i].a;
   c->calls[i].fn = fn;
   a->workspace = NULL;
@@ -218,7 +290,7 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   sl_code rc = b->ops->sync(b, c->err);
   for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
     if (!a->in[k]) continue;
-    size_t bytes = call_bytes(&n->in[k], pos_count);
+    size_t bytes = (size_t)a->in_bytes[k];
     rc = stage(c, &c->stage_in[i * 8 + k], &c->stage_in_bytes[i * 8 + k], bytes, c->err);
     if (rc == SL_OK) rc = b->ops->download(b, c->stage_in[i * 8 + k], a->in[k], bytes, c->err);
     a->in[k] = c->stage_in[i * 8 + k];
@@ -229,6 +301,9 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
     const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[i * 8 + k]];
     rc = stage(c, &c->stage_out[i * 8 + k], &c->stage_out_bytes[i * 8 + k], (size_t)bf->bytes, c->err);
     a->out[k] = c->stage_out[i * 8 + k];
+    /* A declared element-wise reduction's partial starts from its identity. */
+    if (rc == SL_OK && !finalize && c->partial[c->buf_of[i * 8 + k]] && sl_combine_elementwise(bf->combine))
+      sl_combine_identity_host(bf->combine, n->out[k].dtype, a->out[k], 0, sl_desc_elems(&n->out[k]));
   }
   if (rc == SL_OK) {
     sl_error_clear(&c->kernel_err);
@@ -241,8 +316,61 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
     }
   }
   for (int k = 0; k < n->n_out && rc == SL_OK; k++)
-    rc = b->ops->upload(b, device_out[k], a->out[k], call_bytes(&n->out[k], pos_count), c->err);
+    rc = b->ops->upload(b, device_out[k], a->out[k], (size_t)a->out_bytes[k], c->err);
   return rc;
+}
+
+/* Before a node's call in a chunk: its declared element-wise partials are
+ * filled with the combine's identity (in order with the kernels). */
+static sl_code start_partials(run_ctx *c, int i) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  for (int k = 0; k < n->n_out; k++) {
+    int bi = c->buf_of[i * 8 + k];
+    const sl_plan_buffer *bf = &c->p->buffers[bi];
+    if (!c->partial[bi] || !sl_combine_elementwise(bf->combine)) continue;
+    sl_code rc = c->b->ops->combine_identity(c->b, bf->combine, n->out[k].dtype, c->partial[bi],
+                                             sl_desc_elems(&n->out[k]), c->err);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
+/* After a node's call in a chunk: what its variable-size outputs wrote is
+ * checked against their bound and recorded; declared partials are merged
+ * into the run's result (element-wise, or appended for a variable-size
+ * concat). The executor merges; the kernel only wrote its chunk's share. */
+static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  const sl_kernel_args *a = &c->calls[i].a;
+  sl_backend *b = c->b;
+  for (int k = 0; k < n->n_out; k++) {
+    int bi = c->buf_of[i * 8 + k];
+    const sl_plan_buffer *bf = &c->p->buffers[bi];
+    sl_code rc = SL_OK;
+    if (bf->variable) {
+      int64_t bound = sl_node_out_bound(n, k, a->pos_count);
+      if (a->out_bytes[k] < 0 || a->out_bytes[k] > bound) {
+        sl_fail(c->err, SL_ERR_INTERNAL, "node '%s' says it wrote %lld bytes to '%s', outside its bound %lld",
+                n->id, (long long)a->out_bytes[k], n->out_names[k], (long long)bound);
+        sl_error_node(c->err, n->id);
+        sl_error_chunk(c->err, chunk);
+        return SL_ERR_INTERNAL;
+      }
+      if (bf->streamed) c->actual[bi] = a->out_bytes[k];
+    }
+    if (!c->partial[bi]) continue;
+    if (sl_combine_elementwise(bf->combine)) {
+      rc = b->ops->combine_merge(b, bf->combine, n->out[k].dtype, buffer_ptr(c, i, k), c->partial[bi],
+                                 sl_desc_elems(&n->out[k]), c->err);
+    } else if (bf->combine == SL_COMBINE_CONCAT) {
+      rc = b->ops->copy(b, (char *)buffer_ptr(c, i, k) + c->actual[bi], c->partial[bi],
+                        (size_t)a->out_bytes[k], c->err);
+      c->actual[bi] += a->out_bytes[k];
+      if (chunk >= 0 && chunk < c->p->n_chunks) c->concat_chunks[bi][chunk] = a->out_bytes[k];
+    }
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
 }
 
 /* One level: its kernels as one batch; iterate nodes run their bodies after. */
@@ -265,15 +393,21 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
     if (n->body || on_host(c, n)) continue;
     sl_kernel_fn fn = finalize ? n->desc->finalize[b->caps.kind] : n->desc->kernel[b->caps.kind];
     if (!fn) continue;
-    fill_args(c, i, chunk, pos_start, pos_count);
+    fill_args(c, i, chunk, pos_start, pos_count, finalize);
+    if (!finalize) rc = start_partials(c, i);
     c->calls[i].fn = fn;
-    rc = b->ops->batch_encode(b, timed_kernel, &c->calls[i].a, c->err);
+    if (rc == SL_OK) rc = b->ops->batch_encode(b, timed_kernel, &c->calls[i].a, c->err);
     encoded++;
   }
   if (rc == SL_OK) rc = b->ops->batch_commit(b, c->err);
   sl_code wrc = b->ops->batch_wait(b, c->err);
   if (rc == SL_OK) rc = wrc;
   if (rc != SL_OK && c->err->code == SL_OK) sl_fail(c->err, rc, "batch failed");
+  for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize && lv->phase == SL_PHASE_STREAM; k++) {
+    const sl_node *n = &g->nodes[lv->nodes[k]];
+    if (!n->body && (on_host(c, n) ? n->desc->kernel[SL_BACKEND_CPU] : n->desc->kernel[b->caps.kind]))
+      rc = finish_partials(c, lv->nodes[k], chunk);
+  }
   for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize; k++)
     if (g->nodes[lv->nodes[k]].body) rc = run_iterate(c, lv->nodes[k]);
   c->level_seconds[level] += sl_now() - t0;
@@ -429,8 +563,12 @@ static sl_code run_passes(run_ctx *c) {
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
       if (p->buffers[i].reduction && p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
         int slot = p->buffers[i].node * 8 + p->buffers[i].port;
-        rc = b->ops->zero(b, buffer_ptr(c, p->buffers[i].node, p->buffers[i].port),
-                          (size_t)p->buffers[i].bytes, c->err);
+        const sl_tensor_desc *d = &p->graph->nodes[p->buffers[i].node].out[p->buffers[i].port];
+        void *acc = buffer_ptr(c, p->buffers[i].node, p->buffers[i].port);
+        rc = sl_combine_elementwise(p->buffers[i].combine)
+                 ? b->ops->combine_identity(b, p->buffers[i].combine, d->dtype, acc, sl_desc_elems(d), c->err)
+                 : b->ops->zero(b, acc, (size_t)p->buffers[i].bytes, c->err);
+        c->actual[i] = 0;
         if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
       }
     for (int64_t ch = 0; ch < p->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
@@ -485,6 +623,7 @@ void sl_exec_result_free(sl_exec_result *r) {
   for (int i = 0; i < r->n_outputs; i++) {
     free(r->outputs[i].data);
     free(r->outputs[i].provenance);
+    free(r->outputs[i].chunk_bytes);
   }
   free(r->outputs);
   free(r->node_seconds);
@@ -492,6 +631,12 @@ void sl_exec_result_free(sl_exec_result *r) {
   free(r->node_calls);
   free(r->level_seconds);
   memset(r, 0, sizeof *r);
+}
+
+static int buffer_index(const sl_plan *p, int node, int port) {
+  for (int b = 0; b < p->n_buffers; b++)
+    if (p->buffers[b].node == node && p->buffers[b].port == port) return b;
+  return 0; /* every output port has a buffer */
 }
 
 sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
@@ -516,6 +661,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     od->scan_axes = sl_graph_output_scan_axes(g, go->node, go->port);
     od->desc = n->out[go->port];
     int64_t bytes = sl_desc_bytes(&od->desc);
+    if (p->buffers[buffer_index(p, go->node, go->port)].variable)
+      bytes = p->buffers[buffer_index(p, go->node, go->port)].bytes; /* the bound */
     od->data = malloc(bytes > 0 ? (size_t)bytes : 1);
     if (!od->data) {
       char h[32];
@@ -552,8 +699,16 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     const sl_graph_output *go = &g->outputs[o];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
     if (d->stream_rank) continue;
-    rc = b->ops->download(b, res->outputs[o].data, buffer_ptr(&c, go->node, go->port),
-                          (size_t)sl_desc_bytes(d), err);
+    int bi = c.buf_of[go->node * 8 + go->port];
+    int64_t bytes = sl_desc_bytes(d);
+    if (p->buffers[bi].variable) { /* what the chunks wrote, and each one's share */
+      bytes = c.actual[bi];
+      res->outputs[o].desc.dims[0] = bytes;
+      res->outputs[o].n_chunk_bytes = p->n_chunks;
+      res->outputs[o].chunk_bytes = sl_xcalloc((size_t)(p->n_chunks ? p->n_chunks : 1), sizeof(int64_t));
+      memcpy(res->outputs[o].chunk_bytes, c.concat_chunks[bi], (size_t)p->n_chunks * sizeof(int64_t));
+    }
+    rc = b->ops->download(b, res->outputs[o].data, buffer_ptr(&c, go->node, go->port), (size_t)bytes, err);
   }
   /* Provenance after the run: kernels may have recorded what they found. */
   for (int o = 0; o < g->n_outputs && rc == SL_OK; o++)

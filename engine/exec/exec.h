@@ -19,6 +19,10 @@ typedef struct sl_output_data {
   sl_tensor_desc desc; /* whole tensor; stream axes kept as leading axes */
   void *data;          /* host memory, owned by the result */
   char *provenance;    /* upstream nodes, params and notes; owned */
+  /* A variable-size concat (desc.dims[0] is the bytes written): what each
+   * chunk of the scan appended, in scan order; owned. NULL otherwise. */
+  int64_t *chunk_bytes;
+  int64_t n_chunk_bytes;
 } sl_output_data;
 
 typedef struct sl_exec_result {

@@ -74,6 +74,51 @@ int sl_graph_output_scan_axes(const sl_graph *g, int node, int port) {
   return 0;
 }
 
+sl_combine sl_node_out_combine(const sl_node *n, int port) {
+  if (!n->desc || port >= n->desc->n_outputs || n->phase != SL_PHASE_STREAM || n->out[port].stream_rank)
+    return SL_COMBINE_NONE;
+  return n->desc->combine[port];
+}
+
+int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions) {
+  if (!n->desc || !n->desc->out_bound) return -1;
+  return n->desc->out_bound(n, port, positions);
+}
+
+/* Declared reductions and variable-size ports must be what the executor can
+ * merge: a combine defined for the dtype; a fixed-size CONCAT whose whole
+ * output is the scan's positions of an item (like gather's); a variable-size
+ * port of u8 bytes, one axis per call or whole. */
+static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_error *err) {
+  for (int k = 0; k < n->n_out; k++) {
+    const sl_tensor_desc *d = &n->out[k];
+    sl_combine c = sl_node_out_combine(n, k);
+    bool variable = sl_node_out_bound(n, k, 1) >= 0;
+    sl_code rc = sl_combine_check(c, d->dtype, err);
+    if (rc == SL_OK && variable && (d->dtype != SL_U8 || d->rank != d->stream_rank + 1))
+      rc = sl_fail(err, SL_ERR_INTERNAL, "variable-size output '%s' must be u8 bytes with one item axis",
+                   n->out_names[k]);
+    if (rc == SL_OK && variable && !d->stream_rank && c != SL_COMBINE_CONCAT)
+      rc = sl_fail(err, SL_ERR_INTERNAL, "variable-size whole output '%s' must combine by concat",
+                   n->out_names[k]);
+    if (rc == SL_OK && c == SL_COMBINE_CONCAT && !variable) {
+      int64_t positions = 0;
+      for (int q = 0; q < n->n_in; q++)
+        if (n->in[q].stream_rank && n->in_src[q].node != SL_SRC_NONE) positions = sl_desc_positions(&n->in[q]);
+      if (positions <= 0 || sl_desc_elems(d) % positions != 0)
+        rc = sl_fail(err, SL_ERR_INTERNAL,
+                     "output '%s' combines by concat but does not hold a whole number of items per scan position",
+                     n->out_names[k]);
+    }
+    if (rc != SL_OK) {
+      sl_error_node(err, n->id);
+      return rc;
+    }
+  }
+  (void)g;
+  return SL_OK;
+}
+
 void sl_node_reads_file(sl_node *n, const char *path) {
   for (int i = 0; i < n->n_reads; i++)
     if (!strcmp(n->reads[i], path)) return;
@@ -613,6 +658,7 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
       if (rc != SL_OK) break;
     }
     rc = assign_phase(g, n, &stream_ref, err);
+    if (rc == SL_OK) rc = check_port_contracts(g, n, err);
     if (rc != SL_OK) break;
     n->level = 0;
     for (int k = 0; k < n->n_in; k++) {
@@ -640,6 +686,13 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
       sl_fail(err, SL_ERR_PIPELINE,
               "output '%s' is an encoded stream of stored chunks (%s); decode it first",
               spec->outputs[o].name, sl_encoding_name(g->nodes[s.node].out[s.port].encoding));
+      rc = at(err, spec->outputs[o].ref.loc, NULL);
+    } else if (rc == SL_OK && s.node >= 0 && g->nodes[s.node].out[s.port].stream_rank &&
+               sl_node_out_bound(&g->nodes[s.node], s.port, 1) >= 0) {
+      sl_fail(err, SL_ERR_PIPELINE,
+              "output '%s' is a stream of variable-size chunks; an output must be whole (a node "
+              "whose output concatenates them)",
+              spec->outputs[o].name);
       rc = at(err, spec->outputs[o].ref.loc, NULL);
     }
   }

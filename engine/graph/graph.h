@@ -114,6 +114,13 @@ const char *sl_graph_output_unit(const sl_graph *g, int node, int port);
  * graph's scan axes. */
 int sl_graph_output_scan_axes(const sl_graph *g, int node, int port);
 
+/* The declared combine of output `port` when it is a reduction (a whole
+ * output of a node that streams), else SL_COMBINE_NONE. */
+sl_combine sl_node_out_combine(const sl_node *n, int port);
+/* The most bytes variable-size output `port` holds for `positions` scan
+ * positions (sl_node_desc.out_bound), or -1 for a fixed-size port. */
+int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions);
+
 /* Records that the node reads `path` (once per path). */
 void sl_node_reads_file(sl_node *n, const char *path);
 

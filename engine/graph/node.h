@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/core/combine.h"
 #include "engine/core/kernel_abi.h"
 #include "engine/core/status.h"
 #include "engine/core/tensor.h"
@@ -82,6 +83,21 @@ typedef struct sl_node_desc {
    * else reads and that is not a graph output; the kernel then sees
    * out[k] == in[k], otherwise distinct buffers, and must be right in both. */
   unsigned in_place_outputs;
+  /* Per output port: the combine of a reduction (a whole output of a node
+   * that streams; engine/core/combine.h). Declared, the kernel writes this
+   * chunk's partial into a buffer holding the combine's identity (a
+   * fixed-size concat: the chunk's positions of the output) and the executor
+   * merges it; SL_COMBINE_NONE (the default), the kernel accumulates into
+   * the whole output by itself. */
+  sl_combine combine[8];
+  /* Optional: variable-size outputs. For output `port` and a call over
+   * `positions` scan positions, the most bytes the kernel may write (like
+   * ZSTD_compressBound), or -1 for a fixed-size port. The kernel writes the
+   * actual size into args.out_bytes[port]; consumers read it in
+   * args.in_bytes. A whole output with combine CONCAT appends each chunk's
+   * bytes; the planner sizes it from the bounds of all chunks, and the run's
+   * output holds only what was written. The port's dtype is u8. */
+  int64_t (*out_bound)(const struct sl_node *n, int port, int64_t positions);
   /* Optional: ground truth and other provenance written with outputs. */
 } sl_node_desc;
 

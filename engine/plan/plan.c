@@ -224,7 +224,7 @@ static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl
     int home_stream_last = p->passes[n->pass].stream_last;
     b->last_level = b->streamed ? (home_stream_last > b->last_level ? home_stream_last : b->last_level)
                                 : final_level;
-    p->output_bytes += sl_desc_bytes(&n->out[k]);
+    p->output_bytes += b->variable ? b->bytes : sl_desc_bytes(&n->out[k]);
   }
   if (b->reduction && p->passes[first_pass].stream_last > b->last_level)
     b->last_level = p->passes[first_pass].stream_last;
@@ -238,8 +238,27 @@ static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl
   }
 }
 
+/* A declared reduction's or variable-size port's sizes: a variable-size
+ * buffer holds its bound (a concat: every chunk's, added up); a declared
+ * reduction gets a partial per chunk (none for a fixed-size concat, whose
+ * chunks are written in place at their positions). */
+static void plan_declared(sl_plan *p, const sl_node *n, int k, int64_t chunk, int64_t last_chunk,
+                          sl_plan_buffer *b) {
+  b->combine = sl_node_out_combine(n, k);
+  b->variable = sl_node_out_bound(n, k, 1) >= 0;
+  int64_t bound = b->variable ? sl_node_out_bound(n, k, chunk) : 0;
+  if (b->variable) {
+    int64_t last = sl_node_out_bound(n, k, last_chunk);
+    b->bytes = b->streamed ? bound
+                           : sat_add(sat_mul(bound, p->n_chunks - 1 > 0 ? p->n_chunks - 1 : 0), last);
+  }
+  if (sl_combine_elementwise(b->combine)) b->partial_bytes = b->bytes;
+  else if (b->combine == SL_COMBINE_CONCAT && b->variable) b->partial_bytes = bound;
+  p->partial_bytes = sat_add(p->partial_bytes, b->partial_bytes ? sl_size_class(b->partial_bytes) : 0);
+}
+
 /* One buffer per output port, with its size for a chunk and its lifetime. */
-static void plan_buffers(sl_plan *p, const sl_graph *g, int64_t chunk) {
+static void plan_buffers(sl_plan *p, const sl_graph *g, int64_t chunk, int64_t last_chunk) {
   int nb = 0;
   for (int i = 0; i < g->n_nodes; i++) nb += g->nodes[i].n_out;
   p->buffers = sl_xcalloc((size_t)(nb ? nb : 1), sizeof *p->buffers);
@@ -253,6 +272,7 @@ static void plan_buffers(sl_plan *p, const sl_graph *g, int64_t chunk) {
       b->reduction = !b->streamed && n->phase == SL_PHASE_STREAM;
       b->bytes = sl_desc_buffer_bytes(&n->out[k], chunk);
       b->in_place_of = -1;
+      plan_declared(p, n, k, chunk, last_chunk, b);
       plan_buffer_lifetime(p, g, i, k, b);
     }
   }
@@ -378,7 +398,7 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
             staged = true;
       if (staged) p->staging_bytes += bf->bytes;
     }
-  int64_t engine = p->slot_bytes + p->workspace_bytes + p->body_bytes + p->state_bytes;
+  int64_t engine = p->slot_bytes + p->partial_bytes + p->workspace_bytes + p->body_bytes + p->state_bytes;
   if (p->caps.device_memory) {
     p->peak_device_bytes = engine;
     p->peak_host_bytes = p->output_bytes + p->staging_bytes + p->state_bytes;
@@ -408,7 +428,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
     sl_plan_free(p);
     return rc;
   }
-  plan_buffers(p, g, chunk);
+  plan_buffers(p, g, chunk, last_chunk);
   plan_in_place(p, g);
   plan_slots(p);
   plan_peaks(p, g);

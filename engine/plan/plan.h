@@ -33,6 +33,15 @@ typedef struct sl_plan_buffer {
    * buffer whose slot it shares (the first of a chain of in-place outputs,
    * whose lifetime is stretched to cover the whole chain), or -1. */
   int in_place_of;
+  /* A reduction's declared combine (engine/core/combine.h), or NONE. */
+  sl_combine combine;
+  /* A variable-size port (sl_node_desc.out_bound): bytes is its bound (a
+   * CONCAT reduction: the sum of every chunk's bound). */
+  bool variable;
+  /* The per-chunk partial the executor lends the kernel for a declared
+   * reduction (element-wise combines: the whole output; a variable-size
+   * concat: one chunk's bound; a fixed-size concat writes in place: 0). */
+  int64_t partial_bytes;
 } sl_plan_buffer;
 
 typedef struct sl_plan_slot {
@@ -94,6 +103,7 @@ typedef struct sl_plan {
   int64_t staging_bytes;   /* host staging of host nodes on a device backend */
   int64_t body_bytes;      /* largest iterate body peak */
   int64_t output_bytes;    /* assembled streamed graph outputs (whole) */
+  int64_t partial_bytes;   /* reductions' per-chunk partials (sum) */
   int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */
   int64_t peak_host_bytes;
   int64_t peak_device_bytes;

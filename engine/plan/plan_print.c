@@ -72,6 +72,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
     sl_format_bytes((uint64_t)p->device_state_bytes, a, sizeof a);
     fprintf(f, "%s  node device state  %s\n", ind, a);
   }
+  if (p->partial_bytes) {
+    sl_format_bytes((uint64_t)p->partial_bytes, a, sizeof a);
+    fprintf(f, "%s  reduction partials %s\n", ind, a);
+  }
   sl_format_bytes((uint64_t)p->output_bytes, a, sizeof a);
   fprintf(f, "%s  assembled outputs  %s\n", ind, a);
   if (p->body_bytes) {
@@ -171,6 +175,9 @@ static void buffers_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_bool(j, "reduction", bf->reduction);
     sl_json_kv_bool(j, "output", bf->graph_output);
     sl_json_kv_bool(j, "in_place", bf->in_place_of >= 0);
+    if (bf->combine != SL_COMBINE_NONE) sl_json_kv_string(j, "combine", sl_combine_name(bf->combine));
+    if (bf->variable) sl_json_kv_bool(j, "variable_size", true);
+    if (bf->partial_bytes) sl_json_kv_int(j, "partial_bytes", bf->partial_bytes);
     JSON_INTS(j, {"first_level", bf->first_level}, {"last_level", bf->last_level},
               {"slot", bf->slot});
     sl_json_end_object(j);
@@ -197,7 +204,8 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   JSON_INTS(j, {"slots", p->n_slots}, {"slot_bytes", p->slot_bytes},
             {"live_peak_bytes", p->live_peak_bytes}, {"workspace_bytes", p->workspace_bytes},
             {"state_bytes", p->state_bytes}, {"device_state_bytes", p->device_state_bytes},
-            {"output_bytes", p->output_bytes}, {"body_bytes", p->body_bytes},
+            {"output_bytes", p->output_bytes}, {"partial_bytes", p->partial_bytes},
+            {"body_bytes", p->body_bytes},
             {"peak_host_bytes", p->peak_host_bytes}, {"peak_device_bytes", p->peak_device_bytes});
   sl_json_kv_uint(j, "budget_bytes", p->memory_limit);
   sl_json_end_object(j);

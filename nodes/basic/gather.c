@@ -1,5 +1,6 @@
 /* gather: a streamed tensor made whole, each chunk's items copied to their
- * place in scan order (a concat reduction over the chunks). A whole-tensor
+ * place in scan order: a declared concat reduction, so the executor hands
+ * the kernel the chunk's place in the whole output. A whole-tensor
  * node after the scan can then read what a streamed node made, e.g. dpc
  * reading the ADF image that virtual_detectors streams. The output is an
  * image over the scan (scan axes recorded like a streamed port's). */
@@ -28,7 +29,7 @@ static void gather_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 
 static sl_code gather_cpu(sl_kernel_args *a) {
   const int64_t item = sl_desc_item_bytes(&a->node->in[0]);
-  memcpy((char *)a->out[0] + a->pos_start * item, a->in[0], (size_t)(a->pos_count * item));
+  memcpy(a->out[0], a->in[0], (size_t)(a->pos_count * item));
   return SL_OK;
 }
 
@@ -52,4 +53,5 @@ const sl_node_desc sl_node_gather = {
     .infer = gather_infer, .cost = gather_cost,
     .kernel = {[SL_BACKEND_CPU] = gather_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(gather_cuda)},
     .scan_image_outputs = 0x1u,
+    .combine = {SL_COMBINE_CONCAT},
 };

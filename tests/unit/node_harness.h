@@ -140,14 +140,17 @@ static inline sl_backend *backend(int threads) {
 /* Runs a stream node over `npos` positions in chunks of `chunk`: input 0 is
  * streamed (`in0`, item_bytes per position; NULL for a source), inputs 1..
  * are whole (`whole_in`); streamed outputs advance with the chunk, whole
- * outputs (reductions) are zeroed before the first chunk; then finalize.
+ * outputs (reductions) start from their combine's identity (zero when none
+ * is declared) and are merged as the executor merges declared combines;
+ * then finalize.
  * Returns the first failing code (e filled). */
 static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
                                  const void *const *whole_in, int n_whole_in, void *const *out,
                                  int64_t npos, int64_t chunk, sl_error *e) {
   sl_error_clear(e);
   for (int k = 0; k < n->n_out; k++)
-    if (n->out[k].stream_rank == 0) memset(out[k], 0, (size_t)sl_desc_bytes(&n->out[k]));
+    if (n->out[k].stream_rank == 0)
+      sl_combine_identity_host(n->desc->combine[k], n->out[k].dtype, out[k], 0, sl_desc_elems(&n->out[k]));
   int64_t ib = in0 ? sl_desc_item_bytes(&n->in[0]) : 0;
   sl_kernel_args a;
   for (int64_t s = 0; s < npos; s += chunk) {
@@ -161,12 +164,29 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
     a.n_chunks = (npos + chunk - 1) / chunk;
     if (in0) a.in[0] = (const char *)in0 + s * ib;
     for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
-    for (int k = 0; k < n->n_out; k++)
-      a.out[k] = n->out[k].stream_rank
-                     ? (char *)out[k] + s * sl_desc_item_bytes(&n->out[k])
-                     : out[k];
+    /* Whole outputs with a declared combine, as the executor does it: a
+     * concat's chunk is written at its positions, an element-wise
+     * reduction's partial starts from the identity and is merged after. */
+    void *partial[8] = {0};
+    for (int k = 0; k < n->n_out; k++) {
+      sl_combine c = n->out[k].stream_rank ? SL_COMBINE_NONE : n->desc->combine[k];
+      if (n->out[k].stream_rank) a.out[k] = (char *)out[k] + s * sl_desc_item_bytes(&n->out[k]);
+      else if (c == SL_COMBINE_CONCAT) a.out[k] = (char *)out[k] + s * (sl_desc_bytes(&n->out[k]) / npos);
+      else a.out[k] = out[k];
+      if (sl_combine_elementwise(c)) {
+        partial[k] = malloc((size_t)sl_desc_bytes(&n->out[k]));
+        sl_combine_identity_host(c, n->out[k].dtype, partial[k], 0, sl_desc_elems(&n->out[k]));
+        a.out[k] = partial[k];
+      }
+    }
     a.err = e;
     sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+    for (int k = 0; k < n->n_out; k++) {
+      if (!partial[k]) continue;
+      if (!rc) sl_combine_merge_host(n->desc->combine[k], n->out[k].dtype, out[k], partial[k], 0,
+                                     sl_desc_elems(&n->out[k]));
+      free(partial[k]);
+    }
     if (rc) return rc;
   }
   if (n->desc->finalize[SL_BACKEND_CPU]) {

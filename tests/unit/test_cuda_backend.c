@@ -267,6 +267,60 @@ static void test_round_trip_zero_copy(void **state) {
   b->ops->destroy(b);
 }
 
+/* Same bits, except that a NaN equals any NaN: the device makes the
+ * canonical NaN where x86 keeps an operand's payload. */
+static bool same_values(sl_dtype t, const void *a, const void *b, int64_t n) {
+  if (t != SL_F32 && t != SL_F64 && t != SL_C64) return !memcmp(a, b, (size_t)n * sl_dtype_size(t));
+  for (int64_t i = 0; i < (t == SL_F64 ? n : t == SL_C64 ? 2 * n : n); i++) {
+    double x = t == SL_F64 ? ((const double *)a)[i] : ((const float *)a)[i];
+    double y = t == SL_F64 ? ((const double *)b)[i] : ((const float *)b)[i];
+    bool same = t == SL_F64 ? !memcmp((const double *)a + i, (const double *)b + i, 8)
+                            : !memcmp((const float *)a + i, (const float *)b + i, 4);
+    if (!same && !(x != x && y != y)) return false;
+  }
+  return true;
+}
+
+/* Declared reductions on the device give the host merge's bits: identities,
+ * wrapping integer sums, float sums, and min/max with NaN, per dtype. */
+static void test_combines_match_host(void **state) {
+  (void)state;
+  sl_error err;
+  sl_backend *b = device_backend(&err);
+  const int64_t n = 100003;
+  const sl_dtype types[] = {SL_U8, SL_U16, SL_U32, SL_U64, SL_I32, SL_I64, SL_F32, SL_F64, SL_C64};
+  const sl_combine combines[] = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX};
+  for (size_t t = 0; t < SL_COUNT_OF(types); t++)
+    for (size_t c = 0; c < SL_COUNT_OF(combines); c++) {
+      if (sl_combine_check(combines[c], types[t], NULL) != SL_OK) continue;
+      size_t bytes = (size_t)n * sl_dtype_size(types[t]);
+      uint8_t *acc = malloc(bytes), *part = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
+      for (size_t i = 0; i < bytes; i++) acc[i] = (uint8_t)(i * 131 + 7), part[i] = (uint8_t)(i * 29 + t);
+      void *dacc = NULL, *dpart = NULL;
+      assert_int_equal(b->ops->alloc(b, bytes, &dacc, &err), SL_OK);
+      assert_int_equal(b->ops->alloc(b, bytes, &dpart, &err), SL_OK);
+      /* identity */
+      assert_int_equal(b->ops->combine_identity(b, combines[c], types[t], dacc, n, &err), SL_OK);
+      assert_int_equal(b->ops->download(b, got, dacc, bytes, &err), SL_OK);
+      sl_combine_identity_host(combines[c], types[t], want, 0, n);
+      assert_memory_equal(got, want, bytes);
+      /* merge */
+      memcpy(want, acc, bytes);
+      sl_combine_merge_host(combines[c], types[t], want, part, 0, n);
+      assert_int_equal(b->ops->upload(b, dacc, acc, bytes, &err), SL_OK);
+      assert_int_equal(b->ops->upload(b, dpart, part, bytes, &err), SL_OK);
+      assert_int_equal(b->ops->combine_merge(b, combines[c], types[t], dacc, dpart, n, &err), SL_OK);
+      assert_int_equal(b->ops->download(b, got, dacc, bytes, &err), SL_OK);
+      if (!same_values(types[t], got, want, n))
+        fail_msg("%s %s: device merge differs from the host's", sl_combine_name(combines[c]),
+                 sl_dtype_name(types[t]));
+      b->ops->free(b, dacc, bytes);
+      b->ops->free(b, dpart, bytes);
+      free(acc), free(part), free(want), free(got);
+    }
+  b->ops->destroy(b);
+}
+
 static void test_pinned_host_memory(void **state) {
   (void)state;
   sl_error err;
@@ -701,6 +755,7 @@ int main(void) {
       cmocka_unit_test(test_device_fault_names_node_and_chunk),
       cmocka_unit_test(test_host_pipeline_matches_cpu),
       cmocka_unit_test(test_repeated_runs_do_not_leak),
+      cmocka_unit_test(test_combines_match_host),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

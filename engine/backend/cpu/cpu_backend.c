@@ -342,6 +342,47 @@ static sl_code cpu_zero(sl_backend *b, void *dst, size_t bytes, sl_error *err) {
   return SL_OK;
 }
 
+/* Declared reductions: the host merges, spread over the workers in ranges
+ * (each element is merged by exactly one worker and in the same way, so
+ * the bits do not depend on the thread count). */
+typedef struct combine_job {
+  sl_combine c;
+  sl_dtype t;
+  void *dst;
+  const void *src;
+} combine_job;
+
+static void combine_identity_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  const combine_job *j = ctx;
+  (void)worker;
+  sl_combine_identity_host(j->c, j->t, j->dst, begin, end);
+}
+
+static void combine_merge_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  const combine_job *j = ctx;
+  (void)worker;
+  sl_combine_merge_host(j->c, j->t, j->dst, j->src, begin, end);
+}
+
+/* Below this many elements one thread merges (waking workers costs more). */
+#define COMBINE_GRAIN 16384
+
+static sl_code cpu_combine_identity(sl_backend *b, sl_combine c, sl_dtype t, void *dst, int64_t n,
+                                    sl_error *err) {
+  (void)err;
+  combine_job j = {c, t, dst, NULL};
+  cpu_parallel_for(b, n, COMBINE_GRAIN, combine_identity_range, &j);
+  return SL_OK;
+}
+
+static sl_code cpu_combine_merge(sl_backend *b, sl_combine c, sl_dtype t, void *acc,
+                                 const void *partial, int64_t n, sl_error *err) {
+  (void)err;
+  combine_job j = {c, t, acc, partial};
+  cpu_parallel_for(b, n, COMBINE_GRAIN, combine_merge_range, &j);
+  return SL_OK;
+}
+
 static sl_code cpu_batch_begin(sl_backend *b, sl_error *err) {
   cpu_impl *c = b->impl;
   if (c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cpu backend: batch already open");
@@ -408,6 +449,8 @@ const sl_backend_ops sl_cpu_backend_ops = {
     .download = cpu_copy,
     .copy = cpu_copy,
     .zero = cpu_zero,
+    .combine_identity = cpu_combine_identity,
+    .combine_merge = cpu_combine_merge,
     .batch_begin = cpu_batch_begin,
     .batch_encode = cpu_batch_encode,
     .batch_commit = cpu_batch_commit,

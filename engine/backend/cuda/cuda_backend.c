@@ -376,6 +376,27 @@ static sl_code cuda_zero(sl_backend *b, void *dst, size_t bytes, sl_error *err) 
                           : sl_cuda_backend_fail_sized(err, e, "zeroing", bytes, " of device memory failed");
 }
 
+static sl_code cuda_combine_identity(sl_backend *b, sl_combine c, sl_dtype t, void *dst, int64_t n,
+                                     sl_error *err) {
+  cuda_impl *ci = b->impl;
+  if (n <= 0) return SL_OK;
+  if (c != SL_COMBINE_MIN && c != SL_COMBINE_MAX) return cuda_zero(b, dst, (size_t)n * sl_dtype_size(t), err);
+  cudaError_t e = (cudaError_t)sl_cuda_combine_identity(ci->stream, (int)c, (int)t, dst, n);
+  return e == cudaSuccess ? SL_OK
+                          : sl_cuda_backend_fail_sized(err, e, "filling", (size_t)n * sl_dtype_size(t),
+                                                       " with a reduction's identity failed");
+}
+
+static sl_code cuda_combine_merge(sl_backend *b, sl_combine c, sl_dtype t, void *acc, const void *partial,
+                                  int64_t n, sl_error *err) {
+  cuda_impl *ci = b->impl;
+  if (n <= 0 || !sl_combine_elementwise(c)) return SL_OK;
+  cudaError_t e = (cudaError_t)sl_cuda_combine_merge(ci->stream, (int)c, (int)t, acc, partial, n);
+  return e == cudaSuccess ? SL_OK
+                          : sl_cuda_backend_fail_sized(err, e, "merging", (size_t)n * sl_dtype_size(t),
+                                                       " of a reduction's partial failed");
+}
+
 static void cuda_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx) {
   cuda_impl *c = b->impl;
   c->cpu->ops->parallel_for(c->cpu, n, grain, fn, ctx);
@@ -401,6 +422,8 @@ const sl_backend_ops sl_cuda_backend_ops = {
     .download = cuda_download,
     .copy = cuda_copy,
     .zero = cuda_zero,
+    .combine_identity = cuda_combine_identity,
+    .combine_merge = cuda_combine_merge,
     .batch_begin = sl_cuda_backend_batch_begin,
     .batch_encode = sl_cuda_backend_batch_encode,
     .batch_commit = sl_cuda_backend_batch_commit,

@@ -107,6 +107,11 @@ int sl_cuda_batch_marker_write(void *stream, void *dst, uint32_t value);
 /* The marker kernel, for the start-up check that kernel code runs here. */
 const sl_device_kernel *sl_cuda_batch_marker_kernel(void);
 
+/* combine.cu: declared reductions' identity fill (MIN/MAX) and element-wise
+ * merge on stream; return the launch's cudaError_t as an int. */
+int sl_cuda_combine_identity(void *stream, int c, int dtype, void *dst, int64_t n);
+int sl_cuda_combine_merge(void *stream, int c, int dtype, void *acc, const void *partial, int64_t n);
+
 /* Device initialisation on a helper thread, overlapping the host's planning
  * (cuda_warm_up.c): begin starts it once per process, wait joins it (create
  * calls it first; sl_run_pipeline before it returns). */

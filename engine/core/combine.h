@@ -1,0 +1,55 @@
+/* Declared reductions: how partial results of a reduction output are merged.
+ *
+ * A node's whole output that accumulates over the chunks of a stream declares
+ * its combine on its port (sl_port_def.combine). The kernel then writes only
+ * this chunk's partial into the buffer it is given, which the executor filled
+ * with the combine's identity; the executor, not the kernel, merges the
+ * partial into the run's accumulator. The same merge will combine partials per
+ * device and per MPI rank, so a reduction is declared once and merged the
+ * same way everywhere.
+ *
+ *   SUM, MIN, MAX  element-wise over the whole output (its dtype's arithmetic;
+ *                  integer sums wrap like the kernels' own, floats follow IEEE)
+ *   CONCAT         the chunks' partials one after another in scan order: a
+ *                  fixed-size partial is the chunk's positions of the output
+ *                  (written in place, nothing to merge); a variable-size one
+ *                  (sl_node_desc.out_bound) is appended at the running size.
+ */
+#ifndef SL_COMBINE_H
+#define SL_COMBINE_H
+
+#include <stdint.h>
+
+#include "engine/core/tensor.h"
+
+typedef enum sl_combine {
+  SL_COMBINE_NONE = 0, /* not declared: the kernel accumulates into the whole output itself */
+  SL_COMBINE_SUM,
+  SL_COMBINE_MIN,
+  SL_COMBINE_MAX,
+  SL_COMBINE_CONCAT,
+  SL_COMBINE_COUNT
+} sl_combine;
+
+/* "none", "sum", "min", "max", "concat". */
+const char *sl_combine_name(sl_combine c);
+
+/* SUM, MIN and MAX merge elements; NONE and CONCAT do not. */
+static inline int sl_combine_elementwise(sl_combine c) {
+  return c == SL_COMBINE_SUM || c == SL_COMBINE_MIN || c == SL_COMBINE_MAX;
+}
+
+/* Host memory: elements [begin, end) of dst set to the combine's identity
+ * (0 for SUM, the dtype's largest value for MIN, its smallest for MAX; 0 for
+ * NONE and CONCAT), and acc[i] = acc[i] op partial[i] for [begin, end).
+ * SL_C64 sums its f32 pairs; MIN/MAX of complex values are refused by the
+ * graph (sl_combine_check). */
+void sl_combine_identity_host(sl_combine c, sl_dtype t, void *dst, int64_t begin, int64_t end);
+void sl_combine_merge_host(sl_combine c, sl_dtype t, void *acc, const void *partial, int64_t begin,
+                           int64_t end);
+
+/* Whether a port may declare combine c for dtype t: SL_ERR_PIPELINE naming
+ * both otherwise. */
+sl_code sl_combine_check(sl_combine c, sl_dtype t, sl_error *err);
+
+#endif

@@ -1,0 +1,348 @@
+/* Declared reductions and variable-size outputs, through the whole engine
+ * (graph, plan, executor) on the CPU backend: test nodes defined here
+ * declare sum/min/max/concat combines and variable-size ports, and every
+ * result is checked against a reference computed here from the ramp's closed
+ * form (element e of position p is (p * item + e) mod 1024), over chunk
+ * sizes and thread counts. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "tests/unit/run_support.h"
+#include "tests/unit/test_support.h"
+
+#define NPOS 37
+#define ITEM 6
+
+static double ramp_value(int64_t p, int64_t e) { return (double)((p * ITEM + e) & 1023); }
+
+/* ---- extremes: per element, the sum, least and largest over the scan. The
+ * kernel only folds its chunk into out[]; the executor merges. */
+static sl_code extremes_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (!x->stream_rank || x->dtype != SL_F64) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed f64");
+  int64_t item = sl_desc_item_elems(x);
+  for (int k = 0; k < 3; k++) n->out[k] = sl_desc_make(SL_F64, 1, &item, 0);
+  return SL_OK;
+}
+
+static void no_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  (void)n, (void)positions;
+  memset(c, 0, sizeof *c);
+}
+
+static sl_code extremes_cpu(sl_kernel_args *a) {
+  int64_t item = sl_desc_item_elems(&a->node->in[0]);
+  const double *x = a->in[0];
+  double *sum = a->out[0], *lo = a->out[1], *hi = a->out[2];
+  for (int64_t p = 0; p < a->pos_count; p++)
+    for (int64_t e = 0; e < item; e++) {
+      double v = x[p * item + e];
+      sum[e] += v;
+      if (v < lo[e]) lo[e] = v;
+      if (v > hi[e]) hi[e] = v;
+    }
+  return SL_OK;
+}
+
+static const sl_port_def x_in[] = {{"x", "streamed values", NULL, false}};
+static const sl_port_def extremes_out[] = {
+    {"sum", "sum over the scan", NULL, false}, {"lo", "least", NULL, false}, {"hi", "largest", NULL, false}};
+
+static const sl_node_desc extremes = {
+    .type = "t_extremes", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = extremes_out,
+    .n_outputs = 3, .infer = extremes_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = extremes_cpu},
+    .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}};
+
+/* ---- encoded: position p emits (v mod 5) bytes v, v+1, ... where v is its
+ * element 0: a variable number of bytes per position, at most 4. As a whole
+ * concat (t_encode) or as a stream of variable-size chunks (t_spill) that
+ * t_join concatenates. t_liar claims more than its bound. */
+static int64_t emit(int64_t v, uint8_t *out) {
+  int64_t n = v % 5;
+  for (int64_t j = 0; j < n; j++) out[j] = (uint8_t)(v + j);
+  return n;
+}
+
+static int64_t four_per_position(const sl_node *n, int port, int64_t positions) {
+  (void)n, (void)port;
+  return 4 * positions;
+}
+
+static sl_code encode_infer(sl_node *n, sl_error *err) {
+  if (!n->in[0].stream_rank) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed");
+  int64_t bound = 4 * sl_desc_positions(&n->in[0]);
+  n->out[0] = sl_desc_make(SL_U8, 1, &bound, 0);
+  return SL_OK;
+}
+
+static sl_code encode_cpu(sl_kernel_args *a) {
+  int64_t item = sl_desc_item_elems(&a->node->in[0]), w = 0;
+  const double *x = a->in[0];
+  for (int64_t p = 0; p < a->pos_count; p++) w += emit((int64_t)x[p * item], (uint8_t *)a->out[0] + w);
+  a->out_bytes[0] = w;
+  return SL_OK;
+}
+
+static sl_code liar_cpu(sl_kernel_args *a) {
+  a->out_bytes[0] = a->out_bytes[0] + 1;
+  return SL_OK;
+}
+
+static const sl_port_def bytes_out[] = {{"bytes", "variable-size bytes", NULL, false}};
+
+static const sl_node_desc encode = {
+    .type = "t_encode", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = bytes_out,
+    .n_outputs = 1, .infer = encode_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = encode_cpu}, .combine = {SL_COMBINE_CONCAT},
+    .out_bound = four_per_position};
+
+static const sl_node_desc liar = {
+    .type = "t_liar", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = bytes_out,
+    .n_outputs = 1, .infer = encode_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = liar_cpu}, .combine = {SL_COMBINE_CONCAT},
+    .out_bound = four_per_position};
+
+static sl_code spill_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (!x->stream_rank) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed");
+  int64_t dims[SL_MAX_RANK];
+  for (int i = 0; i < x->stream_rank; i++) dims[i] = x->dims[i];
+  dims[x->stream_rank] = 4;
+  n->out[0] = sl_desc_make(SL_U8, x->stream_rank + 1, dims, x->stream_rank);
+  return SL_OK;
+}
+
+static const sl_node_desc spill = {
+    .type = "t_spill", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = bytes_out,
+    .n_outputs = 1, .infer = spill_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = encode_cpu}, .out_bound = four_per_position};
+
+static sl_code join_infer(sl_node *n, sl_error *err) {
+  if (!n->in[0].stream_rank) return sl_fail(err, SL_ERR_PIPELINE, "bytes: streamed");
+  int64_t bound = 4 * sl_desc_positions(&n->in[0]);
+  n->out[0] = sl_desc_make(SL_U8, 1, &bound, 0);
+  return SL_OK;
+}
+
+/* Copies exactly what the producer wrote: in_bytes, not the buffer's size. */
+static sl_code join_cpu(sl_kernel_args *a) {
+  if (a->in_bytes[0] > a->out_bytes[0])
+    return sl_fail(a->err, SL_ERR_INTERNAL, "in %lld > bound %lld", (long long)a->in_bytes[0],
+                   (long long)a->out_bytes[0]);
+  memcpy(a->out[0], a->in[0], (size_t)a->in_bytes[0]);
+  a->out_bytes[0] = a->in_bytes[0];
+  return SL_OK;
+}
+
+static const sl_port_def bytes_in[] = {{"bytes", "variable-size stream", NULL, false}};
+
+static const sl_node_desc join = {
+    .type = "t_join", .doc = "test", .inputs = bytes_in, .n_inputs = 1, .outputs = bytes_out,
+    .n_outputs = 1, .infer = join_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = join_cpu}, .combine = {SL_COMBINE_CONCAT},
+    .out_bound = four_per_position};
+
+/* The project's node families and this test's. */
+static const sl_node_desc *const test_nodes[] = {&extremes, &encode, &liar, &spill, &join};
+static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
+
+static const sl_node_registry *registry(void) {
+  static const sl_node_family *families[16];
+  static sl_node_registry r;
+  if (!r.n_families) {
+    const sl_node_registry *base = sl_nodes_registry();
+    for (int i = 0; i < base->n_families; i++) families[i] = base->families[i];
+    families[base->n_families] = &test_family;
+    r.families = families;
+    r.n_families = base->n_families + 1;
+  }
+  return &r;
+}
+
+static sl_code run_text(const char *name, const char *text, int64_t chunk, int threads, sl_run *run,
+                        sl_error *err) {
+  char path[512];
+  write_temp_file(path, sizeof path, name, text);
+  sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU,
+                        .chunk_positions = chunk, .threads = threads};
+  sl_error_clear(err);
+  return sl_run_pipeline(&req, run, err);
+}
+
+#define RAMP_NODE "  src: {type: ramp, params: {positions: [37], item_shape: [6], dtype: f64}}\n"
+
+static const int64_t k_chunks[] = {1, 3, 7, 36, NPOS};
+
+static void test_sum_min_max_merged_by_executor(void **state) {
+  (void)state;
+  double sum[ITEM] = {0}, lo[ITEM], hi[ITEM];
+  for (int e = 0; e < ITEM; e++) lo[e] = INFINITY, hi[e] = -INFINITY;
+  for (int64_t p = 0; p < NPOS; p++)
+    for (int e = 0; e < ITEM; e++) {
+      double v = ramp_value(p, e);
+      sum[e] += v; /* integers below 2^53: exact in any order */
+      lo[e] = fmin(lo[e], v);
+      hi[e] = fmax(hi[e], v);
+    }
+  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
+    for (int threads = 1; threads <= 2; threads++) {
+      sl_run run;
+      sl_error err;
+      sl_code rc = run_text("extremes.yaml",
+                            "pipeline: extremes\nnodes:\n" RAMP_NODE
+                            "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                            "outputs: {sum: r.sum, lo: r.lo, hi: r.hi}\n",
+                            k_chunks[c], threads, &run, &err);
+      if (rc != SL_OK) fail_msg("chunk %lld: %s", (long long)k_chunks[c], err.msg);
+      const double *s = output(&run, "sum")->data, *l = output(&run, "lo")->data,
+                   *h = output(&run, "hi")->data;
+      for (int e = 0; e < ITEM; e++) {
+        assert_true(s[e] == sum[e]);
+        assert_true(l[e] == lo[e]);
+        assert_true(h[e] == hi[e]);
+      }
+      /* The plan lends one partial per element-wise output, whole-sized. */
+      int partials = 0;
+      for (int b = 0; b < run.plan->n_buffers; b++)
+        if (run.plan->buffers[b].partial_bytes) {
+          partials++;
+          assert_int_equal(run.plan->buffers[b].partial_bytes, ITEM * 8);
+        }
+      assert_int_equal(partials, 3);
+      assert_true(run.plan->partial_bytes >= 3 * ITEM * 8);
+      sl_run_free(&run);
+    }
+}
+
+/* The bytes position p emits, and how many, from the ramp's closed form. */
+static int64_t expected_stream(uint8_t *out, int64_t from, int64_t to) {
+  int64_t w = 0;
+  for (int64_t p = from; p < to; p++) {
+    int64_t v = (int64_t)ramp_value(p, 0), n = v % 5;
+    for (int64_t j = 0; j < n; j++) out[w + j] = (uint8_t)(v + j);
+    w += n;
+  }
+  return w;
+}
+
+static void check_concat(const sl_run *run, const char *name, int64_t chunk) {
+  uint8_t want[4 * NPOS];
+  int64_t total = expected_stream(want, 0, NPOS);
+  const sl_output_data *o = output(run, name);
+  assert_int_equal(o->desc.rank, 1);
+  assert_int_equal(o->desc.dims[0], total);
+  assert_memory_equal(o->data, want, (size_t)total);
+  int64_t n_chunks = (NPOS + chunk - 1) / chunk;
+  assert_int_equal(o->n_chunk_bytes, n_chunks);
+  for (int64_t c = 0; c < n_chunks; c++) {
+    uint8_t scratch[4 * NPOS];
+    int64_t to = (c + 1) * chunk < NPOS ? (c + 1) * chunk : NPOS;
+    assert_int_equal(o->chunk_bytes[c], expected_stream(scratch, c * chunk, to));
+  }
+}
+
+static void test_variable_size_concat(void **state) {
+  (void)state;
+  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
+    for (int threads = 1; threads <= 2; threads++) {
+      sl_run run;
+      sl_error err;
+      sl_code rc = run_text("encode.yaml",
+                            "pipeline: encode\nnodes:\n" RAMP_NODE
+                            "  e: {type: t_encode, inputs: {x: src.out}}\n"
+                            "  s: {type: t_spill, inputs: {x: src.out}}\n"
+                            "  j: {type: t_join, inputs: {bytes: s.bytes}}\n"
+                            "outputs: {direct: e.bytes, joined: j.bytes}\n",
+                            k_chunks[c], threads, &run, &err);
+      if (rc != SL_OK) fail_msg("chunk %lld: %s", (long long)k_chunks[c], err.msg);
+      check_concat(&run, "direct", k_chunks[c]);
+      check_concat(&run, "joined", k_chunks[c]);
+      /* Planned: the concat's capacity is every chunk's bound; the stream's
+       * buffer one chunk's bound. */
+      for (int b = 0; b < run.plan->n_buffers; b++) {
+        const sl_plan_buffer *bf = &run.plan->buffers[b];
+        if (!bf->variable) continue;
+        assert_int_equal(bf->bytes, bf->streamed ? 4 * k_chunks[c] : 4 * NPOS);
+        if (!bf->streamed) assert_int_equal(bf->partial_bytes, 4 * k_chunks[c]);
+      }
+      sl_run_free(&run);
+    }
+}
+
+static void test_bound_overrun_is_an_error(void **state) {
+  (void)state;
+  sl_run run;
+  sl_error err;
+  sl_code rc = run_text("liar.yaml",
+                        "pipeline: liar\nnodes:\n" RAMP_NODE
+                        "  l: {type: t_liar, inputs: {x: src.out}}\noutputs: {b: l.bytes}\n",
+                        5, 1, &run, &err);
+  assert_int_not_equal(rc, SL_OK);
+  assert_non_null(strstr(err.msg, "outside its bound"));
+  assert_non_null(strstr(err.node, "l"));
+  assert_int_equal(err.chunk, 0);
+  sl_run_free(&run);
+}
+
+static void test_variable_stream_output_refused(void **state) {
+  (void)state;
+  sl_run run;
+  sl_error err;
+  sl_code rc = run_text("spilled.yaml",
+                        "pipeline: spilled\nnodes:\n" RAMP_NODE
+                        "  s: {type: t_spill, inputs: {x: src.out}}\noutputs: {b: s.bytes}\n",
+                        5, 1, &run, &err);
+  assert_int_equal(rc, SL_ERR_PIPELINE);
+  assert_non_null(strstr(err.msg, "variable-size chunks"));
+  sl_run_free(&run);
+}
+
+/* The host merges against values worked out by hand: wrapping integer sums,
+ * identities, NaN kept by min/max, complex sums, and the refusal of an
+ * ordering of complex values. */
+static void test_host_merges(void **state) {
+  (void)state;
+  uint8_t a8[2] = {250, 1}, b8[2] = {10, 2};
+  sl_combine_merge_host(SL_COMBINE_SUM, SL_U8, a8, b8, 0, 2);
+  assert_int_equal(a8[0], 4);
+  assert_int_equal(a8[1], 3);
+  int32_t a32[1] = {INT32_MAX}, b32[1] = {1};
+  sl_combine_merge_host(SL_COMBINE_SUM, SL_I32, a32, b32, 0, 1);
+  assert_int_equal(a32[0], INT32_MIN);
+  int64_t i64[3];
+  sl_combine_identity_host(SL_COMBINE_MIN, SL_I64, i64, 0, 3);
+  assert_true(i64[2] == INT64_MAX);
+  sl_combine_identity_host(SL_COMBINE_MAX, SL_I64, i64, 1, 3);
+  assert_true(i64[0] == INT64_MAX && i64[1] == INT64_MIN && i64[2] == INT64_MIN);
+  double d[3] = {1, NAN, 5}, p[3] = {NAN, 2, 3};
+  sl_combine_merge_host(SL_COMBINE_MIN, SL_F64, d, p, 0, 3);
+  assert_true(isnan(d[0]) && isnan(d[1]) && d[2] == 3);
+  float c[4] = {1, 2, 3, 4}, q[4] = {0.5f, -2, 1, 1};
+  sl_combine_merge_host(SL_COMBINE_SUM, SL_C64, c, q, 1, 2);
+  assert_true(c[0] == 1 && c[1] == 2 && c[2] == 4 && c[3] == 5);
+  uint16_t u[2] = {7, 9}, v[2] = {8, 3};
+  sl_combine_merge_host(SL_COMBINE_MAX, SL_U16, u, v, 0, 2);
+  assert_true(u[0] == 8 && u[1] == 9);
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_combine_check(SL_COMBINE_MAX, SL_C64, &err), SL_ERR_PIPELINE);
+  assert_int_equal(sl_combine_check(SL_COMBINE_SUM, SL_C64, &err), SL_OK);
+  assert_string_equal(sl_combine_name(SL_COMBINE_CONCAT), "concat");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sum_min_max_merged_by_executor),
+      cmocka_unit_test(test_variable_size_concat),
+      cmocka_unit_test(test_bound_overrun_is_an_error),
+      cmocka_unit_test(test_variable_stream_output_refused),
+      cmocka_unit_test(test_host_merges),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
