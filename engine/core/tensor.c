@@ -92,6 +92,14 @@ bool sl_desc_equal_shape(const sl_tensor_desc *a, const sl_tensor_desc *b) {
   return true;
 }
 
+const char *sl_desc_axis_name(const sl_tensor_desc *d) {
+  return d->stream_axis ? d->stream_axis : "scan";
+}
+
+bool sl_desc_same_axis(const sl_tensor_desc *a, const sl_tensor_desc *b) {
+  return !strcmp(sl_desc_axis_name(a), sl_desc_axis_name(b));
+}
+
 void sl_desc_format(const sl_tensor_desc *d, char *buf, size_t n) {
   size_t o = 0;
   int k = snprintf(buf, n, "%s[", sl_dtype_name(d->dtype));
@@ -102,6 +110,10 @@ void sl_desc_format(const sl_tensor_desc *d, char *buf, size_t n) {
     if (k > 0) o += (size_t)k;
   }
   if (o < n) snprintf(buf + o, n - o, "%s]", (d->stream_rank == d->rank && d->rank > 0) ? "|" : "");
+  if (d->stream_rank && d->stream_axis) {
+    size_t len = strlen(buf);
+    if (len < n) snprintf(buf + len, n - len, " over %s", d->stream_axis);
+  }
   if (d->encoding != SL_ENC_NONE) {
     size_t len = strlen(buf);
     if (len < n) snprintf(buf + len, n - len, " %s", sl_encoding_name(d->encoding));

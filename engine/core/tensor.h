@@ -42,6 +42,13 @@ typedef struct sl_tensor_desc {
   int rank;
   int64_t dims[SL_MAX_RANK];
   int stream_rank; /* leading axes that stream in chunks; 0 = whole */
+  /* Which stream the leading axes belong to: NULL for the acquisition's
+   * scan, else the name a node gave a new stream (the stream node: e.g.
+   * "pixels" for data made pixel-major by transpose_scan). The graph gives a
+   * node's streamed outputs the stream of its streamed inputs; data on
+   * different streams never meets in one node, and each pass over the data
+   * streams one of them. */
+  const char *stream_axis;
   /* Encoded streams only: */
   sl_encoding encoding;
   int64_t positions_per_stored_chunk; /* chunks of the scan are multiples of it */
@@ -104,7 +111,12 @@ int64_t sl_desc_buffer_bytes(const sl_tensor_desc *d, int64_t positions);
 int64_t sl_desc_elems(const sl_tensor_desc *d);
 int64_t sl_desc_bytes(const sl_tensor_desc *d);
 bool sl_desc_equal_shape(const sl_tensor_desc *a, const sl_tensor_desc *b);
-/* "u16[512,512|192,192]": the bar separates stream axes from item axes. */
+/* The stream's name: "scan" for the acquisition's (NULL), else its own. */
+const char *sl_desc_axis_name(const sl_tensor_desc *d);
+/* Whether two streamed descriptors stream over the same axis (name). */
+bool sl_desc_same_axis(const sl_tensor_desc *a, const sl_tensor_desc *b);
+/* "u16[512,512|192,192]": the bar separates stream axes from item axes;
+ * a stream other than the scan is named after: "f32[36864|4096] over pixels". */
 void sl_desc_format(const sl_tensor_desc *d, char *buf, size_t n);
 /* Convenience constructor: dims given as an array. */
 sl_tensor_desc sl_desc_make(sl_dtype t, int rank, const int64_t *dims, int stream_rank);

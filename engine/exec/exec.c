@@ -53,6 +53,7 @@ typedef struct run_ctx {
   sl_error kernel_err;
   sl_error *err;
   int64_t iteration; /* of the innermost loop running this graph; 0 outside */
+  int64_t pos_start; /* first position of the chunk running now (views) */
   /* Top level only: where streamed graph outputs go, chunk by chunk, and
    * the progress bar and cancel flag; NULL in iterate bodies. */
   sl_output_data *outputs;
@@ -61,9 +62,15 @@ typedef struct run_ctx {
   const volatile sig_atomic_t *cancel;
 } run_ctx;
 
+static const void *input_ptr(const run_ctx *c, sl_edge_src s);
+
+/* A buffer's data now: its slot, or for a view (the stream node) the
+ * running chunk's positions of the whole input it windows. */
 static void *buffer_ptr(const run_ctx *c, int node, int port) {
   const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[node * 8 + port]];
-  return c->slot_ptr[bf->slot];
+  if (!bf->view) return c->slot_ptr[bf->slot];
+  const sl_node *n = &c->p->graph->nodes[node];
+  return (char *)input_ptr(c, n->in_src[port]) + c->pos_start * sl_desc_item_bytes(&n->out[port]);
 }
 
 static const void *input_ptr(const run_ctx *c, sl_edge_src s) {
@@ -137,7 +144,8 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   for (int i = 0; i < p->n_buffers; i++) {
     const sl_plan_buffer *bf = &p->buffers[i];
     if (bf->variable && bf->combine == SL_COMBINE_CONCAT)
-      c->concat_chunks[i] = sl_xcalloc((size_t)(p->n_chunks ? p->n_chunks : 1), sizeof **c->concat_chunks);
+      c->concat_chunks[i] = sl_xcalloc((size_t)(sl_plan_node_pass(p, bf->node)->n_chunks + 1),
+                                       sizeof **c->concat_chunks);
     if (bf->partial_bytes <= 0) continue;
     sl_code rc = sl_pool_acquire(pool, bf->partial_bytes, &c->partial[i], err);
     if (rc != SL_OK) return rc;
@@ -188,7 +196,8 @@ static const sl_plan_buffer *plan_buffer(const run_ctx *c, int node, int port) {
 
 /* Bytes of one scan position's share of a fixed-size concat's whole output. */
 static int64_t concat_item_bytes(const run_ctx *c, const sl_node *n, int k) {
-  return c->p->positions > 0 ? sl_desc_bytes(&n->out[k]) / c->p->positions : 0;
+  int64_t positions = sl_plan_node_pass(c->p, (int)(n - c->p->graph->nodes))->positions;
+  return positions > 0 ? sl_desc_bytes(&n->out[k]) / positions : 0;
 }
 
 /* Where output k of node i is written in a call: a declared reduction's
@@ -236,7 +245,7 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
   a->node_id = n->id;
   a->state = n->state;
   a->chunk = chunk;
-  a->n_chunks = c->p->n_chunks;
+  a->n_chunks = n->phase == SL_PHASE_STREAM ? sl_plan_node_pass(c->p, i)->n_chunks : 1;
   a->pos_start = pos_start;
   a->pos_count = pos_count;
   a->iteration = c->iteration;
@@ -366,7 +375,7 @@ static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
       rc = b->ops->copy(b, (char *)buffer_ptr(c, i, k) + c->actual[bi], c->partial[bi],
                         (size_t)a->out_bytes[k], c->err);
       c->actual[bi] += a->out_bytes[k];
-      if (chunk >= 0 && chunk < c->p->n_chunks) c->concat_chunks[bi][chunk] = a->out_bytes[k];
+      if (chunk >= 0 && chunk < sl_plan_node_pass(c->p, i)->n_chunks) c->concat_chunks[bi][chunk] = a->out_bytes[k];
     }
     if (rc != SL_OK) return rc;
   }
@@ -525,11 +534,12 @@ static sl_code run_iterate(run_ctx *c, int i) {
 static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t ch) {
   const sl_plan *p = c->p;
   const sl_graph *g = p->graph;
-  int64_t start = ch * p->chunk_positions;
-  int64_t count = p->positions - start < p->chunk_positions ? p->positions - start : p->chunk_positions;
+  int64_t start = ch * pp->chunk_positions;
+  int64_t count = pp->positions - start < pp->chunk_positions ? pp->positions - start : pp->chunk_positions;
+  c->pos_start = start;
   if (c->cancel && *c->cancel)
     return sl_fail(c->err, SL_ERR_INTERRUPTED, "interrupted at chunk %lld of %lld", (long long)ch,
-                   (long long)p->n_chunks);
+                   (long long)pp->n_chunks);
   sl_code rc = run_levels(c, pp->stream_first, pp->stream_last, ch, start, count);
   for (int o = 0; c->outputs && o < g->n_outputs && rc == SL_OK; o++) {
     const sl_graph_output *go = &g->outputs[o];
@@ -571,12 +581,12 @@ static sl_code run_passes(run_ctx *c) {
         c->actual[i] = 0;
         if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
       }
-    for (int64_t ch = 0; ch < p->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
+    for (int64_t ch = 0; ch < pp->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
     /* Phase boundary: the pass's batches ran ahead of the host; a device
      * error in any of them is reported here with its batch. */
     if (rc == SL_OK) rc = b->ops->sync(b, c->err);
     for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
-      rc = run_level(c, l, p->n_chunks - 1, 0, 0, true);
+      rc = run_level(c, l, pp->n_chunks - 1, 0, 0, true);
     if (rc == SL_OK && c->progress && pp->epilogue_first <= pp->epilogue_last)
       sl_progress_stage(c->progress, "running what follows the scan");
     if (rc == SL_OK) rc = run_levels(c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
@@ -680,13 +690,22 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     began = true;
   }
   int stream_passes = 0;
+  int64_t total = 0;
+  bool other_streams = false;
   for (int pass = 0; pass < p->n_passes; pass++)
-    stream_passes += p->passes[pass].stream_first <= p->passes[pass].stream_last;
+    if (p->passes[pass].stream_first <= p->passes[pass].stream_last) {
+      stream_passes++;
+      total += p->passes[pass].positions;
+      other_streams |= p->passes[pass].axis != NULL;
+    }
   sl_progress progress;
   /* Frames (scan positions) are what a user counts; with several passes the
-   * total counts each pass's frames. */
-  sl_progress_begin(&progress, p->positions * stream_passes,
-                    stream_passes > 1 ? "frames (all passes)" : "frames", opts && opts->progress);
+   * total counts each pass's frames, and a pass over another stream (e.g.
+   * pixels after a transpose) counts its positions. */
+  sl_progress_begin(&progress, total,
+                    other_streams ? "positions (all passes)"
+                                  : stream_passes > 1 ? "frames (all passes)" : "frames",
+                    opts && opts->progress);
   if (rc == SL_OK) {
     c.outputs = res->outputs;
     c.progress = &progress;
@@ -704,9 +723,10 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     if (p->buffers[bi].variable) { /* what the chunks wrote, and each one's share */
       bytes = c.actual[bi];
       res->outputs[o].desc.dims[0] = bytes;
-      res->outputs[o].n_chunk_bytes = p->n_chunks;
-      res->outputs[o].chunk_bytes = sl_xcalloc((size_t)(p->n_chunks ? p->n_chunks : 1), sizeof(int64_t));
-      memcpy(res->outputs[o].chunk_bytes, c.concat_chunks[bi], (size_t)p->n_chunks * sizeof(int64_t));
+      int64_t nc = sl_plan_node_pass(p, go->node)->n_chunks;
+      res->outputs[o].n_chunk_bytes = nc;
+      res->outputs[o].chunk_bytes = sl_xcalloc((size_t)(nc ? nc : 1), sizeof(int64_t));
+      memcpy(res->outputs[o].chunk_bytes, c.concat_chunks[bi], (size_t)nc * sizeof(int64_t));
     }
     rc = b->ops->download(b, res->outputs[o].data, buffer_ptr(&c, go->node, go->port), (size_t)bytes, err);
   }

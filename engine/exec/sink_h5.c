@@ -39,6 +39,18 @@ static herr_t put_int_attr(hid_t obj, const char *key, int64_t v) {
   return rc;
 }
 
+/* A variable-size concat's per-chunk byte counts, so a reader can find each
+ * chunk's bytes in the concatenation. */
+static herr_t put_int_array_attr(hid_t obj, const char *key, const int64_t *v, int64_t n) {
+  hsize_t dims[1] = {(hsize_t)n};
+  hid_t space = H5Screate_simple(1, dims, NULL);
+  hid_t attr = H5Acreate2(obj, key, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t rc = attr < 0 ? -1 : H5Awrite(attr, H5T_NATIVE_INT64, v);
+  if (attr >= 0) H5Aclose(attr);
+  H5Sclose(space);
+  return rc;
+}
+
 sl_code sl_write_results_h5(const char *path, const sl_output_data *outs, int n,
                             const sl_attr *file_attrs, int n_attrs, sl_error *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, with context */
@@ -76,6 +88,8 @@ sl_code sl_write_results_h5(const char *path, const sl_output_data *outs, int n,
       h |= put_str_attr(ds, "dtype", sl_dtype_name(o->desc.dtype));
       h |= put_int_attr(ds, "scan_axes", o->scan_axes);
       if (o->provenance) h |= put_str_attr(ds, "provenance", o->provenance);
+      if (o->chunk_bytes && o->n_chunk_bytes > 0)
+        h |= put_int_array_attr(ds, "chunk_bytes", o->chunk_bytes, o->n_chunk_bytes);
       if (h < 0) rc = sl_fail(err, SL_ERR_IO, "%s: cannot write attributes of '%s'", path, o->name);
     }
     if (ds >= 0) H5Dclose(ds);

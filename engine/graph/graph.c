@@ -400,7 +400,7 @@ static sl_code topo_order(sl_graph *g, int *order, sl_error *err) {
 }
 
 static bool same_stream(const sl_tensor_desc *a, const sl_tensor_desc *b) {
-  if (a->stream_rank != b->stream_rank) return false;
+  if (a->stream_rank != b->stream_rank || !sl_desc_same_axis(a, b)) return false;
   for (int i = 0; i < a->stream_rank; i++)
     if (a->dims[i] != b->dims[i]) return false;
   return true;
@@ -481,7 +481,61 @@ static sl_code infer_iterate(sl_graph *g, sl_node *n, const sl_node_spec *ns, sl
  * feed it run again in that pass. */
 static int time_of(sl_phase phase, int pass) { return pass * 3 + (int)phase; }
 
-static sl_code assign_phase(sl_graph *g, sl_node *n, const sl_tensor_desc **stream_ref,
+/* The streams met so far: one reference descriptor per stream (axis name),
+ * whose scan axes every later port on that stream must repeat. */
+typedef struct stream_refs {
+  const sl_tensor_desc *ref[SL_MAX_PASSES];
+  int n;
+} stream_refs;
+
+/* A node's streamed outputs belong to the stream of its streamed inputs
+ * (nodes build descriptors without naming streams); a node without
+ * streamed inputs (a source, the stream node) names its own. */
+static void inherit_stream_axis(sl_node *n) {
+  const char *axis = NULL;
+  bool has = false;
+  for (int k = 0; k < n->n_in && !has; k++)
+    if (n->in[k].stream_rank && n->in_src[k].node != SL_SRC_NONE) axis = n->in[k].stream_axis, has = true;
+  for (int k = 0; k < n->n_out && has; k++)
+    if (n->out[k].stream_rank) n->out[k].stream_axis = axis;
+}
+
+/* Every streamed port of the node is on one stream, with that stream's scan
+ * axes; *axis is the stream's descriptor (NULL when nothing streams). */
+static sl_code check_streams(sl_node *n, stream_refs *refs, const sl_tensor_desc **axis,
+                             sl_error *err) {
+  *axis = NULL;
+  for (int k = 0; k < n->n_in + n->n_out; k++) {
+    const sl_tensor_desc *d = k < n->n_in ? &n->in[k] : &n->out[k - n->n_in];
+    if (k < n->n_in && n->in_src[k].node == SL_SRC_NONE) continue;
+    if (!d->stream_rank) continue;
+    if (*axis && !sl_desc_same_axis(*axis, d)) {
+      sl_fail(err, SL_ERR_PIPELINE, "node mixes data streamed over '%s' and over '%s'",
+              sl_desc_axis_name(*axis), sl_desc_axis_name(d));
+      return at(err, n->loc, n->id);
+    }
+    if (!*axis) *axis = d;
+    int r = 0;
+    while (r < refs->n && !sl_desc_same_axis(refs->ref[r], d)) r++;
+    if (r == refs->n) {
+      if (refs->n == SL_MAX_PASSES) {
+        sl_fail(err, SL_ERR_PIPELINE, "more than %d streams", SL_MAX_PASSES);
+        return at(err, n->loc, n->id);
+      }
+      refs->ref[refs->n++] = d;
+    } else if (!same_stream(refs->ref[r], d)) {
+      char a[128], b[128];
+      sl_desc_format(refs->ref[r], a, sizeof a);
+      sl_desc_format(d, b, sizeof b);
+      sl_fail(err, SL_ERR_PIPELINE,
+              "all streamed data must share one scan: %s does not match the scan of %s", b, a);
+      return at(err, n->loc, n->id);
+    }
+  }
+  return SL_OK;
+}
+
+static sl_code assign_phase(sl_graph *g, sl_node *n, stream_refs *refs, bool pass_taken[],
                             sl_error *err) {
   bool streamed = false;
   for (int k = 0; k < n->n_out; k++) streamed |= n->out[k].stream_rank > 0;
@@ -505,20 +559,16 @@ static sl_code assign_phase(sl_graph *g, sl_node *n, const sl_tensor_desc **stre
     }
     if (t > ready) ready = t;
   }
-  for (int k = 0; k < n->n_in + n->n_out; k++) {
-    const sl_tensor_desc *d = k < n->n_in ? &n->in[k] : &n->out[k - n->n_in];
-    if (k < n->n_in && n->in_src[k].node == SL_SRC_NONE) continue;
-    if (!d->stream_rank) continue;
-    if (!*stream_ref) {
-      *stream_ref = d;
-    } else if (!same_stream(*stream_ref, d)) {
-      char a[128], b[128];
-      sl_desc_format(*stream_ref, a, sizeof a);
-      sl_desc_format(d, b, sizeof b);
-      sl_fail(err, SL_ERR_PIPELINE,
-              "all streamed data must share one scan: %s does not match the scan of %s", b, a);
-      return at(err, n->loc, n->id);
-    }
+  const sl_tensor_desc *axis = NULL;
+  sl_code rc = check_streams(n, refs, &axis, err);
+  if (rc != SL_OK) return rc;
+  /* A pass streams one stream: a node on another goes to a later pass. */
+  while (axis && pass < SL_MAX_PASSES && pass_taken[pass] &&
+         strcmp(g->pass_axis[pass] ? g->pass_axis[pass] : "scan", sl_desc_axis_name(axis)))
+    pass++;
+  if (axis && pass < SL_MAX_PASSES && !pass_taken[pass]) {
+    pass_taken[pass] = true;
+    g->pass_axis[pass] = axis->stream_axis;
   }
   if (n->body && streamed) {
     sl_fail(err, SL_ERR_PIPELINE, "iterate nodes work on whole tensors, not streamed ones");
@@ -635,7 +685,8 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
     rc = connect_node(g, i, &spec->nodes[i], err);
   int *order = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *order);
   if (rc == SL_OK) rc = topo_order(g, order, err);
-  const sl_tensor_desc *stream_ref = NULL;
+  stream_refs refs = {{0}, 0};
+  bool pass_taken[SL_MAX_PASSES] = {false};
   for (int oi = 0; oi < g->n_nodes && rc == SL_OK; oi++) {
     int i = order[oi];
     sl_node *n = &g->nodes[i];
@@ -657,7 +708,8 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
       rc = infer_iterate(g, n, &spec->nodes[i], err);
       if (rc != SL_OK) break;
     }
-    rc = assign_phase(g, n, &stream_ref, err);
+    inherit_stream_axis(n);
+    rc = assign_phase(g, n, &refs, pass_taken, err);
     if (rc == SL_OK) rc = check_port_contracts(g, n, err);
     if (rc != SL_OK) break;
     n->level = 0;
@@ -669,7 +721,8 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
     }
   }
   free(order);
-  g->scan_rank = stream_ref ? stream_ref->stream_rank : 0;
+  for (int r = 0; r < refs.n; r++)
+    if (!refs.ref[r]->stream_axis) g->scan_rank = refs.ref[r]->stream_rank;
   g->n_outputs = (int)spec->n_outputs;
   g->outputs = sl_xcalloc(spec->n_outputs, sizeof *g->outputs);
   for (int o = 0; o < g->n_outputs; o++) {

@@ -87,7 +87,10 @@ typedef struct sl_graph {
   char **input_names;
   sl_tensor_desc input_desc[8];
   int n_levels;
-  int scan_rank; /* axes of the scan every streamed port shares (0: nothing streams) */
+  int scan_rank; /* axes of the acquisition's scan (0: nothing streams over it) */
+  /* The stream each pass goes over (sl_tensor_desc.stream_axis: NULL is the
+   * scan); a pass whose nodes stream nothing has NULL too. */
+  const char *pass_axis[SL_MAX_PASSES];
   const sl_spec *spec; /* not owned */
   const sl_node_registry *registry; /* the node types it was built from; not owned */
 } sl_graph;

@@ -83,6 +83,11 @@ typedef struct sl_node_desc {
    * else reads and that is not a graph output; the kernel then sees
    * out[k] == in[k], otherwise distinct buffers, and must be right in both. */
   unsigned in_place_outputs;
+  /* Bit k: streamed output k is a window of whole input k: the chunk's
+   * positions of its leading axes (the stream node, which starts a new
+   * stream over a whole tensor). The executor points out[k] there and the
+   * planner gives it no buffer of its own; the kernel does nothing. */
+  unsigned view_outputs;
   /* Per output port: the combine of a reduction (a whole output of a node
    * that streams; engine/core/combine.h). Declared, the kernel writes this
    * chunk's partial into a buffer holding the combine's identity (a

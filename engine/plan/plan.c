@@ -24,15 +24,33 @@ void sl_plan_free(sl_plan *p) {
   free(p);
 }
 
-static const sl_tensor_desc *stream_desc(const sl_graph *g) {
+/* The first streamed port on stream `axis` (NULL: the scan), or NULL. */
+static const sl_tensor_desc *stream_desc_on(const sl_graph *g, const char *axis) {
+  const char *want = axis ? axis : "scan";
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
     for (int k = 0; k < n->n_out; k++)
-      if (n->out[k].stream_rank) return &n->out[k];
+      if (n->out[k].stream_rank && !strcmp(sl_desc_axis_name(&n->out[k]), want)) return &n->out[k];
     for (int k = 0; k < n->n_in; k++)
-      if (n->in[k].stream_rank && n->in_src[k].node != SL_SRC_NONE) return &n->in[k];
+      if (n->in[k].stream_rank && n->in_src[k].node != SL_SRC_NONE &&
+          !strcmp(sl_desc_axis_name(&n->in[k]), want))
+        return &n->in[k];
   }
   return NULL;
+}
+
+/* The stream the plan's headline chunking describes: the scan, else the
+ * stream of the first pass that streams. */
+static const char *main_axis(const sl_graph *g) {
+  if (stream_desc_on(g, NULL)) return NULL;
+  for (int pass = 0; pass < g->n_passes; pass++)
+    if (g->pass_axis[pass]) return g->pass_axis[pass];
+  return NULL;
+}
+
+const sl_plan_pass *sl_plan_node_pass(const sl_plan *p, int node) {
+  int pass = p->graph->nodes[node].pass;
+  return &p->passes[pass < p->n_passes ? pass : 0];
 }
 
 /* Traffic and work of a whole run are totals over chunks, passes and
@@ -132,8 +150,11 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
  * run `times` times, a stream node per chunk (the last one holds last_chunk
  * positions) in every pass it runs in, a whole node once. */
 static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_plan_opts *opts,
-                              int64_t chunk, int64_t last_chunk, sl_error *err) {
+                              sl_error *err) {
   const sl_node *n = &g->nodes[i];
+  const sl_plan_pass *own = sl_plan_node_pass(p, i);
+  int64_t chunk = own->chunk_positions, n_chunks = own->n_chunks;
+  int64_t last_chunk = own->positions - (n_chunks - 1) * chunk;
   sl_plan_node *pn = &p->nodes[i];
   sl_node_cost c;
   if (n->body) {
@@ -154,7 +175,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
   } else if (n->phase == SL_PHASE_STREAM) {
     int runs = __builtin_popcount(n->pass_mask);
     n->desc->cost(n, chunk, &c);
-    add_cost(&pn->cost, &c, (p->n_chunks - 1) * runs);
+    add_cost(&pn->cost, &c, (n_chunks - 1) * runs);
     n->desc->cost(n, last_chunk, &c);
     add_cost(&pn->cost, &c, runs);
     pn->est_seconds = estimate(&p->caps, &pn->cost);
@@ -168,12 +189,11 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
 
 /* Costs and estimates of every node, added up into the plan's totals and
  * its levels' estimates. */
-static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
-                          int64_t last_chunk, sl_error *err) {
+static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opts, sl_error *err) {
   int np = p->n_passes;
   p->nodes = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->nodes);
   for (int i = 0; i < g->n_nodes; i++) {
-    sl_code rc = plan_node_cost(p, g, i, opts, chunk, last_chunk, err);
+    sl_code rc = plan_node_cost(p, g, i, opts, err);
     if (rc != SL_OK) return rc;
     const sl_plan_node *pn = &p->nodes[i];
     int64_t scratch = pn->cost.workspace_bytes +
@@ -242,15 +262,16 @@ static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl
  * buffer holds its bound (a concat: every chunk's, added up); a declared
  * reduction gets a partial per chunk (none for a fixed-size concat, whose
  * chunks are written in place at their positions). */
-static void plan_declared(sl_plan *p, const sl_node *n, int k, int64_t chunk, int64_t last_chunk,
+static void plan_declared(sl_plan *p, const sl_node *n, int k, const sl_plan_pass *pp,
                           sl_plan_buffer *b) {
+  int64_t chunk = pp->chunk_positions, last_chunk = pp->positions - (pp->n_chunks - 1) * chunk;
   b->combine = sl_node_out_combine(n, k);
   b->variable = sl_node_out_bound(n, k, 1) >= 0;
   int64_t bound = b->variable ? sl_node_out_bound(n, k, chunk) : 0;
   if (b->variable) {
     int64_t last = sl_node_out_bound(n, k, last_chunk);
     b->bytes = b->streamed ? bound
-                           : sat_add(sat_mul(bound, p->n_chunks - 1 > 0 ? p->n_chunks - 1 : 0), last);
+                           : sat_add(sat_mul(bound, pp->n_chunks - 1 > 0 ? pp->n_chunks - 1 : 0), last);
   }
   if (sl_combine_elementwise(b->combine)) b->partial_bytes = b->bytes;
   else if (b->combine == SL_COMBINE_CONCAT && b->variable) b->partial_bytes = bound;
@@ -258,7 +279,7 @@ static void plan_declared(sl_plan *p, const sl_node *n, int k, int64_t chunk, in
 }
 
 /* One buffer per output port, with its size for a chunk and its lifetime. */
-static void plan_buffers(sl_plan *p, const sl_graph *g, int64_t chunk, int64_t last_chunk) {
+static void plan_buffers(sl_plan *p, const sl_graph *g) {
   int nb = 0;
   for (int i = 0; i < g->n_nodes; i++) nb += g->nodes[i].n_out;
   p->buffers = sl_xcalloc((size_t)(nb ? nb : 1), sizeof *p->buffers);
@@ -270,9 +291,11 @@ static void plan_buffers(sl_plan *p, const sl_graph *g, int64_t chunk, int64_t l
       b->port = k;
       b->streamed = n->out[k].stream_rank > 0;
       b->reduction = !b->streamed && n->phase == SL_PHASE_STREAM;
-      b->bytes = sl_desc_buffer_bytes(&n->out[k], chunk);
+      const sl_plan_pass *pp = sl_plan_node_pass(p, i);
+      b->view = b->streamed && n->desc && ((n->desc->view_outputs >> k) & 1u);
+      b->bytes = b->view ? 0 : sl_desc_buffer_bytes(&n->out[k], pp->chunk_positions);
       b->in_place_of = -1;
-      plan_declared(p, n, k, chunk, last_chunk, b);
+      plan_declared(p, n, k, pp, b);
       plan_buffer_lifetime(p, g, i, k, b);
     }
   }
@@ -347,7 +370,7 @@ static void plan_slots(sl_plan *p) {
   int n_own = 0; /* buffers with a slot of their own: in-place outputs come after */
   for (int b = 0; b < p->n_buffers; b++) {
     p->buffers[b].slot = -1;
-    if (p->buffers[b].in_place_of < 0) order[n_own++] = b;
+    if (p->buffers[b].in_place_of < 0 && !p->buffers[b].view) order[n_own++] = b;
   }
   for (int a = 1; a < n_own; a++)
     for (int b = a; b > 0; b--) {
@@ -409,26 +432,74 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
   }
 }
 
-/* Builds the plan for a fixed chunk size. */
+/* The chunk of stream `axis`: `requested` positions (the scan's, from
+ * --chunk or the shrinking loop), else as many positions as make the
+ * largest streamed buffer on it `target` bytes; encoded streams move whole
+ * stored chunks, so the chunk is a multiple of the positions one holds. */
+static int64_t axis_chunk(const sl_graph *g, const sl_plan_opts *opts, const char *axis,
+                          int64_t requested, int64_t *multiple_out) {
+  const sl_tensor_desc *sd = stream_desc_on(g, axis);
+  int64_t positions = sd ? sl_desc_positions(sd) : 0, chunk = requested;
+  int64_t per_pos = 0, multiple = 1;
+  const char *want = axis ? axis : "scan";
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++) {
+      const sl_tensor_desc *d = &g->nodes[i].out[k];
+      if (!d->stream_rank || strcmp(sl_desc_axis_name(d), want)) continue;
+      if (sl_desc_item_bytes(d) > per_pos) per_pos = sl_desc_item_bytes(d);
+      if (d->positions_per_stored_chunk > multiple) multiple = d->positions_per_stored_chunk;
+    }
+  if (chunk <= 0) {
+    int64_t workers = opts->caps.compute_units > 0 ? opts->caps.compute_units : 1;
+    int64_t target = opts->target_chunk_bytes > 0 ? opts->target_chunk_bytes
+                                                  : workers * sl_plan_chunk_bytes_per_worker(&opts->caps);
+    chunk = per_pos > 0 ? target / per_pos : positions;
+    if (chunk < 1) chunk = 1;
+  }
+  if (chunk > positions) chunk = positions;
+  if (chunk < positions) chunk = chunk < multiple ? multiple : chunk - chunk % multiple;
+  if (chunk > positions) chunk = positions;
+  if (multiple_out) *multiple_out = multiple;
+  return chunk;
+}
+
+/* Each pass's stream and chunking: the scan's chunk is `chunk`; another
+ * stream's is chosen for it (automatic). The plan's headline chunking is
+ * the scan's, else the first stream's. */
+static void plan_streams(sl_plan *p, const sl_graph *g, const sl_plan_opts *opts, int64_t chunk) {
+  const char *main = main_axis(g);
+  const sl_tensor_desc *md = stream_desc_on(g, main);
+  for (int pass = 0; pass < p->n_passes; pass++) {
+    sl_plan_pass *pp = &p->passes[pass];
+    pp->axis = g->pass_axis[pass];
+    const sl_tensor_desc *sd = stream_desc_on(g, pp->axis);
+    if (!sd || pp->stream_first > pp->stream_last) continue;
+    bool is_main = md && !strcmp(sl_desc_axis_name(sd), sl_desc_axis_name(md));
+    pp->positions = sl_desc_positions(sd);
+    pp->chunk_positions = is_main ? chunk : axis_chunk(g, opts, pp->axis, 0, NULL);
+    pp->n_chunks = pp->chunk_positions > 0 ? (pp->positions + pp->chunk_positions - 1) / pp->chunk_positions : 0;
+  }
+  p->positions = md ? sl_desc_positions(md) : 0;
+  p->chunk_positions = md ? chunk : 0;
+  p->n_chunks = md && chunk > 0 ? (p->positions + chunk - 1) / chunk : 0;
+}
+
+/* Builds the plan for a fixed chunk size of the main stream. */
 static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
                                sl_plan **out, sl_error *err) {
   sl_plan *p = sl_xcalloc(1, sizeof *p);
   p->graph = g;
   p->caps = opts->caps;
   p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
-  const sl_tensor_desc *sd = stream_desc(g);
-  p->positions = sd ? sl_desc_positions(sd) : 0;
-  p->chunk_positions = sd ? chunk : 0;
-  p->n_chunks = sd && chunk > 0 ? (p->positions + chunk - 1) / chunk : 0;
-  int64_t last_chunk = sd && chunk > 0 ? p->positions - (p->n_chunks - 1) * chunk : 0;
   p->n_passes = g->n_passes > 0 ? g->n_passes : 1;
   plan_levels(p, g);
-  sl_code rc = plan_costs(p, g, opts, chunk, last_chunk, err);
+  plan_streams(p, g, opts, chunk);
+  sl_code rc = plan_costs(p, g, opts, err);
   if (rc != SL_OK) {
     sl_plan_free(p);
     return rc;
   }
-  plan_buffers(p, g, chunk, last_chunk);
+  plan_buffers(p, g);
   plan_in_place(p, g);
   plan_slots(p);
   plan_peaks(p, g);
@@ -460,34 +531,18 @@ int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps) {
 }
 
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err) {
-  const sl_tensor_desc *sd = stream_desc(g);
+  const char *main = main_axis(g);
+  const sl_tensor_desc *sd = stream_desc_on(g, main);
   int64_t positions = sd ? sl_desc_positions(sd) : 0;
-  int64_t chunk = opts->chunk_positions;
-  bool automatic = chunk <= 0;
-  if (sd && automatic) {
-    int64_t per_pos = 0; /* bytes per position of the largest streamed buffer */
-    for (int i = 0; i < g->n_nodes; i++)
-      for (int k = 0; k < g->nodes[i].n_out; k++)
-        if (g->nodes[i].out[k].stream_rank) {
-          int64_t b = sl_desc_item_bytes(&g->nodes[i].out[k]);
-          if (b > per_pos) per_pos = b;
-        }
-    int64_t workers = opts->caps.compute_units > 0 ? opts->caps.compute_units : 1;
-    int64_t target = opts->target_chunk_bytes > 0 ? opts->target_chunk_bytes
-                                                  : workers * sl_plan_chunk_bytes_per_worker(&opts->caps);
-    chunk = per_pos > 0 ? target / per_pos : positions;
-    if (chunk < 1) chunk = 1;
-  }
-  /* Encoded streams move whole stored chunks: the scan chunk is a multiple
-   * of the positions one stored chunk holds. */
+  bool automatic = opts->chunk_positions <= 0;
   int64_t multiple = 1;
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int k = 0; k < g->nodes[i].n_out; k++)
-      if (g->nodes[i].out[k].positions_per_stored_chunk > multiple)
-        multiple = g->nodes[i].out[k].positions_per_stored_chunk;
-  if (sd && chunk > positions) chunk = positions;
-  if (sd && chunk < positions) chunk = chunk < multiple ? multiple : chunk - chunk % multiple;
-  if (sd && chunk > positions) chunk = positions;
+  int64_t chunk = sd ? axis_chunk(g, opts, main, opts->chunk_positions, &multiple) : opts->chunk_positions;
+  for (int pass = 0; pass < g->n_passes; pass++) {
+    const sl_tensor_desc *pd = stream_desc_on(g, g->pass_axis[pass]);
+    if (pd && sl_desc_positions(pd) == 0)
+      return sl_fail(err, SL_ERR_PIPELINE, "the %s has no positions",
+                     g->pass_axis[pass] ? g->pass_axis[pass] : "scan");
+  }
   if (sd && positions == 0)
     return sl_fail(err, SL_ERR_PIPELINE, "the scan has no positions");
   for (;;) {

@@ -42,6 +42,9 @@ typedef struct sl_plan_buffer {
    * reduction (element-wise combines: the whole output; a variable-size
    * concat: one chunk's bound; a fixed-size concat writes in place: 0). */
   int64_t partial_bytes;
+  /* A window of the node's whole input of the same index
+   * (sl_node_desc.view_outputs): no bytes and no slot (-1) of its own. */
+  bool view;
 } sl_plan_buffer;
 
 typedef struct sl_plan_slot {
@@ -68,6 +71,11 @@ typedef struct sl_plan_pass {
   int prologue_first, prologue_last;
   int stream_first, stream_last;
   int epilogue_first, epilogue_last;
+  /* The stream the pass goes over (NULL: the acquisition's scan; see
+   * sl_tensor_desc.stream_axis) and its chunking; 0 positions when the
+   * pass streams nothing. */
+  const char *axis;
+  int64_t positions, chunk_positions, n_chunks;
 } sl_plan_pass;
 
 typedef struct sl_plan_opts {
@@ -80,8 +88,10 @@ typedef struct sl_plan_opts {
 typedef struct sl_plan {
   const sl_graph *graph;
   sl_backend_caps caps;
-  int64_t positions;       /* scan positions in the stream (0 if none) */
-  int64_t chunk_positions; /* positions per chunk */
+  /* The acquisition's scan (else the first stream): positions, positions
+   * per chunk, chunks. Passes over other streams have their own. */
+  int64_t positions;
+  int64_t chunk_positions;
   int64_t n_chunks;
   int n_levels;
   sl_plan_level *levels;
@@ -116,6 +126,9 @@ typedef struct sl_plan {
 int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps);
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err);
 void sl_plan_free(sl_plan *p);
+/* The pass a stream node's chunks follow (its home pass); its chunking is
+ * the same in every pass it runs in. */
+const sl_plan_pass *sl_plan_node_pass(const sl_plan *p, int node);
 /* SL_ERR_BUDGET with a typed estimate (what needs how much) when the planned
  * peak exceeds the plan's memory limit. */
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err);

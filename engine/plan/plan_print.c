@@ -44,10 +44,14 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
     char name[192], desc[128];
     buffer_label(p, bf, name, sizeof name, desc, sizeof desc);
     sl_format_bytes((uint64_t)bf->bytes, a, sizeof a);
-    fprintf(f, "%s  %-28s %-26s %10s%s  L%d-L%d  slot %d%s%s%s\n", ind, name, desc, a,
-            bf->streamed ? "/chunk" : "      ", bf->first_level, bf->last_level, bf->slot,
+    char slot[32];
+    snprintf(slot, sizeof slot, bf->view ? "view   " : "slot %d", bf->slot);
+    fprintf(f, "%s  %-28s %-26s %10s%s  L%d-L%d  %s%s%s%s%s%s\n", ind, name, desc, a,
+            bf->streamed ? "/chunk" : "      ", bf->first_level, bf->last_level, slot,
             bf->reduction ? "  reduction" : "", bf->graph_output ? "  output" : "",
-            bf->in_place_of >= 0 ? "  in place" : "");
+            bf->in_place_of >= 0 ? "  in place" : "",
+            bf->combine != SL_COMBINE_NONE ? "  combine " : "",
+            bf->combine != SL_COMBINE_NONE ? sl_combine_name(bf->combine) : "");
   }
   for (int i = 0; i < g->n_nodes; i++)
     if (p->nodes[i].body) {
@@ -177,6 +181,7 @@ static void buffers_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_bool(j, "in_place", bf->in_place_of >= 0);
     if (bf->combine != SL_COMBINE_NONE) sl_json_kv_string(j, "combine", sl_combine_name(bf->combine));
     if (bf->variable) sl_json_kv_bool(j, "variable_size", true);
+    if (bf->view) sl_json_kv_bool(j, "view", true);
     if (bf->partial_bytes) sl_json_kv_int(j, "partial_bytes", bf->partial_bytes);
     JSON_INTS(j, {"first_level", bf->first_level}, {"last_level", bf->last_level},
               {"slot", bf->slot});

@@ -1,10 +1,14 @@
 /* The plan as a tree of schedule regions, for `sluice plan` and the plan's
  * JSON: each pass over the data is a `whole` region (the prologue), a
- * `stream` region over the scan in chunks, and a `whole` region (the
- * epilogue); an iterate node is a `loop` region holding its body's regions.
+ * `stream` region over its stream (the scan, or e.g. pixels) in chunks, and
+ * a `whole` region (the epilogue); an iterate node is a `loop` region
+ * holding its body's regions. A stream that starts from a whole tensor made
+ * by an earlier pass over another stream (transpose_scan, then stream) is a
+ * `transpose` region: the tensor's bytes, from which pass, to which stream.
  * Empty regions are left out. */
 #include <string.h>
 
+#include "engine/core/util.h"
 #include "engine/plan/plan.h"
 
 typedef struct region {
@@ -24,6 +28,28 @@ static int pass_regions(const sl_plan *p, int pass, region out[3]) {
   return n;
 }
 
+/* The view buffers (stream nodes) that start pass `pass`'s stream: each is
+ * a transpose region when the whole tensor it windows was made by a node
+ * streaming over another stream. Calls fn for each. */
+typedef void (*transpose_fn)(void *ctx, const sl_plan *p, const sl_node *view, const sl_node *maker,
+                             int64_t bytes, int from_pass);
+
+static void each_transpose(const sl_plan *p, int pass, transpose_fn fn, void *ctx) {
+  const sl_graph *g = p->graph;
+  for (int b = 0; b < p->n_buffers; b++) {
+    const sl_plan_buffer *bf = &p->buffers[b];
+    const sl_node *v = &g->nodes[bf->node];
+    if (!bf->view || v->pass != pass) continue;
+    sl_edge_src src = v->in_src[bf->port];
+    if (src.node < 0) continue;
+    const sl_node *m = &g->nodes[src.node];
+    if (m->phase != SL_PHASE_STREAM) continue;
+    fn(ctx, p, v, m, sl_desc_bytes(&m->out[src.port]), m->pass);
+  }
+}
+
+static const char *pass_axis_name(const sl_plan_pass *pp) { return pp->axis ? pp->axis : "scan"; }
+
 /* Indentation by depth: two spaces a level. */
 #define IND(depth) (2 * (depth)), ""
 
@@ -34,6 +60,22 @@ static void print_loop_head(FILE *f, const sl_node *n, int depth) {
   fprintf(f, "\n");
 }
 
+typedef struct print_ctx {
+  FILE *f;
+  int depth;
+  const sl_plan_pass *pp;
+} print_ctx;
+
+static void print_transpose(void *ctx, const sl_plan *p, const sl_node *view, const sl_node *maker,
+                            int64_t bytes, int from_pass) {
+  const print_ctx *pc = ctx;
+  char h[32];
+  (void)p;
+  sl_format_bytes((uint64_t)bytes, h, sizeof h);
+  fprintf(pc->f, "%*stranspose: '%s' (%s whole, made in pass %d) streamed over %s by '%s'\n", IND(pc->depth),
+          maker->id, h, from_pass + 1, pass_axis_name(pc->pp), view->id);
+}
+
 static void print_tree(FILE *f, const sl_plan *p, int depth) {
   const sl_graph *g = p->graph;
   for (int pass = 0; pass < p->n_passes; pass++) {
@@ -42,11 +84,14 @@ static void print_tree(FILE *f, const sl_plan *p, int depth) {
     if (p->n_passes > 1) fprintf(f, "%*spass %d over the data:\n", IND(depth), pass + 1);
     int rd = p->n_passes > 1 ? depth + 1 : depth;
     for (int r = 0; r < nr; r++) {
-      if (!strcmp(rs[r].kind, "stream"))
-        fprintf(f, "%*sstream over %lld scan positions in %lld chunk%s of up to %lld:", IND(rd),
-                (long long)p->positions, (long long)p->n_chunks, p->n_chunks == 1 ? "" : "s",
-                (long long)p->chunk_positions);
-      else
+      const sl_plan_pass *pp = &p->passes[pass];
+      if (!strcmp(rs[r].kind, "stream")) {
+        print_ctx pc = {f, depth + (p->n_passes > 1), pp};
+        each_transpose(p, pass, print_transpose, &pc);
+        fprintf(f, "%*sstream over %lld %s positions in %lld chunk%s of up to %lld:", IND(rd),
+                (long long)pp->positions, pass_axis_name(pp), (long long)pp->n_chunks,
+                pp->n_chunks == 1 ? "" : "s", (long long)pp->chunk_positions);
+      } else
         fprintf(f, "%*swhole:", IND(rd));
       int listed = 0;
       for (int l = rs[r].first; l <= rs[r].last; l++)
@@ -69,6 +114,19 @@ void sl_plan_print_regions(FILE *f, const sl_plan *p) {
   print_tree(f, p, 1);
 }
 
+static void json_transpose(void *ctx, const sl_plan *p, const sl_node *view, const sl_node *maker,
+                           int64_t bytes, int from_pass) {
+  sl_json *j = ctx;
+  (void)p;
+  sl_json_begin_object(j);
+  sl_json_kv_string(j, "kind", "transpose");
+  sl_json_kv_string(j, "whole", maker->id);
+  sl_json_kv_string(j, "view", view->id);
+  sl_json_kv_int(j, "bytes", bytes);
+  sl_json_kv_int(j, "from_pass", from_pass);
+  sl_json_end_object(j);
+}
+
 static void tree_json(sl_json *j, const sl_plan *p) {
   const sl_graph *g = p->graph;
   sl_json_begin_array(j);
@@ -80,9 +138,15 @@ static void tree_json(sl_json *j, const sl_plan *p) {
       sl_json_kv_string(j, "kind", rs[r].kind);
       sl_json_kv_int(j, "pass", pass);
       if (!strcmp(rs[r].kind, "stream")) {
-        sl_json_kv_int(j, "positions", p->positions);
-        sl_json_kv_int(j, "chunks", p->n_chunks);
-        sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
+        const sl_plan_pass *pp = &p->passes[pass];
+        sl_json_kv_string(j, "axis", pass_axis_name(pp));
+        sl_json_kv_int(j, "positions", pp->positions);
+        sl_json_kv_int(j, "chunks", pp->n_chunks);
+        sl_json_kv_int(j, "chunk_positions", pp->chunk_positions);
+        sl_json_key(j, "transposes");
+        sl_json_begin_array(j);
+        each_transpose(p, pass, json_transpose, j);
+        sl_json_end_array(j);
       }
       sl_json_key(j, "nodes");
       sl_json_begin_array(j);

@@ -11,7 +11,9 @@
   X(gather)            \
   X(iteration)         \
   X(ramp)              \
+  X(stream)            \
   X(subtract)          \
-  X(sum)
+  X(sum)               \
+  X(transpose_scan)
 
 SL_NODE_FAMILY(basic, BASIC_NODES)
