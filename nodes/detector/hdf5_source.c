@@ -99,7 +99,7 @@ static void record_metadata(sl_node *n, const sl_h5_index *ix) {
                ix->elem_size);
   const char *kind = ix->filter == SL_H5_FILTER_BITSHUFFLE ? "bitshuffle (filter 32008)"
                      : (ix->contiguous ? "contiguous" : "chunked, no filter");
-  if (ix->listed)
+  if (sl_h5_index_planned_from_listing(ix))
     sl_node_note(n, "storage", "%s, %lld frame%s per stored chunk, %d stored chunks, largest %llu bytes", kind,
                  (long long)ix->frames_per_chunk, ix->frames_per_chunk == 1 ? "" : "s", ix->n_chunks,
                  (unsigned long long)ix->max_chunk_size);
@@ -143,9 +143,10 @@ static sl_code source_infer(sl_node *n, sl_error *err) {
   if (d->encoding != SL_ENC_NONE) {
     d->positions_per_stored_chunk = ix->frames_per_chunk;
     d->min_positions_per_stored_chunk = ix->min_chunk_frames; /* a file's last chunk */
-    /* The largest real chunk once listed, else the most one can hold;
-     * prepare checks the listing against it. */
-    d->max_stored_chunk_bytes = (int64_t)(ix->listed ? ix->max_chunk_size : sl_h5_index_chunk_bound(ix));
+    /* The largest real chunk when planning listed them, else the most one
+     * can hold; prepare checks the listing against it. */
+    d->max_stored_chunk_bytes =
+        (int64_t)(sl_h5_index_planned_from_listing(ix) ? ix->max_chunk_size : sl_h5_index_chunk_bound(ix));
   }
   ((source_params_and_facts *)n->typed_params)->index_bytes = (int64_t)sl_h5_index_host_bytes(ix);
   record_metadata(n, ix);

@@ -128,11 +128,13 @@ void sl_h5_set_plan_list_limit(int64_t chunks) {
   atomic_store(&g_plan_list_limit, chunks < 0 ? SL_H5_PLAN_LIST_MAX_CHUNKS : chunks);
 }
 
+bool sl_h5_index_planned_from_listing(const sl_h5_index *ix) { return ix->n_chunks <= sl_h5_plan_list_limit(); }
+
 sl_code sl_h5_index_get_for_plan(const char *path, const char *dataset, const sl_h5_index **out,
                                  sl_error *err) {
   const sl_h5_index *ix = NULL;
   sl_code rc = sl_h5_index_get(path, dataset, &ix, err);
-  if (rc != SL_OK || ix->n_chunks > sl_h5_plan_list_limit()) {
+  if (rc != SL_OK || !sl_h5_index_planned_from_listing(ix)) {
     *out = ix;
     return rc;
   }

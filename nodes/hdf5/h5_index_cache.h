@@ -23,6 +23,11 @@ sl_code sl_h5_index_get_listed(const char *path, const char *dataset, const sl_h
  * fit is refused before anything proportional to the acquisition is built. */
 sl_code sl_h5_index_get_for_plan(const char *path, const char *dataset, const sl_h5_index **out,
                                  sl_error *err);
+/* Whether planning lists `ix` (it has at most sl_h5_plan_list_limit() stored
+ * chunks): then sizes come from its listing, else from its metadata, even
+ * when this process has listed it since (a plan depends on the files and
+ * the limit only). */
+bool sl_h5_index_planned_from_listing(const sl_h5_index *ix);
 void sl_h5_index_put(const sl_h5_index *ix);
 
 /* Stored chunks an acquisition may have to be listed while planning: 2^20
