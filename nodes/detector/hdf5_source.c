@@ -105,8 +105,8 @@ static void record_metadata(sl_node *n, const sl_h5_index *ix) {
                  (unsigned long long)ix->max_chunk_size);
   else
     sl_node_note(n, "storage",
-                 "%s, %lld frame%s per stored chunk, %d stored chunks, at most %llu bytes each (from the "
-                 "metadata: more than %lld chunks are listed when the run starts, not while planning)",
+                 "%s, %lld frame%s per stored chunk, %d stored chunks, at most %llu bytes each (planned "
+                 "from the metadata: more than %lld stored chunks are listed when the run starts)",
                  kind, (long long)ix->frames_per_chunk, ix->frames_per_chunk == 1 ? "" : "s", ix->n_chunks,
                  (unsigned long long)sl_h5_index_chunk_bound(ix), (long long)sl_h5_plan_list_limit());
   if (m->has_saturation_value)
@@ -201,10 +201,13 @@ static sl_code check_planned(const sl_node *n, const sl_h5_index *ix, sl_error *
   const sl_h5_chunk *ch = &ix->chunks[c];
   return sl_fail_in(err, SL_ERR_FORMAT, ix->files[ch->file],
                     "stored chunk %lld (frames %lld-%lld) has %llu bytes, more than the %lld bytes per stored "
-                    "chunk the plan reserved from the metadata (bitshuffle-LZ4's worst case for the "
-                    "dataset's block size): written with other bitshuffle blocks?",
+                    "chunk the plan reserved (%s)",
                     (long long)c, (long long)ch->first_frame, (long long)(ch->first_frame + ch->n_frames - 1),
-                    (unsigned long long)ch->size, (long long)d->max_stored_chunk_bytes);
+                    (unsigned long long)ch->size, (long long)d->max_stored_chunk_bytes,
+                    sl_h5_index_planned_from_listing(ix)
+                        ? "the largest chunk when it was planned: the file changed since?"
+                        : "bitshuffle-LZ4's worst case for the dataset's block size, from the metadata: "
+                          "written with smaller bitshuffle blocks?");
 }
 
 static sl_code source_prepare(sl_node *n, sl_error *err) {

@@ -375,7 +375,7 @@ static void t_planned_from_metadata(void **state) {
    * LZ4's bound on 3072 bytes (3072 + 3072 / 255 + 16). */
   const int64_t bound = 12 + 4 + 3072 + 3072 / 255 + 16;
   assert_int_equal(d->max_stored_chunk_bytes, bound);
-  assert_note(&n, "storage", "6 stored chunks, at most 3116 bytes each (from the metadata");
+  assert_note(&n, "storage", "6 stored chunks, at most 3116 bytes each (planned from the metadata");
   sl_node_cost c;
   n.desc->cost(&n, 4, &c);
   assert_true(c.state_bytes >= 2 * (int64_t)SL_SRC_WINDOW_BYTES + 6 * (int64_t)sizeof(sl_h5_chunk));
@@ -426,7 +426,7 @@ static void t_chunk_larger_than_planned(void **state) {
   /* 64 u16 elements: 12 + 4 + (128 + 0 + 16) */
   assert_int_equal(n.out[0].max_stored_chunk_bytes, 160);
   expect_failed(n.desc->prepare(&n, &e), &e, SL_ERR_FORMAT,
-                "stored chunk 2 (frames 2-2) has 200 bytes, more than the 160 bytes", NULL);
+                "stored chunk 2 (frames 2-2) has 200 bytes, more than the 160 bytes", "worst case");
   assert_non_null(strstr(e.file, "srcbig_master.h5"));
   node_free(&n);
   sl_h5_set_plan_list_limit(-1);
@@ -482,7 +482,7 @@ static void t_large_refused_before_listing(void **state) {
   assert_true(run.plan->peak_host_bytes - entries < (int64_t)limit);
   const char *storage = node_note(&run, "src", "storage");
   assert_non_null(storage);
-  assert_non_null(strstr(storage, "1200000 stored chunks, at most 32 bytes each (from the metadata"));
+  assert_non_null(strstr(storage, "1200000 stored chunks, at most 32 bytes each (planned from the metadata"));
   sl_run_free(&run);
 
   req.memory_limit = 0; /* available memory: room for the index */
