@@ -5,8 +5,12 @@
  * like tests/data/make_dectris.py. Data files are written by parallel
  * processes.
  *
- *   HDF5_PLUGIN_PATH=... make_acquisition PREFIX SCAN_ROWS SCAN_COLS DET_ROWS DET_COLS
+ *   HDF5_PLUGIN_PATH=... make_acquisition [--unwritten] PREFIX SCAN_ROWS SCAN_COLS DET_ROWS DET_COLS
  *                        FRAMES_PER_FILE [PROCESSES]
+ *
+ * --unwritten: the data files declare their frames (dataset shape, chunks,
+ * filter) but store none: a master of any size in seconds and a few MB, for
+ * planning tests (listing its chunks fails: none is stored).
  */
 #include <hdf5.h>
 #include <math.h>
@@ -53,7 +57,7 @@ static uint16_t sample(const poisson_table *t, uint64_t *s) {
 }
 
 static int write_data_file(const char *path, int64_t first, int64_t n, int64_t h, int64_t w,
-                           int64_t rows, int64_t cols) {
+                           int64_t rows, int64_t cols, int unwritten) {
   hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (f < 0) return 1;
   hsize_t dims[3] = {(hsize_t)n, (hsize_t)h, (hsize_t)w}, chunk[3] = {1, (hsize_t)h, (hsize_t)w};
@@ -76,7 +80,7 @@ static int write_data_file(const char *path, int64_t first, int64_t n, int64_t h
   hid_t mem = H5Screate_simple(3, one, NULL);
   double radius = (double)(h < w ? h : w) / 8.0;
   int rc = 0;
-  for (int64_t i = 0; i < n && rc == 0; i++) {
+  for (int64_t i = 0; i < n && rc == 0 && !unwritten; i++) {
     int64_t fr = first + i, sr = fr / cols, sc = fr % cols;
     double cy = (double)h / 2 + 0.05 * radius * sin(2 * M_PI * (double)sr / (double)(rows > 1 ? rows : 1));
     double cx = (double)w / 2 + 0.05 * radius * cos(2 * M_PI * (double)sc / (double)(cols > 1 ? cols : 1));
@@ -102,8 +106,11 @@ static int write_data_file(const char *path, int64_t first, int64_t n, int64_t h
 }
 
 int main(int argc, char **argv) {
+  int unwritten = argc > 1 && !strcmp(argv[1], "--unwritten");
+  if (unwritten) argv++, argc--;
   if (argc < 7) {
-    fprintf(stderr, "usage: make_acquisition PREFIX SCAN_ROWS SCAN_COLS DET_ROWS DET_COLS FRAMES_PER_FILE [PROCESSES]\n");
+    fprintf(stderr, "usage: make_acquisition [--unwritten] PREFIX SCAN_ROWS SCAN_COLS DET_ROWS DET_COLS "
+                    "FRAMES_PER_FILE [PROCESSES]\n");
     return 2;
   }
   const char *prefix = argv[1];
@@ -120,7 +127,7 @@ int main(int argc, char **argv) {
         char path[4096];
         snprintf(path, sizeof path, "%s_data_%06lld.h5", prefix, (long long)(k + 1));
         int64_t first = k * per_file, n = total - first < per_file ? total - first : per_file;
-        _exit(write_data_file(path, first, n, h, w, rows, cols));
+        _exit(write_data_file(path, first, n, h, w, rows, cols, unwritten));
       }
     }
     int status, failed = 0;
@@ -154,7 +161,7 @@ int main(int argc, char **argv) {
   H5Sclose(sp);
   H5Pclose(lcpl);
   H5Fclose(m);
-  printf("%s: %lld frames of %lldx%lld u16 in %lld data files (bitshuffle-LZ4)\n", master,
-         (long long)total, (long long)h, (long long)w, (long long)files);
+  printf("%s: %lld frames of %lldx%lld u16 in %lld data files (bitshuffle-LZ4%s)\n", master,
+         (long long)total, (long long)h, (long long)w, (long long)files, unwritten ? ", no chunk written" : "");
   return 0;
 }

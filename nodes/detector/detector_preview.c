@@ -27,11 +27,15 @@
                         "fewer); >= 1", NULL)
 SL_NODE_PARAMS(detector_preview_params, DETECTOR_PREVIEW_PARAMS)
 
-static sl_code open_index(const sl_node *n, const sl_h5_index **ix, sl_error *err) {
+/* The acquisition's index: described (infer needs the frame shape only), or
+ * listed (the kernel reads the first chunks; hdf5_source's prepare has
+ * usually listed it by then). */
+static sl_code open_index(const sl_node *n, bool listed, const sl_h5_index **ix, sl_error *err) {
   const detector_preview_params *p = detector_preview_params_of(n);
   if (!p->path || !p->path[0])
     return sl_fail(err, SL_ERR_PIPELINE, "param 'path' is empty: give the detector master file");
-  return sl_h5_index_get(p->path, p->dataset && p->dataset[0] ? p->dataset : NULL, ix, err);
+  const char *dataset = p->dataset && p->dataset[0] ? p->dataset : NULL;
+  return listed ? sl_h5_index_get_listed(p->path, dataset, ix, err) : sl_h5_index_get(p->path, dataset, ix, err);
 }
 
 static sl_code preview_infer(sl_node *n, sl_error *err) {
@@ -39,7 +43,7 @@ static sl_code preview_infer(sl_node *n, sl_error *err) {
     return sl_fail(err, SL_ERR_PIPELINE, "param 'frames' must be >= 1, got %lld",
                    (long long)detector_preview_params_of(n)->frames);
   const sl_h5_index *ix = NULL;
-  sl_code rc = open_index(n, &ix, err);
+  sl_code rc = open_index(n, false, &ix, err);
   if (rc != SL_OK) return rc;
   if (ix->is_signed || (ix->elem_size != 1 && ix->elem_size != 2 && ix->elem_size != 4))
     rc = sl_fail(err, SL_ERR_FORMAT, "%s: detector data must be u8, u16 or u32", ix->source);
@@ -127,7 +131,7 @@ static sl_code add_first_frames(const sl_h5_index *ix, int64_t want, const uint8
 
 static sl_code preview_cpu(sl_kernel_args *a) {
   const sl_h5_index *ix = NULL;
-  sl_code rc = open_index(a->node, &ix, a->err);
+  sl_code rc = open_index(a->node, true, &ix, a->err);
   if (rc != SL_OK) return rc;
   int64_t npix = ix->frame_rows * ix->frame_cols, done = 0;
   int64_t want = detector_preview_params_of(a->node)->frames;

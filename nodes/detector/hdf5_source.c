@@ -1,9 +1,12 @@
 /* hdf5_source: detector frames from an HDF5 acquisition (a Dectris/Arina
  * master with external data files, or one 3-D dataset), without the HDF5
- * filter pipeline. The chunk index is listed once; raw chunk bytes are read
- * with positioned reads on a reader thread that fetches the next window while
- * the current one is decoded. Compressed acquisitions leave as an encoded
- * stream of stored chunks for bslz4_decode; uncompressed ones as frames.
+ * filter pipeline. Planning reads the acquisition's metadata (and lists its
+ * chunks only when they are few: sl_h5_index_get_for_plan); the chunk index
+ * is listed once, by prepare at the latest, after the budget check that
+ * counted it. Raw chunk bytes are read with positioned reads on a reader
+ * thread that fetches the next window while the current one is decoded.
+ * Compressed acquisitions leave as an encoded stream of stored chunks for
+ * bslz4_decode; uncompressed ones as frames.
  *
  * Windows, read-ahead and the output layout are shared with the CUDA kernel
  * (source_window.c); the CPU kernel here copies a window into the output, the
@@ -26,18 +29,31 @@
   P(SHAPE, scan_shape, "[]", "scan rows and cols (default: a square frame count)", NULL)
 SL_NODE_PARAMS(hdf5_source_params, HDF5_SOURCE_PARAMS)
 
+/* What infer learns that cost needs and the output descriptor does not
+ * carry. It lives in the node's typed params block, after the params (the
+ * descriptor sizes the block for both; the graph frees it with the node). */
+typedef struct source_params_and_facts {
+  hdf5_source_params params; /* first: hdf5_source_params_of reads it */
+  int64_t index_bytes;       /* host bytes of the chunk index (sl_h5_index_host_bytes) */
+} source_params_and_facts;
+
+static const source_params_and_facts *facts_of(const sl_node *n) { return sl_node_typed_params(n); }
+
 /* The dataset param, NULL for the default layout. */
 static const char *dataset_param(const sl_node *n) {
   const char *d = hdf5_source_params_of(n)->dataset;
   return d && d[0] ? d : NULL;
 }
 
-static sl_code open_index(const sl_node *n, const sl_h5_index **ix, sl_error *err) {
+/* The acquisition's index: as planning reads it (sl_h5_index_get_for_plan),
+ * or listed. */
+static sl_code open_index(const sl_node *n, bool listed, const sl_h5_index **ix, sl_error *err) {
   const char *path = hdf5_source_params_of(n)->path;
   if (!path || !path[0])
     return sl_fail(err, SL_ERR_PIPELINE,
                    "param 'path' is empty: give the detector master file (e.g. --set input=scan_master.h5)");
-  return sl_h5_index_get(path, dataset_param(n), ix, err);
+  return listed ? sl_h5_index_get_listed(path, dataset_param(n), ix, err)
+                : sl_h5_index_get_for_plan(path, dataset_param(n), ix, err);
 }
 
 /* The scan shape: the param, else a square frame count, else an error that
@@ -81,11 +97,18 @@ static void record_metadata(sl_node *n, const sl_h5_index *ix) {
                ix->source, ix->layout, ix->n_files, ix->n_files == 1 ? "" : "s",
                (long long)ix->n_frames, (long long)ix->frame_rows, (long long)ix->frame_cols,
                ix->elem_size);
-  sl_node_note(n, "storage", "%s, %lld frame%s per stored chunk, %d stored chunks, largest %llu bytes",
-               ix->filter == SL_H5_FILTER_BITSHUFFLE ? "bitshuffle (filter 32008)"
-                                                     : (ix->contiguous ? "contiguous" : "chunked, no filter"),
-               (long long)ix->frames_per_chunk, ix->frames_per_chunk == 1 ? "" : "s", ix->n_chunks,
-               (unsigned long long)ix->max_chunk_size);
+  const char *kind = ix->filter == SL_H5_FILTER_BITSHUFFLE ? "bitshuffle (filter 32008)"
+                     : (ix->contiguous ? "contiguous" : "chunked, no filter");
+  if (sl_h5_index_planned_from_listing(ix))
+    sl_node_note(n, "storage", "%s, %lld frame%s per stored chunk, %d stored chunks, largest %llu bytes", kind,
+                 (long long)ix->frames_per_chunk, ix->frames_per_chunk == 1 ? "" : "s", ix->n_chunks,
+                 (unsigned long long)ix->max_chunk_size);
+  else
+    sl_node_note(n, "storage",
+                 "%s, %lld frame%s per stored chunk, %d stored chunks, at most %llu bytes each (planned "
+                 "from the metadata: more than %lld stored chunks are listed when the run starts)",
+                 kind, (long long)ix->frames_per_chunk, ix->frames_per_chunk == 1 ? "" : "s", ix->n_chunks,
+                 (unsigned long long)sl_h5_index_chunk_bound(ix), (long long)sl_h5_plan_list_limit());
   if (m->has_saturation_value)
     sl_node_note(n, "saturation_value", "%llu (%s)", (unsigned long long)m->saturation_value,
                  m->saturation_source ? m->saturation_source : "detector metadata");
@@ -98,7 +121,7 @@ static void record_metadata(sl_node *n, const sl_h5_index *ix) {
 
 static sl_code source_infer(sl_node *n, sl_error *err) {
   const sl_h5_index *ix = NULL;
-  sl_code rc = open_index(n, &ix, err);
+  sl_code rc = open_index(n, false, &ix, err);
   if (rc != SL_OK) return rc;
   sl_tensor_desc *d = &n->out[0];
   memset(d, 0, sizeof *d);
@@ -119,12 +142,13 @@ static sl_code source_infer(sl_node *n, sl_error *err) {
   if ((rc = sl_h5_index_encoding(ix, &d->encoding, &d->encoded_block_elems, err)) != SL_OK) goto done;
   if (d->encoding != SL_ENC_NONE) {
     d->positions_per_stored_chunk = ix->frames_per_chunk;
-    d->min_positions_per_stored_chunk = ix->frames_per_chunk;
-    for (int c = 0; c < ix->n_chunks; c++)
-      if (ix->chunks[c].n_frames < d->min_positions_per_stored_chunk)
-        d->min_positions_per_stored_chunk = ix->chunks[c].n_frames;
-    d->max_stored_chunk_bytes = (int64_t)ix->max_chunk_size;
+    d->min_positions_per_stored_chunk = ix->min_chunk_frames; /* a file's last chunk */
+    /* The largest real chunk when planning listed them, else the most one
+     * can hold; prepare checks the listing against it. */
+    d->max_stored_chunk_bytes =
+        (int64_t)(sl_h5_index_planned_from_listing(ix) ? ix->max_chunk_size : sl_h5_index_chunk_bound(ix));
   }
+  ((source_params_and_facts *)n->typed_params)->index_bytes = (int64_t)sl_h5_index_host_bytes(ix);
   record_metadata(n, ix);
   sl_node_reads_file(n, ix->source);
   for (int f = 0; f < ix->n_files; f++) sl_node_reads_file(n, ix->files[f]);
@@ -143,8 +167,10 @@ static void source_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_written = stored;
   c->ops = stored / 8;
   /* two read-ahead windows of the largest chunk window; on the CPU each
-   * spans calls up to SL_SRC_WINDOW_BYTES (source_window.h) */
-  c->state_bytes = 2 * (SL_SRC_WINDOW_BYTES + stored + per * sl_desc_item_bytes(d));
+   * spans calls up to SL_SRC_WINDOW_BYTES (source_window.h); and the chunk
+   * index, listed by prepare (entries for every stored chunk) */
+  c->state_bytes = 2 * (SL_SRC_WINDOW_BYTES + stored + per * sl_desc_item_bytes(d)) +
+                   facts_of(n)->index_bytes;
   /* on a device backend: two prefetch buffers, each the size of the output
    * slot, that the copy stream fills ahead of the kernels (hdf5_source_cuda.c) */
   c->device_state_bytes = 2 * sl_desc_buffer_bytes(d, positions);
@@ -161,23 +187,39 @@ static void source_release(sl_node *n) {
   n->state = NULL;
 }
 
+/* The listed index must be what the plan was made for: the file may have
+ * changed since, and a plan made from the metadata reserved the most a
+ * stored chunk can hold, which a chunk written otherwise (e.g. with smaller
+ * bitshuffle blocks) could exceed. */
+static sl_code check_planned(const sl_node *n, const sl_h5_index *ix, sl_error *err) {
+  const sl_tensor_desc *d = &n->out[0];
+  if (ix->n_frames != sl_desc_positions(d) || ix->frame_rows != d->dims[2] || ix->frame_cols != d->dims[3])
+    return sl_fail(err, SL_ERR_IO, "%s changed since the pipeline was planned", ix->source);
+  if (d->encoding == SL_ENC_NONE || ix->max_chunk_size <= (uint64_t)d->max_stored_chunk_bytes) return SL_OK;
+  int64_t c = 0;
+  while (ix->chunks[c].size != ix->max_chunk_size) c++;
+  const sl_h5_chunk *ch = &ix->chunks[c];
+  return sl_fail_in(err, SL_ERR_FORMAT, ix->files[ch->file],
+                    "stored chunk %lld (frames %lld-%lld) has %llu bytes, more than the %lld bytes per stored "
+                    "chunk the plan reserved (%s)",
+                    (long long)c, (long long)ch->first_frame, (long long)(ch->first_frame + ch->n_frames - 1),
+                    (unsigned long long)ch->size, (long long)d->max_stored_chunk_bytes,
+                    sl_h5_index_planned_from_listing(ix)
+                        ? "the largest chunk when it was planned: the file changed since?"
+                        : "bitshuffle-LZ4's worst case for the dataset's block size, from the metadata: "
+                          "written with smaller bitshuffle blocks?");
+}
+
 static sl_code source_prepare(sl_node *n, sl_error *err) {
   sl_src_state *s = sl_xcalloc(1, sizeof *s);
   n->state = s;
-  sl_code rc = open_index(n, &s->ix, err);
+  sl_code rc = open_index(n, true, &s->ix, err);
+  if (rc == SL_OK) rc = check_planned(n, s->ix, err);
   if (rc != SL_OK) {
     source_release(n);
     return rc;
   }
   s->win.ix = s->ix;
-  /* The file may have changed since planning: the frame count must hold. */
-  const sl_tensor_desc *d = &n->out[0];
-  if (s->ix->n_frames != sl_desc_positions(d) || s->ix->frame_rows != d->dims[2] ||
-      s->ix->frame_cols != d->dims[3]) {
-    rc = sl_fail(err, SL_ERR_IO, "%s changed since the pipeline was planned", s->ix->source);
-    source_release(n);
-    return rc;
-  }
   s->where = sl_xcalloc((size_t)s->ix->n_files, sizeof *s->where);
   const char *ds = dataset_param(n);
   for (int f = 0; f < s->ix->n_files; f++) {
@@ -213,7 +255,9 @@ static const sl_port_def source_out[] = {
 const sl_node_desc sl_node_hdf5_source = {
     .type = "hdf5_source",
     .doc = "Detector frames from an HDF5 acquisition, read chunk by chunk without the HDF5 filters.",
-    SL_PARAMS_DESC(hdf5_source_params),
+    /* the params, and room after them for what infer learns */
+    .params = hdf5_source_params_defs, .n_params = SL_COUNT_OF(hdf5_source_params_defs),
+    .params_size = sizeof(source_params_and_facts), .params_bind = hdf5_source_params_bind,
     .outputs = source_out, .n_outputs = SL_COUNT_OF(source_out),
     .infer = source_infer, .cost = source_cost,
     .prepare = source_prepare, .release = source_release,

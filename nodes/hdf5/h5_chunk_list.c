@@ -55,14 +55,16 @@ static sl_code chunk_by_coord(const sl_h5_dataset *d, const char *file, int64_t 
  * offsets in chunk units rather than elements; both are accepted: with
  * k > 1 and more than one chunk, an offset that is not a multiple of k can
  * only be in chunk units. */
+typedef struct iter_rec {
+  hsize_t o0, o1, o2;
+  uint64_t addr, size;
+  uint32_t mask;
+} iter_rec;
+
 typedef struct iter_ctx {
   int64_t nc, k;
   bool bad, scaled;
-  struct {
-    hsize_t o0, o1, o2;
-    uint64_t addr, size;
-    uint32_t mask;
-  } *all;
+  iter_rec *all;
   int64_t n_all;
 } iter_ctx;
 
@@ -252,6 +254,17 @@ static sl_code collect_direct(const sl_h5_dataset *d, const char *file, uint64_t
 
 /* ---- the chunk entries -------------------------------------------------------- */
 
+uint64_t sl_h5_stored_chunk_cap(uint64_t raw) { return 2 * raw + 4096; }
+
+uint64_t sl_h5_dataset_list_scratch_bytes(int64_t chunks) {
+  /* raw_chunk records, and the B-tree reader's or the HDF5 iteration's */
+  size_t per = sizeof(sl_h5_btree_chunk);
+#if H5_VERSION_GE(1, 14, 0)
+  if (sizeof(iter_rec) > per) per = sizeof(iter_rec);
+#endif
+  return (uint64_t)(chunks > 0 ? chunks : 0) * (uint64_t)(sizeof(raw_chunk) + per);
+}
+
 static sl_code check_chunk(const sl_h5_index *ix, const sl_h5_dataset *d, const char *file,
                            int64_t frame0, uint64_t addr, uint64_t size, uint32_t mask,
                            sl_error *err) {
@@ -261,11 +274,11 @@ static sl_code check_chunk(const sl_h5_index *ix, const sl_h5_dataset *d, const 
                       "dataset %s: the chunk of frames %lld.. is not stored (never written)", d->link,
                       (long long)frame0);
   bool raw_stored = d->filter == SL_H5_FILTER_NONE || (mask & 1u);
-  if (raw_stored ? size != raw : size > 2 * raw + 4096)
+  if (raw_stored ? size != raw : size > sl_h5_stored_chunk_cap(raw))
     return sl_fail_in(err, SL_ERR_FORMAT, file,
                       "dataset %s: the chunk of frames %lld.. has %" PRIu64 " stored bytes (%s %" PRIu64 ")",
                       d->link, (long long)frame0, size, raw_stored ? "expected" : "bound",
-                      raw_stored ? raw : 2 * raw + 4096);
+                      raw_stored ? raw : sl_h5_stored_chunk_cap(raw));
   if (addr > d->file_size || size > d->file_size - addr)
     return sl_fail_in(err, SL_ERR_FORMAT, file,
                       "dataset %s: the chunk of frames %lld.. at offset %" PRIu64 " (%" PRIu64
@@ -275,8 +288,8 @@ static sl_code check_chunk(const sl_h5_index *ix, const sl_h5_dataset *d, const 
 }
 
 /* A contiguous dataset: one pseudo-chunk per frame. */
-static sl_code list_contiguous(sl_h5_index *ix, const sl_h5_dataset *d, const char *file,
-                               int64_t first_frame, int64_t *next_chunk, sl_error *err) {
+static sl_code list_contiguous(const sl_h5_index *ix, const sl_h5_dataset *d, const char *file,
+                               int64_t first_frame, sl_h5_chunk *out, sl_error *err) {
   haddr_t off = H5Dget_offset(d->did);
   if (off == HADDR_UNDEF)
     return sl_fail_in(err, SL_ERR_FORMAT, file, "dataset %s has no storage (never written)", d->link);
@@ -288,7 +301,7 @@ static sl_code list_contiguous(sl_h5_index *ix, const sl_h5_dataset *d, const ch
                       "file (%" PRIu64 " bytes): truncated file?",
                       d->link, total, addr, d->file_size);
   for (int64_t i = 0; i < d->n; i++) {
-    sl_h5_chunk *c = &ix->chunks[(*next_chunk)++];
+    sl_h5_chunk *c = &out[i];
     c->file_offset = addr + (uint64_t)i * ix->frame_bytes;
     c->size = ix->frame_bytes;
     c->filter_mask = 0;
@@ -300,10 +313,10 @@ static sl_code list_contiguous(sl_h5_index *ix, const sl_h5_dataset *d, const ch
   return SL_OK;
 }
 
-sl_code sl_h5_dataset_list_chunks(sl_h5_index *ix, const sl_h5_dataset *d, int64_t first_frame,
-                                  int64_t *next_chunk, sl_error *err) {
+sl_code sl_h5_dataset_list_chunks(const sl_h5_index *ix, const sl_h5_dataset *d, int64_t first_frame,
+                                  sl_h5_chunk *out, sl_error *err) {
   const char *file = ix->files[d->file];
-  if (!d->chunked) return list_contiguous(ix, d, file, first_frame, next_chunk, err);
+  if (!d->chunked) return list_contiguous(ix, d, file, first_frame, out, err);
   /* The file's base address (user block): HDF5 addresses are relative to it. */
   uint64_t base = 0;
   hid_t fcpl = file_create_plist(d->did);
@@ -332,7 +345,7 @@ sl_code sl_h5_dataset_list_chunks(sl_h5_index *ix, const sl_h5_dataset *d, int64
     uint64_t a = rec[i].found ? rec[i].addr + base : (uint64_t)HADDR_UNDEF;
     rc = check_chunk(ix, d, file, i * k, a, rec[i].size, rec[i].mask, err);
     if (rc) break;
-    sl_h5_chunk *c = &ix->chunks[(*next_chunk)++];
+    sl_h5_chunk *c = &out[i];
     c->file_offset = a;
     c->size = rec[i].size;
     c->filter_mask = rec[i].mask;

@@ -19,8 +19,9 @@
 
 /* One 3-D dataset holding a run of consecutive frames of the acquisition. */
 typedef struct sl_h5_dataset {
-  char *link; /* where it was found (link path in the opened file), for messages */
-  int file;   /* index into sl_h5_index.files */
+  char *link;   /* where it was found (link path in the opened file), for messages */
+  char *object; /* its path in its own file (the link's target), NULL = link */
+  int file;     /* index into sl_h5_index.files */
   hid_t fid, did;
   int64_t n, h, w; /* frames, rows, cols */
   int elem_size;
@@ -54,11 +55,14 @@ sl_code sl_h5_dataset_inspect(sl_h5_dataset *d, const char *file, sl_error *err)
 sl_code sl_h5_dataset_check_image_nr(const sl_h5_dataset *d, const char *file, int64_t first_frame,
                                      sl_error *err);
 
-/* Appends the stored chunks of `d` (its frames starting at global frame
- * first_frame) to ix->chunks at *next_chunk, checking each against the file
- * (h5_chunk_list.c). ix->files and ix->frame_bytes must be set. */
-sl_code sl_h5_dataset_list_chunks(sl_h5_index *ix, const sl_h5_dataset *d, int64_t first_frame,
-                                  int64_t *next_chunk, sl_error *err);
+/* The stored chunks of `d` (its frames starting at global frame
+ * first_frame) into out[0 .. its chunk count), checking each against the
+ * file (h5_chunk_list.c). ix->files and ix->frame_bytes must be set. */
+sl_code sl_h5_dataset_list_chunks(const sl_h5_index *ix, const sl_h5_dataset *d, int64_t first_frame,
+                                  sl_h5_chunk *out, sl_error *err);
+/* Scratch bytes listing a dataset of `chunks` stored chunks allocates
+ * (freed when it returns). */
+uint64_t sl_h5_dataset_list_scratch_bytes(int64_t chunks);
 
 /* Reads /entry/instrument/detector/... of `fid` into ix->meta and checks the
  * frame count against nimages x ntrigger (h5_detector_meta.c). */

@@ -1,19 +1,22 @@
 /* Chunk index of a detector acquisition in HDF5 (Dectris / Arina layout):
  * which datasets hold the frames (links of a master file, resolved here),
- * that they agree, and the index of all their chunks. Each dataset is
- * inspected in h5_dataset.c, its chunks listed in h5_chunk_list.c, the
- * detector metadata read in h5_detector_meta.c. See h5_index.h and
- * docs/formats/dectris-hdf5.md. */
+ * that they agree (describing), and the index of all their chunks (listing).
+ * Each dataset is inspected in h5_dataset.c, its chunks listed in
+ * h5_chunk_list.c, the detector metadata read in h5_detector_meta.c. See
+ * h5_index.h and docs/formats/dectris-hdf5.md. */
 #include "nodes/hdf5/h5_index.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <lz4.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "engine/core/util.h"
+#include "nodes/codec/bslz4.h"
 #include "nodes/hdf5/h5_dataset.h"
 
 /* Highest data_NNNNNN link of a master file. */
@@ -25,9 +28,8 @@ typedef struct builder {
   int n_datasets, cap_datasets;
   hid_t master;
   char dir[4096]; /* the master's folder: external links are relative to it */
-  int64_t cap_chunks;   /* entries allocated in ix->chunks */
-  int64_t next_chunk;   /* entries filled */
-  int64_t frames;       /* frames of the datasets taken so far */
+  int64_t chunks; /* stored chunks of the datasets taken so far */
+  int64_t frames; /* frames of the datasets taken so far */
 } builder;
 
 static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err);
@@ -73,6 +75,7 @@ static sl_code open_external(builder *b, sl_h5_dataset *d, const char *master_pa
     return rc;
   }
   d->file = add_file(b, target);
+  d->object = sl_strdup(obj);
   if (!sl_h5_path_exists(d->fid, obj) || (d->did = H5Dopen2(d->fid, obj, H5P_DEFAULT)) < 0)
     return sl_fail_in(err, SL_ERR_FORMAT, target, "no dataset %s (target of link %s in %s)", obj, link,
                       master_path);
@@ -238,11 +241,36 @@ static void close_dataset(const builder *b, sl_h5_dataset *d) {
   d->did = d->fid = H5I_INVALID_HID;
 }
 
-/* A dataset just opened: inspected, checked against the first, its chunks
- * appended to the index, and closed. One data file is open at a time: HDF5
- * keeps caches per open file (about a megabyte each), so holding all of a
- * few hundred data files open cost hundreds of MiB and most of the listing
- * time. */
+/* The stored chunks of a dataset inspect accepted: one per frame when
+ * contiguous. */
+static int64_t chunks_of(const sl_h5_dataset *d) {
+  return d->chunked ? (d->n + d->frames_per_chunk - 1) / d->frames_per_chunk : d->n;
+}
+
+/* Records dataset d (its frames from global frame b->frames) as a part of
+ * the index: where it is, its frames and its stored chunks. */
+static void add_part(builder *b, const sl_h5_dataset *d) {
+  sl_h5_index *ix = b->ix;
+  ix->parts = sl_xrealloc(ix->parts, (size_t)(ix->n_parts + 1) * sizeof *ix->parts);
+  sl_h5_part *p = &ix->parts[ix->n_parts++];
+  p->file = d->file;
+  p->object = sl_strdup(d->object ? d->object : d->link);
+  p->link = sl_strdup(d->link);
+  p->first_frame = b->frames;
+  p->n_frames = d->n;
+  p->first_chunk = b->chunks;
+  p->n_chunks = chunks_of(d);
+  /* the last stored chunk holds what is left of the frames */
+  int64_t last = d->chunked ? d->n - (p->n_chunks - 1) * d->frames_per_chunk : 1;
+  if (ix->min_chunk_frames == 0 || last < ix->min_chunk_frames) ix->min_chunk_frames = last;
+  if (p->n_chunks > ix->max_part_chunks) ix->max_part_chunks = p->n_chunks;
+}
+
+/* A dataset just opened: inspected, checked against the first, recorded as
+ * a part, and closed. Its chunks are not listed (sl_h5_index_list_chunks).
+ * One data file is open at a time: HDF5 keeps caches per open file (about a
+ * megabyte each), so holding all of a few hundred data files open cost
+ * hundreds of MiB and most of the time. */
 static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err) {
   sl_h5_index *ix = b->ix;
   const char *file = ix->files[d->file];
@@ -251,22 +279,13 @@ static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err) {
   if (rc == SL_OK) rc = check_agrees(d, &b->datasets[0], file, err);
   if (rc == SL_OK) rc = sl_h5_dataset_check_image_nr(d, file, b->frames, err);
   /* (inspect refused a dataset without a valid chunk shape: no division then) */
-  int64_t n_chunks = rc != SL_OK ? 0
-                     : d->chunked ? (d->n + d->frames_per_chunk - 1) / d->frames_per_chunk
-                                  : d->n;
-  if (rc == SL_OK && b->next_chunk + n_chunks > INT_MAX)
+  if (rc == SL_OK && b->chunks + chunks_of(d) > INT_MAX)
     rc = sl_fail_in(err, SL_ERR_FORMAT, file, "more than %d chunks: not supported", INT_MAX);
-  if (rc == SL_OK && b->next_chunk + n_chunks > b->cap_chunks) {
-    int64_t cap = b->cap_chunks ? b->cap_chunks : 1024;
-    while (cap < b->next_chunk + n_chunks) cap *= 2;
-    sl_h5_chunk *grown = realloc(ix->chunks, (size_t)cap * sizeof *ix->chunks);
-    if (!grown)
-      rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld chunk entries", (long long)cap);
-    else
-      ix->chunks = grown, b->cap_chunks = cap;
+  if (rc == SL_OK) {
+    add_part(b, d);
+    b->frames += d->n;
+    b->chunks += chunks_of(d);
   }
-  if (rc == SL_OK) rc = sl_h5_dataset_list_chunks(ix, d, b->frames, &b->next_chunk, err);
-  if (rc == SL_OK) b->frames += d->n;
   close_dataset(b, d);
   return rc;
 }
@@ -278,13 +297,11 @@ static sl_code build(builder *b, const char *path, const char *dataset, sl_error
   sl_dirname(path, b->dir, sizeof b->dir);
   if ((rc = resolve_layout(b, path, dataset, err))) return rc;
   ix->n_frames = b->frames;
-  ix->n_chunks = (int)b->next_chunk;
-  for (int i = 0; i < ix->n_chunks; i++)
-    if (ix->chunks[i].size > ix->max_chunk_size) ix->max_chunk_size = ix->chunks[i].size;
+  ix->n_chunks = (int)b->chunks;
   return sl_h5_detector_meta_read(ix, b->master, path, err);
 }
 
-sl_code sl_h5_index_open(const char *path, const char *dataset, sl_h5_index **out, sl_error *err) {
+sl_code sl_h5_index_describe(const char *path, const char *dataset, sl_h5_index **out, sl_error *err) {
   *out = NULL;
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   builder b;
@@ -296,6 +313,7 @@ sl_code sl_h5_index_open(const char *path, const char *dataset, sl_h5_index **ou
   for (int i = 0; i < b.n_datasets; i++) {
     close_dataset(&b, &b.datasets[i]);
     free(b.datasets[i].link);
+    free(b.datasets[i].object);
   }
   free(b.datasets);
   if (b.master >= 0) H5Fclose(b.master);
@@ -307,8 +325,99 @@ sl_code sl_h5_index_open(const char *path, const char *dataset, sl_h5_index **ou
   return SL_OK;
 }
 
+/* ---- listing ------------------------------------------------------------- */
+
+static _Atomic uint64_t g_listings;
+
+uint64_t sl_h5_index_listings(void) { return atomic_load(&g_listings); }
+
+/* Dataset d, opened again for listing, must be what describing found. */
+static sl_code check_unchanged(const sl_h5_index *ix, const sl_h5_part *p, const sl_h5_dataset *d,
+                               const char *file, sl_error *err) {
+  bool same = d->n == p->n_frames && d->h == ix->frame_rows && d->w == ix->frame_cols &&
+              d->elem_size == ix->elem_size && d->is_signed == ix->is_signed && d->chunked == !ix->contiguous &&
+              d->filter == ix->filter && (!d->chunked || d->frames_per_chunk == ix->frames_per_chunk);
+  if (same) return SL_OK;
+  return sl_fail_in(err, SL_ERR_IO, file,
+                    "dataset %s changed since %s was read for planning (it held %lld frames of %lld x %lld, "
+                    "it now holds %lld of %lld x %lld, or its storage changed)",
+                    p->link, ix->source, (long long)p->n_frames, (long long)ix->frame_rows,
+                    (long long)ix->frame_cols, (long long)d->n, (long long)d->h, (long long)d->w);
+}
+
+/* The stored chunks of part p into out (its n_chunks entries). */
+static sl_code list_part(const sl_h5_index *ix, const sl_h5_part *p, sl_h5_chunk *out, sl_error *err) {
+  const char *file = ix->files[p->file];
+  sl_h5_dataset d;
+  memset(&d, 0, sizeof d);
+  d.link = p->link;
+  d.file = p->file;
+  d.fid = d.did = H5I_INVALID_HID;
+  sl_code rc = sl_h5_file_open(file, &d.fid, err);
+  if (rc != SL_OK) return rc;
+  if (!sl_h5_path_exists(d.fid, p->object) || (d.did = H5Dopen2(d.fid, p->object, H5P_DEFAULT)) < 0)
+    rc = sl_fail_in(err, SL_ERR_IO, file, "dataset %s (%s) is gone since %s was read for planning",
+                    p->link, p->object, ix->source);
+  if (rc == SL_OK) rc = sl_h5_dataset_inspect(&d, file, err);
+  if (rc == SL_OK) rc = check_unchanged(ix, p, &d, file, err);
+  if (rc == SL_OK) rc = sl_h5_dataset_list_chunks(ix, &d, p->first_frame, out, err);
+  if (d.did >= 0) H5Dclose(d.did);
+  H5Fclose(d.fid);
+  return rc;
+}
+
+sl_code sl_h5_index_list_chunks(const sl_h5_index *ix, sl_h5_chunk **chunks, uint64_t *max_chunk_size,
+                                sl_error *err) {
+  *chunks = NULL;
+  *max_chunk_size = 0;
+  atomic_fetch_add(&g_listings, 1);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  sl_h5_chunk *all = malloc((size_t)(ix->n_chunks > 0 ? ix->n_chunks : 1) * sizeof *all);
+  if (!all)
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for %d chunk entries of %s", ix->n_chunks, ix->source);
+  sl_code rc = SL_OK;
+  for (int i = 0; i < ix->n_parts && rc == SL_OK; i++)
+    rc = list_part(ix, &ix->parts[i], all + ix->parts[i].first_chunk, err);
+  if (rc != SL_OK) {
+    free(all);
+    return rc;
+  }
+  for (int i = 0; i < ix->n_chunks; i++)
+    if (all[i].size > *max_chunk_size) *max_chunk_size = all[i].size;
+  *chunks = all;
+  return SL_OK;
+}
+
+void sl_h5_index_set_chunks(sl_h5_index *ix, sl_h5_chunk *chunks, uint64_t max_chunk_size) {
+  free(ix->chunks);
+  ix->chunks = chunks;
+  ix->max_chunk_size = max_chunk_size;
+  ix->listed = true;
+}
+
+sl_code sl_h5_index_open(const char *path, const char *dataset, sl_h5_index **out, sl_error *err) {
+  sl_h5_index *ix = NULL;
+  sl_code rc = sl_h5_index_describe(path, dataset, &ix, err);
+  if (rc != SL_OK) return rc;
+  sl_h5_chunk *chunks = NULL;
+  uint64_t max = 0;
+  if ((rc = sl_h5_index_list_chunks(ix, &chunks, &max, err)) != SL_OK) {
+    sl_h5_index_free(ix);
+    *out = NULL;
+    return rc;
+  }
+  sl_h5_index_set_chunks(ix, chunks, max);
+  *out = ix;
+  return SL_OK;
+}
+
 void sl_h5_index_free(sl_h5_index *ix) {
   if (!ix) return;
+  for (int i = 0; i < ix->n_parts; i++) {
+    free(ix->parts[i].object);
+    free(ix->parts[i].link);
+  }
+  free(ix->parts);
   for (int i = 0; i < ix->n_files; i++) free(ix->files[i]);
   free(ix->files);
   free(ix->source);
@@ -319,6 +428,42 @@ void sl_h5_index_free(sl_h5_index *ix) {
 }
 
 /* ---- queries ------------------------------------------------------------- */
+
+/* bitshuffle's bshuf_compress_lz4_bound for n elements of s bytes in blocks
+ * of bs elements: full blocks, a last block rounded down to 8 elements, each
+ * with its 4-byte length and LZ4's worst case, then the last n % 8 elements
+ * as they are; plus the chunk's 12-byte header. */
+static uint64_t bslz4_bound(uint64_t n, uint64_t s, uint64_t bs) {
+  uint64_t b = 12 + (n / bs) * (4 + (uint64_t)LZ4_COMPRESSBOUND(bs * s));
+  uint64_t last = (n % bs) / 8 * 8;
+  if (last) b += 4 + (uint64_t)LZ4_COMPRESSBOUND(last * s);
+  return b + (n % 8) * s;
+}
+
+uint64_t sl_h5_index_chunk_bound(const sl_h5_index *ix) {
+  uint64_t raw = (uint64_t)ix->frames_per_chunk * ix->frame_bytes;
+  sl_encoding enc;
+  int64_t block = 0;
+  sl_error ignored;
+  sl_error_clear(&ignored);
+  if (ix->filter != SL_H5_FILTER_BITSHUFFLE || sl_h5_index_encoding(ix, &enc, &block, &ignored) != SL_OK ||
+      enc != SL_ENC_BSLZ4)
+    return raw; /* as they are (a compression sluice refuses to read anyway) */
+  uint64_t s = (uint64_t)ix->elem_size;
+  uint64_t bs = block > 0 ? (uint64_t)block : sl_bshuf_default_block_elems((size_t)s);
+  uint64_t b = bslz4_bound(raw / s, s, bs);
+  uint64_t cap = sl_h5_stored_chunk_cap(raw);
+  return b < cap ? b : cap;
+}
+
+uint64_t sl_h5_index_host_bytes(const sl_h5_index *ix) {
+  uint64_t b = sizeof *ix + (uint64_t)ix->n_chunks * sizeof(sl_h5_chunk) +
+               (uint64_t)ix->n_parts * sizeof(sl_h5_part) + (uint64_t)ix->n_files * sizeof(char *);
+  for (int i = 0; i < ix->n_files; i++) b += strlen(ix->files[i]) + 1;
+  for (int i = 0; i < ix->n_parts; i++) b += strlen(ix->parts[i].object) + strlen(ix->parts[i].link) + 2;
+  if (ix->meta.pixel_mask) b += (uint64_t)(ix->frame_rows * ix->frame_cols) * sizeof *ix->meta.pixel_mask;
+  return b + sl_h5_dataset_list_scratch_bytes(ix->max_part_chunks);
+}
 
 int64_t sl_h5_index_chunk_of_frame(const sl_h5_index *ix, int64_t frame) {
   if (!ix || frame < 0 || frame >= ix->n_frames || ix->n_chunks == 0) return -1;

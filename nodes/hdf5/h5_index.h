@@ -4,6 +4,15 @@
  * can fetch raw chunk bytes with positioned reads and decode them themselves,
  * bypassing the HDF5 filter pipeline.
  *
+ * It is built in two steps. Describing (sl_h5_index_describe) reads only
+ * metadata: the datasets that hold the frames, their shapes, dtype, storage
+ * and filter, and the detector metadata; what the stored chunks will be is
+ * then known from the shapes (their count, the frames of each, a bound on
+ * their size) without listing one. Listing (sl_h5_index_list_chunks) reads
+ * every dataset's chunk index: time and memory proportional to the stored
+ * chunks (35 s and 6 GB for 144 M one-frame chunks), so a planner describes
+ * first and lists once the plan is known to fit.
+ *
  * Nothing read from a file is trusted: rank, dtype, frame shape, chunk shape,
  * filters, chunk coordinates, offsets and sizes (against the file size) and
  * frame counts are checked when the index is built. See
@@ -50,6 +59,18 @@ typedef struct sl_h5_detector_meta {
   int64_t n_bad_pixels;                /* pixels with mask > 0 */
 } sl_h5_detector_meta;
 
+/* One dataset holding a run of consecutive frames (a data file of a master,
+ * or the dataset of a single file). */
+typedef struct sl_h5_part {
+  int file;             /* index into sl_h5_index.files */
+  char *object;         /* the dataset's path in that file */
+  char *link;           /* where it was found (link in the opened file), for messages */
+  int64_t first_frame;  /* global frame index of its first frame */
+  int64_t n_frames;
+  int64_t first_chunk;  /* index of its first stored chunk in sl_h5_index.chunks */
+  int64_t n_chunks;     /* its stored chunks: ceil(n_frames / frames_per_chunk), or n_frames if contiguous */
+} sl_h5_part;
+
 typedef struct sl_h5_index {
   int n_files;
   char **files;              /* data files (absolute, or relative to the cwd as the master path was) */
@@ -64,13 +85,19 @@ typedef struct sl_h5_index {
   int filter;                /* SL_H5_FILTER_NONE or SL_H5_FILTER_BITSHUFFLE */
   unsigned bs_cd_values[8];  /* the filter's cd_values (of the first dataset) */
   int n_cd_values;
-  int n_chunks;
+  int n_chunks;              /* stored chunks (known from the shapes before listing) */
+  int n_parts;
+  sl_h5_part *parts;         /* the datasets, in frame order */
+  int64_t min_chunk_frames;  /* fewest frames of the acquisition a stored chunk holds (a file's last) */
+  int64_t max_part_chunks;   /* stored chunks of the dataset with the most (listing scratch) */
+  /* Filled by listing; NULL / 0 / false while the index is only described. */
+  bool listed;
   sl_h5_chunk *chunks;       /* in frame order; chunks[i].first_frame is increasing, no gaps */
   uint64_t max_chunk_size;   /* largest chunks[i].size */
   sl_h5_detector_meta meta;
 } sl_h5_index;
 
-/* Opens `path` and builds the index.
+/* Opens `path` and builds the index: described and listed.
  * dataset == NULL: auto layout. A master file with /entry/data/data_000001,
  *   data_000002, ... (6 digits, consecutive; external links resolved relative
  *   to the master's folder, or links inside the file), else /entry/data/data.
@@ -80,7 +107,40 @@ typedef struct sl_h5_index {
  * the master, the link and the missing path), SL_ERR_FORMAT (anything
  * malformed or unsupported). The error's file is the file at fault. */
 sl_code sl_h5_index_open(const char *path, const char *dataset, sl_h5_index **out, sl_error *err);
+/* The same without listing the chunks: every file is opened (one at a time)
+ * for its metadata, n_chunks, parts, min_chunk_frames and max_part_chunks
+ * are set, chunks is NULL and listed false. Errors as sl_h5_index_open's,
+ * except those only a chunk shows (missing or truncated chunks). */
+sl_code sl_h5_index_describe(const char *path, const char *dataset, sl_h5_index **out, sl_error *err);
+/* Lists the stored chunks of a described index into a new array of
+ * ix->n_chunks entries (*chunks, the caller frees it) and their largest size,
+ * without changing ix (a shared index stays readable meanwhile). Each dataset
+ * is opened again and must still be what describing found (SL_ERR_IO "changed
+ * since" otherwise). Errors: as sl_h5_index_open's, SL_ERR_NOMEM. */
+sl_code sl_h5_index_list_chunks(const sl_h5_index *ix, sl_h5_chunk **chunks, uint64_t *max_chunk_size,
+                                sl_error *err);
+/* Makes a described index listed with what sl_h5_index_list_chunks gave
+ * (it takes the array). */
+void sl_h5_index_set_chunks(sl_h5_index *ix, sl_h5_chunk *chunks, uint64_t max_chunk_size);
+/* How many times this process has listed an acquisition's chunks (tests
+ * check that planning did not). */
+uint64_t sl_h5_index_listings(void);
 void sl_h5_index_free(sl_h5_index *ix);
+
+/* The most stored bytes one chunk of a described index can have, known
+ * without listing: a chunk without a filter (or bitshuffle without
+ * compression) holds its frames as they are; a bitshuffle-LZ4 chunk at most
+ * the codec's worst case for the dataset's block size (12-byte header, each
+ * block's 4-byte length and LZ4's bound on incompressible data), and never
+ * more than listing accepts (sl_h5_stored_chunk_cap). */
+uint64_t sl_h5_index_chunk_bound(const sl_h5_index *ix);
+/* The largest stored size listing accepts for a filtered chunk of `raw`
+ * bytes (larger: a malformed file). */
+uint64_t sl_h5_stored_chunk_cap(uint64_t raw);
+/* Host bytes the index holds once listed (entries, file names, dataset
+ * records, pixel mask), plus the scratch of listing its largest dataset:
+ * known from a described index. */
+uint64_t sl_h5_index_host_bytes(const sl_h5_index *ix);
 
 /* How the stored chunks are encoded: SL_ENC_NONE (no filter: plain frames),
  * SL_ENC_BSLZ4 or SL_ENC_BITSHUFFLE, with the bitshuffle block size in

@@ -1,6 +1,8 @@
 #include "nodes/hdf5/h5_index_cache.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,7 +38,7 @@ sl_code sl_h5_index_get(const char *path, const char *dataset, const sl_h5_index
   if (stat(path, &st) != 0) {
     /* Let the index report the problem with its own wording. */
     sl_h5_index *ix = NULL;
-    sl_code rc = sl_h5_index_open(path, dataset, &ix, err);
+    sl_code rc = sl_h5_index_describe(path, dataset, &ix, err);
     if (rc == SL_OK) sl_h5_index_free(ix);
     return rc != SL_OK ? rc : sl_fail(err, SL_ERR_IO, "cannot stat %s", path);
   }
@@ -55,9 +57,9 @@ sl_code sl_h5_index_get(const char *path, const char *dataset, const sl_h5_index
     }
   }
   pthread_mutex_unlock(&g_lock);
-  /* Indexing can take a while: outside the lock. */
+  /* Describing opens every data file: outside the lock. */
   sl_h5_index *ix = NULL;
-  sl_code rc = sl_h5_index_open(path, dataset, &ix, err);
+  sl_code rc = sl_h5_index_describe(path, dataset, &ix, err);
   if (rc != SL_OK) return rc;
   pthread_mutex_lock(&g_lock);
   cache_entry *slot = NULL;
@@ -87,6 +89,57 @@ sl_code sl_h5_index_get(const char *path, const char *dataset, const sl_h5_index
   *out = ix;
   pthread_mutex_unlock(&g_lock);
   return SL_OK;
+}
+
+sl_code sl_h5_index_get_listed(const char *path, const char *dataset, const sl_h5_index **out, sl_error *err) {
+  const sl_h5_index *ix = NULL;
+  sl_code rc = sl_h5_index_get(path, dataset, &ix, err);
+  if (rc != SL_OK) return rc;
+  pthread_mutex_lock(&g_lock);
+  bool listed = ix->listed;
+  pthread_mutex_unlock(&g_lock);
+  if (!listed) {
+    /* Listing takes a while: outside the lock, into a new array, so that
+     * whoever holds the described index meanwhile reads it unchanged. */
+    sl_h5_chunk *chunks = NULL;
+    uint64_t max = 0;
+    if ((rc = sl_h5_index_list_chunks(ix, &chunks, &max, err)) != SL_OK) {
+      sl_h5_index_put(ix);
+      return rc;
+    }
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < CACHE_ENTRIES; i++)
+      if (g_cache[i].ix == ix && !g_cache[i].ix->listed) { /* else another caller listed it first */
+        sl_h5_index_set_chunks(g_cache[i].ix, chunks, max);
+        chunks = NULL;
+      }
+    pthread_mutex_unlock(&g_lock);
+    free(chunks);
+  }
+  *out = ix;
+  return SL_OK;
+}
+
+static _Atomic int64_t g_plan_list_limit = SL_H5_PLAN_LIST_MAX_CHUNKS;
+
+int64_t sl_h5_plan_list_limit(void) { return atomic_load(&g_plan_list_limit); }
+
+void sl_h5_set_plan_list_limit(int64_t chunks) {
+  atomic_store(&g_plan_list_limit, chunks < 0 ? SL_H5_PLAN_LIST_MAX_CHUNKS : chunks);
+}
+
+bool sl_h5_index_planned_from_listing(const sl_h5_index *ix) { return ix->n_chunks <= sl_h5_plan_list_limit(); }
+
+sl_code sl_h5_index_get_for_plan(const char *path, const char *dataset, const sl_h5_index **out,
+                                 sl_error *err) {
+  const sl_h5_index *ix = NULL;
+  sl_code rc = sl_h5_index_get(path, dataset, &ix, err);
+  if (rc != SL_OK || !sl_h5_index_planned_from_listing(ix)) {
+    *out = ix;
+    return rc;
+  }
+  sl_h5_index_put(ix);
+  return sl_h5_index_get_listed(path, dataset, out, err);
 }
 
 void sl_h5_index_put(const sl_h5_index *ix) {

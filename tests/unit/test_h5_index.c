@@ -10,6 +10,7 @@
  * They run their tests with cmocka_run_group_tests(tests, fx_setup,
  * fx_teardown). */
 #define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -53,6 +54,7 @@ typedef struct fx_opts {
   hsize_t userblock;          /* user block of the data files */
   const char *dataset;        /* single-file layout: dataset path (NULL = /entry/data/data) */
   bool skip_link2;            /* write data_000001 and data_000003 only */
+  bool unwritten;             /* datasets declare their frames but store no chunk */
 } fx_opts;
 
 static char g_tmp[256];
@@ -127,14 +129,16 @@ FX_HELPER void fx_data(hid_t f, const char *path, const fx_opts *o, int64_t firs
   }
   hid_t d = H5Dcreate2(f, path, dtype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   assert_true(d >= 0);
-  size_t np = (size_t)(n * o->h * o->w);
-  uint32_t *buf = malloc(np * sizeof *buf);
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < o->h; r++)
-      for (int64_t c = 0; c < o->w; c++)
-        buf[(i * o->h + r) * o->w + c] = fx_value(first_frame + i, r, c, elem);
-  assert_true(H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
-  free(buf);
+  if (!o->unwritten) {
+    size_t np = (size_t)(n * o->h * o->w);
+    uint32_t *buf = malloc(np * sizeof *buf);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t r = 0; r < o->h; r++)
+        for (int64_t c = 0; c < o->w; c++)
+          buf[(i * o->h + r) * o->w + c] = fx_value(first_frame + i, r, c, elem);
+    assert_true(H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    free(buf);
+  }
   if (o->image_nr) {
     hid_t asp = H5Screate(H5S_SCALAR);
     long long lo = first_frame + 1 + o->image_nr_shift, hi = first_frame + n;
@@ -684,8 +688,137 @@ static void t_metadata_variants(void **state) {
   expect_fixture_error("imgnr", &q, SL_ERR_FORMAT, "image_nr_low = 2", "imgnr_data_000001.h5");
 }
 
+/* Describing reads the metadata only: the parts, the stored-chunk count and
+ * the fewest frames of a chunk from the shapes; listing then gives exactly
+ * the chunks sl_h5_index_open lists (which H5Dget_chunk_info confirms). */
+static void t_describe_then_list(void **state) {
+  fx_opts o = {.n_files = 3, .frames = {10, 10, 7}, .h = 8, .w = 20, .k = 4, .dtype = H5T_STD_U32LE};
+  char m[512];
+  fx_write("desc", &o, m, sizeof m);
+  sl_error e;
+  sl_error_clear(&e);
+  uint64_t listings = sl_h5_index_listings();
+  sl_h5_index *ix = NULL;
+  assert_int_equal(sl_h5_index_describe(m, NULL, &ix, &e), SL_OK);
+  assert_int_equal(sl_h5_index_listings(), listings);
+  assert_false(ix->listed);
+  assert_null(ix->chunks);
+  assert_int_equal(ix->n_frames, 27);
+  assert_int_equal(ix->n_chunks, 3 + 3 + 2);
+  assert_int_equal(ix->n_parts, 3);
+  static const int64_t first_frame[3] = {0, 10, 20}, first_chunk[3] = {0, 3, 6}, n_chunks[3] = {3, 3, 2};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(ix->parts[i].file, i);
+    assert_string_equal(ix->parts[i].object, "/entry/data/data");
+    assert_int_equal(ix->parts[i].first_frame, first_frame[i]);
+    assert_int_equal(ix->parts[i].n_frames, o.frames[i]);
+    assert_int_equal(ix->parts[i].first_chunk, first_chunk[i]);
+    assert_int_equal(ix->parts[i].n_chunks, n_chunks[i]);
+  }
+  assert_int_equal(ix->min_chunk_frames, 2); /* 10 = 4 + 4 + 2 */
+  assert_int_equal(ix->max_part_chunks, 3);
+  /* No filter: a stored chunk holds its 4 frames as they are. */
+  assert_int_equal(sl_h5_index_chunk_bound(ix), 4 * 8 * 20 * 4);
+  assert_true(sl_h5_index_host_bytes(ix) >= 8 * sizeof(sl_h5_chunk));
+
+  sl_h5_chunk *chunks = NULL;
+  uint64_t max = 0;
+  assert_int_equal(sl_h5_index_list_chunks(ix, &chunks, &max, &e), SL_OK);
+  assert_int_equal(sl_h5_index_listings(), listings + 1);
+  assert_false(ix->listed); /* listing leaves the index as it was */
+  sl_h5_index_set_chunks(ix, chunks, max);
+  assert_true(ix->listed);
+  assert_int_equal(ix->max_chunk_size, 4 * 8 * 20 * 4);
+  check_against_hdf5(ix, "/entry/data/data");
+  sl_h5_index *full = fx_open_index(m, NULL);
+  for (int i = 0; i < 8; i++) {
+    const sl_h5_chunk *a = &ix->chunks[i], *b = &full->chunks[i];
+    assert_int_equal(a->file_offset, b->file_offset);
+    assert_int_equal(a->size, b->size);
+    assert_int_equal(a->filter_mask, b->filter_mask);
+    assert_int_equal(a->file, b->file);
+    assert_int_equal(a->file_chunk, b->file_chunk);
+    assert_int_equal(a->first_frame, b->first_frame);
+    assert_int_equal(a->n_frames, b->n_frames);
+  }
+  sl_h5_index_free(full);
+
+  /* A data file rewritten with other frames between describing and
+   * listing: an error, never a misread. */
+  sl_h5_index_free(ix);
+  assert_int_equal(sl_h5_index_describe(m, NULL, &ix, &e), SL_OK);
+  o.frames[1] = 12;
+  fx_write("desc", &o, m, sizeof m);
+  assert_int_equal(sl_h5_index_list_chunks(ix, &chunks, &max, &e), SL_ERR_IO);
+  assert_null(chunks);
+  print_message("expected error: %s: %s\n", e.file, e.msg);
+  assert_non_null(strstr(e.msg, "changed since"));
+  assert_non_null(strstr(e.file, "desc_data_000002.h5"));
+  sl_h5_index_free(ix);
+}
+
+/* Files that declare frames but store no chunk: describing needs none;
+ * listing (and so opening) finds them missing. */
+static void t_describe_unwritten(void **state) {
+  fx_opts o = {.n_files = 2, .frames = {100000, 50000}, .h = 4, .w = 4, .k = 1, .unwritten = true};
+  char m[512];
+  fx_write("unwr", &o, m, sizeof m);
+  sl_error e;
+  sl_error_clear(&e);
+  sl_h5_index *ix = NULL;
+  assert_int_equal(sl_h5_index_describe(m, NULL, &ix, &e), SL_OK);
+  assert_int_equal(ix->n_chunks, 150000);
+  assert_int_equal(ix->n_frames, 150000);
+  assert_int_equal(ix->max_part_chunks, 100000);
+  sl_h5_index_free(ix);
+  expect_error(m, NULL, SL_ERR_FORMAT, "stores 0 chunks", "unwr_data_000001.h5");
+}
+
+/* The bound on a bitshuffle-LZ4 chunk is the one the bitshuffle filter
+ * sizes its output by (its header and bshuf_compress_lz4_bound, from the
+ * official plugin), capped by what listing accepts; other storage holds
+ * chunks as they are. */
+static void t_chunk_bound(void **state) {
+  void *so = dlopen(FX_PLUGIN_DIR "/libh5bshuf.so", RTLD_NOW | RTLD_LOCAL);
+  if (!so) {
+    print_message("SKIPPED: %s\n", dlerror());
+    skip();
+  }
+  int64_t (*lz4_bound)(size_t, size_t, size_t) =
+      (int64_t (*)(size_t, size_t, size_t))dlsym(so, "bshuf_compress_lz4_bound");
+  assert_non_null(lz4_bound);
+  static const struct {
+    int64_t k, h, w;
+    int elem;
+    unsigned block; /* cd_values[3] */
+  } cases[] = {{1, 16, 16, 2, 0}, {1, 192, 192, 2, 0}, {2, 32, 24, 2, 0}, {3, 37, 41, 1, 0},
+               {1, 512, 512, 4, 0}, {5, 7, 9, 4, 256}, {1, 33, 31, 2, 1000}, {1, 64, 64, 1, 8}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sl_h5_index ix;
+    memset(&ix, 0, sizeof ix);
+    ix.filter = SL_H5_FILTER_BITSHUFFLE;
+    ix.elem_size = cases[i].elem;
+    ix.frames_per_chunk = cases[i].k;
+    ix.frame_bytes = (uint64_t)(cases[i].h * cases[i].w * cases[i].elem);
+    ix.n_cd_values = 5;
+    unsigned cd[5] = {0, 3, (unsigned)cases[i].elem, cases[i].block, 2};
+    memcpy(ix.bs_cd_values, cd, sizeof cd);
+    uint64_t raw = (uint64_t)cases[i].k * ix.frame_bytes;
+    uint64_t want = 12 + (uint64_t)lz4_bound(raw / (uint64_t)cases[i].elem, (size_t)cases[i].elem, cases[i].block);
+    if (want > 2 * raw + 4096) want = 2 * raw + 4096; /* blocks of 8 bytes: LZ4's overhead exceeds the cap */
+    assert_int_equal(sl_h5_index_chunk_bound(&ix), want);
+    assert_true(sl_h5_index_chunk_bound(&ix) > raw); /* a chunk stored raw fits too */
+    ix.bs_cd_values[4] = 0; /* bitshuffle without compression: as they are */
+    assert_int_equal(sl_h5_index_chunk_bound(&ix), raw);
+  }
+  dlclose(so);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(t_describe_then_list),
+      cmocka_unit_test(t_describe_unwritten),
+      cmocka_unit_test(t_chunk_bound),
       cmocka_unit_test(t_master_one_frame_chunks),
       cmocka_unit_test(t_master_k_frame_chunks),
       cmocka_unit_test(t_contiguous),

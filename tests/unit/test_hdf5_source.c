@@ -3,14 +3,22 @@
  * plain frames against the fixture's pixel formula, the stored chunks of a
  * compressed file against H5Dread_chunk, the output descriptor, the scan
  * shape (param, square frame count, errors), the notes, a file changed since
- * planning, and the device state the plan counts for the source. */
+ * planning, the device state the plan counts for the source, and large
+ * acquisitions: planned from their metadata, their chunk index counted and
+ * listed only after the budget check. */
 #define SL_H5_FIXTURES_ONLY
 #include "test_h5_index.c"
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include "engine/pipeline/spec.h"
 #include "engine/plan/plan.h"
+#include "nodes/hdf5/h5_index_cache.h"
+#include "nodes/hdf5/source_window.h"
 #include "nodes/registry.h"
 #include "tests/unit/node_harness.h"
+#include "tests/unit/run_support.h"
 
 extern const sl_node_desc sl_node_hdf5_source;
 
@@ -339,6 +347,153 @@ static void t_plan_device_state(void **state) {
   sl_spec_free(spec);
 }
 
+/* ---- large acquisitions: planned from the metadata ------------------------------ */
+
+/* An acquisition of more stored chunks than planning lists (the limit
+ * lowered to plan a small file as a large one): infer lists nothing, sizes
+ * the encoded buffers by bitshuffle-LZ4's worst case, and prepare lists;
+ * the stored chunks then read into those buffers exactly as HDF5 reads
+ * them. */
+static void t_planned_from_metadata(void **state) {
+  fx_require_bitshuffle();
+  fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 32, .w = 24, .k = 2, .layout = FX_BSLZ4};
+  char m[512];
+  fx_write("srclazy", &o, m, sizeof m);
+  sl_h5_set_plan_list_limit(5); /* 6 stored chunks */
+  kv shape[] = {{"scan_shape", "[1, 11]"}};
+  uint64_t listings = sl_h5_index_listings();
+  sl_node n;
+  sl_error e;
+  assert_int_equal(source_make(&n, m, shape, 1, &e), SL_OK);
+  assert_int_equal(sl_h5_index_listings(), listings);
+  const sl_tensor_desc *d = &n.out[0];
+  assert_int_equal(d->encoding, SL_ENC_BSLZ4);
+  assert_int_equal(d->positions_per_stored_chunk, 2);
+  assert_int_equal(d->min_positions_per_stored_chunk, 1); /* each file's last chunk */
+  /* A chunk of 2 frames of 32 x 24 u16 is 1536 elements, one block (the
+   * default is 4096): the 12-byte header, the block's 4-byte length and
+   * LZ4's bound on 3072 bytes (3072 + 3072 / 255 + 16). */
+  const int64_t bound = 12 + 4 + 3072 + 3072 / 255 + 16;
+  assert_int_equal(d->max_stored_chunk_bytes, bound);
+  assert_note(&n, "storage", "6 stored chunks, at most 3116 bytes each (planned from the metadata");
+  sl_node_cost c;
+  n.desc->cost(&n, 4, &c);
+  assert_true(c.state_bytes >= 2 * (int64_t)SL_SRC_WINDOW_BYTES + 6 * (int64_t)sizeof(sl_h5_chunk));
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  assert_int_equal(sl_h5_index_listings(), listings + 1);
+  node_free(&n);
+  for (int64_t chunk = 1; chunk <= 11; chunk += 2) assert_true(check_packed("srclazy", &o, m, chunk) <= bound);
+  /* Planned again in this process (the index is listed by now): the same
+   * plan, which depends on the files and the limit only. */
+  assert_int_equal(source_make(&n, m, shape, 1, &e), SL_OK);
+  assert_int_equal(n.out[0].max_stored_chunk_bytes, bound);
+  node_free(&n);
+  sl_h5_set_plan_list_limit(-1);
+  assert_int_equal(sl_h5_plan_list_limit(), SL_H5_PLAN_LIST_MAX_CHUNKS);
+}
+
+/* A stored chunk larger than the plan reserved from the metadata (written
+ * by hand, 200 bytes where the filter writes at most 160): prepare says so,
+ * naming the file and the chunk; a plan from the listing holds it. */
+static void t_chunk_larger_than_planned(void **state) {
+  fx_require_bitshuffle();
+  char m[512];
+  snprintf(m, sizeof m, "%s/srcbig_master.h5", fx_tmpdir());
+  hid_t f = fx_create(m, 0);
+  fx_mkgroups(f, "/entry/data");
+  hsize_t dims[3] = {4, 8, 8}, cd[3] = {1, 8, 8};
+  hid_t sp = H5Screate_simple(3, dims, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, 3, cd);
+  unsigned cdv[2] = {0, 2};
+  assert_true(H5Pset_filter(dcpl, 32008, H5Z_FLAG_MANDATORY, 2, cdv) >= 0);
+  hid_t ds = H5Dcreate2(f, "/entry/data/data", H5T_STD_U16LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  assert_true(ds >= 0);
+  uint8_t junk[200];
+  memset(junk, 7, sizeof junk);
+  for (hsize_t i = 0; i < 4; i++) {
+    hsize_t off[3] = {i, 0, 0};
+    assert_true(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, off, i == 2 ? 200 : 50, junk) >= 0);
+  }
+  H5Dclose(ds);
+  H5Pclose(dcpl);
+  H5Sclose(sp);
+  H5Fclose(f);
+  kv shape[] = {{"scan_shape", "[2, 2]"}};
+  sl_h5_set_plan_list_limit(0);
+  sl_node n;
+  sl_error e;
+  assert_int_equal(source_make(&n, m, shape, 1, &e), SL_OK);
+  /* 64 u16 elements: 12 + 4 + (128 + 0 + 16) */
+  assert_int_equal(n.out[0].max_stored_chunk_bytes, 160);
+  expect_failed(n.desc->prepare(&n, &e), &e, SL_ERR_FORMAT,
+                "stored chunk 2 (frames 2-2) has 200 bytes, more than the 160 bytes", "worst case");
+  assert_non_null(strstr(e.file, "srcbig_master.h5"));
+  node_free(&n);
+  sl_h5_set_plan_list_limit(-1);
+  assert_int_equal(source_make(&n, m, shape, 1, &e), SL_OK);
+  assert_int_equal(n.out[0].max_stored_chunk_bytes, 200);
+  assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+  node_free(&n);
+}
+
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* More stored chunks than planning lists (3 files declaring 400000 frames
+ * each, none stored): the plan counts the chunk index in the source's state
+ * and a budget that cannot hold it refuses the run before anything lists a
+ * chunk (listing would fail: none is stored); with room for it, the run
+ * lists at prepare, after the budget check, and fails there. */
+static void t_large_refused_before_listing(void **state) {
+  fx_opts o = {.n_files = 3, .frames = {400000, 400000, 400000}, .h = 4, .w = 4, .k = 1, .unwritten = true};
+  char m[512], yaml[512], text[1024];
+  fx_write("srchuge", &o, m, sizeof m);
+  snprintf(yaml, sizeof yaml, "%s/huge.yaml", fx_tmpdir());
+  snprintf(text, sizeof text,
+           "pipeline: huge\nnodes:\n  src: {type: hdf5_source, params: {path: \"%s\", scan_shape: [1000, 1200]}}\n"
+           "  pattern: {type: sum, inputs: {x: src.frames}}\noutputs: {total: pattern.total}\n",
+           m);
+  FILE *fp = fopen(yaml, "w");
+  assert_non_null(fp);
+  fputs(text, fp);
+  fclose(fp);
+  const int64_t entries = 1200000 * (int64_t)sizeof(sl_h5_chunk);
+  const uint64_t limit = 64u << 20;
+  uint64_t listings = sl_h5_index_listings();
+  sl_run_request req = {.file = yaml, .registry = sl_nodes_registry(), .backend = SL_BACKEND_CPU,
+                        .threads = 1, .memory_limit = limit};
+  sl_run run;
+  sl_error e;
+  sl_error_clear(&e);
+  double t0 = seconds_now();
+  sl_code rc = sl_run_pipeline(&req, &run, &e);
+  double t1 = seconds_now();
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  print_message("refused in %.3f s, peak RSS of the test so far %ld KiB: %s\n", t1 - t0, ru.ru_maxrss, e.msg);
+  assert_int_equal(rc, SL_ERR_BUDGET);
+  assert_int_equal(sl_h5_index_listings(), listings);
+  /* The index is what does not fit. */
+  assert_true(run.plan->state_bytes >= entries);
+  assert_true(run.plan->peak_host_bytes > (int64_t)limit);
+  assert_true(run.plan->peak_host_bytes - entries < (int64_t)limit);
+  const char *storage = node_note(&run, "src", "storage");
+  assert_non_null(storage);
+  assert_non_null(strstr(storage, "1200000 stored chunks, at most 32 bytes each (planned from the metadata"));
+  sl_run_free(&run);
+
+  req.memory_limit = 0; /* available memory: room for the index */
+  sl_error_clear(&e);
+  rc = sl_run_pipeline(&req, &run, &e);
+  expect_failed(rc, &e, SL_ERR_FORMAT, "stores 0 chunks", NULL);
+  assert_non_null(strstr(e.file, "srchuge_data_000001.h5"));
+  assert_int_equal(sl_h5_index_listings(), listings + 1);
+  sl_run_free(&run);
+}
+
 static void t_descriptor(void **state) {
   const sl_node_desc *d = &sl_node_hdf5_source;
   assert_string_equal(d->type, "hdf5_source");
@@ -361,6 +516,9 @@ int main(void) {
       cmocka_unit_test(t_scan_shape_and_input_errors),
       cmocka_unit_test(t_changed_since_planning),
       cmocka_unit_test(t_plan_device_state),
+      cmocka_unit_test(t_planned_from_metadata),
+      cmocka_unit_test(t_chunk_larger_than_planned),
+      cmocka_unit_test(t_large_refused_before_listing),
       cmocka_unit_test(t_descriptor),
   };
   return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
