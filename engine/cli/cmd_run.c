@@ -47,6 +47,7 @@ typedef struct run_dir_ctx {
   const cli_opts *o;
   sl_run_output *out;
   const char *stamp;
+  const char *started;
 } run_dir_ctx;
 
 /* Set by SIGINT/SIGTERM; the executor and the writer stop at the next chunk
@@ -77,8 +78,9 @@ static int64_t expected_output_bytes(const sl_plan *p) {
 }
 
 /* After planning, before allocating or reading any data: say what auto chose,
- * and reserve the output directory (refusing to overwrite, and failing now on
- * a location that cannot be written or has no room). */
+ * reserve the output directory (refusing to overwrite, and failing now on
+ * a location that cannot be written or has no room) and open results.h5 in
+ * it, which the streamed outputs then fill chunk by chunk. */
 static sl_code before_alloc(void *vctx, const sl_plan *p, sl_error *err) {
   run_dir_ctx *c = vctx;
   if (c->o->backend == SL_BACKEND_AUTO && !c->o->quiet && !c->o->json)
@@ -87,7 +89,8 @@ static sl_code before_alloc(void *vctx, const sl_plan *p, sl_error *err) {
   char dir[4096];
   if (c->o->out_dir) snprintf(dir, sizeof dir, "%s", c->o->out_dir);
   else snprintf(dir, sizeof dir, "sluice-out/%s-%s", p->graph->spec->name, c->stamp);
-  return sl_run_output_reserve(c->out, dir, c->o->force, expected_output_bytes(p), err);
+  sl_code rc = sl_run_output_reserve(c->out, dir, c->o->force, expected_output_bytes(p), err);
+  return rc == SL_OK ? sl_run_output_open_results(c->out, p, c->started, err) : rc;
 }
 
 /* Notes keyed `key` ("warning", "result") of every node, on `f`. */
@@ -131,14 +134,14 @@ int cmd_run(int argc, char **argv) {
   strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   sl_run_output out;
   memset(&out, 0, sizeof out);
-  run_dir_ctx dctx = {&o, &out, stamp};
+  run_dir_ctx dctx = {&o, &out, stamp, started};
   catch_stop_signals();
   sl_run_request req = {
       .registry = sl_nodes_registry(),
       .file = o.file, .sets = o.sets, .n_sets = (size_t)o.n_sets, .backend = o.backend,
       .memory_limit = o.memory_limit, .chunk_positions = o.chunk_positions, .threads = o.threads,
       .progress = !o.quiet && !o.json, .before_alloc = before_alloc, .ctx = &dctx,
-      .cancel = &g_stop_signal,
+      .cancel = &g_stop_signal, .sink = &out.sink,
   };
   sl_run run;
   sl_error err;

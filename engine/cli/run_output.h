@@ -13,6 +13,7 @@
 
 #include "engine/core/status.h"
 #include "engine/exec/report.h"
+#include "engine/exec/sinks.h"
 
 #define SL_OUTPUT_MARKER ".sluice-output"
 
@@ -20,6 +21,10 @@ typedef struct sl_run_output {
   char dir[4096];  /* where the results go */
   char tmp[4200];  /* DIR.tmp-PID while they are written; "" once gone */
   bool force;
+  /* results.h5 in tmp, open from before the run until the outputs are
+   * written: streamed outputs arrive chunk by chunk through `sink`. */
+  sl_h5_writer *results;
+  sl_output_sink sink;
 } sl_run_output;
 
 /* Before any data is read: refuses an existing `dir` unless force and it is a
@@ -29,7 +34,15 @@ typedef struct sl_run_output {
 sl_code sl_run_output_reserve(sl_run_output *o, const char *dir, bool force, int64_t expected_bytes,
                               sl_error *err);
 
-/* Writes results.h5, the PNGs, report.json and the marker into o->tmp.
+/* Opens results.h5 in o->tmp with the run's file attributes (after
+ * reserve, before the run) and makes o->sink write the streamed outputs
+ * into it as their chunks complete. */
+sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const char *started_at,
+                                   sl_error *err);
+
+/* Finishes results.h5 (whole outputs, every dataset's attributes), writes
+ * the PNGs (a streamed image is read back from results.h5), report.json and
+ * the marker into o->tmp.
  * Stops with SL_ERR_INTERRUPTED between files when *cancel is set. */
 sl_code sl_run_output_write(sl_run_output *o, const sl_run_info *info,
                             const volatile sig_atomic_t *cancel, sl_error *err);

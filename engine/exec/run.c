@@ -38,6 +38,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     po.caps = caps;
     po.chunk_positions = req->chunk_positions;
     po.memory_limit = req->memory_limit;
+    po.outputs_to_sink = req->sink != NULL;
     rc = sl_plan_build(out->graph, &po, &out->plan, err);
   }
   /* The budget is checked before the backend exists: nothing is allocated
@@ -58,7 +59,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     prepared = rc == SL_OK;
   }
   if (rc == SL_OK) {
-    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel};
+    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel, .sink = req->sink};
     rc = sl_execute(out->plan, b, &eo, &out->result, err);
     out->executed = rc == SL_OK;
   }

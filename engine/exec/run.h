@@ -21,6 +21,9 @@ typedef struct sl_run_request {
    * backend auto chose, or to refuse an existing output directory). */
   sl_code (*before_alloc)(void *ctx, const sl_plan *plan, sl_error *err);
   void *ctx;
+  /* Optional: streamed graph outputs go here chunk by chunk (planned so),
+   * instead of being assembled in the result. */
+  const sl_output_sink *sink;
   /* Tests: use this backend table instead of the selected one. */
   const sl_backend_ops *ops_override;
 } sl_run_request;

@@ -1,4 +1,6 @@
 #include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/exec/sinks.h"
@@ -51,51 +53,193 @@ static herr_t put_int_array_attr(hid_t obj, const char *key, const int64_t *v, i
   return rc;
 }
 
-sl_code sl_write_results_h5(const char *path, const sl_output_data *outs, int n,
-                            const sl_attr *file_attrs, int n_attrs, sl_error *err) {
+/* The HDF5 type of a dtype: complex as the common {r, i} compound of two f32
+ * (h5py reads it as complex64); *own says the caller closes it. */
+static hid_t dataset_type(sl_dtype t, bool *own) {
+  *own = false;
+  if (t != SL_C64) return h5_type(t);
+  hid_t type = H5Tcreate(H5T_COMPOUND, 8);
+  H5Tinsert(type, "r", 0, H5T_NATIVE_FLOAT);
+  H5Tinsert(type, "i", 4, H5T_NATIVE_FLOAT);
+  *own = true;
+  return type;
+}
+
+struct sl_h5_writer {
+  char path[4352];
+  hid_t file;
+  int n;
+  hid_t *ds; /* per output: its dataset once created, or -1 */
+};
+
+sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, int n_outputs,
+                          sl_h5_writer **out, sl_error *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, with context */
+  *out = NULL;
   hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (f < 0) return sl_fail(err, SL_ERR_IO, "cannot create %s", path);
-  sl_code rc = SL_OK;
-  for (int a = 0; a < n_attrs && rc == SL_OK; a++)
-    if (put_str_attr(f, file_attrs[a].key, file_attrs[a].value) < 0)
-      rc = sl_fail(err, SL_ERR_IO, "%s: cannot write attribute '%s'", path, file_attrs[a].key);
-  for (int i = 0; i < n && rc == SL_OK; i++) {
-    const sl_output_data *o = &outs[i];
-    hsize_t dims[SL_MAX_RANK];
-    for (int k = 0; k < o->desc.rank; k++) dims[k] = (hsize_t)o->desc.dims[k];
-    hid_t type = -1;
-    bool own_type = false;
-    if (o->desc.dtype == SL_C64) {
-      /* Complex as the common {r, i} compound of two f32 (h5py reads it as complex64). */
-      type = H5Tcreate(H5T_COMPOUND, 8);
-      H5Tinsert(type, "r", 0, H5T_NATIVE_FLOAT);
-      H5Tinsert(type, "i", 4, H5T_NATIVE_FLOAT);
-      own_type = true;
-    } else {
-      type = h5_type(o->desc.dtype);
+  for (int a = 0; a < n_attrs; a++)
+    if (put_str_attr(f, file_attrs[a].key, file_attrs[a].value) < 0) {
+      H5Fclose(f);
+      return sl_fail(err, SL_ERR_IO, "%s: cannot write attribute '%s'", path, file_attrs[a].key);
     }
-    hid_t space = o->desc.rank ? H5Screate_simple(o->desc.rank, dims, NULL) : H5Screate(H5S_SCALAR);
-    hid_t ds = H5Dcreate2(f, o->name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (ds < 0 || H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, o->data) < 0) {
-      rc = sl_fail(err, SL_ERR_IO, "%s: cannot write dataset '%s'", path, o->name);
-    } else {
-      herr_t h = 0;
-      if (o->unit) h |= put_str_attr(ds, "unit", o->unit);
-      char src[256];
-      snprintf(src, sizeof src, "%s.%s", o->node_id, o->port);
-      h |= put_str_attr(ds, "source", src);
-      h |= put_str_attr(ds, "dtype", sl_dtype_name(o->desc.dtype));
-      h |= put_int_attr(ds, "scan_axes", o->scan_axes);
-      if (o->provenance) h |= put_str_attr(ds, "provenance", o->provenance);
-      if (o->chunk_bytes && o->n_chunk_bytes > 0)
-        h |= put_int_array_attr(ds, "chunk_bytes", o->chunk_bytes, o->n_chunk_bytes);
-      if (h < 0) rc = sl_fail(err, SL_ERR_IO, "%s: cannot write attributes of '%s'", path, o->name);
-    }
-    if (ds >= 0) H5Dclose(ds);
-    H5Sclose(space);
-    if (own_type) H5Tclose(type);
+  sl_h5_writer *w = calloc(1, sizeof *w);
+  w->ds = malloc((size_t)(n_outputs ? n_outputs : 1) * sizeof *w->ds);
+  if (!w->ds) {
+    free(w);
+    H5Fclose(f);
+    return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for the writer", path);
   }
-  if (H5Fclose(f) < 0 && rc == SL_OK) rc = sl_fail(err, SL_ERR_IO, "cannot finish writing %s", path);
+  for (int o = 0; o < n_outputs; o++) w->ds[o] = -1;
+  snprintf(w->path, sizeof w->path, "%s", path);
+  w->file = f;
+  w->n = n_outputs;
+  *out = w;
+  return SL_OK;
+}
+
+sl_code sl_h5_writer_create(sl_h5_writer *w, int o, const sl_output_data *out, sl_error *err) {
+  hsize_t dims[SL_MAX_RANK];
+  for (int k = 0; k < out->desc.rank; k++) dims[k] = (hsize_t)out->desc.dims[k];
+  bool own;
+  hid_t type = dataset_type(out->desc.dtype, &own);
+  hid_t space = out->desc.rank ? H5Screate_simple(out->desc.rank, dims, NULL) : H5Screate(H5S_SCALAR);
+  w->ds[o] = H5Dcreate2(w->file, out->name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Sclose(space);
+  if (own) H5Tclose(type);
+  if (w->ds[o] < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot create dataset '%s'", w->path, out->name);
+  return SL_OK;
+}
+
+/* Selects scan positions [start, start + count) of a dataset whose first
+ * `scan_rank` axes are the scan (C order) and whose other axes are whole:
+ * the flat range as a union of boxes, from the innermost scan axis out (a
+ * partial row, whole rows, a partial row; likewise for planes, ...). */
+static herr_t select_positions(hid_t space, int rank, const hsize_t *dims, int scan_rank, hsize_t start,
+                               hsize_t count) {
+  herr_t rc = H5Sselect_none(space);
+  hsize_t off[SL_MAX_RANK], len[SL_MAX_RANK];
+  while (count > 0 && rc >= 0) {
+    /* the largest aligned box starting at `start`: axis a and those inside it */
+    hsize_t block = 1;
+    int a = scan_rank - 1;
+    while (a > 0 && start % (block * dims[a]) == 0 && count >= block * dims[a]) block *= dims[a--];
+    /* block positions make whole rows of axis a+1..; take as many as fit along axis a */
+    hsize_t rest = start / block, along = dims[a] - rest % dims[a];
+    hsize_t n = count / block < along ? count / block : along;
+    hsize_t idx = rest;
+    for (int k = a; k >= 0; k--) {
+      off[k] = idx % dims[k];
+      idx /= dims[k];
+      len[k] = 1;
+    }
+    len[a] = n;
+    for (int k = a + 1; k < scan_rank; k++) off[k] = 0, len[k] = dims[k];
+    for (int k = scan_rank; k < rank; k++) off[k] = 0, len[k] = dims[k];
+    rc = H5Sselect_hyperslab(space, H5S_SELECT_OR, off, NULL, len, NULL);
+    start += n * block;
+    count -= n * block;
+  }
   return rc;
+}
+
+sl_code sl_h5_writer_positions(sl_h5_writer *w, int o, const sl_output_data *out, int64_t start,
+                               int64_t count, const void *data, sl_error *err) {
+  if (count <= 0) return SL_OK;
+  int rank = out->desc.rank, scan_rank = out->desc.stream_rank;
+  hsize_t dims[SL_MAX_RANK];
+  for (int k = 0; k < rank; k++) dims[k] = (hsize_t)out->desc.dims[k];
+  hid_t file_space = H5Dget_space(w->ds[o]);
+  hsize_t mem_n = (hsize_t)(count * sl_desc_item_elems(&out->desc));
+  hid_t mem_space = H5Screate_simple(1, &mem_n, NULL);
+  bool own;
+  hid_t type = dataset_type(out->desc.dtype, &own);
+  herr_t h = select_positions(file_space, rank, dims, scan_rank, (hsize_t)start, (hsize_t)count);
+  if (h >= 0) h = H5Dwrite(w->ds[o], type, mem_space, file_space, H5P_DEFAULT, data);
+  H5Sclose(mem_space);
+  H5Sclose(file_space);
+  if (own) H5Tclose(type);
+  if (h < 0)
+    return sl_fail(err, SL_ERR_IO, "%s: cannot write positions %lld-%lld of '%s'", w->path, (long long)start,
+                   (long long)(start + count - 1), out->name);
+  return SL_OK;
+}
+
+sl_code sl_h5_writer_whole(sl_h5_writer *w, int o, const sl_output_data *out, sl_error *err) {
+  sl_code rc = w->ds[o] < 0 ? sl_h5_writer_create(w, o, out, err) : SL_OK;
+  if (rc != SL_OK) return rc;
+  bool own;
+  hid_t type = dataset_type(out->desc.dtype, &own);
+  herr_t h = H5Dwrite(w->ds[o], type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data);
+  if (own) H5Tclose(type);
+  if (h < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot write dataset '%s'", w->path, out->name);
+  return SL_OK;
+}
+
+/* The attributes a dataset gets once the run has ended (notes and sizes
+ * are known then). */
+static sl_code put_output_attrs(sl_h5_writer *w, hid_t ds, const sl_output_data *o, sl_error *err) {
+  herr_t h = 0;
+  if (o->unit) h |= put_str_attr(ds, "unit", o->unit);
+  char src[256];
+  snprintf(src, sizeof src, "%s.%s", o->node_id, o->port);
+  h |= put_str_attr(ds, "source", src);
+  h |= put_str_attr(ds, "dtype", sl_dtype_name(o->desc.dtype));
+  h |= put_int_attr(ds, "scan_axes", o->scan_axes);
+  if (o->provenance) h |= put_str_attr(ds, "provenance", o->provenance);
+  if (o->chunk_bytes && o->n_chunk_bytes > 0)
+    h |= put_int_array_attr(ds, "chunk_bytes", o->chunk_bytes, o->n_chunk_bytes);
+  if (h < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot write attributes of '%s'", w->path, o->name);
+  return SL_OK;
+}
+
+sl_code sl_h5_writer_finish(sl_h5_writer *w, const sl_output_data *outs, sl_error *err) {
+  sl_code rc = SL_OK;
+  for (int o = 0; o < w->n && rc == SL_OK; o++) {
+    if (w->ds[o] < 0) rc = sl_fail(err, SL_ERR_INTERNAL, "%s: dataset '%s' was never written", w->path, outs[o].name);
+    else rc = put_output_attrs(w, w->ds[o], &outs[o], err);
+  }
+  for (int o = 0; o < w->n; o++)
+    if (w->ds[o] >= 0) H5Dclose(w->ds[o]);
+  herr_t h = H5Fclose(w->file);
+  if (h < 0 && rc == SL_OK) rc = sl_fail(err, SL_ERR_IO, "cannot finish writing %s", w->path);
+  free(w->ds);
+  free(w);
+  return rc;
+}
+
+void sl_h5_writer_abandon(sl_h5_writer *w) {
+  if (!w) return;
+  for (int o = 0; o < w->n; o++)
+    if (w->ds[o] >= 0) H5Dclose(w->ds[o]);
+  H5Fclose(w->file);
+  free(w->ds);
+  free(w);
+}
+
+sl_code sl_h5_read_output(const char *path, const sl_output_data *out, void *data, sl_error *err) {
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return sl_fail(err, SL_ERR_IO, "cannot open %s", path);
+  hid_t ds = H5Dopen2(f, out->name, H5P_DEFAULT);
+  bool own;
+  hid_t type = dataset_type(out->desc.dtype, &own);
+  herr_t h = ds < 0 ? -1 : H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  if (own) H5Tclose(type);
+  if (ds >= 0) H5Dclose(ds);
+  H5Fclose(f);
+  if (h < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot read dataset '%s'", path, out->name);
+  return SL_OK;
+}
+
+sl_code sl_write_results_h5(const char *path, const sl_output_data *outs, int n,
+                            const sl_attr *file_attrs, int n_attrs, sl_error *err) {
+  sl_h5_writer *w;
+  sl_code rc = sl_h5_writer_open(path, file_attrs, n_attrs, n, &w, err);
+  for (int o = 0; o < n && rc == SL_OK; o++) rc = sl_h5_writer_whole(w, o, &outs[o], err);
+  if (rc != SL_OK) {
+    sl_h5_writer_abandon(w);
+    return rc;
+  }
+  return sl_h5_writer_finish(w, outs, err);
 }

@@ -162,6 +162,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
      * the top-level scan's). */
     sl_plan_opts body_opts = *opts;
     body_opts.chunk_positions = 0;
+    body_opts.outputs_to_sink = false; /* what leaves a body is whole */
     sl_code rc = sl_plan_build(n->body, &body_opts, &pn->body, err);
     if (rc != SL_OK) return rc;
     pn->cost.bytes_read = sat_mul(pn->body->bytes_read, n->times);
@@ -244,7 +245,10 @@ static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl
     int home_stream_last = p->passes[n->pass].stream_last;
     b->last_level = b->streamed ? (home_stream_last > b->last_level ? home_stream_last : b->last_level)
                                 : final_level;
-    p->output_bytes += b->variable ? b->bytes : sl_desc_bytes(&n->out[k]);
+    if (b->streamed && p->outputs_to_sink)
+      p->output_bytes += p->caps.device_memory ? b->bytes : 0; /* one chunk staged, or none */
+    else
+      p->output_bytes += b->variable ? b->bytes : sl_desc_bytes(&n->out[k]);
   }
   if (b->reduction && p->passes[first_pass].stream_last > b->last_level)
     b->last_level = p->passes[first_pass].stream_last;
@@ -491,6 +495,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   p->graph = g;
   p->caps = opts->caps;
   p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
+  p->outputs_to_sink = opts->outputs_to_sink;
   p->n_passes = g->n_passes > 0 ? g->n_passes : 1;
   plan_levels(p, g);
   plan_streams(p, g, opts, chunk);

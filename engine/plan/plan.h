@@ -83,6 +83,10 @@ typedef struct sl_plan_opts {
   int64_t chunk_positions;   /* 0 = choose from target_chunk_bytes */
   int64_t target_chunk_bytes; /* 0 = sl_plan_chunk_bytes_per_worker per worker, for the largest streamed buffer */
   uint64_t memory_limit;     /* 0 = caps.memory_bytes; the budget */
+  /* Streamed graph outputs go to a sink chunk by chunk (sl_exec_opts.sink):
+   * the host holds one chunk of each (a device backend's download staging)
+   * instead of the whole output. */
+  bool outputs_to_sink;
 } sl_plan_opts;
 
 typedef struct sl_plan {
@@ -112,7 +116,10 @@ typedef struct sl_plan {
   int64_t lent_workspace_bytes; /* the executor's workspace buffer */
   int64_t staging_bytes;   /* host staging of host nodes on a device backend */
   int64_t body_bytes;      /* largest iterate body peak */
-  int64_t output_bytes;    /* assembled streamed graph outputs (whole) */
+  int64_t output_bytes;    /* graph outputs in host memory: whole ones, and
+                              streamed ones assembled (or, with a sink, one
+                              chunk each on a device backend) */
+  bool outputs_to_sink;
   int64_t partial_bytes;   /* reductions' per-chunk partials (sum) */
   int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */
   int64_t peak_host_bytes;

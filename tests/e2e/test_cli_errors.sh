@@ -93,12 +93,15 @@ else
   [ ! -e o2 ] && ok "failed run leaves no output directory" || not_ok "failed run left o2"
 fi
 
-# Over budget: exit 3 before anything is allocated or written.
+# Over budget: exit 3 before anything is allocated or written. (A whole
+# output must fit in memory; a streamed one goes to results.h5 chunk by
+# chunk: test_output_sink.sh.)
 cat > big.yaml <<'Y'
 pipeline: big
 nodes:
   r: {type: ramp, params: {positions: [4096], item_shape: [4096]}}
-outputs: {frames: r.out}
+  g: {type: gather, inputs: {x: r.out}}
+outputs: {frames: g.whole}
 Y
 expect 3 "budget" "over budget exits 3" -- "$SLUICE" run big.yaml --backend cpu --memory-limit 16M --out o3
 [ ! -e o3 ] && ok "over budget writes nothing" || not_ok "over budget left o3"
