@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
@@ -103,13 +104,15 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   int64_t rc = sl_desc_elems(&n->in[0]), rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   c->bytes_read = 2 * rc * 8 * 3;
   c->bytes_written = 4 * rc * 8 + 9;
-  c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) + sl_dpc_fit_ops(rows, cols);
+  /* The branch rule: the integral from the fit's spectra (one inverse
+   * transform of the integral's three) and the rotated spectra. */
+  c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) / 3 + sl_dpc_fit_ops(rows, cols);
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
                    rc * 8;
 }
 
-/* The state: the integral of the branch rule (planned in prepare: FFTW
- * planning is not thread safe) and its phase buffer. */
+/* The state: the fit and the integral of the branch rule (planned in
+ * prepare: FFTW planning is not thread safe) and the phase. */
 typedef struct dpc_state {
   sl_dpc_fit fit;
   sl_fourier_integral integral;
@@ -139,18 +142,22 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   return rc;
 }
 
-/* The evidence for the current branch of the field (rows, cols) in scan
- * coordinates, positive for it, negative for the other (its negative):
- * with an ADF image, the correlation of the integrated phase with it; else
- * the phase's skewness E[(p - mean)^3] / sd^3. 0 for a flat phase. */
+/* The evidence for the branch (theta, t) of the field, positive for it,
+ * negative for the other (its negative): with an ADF image, the
+ * correlation of the integrated phase with it; else the phase's skewness
+ * E[(p - mean)^3] / sd^3. 0 for a flat phase. The phase is integrated from
+ * the fit's spectra, rotated: no transform of the field again. */
 typedef struct branch_vote {
   double score;
 } branch_vote;
 
-static branch_vote branch_vote_of(dpc_state *s, const double *f_row, const double *f_col,
-                                  int64_t n, const void *adf, sl_dtype adf_type) {
+static branch_vote branch_vote_of(dpc_state *s, sl_backend *b, double theta, int t, int64_t n,
+                                  const void *adf, sl_dtype adf_type) {
   branch_vote v = {0};
-  sl_fourier_integral_run(&s->integral, f_row, f_col, 0, 1, s->phase);
+  /* The rotated spectra go into the integral's own buffers. */
+  sl_fourier_integral *in = &s->integral;
+  sl_dpc_fit_rotated_spectra(&s->fit, theta, t, in->xr, in->xc);
+  sl_fourier_integral_from_spectra(in, b, in->xr, in->xc, 0, 1, s->phase);
   double m2 = 0, m3 = 0, am = 0, a2 = 0, pa = 0;
   if (adf) {
     for (int64_t k = 0; k < n; k++)
@@ -216,7 +223,7 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   const double *cr = a->in[0], *cc = a->in[1];
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   sl_dpc_fit_result fit;
-  sl_dpc_fit_run(&st->fit, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
+  sl_dpc_fit_run(&st->fit, a->backend, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = cfg.transpose >= 0 ? cfg.transpose : (fit.residual[1] < fit.residual[0] ? 1 : 0);
   double theta = fit.angle[t];
   /* Rotated field: c_scan = T^t R(-theta) c_det. */
@@ -226,7 +233,7 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
    * agrees with the ADF image, or without one is skewed towards its peaks. */
   if (cfg.fit_angle) {
     const void *adf = has_adf(n) ? a->in[2] : NULL;
-    branch_vote v = branch_vote_of(st, orow, ocol, rows * cols, adf, n->in[2].dtype);
+    branch_vote v = branch_vote_of(st, a->backend, theta, t, rows * cols, adf, n->in[2].dtype);
     if (v.score < 0) {
       theta += 180;
       for (int64_t k = 0; k < rows * cols; k++) orow[k] = -orow[k], ocol[k] = -ocol[k];
