@@ -3,6 +3,7 @@
 
 #include <fftw3.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,8 +22,10 @@ int64_t sl_mirror_ops(int64_t rows, int64_t cols) {
 
 void sl_mirror_free(sl_mirror *m) {
   for (int a = 0; a < 2; a++)
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 3; k++) {
       if (m->plan[a][k]) fftw_destroy_plan(m->plan[a][k]);
+      if (m->copy_plan[a][k]) fftw_destroy_plan(m->copy_plan[a][k]);
+    }
   fftw_free(m->work);
   memset(m, 0, sizeof *m);
 }
@@ -34,24 +37,36 @@ sl_code sl_mirror_init(sl_mirror *m, int64_t rows, int64_t cols, sl_error *err) 
   if (!m->work)
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for a %lldx%lld field", (long long)rows,
                    (long long)cols);
+  /* A separate input for the out-of-place plans (FFTW_ESTIMATE reads
+   * neither array). */
+  double *in = fftw_malloc((size_t)(rows > cols ? rows : cols) * sizeof *in);
+  if (!in) {
+    sl_mirror_free(m);
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory");
+  }
   static const fftw_r2r_kind kinds[3] = {FFTW_REDFT10, FFTW_RODFT10, FFTW_REDFT01};
+  /* FFTW_ESTIMATE: a plan measured on this machine could differ from run
+   * to run, and so could the result's last bits. */
+  const unsigned flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
+  bool ok = true;
   for (int a = 0; a < 2; a++)
     for (int k = 0; k < 3; k++) {
       int n = (int)(a ? cols : rows);
-      /* FFTW_ESTIMATE: a plan measured on this machine could differ from
-       * run to run, and so could the result's last bits. */
-      m->plan[a][k] = fftw_plan_r2r_1d(n, m->work, m->work, kinds[k],
-                                       FFTW_ESTIMATE | FFTW_UNALIGNED);
-      if (!m->plan[a][k]) {
-        sl_mirror_free(m);
-        return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan a real transform of %d", n);
-      }
+      ok &= (m->plan[a][k] = fftw_plan_r2r_1d(n, m->work, m->work, kinds[k], flags)) != NULL;
+      ok &= (m->copy_plan[a][k] = fftw_plan_r2r_1d(n, in, m->work, kinds[k],
+                                                   flags | FFTW_PRESERVE_INPUT)) != NULL;
     }
+  fftw_free(in);
+  if (!ok) {
+    sl_mirror_free(m);
+    return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan real transforms of %lld and %lld",
+                   (long long)rows, (long long)cols);
+  }
   return SL_OK;
 }
 
-/* One pass: every row of a [n_rows, len] array transformed in place by
- * plan, after a copy from src when src is not NULL. */
+/* One pass: every row of a [n_rows, len] array transformed by plan: from
+ * src into dst (an out-of-place plan), or in dst (src NULL, in place). */
 typedef struct row_pass {
   fftw_plan plan;
   const double *src;
@@ -64,8 +79,8 @@ static void row_pass_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const row_pass *p = ctx;
   for (int64_t i = begin; i < end; i++) {
     double *row = p->dst + i * p->len;
-    if (p->src) memcpy(row, p->src + i * p->len, (size_t)p->len * sizeof *row);
-    fftw_execute_r2r(p->plan, row, row);
+    /* FFTW takes a non-const input; PRESERVE_INPUT plans do not write it. */
+    fftw_execute_r2r(p->plan, p->src ? (double *)(uintptr_t)(p->src + i * p->len) : row, row);
   }
 }
 
@@ -100,7 +115,7 @@ static void run(struct sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, 
 static void transform_2d(sl_mirror *m, struct sl_backend *b, const double *in, int k_rows,
                          int k_cols, double *out) {
   int64_t R = m->rows, C = m->cols;
-  row_pass first = {m->plan[1][k_cols], in, m->work, C};
+  row_pass first = {m->copy_plan[1][k_cols], in, m->work, C};
   run(b, R, ROW_GRAIN, row_pass_range, &first);
   transpose_job t = {m->work, out, R, C};
   run(b, (C + TILE - 1) / TILE, 1, transpose_range, &t);
@@ -119,7 +134,7 @@ void sl_mirror_forward(sl_mirror *m, struct sl_backend *b, const double *f, int 
  * with the axes' roles swapped. */
 void sl_mirror_inverse(sl_mirror *m, struct sl_backend *b, const double *Y, double *f) {
   int64_t R = m->rows, C = m->cols;
-  row_pass first = {m->plan[0][SL_MIRROR_INVERSE], Y, m->work, R};
+  row_pass first = {m->copy_plan[0][SL_MIRROR_INVERSE], Y, m->work, R};
   run(b, C, ROW_GRAIN, row_pass_range, &first);
   transpose_job t = {m->work, f, C, R};
   run(b, (R + TILE - 1) / TILE, 1, transpose_range, &t);

@@ -43,7 +43,8 @@ struct sl_backend;
 typedef struct sl_mirror {
   int64_t rows, cols;
   void *plan[2][3]; /* fftw_plan per axis (0: length rows, 1: length cols) and
-                       sl_mirror_kind */
+                       sl_mirror_kind, in place */
+  void *copy_plan[2][3]; /* the same, out of place (input kept): the first pass */
   double *work;     /* [rows * cols]: the first axis's result before the transpose */
 } sl_mirror;
 

@@ -98,9 +98,36 @@ static inline void ab_of(const double x[4], int t, double a[2], double b[2]) {
   else a[0] = x[2], a[1] = x[1], b[0] = -x[0], b[1] = x[3];
 }
 
-/* One block of the pass: for each frequency of its column frequencies, the
- * transverse parts T = k^ x A, k^ x B and the power |A|^2 per transpose,
- * added to the block's ring sums, once per mirror image. */
+/* Frequency (fr, fc) (cycles per sample, not both 0) with the four
+ * spectra x there, counted m times: the transverse parts T = k^ x A,
+ * k^ x B and the power |A|^2 per transpose, added to its ring's sums. */
+static inline void add_frequency(const sl_dpc_fit *f, double *sums, double fr, double fc,
+                                 const double x[4], double m) {
+  double kk = sqrt(fr * fr + fc * fc), inv = 1 / kk, ur = fr * inv, uc = fc * inv;
+  double *ring = sums + ring_of(f, kk) * RING_SUMS;
+  for (int t = 0; t < 2; t++) {
+    double a[2], b[2];
+    ab_of(x, t, a, b);
+    double ta = ur * a[1] - uc * a[0], tb = ur * b[1] - uc * b[0];
+    double *r = ring + 4 * t;
+    r[SUM_UU] += m * ta * ta;
+    r[SUM_UV] += m * ta * tb;
+    r[SUM_VV] += m * tb * tb;
+    r[SUM_POWER] += m * (a[0] * a[0] + a[1] * a[1]);
+  }
+}
+
+/* Frequency (kr, kc) of the edges (kr or kc 0 or Nyquist), where some of
+ * the spectra vanish. */
+static void add_edge(const sl_dpc_fit *f, double *sums, int64_t kr, int64_t kc) {
+  const int64_t R = f->rows, C = f->cols;
+  if (kr == 0 && kc == 0) return;
+  double x[4];
+  for (int s = 0; s < 4; s++) x[s] = sl_mirror_at(f->spec[s], R, C, s % 2 == 0, s % 2 == 1, kr, kc);
+  add_frequency(f, sums, half_freq(kr, R), half_freq(kc, C), x, sl_mirror_multiplicity(R, C, kr, kc));
+}
+
+/* One block of column frequencies of the pass into its own ring sums. */
 static void ring_pass(void *ctx, int64_t begin, int64_t end, int worker) {
   (void)worker;
   sl_dpc_fit *f = ctx;
@@ -110,25 +137,22 @@ static void ring_pass(void *ctx, int64_t begin, int64_t end, int worker) {
     memset(sums, 0, (size_t)(f->rings * RING_SUMS) * sizeof *sums);
     int64_t kc1 = (blk + 1) * f->block < C + 1 ? (blk + 1) * f->block : C + 1;
     for (int64_t kc = blk * f->block; kc < kc1; kc++) {
-      double fc = half_freq(kc, C);
-      for (int64_t kr = 0; kr <= R; kr++) {
-        double fr = half_freq(kr, R), kk = sqrt(fr * fr + fc * fc);
-        if (kk == 0) continue;
-        double x[4], ur = fr / kk, uc = fc / kk, m = sl_mirror_multiplicity(R, C, kr, kc);
-        for (int s = 0; s < 4; s++)
-          x[s] = sl_mirror_at(f->spec[s], R, C, s % 2 == 0, s % 2 == 1, kr, kc);
-        double *ring = sums + ring_of(f, kk) * RING_SUMS;
-        for (int t = 0; t < 2; t++) {
-          double a[2], b[2];
-          ab_of(x, t, a, b);
-          double ta = ur * a[1] - uc * a[0], tb = ur * b[1] - uc * b[0];
-          double *r = ring + 4 * t;
-          r[SUM_UU] += m * ta * ta;
-          r[SUM_UV] += m * ta * tb;
-          r[SUM_VV] += m * tb * tb;
-          r[SUM_POWER] += m * (a[0] * a[0] + a[1] * a[1]);
-        }
+      if (kc == 0 || kc == C) {
+        for (int64_t kr = 0; kr <= R; kr++) add_edge(f, sums, kr, kc);
+        continue;
       }
+      /* Inside: every spectrum is there, each frequency stands for 4. The
+       * odd-in-rows spectra hold kr at kr - 1, the odd-in-cols ones kc at
+       * kc - 1 (sl_mirror_at). */
+      const double *s0 = f->spec[0] + kc * R - 1, *s2 = f->spec[2] + kc * R - 1;
+      const double *s1 = f->spec[1] + (kc - 1) * R, *s3 = f->spec[3] + (kc - 1) * R;
+      double fc = half_freq(kc, C);
+      add_edge(f, sums, 0, kc);
+      for (int64_t kr = 1; kr < R; kr++) {
+        const double x[4] = {s0[kr], s1[kr], s2[kr], s3[kr]};
+        add_frequency(f, sums, half_freq(kr, R), fc, x, 4);
+      }
+      add_edge(f, sums, R, kc);
     }
   }
 }
