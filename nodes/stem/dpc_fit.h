@@ -16,10 +16,11 @@
  * scored by its transverse part T(k) = k^ x F_theta(k) (unit k: every
  * frequency counts by its power, not by |k|^2). Rotation is linear, so
  * sum_k w(k) |T(k)|^2 = cos^2 uu + 2 cos sin uv + sin^2 vv is a 2x2
- * quadratic form, minimised exactly (1-degree grid over [0, 180), then
- * golden section to 1e-4 degree). The noise of the CoM is white and
- * isotropic, so it adds the same transverse power sigma^2 at every
- * frequency and angle: it does not move the minimum, it only hides it. The
+ * quadratic form, minimised exactly (in closed form: it is (uu + vv) / 2
+ * + (uu - vv) / 2 cos 2 theta + uv sin 2 theta). The noise of the CoM is
+ * white and isotropic, so it adds the same transverse power sigma^2 at
+ * every frequency and angle: it does not move the minimum, it only hides
+ * it. The
  * weights are Wiener's: w = s / (s + sigma^2), s = max(0, P - 2 sigma^2)
  * the signal power estimated from the rotation-invariant power P of both
  * components, sigma^2 the mean transverse power at the current optimum
