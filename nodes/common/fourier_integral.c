@@ -7,17 +7,20 @@
 #include <string.h>
 
 int64_t sl_fourier_integral_bytes(int64_t rows, int64_t cols, bool mirror) {
-  int64_t m = mirror ? 2 : 1;
-  return 2 * (m * rows) * (m * cols) * 16;
+  if (mirror) return 2 * rows * cols * 8 + sl_mirror_bytes(rows, cols);
+  return 2 * rows * cols * 16;
 }
 
 int64_t sl_fourier_integral_ops(int64_t rows, int64_t cols, bool mirror) {
-  int64_t m = mirror ? 2 : 1;
-  double np = (double)(m * rows) * (double)(m * cols);
+  double np = (double)rows * (double)cols;
+  if (mirror) return 3 * sl_mirror_ops(rows, cols) + (int64_t)(20 * np);
   return (int64_t)(3 * 5.0 * np * log2(np > 2 ? np : 2) + 20 * np);
 }
 
 void sl_fourier_integral_free(sl_fourier_integral *f) {
+  sl_mirror_free(&f->ms);
+  free(f->xr);
+  free(f->xc);
   if (f->fwd) fftw_destroy_plan(f->fwd);
   if (f->inv) fftw_destroy_plan(f->inv);
   fftw_free(f->a);
@@ -25,27 +28,38 @@ void sl_fourier_integral_free(sl_fourier_integral *f) {
   memset(f, 0, sizeof *f);
 }
 
+static sl_code init_periodic(sl_fourier_integral *f, sl_error *err) {
+  size_t np = (size_t)(f->rows * f->cols);
+  f->a = fftw_malloc(np * sizeof(fftw_complex));
+  f->b = fftw_malloc(np * sizeof(fftw_complex));
+  if (!f->a || !f->b)
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for two %lldx%lld complex fields",
+                   (long long)f->rows, (long long)f->cols);
+  f->fwd = fftw_plan_dft_2d((int)f->rows, (int)f->cols, f->a, f->a, FFTW_FORWARD, FFTW_ESTIMATE);
+  f->inv = fftw_plan_dft_2d((int)f->rows, (int)f->cols, f->a, f->a, FFTW_BACKWARD, FFTW_ESTIMATE);
+  if (!f->fwd || !f->inv)
+    return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan a %lldx%lld transform",
+                   (long long)f->rows, (long long)f->cols);
+  return SL_OK;
+}
+
 sl_code sl_fourier_integral_init(sl_fourier_integral *f, int64_t rows, int64_t cols, bool mirror,
                                  sl_error *err) {
   memset(f, 0, sizeof *f);
-  int m = mirror ? 2 : 1;
-  f->rows = rows, f->cols = cols, f->pr = m * rows, f->pc = m * cols;
-  size_t np = (size_t)(f->pr * f->pc);
-  f->a = fftw_malloc(np * sizeof(fftw_complex));
-  f->b = fftw_malloc(np * sizeof(fftw_complex));
-  if (!f->a || !f->b) {
-    sl_fourier_integral_free(f);
-    return sl_fail(err, SL_ERR_NOMEM, "out of memory for two %lldx%lld complex fields",
-                   (long long)(m * rows), (long long)(m * cols));
+  f->rows = rows, f->cols = cols, f->mirror = mirror;
+  sl_code rc;
+  if (mirror) {
+    rc = sl_mirror_init(&f->ms, rows, cols, err);
+    f->xr = malloc((size_t)(rows * cols) * sizeof *f->xr);
+    f->xc = malloc((size_t)(rows * cols) * sizeof *f->xc);
+    if (rc == SL_OK && (!f->xr || !f->xc))
+      rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for two %lldx%lld spectra", (long long)rows,
+                   (long long)cols);
+  } else {
+    rc = init_periodic(f, err);
   }
-  f->fwd = fftw_plan_dft_2d((int)f->pr, (int)f->pc, f->a, f->a, FFTW_FORWARD, FFTW_ESTIMATE);
-  f->inv = fftw_plan_dft_2d((int)f->pr, (int)f->pc, f->a, f->a, FFTW_BACKWARD, FFTW_ESTIMATE);
-  if (!f->fwd || !f->inv) {
-    sl_fourier_integral_free(f);
-    return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan a %lldx%lld transform",
-                   (long long)(m * rows), (long long)(m * cols));
-  }
-  return SL_OK;
+  if (rc != SL_OK) sl_fourier_integral_free(f);
+  return rc;
 }
 
 /* numpy.fft.fftfreq: cycles per sample of DFT index i of n. */
@@ -53,33 +67,55 @@ static inline double freq(int64_t i, int64_t n) {
   return (double)(i < (n + 1) / 2 ? i : i - n) / (double)n;
 }
 
-void sl_fourier_integral_run(sl_fourier_integral *f, const double *g_r, const double *g_c, double highpass,
-                             double scale, double *phi) {
-  fftw_complex *a = f->a, *b = f->b;
-  int64_t R = f->rows, C = f->cols, PR = f->pr, PC = f->pc;
-  /* Even reflection of phi: the row derivative flips sign in the rows'
-   * mirror image, the column derivative in the columns'. */
-  for (int64_t i = 0; i < PR; i++) {
-    int64_t si = i < R ? i : 2 * R - 1 - i;
-    double sgr = i < R ? 1 : -1;
-    for (int64_t j = 0; j < PC; j++) {
-      int64_t sj = j < C ? j : 2 * C - 1 - j;
-      double sgc = j < C ? 1 : -1;
-      a[i * PC + j][0] = sgr * g_r[si * C + sj];
-      a[i * PC + j][1] = 0;
-      b[i * PC + j][0] = sgc * g_c[si * C + sj];
-      b[i * PC + j][1] = 0;
+/* phi[k] = scale * v[k * step] less its mean, k < n (v may be phi). */
+static void scaled_less_mean(const double *v, int64_t step, int64_t n, double scale,
+                             double *phi) {
+  double mean = 0;
+  for (int64_t k = 0; k < n; k++) mean += (phi[k] = scale * v[k * step]);
+  mean /= (double)n;
+  for (int64_t k = 0; k < n; k++) phi[k] -= mean;
+}
+
+void sl_fourier_integral_from_spectra(sl_fourier_integral *f, struct sl_backend *b,
+                                      const double *x_r, const double *x_c, double highpass,
+                                      double scale, double *phi) {
+  const int64_t R = f->rows, C = f->cols;
+  double h2 = highpass * highpass, norm = 1.0 / (4.0 * (double)R * (double)C);
+  /* Phi (even in both axes: frequencies 0..R-1, 0..C-1) into xr. Phi at
+   * kr reads x_r at kr - 1 of the same row of the layout, so kr runs down
+   * and x_r may be xr itself. */
+  double *y = f->xr;
+  for (int64_t kc = 0; kc < C; kc++) {
+    double fc = (double)kc / (double)(2 * C);
+    for (int64_t kr = R - 1; kr >= 0; kr--) {
+      double fr = (double)kr / (double)(2 * R), k2 = fr * fr + fc * fc;
+      double v = 0;
+      if (k2 > 0) {
+        double xr = sl_mirror_at(x_r, R, C, 1, 0, kr, kc), xc = sl_mirror_at(x_c, R, C, 0, 1, kr, kc);
+        v = -(fr * xr + fc * xc) * norm / (2 * M_PI * (k2 + h2));
+      }
+      y[kc * R + kr] = v;
     }
   }
+  sl_mirror_inverse(&f->ms, b, y, phi);
+  scaled_less_mean(phi, 1, R * C, scale, phi);
+}
+
+/* The periodic integral (no mirror): complex transforms of R x C. */
+static void run_periodic(sl_fourier_integral *f, const double *g_r, const double *g_c,
+                         double highpass, double scale, double *phi) {
+  fftw_complex *a = f->a, *b = f->b;
+  int64_t R = f->rows, C = f->cols;
+  for (int64_t k = 0; k < R * C; k++) a[k][0] = g_r[k], a[k][1] = 0, b[k][0] = g_c[k], b[k][1] = 0;
   fftw_execute_dft(f->fwd, a, a);
   fftw_execute_dft(f->fwd, b, b);
-  double h2 = highpass * highpass, norm = 1.0 / ((double)PR * (double)PC);
-  for (int64_t i = 0; i < PR; i++) {
-    double kr = freq(i, PR);
-    for (int64_t j = 0; j < PC; j++) {
-      double kc = freq(j, PC), k2 = kr * kr + kc * kc;
-      double *z = a[i * PC + j];
-      const double *w = b[i * PC + j];
+  double h2 = highpass * highpass, norm = 1.0 / ((double)R * (double)C);
+  for (int64_t i = 0; i < R; i++) {
+    double kr = freq(i, R);
+    for (int64_t j = 0; j < C; j++) {
+      double kc = freq(j, C), k2 = kr * kr + kc * kc;
+      double *z = a[i * C + j];
+      const double *w = b[i * C + j];
       if (k2 == 0) {
         z[0] = z[1] = 0;
         continue;
@@ -92,9 +128,18 @@ void sl_fourier_integral_run(sl_fourier_integral *f, const double *g_r, const do
     }
   }
   fftw_execute_dft(f->inv, a, a);
-  double mean = 0;
-  for (int64_t i = 0; i < R; i++)
-    for (int64_t j = 0; j < C; j++) mean += (phi[i * C + j] = scale * a[i * PC + j][0]);
-  mean /= (double)(R * C);
-  for (int64_t k = 0; k < R * C; k++) phi[k] -= mean;
+  scaled_less_mean(&a[0][0], 2, R * C, scale, phi);
+}
+
+void sl_fourier_integral_run(sl_fourier_integral *f, const double *g_r, const double *g_c, double highpass,
+                             double scale, double *phi) {
+  if (!f->mirror) {
+    run_periodic(f, g_r, g_c, highpass, scale, phi);
+    return;
+  }
+  /* The row derivative is odd in the rows' mirror image, the column
+   * derivative in the columns'. */
+  sl_mirror_forward(&f->ms, NULL, g_r, 1, 0, f->xr);
+  sl_mirror_forward(&f->ms, NULL, g_c, 0, 1, f->xc);
+  sl_fourier_integral_from_spectra(f, NULL, f->xr, f->xc, highpass, scale, phi);
 }

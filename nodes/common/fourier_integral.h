@@ -11,12 +11,24 @@
  * 2R x 2C by even reflection of phi (g_r odd in rows, g_c odd in columns), so
  * the integral does not wrap around a non-periodic scan.
  *
+ * With `mirror` the work is done on R x C real transforms
+ * (nodes/common/mirror_spectrum.h): g_r's spectrum odd in rows, g_c's odd
+ * in columns and phi's even in both share one phase per frequency, so
+ *
+ *   Phi(k) = -(k_r X_r + k_c X_c) / (2 pi (|k|^2 + h^2))
+ *
+ * with X the real mirror spectra, and phi is the inverse DCT of Phi: the
+ * formula above, 8 times cheaper, the same to rounding. The Nyquist row and
+ * column of the 2R x 2C transform contribute no real part, so their loss
+ * changes nothing.
+ *
  * Plans are made by sl_fourier_integral_init (FFTW planning is not thread
  * safe: nodes call it from prepare, which runs on one thread).
  *
- * shaders/cuda/stem/idpc.cu repeats these steps on the device (idpc on
- * CUDA), formula for formula: a change here goes there too, and
- * tests/unit/test_cuda_idpc.c compares the two. */
+ * shaders/cuda/stem/idpc.cu repeats the formula on the device (idpc on
+ * CUDA) with the complex transform of the extension: a change of the
+ * formula here goes there too, and tests/unit/test_cuda_idpc.c compares
+ * the two. */
 #ifndef SL_FOURIER_INTEGRAL_H
 #define SL_FOURIER_INTEGRAL_H
 
@@ -24,11 +36,17 @@
 #include <stdint.h>
 
 #include "engine/core/status.h"
+#include "nodes/common/mirror_spectrum.h"
+
+struct sl_backend;
 
 typedef struct sl_fourier_integral {
-  int64_t rows, cols, pr, pc; /* field and padded sizes */
-  void *a, *b;                /* fftw_complex[pr * pc] each */
-  void *fwd, *inv;            /* fftw_plan */
+  int64_t rows, cols;
+  bool mirror;
+  sl_mirror ms;       /* mirror: the real transforms */
+  double *xr, *xc;    /* mirror: the spectra of g_r and g_c [rows * cols], then Phi in xr */
+  void *a, *b;        /* no mirror: fftw_complex[rows * cols] each */
+  void *fwd, *inv;    /* no mirror: fftw_plan */
 } sl_fourier_integral;
 
 /* Bytes of the transforms' buffers for a rows x cols field. */
@@ -43,5 +61,13 @@ void sl_fourier_integral_free(sl_fourier_integral *f);
 /* phi[rows * cols] from the gradient (g_r, g_c), each rows * cols. */
 void sl_fourier_integral_run(sl_fourier_integral *f, const double *g_r, const double *g_c, double highpass,
                              double scale, double *phi);
+
+/* Mirror only: phi[rows * cols] from the mirror spectra of the gradient,
+ * X_r of g_r odd in rows and X_c of g_c odd in columns (sl_mirror_forward's
+ * layout), for a caller that has them already (dpc); the transforms' rows
+ * are shared among the workers of b (NULL: this thread). */
+void sl_fourier_integral_from_spectra(sl_fourier_integral *f, struct sl_backend *b,
+                                      const double *x_r, const double *x_c, double highpass,
+                                      double scale, double *phi);
 
 #endif

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
@@ -103,17 +104,20 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   int64_t rc = sl_desc_elems(&n->in[0]), rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   c->bytes_read = 2 * rc * 8 * 3;
   c->bytes_written = 4 * rc * 8 + 9;
-  c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) + sl_dpc_fit_ops(rows, cols);
+  /* The branch rule: the integral from the fit's spectra (one inverse
+   * transform of the integral's three) and the rotated spectra. */
+  c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) / 3 + sl_dpc_fit_ops(rows, cols);
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
-                   rc * 8;
+                   rc * 8 + rows * 8;
 }
 
-/* The state: the integral of the branch rule (planned in prepare: FFTW
- * planning is not thread safe) and its phase buffer. */
+/* The state: the fit and the integral of the branch rule (planned in
+ * prepare: FFTW planning is not thread safe) and the phase. */
 typedef struct dpc_state {
   sl_dpc_fit fit;
   sl_fourier_integral integral;
   double *phase;
+  double *div2_of_row; /* [rows]: squared divergence summed per row */
 } dpc_state;
 
 static void dpc_release(sl_node *n) {
@@ -122,6 +126,7 @@ static void dpc_release(sl_node *n) {
   sl_dpc_fit_free(&s->fit);
   sl_fourier_integral_free(&s->integral);
   free(s->phase);
+  free(s->div2_of_row);
   free(s);
   n->state = NULL;
 }
@@ -133,24 +138,30 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   sl_code rc = sl_fourier_integral_init(&s->integral, rows, cols, true, err);
   if (rc == SL_OK) rc = sl_dpc_fit_init(&s->fit, rows, cols, err);
   s->phase = malloc((size_t)(rows * cols) * sizeof *s->phase);
-  if (rc == SL_OK && !s->phase) rc = sl_fail(err, SL_ERR_NOMEM, "out of memory");
+  s->div2_of_row = malloc((size_t)rows * sizeof *s->div2_of_row);
+  if (rc == SL_OK && (!s->phase || !s->div2_of_row))
+    rc = sl_fail(err, SL_ERR_NOMEM, "out of memory");
   n->state = s;
   if (rc != SL_OK) dpc_release(n);
   return rc;
 }
 
-/* The evidence for the current branch of the field (rows, cols) in scan
- * coordinates, positive for it, negative for the other (its negative):
- * with an ADF image, the correlation of the integrated phase with it; else
- * the phase's skewness E[(p - mean)^3] / sd^3. 0 for a flat phase. */
+/* The evidence for the branch (theta, t) of the field, positive for it,
+ * negative for the other (its negative): with an ADF image, the
+ * correlation of the integrated phase with it; else the phase's skewness
+ * E[(p - mean)^3] / sd^3. 0 for a flat phase. The phase is integrated from
+ * the fit's spectra, rotated: no transform of the field again. */
 typedef struct branch_vote {
   double score;
 } branch_vote;
 
-static branch_vote branch_vote_of(dpc_state *s, const double *f_row, const double *f_col,
-                                  int64_t n, const void *adf, sl_dtype adf_type) {
+static branch_vote branch_vote_of(dpc_state *s, sl_backend *b, double theta, int t, int64_t n,
+                                  const void *adf, sl_dtype adf_type) {
   branch_vote v = {0};
-  sl_fourier_integral_run(&s->integral, f_row, f_col, 0, 1, s->phase);
+  /* The rotated spectra go into the integral's own buffers. */
+  sl_fourier_integral *in = &s->integral;
+  sl_dpc_fit_rotated_spectra(&s->fit, theta, t, in->xr, in->xc);
+  sl_fourier_integral_from_spectra(in, b, in->xr, in->xc, 0, 1, s->phase);
   double m2 = 0, m3 = 0, am = 0, a2 = 0, pa = 0;
   if (adf) {
     for (int64_t k = 0; k < n; k++)
@@ -195,16 +206,49 @@ static double wrap_deg(double d) {
   return d;
 }
 
-/* c_scan = T^t R(-theta) c_det for each of n positions. */
-static void rotate_field(const double *cr, const double *cc, int64_t n, double theta_deg, int t,
-                         double *orow, double *ocol) {
-  double th = theta_deg * M_PI / 180.0, c = cos(th), s = sin(th);
-  for (int64_t k = 0; k < n; k++) {
-    double r0 = c * cr[k] + s * cc[k], c0 = -s * cr[k] + c * cc[k];
-    orow[k] = t ? c0 : r0;
-    ocol[k] = t ? r0 : c0;
+/* The outputs, by rows shared among the workers: the rotated field
+ * c_scan = sign T^t R(-theta) c_det (sign -1: the other 180-degree branch),
+ * then its curl and divergence, with each row's sum of squared divergence
+ * (added in row order afterwards: the same bits at any thread count). */
+typedef struct field_job {
+  const double *cr, *cc;
+  int64_t rows, cols;
+  double c, s; /* sign cos theta, sign sin theta */
+  int t;
+  double *orow, *ocol, *curl, *div, *div2_of_row;
+} field_job;
+
+static void rotate_rows(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const field_job *f = ctx;
+  const double c = f->c, s = f->s;
+  for (int64_t k = begin * f->cols; k < end * f->cols; k++) {
+    double r0 = c * f->cr[k] + s * f->cc[k], c0 = -s * f->cr[k] + c * f->cc[k];
+    f->orow[k] = f->t ? c0 : r0;
+    f->ocol[k] = f->t ? r0 : c0;
   }
 }
+
+static void curl_div_rows(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const field_job *f = ctx;
+  const int64_t rows = f->rows, cols = f->cols;
+  for (int64_t i = begin; i < end; i++) {
+    double d2 = 0;
+    for (int64_t j = 0; j < cols; j++) {
+      double drr = d_row(f->orow, rows, cols, i, j), dcc = d_col(f->ocol, cols, i, j);
+      double drc = d_row(f->ocol, rows, cols, i, j), dcr = d_col(f->orow, cols, i, j);
+      double dv = drr + dcc;
+      f->curl[i * cols + j] = drc - dcr;
+      f->div[i * cols + j] = dv;
+      d2 += dv * dv;
+    }
+    f->div2_of_row[i] = d2;
+  }
+}
+
+/* Rows per task of the output passes. */
+enum { FIELD_ROWS_GRAIN = 16 };
 
 static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_node *n = (sl_node *)a->node;
@@ -216,21 +260,16 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   const double *cr = a->in[0], *cc = a->in[1];
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   sl_dpc_fit_result fit;
-  sl_dpc_fit_run(&st->fit, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
+  sl_dpc_fit_run(&st->fit, a->backend, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = cfg.transpose >= 0 ? cfg.transpose : (fit.residual[1] < fit.residual[0] ? 1 : 0);
   double theta = fit.angle[t];
-  /* Rotated field: c_scan = T^t R(-theta) c_det. */
-  double *orow = a->out[0], *ocol = a->out[1], *curl = a->out[4], *div = a->out[5];
-  rotate_field(cr, cc, rows * cols, theta, t, orow, ocol);
   /* 180-degree branch (see the header): the iDPC phase of the right branch
    * agrees with the ADF image, or without one is skewed towards its peaks. */
+  double sign = 1;
   if (cfg.fit_angle) {
     const void *adf = has_adf(n) ? a->in[2] : NULL;
-    branch_vote v = branch_vote_of(st, orow, ocol, rows * cols, adf, n->in[2].dtype);
-    if (v.score < 0) {
-      theta += 180;
-      for (int64_t k = 0; k < rows * cols; k++) orow[k] = -orow[k], ocol[k] = -ocol[k];
-    }
+    branch_vote v = branch_vote_of(st, a->backend, theta, t, rows * cols, adf, n->in[2].dtype);
+    if (v.score < 0) theta += 180, sign = -1;
     double c = fabs(v.score);
     sl_node_note(n, "branch",
                  "%.4f of the two 180-degree branches, by %s %.3f (the other branch %+.3f)",
@@ -246,16 +285,17 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
                    "contrast of the iDPC image, or give rotation_deg",
                    adf ? "iDPC-ADF correlation" : "iDPC skewness", c);
   }
+  /* Rotated field: c_scan = T^t R(-theta) c_det, theta the fitted one
+   * (the other branch's field is its negative, exactly). */
+  double th = fit.angle[t] * M_PI / 180.0;
+  field_job fj = {cr, cc, rows, cols, sign * cos(th), sign * sin(th), t,
+                  a->out[0], a->out[1], a->out[4], a->out[5], st->div2_of_row};
+  sl_backend *b = a->backend;
+  b->ops->parallel_for(b, rows, FIELD_ROWS_GRAIN, rotate_rows, &fj);
+  b->ops->parallel_for(b, rows, FIELD_ROWS_GRAIN, curl_div_rows, &fj);
   theta = wrap_deg(theta);
   double sd2 = 0;
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) {
-      double drr = d_row(orow, rows, cols, i, j), dcc = d_col(ocol, cols, i, j);
-      double drc = d_row(ocol, rows, cols, i, j), dcr = d_col(orow, cols, i, j);
-      curl[i * cols + j] = drc - dcr;
-      div[i * cols + j] = drr + dcc;
-    }
-  for (int64_t k = 0; k < rows * cols; k++) sd2 += div[k] * div[k];
+  for (int64_t i = 0; i < rows; i++) sd2 += st->div2_of_row[i];
   sd2 /= (double)(rows * cols);
   ((double *)a->out[2])[0] = theta;
   ((uint8_t *)a->out[3])[0] = (uint8_t)t;

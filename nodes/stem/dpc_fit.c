@@ -1,48 +1,87 @@
 /* The rotation fit of dpc. See dpc_fit.h for the method and why. */
 #include "nodes/stem/dpc_fit.h"
 
-#include <fftw3.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
+
 enum { REWEIGHTS = 3 };
 
-int64_t sl_dpc_fit_bytes(int64_t rows, int64_t cols) { return 4 * rows * cols * (4 * 16 + 8); }
+/* The sums per ring and transpose t: the form's coefficients and the power
+ * (at RING_SUMS / 2 * t + ...). */
+enum { SUM_UU, SUM_UV, SUM_VV, SUM_POWER, RING_SUMS = 8 };
+
+/* Blocks of column frequencies in the pass: a number fixed by the size
+ * alone (never by the thread count), few enough that their ring sums stay
+ * small. */
+enum { MAX_BLOCKS = 16 };
+
+static int64_t rings_of(int64_t rows, int64_t cols) { return 2 * (rows > cols ? rows : cols) + 1; }
+
+int64_t sl_dpc_fit_bytes(int64_t rows, int64_t cols) {
+  int64_t rings = rings_of(rows, cols);
+  return 4 * rows * cols * 8 + sl_mirror_bytes(rows, cols) +
+         (MAX_BLOCKS * RING_SUMS + 1) * rings * 8;
+}
 
 int64_t sl_dpc_fit_ops(int64_t rows, int64_t cols) {
-  double np = 4.0 * (double)rows * (double)cols;
-  return (int64_t)(4 * 5.0 * np * log2(np > 2 ? np : 2) + (REWEIGHTS + 2) * 2 * 40 * np);
+  double n = (double)(rows + 1) * (double)(cols + 1);
+  return 4 * sl_mirror_ops(rows, cols) + (int64_t)(60 * n);
 }
 
 void sl_dpc_fit_free(sl_dpc_fit *f) {
-  if (f->fwd) fftw_destroy_plan(f->fwd);
-  for (int i = 0; i < 4; i++) fftw_free(f->spec[i]);
-  free(f->weight);
-  free(f->ring);
+  sl_mirror_free(&f->ms);
+  for (int i = 0; i < 4; i++) free(f->spec[i]);
+  free(f->ring_sums);
+  free(f->ring_count);
   memset(f, 0, sizeof *f);
+}
+
+/* numpy.fft.fftfreq's |frequency| of index k >= 0 of 2n (cycles per sample). */
+static inline double half_freq(int64_t k, int64_t n) { return (double)k / (double)(2 * n); }
+
+/* The ring of |k| (cycles per sample) that frequency (kr, kc) falls in:
+ * rings 1 / (2 max(rows, cols)) wide. */
+static inline int64_t ring_of(const sl_dpc_fit *f, double kk) {
+  return (int64_t)(kk * (double)(2 * (f->rows > f->cols ? f->rows : f->cols)));
 }
 
 sl_code sl_dpc_fit_init(sl_dpc_fit *f, int64_t rows, int64_t cols, sl_error *err) {
   memset(f, 0, sizeof *f);
-  f->rows = rows, f->cols = cols, f->pr = 2 * rows, f->pc = 2 * cols;
-  size_t np = (size_t)(f->pr * f->pc);
-  for (int i = 0; i < 4; i++) f->spec[i] = fftw_malloc(np * sizeof(fftw_complex));
-  f->weight = malloc(np * sizeof(double));
-  f->ring = malloc((size_t)(2 * ((f->pr > f->pc ? f->pr : f->pc) + 1)) * sizeof(double));
-  if (!f->spec[0] || !f->spec[1] || !f->spec[2] || !f->spec[3] || !f->weight || !f->ring) {
+  f->rows = rows, f->cols = cols, f->rings = rings_of(rows, cols);
+  f->block = (cols + 1 + MAX_BLOCKS - 1) / MAX_BLOCKS;
+  f->blocks = (cols + 1 + f->block - 1) / f->block;
+  sl_code rc = sl_mirror_init(&f->ms, rows, cols, err);
+  if (rc != SL_OK) return rc;
+  bool ok = true;
+  for (int i = 0; i < 4; i++) ok &= (f->spec[i] = malloc((size_t)(rows * cols) * sizeof(double))) != NULL;
+  f->ring_sums = malloc((size_t)(f->blocks * f->rings * RING_SUMS) * sizeof(double));
+  f->ring_count = calloc((size_t)f->rings, sizeof(double));
+  if (!ok || !f->ring_sums || !f->ring_count) {
     sl_dpc_fit_free(f);
-    return sl_fail(err, SL_ERR_NOMEM, "out of memory for four %lldx%lld complex fields",
-                   (long long)f->pr, (long long)f->pc);
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for four %lldx%lld spectra",
+                   (long long)rows, (long long)cols);
   }
-  f->fwd = fftw_plan_dft_2d((int)f->pr, (int)f->pc, f->spec[0], f->spec[0], FFTW_FORWARD,
-                            FFTW_ESTIMATE);
-  if (!f->fwd) {
-    sl_dpc_fit_free(f);
-    return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan a %lldx%lld transform",
-                   (long long)f->pr, (long long)f->pc);
-  }
+  for (int64_t kc = 0; kc <= cols; kc++)
+    for (int64_t kr = 0; kr <= rows; kr++) {
+      double fr = half_freq(kr, rows), fc = half_freq(kc, cols);
+      f->ring_count[ring_of(f, sqrt(fr * fr + fc * fc))] +=
+          sl_mirror_multiplicity(rows, cols, kr, kc);
+    }
   return SL_OK;
+}
+
+/* The minimum of c^2 uu + 2 c s uv + s^2 vv = mean + amp cos(2 theta - phi)
+ * (mean (uu + vv) / 2, amp and phi from ((uu - vv) / 2, uv)): at
+ * 2 theta = phi + 180 degrees. */
+double sl_dpc_quad_argmin(const sl_dpc_quad *q) {
+  double b = 0.5 * (q->uu - q->vv), d = q->uv, mean = 0.5 * (q->uu + q->vv);
+  double amp = hypot(b, d), best = mean - amp, worst = mean + amp;
+  if (!(worst > best * (1 + 1e-12)) || worst == 0) return 0; /* no information */
+  double x = 0.5 * (atan2(d, b) * 180.0 / M_PI + 180.0);
+  return x < 0 ? x + 180 : x >= 180 ? x - 180 : x;
 }
 
 double sl_dpc_quad_at(const sl_dpc_quad *q, double deg) {
@@ -50,147 +89,100 @@ double sl_dpc_quad_at(const sl_dpc_quad *q, double deg) {
   return c * c * q->uu + 2 * c * s * q->uv + s * s * q->vv;
 }
 
-double sl_dpc_quad_argmin(const sl_dpc_quad *q) {
-  double best = sl_dpc_quad_at(q, 0), worst = best;
-  int kb = 0;
-  for (int k = 1; k < 180; k++) {
-    double v = sl_dpc_quad_at(q, k);
-    if (v < best) best = v, kb = k;
-    if (v > worst) worst = v;
-  }
-  if (!(worst > best * (1 + 1e-12)) || worst == 0) return 0; /* no information */
-  const double g = 0.5 * (sqrt(5.0) - 1);
-  double a = kb - 1.0, b = kb + 1.0;
-  double x1 = b - g * (b - a), x2 = a + g * (b - a);
-  double f1 = sl_dpc_quad_at(q, x1), f2 = sl_dpc_quad_at(q, x2);
-  while (b - a > 1e-4) {
-    if (f1 < f2) {
-      b = x2, x2 = x1, f2 = f1;
-      x1 = b - g * (b - a), f1 = sl_dpc_quad_at(q, x1);
-    } else {
-      a = x1, x1 = x2, f1 = f2;
-      x2 = a + g * (b - a), f2 = sl_dpc_quad_at(q, x2);
-    }
-  }
-  double x = 0.5 * (a + b);
-  x = sl_dpc_quad_at(q, x) <= best ? x : (double)kb;
-  return x < 0 ? x + 180 : x >= 180 ? x - 180 : x;
-}
-
-/* The mirrored image of f [rows, cols] in part `part` (0 real, 1
- * imaginary) of the 2R x 2C buffer z, negated in the rows' mirror image
- * (odd_rows) or in the columns'. */
-static void mirror(const sl_dpc_fit *f, const double *src, int odd_rows, fftw_complex *z, int part) {
-  int64_t R = f->rows, C = f->cols, PC = f->pc;
-  for (int64_t i = 0; i < f->pr; i++) {
-    int64_t si = i < R ? i : 2 * R - 1 - i;
-    for (int64_t j = 0; j < PC; j++) {
-      int64_t sj = j < C ? j : 2 * C - 1 - j;
-      double sg = odd_rows ? (i < R ? 1 : -1) : (j < C ? 1 : -1);
-      z[i * PC + j][part] = sg * src[si * C + sj];
-    }
-  }
-}
-
-/* z held x + i y for real x and y; its transform Z = X + i Y. Leaves X in
- * z and Y in y_out: Y(k) = (Z(k) - conj Z(-k)) / 2i, then X = Z - i Y. */
-static void split_pair(const sl_dpc_fit *f, fftw_complex *z, fftw_complex *y_out) {
-  const int64_t PR = f->pr, PC = f->pc;
-  for (int64_t i = 0; i < PR; i++) {
-    const int64_t ni = i ? PR - i : 0;
-    for (int64_t j = 0; j < PC; j++) {
-      const int64_t nj = j ? PC - j : 0, k = i * PC + j, nk = ni * PC + nj;
-      const double dr = z[k][0] - z[nk][0], di = z[k][1] + z[nk][1];
-      y_out[k][0] = 0.5 * di;
-      y_out[k][1] = -0.5 * dr;
-    }
-  }
-  for (int64_t k = 0; k < PR * PC; k++) {
-    z[k][0] += y_out[k][1];
-    z[k][1] -= y_out[k][0];
-  }
-}
-
-/* numpy.fft.fftfreq: cycles per sample of DFT index i of n. */
-static inline double freq(int64_t i, int64_t n) {
-  return (double)(i < (n + 1) / 2 ? i : i - n) / (double)n;
-}
-
 /* The spectra of A = T^t c and B = T^t (c_c, -c_r) (the field rotated by
  * theta is cos A + sin B), components 0 (odd in rows) and 1 (odd in
- * columns), at index k: spec 0 c_r odd in rows, 1 c_r odd in columns,
- * 2 c_c odd in rows, 3 c_c odd in columns. */
-static inline void ab_at(const sl_dpc_fit *f, int t, int64_t k, double a[2][2], double b[2][2]) {
-  const fftw_complex *s0 = f->spec[0], *s1 = f->spec[1], *s2 = f->spec[2], *s3 = f->spec[3];
-  for (int p = 0; p < 2; p++) {
-    if (!t) {
-      a[0][p] = s0[k][p], a[1][p] = s3[k][p];
-      b[0][p] = s2[k][p], b[1][p] = -s1[k][p];
-    } else {
-      a[0][p] = s2[k][p], a[1][p] = s1[k][p];
-      b[0][p] = -s0[k][p], b[1][p] = s3[k][p];
+ * columns), at frequency (kr, kc), from x = the four spectra there
+ * (c_r odd in rows, c_r odd in cols, c_c odd in rows, c_c odd in cols). */
+static inline void ab_of(const double x[4], int t, double a[2], double b[2]) {
+  if (!t) a[0] = x[0], a[1] = x[3], b[0] = x[2], b[1] = -x[1];
+  else a[0] = x[2], a[1] = x[1], b[0] = -x[0], b[1] = x[3];
+}
+
+/* Frequency (fr, fc) (cycles per sample, not both 0) with the four
+ * spectra x there, counted m times: the transverse parts T = k^ x A,
+ * k^ x B and the power |A|^2 per transpose, added to its ring's sums. */
+static inline void add_frequency(const sl_dpc_fit *f, double *sums, double fr, double fc,
+                                 const double x[4], double m) {
+  double kk = sqrt(fr * fr + fc * fc), inv = 1 / kk, ur = fr * inv, uc = fc * inv;
+  double *ring = sums + ring_of(f, kk) * RING_SUMS;
+  for (int t = 0; t < 2; t++) {
+    double a[2], b[2];
+    ab_of(x, t, a, b);
+    double ta = ur * a[1] - uc * a[0], tb = ur * b[1] - uc * b[0];
+    double *r = ring + 4 * t;
+    r[SUM_UU] += m * ta * ta;
+    r[SUM_UV] += m * ta * tb;
+    r[SUM_VV] += m * tb * tb;
+    r[SUM_POWER] += m * (a[0] * a[0] + a[1] * a[1]);
+  }
+}
+
+/* Frequency (kr, kc) of the edges (kr or kc 0 or Nyquist), where some of
+ * the spectra vanish. */
+static void add_edge(const sl_dpc_fit *f, double *sums, int64_t kr, int64_t kc) {
+  const int64_t R = f->rows, C = f->cols;
+  if (kr == 0 && kc == 0) return;
+  double x[4];
+  for (int s = 0; s < 4; s++) x[s] = sl_mirror_at(f->spec[s], R, C, s % 2 == 0, s % 2 == 1, kr, kc);
+  add_frequency(f, sums, half_freq(kr, R), half_freq(kc, C), x, sl_mirror_multiplicity(R, C, kr, kc));
+}
+
+/* One block of column frequencies of the pass into its own ring sums. */
+static void ring_pass(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  sl_dpc_fit *f = ctx;
+  const int64_t R = f->rows, C = f->cols;
+  for (int64_t blk = begin; blk < end; blk++) {
+    double *sums = f->ring_sums + blk * f->rings * RING_SUMS;
+    memset(sums, 0, (size_t)(f->rings * RING_SUMS) * sizeof *sums);
+    int64_t kc1 = (blk + 1) * f->block < C + 1 ? (blk + 1) * f->block : C + 1;
+    for (int64_t kc = blk * f->block; kc < kc1; kc++) {
+      if (kc == 0 || kc == C) {
+        for (int64_t kr = 0; kr <= R; kr++) add_edge(f, sums, kr, kc);
+        continue;
+      }
+      /* Inside: every spectrum is there, each frequency stands for 4. The
+       * odd-in-rows spectra hold kr at kr - 1, the odd-in-cols ones kc at
+       * kc - 1 (sl_mirror_at). */
+      const double *s0 = f->spec[0] + kc * R - 1, *s2 = f->spec[2] + kc * R - 1;
+      const double *s1 = f->spec[1] + (kc - 1) * R, *s3 = f->spec[3] + (kc - 1) * R;
+      double fc = half_freq(kc, C);
+      add_edge(f, sums, 0, kc);
+      for (int64_t kr = 1; kr < R; kr++) {
+        const double x[4] = {s0[kr], s1[kr], s2[kr], s3[kr]};
+        add_frequency(f, sums, half_freq(kr, R), fc, x, 4);
+      }
+      add_edge(f, sums, R, kc);
     }
   }
 }
 
-/* The weighted quadratic form of the transverse power for transpose t, and
- * the total weighted power. */
-static sl_dpc_quad transverse_form(const sl_dpc_fit *f, int t, const double *w, double *total) {
-  sl_dpc_quad q = {0, 0, 0};
-  double tot = 0;
-  for (int64_t i = 0; i < f->pr; i++) {
-    double kr = freq(i, f->pr);
-    for (int64_t j = 0; j < f->pc; j++) {
-      double kc = freq(j, f->pc), kk = sqrt(kr * kr + kc * kc);
-      int64_t k = i * f->pc + j;
-      if (kk == 0 || (w && w[k] == 0)) continue;
-      double a[2][2], b[2][2], ur = kr / kk, uc = kc / kk, wk = w ? w[k] : 1;
-      ab_at(f, t, k, a, b);
-      double ta[2], tb[2];
-      for (int p = 0; p < 2; p++) ta[p] = ur * a[1][p] - uc * a[0][p], tb[p] = ur * b[1][p] - uc * b[0][p];
-      q.uu += wk * (ta[0] * ta[0] + ta[1] * ta[1]);
-      q.uv += wk * (ta[0] * tb[0] + ta[1] * tb[1]);
-      q.vv += wk * (tb[0] * tb[0] + tb[1] * tb[1]);
-      tot += wk * (a[0][0] * a[0][0] + a[0][1] * a[0][1] + a[1][0] * a[1][0] + a[1][1] * a[1][1]);
+/* Wiener weight of ring r for the power of transpose t: w = S / (S +
+ * sigma2), S the ring's mean power less 2 sigma2 (a mean over a ring is a
+ * steady estimate where a single frequency's power is as noisy as the noise
+ * itself). NULL sigma2: weight 1. */
+static double ring_weight(const sl_dpc_fit *f, int64_t r, int t, const double *sigma2) {
+  if (!sigma2) return 1;
+  if (f->ring_count[r] == 0) return 0;
+  double s = f->ring_sums[r * RING_SUMS + 4 * t + SUM_POWER] / f->ring_count[r] - 2 * *sigma2;
+  return s > 0 ? s / (s + *sigma2) : 0;
+}
+
+/* The weighted forms of the transverse power of both transposes, and the
+ * total weighted powers; weights from transpose t_w's power and sigma2. */
+static void forms(const sl_dpc_fit *f, int t_w, const double *sigma2, sl_dpc_quad q[2],
+                  double total[2]) {
+  memset(q, 0, 2 * sizeof *q);
+  total[0] = total[1] = 0;
+  for (int64_t r = 0; r < f->rings; r++) {
+    double w = ring_weight(f, r, t_w, sigma2);
+    if (w == 0) continue;
+    const double *s = f->ring_sums + r * RING_SUMS;
+    for (int t = 0; t < 2; t++, s += 4) {
+      q[t].uu += w * s[SUM_UU], q[t].uv += w * s[SUM_UV], q[t].vv += w * s[SUM_VV];
+      total[t] += w * s[SUM_POWER];
     }
   }
-  *total = tot;
-  return q;
-}
-
-/* The power |A|^2 of both components at index k (rotation invariant). */
-static inline double power_at(const sl_dpc_fit *f, int t, int64_t k) {
-  double a[2][2], b[2][2];
-  ab_at(f, t, k, a, b);
-  return a[0][0] * a[0][0] + a[0][1] * a[0][1] + a[1][0] * a[1][0] + a[1][1] * a[1][1];
-}
-
-/* The ring of |k| (cycles per sample) that frequency (i, j) falls in. */
-static inline int64_t ring_of(const sl_dpc_fit *f, int64_t i, int64_t j) {
-  double kr = freq(i, f->pr), kc = freq(j, f->pc);
-  int64_t m = f->pr > f->pc ? f->pr : f->pc;
-  return (int64_t)(sqrt(kr * kr + kc * kc) * (double)m);
-}
-
-/* Wiener weights w = S / (S + sigma2) from the noise sigma2 (transverse
- * power per frequency) and the signal power S = mean P - 2 sigma2 of the
- * frequency's ring of |k|: a mean over a ring is a steady estimate where a
- * single frequency's power is as noisy as the noise itself. */
-static void wiener(sl_dpc_fit *f, int t, double sigma2) {
-  int64_t m = f->pr > f->pc ? f->pr : f->pc, nr = m + 1;
-  double *sum = f->ring, *cnt = f->ring + nr;
-  memset(sum, 0, (size_t)(2 * nr) * sizeof *sum);
-  for (int64_t i = 0; i < f->pr; i++)
-    for (int64_t j = 0; j < f->pc; j++) {
-      int64_t r = ring_of(f, i, j);
-      sum[r] += power_at(f, t, i * f->pc + j), cnt[r] += 1;
-    }
-  for (int64_t i = 0; i < f->pr; i++)
-    for (int64_t j = 0; j < f->pc; j++) {
-      int64_t r = ring_of(f, i, j);
-      double s = sum[r] / cnt[r] - 2 * sigma2;
-      f->weight[i * f->pc + j] = s > 0 ? s / (s + sigma2) : 0;
-    }
 }
 
 /* The smaller residual's transpose; its angle per t from forms q. */
@@ -203,29 +195,30 @@ static int best_t(const sl_dpc_quad q[2], const double tot[2], const double *giv
   return res[1] < res[0];
 }
 
-void sl_dpc_fit_run(sl_dpc_fit *f, const double *cr, const double *cc, const double *given,
-                    sl_dpc_fit_result *r) {
+void sl_dpc_fit_run(sl_dpc_fit *f, struct sl_backend *b, const double *cr, const double *cc,
+                    const double *given, sl_dpc_fit_result *r) {
   memset(r, 0, sizeof *r);
-  /* Two real fields per complex transform: spectra 0 and 2 (odd in rows)
-   * from one, 1 and 3 (odd in columns) from the other. */
-  for (int a = 0; a < 2; a++) {
-    mirror(f, cr, !a, f->spec[a], 0);
-    mirror(f, cc, !a, f->spec[a], 1);
-    fftw_execute_dft(f->fwd, f->spec[a], f->spec[a]);
-    split_pair(f, f->spec[a], f->spec[a + 2]);
+  for (int s = 0; s < 4; s++)
+    sl_mirror_forward(&f->ms, b, s < 2 ? cr : cc, s % 2 == 0, s % 2 == 1, f->spec[s]);
+  if (b) b->ops->parallel_for(b, f->blocks, 1, ring_pass, f);
+  else ring_pass(f, 0, f->blocks, 0);
+  /* The blocks' sums, in block order, into block 0. */
+  for (int64_t blk = 1; blk < f->blocks; blk++) {
+    const double *src = f->ring_sums + blk * f->rings * RING_SUMS;
+    for (int64_t k = 0; k < f->rings * RING_SUMS; k++) f->ring_sums[k] += src[k];
   }
-  /* The unweighted forms depend on the spectra only: made once. */
+  /* The unweighted forms give the noise at their optimum, every pass. */
   sl_dpc_quad q0[2], q[2];
   double tot0[2], tot[2], ang[2], res[2];
-  for (int t = 0; t < 2; t++) q[t] = q0[t] = transverse_form(f, t, NULL, &tot0[t]), tot[t] = tot0[t];
+  forms(f, 0, NULL, q0, tot0);
+  memcpy(q, q0, sizeof q), memcpy(tot, tot0, sizeof tot);
   int t = best_t(q, tot, given, ang, res);
-  int64_t nk = f->pr * f->pc - 1;
+  int64_t nk = 4 * f->rows * f->cols - 1;
   double mean_power = nk > 0 ? tot[t] / (double)nk : 0, sigma2 = 0;
   for (int pass = 0; pass < REWEIGHTS; pass++) {
     /* The transverse power at the optimum of the unweighted form: noise. */
     sigma2 = nk > 0 ? sl_dpc_quad_at(&q0[t], ang[t]) / (double)nk : 0;
-    wiener(f, t, sigma2);
-    for (int u = 0; u < 2; u++) q[u] = transverse_form(f, u, f->weight, &tot[u]);
+    forms(f, t, &sigma2, q, tot);
     t = best_t(q, tot, given, ang, res);
   }
   for (int u = 0; u < 2; u++) r->angle[u] = ang[u], r->residual[u] = res[u];
@@ -233,4 +226,18 @@ void sl_dpc_fit_run(sl_dpc_fit *f, const double *cr, const double *cc, const dou
   double disc = sqrt(fmax(0, 0.25 * tr * tr - det)), lmax = 0.5 * tr + disc, lmin = 0.5 * tr - disc;
   r->sharpness = lmax > 0 ? 1 - lmin / lmax : 0;
   r->noise = mean_power > 0 ? sigma2 / mean_power : 0;
+}
+
+void sl_dpc_fit_rotated_spectra(const sl_dpc_fit *f, double theta_deg, int t, double *x_r,
+                                double *x_c) {
+  /* c_scan = T^t R(-theta) c_det, linear in (c_r, c_c), and so are the
+   * spectra: row component (odd in rows) from spectra 0 and 2, column
+   * component (odd in columns) from 1 and 3. */
+  double th = theta_deg * M_PI / 180.0, c = cos(th), s = sin(th);
+  double rr = t ? -s : c, rc = t ? c : s, cr = t ? c : -s, cc = t ? s : c;
+  const double *s0 = f->spec[0], *s1 = f->spec[1], *s2 = f->spec[2], *s3 = f->spec[3];
+  for (int64_t k = 0; k < f->rows * f->cols; k++) {
+    x_r[k] = rr * s0[k] + rc * s2[k];
+    x_c[k] = cr * s1[k] + cc * s3[k];
+  }
 }

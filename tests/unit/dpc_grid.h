@@ -167,7 +167,8 @@ static inline dpc_grid_answer dpc_grid_case(double alpha, double df, const char 
 
 /* The whole grid; every fifth case transposed. Prints each failure (wrong
  * branch, or an angle error over 2 degrees where the case is determinable)
- * and a summary. */
+ * and a summary; every case's answer too with DPC_GRID_VERBOSE set (to
+ * compare two versions of the fit case by case). */
 static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run) {
   dpc_grid_stats s;
   memset(&s, 0, sizeof s);
@@ -185,6 +186,10 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
             dpc_grid_count(&s.det, err, err180, a.transpose == t);
             if (err180 > s.worst_det) s.worst_det = err180;
           }
+          if (getenv("DPC_GRID_VERBOSE"))
+            fprintf(stderr, "  case %d: alpha %2.0f mrad, df %+4.0f A, dose %s, rotation %3d t %d: "
+                    "fitted %.6f t %d (bound %.3f deg)\n", s.all.cases, g->alphas[ia] * 1e3,
+                    g->defoci[id], g->doses[ido], rot, t, a.angle, a.transpose, a.bound);
           if (err >= 90 || (det && (err180 >= 2 || a.transpose != t)))
             fprintf(stderr,
                     "  alpha %2.0f mrad, df %+4.0f A, dose %s, rotation %3d%s: fitted %8.2f t %d "

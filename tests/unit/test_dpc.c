@@ -2,7 +2,8 @@
  * (the gradient of a known potential) rotated by known angles, and from a
  * synthetic_4dstem acquisition with scan_rotation / scan_transpose (CoM
  * computed plainly from the frames); given angles; curl and divergence
- * outputs; parameter and input validation. */
+ * outputs; the same bits at any worker count; parameter and input
+ * validation. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -179,6 +180,56 @@ static void test_analytic_field(void **st) {
   free(dc);
 }
 
+/* The outputs with the work shared among 1 and 3 workers: the same bits
+ * (the transforms go by rows, the sums in a fixed order). */
+static void test_same_bits_on_workers(void **st) {
+  (void)st;
+  const int R = 37, C = 52;
+  blobs bl = make_blobs(R, C, 25, 4242);
+  double *f[3];
+  for (int k = 0; k < 3; k++) f[k] = malloc(sizeof(double) * R * C);
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) {
+      double p, gr, gc;
+      blob_eval(&bl, i, j, &p, &gr, &gc);
+      to_detector(-70, 1, gr + 0.0005 * ((double)(rnd() % 101) - 50), gc, &f[0][i * C + j],
+                  &f[1][i * C + j]);
+      f[2][i * C + j] = p;
+    }
+  int64_t dims[2] = {R, C};
+  sl_tensor_desc in[3] = {sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
+                          sl_desc_make(SL_F64, 2, dims, 0)};
+  size_t bytes = sizeof(double) * R * C;
+  double *out[2][4];
+  double angle[2];
+  for (int w = 0; w < 2; w++) {
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, &sl_node_dpc, NULL, 0, in, 3, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    for (int k = 0; k < 4; k++) out[w][k] = malloc(bytes);
+    uint8_t t;
+    sl_kernel_args a;
+    memset(&a, 0, sizeof a);
+    a.backend = backend(w ? 3 : 1), a.node = &n, a.state = n.state, a.pos_count = 1;
+    a.n_chunks = 1, a.err = &e;
+    for (int k = 0; k < 3; k++) a.in[k] = f[k];
+    void *o[6] = {out[w][0], out[w][1], &angle[w], &t, out[w][2], out[w][3]};
+    for (int k = 0; k < 6; k++) a.out[k] = o[k];
+    assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
+    sl_cpu_backend_ops.destroy(a.backend);
+    node_free(&n);
+  }
+  fprintf(stderr, "1 and 3 workers: angle %.4f\n", angle[0]);
+  assert_true(ang_diff(angle[0], -70) < 1);
+  assert_memory_equal(&angle[0], &angle[1], sizeof angle[0]);
+  for (int k = 0; k < 4; k++) {
+    assert_memory_equal(out[0][k], out[1][k], bytes);
+    free(out[0][k]), free(out[1][k]);
+  }
+  for (int k = 0; k < 3; k++) free(f[k]);
+}
+
 /* ---- synthetic acquisition --------------------------------------------------- */
 
 static void test_synthetic_rotation(void **st) {
@@ -298,6 +349,7 @@ static void test_invalid(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_analytic_field),
+      cmocka_unit_test(test_same_bits_on_workers),
       cmocka_unit_test(test_synthetic_rotation),
       cmocka_unit_test(test_invalid),
       cmocka_unit_test(test_grid_atomic_columns),
