@@ -2,9 +2,10 @@
  * stem_products.yaml: hdf5_source, bslz4_decode, mask_correct,
  * virtual_detectors over the fitted disk, com, dpc, idpc) on the CUDA
  * backend, on a Dectris-style acquisition (64 x 64 positions of 64 x 64 u16,
- * bitshuffle-LZ4) large enough that its nodes' device tables (mask
- * corrections, prefetch buffers, class tables, transform fields) are tens of
- * MiB, against the driver's own count (cudaMemGetInfo):
+ * bitshuffle-LZ4, in two chunks of 2048 positions) large enough that its
+ * nodes' device tables (mask corrections, prefetch buffers, class tables,
+ * transform fields) are tens of MiB (mask_correct's alone about 48 MiB),
+ * against the driver's own count (cudaMemGetInfo):
  *
  *  - the report's measured device peak (the pool's, which holds every buffer,
  *    workspace and device table) is at most the planned one;
@@ -110,7 +111,7 @@ static sl_code run_products(const sl_backend_ops *ops, sl_run *r, sl_error *err)
   snprintf(file, sizeof file, "%s/pipelines/stem_products.yaml", src && src[0] ? src : "../..");
   sl_setting sets[1] = {{.name = "input", .value = g_master}};
   sl_run_request req = {.file = file, .registry = sl_nodes_registry(), .sets = sets, .n_sets = 1,
-                        .backend = SL_BACKEND_CUDA, .chunk_positions = 1024, .threads = 2,
+                        .backend = SL_BACKEND_CUDA, .chunk_positions = 2048, .threads = 2,
                         .ops_override = ops};
   sl_error_clear(err);
   memset(r, 0, sizeof *r);
