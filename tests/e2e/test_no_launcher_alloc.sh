@@ -11,7 +11,11 @@
 cd "$SRC"
 
 # A call of a device allocator or of the backend's device alloc/free ops.
-PATTERN='\b(cudaMalloc|cudaMallocAsync|cudaMallocManaged|cudaMallocPitch|cudaMalloc3D|cudaMallocArray|cudaMalloc3DArray|cudaMallocMipmappedArray|cudaMallocFromPoolAsync|cudaFree|cudaFreeAsync|cudaFreeArray|cudaFreeMipmappedArray|cuMemAlloc[A-Za-z0-9_]*|cuMemFree[A-Za-z0-9_]*|cuMemCreate|cuMemMap)[[:space:]]*\(|->[[:space:]]*(alloc|free)[[:space:]]*\('
+RUNTIME='cudaMalloc|cudaMallocAsync|cudaMallocManaged|cudaMallocPitch|cudaMalloc3D|cudaMallocArray'
+RUNTIME+='|cudaMalloc3DArray|cudaMallocMipmappedArray|cudaMallocFromPoolAsync'
+RUNTIME+='|cudaFree|cudaFreeAsync|cudaFreeArray|cudaFreeMipmappedArray'
+DRIVER='cuMemAlloc[A-Za-z0-9_]*|cuMemFree[A-Za-z0-9_]*|cuMemCreate|cuMemMap'
+PATTERN="\\b($RUNTIME|$DRIVER)[[:space:]]*\\(|->[[:space:]]*(alloc|free)[[:space:]]*\\("
 
 # The pattern itself: it finds the calls and leaves host allocations alone.
 for line in 'e = cudaMalloc((void **)&p, 8);' 'cudaFree(s->valid);' 'cudaFreeAsync(d, st);' \
