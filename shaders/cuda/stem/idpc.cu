@@ -31,12 +31,12 @@ typedef struct idpc_pieces {
   int64_t work_bytes;
 } idpc_pieces;
 
-/* The work area reserved for cuFFT: one more field. cuFFT says the size it
- * needs only when it plans (on the device, at run time); for the sizes we
- * use it has needed less. A transform that needs more runs on the host with
- * a note saying so (never a silent fallback, never an allocation beside the
- * plan). */
-static int64_t work_bound(int64_t pr, int64_t pc) { return pr * pc * (int64_t)sizeof(double2); }
+/* The work area reserved for cuFFT: as much as the batched forward
+ * transform's data, two fields. cuFFT says the size it needs only when it
+ * plans (on the device, at run time), and the size is not documented; a
+ * transform that needs more runs on the host with a note saying so (never a
+ * silent fallback, never an allocation beside the plan). */
+static int64_t work_bound(int64_t pr, int64_t pc) { return 2 * pr * pc * (int64_t)sizeof(double2); }
 
 static void idpc_layout(sl_table *t, int64_t pr, int64_t pc, idpc_pieces *o) {
   o->fields = (double2 *)sl_table_take(t, 2 * pr * pc * (int64_t)sizeof(double2));

@@ -26,7 +26,7 @@ typedef struct sl_cuda_idpc_params {
 
 /* Bytes of the node's device table (cost().device_state_bytes) for a rows x
  * cols field: the two complex fields, the mean's partial sums and the work
- * area reserved for cuFFT (one more field; cuFFT says the exact size only
+ * area reserved for cuFFT (two more fields; cuFFT says the exact size only
  * when it plans, and a transform that needs more runs on the host path with
  * the reason in *why). */
 int64_t sl_cuda_idpc_state_bytes(int64_t rows, int64_t cols, bool mirror);
