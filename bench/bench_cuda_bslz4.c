@@ -30,6 +30,7 @@
 #include <cuda_runtime.h>
 
 
+#include "tests/unit/device_table_lend.h"
 #include "tests/unit/test_rng.h"
 
 static double now(void) {
@@ -123,11 +124,13 @@ static uint8_t *pack(const setup *S, int64_t ps, int64_t pc, size_t *bytes, size
   return buf;
 }
 
-/* The launcher's params and the device-state slot it fills. */
+/* The launcher's params, the device-state slot it fills and the device
+ * table it is lent (on the first call, for that call's positions). */
 typedef struct dnode {
   sl_cuda_bslz4_decode_params p;
   void *dev_state;
   void (*dev_state_free)(void *);
+  test_table table;
 } dnode;
 
 static void dnode_init(dnode *d, const sl_tensor_desc *in, bool check_every_call) {
@@ -137,16 +140,16 @@ static void dnode_init(dnode *d, const sl_tensor_desc *in, bool check_every_call
   d->p.device_state = (sl_cuda_state_holder){&d->dev_state, &d->dev_state_free};
 }
 
-static void dnode_release(dnode *d) {
-  if (d->dev_state && d->dev_state_free) d->dev_state_free(d->dev_state);
-  d->dev_state = NULL;
-}
+static void dnode_release(dnode *d) { test_table_give_back(&d->table, &d->dev_state, &d->dev_state_free); }
 
 static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t ps, int64_t pc, int64_t chunk,
                     int64_t n_chunks, sl_error *err) {
+  sl_code rc = test_table_lend(&d->table, b, sl_cuda_bslz4_decode_table_bytes(&d->p.chunks, pc), err);
+  if (rc != SL_OK) return rc;
   sl_kernel_args a = {.backend = b, .dev = b->ops->device_env(b), .node_id = "decode",
                       .chunk = chunk, .n_chunks = n_chunks, .pos_start = ps, .pos_count = pc,
                       .in = {in}, .out = {out}, .err = err};
+  test_table_args(&d->table, &a);
   return sl_cuda_bslz4_decode(&d->p, &a);
 }
 

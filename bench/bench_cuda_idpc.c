@@ -25,6 +25,7 @@ int main(void) {
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "tests/unit/device_table_lend.h"
 #include "engine/pipeline/yaml_tree.h"
 
 extern const sl_node_desc sl_node_idpc;
@@ -112,6 +113,14 @@ static double time_device(sl_backend *b, sl_node *n, const double *dgr, const do
   sl_error e;
   sl_error_clear(&e);
   sl_kernel_args a = args_for(b, n, dgr, dgc, dphi, &e);
+  sl_node_cost cost;
+  n->desc->cost(n, 1, &cost);
+  test_table table = {0};
+  if (test_table_lend(&table, b, cost.device_state_bytes, &e) != SL_OK) {
+    printf("device table: %s\n", e.msg);
+    return -1;
+  }
+  test_table_args(&table, &a);
   cudaStream_t st = (cudaStream_t)a.dev->queue;
   cudaEvent_t t0, t1;
   cudaEventCreate(&t0);
@@ -124,12 +133,14 @@ static double time_device(sl_backend *b, sl_node *n, const double *dgr, const do
     cudaEventSynchronize(t1);
     if (rc) {
       printf("device idpc failed: %s\n", e.msg);
+      test_table_give_back(&table, &n->dev_state, &n->dev_state_free);
       return -1;
     }
     float f = 0;
     cudaEventElapsedTime(&f, t0, t1);
     if (r >= 0) ms[r] = f;
   }
+  test_table_give_back(&table, &n->dev_state, &n->dev_state_free);
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
   qsort(ms, RUNS, sizeof ms[0], cmp_d);

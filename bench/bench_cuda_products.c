@@ -28,6 +28,7 @@ int main(void) {
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/pipeline/yaml_tree.h"
+#include "tests/unit/device_table_lend.h"
 
 extern const sl_node_desc sl_node_virtual_detectors, sl_node_virtual_image, sl_node_moments,
     sl_node_com, sl_node_mask_correct, sl_node_bin_detector, sl_node_sum;
@@ -110,9 +111,17 @@ static void bench(const char *label, const sl_node_desc *d, const kv *p, int np,
   a.in[0] = g_frames;
   for (int k = 0; k < 3; k++) a.out[k] = g_out[k];
   a.err = &e;
+  test_table table = {0};
+  if (test_table_lend(&table, g_b, test_table_bytes(&n, g_n, g_n), &e) != SL_OK) {
+    printf("%-22s device table: %s\n", label, e.msg);
+    node_free(&n);
+    return;
+  }
+  test_table_args(&table, &a);
   sl_kernel_fn fn = fin ? d->finalize[SL_BACKEND_CUDA] : d->kernel[SL_BACKEND_CUDA];
   if (fin && d->kernel[SL_BACKEND_CUDA](&a)) { /* the pass that fills the state */
     printf("%-22s failed: %s\n", label, e.msg);
+    test_table_give_back(&table, &n.dev_state, &n.dev_state_free);
     node_free(&n);
     return;
   }
@@ -123,6 +132,7 @@ static void bench(const char *label, const sl_node_desc *d, const kv *p, int np,
     cudaEventSynchronize(t1);
     if (rc) {
       printf("%-22s failed: %s\n", label, e.msg);
+      test_table_give_back(&table, &n.dev_state, &n.dev_state_free);
       node_free(&n);
       return;
     }
@@ -137,6 +147,7 @@ static void bench(const char *label, const sl_node_desc *d, const kv *p, int np,
            ref_ms, ref_ms / m);
   else
     printf("%-22s %9.3f ms %8.1f GB/s\n", label, m, gb / (m / 1e3));
+  test_table_give_back(&table, &n.dev_state, &n.dev_state_free);
   node_free(&n);
 }
 

@@ -80,8 +80,10 @@ typedef struct sl_kernel_args {
    * of device memory lent from the run's pool for the whole run (the same
    * pointer in every call, zeroed before the first), or NULL when the node
    * declared none. Launchers keep their tables, lists and work areas here
-   * (sl_table_take in shaders/cuda/common) and never allocate device memory
-   * themselves, so the plan counts every device byte. */
+   * (sl_table_take, shaders/cuda/common/device_table.h) and never allocate
+   * device memory themselves, so the plan counts every device byte. When
+   * the executor takes the table back it frees the node's dev_state (the
+   * launcher's pointers into it). */
   void *device_table;
   int64_t device_table_bytes;
   sl_error *err;   /* the kernel fills this on failure */

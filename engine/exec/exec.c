@@ -168,6 +168,14 @@ static void ctx_end(run_ctx *c) {
     if (c->slot_ptr[s]) sl_pool_release(c->pool, c->slot_ptr[s]);
   if (c->workspace) sl_pool_release(c->pool, c->workspace);
   int n = c->p->graph->n_nodes;
+  /* A launcher's device state points into its node's device table: it ends
+   * with the table (a later context lends a new table, and the launcher
+   * builds its state again on its first call there). */
+  for (int i = 0; i < n; i++) {
+    sl_node *node = (sl_node *)&c->p->graph->nodes[i]; /* the graph's own node */
+    if (node->dev_state && node->dev_state_free) node->dev_state_free(node->dev_state);
+    node->dev_state = NULL;
+  }
   for (int i = 0; c->device_table && i < n; i++)
     if (c->device_table[i]) sl_pool_release(c->pool, c->device_table[i]);
   free(c->device_table);

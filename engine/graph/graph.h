@@ -45,8 +45,11 @@ typedef struct sl_node {
    * graph is built, after infer): a kernel may skip work for unread ports. */
   unsigned out_used;
   void *state;
-  /* Device copies of state a device kernel builds on its first call; freed
-   * by sl_graph_release with dev_state_free. */
+  /* What a device launcher keeps between the calls of one run (host-side
+   * bookkeeping and pointers into the node's device table), built on its
+   * first call; freed with dev_state_free when the executor takes the
+   * node's device table back (the end of the run or of the iterate body's
+   * run), or else by sl_graph_release. */
   void *dev_state;
   void (*dev_state_free)(void *dev_state);
   /* Provenance notes ("key: value") a node records about what it did, e.g.

@@ -11,9 +11,10 @@
 #include "engine/graph/graph.h"
 #include "shaders/cuda/common/launcher.h"
 
-/* The slot where a launcher keeps the node's device tables between calls
- * (sl_graph_release / the test harness free them with dev_state_free). Only
- * this node's device state changes, hence the cast. */
+/* The slot where a launcher keeps its state between the calls of one run
+ * (pointers into the node's device table; the executor frees it with
+ * dev_state_free when it takes the table back). Only this node's device
+ * state changes, hence the cast. */
 static inline sl_cuda_state_holder sl_glue_device_state(const sl_kernel_args *a) {
   sl_node *n = (sl_node *)a->node;
   return (sl_cuda_state_holder){.state = &n->dev_state, .release = &n->dev_state_free};

@@ -178,6 +178,9 @@ static void bin_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   int64_t mv = bin_detector_params_of(n)->max_value;
   bool audit = mv > 0 && (uint64_t)mv < dt_max(n->in[0].dtype);
   c->ops = positions * item * (audit ? 2 : 1);
+#ifdef SLUICE_HAVE_CUDA
+  c->device_state_bytes = sl_cuda_bin_detector_table_bytes(audit); /* CUDA: error and audit words */
+#endif
 }
 
 /* ---- kernel ------------------------------------------------------------------------ */

@@ -52,6 +52,10 @@ static void decode_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   /* a partial last stored chunk decodes through scratch of one stored chunk */
   int64_t per = n->in[0].positions_per_stored_chunk > 0 ? n->in[0].positions_per_stored_chunk : 1;
   c->per_worker_bytes = per * sl_desc_item_bytes(&n->out[0]);
+#ifdef SLUICE_HAVE_CUDA
+  /* CUDA: the error record and the entry and block tables of a call */
+  c->device_state_bytes = sl_cuda_bslz4_decode_table_bytes(&n->in[0], positions);
+#endif
 }
 
 typedef struct decode_job {

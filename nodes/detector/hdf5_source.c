@@ -173,7 +173,7 @@ static void source_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
                    facts_of(n)->index_bytes;
   /* on a device backend: two prefetch buffers, each the size of the output
    * slot, that the copy stream fills ahead of the kernels (hdf5_source_cuda.c) */
-  c->device_state_bytes = 2 * sl_desc_buffer_bytes(d, positions);
+  c->device_state_bytes = sl_hdf5_source_cuda_table_bytes(d, positions);
 }
 
 static void source_release(sl_node *n) {

@@ -20,8 +20,8 @@
  *   uploader thread owned by the node state drives the windows in the order
  *   of the scan's chunks (chunk j covers positions [base + j*C, min(base +
  *   (j+1)*C, P)), C = the first call's pos_count) and copies each into one of
- *   two device prefetch buffers (prefetch[j % 2], sized like the output slot)
- *   on the backend's copy queue (SL_QUEUE_COPY; the thread calls bind_thread
+ *   two device prefetch buffers (prefetch[j % 2], sized like the output slot,
+ *   pieces of the node's device table) on the backend's copy queue (SL_QUEUE_COPY; the thread calls bind_thread
  *   first), after the copy queue waited for consumed[j % 2] (the main
  *   queue's copy out of that buffer for chunk j - 2), then records
  *   uploaded[j % 2]. The kernel for chunk j waits (condition variable)
@@ -40,6 +40,21 @@
  *   device. */
 #include "nodes/detector/hdf5_source_cuda.h"
 
+#include "shaders/cuda/common/device_table.h"
+
+/* The node's device table: the two prefetch buffers, each one output slot
+ * of `positions` (the overlapped path; the direct path takes nothing). */
+static void prefetch_layout(sl_table *t, const sl_tensor_desc *d, int64_t positions, void *pre[2]) {
+  for (int k = 0; k < 2; k++) pre[k] = sl_table_take(t, sl_desc_buffer_bytes(d, positions));
+}
+
+int64_t sl_hdf5_source_cuda_table_bytes(const sl_tensor_desc *d, int64_t positions) {
+  sl_table t = sl_table_counter();
+  void *pre[2];
+  prefetch_layout(&t, d, positions, pre);
+  return t.used;
+}
+
 #ifdef SLUICE_HAVE_CUDA
 
 #include <pthread.h>
@@ -51,6 +66,7 @@
 #include "engine/backend/backend.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
+#include "nodes/common/cuda_glue.h"
 #include "nodes/hdf5/source_window.h"
 
 typedef struct src_cuda {
@@ -62,8 +78,7 @@ typedef struct src_cuda {
   /* ---- overlapped path ---- */
   bool overlap;
   sl_tensor_desc desc;      /* the output's */
-  void *pre[2];             /* device prefetch buffers */
-  size_t pre_bytes;         /* of each */
+  void *pre[2];             /* device prefetch buffers: pieces of the node's device table */
   uint64_t pre_len[2];      /* bytes of the chunk in prefetch[k] */
   sl_event *uploaded[2];    /* copy queue: prefetch[k] holds its chunk */
   sl_event *consumed[2];    /* main queue: prefetch[k] was copied out */
@@ -246,27 +261,30 @@ static void overlap_stop(src_cuda *c) {
 
 static void stop_hook(void *ctx) { overlap_stop(ctx); }
 
-/* Starts the sequence of chunks of `count` positions from position `start`. */
-static sl_code overlap_start(src_cuda *c, int64_t start, int64_t count, sl_error *err) {
-  size_t need = (size_t)sl_desc_buffer_bytes(&c->desc, count);
-  if (need > c->pre_bytes) {
-    for (int k = 0; k < 2; k++) {
-      if (c->pre[k]) c->backend->ops->free(c->backend, c->pre[k], c->pre_bytes);
-      c->pre[k] = NULL;
-    }
-    c->pre_bytes = 0;
-    for (int k = 0; k < 2; k++) {
-      sl_code rc = c->backend->ops->alloc(c->backend, need, &c->pre[k], err);
-      if (rc != SL_OK) {
-        if (k == 1) {
-          c->backend->ops->free(c->backend, c->pre[0], need);
-          c->pre[0] = NULL;
-        }
-        return rc;
-      }
-    }
-    c->pre_bytes = need;
+/* The node's device table went back (the executor's run context ended):
+ * the thread stops, and the next call restarts the sequence in the table of
+ * its own run. Registered as the node's device state; the state itself
+ * stays with the node's state (dev_free). */
+static void table_gone(void *ctx) {
+  src_cuda *c = ctx;
+  overlap_stop(c);
+  c->pre[0] = c->pre[1] = NULL;
+  c->need_reset = true;
+}
+
+/* Starts the sequence of chunks of `count` positions from position `start`,
+ * into prefetch buffers taken from the call's device table. */
+static sl_code overlap_start(src_cuda *c, sl_kernel_args *a, int64_t start, int64_t count) {
+  sl_table t = sl_table_lent(a);
+  prefetch_layout(&t, &c->desc, count, c->pre);
+  sl_code rc = sl_table_check(&t, a, "hdf5_source");
+  if (rc != SL_OK) return rc;
+  sl_cuda_state_holder slot = sl_glue_device_state(a);
+  if (!*slot.state) {
+    *slot.state = c;
+    *slot.release = table_gone;
   }
+  sl_error *err = a->err;
   c->base = start;
   c->cpos = count;
   c->total = sl_desc_positions(&c->desc);
@@ -316,7 +334,7 @@ static sl_code overlap_call(src_cuda *c, sl_kernel_args *a) {
   if (start != a->pos_start || count != a->pos_count) {
     /* Not the next chunk of the sequence: a new pass, or another chunking. */
     overlap_stop(c);
-    if ((rc = overlap_start(c, a->pos_start, a->pos_count, a->err)) != SL_OK) {
+    if ((rc = overlap_start(c, a, a->pos_start, a->pos_count)) != SL_OK) {
       c->need_reset = true;
       return rc;
     }
@@ -381,8 +399,6 @@ static void dev_free(sl_src_state *s) {
     if (c->uploaded[k]) b->ops->event_destroy(b, c->uploaded[k]);
     if (c->consumed[k]) b->ops->event_destroy(b, c->consumed[k]);
   }
-  for (int k = 0; k < 2; k++)
-    if (c->pre[k]) b->ops->free(b, c->pre[k], c->pre_bytes);
   if (c->have_sync) {
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);

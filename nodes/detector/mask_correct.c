@@ -484,9 +484,12 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   /* CUDA (mask_correct.cu): bad map and list, a u32 correction per (frame,
    * static bad pixel), and with `flagged` a shadow chunk and a bit per pixel
    * for the flagged corrections. */
-  if (p->policy != POLICY_NONE)
-    c->device_state_bytes = item * 5 + positions * n_bad * 4 +
-                            (p->flagged ? positions * (item * es + (item + 31) / 32 * 4) : 0);
+#ifdef SLUICE_HAVE_CUDA
+  if (p->policy != POLICY_NONE) {
+    const sl_cuda_frame_shape f = sl_glue_frame_shape(&n->in[0]);
+    c->device_state_bytes = sl_cuda_mask_correct_table_bytes(&f, p->flagged, positions, n_bad);
+  }
+#endif
 }
 
 static const sl_port_def correct_in[] = {

@@ -89,6 +89,9 @@ static void com_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   const sl_tensor_desc *x = scan_desc(n);
   c->bytes_written = positions * 2 * 8;
   c->state_bytes = sl_desc_positions(x);
+#ifdef SLUICE_HAVE_CUDA
+  c->device_state_bytes = sl_cuda_com_table_bytes(sl_desc_positions(x)); /* CUDA: valid flags, descan sums */
+#endif
   if (x != &n->in[0]) { /* the moments: three u64 per position */
     c->bytes_read = positions * 3 * 8;
     c->ops = positions * 2;

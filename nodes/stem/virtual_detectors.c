@@ -154,6 +154,10 @@ static void virtual_detectors_cost(const sl_node *n, int64_t positions, sl_node_
     c->state_bytes = sl_desc_item_elems(x) * (int64_t)sizeof(class_run);
     if (madd_fits(x->dtype, w)) c->state_bytes += h * ((w + 15) / 16) * 64;
   }
+#ifdef SLUICE_HAVE_CUDA
+  const sl_cuda_frame_shape f = sl_glue_frame_shape(x);
+  c->device_state_bytes = sl_cuda_virtual_detectors_table_bytes(&f, sl_glue_input_present(n, 1));
+#endif
 }
 
 /* The class of pixel (r, c) for one geometry (squared radii). */

@@ -142,6 +142,10 @@ static void virtual_image_cost(const sl_node *n, int64_t positions, sl_node_cost
   c->bytes_read = positions * px * (int64_t)sl_dtype_size(n->in[0].dtype);
   c->bytes_written = positions * 8;
   c->ops = positions * px;
+#ifdef SLUICE_HAVE_CUDA
+  const sl_cuda_frame_shape f = sl_glue_frame_shape(&n->in[0]);
+  c->device_state_bytes = sl_cuda_virtual_image_table_bytes(&f, sl_glue_input_present(n, 1));
+#endif
 }
 
 static void virtual_image_release(sl_node *n) {

@@ -27,6 +27,7 @@
 #include "engine/graph/graph.h"
 #include "nodes/codec/bslz4.h"
 #include "shaders/cuda/detector/bslz4_decode.h"
+#include "tests/unit/device_table_lend.h"
 #include "tests/unit/cuda_probe.h"
 
 #define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
@@ -313,13 +314,15 @@ __attribute__((unused)) static uint8_t *pack(const acq *q, int64_t ps, int64_t p
 /* ------------------------------------------------------------ running --- */
 
 /* The node for the CPU kernel, and the CUDA launcher's params with the
- * device-state slot the launcher fills. */
+ * device-state slot the launcher fills and the device table it is lent
+ * (on the first CUDA call, for that call's positions: the largest). */
 typedef struct dnode {
   sl_node node;
   sl_param_value param;
   sl_cuda_bslz4_decode_params cuda;
   void *dev_state;
   void (*dev_state_free)(void *);
+  test_table table;
 } dnode;
 
 __attribute__((unused)) static void dnode_init(dnode *d, const sl_tensor_desc *in) {
@@ -342,8 +345,7 @@ __attribute__((unused)) static void dnode_init(dnode *d, const sl_tensor_desc *i
 }
 
 __attribute__((unused)) static void dnode_release(dnode *d) {
-  if (d->dev_state && d->dev_state_free) d->dev_state_free(d->dev_state);
-  d->dev_state = NULL;
+  test_table_give_back(&d->table, &d->dev_state, &d->dev_state_free);
   free(d->node.typed_params);
   d->node.typed_params = NULL;
 }
@@ -385,9 +387,11 @@ static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, in
   memset(poison, 0xA5, out_bytes);
   assert_int_equal(b->ops->upload(b, dout, poison, out_bytes, &e2), SL_OK);
   free(poison);
+  assert_int_equal(test_table_lend(&d->table, b, test_table_bytes(&d->node, pc, pc), &e2), SL_OK);
   sl_kernel_args a = {.backend = b, .node_id = "decode", .state = &d->cuda, .chunk = chunk,
                       .n_chunks = n_chunks, .pos_start = ps, .pos_count = pc, .in = {din},
                       .out = {dout}, .err = err};
+  test_table_args(&d->table, &a);
   sl_code rc = b->ops->batch_begin(b, err);
   if (rc == SL_OK) rc = b->ops->batch_encode(b, decode_on_cuda, &a, err);
   sl_code rc2 = b->ops->batch_commit(b, rc == SL_OK ? err : &e2);

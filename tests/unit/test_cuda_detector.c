@@ -21,6 +21,7 @@
 
 #include "engine/backend/backend.h"
 #include "tests/unit/cuda_probe.h"
+#include "tests/unit/device_table_lend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/pipeline/yaml_tree.h"
@@ -71,6 +72,9 @@ static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *
     rc = o->alloc(b, sz + 64, &dout[k], e);
     if (rc == SL_OK && !n->out[k].stream_rank) rc = o->zero(b, dout[k], sz, e);
   }
+  test_table table = {0};
+  const int64_t last = npos % chunk ? npos % chunk : chunk;
+  if (rc == SL_OK) rc = test_table_lend(&table, b, test_table_bytes(n, chunk, last), e);
   sl_kernel_args a;
   for (int64_t s = 0; s < npos && rc == SL_OK; s += chunk) {
     int64_t cnt = npos - s < chunk ? npos - s : chunk;
@@ -78,6 +82,7 @@ static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *
     a.backend = b;
     a.node = n;
     a.state = n->state;
+    test_table_args(&table, &a);
     a.pos_start = s;
     a.pos_count = cnt;
     a.chunk = s / chunk;
@@ -102,6 +107,7 @@ static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *
     a.state = n->state;
     a.pos_count = npos;
     a.chunk = (npos + chunk - 1) / chunk;
+    test_table_args(&table, &a);
     a.in[1] = dwhole;
     for (int k = 0; k < n->n_out; k++) a.out[k] = dout[k];
     a.err = e;
@@ -109,6 +115,7 @@ static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *
   }
   for (int k = 0; k < n->n_out && rc == SL_OK; k++)
     if (!n->out[k].stream_rank) rc = o->download(b, out[k], dout[k], out_bytes(&n->out[k], npos), e);
+  test_table_give_back(&table, &n->dev_state, &n->dev_state_free);
   o->free(b, din, (size_t)(chunk * ib) + 64);
   if (dwhole) o->free(b, dwhole, whole_bytes);
   for (int k = 0; k < n->n_out; k++)

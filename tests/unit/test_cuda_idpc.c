@@ -29,6 +29,7 @@
 #include "engine/graph/node.h"
 #include "shaders/cuda/common/cufft_loader.h"
 #include "tests/unit/cuda_probe.h"
+#include "tests/unit/device_table_lend.h"
 #include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_idpc;
@@ -123,8 +124,13 @@ static void make_idpc(sl_node *n, int64_t R, int64_t C, const kv *over, int n_ov
   assert_int_equal(rc, SL_OK);
 }
 
-/* Runs n's kernel for backend b as the executor does (device buffers,
- * upload, one batch, download): phi from (gr, gc). */
+/* The device state the last run_on built (NULL: none), seen before it went
+ * with the run's device table. */
+static void *g_built_state;
+
+/* Runs n's kernel for backend b as the executor does (device buffers and the
+ * node's device table, upload, one batch, download; then the device state
+ * goes with the table): phi from (gr, gc). */
 static void run_on(sl_backend *b, sl_node *n, const double *gr, const double *gc, double *phi) {
   const sl_backend_ops *o = b->ops;
   size_t bytes = (size_t)sl_desc_bytes(&n->in[0]);
@@ -147,6 +153,9 @@ static void run_on(sl_backend *b, sl_node *n, const double *gr, const double *gc
   a.in[1] = d[1];
   a.out[0] = d[2];
   a.err = &e;
+  test_table table = {0};
+  assert_int_equal(test_table_lend(&table, b, test_table_bytes(n, 1, 1), &e), SL_OK);
+  test_table_args(&table, &a);
   sl_code rc = o->batch_begin(b, &e);
   if (rc == SL_OK) rc = o->batch_encode(b, n->desc->kernel[b->caps.kind], &a, &e);
   if (rc == SL_OK) rc = o->batch_commit(b, &e);
@@ -156,6 +165,8 @@ static void run_on(sl_backend *b, sl_node *n, const double *gr, const double *gc
   if (rc) fprintf(stderr, "idpc on %s: %s\n", b->caps.device, e.msg);
   assert_int_equal(rc, SL_OK);
   assert_int_equal(o->download(b, phi, d[2], bytes, &e), SL_OK);
+  g_built_state = n->dev_state;
+  test_table_give_back(&table, &n->dev_state, &n->dev_state_free);
   for (int k = 0; k < 3; k++) o->free(b, d[k], bytes);
 }
 
@@ -254,8 +265,9 @@ static void test_device_exact_gradient(void **st) {
   free(p), free(gr), free(gc), free(phi);
 }
 
-/* A second run of the same node reuses its plans and buffers: the same
- * doubles again, also after another field went through. */
+/* Every run builds its plans over its own device table and leaves no device
+ * state behind; runs give the same doubles again, also after another field
+ * went through. */
 static void test_state_reused(void **st) {
   (void)st;
   const int64_t R = 40, C = 52;
@@ -266,11 +278,11 @@ static void test_state_reused(void **st) {
   sl_node n;
   make_idpc(&n, R, C, NULL, 0);
   run_on(g_cuda, &n, gr, gc, first);
-  assert_non_null(n.dev_state);
-  void *state = n.dev_state;
+  assert_non_null(g_built_state);
+  assert_null(n.dev_state);
   run_on(g_cuda, &n, other, gc, tmp);
   run_on(g_cuda, &n, gr, gc, again);
-  assert_ptr_equal(n.dev_state, state);
+  assert_null(n.dev_state);
   assert_memory_equal(first, again, bytes);
   node_free(&n);
   free(gr), free(gc), free(other), free(first), free(again), free(tmp);
@@ -296,7 +308,7 @@ static void test_fallback_without_cufft(void **st) {
   assert_non_null(why);
   assert_non_null(strstr(why, "ran on the host"));
   assert_non_null(strstr(why, "SLUICE_CUFFT=none"));
-  assert_null(ng.dev_state);
+  assert_null(g_built_state);
   assert_memory_equal(cpu, gpu, bytes);
   node_free(&nc);
   node_free(&ng);

@@ -19,6 +19,7 @@
 
 #include "engine/backend/backend.h"
 #include "tests/unit/cuda_probe.h"
+#include "tests/unit/device_table_lend.h"
 #include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_mask_correct;
@@ -74,6 +75,9 @@ static void run_cuda(sl_node *n, const void *frames, const uint8_t *mask, int64_
     assert_int_equal(o->alloc(g_cuda, (size_t)item, &dmask, &e), SL_OK);
     assert_int_equal(o->upload(g_cuda, dmask, mask, (size_t)item, &e), SL_OK);
   }
+  test_table table = {0};
+  const int64_t last = npos % chunk ? npos % chunk : chunk;
+  assert_int_equal(test_table_lend(&table, g_cuda, test_table_bytes(n, chunk, last), &e), SL_OK);
   for (int64_t s = 0; s < npos; s += chunk) {
     int64_t cnt = npos - s < chunk ? npos - s : chunk;
     sl_kernel_args a;
@@ -81,6 +85,7 @@ static void run_cuda(sl_node *n, const void *frames, const uint8_t *mask, int64_
     a.backend = g_cuda;
     a.node = n;
     a.state = n->state;
+    test_table_args(&table, &a);
     a.pos_start = s;
     a.pos_count = cnt;
     a.chunk = s / chunk;
@@ -95,6 +100,7 @@ static void run_cuda(sl_node *n, const void *frames, const uint8_t *mask, int64_
     assert_int_equal(rc, SL_OK);
     assert_int_equal(o->download(g_cuda, (char *)out + s * ib, a.out[0], (size_t)(cnt * ib), &e), SL_OK);
   }
+  test_table_give_back(&table, &n->dev_state, &n->dev_state_free);
   o->free(g_cuda, din, 0);
   if (dout) o->free(g_cuda, dout, 0);
   if (dmask) o->free(g_cuda, dmask, 0);

@@ -19,6 +19,7 @@
 #include "engine/backend/backend.h"
 #include "tests/unit/cuda_probe.h"
 #include "engine/exec/run.h"
+#include "tests/unit/disk_acquisition.h"
 #include "tests/unit/test_support.h"
 #ifdef SLUICE_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
@@ -52,55 +53,9 @@ static int teardown(void **state) {
 }
 
 /* A bright disk (centre (12, 10), radius 6) on a dim background, varying with
- * the frame: what disk_fit (the two-pass pipeline) needs to find. */
-static uint32_t disk_value(int64_t f, int64_t r, int64_t c) {
-  int64_t dr = r - 12, dc = c - 10;
-  if (dr * dr + dc * dc <= 36) return (uint32_t)(1000 + (f * 7 + r * 3 + c) % 50);
-  return (uint32_t)((f + r * 3 + c) % 20);
-}
-
-/* The same layout as fx_write (master + data files with external links,
- * bitshuffle-LZ4, 4 frames per chunk) with disk_value frames. */
-static void write_disk_acquisition(const char *name, char *master, size_t n) {
-  const int64_t frames[2] = {60, 40}, h = 24, w = 20;
-  snprintf(master, n, "%s/%s_master.h5", fx_tmpdir(), name);
-  hid_t m = fx_create(master, 0);
-  fx_mkgroups(m, "/entry/data");
-  int64_t total = 0;
-  for (int i = 0; i < 2; i++) {
-    char data[512], base[256], link[64];
-    snprintf(base, sizeof base, "%s_data_%06d.h5", name, i + 1);
-    snprintf(data, sizeof data, "%s/%s", fx_tmpdir(), base);
-    hid_t f = fx_create(data, 0);
-    fx_mkgroups(f, "/entry/data");
-    hsize_t dims[3] = {(hsize_t)frames[i], (hsize_t)h, (hsize_t)w};
-    hsize_t maxd[3] = {H5S_UNLIMITED, (hsize_t)h, (hsize_t)w};
-    hid_t sp = H5Screate_simple(3, dims, maxd);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hsize_t cd[3] = {4, (hsize_t)h, (hsize_t)w};
-    H5Pset_chunk(dcpl, 3, cd);
-    unsigned cdv[2] = {0, 2};
-    assert_true(H5Pset_filter(dcpl, 32008, H5Z_FLAG_MANDATORY, 2, cdv) >= 0);
-    hid_t d = H5Dcreate2(f, "/entry/data/data", H5T_STD_U16LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    assert_true(d >= 0);
-    uint32_t *buf = malloc((size_t)(frames[i] * h * w) * sizeof *buf);
-    for (int64_t k = 0; k < frames[i]; k++)
-      for (int64_t r = 0; r < h; r++)
-        for (int64_t c = 0; c < w; c++) buf[(k * h + r) * w + c] = disk_value(total + k, r, c);
-    assert_true(H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
-    free(buf);
-    H5Dclose(d);
-    H5Pclose(dcpl);
-    H5Sclose(sp);
-    H5Fclose(f);
-    total += frames[i];
-    snprintf(link, sizeof link, "/entry/data/data_%06d", i + 1);
-    assert_true(H5Lcreate_external(base, "/entry/data/data", m, link, H5P_DEFAULT, H5P_DEFAULT) >= 0);
-  }
-  fx_opts o = {.h = h, .w = w};
-  fx_meta(m, &o, total);
-  H5Fclose(m);
-}
+ * the frame, in 60 + 40 frames of 24 x 20: what disk_fit (the two-pass
+ * pipeline) needs to find. */
+static const disk_acquisition k_disk = {.frames = {60, 40}, .h = 24, .w = 20, .row = 12, .col = 10, .radius = 6};
 
 /* Frames (decoded when compressed) and their sum: a streamed output and a
  * reduction, one pass. */
@@ -222,7 +177,7 @@ static void t_two_pass(void **state) {
   char file[1024];
   snprintf(file, sizeof file, "%s/pipelines/virtual_image_fit.yaml", src && src[0] ? src : "../..");
   char master[512];
-  write_disk_acquisition("cudasrc_disk", master, sizeof master);
+  disk_acquisition_write("cudasrc_disk", &k_disk, master, sizeof master);
   sl_setting sets[1] = {{.name = "input", .value = master}};
   static const int64_t chunks[] = {3, 16, 100};
   compare_all(file, sets, 1, chunks, 3);

@@ -4,11 +4,12 @@
 #include "shaders/cuda/common/device_error.cuh"
 #include "shaders/cuda/common/launch.cuh"
 
-sl_code sl_cuda_error_mirror_create(sl_cuda_error_mirror *m, sl_kernel_args *a, const char *node) {
-  m->device = NULL;
+sl_code sl_cuda_error_mirror_create(sl_cuda_error_mirror *m, sl_cuda_error_word *word, sl_kernel_args *a,
+                                    const char *node) {
+  m->device = word;
   m->host = NULL;
-  cudaError_t e = cudaMalloc((void **)&m->device, sizeof(sl_cuda_error_word));
-  if (e == cudaSuccess) e = cudaHostAlloc((void **)&m->host, sizeof(sl_cuda_error_word), cudaHostAllocDefault);
+  if (!word) return sl_fail(a->err, SL_ERR_INTERNAL, "%s: no error word in the device table", node);
+  cudaError_t e = cudaHostAlloc((void **)&m->host, sizeof(sl_cuda_error_word), cudaHostAllocDefault);
   if (e == cudaSuccess) {
     memset(m->host, 0xFF, sizeof(sl_cuda_error_word));
     m->host->kind = SL_CUDA_ERROR_NONE;
@@ -22,7 +23,6 @@ sl_code sl_cuda_error_mirror_create(sl_cuda_error_mirror *m, sl_kernel_args *a, 
 }
 
 void sl_cuda_error_mirror_free(sl_cuda_error_mirror *m) {
-  cudaFree(m->device);
   if (m->host) cudaFreeHost(m->host);
   m->device = NULL;
   m->host = NULL;

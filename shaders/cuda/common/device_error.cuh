@@ -35,13 +35,19 @@ struct sl_cuda_error_word {
 };
 
 struct sl_cuda_error_mirror {
-  sl_cuda_error_word *device;
-  sl_cuda_error_word *host; /* pinned */
+  sl_cuda_error_word *device; /* in the node's device table */
+  sl_cuda_error_word *host;   /* pinned host memory (the mirror) */
 };
 
-/* Allocates the word and its mirror and clears the word (on the call's
- * queue). Errors name `node`. */
-sl_code sl_cuda_error_mirror_create(sl_cuda_error_mirror *m, sl_kernel_args *a, const char *node);
+/* Bytes of the word in a device table (sl_table_take). */
+#define SL_CUDA_ERROR_WORD_BYTES ((int64_t)sizeof(sl_cuda_error_word))
+
+/* The mirror of `word` (a piece of the node's device table): allocates the
+ * pinned host copy and clears the word (on the call's queue). Errors name
+ * `node`. */
+sl_code sl_cuda_error_mirror_create(sl_cuda_error_mirror *m, sl_cuda_error_word *word, sl_kernel_args *a,
+                                    const char *node);
+/* Frees the host copy (the word goes with the table). */
 void sl_cuda_error_mirror_free(sl_cuda_error_mirror *m);
 /* Enqueues the copy of the word to the mirror (after the kernels so far). */
 sl_code sl_cuda_error_mirror_pull(sl_cuda_error_mirror *m, sl_kernel_args *a, const char *node);

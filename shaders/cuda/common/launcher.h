@@ -31,10 +31,12 @@ extern "C" {
 #endif
 #endif
 
-/* Where a launcher keeps device tables between the calls of one node (built
- * on its first call, e.g. a pixel class table). The caller owns the slot:
- * when it is done with the node it calls (*release)(*state) if both are set.
- * A launcher stores its state and release function there on its first call. */
+/* Where a launcher keeps its host-side state between the calls of one run
+ * (made on its first call: pointers into the node's device table,
+ * a->device_table, what it built there, e.g. a pixel class table). The
+ * caller owns the slot: when it takes the device table back (the executor,
+ * at the end of the run) it calls (*release)(*state) if both are set. A
+ * launcher stores its state and release function there on its first call. */
 typedef struct sl_cuda_state_holder {
   void **state;
   void (**release)(void *state);

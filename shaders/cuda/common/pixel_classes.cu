@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shaders/cuda/common/device_table.h"
 #include "shaders/cuda/common/frame_units.cuh"
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
@@ -188,28 +189,58 @@ SL_CUDA_REGISTER_KERNELS(pixel_class_kernels)
 
 /* ---- state ----------------------------------------------------------------------- */
 
+/* The node's device table: the error word, the geometry record (disk input
+ * only), the unit count, the class table and the unit list. */
+static void classes_layout(sl_table *t, int64_t npix, bool use_disk, sl_cuda_error_word **word,
+                           sl_cuda_pixel_classes *o) {
+  *word = (sl_cuda_error_word *)sl_table_take(t, SL_CUDA_ERROR_WORD_BYTES);
+  o->geom = use_disk ? sl_table_take(t, sizeof(sl_cuda_disk_geometry)) : NULL;
+  o->n_units = (uint32_t *)sl_table_take(t, 16);
+  o->cls = (uint8_t *)sl_table_take(t, npix + 16);
+  o->units = (uint32_t *)sl_table_take(t, npix * 4 + 16);
+}
+
+extern "C" int64_t sl_cuda_pixel_classes_table_bytes(int64_t height, int64_t width, bool use_disk) {
+  sl_table t = sl_table_counter();
+  sl_cuda_error_word *word;
+  sl_cuda_pixel_classes o;
+  classes_layout(&t, height * width, use_disk, &word, &o);
+  return t.used;
+}
+
 static void pixel_classes_release(void *p) {
   sl_cuda_pixel_classes *s = (sl_cuda_pixel_classes *)p;
   if (!s) return;
-  cudaFree(s->cls);
-  cudaFree(s->units);
-  cudaFree(s->n_units);
-  cudaFree(s->geom);
   sl_cuda_error_mirror_free(&s->err);
   free(s);
 }
 
-/* The node's state, created on its first call (with its error word). */
-static sl_code pixel_classes_get(sl_cuda_state_holder holder, sl_kernel_args *a, const char *node,
-                                 sl_cuda_pixel_classes **out) {
+/* The node's state over its device table, created on its first call (with
+ * its error word; the geometry record starts cleared: no disk seen). */
+static sl_code pixel_classes_get(sl_cuda_state_holder holder, sl_kernel_args *a, const sl_cuda_frame_shape *f,
+                                 bool use_disk, const char *node, sl_cuda_pixel_classes **out) {
   sl_cuda_pixel_classes *s = (sl_cuda_pixel_classes *)*holder.state;
   if (s) {
     *out = s;
     return SL_OK;
   }
+  const int64_t npix = f->height * f->width;
+  if (npix > 0x7FFFFFFF) return sl_fail(a->err, SL_ERR_FORMAT, "detector frames above 2^31 pixels");
+  sl_table t = sl_table_lent(a);
+  sl_cuda_pixel_classes pieces;
+  memset(&pieces, 0, sizeof pieces);
+  sl_cuda_error_word *word = NULL;
+  classes_layout(&t, npix, use_disk, &word, &pieces);
+  sl_code rc = sl_table_check(&t, a, node);
+  if (rc != SL_OK) return rc;
+  if (use_disk) {
+    cudaError_t e = cudaMemsetAsync(pieces.geom, 0, sizeof(sl_cuda_disk_geometry), sl_cuda_queue(a));
+    if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, node, "geometry tables");
+  }
   s = (sl_cuda_pixel_classes *)calloc(1, sizeof *s);
   if (!s) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for device state");
-  sl_code rc = sl_cuda_error_mirror_create(&s->err, a, node);
+  *s = pieces;
+  rc = sl_cuda_error_mirror_create(&s->err, word, a, node);
   if (rc != SL_OK) {
     free(s);
     return rc;
@@ -230,51 +261,30 @@ static sl_code relist_units(sl_kernel_args *a, sl_cuda_pixel_classes *s, int64_t
   return SL_OK;
 }
 
-/* Host class table -> device, and its unit list. */
-static sl_code upload_classes(sl_kernel_args *a, sl_cuda_pixel_classes *s, const uint8_t *hcls, int64_t npix,
-                              int v, int all, const char *node) {
-  cudaStream_t st = sl_cuda_queue(a);
-  cudaError_t e = cudaSuccess;
-  if (!s->cls) {
-    e = cudaMalloc((void **)&s->cls, (size_t)npix + 16);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&s->units, (size_t)npix * 4 + 16);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&s->n_units, 16);
-    if (e == cudaSuccess) e = cudaMemcpyAsync(s->cls, hcls, (size_t)npix, cudaMemcpyHostToDevice, st);
-    /* pageable source: the copy completes before cudaMemcpyAsync returns */
-    if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, node, "mask tables");
-  }
-  return relist_units(a, s, npix, v, all);
-}
-
+/* Host class table -> device (once), and its unit list. */
 static sl_code classes_from_host(sl_kernel_args *a, sl_cuda_pixel_classes *s, const sl_cuda_class_request *r,
                                  int64_t npix, int v, const char *node) {
   if (s->built_v == v) return SL_OK;
-  if (s->cls) return relist_units(a, s, npix, v, r->all_units); /* the alignment changed */
+  if (s->uploaded) return relist_units(a, s, npix, v, r->all_units); /* the alignment changed */
   uint8_t *h_cls = (uint8_t *)calloc((size_t)npix, 1);
   if (!h_cls) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for the class table");
   if (!r->host.fill(r->host.ctx, h_cls)) {
     free(h_cls);
     return sl_fail(a->err, SL_ERR_INTERNAL, "%s", r->host.missing);
   }
-  sl_code rc = upload_classes(a, s, h_cls, npix, v, r->all_units, node);
+  /* pageable source: the copy completes before cudaMemcpyAsync returns */
+  cudaError_t e = cudaMemcpyAsync(s->cls, h_cls, (size_t)npix, cudaMemcpyHostToDevice, sl_cuda_queue(a));
   free(h_cls);
-  return rc;
+  if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, node, "mask tables");
+  s->uploaded = true;
+  return relist_units(a, s, npix, v, r->all_units);
 }
 
 /* disk input: the geometry kernel checks and compares the disk on device. */
 static sl_code classes_from_disk(sl_kernel_args *a, sl_cuda_pixel_classes *s, const sl_cuda_class_request *r,
                                  const sl_cuda_frame_shape *f, int v, const char *node) {
-  const int64_t npix = f->height * f->width;
-  cudaError_t e = cudaSuccess;
-  if (!s->cls) {
-    e = cudaMalloc((void **)&s->cls, (size_t)npix + 16);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&s->units, (size_t)npix * 4 + 16);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&s->n_units, 16);
-    if (e == cudaSuccess) e = cudaMalloc(&s->geom, sizeof(sl_cuda_disk_geometry));
-    if (e == cudaSuccess) e = cudaMemsetAsync(s->geom, 0, sizeof(sl_cuda_disk_geometry), sl_cuda_queue(a));
-    if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, node, "geometry tables");
-  }
   if (!r->disk) return sl_fail(a->err, SL_ERR_INTERNAL, "input 'disk' has no data");
+  if (!s->geom) return sl_fail(a->err, SL_ERR_INTERNAL, "%s: no geometry record in the device table", node);
   sl_cuda_disk_geometry p = r->geometry;
   p.h = (int)f->height, p.w = (int)f->width;
   sl_k_disk_classes<<<1, 1024, 0, sl_cuda_queue(a)>>>((sl_cuda_disk_geometry *)s->geom, p, r->disk, s->cls, v,
@@ -365,7 +375,7 @@ sl_code sl_cuda_pixel_classes_finalize(sl_cuda_state_holder holder, sl_kernel_ar
 sl_code sl_cuda_pixel_class_sums(sl_cuda_state_holder holder, sl_kernel_args *a, const sl_cuda_frame_shape *f,
                                  const sl_cuda_class_request *r, const char *node, sl_cuda_pixel_classes **out) {
   sl_cuda_pixel_classes *s = NULL;
-  sl_code rc = pixel_classes_get(holder, a, node, &s);
+  sl_code rc = pixel_classes_get(holder, a, f, r->use_disk, node, &s);
   if (rc) return rc;
   *out = s;
   if ((rc = pixel_classes_check(a, s, f, false, node))) return rc;

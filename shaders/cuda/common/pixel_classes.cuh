@@ -36,15 +36,22 @@ struct sl_cuda_disk_geometry {
   int built_v;
 };
 
-/* A node's device state (in its sl_cuda_state_holder). */
+/* A node's device state (in its sl_cuda_state_holder): the pieces of its
+ * device table (pixel_classes.cu, classes_layout) and what the host knows. */
 struct sl_cuda_pixel_classes {
   uint8_t *cls;      /* H*W class bytes */
   uint32_t *units;   /* compacted unit list */
   uint32_t *n_units; /* device: units in the list (or all units) */
-  void *geom;        /* device: sl_cuda_disk_geometry record */
+  void *geom;        /* device: sl_cuda_disk_geometry record (disk input only) */
+  bool uploaded;     /* the host's table went up */
   int built_v;       /* unit width the list was built for (0 = none) */
   sl_cuda_error_mirror err;
 };
+
+/* Bytes of the device table of a node with h x w frames (cost().device_state_bytes):
+ * the error word, the class table and its unit list, and with a `disk`
+ * input the geometry record. */
+extern "C" int64_t sl_cuda_pixel_classes_table_bytes(int64_t height, int64_t width, bool use_disk);
 
 /* Fills host_classes (npix bytes, zeroed) from the node's host-built
  * selection; false when it was not built. */
@@ -74,7 +81,7 @@ sl_cuda_class_request sl_cuda_class_request_make(int mode, const sl_kernel_args 
                                                  double inner, double outer);
 
 /* One call's class table and masked sums: the node's state (created on its
- * first call, with its error word; returned in *out), an error an earlier
+ * first call over its device table, with its error word; returned in *out), an error an earlier
  * call recorded, the table for this call's unit width (built on the first
  * call, refreshed for a new width or disk), then the sums of the request's
  * mode over a->pos_count frames of a->in[0] into a->out[0] (and out[1],

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "shaders/cuda/common/device_error.cuh"
+#include "shaders/cuda/common/device_table.h"
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
 #include "shaders/cuda/common/warp_reduce.cuh"
@@ -10,11 +11,31 @@
 
 static const char k_node[] = "bin_detector";
 
-/* The node's device state (only when it audits). */
+/* The node's device state (only when it audits): host bookkeeping and the
+ * pieces of its device table. */
 typedef struct bin_device_state {
   unsigned long long *first; /* this call's lowest failing index (SL_CUDA_NO_INDEX: none) */
   sl_cuda_error_mirror err;
 } bin_device_state;
+
+/* The device table of an auditing node: the error word, the audit word. */
+typedef struct bin_pieces {
+  sl_cuda_error_word *word;
+  unsigned long long *first;
+} bin_pieces;
+
+static void bin_layout(sl_table *t, bin_pieces *o) {
+  o->word = (sl_cuda_error_word *)sl_table_take(t, SL_CUDA_ERROR_WORD_BYTES);
+  o->first = (unsigned long long *)sl_table_take(t, sizeof(unsigned long long));
+}
+
+extern "C" int64_t sl_cuda_bin_detector_table_bytes(bool audit) {
+  if (!audit) return 0;
+  sl_table t = sl_table_counter();
+  bin_pieces o;
+  bin_layout(&t, &o);
+  return t.used;
+}
 
 /* ---- kernels --------------------------------------------------------------------- */
 
@@ -89,28 +110,31 @@ SL_CUDA_REGISTER_KERNELS(bin_detector_kernels)
 static void bin_state_release(void *p) {
   bin_device_state *s = (bin_device_state *)p;
   if (!s) return;
-  cudaFree(s->first);
   sl_cuda_error_mirror_free(&s->err);
   free(s);
 }
 
-/* The state with its error word and audit word, made on the first call. */
+/* The state with its error word and audit word (in the device table), made
+ * on the first call. */
 static sl_code bin_state_get(const sl_cuda_bin_detector_params *p, sl_kernel_args *a, bin_device_state **out) {
   bin_device_state *s = (bin_device_state *)*p->device_state.state;
   if (!s) {
+    sl_table t = sl_table_lent(a);
+    bin_pieces o;
+    bin_layout(&t, &o);
+    sl_code rc = sl_table_check(&t, a, k_node);
+    if (rc != SL_OK) return rc;
     s = (bin_device_state *)calloc(1, sizeof *s);
     if (!s) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for device state");
-    sl_code rc = sl_cuda_error_mirror_create(&s->err, a, k_node);
+    rc = sl_cuda_error_mirror_create(&s->err, o.word, a, k_node);
     if (rc != SL_OK) {
       free(s);
       return rc;
     }
     *p->device_state.state = s;
     *p->device_state.release = bin_state_release;
-  }
-  if (!s->first) {
-    cudaError_t e = cudaMalloc((void **)&s->first, 8);
-    if (e == cudaSuccess) e = cudaMemsetAsync(s->first, 0xFF, 8, sl_cuda_queue(a));
+    s->first = o.first;
+    cudaError_t e = cudaMemsetAsync(s->first, 0xFF, 8, sl_cuda_queue(a));
     if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, k_node, "audit word");
   }
   *out = s;

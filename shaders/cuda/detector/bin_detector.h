@@ -23,6 +23,10 @@ typedef struct sl_cuda_bin_detector_params {
   sl_cuda_state_holder device_state;
 } sl_cuda_bin_detector_params;
 
+/* Bytes of the node's device table (cost().device_state_bytes): the error
+ * and audit words when it audits (max_value below the input's maximum), else 0. */
+int64_t sl_cuda_bin_detector_table_bytes(bool audit);
+
 /* out[0] = the binned frames of the chunk. */
 sl_code sl_cuda_bin_detector(const sl_cuda_bin_detector_params *p, sl_kernel_args *a);
 /* After the last chunk: waits once and reports an audit failure. */

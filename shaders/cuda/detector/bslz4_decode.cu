@@ -28,8 +28,8 @@
  * its window of that chunk's decoded bytes (every block is still decoded and
  * checked, as on the CPU): no scratch.
  *
- * Errors: the first failing check (atomicCAS on a device record owned by the
- * node's device state) stores the entry, the check, the block and byte position
+ * Errors: the first failing check (atomicCAS on a device record in the
+ * node's device table) stores the entry, the check, the block and byte position
  * and the entry's provenance; the launcher turns it into SL_ERR_FORMAT with
  * the CPU's message. The record is copied to pinned host memory after every
  * call (cudaMemcpyAsync). Default ("deferred") mode: a call looks at the
@@ -59,6 +59,7 @@
 
 #include "shaders/cuda/codec/bslz4_device.cuh"
 #include "shaders/cuda/codec/bslz4_errors.cuh"
+#include "shaders/cuda/common/device_table.h"
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
 #include "shaders/cuda/detector/bslz4_decode.h"
@@ -376,24 +377,17 @@ SL_CUDA_REGISTER_KERNELS(bslz4_decode_kernels)
 
 /* ------------------------------------------------------------ host --- */
 
-/* The node's device state: the error record and the entry and block tables
- * (grown to the largest call). */
+/* The node's device state: the pinned copy of the error record (its device
+ * side, the entry and block tables are pieces of the node's device table). */
 struct decode_state {
-  bslz4_error_record *d_err;
   bslz4_error_record *h_err; /* pinned */
-  chunk_entry *ents;
-  uint2 *blocks;
-  size_t ents_cap, blocks_cap; /* counts */
   size_t smem_attr[3]; /* dynamic shared memory limit set per instance */
 };
 
 void decode_state_release(void *v) {
   decode_state *st = (decode_state *)v;
   if (!st) return;
-  cudaFree(st->d_err);
   cudaFreeHost(st->h_err);
-  cudaFree(st->ents);
-  cudaFree(st->blocks);
   free(st);
 }
 
@@ -415,8 +409,20 @@ struct decode_plan {
   size_t per_warp, smem;                /* shared memory per warp, per CTA */
 };
 
+/* Entries of a call over `positions`: each holds at least one frame of that
+ * chunk of the scan, and the buffer was sized for this many
+ * (sl_desc_buffer_bytes). */
+unsigned long long entry_bound(const sl_tensor_desc *in, int64_t positions) {
+  const long long per = in->positions_per_stored_chunk > 0 ? in->positions_per_stored_chunk : 1;
+  const long long minper = in->min_positions_per_stored_chunk > 0 ? in->min_positions_per_stored_chunk : per;
+  long long bound = (positions + minper - 1) / minper + (minper > 1 ? 1 : 0);
+  if (bound > positions) bound = positions;
+  if (bound < 1) bound = 1;
+  return (unsigned long long)bound;
+}
+
 /* Block slots per entry and bytes per slot. */
-sl_code plan_blocks(const sl_tensor_desc *in, sl_kernel_args *a, decode_plan *pl) {
+sl_code plan_blocks(const sl_tensor_desc *in, sl_error *err, decode_plan *pl) {
   const unsigned long long s = pl->elem, nel = pl->full / s;
   unsigned long long cap = 1, slot = 0, raw_bs = 0;
   if (in->encoding == SL_ENC_BSLZ4 || in->encoding == SL_ENC_BITSHUFFLE) {
@@ -424,9 +430,9 @@ sl_code plan_blocks(const sl_tensor_desc *in, sl_kernel_args *a, decode_plan *pl
                                                             : default_block_elems(s);
     if (in->encoding == SL_ENC_BITSHUFFLE) {
       if (bs_exp % 8)
-        return sl_fail(a->err, SL_ERR_USAGE, "bitshuffle: block size %llu elements is not a multiple of 8", bs_exp);
+        return sl_fail(err, SL_ERR_USAGE, "bitshuffle: block size %llu elements is not a multiple of 8", bs_exp);
       if (bs_exp > BSLZ4_MAX_BLOCK_BYTES / s)
-        return sl_fail(a->err, SL_ERR_USAGE, "bitshuffle: block size %llu elements exceeds the limit of %u bytes",
+        return sl_fail(err, SL_ERR_USAGE, "bitshuffle: block size %llu elements exceeds the limit of %u bytes",
                        bs_exp, BSLZ4_MAX_BLOCK_BYTES);
       raw_bs = bs_exp;
       cap = nel / bs_exp + (((nel % bs_exp) & ~7ull) ? 1 : 0);
@@ -457,20 +463,14 @@ sl_code plan_call(const sl_tensor_desc *in, sl_kernel_args *a, decode_plan *pl) 
   if (s != 1 && s != 2 && s != 4)
     return sl_fail(a->err, SL_ERR_PIPELINE, "bslz4_decode (CUDA): element size %llu is not 1, 2 or 4", s);
   const long long per = in->positions_per_stored_chunk > 0 ? in->positions_per_stored_chunk : 1;
-  const long long minper = in->min_positions_per_stored_chunk > 0 ? in->min_positions_per_stored_chunk : per;
   const unsigned long long full = (unsigned long long)per * (unsigned long long)fb;
   if (full >= (1ull << 32))
     return sl_fail(a->err, SL_ERR_FORMAT, "bslz4_decode (CUDA): stored chunks of %llu bytes (4 GiB or more)", full);
   pl->elem = s;
   pl->full = full;
-  /* Entries: each holds at least one frame of this chunk of the scan, and the
-   * buffer was sized for this many (sl_desc_buffer_bytes). */
-  long long bound = (a->pos_count + minper - 1) / minper + (minper > 1 ? 1 : 0);
-  if (bound > a->pos_count) bound = a->pos_count;
-  if (bound < 1) bound = 1;
-  pl->bound = (unsigned long long)bound;
+  pl->bound = entry_bound(in, a->pos_count);
   pl->buf_bytes = (unsigned long long)sl_desc_buffer_bytes(in, a->pos_count);
-  sl_code rc = plan_blocks(in, a, pl);
+  sl_code rc = plan_blocks(in, a->err, pl);
   if (rc != SL_OK) return rc;
   /* Shared memory per warp: the decoded block plus, for LZ4, the in-place
    * margin for the compressed block at its end (liblz4's in-place margin is
@@ -489,15 +489,30 @@ sl_code plan_call(const sl_tensor_desc *in, sl_kernel_args *a, decode_plan *pl) 
   return SL_OK;
 }
 
-/* The node's state with its error record, made on the first call. */
+/* The device table of a call: the error record (first: the same place in
+ * every call), then the entry and block tables of this call's plan. */
+struct decode_pieces {
+  bslz4_error_record *err;
+  chunk_entry *ents;
+  uint2 *blocks;
+};
+
+void decode_layout(sl_table *t, const decode_plan *pl, sl_encoding enc, decode_pieces *o) {
+  o->err = (bslz4_error_record *)sl_table_take(t, sizeof(bslz4_error_record));
+  o->ents = (chunk_entry *)sl_table_take(t, (int64_t)pl->bound * (int64_t)sizeof(chunk_entry));
+  const int64_t nblk = enc == SL_ENC_BSLZ4 ? (int64_t)pl->bound * (int64_t)pl->cap : 1;
+  o->blocks = (uint2 *)sl_table_take(t, nblk * (int64_t)sizeof(uint2));
+}
+
+/* The node's state with the pinned copy of its error record, made on the
+ * first call. */
 sl_code state_get(const sl_cuda_bslz4_decode_params *p, sl_kernel_args *a, decode_state **out) {
   decode_state *st = (decode_state *)*p->device_state.state;
   if (!st) {
     st = (decode_state *)calloc(1, sizeof *st);
     if (!st) return sl_fail(a->err, SL_ERR_NOMEM, "bslz4_decode (CUDA): no memory for its state");
     cudaError_t ce;
-    if ((ce = cudaMalloc((void **)&st->d_err, sizeof(bslz4_error_record))) != cudaSuccess ||
-        (ce = cudaHostAlloc((void **)&st->h_err, sizeof(bslz4_error_record), cudaHostAllocDefault)) != cudaSuccess) {
+    if ((ce = cudaHostAlloc((void **)&st->h_err, sizeof(bslz4_error_record), cudaHostAllocDefault)) != cudaSuccess) {
       decode_state_release(st);
       return cuda_fail(a, ce, "allocating the error record");
     }
@@ -509,29 +524,6 @@ sl_code state_get(const sl_cuda_bslz4_decode_params *p, sl_kernel_args *a, decod
     *p->device_state.release = decode_state_release;
   }
   *out = st;
-  return SL_OK;
-}
-
-/* The entry and block tables, grown to this call's plan. */
-sl_code tables_reserve(decode_state *st, const decode_plan *pl, sl_encoding enc, sl_kernel_args *a) {
-  cudaError_t ce;
-  if ((size_t)pl->bound > st->ents_cap) {
-    cudaFree(st->ents);
-    st->ents = NULL;
-    st->ents_cap = 0;
-    if ((ce = cudaMalloc((void **)&st->ents, (size_t)pl->bound * sizeof(chunk_entry))) != cudaSuccess)
-      return cuda_fail(a, ce, "allocating the entry table");
-    st->ents_cap = (size_t)pl->bound;
-  }
-  const size_t nblk = enc == SL_ENC_BSLZ4 ? (size_t)pl->bound * (size_t)pl->cap : 1;
-  if (nblk > st->blocks_cap) {
-    cudaFree(st->blocks);
-    st->blocks = NULL;
-    st->blocks_cap = 0;
-    if ((ce = cudaMalloc((void **)&st->blocks, nblk * sizeof(uint2))) != cudaSuccess)
-      return cuda_fail(a, ce, "allocating the block table");
-    st->blocks_cap = nblk;
-  }
   return SL_OK;
 }
 
@@ -575,15 +567,15 @@ cudaError_t launch_decode(const decode_args &p, unsigned long long warps, size_t
   return cudaSuccess;
 }
 
-decode_args make_args(const sl_kernel_args *a, const decode_state *st, const decode_plan *pl,
+decode_args make_args(const sl_kernel_args *a, const decode_pieces *dt, const decode_plan *pl,
                       const sl_tensor_desc *in) {
   decode_args p;
   memset(&p, 0, sizeof p);
   p.buf = (const uint8_t *)a->in[0];
   p.out = (uint8_t *)a->out[0];
-  p.ents = st->ents;
-  p.blocks = st->blocks;
-  p.err = st->d_err;
+  p.ents = dt->ents;
+  p.blocks = dt->blocks;
+  p.err = dt->err;
   p.buf_bytes = pl->buf_bytes;
   p.full = pl->full;
   p.frame_bytes = (unsigned long long)sl_desc_item_bytes(in);
@@ -601,6 +593,25 @@ decode_args make_args(const sl_kernel_args *a, const decode_state *st, const dec
 
 }  // namespace
 
+extern "C" int64_t sl_cuda_bslz4_decode_table_bytes(const sl_tensor_desc *in, int64_t positions) {
+  if (in->encoding == SL_ENC_NONE || positions <= 0) return 0;
+  const unsigned long long s = sl_dtype_size(in->dtype);
+  if (s != 1 && s != 2 && s != 4) return 0; /* refused by the launcher */
+  decode_plan pl;
+  memset(&pl, 0, sizeof pl);
+  const long long per = in->positions_per_stored_chunk > 0 ? in->positions_per_stored_chunk : 1;
+  pl.elem = s;
+  pl.full = (unsigned long long)per * (unsigned long long)sl_desc_item_bytes(in);
+  pl.bound = entry_bound(in, positions);
+  sl_error ignored; /* a refused block size fails the call, which then takes nothing */
+  sl_error_clear(&ignored);
+  if (plan_blocks(in, &ignored, &pl) != SL_OK) return 0;
+  sl_table t = sl_table_counter();
+  decode_pieces o;
+  decode_layout(&t, &pl, in->encoding, &o);
+  return t.used;
+}
+
 extern "C" sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *params, sl_kernel_args *a) {
   const sl_tensor_desc *in = &params->chunks;
   cudaStream_t stream = sl_cuda_queue(a);
@@ -614,19 +625,22 @@ extern "C" sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *param
   decode_plan pl;
   sl_code rc = plan_call(in, a, &pl);
   if (rc != SL_OK) return rc;
+  sl_table t = sl_table_lent(a);
+  decode_pieces dt;
+  decode_layout(&t, &pl, in->encoding, &dt);
+  if ((rc = sl_table_check(&t, a, "bslz4_decode (CUDA)")) != SL_OK) return rc;
   decode_state *st = NULL;
   if ((rc = state_get(params, a, &st)) != SL_OK) return rc;
   cudaError_t ce;
   if (a->chunk == 0) { /* a new pass: the previous one was checked at its last chunk */
-    ce = cudaMemsetAsync(st->d_err, 0, sizeof(bslz4_error_record), stream);
+    ce = cudaMemsetAsync(dt.err, 0, sizeof(bslz4_error_record), stream);
     if (ce != cudaSuccess) return cuda_fail(a, ce, "clearing the error record");
     st->h_err->claimed = 0;
   } else {
     rc = check_record(a, st, in, pl.slot); /* an earlier chunk's error, if already copied back */
     if (rc != SL_OK) return rc;
   }
-  if ((rc = tables_reserve(st, &pl, in->encoding, a)) != SL_OK) return rc;
-  const decode_args p = make_args(a, st, &pl, in);
+  const decode_args p = make_args(a, &dt, &pl, in);
 
   sl_k_bslz4_index<<<(unsigned)((pl.bound + INDEX_THREADS - 1) / INDEX_THREADS), INDEX_THREADS, 0, stream>>>(p);
   rc = sl_cuda_check_launch(a, "sl_k_bslz4_index");
@@ -639,7 +653,7 @@ extern "C" sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *param
   rc = sl_cuda_check_launch(a, "sl_k_bslz4_decode");
   if (rc != SL_OK) return rc;
 
-  ce = cudaMemcpyAsync(st->h_err, st->d_err, sizeof(bslz4_error_record), cudaMemcpyDeviceToHost, stream);
+  ce = cudaMemcpyAsync(st->h_err, dt.err, sizeof(bslz4_error_record), cudaMemcpyDeviceToHost, stream);
   if (ce != cudaSuccess) return cuda_fail(a, ce, "copying the error record");
   if (params->check_every_call || a->n_chunks <= 0 || a->chunk >= a->n_chunks - 1) {
     rc = sl_cuda_wait(a);

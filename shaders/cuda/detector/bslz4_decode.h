@@ -22,6 +22,11 @@ typedef struct sl_cuda_bslz4_decode_params {
   sl_cuda_state_holder device_state;
 } sl_cuda_bslz4_decode_params;
 
+/* Bytes of the node's device table (cost().device_state_bytes) for calls of
+ * up to `positions` positions of input `in`: the error record, and the entry
+ * and block tables of the largest call (0 for plain frames). */
+int64_t sl_cuda_bslz4_decode_table_bytes(const sl_tensor_desc *in, int64_t positions);
+
 /* out[0] = the decoded frames of positions [pos_start, pos_start + pos_count). */
 sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *p, sl_kernel_args *a);
 

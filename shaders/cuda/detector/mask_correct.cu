@@ -3,7 +3,7 @@
  * In place on the frames (out[0] is in[0] when the planner grants it; else
  * the chunk is copied into out[0] first), touching only bad pixels. On the
  * first call the static bad map ((mask input > 0) | file mask) and the list
- * of static bad pixels are built in the node's device state. Per chunk,
+ * of static bad pixels are built in the node's device table. Per chunk,
  * every correction is first computed from the original frames, then all are
  * written, so no correction ever sees a corrected value:
  *   1. static medians: one thread per (frame, static bad pixel) -> vals;
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "shaders/cuda/common/device_table.h"
 #include "shaders/cuda/common/frame_units.cuh"
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
@@ -23,14 +24,49 @@
 
 static const char k_node[] = "mask_correct";
 
+/* The node's device table, in this order (the static part first, then the
+ * bit set, so that both start at the same place in every call):
+ *   bad, bad_list, count         the static map and list (built on the first call)
+ *   bits [positions][words]      with `flagged`: flagged pixels to write; zero between calls
+ *   shadow [positions][H*W]      with `flagged`: flagged corrections at their pixels
+ *   vals [positions][n_bad]      static corrections */
+typedef struct mask_pieces {
+  uint8_t *bad;         /* H*W static bad map (+16: whole 16-byte units) */
+  int32_t *bad_list;    /* the static bad pixels' indices (any order) */
+  unsigned long long *count; /* their number, while the list is built */
+  uint32_t *bits;
+  void *shadow;
+  uint32_t *vals;
+} mask_pieces;
+
+static void mask_layout(sl_table *t, int64_t npix, int64_t es, bool flagged, int64_t positions, int64_t n_bad,
+                        mask_pieces *o) {
+  const int64_t words = (npix + 31) / 32;
+  o->bad = (uint8_t *)sl_table_take(t, npix + 16);
+  o->bad_list = (int32_t *)sl_table_take(t, npix * (int64_t)sizeof(int32_t));
+  o->count = (unsigned long long *)sl_table_take(t, sizeof(unsigned long long));
+  o->bits = flagged ? (uint32_t *)sl_table_take(t, positions * words * (int64_t)sizeof(uint32_t)) : NULL;
+  o->shadow = flagged ? sl_table_take(t, positions * npix * es) : NULL;
+  o->vals = (uint32_t *)sl_table_take(t, positions * (n_bad ? n_bad : 1) * (int64_t)sizeof(uint32_t));
+}
+
+extern "C" int64_t sl_cuda_mask_correct_table_bytes(const sl_cuda_frame_shape *frames, bool flagged,
+                                                    int64_t positions, int64_t n_bad) {
+  sl_table t = sl_table_counter();
+  mask_pieces o;
+  mask_layout(&t, frames->height * frames->width, (int64_t)sl_dtype_size(frames->dtype), flagged, positions,
+              n_bad, &o);
+  return t.used;
+}
+
 typedef struct mask_device_state {
-  uint8_t *bad;       /* H*W static bad map */
-  int32_t *bad_list;  /* the static bad pixels' indices (any order) */
+  mask_pieces at; /* this call's pieces */
   int64_t n_bad;
-  int64_t cap;        /* positions the per-chunk buffers below hold */
-  uint32_t *vals;     /* [cap][n_bad] static corrections */
-  void *shadow;       /* [cap][H*W] flagged corrections at their pixels */
-  uint32_t *bits;     /* [cap][words] flagged pixels to write; zero between calls */
+  /* Frames whose words of the bit set are known to be zero: a call of n
+   * frames leaves its n zeroed, and its shadow and vals may lie over the
+   * words of later frames (a smaller last chunk), which a larger call after
+   * it clears first. The table starts zeroed. */
+  int64_t bits_zero_frames;
 } mask_device_state;
 
 /* ---- kernels --------------------------------------------------------------------- */
@@ -197,86 +233,90 @@ SL_CUDA_REGISTER_KERNELS(mask_correct_kernels)
 
 /* ---- launcher -------------------------------------------------------------------- */
 
-static void free_chunk_buffers(mask_device_state *s) {
-  cudaFree(s->vals);
-  cudaFree(s->shadow);
-  cudaFree(s->bits);
-  s->vals = NULL, s->shadow = NULL, s->bits = NULL;
-  s->cap = 0;
-}
-
-static void mask_state_release(void *p) {
-  mask_device_state *s = (mask_device_state *)p;
-  if (!s) return;
-  cudaFree(s->bad);
-  cudaFree(s->bad_list);
-  free_chunk_buffers(s);
-  free(s);
-}
+static void mask_state_release(void *p) { free(p); }
 
 /* The static bad map and list of the first call (the list's length is read
- * back once: it sizes the per-chunk launches). */
+ * back once: it sizes the per-chunk launches). The file mask goes up into
+ * the map's place and the map kernel ORs the mask input into it. */
 static sl_code build_bad_map(const sl_cuda_mask_correct_params *p, sl_kernel_args *a, mask_device_state *s,
                              int64_t npix) {
   cudaStream_t st = sl_cuda_queue(a);
   if (p->has_mask && !a->in[1])
     return sl_fail(a->err, SL_ERR_INTERNAL, "mask_correct: input 'mask' is connected but has no data");
   const uint8_t *fm = p->file_mask;
-  uint8_t *dfile = NULL;
-  unsigned long long *dcount = NULL, count = 0;
-  cudaError_t e = cudaMalloc((void **)&s->bad, (size_t)npix + 16);
-  if (e == cudaSuccess) e = cudaMalloc((void **)&s->bad_list, (size_t)npix * sizeof(int32_t));
-  if (e == cudaSuccess) e = cudaMalloc((void **)&dcount, sizeof *dcount);
-  if (e == cudaSuccess) e = cudaMemsetAsync(dcount, 0, sizeof *dcount, st);
-  if (e == cudaSuccess && fm) {
-    e = cudaMalloc((void **)&dfile, (size_t)npix);
-    if (e == cudaSuccess) e = cudaMemcpyAsync(dfile, fm, (size_t)npix, cudaMemcpyHostToDevice, st);
-  }
-  if (e != cudaSuccess) {
-    cudaFree(dfile);
-    cudaFree(dcount);
-    return sl_cuda_runtime_fail(a, e, k_node, "static mask");
-  }
+  uint8_t *bad = s->at.bad;
+  unsigned long long count = 0;
+  cudaError_t e = cudaMemsetAsync(s->at.count, 0, sizeof count, st);
+  /* pageable source: the copy completes before cudaMemcpyAsync returns */
+  if (e == cudaSuccess && fm) e = cudaMemcpyAsync(bad, fm, (size_t)npix, cudaMemcpyHostToDevice, st);
+  if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, k_node, "static mask");
+  const uint8_t *file = fm ? bad : NULL; /* each thread reads its pixel, then writes it */
   unsigned g = (unsigned)((npix + 255) / 256);
   const void *m = p->has_mask ? a->in[1] : NULL;
   switch (p->has_mask ? p->mask_dtype : SL_U8) {
-    case SL_U16: sl_k_static_bad_map<uint16_t><<<g, 256, 0, st>>>((const uint16_t *)m, dfile, s->bad, npix); break;
-    case SL_U32: sl_k_static_bad_map<uint32_t><<<g, 256, 0, st>>>((const uint32_t *)m, dfile, s->bad, npix); break;
-    default: sl_k_static_bad_map<uint8_t><<<g, 256, 0, st>>>((const uint8_t *)m, dfile, s->bad, npix); break;
+    case SL_U16: sl_k_static_bad_map<uint16_t><<<g, 256, 0, st>>>((const uint16_t *)m, file, bad, npix); break;
+    case SL_U32: sl_k_static_bad_map<uint32_t><<<g, 256, 0, st>>>((const uint32_t *)m, file, bad, npix); break;
+    default: sl_k_static_bad_map<uint8_t><<<g, 256, 0, st>>>((const uint8_t *)m, file, bad, npix); break;
   }
   sl_code rc = sl_cuda_check_launch(a, "sl_k_static_bad_map");
   if (rc == SL_OK) {
-    sl_k_bad_list<<<g, 256, 0, st>>>(s->bad, npix, s->bad_list, dcount);
+    sl_k_bad_list<<<g, 256, 0, st>>>(bad, npix, s->at.bad_list, s->at.count);
     rc = sl_cuda_check_launch(a, "sl_k_bad_list");
   }
   if (rc == SL_OK)
-    rc = sl_cuda_runtime_fail(a, cudaMemcpyAsync(&count, dcount, sizeof count, cudaMemcpyDeviceToHost, st),
+    rc = sl_cuda_runtime_fail(a, cudaMemcpyAsync(&count, s->at.count, sizeof count, cudaMemcpyDeviceToHost, st),
                               k_node, "bad-pixel count");
   if (rc == SL_OK) rc = sl_cuda_wait(a);
-  if (dfile) cudaFreeAsync(dfile, st);
-  cudaFreeAsync(dcount, st);
   s->n_bad = (int64_t)count;
   return rc;
 }
 
-/* Per-chunk buffers for at least `positions` frames (grown, never shrunk;
- * the bit set starts zeroed and the flag writes leave it zeroed). */
-static sl_code ensure_chunk_buffers(const sl_cuda_mask_correct_params *p, sl_kernel_args *a,
-                                    mask_device_state *s, int64_t positions, int64_t npix, size_t es) {
-  if (positions <= s->cap) return SL_OK;
-  free_chunk_buffers(s);
-  int64_t words = (npix + 31) / 32;
-  cudaError_t e = cudaMalloc((void **)&s->vals, (size_t)(positions * (s->n_bad ? s->n_bad : 1)) * sizeof(uint32_t));
-  if (e == cudaSuccess && p->flagged) e = cudaMalloc(&s->shadow, (size_t)(positions * npix) * es);
-  if (e == cudaSuccess && p->flagged) e = cudaMalloc((void **)&s->bits, (size_t)(positions * words) * sizeof(uint32_t));
-  if (e == cudaSuccess && p->flagged)
-    e = cudaMemsetAsync(s->bits, 0, (size_t)(positions * words) * sizeof(uint32_t), sl_cuda_queue(a));
-  if (e != cudaSuccess) {
-    free_chunk_buffers(s);
-    return sl_cuda_runtime_fail(a, e, k_node, "per-chunk correction buffers");
+/* The state, with the static map built on the first call. */
+static sl_code mask_state_get(const sl_cuda_mask_correct_params *p, sl_kernel_args *a, int64_t npix, size_t es,
+                              mask_device_state **out) {
+  mask_device_state *s = (mask_device_state *)*p->device_state.state;
+  if (s) {
+    *out = s;
+    return SL_OK;
   }
-  s->cap = positions;
+  sl_table t = sl_table_lent(a);
+  mask_pieces at;
+  mask_layout(&t, npix, (int64_t)es, p->flagged, 0, 0, &at); /* the static part */
+  sl_code rc = sl_table_check(&t, a, k_node);
+  if (rc != SL_OK) return rc;
+  s = (mask_device_state *)calloc(1, sizeof *s);
+  if (!s) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for device state");
+  s->at = at;
+  s->bits_zero_frames = INT64_MAX;
+  if ((rc = build_bad_map(p, a, s, npix)) != SL_OK) {
+    free(s);
+    return rc;
+  }
+  *p->device_state.state = s;
+  *p->device_state.release = mask_state_release;
+  *out = s;
   return SL_OK;
+}
+
+/* This call's pieces for `positions` frames; with `flagged`, the words of
+ * the bit set a smaller call before it may have left dirty are cleared. */
+static sl_code chunk_pieces(const sl_cuda_mask_correct_params *p, sl_kernel_args *a, mask_device_state *s,
+                            int64_t positions, int64_t npix, size_t es) {
+  sl_table t = sl_table_lent(a);
+  mask_layout(&t, npix, (int64_t)es, p->flagged, positions, s->n_bad, &s->at);
+  sl_code rc = sl_table_check(&t, a, k_node);
+  if (rc != SL_OK || !p->flagged) return rc;
+  const int64_t words = (npix + 31) / 32;
+  if (positions > s->bits_zero_frames) {
+    const int64_t from = s->bits_zero_frames * words;
+    rc = sl_cuda_runtime_fail(a,
+                              cudaMemsetAsync(s->at.bits + from, 0,
+                                              (size_t)(positions * words - from) * sizeof(uint32_t),
+                                              sl_cuda_queue(a)),
+                              k_node, "flag bits");
+  }
+  s->bits_zero_frames = positions;
+  return rc;
 }
 
 static unsigned grid_for(const sl_kernel_args *a, int64_t threads) {
@@ -288,33 +328,34 @@ static unsigned grid_for(const sl_kernel_args *a, int64_t threads) {
 template <typename T>
 static sl_code correct_in_place(const sl_cuda_mask_correct_params *p, sl_kernel_args *a,
                                 const mask_device_state *s, T *y, int v) {
+  const mask_pieces *at = &s->at;
   cudaStream_t st = sl_cuda_queue(a);
   const int h = (int)p->frames.height, w = (int)p->frames.width;
   const int64_t n = a->pos_count, item = (int64_t)h * w;
   const int median = p->policy == SL_CUDA_MASK_MEDIAN;
   sl_code rc = SL_OK;
   if (s->n_bad > 0) {
-    sl_k_static_fix<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, h, w, s->bad, s->bad_list, s->n_bad,
-                                                                  median, p->flagged, s->vals);
+    sl_k_static_fix<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, h, w, at->bad, at->bad_list, s->n_bad,
+                                                                  median, p->flagged, at->vals);
     if ((rc = sl_cuda_check_launch(a, "sl_k_static_fix"))) return rc;
   }
   if (p->flagged) {
     constexpr int VV = (int)(16 / sizeof(T));
     if (v > 1)
-      sl_k_flag_scan<T, VV><<<grid_for(a, n * item / VV), 256, 0, st>>>(y, n, h, w, s->bad, median,
-                                                                           (T *)s->shadow, s->bits);
+      sl_k_flag_scan<T, VV><<<grid_for(a, n * item / VV), 256, 0, st>>>(y, n, h, w, at->bad, median,
+                                                                           (T *)at->shadow, at->bits);
     else
-      sl_k_flag_scan<T, 1><<<grid_for(a, n * item), 256, 0, st>>>(y, n, h, w, s->bad, median, (T *)s->shadow,
-                                                                    s->bits);
+      sl_k_flag_scan<T, 1><<<grid_for(a, n * item), 256, 0, st>>>(y, n, h, w, at->bad, median, (T *)at->shadow,
+                                                                    at->bits);
     if ((rc = sl_cuda_check_launch(a, "sl_k_flag_scan"))) return rc;
   }
   if (s->n_bad > 0) {
-    sl_k_static_write<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, item, s->bad_list, s->n_bad, s->vals);
+    sl_k_static_write<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, item, at->bad_list, s->n_bad, at->vals);
     if ((rc = sl_cuda_check_launch(a, "sl_k_static_write"))) return rc;
   }
   if (p->flagged) {
-    sl_k_flag_write<T><<<grid_for(a, n * ((item + 31) / 32)), 256, 0, st>>>(y, n, item, (const T *)s->shadow,
-                                                                             s->bits);
+    sl_k_flag_write<T><<<grid_for(a, n * ((item + 31) / 32)), 256, 0, st>>>(y, n, item, (const T *)at->shadow,
+                                                                             at->bits);
     rc = sl_cuda_check_launch(a, "sl_k_flag_write");
   }
   return rc;
@@ -333,17 +374,11 @@ extern "C" sl_code sl_cuda_mask_correct(const sl_cuda_mask_correct_params *p, sl
     if (rc != SL_OK) return rc;
   }
   if (p->policy == SL_CUDA_MASK_NONE) return SL_OK;
-  mask_device_state *s = (mask_device_state *)*p->device_state.state;
-  if (!s) {
-    s = (mask_device_state *)calloc(1, sizeof *s);
-    if (!s) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for device state");
-    *p->device_state.state = s;
-    *p->device_state.release = mask_state_release;
-  }
+  mask_device_state *s = NULL;
   sl_code rc;
-  if (!s->bad && (rc = build_bad_map(p, a, s, npix))) return rc;
+  if ((rc = mask_state_get(p, a, npix, es, &s))) return rc;
   if (a->pos_count <= 0) return SL_OK;
-  if ((rc = ensure_chunk_buffers(p, a, s, a->pos_count, npix, es))) return rc;
+  if ((rc = chunk_pieces(p, a, s, a->pos_count, npix, es))) return rc;
   int v = frame_unit_width(a->out[0], w, es);
   switch (p->frames.dtype) {
     case SL_U8: return correct_in_place<uint8_t>(p, a, s, (uint8_t *)a->out[0], v);

@@ -31,6 +31,13 @@ typedef struct sl_cuda_mask_correct_params {
   sl_cuda_state_holder device_state;
 } sl_cuda_mask_correct_params;
 
+/* Bytes of the node's device table (cost().device_state_bytes) for calls of
+ * up to `positions` frames and at most `n_bad` static bad pixels: the static
+ * map and list, and per frame the static corrections and, with `flagged`, a
+ * shadow frame and a bit per pixel for the flagged ones. */
+int64_t sl_cuda_mask_correct_table_bytes(const sl_cuda_frame_shape *frames, bool flagged, int64_t positions,
+                                         int64_t n_bad);
+
 /* out[0] = the corrected frames of the chunk. */
 sl_code sl_cuda_mask_correct(const sl_cuda_mask_correct_params *p, sl_kernel_args *a);
 

@@ -3,6 +3,7 @@
  * another node computed and the descan removal of finalize. */
 #include <stdlib.h>
 
+#include "shaders/cuda/common/device_table.h"
 #include "shaders/cuda/common/frame_moments.cuh"
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
@@ -15,12 +16,31 @@ static const char k_node[] = "com";
 #define DESCAN_BLOCK 256
 
 /* The node's device state: which positions have S > 0, and the descan
- * results and block sums of finalize. */
+ * results and block sums of finalize (both in the node's device table). */
 typedef struct com_device_state {
   uint8_t *valid; /* per scan position */
   double *fin;    /* per output {flag, my, mr, mc, b, c}, then block sums */
   int64_t npos;
 } com_device_state;
+
+static long long descan_blocks(long long npos) {
+  long long nb = (npos + DESCAN_BLOCK - 1) / DESCAN_BLOCK;
+  return nb < 1 ? 1 : nb;
+}
+
+/* The device table of a scan of npos positions: the valid flags, then fin. */
+static void com_layout(sl_table *t, int64_t npos, com_device_state *o) {
+  o->valid = (uint8_t *)sl_table_take(t, npos ? npos : 1);
+  o->fin = (double *)sl_table_take(t, (16 + 16 * (int64_t)descan_blocks(npos)) * (int64_t)sizeof(double));
+  o->npos = npos;
+}
+
+extern "C" int64_t sl_cuda_com_table_bytes(int64_t positions) {
+  sl_table t = sl_table_counter();
+  com_device_state o;
+  com_layout(&t, positions, &o);
+  return t.used;
+}
 
 /* ---- kernels --------------------------------------------------------------------- */
 
@@ -172,36 +192,25 @@ SL_CUDA_REGISTER_KERNELS(com_kernels)
 
 /* ---- launchers ------------------------------------------------------------------- */
 
-static long long descan_blocks(long long npos) {
-  long long nb = (npos + DESCAN_BLOCK - 1) / DESCAN_BLOCK;
-  return nb < 1 ? 1 : nb;
-}
+static void com_state_release(void *p) { free(p); }
 
-static void com_state_release(void *p) {
-  com_device_state *s = (com_device_state *)p;
-  if (!s) return;
-  cudaFree(s->valid);
-  cudaFree(s->fin);
-  free(s);
-}
-
-/* The node's state, created with its tables on the first call. */
+/* The node's state, its pieces of the device table taken on the first call. */
 static sl_code com_state_get(const sl_cuda_com_params *p, sl_kernel_args *a, com_device_state **out) {
   com_device_state *s = (com_device_state *)*p->device_state.state;
   if (!s) {
+    const int64_t npos = p->positions;
+    sl_table t = sl_table_lent(a);
+    com_device_state pieces;
+    com_layout(&t, npos, &pieces);
+    sl_code rc = sl_table_check(&t, a, k_node);
+    if (rc != SL_OK) return rc;
+    cudaError_t e = cudaMemsetAsync(pieces.valid, 0, (size_t)(npos ? npos : 1), sl_cuda_queue(a));
+    if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, k_node, "com valid flags");
     s = (com_device_state *)calloc(1, sizeof *s);
     if (!s) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for device state");
+    *s = pieces;
     *p->device_state.state = s;
     *p->device_state.release = com_state_release;
-  }
-  if (!s->valid) {
-    const int64_t npos = p->positions;
-    cudaError_t e = cudaMalloc((void **)&s->valid, (size_t)(npos ? npos : 1));
-    if (e == cudaSuccess) e = cudaMemsetAsync(s->valid, 0, (size_t)(npos ? npos : 1), sl_cuda_queue(a));
-    if (e == cudaSuccess)
-      e = cudaMalloc((void **)&s->fin, (16 + 16 * (size_t)descan_blocks(npos)) * sizeof(double));
-    if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, k_node, "com valid flags");
-    s->npos = npos;
   }
   *out = s;
   return SL_OK;

@@ -24,6 +24,10 @@ typedef struct sl_cuda_com_params {
   sl_cuda_state_holder device_state;
 } sl_cuda_com_params;
 
+/* Bytes of the node's device table (cost().device_state_bytes) for a scan of
+ * `positions`: a valid flag per position and the descan sums of finalize. */
+int64_t sl_cuda_com_table_bytes(int64_t positions);
+
 /* out[0] com_row, out[1] com_col (whole f64 [scan]) at this chunk's positions. */
 sl_code sl_cuda_com(const sl_cuda_com_params *p, sl_kernel_args *a);
 /* After the last chunk: removes the descan in place (0 where S = 0). */

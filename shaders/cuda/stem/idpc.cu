@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "shaders/cuda/common/cufft_loader.h"
+#include "shaders/cuda/common/device_table.h"
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
 #include "shaders/cuda/stem/idpc.h"
@@ -20,19 +21,40 @@ static const char k_node[] = "idpc";
 #define MEAN_THREADS 256
 #define MEAN_BLOCKS 1024
 
-/* Byte offsets inside the state's one allocation are rounded up to this
- * (cuFFT wants its data and work area aligned; 256 is cudaMalloc's own). */
-#define IDPC_ALIGN 256
+/* The node's device table: the fields, the mean's partial sums and cuFFT's
+ * work area (cuFFT wants its data and work area aligned: the table's pieces
+ * are 256 bytes apart, cudaMalloc's own alignment). */
+typedef struct idpc_pieces {
+  double2 *fields;  /* [2][pr * pc]: g_r's then g_c's */
+  double *partials; /* [MEAN_BLOCKS] */
+  void *work;       /* work_bytes */
+  int64_t work_bytes;
+} idpc_pieces;
 
+/* The work area reserved for cuFFT: as much as the batched forward
+ * transform's data, two fields. cuFFT says the size it needs only when it
+ * plans (on the device, at run time), and the size is not documented; a
+ * transform that needs more runs on the host with a note saying so (never a
+ * silent fallback, never an allocation beside the plan). */
+static int64_t work_bound(int64_t pr, int64_t pc) { return 2 * pr * pc * (int64_t)sizeof(double2); }
+
+static void idpc_layout(sl_table *t, int64_t pr, int64_t pc, idpc_pieces *o) {
+  o->fields = (double2 *)sl_table_take(t, 2 * pr * pc * (int64_t)sizeof(double2));
+  o->partials = (double *)sl_table_take(t, MEAN_BLOCKS * (int64_t)sizeof(double));
+  o->work_bytes = work_bound(pr, pc);
+  o->work = sl_table_take(t, o->work_bytes);
+}
+
+/* The node's state: the plans (cuFFT objects: they hold a little device
+ * memory of their own, outside the table, see docs/backends.md) and the
+ * pieces of the device table they and the kernels use. */
 typedef struct idpc_device_state {
   sl_cufft_api fft;
   int plan_forward2, plan_inverse; /* a batch of both fields; one field */
   bool have_forward2, have_inverse;
+  bool ready; /* plans made and bound to the work area */
   int64_t rows, cols, pr, pc;
-  void *mem;        /* the one allocation: fields, partials, cuFFT work area */
-  double2 *fields;  /* [2][pr * pc]: g_r's then g_c's */
-  double *partials; /* [MEAN_BLOCKS] */
-  void *work;
+  idpc_pieces mem;
 } idpc_device_state;
 
 /* ---- kernels --------------------------------------------------------------------- */
@@ -130,16 +152,12 @@ SL_CUDA_REGISTER_KERNELS(idpc_kernels)
 
 /* ---- state ----------------------------------------------------------------------- */
 
-static size_t align_up(size_t x) { return (x + IDPC_ALIGN - 1) / IDPC_ALIGN * IDPC_ALIGN; }
-
-/* Bytes of the fields and partials (the work area follows them). */
-static size_t fixed_bytes(int64_t pr, int64_t pc) {
-  return align_up(2 * (size_t)pr * (size_t)pc * sizeof(double2)) + align_up(MEAN_BLOCKS * sizeof(double));
-}
-
 extern "C" int64_t sl_cuda_idpc_state_bytes(int64_t rows, int64_t cols, bool mirror) {
   const int64_t m = mirror ? 2 : 1;
-  return (int64_t)fixed_bytes(m * rows, m * cols) + (int64_t)align_up((size_t)(m * rows * m * cols) * sizeof(double2));
+  sl_table t = sl_table_counter();
+  idpc_pieces o;
+  idpc_layout(&t, m * rows, m * cols, &o);
+  return t.used;
 }
 
 static void idpc_state_release(void *p) {
@@ -147,7 +165,6 @@ static void idpc_state_release(void *p) {
   if (!s) return;
   if (s->have_forward2) s->fft.destroy(s->plan_forward2);
   if (s->have_inverse) s->fft.destroy(s->plan_inverse);
-  if (s->mem) cudaFree(s->mem);
   free(s);
 }
 
@@ -169,39 +186,48 @@ static sl_code make_plan(idpc_device_state *s, sl_kernel_args *a, int batch, int
   return SL_OK;
 }
 
-/* The plans and the one allocation they and the kernels use. */
-static sl_code state_build(idpc_device_state *s, const sl_cuda_idpc_params *p, sl_kernel_args *a) {
+/* The plans, bound to the work area of the device table. SL_OK with *why
+ * set when cuFFT needs a larger work area than the table holds. */
+static sl_code state_build(idpc_device_state *s, const sl_cuda_idpc_params *p, sl_kernel_args *a, char *why,
+                           size_t why_size) {
   const int64_t m = p->mirror ? 2 : 1;
   s->rows = p->rows, s->cols = p->cols, s->pr = m * p->rows, s->pc = m * p->cols;
   if (s->pr > (1 << 30) || s->pc > (1 << 30) || s->pr * s->pc > ((int64_t)1 << 31) - 1)
     return sl_fail(a->err, SL_ERR_BACKEND, "%s: a %lldx%lld transform is too large for cuFFT's 32-bit plans",
                    k_node, (long long)s->pr, (long long)s->pc);
+  sl_table t = sl_table_lent(a);
+  idpc_layout(&t, s->pr, s->pc, &s->mem);
+  sl_code rc = sl_table_check(&t, a, k_node);
+  if (rc != SL_OK) return rc;
   size_t w_fwd = 0, w_inv = 0;
-  sl_code rc = make_plan(s, a, 2, &s->plan_forward2, &s->have_forward2, &w_fwd);
+  rc = make_plan(s, a, 2, &s->plan_forward2, &s->have_forward2, &w_fwd);
   if (rc == SL_OK) rc = make_plan(s, a, 1, &s->plan_inverse, &s->have_inverse, &w_inv);
   if (rc != SL_OK) return rc;
   /* The plans run one after the other on one queue: one work area serves both. */
-  const size_t fixed = fixed_bytes(s->pr, s->pc), work = w_fwd > w_inv ? w_fwd : w_inv;
-  cudaError_t e = cudaMalloc(&s->mem, fixed + work + IDPC_ALIGN);
-  if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, k_node, "device buffers for the transforms");
-  char *base = (char *)s->mem;
-  s->fields = (double2 *)base;
-  s->partials = (double *)(base + align_up(2 * (size_t)s->pr * (size_t)s->pc * sizeof(double2)));
-  s->work = base + fixed;
-  int r = s->fft.set_work_area(s->plan_forward2, s->work);
-  if (r == SL_CUFFT_SUCCESS) r = s->fft.set_work_area(s->plan_inverse, s->work);
-  return r == SL_CUFFT_SUCCESS ? SL_OK : cufft_fail(a, r, "cufftSetWorkArea");
+  const size_t work = w_fwd > w_inv ? w_fwd : w_inv;
+  if (work > (size_t)s->mem.work_bytes) {
+    snprintf(why, why_size,
+             "cuFFT needs %zu bytes of work area for the %lldx%lld transforms, more than the %lld bytes the "
+             "plan reserved in the node's device table",
+             work, (long long)s->pr, (long long)s->pc, (long long)s->mem.work_bytes);
+    return SL_OK;
+  }
+  int r = s->fft.set_work_area(s->plan_forward2, s->mem.work);
+  if (r == SL_CUFFT_SUCCESS) r = s->fft.set_work_area(s->plan_inverse, s->mem.work);
+  if (r != SL_CUFFT_SUCCESS) return cufft_fail(a, r, "cufftSetWorkArea");
+  s->ready = true;
+  return SL_OK;
 }
 
-/* The node's state: NULL with *why when cuFFT cannot be loaded (nothing is
- * kept then, so a later run tries again). */
+/* The node's state: NULL with *why when cuFFT cannot be loaded or cannot
+ * work in the table (nothing is kept then, so a later run tries again). */
 static sl_code state_get(const sl_cuda_idpc_params *p, sl_kernel_args *a, idpc_device_state **out, char *why,
                          size_t why_size) {
   *out = (idpc_device_state *)*p->device_state.state;
   if (*out) {
     if ((*out)->rows != p->rows || (*out)->cols != p->cols || (*out)->pr != (p->mirror ? 2 : 1) * p->rows)
       return sl_fail(a->err, SL_ERR_INTERNAL, "%s: the device state was made for another field", k_node);
-    if (!(*out)->mem)
+    if (!(*out)->ready)
       return sl_fail(a->err, SL_ERR_BACKEND, "%s: the transforms could not be set up on an earlier call", k_node);
     return SL_OK;
   }
@@ -211,9 +237,14 @@ static sl_code state_get(const sl_cuda_idpc_params *p, sl_kernel_args *a, idpc_d
     free(s);
     return SL_OK;
   }
+  why[0] = 0;
+  sl_code rc = state_build(s, p, a, why, why_size);
+  if (rc == SL_OK && !s->ready) { /* the host path, with why */
+    idpc_state_release(s);
+    return SL_OK;
+  }
   *p->device_state.state = s;
   *p->device_state.release = idpc_state_release;
-  sl_code rc = state_build(s, p, a);
   if (rc == SL_OK) *out = s;
   return rc;
 }
@@ -235,7 +266,7 @@ extern "C" sl_code sl_cuda_idpc(const sl_cuda_idpc_params *p, sl_kernel_args *a,
   *on_device = true;
   cudaStream_t st = sl_cuda_queue(a);
   const long long R = s->rows, C = s->cols, PR = s->pr, PC = s->pc, np = PR * PC;
-  double2 *fa = s->fields, *fb = s->fields + np;
+  double2 *fa = s->mem.fields, *fb = s->mem.fields + np;
   int r = s->fft.set_stream(s->plan_forward2, (void *)st);
   if (r == SL_CUFFT_SUCCESS) r = s->fft.set_stream(s->plan_inverse, (void *)st);
   if (r != SL_CUFFT_SUCCESS) return cufft_fail(a, r, "cufftSetStream");
@@ -250,8 +281,8 @@ extern "C" sl_code sl_cuda_idpc(const sl_cuda_idpc_params *p, sl_kernel_args *a,
   if ((r = s->fft.exec_z2z(s->plan_inverse, fa, fa, SL_CUFFT_INVERSE)) != SL_CUFFT_SUCCESS)
     return cufft_fail(a, r, "cufftExecZ2Z (inverse)");
   double *phi = (double *)a->out[0];
-  sl_k_idpc_extract<<<MEAN_BLOCKS, MEAN_THREADS, 0, st>>>(fa, phi, R, C, PC, p->scale, s->partials);
+  sl_k_idpc_extract<<<MEAN_BLOCKS, MEAN_THREADS, 0, st>>>(fa, phi, R, C, PC, p->scale, s->mem.partials);
   if ((rc = sl_cuda_check_launch(a, "sl_k_idpc_extract"))) return rc;
-  sl_k_idpc_remove_mean<<<grid_for(a, R * C), MEAN_THREADS, 0, st>>>(phi, R * C, s->partials);
+  sl_k_idpc_remove_mean<<<grid_for(a, R * C), MEAN_THREADS, 0, st>>>(phi, R * C, s->mem.partials);
   return sl_cuda_check_launch(a, "sl_k_idpc_remove_mean");
 }

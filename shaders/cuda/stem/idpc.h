@@ -24,16 +24,19 @@ typedef struct sl_cuda_idpc_params {
   sl_cuda_state_holder device_state;
 } sl_cuda_idpc_params;
 
-/* Device bytes the node's state holds for a rows x cols field: the two
- * complex fields, the mean's partial sums and cuFFT's work area (at most
- * one more field, about: cuFFT says the exact size when it plans). */
+/* Bytes of the node's device table (cost().device_state_bytes) for a rows x
+ * cols field: the two complex fields, the mean's partial sums and the work
+ * area reserved for cuFFT (two more fields; cuFFT says the exact size only
+ * when it plans, and a transform that needs more runs on the host path with
+ * the reason in *why). */
 int64_t sl_cuda_idpc_state_bytes(int64_t rows, int64_t cols, bool mirror);
 
 /* out[0] = phase (device f64 [rows, cols]) from in[0] = g_r, in[1] = g_c.
  * When cuFFT cannot be loaded, returns SL_OK with *on_device false and the
  * reason in why[why_size], having enqueued nothing: the caller runs its host
- * path. The node's state (plans, buffers: one cudaMalloc, on the first call)
- * lives in p->device_state until its owner releases it. */
+ * path (also when cuFFT needs a larger work area than the table holds). The
+ * node's state (the plans, made on the first call, bound to the work area in
+ * a->device_table) lives in p->device_state until its owner releases it. */
 sl_code sl_cuda_idpc(const sl_cuda_idpc_params *p, sl_kernel_args *a, bool *on_device, char *why,
                      size_t why_size);
 

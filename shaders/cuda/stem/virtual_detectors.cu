@@ -21,6 +21,10 @@ static bool fill_from_runs(const void *ctx, uint8_t *classes) {
   return true;
 }
 
+extern "C" int64_t sl_cuda_virtual_detectors_table_bytes(const sl_cuda_frame_shape *frames, bool use_disk) {
+  return sl_cuda_pixel_classes_table_bytes(frames->height, frames->width, use_disk);
+}
+
 extern "C" sl_code sl_cuda_virtual_detectors(const sl_cuda_virtual_detectors_params *p, sl_kernel_args *a) {
   sl_cuda_class_request r = sl_cuda_class_request_make(SL_CUDA_CLASSES_DETECTORS, a, p->use_disk, p->ring_in_radii,
                                                         p->inner, p->outer);

@@ -36,6 +36,11 @@ typedef struct sl_cuda_virtual_image_params {
   sl_cuda_state_holder device_state;
 } sl_cuda_virtual_image_params;
 
+/* Bytes of the node's device table (cost().device_state_bytes): the class
+ * table, its unit list and the error word (shaders/cuda/common/pixel_classes.cuh),
+ * with a `disk` input also the geometry record. */
+int64_t sl_cuda_virtual_image_table_bytes(const sl_cuda_frame_shape *frames, bool use_disk);
+
 /* out[0][p] = the sum of the selected pixels of frame p (u64). */
 sl_code sl_cuda_virtual_image(const sl_cuda_virtual_image_params *p, sl_kernel_args *a);
 /* After the last chunk: waits once and reports a recorded disk error. */
