@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/graph/node_params.h"
@@ -64,68 +65,125 @@ static void preview_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_written = sl_desc_bytes(&n->out[0]);
   c->bytes_read = frames * item * 2; /* about: the stored frames, u16 */
   c->ops = frames * item;
+  /* held while it runs: the first frames decoded (u16 about) */
+  c->state_bytes = frames * item * 2;
 }
 
-/* Adds frame f into sum, skipping masked pixels and pixels at the dtype's
- * maximum (the detector's flag value). */
-static void add_frame(const void *f, sl_dtype t, uint64_t flag, const uint8_t *mask, int64_t npix,
-                      double *sum) {
-  for (int64_t i = 0; i < npix; i++) {
-    uint64_t v = sl_frame_value_at(f, t, i);
-    if (!(mask && mask[i]) && v != flag) sum[i] += (double)v;
+/* The first frames' decoding, spread over the backend's workers: stored
+ * chunk k decodes into its own place in `frames` (so chunks decode in any
+ * order), then each worker sums a range of pixels over the frames in their
+ * order, so the mean has the same bits at any worker count. */
+typedef struct preview_job {
+  const sl_h5_index *ix;
+  sl_encoding enc;
+  int64_t block, want;
+  const uint8_t *raw;
+  const uint64_t *offsets;
+  const int64_t *first; /* frame index of chunk k's first frame in `frames` */
+  uint8_t *frames;      /* want frames, decoded */
+  size_t stored;        /* bytes a stored chunk decodes to */
+  sl_code *status;      /* per chunk */
+  sl_error *errs;       /* per chunk */
+  const uint8_t *mask;
+  double *sum;
+} preview_job;
+
+static void decode_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  const preview_job *j = ctx;
+  const sl_h5_index *ix = j->ix;
+  (void)worker;
+  uint8_t *scratch = NULL;
+  for (int64_t k = begin; k < end; k++) {
+    const sl_h5_chunk *c = &ix->chunks[k];
+    const uint8_t *src = j->raw + j->offsets[k];
+    int64_t n = c->n_frames < j->want - j->first[k] ? c->n_frames : j->want - j->first[k];
+    size_t bytes = (size_t)n * ix->frame_bytes;
+    uint8_t *dst = j->frames + (size_t)j->first[k] * ix->frame_bytes;
+    sl_error *err = &j->errs[k];
+    sl_code rc = SL_OK;
+    if (j->enc == SL_ENC_NONE || (c->filter_mask & 1u)) { /* stored as they are */
+      if (c->size < (uint64_t)c->n_frames * ix->frame_bytes)
+        rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk holds %llu bytes, fewer than its frames need",
+                     ix->files[c->file], (unsigned long long)c->size);
+      else
+        memcpy(dst, src, bytes);
+    } else {
+      /* A stored chunk decodes whole (a file's last one may be padded past
+       * its n_frames): straight into place when it all belongs there. */
+      bool whole = bytes == j->stored;
+      if (!whole && !scratch) scratch = malloc(j->stored ? j->stored : 1);
+      size_t got = 0;
+      rc = !whole && !scratch ? sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory")
+                              : sl_encoded_chunk_decode(src, c->size, j->enc, (size_t)ix->elem_size,
+                                                        (size_t)j->block, SL_SIMD_AUTO, whole ? dst : scratch,
+                                                        j->stored, &got, err);
+      if (rc == SL_OK && got != j->stored)
+        rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk decodes to %zu bytes, expected %zu",
+                     ix->files[c->file], got, j->stored);
+      if (rc == SL_OK && !whole) memcpy(dst, scratch, bytes);
+    }
+    j->status[k] = rc;
+  }
+  free(scratch);
+}
+
+/* Pixels [begin, end): the sum over frames in order, skipping masked pixels
+ * and pixels at the dtype's maximum (the detector's flag value). */
+static void sum_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  const preview_job *j = ctx;
+  const sl_h5_index *ix = j->ix;
+  (void)worker;
+  sl_dtype t = ix->elem_size == 1 ? SL_U8 : ix->elem_size == 2 ? SL_U16 : SL_U32;
+  uint64_t flag = ix->elem_size == 1 ? 0xFFu : ix->elem_size == 2 ? 0xFFFFu : 0xFFFFFFFFu;
+  for (int64_t f = 0; f < j->want; f++) {
+    const uint8_t *frame = j->frames + (size_t)f * ix->frame_bytes;
+    for (int64_t i = begin; i < end; i++) {
+      uint64_t v = sl_frame_value_at(frame, t, i);
+      if (!(j->mask && j->mask[i]) && v != flag) j->sum[i] += (double)v;
+    }
   }
 }
 
-/* The stored chunks [0, count) that hold the first frames, read with the
- * project's chunk reader (one window) and decoded one by one into `frames`
- * (the bytes of one stored chunk), each added into sum. */
-static sl_code add_first_frames(const sl_h5_index *ix, int64_t want, const uint8_t *mask, double *sum,
-                                int64_t *done, sl_error *err) {
-  sl_encoding enc;
-  int64_t block;
-  sl_code rc = sl_h5_index_encoding(ix, &enc, &block, err);
+/* The stored chunks that hold the first `want` frames, read with the
+ * project's chunk reader (one window), decoded in parallel and added into
+ * sum. */
+static sl_code add_first_frames(sl_backend *b, const sl_h5_index *ix, int64_t want, const uint8_t *mask,
+                                double *sum, sl_error *err) {
+  preview_job j = {.ix = ix, .want = want, .mask = mask, .sum = sum};
+  sl_code rc = sl_h5_index_encoding(ix, &j.enc, &j.block, err);
   if (rc != SL_OK) return rc;
   int64_t count = 0;
   for (int64_t frames = 0; count < ix->n_chunks && frames < want; count++) frames += ix->chunks[count].n_frames;
   uint64_t *offsets = malloc((size_t)(count + 1) * sizeof *offsets);
+  int64_t *first = malloc((size_t)(count + 1) * sizeof *first);
   uint64_t window = sl_h5_window_bytes(ix, 0, count);
   uint8_t *raw = malloc(window ? window : 1);
-  /* A stored chunk holds frames_per_chunk frames (a file's last one may be
-   * padded past its n_frames). */
-  size_t stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
-  uint8_t *frames = malloc(stored ? stored : 1);
+  j.stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
+  uint8_t *frames = malloc((size_t)want * ix->frame_bytes + 1);
+  sl_code *status = calloc((size_t)(count + 1), sizeof *status);
+  sl_error *errs = calloc((size_t)(count + 1), sizeof *errs);
   sl_chunk_reader *reader = NULL;
-  if (!offsets || !raw || !frames) rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
+  if (!offsets || !first || !raw || !frames || !status || !errs)
+    rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
   if (rc == SL_OK) rc = sl_chunk_reader_open(ix, count, &reader, err);
   if (rc == SL_OK) rc = sl_chunk_reader_request(reader, 0, count, raw, window, err);
   if (rc == SL_OK) rc = sl_chunk_reader_wait(reader, err);
-  if (rc == SL_OK) sl_h5_window_offsets(ix, 0, count, offsets);
-  sl_dtype t = ix->elem_size == 1 ? SL_U8 : ix->elem_size == 2 ? SL_U16 : SL_U32;
-  uint64_t flag = ix->elem_size == 1 ? 0xFFu : ix->elem_size == 2 ? 0xFFFFu : 0xFFFFFFFFu;
-  int64_t npix = ix->frame_rows * ix->frame_cols;
-  for (int64_t k = 0; k < count && *done < want && rc == SL_OK; k++) {
-    const sl_h5_chunk *c = &ix->chunks[k];
-    const uint8_t *src = raw + offsets[k];
-    if (enc == SL_ENC_NONE || (c->filter_mask & 1u)) { /* stored as they are */
-      if (c->size < (uint64_t)c->n_frames * ix->frame_bytes)
-        rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk holds %llu bytes, fewer than its frames need",
-                     ix->files[c->file], (unsigned long long)c->size);
-    } else {
-      size_t got = 0;
-      rc = sl_encoded_chunk_decode(src, c->size, enc, (size_t)ix->elem_size, (size_t)block, SL_SIMD_AUTO,
-                                   frames, stored, &got, err);
-      if (rc == SL_OK && got != stored)
-        rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk decodes to %zu bytes, expected %zu",
-                     ix->files[c->file], got, stored);
-      src = frames;
-    }
-    for (int64_t f = 0; f < c->n_frames && *done < want && rc == SL_OK; f++, (*done)++)
-      add_frame(src + (size_t)f * ix->frame_bytes, t, flag, mask, npix, sum);
+  if (rc == SL_OK) {
+    sl_h5_window_offsets(ix, 0, count, offsets);
+    for (int64_t k = 0, f = 0; k < count; f += ix->chunks[k].n_frames, k++) first[k] = f;
+    j.raw = raw, j.offsets = offsets, j.first = first, j.frames = frames, j.status = status, j.errs = errs;
+    b->ops->parallel_for(b, count, 1, decode_range, &j);
+    for (int64_t k = 0; k < count && rc == SL_OK; k++)
+      if (status[k] != SL_OK) *err = errs[k], rc = status[k];
   }
+  if (rc == SL_OK) b->ops->parallel_for(b, ix->frame_rows * ix->frame_cols, 1024, sum_range, &j);
   sl_chunk_reader_close(reader);
   free(offsets);
+  free(first);
   free(raw);
   free(frames);
+  free(status);
+  free(errs);
   return rc;
 }
 
@@ -138,7 +196,8 @@ static sl_code preview_cpu(sl_kernel_args *a) {
   if (want > ix->n_frames) want = ix->n_frames;
   double *sum = a->out[0];
   memset(sum, 0, (size_t)npix * sizeof *sum);
-  rc = add_first_frames(ix, want, a->in[0], sum, &done, a->err);
+  rc = add_first_frames(a->backend, ix, want, a->in[0], sum, a->err);
+  done = want;
   for (int64_t i = 0; i < npix && rc == SL_OK; i++) sum[i] /= (double)(done ? done : 1);
   if (rc == SL_OK)
     sl_node_note((sl_node *)a->node, "preview", "mean of the first %lld frames of %s", (long long)done,
