@@ -25,6 +25,10 @@ print("execution %.4f s; peak device planned/measured MiB %.1f / %.1f" % (
     r["seconds"], m.get("planned_peak_bytes", 0) / 2**20, m.get("measured_peak_bytes", 0) / 2**20))
 for n in r["nodes"]:
     print("  %-22s %-18s %8.4f s" % (n["id"], n["type"], n["seconds"]))
+# resident_products: the first pass ends with the acquisition resident
+if any(n["id"] == "resident" for n in r["nodes"]):
+    first = sum(l["seconds"] for l in r["levels"] if l["pass"] == 0)
+    print("first usable resident (pass 1: read, decode, correct, gather) %.4f s" % first)
 PY
 }
 timed() { # label, then the command; prints wall and RSS
@@ -46,7 +50,7 @@ for r in $(seq $REPS); do
   timed "process" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda --out $D/o-dec --force --quiet
   report $D/o-dec/report.json
 done
-for pipe in virtual_image stem_products; do
+for pipe in virtual_image stem_products resident_products; do
   for r in $(seq $REPS); do
     log "$pipe.yaml shipped defaults, --backend cuda (rep $r)"
     timed "process" "$B/sluice" run $P/$pipe.yaml --set input=$D/scan_master.h5 --backend cuda --out $D/o-$pipe --force --quiet

@@ -4,7 +4,8 @@
  * a `whole` region (the epilogue); an iterate node is a `loop` region
  * holding its body's regions. A stream that starts from a whole tensor made
  * by an earlier pass over another stream (transpose_scan, then stream) is a
- * `transpose` region: the tensor's bytes, from which pass, to which stream.
+ * `transpose` region: the tensor's bytes, from which pass, to which stream;
+ * over the same stream (gather, then stream) it is a `resident` copy.
  * Empty regions are left out. */
 #include <string.h>
 
@@ -32,7 +33,7 @@ static int pass_regions(const sl_plan *p, int pass, region out[3]) {
  * a transpose region when the whole tensor it windows was made by a node
  * streaming over another stream. Calls fn for each. */
 typedef void (*transpose_fn)(void *ctx, const sl_plan *p, const sl_node *view, const sl_node *maker,
-                             int64_t bytes, int from_pass);
+                             int64_t bytes, int from_pass, bool same_stream);
 
 static void each_transpose(const sl_plan *p, int pass, transpose_fn fn, void *ctx) {
   const sl_graph *g = p->graph;
@@ -44,7 +45,9 @@ static void each_transpose(const sl_plan *p, int pass, transpose_fn fn, void *ct
     if (src.node < 0) continue;
     const sl_node *m = &g->nodes[src.node];
     if (m->phase != SL_PHASE_STREAM) continue;
-    fn(ctx, p, v, m, sl_desc_bytes(&m->out[src.port]), m->pass);
+    const char *made_over = p->passes[m->pass].axis ? p->passes[m->pass].axis : "scan";
+    const char *now_over = p->passes[pass].axis ? p->passes[pass].axis : "scan";
+    fn(ctx, p, v, m, sl_desc_bytes(&m->out[src.port]), m->pass, !strcmp(made_over, now_over));
   }
 }
 
@@ -67,13 +70,13 @@ typedef struct print_ctx {
 } print_ctx;
 
 static void print_transpose(void *ctx, const sl_plan *p, const sl_node *view, const sl_node *maker,
-                            int64_t bytes, int from_pass) {
+                            int64_t bytes, int from_pass, bool same_stream) {
   const print_ctx *pc = ctx;
   char h[32];
   (void)p;
   sl_format_bytes((uint64_t)bytes, h, sizeof h);
-  fprintf(pc->f, "%*stranspose: '%s' (%s whole, made in pass %d) streamed over %s by '%s'\n", IND(pc->depth),
-          maker->id, h, from_pass + 1, pass_axis_name(pc->pp), view->id);
+  fprintf(pc->f, "%*s%s: '%s' (%s whole, made in pass %d) streamed over %s by '%s'\n", IND(pc->depth),
+          same_stream ? "resident" : "transpose", maker->id, h, from_pass + 1, pass_axis_name(pc->pp), view->id);
 }
 
 static void print_tree(FILE *f, const sl_plan *p, int depth) {
@@ -115,11 +118,11 @@ void sl_plan_print_regions(FILE *f, const sl_plan *p) {
 }
 
 static void json_transpose(void *ctx, const sl_plan *p, const sl_node *view, const sl_node *maker,
-                           int64_t bytes, int from_pass) {
+                           int64_t bytes, int from_pass, bool same_stream) {
   sl_json *j = ctx;
   (void)p;
   sl_json_begin_object(j);
-  sl_json_kv_string(j, "kind", "transpose");
+  sl_json_kv_string(j, "kind", same_stream ? "resident" : "transpose");
   sl_json_kv_string(j, "whole", maker->id);
   sl_json_kv_string(j, "view", view->id);
   sl_json_kv_int(j, "bytes", bytes);

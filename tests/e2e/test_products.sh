@@ -101,6 +101,15 @@ for k in ("bf", "adf", "df"):
 for k in ("com_row", "com_col", "rotation_deg", "transpose", "curl", "divergence", "idpc"):
     assert sp[k][...].tobytes() == dpc[k][...].tobytes(), k
 P
+# resident_products: the corrected acquisition made resident, then streamed
+# again from memory: the same images bit for bit as virtual_image.yaml.
+expect 0 "wrote" "pipelines/resident_products.yaml" -- "$SLUICE" run "$SRC/pipelines/resident_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --chunk 7 --out res
+$PY - res/results.h5 vi/results.h5 <<'P' && ok "resident_products.yaml == virtual_image.yaml bit for bit" || not_ok "resident_products.yaml differs from virtual_image.yaml"
+import sys, h5py
+res, vi = (h5py.File(f, "r") for f in sys.argv[1:])
+for k in ("disk", "bf", "adf", "df"):
+    assert res[k][...].tobytes() == vi[k][...].tobytes(), k
+P
 $PY - sp/results.h5 <<'P' && ok "every stem_products output has a unit; scan images record 2 scan axes" || not_ok "units or scan_axes missing"
 import sys, h5py
 f = h5py.File(sys.argv[1], "r")
