@@ -61,6 +61,10 @@ typedef struct sl_exec_result {
    * high-water mark at its end. */
   int64_t process_rss_start_bytes;
   int64_t process_rss_peak_bytes;
+  /* Set by sl_run_pipeline: resident bytes before the pipeline was loaded
+   * (before chunk listing and node state), 0 when not known; the run's own
+   * growth is the peak minus this. */
+  int64_t process_rss_before_load_bytes;
   int64_t chunks;
   double seconds;
 } sl_exec_result;

@@ -255,6 +255,8 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_int(j, "measured_peak_device_bytes", dev ? r->measured_peak_bytes : 0);
   sl_json_kv_int(j, "process_rss_start_bytes", r->process_rss_start_bytes);
   sl_json_kv_int(j, "process_rss_peak_bytes", r->process_rss_peak_bytes);
+  if (r->process_rss_before_load_bytes > 0)
+    sl_json_kv_int(j, "process_rss_before_load_bytes", r->process_rss_before_load_bytes);
   sl_json_end_object(j);
   sl_json_key(j, "nodes");
   nodes_json(j, info);

@@ -2,8 +2,11 @@
 
 #include <string.h>
 
+#include "engine/core/util.h"
+
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   memset(out, 0, sizeof *out);
+  int64_t rss_before = (int64_t)sl_process_rss();
   /* Device backends that may be chosen start initialising now, while the
    * host loads and plans (chunk listing can take a while on big
    * acquisitions); create joins them. */
@@ -62,6 +65,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel, .sink = req->sink};
     rc = sl_execute(out->plan, b, &eo, &out->result, err);
     out->executed = rc == SL_OK;
+    if (rc == SL_OK) out->result.process_rss_before_load_bytes = rss_before;
   }
   if (prepared) sl_graph_release(out->graph);
   if (b) ops->destroy(b);
