@@ -110,34 +110,28 @@ static void run(struct sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, 
   else fn(ctx, 0, n, 0);
 }
 
-/* out [cols, rows] = transform of in [rows, cols] along its rows (kind
- * k_cols, length cols), transposed, then along its new rows (k_rows). */
-static void transform_2d(sl_mirror *m, struct sl_backend *b, const double *in, int k_rows,
-                         int k_cols, double *out) {
-  int64_t R = m->rows, C = m->cols;
-  row_pass first = {m->copy_plan[1][k_cols], in, m->work, C};
-  run(b, R, ROW_GRAIN, row_pass_range, &first);
+/* out [C, R] = `second` along the rows of (`first` along the rows of
+ * in [R, C], transposed): the first pass copies into the work field, the
+ * transpose goes by tiles, the second pass is in place. */
+static void two_passes(sl_mirror *m, struct sl_backend *b, void *first, void *second, const double *in,
+                       double *out, int64_t R, int64_t C) {
+  row_pass a = {first, in, m->work, C};
+  run(b, R, ROW_GRAIN, row_pass_range, &a);
   transpose_job t = {m->work, out, R, C};
   run(b, (C + TILE - 1) / TILE, 1, transpose_range, &t);
-  row_pass second = {m->plan[0][k_rows], NULL, out, R};
-  run(b, C, ROW_GRAIN, row_pass_range, &second);
+  row_pass z = {second, NULL, out, R};
+  run(b, C, ROW_GRAIN, row_pass_range, &z);
 }
 
 void sl_mirror_forward(sl_mirror *m, struct sl_backend *b, const double *f, int odd_rows,
                        int odd_cols, double *X) {
-  transform_2d(m, b, f, odd_rows ? SL_MIRROR_ODD : SL_MIRROR_EVEN,
-               odd_cols ? SL_MIRROR_ODD : SL_MIRROR_EVEN, X);
+  int k_rows = odd_rows ? SL_MIRROR_ODD : SL_MIRROR_EVEN, k_cols = odd_cols ? SL_MIRROR_ODD : SL_MIRROR_EVEN;
+  two_passes(m, b, m->copy_plan[1][k_cols], m->plan[0][k_rows], f, X, m->rows, m->cols);
 }
 
 /* Y is transposed, so its rows run along the row frequencies: the first
- * pass is along rows, the second along cols; the steps of transform_2d
- * with the axes' roles swapped. */
+ * pass is along rows, the second along cols (the forward steps with the
+ * axes' roles swapped). */
 void sl_mirror_inverse(sl_mirror *m, struct sl_backend *b, const double *Y, double *f) {
-  int64_t R = m->rows, C = m->cols;
-  row_pass first = {m->copy_plan[0][SL_MIRROR_INVERSE], Y, m->work, R};
-  run(b, C, ROW_GRAIN, row_pass_range, &first);
-  transpose_job t = {m->work, f, C, R};
-  run(b, (R + TILE - 1) / TILE, 1, transpose_range, &t);
-  row_pass second = {m->plan[1][SL_MIRROR_INVERSE], NULL, f, C};
-  run(b, R, ROW_GRAIN, row_pass_range, &second);
+  two_passes(m, b, m->copy_plan[0][SL_MIRROR_INVERSE], m->plan[1][SL_MIRROR_INVERSE], Y, f, m->cols, m->rows);
 }

@@ -48,12 +48,7 @@ static bool g_compressed;
 
 static int setup(void **state) {
   (void)state;
-  const char *plugins = getenv("HDF5_PLUGIN_PATH");
-  if (!plugins || !plugins[0])
-    fx_init(); /* the plugin where the system installs it */
-  else
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the device bundle's plugins */
-  g_compressed = fx_bitshuffle_available();
+  g_compressed = fx_init_plugins();
   if (!g_compressed || !sl_test_cuda_available()) return 0;
   /* A disk of radius 10 in the middle of 64 x 64 frames; 2 x 2048 frames. */
   const disk_acquisition q = {.frames = {2048, 2048}, .h = 64, .w = 64, .row = 32, .col = 32, .radius = 10};

@@ -33,12 +33,7 @@ static bool have_cuda(void) { return sl_test_cuda_available(); }
  * 40 frames), 4 frames per stored chunk. */
 static int setup(void **state) {
   (void)state;
-  const char *plugins = getenv("HDF5_PLUGIN_PATH");
-  if (!plugins || !plugins[0])
-    fx_init(); /* the plugin where the system installs it */
-  else
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the device bundle's plugins */
-  g_compressed = fx_bitshuffle_available();
+  g_compressed = fx_init_plugins();
   if (!g_compressed) print_message("NOTE: bitshuffle plugin not found: raw chunked acquisition\n");
   fx_opts o = {.n_files = 2, .frames = {60, 40}, .h = 24, .w = 20, .layout = g_compressed ? FX_BSLZ4 : FX_CHUNKED,
                .k = 4, .meta = true};

@@ -246,6 +246,17 @@ FX_HELPER void fx_init(void) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
+/* fx_init, unless HDF5_PLUGIN_PATH already names the plugins (the device
+ * bundle carries its own); true when the bitshuffle plugin is there. */
+FX_HELPER bool fx_init_plugins(void) {
+  const char *plugins = getenv("HDF5_PLUGIN_PATH");
+  if (!plugins || !plugins[0])
+    fx_init(); /* the plugin where the system installs it */
+  else
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  return fx_bitshuffle_available();
+}
+
 /* The fixtures' temp dir goes. */
 FX_HELPER void fx_cleanup(void) {
   if (!g_tmp[0]) return;
