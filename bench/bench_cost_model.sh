@@ -69,9 +69,13 @@ if [ "$SCAN" -gt 0 ]; then
 fi
 
 if [ "$CALIBRATE" = 1 ]; then
-  echo "== sluice calibrate ${RUN_ARGS[*]} --input $SMALL $CAL_ARGS"
+  # The detector-input nodes are calibrated on an acquisition of their own
+  # (32 x 32 frames of 192 x 192), not on the ones measured below.
+  CAL=$WORK/calib32_master.h5
+  [ -e "$CAL" ] || "$MAKE_ACQ" "$WORK/calib32" 32 32 192 192 1000 >/dev/null
+  echo "== sluice calibrate ${RUN_ARGS[*]} --input $CAL $CAL_ARGS"
   # shellcheck disable=SC2086 # CAL_ARGS are words
-  "$SLUICE" calibrate "${RUN_ARGS[@]}" --input "$SMALL" $CAL_ARGS
+  "$SLUICE" calibrate "${RUN_ARGS[@]}" --input "$CAL" $CAL_ARGS
 fi
 
 table() { # label report.json...

@@ -86,11 +86,12 @@ static const char k_stem_yaml[] =
     "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
     "  images: {type: virtual_detectors, inputs: {frames: source.frames, disk: disk.disk}}\n"
     "  com: {type: com, inputs: {frames: source.frames}}\n"
+    "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
     "  bf: {type: virtual_image, inputs: {frames: source.frames}, params: {kind: bf, radius: 12}}\n"
     "  adf: {type: gather, inputs: {x: images.adf}}\n"
     "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col, adf: adf.whole}}\n"
     "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
-    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase}\n";
+    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row}\n";
 
 static const char k_detector_yaml[] =
     "pipeline: calibrate_detector\n"
@@ -106,7 +107,9 @@ static const char k_detector_yaml[] =
     "  disk: {type: disk_fit, inputs: {pattern: preview.pattern}}\n"
     "  pattern: {type: sum, inputs: {x: corrected.frames}}\n"
     "  images: {type: virtual_detectors, inputs: {frames: corrected.frames, disk: disk.disk}}\n"
-    "outputs: {bf: images.bf, pattern: pattern.total}\n";
+    "  com: {type: com, inputs: {frames: corrected.frames}}\n"
+    "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
+    "outputs: {bf: images.bf, pattern: pattern.total, com: com.com_row, com_m: com_m.com_row}\n";
 
 /* One node's measurement: its plan's calls and declared cost, its time. */
 typedef struct sample {
@@ -160,7 +163,7 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   c->samples = sl_xrealloc(c->samples, (size_t)(c->n_samples + g->n_nodes) * sizeof *c->samples);
   for (int i = 0; i < g->n_nodes; i++) {
     sample *s = &c->samples[c->n_samples++];
-    snprintf(s->type, sizeof s->type, "%s", sl_node_type_name(&g->nodes[i]));
+    sl_cost_rate_key(&g->nodes[i], s->type, sizeof s->type);
     s->calls = p->nodes[i].calls;
     s->cost = p->nodes[i].cost;
     s->seconds = sl_report_node_seconds(p, &run->result, i);
@@ -258,21 +261,27 @@ static int cmp_double(const void *x, const void *y) {
  * what their bodies cost under the fitted rates. */
 static void fit_rates(calibration *c, sl_cost_profile *prof) {
   sample *s = c->samples;
-  for (int k = 0; k < c->n_samples; k++) {
-    if (!strcmp(s[k].type, "iterate") || sl_cost_profile_rate(prof, s[k].type)) continue;
-    sample *same = sl_xcalloc((size_t)c->n_samples, sizeof *same);
-    int n = 0;
-    bool per_op = false;
-    for (int q = k; q < c->n_samples; q++)
-      if (!strcmp(s[q].type, s[k].type)) same[n++] = s[q], per_op |= s[q].cost.ops > 0;
-    sl_cost_rate r;
-    memset(&r, 0, sizeof r);
-    snprintf(r.type, sizeof r.type, "%s", s[k].type);
-    r.per_op = per_op;
-    fit_type(same, n, per_op, prof->call_seconds, &r);
-    sl_cost_profile_set_rate(prof, &r);
-    free(same);
-  }
+  /* Each "type/dtype" from its samples, then each type from all of its own. */
+  for (int bare = 0; bare < 2; bare++)
+    for (int k = 0; k < c->n_samples; k++) {
+      char key[48];
+      size_t klen = bare ? strcspn(s[k].type, "/") : strlen(s[k].type);
+      snprintf(key, sizeof key, "%.*s", (int)klen, s[k].type);
+      if (!strncmp(key, "iterate", 7) || sl_cost_profile_rate(prof, key)) continue;
+      sample *same = sl_xcalloc((size_t)c->n_samples, sizeof *same);
+      int n = 0;
+      bool per_op = false;
+      for (int q = k; q < c->n_samples; q++)
+        if (!strncmp(s[q].type, key, klen) && (s[q].type[klen] == 0 || (bare && s[q].type[klen] == '/')))
+          same[n++] = s[q], per_op |= s[q].cost.ops > 0;
+      sl_cost_rate r;
+      memset(&r, 0, sizeof r);
+      snprintf(r.type, sizeof r.type, "%s", key);
+      r.per_op = per_op;
+      fit_type(same, n, per_op, prof->call_seconds, &r);
+      sl_cost_profile_set_rate(prof, &r);
+      free(same);
+    }
   /* A loop: its measured time less its bodies' estimates, fitted per
    * iteration and per byte carried (copied in and out each iteration). */
   sample loops[8];
@@ -318,7 +327,7 @@ static void fit_rates(calibration *c, sl_cost_profile *prof) {
     prof->run_seconds = res[nr / 2];
   }
   /* Ops of node types without a rate: the simplest kernel's. */
-  const sl_cost_rate *affine = sl_cost_profile_rate(prof, "affine");
+  const sl_cost_rate *affine = sl_cost_profile_rate(prof, "affine/f32");
   if (affine && affine->per_op && affine->seconds_per_unit > 0) prof->ops_per_second = 1.0 / affine->seconds_per_unit;
 }
 
@@ -377,14 +386,16 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("  kernel call      %8.2f us (node types without their own rate)\n", p->call_seconds * 1e6);
   printf("  batch            %8.2f us\n", p->batch_seconds * 1e6);
   printf("  run              %8.2f us\n", p->run_seconds * 1e6);
-  printf("  %-20s %5s %12s %14s %8s %10s\n", "node type", "unit", "per call us", "per unit ns", "samples", "measured s");
+  printf("  %-24s %5s %12s %14s %8s %10s\n", "node type", "unit", "per call us", "per unit ns", "samples", "measured s");
   for (int r = 0; r < p->n_rates; r++) {
     const sl_cost_rate *rt = &p->rates[r];
     int n = 0;
     double t = 0;
     for (int k = 0; k < c->n_samples; k++)
-      if (!strcmp(c->samples[k].type, rt->type)) n++, t += c->samples[k].seconds;
-    printf("  %-20s %5s %12.2f %14.4f %8d %10.4f\n", rt->type, rt->per_op ? "op" : "byte",
+      if (!strncmp(c->samples[k].type, rt->type, strlen(rt->type)) &&
+          (c->samples[k].type[strlen(rt->type)] == 0 || c->samples[k].type[strlen(rt->type)] == '/'))
+        n++, t += c->samples[k].seconds;
+    printf("  %-24s %5s %12.2f %14.4f %8d %10.4f\n", rt->type, rt->per_op ? "op" : "byte",
            rt->call_seconds * 1e6, rt->seconds_per_unit * 1e9, n, t);
   }
   printf("wrote %s\n", path);

@@ -37,6 +37,23 @@ const sl_cost_rate *sl_cost_profile_rate(const sl_cost_profile *p, const char *t
   return NULL;
 }
 
+/* The rate of "type/dtype", else of "type". */
+static const sl_cost_rate *rate_or_type(const sl_cost_profile *p, const char *key) {
+  const sl_cost_rate *r = sl_cost_profile_rate(p, key);
+  const char *slash = key ? strchr(key, '/') : NULL;
+  if (r || !slash) return r;
+  for (int i = 0; i < p->n_rates; i++)
+    if (strlen(p->rates[i].type) == (size_t)(slash - key) && !strncmp(p->rates[i].type, key, (size_t)(slash - key)))
+      return &p->rates[i];
+  return NULL;
+}
+
+void sl_cost_rate_key(const sl_node *n, char *buf, size_t len) {
+  const char *type = sl_node_type_name(n);
+  if (n->desc && n->n_in > 0) snprintf(buf, len, "%s/%s", type, sl_dtype_name(n->in[0].dtype));
+  else snprintf(buf, len, "%s", type);
+}
+
 bool sl_cost_profile_set_rate(sl_cost_profile *p, const sl_cost_rate *rate) {
   sl_cost_rate *slot = (sl_cost_rate *)sl_cost_profile_rate(p, rate->type);
   if (!slot) {
@@ -53,7 +70,7 @@ double sl_cost_work(const sl_node_cost *c, bool per_op) {
 
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls) {
-  const sl_cost_rate *r = sl_cost_profile_rate(p, type);
+  const sl_cost_rate *r = rate_or_type(p, type);
   if (r) return (double)calls * r->call_seconds + sl_cost_work(c, r->per_op) * r->seconds_per_unit;
   double t_mem = p->bytes_per_second > 0
                      ? ((double)c->bytes_read + (double)c->bytes_written) / p->bytes_per_second

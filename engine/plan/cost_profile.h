@@ -25,12 +25,15 @@
 #include "engine/core/device_caps.h"
 #include "engine/core/json.h"
 #include "engine/core/status.h"
-#include "engine/graph/node.h"
+#include "engine/graph/graph.h"
 
-#define SL_COST_MAX_RATES 64
+#define SL_COST_MAX_RATES 128
 #define SL_COST_PROFILE_FORMAT "sluice-cost-profile"
 #define SL_COST_PROFILE_VERSION 1
 
+/* A rate is keyed by node type and the dtype of its first input
+ * ("sum/u16": a sum of u16 frames and one of f32 vectors run at different
+ * rates), with one per type ("sum") for dtypes not calibrated. */
 /* What one node type costs: seconds per call and per unit of declared work. */
 typedef struct sl_cost_rate {
   char type[48];
@@ -66,7 +69,10 @@ bool sl_cost_profile_set_rate(sl_cost_profile *p, const sl_cost_rate *rate);
 
 /* A node's declared work in its type's unit: ops, or bytes moved. */
 double sl_cost_work(const sl_node_cost *c, bool per_op);
-/* Seconds for `calls` calls of a node of `type` that together cost `c`. */
+/* The key of node n's rate: "type/dtype of input 0", or "type". */
+void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
+/* Seconds for `calls` calls of a node whose rate key is `type` ("t/dtype"
+ * falls back to "t", then to the bandwidth model) that together cost `c`. */
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls);
 

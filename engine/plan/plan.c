@@ -184,12 +184,15 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     n->desc->cost(n, last_chunk, &c);
     add_cost(&pn->cost, &c, runs);
     pn->calls = n_chunks * runs;
-    pn->est_seconds = sl_cost_estimate(&p->profile, n->desc->type, &pn->cost, pn->calls);
   } else {
     n->desc->cost(n, 1, &c);
     add_cost(&pn->cost, &c, 1);
     pn->calls = 1;
-    pn->est_seconds = sl_cost_estimate(&p->profile, n->desc->type, &pn->cost, pn->calls);
+  }
+  if (!n->body) {
+    char key[96];
+    sl_cost_rate_key(n, key, sizeof key);
+    pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls);
   }
   return SL_OK;
 }
