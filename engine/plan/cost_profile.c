@@ -86,7 +86,7 @@ void sl_cost_profile_key(sl_backend_kind kind, const char *device, int threads, 
   for (const char *s = device; *s && k + 1 < sizeof dev; s++) {
     char ch = *s;
     bool word = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-    if (!word && k > 0 && dev[k - 1] == '_') continue; /* one '_' per run of others */
+    if (!word && (k == 0 || dev[k - 1] == '_')) continue; /* one '_' per run of others */
     dev[k++] = word ? ch : '_';
   }
   while (k > 0 && dev[k - 1] == '_') k--;
