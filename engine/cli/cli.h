@@ -64,8 +64,10 @@ int cmd_render(int argc, char **argv);
 int cmd_nodes(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_settings(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 extern const char *const cli_help_run, *const cli_help_plan, *const cli_help_validate,
-    *const cli_help_render, *const cli_help_nodes, *const cli_help_devices, *const cli_help_settings;
+    *const cli_help_render, *const cli_help_nodes, *const cli_help_devices, *const cli_help_settings,
+    *const cli_help_calibrate;
 
 #endif

@@ -13,7 +13,8 @@ const char *const cli_help_plan =
     "at most 2^20 stored chunks, else when a run starts, after the budget check):\n"
     "levels (one batch each per chunk), buffers with lifetimes and pooled slots,\n"
     "peak host and device memory (the chunk index included), bytes read and\n"
-    "written, work and an estimated time for the backend's profile.\n"
+    "written, work and an estimated time per node and level for the backend's\n"
+    "cost profile (what `sluice calibrate` measured, else built-in guesses).\n"
     "Exits 3 (after printing the plan) when the plan does not fit the budget.\n"
     "\n"
     "  --set NAME=VALUE     override a pipeline param (repeatable)\n"
@@ -47,6 +48,11 @@ int cmd_plan(int argc, char **argv) {
   } else {
     sl_plan_opts po;
     cli_plan_opts(&o, &caps, &po);
+    sl_cost_profile profile;
+    char warning[1200];
+    sl_cost_profile_for(&caps, &profile, NULL, 0, warning, sizeof warning);
+    if (warning[0]) fprintf(stderr, "sluice: warning: %s\n", warning);
+    po.profile = &profile;
     if (sl_plan_build(g, &po, &p, &err) != SL_OK) {
       rc = cli_fail(&err);
     } else {

@@ -147,6 +147,7 @@ int cmd_run(int argc, char **argv) {
   sl_error err;
   sl_error_clear(&err);
   sl_code st = sl_run_pipeline(&req, &run, &err);
+  if (run.cost_warning[0]) fprintf(stderr, "sluice: warning: %s\n", run.cost_warning);
   sl_run_info info = {run.spec, run.plan, &run.result, out.dir, started, o.sets, o.n_sets};
   if (st == SL_OK && !o.quiet && !o.json && isatty(STDERR_FILENO))
     fprintf(stderr, "sluice: writing the outputs into %s.tmp-%d, then %s ...\n", out.dir,

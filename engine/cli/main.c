@@ -13,6 +13,8 @@ static const cli_command k_commands[] = {
     {"devices", "summarise compute backends and devices", NULL, cmd_devices},
     {"settings", "list run-time settings (SIMD path, CUDA device, ...) and their values", NULL,
      cmd_settings},
+    {"calibrate", "measure this machine's cost profile for plan and run estimates", NULL,
+     cmd_calibrate},
 };
 
 static void help(FILE *f) {

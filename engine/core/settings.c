@@ -28,6 +28,10 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
     [SL_SET_CUFFT] = {"cufft", "SLUICE_CUFFT", SL_SETTING_TEXT, "",
                       "cuda: the cuFFT library iDPC loads at run time (a name or path), none (iDPC "
                       "on the host), or empty for libcufft.so.12 in its usual places"},
+    [SL_SET_COST_PROFILE] = {"cost_profile", "SLUICE_COST_PROFILE", SL_SETTING_TEXT, "cache",
+                             "the time estimate's profile: cache (what `sluice calibrate` measured "
+                             "for this backend, device and thread count, if any), none (the built-in "
+                             "guesses) or a profile file"},
 };
 
 typedef struct setting_value {

@@ -136,6 +136,33 @@ static void provenance_json(sl_json *j, const sl_run_info *info) {
   sl_json_end_array(j);
 }
 
+static bool is_device_node(const sl_plan *p, const sl_exec_result *r, int node) {
+  const sl_node *n = &p->graph->nodes[node];
+  return p->caps.device_memory && n->desc && !n->desc->host && r->node_device_seconds;
+}
+
+double sl_report_node_seconds(const sl_plan *p, const sl_exec_result *r, int node) {
+  return is_device_node(p, r, node) ? r->node_device_seconds[node] : r->node_seconds[node];
+}
+
+void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
+  const sl_cost_profile *cp = &p->profile;
+  sl_json_begin_object(j);
+  sl_json_kv_string(j, "profile", cp->source);
+  if (cp->created[0]) sl_json_kv_string(j, "created", cp->created);
+  else {
+    sl_json_key(j, "created");
+    sl_json_null(j);
+  }
+  sl_json_kv_int(j, "calibrated_node_types", cp->n_rates);
+  sl_json_kv_double(j, "bytes_per_second", cp->bytes_per_second);
+  sl_json_kv_double(j, "call_seconds", cp->call_seconds);
+  sl_json_kv_double(j, "batch_seconds", cp->batch_seconds);
+  sl_json_kv_double(j, "run_seconds", cp->run_seconds);
+  sl_json_kv_int(j, "batches", p->batches);
+  sl_json_end_object(j);
+}
+
 /* Per node: what it is, where it ran, its measured time and calls beside the
  * plan's cost and estimate, and its provenance notes. */
 static void nodes_json(sl_json *j, const sl_run_info *info) {
@@ -153,14 +180,14 @@ static void nodes_json(sl_json *j, const sl_run_info *info) {
     sl_json_kv_int(j, "pass", n->pass);
     /* On a device backend a device node's time is its kernels' device time
      * (events); the host time of its launchers is reported beside it. */
-    bool device_node = p->caps.device_memory && n->desc && !n->desc->host && r->node_device_seconds;
-    sl_json_kv_double(j, "seconds", device_node ? r->node_device_seconds[i] : r->node_seconds[i]);
-    if (device_node) sl_json_kv_double(j, "launch_seconds", r->node_seconds[i]);
+    double measured = sl_report_node_seconds(p, r, i);
+    sl_json_kv_double(j, "seconds", measured);
+    if (is_device_node(p, r, i)) sl_json_kv_double(j, "launch_seconds", r->node_seconds[i]);
     sl_json_kv_int(j, "calls", r->node_calls[i]);
+    sl_json_kv_int(j, "estimated_calls", p->nodes[i].calls);
     sl_json_kv_int(j, "bytes_read", p->nodes[i].cost.bytes_read);
     sl_json_kv_int(j, "bytes_written", p->nodes[i].cost.bytes_written);
     sl_json_kv_double(j, "estimated_seconds", p->nodes[i].est_seconds);
-    double measured = device_node ? r->node_device_seconds[i] : r->node_seconds[i];
     /* measured / estimated: the cost model holds where this is near 1 */
     if (p->nodes[i].est_seconds > 0)
       sl_json_kv_double(j, "measured_over_estimated", measured / p->nodes[i].est_seconds);
@@ -221,6 +248,8 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_double(j, "seconds", r->seconds);
   sl_json_kv_double(j, "estimated_seconds", p->est_seconds);
   if (p->est_seconds > 0) sl_json_kv_double(j, "measured_over_estimated", r->seconds / p->est_seconds);
+  sl_json_key(j, "cost_model");
+  sl_report_cost_profile_json(j, p);
   sl_json_kv_int(j, "chunks", r->chunks);
   sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
   sl_json_key(j, "settings");

@@ -16,6 +16,12 @@ typedef struct sl_run_info {
 } sl_run_info;
 
 void sl_report_json(sl_json *j, const sl_run_info *info);
+/* A node's measured seconds as report.json gives them: on a device backend
+ * a device node's kernels' device time, otherwise the host time around its
+ * calls (an iterate node: its whole loop). */
+double sl_report_node_seconds(const sl_plan *p, const sl_exec_result *r, int node);
+/* The cost model's profile a plan used: where from, when measured. */
+void sl_report_cost_profile_json(sl_json *j, const sl_plan *p);
 /* 64-bit FNV-1a of a file's bytes (identity of small inputs such as pipeline
  * files); false when it cannot be read. */
 bool sl_file_fnv1a(const char *path, uint64_t *hash);

@@ -4,6 +4,17 @@
 
 #include "engine/core/util.h"
 
+sl_code sl_run_caps(const sl_backend_ops *ops, int threads, sl_backend_caps *caps, sl_error *err) {
+  sl_code rc = ops->probe(caps, err);
+  if (rc == SL_OK && ops->kind == SL_BACKEND_CPU && threads > 0) {
+    double share = (double)threads / (double)(caps->compute_units ? caps->compute_units : 1);
+    caps->bytes_per_second *= share;
+    caps->ops_per_second *= share;
+    caps->compute_units = threads;
+  }
+  return rc;
+}
+
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   memset(out, 0, sizeof *out);
   int64_t rss_before = (int64_t)sl_process_rss();
@@ -29,16 +40,17 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   if (ops) kind = ops->kind;
   sl_backend_caps caps;
   if (rc == SL_OK) rc = sl_graph_check_backend(out->graph, kind, err);
-  if (rc == SL_OK) rc = ops->probe(&caps, err);
-  if (rc == SL_OK && kind == SL_BACKEND_CPU && req->threads > 0) {
-    caps.bytes_per_second *= (double)req->threads / (double)(caps.compute_units ? caps.compute_units : 1);
-    caps.ops_per_second *= (double)req->threads / (double)(caps.compute_units ? caps.compute_units : 1);
-    caps.compute_units = req->threads;
-  }
+  if (rc == SL_OK) rc = sl_run_caps(ops, req->threads, &caps, err);
   if (rc == SL_OK) {
     sl_plan_opts po;
     memset(&po, 0, sizeof po);
     po.caps = caps;
+    /* The cost model's numbers: what calibrate cached for this backend,
+     * device and thread count, else the built-in guesses. */
+    sl_cost_profile profile;
+    if (req->cost_profile) profile = *req->cost_profile;
+    else sl_cost_profile_for(&caps, &profile, NULL, 0, out->cost_warning, sizeof out->cost_warning);
+    po.profile = &profile;
     po.chunk_positions = req->chunk_positions;
     po.memory_limit = req->memory_limit;
     po.outputs_to_sink = req->sink != NULL;

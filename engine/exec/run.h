@@ -24,6 +24,9 @@ typedef struct sl_run_request {
   /* Optional: streamed graph outputs go here chunk by chunk (planned so),
    * instead of being assembled in the result. */
   const sl_output_sink *sink;
+  /* The cost model's profile (calibrate measures with one it builds);
+   * NULL: sl_cost_profile_for. */
+  const sl_cost_profile *cost_profile;
   /* Tests: use this backend table instead of the selected one. */
   const sl_backend_ops *ops_override;
 } sl_run_request;
@@ -34,7 +37,14 @@ typedef struct sl_run {
   sl_plan *plan;
   sl_exec_result result;
   bool executed;
+  /* Why the cost profile in the cache was not used (corrupt, foreign), or
+   * "" (the plan's profile says which one was). */
+  char cost_warning[1200];
 } sl_run;
+
+/* The capabilities a run plans with: the backend's probe, with the CPU
+ * profile scaled to `threads` (0 = all) workers. */
+sl_code sl_run_caps(const sl_backend_ops *ops, int threads, sl_backend_caps *caps, sl_error *err);
 
 /* On failure everything is released, and `out` holds what was built before
  * the failure (spec, graph, plan may be NULL); call sl_run_free either way. */

@@ -77,12 +77,11 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   if (b->device_state_bytes > a->device_state_bytes) a->device_state_bytes = b->device_state_bytes;
 }
 
-static double estimate(const sl_backend_caps *caps, const sl_node_cost *c) {
-  double t_mem = caps->bytes_per_second > 0
-                     ? (double)(c->bytes_read + c->bytes_written) / caps->bytes_per_second
-                     : 0;
-  double t_ops = caps->ops_per_second > 0 ? (double)c->ops / caps->ops_per_second : 0;
-  return t_mem > t_ops ? t_mem : t_ops;
+void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  int64_t carry = 0;
+  for (int q = 0; q < n->n_carry; q++) carry += sl_desc_bytes(&n->in[n->carry_in[q]]);
+  c->bytes_read = c->bytes_written = sat_mul(carry, n->times);
 }
 
 /* Levels: each (pass, phase) block gets consecutive global levels; a stream
@@ -168,7 +167,13 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     pn->cost.bytes_read = sat_mul(pn->body->bytes_read, n->times);
     pn->cost.bytes_written = sat_mul(pn->body->bytes_written, n->times);
     pn->cost.ops = sat_mul(pn->body->ops, n->times);
-    pn->est_seconds = pn->body->est_seconds * (double)n->times;
+    /* Each iteration runs the body's levels as batches (the body's own
+     * run overhead is the loop's per-iteration call). */
+    pn->calls = n->times;
+    sl_node_cost loop;
+    sl_plan_loop_carry_cost(n, &loop);
+    pn->est_seconds = (pn->body->est_seconds - pn->body->profile.run_seconds) * (double)n->times +
+                      sl_cost_estimate(&p->profile, "iterate", &loop, n->times);
     int64_t carry = 0;
     for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
     int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
@@ -179,11 +184,16 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     add_cost(&pn->cost, &c, (n_chunks - 1) * runs);
     n->desc->cost(n, last_chunk, &c);
     add_cost(&pn->cost, &c, runs);
-    pn->est_seconds = estimate(&p->caps, &pn->cost);
+    pn->calls = n_chunks * runs;
   } else {
     n->desc->cost(n, 1, &c);
     add_cost(&pn->cost, &c, 1);
-    pn->est_seconds = estimate(&p->caps, &pn->cost);
+    pn->calls = 1;
+  }
+  if (!n->body) {
+    char key[96];
+    sl_cost_rate_key(n, key, sizeof key);
+    pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls);
   }
   return SL_OK;
 }
@@ -212,7 +222,17 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     for (int pass = 0; pass < np; pass++)
       if (p->exec_level[i * np + pass] >= 0)
         p->levels[p->exec_level[i * np + pass]].est_seconds += pn->est_seconds / runs;
+    if (pn->body) p->batches = sat_add(p->batches, sat_mul(pn->body->batches, g->nodes[i].times));
   }
+  /* Each level is one batch, per chunk in a stream block. */
+  for (int l = 0; l < p->n_levels; l++) {
+    const sl_plan_pass *pp = &p->passes[p->levels[l].pass];
+    int64_t runs = p->levels[l].phase == SL_PHASE_STREAM && pp->n_chunks > 0 ? pp->n_chunks : 1;
+    p->batches = sat_add(p->batches, runs);
+    p->levels[l].est_seconds += (double)runs * p->profile.batch_seconds;
+    p->est_seconds += (double)runs * p->profile.batch_seconds;
+  }
+  p->est_seconds += p->profile.run_seconds;
   return SL_OK;
 }
 
@@ -494,6 +514,8 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   sl_plan *p = sl_xcalloc(1, sizeof *p);
   p->graph = g;
   p->caps = opts->caps;
+  if (opts->profile) p->profile = *opts->profile;
+  else sl_cost_profile_builtin(&opts->caps, &p->profile);
   p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
   p->outputs_to_sink = opts->outputs_to_sink;
   p->n_passes = g->n_passes > 0 ? g->n_passes : 1;

@@ -20,6 +20,7 @@
 #include "engine/core/device_caps.h"
 #include "engine/core/json.h"
 #include "engine/graph/graph.h"
+#include "engine/plan/cost_profile.h"
 
 typedef struct sl_plan_buffer {
   int node, port;
@@ -61,7 +62,8 @@ typedef struct sl_plan_level {
 
 typedef struct sl_plan_node {
   sl_node_cost cost; /* for the whole run */
-  double est_seconds;
+  int64_t calls;     /* kernel calls in the whole run (iterate: iterations) */
+  double est_seconds; /* sl_cost_estimate of cost and calls */
   struct sl_plan *body; /* iterate nodes: the body's plan, made once */
 } sl_plan_node;
 
@@ -87,6 +89,9 @@ typedef struct sl_plan_opts {
    * the host holds one chunk of each (a device backend's download staging)
    * instead of the whole output. */
   bool outputs_to_sink;
+  /* The cost model's numbers (sl_cost_profile_for); NULL: the built-in
+   * guesses for caps. */
+  const sl_cost_profile *profile;
 } sl_plan_opts;
 
 typedef struct sl_plan {
@@ -125,8 +130,11 @@ typedef struct sl_plan {
   int64_t peak_host_bytes;
   int64_t peak_device_bytes;
   int64_t bytes_read, bytes_written, ops;
+  int64_t batches;    /* level batches in the whole run (iterate bodies' included) */
+  /* nodes + batches x batch_seconds + run_seconds (cost_profile.h) */
   double est_seconds;
   uint64_t memory_limit;
+  sl_cost_profile profile; /* the estimate's numbers */
 } sl_plan;
 
 /* Bytes of the largest streamed buffer per worker in an automatic chunk. */
@@ -136,6 +144,10 @@ void sl_plan_free(sl_plan *p);
 /* The pass a stream node's chunks follow (its home pass); its chunking is
  * the same in every pass it runs in. */
 const sl_plan_pass *sl_plan_node_pass(const sl_plan *p, int node);
+/* What an iterate node's loop itself moves over all its iterations: the
+ * carried values copied back each iteration (the cost model's "iterate"
+ * work; its bodies are estimated from their own plans). */
+void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c);
 /* SL_ERR_BUDGET with a typed estimate (what needs how much) when the planned
  * peak exceeds the plan's memory limit. */
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err);

@@ -33,8 +33,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
       fprintf(f, "%s  L%-3d %-8s", ind, l, sl_phase_name(p->levels[l].phase));
     for (int k = 0; k < p->levels[l].n_nodes; k++) {
       char lab[256];
-      node_label(&g->nodes[p->levels[l].nodes[k]], lab, sizeof lab);
+      int i = p->levels[l].nodes[k];
+      node_label(&g->nodes[i], lab, sizeof lab);
       fprintf(f, "%s%s", k ? ", " : " ", lab);
+      if (p->levels[l].n_nodes > 1) fprintf(f, " ~%.3g s", p->nodes[i].est_seconds);
     }
     fprintf(f, "   ~%.3g s\n", p->levels[l].est_seconds);
   }
@@ -93,7 +95,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   sl_format_bytes((uint64_t)p->bytes_read, a, sizeof a);
   sl_format_bytes((uint64_t)p->bytes_written, b, sizeof b);
   fprintf(f, "%straffic: read %s, written %s, work %lld ops\n", ind, a, b, (long long)p->ops);
-  fprintf(f, "%sestimated time: %.4g s on %s\n", ind, p->est_seconds, p->caps.device);
+  fprintf(f, "%sestimated time: %.4g s on %s (%lld batches; cost profile: %s%s%s)\n", ind,
+          p->est_seconds, p->caps.device, (long long)p->batches, p->profile.source,
+          sl_cost_profile_is_builtin(&p->profile) ? " guesses, see `sluice calibrate`" : ", calibrated ",
+          p->profile.created);
 }
 
 void sl_plan_print(FILE *f, const sl_plan *p) {
@@ -154,6 +159,7 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
               {"bytes_read", pn->cost.bytes_read}, {"bytes_written", pn->cost.bytes_written},
               {"ops", pn->cost.ops}, {"workspace_bytes", pn->cost.workspace_bytes});
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
+    sl_json_kv_int(j, "estimated_calls", pn->calls);
     if (pn->body) {
       sl_json_kv_int(j, "times", n->times);
       if (n->until_out >= 0) sl_json_kv_string(j, "until", n->out_names[n->until_out]);
@@ -216,5 +222,7 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_end_object(j);
   JSON_INTS(j, {"bytes_read", p->bytes_read}, {"bytes_written", p->bytes_written}, {"ops", p->ops});
   sl_json_kv_double(j, "estimated_seconds", p->est_seconds);
+  sl_json_kv_int(j, "batches", p->batches);
+  sl_json_kv_string(j, "cost_profile", p->profile.source);
   sl_json_end_object(j);
 }

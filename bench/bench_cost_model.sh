@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The cost model against the clock: calibrates (sluice calibrate), runs every
+# shipped run (tests/data/shipped_runs.txt) on the small test acquisition
+# and on a bigger one, and prints from each report.json the measured and
+# estimated seconds of the whole run and of every node that took over 1 ms,
+# with measured / estimated (the goal: within 0.5 .. 2).
+#
+#   bash bench/bench_cost_model.sh [options]
+#     --sluice PATH      the sluice binary (default: build/sluice, else on PATH)
+#     --backend B        cpu (default) or cuda
+#     --threads N        CPU worker threads (default: all)
+#     --scan N           the bigger acquisition: N x N frames of 192 x 192 u16
+#                        (default 64 on cpu, 256 on cuda; 0: none)
+#     --work DIR         acquisitions and outputs (default: $TMPDIR/sluice-bench-cost)
+#     --make-acquisition PATH   the writer (default: next to sluice, bench/make_acquisition)
+#     --no-calibrate     use the profile already cached (or the built-in guesses)
+#     --calibrate-args "ARGS"   more arguments for sluice calibrate
+# HDF5_PLUGIN_PATH must reach the bitshuffle filter for make_acquisition
+# (default: the Debian/Ubuntu plugin folder when it exists).
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+SLUICE="" BACKEND=cpu THREADS="" SCAN="" WORK="${TMPDIR:-/tmp}/sluice-bench-cost" MAKE_ACQ=""
+CALIBRATE=1 CAL_ARGS=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sluice) SLUICE=$2; shift 2 ;;
+    --backend) BACKEND=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --scan) SCAN=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    --make-acquisition) MAKE_ACQ=$2; shift 2 ;;
+    --no-calibrate) CALIBRATE=0; shift ;;
+    --calibrate-args) CAL_ARGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$SLUICE" ]; then
+  if [ -x "$SRC/build/sluice" ]; then SLUICE=$SRC/build/sluice; else SLUICE=$(command -v sluice); fi
+fi
+SLUICE=$(realpath "$SLUICE")
+[ -n "$MAKE_ACQ" ] || MAKE_ACQ=$(dirname "$SLUICE")/bench/make_acquisition
+[ -x "$MAKE_ACQ" ] || MAKE_ACQ=$(command -v make_acquisition || true)
+[ -n "$SCAN" ] || { [ "$BACKEND" = cuda ] && SCAN=256 || SCAN=64; }
+if [ -z "${HDF5_PLUGIN_PATH:-}" ] && [ -d /usr/lib/x86_64-linux-gnu/hdf5/serial/plugins ]; then
+  export HDF5_PLUGIN_PATH=/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins
+fi
+RUN_ARGS=(--backend "$BACKEND")
+[ -z "$THREADS" ] || RUN_ARGS+=(--threads "$THREADS")
+mkdir -p "$WORK"
+
+# The small test acquisition (like tests/data/shipped_outputs.sh: 24 x 20
+# frames of 48 x 40), by h5py when it is there, else by make_acquisition.
+SMALL=$WORK/test_master.h5
+if [ ! -e "$SMALL" ]; then
+  if /usr/bin/env python3 -c "import h5py, hdf5plugin" 2>/dev/null ||
+     /usr/bin/env python3 -c "import h5py" 2>/dev/null; then
+    python3 "$SRC/tests/data/make_dectris.py" "$WORK/test" --scan 24 20 --detector 48 40 \
+      --frames-per-file 200 --chunk-frames 4 --dtype u16 --compress bslz4 --seed 7 >/dev/null
+  else
+    "$MAKE_ACQ" "$WORK/test" 24 20 48 40 200 >/dev/null
+  fi
+fi
+ACQS=("test $SMALL 24,20")
+if [ "$SCAN" -gt 0 ]; then
+  BIG=$WORK/scan${SCAN}_master.h5
+  [ -e "$BIG" ] || "$MAKE_ACQ" "$WORK/scan$SCAN" "$SCAN" "$SCAN" 192 192 1000 >/dev/null
+  ACQS+=("scan$SCAN $BIG $SCAN,$SCAN")
+fi
+
+if [ "$CALIBRATE" = 1 ]; then
+  # The detector-input nodes are calibrated on an acquisition of their own
+  # (32 x 32 frames of 192 x 192), not on the ones measured below.
+  CAL=$WORK/calib32_master.h5
+  [ -e "$CAL" ] || "$MAKE_ACQ" "$WORK/calib32" 32 32 192 192 1000 >/dev/null
+  echo "== sluice calibrate ${RUN_ARGS[*]} --input $CAL $CAL_ARGS"
+  # shellcheck disable=SC2086 # CAL_ARGS are words
+  "$SLUICE" calibrate "${RUN_ARGS[@]}" --input "$CAL" $CAL_ARGS
+fi
+
+table() { # label report.json...
+  python3 - "$@" <<'PY'
+import json, sys
+label, reports = sys.argv[1], sys.argv[2:]
+within = total = 0
+def row(pipe, what, kind, m, e):
+    global within, total
+    r = m / e if e > 0 else float("inf")
+    ok = 0.5 <= r <= 2
+    within += ok; total += 1
+    print("%-8s %-18s %-20s %-18s %10.4f %10.4f %7.2f%s" % (label, pipe, what, kind, m, e, r, "" if ok else "  <-- outside 2x"))
+for path in reports:
+    r = json.load(open(path))
+    pipe = r["pipeline"]
+    row(pipe, "(whole run)", r.get("cost_model", {}).get("profile", "?")[-18:], r["seconds"], r["estimated_seconds"])
+    for n in r["nodes"]:
+        if n["seconds"] > 1e-3:
+            row(pipe, n["id"], n["type"], n["seconds"], n["estimated_seconds"])
+print("%s: %d of %d within 2x" % (label, within, total))
+PY
+}
+
+printf "%-8s %-18s %-20s %-18s %10s %10s %7s\n" data pipeline node type measured estimated ratio
+for acq in "${ACQS[@]}"; do
+  read -r label master shape <<<"$acq"
+  reports=()
+  while read -r name pipe args; do
+    case "$name" in ''|'#'*) continue ;; esac
+    # The acquisition-free pipelines run once, with the test data.
+    if [[ "$args" != *@ACQ@* ]] && [ "$label" != test ]; then continue; fi
+    args=${args//@ACQ@/--set input=$master --set scan_shape=[$shape]}
+    out=$WORK/out-$label-$name
+    # shellcheck disable=SC2086 # the arguments are words without spaces
+    if ! "$SLUICE" run "$SRC/pipelines/$pipe" $args "${RUN_ARGS[@]}" --out "$out" --force --quiet \
+        </dev/null 2>"$WORK/$label-$name.log"; then
+      echo "$label $name: run failed"; cat "$WORK/$label-$name.log"; continue
+    fi
+    reports+=("$out/report.json")
+  done <"$SRC/tests/data/shipped_runs.txt"
+  table "$label" "${reports[@]}"
+done

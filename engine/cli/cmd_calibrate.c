@@ -1,0 +1,512 @@
+/* sluice calibrate: measures the cost model's profile (engine/plan/
+ * cost_profile.h) for a backend, device and thread count by running small
+ * pipelines through the real engine: a copy for the bandwidth, a pipeline of
+ * one-position chunks for the per-call and per-batch overheads, and
+ * pipelines on synthetic data (and on a given acquisition) at two sizes, from
+ * which each node type's seconds per call and per unit of declared work are
+ * fitted. Prints a table and writes the cache (or --out FILE). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/core/util.h"
+#include "engine/exec/report.h"
+#include "engine/exec/run.h"
+#include "engine/plan/cost_profile.h"
+#include "engine/cli/cli.h"
+
+const char *const cli_help_calibrate =
+    "usage: sluice calibrate [--backend auto|cpu|cuda] [--threads N] [--input FILE]\n"
+    "                        [--set NAME=VALUE]... [--budget SECONDS] [--out FILE]\n"
+    "                        [--setting NAME=VALUE]... [--json]\n"
+    "\n"
+    "Measures the cost model's profile for a backend, its device and a thread\n"
+    "count, by running small pipelines through the engine: memory bandwidth (a\n"
+    "copy), the overhead of a kernel call and of a batch, and for each node type\n"
+    "its seconds per call and per unit of the work its cost declares (ops, or\n"
+    "bytes moved), fitted from runs at two sizes on synthetic data. Prints a\n"
+    "table and caches the profile in $XDG_CACHE_HOME/sluice (else\n"
+    "~/.cache/sluice), one file per backend, device and thread count; `sluice\n"
+    "plan` and `sluice run` estimate with it (the setting cost_profile chooses),\n"
+    "and report.json says which profile a run used.\n"
+    "\n"
+    "  --backend B        the backend to measure (default: auto, the best available)\n"
+    "  --threads N        CPU worker threads (default: all, like sluice run)\n"
+    "  --input FILE       also calibrate the detector-input nodes (HDF5 source,\n"
+    "                     decode, mask) on this acquisition (a Dectris master file)\n"
+    "  --set scan_shape=[R,C]  its scan shape, when it is not square and not stored\n"
+    "  --budget SECONDS   about how long the measuring runs take (default 20)\n"
+    "  --out FILE         write the profile to FILE instead of the cache\n"
+    "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
+    "  --json             print the profile as JSON on stdout instead of the table\n";
+
+/* The calibration pipelines: written into a temporary folder and run with
+ * their size params set. */
+static const char k_overhead_yaml[] =
+    "pipeline: calibrate_overhead\n"
+    "params: {n: {type: int, default: 64}}\n"
+    "nodes:\n"
+    "  ramp: {type: ramp, params: {positions: [\"${n}\"], item_shape: [4], dtype: f32}}\n"
+    "  scaled: {type: affine, inputs: {x: ramp.out}, params: {scale: 0.5, offset: 1}}\n"
+    "  total: {type: sum, inputs: {x: scaled.y}}\n"
+    "outputs: {total: total.total}\n";
+
+static const char k_step_yaml[] =
+    "pipeline: calibrate_step\n"
+    "inputs: [x]\n"
+    "nodes:\n"
+    "  step: {type: affine, inputs: {x: inputs.x}, params: {scale: 0.5, offset: 1}}\n"
+    "outputs: {x: step.y}\n";
+
+static const char k_basic_yaml[] =
+    "pipeline: calibrate_basic\n"
+    "params:\n"
+    "  n: {type: int, default: 256}\n"
+    "  times: {type: int, default: 10}\n"
+    "nodes:\n"
+    "  ramp: {type: ramp, params: {positions: [\"${n}\"], item_shape: [1024], dtype: f32}}\n"
+    "  scaled: {type: affine, inputs: {x: ramp.out}, params: {scale: 0.5, offset: 1}}\n"
+    "  clipped: {type: clip, inputs: {x: scaled.y}, params: {lo: 0, hi: 100}}\n"
+    "  total: {type: sum, inputs: {x: clipped.y}}\n"
+    "  init: {type: constant, params: {shape: [\"${n}\", 16], value: 0}}\n"
+    "  loop: {iterate: step.yaml, times: \"${times}\", inputs: {x: init.out}, carry: [x]}\n"
+    "outputs: {total: total.total, x: loop.x}\n";
+
+static const char k_stem_yaml[] =
+    "pipeline: calibrate_stem\n"
+    "params: {scan: {type: shape, default: [8, 8]}}\n"
+    "nodes:\n"
+    "  source:\n"
+    "    type: synthetic_4dstem\n"
+    "    params: {scan_shape: \"${scan}\", detector_shape: [96, 96], disk_radius: 12}\n"
+    "  pattern: {type: sum, inputs: {x: source.frames}}\n"
+    "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
+    "  images: {type: virtual_detectors, inputs: {frames: source.frames, disk: disk.disk}}\n"
+    "  com: {type: com, inputs: {frames: source.frames}}\n"
+    "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
+    "  bf: {type: virtual_image, inputs: {frames: source.frames}, params: {kind: bf, radius: 12}}\n"
+    "  adf: {type: gather, inputs: {x: images.adf}}\n"
+    "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col, adf: adf.whole}}\n"
+    "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
+    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row}\n";
+
+static const char k_detector_yaml[] =
+    "pipeline: calibrate_detector\n"
+    "params:\n"
+    "  input: {type: path, required: true}\n"
+    "  scan_shape: {type: shape, default: []}\n"
+    "nodes:\n"
+    "  source: {type: hdf5_source, params: {path: \"${input}\", scan_shape: \"${scan_shape}\"}}\n"
+    "  pixel_mask: {type: detector_mask, params: {path: \"${input}\"}}\n"
+    "  decode: {type: bslz4_decode, inputs: {chunks: source.frames}}\n"
+    "  corrected: {type: mask_correct, inputs: {frames: decode.frames, mask: pixel_mask.mask}}\n"
+    "  preview: {type: detector_preview, inputs: {mask: pixel_mask.mask}, params: {path: \"${input}\"}}\n"
+    "  disk: {type: disk_fit, inputs: {pattern: preview.pattern}}\n"
+    "  pattern: {type: sum, inputs: {x: corrected.frames}}\n"
+    "  images: {type: virtual_detectors, inputs: {frames: corrected.frames, disk: disk.disk}}\n"
+    "  com: {type: com, inputs: {frames: corrected.frames}}\n"
+    "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
+    "outputs: {bf: images.bf, pattern: pattern.total, com: com.com_row, com_m: com_m.com_row}\n";
+
+/* One node's measurement: its plan's calls and declared cost, its time. */
+typedef struct sample {
+  char type[48];
+  int64_t calls;
+  sl_node_cost cost;
+  double seconds;
+} sample;
+
+typedef struct calibration {
+  const cli_opts *o;
+  sl_backend_kind kind;
+  sl_backend_caps caps;
+  sl_cost_profile builtin; /* the profile the runs are planned with */
+  char dir[256];
+  sample *samples;
+  int n_samples;
+  sl_run runs[8]; /* kept until the loops' bodies are re-estimated */
+  int n_runs;
+  double overhead_residuals[8]; /* seconds outside levels, per run */
+} calibration;
+
+static sl_code write_file(const char *dir, const char *name, const char *text, char *path,
+                          size_t len, sl_error *err) {
+  snprintf(path, len, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f) return sl_fail(err, SL_ERR_IO, "cannot write %s", path);
+  fputs(text, f);
+  return fclose(f) == 0 ? SL_OK : sl_fail(err, SL_ERR_IO, "cannot write %s", path);
+}
+
+/* Runs pipeline `file` with `sets` and `chunk`; keeps the run and adds a
+ * sample per node; the run's seconds in *seconds. */
+static sl_code run_one(calibration *c, const char *file, const sl_setting *sets, size_t n_sets,
+                       int64_t chunk, double *seconds, sl_run **kept, sl_error *err) {
+  if (c->n_runs == SL_COUNT_OF(c->runs)) return sl_fail(err, SL_ERR_INTERNAL, "too many calibration runs");
+  sl_run *run = &c->runs[c->n_runs];
+  sl_run_request req = {
+      .registry = sl_nodes_registry(), .file = file, .sets = sets, .n_sets = n_sets,
+      .backend = (int)c->kind, .threads = c->o->threads, .chunk_positions = chunk,
+      .cost_profile = &c->builtin,
+  };
+  sl_code rc = sl_run_pipeline(&req, run, err);
+  c->n_runs++;
+  if (rc != SL_OK) return rc;
+  const sl_plan *p = run->plan;
+  const sl_graph *g = p->graph;
+  double in_levels = 0;
+  for (int l = 0; l < p->n_levels; l++) in_levels += run->result.level_seconds[l];
+  c->overhead_residuals[c->n_runs - 1] = run->result.seconds - in_levels;
+  c->samples = sl_xrealloc(c->samples, (size_t)(c->n_samples + g->n_nodes) * sizeof *c->samples);
+  for (int i = 0; i < g->n_nodes; i++) {
+    sample *s = &c->samples[c->n_samples++];
+    sl_cost_rate_key(&g->nodes[i], s->type, sizeof s->type);
+    s->calls = p->nodes[i].calls;
+    s->cost = p->nodes[i].cost;
+    s->seconds = sl_report_node_seconds(p, &run->result, i);
+  }
+  *seconds = run->result.seconds;
+  if (kept) *kept = run;
+  return SL_OK;
+}
+
+/* Bandwidth: a copy between two device buffers, read + written bytes per second. */
+static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, sl_error *err) {
+  const sl_backend_ops *ops = sl_backend_ops_for(c->kind);
+  sl_backend *b = NULL;
+  void *x = NULL, *y = NULL;
+  sl_code rc = ops->create(c->o->threads, &b, err);
+  if (rc == SL_OK) rc = ops->alloc(b, bytes, &x, err);
+  if (rc == SL_OK) rc = ops->alloc(b, bytes, &y, err);
+  if (rc == SL_OK) rc = ops->zero(b, x, bytes, err);
+  if (rc == SL_OK) rc = ops->copy(b, y, x, bytes, err); /* first touch */
+  if (rc == SL_OK) rc = ops->sync(b, err);
+  double best = 0;
+  for (int rep = 0; rep < 5 && rc == SL_OK; rep++) {
+    double t0 = sl_now();
+    rc = ops->copy(b, y, x, bytes, err);
+    if (rc == SL_OK) rc = ops->sync(b, err);
+    double t = sl_now() - t0;
+    if (rc == SL_OK && t > 0 && 2.0 * (double)bytes / t > best) best = 2.0 * (double)bytes / t;
+  }
+  if (y) ops->free(b, y, bytes);
+  if (x) ops->free(b, x, bytes);
+  if (b) ops->destroy(b);
+  if (rc == SL_OK) *bps = best;
+  return rc;
+}
+
+/* Per-call and per-batch overheads: a pipeline of one-position chunks with
+ * almost no work. */
+static sl_code measure_overheads(calibration *c, int64_t n, sl_cost_profile *out, sl_error *err) {
+  char path[512], nv[32];
+  sl_code rc = write_file(c->dir, "overhead.yaml", k_overhead_yaml, path, sizeof path, err);
+  snprintf(nv, sizeof nv, "%lld", (long long)n);
+  sl_setting sets[] = {{"n", nv}};
+  double seconds;
+  sl_run *run = NULL;
+  if (rc == SL_OK) rc = run_one(c, path, sets, 1, 1, &seconds, &run, err);
+  if (rc != SL_OK) return rc;
+  const sl_plan *p = run->plan;
+  double in_nodes = 0, in_levels = 0;
+  int64_t calls = 0;
+  for (int i = 0; i < p->graph->n_nodes; i++) {
+    in_nodes += sl_report_node_seconds(p, &run->result, i);
+    calls += p->nodes[i].calls;
+  }
+  for (int l = 0; l < p->n_levels; l++) in_levels += run->result.level_seconds[l];
+  out->call_seconds = calls > 0 ? in_nodes / (double)calls : 0;
+  out->batch_seconds = p->batches > 0 && in_levels > in_nodes ? (in_levels - in_nodes) / (double)p->batches : 0;
+  return SL_OK;
+}
+
+/* Fits seconds = a x calls + b x work over a node type's samples, weighted
+ * by 1 / seconds^2 (relative error), a and b at least 0. Whole nodes (one
+ * call in every sample) get both: a fixed cost per call (an FFT plan, a
+ * library load) and a rate. Stream nodes' calls grow with their work (one
+ * per chunk), which cannot tell the two apart: they get the measured
+ * generic call overhead and a fitted rate. */
+static void fit_type(const sample *s, int n, bool per_op, double call_default, sl_cost_rate *r) {
+  double scc = 0, scw = 0, sww = 0, sct = 0, swt = 0;
+  bool same_calls = true;
+  for (int k = 0; k < n; k++) {
+    double t = s[k].seconds > 1e-7 ? s[k].seconds : 1e-7, wgt = 1.0 / (t * t);
+    double cl = (double)s[k].calls, w = sl_cost_work(&s[k].cost, per_op);
+    scc += wgt * cl * cl, scw += wgt * cl * w, sww += wgt * w * w;
+    sct += wgt * cl * s[k].seconds, swt += wgt * w * s[k].seconds;
+    same_calls &= s[k].calls == s[0].calls;
+  }
+  double det = scc * sww - scw * scw, a = call_default, b;
+  if (same_calls && det > 1e-6 * scc * sww) {
+    a = (sct * sww - swt * scw) / det;
+    b = (scc * swt - scw * sct) / det;
+  } else {
+    b = sww > 0 ? (swt - a * scw) / sww : 0;
+  }
+  if (b < 0 || !(sww > 0)) b = 0, a = scc > 0 ? sct / scc : 0;
+  if (a < 0) a = 0, b = sww > 0 ? swt / sww : 0;
+  r->call_seconds = a;
+  r->seconds_per_unit = b;
+}
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* Every node type's rate from its samples; iterate loops afterwards, from
+ * what their bodies cost under the fitted rates. */
+static void fit_rates(calibration *c, sl_cost_profile *prof) {
+  sample *s = c->samples;
+  /* Each "type/dtype" from its samples, then each type from all of its own. */
+  for (int bare = 0; bare < 2; bare++)
+    for (int k = 0; k < c->n_samples; k++) {
+      char key[48];
+      size_t klen = bare ? strcspn(s[k].type, "/") : strlen(s[k].type);
+      snprintf(key, sizeof key, "%.*s", (int)klen, s[k].type);
+      if (!strncmp(key, "iterate", 7) || sl_cost_profile_rate(prof, key)) continue;
+      sample *same = sl_xcalloc((size_t)c->n_samples, sizeof *same);
+      int n = 0;
+      bool per_op = false;
+      for (int q = k; q < c->n_samples; q++)
+        if (!strncmp(s[q].type, key, klen) && (s[q].type[klen] == 0 || (bare && s[q].type[klen] == '/')))
+          same[n++] = s[q], per_op |= s[q].cost.ops > 0;
+      sl_cost_rate r;
+      memset(&r, 0, sizeof r);
+      snprintf(r.type, sizeof r.type, "%s", key);
+      r.per_op = per_op;
+      fit_type(same, n, per_op, prof->call_seconds, &r);
+      sl_cost_profile_set_rate(prof, &r);
+      free(same);
+    }
+  /* A loop: its measured time less its bodies' estimates, fitted per
+   * iteration and per byte carried (copied in and out each iteration). */
+  sample loops[8];
+  int n_loops = 0;
+  for (int r = 0; r < c->n_runs; r++) {
+    const sl_plan *p = c->runs[r].plan;
+    if (!p || !c->runs[r].executed) continue;
+    for (int i = 0; i < p->graph->n_nodes && n_loops < 8; i++) {
+      const sl_node *n = &p->graph->nodes[i];
+      if (!n->body || n->times <= 0) continue;
+      sl_plan_opts po;
+      memset(&po, 0, sizeof po);
+      po.caps = p->caps;
+      po.profile = prof;
+      sl_plan *body = NULL;
+      sl_error ignored;
+      if (sl_plan_build(n->body, &po, &body, &ignored) != SL_OK) continue;
+      double body_s = (body->est_seconds - prof->run_seconds) * (double)n->times;
+      sl_plan_free(body);
+      sample *l = &loops[n_loops++];
+      memset(l, 0, sizeof *l);
+      l->calls = n->times;
+      sl_plan_loop_carry_cost(n, &l->cost);
+      double t = sl_report_node_seconds(p, &c->runs[r].result, i) - body_s;
+      l->seconds = t > 0 ? t : 0;
+    }
+  }
+  if (n_loops) {
+    sl_cost_rate r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.type, sizeof r.type, "iterate");
+    fit_type(loops, n_loops, false, prof->call_seconds, &r);
+    /* the loops' iterations differ in number and bytes: both terms fit */
+    sl_cost_profile_set_rate(prof, &r);
+  }
+  /* The run's own overhead: the median of what the runs spent outside their levels. */
+  double res[8];
+  int nr = 0;
+  for (int r = 0; r < c->n_runs; r++)
+    if (c->runs[r].executed) res[nr++] = c->overhead_residuals[r] > 0 ? c->overhead_residuals[r] : 0;
+  if (nr) {
+    qsort(res, (size_t)nr, sizeof *res, cmp_double);
+    prof->run_seconds = res[nr / 2];
+  }
+  /* Ops of node types without a rate: the simplest kernel's. */
+  const sl_cost_rate *affine = sl_cost_profile_rate(prof, "affine/f32");
+  if (affine && affine->per_op && affine->seconds_per_unit > 0) prof->ops_per_second = 1.0 / affine->seconds_per_unit;
+}
+
+/* Runs `yaml` at a small size and at one scaled so that it takes about
+ * `share` seconds. `size_of(scale)` writes its sets for an area `scale`. */
+typedef void (*size_fn)(double scale, char *value, size_t len);
+
+static void stem_size(double scale, char *v, size_t len) {
+  int side = (int)lround(8.0 * sqrt(scale));
+  snprintf(v, len, "[%d, %d]", side, side);
+}
+
+static void basic_size(double scale, char *v, size_t len) {
+  snprintf(v, len, "%lld", (long long)llround(256.0 * scale));
+}
+
+static sl_code two_sizes(calibration *c, const char *name, const char *yaml, const char *param,
+                         size_fn size, double share, sl_error *err) {
+  char path[512], v[64], times[16];
+  sl_code rc = write_file(c->dir, name, yaml, path, sizeof path, err);
+  if (rc != SL_OK) return rc;
+  double t_small = 0, t_big;
+  size(1, v, sizeof v);
+  snprintf(times, sizeof times, "4");
+  sl_setting sets[] = {{param, v}, {"times", times}};
+  size_t n_sets = strcmp(param, "n") ? 1 : 2;
+  rc = run_one(c, path, sets, n_sets, 0, &t_small, NULL, err);
+  if (rc != SL_OK) return rc;
+  double scale = t_small > 0 ? share / t_small : 64;
+  scale = scale < 4 ? 4 : scale > 1024 ? 1024 : scale;
+  size(scale, v, sizeof v);
+  snprintf(times, sizeof times, "16");
+  return run_one(c, path, sets, n_sets, 0, &t_big, NULL, err);
+}
+
+/* The detector chain on a given acquisition: automatic chunks, then a
+ * quarter of them (more calls for the same work). */
+static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
+  char path[512];
+  sl_code rc = write_file(c->dir, "detector.yaml", k_detector_yaml, path, sizeof path, err);
+  sl_setting sets[CLI_MAX_SETS + 1] = {{"input", input}};
+  size_t n_sets = 1;
+  for (int k = 0; k < c->o->n_sets; k++) sets[n_sets++] = c->o->sets[k];
+  double t;
+  sl_run *run = NULL;
+  if (rc == SL_OK) rc = run_one(c, path, sets, n_sets, 0, &t, &run, err);
+  if (rc != SL_OK) return rc;
+  int64_t chunk = run->plan->chunk_positions / 4;
+  return run_one(c, path, sets, n_sets, chunk > 0 ? chunk : 1, &t, NULL, err);
+}
+
+static void print_table(const calibration *c, const sl_cost_profile *p, const char *path) {
+  printf("calibrated %s (%s), %d thread%s\n", sl_backend_kind_name(p->kind), p->device, p->threads,
+         p->threads == 1 ? "" : "s");
+  printf("  copy bandwidth   %8.2f GB/s\n", p->bytes_per_second / 1e9);
+  printf("  kernel call      %8.2f us (node types without their own rate)\n", p->call_seconds * 1e6);
+  printf("  batch            %8.2f us\n", p->batch_seconds * 1e6);
+  printf("  run              %8.2f us\n", p->run_seconds * 1e6);
+  printf("  %-24s %5s %12s %14s %8s %10s\n", "node type", "unit", "per call us", "per unit ns", "samples", "measured s");
+  for (int r = 0; r < p->n_rates; r++) {
+    const sl_cost_rate *rt = &p->rates[r];
+    int n = 0;
+    double t = 0;
+    for (int k = 0; k < c->n_samples; k++)
+      if (!strncmp(c->samples[k].type, rt->type, strlen(rt->type)) &&
+          (c->samples[k].type[strlen(rt->type)] == 0 || c->samples[k].type[strlen(rt->type)] == '/'))
+        n++, t += c->samples[k].seconds;
+    printf("  %-24s %5s %12.2f %14.4f %8d %10.4f\n", rt->type, rt->per_op ? "op" : "byte",
+           rt->call_seconds * 1e6, rt->seconds_per_unit * 1e9, n, t);
+  }
+  printf("wrote %s\n", path);
+}
+
+/* Takes --input FILE and --budget SECONDS out of argv (cli_parse knows the rest). */
+static int own_options(int *argc, char **argv, const char **input, double *budget) {
+  int w = 1;
+  for (int i = 1; i < *argc; i++) {
+    bool in = !strcmp(argv[i], "--input"), bu = !strcmp(argv[i], "--budget");
+    if ((in || bu) && i + 1 >= *argc) {
+      fprintf(stderr, "sluice: error: %s needs a value\n(see --help)\n", argv[i]);
+      return 2;
+    }
+    if (in) *input = argv[++i];
+    else if (bu) {
+      char *e;
+      *budget = strtod(argv[++i], &e);
+      if (*e || !(*budget > 0) || *budget > 3600) {
+        fprintf(stderr, "sluice: error: --budget needs seconds (0 < s <= 3600)\n(see --help)\n");
+        return 2;
+      }
+    } else argv[w++] = argv[i];
+  }
+  *argc = w;
+  return 0;
+}
+
+static void remove_dir(const char *dir) {
+  const char *names[] = {"overhead.yaml", "step.yaml", "basic.yaml", "stem.yaml", "detector.yaml"};
+  char path[512];
+  for (size_t k = 0; k < SL_COUNT_OF(names); k++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+    remove(path);
+  }
+  rmdir(dir);
+}
+
+int cmd_calibrate(int argc, char **argv) {
+  const char *input = NULL;
+  double budget = 20;
+  int rc = own_options(&argc, argv, &input, &budget);
+  if (rc) return rc;
+  cli_opts o;
+  rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_THREADS | CLI_OUT | CLI_JSON | CLI_SETTING, false,
+                 cli_help_calibrate, &o);
+  if (rc) return rc < 0 ? 0 : rc;
+  if (o.file) {
+    fprintf(stderr, "sluice: error: unexpected argument '%s'\n(see --help)\n", o.file);
+    return 2;
+  }
+  calibration c;
+  memset(&c, 0, sizeof c);
+  c.o = &o;
+  sl_error err;
+  sl_error_clear(&err);
+  sl_code st = sl_backend_select(o.backend, &c.kind, &err);
+  if (st == SL_OK) st = sl_run_caps(sl_backend_ops_for(c.kind), o.threads, &c.caps, &err);
+  if (st != SL_OK) return cli_fail(&err);
+  if (o.backend == SL_BACKEND_AUTO && !o.json)
+    fprintf(stderr, "sluice: backend auto: using %s (%s)\n", sl_backend_kind_name(c.kind), c.caps.device);
+  char path[1024];
+  if (o.out_dir) snprintf(path, sizeof path, "%s", o.out_dir);
+  else if (!sl_cost_cache_path(&c.caps, path, sizeof path)) {
+    fprintf(stderr, "sluice: error: no cache folder (neither XDG_CACHE_HOME nor HOME is set); use --out FILE\n");
+    return 1;
+  }
+  sl_cost_profile_builtin(&c.caps, &c.builtin);
+  sl_cost_profile prof = c.builtin;
+  const char *tmp = getenv("TMPDIR");
+  snprintf(c.dir, sizeof c.dir, "%s/sluice-calibrate-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  if (!mkdtemp(c.dir)) {
+    fprintf(stderr, "sluice: error: cannot create a folder under %s\n", tmp && tmp[0] ? tmp : "/tmp");
+    return 1;
+  }
+  /* Sizes follow the budget: a copy of budget x 16 MiB (at most 256 MiB),
+   * overheads over budget x 20 chunks, and the fitted pipelines' larger runs
+   * take about a quarter of the budget each. */
+  size_t copy_bytes = (size_t)fmin(256.0, fmax(4.0, 16.0 * budget)) << 20;
+  int64_t chunks = (int64_t)fmin(2000.0, fmax(50.0, 20.0 * budget));
+  char step[512];
+  st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &err);
+  if (st == SL_OK) st = measure_overheads(&c, chunks, &prof, &err);
+  if (st == SL_OK) st = write_file(c.dir, "step.yaml", k_step_yaml, step, sizeof step, &err);
+  if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, budget / 8, &err);
+  if (st == SL_OK) st = two_sizes(&c, "stem.yaml", k_stem_yaml, "scan", stem_size, budget / 4, &err);
+  if (st == SL_OK && input) st = detector_runs(&c, input, &err);
+  if (st == SL_OK) fit_rates(&c, &prof);
+  for (int r = 0; r < c.n_runs; r++) sl_run_free(&c.runs[r]);
+  remove_dir(c.dir);
+  if (st != SL_OK) {
+    free(c.samples);
+    return cli_fail(&err);
+  }
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(prof.created, sizeof prof.created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  snprintf(prof.source, sizeof prof.source, "%s", path);
+  if (sl_cost_profile_save(path, &prof, &err) != SL_OK) {
+    free(c.samples);
+    return cli_fail(&err);
+  }
+  if (o.json) {
+    sl_json j;
+    sl_json_init(&j, stdout, true);
+    sl_cost_profile_json(&j, &prof);
+    sl_json_finish(&j);
+  } else {
+    print_table(&c, &prof, path);
+  }
+  free(c.samples);
+  return 0;
+}

@@ -1,0 +1,430 @@
+/* The cost model's profile: built-in guesses, the estimate formula, the
+ * cache key, and the JSON file (see cost_profile.h). */
+#include "engine/plan/cost_profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/core/settings.h"
+#include "engine/core/util.h"
+
+void sl_cost_profile_builtin(const sl_backend_caps *caps, sl_cost_profile *out) {
+  memset(out, 0, sizeof *out);
+  out->kind = caps->kind;
+  snprintf(out->device, sizeof out->device, "%s", caps->device);
+  out->threads = caps->compute_units;
+  snprintf(out->source, sizeof out->source, "built-in");
+  out->bytes_per_second = caps->bytes_per_second > 0 ? caps->bytes_per_second : 1e9;
+  out->ops_per_second = caps->ops_per_second > 0 ? caps->ops_per_second : 1e9;
+  /* Guesses of the same order as what calibrate measures: a host kernel call
+   * (thread fan-out) and a batch are microseconds; a device launch with its
+   * event timing and a stream wait are tens. */
+  bool device = caps->kind != SL_BACKEND_CPU;
+  out->call_seconds = device ? 20e-6 : 5e-6;
+  out->batch_seconds = device ? 30e-6 : 2e-6;
+  out->run_seconds = device ? 2e-3 : 2e-4;
+}
+
+bool sl_cost_profile_is_builtin(const sl_cost_profile *p) { return !strcmp(p->source, "built-in"); }
+
+const sl_cost_rate *sl_cost_profile_rate(const sl_cost_profile *p, const char *type) {
+  for (int i = 0; type && i < p->n_rates; i++)
+    if (!strcmp(p->rates[i].type, type)) return &p->rates[i];
+  return NULL;
+}
+
+/* The rate of "type/dtype", else of "type". */
+static const sl_cost_rate *rate_or_type(const sl_cost_profile *p, const char *key) {
+  const sl_cost_rate *r = sl_cost_profile_rate(p, key);
+  const char *slash = key ? strchr(key, '/') : NULL;
+  if (r || !slash) return r;
+  for (int i = 0; i < p->n_rates; i++)
+    if (strlen(p->rates[i].type) == (size_t)(slash - key) && !strncmp(p->rates[i].type, key, (size_t)(slash - key)))
+      return &p->rates[i];
+  return NULL;
+}
+
+void sl_cost_rate_key(const sl_node *n, char *buf, size_t len) {
+  const char *type = sl_node_type_name(n);
+  if (n->desc && n->n_in > 0) snprintf(buf, len, "%s/%s", type, sl_dtype_name(n->in[0].dtype));
+  else snprintf(buf, len, "%s", type);
+}
+
+bool sl_cost_profile_set_rate(sl_cost_profile *p, const sl_cost_rate *rate) {
+  sl_cost_rate *slot = (sl_cost_rate *)sl_cost_profile_rate(p, rate->type);
+  if (!slot) {
+    if (p->n_rates == SL_COST_MAX_RATES) return false;
+    slot = &p->rates[p->n_rates++];
+  }
+  *slot = *rate;
+  return true;
+}
+
+double sl_cost_work(const sl_node_cost *c, bool per_op) {
+  return per_op ? (double)c->ops : (double)c->bytes_read + (double)c->bytes_written;
+}
+
+double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
+                        int64_t calls) {
+  const sl_cost_rate *r = rate_or_type(p, type);
+  if (r) return (double)calls * r->call_seconds + sl_cost_work(c, r->per_op) * r->seconds_per_unit;
+  double t_mem = p->bytes_per_second > 0
+                     ? ((double)c->bytes_read + (double)c->bytes_written) / p->bytes_per_second
+                     : 0;
+  double t_ops = p->ops_per_second > 0 ? (double)c->ops / p->ops_per_second : 0;
+  return (double)calls * p->call_seconds + (t_mem > t_ops ? t_mem : t_ops);
+}
+
+void sl_cost_profile_key(sl_backend_kind kind, const char *device, int threads, char *buf,
+                         size_t len) {
+  char dev[128];
+  size_t k = 0;
+  for (const char *s = device; *s && k + 1 < sizeof dev; s++) {
+    char ch = *s;
+    bool word = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+    if (!word && (k == 0 || dev[k - 1] == '_')) continue; /* one '_' per run of others */
+    dev[k++] = word ? ch : '_';
+  }
+  while (k > 0 && dev[k - 1] == '_') k--;
+  dev[k] = 0;
+  snprintf(buf, len, "%s-%s-t%d.json", sl_backend_kind_name(kind), k ? dev : "device", threads);
+}
+
+bool sl_cost_cache_dir(char *buf, size_t len) {
+  /* Not sluice settings: where the user's caches live. */
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && xdg[0] == '/') snprintf(buf, len, "%s/sluice", xdg);
+  else if (home && home[0]) snprintf(buf, len, "%s/.cache/sluice", home);
+  else return false;
+  return true;
+}
+
+bool sl_cost_cache_path(const sl_backend_caps *caps, char *buf, size_t len) {
+  char dir[900], key[256];
+  if (!sl_cost_cache_dir(dir, sizeof dir)) return false;
+  sl_cost_profile_key(caps->kind, caps->device, caps->compute_units, key, sizeof key);
+  int n = snprintf(buf, len, "%s/%s", dir, key);
+  return n > 0 && (size_t)n < len;
+}
+
+void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
+  sl_json_begin_object(j);
+  sl_json_kv_string(j, "format", SL_COST_PROFILE_FORMAT);
+  sl_json_kv_int(j, "version", SL_COST_PROFILE_VERSION);
+  sl_json_kv_string(j, "backend", sl_backend_kind_name(p->kind));
+  sl_json_kv_string(j, "device", p->device);
+  sl_json_kv_int(j, "threads", p->threads);
+  sl_json_kv_string(j, "created", p->created);
+  sl_json_kv_double(j, "bytes_per_second", p->bytes_per_second);
+  sl_json_kv_double(j, "ops_per_second", p->ops_per_second);
+  sl_json_kv_double(j, "call_seconds", p->call_seconds);
+  sl_json_kv_double(j, "batch_seconds", p->batch_seconds);
+  sl_json_kv_double(j, "run_seconds", p->run_seconds);
+  sl_json_key(j, "rates");
+  sl_json_begin_array(j);
+  for (int i = 0; i < p->n_rates; i++) {
+    const sl_cost_rate *r = &p->rates[i];
+    sl_json_begin_object(j);
+    sl_json_kv_string(j, "type", r->type);
+    sl_json_kv_string(j, "unit", r->per_op ? "op" : "byte");
+    sl_json_kv_double(j, "call_seconds", r->call_seconds);
+    sl_json_kv_double(j, "seconds_per_unit", r->seconds_per_unit);
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
+  sl_json_end_object(j);
+}
+
+/* A small strict JSON reader, enough for the profile: objects, arrays,
+ * strings (escapes kept simple: non-ASCII \u becomes '?'), numbers, true,
+ * false, null; nesting is bounded. */
+typedef struct json_reader {
+  const char *s, *end;
+  int depth;
+} json_reader;
+
+static void skip_ws(json_reader *r) {
+  while (r->s < r->end && (*r->s == ' ' || *r->s == '\n' || *r->s == '\t' || *r->s == '\r')) r->s++;
+}
+
+static bool eat(json_reader *r, char c) {
+  skip_ws(r);
+  if (r->s < r->end && *r->s == c) {
+    r->s++;
+    return true;
+  }
+  return false;
+}
+
+static bool read_string(json_reader *r, char *out, size_t len) {
+  if (!eat(r, '"')) return false;
+  size_t k = 0;
+  while (r->s < r->end && *r->s != '"') {
+    char c = *r->s++;
+    if ((unsigned char)c < 0x20) return false;
+    if (c == '\\') {
+      if (r->s >= r->end) return false;
+      char e = *r->s++;
+      switch (e) {
+      case 'n': c = '\n'; break;
+      case 't': c = '\t'; break;
+      case 'r': c = '\r'; break;
+      case 'b': c = '\b'; break;
+      case 'f': c = '\f'; break;
+      case '"': case '\\': case '/': c = e; break;
+      case 'u': {
+        if (r->end - r->s < 4) return false;
+        unsigned v = 0;
+        for (int i = 0; i < 4; i++) {
+          char h = *r->s++;
+          v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                  : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+          if (v > 0xffff) return false;
+        }
+        c = v < 0x80 && v >= 0x20 ? (char)v : '?';
+        break;
+      }
+      default: return false;
+      }
+    }
+    if (k + 1 < len) out[k++] = c;
+    else return false; /* longer than any field of the profile */
+  }
+  if (len) out[k] = 0;
+  return eat(r, '"');
+}
+
+static bool read_number(json_reader *r, double *v) {
+  skip_ws(r);
+  char buf[64];
+  size_t k = 0;
+  while (r->s < r->end && k + 1 < sizeof buf && strchr("+-0123456789.eE", *r->s)) buf[k++] = *r->s++;
+  buf[k] = 0;
+  if (!k) return false;
+  char *e;
+  *v = strtod(buf, &e);
+  return *e == 0 && isfinite(*v);
+}
+
+static bool skip_value(json_reader *r);
+
+static bool skip_container(json_reader *r, char close, bool keys) {
+  if (++r->depth > 32) return false;
+  if (eat(r, close)) return r->depth--, true;
+  do {
+    char key[256];
+    if (keys && (!read_string(r, key, sizeof key) || !eat(r, ':'))) return false;
+    if (!skip_value(r)) return false;
+  } while (eat(r, ','));
+  r->depth--;
+  return eat(r, close);
+}
+
+static bool skip_value(json_reader *r) {
+  skip_ws(r);
+  if (r->s >= r->end) return false;
+  char c = *r->s;
+  double d;
+  char tmp[1024];
+  if (c == '{') return r->s++, skip_container(r, '}', true);
+  if (c == '[') return r->s++, skip_container(r, ']', false);
+  if (c == '"') return read_string(r, tmp, sizeof tmp);
+  for (const char *const *w = (const char *const[]){"true", "false", "null", NULL}; *w; w++)
+    if ((size_t)(r->end - r->s) >= strlen(*w) && !strncmp(r->s, *w, strlen(*w))) {
+      r->s += strlen(*w);
+      return true;
+    }
+  return read_number(r, &d);
+}
+
+static bool read_rate(json_reader *r, sl_cost_rate *rate) {
+  memset(rate, 0, sizeof *rate);
+  rate->call_seconds = rate->seconds_per_unit = -1;
+  char unit[16] = "";
+  if (!eat(r, '{')) return false;
+  if (!eat(r, '}')) {
+    do {
+      char key[64];
+      if (!read_string(r, key, sizeof key) || !eat(r, ':')) return false;
+      bool ok = !strcmp(key, "type")               ? read_string(r, rate->type, sizeof rate->type)
+                : !strcmp(key, "unit")             ? read_string(r, unit, sizeof unit)
+                : !strcmp(key, "call_seconds")     ? read_number(r, &rate->call_seconds)
+                : !strcmp(key, "seconds_per_unit") ? read_number(r, &rate->seconds_per_unit)
+                                                   : skip_value(r);
+      if (!ok) return false;
+    } while (eat(r, ','));
+    if (!eat(r, '}')) return false;
+  }
+  rate->per_op = !strcmp(unit, "op");
+  return rate->type[0] && (rate->per_op || !strcmp(unit, "byte")) && rate->call_seconds >= 0 &&
+         rate->seconds_per_unit >= 0;
+}
+
+static sl_code parse_fail(sl_error *err, const json_reader *r, const char *start, const char *what) {
+  return sl_fail(err, SL_ERR_PARSE, "not a sluice cost profile: %s (at byte %lld)", what,
+                 (long long)(r->s - start));
+}
+
+sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out, sl_error *err) {
+  json_reader r = {text, text + len, 0};
+  sl_cost_profile p;
+  memset(&p, 0, sizeof p);
+  char format[64] = "", backend[32] = "";
+  double version = 0, threads = -1;
+  p.bytes_per_second = p.ops_per_second = -1;
+  p.call_seconds = p.batch_seconds = p.run_seconds = -1;
+  if (!eat(&r, '{')) return parse_fail(err, &r, text, "expected an object");
+  if (!eat(&r, '}')) {
+    do {
+      char key[64];
+      if (!read_string(&r, key, sizeof key) || !eat(&r, ':')) return parse_fail(err, &r, text, "expected a key");
+      bool ok;
+      if (!strcmp(key, "rates")) {
+        ok = eat(&r, '[');
+        if (ok && !eat(&r, ']')) {
+          do {
+            sl_cost_rate rate;
+            ok = read_rate(&r, &rate) && sl_cost_profile_set_rate(&p, &rate);
+          } while (ok && eat(&r, ','));
+          ok = ok && eat(&r, ']');
+        }
+      } else {
+        ok = !strcmp(key, "format")             ? read_string(&r, format, sizeof format)
+             : !strcmp(key, "version")          ? read_number(&r, &version)
+             : !strcmp(key, "backend")          ? read_string(&r, backend, sizeof backend)
+             : !strcmp(key, "device")           ? read_string(&r, p.device, sizeof p.device)
+             : !strcmp(key, "threads")          ? read_number(&r, &threads)
+             : !strcmp(key, "created")          ? read_string(&r, p.created, sizeof p.created)
+             : !strcmp(key, "bytes_per_second") ? read_number(&r, &p.bytes_per_second)
+             : !strcmp(key, "ops_per_second")   ? read_number(&r, &p.ops_per_second)
+             : !strcmp(key, "call_seconds")     ? read_number(&r, &p.call_seconds)
+             : !strcmp(key, "batch_seconds")    ? read_number(&r, &p.batch_seconds)
+             : !strcmp(key, "run_seconds")      ? read_number(&r, &p.run_seconds)
+                                                : skip_value(&r);
+      }
+      if (!ok) return parse_fail(err, &r, text, key);
+    } while (eat(&r, ','));
+    if (!eat(&r, '}')) return parse_fail(err, &r, text, "expected '}'");
+  }
+  skip_ws(&r);
+  if (r.s != r.end) return parse_fail(err, &r, text, "text after the object");
+  if (strcmp(format, SL_COST_PROFILE_FORMAT) || version != SL_COST_PROFILE_VERSION)
+    return parse_fail(err, &r, text, "format or version");
+  int kind = -1;
+  for (int k = 0; k < SL_BACKEND_COUNT; k++)
+    if (!strcmp(backend, sl_backend_kind_name((sl_backend_kind)k))) kind = k;
+  if (kind < 0) return parse_fail(err, &r, text, "unknown backend");
+  if (threads < 1 || threads > 1e6 || threads != floor(threads)) return parse_fail(err, &r, text, "threads");
+  if (!(p.bytes_per_second > 0) || !(p.ops_per_second > 0) || p.call_seconds < 0 ||
+      p.batch_seconds < 0 || p.run_seconds < 0)
+    return parse_fail(err, &r, text, "a missing or non-positive number");
+  p.kind = (sl_backend_kind)kind;
+  p.threads = (int)threads;
+  *out = p;
+  return SL_OK;
+}
+
+sl_code sl_cost_profile_load(const char *path, const sl_backend_caps *caps, sl_cost_profile *out,
+                             sl_error *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return sl_fail(err, SL_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+  char *text = sl_xcalloc(1, 1 << 20);
+  size_t n = fread(text, 1, (1 << 20) - 1, f);
+  bool too_long = !feof(f);
+  fclose(f);
+  sl_code rc = too_long ? sl_fail(err, SL_ERR_PARSE, "not a sluice cost profile: over 1 MiB")
+                        : sl_cost_profile_parse(text, n, out, err);
+  free(text);
+  if (rc != SL_OK) return sl_error_at(err, path, 0, 0), rc;
+  if (out->kind != caps->kind || strcmp(out->device, caps->device) || out->threads != caps->compute_units)
+    return sl_fail(err, SL_ERR_PARSE,
+                   "%s was measured on %s (%s, %d threads), not on %s (%s, %d threads)", path,
+                   sl_backend_kind_name(out->kind), out->device, out->threads,
+                   sl_backend_kind_name(caps->kind), caps->device, caps->compute_units);
+  snprintf(out->source, sizeof out->source, "%s", path);
+  return SL_OK;
+}
+
+/* mkdir -p of the folder holding `path`. */
+static sl_code make_parent(const char *path, sl_error *err) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return SL_OK;
+  *slash = 0;
+  for (char *s = dir + 1; ; s++) {
+    bool last = *s == 0;
+    if (*s == '/' || last) {
+      char keep = *s;
+      *s = 0;
+      if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return sl_fail(err, SL_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
+      *s = keep;
+    }
+    if (last) break;
+  }
+  return SL_OK;
+}
+
+sl_code sl_cost_profile_save(const char *path, const sl_cost_profile *p, sl_error *err) {
+  sl_code rc = make_parent(path, err);
+  if (rc != SL_OK) return rc;
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return sl_fail(err, SL_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+  sl_json j;
+  sl_json_init(&j, f, true);
+  sl_cost_profile_json(&j, p);
+  sl_json_finish(&j);
+  bool ok = !ferror(f);
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    int e = errno;
+    remove(tmp);
+    return sl_fail(err, SL_ERR_IO, "cannot write %s: %s", path, strerror(e));
+  }
+  return SL_OK;
+}
+
+void sl_cost_profile_for(const sl_backend_caps *caps, sl_cost_profile *out, char *note,
+                         size_t note_len, char *warning, size_t warning_len) {
+  char scratch[4];
+  if (!note) note = scratch, note_len = sizeof scratch;
+  if (!warning) warning = scratch, warning_len = sizeof scratch;
+  note[0] = warning[0] = 0;
+  sl_cost_profile_builtin(caps, out);
+  const char *choice = sl_setting_text(SL_SET_COST_PROFILE);
+  if (!strcmp(choice, "none")) {
+    snprintf(note, note_len, "cost model: built-in guesses (setting cost_profile=none)");
+    return;
+  }
+  char path[1024];
+  bool cached = !choice[0] || !strcmp(choice, "cache");
+  if (cached && !sl_cost_cache_path(caps, path, sizeof path)) {
+    snprintf(note, note_len, "cost model: built-in guesses (no cache folder: HOME is not set)");
+    return;
+  }
+  if (!cached) snprintf(path, sizeof path, "%s", choice);
+  if (cached && access(path, F_OK) != 0) {
+    snprintf(note, note_len, "cost model: built-in guesses (not calibrated: run `sluice calibrate%s`)",
+             caps->kind == SL_BACKEND_CPU ? "" : " --backend cuda");
+    return;
+  }
+  sl_error err;
+  sl_error_clear(&err);
+  sl_cost_profile loaded;
+  if (sl_cost_profile_load(path, caps, &loaded, &err) != SL_OK) {
+    char msg[1024];
+    sl_error_format(&err, msg, sizeof msg);
+    snprintf(warning, warning_len, "cost profile ignored, using the built-in guesses: %s", msg);
+    snprintf(note, note_len, "cost model: built-in guesses (the profile was ignored)");
+    return;
+  }
+  *out = loaded;
+  snprintf(note, note_len, "cost model: %s (calibrated %s)", out->source, out->created);
+}

@@ -1,0 +1,108 @@
+/* The cost model's numbers: a throughput profile per backend and device.
+ *
+ * The planner estimates a node's time as
+ *     calls x per-call seconds + work x seconds per unit of work
+ * where work is what the node's cost() declares (its ops, or its bytes moved
+ * when it declares no ops) and both coefficients are the node type's, as
+ * `sluice calibrate` measured them through the real engine on synthetic
+ * data. A node type the profile does not know falls back to the bandwidth
+ * model: calls x call_seconds + max(bytes / bytes_per_second, ops /
+ * ops_per_second). A run adds batch_seconds per batch (a level for one
+ * chunk) and run_seconds once.
+ *
+ * Profiles are cached as JSON under $XDG_CACHE_HOME/sluice (else
+ * ~/.cache/sluice), one file per backend, device and thread count; the
+ * setting cost_profile picks the cache (default), none (the built-in
+ * guesses) or a file. A file that does not parse, or was measured on another
+ * backend, device or thread count, is ignored with a warning. */
+#ifndef SL_COST_PROFILE_H
+#define SL_COST_PROFILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/core/device_caps.h"
+#include "engine/core/json.h"
+#include "engine/core/status.h"
+#include "engine/graph/graph.h"
+
+#define SL_COST_MAX_RATES 128
+#define SL_COST_PROFILE_FORMAT "sluice-cost-profile"
+#define SL_COST_PROFILE_VERSION 1
+
+/* A rate is keyed by node type and the dtype of its first input
+ * ("sum/u16": a sum of u16 frames and one of f32 vectors run at different
+ * rates), with one per type ("sum") for dtypes not calibrated. */
+/* What one node type costs: seconds per call and per unit of declared work. */
+typedef struct sl_cost_rate {
+  char type[48];
+  bool per_op;             /* its work is ops (else bytes moved) */
+  double call_seconds;     /* fixed part of each call (launch, setup, plan) */
+  double seconds_per_unit; /* per op, or per byte moved */
+} sl_cost_rate;
+
+typedef struct sl_cost_profile {
+  sl_backend_kind kind;
+  char device[128];   /* sl_backend_caps.device */
+  int threads;        /* compute units the profile was measured with */
+  char created[32];   /* UTC, ISO 8601; "" for the built-in guesses */
+  char source[1024];  /* the file it was read from, or "built-in" */
+  double bytes_per_second; /* copy bandwidth (bytes read + written per second) */
+  double ops_per_second;   /* simple operations, for node types without a rate */
+  double call_seconds;     /* per kernel call, for node types without a rate */
+  double batch_seconds;    /* per batch: begin, commit, wait */
+  double run_seconds;      /* per run: pools, outputs, final sync */
+  int n_rates;
+  sl_cost_rate rates[SL_COST_MAX_RATES];
+} sl_cost_profile;
+
+/* The built-in guesses for a backend's capabilities (bandwidth and op rate
+ * from caps, overheads per backend kind); source "built-in". */
+void sl_cost_profile_builtin(const sl_backend_caps *caps, sl_cost_profile *out);
+bool sl_cost_profile_is_builtin(const sl_cost_profile *p);
+
+/* The rate of node type `type`, or NULL. */
+const sl_cost_rate *sl_cost_profile_rate(const sl_cost_profile *p, const char *type);
+/* Adds or replaces the rate of rate->type; false when the table is full. */
+bool sl_cost_profile_set_rate(sl_cost_profile *p, const sl_cost_rate *rate);
+
+/* A node's declared work in its type's unit: ops, or bytes moved. */
+double sl_cost_work(const sl_node_cost *c, bool per_op);
+/* The key of node n's rate: "type/dtype of input 0", or "type". */
+void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
+/* Seconds for `calls` calls of a node whose rate key is `type` ("t/dtype"
+ * falls back to "t", then to the bandwidth model) that together cost `c`. */
+double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
+                        int64_t calls);
+
+/* The cache file's name for a backend, device and thread count:
+ * "<backend>-<device, letters and digits, others as '_'>-t<threads>.json". */
+void sl_cost_profile_key(sl_backend_kind kind, const char *device, int threads, char *buf,
+                         size_t len);
+/* The cache folder: $XDG_CACHE_HOME/sluice, else $HOME/.cache/sluice; false
+ * when neither is set. */
+bool sl_cost_cache_dir(char *buf, size_t len);
+/* The file the profile for these caps is cached in (folder + key). */
+bool sl_cost_cache_path(const sl_backend_caps *caps, char *buf, size_t len);
+
+void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p);
+/* Parses a profile written by sl_cost_profile_json; SL_ERR_PARSE on
+ * anything else (source is left for the caller). */
+sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out, sl_error *err);
+/* Reads `path` and checks that it was measured for these caps. */
+sl_code sl_cost_profile_load(const char *path, const sl_backend_caps *caps, sl_cost_profile *out,
+                             sl_error *err);
+/* Writes `path` atomically (a temporary name, then renamed), creating its
+ * folder. */
+sl_code sl_cost_profile_save(const char *path, const sl_cost_profile *p, sl_error *err);
+
+/* The profile a plan for `caps` uses, as the setting cost_profile says: the
+ * cached one when there is one (a file that cannot be used: the built-in
+ * guesses, and `warning` says why), the named file, or the built-in guesses
+ * (none). `note` says which one it is and why (for the command line to print
+ * when the guesses are used); either may be NULL. */
+void sl_cost_profile_for(const sl_backend_caps *caps, sl_cost_profile *out, char *note,
+                         size_t note_len, char *warning, size_t warning_len);
+
+#endif

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# sluice calibrate on a tiny budget: it writes a profile into the cache folder
+# (XDG_CACHE_HOME) with finite positive numbers; plan and run then use it and
+# report.json says which profile; a corrupt cache file is ignored with a
+# warning; cost_profile=none uses the built-in guesses. No timing is asserted.
+. "$(dirname "$0")/lib.sh"
+cd "$WORK"
+export XDG_CACHE_HOME=$WORK/cache
+PIPE="$SRC/pipelines/synthetic_virtual_image.yaml"
+small=(--set scan_shape=[8,8] --set detector_shape=[32,32])
+
+expect 0 "wrote $WORK/cache/sluice/cpu-" "calibrate on a tiny budget" -- \
+  "$SLUICE" calibrate --backend cpu --budget 0.2
+profile=$(ls "$WORK"/cache/sluice/cpu-*.json 2>/dev/null | head -1)
+if [ -n "$profile" ] && python3 - "$profile" <<'PY'
+import json, math, sys
+p = json.load(open(sys.argv[1]))
+assert p["format"] == "sluice-cost-profile" and p["backend"] == "cpu" and p["threads"] >= 1
+for k in ("bytes_per_second", "ops_per_second"):
+    assert math.isfinite(p[k]) and p[k] > 0, k
+for k in ("call_seconds", "batch_seconds", "run_seconds"):
+    assert math.isfinite(p[k]) and p[k] >= 0, k
+types = {r["type"] for r in p["rates"]}
+for t in ("synthetic_4dstem", "virtual_image", "sum", "idpc", "dpc", "com", "iterate"):
+    assert t in types, t
+for r in p["rates"]:
+    assert math.isfinite(r["seconds_per_unit"]) and r["seconds_per_unit"] >= 0, r
+    assert math.isfinite(r["call_seconds"]) and r["call_seconds"] >= 0, r
+    assert r["seconds_per_unit"] > 0 or r["call_seconds"] > 0, r
+PY
+then ok "profile has finite positive numbers"; else not_ok "profile numbers"; fi
+
+expect 0 "" "run with the cached profile" -- \
+  "$SLUICE" run "$PIPE" "${small[@]}" --out o1 --quiet
+if python3 - o1/report.json "$profile" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["cost_model"]["profile"] == sys.argv[2], r["cost_model"]
+assert r["estimated_seconds"] > 0 and r["cost_model"]["created"]
+assert all("estimated_seconds" in n and "estimated_calls" in n for n in r["nodes"])
+PY
+then ok "report.json names the profile"; else not_ok "report.json cost_model"; fi
+expect 0 "cost profile: $profile" "sluice plan says which profile" -- \
+  "$SLUICE" plan "$PIPE" "${small[@]}" --setting cost_profile="$profile"
+
+echo '{"format": "sluice-cost-profile", "version": 1, "backend": "cpu"' >"$profile"
+expect 0 "cost profile ignored" "a corrupt cache file is ignored with a warning" -- \
+  "$SLUICE" run "$PIPE" "${small[@]}" --out o2 --quiet
+python3 -c 'import json,sys; assert json.load(open("o2/report.json"))["cost_model"]["profile"] == "built-in"' &&
+  ok "the run used the built-in guesses" || not_ok "corrupt profile used"
+expect 0 "built-in guesses" "cost_profile=none" -- \
+  "$SLUICE" plan "$PIPE" "${small[@]}" --setting cost_profile=none
+expect 2 "--budget" "calibrate refuses a bad budget" -- "$SLUICE" calibrate --budget -1
+finish

@@ -1,0 +1,235 @@
+/* The cost model's profile: JSON round trip, the cache key, corrupt and
+ * foreign files refused, the estimate formula against its closed form on a
+ * hand-made profile, and a plan's estimate from it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend/backend.h"
+#include "engine/core/settings.h"
+#include "engine/plan/cost_profile.h"
+#include "engine/plan/plan.h"
+#include "nodes/registry.h"
+#include "tests/unit/test_support.h"
+
+static sl_backend_caps cpu_caps(int threads) {
+  sl_backend_caps c;
+  memset(&c, 0, sizeof c);
+  c.kind = SL_BACKEND_CPU;
+  snprintf(c.device, sizeof c.device, "host CPU, %d threads", threads);
+  c.compute_units = threads;
+  c.bytes_per_second = 1e10;
+  c.ops_per_second = 1e9;
+  return c;
+}
+
+/* A profile with numbers that are exact in binary, so the closed forms
+ * below hold to the last bit. */
+static sl_cost_profile hand_made(void) {
+  sl_backend_caps caps = cpu_caps(2);
+  sl_cost_profile p;
+  sl_cost_profile_builtin(&caps, &p);
+  p.bytes_per_second = 1024.0;
+  p.ops_per_second = 256.0;
+  p.call_seconds = 0.5;
+  p.batch_seconds = 0.25;
+  p.run_seconds = 2.0;
+  snprintf(p.created, sizeof p.created, "2024-01-02T03:04:05Z");
+  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64};
+  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32};
+  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128};
+  assert_true(sl_cost_profile_set_rate(&p, &sum));
+  assert_true(sl_cost_profile_set_rate(&p, &sum_u16));
+  assert_true(sl_cost_profile_set_rate(&p, &gather));
+  return p;
+}
+
+static void test_json_round_trip(void **state) {
+  (void)state;
+  sl_cost_profile p = hand_made();
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  sl_json j;
+  sl_json_init(&j, f, true);
+  sl_cost_profile_json(&j, &p);
+  sl_json_finish(&j);
+  fclose(f);
+  sl_cost_profile q;
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_cost_profile_parse(buf, len, &q, &err), SL_OK);
+  free(buf);
+  assert_int_equal(q.kind, p.kind);
+  assert_string_equal(q.device, p.device);
+  assert_int_equal(q.threads, p.threads);
+  assert_string_equal(q.created, p.created);
+  assert_true(q.bytes_per_second == p.bytes_per_second && q.ops_per_second == p.ops_per_second);
+  assert_true(q.call_seconds == p.call_seconds && q.batch_seconds == p.batch_seconds &&
+              q.run_seconds == p.run_seconds);
+  assert_int_equal(q.n_rates, p.n_rates);
+  for (int i = 0; i < p.n_rates; i++) {
+    assert_string_equal(q.rates[i].type, p.rates[i].type);
+    assert_int_equal(q.rates[i].per_op, p.rates[i].per_op);
+    assert_true(q.rates[i].call_seconds == p.rates[i].call_seconds);
+    assert_true(q.rates[i].seconds_per_unit == p.rates[i].seconds_per_unit);
+  }
+}
+
+static void test_cache_key(void **state) {
+  (void)state;
+  char key[256];
+  sl_cost_profile_key(SL_BACKEND_CPU, "host CPU, 2 threads", 2, key, sizeof key);
+  assert_string_equal(key, "cpu-host_CPU_2_threads-t2.json");
+  sl_cost_profile_key(SL_BACKEND_CUDA, "NVIDIA H200 (132 SMs, cc 9.0)", 132, key, sizeof key);
+  assert_string_equal(key, "cuda-NVIDIA_H200_132_SMs_cc_9_0-t132.json");
+  /* no path separators or dots can come from the device name */
+  sl_cost_profile_key(SL_BACKEND_CPU, "../../etc/passwd", 1, key, sizeof key);
+  assert_string_equal(key, "cpu-etc_passwd-t1.json");
+  /* the cache folder: XDG_CACHE_HOME, else HOME/.cache */
+  char dir[512];
+  setenv("XDG_CACHE_HOME", "/x/cache", 1);
+  assert_true(sl_cost_cache_dir(dir, sizeof dir));
+  assert_string_equal(dir, "/x/cache/sluice");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/u", 1);
+  assert_true(sl_cost_cache_dir(dir, sizeof dir));
+  assert_string_equal(dir, "/home/u/.cache/sluice");
+}
+
+static void test_corrupt_and_foreign_ignored(void **state) {
+  (void)state;
+  char dir[256], path[512];
+  assert_int_equal(temp_dir_make(dir, sizeof dir, "/tmp/sluice-costXXXXXX"), 0);
+  setenv("XDG_CACHE_HOME", dir, 1);
+  sl_backend_caps caps = cpu_caps(2);
+  assert_true(sl_cost_cache_path(&caps, path, sizeof path));
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_settings_init(NULL, 0, &err), SL_OK);
+  /* not calibrated: the guesses, no warning */
+  sl_cost_profile got;
+  char note[512], warning[1200];
+  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  assert_true(sl_cost_profile_is_builtin(&got));
+  assert_string_equal(warning, "");
+  assert_non_null(strstr(note, "sluice calibrate"));
+  /* a saved profile is used */
+  sl_cost_profile p = hand_made();
+  assert_int_equal(sl_cost_profile_save(path, &p, &err), SL_OK);
+  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  assert_string_equal(got.source, path);
+  assert_string_equal(warning, "");
+  assert_int_equal(got.n_rates, 3);
+  /* truncated: ignored with a warning */
+  FILE *f = fopen(path, "r+");
+  assert_non_null(f);
+  assert_int_equal(ftruncate(fileno(f), 40), 0);
+  fclose(f);
+  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  assert_true(sl_cost_profile_is_builtin(&got));
+  assert_non_null(strstr(warning, "not a sluice cost profile"));
+  /* garbage, a negative rate, another format: refused by the parser */
+  const char *bad[] = {
+      "", "[]", "{\"format\": \"sluice-cost-profile\"", "\xff\xfe",
+      "{\"format\":\"sluice-cost-profile\",\"version\":1,\"backend\":\"cpu\",\"device\":\"d\","
+      "\"threads\":1,\"bytes_per_second\":1,\"ops_per_second\":1,\"call_seconds\":0,"
+      "\"batch_seconds\":0,\"run_seconds\":0,\"rates\":[{\"type\":\"sum\",\"unit\":\"op\","
+      "\"call_seconds\":0,\"seconds_per_unit\":-1}]}",
+      "{\"format\":\"other\",\"version\":1}",
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+    assert_int_equal(sl_cost_profile_parse(bad[k], strlen(bad[k]), &got, &err), SL_ERR_PARSE);
+  /* measured with another thread count (a foreign file): ignored with a warning */
+  p.threads = 3;
+  assert_int_equal(sl_cost_profile_save(path, &p, &err), SL_OK);
+  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  assert_true(sl_cost_profile_is_builtin(&got));
+  assert_non_null(strstr(warning, "3 threads"));
+  /* cost_profile=none: the guesses whatever the cache holds */
+  const char *none[] = {"cost_profile=none"};
+  assert_int_equal(sl_settings_init(none, 1, &err), SL_OK);
+  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  assert_true(sl_cost_profile_is_builtin(&got));
+  assert_string_equal(warning, "");
+  assert_int_equal(sl_settings_init(NULL, 0, &err), SL_OK);
+  remove(path);
+  temp_dir_remove(dir);
+  unsetenv("XDG_CACHE_HOME");
+}
+
+static void test_estimate_closed_form(void **state) {
+  (void)state;
+  sl_cost_profile p = hand_made();
+  sl_node_cost c = {.bytes_read = 3000, .bytes_written = 1000, .ops = 640};
+  /* a rate: calls x per call + ops x per op */
+  assert_true(sl_cost_estimate(&p, "sum", &c, 4) == 4 * 0.125 + 640.0 / 64);
+  /* a dtype's own rate wins, another dtype falls back to the type's */
+  assert_true(sl_cost_estimate(&p, "sum/u16", &c, 4) == 4 * 0.0625 + 640.0 / 32);
+  assert_true(sl_cost_estimate(&p, "sum/f32", &c, 4) == 4 * 0.125 + 640.0 / 64);
+  /* per byte: bytes moved */
+  assert_true(sl_cost_estimate(&p, "gather", &c, 2) == 2 * 1.0 + 4000.0 / 128);
+  /* no rate: calls x call_seconds + max(bytes / bandwidth, ops / op rate) */
+  assert_true(sl_cost_estimate(&p, "affine", &c, 3) == 3 * 0.5 + 4000.0 / 1024);
+  sl_node_cost heavy = {.bytes_read = 1024, .ops = 2560};
+  assert_true(sl_cost_estimate(&p, "affine", &heavy, 1) == 0.5 + 2560.0 / 256);
+}
+
+/* A plan's estimate: ramp -> sum over 4 chunks; ramp has no rate (the
+ * bandwidth model), sum/f32 falls back to sum's rate; 4 stream levels... */
+static void test_plan_estimate(void **state) {
+  (void)state;
+  char path[512];
+  write_temp_file(path, sizeof path, "cost.yaml",
+                  "pipeline: cost\n"
+                  "nodes:\n"
+                  "  r: {type: ramp, params: {positions: [1024], item_shape: [256]}}\n"
+                  "  s: {type: sum, inputs: {x: r.out}}\n"
+                  "outputs: {total: s.total}\n");
+  sl_error err;
+  sl_error_clear(&err);
+  sl_spec *spec;
+  sl_graph *g;
+  assert_int_equal(sl_spec_load(path, NULL, 0, &spec, &err), SL_OK);
+  assert_int_equal(sl_graph_build(spec, NULL, sl_nodes_registry(), &g, &err), SL_OK);
+  sl_cost_profile prof = hand_made();
+  sl_plan_opts po;
+  memset(&po, 0, sizeof po);
+  po.caps = cpu_caps(2);
+  po.chunk_positions = 256;
+  po.profile = &prof;
+  sl_plan *p;
+  assert_int_equal(sl_plan_build(g, &po, &p, &err), SL_OK);
+  assert_int_equal(p->n_chunks, 4);
+  int r = sl_graph_find(g, "r"), s = sl_graph_find(g, "s");
+  assert_int_equal(p->nodes[r].calls, 4);
+  assert_int_equal(p->nodes[s].calls, 4);
+  /* ramp: writes 1 MiB (4 B x 256 x 1024) and declares an op per element */
+  double ramp = 4 * 0.5 + fmax((double)(1 << 20) / 1024, 262144.0 / 256);
+  double sum = 4 * 0.125 + 262144.0 / 64;
+  assert_true(fabs(p->nodes[r].est_seconds - ramp) <= 1e-9 * ramp);
+  assert_true(fabs(p->nodes[s].est_seconds - sum) <= 1e-9 * sum);
+  /* two stream levels run 4 times each: 8 batches, then the run */
+  assert_int_equal(p->batches, 8);
+  double total = ramp + sum + 8 * 0.25 + 2.0;
+  assert_true(fabs(p->est_seconds - total) <= 1e-9 * total);
+  assert_string_equal(p->profile.created, "2024-01-02T03:04:05Z");
+  sl_plan_free(p);
+  sl_graph_free(g);
+  sl_spec_free(spec);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_json_round_trip),
+      cmocka_unit_test(test_cache_key),
+      cmocka_unit_test(test_corrupt_and_foreign_ignored),
+      cmocka_unit_test(test_estimate_closed_form),
+      cmocka_unit_test(test_plan_estimate),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
