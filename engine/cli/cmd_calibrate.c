@@ -141,6 +141,22 @@ static sl_code write_file(const char *dir, const char *name, const char *text, c
   return fclose(f) == 0 ? SL_OK : sl_fail(err, SL_ERR_IO, "cannot write %s", path);
 }
 
+/* Runs pipeline `file` once and forgets it: what a first run pays once per
+ * process (cuFFT loaded and planned, files opened and cached, code paged
+ * in) is not what every later run pays, and would be fitted as a rate. */
+static sl_code warm_up(calibration *c, const char *file, const sl_setting *sets, size_t n_sets,
+                       int64_t chunk, sl_error *err) {
+  sl_run run;
+  sl_run_request req = {
+      .registry = sl_nodes_registry(), .file = file, .sets = sets, .n_sets = n_sets,
+      .backend = (int)c->kind, .threads = c->o->threads, .chunk_positions = chunk,
+      .cost_profile = &c->builtin,
+  };
+  sl_code rc = sl_run_pipeline(&req, &run, err);
+  sl_run_free(&run);
+  return rc;
+}
+
 /* Runs pipeline `file` with `sets` and `chunk`; keeps the run and adds a
  * sample per node; the run's seconds in *seconds. */
 static sl_code run_one(calibration *c, const char *file, const sl_setting *sets, size_t n_sets,
@@ -354,7 +370,8 @@ static sl_code two_sizes(calibration *c, const char *name, const char *yaml, con
   snprintf(times, sizeof times, "4");
   sl_setting sets[] = {{param, v}, {"times", times}};
   size_t n_sets = strcmp(param, "n") ? 1 : 2;
-  rc = run_one(c, path, sets, n_sets, 0, &t_small, NULL, err);
+  rc = warm_up(c, path, sets, n_sets, 0, err);
+  if (rc == SL_OK) rc = run_one(c, path, sets, n_sets, 0, &t_small, NULL, err);
   if (rc != SL_OK) return rc;
   double scale = t_small > 0 ? share / t_small : 64;
   scale = scale < 4 ? 4 : scale > 1024 ? 1024 : scale;
@@ -373,6 +390,7 @@ static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
   for (int k = 0; k < c->o->n_sets; k++) sets[n_sets++] = c->o->sets[k];
   double t;
   sl_run *run = NULL;
+  if (rc == SL_OK) rc = warm_up(c, path, sets, n_sets, 0, err);
   if (rc == SL_OK) rc = run_one(c, path, sets, n_sets, 0, &t, &run, err);
   if (rc != SL_OK) return rc;
   int64_t chunk = run->plan->chunk_positions / 4;
