@@ -279,7 +279,13 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
    * process as the OS counts it. */
   bool dev = p->caps.device_memory;
   sl_json_kv_int(j, "planned_peak_host_bytes", dev ? r->planned_host_bytes : r->planned_peak_bytes);
-  sl_json_kv_int(j, "measured_peak_host_bytes", dev ? r->measured_host_bytes : r->measured_peak_bytes);
+  /* Measured host: what the engine counted, or the process's growth from
+   * before the pipeline was loaded to its peak when that is more (the OS's
+   * view: everything the run made resident). */
+  int64_t engine_host = dev ? r->measured_host_bytes : r->measured_peak_bytes;
+  int64_t growth = r->process_rss_before_load_bytes > 0 ? r->process_rss_peak_bytes - r->process_rss_before_load_bytes : 0;
+  sl_json_kv_int(j, "measured_peak_host_bytes", growth > engine_host ? growth : engine_host);
+  sl_json_kv_int(j, "measured_engine_host_bytes", engine_host);
   sl_json_kv_int(j, "planned_peak_device_bytes", dev ? r->planned_peak_bytes : 0);
   sl_json_kv_int(j, "measured_peak_device_bytes", dev ? r->measured_peak_bytes : 0);
   sl_json_kv_int(j, "process_rss_start_bytes", r->process_rss_start_bytes);

@@ -27,6 +27,10 @@ void sl_cost_profile_builtin(const sl_backend_caps *caps, sl_cost_profile *out) 
   out->call_seconds = device ? 20e-6 : 5e-6;
   out->batch_seconds = device ? 30e-6 : 2e-6;
   out->run_seconds = device ? 2e-3 : 2e-4;
+  /* dev, iterate_affine and iterate_until: 3.9 MiB of growth from before
+   * the pipeline was loaded to the run's peak; the H200, decode_bf: the
+   * CUDA context's host side (docs/performance.md, host memory). */
+  out->process_bytes = device ? (double)(SL_PROCESS_BYTES_DEVICE) : (double)(SL_PROCESS_BYTES_HOST);
 }
 
 bool sl_cost_profile_is_builtin(const sl_cost_profile *p) { return !strcmp(p->source, "built-in"); }
@@ -124,6 +128,7 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
   sl_json_kv_double(j, "call_seconds", p->call_seconds);
   sl_json_kv_double(j, "batch_seconds", p->batch_seconds);
   sl_json_kv_double(j, "run_seconds", p->run_seconds);
+  sl_json_kv_double(j, "process_bytes", p->process_bytes);
   sl_json_key(j, "rates");
   sl_json_begin_array(j);
   for (int i = 0; i < p->n_rates; i++) {
@@ -277,6 +282,7 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
   double version = 0, threads = -1;
   p.bytes_per_second = p.ops_per_second = -1;
   p.call_seconds = p.batch_seconds = p.run_seconds = -1;
+  p.process_bytes = -1; /* optional: profiles of the first version lack it */
   if (!eat(&r, '{')) return parse_fail(err, &r, text, "expected an object");
   if (!eat(&r, '}')) {
     do {
@@ -304,6 +310,7 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
              : !strcmp(key, "call_seconds")     ? read_number(&r, &p.call_seconds)
              : !strcmp(key, "batch_seconds")    ? read_number(&r, &p.batch_seconds)
              : !strcmp(key, "run_seconds")      ? read_number(&r, &p.run_seconds)
+             : !strcmp(key, "process_bytes")    ? read_number(&r, &p.process_bytes)
                                                 : skip_value(&r);
       }
       if (!ok) return parse_fail(err, &r, text, key);
@@ -323,6 +330,8 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
       p.batch_seconds < 0 || p.run_seconds < 0)
     return parse_fail(err, &r, text, "a missing or non-positive number");
   p.kind = (sl_backend_kind)kind;
+  if (p.process_bytes < 0)
+    p.process_bytes = kind == SL_BACKEND_CPU ? SL_PROCESS_BYTES_HOST : SL_PROCESS_BYTES_DEVICE;
   p.threads = (int)threads;
   *out = p;
   return SL_OK;

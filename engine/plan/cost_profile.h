@@ -42,6 +42,11 @@ typedef struct sl_cost_rate {
   double seconds_per_unit; /* per op, or per byte moved */
 } sl_cost_rate;
 
+/* The built-in process_bytes (see sl_cost_profile): on the CPU backend, and
+ * on a device backend (its context's host side included). */
+#define SL_PROCESS_BYTES_HOST (4.0 * 1048576.0)
+#define SL_PROCESS_BYTES_DEVICE (160.0 * 1048576.0)
+
 typedef struct sl_cost_profile {
   sl_backend_kind kind;
   char device[128];   /* sl_backend_caps.device */
@@ -53,6 +58,12 @@ typedef struct sl_cost_profile {
   double call_seconds;     /* per kernel call, for node types without a rate */
   double batch_seconds;    /* per batch: begin, commit, wait */
   double run_seconds;      /* per run: pools, outputs, final sync */
+  /* Host memory a run takes beyond its plan's buffers and node state: the
+   * parsed pipeline and graph, HDF5's library state and the results writer,
+   * FFTW's plans, thread stacks, allocator slack (and on a device backend
+   * the driver's host side of the context). The plan adds it to the host
+   * peak; measured as the process growth of the smallest shipped pipelines. */
+  double process_bytes;
   int n_rates;
   sl_cost_rate rates[SL_COST_MAX_RATES];
 } sl_cost_profile;

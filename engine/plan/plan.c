@@ -162,6 +162,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     sl_plan_opts body_opts = *opts;
     body_opts.chunk_positions = 0;
     body_opts.outputs_to_sink = false; /* what leaves a body is whole */
+    body_opts.body = true;
     sl_code rc = sl_plan_build(n->body, &body_opts, &pn->body, err);
     if (rc != SL_OK) return rc;
     pn->cost.bytes_read = sat_mul(pn->body->bytes_read, n->times);
@@ -454,6 +455,7 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
   } else {
     p->peak_host_bytes = engine + p->output_bytes;
   }
+  p->peak_host_bytes += p->process_bytes;
 }
 
 /* The chunk of stream `axis`: `requested` positions (the scan's, from
@@ -516,6 +518,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   p->caps = opts->caps;
   if (opts->profile) p->profile = *opts->profile;
   else sl_cost_profile_builtin(&opts->caps, &p->profile);
+  p->process_bytes = opts->body ? 0 : (int64_t)p->profile.process_bytes;
   p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
   p->outputs_to_sink = opts->outputs_to_sink;
   p->n_passes = g->n_passes > 0 ? g->n_passes : 1;
@@ -603,7 +606,7 @@ sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
                    "staging, node state) and %s is available; nothing was allocated",
                    host, avail);
   }
-  char need[32], limit[32], slots[32], ws[32], outs[32], body[32], state[32];
+  char need[32], limit[32], slots[32], ws[32], outs[32], body[32], state[32], proc[32];
   bool dev = p->caps.device_memory;
   /* On a device the state that counts is the nodes' device state. */
   sl_format_bytes((uint64_t)(dev ? p->device_state_bytes : p->state_bytes), state, sizeof state);
@@ -613,11 +616,12 @@ sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
   sl_format_bytes((uint64_t)p->workspace_bytes, ws, sizeof ws);
   sl_format_bytes((uint64_t)p->output_bytes, outs, sizeof outs);
   sl_format_bytes((uint64_t)p->body_bytes, body, sizeof body);
+  sl_format_bytes((uint64_t)(dev ? 0 : p->process_bytes), proc, sizeof proc);
   return sl_fail(err, SL_ERR_BUDGET,
                  "the plan needs %s of %s memory but the budget is %s: pooled buffers %s "
                  "(%d slots, chunks of %lld positions), node workspace %s, node %sstate %s, "
-                 "assembled outputs %s, iterate bodies %s; nothing was allocated (raise "
-                 "--memory-limit or shrink the scan or outputs)",
+                 "assembled outputs %s, iterate bodies %s, the process itself %s; nothing was "
+                 "allocated (raise --memory-limit or shrink the scan or outputs)",
                  need, dev ? "device" : "host", limit, slots, p->n_slots,
-                 (long long)p->chunk_positions, ws, dev ? "device " : "", state, outs, body);
+                 (long long)p->chunk_positions, ws, dev ? "device " : "", state, outs, body, proc);
 }

@@ -89,6 +89,8 @@ typedef struct sl_plan_opts {
    * the host holds one chunk of each (a device backend's download staging)
    * instead of the whole output. */
   bool outputs_to_sink;
+  /* An iterate body's plan: the process's own memory is its parent's. */
+  bool body;
   /* The cost model's numbers (sl_cost_profile_for); NULL: the built-in
    * guesses for caps. */
   const sl_cost_profile *profile;
@@ -127,6 +129,8 @@ typedef struct sl_plan {
   bool outputs_to_sink;
   int64_t partial_bytes;   /* reductions' per-chunk partials (sum) */
   int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */
+  int64_t process_bytes;   /* the process's own host memory beyond the plan
+                              (profile.process_bytes; 0 in iterate bodies) */
   int64_t peak_host_bytes;
   int64_t peak_device_bytes;
   int64_t bytes_read, bytes_written, ops;

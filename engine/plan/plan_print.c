@@ -84,6 +84,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   }
   sl_format_bytes((uint64_t)p->output_bytes, a, sizeof a);
   fprintf(f, "%s  assembled outputs  %s\n", ind, a);
+  if (p->process_bytes) {
+    sl_format_bytes((uint64_t)p->process_bytes, a, sizeof a);
+    fprintf(f, "%s  the process itself %s (libraries, parsing, writer; host)\n", ind, a);
+  }
   if (p->body_bytes) {
     sl_format_bytes((uint64_t)p->body_bytes, a, sizeof a);
     fprintf(f, "%s  iterate bodies     %s\n", ind, a);
@@ -216,6 +220,7 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
             {"live_peak_bytes", p->live_peak_bytes}, {"workspace_bytes", p->workspace_bytes},
             {"state_bytes", p->state_bytes}, {"device_state_bytes", p->device_state_bytes},
             {"output_bytes", p->output_bytes}, {"partial_bytes", p->partial_bytes},
+            {"process_bytes", p->process_bytes},
             {"body_bytes", p->body_bytes},
             {"peak_host_bytes", p->peak_host_bytes}, {"peak_device_bytes", p->peak_device_bytes});
   sl_json_kv_uint(j, "budget_bytes", p->memory_limit);

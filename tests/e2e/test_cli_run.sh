@@ -25,7 +25,10 @@ for k in ("version", "pipeline", "params", "resolved_pipeline", "nodes", "levels
     assert k in r, k
 assert r["memory"]["measured_peak_bytes"] <= r["memory"]["planned_peak_bytes"]
 m = r["memory"]
-assert m["measured_peak_host_bytes"] <= m["planned_peak_host_bytes"], m
+assert m["measured_engine_host_bytes"] <= m["planned_peak_host_bytes"], m
+# the process's growth (the OS's view) is reported beside it
+assert m["measured_peak_host_bytes"] >= m["measured_engine_host_bytes"], m
+assert m["process_rss_peak_bytes"] - m["process_rss_before_load_bytes"] <= m["measured_peak_host_bytes"], m
 assert m["planned_peak_device_bytes"] == 0 and m["measured_peak_device_bytes"] == 0, m
 assert 0 < m["process_rss_start_bytes"] <= m["process_rss_peak_bytes"], m
 assert r["params"]["scan_shape"] in ("[8, 6]", "- 8\n- 6"), r["params"]["scan_shape"]
