@@ -21,8 +21,9 @@ report() { # report.json -> execution seconds, memory, per-node seconds
 import json, sys
 r = json.load(open(sys.argv[1]))
 m = r["memory"]
-print("execution %.4f s; peak device planned/measured MiB %.1f / %.1f" % (
-    r["seconds"], m.get("planned_peak_bytes", 0) / 2**20, m.get("measured_peak_bytes", 0) / 2**20))
+print("execution %.4f s; peak device planned/measured MiB %.1f / %.1f; host planned/measured MiB %.1f / %.1f" % (
+    r["seconds"], m.get("planned_peak_bytes", 0) / 2**20, m.get("measured_peak_bytes", 0) / 2**20,
+    m.get("planned_peak_host_bytes", 0) / 2**20, m.get("measured_peak_host_bytes", 0) / 2**20))
 for n in r["nodes"]:
     print("  %-22s %-18s %8.4f s" % (n["id"], n["type"], n["seconds"]))
 # resident_products: the first pass ends with the acquisition resident
