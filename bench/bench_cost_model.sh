@@ -70,13 +70,18 @@ if [ "$SCAN" -gt 0 ]; then
 fi
 
 if [ "$CALIBRATE" = 1 ]; then
-  # The detector-input nodes are calibrated on an acquisition of their own
-  # (32 x 32 frames of 192 x 192), not on the ones measured below.
-  CAL=$WORK/calib32_master.h5
-  [ -e "$CAL" ] || "$MAKE_ACQ" "$WORK/calib32" 32 32 192 192 1000 >/dev/null
-  echo "== sluice calibrate ${RUN_ARGS[*]} --input $CAL $CAL_ARGS"
+  # The detector-input nodes are calibrated on acquisitions of their own
+  # (16 x 16 and 48 x 48 frames of 192 x 192), not on the ones measured
+  # below; two sizes tell a node's setup from its rate.
+  CAL_INPUTS=()
+  for side in 16 48; do
+    CAL=$WORK/calib${side}_master.h5
+    [ -e "$CAL" ] || "$MAKE_ACQ" "$WORK/calib$side" $side $side 192 192 1000 >/dev/null
+    CAL_INPUTS+=(--input "$CAL")
+  done
+  echo "== sluice calibrate ${RUN_ARGS[*]} ${CAL_INPUTS[*]} $CAL_ARGS"
   # shellcheck disable=SC2086 # CAL_ARGS are words
-  "$SLUICE" calibrate "${RUN_ARGS[@]}" --input "$CAL" $CAL_ARGS
+  "$SLUICE" calibrate "${RUN_ARGS[@]}" "${CAL_INPUTS[@]}" $CAL_ARGS
 fi
 
 table() { # label report.json...

@@ -19,15 +19,16 @@
 #include "engine/cli/cli.h"
 
 const char *const cli_help_calibrate =
-    "usage: sluice calibrate [--backend auto|cpu|cuda] [--threads N] [--input FILE]\n"
+    "usage: sluice calibrate [--backend auto|cpu|cuda] [--threads N] [--input FILE]...\n"
     "                        [--set NAME=VALUE]... [--budget SECONDS] [--out FILE]\n"
     "                        [--setting NAME=VALUE]... [--json]\n"
     "\n"
     "Measures the cost model's profile for a backend, its device and a thread\n"
     "count, by running small pipelines through the engine: memory bandwidth (a\n"
     "copy), the overhead of a kernel call and of a batch, and for each node type\n"
-    "its seconds per call and per unit of the work its cost declares (ops, or\n"
-    "bytes moved), fitted from runs at two sizes on synthetic data. Prints a\n"
+    "its seconds once per run (setup), per call and per unit of the work its\n"
+    "cost declares (ops, or bytes moved), fitted from runs at two sizes on\n"
+    "synthetic data (the fewest terms that fit). Prints a\n"
     "table and caches the profile in $XDG_CACHE_HOME/sluice (else\n"
     "~/.cache/sluice), one file per backend, device and thread count; `sluice\n"
     "plan` and `sluice run` estimate with it (the setting cost_profile chooses),\n"
@@ -36,7 +37,9 @@ const char *const cli_help_calibrate =
     "  --backend B        the backend to measure (default: auto, the best available)\n"
     "  --threads N        CPU worker threads (default: all, like sluice run)\n"
     "  --input FILE       also calibrate the detector-input nodes (HDF5 source,\n"
-    "                     decode, mask) on this acquisition (a Dectris master file)\n"
+    "                     decode, mask) on this acquisition (a Dectris master file);\n"
+    "                     repeat with acquisitions of other sizes (up to 4) so that\n"
+    "                     their setup and their rate can be told apart\n"
     "  --set scan_shape=[R,C]  its scan shape, when it is not square and not stored\n"
     "  --budget SECONDS   about how long the measuring runs take (default 20)\n"
     "  --out FILE         write the profile to FILE instead of the cache\n"
@@ -239,33 +242,87 @@ static sl_code measure_overheads(calibration *c, int64_t n, sl_cost_profile *out
   return SL_OK;
 }
 
-/* Fits seconds = a x calls + b x work over a node type's samples, weighted
- * by 1 / seconds^2 (relative error), a and b at least 0. Whole nodes (one
- * call in every sample) get both: a fixed cost per call (an FFT plan, a
- * library load) and a rate. Stream nodes' calls grow with their work (one
- * per chunk), which cannot tell the two apart: they get the measured
- * generic call overhead and a fitted rate. */
-static void fit_type(const sample *s, int n, bool per_op, double call_default, sl_cost_rate *r) {
-  double scc = 0, scw = 0, sww = 0, sct = 0, swt = 0;
-  bool same_calls = true;
+/* Weighted least squares of seconds over the terms in `use` (bit 0: once per
+ * run, bit 1: per call, bit 2: per unit of work), weights 1 / seconds^2
+ * (relative error); false when the terms cannot be told apart (singular)
+ * or a coefficient comes out negative. *resid: the weighted squared
+ * residual. */
+static bool fit_terms(const sample *s, int n, bool per_op, unsigned use, double coef[3], double *resid) {
+  double A[3][3] = {{0}}, y[3] = {0};
+  int idx[3], m = 0;
+  for (int t = 0; t < 3; t++)
+    if (use >> t & 1u) idx[m++] = t;
   for (int k = 0; k < n; k++) {
     double t = s[k].seconds > 1e-7 ? s[k].seconds : 1e-7, wgt = 1.0 / (t * t);
-    double cl = (double)s[k].calls, w = sl_cost_work(&s[k].cost, per_op);
-    scc += wgt * cl * cl, scw += wgt * cl * w, sww += wgt * w * w;
-    sct += wgt * cl * s[k].seconds, swt += wgt * w * s[k].seconds;
-    same_calls &= s[k].calls == s[0].calls;
+    double x[3] = {s[k].calls > 0 ? 1.0 : 0.0, (double)s[k].calls, sl_cost_work(&s[k].cost, per_op)};
+    for (int r = 0; r < m; r++) {
+      y[r] += wgt * x[idx[r]] * s[k].seconds;
+      for (int c = 0; c < m; c++) A[r][c] += wgt * x[idx[r]] * x[idx[c]];
+    }
   }
-  double det = scc * sww - scw * scw, a = call_default, b;
-  if (same_calls && det > 1e-6 * scc * sww) {
-    a = (sct * sww - swt * scw) / det;
-    b = (scc * swt - scw * sct) / det;
-  } else {
-    b = sww > 0 ? (swt - a * scw) / sww : 0;
+  /* Gauss-Jordan on the m x m normal equations */
+  double sol[3] = {0};
+  for (int c = 0; c < m; c++) {
+    int piv = c;
+    for (int r = c + 1; r < m; r++)
+      if (fabs(A[r][c]) > fabs(A[piv][c])) piv = r;
+    if (!(fabs(A[piv][c]) > 1e-9 * (fabs(A[c][c]) + 1e-300))) return false;
+    for (int q = 0; q < m; q++) {
+      double tmp = A[c][q];
+      A[c][q] = A[piv][q], A[piv][q] = tmp;
+    }
+    double tmp = y[c];
+    y[c] = y[piv], y[piv] = tmp;
+    for (int r = 0; r < m; r++) {
+      if (r == c) continue;
+      double f = A[r][c] / A[c][c];
+      for (int q = 0; q < m; q++) A[r][q] -= f * A[c][q];
+      y[r] -= f * y[c];
+    }
   }
-  if (b < 0 || !(sww > 0)) b = 0, a = scc > 0 ? sct / scc : 0;
-  if (a < 0) a = 0, b = sww > 0 ? swt / sww : 0;
-  r->call_seconds = a;
-  r->seconds_per_unit = b;
+  for (int r = 0; r < m; r++) {
+    sol[r] = y[r] / A[r][r];
+    if (!(sol[r] >= 0) || !isfinite(sol[r])) return false;
+  }
+  coef[0] = coef[1] = coef[2] = 0;
+  for (int r = 0; r < m; r++) coef[idx[r]] = sol[r];
+  *resid = 0;
+  for (int k = 0; k < n; k++) {
+    double t = s[k].seconds > 1e-7 ? s[k].seconds : 1e-7;
+    double e = coef[0] * (s[k].calls > 0) + coef[1] * (double)s[k].calls +
+               coef[2] * sl_cost_work(&s[k].cost, per_op) - s[k].seconds;
+    *resid += e * e / (t * t);
+  }
+  return true;
+}
+
+/* A node type's rate: of every combination of a cost once per run (setup:
+ * pinned windows, FFT plans), per call and per unit of work, the
+ * non-negative fit with the least relative error; fewer terms win a tie
+ * within 1% (they extrapolate more safely). With one sample or nothing
+ * that fits, the generic call cost and the rate through it. */
+static void fit_type(const sample *s, int n, bool per_op, double call_default, sl_cost_rate *r) {
+  double best[3] = {0}, best_resid = INFINITY;
+  int best_terms = 4;
+  for (unsigned use = 1; use < 8; use++) {
+    int terms = __builtin_popcount(use);
+    if (terms > n) continue;
+    double coef[3], resid;
+    if (!fit_terms(s, n, per_op, use, coef, &resid)) continue;
+    bool better = resid < best_resid * 0.99 || (resid <= best_resid * 1.01 && terms < best_terms);
+    if (better) memcpy(best, coef, sizeof best), best_resid = resid, best_terms = terms;
+  }
+  if (!isfinite(best_resid)) {
+    double sw = 0, swt = 0;
+    for (int k = 0; k < n; k++) {
+      double w = sl_cost_work(&s[k].cost, per_op), t = s[k].seconds - call_default * (double)s[k].calls;
+      sw += w * w, swt += w * (t > 0 ? t : 0);
+    }
+    best[0] = 0, best[1] = call_default, best[2] = sw > 0 ? swt / sw : 0;
+  }
+  r->run_seconds = best[0];
+  r->call_seconds = best[1];
+  r->seconds_per_unit = best[2];
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -419,8 +476,13 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("wrote %s\n", path);
 }
 
-/* Takes --input FILE and --budget SECONDS out of argv (cli_parse knows the rest). */
-static int own_options(int *argc, char **argv, const char **input, double *budget) {
+/* Acquisitions of different sizes let the fit tell a node's setup (once
+ * per run) from its rate. */
+#define CALIBRATE_MAX_INPUTS 4
+
+/* Takes --input FILE (repeatable) and --budget SECONDS out of argv
+ * (cli_parse knows the rest). */
+static int own_options(int *argc, char **argv, const char **inputs, int *n_inputs, double *budget) {
   int w = 1;
   for (int i = 1; i < *argc; i++) {
     bool in = !strcmp(argv[i], "--input"), bu = !strcmp(argv[i], "--budget");
@@ -428,7 +490,11 @@ static int own_options(int *argc, char **argv, const char **input, double *budge
       fprintf(stderr, "sluice: error: %s needs a value\n(see --help)\n", argv[i]);
       return 2;
     }
-    if (in) *input = argv[++i];
+    if (in && *n_inputs == CALIBRATE_MAX_INPUTS) {
+      fprintf(stderr, "sluice: error: at most %d --input files\n(see --help)\n", CALIBRATE_MAX_INPUTS);
+      return 2;
+    }
+    if (in) inputs[(*n_inputs)++] = argv[++i];
     else if (bu) {
       char *e;
       *budget = strtod(argv[++i], &e);
@@ -453,9 +519,10 @@ static void remove_dir(const char *dir) {
 }
 
 int cmd_calibrate(int argc, char **argv) {
-  const char *input = NULL;
+  const char *inputs[CALIBRATE_MAX_INPUTS] = {0};
+  int n_inputs = 0;
   double budget = 20;
-  int rc = own_options(&argc, argv, &input, &budget);
+  int rc = own_options(&argc, argv, inputs, &n_inputs, &budget);
   if (rc) return rc;
   cli_opts o;
   rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_THREADS | CLI_OUT | CLI_JSON | CLI_SETTING, false,
@@ -500,7 +567,7 @@ int cmd_calibrate(int argc, char **argv) {
   if (st == SL_OK) st = write_file(c.dir, "step.yaml", k_step_yaml, step, sizeof step, &err);
   if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, budget / 8, &err);
   if (st == SL_OK) st = two_sizes(&c, "stem.yaml", k_stem_yaml, "scan", stem_size, budget / 4, &err);
-  if (st == SL_OK && input) st = detector_runs(&c, input, &err);
+  for (int k = 0; k < n_inputs && st == SL_OK; k++) st = detector_runs(&c, inputs[k], &err);
   if (st == SL_OK) fit_rates(&c, &prof);
   for (int r = 0; r < c.n_runs; r++) sl_run_free(&c.runs[r]);
   remove_dir(c.dir);

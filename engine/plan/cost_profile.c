@@ -75,7 +75,9 @@ double sl_cost_work(const sl_node_cost *c, bool per_op) {
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls) {
   const sl_cost_rate *r = rate_or_type(p, type);
-  if (r) return (double)calls * r->call_seconds + sl_cost_work(c, r->per_op) * r->seconds_per_unit;
+  if (r)
+    return (calls > 0 ? r->run_seconds : 0) + (double)calls * r->call_seconds +
+           sl_cost_work(c, r->per_op) * r->seconds_per_unit;
   double t_mem = p->bytes_per_second > 0
                      ? ((double)c->bytes_read + (double)c->bytes_written) / p->bytes_per_second
                      : 0;
@@ -138,6 +140,7 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
     sl_json_kv_string(j, "unit", r->per_op ? "op" : "byte");
     sl_json_kv_double(j, "call_seconds", r->call_seconds);
     sl_json_kv_double(j, "seconds_per_unit", r->seconds_per_unit);
+    sl_json_kv_double(j, "run_seconds", r->run_seconds);
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
@@ -259,6 +262,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
                 : !strcmp(key, "unit")             ? read_string(r, unit, sizeof unit)
                 : !strcmp(key, "call_seconds")     ? read_number(r, &rate->call_seconds)
                 : !strcmp(key, "seconds_per_unit") ? read_number(r, &rate->seconds_per_unit)
+                : !strcmp(key, "run_seconds")      ? read_number(r, &rate->run_seconds)
                                                    : skip_value(r);
       if (!ok) return false;
     } while (eat(r, ','));
@@ -266,7 +270,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
   }
   rate->per_op = !strcmp(unit, "op");
   return rate->type[0] && (rate->per_op || !strcmp(unit, "byte")) && rate->call_seconds >= 0 &&
-         rate->seconds_per_unit >= 0;
+         rate->seconds_per_unit >= 0 && rate->run_seconds >= 0;
 }
 
 static sl_code parse_fail(sl_error *err, const json_reader *r, const char *start, const char *what) {

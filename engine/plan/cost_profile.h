@@ -40,6 +40,8 @@ typedef struct sl_cost_rate {
   bool per_op;             /* its work is ops (else bytes moved) */
   double call_seconds;     /* fixed part of each call (launch, setup, plan) */
   double seconds_per_unit; /* per op, or per byte moved */
+  double run_seconds;      /* once per run of a node that is called (its
+                              first call's setup: pinned windows, plans) */
 } sl_cost_rate;
 
 /* The built-in process_bytes (see sl_cost_profile): on the CPU backend, and

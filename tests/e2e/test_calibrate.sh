@@ -26,7 +26,8 @@ for t in ("synthetic_4dstem", "virtual_image", "sum", "idpc", "dpc", "com", "ite
 for r in p["rates"]:
     assert math.isfinite(r["seconds_per_unit"]) and r["seconds_per_unit"] >= 0, r
     assert math.isfinite(r["call_seconds"]) and r["call_seconds"] >= 0, r
-    assert r["seconds_per_unit"] > 0 or r["call_seconds"] > 0, r
+    assert math.isfinite(r["run_seconds"]) and r["run_seconds"] >= 0, r
+    assert r["seconds_per_unit"] > 0 or r["call_seconds"] > 0 or r["run_seconds"] > 0, r
 PY
 then ok "profile has finite positive numbers"; else not_ok "profile numbers"; fi
 

@@ -39,9 +39,9 @@ static sl_cost_profile hand_made(void) {
   p.batch_seconds = 0.25;
   p.run_seconds = 2.0;
   snprintf(p.created, sizeof p.created, "2024-01-02T03:04:05Z");
-  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64};
-  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32};
-  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128};
+  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0};
+  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0};
+  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0}; /* and a setup once per run */
   assert_true(sl_cost_profile_set_rate(&p, &sum));
   assert_true(sl_cost_profile_set_rate(&p, &sum_u16));
   assert_true(sl_cost_profile_set_rate(&p, &gather));
@@ -76,6 +76,7 @@ static void test_json_round_trip(void **state) {
     assert_string_equal(q.rates[i].type, p.rates[i].type);
     assert_int_equal(q.rates[i].per_op, p.rates[i].per_op);
     assert_true(q.rates[i].call_seconds == p.rates[i].call_seconds);
+    assert_true(q.rates[i].run_seconds == p.rates[i].run_seconds);
     assert_true(q.rates[i].seconds_per_unit == p.rates[i].seconds_per_unit);
   }
 }
@@ -172,7 +173,8 @@ static void test_estimate_closed_form(void **state) {
   assert_true(sl_cost_estimate(&p, "sum/u16", &c, 4) == 4 * 0.0625 + 640.0 / 32);
   assert_true(sl_cost_estimate(&p, "sum/f32", &c, 4) == 4 * 0.125 + 640.0 / 64);
   /* per byte: bytes moved */
-  assert_true(sl_cost_estimate(&p, "gather", &c, 2) == 2 * 1.0 + 4000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "gather", &c, 2) == 3.0 + 2 * 1.0 + 4000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "gather", &c, 0) == 4000.0 / 128); /* never called: no setup */
   /* no rate: calls x call_seconds + max(bytes / bandwidth, ops / op rate) */
   assert_true(sl_cost_estimate(&p, "affine", &c, 3) == 3 * 0.5 + 4000.0 / 1024);
   sl_node_cost heavy = {.bytes_read = 1024, .ops = 2560};
