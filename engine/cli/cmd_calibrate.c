@@ -122,6 +122,10 @@ typedef struct sample {
   double seconds;
 } sample;
 
+/* The runs a calibration keeps: overheads, bandwidth-free pipelines at two
+ * sizes each, and two per acquisition given with --input. */
+#define CALIBRATE_MAX_RUNS 16
+
 typedef struct calibration {
   const cli_opts *o;
   sl_backend_kind kind;
@@ -130,9 +134,9 @@ typedef struct calibration {
   char dir[256];
   sample *samples;
   int n_samples;
-  sl_run runs[8]; /* kept until the loops' bodies are re-estimated */
+  sl_run runs[CALIBRATE_MAX_RUNS]; /* kept until the loops' bodies are re-estimated */
   int n_runs;
-  double overhead_residuals[8]; /* seconds outside levels, per run */
+  double overhead_residuals[CALIBRATE_MAX_RUNS]; /* seconds outside levels, per run */
 } calibration;
 
 static sl_code write_file(const char *dir, const char *name, const char *text, char *path,
@@ -297,18 +301,19 @@ static bool fit_terms(const sample *s, int n, bool per_op, unsigned use, double 
 }
 
 /* A node type's rate: of every combination of a cost once per run (setup:
- * pinned windows, FFT plans), per call and per unit of work, the
- * non-negative fit with the least relative error; fewer terms win a tie
- * within 1% (they extrapolate more safely). With one sample or nothing
+ * pinned windows, FFT plans) and per call with the cost per unit of work,
+ * the non-negative fit with the least relative error; fewer terms win a tie
+ * within 1%. The work term is always in: a fit without it would predict the
+ * same time for any size (the calibration's sizes are small). With nothing
  * that fits, the generic call cost and the rate through it. */
 static void fit_type(const sample *s, int n, bool per_op, double call_default, sl_cost_rate *r) {
   double best[3] = {0}, best_resid = INFINITY;
   int best_terms = 4;
-  for (unsigned use = 1; use < 8; use++) {
+  for (unsigned use = 4; use < 8; use++) {
     int terms = __builtin_popcount(use);
     if (terms > n) continue;
     double coef[3], resid;
-    if (!fit_terms(s, n, per_op, use, coef, &resid)) continue;
+    if (!fit_terms(s, n, per_op, use, coef, &resid) || !(coef[2] > 0)) continue;
     bool better = resid < best_resid * 0.99 || (resid <= best_resid * 1.01 && terms < best_terms);
     if (better) memcpy(best, coef, sizeof best), best_resid = resid, best_terms = terms;
   }
@@ -391,7 +396,7 @@ static void fit_rates(calibration *c, sl_cost_profile *prof) {
     sl_cost_profile_set_rate(prof, &r);
   }
   /* The run's own overhead: the median of what the runs spent outside their levels. */
-  double res[8];
+  double res[CALIBRATE_MAX_RUNS];
   int nr = 0;
   for (int r = 0; r < c->n_runs; r++)
     if (c->runs[r].executed) res[nr++] = c->overhead_residuals[r] > 0 ? c->overhead_residuals[r] : 0;
