@@ -71,10 +71,13 @@ fi
 
 if [ "$CALIBRATE" = 1 ]; then
   # The detector-input nodes are calibrated on acquisitions of their own
-  # (16 x 16 and 48 x 48 frames of 192 x 192), not on the ones measured
-  # below; two sizes tell a node's setup from its rate.
+  # (16 x 16 and 48 x 48 frames of 192 x 192; on a GPU 32 x 32 and 128 x 128,
+  # where the source's pinned windows reach their full size), not on the
+  # ones measured below; two sizes tell a node's setup from its rate.
   CAL_INPUTS=()
-  for side in 16 48; do
+  CAL_SIDES="16 48"
+  [ "$BACKEND" = cuda ] && CAL_SIDES="32 128"
+  for side in $CAL_SIDES; do
     CAL=$WORK/calib${side}_master.h5
     [ -e "$CAL" ] || "$MAKE_ACQ" "$WORK/calib$side" $side $side 192 192 1000 >/dev/null
     CAL_INPUTS+=(--input "$CAL")

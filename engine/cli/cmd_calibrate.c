@@ -306,17 +306,32 @@ static bool fit_terms(const sample *s, int n, bool per_op, unsigned use, double 
  * within 1%. The work term is always in: a fit without it would predict the
  * same time for any size (the calibration's sizes are small). With nothing
  * that fits, the generic call cost and the rate through it. */
-static void fit_type(const sample *s, int n, bool per_op, double call_default, sl_cost_rate *r) {
+static void fit_type(const sample *s, int n, bool per_op, double call_default, double bytes_per_second,
+                     sl_cost_rate *r) {
   double best[3] = {0}, best_resid = INFINITY;
   int best_terms = 4;
-  for (unsigned use = 4; use < 8; use++) {
+  /* Bytes that move in under a millisecond at copy bandwidth in every
+   * sample (gather of a scan image): their times are overheads, not a
+   * throughput. The work then costs the copy's rate, and setup and per
+   * call are fitted to what is left. */
+  double most = 0;
+  for (int k = 0; k < n; k++) most = fmax(most, sl_cost_work(&s[k].cost, per_op));
+  bool tiny = !per_op && bytes_per_second > 0 && most / bytes_per_second < 1e-3;
+  sample *rest = tiny ? sl_xcalloc((size_t)n, sizeof *rest) : NULL;
+  for (int k = 0; tiny && k < n; k++) {
+    rest[k] = s[k];
+    rest[k].seconds = fmax(s[k].seconds - sl_cost_work(&s[k].cost, per_op) / bytes_per_second, 1e-7);
+  }
+  for (unsigned use = tiny ? 1 : 4; use < (tiny ? 4u : 8u); use++) {
     int terms = __builtin_popcount(use);
     if (terms > n) continue;
     double coef[3], resid;
-    if (!fit_terms(s, n, per_op, use, coef, &resid) || !(coef[2] > 0)) continue;
+    if (!fit_terms(tiny ? rest : s, n, per_op, use, coef, &resid) || (!tiny && !(coef[2] > 0))) continue;
+    if (tiny) coef[2] = 1.0 / bytes_per_second;
     bool better = resid < best_resid * 0.99 || (resid <= best_resid * 1.01 && terms < best_terms);
     if (better) memcpy(best, coef, sizeof best), best_resid = resid, best_terms = terms;
   }
+  free(rest);
   if (!isfinite(best_resid)) {
     double sw = 0, swt = 0;
     for (int k = 0; k < n; k++) {
@@ -356,7 +371,7 @@ static void fit_rates(calibration *c, sl_cost_profile *prof) {
       memset(&r, 0, sizeof r);
       snprintf(r.type, sizeof r.type, "%s", key);
       r.per_op = per_op;
-      fit_type(same, n, per_op, prof->call_seconds, &r);
+      fit_type(same, n, per_op, prof->call_seconds, prof->bytes_per_second, &r);
       sl_cost_profile_set_rate(prof, &r);
       free(same);
     }
@@ -391,7 +406,7 @@ static void fit_rates(calibration *c, sl_cost_profile *prof) {
     sl_cost_rate r;
     memset(&r, 0, sizeof r);
     snprintf(r.type, sizeof r.type, "iterate");
-    fit_type(loops, n_loops, false, prof->call_seconds, &r);
+    fit_type(loops, n_loops, false, prof->call_seconds, 0, &r);
     /* the loops' iterations differ in number and bytes: both terms fit */
     sl_cost_profile_set_rate(prof, &r);
   }

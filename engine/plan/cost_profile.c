@@ -28,8 +28,9 @@ void sl_cost_profile_builtin(const sl_backend_caps *caps, sl_cost_profile *out) 
   out->batch_seconds = device ? 30e-6 : 2e-6;
   out->run_seconds = device ? 2e-3 : 2e-4;
   /* dev, iterate_affine and iterate_until: 3.9 MiB of growth from before
-   * the pipeline was loaded to the run's peak; the H200, decode_bf: the
-   * CUDA context's host side (docs/performance.md, host memory). */
+   * the pipeline was loaded to the run's peak; the H200: 96-116 MiB beyond
+   * the plan on the shipped pipelines, the CUDA context's host side
+   * (docs/performance.md, host memory). */
   out->process_bytes = device ? (double)(SL_PROCESS_BYTES_DEVICE) : (double)(SL_PROCESS_BYTES_HOST);
 }
 

@@ -47,7 +47,7 @@ typedef struct sl_cost_rate {
 /* The built-in process_bytes (see sl_cost_profile): on the CPU backend, and
  * on a device backend (its context's host side included). */
 #define SL_PROCESS_BYTES_HOST (4.0 * 1048576.0)
-#define SL_PROCESS_BYTES_DEVICE (160.0 * 1048576.0)
+#define SL_PROCESS_BYTES_DEVICE (120.0 * 1048576.0)
 
 typedef struct sl_cost_profile {
   sl_backend_kind kind;
