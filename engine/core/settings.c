@@ -32,6 +32,11 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
                              "the time estimate's profile: cache (what `sluice calibrate` measured "
                              "for this backend, device and thread count, if any), none (the built-in "
                              "guesses) or a profile file"},
+    [SL_SET_INDEX_STORE] = {"index_store", "SLUICE_INDEX_STORE", BOOL_CHOICES, "true",
+                            "keep an acquisition's chunk index in the user's cache (~/.cache/sluice/"
+                            "index), so that planning it again reads one file instead of every data "
+                            "file; used only while the master and every data file are unchanged "
+                            "(device, inode, size, modification time)"},
 };
 
 typedef struct setting_value {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 static void *oom(void) {
   fputs("sluice: out of memory for control data\n", stderr);
@@ -230,4 +231,26 @@ int sl_choice_index(const char *choices, const char *value) {
     if (!bar) return -1;
     c = bar + 1;
   }
+}
+
+bool sl_user_cache_dir(char *buf, size_t len) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  int n;
+  if (xdg && xdg[0] == '/') n = snprintf(buf, len, "%s/sluice", xdg);
+  else if (home && home[0]) n = snprintf(buf, len, "%s/.cache/sluice", home);
+  else return false;
+  return n > 0 && (size_t)n < len;
+}
+
+bool sl_make_dirs(const char *dir) {
+  char buf[4096];
+  int n = snprintf(buf, sizeof buf, "%s", dir);
+  if (n <= 0 || (size_t)n >= sizeof buf) return false;
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return false;
+    *p = '/';
+  }
+  return mkdir(buf, 0777) == 0 || errno == EEXIST;
 }

@@ -15,6 +15,14 @@
 #define SL_HOT_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SL_HOT_CLONES
+/* Where the user's caches for sluice live: $XDG_CACHE_HOME/sluice, else
+ * $HOME/.cache/sluice (not sluice settings: the desktop's convention);
+ * false when neither is set. */
+bool sl_user_cache_dir(char *buf, size_t len);
+/* Creates `dir` and its parents (mode 0777 less the umask); false on
+ * failure. */
+bool sl_make_dirs(const char *dir);
+
 #endif
 
 char *sl_strdup(const char *s); /* aborts on out of memory: control data only */
@@ -49,5 +57,13 @@ uint64_t sl_process_peak_rss(void);
 void sl_dirname(const char *path, char *buf, size_t n);
 /* Join dir and rel unless rel is absolute. */
 void sl_path_join(const char *dir, const char *rel, char *buf, size_t n);
+
+/* Where the user's caches for sluice live: $XDG_CACHE_HOME/sluice, else
+ * $HOME/.cache/sluice (not sluice settings: the desktop's convention);
+ * false when neither is set. */
+bool sl_user_cache_dir(char *buf, size_t len);
+/* Creates `dir` and its parents (mode 0777 less the umask); false on
+ * failure. */
+bool sl_make_dirs(const char *dir);
 
 #endif

@@ -101,14 +101,7 @@ void sl_cost_profile_key(sl_backend_kind kind, const char *device, int threads, 
   snprintf(buf, len, "%s-%s-t%d.json", sl_backend_kind_name(kind), k ? dev : "device", threads);
 }
 
-bool sl_cost_cache_dir(char *buf, size_t len) {
-  /* Not sluice settings: where the user's caches live. */
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (xdg && xdg[0] == '/') snprintf(buf, len, "%s/sluice", xdg);
-  else if (home && home[0]) snprintf(buf, len, "%s/.cache/sluice", home);
-  else return false;
-  return true;
-}
+bool sl_cost_cache_dir(char *buf, size_t len) { return sl_user_cache_dir(buf, len); }
 
 bool sl_cost_cache_path(const sl_backend_caps *caps, char *buf, size_t len) {
   char dir[900], key[256];
@@ -370,18 +363,7 @@ static sl_code make_parent(const char *path, sl_error *err) {
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return SL_OK;
   *slash = 0;
-  for (char *s = dir + 1; ; s++) {
-    bool last = *s == 0;
-    if (*s == '/' || last) {
-      char keep = *s;
-      *s = 0;
-      if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return sl_fail(err, SL_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
-      *s = keep;
-    }
-    if (last) break;
-  }
-  return SL_OK;
+  return sl_make_dirs(dir) ? SL_OK : sl_fail(err, SL_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
 }
 
 sl_code sl_cost_profile_save(const char *path, const sl_cost_profile *p, sl_error *err) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "engine/core/util.h"
+#include "nodes/hdf5/h5_index_store.h"
 
 enum { CACHE_ENTRIES = 4 };
 
@@ -57,9 +58,10 @@ sl_code sl_h5_index_get(const char *path, const char *dataset, const sl_h5_index
     }
   }
   pthread_mutex_unlock(&g_lock);
-  /* Describing opens every data file: outside the lock. */
-  sl_h5_index *ix = NULL;
-  sl_code rc = sl_h5_index_describe(path, dataset, &ix, err);
+  /* A listed index from an earlier process (every file unchanged), else
+   * described here, which opens every data file: outside the lock. */
+  sl_h5_index *ix = sl_h5_index_store_load(path, dataset);
+  sl_code rc = ix ? SL_OK : sl_h5_index_describe(path, dataset, &ix, err);
   if (rc != SL_OK) return rc;
   pthread_mutex_lock(&g_lock);
   cache_entry *slot = NULL;
@@ -108,13 +110,17 @@ sl_code sl_h5_index_get_listed(const char *path, const char *dataset, const sl_h
       return rc;
     }
     pthread_mutex_lock(&g_lock);
+    bool mine = false;
     for (int i = 0; i < CACHE_ENTRIES; i++)
       if (g_cache[i].ix == ix && !g_cache[i].ix->listed) { /* else another caller listed it first */
         sl_h5_index_set_chunks(g_cache[i].ix, chunks, max);
         chunks = NULL;
+        mine = true;
       }
     pthread_mutex_unlock(&g_lock);
     free(chunks);
+    /* for the next process (the index is complete and no longer changes) */
+    if (mine) sl_h5_index_store_save(path, dataset, ix);
   }
   *out = ix;
   return SL_OK;

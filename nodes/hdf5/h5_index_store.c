@@ -1,0 +1,277 @@
+/* Chunk indexes kept between processes. See h5_index_store.h.
+ *
+ * An entry is one binary file, host byte order (a cache, read only by the
+ * machine that wrote it): a header naming the working directory, the master
+ * path as given and the dataset (data file paths in the index are relative
+ * to them), the master's identity, every data file with its identity, the
+ * described index, its chunks, and an FNV-1a checksum of all that. Every
+ * read is bounds-checked: a short, foreign or corrupt entry is no entry. */
+#define _POSIX_C_SOURCE 200809L
+#include "nodes/hdf5/h5_index_store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/core/settings.h"
+#include "engine/core/util.h"
+
+#define STORE_MAGIC "SLIDX01\n"
+#define STORE_MAX_BYTES ((uint64_t)1 << 32) /* 100 M chunks; larger is not kept */
+
+typedef struct identity {
+  uint64_t dev, ino;
+  int64_t size, sec, nsec;
+} identity;
+
+static bool identity_of(const char *path, identity *id) {
+  struct stat st;
+  if (stat(path, &st) != 0) return false;
+  *id = (identity){(uint64_t)st.st_dev, (uint64_t)st.st_ino, (int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
+                   (int64_t)st.st_mtim.tv_nsec};
+  return true;
+}
+
+static uint64_t fnv1a(const void *data, size_t n, uint64_t h) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+bool sl_h5_index_store_path(const char *path, const char *dataset, char *buf, size_t len) {
+  char dir[3000], cwd[2048];
+  if (!sl_user_cache_dir(dir, sizeof dir) || !getcwd(cwd, sizeof cwd)) return false;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  h = fnv1a(cwd, strlen(cwd) + 1, h);
+  h = fnv1a(path, strlen(path) + 1, h);
+  h = fnv1a(dataset ? dataset : "", strlen(dataset ? dataset : "") + 1, h);
+  int n = snprintf(buf, len, "%s/index/%016llx.idx", dir, (unsigned long long)h);
+  return n > 0 && (size_t)n < len;
+}
+
+/* ---- writing: into a growing buffer, then one file ----------------------- */
+
+typedef struct wbuf {
+  unsigned char *p;
+  size_t n, cap;
+} wbuf;
+
+static void put(wbuf *b, const void *v, size_t n) {
+  if (b->n + n > b->cap) {
+    b->cap = (b->n + n) * 2;
+    b->p = sl_xrealloc(b->p, b->cap);
+  }
+  memcpy(b->p + b->n, v, n);
+  b->n += n;
+}
+
+#define PUT(b, v) put(b, &(v), sizeof(v))
+
+static void put_str(wbuf *b, const char *s) {
+  uint32_t n = s ? (uint32_t)strlen(s) : UINT32_MAX; /* NULL is not "" */
+  PUT(b, n);
+  if (s) put(b, s, n);
+}
+
+static void put_header(wbuf *b, const char *cwd, const char *path, const char *dataset, const identity *master) {
+  put(b, STORE_MAGIC, 8);
+  put_str(b, cwd);
+  put_str(b, path);
+  put_str(b, dataset ? dataset : "");
+  PUT(b, *master);
+}
+
+void sl_h5_index_store_save(const char *path, const char *dataset, const sl_h5_index *ix) {
+  char file[4096], tmp[4200], cwd[2048];
+  identity master;
+  if (!sl_setting_bool(SL_SET_INDEX_STORE) || !ix->listed || !getcwd(cwd, sizeof cwd) ||
+      !identity_of(path, &master) || !sl_h5_index_store_path(path, dataset, file, sizeof file))
+    return;
+  wbuf b = {0};
+  put_header(&b, cwd, path, dataset, &master);
+  int32_t nf = ix->n_files;
+  PUT(&b, nf);
+  for (int i = 0; i < ix->n_files; i++) {
+    identity id;
+    if (!identity_of(ix->files[i], &id)) {
+      free(b.p);
+      return;
+    }
+    put_str(&b, ix->files[i]);
+    PUT(&b, id);
+  }
+  put_str(&b, ix->source);
+  put_str(&b, ix->layout);
+  /* the described index's scalars, then its parts, metadata and chunks */
+  sl_h5_index s = *ix;
+  s.files = NULL, s.source = NULL, s.layout = NULL, s.parts = NULL, s.chunks = NULL;
+  s.meta.pixel_mask = NULL, s.meta.saturation_source = NULL;
+  PUT(&b, s);
+  for (int i = 0; i < ix->n_parts; i++) {
+    sl_h5_part p = ix->parts[i];
+    put_str(&b, p.object);
+    put_str(&b, p.link);
+    p.object = p.link = NULL;
+    PUT(&b, p);
+  }
+  put_str(&b, ix->meta.saturation_source);
+  if (ix->meta.pixel_mask) put(&b, ix->meta.pixel_mask, (size_t)(ix->frame_rows * ix->frame_cols) * sizeof(uint32_t));
+  put(&b, ix->chunks, (size_t)ix->n_chunks * sizeof *ix->chunks);
+  uint64_t sum = fnv1a(b.p, b.n, 0xcbf29ce484222325ULL);
+  PUT(&b, sum);
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", file);
+  *strrchr(dir, '/') = 0;
+  snprintf(tmp, sizeof tmp, "%s.tmp-%d", file, (int)getpid());
+  FILE *f = b.n < STORE_MAX_BYTES && sl_make_dirs(dir) ? fopen(tmp, "wb") : NULL;
+  bool ok = f && fwrite(b.p, 1, b.n, f) == b.n;
+  if (f && fclose(f) != 0) ok = false;
+  if (f && (!ok || rename(tmp, file) != 0)) remove(tmp); /* only the file this call made */
+  free(b.p);
+}
+
+/* ---- reading: every field checked against the bytes left ---------------- */
+
+typedef struct rbuf {
+  const unsigned char *p, *end;
+  bool ok;
+} rbuf;
+
+static void get(rbuf *r, void *v, size_t n) {
+  if (!r->ok || (size_t)(r->end - r->p) < n) {
+    r->ok = false;
+    memset(v, 0, n);
+    return;
+  }
+  memcpy(v, r->p, n);
+  r->p += n;
+}
+
+#define GET(r, v) get(r, &(v), sizeof(v))
+
+/* A string (malloc'd), or NULL for a stored NULL or a bad entry (r->ok). */
+static char *get_str(rbuf *r) {
+  uint32_t n;
+  GET(r, n);
+  if (!r->ok || n == UINT32_MAX) return NULL;
+  if ((size_t)(r->end - r->p) < n) {
+    r->ok = false;
+    return NULL;
+  }
+  char *s = sl_xcalloc((size_t)n + 1, 1);
+  memcpy(s, r->p, n);
+  r->p += n;
+  return s;
+}
+
+/* The header must name this cwd, path, dataset and the master as it is. */
+static bool header_matches(rbuf *r, const char *cwd, const char *path, const char *dataset,
+                           sl_h5_store_same_file same_file) {
+  char magic[8];
+  GET(r, magic);
+  if (!r->ok || memcmp(magic, STORE_MAGIC, 8)) return false;
+  char *c = get_str(r), *p = get_str(r), *d = get_str(r);
+  identity stored;
+  GET(r, stored);
+  bool same = r->ok && c && p && d && !strcmp(c, cwd) && !strcmp(p, path) && !strcmp(d, dataset ? dataset : "") &&
+              same_file(path, &stored, sizeof stored);
+  free(c), free(p), free(d);
+  return same;
+}
+
+/* The index after the header, or NULL when anything disagrees. */
+static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file) {
+  int32_t nf;
+  GET(r, nf);
+  if (!r->ok || nf < 0 || nf > 1 << 24) return NULL;
+  char **files = sl_xcalloc((size_t)(nf ? nf : 1), sizeof *files);
+  bool same = true;
+  for (int i = 0; i < nf && r->ok && same; i++) {
+    identity stored;
+    files[i] = get_str(r);
+    GET(r, stored);
+    same = files[i] && same_file(files[i], &stored, sizeof stored);
+  }
+  char *source = same ? get_str(r) : NULL, *layout = same ? get_str(r) : NULL;
+  sl_h5_index s;
+  GET(r, s);
+  sl_h5_index *ix = sl_xcalloc(1, sizeof *ix);
+  bool sane = r->ok && same && s.n_files == nf && s.n_parts >= 0 && s.n_parts <= nf + 1 && s.n_chunks >= 0 &&
+              s.frame_rows > 0 && s.frame_cols > 0 && s.frame_rows * s.frame_cols < ((int64_t)1 << 32) && s.listed;
+  if (sane) {
+    *ix = s;
+    ix->files = files, ix->source = source, ix->layout = layout;
+    files = NULL, source = layout = NULL;
+    ix->parts = sl_xcalloc((size_t)(s.n_parts ? s.n_parts : 1), sizeof *ix->parts);
+    for (int i = 0; i < s.n_parts && r->ok; i++) {
+      char *object = get_str(r), *link = get_str(r);
+      GET(r, ix->parts[i]);
+      ix->parts[i].object = object, ix->parts[i].link = link;
+      if (!object || !link || ix->parts[i].file < 0 || ix->parts[i].file >= nf) r->ok = false;
+    }
+    char *sat = get_str(r);
+    ix->meta.saturation_source = sat ? sl_intern(sat) : NULL;
+    free(sat);
+    if (s.meta.has_pixel_mask) {
+      size_t n = (size_t)(s.frame_rows * s.frame_cols);
+      ix->meta.pixel_mask = sl_xcalloc(n, sizeof *ix->meta.pixel_mask);
+      get(r, ix->meta.pixel_mask, n * sizeof *ix->meta.pixel_mask);
+    }
+    ix->chunks = sl_xcalloc((size_t)(s.n_chunks ? s.n_chunks : 1), sizeof *ix->chunks);
+    get(r, ix->chunks, (size_t)s.n_chunks * sizeof *ix->chunks);
+    for (int i = 0; i < s.n_chunks && r->ok; i++)
+      if (ix->chunks[i].file < 0 || ix->chunks[i].file >= nf) r->ok = false;
+  } else {
+    ix->n_files = 0, ix->n_parts = 0; /* nothing of s is owned */
+  }
+  for (int i = 0; files && i < nf; i++) free(files[i]);
+  free(files), free(source), free(layout);
+  if (!sane || !r->ok) {
+    sl_h5_index_free(ix);
+    return NULL;
+  }
+  return ix;
+}
+
+static bool same_file_on_disk(const char *path, const void *stored, size_t n) {
+  identity now;
+  return n == sizeof now && identity_of(path, &now) && !memcmp(stored, &now, sizeof now);
+}
+
+sl_h5_index *sl_h5_index_store_parse(const void *bytes, size_t n, const char *cwd, const char *path,
+                                     const char *dataset, sl_h5_store_same_file same_file) {
+  const unsigned char *data = bytes;
+  if (n <= 16) return NULL;
+  uint64_t sum;
+  memcpy(&sum, data + n - 8, 8);
+  if (sum != fnv1a(data, n - 8, 0xcbf29ce484222325ULL)) return NULL;
+  rbuf r = {data, data + n - 8, true};
+  if (!header_matches(&r, cwd, path, dataset, same_file)) return NULL;
+  sl_h5_index *ix = read_index(&r, same_file);
+  if (ix && r.p != r.end) { /* bytes nobody wrote */
+    sl_h5_index_free(ix);
+    ix = NULL;
+  }
+  return ix;
+}
+
+sl_h5_index *sl_h5_index_store_load(const char *path, const char *dataset) {
+  char file[4096], cwd[2048];
+  if (!sl_setting_bool(SL_SET_INDEX_STORE) || !getcwd(cwd, sizeof cwd) ||
+      !sl_h5_index_store_path(path, dataset, file, sizeof file))
+    return NULL;
+  FILE *f = fopen(file, "rb");
+  if (!f) return NULL;
+  unsigned char *data = NULL;
+  long n = -1;
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 16 && (uint64_t)n < STORE_MAX_BYTES && fseek(f, 0, SEEK_SET) == 0) {
+    data = malloc((size_t)n);
+    if (data && fread(data, 1, (size_t)n, f) != (size_t)n) n = -1;
+  }
+  fclose(f);
+  sl_h5_index *ix = data && n > 16 ? sl_h5_index_store_parse(data, (size_t)n, cwd, path, dataset, same_file_on_disk) : NULL;
+  free(data);
+  return ix;
+}
