@@ -24,6 +24,9 @@ m = r["memory"]
 print("execution %.4f s; peak device planned/measured MiB %.1f / %.1f; host planned/measured MiB %.1f / %.1f" % (
     r["seconds"], m.get("planned_peak_bytes", 0) / 2**20, m.get("measured_peak_bytes", 0) / 2**20,
     m.get("planned_peak_host_bytes", 0) / 2**20, m.get("measured_peak_host_bytes", 0) / 2**20))
+ph = r.get("phases", {})
+if ph:
+    print("phases: " + ", ".join("%s %.3f" % (k.replace("_seconds", ""), v) for k, v in ph.items()))
 for n in r["nodes"]:
     print("  %-22s %-18s %8.4f s" % (n["id"], n["type"], n["seconds"]))
 # resident_products: the first pass ends with the acquisition resident

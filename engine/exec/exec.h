@@ -65,6 +65,13 @@ typedef struct sl_exec_result {
    * (before chunk listing and node state), 0 when not known; the run's own
    * growth is the peak minus this. */
   int64_t process_rss_before_load_bytes;
+  /* Set by sl_run_pipeline: where a run's wall time went outside execution
+   * (seconds): loading and building the graph (with chunk listing), planning
+   * (the budget check and the caller's before_alloc, e.g. reserving the
+   * output directory, included), making the backend (a device's start-up
+   * not hidden by the warm-up), preparing the nodes, and releasing the nodes
+   * and the backend after. */
+  double load_seconds, plan_seconds, backend_seconds, prepare_seconds, release_seconds;
   int64_t chunks;
   double seconds;
 } sl_exec_result;

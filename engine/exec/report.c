@@ -264,6 +264,16 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
     sl_json_end_object(j);
   }
   sl_json_end_object(j);
+  /* where the wall time went outside execution (sl_run_pipeline's phases) */
+  sl_json_key(j, "phases");
+  sl_json_begin_object(j);
+  sl_json_kv_double(j, "load_seconds", r->load_seconds);
+  sl_json_kv_double(j, "plan_seconds", r->plan_seconds);
+  sl_json_kv_double(j, "backend_seconds", r->backend_seconds);
+  sl_json_kv_double(j, "prepare_seconds", r->prepare_seconds);
+  sl_json_kv_double(j, "execute_seconds", r->seconds);
+  sl_json_kv_double(j, "release_seconds", r->release_seconds);
+  sl_json_end_object(j);
   sl_json_key(j, "memory");
   sl_json_begin_object(j);
   sl_json_kv_int(j, "planned_peak_bytes", r->planned_peak_bytes);

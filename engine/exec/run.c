@@ -29,8 +29,10 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
       warming[k] = w;
     }
   }
+  double t0 = sl_now();
   sl_code rc = sl_spec_load(req->file, req->sets, req->n_sets, &out->spec, err);
   if (rc == SL_OK) rc = sl_graph_build(out->spec, NULL, req->registry, &out->graph, err);
+  double t_loaded = sl_now();
   sl_backend_kind kind = SL_BACKEND_CPU;
   const sl_backend_ops *ops = req->ops_override;
   if (rc == SL_OK && !ops) {
@@ -60,8 +62,10 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
    * for a plan that does not fit. */
   if (rc == SL_OK) rc = sl_plan_check_budget(out->plan, err);
   if (rc == SL_OK && req->before_alloc) rc = req->before_alloc(req->ctx, out->plan, err);
+  double t_planned = sl_now();
   sl_backend *b = NULL;
   if (rc == SL_OK) rc = ops->create(req->threads, &b, err);
+  double t_created = sl_now();
   if (rc == SL_OK && b) {
     b->ops = ops; /* the table this run selected (tests wrap the CPU one) */
     /* The plan's device description follows the backend actually created. */
@@ -73,14 +77,24 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     rc = sl_graph_prepare(out->graph, err);
     prepared = rc == SL_OK;
   }
+  double t_prepared = sl_now();
   if (rc == SL_OK) {
     sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel, .sink = req->sink};
     rc = sl_execute(out->plan, b, &eo, &out->result, err);
     out->executed = rc == SL_OK;
-    if (rc == SL_OK) out->result.process_rss_before_load_bytes = rss_before;
   }
+  double t_executed = sl_now();
   if (prepared) sl_graph_release(out->graph);
   if (b) ops->destroy(b);
+  if (out->executed) {
+    sl_exec_result *r = &out->result;
+    r->process_rss_before_load_bytes = rss_before;
+    r->load_seconds = t_loaded - t0;
+    r->plan_seconds = t_planned - t_loaded;
+    r->backend_seconds = t_created - t_planned;
+    r->prepare_seconds = t_prepared - t_created;
+    r->release_seconds = sl_now() - t_executed;
+  }
   /* A run that stopped before create: the helper must not outlive it. */
   for (int k = 0; k < SL_BACKEND_COUNT; k++)
     if (warming[k]) warming[k]->warm_up_wait();
