@@ -21,4 +21,9 @@ sl_code sl_cuda_memory_report(sl_backend *b, size_t *free_bytes, size_t *total_b
 void sl_cuda_backend_held(const sl_backend *b, int64_t *device_allocs, uint64_t *device_bytes,
                           int64_t *pinned_allocs, uint64_t *pinned_bytes);
 
+/* Asks every registered kernel for its attributes (loading every module):
+ * SL_ERR_BACKEND naming the first without code for this device. create
+ * checks only the backend's own kernel (the others' ABI and functions). */
+sl_code sl_cuda_backend_check_kernels(sl_backend *b, sl_error *err);
+
 #endif

@@ -1,6 +1,6 @@
 /* Device initialisation in the background (see cuda_internal.h).
  *
- * Creating the CUDA context and loading the kernels' modules takes a large
+ * Creating the CUDA context takes a large
  * part of a short run's wall time on a big GPU (hundreds of milliseconds),
  * and none of it depends on the pipeline. `sluice run` starts it on a helper
  * thread before it loads and plans the pipeline (sl_run_pipeline calls the
@@ -22,18 +22,17 @@ static pthread_t g_thread;
 static bool g_running; /* started and not joined */
 static bool g_started; /* once per process */
 
+/* The context, and the module of the backend's own kernel (create asks it
+ * for its attributes); the nodes' modules load at their first launch. */
 static void *warm_up_main(void *arg) {
   int device = (int)(intptr_t)arg;
   if (cudaSetDevice(device) != cudaSuccess || cudaFree(0) != cudaSuccess) {
     (void)cudaGetLastError();
     return NULL;
   }
-  /* Asking for a kernel's attributes loads its module (lazy loading). */
-  int n = 0;
-  const sl_device_kernel *k = sl_cuda_kernels(&n);
   struct cudaFuncAttributes attr;
-  for (int i = 0; i < n; i++)
-    if (k[i].func && cudaFuncGetAttributes(&attr, k[i].func) != cudaSuccess) (void)cudaGetLastError();
+  const sl_device_kernel *marker = sl_cuda_batch_marker_kernel();
+  if (cudaFuncGetAttributes(&attr, marker->func) != cudaSuccess) (void)cudaGetLastError();
   return NULL;
 }
 
