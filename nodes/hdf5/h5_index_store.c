@@ -19,7 +19,9 @@
 #include "engine/core/util.h"
 
 #define STORE_MAGIC "SLIDX01\n"
-#define STORE_MAX_BYTES ((uint64_t)1 << 32) /* 100 M chunks; larger is not kept */
+/* Entries above this are not kept (5 M chunks): the entry is built in memory
+ * beside the index, and the cache has no eviction. */
+#define STORE_MAX_BYTES ((uint64_t)256 << 20)
 
 typedef struct identity {
   uint64_t dev, ino;
@@ -86,7 +88,8 @@ static void put_header(wbuf *b, const char *cwd, const char *path, const char *d
 void sl_h5_index_store_save(const char *path, const char *dataset, const sl_h5_index *ix) {
   char file[4096], tmp[4200], cwd[2048];
   identity master;
-  if (!sl_setting_bool(SL_SET_INDEX_STORE) || !ix->listed || !getcwd(cwd, sizeof cwd) ||
+  if (!sl_setting_bool(SL_SET_INDEX_STORE) || !ix->listed ||
+      (uint64_t)ix->n_chunks * sizeof *ix->chunks >= STORE_MAX_BYTES || !getcwd(cwd, sizeof cwd) ||
       !identity_of(path, &master) || !sl_h5_index_store_path(path, dataset, file, sizeof file))
     return;
   wbuf b = {0};
