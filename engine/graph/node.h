@@ -33,6 +33,9 @@ typedef struct sl_node_cost {
   int64_t workspace_bytes;   /* scratch the executor lends for one call */
   int64_t per_worker_bytes;  /* scratch the kernel allocates per worker thread */
   int64_t state_bytes;       /* what prepare() holds for the whole run */
+  int64_t library_bytes;     /* what a library the node uses makes once per
+                                process at its first use (FFTW's planner
+                                tables); the plan counts the largest once */
   int64_t device_state_bytes; /* what the node holds in device memory for the
                                  whole run on a device backend (e.g. prefetch
                                  buffers); ignored on the CPU backend */

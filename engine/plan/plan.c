@@ -75,6 +75,7 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   if (b->per_worker_bytes > a->per_worker_bytes) a->per_worker_bytes = b->per_worker_bytes;
   if (b->state_bytes > a->state_bytes) a->state_bytes = b->state_bytes;
   if (b->device_state_bytes > a->device_state_bytes) a->device_state_bytes = b->device_state_bytes;
+  if (b->library_bytes > a->library_bytes) a->library_bytes = b->library_bytes;
 }
 
 void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c) {
@@ -179,6 +180,9 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
     int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
     if (need > p->body_bytes) p->body_bytes = need;
+    int64_t lib = pn->body->library_bytes > pn->body->body_library_bytes ? pn->body->library_bytes
+                                                                          : pn->body->body_library_bytes;
+    if (lib > p->body_library_bytes) p->body_library_bytes = lib;
   } else if (n->phase == SL_PHASE_STREAM) {
     int runs = __builtin_popcount(n->pass_mask);
     n->desc->cost(n, chunk, &c);
@@ -213,6 +217,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     if (scratch > p->workspace_bytes) p->workspace_bytes = scratch;
     if (pn->cost.workspace_bytes > p->lent_workspace_bytes) p->lent_workspace_bytes = pn->cost.workspace_bytes;
     p->state_bytes += pn->cost.state_bytes;
+    if (pn->cost.library_bytes > p->library_bytes) p->library_bytes = pn->cost.library_bytes;
     if (p->caps.device_memory) p->device_state_bytes += pn->cost.device_state_bytes;
     p->bytes_read = sat_add(p->bytes_read, pn->cost.bytes_read);
     p->bytes_written = sat_add(p->bytes_written, pn->cost.bytes_written);
@@ -455,7 +460,10 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
   } else {
     p->peak_host_bytes = engine + p->output_bytes;
   }
-  p->peak_host_bytes += p->process_bytes;
+  /* the process's own memory and, once, the largest library start-up (an
+   * iterate body's count in its parent: its libraries are the process's) */
+  int64_t libs = p->library_bytes > p->body_library_bytes ? p->library_bytes : p->body_library_bytes;
+  p->peak_host_bytes += p->process_bytes + (p->process_bytes ? libs : 0);
 }
 
 /* The chunk of stream `axis`: `requested` positions (the scan's, from

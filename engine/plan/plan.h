@@ -131,6 +131,8 @@ typedef struct sl_plan {
   int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */
   int64_t process_bytes;   /* the process's own host memory beyond the plan
                               (profile.process_bytes; 0 in iterate bodies) */
+  int64_t library_bytes;   /* the largest node library start-up (FFTW), once */
+  int64_t body_library_bytes; /* the same of the iterate bodies */
   int64_t peak_host_bytes;
   int64_t peak_device_bytes;
   int64_t bytes_read, bytes_written, ops;

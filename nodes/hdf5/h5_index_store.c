@@ -185,7 +185,10 @@ static bool header_matches(rbuf *r, const char *cwd, const char *path, const cha
 }
 
 /* The index after the header, or NULL when anything disagrees. */
-static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file) {
+/* `own`, when not NULL, is the entry's buffer (r reads from it), which the
+ * index may take for its chunks (they are its last field): the entry then
+ * costs no second copy of the chunks, and *own is set to NULL. */
+static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigned char **own) {
   int32_t nf;
   GET(r, nf);
   if (!r->ok || nf < 0 || nf > 1 << 24) return NULL;
@@ -222,8 +225,17 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file) {
       ix->meta.pixel_mask = sl_xcalloc(n, sizeof *ix->meta.pixel_mask);
       get(r, ix->meta.pixel_mask, n * sizeof *ix->meta.pixel_mask);
     }
-    ix->chunks = sl_xcalloc((size_t)(s.n_chunks ? s.n_chunks : 1), sizeof *ix->chunks);
-    get(r, ix->chunks, (size_t)s.n_chunks * sizeof *ix->chunks);
+    size_t chunk_bytes = (size_t)s.n_chunks * sizeof *ix->chunks;
+    if (own && *own && r->ok && (size_t)(r->end - r->p) >= chunk_bytes && chunk_bytes > 0) {
+      memmove(*own, r->p, chunk_bytes); /* to the buffer's start, then shrink it */
+      r->p += chunk_bytes;
+      unsigned char *kept = realloc(*own, chunk_bytes);
+      ix->chunks = (sl_h5_chunk *)(kept ? kept : *own);
+      *own = NULL;
+    } else {
+      ix->chunks = sl_xcalloc((size_t)(s.n_chunks ? s.n_chunks : 1), sizeof *ix->chunks);
+      get(r, ix->chunks, chunk_bytes);
+    }
     for (int i = 0; i < s.n_chunks && r->ok; i++)
       if (ix->chunks[i].file < 0 || ix->chunks[i].file >= nf) r->ok = false;
   } else {
@@ -243,21 +255,27 @@ static bool same_file_on_disk(const char *path, const void *stored, size_t n) {
   return n == sizeof now && identity_of(path, &now) && !memcmp(stored, &now, sizeof now);
 }
 
-sl_h5_index *sl_h5_index_store_parse(const void *bytes, size_t n, const char *cwd, const char *path,
-                                     const char *dataset, sl_h5_store_same_file same_file) {
-  const unsigned char *data = bytes;
+/* Parses entry bytes; with own (the bytes' malloc'd buffer), the index may
+ * keep it for its chunks (then *own is NULL on return). */
+static sl_h5_index *parse(const unsigned char *data, size_t n, const char *cwd, const char *path,
+                          const char *dataset, sl_h5_store_same_file same_file, unsigned char **own) {
   if (n <= 16) return NULL;
   uint64_t sum;
   memcpy(&sum, data + n - 8, 8);
   if (sum != fnv1a(data, n - 8, 0xcbf29ce484222325ULL)) return NULL;
   rbuf r = {data, data + n - 8, true};
   if (!header_matches(&r, cwd, path, dataset, same_file)) return NULL;
-  sl_h5_index *ix = read_index(&r, same_file);
+  sl_h5_index *ix = read_index(&r, same_file, own);
   if (ix && r.p != r.end) { /* bytes nobody wrote */
     sl_h5_index_free(ix);
     ix = NULL;
   }
   return ix;
+}
+
+sl_h5_index *sl_h5_index_store_parse(const void *bytes, size_t n, const char *cwd, const char *path,
+                                     const char *dataset, sl_h5_store_same_file same_file) {
+  return parse(bytes, n, cwd, path, dataset, same_file, NULL);
 }
 
 sl_h5_index *sl_h5_index_store_load(const char *path, const char *dataset) {
@@ -274,7 +292,8 @@ sl_h5_index *sl_h5_index_store_load(const char *path, const char *dataset) {
     if (data && fread(data, 1, (size_t)n, f) != (size_t)n) n = -1;
   }
   fclose(f);
-  sl_h5_index *ix = data && n > 16 ? sl_h5_index_store_parse(data, (size_t)n, cwd, path, dataset, same_file_on_disk) : NULL;
+  /* the index keeps the entry's buffer for its chunks: no second copy */
+  sl_h5_index *ix = data && n > 16 ? parse(data, (size_t)n, cwd, path, dataset, same_file_on_disk, &data) : NULL;
   free(data);
   return ix;
 }

@@ -44,6 +44,7 @@
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/common/fourier_integral.h"
 
 #define MAX_OBJECT_PIXELS ((int64_t)1 << 23)
 
@@ -286,6 +287,7 @@ static void synthetic_cost(const sl_node *n, int64_t positions, sl_node_cost *c)
   /* Each worker's range allocates its FFT and sampling scratch; prepare()
    * holds the probe, the object phase and its transmission function. */
   c->per_worker_bytes = 40 * hw;
+  c->library_bytes = SL_FFTW_PLANNER_BYTES;
   synthetic_config cfg;
   if (config_resolve(n, &cfg, NULL) == SL_OK) {
     c->state_bytes = hw * 16 + cfg.oh * cfg.ow * (8 + 16);
