@@ -55,15 +55,24 @@ bool sl_h5_index_store_path(const char *path, const char *dataset, char *buf, si
 
 /* ---- writing: into a growing buffer, then one file ----------------------- */
 
+/* The entry grows with the acquisition: out of memory, it is not kept
+ * (failed is set and the rest ignored), and the run goes on. */
 typedef struct wbuf {
   unsigned char *p;
   size_t n, cap;
+  bool failed;
 } wbuf;
 
 static void put(wbuf *b, const void *v, size_t n) {
+  if (b->failed) return;
   if (b->n + n > b->cap) {
-    b->cap = (b->n + n) * 2;
-    b->p = sl_xrealloc(b->p, b->cap);
+    size_t cap = (b->n + n) * 2;
+    unsigned char *p = realloc(b->p, cap);
+    if (!p) {
+      b->failed = true;
+      return;
+    }
+    b->p = p, b->cap = cap;
   }
   memcpy(b->p + b->n, v, n);
   b->n += n;
@@ -122,6 +131,10 @@ void sl_h5_index_store_save(const char *path, const char *dataset, const sl_h5_i
   put_str(&b, ix->meta.saturation_source);
   if (ix->meta.pixel_mask) put(&b, ix->meta.pixel_mask, (size_t)(ix->frame_rows * ix->frame_cols) * sizeof(uint32_t));
   put(&b, ix->chunks, (size_t)ix->n_chunks * sizeof *ix->chunks);
+  if (b.failed) {
+    free(b.p);
+    return;
+  }
   uint64_t sum = fnv1a(b.p, b.n, 0xcbf29ce484222325ULL);
   PUT(&b, sum);
   char dir[4096];
@@ -220,10 +233,11 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
     char *sat = get_str(r);
     ix->meta.saturation_source = sat ? sl_intern(sat) : NULL;
     free(sat);
-    if (s.meta.has_pixel_mask) {
+    if (s.meta.has_pixel_mask) { /* out of memory: no entry (the acquisition is listed instead) */
       size_t n = (size_t)(s.frame_rows * s.frame_cols);
-      ix->meta.pixel_mask = sl_xcalloc(n, sizeof *ix->meta.pixel_mask);
-      get(r, ix->meta.pixel_mask, n * sizeof *ix->meta.pixel_mask);
+      ix->meta.pixel_mask = calloc(n, sizeof *ix->meta.pixel_mask);
+      if (ix->meta.pixel_mask) get(r, ix->meta.pixel_mask, n * sizeof *ix->meta.pixel_mask);
+      else r->ok = false;
     }
     size_t chunk_bytes = (size_t)s.n_chunks * sizeof *ix->chunks;
     if (own && *own && r->ok && (size_t)(r->end - r->p) >= chunk_bytes && chunk_bytes > 0) {
@@ -233,8 +247,9 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
       ix->chunks = (sl_h5_chunk *)(kept ? kept : *own);
       *own = NULL;
     } else {
-      ix->chunks = sl_xcalloc((size_t)(s.n_chunks ? s.n_chunks : 1), sizeof *ix->chunks);
-      get(r, ix->chunks, chunk_bytes);
+      ix->chunks = calloc((size_t)(s.n_chunks ? s.n_chunks : 1), sizeof *ix->chunks);
+      if (ix->chunks) get(r, ix->chunks, chunk_bytes);
+      else r->ok = false;
     }
     for (int i = 0; i < s.n_chunks && r->ok; i++)
       if (ix->chunks[i].file < 0 || ix->chunks[i].file >= nf) r->ok = false;
