@@ -128,21 +128,35 @@ static void decode_range(void *ctx, int64_t begin, int64_t end, int worker) {
 }
 
 /* Pixels [begin, end): the sum over frames in order, skipping masked pixels
- * and pixels at the dtype's maximum (the detector's flag value). */
+ * and pixels at the dtype's maximum (the detector's flag value). A skipped
+ * value adds +0.0, which leaves a sum of non-negative counts as it is, so the
+ * loop over pixels has no branch and vectorises; each pixel still adds its
+ * frames in order (the same bits as adding only the kept values). */
+#define PREVIEW_SUM(T, FLAG)                                                            \
+  {                                                                                     \
+    for (int64_t f = 0; f < j->want; f++) {                                             \
+      const T *restrict x = (const T *)(j->frames + (size_t)f * ix->frame_bytes);       \
+      for (int64_t i = begin; i < end; i++) {                                           \
+        T v = x[i];                                                                     \
+        sum[i] += (v != (T)(FLAG) && !(mask && mask[i])) ? (double)v : 0.0;             \
+      }                                                                                 \
+    }                                                                                   \
+    break;                                                                              \
+  }
+
 static void sum_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const preview_job *j = ctx;
   const sl_h5_index *ix = j->ix;
+  double *restrict sum = j->sum;
+  const uint8_t *restrict mask = j->mask;
   (void)worker;
-  sl_dtype t = ix->elem_size == 1 ? SL_U8 : ix->elem_size == 2 ? SL_U16 : SL_U32;
-  uint64_t flag = ix->elem_size == 1 ? 0xFFu : ix->elem_size == 2 ? 0xFFFFu : 0xFFFFFFFFu;
-  for (int64_t f = 0; f < j->want; f++) {
-    const uint8_t *frame = j->frames + (size_t)f * ix->frame_bytes;
-    for (int64_t i = begin; i < end; i++) {
-      uint64_t v = sl_frame_value_at(frame, t, i);
-      if (!(j->mask && j->mask[i]) && v != flag) j->sum[i] += (double)v;
-    }
+  switch (ix->elem_size) {
+    case 1: PREVIEW_SUM(uint8_t, 0xFFu)
+    case 2: PREVIEW_SUM(uint16_t, 0xFFFFu)
+    default: PREVIEW_SUM(uint32_t, 0xFFFFFFFFu)
   }
 }
+#undef PREVIEW_SUM
 
 /* The stored chunks that hold the first `want` frames, read with the
  * project's chunk reader (one window), decoded in parallel and added into
