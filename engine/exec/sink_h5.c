@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/exec/sinks.h"
+#include "engine/plan/plan.h"
 
 static hid_t h5_type(sl_dtype t) {
   switch (t) {
@@ -65,11 +66,24 @@ static hid_t dataset_type(sl_dtype t, bool *own) {
   return type;
 }
 
+/* A streamed output's positions waiting to be written: consecutive
+ * positions from `start`, in a buffer of at most SL_PLAN_SINK_BUFFER_BYTES
+ * (a chunk of a few frames' scalars would otherwise cost an HDF5 write
+ * each). Written when the next positions do not follow or do not fit, and
+ * when the file is finished. */
+typedef struct pending {
+  unsigned char *data;
+  size_t cap, bytes;
+  int64_t start, count;
+} pending;
+
 struct sl_h5_writer {
   char path[4352];
   hid_t file;
   int n;
-  hid_t *ds; /* per output: its dataset once created, or -1 */
+  hid_t *ds;        /* per output: its dataset once created, or -1 */
+  pending *waiting; /* per output */
+  const sl_output_data **out; /* per output: what its pending positions belong to */
 };
 
 sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, int n_outputs,
@@ -85,7 +99,10 @@ sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_att
     }
   sl_h5_writer *w = calloc(1, sizeof *w);
   w->ds = malloc((size_t)(n_outputs ? n_outputs : 1) * sizeof *w->ds);
-  if (!w->ds) {
+  w->waiting = calloc((size_t)(n_outputs ? n_outputs : 1), sizeof *w->waiting);
+  w->out = calloc((size_t)(n_outputs ? n_outputs : 1), sizeof *w->out);
+  if (!w->ds || !w->waiting || !w->out) {
+    free(w->ds), free(w->waiting), free(w->out);
     free(w);
     H5Fclose(f);
     return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for the writer", path);
@@ -143,7 +160,43 @@ static herr_t select_positions(hid_t space, int rank, const hsize_t *dims, int s
   return rc;
 }
 
+static sl_code write_positions(sl_h5_writer *w, int o, const sl_output_data *out, int64_t start,
+                               int64_t count, const void *data, sl_error *err);
+
+/* Writes output o's pending positions. */
+static sl_code flush(sl_h5_writer *w, int o, sl_error *err) {
+  pending *q = &w->waiting[o];
+  if (!q->count) return SL_OK;
+  sl_code rc = write_positions(w, o, w->out[o], q->start, q->count, q->data, err);
+  q->count = 0, q->bytes = 0;
+  return rc;
+}
+
 sl_code sl_h5_writer_positions(sl_h5_writer *w, int o, const sl_output_data *out, int64_t start,
+                               int64_t count, const void *data, sl_error *err) {
+  if (count <= 0) return SL_OK;
+  pending *q = &w->waiting[o];
+  size_t bytes = (size_t)(count * sl_desc_item_bytes(&out->desc));
+  bool follows = q->count && q->start + q->count == start;
+  if (q->count && (!follows || q->bytes + bytes > q->cap)) {
+    sl_code rc = flush(w, o, err);
+    if (rc != SL_OK) return rc;
+  }
+  if (!q->data) { /* the buffer: as much of the output as the plan counted */
+    int64_t whole = sl_desc_bytes(&out->desc);
+    q->cap = (size_t)(whole < SL_PLAN_SINK_BUFFER_BYTES ? whole : SL_PLAN_SINK_BUFFER_BYTES);
+    q->data = malloc(q->cap ? q->cap : 1);
+  }
+  if (!q->data || bytes > q->cap) return write_positions(w, o, out, start, count, data, err);
+  if (!q->count) q->start = start;
+  memcpy(q->data + q->bytes, data, bytes);
+  q->bytes += bytes;
+  q->count += count;
+  w->out[o] = out;
+  return SL_OK;
+}
+
+static sl_code write_positions(sl_h5_writer *w, int o, const sl_output_data *out, int64_t start,
                                int64_t count, const void *data, sl_error *err) {
   if (count <= 0) return SL_OK;
   int rank = out->desc.rank, scan_rank = out->desc.stream_rank;
@@ -193,8 +246,16 @@ static sl_code put_output_attrs(sl_h5_writer *w, hid_t ds, const sl_output_data 
   return SL_OK;
 }
 
+/* The pending positions' buffers go. */
+static void free_waiting(sl_h5_writer *w) {
+  for (int o = 0; o < w->n; o++) free(w->waiting[o].data);
+  free(w->waiting);
+  free(w->out);
+}
+
 sl_code sl_h5_writer_finish(sl_h5_writer *w, const sl_output_data *outs, sl_error *err) {
   sl_code rc = SL_OK;
+  for (int o = 0; o < w->n && rc == SL_OK; o++) rc = flush(w, o, err);
   for (int o = 0; o < w->n && rc == SL_OK; o++) {
     if (w->ds[o] < 0) rc = sl_fail(err, SL_ERR_INTERNAL, "%s: dataset '%s' was never written", w->path, outs[o].name);
     else rc = put_output_attrs(w, w->ds[o], &outs[o], err);
@@ -203,6 +264,7 @@ sl_code sl_h5_writer_finish(sl_h5_writer *w, const sl_output_data *outs, sl_erro
     if (w->ds[o] >= 0) H5Dclose(w->ds[o]);
   herr_t h = H5Fclose(w->file);
   if (h < 0 && rc == SL_OK) rc = sl_fail(err, SL_ERR_IO, "cannot finish writing %s", w->path);
+  free_waiting(w);
   free(w->ds);
   free(w);
   return rc;
@@ -213,6 +275,7 @@ void sl_h5_writer_abandon(sl_h5_writer *w) {
   for (int o = 0; o < w->n; o++)
     if (w->ds[o] >= 0) H5Dclose(w->ds[o]);
   H5Fclose(w->file);
+  free_waiting(w);
   free(w->ds);
   free(w);
 }

@@ -271,8 +271,11 @@ static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl
     int home_stream_last = p->passes[n->pass].stream_last;
     b->last_level = b->streamed ? (home_stream_last > b->last_level ? home_stream_last : b->last_level)
                                 : final_level;
-    if (b->streamed && p->outputs_to_sink)
+    if (b->streamed && p->outputs_to_sink) {
+      int64_t whole = sl_desc_bytes(&n->out[k]);
       p->output_bytes += p->caps.device_memory ? b->bytes : 0; /* one chunk staged, or none */
+      p->output_bytes += whole < SL_PLAN_SINK_BUFFER_BYTES ? whole : SL_PLAN_SINK_BUFFER_BYTES;
+    }
     else
       p->output_bytes += b->variable ? b->bytes : sl_desc_bytes(&n->out[k]);
   }

@@ -143,6 +143,11 @@ typedef struct sl_plan {
   sl_cost_profile profile; /* the estimate's numbers */
 } sl_plan;
 
+/* What an output sink may hold of each streamed output to write it in
+ * larger pieces than one chunk (results.h5: a write-behind buffer), at most
+ * the whole output; the plan counts it as host memory. */
+#define SL_PLAN_SINK_BUFFER_BYTES ((int64_t)1 << 20)
+
 /* Bytes of the largest streamed buffer per worker in an automatic chunk. */
 int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps);
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err);
