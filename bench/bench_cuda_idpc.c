@@ -25,6 +25,7 @@ int main(void) {
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "bench/bench_node.h"
 #include "tests/unit/device_table_lend.h"
 #include "engine/pipeline/yaml_tree.h"
 
@@ -55,16 +56,6 @@ static int node_make(sl_node *n, int64_t R, int64_t C, const char *mirror, sl_er
   n->in[0] = n->in[1] = sl_desc_make(SL_F64, 2, dims, 0);
   if (d->infer(n, e) || d->prepare(n, e)) return 1;
   return 0;
-}
-
-static void node_free(sl_node *n) {
-  if (n->dev_state && n->dev_state_free) n->dev_state_free(n->dev_state);
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  free(n->typed_params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
 }
 
 static int cmp_d(const void *a, const void *b) {

@@ -28,6 +28,7 @@ int main(void) {
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/pipeline/yaml_tree.h"
+#include "bench/bench_node.h"
 #include "tests/unit/device_table_lend.h"
 
 extern const sl_node_desc sl_node_virtual_detectors, sl_node_virtual_image, sl_node_moments,
@@ -63,16 +64,6 @@ static int node_make(sl_node *n, const sl_node_desc *d, const kv *over, int n_ov
   if (d->infer(n, e)) return 1;
   if (d->prepare && d->prepare(n, e)) return 1;
   return 0;
-}
-
-static void node_free(sl_node *n) {
-  if (n->dev_state && n->dev_state_free) n->dev_state_free(n->dev_state);
-  if (n->desc->release && n->state) n->desc->release(n);
-  for (int i = 0; i < n->desc->n_params; i++) sl_param_value_free(&n->params[i]);
-  free(n->params);
-  free(n->typed_params);
-  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
-  free(n->notes);
 }
 
 static int cmp_f(const void *a, const void *b) {

@@ -34,17 +34,15 @@ static bool is_sluice_output(const char *dir) {
   return lstat(marker, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* The folders above `dir` (not dir itself). */
 static sl_code make_parents(const char *dir, sl_error *err) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", dir);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-      return sl_fail(err, SL_ERR_IO, "cannot create directory %s: %s", buf, strerror(errno));
-    *p = '/';
-  }
-  return SL_OK;
+  char parent[4096];
+  snprintf(parent, sizeof parent, "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (!slash || slash == parent) return SL_OK;
+  *slash = 0;
+  return sl_make_dirs(parent) ? SL_OK
+                              : sl_fail(err, SL_ERR_IO, "cannot create directory %s: %s", parent, strerror(errno));
 }
 
 static sl_code refuse_existing(const char *dir, bool force, sl_error *err) {

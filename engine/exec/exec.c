@@ -674,12 +674,6 @@ void sl_exec_result_free(sl_exec_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-static int buffer_index(const sl_plan *p, int node, int port) {
-  for (int b = 0; b < p->n_buffers; b++)
-    if (p->buffers[b].node == node && p->buffers[b].port == port) return b;
-  return 0; /* every output port has a buffer */
-}
-
 sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
                    sl_exec_result *res, sl_error *err) {
   const sl_graph *g = p->graph;
@@ -705,8 +699,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     od->scan_axes = sl_graph_output_scan_axes(g, go->node, go->port);
     od->desc = n->out[go->port];
     int64_t bytes = sl_desc_bytes(&od->desc);
-    if (p->buffers[buffer_index(p, go->node, go->port)].variable)
-      bytes = p->buffers[buffer_index(p, go->node, go->port)].bytes; /* the bound */
+    const sl_plan_buffer *bf = &p->buffers[sl_plan_buffer_index(p, go->node, go->port)];
+    if (bf->variable) bytes = bf->bytes; /* the bound */
     od->in_sink = sink && od->desc.stream_rank;
     if (od->in_sink) continue; /* never whole in host memory */
     od->data = malloc(bytes > 0 ? (size_t)bytes : 1);

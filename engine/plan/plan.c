@@ -334,8 +334,7 @@ static void plan_buffers(sl_plan *p, const sl_graph *g) {
   }
 }
 
-/* The buffer of output `port` of node `node`, or -1. */
-static int buffer_of(const sl_plan *p, int node, int port) {
+int sl_plan_buffer_index(const sl_plan *p, int node, int port) {
   for (int b = 0; b < p->n_buffers; b++)
     if (p->buffers[b].node == node && p->buffers[b].port == port) return b;
   return -1;
@@ -349,7 +348,7 @@ static int in_place_source(const sl_plan *p, const sl_graph *g, int i, int k) {
   if (!n->desc || !((n->desc->in_place_outputs >> k) & 1u) || k >= n->n_in) return -1;
   sl_edge_src src = n->in_src[k];
   if (src.node < 0) return -1;
-  int s = buffer_of(p, src.node, src.port), b = buffer_of(p, i, k);
+  int s = sl_plan_buffer_index(p, src.node, src.port), b = sl_plan_buffer_index(p, i, k);
   if (s < 0 || b < 0) return -1;
   const sl_plan_buffer *sb = &p->buffers[s];
   if (!sb->streamed || !p->buffers[b].streamed || sb->graph_output || sb->bytes != p->buffers[b].bytes)

@@ -152,6 +152,8 @@ typedef struct sl_plan {
 int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps);
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err);
 void sl_plan_free(sl_plan *p);
+/* The index in p->buffers of output `port` of node `node`, or -1. */
+int sl_plan_buffer_index(const sl_plan *p, int node, int port);
 /* The pass a stream node's chunks follow (its home pass); its chunking is
  * the same in every pass it runs in. */
 const sl_plan_pass *sl_plan_node_pass(const sl_plan *p, int node);

@@ -224,4 +224,22 @@ static inline void synth_com(const kv *over, int n_over, int *R, int *C, double 
   synth_free(&d);
 }
 
+/* A periodic potential on R x C (three sinusoids of integer frequencies
+ * below Nyquist) into p, and its exact gradient along rows and cols into gr
+ * and gc: what iDPC must integrate back (to the potential minus its mean). */
+static inline void periodic_potential(int R, int C, double *p, double *gr, double *gc) {
+  const double modes[3][4] = {{1, 2, 0.7, 0.3}, {3, -1, 0.4, 1.1}, {5, 7, 0.2, 2.0}};
+  for (int i = 0; i < R; i++)
+    for (int j = 0; j < C; j++) {
+      double v = 0, dr = 0, dc = 0;
+      for (int m = 0; m < 3; m++) {
+        double a = 2 * M_PI * (modes[m][0] * i / R + modes[m][1] * j / C) + modes[m][3];
+        v += modes[m][2] * cos(a);
+        dr -= modes[m][2] * sin(a) * 2 * M_PI * modes[m][0] / R;
+        dc -= modes[m][2] * sin(a) * 2 * M_PI * modes[m][1] / C;
+      }
+      p[i * C + j] = v, gr[i * C + j] = dr, gc[i * C + j] = dc;
+    }
+}
+
 #endif

@@ -31,6 +31,7 @@
 #include "tests/unit/cuda_probe.h"
 #include "tests/unit/device_table_lend.h"
 #include "tests/unit/node_harness.h"
+#include "tests/unit/stem_test_data.h"
 
 extern const sl_node_desc sl_node_idpc;
 
@@ -236,21 +237,11 @@ static void test_against_host_512(void **st) {
 static void test_device_exact_gradient(void **st) {
   (void)st;
   const int R = 48, C = 30;
-  const double modes[3][4] = {{1, 2, 0.7, 0.3}, {3, -1, 0.4, 1.1}, {5, 7, 0.2, 2.0}};
   double *p = malloc(sizeof(double) * R * C), *gr = malloc(sizeof(double) * R * C),
          *gc = malloc(sizeof(double) * R * C), *phi = malloc(sizeof(double) * R * C);
+  periodic_potential(R, C, p, gr, gc);
   double mean = 0;
-  for (int i = 0; i < R; i++)
-    for (int j = 0; j < C; j++) {
-      double v = 0, dr = 0, dc = 0;
-      for (int m = 0; m < 3; m++) {
-        double a = 2 * M_PI * (modes[m][0] * i / R + modes[m][1] * j / C) + modes[m][3];
-        v += modes[m][2] * cos(a);
-        dr -= modes[m][2] * sin(a) * 2 * M_PI * modes[m][0] / R;
-        dc -= modes[m][2] * sin(a) * 2 * M_PI * modes[m][1] / C;
-      }
-      p[i * C + j] = v, gr[i * C + j] = dr, gc[i * C + j] = dc, mean += v;
-    }
+  for (int k = 0; k < R * C; k++) mean += p[k];
   mean /= R * C;
   sl_node n;
   kv flat[1] = {{"mirror", "false"}};

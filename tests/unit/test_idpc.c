@@ -77,17 +77,7 @@ static void test_periodic_exact(void **st) {
   double *p = malloc(sizeof(double) * R * C), *gr = malloc(sizeof(double) * R * C),
          *gc = malloc(sizeof(double) * R * C);
   const double modes[3][4] = {{1, 2, 0.7, 0.3}, {3, -1, 0.4, 1.1}, {5, 7, 0.2, 2.0}};
-  for (int i = 0; i < R; i++)
-    for (int j = 0; j < C; j++) {
-      double v = 0, dr = 0, dc = 0;
-      for (int m = 0; m < 3; m++) {
-        double a = 2 * M_PI * (modes[m][0] * i / R + modes[m][1] * j / C) + modes[m][3];
-        v += modes[m][2] * cos(a);
-        dr += -modes[m][2] * sin(a) * 2 * M_PI * modes[m][0] / R;
-        dc += -modes[m][2] * sin(a) * 2 * M_PI * modes[m][1] / C;
-      }
-      p[i * C + j] = v, gr[i * C + j] = dr, gc[i * C + j] = dc;
-    }
+  periodic_potential(R, C, p, gr, gc);
   double mp = mean_of(p, R * C);
   kv o[] = {{"mirror", "false"}};
   double *phi = run_idpc(gr, gc, R, C, o, 1);
