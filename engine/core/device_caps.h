@@ -13,6 +13,9 @@ typedef struct sl_backend_caps {
   sl_backend_kind kind;
   char device[128];       /* non-sensitive description */
   int compute_units;      /* CPU threads or multiprocessors */
+  int host_workers;       /* workers of parallel_for, which host kernels use
+                             (the CPU backend's threads; a device backend's
+                             host helpers); 0 = compute_units */
   uint64_t memory_bytes;  /* memory available to buffers */
   bool device_memory;     /* buffers live in a separate device memory */
   int64_t cache_bytes;    /* private cache per compute unit (a core's L2); 0 = unknown */

@@ -21,7 +21,7 @@ extern "C" {
 
 /* The version of this ABI compiled into each device kernel file. A device
  * backend refuses to start when a kernel was built for another one. */
-#define SL_KERNEL_ABI_VERSION 4
+#define SL_KERNEL_ABI_VERSION 5
 
 typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
 
@@ -76,6 +76,14 @@ typedef struct sl_kernel_args {
   int64_t in_bytes[8];
   int64_t out_bytes[8];
   void *workspace; /* cost().workspace_bytes of scratch, or NULL */
+  /* Host scratch of each worker of parallel_for: cost().per_worker_bytes at
+   * worker_scratch + worker * worker_scratch_stride (sl_worker_scratch),
+   * lent by the executor for the whole run and counted in the plan, so a
+   * kernel's ranges never malloc (a worker thread that mallocs gets a heap
+   * arena of its own that the process keeps: memory the plan cannot see).
+   * NULL when the node declared none. */
+  void *worker_scratch;
+  int64_t worker_scratch_stride;
   /* On a device backend: the node's device table, cost().device_state_bytes
    * of device memory lent from the run's pool for the whole run (the same
    * pointer in every call, zeroed before the first), or NULL when the node
@@ -96,6 +104,13 @@ typedef struct sl_kernel_args {
 } sl_kernel_args;
 
 typedef sl_code (*sl_kernel_fn)(sl_kernel_args *args);
+
+/* Worker `worker`'s cost().per_worker_bytes of host scratch (see
+ * sl_kernel_args.worker_scratch). */
+static inline void *sl_worker_scratch(const sl_kernel_args *a, int worker) {
+  return a->worker_scratch ? (char *)a->worker_scratch + (int64_t)worker * a->worker_scratch_stride
+                           : NULL;
+}
 typedef void (*sl_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 
 /* One device kernel compiled into the binary: its name, the __global__

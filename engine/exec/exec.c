@@ -34,6 +34,11 @@ typedef struct run_ctx {
   int *buf_of;          /* node * 8 + port -> plan buffer index */
   const void **inputs;  /* graph inputs (iterate bodies) */
   void *workspace;
+  /* The workers' host scratch (sl_plan.worker_scratch_*): from the pool on
+   * the CPU backend, from the host heap on a device backend (host nodes'
+   * kernels only). */
+  void *worker_scratch;
+  void *host_workspace; /* device backends: host nodes' workspace */
   void **device_table; /* per node: its lent device table, or NULL */
   /* Per plan buffer: a declared reduction's partial (or NULL), and the
    * bytes a variable-size buffer holds now (a concat: appended so far). */
@@ -112,6 +117,24 @@ static sl_code lend_device_tables(run_ctx *c, sl_error *err) {
   return SL_OK;
 }
 
+/* One stride of host scratch per worker of parallel_for, for the whole run
+ * (the plan counted stride x its host workers; a backend never has more
+ * workers than it reported). */
+static sl_code worker_scratch_acquire(run_ctx *c, sl_error *err) {
+  int workers = c->b->ops->workers(c->b);
+  int planned = c->p->caps.host_workers > 0 ? c->p->caps.host_workers : c->p->caps.compute_units;
+  if (planned > 0 && workers > planned)
+    return sl_fail(err, SL_ERR_INTERNAL, "the backend has %d workers but the plan counted %d", workers,
+                   planned);
+  size_t bytes = (size_t)c->p->worker_scratch_stride * (size_t)(workers > 0 ? workers : 1);
+  if (!c->b->caps.device_memory) return sl_pool_acquire(c->pool, (int64_t)bytes, &c->worker_scratch, err);
+  if (posix_memalign(&c->worker_scratch, 64, bytes) != 0) {
+    c->worker_scratch = NULL;
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for %zu bytes of the workers' host scratch", bytes);
+  }
+  return SL_OK;
+}
+
 static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *pool,
                          const void **inputs, sl_error *err) {
   memset(c, 0, sizeof *c);
@@ -146,6 +169,16 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
     sl_code rc = sl_pool_acquire(pool, p->lent_workspace_bytes, &c->workspace, err);
     if (rc != SL_OK) return rc;
   }
+  if (p->worker_scratch_stride > 0) {
+    sl_code rc = worker_scratch_acquire(c, err);
+    if (rc != SL_OK) return rc;
+  }
+  if (p->host_workspace_bytes > 0 &&
+      posix_memalign(&c->host_workspace, 64, (size_t)p->host_workspace_bytes) != 0) {
+    c->host_workspace = NULL;
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld bytes of host nodes' workspace",
+                   (long long)p->host_workspace_bytes);
+  }
   for (int i = 0; i < p->n_buffers; i++) {
     const sl_plan_buffer *bf = &p->buffers[i];
     if (bf->variable && bf->combine == SL_COMBINE_CONCAT)
@@ -167,6 +200,9 @@ static void ctx_end(run_ctx *c) {
   for (int s = 0; c->slot_ptr && s < c->p->n_slots; s++)
     if (c->slot_ptr[s]) sl_pool_release(c->pool, c->slot_ptr[s]);
   if (c->workspace) sl_pool_release(c->pool, c->workspace);
+  if (c->worker_scratch && c->b->caps.device_memory) free(c->worker_scratch);
+  else if (c->worker_scratch) sl_pool_release(c->pool, c->worker_scratch);
+  free(c->host_workspace);
   int n = c->p->graph->n_nodes;
   /* A launcher's device state points into its node's device table: it ends
    * with the table (a later context lends a new table, and the launcher
@@ -271,6 +307,8 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
     a->out_bytes[k] = out_call_bytes(c, i, k, pos_count, finalize);
   }
   a->workspace = c->workspace;
+  a->worker_scratch = c->worker_scratch;
+  a->worker_scratch_stride = c->p->worker_scratch_stride;
   a->device_table = c->device_table[i];
   a->device_table_bytes = c->device_table[i] ? device_table_bytes(c, i) : 0;
   a->err = &c->kernel_err;
@@ -306,7 +344,7 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   fill_args(c, i, chunk, pos_start, pos_count, finalize);
   sl_kernel_args *a = &c->calls[i].a;
   c->calls[i].fn = fn;
-  a->workspace = NULL;
+  a->workspace = c->host_workspace;
   /* The host is about to rewrite this node's staging: the uploads out of it
    * from the previous call (asynchronous, from pinned memory) must be done. */
   sl_code rc = b->ops->sync(b, c->err);

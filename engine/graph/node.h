@@ -31,7 +31,8 @@ typedef struct sl_node_cost {
   int64_t bytes_written;
   int64_t ops;
   int64_t workspace_bytes;   /* scratch the executor lends for one call */
-  int64_t per_worker_bytes;  /* scratch the kernel allocates per worker thread */
+  int64_t per_worker_bytes;  /* host scratch per parallel_for worker, lent
+                                by the executor (sl_worker_scratch) */
   int64_t state_bytes;       /* what prepare() holds for the whole run */
   int64_t library_bytes;     /* what a library the node uses makes once per
                                 process at its first use (FFTW's planner

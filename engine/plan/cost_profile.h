@@ -48,6 +48,10 @@ typedef struct sl_cost_rate {
  * on a device backend (its context's host side included). */
 #define SL_PROCESS_BYTES_HOST (4.0 * 1048576.0)
 #define SL_PROCESS_BYTES_DEVICE (120.0 * 1048576.0)
+/* Host memory of each worker thread beyond the first: the stack pages its
+ * kernels touch, its thread descriptor and TLS (dev: 11 KiB measured per
+ * worker at 16 workers on iterate_until.yaml; with room for deeper stacks). */
+#define SL_WORKER_THREAD_BYTES (32 * 1024)
 
 typedef struct sl_cost_profile {
   sl_backend_kind kind;

@@ -212,10 +212,14 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     sl_code rc = plan_node_cost(p, g, i, opts, err);
     if (rc != SL_OK) return rc;
     const sl_plan_node *pn = &p->nodes[i];
-    int64_t scratch = pn->cost.workspace_bytes +
-                      pn->cost.per_worker_bytes * (p->caps.compute_units > 0 ? p->caps.compute_units : 1);
-    if (scratch > p->workspace_bytes) p->workspace_bytes = scratch;
-    if (pn->cost.workspace_bytes > p->lent_workspace_bytes) p->lent_workspace_bytes = pn->cost.workspace_bytes;
+    /* A host node's workspace is host memory; on a device backend the pooled
+     * workspace is the device's, so host nodes get a host one of their own. */
+    bool host_ws = p->caps.device_memory && g->nodes[i].desc && g->nodes[i].desc->host;
+    int64_t *ws = host_ws ? &p->host_workspace_bytes : &p->lent_workspace_bytes;
+    if (pn->cost.workspace_bytes > *ws) *ws = pn->cost.workspace_bytes;
+    if (!host_ws && pn->cost.workspace_bytes > p->workspace_bytes) p->workspace_bytes = pn->cost.workspace_bytes;
+    int64_t stride = (pn->cost.per_worker_bytes + 63) / 64 * 64;
+    if (stride > p->worker_scratch_stride) p->worker_scratch_stride = stride;
     p->state_bytes += pn->cost.state_bytes;
     if (pn->cost.library_bytes > p->library_bytes) p->library_bytes = pn->cost.library_bytes;
     if (p->caps.device_memory) p->device_state_bytes += pn->cost.device_state_bytes;
@@ -230,6 +234,8 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
         p->levels[p->exec_level[i * np + pass]].est_seconds += pn->est_seconds / runs;
     if (pn->body) p->batches = sat_add(p->batches, sat_mul(pn->body->batches, g->nodes[i].times));
   }
+  int workers = p->caps.host_workers > 0 ? p->caps.host_workers : p->caps.compute_units;
+  p->worker_scratch_bytes = sat_mul(p->worker_scratch_stride, workers > 0 ? workers : 1);
   /* Each level is one batch, per chunk in a stream block. */
   for (int l = 0; l < p->n_levels; l++) {
     const sl_plan_pass *pp = &p->passes[p->levels[l].pass];
@@ -456,11 +462,12 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
   int64_t engine = p->slot_bytes + p->partial_bytes + p->workspace_bytes + p->body_bytes + p->state_bytes;
   if (p->caps.device_memory) {
     p->peak_device_bytes = engine;
-    p->peak_host_bytes = p->output_bytes + p->staging_bytes + p->state_bytes;
+    p->peak_host_bytes = p->output_bytes + p->staging_bytes + p->state_bytes + p->worker_scratch_bytes +
+                         p->host_workspace_bytes;
     p->peak_device_bytes -= p->state_bytes; /* node state lives on the host */
     p->peak_device_bytes += p->device_state_bytes;
   } else {
-    p->peak_host_bytes = engine + p->output_bytes;
+    p->peak_host_bytes = engine + p->output_bytes + p->worker_scratch_bytes;
   }
   /* the process's own memory and, once, the largest library start-up (an
    * iterate body's count in its parent: its libraries are the process's) */
@@ -528,7 +535,10 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   p->caps = opts->caps;
   if (opts->profile) p->profile = *opts->profile;
   else sl_cost_profile_builtin(&opts->caps, &p->profile);
-  p->process_bytes = opts->body ? 0 : (int64_t)p->profile.process_bytes;
+  int workers = opts->caps.host_workers > 0 ? opts->caps.host_workers : opts->caps.compute_units;
+  p->process_bytes = opts->body ? 0
+                                : (int64_t)p->profile.process_bytes +
+                                      (workers > 1 ? (int64_t)(workers - 1) * SL_WORKER_THREAD_BYTES : 0);
   p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
   p->outputs_to_sink = opts->outputs_to_sink;
   p->n_passes = g->n_passes > 0 ? g->n_passes : 1;

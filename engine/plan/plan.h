@@ -116,11 +116,17 @@ typedef struct sl_plan {
   sl_plan_slot *slots;
   sl_plan_node *nodes; /* per graph node */
   int64_t slot_bytes;      /* sum of slot sizes: preallocated */
-  int64_t workspace_bytes; /* largest node workspace (one at a time), with
-                              per-worker scratch times the worker count */
+  int64_t workspace_bytes; /* largest node workspace (one at a time) */
+  /* Per-worker host scratch (sl_kernel_args.worker_scratch): the largest
+   * node's cost().per_worker_bytes rounded to 64 bytes, and that times the
+   * host workers, lent by the executor for the whole run. */
+  int64_t worker_scratch_stride;
+  int64_t worker_scratch_bytes;
   int64_t state_bytes;     /* node state held for the whole run (sum) */
   int64_t device_state_bytes; /* node state in device memory (sum; device backends only) */
   int64_t lent_workspace_bytes; /* the executor's workspace buffer */
+  int64_t host_workspace_bytes; /* device backends: the host nodes' workspace
+                                   (host memory; 0 on the CPU backend) */
   int64_t staging_bytes;   /* host staging of host nodes on a device backend */
   int64_t body_bytes;      /* largest iterate body peak */
   int64_t output_bytes;    /* graph outputs in host memory: whole ones, and

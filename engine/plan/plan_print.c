@@ -72,6 +72,11 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   fprintf(f, "%s  live buffers peak  %s\n", ind, a);
   sl_format_bytes((uint64_t)p->workspace_bytes, a, sizeof a);
   fprintf(f, "%s  node workspace     %s\n", ind, a);
+  if (p->worker_scratch_bytes) {
+    sl_format_bytes((uint64_t)p->worker_scratch_bytes, a, sizeof a);
+    fprintf(f, "%s  worker scratch     %s (%lld bytes per worker)\n", ind, a,
+            (long long)p->worker_scratch_stride);
+  }
   sl_format_bytes((uint64_t)p->state_bytes, a, sizeof a);
   fprintf(f, "%s  node state         %s\n", ind, a);
   if (p->device_state_bytes) {
@@ -218,6 +223,7 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_begin_object(j);
   JSON_INTS(j, {"slots", p->n_slots}, {"slot_bytes", p->slot_bytes},
             {"live_peak_bytes", p->live_peak_bytes}, {"workspace_bytes", p->workspace_bytes},
+            {"worker_scratch_bytes", p->worker_scratch_bytes},
             {"state_bytes", p->state_bytes}, {"device_state_bytes", p->device_state_bytes},
             {"output_bytes", p->output_bytes}, {"partial_bytes", p->partial_bytes},
             {"process_bytes", p->process_bytes},

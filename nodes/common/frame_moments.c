@@ -173,17 +173,11 @@ typedef struct moments_job {
   void *ctx;
   int64_t h, w, item_bytes;
   bool madd;
-  int failed;
 } moments_job;
 
 static void moments_range(void *ctx, int64_t begin, int64_t end, int worker) {
-  (void)worker;
   moments_job *j = ctx;
-  void *scratch = malloc((size_t)sl_frame_moments_scratch(j->w));
-  if (!scratch) {
-    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-    return;
-  }
+  void *scratch = sl_worker_scratch(j->a, worker);
   sl_dtype t = j->a->node->in[0].dtype;
   const char *x = j->a->in[0];
 #if SL_MADD_X86
@@ -198,22 +192,21 @@ static void moments_range(void *ctx, int64_t begin, int64_t end, int worker) {
       sweep_portable(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
     j->emit(j->a, j->ctx, p, m);
   }
-  free(scratch);
 }
 
 sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_simd simd, sl_frame_moments_emit emit,
                                void *ctx) {
   const sl_tensor_desc *x = &a->node->in[0];
   moments_job j = {a, emit, ctx, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x),
-              false, 0};
+              false};
+  if (!a->worker_scratch || a->worker_scratch_stride < sl_frame_moments_scratch(j.w))
+    return sl_fail(a->err, SL_ERR_INTERNAL, "%s: called without %lld bytes of scratch per worker",
+                   a->node->desc->type, (long long)sl_frame_moments_scratch(j.w));
   sl_simd path;
   sl_code rc = sl_simd_resolve(simd, &path, a->err);
   if (rc) return rc;
   j.madd = SL_MADD_X86 && path == SL_SIMD_AVX2 && madd_fits(x->dtype, j.w);
   int64_t grain = 65536 / (j.h * j.w + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, moments_range, &j);
-  if (j.failed)
-    return sl_fail(a->err, SL_ERR_NOMEM, "%s: out of memory for %lld bytes of scratch",
-                   a->node->desc->type, (long long)sl_frame_moments_scratch(j.w));
   return SL_OK;
 }

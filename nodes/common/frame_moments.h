@@ -40,9 +40,10 @@ typedef void (*sl_frame_moments_emit)(const sl_kernel_args *a, void *ctx, int64_
 /* Computes the moments of every frame of the chunk (input 0 of a->node,
  * H x W frames) in parallel over the positions, each worker with its own
  * scratch, and hands each to `emit`. `simd` is the node's `simd` param
- * (resolved here by sl_simd_resolve). Fails (a->err) on an unusable SIMD
- * choice, or with SL_ERR_NOMEM when a worker could not allocate its scratch
- * (sl_frame_moments_scratch(W) bytes); its frames are then not all emitted. */
+ * (resolved here by sl_simd_resolve), each worker sweeping in its lent
+ * scratch (sl_worker_scratch: the node declares sl_frame_moments_scratch(W)
+ * as its per_worker_bytes). Fails (a->err) on an unusable SIMD choice or
+ * without that scratch. */
 sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_simd simd, sl_frame_moments_emit emit,
                                void *ctx);
 

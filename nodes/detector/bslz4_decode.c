@@ -49,9 +49,10 @@ static void decode_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_read = sl_desc_buffer_bytes(&n->in[0], positions);
   c->bytes_written = positions * sl_desc_item_bytes(&n->out[0]);
   c->ops = n->in[0].encoding == SL_ENC_NONE ? 0 : 2 * c->bytes_written;
-  /* a partial last stored chunk decodes through scratch of one stored chunk */
+  /* a partial stored chunk decodes through the worker's scratch of one
+   * stored chunk (sl_worker_scratch) */
   int64_t per = n->in[0].positions_per_stored_chunk > 0 ? n->in[0].positions_per_stored_chunk : 1;
-  c->per_worker_bytes = per * sl_desc_item_bytes(&n->out[0]);
+  if (n->in[0].encoding != SL_ENC_NONE) c->per_worker_bytes = per * sl_desc_item_bytes(&n->out[0]);
 #ifdef SLUICE_HAVE_CUDA
   /* CUDA: the error record and the entry and block tables of a call */
   c->device_state_bytes = sl_cuda_bslz4_decode_table_bytes(&n->in[0], positions);
@@ -83,7 +84,8 @@ static void fail_job(decode_job *j, const sl_packed_entry *e, const sl_error *wh
 /* Decodes one stored chunk and puts `want` bytes of its frames, starting
  * `skip` bytes in, at dst. */
 static sl_code decode_entry(const decode_job *j, const sl_packed_entry *e, const uint8_t *src,
-                            uint8_t *dst, uint64_t skip, uint64_t want, sl_error *err) {
+                            uint8_t *dst, uint64_t skip, uint64_t want, uint8_t *worker_scratch,
+                            sl_error *err) {
   const sl_tensor_desc *in = &j->a->node->in[0];
   size_t elem = sl_dtype_size(in->dtype);
   uint64_t full = (uint64_t)j->per * (uint64_t)j->frame_bytes; /* storage frames of a chunk */
@@ -99,9 +101,8 @@ static sl_code decode_entry(const decode_job *j, const sl_packed_entry *e, const
    * chunks of the scan), decode through scratch. */
   uint8_t *target = dst, *scratch = NULL;
   if (skip > 0 || want < full) {
-    scratch = malloc(full);
-    if (!scratch) return sl_fail(err, SL_ERR_NOMEM, "no memory for a %llu-byte stored chunk", (unsigned long long)full);
-    target = scratch;
+    if (!worker_scratch) return sl_fail(err, SL_ERR_INTERNAL, "no scratch lent for a partial stored chunk");
+    scratch = target = worker_scratch;
   }
   size_t got = 0;
   sl_code rc = sl_encoded_chunk_decode(src, e->size, in->encoding, elem, (size_t)in->encoded_block_elems,
@@ -110,7 +111,6 @@ static sl_code decode_entry(const decode_job *j, const sl_packed_entry *e, const
     rc = sl_fail(err, SL_ERR_FORMAT, "decodes to %zu bytes, expected %llu (%lld frames of %lld bytes)", got,
                  (unsigned long long)full, (long long)j->per, (long long)j->frame_bytes);
   if (rc == SL_OK && scratch) memcpy(dst, scratch + skip, want);
-  free(scratch);
   return rc;
 }
 
@@ -134,7 +134,8 @@ static void decode_range(void *ctx, int64_t begin, int64_t end, int worker) {
     const uint8_t *src = (const uint8_t *)pk + e->offset;
     uint64_t skip = (uint64_t)(lo - e->first_position) * (uint64_t)j->frame_bytes;
     uint64_t want = (uint64_t)(hi - lo) * (uint64_t)j->frame_bytes;
-    if (decode_entry(j, e, src, out + (lo - a->pos_start) * j->frame_bytes, skip, want, &why) != SL_OK)
+    if (decode_entry(j, e, src, out + (lo - a->pos_start) * j->frame_bytes, skip, want,
+                     sl_worker_scratch(a, worker), &why) != SL_OK)
       fail_job(j, e, &why);
   }
 }

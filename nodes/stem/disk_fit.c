@@ -94,13 +94,21 @@ static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
+/* The kernel's working memory, lent by the executor as its workspace: the
+ * pattern as f64, a copy select_kth reorders, labels, the flood fill's
+ * stack, the edge points and the histogram (fit_scratch). */
+#define MAX_RAYS 1440
+static int64_t disk_fit_work_bytes(int64_t px) {
+  return px * (8 + 8 + 4 + 8) + 2 * MAX_RAYS * 8 + HIST_BINS * 8 + 64;
+}
+
 static void disk_fit_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   int64_t px = sl_desc_elems(&n->in[0]);
   c->bytes_read = sl_desc_bytes(&n->in[0]);
   c->bytes_written = 32;
   c->ops = 30 * px;
-  c->per_worker_bytes = px * (8 + 8 + 4 + 4); /* copy, select scratch, labels, stack */
+  c->workspace_bytes = disk_fit_work_bytes(px);
 }
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -258,8 +266,6 @@ static int edge_points(const double *p, int64_t h, int64_t w, double level, doub
   return n;
 }
 
-#define MAX_RAYS 1440
-
 /* Working memory of one fit. */
 typedef struct fit_scratch {
   double *tmp;    /* a copy of the pattern, reordered by select_kth */
@@ -405,8 +411,8 @@ static sl_code disk_verify(const double *p, int64_t h, int64_t w, const int32_t 
 }
 
 /* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found. */
-static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, disk_fit_result *f,
-                            sl_error *err) {
+static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, void *work,
+                            disk_fit_result *f, sl_error *err) {
   int64_t n = h * w;
   memset(f, 0, sizeof *f);
   double mn = INFINITY, mx = -INFINITY;
@@ -424,25 +430,23 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   if (h < 3 || w < 3)
     return sl_fail(err, SL_ERR_FORMAT, "disk_fit: no disk found: a %lldx%lld pattern is too small",
                    (long long)h, (long long)w);
-  fit_scratch s = {malloc((size_t)n * sizeof *s.tmp), malloc((size_t)n * sizeof *s.label),
-                   malloc((size_t)n * sizeof *s.stack), malloc(MAX_RAYS * sizeof *s.ey),
-                   malloc(MAX_RAYS * sizeof *s.ex), calloc(HIST_BINS, sizeof *s.hist)};
+  /* Carved from the lent workspace, 8-byte items first (disk_fit_work_bytes;
+   * the pattern itself took its first n doubles). */
+  fit_scratch s;
+  s.tmp = work;
+  s.stack = (int64_t *)(s.tmp + n);
+  s.ey = (double *)(s.stack + n);
+  s.ex = s.ey + MAX_RAYS;
+  s.hist = (int64_t *)(s.ex + MAX_RAYS);
+  s.label = (int32_t *)(s.hist + HIST_BINS);
+  memset(s.hist, 0, HIST_BINS * sizeof *s.hist);
   sl_code rc;
   double hi = 0, cy = 0, cx = 0, rad = 0;
   int32_t best_lab = -1;
-  if (!s.tmp || !s.label || !s.stack || !s.ey || !s.ex || !s.hist)
-    rc = sl_fail(err, SL_ERR_NOMEM, "disk_fit: out of memory for a %lldx%lld pattern",
-                 (long long)h, (long long)w);
-  else if ((rc = levels_find(p, n, mn, mx, frac, &s, f, &hi, err)) == SL_OK &&
-           (rc = region_find(p, h, w, hi, &s, f, &best_lab, &cy, &cx, &rad, err)) == SL_OK &&
-           (rc = circle_refine(p, h, w, &s, cy, cx, rad, f, err)) == SL_OK)
+  if ((rc = levels_find(p, n, mn, mx, frac, &s, f, &hi, err)) == SL_OK &&
+      (rc = region_find(p, h, w, hi, &s, f, &best_lab, &cy, &cx, &rad, err)) == SL_OK &&
+      (rc = circle_refine(p, h, w, &s, cy, cx, rad, f, err)) == SL_OK)
     rc = disk_verify(p, h, w, s.label, best_lab, f, err);
-  free(s.tmp);
-  free(s.label);
-  free(s.stack);
-  free(s.ey);
-  free(s.ex);
-  free(s.hist);
   return rc;
 }
 
@@ -478,8 +482,8 @@ static sl_code apply_explicit(sl_kernel_args *a, bool fitted, const disk_fit_res
 static sl_code disk_fit_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *x = &a->node->in[0];
   int64_t h = x->dims[0], w = x->dims[1], n = h * w;
-  double *p = malloc((size_t)n * sizeof *p);
-  if (!p) return sl_fail(a->err, SL_ERR_NOMEM, "disk_fit: out of memory");
+  if (!a->workspace) return sl_fail(a->err, SL_ERR_INTERNAL, "disk_fit: called without its workspace");
+  double *p = a->workspace;
   switch (x->dtype) {
 #define CONV(T) { const T *s = a->in[0]; for (int64_t i = 0; i < n; i++) p[i] = (double)s[i]; break; }
     case SL_U8: CONV(uint8_t)
@@ -492,8 +496,7 @@ static sl_code disk_fit_cpu(sl_kernel_args *a) {
   }
   disk_fit_result f;
   const double threshold = disk_fit_params_of(a->node)->threshold;
-  sl_code rc = disk_fit_run(p, h, w, threshold, &f, a->err);
-  free(p);
+  sl_code rc = disk_fit_run(p, h, w, threshold, p + n, &f, a->err);
   double *out = a->out[0];
   if (rc == SL_OK) {
     out[0] = f.cr, out[1] = f.cc, out[2] = f.r, out[3] = f.resid;

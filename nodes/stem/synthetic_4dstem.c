@@ -284,7 +284,8 @@ static void synthetic_cost(const sl_node *n, int64_t positions, sl_node_cost *c)
   c->bytes_written = positions * (sl_desc_item_bytes(&n->out[0]) + 3 * 8);
   c->bytes_read = positions * hw * 16 * 2; /* probe and transmission */
   c->ops = positions * hw * (int64_t)(5.0 * log2((double)hw) + 40.0);
-  /* Each worker's range allocates its FFT and sampling scratch; prepare()
+  /* Each worker's FFT and sampling scratch (psi, spectrum, intensity, and
+   * the unrotated pattern when remapped) is lent by the executor; prepare()
    * holds the probe, the object phase and its transmission function. */
   c->per_worker_bytes = 40 * hw;
   c->library_bytes = SL_FFTW_PLANNER_BYTES;
@@ -420,7 +421,6 @@ static sl_code synthetic_prepare(sl_node *n, sl_error *err) {
 typedef struct synthetic_job {
   const sl_kernel_args *a;
   const synthetic_state *s;
-  atomic_int failed;
 } synthetic_job;
 
 static double phi_at(const synthetic_state *s, double y, double x) {
@@ -471,14 +471,11 @@ static void synthetic_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const synthetic_state *s = j->s;
   const synthetic_config *c = &s->cfg;
   int64_t h = c->h, w = c->w, hw = h * w, ow = c->ow;
-  fftw_complex *psi = fftw_malloc((size_t)hw * sizeof(fftw_complex));
-  fftw_complex *spec = fftw_malloc((size_t)hw * sizeof(fftw_complex));
-  double *lam = malloc((size_t)hw * sizeof(double));
-  double *raw = c->remap ? malloc((size_t)hw * sizeof(double)) : NULL;
-  if (!psi || !spec || !lam || (c->remap && !raw)) {
-    atomic_store(&j->failed, 1);
-    goto out;
-  }
+  /* The worker's lent scratch (synthetic_cost's per_worker_bytes, 64-byte
+   * aligned: FFTW's new-array execute needs the plan's SIMD alignment). */
+  char *scratch = sl_worker_scratch(j->a, worker);
+  fftw_complex *psi = (fftw_complex *)scratch, *spec = psi + hw;
+  double *lam = (double *)(spec + hw), *raw = c->remap ? lam + hw : NULL;
   double *phase = j->a->out[1], *com = j->a->out[2];
   double maxv = c->dtype == SL_U8 ? 254.0 : c->dtype == SL_U16 ? 65534.0 : 4294967294.0;
   double cr = (double)(h - 1) / 2, cc = (double)(w - 1) / 2;
@@ -544,22 +541,16 @@ static void synthetic_range(void *ctx, int64_t begin, int64_t end, int worker) {
       default: STORE(uint32_t) break;
     }
   }
-out:
-  fftw_free(psi);
-  fftw_free(spec);
-  free(lam);
-  free(raw);
 }
 #undef STORE
 
 static sl_code synthetic_cpu(sl_kernel_args *a) {
   const synthetic_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "synthetic_4dstem: kernel called before prepare");
-  synthetic_job j = {a, s, 0};
+  if (!a->worker_scratch)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "synthetic_4dstem: called without the workers' scratch");
+  synthetic_job j = {a, s};
   a->backend->ops->parallel_for(a->backend, a->pos_count, 1, synthetic_range, &j);
-  if (atomic_load(&j.failed))
-    return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for synthetic_4dstem scratch (%lldx%lld)",
-                   (long long)s->cfg.h, (long long)s->cfg.w);
   return SL_OK;
 }
 

@@ -137,6 +137,22 @@ static inline sl_backend *backend(int threads) {
   return b;
 }
 
+/* Lends a kernel call what the executor lends for `positions`: the node's
+ * cost().workspace_bytes and its per_worker_bytes for each worker of b;
+ * returns the block for the caller to free (NULL when none was declared). */
+static inline void *lend_scratch(const sl_node *n, sl_backend *b, int64_t positions, sl_kernel_args *a) {
+  sl_node_cost c;
+  memset(&c, 0, sizeof c);
+  if (n->desc->cost) n->desc->cost(n, positions, &c);
+  int64_t ws = (c.workspace_bytes + 63) / 64 * 64;
+  a->worker_scratch_stride = (c.per_worker_bytes + 63) / 64 * 64;
+  int64_t bytes = ws + a->worker_scratch_stride * b->ops->workers(b);
+  char *block = bytes ? aligned_alloc(64, (size_t)bytes) : NULL;
+  a->workspace = ws ? block : NULL;
+  a->worker_scratch = a->worker_scratch_stride ? block + ws : NULL;
+  return block;
+}
+
 /* Runs a stream node over `npos` positions in chunks of `chunk`: input 0 is
  * streamed (`in0`, item_bytes per position; NULL for a source), inputs 1..
  * are whole (`whole_in`); streamed outputs advance with the chunk, whole
@@ -153,8 +169,13 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
       sl_combine_identity_host(n->desc->combine[k], n->out[k].dtype, out[k], 0, sl_desc_elems(&n->out[k]));
   int64_t ib = in0 ? sl_desc_item_bytes(&n->in[0]) : 0;
   sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  void *scratch = lend_scratch(n, b, chunk < npos ? chunk : npos, &a);
+  const sl_kernel_args lent = a;
   for (int64_t s = 0; s < npos; s += chunk) {
     memset(&a, 0, sizeof a);
+    a.workspace = lent.workspace;
+    a.worker_scratch = lent.worker_scratch, a.worker_scratch_stride = lent.worker_scratch_stride;
     a.backend = b;
     a.node = n;
     a.state = n->state;
@@ -187,8 +208,12 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
                                      sl_desc_elems(&n->out[k]));
       free(partial[k]);
     }
-    if (rc) return rc;
+    if (rc) {
+      free(scratch);
+      return rc;
+    }
   }
+  free(scratch);
   if (n->desc->finalize[SL_BACKEND_CPU]) {
     memset(&a, 0, sizeof a);
     a.backend = b;
@@ -213,7 +238,9 @@ static inline sl_code run_whole(sl_node *n, const void *const *in, int n_in, voi
   a.backend = b, a.node = n, a.state = n->state, a.pos_count = 1, a.n_chunks = 1, a.err = e;
   for (int k = 0; k < n_in; k++) a.in[k] = in[k];
   for (int k = 0; k < n->n_out; k++) a.out[k] = out[k];
+  void *scratch = lend_scratch(n, b, 1, &a);
   sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+  free(scratch);
   sl_cpu_backend_ops.destroy(b);
   return rc;
 }

@@ -129,7 +129,10 @@ static sl_code decode_call(sl_node *n, sl_backend *b, const void *in, int64_t st
   a.pos_start = start, a.pos_count = count;
   a.in[0] = in;
   a.out[0] = out;
-  return n->desc->kernel[SL_BACKEND_CPU](&a);
+  void *scratch = lend_scratch(n, b, count, &a);
+  sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+  free(scratch);
+  return rc;
 }
 
 /* Decodes the fixture's acquisition in chunks of the scan of `chunk`

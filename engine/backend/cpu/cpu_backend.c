@@ -275,6 +275,7 @@ static sl_code cpu_create(int threads, sl_backend **out, sl_error *err) {
   c->adapt = (cpu_adapt){.on = threads <= 0 && c->n_threads > 1, .active = c->n_threads,
                          .probe_after = PROBE_FIRST};
   b->caps.compute_units = c->n_threads;
+  b->caps.host_workers = c->n_threads;
   snprintf(b->caps.device, sizeof b->caps.device, "host CPU, %d threads", c->n_threads);
   b->caps.bytes_per_second = 4e9 * c->n_threads;
   b->caps.ops_per_second = 2e9 * c->n_threads;

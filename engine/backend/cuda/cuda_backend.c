@@ -269,6 +269,7 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   }
   c->sync_each = sl_setting_bool(SL_SET_CUDA_SYNC);
   if (rc == SL_OK) rc = sl_cpu_backend_ops.create(threads, &c->cpu, err);
+  if (rc == SL_OK) b->caps.host_workers = c->cpu->ops->workers(c->cpu);
   fill_device_env(c, caps.compute_units);
   if (rc != SL_OK) {
     cuda_destroy(b);
