@@ -247,6 +247,7 @@ static sl_code cpu_probe(sl_backend_caps *caps, sl_error *err) {
   memset(caps, 0, sizeof *caps);
   caps->kind = SL_BACKEND_CPU;
   caps->compute_units = sl_usable_cpus();
+  caps->host_workers = caps->compute_units;
   snprintf(caps->device, sizeof caps->device, "host CPU, %d threads", caps->compute_units);
   caps->memory_bytes = sl_available_memory();
   caps->device_memory = false;
