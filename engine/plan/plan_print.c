@@ -166,7 +166,9 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_string(j, "phase", sl_phase_name(n->phase));
     JSON_INTS(j, {"pass", n->pass}, {"runs_in_passes", passes ? passes : 1},
               {"bytes_read", pn->cost.bytes_read}, {"bytes_written", pn->cost.bytes_written},
-              {"ops", pn->cost.ops}, {"workspace_bytes", pn->cost.workspace_bytes});
+              {"ops", pn->cost.ops}, {"workspace_bytes", pn->cost.workspace_bytes},
+              {"per_worker_bytes", pn->cost.per_worker_bytes}, {"state_bytes", pn->cost.state_bytes},
+              {"device_state_bytes", pn->cost.device_state_bytes});
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
     sl_json_kv_int(j, "estimated_calls", pn->calls);
     if (pn->body) {
