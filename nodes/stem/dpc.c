@@ -27,7 +27,14 @@
  * towards positive peaks (atoms are sparse peaks of positive phase) is
  * kept: right near focus, wrong where the probe inverts the contrast. The
  * evidence is recorded ("branch", "branch_confidence" notes), with a
- * warning when it is weak; an explicit rotation_deg wins. */
+ * warning when it is weak; an explicit rotation_deg wins.
+ *
+ * On CUDA the node runs on the device (shaders/cuda/stem/dpc.h): spectra,
+ * ring sums, the fields and the branch rule's iDPC phase there, the fit's
+ * 2x2 algebra and the decisions here, on the few sums read back (the same
+ * code as the CPU's: sl_dpc_fit_solve, dpc_branch, dpc_report). Where cuFFT
+ * cannot be loaded the CUDA kernel runs the host path on copies of the
+ * field and notes why ("backend"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
