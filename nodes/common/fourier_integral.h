@@ -25,10 +25,10 @@
  * Plans are made by sl_fourier_integral_init (FFTW planning is not thread
  * safe: nodes call it from prepare, which runs on one thread).
  *
- * shaders/cuda/stem/idpc.cu repeats the formula on the device (idpc on
- * CUDA) with the complex transform of the extension: a change of the
- * formula here goes there too, and tests/unit/test_cuda_idpc.c compares
- * the two. */
+ * shaders/cuda/stem/fourier_integral.cu repeats the formula on the device
+ * (idpc and dpc on CUDA) with the complex transform of the extension: a
+ * change of the formula here goes there too, and tests/unit/test_cuda_idpc.c
+ * and test_cuda_dpc.c compare the two. */
 #ifndef SL_FOURIER_INTEGRAL_H
 #define SL_FOURIER_INTEGRAL_H
 

@@ -27,7 +27,14 @@
  * towards positive peaks (atoms are sparse peaks of positive phase) is
  * kept: right near focus, wrong where the probe inverts the contrast. The
  * evidence is recorded ("branch", "branch_confidence" notes), with a
- * warning when it is weak; an explicit rotation_deg wins. */
+ * warning when it is weak; an explicit rotation_deg wins.
+ *
+ * On CUDA the node runs on the device (shaders/cuda/stem/dpc.h): spectra,
+ * ring sums, the fields and the branch rule's iDPC phase there, the fit's
+ * 2x2 algebra and the decisions here, on the few sums read back (the same
+ * code as the CPU's: sl_dpc_fit_solve, dpc_branch, dpc_report). Where cuFFT
+ * cannot be loaded the CUDA kernel runs the host path on copies of the
+ * field and notes why ("backend"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +43,11 @@
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/common/cuda_glue.h"
 #include "nodes/common/fourier_integral.h"
 #include "nodes/common/frame_ports.h"
 #include "nodes/stem/dpc_fit.h"
+#include "shaders/cuda/stem/dpc.h"
 
 /* Param 'transpose', in the order of its choices. */
 enum { TRANSPOSE_AUTO, TRANSPOSE_TRUE, TRANSPOSE_FALSE };
@@ -110,6 +119,9 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->library_bytes = SL_FFTW_PLANNER_BYTES;
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
                    rc * 8 + rows * 8;
+#ifdef SLUICE_HAVE_CUDA
+  c->device_state_bytes = sl_cuda_dpc_state_bytes(rows, cols);
+#endif
 }
 
 /* The state: the fit and the integral of the branch rule (planned in
@@ -147,23 +159,18 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   return rc;
 }
 
-/* The evidence for the branch (theta, t) of the field, positive for it,
- * negative for the other (its negative): with an ADF image, the
- * correlation of the integrated phase with it; else the phase's skewness
- * E[(p - mean)^3] / sd^3. 0 for a flat phase. The phase is integrated from
- * the fit's spectra, rotated: no transform of the field again. */
-typedef struct branch_vote {
-  double score;
-} branch_vote;
-
-static branch_vote branch_vote_of(dpc_state *s, sl_backend *b, double theta, int t, int64_t n,
-                                  const void *adf, sl_dtype adf_type) {
-  branch_vote v = {0};
+/* The sums of the branch rule (shaders/cuda/stem/dpc_math.h,
+ * sl_dpc_branch_score) for the branch (theta, t) of the field. The phase is
+ * integrated from the fit's spectra, rotated: no transform of the field
+ * again. */
+static sl_dpc_branch_sums branch_sums_of(dpc_state *s, sl_backend *b, double theta, int t, int64_t n,
+                                         const void *adf, sl_dtype adf_type) {
+  sl_dpc_branch_sums v = {0, 0, 0, 0};
   /* The rotated spectra go into the integral's own buffers. */
   sl_fourier_integral *in = &s->integral;
   sl_dpc_fit_rotated_spectra(&s->fit, theta, t, in->xr, in->xc);
   sl_fourier_integral_from_spectra(in, b, in->xr, in->xc, 0, 1, s->phase);
-  double m2 = 0, m3 = 0, am = 0, a2 = 0, pa = 0;
+  double am = 0;
   if (adf) {
     for (int64_t k = 0; k < n; k++)
       am += adf_type == SL_U64 ? (double)((const uint64_t *)adf)[k] : ((const double *)adf)[k];
@@ -171,33 +178,14 @@ static branch_vote branch_vote_of(dpc_state *s, sl_backend *b, double theta, int
   }
   for (int64_t k = 0; k < n; k++) { /* the integral's mean is 0 */
     double p = s->phase[k];
-    m2 += p * p, m3 += p * p * p;
+    v.m2 += p * p, v.m3 += p * p * p;
     if (adf) {
       double q = (adf_type == SL_U64 ? (double)((const uint64_t *)adf)[k]
                                      : ((const double *)adf)[k]) - am;
-      a2 += q * q, pa += p * q;
+      v.a2 += q * q, v.pa += p * q;
     }
   }
-  if (adf) v.score = m2 > 0 && a2 > 0 ? pa / sqrt(m2 * a2) : 0;
-  else v.score = m2 > 0 ? (m3 / (double)n) / pow(m2 / (double)n, 1.5) : 0;
   return v;
-}
-
-/* Derivatives of f (rows x cols) at (i, j): central inside, one-sided at the
- * edges, 0 along an axis of length 1 (as numpy.gradient). */
-static inline double d_row(const double *f, int64_t rows, int64_t cols, int64_t i, int64_t j) {
-  if (rows < 2) return 0;
-  if (i == 0) return f[cols + j] - f[j];
-  if (i == rows - 1) return f[i * cols + j] - f[(i - 1) * cols + j];
-  return 0.5 * (f[(i + 1) * cols + j] - f[(i - 1) * cols + j]);
-}
-
-static inline double d_col(const double *f, int64_t cols, int64_t i, int64_t j) {
-  const double *p = f + i * cols;
-  if (cols < 2) return 0;
-  if (j == 0) return p[1] - p[0];
-  if (j == cols - 1) return p[j] - p[j - 1];
-  return 0.5 * (p[j + 1] - p[j - 1]);
 }
 
 static double wrap_deg(double d) {
@@ -207,10 +195,64 @@ static double wrap_deg(double d) {
   return d;
 }
 
+/* The 180-degree branch (see the header) from the evidence `score` of the
+ * fitted one: the iDPC phase of the right branch agrees with the ADF image,
+ * or without one is skewed towards its peaks. Notes the evidence; returns
+ * the sign of the field (-1: the other branch, *theta turned by 180). */
+static double dpc_branch(sl_node *n, double *theta, double score, bool adf) {
+  double sign = 1;
+  if (score < 0) *theta += 180, sign = -1;
+  double c = fabs(score);
+  sl_node_note(n, "branch", "%.4f of the two 180-degree branches, by %s %.3f (the other branch %+.3f)",
+               wrap_deg(*theta),
+               adf ? "the correlation of its iDPC phase with the ADF image" : "the skewness of its iDPC phase", c,
+               -c);
+  sl_node_note(n, "branch_confidence", "%.3f (%s; below %.2f the branch is a guess)", c,
+               adf ? "|correlation| of iDPC and ADF" : "|skewness| of iDPC, no ADF input", adf ? 0.1 : 0.3);
+  if (c < (adf ? 0.1 : 0.3))
+    sl_node_note(n, "warning",
+                 "the 180-degree branch of the rotation is a guess (%s %.3f): check the "
+                 "contrast of the iDPC image, or give rotation_deg",
+                 adf ? "iDPC-ADF correlation" : "iDPC skewness", c);
+  return sign;
+}
+
+/* The transpose: given, or the one with the smaller residual. */
+static int dpc_transpose(const dpc_config *cfg, const sl_dpc_fit_result *fit) {
+  return cfg->transpose >= 0 ? cfg->transpose : (fit->residual[1] < fit->residual[0] ? 1 : 0);
+}
+
+/* The mean squared divergence from the rows' sums, added in row order. */
+static double mean_div2(const dpc_state *st, int64_t rows, int64_t cols) {
+  double sd2 = 0;
+  for (int64_t i = 0; i < rows; i++) sd2 += st->div2_of_row[i];
+  return sd2 / (double)(rows * cols);
+}
+
+/* The notes of the outputs; theta (degrees, the branch taken) wrapped to
+ * (-180, 180]. */
+static double dpc_report(sl_node *n, const dpc_config *cfg, int t, double theta, const sl_dpc_fit_result *fit,
+                         double sd2) {
+  theta = wrap_deg(theta);
+  sl_node_note(n, "rotation_deg", "%.4f (%s)", theta, cfg->fit_angle ? "fitted" : "given");
+  sl_node_note(n, "transpose",
+               "%s (%s; transverse fraction of the weighted field power %.4g untransposed, %.4g "
+               "transposed)",
+               t ? "true" : "false", cfg->transpose < 0 ? "fitted" : "given", fit->residual[0],
+               fit->residual[1]);
+  sl_node_note(n, "curl",
+               "transverse (curl) fraction %.4g at the angle (0: curl free, 0.5: no "
+               "information); the fit's sharpness %.3f (0: flat); noise %.3g of the mean "
+               "power per frequency; mean squared divergence %.6g",
+               fit->residual[t], fit->sharpness, fit->noise, sd2);
+  return theta;
+}
+
 /* The outputs, by rows shared among the workers: the rotated field
  * c_scan = sign T^t R(-theta) c_det (sign -1: the other 180-degree branch),
  * then its curl and divergence, with each row's sum of squared divergence
- * (added in row order afterwards: the same bits at any thread count). */
+ * (added in row order afterwards: the same bits at any thread count). The
+ * arithmetic is dpc_math.h's, which the device shares. */
 typedef struct field_job {
   const double *cr, *cc;
   int64_t rows, cols;
@@ -222,12 +264,8 @@ typedef struct field_job {
 static void rotate_rows(void *ctx, int64_t begin, int64_t end, int worker) {
   (void)worker;
   const field_job *f = ctx;
-  const double c = f->c, s = f->s;
-  for (int64_t k = begin * f->cols; k < end * f->cols; k++) {
-    double r0 = c * f->cr[k] + s * f->cc[k], c0 = -s * f->cr[k] + c * f->cc[k];
-    f->orow[k] = f->t ? c0 : r0;
-    f->ocol[k] = f->t ? r0 : c0;
-  }
+  for (int64_t k = begin * f->cols; k < end * f->cols; k++)
+    sl_dpc_rotate(f->c, f->s, f->t, f->cr[k], f->cc[k], &f->orow[k], &f->ocol[k]);
 }
 
 static void curl_div_rows(void *ctx, int64_t begin, int64_t end, int worker) {
@@ -237,12 +275,9 @@ static void curl_div_rows(void *ctx, int64_t begin, int64_t end, int worker) {
   for (int64_t i = begin; i < end; i++) {
     double d2 = 0;
     for (int64_t j = 0; j < cols; j++) {
-      double drr = d_row(f->orow, rows, cols, i, j), dcc = d_col(f->ocol, cols, i, j);
-      double drc = d_row(f->ocol, rows, cols, i, j), dcr = d_col(f->orow, cols, i, j);
-      double dv = drr + dcc;
-      f->curl[i * cols + j] = drc - dcr;
-      f->div[i * cols + j] = dv;
-      d2 += dv * dv;
+      double *dv = &f->div[i * cols + j];
+      sl_dpc_curl_div(f->orow, f->ocol, rows, cols, i, j, &f->curl[i * cols + j], dv);
+      d2 += *dv * *dv;
     }
     f->div2_of_row[i] = d2;
   }
@@ -251,40 +286,25 @@ static void curl_div_rows(void *ctx, int64_t begin, int64_t end, int worker) {
 /* Rows per task of the output passes. */
 enum { FIELD_ROWS_GRAIN = 16 };
 
+static dpc_state *dpc_state_of(const sl_kernel_args *a) { return a->state ? a->state : a->node->state; }
+
 static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_node *n = (sl_node *)a->node;
   dpc_config cfg;
   sl_code rc = dpc_config_resolve(n, &cfg, a->err);
   if (rc) return rc;
-  dpc_state *st = a->state ? a->state : n->state;
+  dpc_state *st = dpc_state_of(a);
   if (!st) return sl_fail(a->err, SL_ERR_INTERNAL, "dpc: kernel called before prepare");
   const double *cr = a->in[0], *cc = a->in[1];
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   sl_dpc_fit_result fit;
   sl_dpc_fit_run(&st->fit, a->backend, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
-  int t = cfg.transpose >= 0 ? cfg.transpose : (fit.residual[1] < fit.residual[0] ? 1 : 0);
-  double theta = fit.angle[t];
-  /* 180-degree branch (see the header): the iDPC phase of the right branch
-   * agrees with the ADF image, or without one is skewed towards its peaks. */
-  double sign = 1;
+  int t = dpc_transpose(&cfg, &fit);
+  double theta = fit.angle[t], sign = 1;
   if (cfg.fit_angle) {
     const void *adf = has_adf(n) ? a->in[2] : NULL;
-    branch_vote v = branch_vote_of(st, a->backend, theta, t, rows * cols, adf, n->in[2].dtype);
-    if (v.score < 0) theta += 180, sign = -1;
-    double c = fabs(v.score);
-    sl_node_note(n, "branch",
-                 "%.4f of the two 180-degree branches, by %s %.3f (the other branch %+.3f)",
-                 wrap_deg(theta), adf ? "the correlation of its iDPC phase with the ADF image"
-                                      : "the skewness of its iDPC phase",
-                 c, -c);
-    sl_node_note(n, "branch_confidence", "%.3f (%s; below %.2f the branch is a guess)", c,
-                 adf ? "|correlation| of iDPC and ADF" : "|skewness| of iDPC, no ADF input",
-                 adf ? 0.1 : 0.3);
-    if (c < (adf ? 0.1 : 0.3))
-      sl_node_note(n, "warning",
-                   "the 180-degree branch of the rotation is a guess (%s %.3f): check the "
-                   "contrast of the iDPC image, or give rotation_deg",
-                   adf ? "iDPC-ADF correlation" : "iDPC skewness", c);
+    sl_dpc_branch_sums v = branch_sums_of(st, a->backend, theta, t, rows * cols, adf, n->in[2].dtype);
+    sign = dpc_branch(n, &theta, sl_dpc_branch_score(&v, rows * cols, adf != NULL), adf != NULL);
   }
   /* Rotated field: c_scan = T^t R(-theta) c_det, theta the fitted one
    * (the other branch's field is its negative, exactly). */
@@ -294,25 +314,76 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_backend *b = a->backend;
   b->ops->parallel_for(b, rows, FIELD_ROWS_GRAIN, rotate_rows, &fj);
   b->ops->parallel_for(b, rows, FIELD_ROWS_GRAIN, curl_div_rows, &fj);
-  theta = wrap_deg(theta);
-  double sd2 = 0;
-  for (int64_t i = 0; i < rows; i++) sd2 += st->div2_of_row[i];
-  sd2 /= (double)(rows * cols);
-  ((double *)a->out[2])[0] = theta;
+  ((double *)a->out[2])[0] = dpc_report(n, &cfg, t, theta, &fit, mean_div2(st, rows, cols));
   ((uint8_t *)a->out[3])[0] = (uint8_t)t;
-  sl_node_note(n, "rotation_deg", "%.4f (%s)", theta, cfg.fit_angle ? "fitted" : "given");
-  sl_node_note(n, "transpose",
-               "%s (%s; transverse fraction of the weighted field power %.4g untransposed, %.4g "
-               "transposed)",
-               t ? "true" : "false", cfg.transpose < 0 ? "fitted" : "given", fit.residual[0],
-               fit.residual[1]);
-  sl_node_note(n, "curl",
-               "transverse (curl) fraction %.4g at the angle (0: curl free, 0.5: no "
-               "information); the fit's sharpness %.3f (0: flat); noise %.3g of the mean "
-               "power per frequency; mean squared divergence %.6g",
-               fit.residual[t], fit.sharpness, fit.noise, sd2);
   return SL_OK;
 }
+
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA without cuFFT: the host path on host copies of the device inputs and
+ * outputs (the downloads wait for the inputs' producers; the upload of a
+ * pageable buffer is staged before it returns, so the copies can go at
+ * once), with a note saying why. */
+static sl_code dpc_cuda_on_host(sl_kernel_args *a, const char *why) {
+  sl_node *n = (sl_node *)a->node;
+  const sl_backend_ops *o = a->backend->ops;
+  size_t np = (size_t)sl_desc_elems(&n->in[0]), bytes = np * sizeof(double);
+  /* in 0, 1, 2 (adf: 8-byte items either way), out 0, 1, 4, 5, then out 2 and 3. */
+  double *h = malloc(7 * bytes + 16);
+  if (!h) return sl_fail(a->err, SL_ERR_NOMEM, "dpc: out of memory for host copies of the field");
+  sl_kernel_args ha = *a;
+  static const int fields_out[4] = {0, 1, 4, 5};
+  int n_in = has_adf(n) ? 3 : 2;
+  sl_code rc = SL_OK;
+  for (int k = 0; k < n_in && rc == SL_OK; k++) {
+    rc = o->download(a->backend, h + (size_t)k * np, a->in[k], bytes, a->err);
+    ha.in[k] = h + (size_t)k * np;
+  }
+  for (int k = 0; k < 4; k++) ha.out[fields_out[k]] = h + (size_t)(3 + k) * np;
+  ha.out[2] = h + 7 * np;
+  ha.out[3] = (uint8_t *)(h + 7 * np + 1);
+  if (rc == SL_OK) rc = dpc_cpu(&ha);
+  for (int k = 0; k < 4 && rc == SL_OK; k++)
+    rc = o->upload(a->backend, a->out[fields_out[k]], ha.out[fields_out[k]], bytes, a->err);
+  if (rc == SL_OK) rc = o->upload(a->backend, a->out[2], ha.out[2], sizeof(double), a->err);
+  if (rc == SL_OK) rc = o->upload(a->backend, a->out[3], ha.out[3], 1, a->err);
+  free(h);
+  if (rc == SL_OK) sl_node_note(n, "backend", "ran on the host (FFTW): %s", why);
+  return rc;
+}
+
+/* On the device (shaders/cuda/stem/dpc.h): the spectra and ring sums there,
+ * the fit's algebra here (the host's own code on the device's sums), the
+ * fields and the branch rule's phase there. */
+static sl_code dpc_cuda(sl_kernel_args *a) {
+  sl_node *n = (sl_node *)a->node;
+  dpc_config cfg;
+  sl_code rc = dpc_config_resolve(n, &cfg, a->err);
+  if (rc) return rc;
+  dpc_state *st = dpc_state_of(a);
+  if (!st) return sl_fail(a->err, SL_ERR_INTERNAL, "dpc: kernel called before prepare");
+  int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
+  const bool adf = has_adf(n);
+  const sl_cuda_dpc_params cp = {.rows = rows, .cols = cols, .adf_u64 = adf && n->in[2].dtype == SL_U64,
+                                 .device_state = sl_glue_device_state(a)};
+  bool on_device = false;
+  char why[512] = "";
+  /* The totals go where the host pass leaves them (block 0). */
+  rc = sl_cuda_dpc_rings(&cp, a, st->fit.ring_sums, &on_device, why, sizeof why);
+  if (rc != SL_OK) return rc;
+  if (!on_device) return dpc_cuda_on_host(a, why);
+  sl_dpc_fit_result fit;
+  sl_dpc_fit_solve(&st->fit, cfg.fit_angle ? NULL : &cfg.angle, &fit);
+  int t = dpc_transpose(&cfg, &fit);
+  double theta = fit.angle[t], th = theta * M_PI / 180.0, sign = 1;
+  sl_dpc_branch_sums v = {0, 0, 0, 0};
+  rc = sl_cuda_dpc_fields(&cp, a, cos(th), sin(th), t, cfg.fit_angle, st->div2_of_row, &v);
+  if (rc != SL_OK) return rc;
+  if (cfg.fit_angle) sign = dpc_branch(n, &theta, sl_dpc_branch_score(&v, rows * cols, adf), adf);
+  theta = dpc_report(n, &cfg, t, theta, &fit, mean_div2(st, rows, cols));
+  return sl_cuda_dpc_finish(&cp, a, sign < 0, theta, t);
+}
+#endif
 
 static const sl_port_def dpc_inputs[] = {
     {"com_row", "whole f64 [R, C]: centre of mass, detector rows (scan mean removed)", "pixels",
@@ -343,7 +414,6 @@ const sl_node_desc sl_node_dpc = {
     .inputs = dpc_inputs, .n_inputs = SL_COUNT_OF(dpc_inputs),
     .outputs = dpc_outputs, .n_outputs = SL_COUNT_OF(dpc_outputs),
     .infer = dpc_infer, .cost = dpc_cost, .prepare = dpc_prepare, .release = dpc_release,
-    .kernel = {[SL_BACKEND_CPU] = dpc_cpu},
-    .host = true,
+    .kernel = {[SL_BACKEND_CPU] = dpc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(dpc_cuda)},
     .scan_image_outputs = 0x33u /* com_row_rot, com_col_rot, curl, divergence */,
 };

@@ -6,22 +6,26 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
+#include "shaders/cuda/stem/dpc_math.h"
 
 enum { REWEIGHTS = 3 };
 
-/* The sums per ring and transpose t: the form's coefficients and the power
- * (at RING_SUMS / 2 * t + ...). */
-enum { SUM_UU, SUM_UV, SUM_VV, SUM_POWER, RING_SUMS = 8 };
+/* The sums per ring and transpose t (shaders/cuda/stem/dpc_math.h). */
+enum {
+  SUM_UU = SL_DPC_SUM_UU,
+  SUM_UV = SL_DPC_SUM_UV,
+  SUM_VV = SL_DPC_SUM_VV,
+  SUM_POWER = SL_DPC_SUM_POWER,
+  RING_SUMS = SL_DPC_RING_SUMS
+};
 
 /* Blocks of column frequencies in the pass: a number fixed by the size
  * alone (never by the thread count), few enough that their ring sums stay
  * small. */
 enum { MAX_BLOCKS = 16 };
 
-static int64_t rings_of(int64_t rows, int64_t cols) { return 2 * (rows > cols ? rows : cols) + 1; }
-
 int64_t sl_dpc_fit_bytes(int64_t rows, int64_t cols) {
-  int64_t rings = rings_of(rows, cols);
+  int64_t rings = sl_dpc_rings(rows, cols);
   return 4 * rows * cols * 8 + sl_mirror_bytes(rows, cols) +
          (MAX_BLOCKS * RING_SUMS + 1) * rings * 8;
 }
@@ -39,18 +43,14 @@ void sl_dpc_fit_free(sl_dpc_fit *f) {
   memset(f, 0, sizeof *f);
 }
 
-/* numpy.fft.fftfreq's |frequency| of index k >= 0 of 2n (cycles per sample). */
-static inline double half_freq(int64_t k, int64_t n) { return (double)k / (double)(2 * n); }
+static inline double half_freq(int64_t k, int64_t n) { return sl_dpc_half_freq(k, n); }
 
-/* The ring of |k| (cycles per sample) that frequency (kr, kc) falls in:
- * rings 1 / (2 max(rows, cols)) wide. */
-static inline int64_t ring_of(const sl_dpc_fit *f, double kk) {
-  return (int64_t)(kk * (double)(2 * (f->rows > f->cols ? f->rows : f->cols)));
-}
+/* The ring of |k| (cycles per sample) that frequency (kr, kc) falls in. */
+static inline int64_t ring_of(const sl_dpc_fit *f, double kk) { return sl_dpc_ring_of(f->rows, f->cols, kk); }
 
 sl_code sl_dpc_fit_init(sl_dpc_fit *f, int64_t rows, int64_t cols, sl_error *err) {
   memset(f, 0, sizeof *f);
-  f->rows = rows, f->cols = cols, f->rings = rings_of(rows, cols);
+  f->rows = rows, f->cols = cols, f->rings = sl_dpc_rings(rows, cols);
   f->block = (cols + 1 + MAX_BLOCKS - 1) / MAX_BLOCKS;
   f->blocks = (cols + 1 + f->block - 1) / f->block;
   sl_code rc = sl_mirror_init(&f->ms, rows, cols, err);
@@ -67,8 +67,7 @@ sl_code sl_dpc_fit_init(sl_dpc_fit *f, int64_t rows, int64_t cols, sl_error *err
   for (int64_t kc = 0; kc <= cols; kc++)
     for (int64_t kr = 0; kr <= rows; kr++) {
       double fr = half_freq(kr, rows), fc = half_freq(kc, cols);
-      f->ring_count[ring_of(f, sqrt(fr * fr + fc * fc))] +=
-          sl_mirror_multiplicity(rows, cols, kr, kc);
+      f->ring_count[ring_of(f, sl_dpc_kk(fr, fc))] += sl_dpc_multiplicity(rows, cols, kr, kc);
     }
   return SL_OK;
 }
@@ -89,32 +88,12 @@ double sl_dpc_quad_at(const sl_dpc_quad *q, double deg) {
   return c * c * q->uu + 2 * c * s * q->uv + s * s * q->vv;
 }
 
-/* The spectra of A = T^t c and B = T^t (c_c, -c_r) (the field rotated by
- * theta is cos A + sin B), components 0 (odd in rows) and 1 (odd in
- * columns), at frequency (kr, kc), from x = the four spectra there
- * (c_r odd in rows, c_r odd in cols, c_c odd in rows, c_c odd in cols). */
-static inline void ab_of(const double x[4], int t, double a[2], double b[2]) {
-  if (!t) a[0] = x[0], a[1] = x[3], b[0] = x[2], b[1] = -x[1];
-  else a[0] = x[2], a[1] = x[1], b[0] = -x[0], b[1] = x[3];
-}
-
 /* Frequency (fr, fc) (cycles per sample, not both 0) with the four
- * spectra x there, counted m times: the transverse parts T = k^ x A,
- * k^ x B and the power |A|^2 per transpose, added to its ring's sums. */
+ * spectra x there, counted m times, added to its ring's sums. */
 static inline void add_frequency(const sl_dpc_fit *f, double *sums, double fr, double fc,
                                  const double x[4], double m) {
-  double kk = sqrt(fr * fr + fc * fc), inv = 1 / kk, ur = fr * inv, uc = fc * inv;
-  double *ring = sums + ring_of(f, kk) * RING_SUMS;
-  for (int t = 0; t < 2; t++) {
-    double a[2], b[2];
-    ab_of(x, t, a, b);
-    double ta = ur * a[1] - uc * a[0], tb = ur * b[1] - uc * b[0];
-    double *r = ring + 4 * t;
-    r[SUM_UU] += m * ta * ta;
-    r[SUM_UV] += m * ta * tb;
-    r[SUM_VV] += m * tb * tb;
-    r[SUM_POWER] += m * (a[0] * a[0] + a[1] * a[1]);
-  }
+  double kk = sl_dpc_kk(fr, fc);
+  sl_dpc_add_frequency(sums + ring_of(f, kk) * RING_SUMS, fr, fc, kk, x, m);
 }
 
 /* Frequency (kr, kc) of the edges (kr or kc 0 or Nyquist), where some of
@@ -124,7 +103,7 @@ static void add_edge(const sl_dpc_fit *f, double *sums, int64_t kr, int64_t kc) 
   if (kr == 0 && kc == 0) return;
   double x[4];
   for (int s = 0; s < 4; s++) x[s] = sl_mirror_at(f->spec[s], R, C, s % 2 == 0, s % 2 == 1, kr, kc);
-  add_frequency(f, sums, half_freq(kr, R), half_freq(kc, C), x, sl_mirror_multiplicity(R, C, kr, kc));
+  add_frequency(f, sums, half_freq(kr, R), half_freq(kc, C), x, sl_dpc_multiplicity(R, C, kr, kc));
 }
 
 /* One block of column frequencies of the pass into its own ring sums. */
@@ -197,7 +176,6 @@ static int best_t(const sl_dpc_quad q[2], const double tot[2], const double *giv
 
 void sl_dpc_fit_run(sl_dpc_fit *f, struct sl_backend *b, const double *cr, const double *cc,
                     const double *given, sl_dpc_fit_result *r) {
-  memset(r, 0, sizeof *r);
   for (int s = 0; s < 4; s++)
     sl_mirror_forward(&f->ms, b, s < 2 ? cr : cc, s % 2 == 0, s % 2 == 1, f->spec[s]);
   if (b) b->ops->parallel_for(b, f->blocks, 1, ring_pass, f);
@@ -207,6 +185,11 @@ void sl_dpc_fit_run(sl_dpc_fit *f, struct sl_backend *b, const double *cr, const
     const double *src = f->ring_sums + blk * f->rings * RING_SUMS;
     for (int64_t k = 0; k < f->rings * RING_SUMS; k++) f->ring_sums[k] += src[k];
   }
+  sl_dpc_fit_solve(f, given, r);
+}
+
+void sl_dpc_fit_solve(sl_dpc_fit *f, const double *given, sl_dpc_fit_result *r) {
+  memset(r, 0, sizeof *r);
   /* The unweighted forms give the noise at their optimum, every pass. */
   sl_dpc_quad q0[2], q[2];
   double tot0[2], tot[2], ang[2], res[2];

@@ -86,6 +86,12 @@ void sl_dpc_fit_free(sl_dpc_fit *f);
 void sl_dpc_fit_run(sl_dpc_fit *f, struct sl_backend *b, const double *cr, const double *cc,
                     const double *given, sl_dpc_fit_result *r);
 
+/* The fit from the ring sums alone, already in f->ring_sums (block 0, the
+ * totals: [rings][SL_DPC_RING_SUMS], shaders/cuda/stem/dpc_math.h): the
+ * second half of sl_dpc_fit_run, for a caller that summed the rings
+ * elsewhere (dpc on CUDA sums them on the device). */
+void sl_dpc_fit_solve(sl_dpc_fit *f, const double *given, sl_dpc_fit_result *r);
+
 /* After sl_dpc_fit_run: the mirror spectra of the field rotated into scan
  * coordinates, c_scan = T^t R(-theta) c_det: x_r of its row component odd
  * in rows, x_c of its column component odd in columns (the gradient

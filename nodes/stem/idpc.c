@@ -11,7 +11,8 @@
  *
  * FFTW plans are made in prepare (single-threaded) with FFTW_ESTIMATE.
  *
- * On CUDA the integration runs on the device (shaders/cuda/stem/idpc.cu,
+ * On CUDA the integration runs on the device (shaders/cuda/stem/idpc.cu and
+ * fourier_integral.cu,
  * cuFFT loaded at run time); where cuFFT cannot be loaded the CUDA kernel
  * runs the host path on copies of the field and notes why ("backend"). */
 #include <math.h>

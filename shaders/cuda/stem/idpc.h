@@ -1,4 +1,4 @@
-/* idpc on CUDA (idpc.cu): the Fourier integration of nodes/common/
+/* idpc on CUDA (idpc.cu over fourier_integral.cu): the Fourier integration of nodes/common/
  * fourier_integral.c on the device, in double precision, with cuFFT loaded at
  * run time (shaders/cuda/common/cufft_loader.h): the even-reflection fill,
  * one batched forward Z2Z of both fields, the spectral multiplier

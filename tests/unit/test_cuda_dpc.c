@@ -1,0 +1,489 @@
+/* dpc on CUDA (shaders/cuda/stem/dpc.cu, run through the node descriptor as
+ * the executor runs it) against the host path (CPU backend: FFTW, the same
+ * node) over a grid of cases: analytic gradient fields of atom-like peaks
+ * turned to the detector by several rotations, transposed and not, square,
+ * non-square and odd scans up to 512x512, with an f64 or u64 ADF image or
+ * none; the rotation given; and synthetic_4dstem acquisitions of atomic
+ * columns (tests/unit/dpc_grid.h) over rotations, defoci and doses.
+ *
+ * Each case must give, on the device and on the host: the same transpose
+ * and 180-degree branch (exactly), the angle within 1e-12 relative, the
+ * four fields (rotated row and column, curl, divergence) within 1e-12 of
+ * their largest value, and the same notes (rotation_deg, transpose, curl,
+ * branch, branch_confidence, warning: printed with 3 to 6 digits, so equal
+ * as text). What differs is printed: which output, by how much, where.
+ *
+ * Also: the device state reused by a second run (the same doubles); the
+ * host fallback on a CUDA backend when cuFFT is not loaded (SLUICE_CUFFT=
+ * none: the CPU's doubles exactly, a note saying why); and, without a GPU,
+ * the device table the cost declares. The device tests skip with a visible
+ * line when no GPU (or no cuFFT) is present. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/backend/backend.h"
+#include "engine/core/settings.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "shaders/cuda/common/cufft_loader.h"
+#include "tests/unit/cuda_probe.h"
+#include "tests/unit/device_table_lend.h"
+#include "tests/unit/dpc_grid.h"
+#include "tests/unit/node_harness.h"
+#include "tests/unit/stem_test_data.h"
+
+#ifdef SLUICE_HAVE_CUDA
+#include "shaders/cuda/stem/idpc.h"
+#endif
+
+extern const sl_node_desc sl_node_dpc;
+
+static sl_backend *g_cpu, *g_cuda;
+
+#define TOL 1e-12
+
+/* ---- running the node on a backend ---------------------------------------------- */
+
+/* The notes compared between host and device, in this order. */
+static const char *const k_notes[] = {"rotation_deg", "transpose", "curl", "branch", "branch_confidence", "warning"};
+#define N_NOTES (sizeof k_notes / sizeof k_notes[0])
+
+typedef struct dpc_out {
+  double *field[4]; /* com_row_rot, com_col_rot, curl, divergence */
+  double angle;
+  int transpose;
+  char *notes[N_NOTES]; /* NULL: no such note */
+  char *backend;        /* the "backend" note (the host fallback), or NULL */
+  void *built_state;    /* the device state the run built (NULL: none) */
+} dpc_out;
+
+static void out_free(dpc_out *o) {
+  for (int k = 0; k < 4; k++) free(o->field[k]);
+  for (size_t k = 0; k < N_NOTES; k++) free(o->notes[k]);
+  free(o->backend);
+  memset(o, 0, sizeof *o);
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* A dpc node on [R, C] with the ADF input of `adf_type` (SL_DT_INVALID:
+ * none) and params `over`, prepared. */
+static void make_dpc(sl_node *n, int64_t R, int64_t C, sl_dtype adf_type, const kv *over, int n_over) {
+  int64_t dims[2] = {R, C};
+  sl_tensor_desc in[3] = {sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
+                          sl_desc_make(adf_type == SL_DT_INVALID ? SL_F64 : adf_type, 2, dims, 0)};
+  sl_error e;
+  sl_code rc = node_make(n, &sl_node_dpc, over, n_over, in, adf_type == SL_DT_INVALID ? 2 : 3, &e);
+  if (rc == SL_OK) rc = sl_node_dpc.prepare(n, &e);
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+}
+
+/* Runs the node's kernel for backend b as the executor does (device buffers
+ * and the node's device table, upload, one batch, download; then the device
+ * state goes with the table) on (cr, cc, adf). */
+static dpc_out run_on(sl_backend *b, sl_node *n, const double *cr, const double *cc, const void *adf) {
+  const sl_backend_ops *o = b->ops;
+  const int64_t R = n->in[0].dims[0], C = n->in[0].dims[1];
+  const size_t bytes = (size_t)(R * C) * sizeof(double);
+  sl_error e;
+  sl_error_clear(&e);
+  /* in 0..2 (the ADF's items are 8 bytes either way), out 0..5 */
+  const size_t out_bytes[6] = {bytes, bytes, sizeof(double), 1, bytes, bytes};
+  void *din[3] = {0}, *dout[6] = {0};
+  for (int k = 0; k < 3; k++) assert_int_equal(o->alloc(b, bytes, &din[k], &e), SL_OK);
+  for (int k = 0; k < 6; k++) {
+    assert_int_equal(o->alloc(b, out_bytes[k], &dout[k], &e), SL_OK);
+    assert_int_equal(o->zero(b, dout[k], out_bytes[k], &e), SL_OK);
+  }
+  assert_int_equal(o->upload(b, din[0], cr, bytes, &e), SL_OK);
+  assert_int_equal(o->upload(b, din[1], cc, bytes, &e), SL_OK);
+  if (adf) assert_int_equal(o->upload(b, din[2], adf, bytes, &e), SL_OK);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.backend = b;
+  a.node = n;
+  a.node_id = "dpc";
+  a.state = n->state;
+  a.pos_count = 1;
+  a.n_chunks = 1;
+  a.in[0] = din[0];
+  a.in[1] = din[1];
+  a.in[2] = adf ? din[2] : NULL;
+  for (int k = 0; k < 6; k++) a.out[k] = dout[k];
+  a.err = &e;
+  test_table table = {0};
+  assert_int_equal(test_table_lend(&table, b, test_table_bytes(n, 1, 1), &e), SL_OK);
+  test_table_args(&table, &a);
+  sl_code rc = o->batch_begin(b, &e);
+  if (rc == SL_OK) rc = o->batch_encode(b, n->desc->kernel[b->caps.kind], &a, &e);
+  if (rc == SL_OK) rc = o->batch_commit(b, &e);
+  sl_code w = o->batch_wait(b, &e);
+  if (rc == SL_OK) rc = w;
+  if (rc == SL_OK) rc = o->sync(b, &e);
+  if (rc) fprintf(stderr, "dpc on %s: %s\n", b->caps.device, e.msg);
+  assert_int_equal(rc, SL_OK);
+  dpc_out r;
+  memset(&r, 0, sizeof r);
+  static const int fields[4] = {0, 1, 4, 5};
+  for (int k = 0; k < 4; k++) {
+    r.field[k] = malloc(bytes);
+    assert_int_equal(o->download(b, r.field[k], dout[fields[k]], bytes, &e), SL_OK);
+  }
+  uint8_t t = 9;
+  assert_int_equal(o->download(b, &r.angle, dout[2], sizeof(double), &e), SL_OK);
+  assert_int_equal(o->download(b, &t, dout[3], 1, &e), SL_OK);
+  r.transpose = t;
+  for (size_t k = 0; k < N_NOTES; k++) r.notes[k] = dup_or_null(note(n, k_notes[k]));
+  r.backend = dup_or_null(note(n, "backend"));
+  r.built_state = n->dev_state;
+  test_table_give_back(&table, &n->dev_state, &n->dev_state_free);
+  for (int k = 0; k < 3; k++) o->free(b, din[k], bytes);
+  for (int k = 0; k < 6; k++) o->free(b, dout[k], out_bytes[k]);
+  /* The node's notes start afresh for the next run. */
+  for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
+  n->n_notes = 0;
+  return r;
+}
+
+/* max |x - y| / max |y| over n, and where the largest |x - y| is. */
+static double rel_diff(const double *x, const double *y, int64_t n, int64_t *where) {
+  double md = 0, my = 0;
+  *where = 0;
+  for (int64_t k = 0; k < n; k++) {
+    double d = fabs(x[k] - y[k]);
+    if (d > md || d != d) md = d, *where = k;
+    my = fmax(my, fabs(y[k]));
+  }
+  return my > 0 ? md / my : md;
+}
+
+/* Angles (degrees) apart, modulo 360. */
+static double angle_apart(double a, double b) {
+  double d = fmod(a - b, 360.0);
+  if (d > 180) d -= 360;
+  if (d < -180) d += 360;
+  return fabs(d);
+}
+
+/* Host and device outputs of one case agree (see the header); prints every
+ * difference and returns false, or prints one line and returns true. */
+static bool same_outputs(const char *label, int64_t R, int64_t C, const dpc_out *cpu, const dpc_out *gpu) {
+  static const char *const names[4] = {"com_row_rot", "com_col_rot", "curl", "divergence"};
+  bool ok = true;
+  if (gpu->backend) {
+    fprintf(stderr, "%s: ran on the host, not the device: %s\n", label, gpu->backend);
+    ok = false;
+  }
+  if (gpu->transpose != cpu->transpose) {
+    fprintf(stderr, "%s: transpose device %d, host %d\n", label, gpu->transpose, cpu->transpose);
+    ok = false;
+  }
+  double da = angle_apart(gpu->angle, cpu->angle);
+  if (!(da <= TOL * fmax(1.0, fabs(cpu->angle)))) {
+    fprintf(stderr, "%s: rotation_deg device %.17g, host %.17g (%.3g apart%s)\n", label, gpu->angle, cpu->angle, da,
+            fabs(da - 180) < 1 ? ": the other 180-degree branch" : "");
+    ok = false;
+  }
+  double worst = 0;
+  for (int k = 0; k < 4; k++) {
+    int64_t at;
+    double r = rel_diff(gpu->field[k], cpu->field[k], R * C, &at);
+    worst = fmax(worst, r);
+    if (!(r < TOL)) {
+      fprintf(stderr, "%s: %s differs by %.3g of its largest value, most at (%lld, %lld): device %.17g, host %.17g\n",
+              label, names[k], r, (long long)(at / C), (long long)(at % C), gpu->field[k][at], cpu->field[k][at]);
+      ok = false;
+    }
+  }
+  for (size_t k = 0; k < N_NOTES; k++) {
+    const char *g = gpu->notes[k], *c = cpu->notes[k];
+    if ((g == NULL) != (c == NULL) || (g && strcmp(g, c))) {
+      fprintf(stderr, "%s: note %s differs:\n  device: %s\n  host:   %s\n", label, k_notes[k], g ? g : "(none)",
+              c ? c : "(none)");
+      ok = false;
+    }
+  }
+  print_message("%-44s %4lldx%-4lld angle %9.4f t %d, |angle diff| %.2g deg, fields %.2g of max%s\n", label,
+                (long long)R, (long long)C, cpu->angle, cpu->transpose, da, worst, ok ? "" : "  DIFFERS");
+  return ok;
+}
+
+/* The field (cr, cc) with the ADF image `adf` of adf_type (SL_DT_INVALID:
+ * none) through the host and the device; true when they agree. */
+static bool compare(const char *label, int64_t R, int64_t C, const double *cr, const double *cc, const void *adf,
+                    sl_dtype adf_type, const kv *over, int n_over) {
+  sl_node nc, ng;
+  make_dpc(&nc, R, C, adf_type, over, n_over);
+  make_dpc(&ng, R, C, adf_type, over, n_over);
+  dpc_out c = run_on(g_cpu, &nc, cr, cc, adf), g = run_on(g_cuda, &ng, cr, cc, adf);
+  bool ok = same_outputs(label, R, C, &c, &g);
+  out_free(&c);
+  out_free(&g);
+  node_free(&nc);
+  node_free(&ng);
+  return ok;
+}
+
+/* ---- analytic fields ------------------------------------------------------------ */
+
+/* A field and ADF images of an R x C scan: the gradient of a potential of
+ * Gaussian peaks (atoms: sparse positive peaks, so the skewness rule is
+ * sure) on a lattice `spacing` apart, turned to the detector by theta and
+ * t (det = R(theta) T^t scan, dpc's convention), plus uniform noise of
+ * `noise`; the ADF image is the potential itself (f64) and rounded counts
+ * of it (u64). */
+typedef struct field_case {
+  int64_t R, C;
+  double *cr, *cc, *adf;
+  uint64_t *adf_u64;
+} field_case;
+
+static void field_free(field_case *f) {
+  free(f->cr), free(f->cc), free(f->adf), free(f->adf_u64);
+}
+
+static double noise_of(double amp) { return amp * ((double)(rnd() >> 11) / 9007199254740992.0 - 0.5); }
+
+static field_case field_make(int64_t R, int64_t C, double theta_deg, int t, double spacing, double noise) {
+  field_case f = {R, C, NULL, NULL, NULL, NULL};
+  size_t n = (size_t)(R * C);
+  f.cr = malloc(n * sizeof(double)), f.cc = malloc(n * sizeof(double)), f.adf = malloc(n * sizeof(double));
+  f.adf_u64 = malloc(n * sizeof(uint64_t));
+  const double sigma = 0.2 * spacing, th = theta_deg * M_PI / 180, c = cos(th), s = sin(th);
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) {
+      /* the nearest peaks of the lattice (offset from the scan's corner) */
+      double p = 0, gr = 0, gc = 0;
+      double ci0 = floor((double)i / spacing) * spacing + 0.37 * spacing;
+      double cj0 = floor((double)j / spacing) * spacing + 0.61 * spacing;
+      for (int di = -1; di <= 1; di++)
+        for (int dj = -1; dj <= 1; dj++) {
+          double y = (double)i - (ci0 + di * spacing), x = (double)j - (cj0 + dj * spacing);
+          double g = exp(-(x * x + y * y) / (2 * sigma * sigma));
+          p += g, gr += -y / (sigma * sigma) * g, gc += -x / (sigma * sigma) * g;
+        }
+      if (t) {
+        double x = gr;
+        gr = gc, gc = x;
+      }
+      int64_t k = i * C + j;
+      f.cr[k] = c * gr - s * gc + noise_of(noise);
+      f.cc[k] = s * gr + c * gc + noise_of(noise);
+      f.adf[k] = p + noise_of(0.05);
+      f.adf_u64[k] = (uint64_t)llround(1000 * p + 200 + noise_of(50));
+    }
+  return f;
+}
+
+static void test_analytic_grid(void **st) {
+  (void)st;
+  const int64_t sizes[][2] = {{24, 24}, {33, 17}, {17, 40}, {3, 5}, {64, 64}, {101, 77}};
+  const double rots[] = {30, -110, 143.5, 75.25, -5, -170.5};
+  bool ok = true;
+  int cases = 0;
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+    for (size_t ri = 0; ri < sizeof rots / sizeof rots[0]; ri++) {
+      const int64_t R = sizes[si][0], C = sizes[si][1];
+      const int t = (int)((si + ri) % 2);
+      field_case f = field_make(R, C, rots[ri], t, R < 10 ? 2.5 : 6.0, 0.02);
+      char label[96];
+      snprintf(label, sizeof label, "analytic rot %g t %d, no adf", rots[ri], t);
+      ok &= compare(label, R, C, f.cr, f.cc, NULL, SL_DT_INVALID, NULL, 0);
+      snprintf(label, sizeof label, "analytic rot %g t %d, adf f64", rots[ri], t);
+      ok &= compare(label, R, C, f.cr, f.cc, f.adf, SL_F64, NULL, 0);
+      snprintf(label, sizeof label, "analytic rot %g t %d, adf u64", rots[ri], t);
+      ok &= compare(label, R, C, f.cr, f.cc, f.adf_u64, SL_U64, NULL, 0);
+      cases += 3;
+      field_free(&f);
+    }
+  print_message("analytic grid: %d cases\n", cases);
+  assert_true(ok);
+}
+
+/* The rotation or the transpose given: the fit evaluates only the residuals
+ * (or only the transpose), no branch rule. */
+static void test_given(void **st) {
+  (void)st;
+  field_case f = field_make(29, 35, 63.0, 1, 5.0, 0.01);
+  kv both[2] = {{"rotation_deg", "63"}, {"transpose", "true"}}, angle[1] = {{"rotation_deg", "-117"}},
+     tr[1] = {{"transpose", "false"}};
+  bool ok = compare("given rotation 63, transpose true", 29, 35, f.cr, f.cc, f.adf, SL_F64, both, 2);
+  ok &= compare("given rotation -117, transpose auto", 29, 35, f.cr, f.cc, NULL, SL_DT_INVALID, angle, 1);
+  ok &= compare("given transpose false (the wrong one)", 29, 35, f.cr, f.cc, f.adf, SL_F64, tr, 1);
+  field_free(&f);
+  assert_true(ok);
+}
+
+static void test_large(void **st) {
+  (void)st;
+  const int64_t sizes[][2] = {{512, 512}, {511, 257}};
+  bool ok = true;
+  for (int k = 0; k < 2; k++) {
+    field_case f = field_make(sizes[k][0], sizes[k][1], k ? -47.5 : 121.0, k, 9.0, 0.05);
+    ok &= compare(k ? "analytic rot -47.5 t 1, adf u64" : "analytic rot 121 t 0, adf f64", sizes[k][0], sizes[k][1],
+                  f.cr, f.cc, k ? (const void *)f.adf_u64 : (const void *)f.adf, k ? SL_U64 : SL_F64, NULL, 0);
+    field_free(&f);
+  }
+  assert_true(ok);
+}
+
+/* ---- synthetic acquisitions (issue 11's grid) ---------------------------------- */
+
+static bool g_grid_ok = true;
+
+/* dpc_grid's runner: both backends on the case, compared; the host's answer. */
+static dpc_grid_answer grid_both(const double *cr, const double *cc, const double *adf, int R, int C) {
+  static int no;
+  char label[64];
+  snprintf(label, sizeof label, "atomic columns case %d%s", no, no % 2 ? ", no adf" : ", adf");
+  const bool with_adf = no++ % 2 == 0;
+  sl_node nc, ng;
+  sl_dtype ty = with_adf ? SL_F64 : SL_DT_INVALID;
+  make_dpc(&nc, R, C, ty, NULL, 0);
+  make_dpc(&ng, R, C, ty, NULL, 0);
+  dpc_out c = run_on(g_cpu, &nc, cr, cc, with_adf ? adf : NULL), g = run_on(g_cuda, &ng, cr, cc, with_adf ? adf : NULL);
+  g_grid_ok &= same_outputs(label, R, C, &c, &g);
+  dpc_grid_answer a = {c.angle, c.transpose, 0};
+  out_free(&c);
+  out_free(&g);
+  node_free(&nc);
+  node_free(&ng);
+  return a;
+}
+
+static void test_atomic_columns(void **st) {
+  (void)st;
+  const double alphas[] = {0.02};
+  const double defoci[] = {-100, 0, 200};
+  const char *doses[] = {"1e4", "1e6"};
+  const int rots[] = {17, 143, 251};
+  dpc_grid g = {alphas, 1, defoci, 3, doses, 2, rots, 3, 24};
+  (void)dpc_grid_run(&g, grid_both);
+  assert_true(g_grid_ok);
+}
+
+/* ---- the device state, the fallback --------------------------------------------- */
+
+/* Every run builds its state over its own device table and leaves none
+ * behind; a run gives the same doubles again, also after another field. */
+static void test_state_reused(void **st) {
+  (void)st;
+  field_case f = field_make(40, 52, 33.0, 0, 6.0, 0.02), other = field_make(40, 52, -80.0, 1, 5.0, 0.02);
+  sl_node n;
+  make_dpc(&n, 40, 52, SL_F64, NULL, 0);
+  dpc_out first = run_on(g_cuda, &n, f.cr, f.cc, f.adf);
+  assert_non_null(first.built_state);
+  assert_null(first.backend);
+  assert_null(n.dev_state);
+  dpc_out mid = run_on(g_cuda, &n, other.cr, other.cc, other.adf);
+  dpc_out again = run_on(g_cuda, &n, f.cr, f.cc, f.adf);
+  assert_null(n.dev_state);
+  for (int k = 0; k < 4; k++) assert_memory_equal(first.field[k], again.field[k], sizeof(double) * 40 * 52);
+  assert_memory_equal(&first.angle, &again.angle, sizeof(double));
+  assert_int_equal(first.transpose, again.transpose);
+  out_free(&first), out_free(&mid), out_free(&again);
+  node_free(&n);
+  field_free(&f), field_free(&other);
+}
+
+/* The setting cufft as its environment variable gives it (NULL: unset). */
+static void cufft_setting(const char *value) {
+  if (value) setenv("SLUICE_CUFFT", value, 1);
+  else unsetenv("SLUICE_CUFFT");
+  sl_error e;
+  assert_int_equal(sl_settings_init(NULL, 0, &e), SL_OK);
+}
+
+/* Without cuFFT the CUDA kernel runs the host path on copies: the CPU's
+ * doubles exactly, a note saying why, no device state kept. */
+static void test_fallback_without_cufft(void **st) {
+  (void)st;
+  const int64_t R = 37, C = 29;
+  field_case f = field_make(R, C, -64.0, 1, 6.0, 0.02);
+  sl_node nc, ng;
+  make_dpc(&nc, R, C, SL_U64, NULL, 0);
+  make_dpc(&ng, R, C, SL_U64, NULL, 0);
+  dpc_out c = run_on(g_cpu, &nc, f.cr, f.cc, f.adf_u64);
+  cufft_setting("none");
+  dpc_out g = run_on(g_cuda, &ng, f.cr, f.cc, f.adf_u64);
+  cufft_setting(NULL);
+  assert_non_null(g.backend);
+  assert_non_null(strstr(g.backend, "ran on the host"));
+  assert_non_null(strstr(g.backend, "SLUICE_CUFFT=none"));
+  assert_null(g.built_state);
+  for (int k = 0; k < 4; k++) assert_memory_equal(c.field[k], g.field[k], sizeof(double) * (size_t)(R * C));
+  assert_memory_equal(&c.angle, &g.angle, sizeof(double));
+  assert_int_equal(c.transpose, g.transpose);
+  for (size_t k = 0; k < N_NOTES; k++) {
+    assert_true((c.notes[k] == NULL) == (g.notes[k] == NULL));
+    if (c.notes[k]) assert_string_equal(c.notes[k], g.notes[k]);
+  }
+  out_free(&c), out_free(&g);
+  node_free(&nc), node_free(&ng);
+  field_free(&f);
+}
+
+/* ---- no GPU needed: the cost ------------------------------------------------------ */
+
+/* With CUDA built in, the cost declares the device table: at least idpc's
+ * integration of the mirrored field (whose transforms dpc runs) plus the
+ * four spectra of (R + 1) x (C + 1) doubles; none without CUDA. */
+static void test_cost_counts_device_table(void **st) {
+  (void)st;
+  const int64_t sizes[][2] = {{24, 24}, {511, 257}, {3, 3}};
+  for (int k = 0; k < 3; k++) {
+    const int64_t R = sizes[k][0], C = sizes[k][1];
+    sl_node n;
+    make_dpc(&n, R, C, SL_DT_INVALID, NULL, 0);
+    sl_node_cost c;
+    sl_node_dpc.cost(&n, 1, &c);
+#ifdef SLUICE_HAVE_CUDA
+    const int64_t lower = sl_cuda_idpc_state_bytes(R, C, true) + 4 * (R + 1) * (C + 1) * 8;
+    print_message("%lldx%lld: device table %lld bytes (at least %lld)\n", (long long)R, (long long)C,
+                  (long long)c.device_state_bytes, (long long)lower);
+    assert_true(c.device_state_bytes >= lower);
+#else
+    assert_int_equal(c.device_state_bytes, 0);
+#endif
+    node_free(&n);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest cost_tests[] = {cmocka_unit_test(test_cost_counts_device_table)};
+  int rc = cmocka_run_group_tests_name("dpc_cuda_cost", cost_tests, NULL, NULL);
+  if (rc || !sl_test_cuda_available()) return rc;
+  sl_error e;
+  sl_error_clear(&e);
+  if (sl_backend_ops_for(SL_BACKEND_CUDA)->create(0, &g_cuda, &e) != SL_OK) {
+    printf("SKIP: no CUDA device (create failed: %s)\n", e.msg);
+    return 0;
+  }
+  if (sl_cpu_backend_ops.create(2, &g_cpu, &e) != SL_OK) return 1;
+  const struct CMUnitTest fallback_tests[] = {cmocka_unit_test(test_fallback_without_cufft)};
+  rc = cmocka_run_group_tests_name("dpc_cuda_fallback", fallback_tests, NULL, NULL);
+  sl_cufft_api api;
+  char why[512] = "";
+  if (!sl_cufft_load(&api, why, sizeof why)) {
+    printf("SKIP: dpc on the device (%s)\n", why);
+  } else {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_analytic_grid), cmocka_unit_test(test_given),        cmocka_unit_test(test_large),
+        cmocka_unit_test(test_atomic_columns), cmocka_unit_test(test_state_reused),
+    };
+    rc |= cmocka_run_group_tests_name("dpc_cuda", tests, NULL, NULL);
+  }
+  g_cpu->ops->destroy(g_cpu);
+  g_cuda->ops->destroy(g_cuda);
+  return rc;
+}
