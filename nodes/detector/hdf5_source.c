@@ -166,11 +166,16 @@ static void source_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_read = stored; /* from the file (page cache or disk) */
   c->bytes_written = stored;
   c->ops = stored / 8;
-  /* two read-ahead windows of the largest chunk window; on the CPU each
-   * spans calls up to SL_SRC_WINDOW_BYTES (source_window.h); and the chunk
-   * index, listed by prepare (entries for every stored chunk) */
-  c->state_bytes = 2 * (SL_SRC_WINDOW_BYTES + stored + per * sl_desc_item_bytes(d)) +
-                   facts_of(n)->index_bytes;
+  /* two read-ahead windows; on the CPU each spans as many calls as fit in
+   * SL_SRC_WINDOW_BYTES, or one call when a call's stored bytes are more
+   * (source_window.c), with the packed header in front and up to a frame
+   * of alignment slack; and the chunk index, listed by prepare (entries
+   * for every stored chunk) */
+  int64_t window = stored > (int64_t)SL_SRC_WINDOW_BYTES ? stored : (int64_t)SL_SRC_WINDOW_BYTES;
+  int64_t calls = stored > 0 && stored < (int64_t)SL_SRC_WINDOW_BYTES ? (int64_t)SL_SRC_WINDOW_BYTES / stored : 1;
+  int64_t header = (int64_t)sizeof(sl_packed_chunks) +
+                   (calls * ((positions + per - 1) / per) + 1) * (int64_t)sizeof(sl_packed_entry) + 64;
+  c->state_bytes = 2 * (window + header + per * sl_desc_item_bytes(d)) + facts_of(n)->index_bytes;
   /* on a device backend: two prefetch buffers, each the size of the output
    * slot, that the copy stream fills ahead of the kernels (hdf5_source_cuda.c) */
   c->device_state_bytes = sl_hdf5_source_cuda_table_bytes(d, positions);

@@ -463,7 +463,9 @@ uint64_t sl_h5_index_host_bytes(const sl_h5_index *ix) {
   for (int i = 0; i < ix->n_parts; i++) b += strlen(ix->parts[i].object) + strlen(ix->parts[i].link) + 2;
   if (ix->meta.pixel_mask) b += (uint64_t)(ix->frame_rows * ix->frame_cols) * sizeof *ix->meta.pixel_mask;
   /* HDF5's own state while a data file is open for listing (one at a time):
-   * its metadata cache starts at 2 MiB (H5AC's default initial size). */
+   * its metadata cache starts at 2 MiB (H5AC's default initial size); an
+   * index read back from the store lists nothing. */
+  if (ix->from_store) return b;
   const uint64_t open_file = 2u << 20;
   return b + sl_h5_dataset_list_scratch_bytes(ix->max_part_chunks) + open_file;
 }

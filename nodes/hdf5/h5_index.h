@@ -92,6 +92,8 @@ typedef struct sl_h5_index {
   int64_t max_part_chunks;   /* stored chunks of the dataset with the most (listing scratch) */
   /* Filled by listing; NULL / 0 / false while the index is only described. */
   bool listed;
+  bool from_store; /* read back from the stored index (h5_index_store.h): no
+                      HDF5 file is opened to list it */
   sl_h5_chunk *chunks;       /* in frame order; chunks[i].first_frame is increasing, no gaps */
   uint64_t max_chunk_size;   /* largest chunks[i].size */
   sl_h5_detector_meta meta;

@@ -310,5 +310,6 @@ sl_h5_index *sl_h5_index_store_load(const char *path, const char *dataset) {
   /* the index keeps the entry's buffer for its chunks: no second copy */
   sl_h5_index *ix = data && n > 16 ? parse(data, (size_t)n, cwd, path, dataset, same_file_on_disk, &data) : NULL;
   free(data);
+  if (ix) ix->from_store = true;
   return ix;
 }
