@@ -274,7 +274,8 @@ static sl_code bind_params(sl_node *n, const sl_node_spec *ns, sl_error *err) {
     /* Defaults are YAML text; an empty default is the empty string. */
     sl_yaml *dv = NULL;
     const char *text = d->params[p].default_value;
-    if (!text[0] && !(dv = sl_yaml_new_scalar("", (sl_loc){sl_intern("<default>"), 1, 1})))
+    sl_loc default_loc = {sl_intern("<default>"), 1, 1};
+    if (!default_loc.file || (!text[0] && !(dv = sl_yaml_new_scalar("", default_loc))))
       rc = sl_fail_nomem(err, "a param default");
     else if (text[0])
       rc = sl_yaml_load_string(text, strlen(text), "<default>", &dv, err);

@@ -128,6 +128,7 @@ static sl_code parse_set_value(const sl_param_decl *p, const char *text, sl_yaml
   char file[300];
   snprintf(file, sizeof file, "--set %s", p->name);
   sl_loc l = {sl_intern(file), 1, 1};
+  if (!l.file) return sl_fail_nomem(err, "a --set value");
   if (p->type == SL_PT_STRING || p->type == SL_PT_PATH || !text[0]) {
     if (!(*out = sl_yaml_new_scalar(text, l))) return sl_spec_nomem_at(err, "a --set value", l);
     (*out)->quoted = text[0] != 0;

@@ -238,7 +238,7 @@ sl_code sl_spec_load_path(sl_spec_loader *L, const char *path, const sl_loc *use
   sl_code rc = sl_yaml_read_file(path, &text, &len, err);
   if (rc) {
     if (use_loc) {
-      err->code = SL_ERR_PIPELINE;
+      if (rc != SL_ERR_NOMEM) err->code = SL_ERR_PIPELINE;
       return sl_spec_fail_at(err, *use_loc);
     }
     sl_error_at(err, path, 0, 0);

@@ -104,8 +104,7 @@ sl_code sl_subst_scalar(const sl_yaml *s, const sl_spec *scope, sl_yaml **out, s
     if (!(*out = sl_yaml_clone(s))) goto nomem;
     return SL_OK;
   }
-  sbuf b = {0};
-  sb_add(&b, "", 0);
+  sbuf b = {0}; /* b.p stays NULL until text is added (a whole value needs none) */
   size_t i = 0;
   while (i < len) {
     if (t[i] != '$') {
@@ -200,7 +199,7 @@ sl_code sl_subst_scalar(const sl_yaml *s, const sl_spec *scope, sl_yaml **out, s
     }
     i = (size_t)(close - t) + 1;
   }
-  sl_yaml *r = b.nomem ? NULL : sl_yaml_new_scalar(b.p, s->loc);
+  sl_yaml *r = b.nomem ? NULL : sl_yaml_new_scalar(b.p ? b.p : "", s->loc);
   free(b.p);
   if (!r) goto nomem;
   r->quoted = s->quoted;

@@ -221,6 +221,7 @@ sl_code sl_yaml_load_string(const char *text, size_t len, const char *name, sl_y
   memset(&s, 0, sizeof s);
   s.file = sl_intern(name ? name : "<string>");
   s.err = err;
+  if (!s.file) return sl_fail_nomem(err, "the name of a pipeline file");
   if (!yaml_parser_initialize(&s.parser))
     return sl_fail(err, SL_ERR_NOMEM, "cannot initialise the YAML parser");
   yaml_parser_set_input_string(&s.parser, (const unsigned char *)text, len);
