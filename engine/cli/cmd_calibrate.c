@@ -183,7 +183,8 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   double in_levels = 0;
   for (int l = 0; l < p->n_levels; l++) in_levels += run->result.level_seconds[l];
   c->overhead_residuals[c->n_runs - 1] = run->result.seconds - in_levels;
-  c->samples = sl_xrealloc(c->samples, (size_t)(c->n_samples + g->n_nodes) * sizeof *c->samples);
+  if (!sl_resize(&c->samples, (size_t)(c->n_samples + g->n_nodes), sizeof *c->samples))
+    return sl_fail_nomem(err, "the calibration's samples");
   for (int i = 0; i < g->n_nodes; i++) {
     sample *s = &c->samples[c->n_samples++];
     sl_cost_rate_key(&g->nodes[i], s->type, sizeof s->type);
@@ -306,7 +307,8 @@ static bool fit_terms(const sample *s, int n, bool per_op, unsigned use, double 
  * within 1%. The work term is always in: a fit without it would predict the
  * same time for any size (the calibration's sizes are small). With nothing
  * that fits, the generic call cost and the rate through it. */
-static void fit_type(const sample *s, int n, bool per_op, double call_default, double bytes_per_second,
+/* False when out of memory. */
+static bool fit_type(const sample *s, int n, bool per_op, double call_default, double bytes_per_second,
                      sl_cost_rate *r) {
   double best[3] = {0}, best_resid = INFINITY;
   int best_terms = 4;
@@ -317,7 +319,8 @@ static void fit_type(const sample *s, int n, bool per_op, double call_default, d
   double most = 0;
   for (int k = 0; k < n; k++) most = fmax(most, sl_cost_work(&s[k].cost, per_op));
   bool tiny = !per_op && bytes_per_second > 0 && most / bytes_per_second < 1e-3;
-  sample *rest = tiny ? sl_xcalloc((size_t)n, sizeof *rest) : NULL;
+  sample *rest = tiny ? sl_calloc((size_t)n, sizeof *rest) : NULL;
+  if (tiny && !rest) return false;
   for (int k = 0; tiny && k < n; k++) {
     rest[k] = s[k];
     rest[k].seconds = fmax(s[k].seconds - sl_cost_work(&s[k].cost, per_op) / bytes_per_second, 1e-7);
@@ -343,6 +346,7 @@ static void fit_type(const sample *s, int n, bool per_op, double call_default, d
   r->run_seconds = best[0];
   r->call_seconds = best[1];
   r->seconds_per_unit = best[2];
+  return true;
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -352,7 +356,7 @@ static int cmp_double(const void *x, const void *y) {
 
 /* Every node type's rate from its samples; iterate loops afterwards, from
  * what their bodies cost under the fitted rates. */
-static void fit_rates(calibration *c, sl_cost_profile *prof) {
+static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
   sample *s = c->samples;
   /* Each "type/dtype" from its samples, then each type from all of its own. */
   for (int bare = 0; bare < 2; bare++)
@@ -361,7 +365,8 @@ static void fit_rates(calibration *c, sl_cost_profile *prof) {
       size_t klen = bare ? strcspn(s[k].type, "/") : strlen(s[k].type);
       snprintf(key, sizeof key, "%.*s", (int)klen, s[k].type);
       if (!strncmp(key, "iterate", 7) || sl_cost_profile_rate(prof, key)) continue;
-      sample *same = sl_xcalloc((size_t)c->n_samples, sizeof *same);
+      sample *same = sl_calloc((size_t)c->n_samples, sizeof *same);
+      if (!same) return sl_fail_nomem(err, "the calibration's fit");
       int n = 0;
       bool per_op = false;
       for (int q = k; q < c->n_samples; q++)
@@ -371,9 +376,10 @@ static void fit_rates(calibration *c, sl_cost_profile *prof) {
       memset(&r, 0, sizeof r);
       snprintf(r.type, sizeof r.type, "%s", key);
       r.per_op = per_op;
-      fit_type(same, n, per_op, prof->call_seconds, prof->bytes_per_second, &r);
-      sl_cost_profile_set_rate(prof, &r);
+      bool fitted = fit_type(same, n, per_op, prof->call_seconds, prof->bytes_per_second, &r);
       free(same);
+      if (!fitted) return sl_fail_nomem(err, "the calibration's fit");
+      sl_cost_profile_set_rate(prof, &r);
     }
   /* A loop: its measured time less its bodies' estimates, fitted per
    * iteration and per byte carried (copied in and out each iteration). */
@@ -406,7 +412,8 @@ static void fit_rates(calibration *c, sl_cost_profile *prof) {
     sl_cost_rate r;
     memset(&r, 0, sizeof r);
     snprintf(r.type, sizeof r.type, "iterate");
-    fit_type(loops, n_loops, false, prof->call_seconds, 0, &r);
+    if (!fit_type(loops, n_loops, false, prof->call_seconds, 0, &r))
+      return sl_fail_nomem(err, "the calibration's fit");
     /* the loops' iterations differ in number and bytes: both terms fit */
     sl_cost_profile_set_rate(prof, &r);
   }
@@ -422,6 +429,7 @@ static void fit_rates(calibration *c, sl_cost_profile *prof) {
   /* Ops of node types without a rate: the simplest kernel's. */
   const sl_cost_rate *affine = sl_cost_profile_rate(prof, "affine/f32");
   if (affine && affine->per_op && affine->seconds_per_unit > 0) prof->ops_per_second = 1.0 / affine->seconds_per_unit;
+  return SL_OK;
 }
 
 /* Runs `yaml` at a small size and at one scaled so that it takes about
@@ -588,7 +596,7 @@ int cmd_calibrate(int argc, char **argv) {
   if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, budget / 8, &err);
   if (st == SL_OK) st = two_sizes(&c, "stem.yaml", k_stem_yaml, "scan", stem_size, budget / 4, &err);
   for (int k = 0; k < n_inputs && st == SL_OK; k++) st = detector_runs(&c, inputs[k], &err);
-  if (st == SL_OK) fit_rates(&c, &prof);
+  if (st == SL_OK) st = fit_rates(&c, &prof, &err);
   for (int r = 0; r < c.n_runs; r++) sl_run_free(&c.runs[r]);
   remove_dir(c.dir);
   if (st != SL_OK) {

@@ -101,6 +101,10 @@ int cmd_nodes(int argc, char **argv) {
   if (rc) return rc < 0 ? 0 : rc;
   int count;
   const sl_node_desc **all = sl_registry_list(sl_nodes_registry(), &count);
+  if (!all) {
+    fputs("sluice: error: out of memory for the list of node types\n", stderr);
+    return 1;
+  }
   const sl_node_desc *d = NULL;
   if (o.file) {
     d = sl_registry_find(sl_nodes_registry(), o.file);

@@ -18,7 +18,7 @@ int cmd_render(int argc, char **argv) {
   sl_error err;
   sl_error_clear(&err);
   if (sl_spec_load(o.file, o.sets, (size_t)o.n_sets, &spec, &err) != SL_OK) return cli_fail(&err);
-  sl_spec_render(stdout, spec);
+  sl_code code = sl_spec_render(stdout, spec, &err);
   sl_spec_free(spec);
-  return 0;
+  return code ? cli_fail(&err) : 0;
 }

@@ -166,8 +166,9 @@ int cmd_run(int argc, char **argv) {
   } else if (st == SL_OK && o.json) {
     sl_json j;
     sl_json_init(&j, stdout, true);
-    sl_report_json(&j, &info);
+    bool whole = sl_report_json(&j, &info);
     sl_json_finish(&j);
+    if (!whole) st = sl_fail_nomem(&err, "part of the report (what was printed is incomplete)");
   } else if (st == SL_OK && !o.quiet) {
     print_summary(&run, out.dir);
   }

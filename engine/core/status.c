@@ -32,6 +32,10 @@ sl_code sl_fail_in(sl_error *e, sl_code code, const char *file, const char *fmt,
   return code;
 }
 
+sl_code sl_fail_nomem(sl_error *e, const char *what) {
+  return sl_fail(e, SL_ERR_NOMEM, "out of memory for %s", what);
+}
+
 void sl_error_at(sl_error *e, const char *file, int line, int col) {
   if (!e || e->file[0] || !file) return;
   snprintf(e->file, sizeof e->file, "%s", file);

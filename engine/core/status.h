@@ -41,6 +41,9 @@ sl_code sl_fail(sl_error *e, sl_code code, const char *fmt, ...)
  * stored, so an argument may be e->msg itself. */
 sl_code sl_fail_in(sl_error *e, sl_code code, const char *file, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* SL_ERR_NOMEM: "out of memory for <what>" (what could not be allocated);
+ * locations as in sl_fail. */
+sl_code sl_fail_nomem(sl_error *e, const char *what);
 /* Location annotations. Each sets its field only if it is still unset, so the
  * innermost (most precise) location wins as the error travels up. */
 void sl_error_at(sl_error *e, const char *file, int line, int col);

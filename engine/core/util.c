@@ -11,32 +11,6 @@
 #include <time.h>
 #include <sys/stat.h>
 
-static void *oom(void) {
-  fputs("sluice: out of memory for control data\n", stderr);
-  abort();
-}
-
-char *sl_strdup(const char *s) {
-  if (!s) return NULL;
-  char *d = strdup(s);
-  return d ? d : oom();
-}
-
-char *sl_strndup(const char *s, size_t n) {
-  char *d = strndup(s, n);
-  return d ? d : oom();
-}
-
-void *sl_xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  return p ? p : oom();
-}
-
-void *sl_xrealloc(void *p, size_t size) {
-  void *q = realloc(p, size ? size : 1);
-  return q ? q : oom();
-}
-
 /* A process-wide intern table: locations point into it so that any structure
  * can carry a file name without owning it. Guarded for use from threads. */
 static pthread_mutex_t g_intern_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -51,18 +25,22 @@ const char *sl_intern(const char *s) {
       pthread_mutex_unlock(&g_intern_lock);
       return g_interned[i];
     }
-  if (g_n_interned == g_cap_interned) {
-    g_cap_interned = g_cap_interned ? 2 * g_cap_interned : 16;
-    g_interned = sl_xrealloc(g_interned, g_cap_interned * sizeof *g_interned);
+  size_t cap = g_cap_interned ? 2 * g_cap_interned : 16;
+  char *copy = NULL;
+  if (g_n_interned < g_cap_interned || sl_resize(&g_interned, cap, sizeof *g_interned)) {
+    if (g_n_interned == g_cap_interned) g_cap_interned = cap;
+    copy = sl_strdup(s);
+    if (copy) g_interned[g_n_interned++] = copy;
   }
-  const char *r = g_interned[g_n_interned++] = sl_strdup(s);
+  const char *r = copy;
   pthread_mutex_unlock(&g_intern_lock);
   return r;
 }
 
 size_t sl_edit_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
-  size_t *row = sl_xcalloc(lb + 1, sizeof *row);
+  size_t *row = sl_calloc(lb + 1, sizeof *row);
+  if (!row) return SIZE_MAX;
   for (size_t j = 0; j <= lb; j++) row[j] = j;
   for (size_t i = 1; i <= la; i++) {
     size_t diag = row[0];

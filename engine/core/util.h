@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/core/alloc.h"
 #include "engine/core/status.h"
 
 /* For hot kernel loops: an AVX2 clone chosen at load time (glibc ifunc)
@@ -15,23 +16,13 @@
 #define SL_HOT_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SL_HOT_CLONES
-/* Where the user's caches for sluice live: $XDG_CACHE_HOME/sluice, else
- * $HOME/.cache/sluice (not sluice settings: the desktop's convention);
- * false when neither is set. */
-bool sl_user_cache_dir(char *buf, size_t len);
-/* Creates `dir` and its parents (mode 0777 less the umask); false on
- * failure. */
-bool sl_make_dirs(const char *dir);
-
 #endif
 
-char *sl_strdup(const char *s); /* aborts on out of memory: control data only */
-char *sl_strndup(const char *s, size_t n);
-void *sl_xcalloc(size_t n, size_t size); /* control data only; aborts on OOM */
-void *sl_xrealloc(void *p, size_t size);
-/* Interned string that lives for the whole process (for locations). */
+/* Interned string that lives for the whole process (for locations); NULL when
+ * `s` is NULL or out of memory (a location without its file). */
 const char *sl_intern(const char *s);
-/* Edit distance, for "did you mean" suggestions. */
+/* Edit distance, for "did you mean" suggestions; SIZE_MAX when out of memory
+ * (no suggestion). */
 size_t sl_edit_distance(const char *a, const char *b);
 /* Closest of `n` candidates to `word` if it is close enough to suggest, else NULL. */
 const char *sl_closest(const char *word, const char *const *candidates, size_t n);

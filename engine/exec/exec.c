@@ -135,6 +135,14 @@ static sl_code worker_scratch_acquire(run_ctx *c, sl_error *err) {
   return SL_OK;
 }
 
+/* Whether ctx_begin made every table of the context (ctx_end frees any that
+ * were made). */
+static bool ctx_tables_made(const run_ctx *c) {
+  return c->slot_ptr && c->buf_of && c->node_seconds && c->node_device_seconds && c->node_calls &&
+         c->level_seconds && c->calls && c->device_table && c->partial && c->actual &&
+         c->concat_chunks && c->stage_in && c->stage_out && c->stage_in_bytes && c->stage_out_bytes;
+}
+
 static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *pool,
                          const void **inputs, sl_error *err) {
   memset(c, 0, sizeof *c);
@@ -144,22 +152,23 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->inputs = inputs;
   c->err = err;
   int n = p->graph->n_nodes ? p->graph->n_nodes : 1;
-  c->slot_ptr = sl_xcalloc((size_t)(p->n_slots ? p->n_slots : 1), sizeof *c->slot_ptr);
-  c->buf_of = sl_xcalloc((size_t)n * 8, sizeof *c->buf_of);
-  c->node_seconds = sl_xcalloc((size_t)n, sizeof *c->node_seconds);
-  c->node_device_seconds = sl_xcalloc((size_t)n, sizeof *c->node_device_seconds);
-  c->node_calls = sl_xcalloc((size_t)n, sizeof *c->node_calls);
-  c->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *c->level_seconds);
-  c->calls = sl_xcalloc((size_t)n, sizeof *c->calls);
-  c->device_table = sl_xcalloc((size_t)n, sizeof *c->device_table);
+  c->slot_ptr = sl_calloc((size_t)(p->n_slots ? p->n_slots : 1), sizeof *c->slot_ptr);
+  c->buf_of = sl_calloc((size_t)n * 8, sizeof *c->buf_of);
+  c->node_seconds = sl_calloc((size_t)n, sizeof *c->node_seconds);
+  c->node_device_seconds = sl_calloc((size_t)n, sizeof *c->node_device_seconds);
+  c->node_calls = sl_calloc((size_t)n, sizeof *c->node_calls);
+  c->level_seconds = sl_calloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *c->level_seconds);
+  c->calls = sl_calloc((size_t)n, sizeof *c->calls);
+  c->device_table = sl_calloc((size_t)n, sizeof *c->device_table);
   int nb = p->n_buffers ? p->n_buffers : 1;
-  c->partial = sl_xcalloc((size_t)nb, sizeof *c->partial);
-  c->actual = sl_xcalloc((size_t)nb, sizeof *c->actual);
-  c->concat_chunks = sl_xcalloc((size_t)nb, sizeof *c->concat_chunks);
-  c->stage_in = sl_xcalloc((size_t)n * 8, sizeof *c->stage_in);
-  c->stage_out = sl_xcalloc((size_t)n * 8, sizeof *c->stage_out);
-  c->stage_in_bytes = sl_xcalloc((size_t)n * 8, sizeof *c->stage_in_bytes);
-  c->stage_out_bytes = sl_xcalloc((size_t)n * 8, sizeof *c->stage_out_bytes);
+  c->partial = sl_calloc((size_t)nb, sizeof *c->partial);
+  c->actual = sl_calloc((size_t)nb, sizeof *c->actual);
+  c->concat_chunks = sl_calloc((size_t)nb, sizeof *c->concat_chunks);
+  c->stage_in = sl_calloc((size_t)n * 8, sizeof *c->stage_in);
+  c->stage_out = sl_calloc((size_t)n * 8, sizeof *c->stage_out);
+  c->stage_in_bytes = sl_calloc((size_t)n * 8, sizeof *c->stage_in_bytes);
+  c->stage_out_bytes = sl_calloc((size_t)n * 8, sizeof *c->stage_out_bytes);
+  if (!ctx_tables_made(c)) return sl_fail_nomem(err, "the executor's tables"); /* ctx_end frees */
   for (int i = 0; i < p->n_buffers; i++) c->buf_of[p->buffers[i].node * 8 + p->buffers[i].port] = i;
   for (int s = 0; s < p->n_slots; s++) {
     sl_code rc = sl_pool_acquire(pool, p->slots[s].bytes, &c->slot_ptr[s], err);
@@ -182,8 +191,12 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   for (int i = 0; i < p->n_buffers; i++) {
     const sl_plan_buffer *bf = &p->buffers[i];
     if (bf->variable && bf->combine == SL_COMBINE_CONCAT)
-      c->concat_chunks[i] = sl_xcalloc((size_t)(sl_plan_node_pass(p, bf->node)->n_chunks + 1),
-                                       sizeof **c->concat_chunks);
+      if (!(c->concat_chunks[i] = sl_calloc((size_t)(sl_plan_node_pass(p, bf->node)->n_chunks + 1),
+                                            sizeof **c->concat_chunks))) {
+        sl_fail_nomem(err, "the chunk sizes of a variable-size output");
+        sl_error_node(err, p->graph->nodes[bf->node].id);
+        return SL_ERR_NOMEM;
+      }
     if (bf->partial_bytes <= 0) continue;
     sl_code rc = sl_pool_acquire(pool, bf->partial_bytes, &c->partial[i], err);
     if (rc != SL_OK) return rc;
@@ -215,17 +228,16 @@ static void ctx_end(run_ctx *c) {
   for (int i = 0; c->device_table && i < n; i++)
     if (c->device_table[i]) sl_pool_release(c->pool, c->device_table[i]);
   free(c->device_table);
-  for (int i = 0; c->partial && i < c->p->n_buffers; i++) {
+  for (int i = 0; c->partial && i < c->p->n_buffers; i++)
     if (c->partial[i]) sl_pool_release(c->pool, c->partial[i]);
-    free(c->concat_chunks[i]);
-  }
+  for (int i = 0; c->concat_chunks && i < c->p->n_buffers; i++) free(c->concat_chunks[i]);
   free(c->partial);
   free(c->actual);
   free(c->concat_chunks);
-  for (int i = 0; c->stage_in && i < n * 8; i++) {
+  for (int i = 0; c->stage_in && c->stage_in_bytes && i < n * 8; i++)
     if (c->stage_in[i]) c->b->ops->host_free(c->b, c->stage_in[i], c->stage_in_bytes[i]);
+  for (int i = 0; c->stage_out && c->stage_out_bytes && i < n * 8; i++)
     if (c->stage_out[i]) c->b->ops->host_free(c->b, c->stage_out[i], c->stage_out_bytes[i]);
-  }
   free(c->stage_in);
   free(c->stage_out);
   free(c->stage_in_bytes);
@@ -543,7 +555,7 @@ static sl_code run_iterate(run_ctx *c, int i) {
   bool began = false;
   if (rc == SL_OK) {
     rc = ctx_begin(&bc, bp, b, c->pool, inputs, c->err);
-    began = true;
+    began = true; /* ctx_end frees what ctx_begin made, whatever failed */
     bc.cancel = c->cancel;
   }
   int64_t ran = 0;
@@ -663,6 +675,17 @@ static sl_code run_passes(run_ctx *c) {
   return rc;
 }
 
+/* A note lost by a kernel during the run (out of memory) fails the run. */
+static sl_code graph_records_check(const sl_graph *g, sl_error *err) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    sl_code rc = g->nodes[i].body ? graph_records_check(g->nodes[i].body, err)
+                                  : sl_node_records_check(&g->nodes[i], err);
+    if (rc == SL_OK && g->nodes[i].body) rc = sl_node_records_check(&g->nodes[i], err);
+    if (rc != SL_OK) return rc;
+  }
+  return SL_OK;
+}
+
 sl_code sl_graph_prepare(sl_graph *g, sl_error *err) {
   for (int i = 0; i < g->n_nodes; i++) {
     sl_node *n = &g->nodes[i];
@@ -671,6 +694,7 @@ sl_code sl_graph_prepare(sl_graph *g, sl_error *err) {
       rc = sl_graph_prepare(n->body, err);
     else if (n->desc->prepare)
       rc = n->desc->prepare(n, err);
+    if (rc == SL_OK) rc = sl_node_records_check(n, err);
     if (rc != SL_OK) {
       sl_error_node(err, n->id);
       sl_error_at(err, n->loc.file, n->loc.line, n->loc.col);
@@ -721,8 +745,9 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   if (sink && !p->outputs_to_sink)
     return sl_fail(err, SL_ERR_INTERNAL, "a sink needs a plan made for it (sl_plan_opts.outputs_to_sink)");
   res->process_rss_start_bytes = (int64_t)sl_process_rss();
+  res->outputs = sl_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *res->outputs);
+  if (!res->outputs) return sl_fail_nomem(err, "the outputs of the run");
   res->n_outputs = g->n_outputs;
-  res->outputs = sl_xcalloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *res->outputs);
   res->planned_peak_bytes = p->caps.device_memory ? p->peak_device_bytes : p->peak_host_bytes;
   int64_t host_bytes = 0;
   sl_code rc = SL_OK;
@@ -756,6 +781,10 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   if (rc == SL_OK) {
     rc = ctx_begin(&c, p, b, &pool, NULL, err);
     began = true;
+    if (!ctx_tables_made(&c)) { /* what was made is freed here */
+      ctx_end(&c);
+      began = false;
+    }
   }
   int stream_passes = 0;
   int64_t total = 0;
@@ -779,9 +808,16 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     c.progress = &progress;
     c.cancel = opts ? opts->cancel : NULL;
     c.sink = sink;
-    c.sink_stage = sl_xcalloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *c.sink_stage);
-    c.sink_stage_bytes = sl_xcalloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *c.sink_stage_bytes);
-    if (sink) rc = sink->begin(sink->ctx, res->outputs, g->n_outputs, err);
+    c.sink_stage = sl_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *c.sink_stage);
+    c.sink_stage_bytes = sl_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *c.sink_stage_bytes);
+    if (!c.sink_stage || !c.sink_stage_bytes) {
+      free(c.sink_stage);
+      free(c.sink_stage_bytes);
+      c.sink_stage = NULL;
+      c.sink_stage_bytes = NULL;
+      rc = sl_fail_nomem(err, "the sink's staging table");
+    }
+    if (rc == SL_OK && sink) rc = sink->begin(sink->ctx, res->outputs, g->n_outputs, err);
     if (rc == SL_OK) rc = run_passes(&c);
   }
   sl_progress_end(&progress);
@@ -797,14 +833,20 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
       res->outputs[o].desc.dims[0] = bytes;
       int64_t nc = sl_plan_node_pass(p, go->node)->n_chunks;
       res->outputs[o].n_chunk_bytes = nc;
-      res->outputs[o].chunk_bytes = sl_xcalloc((size_t)(nc ? nc : 1), sizeof(int64_t));
+      res->outputs[o].chunk_bytes = sl_calloc((size_t)(nc ? nc : 1), sizeof(int64_t));
+      if (!res->outputs[o].chunk_bytes) {
+        rc = sl_fail_nomem(err, "the chunk sizes of an output");
+        break;
+      }
       memcpy(res->outputs[o].chunk_bytes, c.concat_chunks[bi], (size_t)nc * sizeof(int64_t));
     }
     rc = b->ops->download(b, res->outputs[o].data, buffer_ptr(&c, go->node, go->port), (size_t)bytes, err);
   }
   /* Provenance after the run: kernels may have recorded what they found. */
+  if (rc == SL_OK) rc = graph_records_check(g, err);
   for (int o = 0; o < g->n_outputs && rc == SL_OK; o++)
-    res->outputs[o].provenance = sl_graph_provenance(g, g->outputs[o].node);
+    if (!(res->outputs[o].provenance = sl_graph_provenance(g, g->outputs[o].node)))
+      rc = sl_fail_nomem(err, "the provenance of an output");
   int64_t c_staging_bytes = 0;
   for (int i = 0; began && i < g->n_nodes * 8; i++)
     c_staging_bytes += (int64_t)(c.stage_in_bytes[i] + c.stage_out_bytes[i]);
@@ -818,17 +860,21 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   }
   if (began) {
     int n = g->n_nodes ? g->n_nodes : 1;
-    res->node_seconds = sl_xcalloc((size_t)n, sizeof *res->node_seconds);
-    res->node_calls = sl_xcalloc((size_t)n, sizeof *res->node_calls);
-    res->level_seconds = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *res->level_seconds);
-    res->node_device_seconds = sl_xcalloc((size_t)n, sizeof *res->node_device_seconds);
+    res->node_seconds = sl_calloc((size_t)n, sizeof *res->node_seconds);
+    res->node_calls = sl_calloc((size_t)n, sizeof *res->node_calls);
+    res->level_seconds = sl_calloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *res->level_seconds);
+    res->node_device_seconds = sl_calloc((size_t)n, sizeof *res->node_device_seconds);
     sl_error ignored; /* device times are added once the kernels completed */
     sl_error_clear(&ignored);
     (void)b->ops->sync(b, &ignored);
-    memcpy(res->node_device_seconds, c.node_device_seconds, (size_t)g->n_nodes * sizeof *res->node_device_seconds);
-    memcpy(res->node_seconds, c.node_seconds, (size_t)g->n_nodes * sizeof *res->node_seconds);
-    memcpy(res->node_calls, c.node_calls, (size_t)g->n_nodes * sizeof *res->node_calls);
-    memcpy(res->level_seconds, c.level_seconds, (size_t)p->n_levels * sizeof *res->level_seconds);
+    if (!res->node_seconds || !res->node_calls || !res->level_seconds || !res->node_device_seconds) {
+      if (rc == SL_OK) rc = sl_fail_nomem(err, "the run's timings");
+    } else {
+      memcpy(res->node_device_seconds, c.node_device_seconds, (size_t)g->n_nodes * sizeof *res->node_device_seconds);
+      memcpy(res->node_seconds, c.node_seconds, (size_t)g->n_nodes * sizeof *res->node_seconds);
+      memcpy(res->node_calls, c.node_calls, (size_t)g->n_nodes * sizeof *res->node_calls);
+      memcpy(res->level_seconds, c.level_seconds, (size_t)p->n_levels * sizeof *res->level_seconds);
+    }
     ctx_end(&c);
   }
   res->planned_host_bytes = p->peak_host_bytes;

@@ -29,8 +29,12 @@ sl_code sl_pool_acquire(sl_pool *p, int64_t bytes, void **ptr, sl_error *err) {
   sl_code rc = p->backend->ops->alloc(p->backend, (size_t)cls, &mem, err);
   if (rc != SL_OK) return rc;
   if (p->n_blocks == p->cap_blocks) {
-    p->cap_blocks = p->cap_blocks ? 2 * p->cap_blocks : 16;
-    p->blocks = sl_xrealloc(p->blocks, (size_t)p->cap_blocks * sizeof *p->blocks);
+    int cap = p->cap_blocks ? 2 * p->cap_blocks : 16;
+    if (!sl_resize(&p->blocks, (size_t)cap, sizeof *p->blocks)) {
+      p->backend->ops->free(p->backend, mem, (size_t)cls);
+      return sl_fail_nomem(err, "the buffer pool's list of blocks");
+    }
+    p->cap_blocks = cap;
   }
   p->blocks[p->n_blocks++] = (sl_pool_block){mem, cls, true};
   p->held_bytes += cls;

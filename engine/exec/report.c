@@ -51,41 +51,50 @@ typedef struct file_list {
   int n;
 } file_list;
 
-static void file_list_add(file_list *l, const char *path) {
+/* False when out of memory (the file is then missing from the list). */
+static bool file_list_add(file_list *l, const char *path) {
   char resolved[PATH_MAX];
   const char *key = realpath(path, resolved) ? resolved : path;
   for (int i = 0; i < l->n; i++)
-    if (!strcmp(l->paths[i], key)) return;
-  l->paths = sl_xrealloc(l->paths, (size_t)(l->n + 1) * sizeof *l->paths);
-  l->paths[l->n++] = sl_strdup(key);
+    if (!strcmp(l->paths[i], key)) return true;
+  char *copy = sl_strdup(key);
+  if (!copy || !sl_resize(&l->paths, (size_t)l->n + 1, sizeof *l->paths)) {
+    free(copy);
+    return false;
+  }
+  l->paths[l->n++] = copy;
+  return true;
 }
 
-static void collect_files(file_list *l, const sl_graph *g, bool params) {
+static bool collect_files(file_list *l, const sl_graph *g, bool params) {
+  bool ok = true;
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
     if (n->body) {
-      collect_files(l, n->body, params);
+      ok &= collect_files(l, n->body, params);
       continue;
     }
     if (!params) {
-      for (int k = 0; k < n->n_reads; k++) file_list_add(l, n->reads[k]);
+      for (int k = 0; k < n->n_reads; k++) ok &= file_list_add(l, n->reads[k]);
       continue;
     }
     for (int p = 0; p < n->desc->n_params; p++)
       if (n->desc->params[p].type == SL_PT_PATH && n->params[p].s && n->params[p].s[0])
-        file_list_add(l, n->params[p].s);
+        ok &= file_list_add(l, n->params[p].s);
   }
+  return ok;
 }
 
-static void input_files(sl_json *j, const sl_graph *g) {
+static bool input_files(sl_json *j, const sl_graph *g) {
   file_list l = {NULL, 0};
-  collect_files(&l, g, false);
-  collect_files(&l, g, true);
+  bool ok = collect_files(&l, g, false);
+  ok &= collect_files(&l, g, true);
   for (int i = 0; i < l.n; i++) {
     file_identity(j, l.paths[i], false);
     free(l.paths[i]);
   }
   free(l.paths);
+  return ok;
 }
 
 static char *yaml_text(const sl_yaml *y) {
@@ -95,20 +104,25 @@ static char *yaml_text(const sl_yaml *y) {
   if (!f) return NULL;
   if (y->kind == SL_Y_SCALAR) fputs(y->scalar, f);
   else sl_yaml_emit(f, y, 0);
-  fclose(f);
+  if (fclose(f) != 0) {
+    free(buf);
+    return NULL;
+  }
   while (len > 0 && buf[len - 1] == '\n') buf[--len] = 0;
   return buf;
 }
 
 /* Where the results came from: the params' values, the --set options, the
  * resolved pipeline, and the identity of the pipeline and input files. */
-static void provenance_json(sl_json *j, const sl_run_info *info) {
+static bool provenance_json(sl_json *j, const sl_run_info *info) {
   const sl_spec *s = info->spec;
+  bool ok = true;
   sl_json_key(j, "params");
   sl_json_begin_object(j);
   for (size_t i = 0; i < s->n_params; i++) {
     sl_json_key(j, s->params[i].name);
     char *t = s->values[i] ? yaml_text(s->values[i]) : NULL;
+    ok &= t || !s->values[i];
     if (t) sl_json_string(j, t);
     else sl_json_null(j);
     free(t);
@@ -124,6 +138,7 @@ static void provenance_json(sl_json *j, const sl_run_info *info) {
   sl_json_end_array(j);
   sl_json_key(j, "resolved_pipeline");
   char *rendered = sl_spec_render_string(s);
+  ok &= rendered != NULL;
   sl_json_string(j, rendered ? rendered : "");
   free(rendered);
   sl_json_key(j, "pipeline_files");
@@ -132,8 +147,9 @@ static void provenance_json(sl_json *j, const sl_run_info *info) {
   sl_json_end_array(j);
   sl_json_key(j, "input_files");
   sl_json_begin_array(j);
-  input_files(j, info->plan->graph);
+  ok &= input_files(j, info->plan->graph);
   sl_json_end_array(j);
+  return ok;
 }
 
 static bool is_device_node(const sl_plan *p, const sl_exec_result *r, int node) {
@@ -231,7 +247,7 @@ static void measured_json(sl_json *j, const sl_run_info *info) {
   sl_json_end_array(j);
 }
 
-void sl_report_json(sl_json *j, const sl_run_info *info) {
+bool sl_report_json(sl_json *j, const sl_run_info *info) {
   const sl_spec *s = info->spec;
   const sl_plan *p = info->plan;
   const sl_exec_result *r = info->result;
@@ -244,7 +260,7 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_string(j, "out_dir", info->out_dir);
   sl_json_kv_string(j, "backend", sl_backend_kind_name(p->caps.kind));
   sl_json_kv_string(j, "device", p->caps.device);
-  provenance_json(j, info);
+  bool ok = provenance_json(j, info);
   sl_json_kv_double(j, "seconds", r->seconds);
   sl_json_kv_double(j, "estimated_seconds", p->est_seconds);
   if (p->est_seconds > 0) sl_json_kv_double(j, "measured_over_estimated", r->seconds / p->est_seconds);
@@ -309,4 +325,5 @@ void sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_key(j, "plan");
   sl_plan_json(j, p);
   sl_json_end_object(j);
+  return ok;
 }

@@ -15,7 +15,9 @@ typedef struct sl_run_info {
   int n_sets;
 } sl_run_info;
 
-void sl_report_json(sl_json *j, const sl_run_info *info);
+/* False when out of memory left a part of the report out (a param's value,
+ * the resolved pipeline, an input file): the report is then incomplete. */
+bool sl_report_json(sl_json *j, const sl_run_info *info);
 /* A node's measured seconds as report.json gives them: on a device backend
  * a device node's kernels' device time, otherwise the host time around its
  * calls (an iterate node: its whole loop). */

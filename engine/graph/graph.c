@@ -45,12 +45,29 @@ void sl_node_note(sl_node *n, const char *key, const char *fmt, ...) {
   size_t klen = strlen(key);
   for (int i = 0; i < n->n_notes; i++)
     if (!strncmp(n->notes[i], key, klen) && n->notes[i][klen] == ':') {
+      char *copy = sl_strdup(line);
+      if (!copy) {
+        n->records_lost = true;
+        return;
+      }
       free(n->notes[i]);
-      n->notes[i] = sl_strdup(line);
+      n->notes[i] = copy;
       return;
     }
-  n->notes = sl_xrealloc(n->notes, (size_t)(n->n_notes + 1) * sizeof *n->notes);
-  n->notes[n->n_notes++] = sl_strdup(line);
+  char *copy = sl_strdup(line);
+  if (!copy || !sl_resize(&n->notes, (size_t)n->n_notes + 1, sizeof *n->notes)) {
+    free(copy);
+    n->records_lost = true;
+    return;
+  }
+  n->notes[n->n_notes++] = copy;
+}
+
+sl_code sl_node_records_check(const sl_node *n, sl_error *err) {
+  if (!n->records_lost) return SL_OK;
+  sl_fail_nomem(err, "a note of the node");
+  sl_error_node(err, n->id);
+  return SL_ERR_NOMEM;
 }
 
 const char *sl_graph_output_unit(const sl_graph *g, int node, int port) {
@@ -122,8 +139,13 @@ static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_erro
 void sl_node_reads_file(sl_node *n, const char *path) {
   for (int i = 0; i < n->n_reads; i++)
     if (!strcmp(n->reads[i], path)) return;
-  n->reads = sl_xrealloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
-  n->reads[n->n_reads++] = sl_strdup(path);
+  char *copy = sl_strdup(path);
+  if (!copy || !sl_resize(&n->reads, (size_t)n->n_reads + 1, sizeof *n->reads)) {
+    free(copy);
+    n->records_lost = true;
+    return;
+  }
+  n->reads[n->n_reads++] = copy;
 }
 
 static void param_text(FILE *f, const sl_param_def *def, const sl_param_value *v) {
@@ -171,10 +193,13 @@ char *sl_graph_provenance(const sl_graph *g, int node) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f) return NULL;
-  bool *seen = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *seen);
-  provenance_rec(g, node, seen, f);
+  bool *seen = sl_calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *seen);
+  if (seen) provenance_rec(g, node, seen, f);
   free(seen);
-  fclose(f);
+  if (fclose(f) != 0 || !seen) {
+    free(buf);
+    return NULL;
+  }
   return buf;
 }
 
@@ -206,8 +231,13 @@ void sl_graph_free(sl_graph *g) {
 
 static sl_code bind_params(sl_node *n, const sl_node_spec *ns, sl_error *err) {
   const sl_node_desc *d = n->desc;
-  n->params = sl_xcalloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
-  bool *given = sl_xcalloc((size_t)(d->n_params ? d->n_params : 1), sizeof *given);
+  n->params = sl_calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
+  bool *given = sl_calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *given);
+  if (!n->params || !given) {
+    free(given);
+    sl_fail_nomem(err, "the params of the node");
+    return at(err, ns->loc, n->id);
+  }
   char base_dir[4096];
   sl_dirname(ns->loc.file ? ns->loc.file : ".", base_dir, sizeof base_dir);
   sl_code rc = SL_OK;
@@ -244,12 +274,17 @@ static sl_code bind_params(sl_node *n, const sl_node_spec *ns, sl_error *err) {
     /* Defaults are YAML text; an empty default is the empty string. */
     sl_yaml *dv = NULL;
     const char *text = d->params[p].default_value;
-    if (!text[0])
-      dv = sl_yaml_new_scalar("", (sl_loc){sl_intern("<default>"), 1, 1});
-    else
+    sl_loc default_loc = {sl_intern("<default>"), 1, 1};
+    if (!default_loc.file || (!text[0] && !(dv = sl_yaml_new_scalar("", default_loc))))
+      rc = sl_fail_nomem(err, "a param default");
+    else if (text[0])
       rc = sl_yaml_load_string(text, strlen(text), "<default>", &dv, err);
     if (rc == SL_OK) rc = sl_param_convert(&d->params[p], dv, base_dir, &n->params[p], err);
     sl_yaml_free(dv);
+    if (rc == SL_ERR_NOMEM) {
+      at(err, ns->loc, n->id);
+      break;
+    }
     if (rc != SL_OK) {
       sl_fail(err, SL_ERR_INTERNAL, "bad default '%s' for param '%s' of node type '%s'",
               text, d->params[p].name, d->type);
@@ -257,7 +292,10 @@ static sl_code bind_params(sl_node *n, const sl_node_spec *ns, sl_error *err) {
     }
   }
   free(given);
-  if (rc == SL_OK) sl_node_bind_typed_params(n);
+  if (rc == SL_OK && !sl_node_bind_typed_params(n)) {
+    sl_fail_nomem(err, "the typed params of the node");
+    rc = at(err, ns->loc, n->id);
+  }
   return rc;
 }
 
@@ -311,6 +349,10 @@ static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *e
   sl_node *n = &g->nodes[i];
   n->id = sl_strdup(ns->id);
   n->loc = ns->loc;
+  if (!n->id) {
+    sl_fail_nomem(err, "a node id");
+    return at(err, ns->loc, ns->id);
+  }
   for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
   if (!strcmp(ns->type, "iterate")) {
     n->times = ns->times;
@@ -330,7 +372,7 @@ static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *e
     const char *names[256];
     for (int k = 0; k < count && k < 256; k++) names[k] = all[k]->type;
     const char *best = sl_closest(ns->type, names, (size_t)(count < 256 ? count : 256));
-    free(all);
+    free(all); /* NULL (count 0) when out of memory: no suggestion */
     sl_fail(err, SL_ERR_PIPELINE, "unknown node type '%s'%s%s%s (see `sluice nodes`)", ns->type,
             best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
     return at(err, ns->loc, n->id);
@@ -369,7 +411,8 @@ static sl_code connect_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error
 /* Kahn's algorithm; on a cycle, names the nodes that are part of it. */
 static sl_code topo_order(sl_graph *g, int *order, sl_error *err) {
   int n = g->n_nodes;
-  int *indeg = sl_xcalloc((size_t)n, sizeof *indeg);
+  int *indeg = sl_calloc((size_t)n, sizeof *indeg);
+  if (!indeg) return sl_fail_nomem(err, "the order of the nodes");
   for (int i = 0; i < n; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++)
       if (g->nodes[i].in_src[k].node >= 0) indeg[i]++;
@@ -607,9 +650,16 @@ static void assign_pass_masks(sl_graph *g) {
 }
 
 /* Reorders nodes by (phase, level, original order) and remaps edges. */
-static void sort_nodes(sl_graph *g) {
+static sl_code sort_nodes(sl_graph *g, sl_error *err) {
   int n = g->n_nodes;
-  int *perm = sl_xcalloc((size_t)n, sizeof *perm), *inv = sl_xcalloc((size_t)n, sizeof *inv);
+  int *perm = sl_calloc((size_t)n, sizeof *perm), *inv = sl_calloc((size_t)n, sizeof *inv);
+  sl_node *nodes = sl_calloc((size_t)n, sizeof *nodes);
+  if (!perm || !inv || !nodes) {
+    free(perm);
+    free(inv);
+    free(nodes);
+    return sl_fail_nomem(err, "the order of the nodes");
+  }
   for (int i = 0; i < n; i++) perm[i] = i;
   for (int i = 1; i < n; i++) /* insertion sort: stable, n is small */
     for (int j = i; j > 0; j--) {
@@ -622,7 +672,6 @@ static void sort_nodes(sl_graph *g) {
       perm[j - 1] = t;
     }
   for (int i = 0; i < n; i++) inv[perm[i]] = i;
-  sl_node *nodes = sl_xcalloc((size_t)n, sizeof *nodes);
   for (int i = 0; i < n; i++) {
     nodes[i] = g->nodes[perm[i]];
     for (int k = 0; k < nodes[i].n_in; k++)
@@ -634,6 +683,7 @@ static void sort_nodes(sl_graph *g) {
   g->nodes = nodes;
   free(perm);
   free(inv);
+  return SL_OK;
 }
 
 static void mark_used_outputs(sl_graph *g) {
@@ -660,18 +710,30 @@ static sl_loc infer_error_loc(const sl_node *n, const sl_node_spec *ns, const sl
 
 sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
                        const sl_node_registry *registry, sl_graph **out, sl_error *err) {
-  sl_graph *g = sl_xcalloc(1, sizeof *g);
+  sl_graph *g = sl_calloc(1, sizeof *g);
+  if (!g) return sl_fail_nomem(err, "a graph");
   g->spec = spec;
   g->registry = registry;
   g->n_passes = 1;
+  g->nodes = sl_calloc(spec->n_nodes, sizeof *g->nodes);
+  g->input_names = sl_calloc(spec->n_inputs, sizeof *g->input_names);
+  g->outputs = sl_calloc(spec->n_outputs, sizeof *g->outputs);
+  int *order = sl_calloc(spec->n_nodes, sizeof *order);
+  if (!g->nodes || !g->input_names || !g->outputs || !order) {
+    free(order);
+    sl_graph_free(g);
+    sl_fail_nomem(err, "a graph");
+    sl_error_at(err, spec->file, 0, 0);
+    return SL_ERR_NOMEM;
+  }
   g->n_nodes = (int)spec->n_nodes;
-  g->nodes = sl_xcalloc(spec->n_nodes, sizeof *g->nodes);
   g->n_inputs = (int)spec->n_inputs;
-  g->input_names = sl_xcalloc(spec->n_inputs, sizeof *g->input_names);
+  g->n_outputs = (int)spec->n_outputs;
   sl_code rc = SL_OK;
   if (g->n_inputs > 8) rc = sl_fail(err, SL_ERR_PIPELINE, "a pipeline has at most 8 inputs");
   for (int i = 0; i < g->n_inputs; i++) {
     g->input_names[i] = sl_strdup(spec->inputs[i]);
+    if (rc == SL_OK && !g->input_names[i]) rc = sl_fail_nomem(err, "an input name");
     if (rc == SL_OK && !inputs)
       rc = sl_fail(err, SL_ERR_PIPELINE,
                    "pipeline input '%s' is not bound: this file is a template or iterate body; "
@@ -683,7 +745,6 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
   for (int i = 0; i < g->n_nodes && rc == SL_OK; i++) rc = make_node(g, i, &spec->nodes[i], err);
   for (int i = 0; i < g->n_nodes && rc == SL_OK; i++)
     rc = connect_node(g, i, &spec->nodes[i], err);
-  int *order = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *order);
   if (rc == SL_OK) rc = topo_order(g, order, err);
   stream_refs refs = {{0}, 0};
   bool pass_taken[SL_MAX_PASSES] = {false};
@@ -698,6 +759,11 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
     if (n->desc) {
       rc = n->desc->infer(n, err);
       for (int k = 0; k < n->n_out && rc == SL_OK; k++) rc = sl_desc_check_size(&n->out[k], err);
+      if (rc == SL_OK) rc = sl_node_records_check(n, err);
+      if (rc == SL_ERR_NOMEM) {
+        at(err, n->loc, n->id);
+        break;
+      }
       if (rc != SL_OK) {
         if (err->code == SL_ERR_INTERNAL || err->code == SL_OK) err->code = SL_ERR_PIPELINE;
         at(err, infer_error_loc(n, &spec->nodes[i], err), n->id);
@@ -723,12 +789,14 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
   free(order);
   for (int r = 0; r < refs.n; r++)
     if (!refs.ref[r]->stream_axis) g->scan_rank = refs.ref[r]->stream_rank;
-  g->n_outputs = (int)spec->n_outputs;
-  g->outputs = sl_xcalloc(spec->n_outputs, sizeof *g->outputs);
   for (int o = 0; o < g->n_outputs; o++) {
     g->outputs[o].name = sl_strdup(spec->outputs[o].name);
     g->outputs[o].loc = spec->outputs[o].ref.loc;
     g->outputs[o].node = SL_SRC_NONE;
+    if (rc == SL_OK && !g->outputs[o].name) {
+      sl_fail_nomem(err, "an output name");
+      rc = at(err, spec->outputs[o].ref.loc, NULL);
+    }
   }
   for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
     sl_edge_src s;
@@ -749,8 +817,8 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
       rc = at(err, spec->outputs[o].ref.loc, NULL);
     }
   }
+  if (rc == SL_OK) rc = sort_nodes(g, err);
   if (rc == SL_OK) {
-    sort_nodes(g);
     assign_pass_masks(g);
     mark_used_outputs(g);
   }

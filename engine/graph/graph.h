@@ -63,6 +63,11 @@ typedef struct sl_node {
    * recorded by infer or prepare for report.json's input_files. */
   int n_reads;
   char **reads;
+  /* A note or a read file could not be recorded (out of memory): the
+   * callers of infer and prepare turn it into SL_ERR_NOMEM
+   * (sl_node_records_check), so that the nodes' many notes need no error
+   * path of their own. */
+  bool records_lost;
   /* iterate nodes only */
   struct sl_graph *body;
   int64_t times;  /* iterations; with until_out, the most */
@@ -109,7 +114,8 @@ const char *sl_node_type_name(const sl_node *n);
 /* Does every node (and body node) have a kernel for this backend? */
 sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *err);
 
-/* Records a provenance note on a node (from infer or prepare). */
+/* Records a provenance note on a node (from infer or prepare). Out of memory
+ * sets n->records_lost. */
 void sl_node_note(sl_node *n, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The unit of output `port` of node `node` (following SL_UNIT_OF_INPUT up
@@ -127,11 +133,15 @@ sl_combine sl_node_out_combine(const sl_node *n, int port);
  * positions (sl_node_desc.out_bound), or -1 for a fixed-size port. */
 int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions);
 
-/* Records that the node reads `path` (once per path). */
+/* Records that the node reads `path` (once per path). Out of memory sets
+ * n->records_lost. */
 void sl_node_reads_file(sl_node *n, const char *path);
+/* SL_ERR_NOMEM naming the node when one of its notes or read files was lost. */
+sl_code sl_node_records_check(const sl_node *n, sl_error *err);
 
 /* The provenance of one output: every node it depends on, upstream first,
- * with type, params and notes, one line each. Caller frees. */
+ * with type, params and notes, one line each. Caller frees; NULL when out of
+ * memory. */
 char *sl_graph_provenance(const sl_graph *g, int node);
 
 /* Typed param access used by descriptors' infer; also exposed for tests. */
@@ -139,7 +149,8 @@ sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *value, const ch
                          sl_param_value *out, sl_error *err);
 void sl_param_value_free(sl_param_value *v);
 /* Fills node->typed_params from node->params with the descriptor's generated
- * params_bind (graph building and test harnesses call it after conversion). */
-void sl_node_bind_typed_params(sl_node *n);
+ * params_bind (graph building and test harnesses call it after conversion);
+ * false when out of memory. */
+bool sl_node_bind_typed_params(sl_node *n);
 
 #endif

@@ -139,7 +139,8 @@ typedef struct sl_node_registry {
 
 /* The descriptor of `type`, or NULL. */
 const sl_node_desc *sl_registry_find(const sl_node_registry *r, const char *type);
-/* Every descriptor, sorted by type; *count set. Caller frees the array. */
+/* Every descriptor, sorted by type; *count set. Caller frees the array.
+ * NULL (and *count 0) when out of memory. */
 const sl_node_desc **sl_registry_list(const sl_node_registry *r, int *count);
 
 #endif

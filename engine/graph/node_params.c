@@ -17,6 +17,12 @@ static sl_code type_error(const sl_param_def *def, const sl_yaml *v, const char 
   return SL_ERR_PIPELINE;
 }
 
+static sl_code nomem(const sl_param_def *def, const sl_yaml *v, sl_error *err) {
+  sl_fail(err, SL_ERR_NOMEM, "out of memory for the value of param '%s'", def->name);
+  sl_error_at(err, v->loc.file, v->loc.line, v->loc.col);
+  return SL_ERR_NOMEM;
+}
+
 sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *base_dir,
                          sl_param_value *out, sl_error *err) {
   memset(out, 0, sizeof *out);
@@ -47,22 +53,21 @@ sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *
         out->i = index;
       }
       out->s = sl_strdup(v->scalar);
-      return SL_OK;
+      return out->s ? SL_OK : nomem(def, v, err);
     case SL_PT_PATH: {
       if (v->kind != SL_Y_SCALAR) return type_error(def, v, "a path", err);
       char buf[4096];
-      if (v->scalar[0] == 0) {
-        out->s = sl_strdup("");
-        return SL_OK;
-      }
-      sl_path_join(base_dir, v->scalar, buf, sizeof buf);
+      if (v->scalar[0] == 0)
+        snprintf(buf, sizeof buf, "%s", "");
+      else
+        sl_path_join(base_dir, v->scalar, buf, sizeof buf);
       out->s = sl_strdup(buf);
-      return SL_OK;
+      return out->s ? SL_OK : nomem(def, v, err);
     }
     case SL_PT_SHAPE:
       if (v->kind != SL_Y_SEQ) return type_error(def, v, "a shape such as [32, 32]", err);
       out->n = v->n;
-      out->ints = sl_xcalloc(v->n, sizeof *out->ints);
+      if (!(out->ints = sl_calloc(v->n, sizeof *out->ints))) return nomem(def, v, err);
       for (size_t i = 0; i < v->n; i++) {
         const sl_yaml *it = v->items[i];
         if (it->kind != SL_Y_SCALAR || !sl_parse_i64(it->scalar, &out->ints[i]) ||
@@ -75,26 +80,31 @@ sl_code sl_param_convert(const sl_param_def *def, const sl_yaml *v, const char *
     case SL_PT_LIST:
       if (v->kind != SL_Y_SEQ) return type_error(def, v, "a list", err);
       out->n = v->n;
-      out->strs = sl_xcalloc(v->n, sizeof *out->strs);
+      if (!(out->strs = sl_calloc(v->n, sizeof *out->strs))) return nomem(def, v, err);
       for (size_t i = 0; i < v->n; i++) {
         if (v->items[i]->kind != SL_Y_SCALAR) {
           sl_param_value_free(out);
           return type_error(def, v->items[i], "scalar list items", err);
         }
-        out->strs[i] = sl_strdup(v->items[i]->scalar);
+        if (!(out->strs[i] = sl_strdup(v->items[i]->scalar))) {
+          sl_param_value_free(out);
+          return nomem(def, v, err);
+        }
       }
       return SL_OK;
   }
   return sl_fail(err, SL_ERR_INTERNAL, "unknown param type");
 }
 
-void sl_node_bind_typed_params(sl_node *n) {
+bool sl_node_bind_typed_params(sl_node *n) {
   const sl_node_desc *d = n->desc;
   free(n->typed_params);
   n->typed_params = NULL;
-  if (!d || !d->params_bind) return;
-  n->typed_params = sl_xcalloc(1, d->params_size ? d->params_size : 1);
+  if (!d || !d->params_bind) return true;
+  n->typed_params = sl_calloc(1, d->params_size ? d->params_size : 1);
+  if (!n->typed_params) return false;
   d->params_bind(n->params, n->typed_params);
+  return true;
 }
 
 const void *sl_node_typed_params(const sl_node *n) {

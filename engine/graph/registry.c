@@ -19,7 +19,9 @@ static int by_type(const void *a, const void *b) {
 const sl_node_desc **sl_registry_list(const sl_node_registry *r, int *count) {
   int n = 0;
   for (int f = 0; r && f < r->n_families; f++) n += r->families[f]->count;
-  const sl_node_desc **all = sl_xcalloc((size_t)(n ? n : 1), sizeof *all);
+  const sl_node_desc **all = sl_calloc((size_t)(n ? n : 1), sizeof *all);
+  *count = 0;
+  if (!all) return NULL;
   n = 0;
   for (int f = 0; r && f < r->n_families; f++)
     for (int i = 0; i < r->families[f]->count; i++) all[n++] = r->families[f]->nodes[i];

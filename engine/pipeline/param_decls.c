@@ -14,7 +14,8 @@ static const char *const k_decl_keys[] = {"type", "doc", "default", "required"};
 sl_code sl_spec_parse_decls(sl_spec *s, const sl_yaml *params, sl_error *err) {
   sl_code rc;
   if ((rc = sl_spec_want_map(params, "'params:'", err))) return rc;
-  s->params = sl_xcalloc(params->n, sizeof *s->params);
+  if (!(s->params = sl_calloc(params->n, sizeof *s->params)))
+    return sl_spec_nomem_at(err, "the parameter declarations", params->loc);
   for (size_t i = 0; i < params->n; i++) {
     const char *name = params->keys[i];
     sl_loc kl = params->key_locs[i];
@@ -31,7 +32,7 @@ sl_code sl_spec_parse_decls(sl_spec *s, const sl_yaml *params, sl_error *err) {
       sl_fail(err, SL_ERR_PIPELINE,
               "parameter '%s' must be declared as a mapping like {type: int, default: 1}, "
               "found %s '%s'",
-              name, sl_yaml_kind_name(d), shown);
+              name, sl_yaml_kind_name(d), shown ? shown : "...");
       free(shown);
       return sl_spec_fail_at(err, d->loc);
     }
@@ -39,8 +40,10 @@ sl_code sl_spec_parse_decls(sl_spec *s, const sl_yaml *params, sl_error *err) {
     snprintf(where, sizeof where, "the declaration of parameter '%s'", name);
     if ((rc = sl_spec_check_keys(d, k_decl_keys, SL_SPEC_COUNT(k_decl_keys), where, err)))
       return rc;
+    char *name_copy = sl_strdup(name);
+    if (!name_copy) return sl_spec_nomem_at(err, "a parameter name", kl);
     sl_param_decl *p = &s->params[s->n_params++];
-    p->name = sl_strdup(name);
+    p->name = name_copy;
     p->loc = kl;
     const sl_yaml *ty = sl_yaml_get(d, "type");
     if (!ty) {
@@ -65,7 +68,8 @@ sl_code sl_spec_parse_decls(sl_spec *s, const sl_yaml *params, sl_error *err) {
     const sl_yaml *doc = sl_yaml_get(d, "doc");
     if (doc) {
       if ((rc = sl_spec_want_scalar(doc, "a parameter's doc:", err))) return rc;
-      p->doc = sl_strdup(doc->scalar);
+      if (!(p->doc = sl_strdup(doc->scalar)))
+        return sl_spec_nomem_at(err, "a parameter's doc", doc->loc);
     }
     const sl_yaml *req = sl_yaml_get(d, "required");
     if (req) {
@@ -89,7 +93,8 @@ sl_code sl_spec_parse_decls(sl_spec *s, const sl_yaml *params, sl_error *err) {
     }
     if (def) {
       if ((rc = sl_param_check(name, p->type, def, err))) return rc;
-      p->default_value = sl_yaml_clone(def);
+      if (!(p->default_value = sl_yaml_clone(def)))
+        return sl_spec_nomem_at(err, "a parameter's default", def->loc);
     }
   }
   return SL_OK;
@@ -103,7 +108,9 @@ static long decl_index(const sl_spec *s, const char *name) {
 
 static sl_code unknown_binding(const sl_spec *s, const char *name, const char *how,
                                sl_error *err) {
-  const char **names = sl_xcalloc(s->n_params + 1, sizeof *names);
+  const char **names = sl_calloc(s->n_params + 1, sizeof *names);
+  if (!names) /* the message without its suggestions */
+    return sl_fail(err, SL_ERR_PIPELINE, "%s: '%s' has no parameter '%s'", how, s->file, name);
   for (size_t i = 0; i < s->n_params; i++) names[i] = s->params[i].name;
   char dym[160], list[512];
   sl_spec_did_you_mean(name, names, s->n_params, dym, sizeof dym);
@@ -121,13 +128,10 @@ static sl_code parse_set_value(const sl_param_decl *p, const char *text, sl_yaml
   char file[300];
   snprintf(file, sizeof file, "--set %s", p->name);
   sl_loc l = {sl_intern(file), 1, 1};
-  if (p->type == SL_PT_STRING || p->type == SL_PT_PATH) {
-    *out = sl_yaml_new_scalar(text, l);
-    (*out)->quoted = true;
-    return SL_OK;
-  }
-  if (!text[0]) {
-    *out = sl_yaml_new_scalar("", l);
+  if (!l.file) return sl_fail_nomem(err, "a --set value");
+  if (p->type == SL_PT_STRING || p->type == SL_PT_PATH || !text[0]) {
+    if (!(*out = sl_yaml_new_scalar(text, l))) return sl_spec_nomem_at(err, "a --set value", l);
+    (*out)->quoted = text[0] != 0;
     return SL_OK;
   }
   return sl_yaml_load_string(text, strlen(text), file, out, err);
@@ -137,25 +141,31 @@ static sl_code parse_set_value(const sl_param_decl *p, const char *text, sl_yaml
  * holds the text, or the current directory for a --set value. Resolved once
  * here, so that templates and nodes receive paths that no longer depend on
  * which file passes them on. */
-static void resolve_path_value(sl_yaml *v) {
-  if (v->kind != SL_Y_SCALAR || !v->scalar[0] || v->scalar[0] == '/') return;
+static sl_code resolve_path_value(sl_yaml *v, sl_error *err) {
+  if (v->kind != SL_Y_SCALAR || !v->scalar[0] || v->scalar[0] == '/') return SL_OK;
   char base[4096], joined[8192];
   const char *file = v->loc.file ? v->loc.file : "";
   if (!strncmp(file, "--set ", 6) || !file[0]) {
-    if (!getcwd(base, sizeof base)) return;
+    if (!getcwd(base, sizeof base)) return SL_OK;
   } else {
     sl_dirname(file, base, sizeof base);
   }
   sl_path_join(base, v->scalar, joined, sizeof joined);
+  char *resolved = sl_strdup(joined);
+  if (!resolved) return sl_spec_nomem_at(err, "a path", v->loc);
   free(v->scalar);
-  v->scalar = sl_strdup(joined);
+  v->scalar = resolved;
+  return SL_OK;
 }
 
 sl_code sl_spec_resolve_values(sl_spec *s, const sl_spec_bindings *b, sl_error *err) {
   sl_code rc;
-  s->values = sl_xcalloc(s->n_params + 1, sizeof *s->values);
+  if (!(s->values = sl_calloc(s->n_params + 1, sizeof *s->values)))
+    return sl_spec_nomem_at(err, "the parameter values", (sl_loc){sl_intern(s->file), 0, 0});
   for (size_t i = 0; i < s->n_params; i++)
-    s->values[i] = sl_yaml_clone(s->params[i].default_value);
+    if (s->params[i].default_value &&
+        !(s->values[i] = sl_yaml_clone(s->params[i].default_value)))
+      return sl_spec_nomem_at(err, "a parameter value", s->params[i].loc);
   if (b->is_top) {
     for (size_t k = 0; k < b->n_sets; k++) {
       long i = decl_index(s, b->sets[k].name);
@@ -180,7 +190,8 @@ sl_code sl_spec_resolve_values(sl_spec *s, const sl_spec_bindings *b, sl_error *
         return sl_spec_fail_at(err, b->params->key_locs[k]);
       }
       sl_yaml_free(s->values[i]);
-      s->values[i] = sl_yaml_clone(b->params->items[k]);
+      if (!(s->values[i] = sl_yaml_clone(b->params->items[k])))
+        return sl_spec_nomem_at(err, "a parameter value", b->params->key_locs[k]);
     }
   }
   for (size_t i = 0; i < s->n_params; i++) {
@@ -200,7 +211,7 @@ sl_code sl_spec_resolve_values(sl_spec *s, const sl_spec_bindings *b, sl_error *
       return sl_spec_fail_at(err, b->entry_loc);
     }
     if ((rc = sl_param_check(p->name, p->type, s->values[i], err))) return rc;
-    if (p->type == SL_PT_PATH) resolve_path_value(s->values[i]);
+    if (p->type == SL_PT_PATH && (rc = resolve_path_value(s->values[i], err))) return rc;
   }
   return SL_OK;
 }
@@ -211,13 +222,15 @@ sl_code sl_spec_parse_inputs_decl(sl_spec *s, const sl_yaml *in, sl_error *err) 
             sl_yaml_kind_name(in));
     return sl_spec_fail_at(err, in->loc);
   }
-  s->inputs = sl_xcalloc(in->n + 1, sizeof *s->inputs);
+  if (!(s->inputs = sl_calloc(in->n + 1, sizeof *s->inputs)))
+    return sl_spec_nomem_at(err, "the inputs", in->loc);
   for (size_t i = 0; i < in->n; i++) {
     const sl_yaml *v = in->items[i];
     if (v->kind != SL_Y_SCALAR || !sl_spec_valid_id(v->scalar)) {
       char *shown = sl_yaml_flow_string(v);
       sl_fail(err, SL_ERR_PIPELINE,
-              "invalid pipeline input name '%s' (use letters, digits, '_' and '-')", shown);
+              "invalid pipeline input name '%s' (use letters, digits, '_' and '-')",
+              shown ? shown : "...");
       free(shown);
       return sl_spec_fail_at(err, v->loc);
     }
@@ -225,7 +238,9 @@ sl_code sl_spec_parse_inputs_decl(sl_spec *s, const sl_yaml *in, sl_error *err) 
       sl_fail(err, SL_ERR_PIPELINE, "pipeline input '%s' is declared twice", v->scalar);
       return sl_spec_fail_at(err, v->loc);
     }
-    s->inputs[s->n_inputs++] = sl_strdup(v->scalar);
+    if (!(s->inputs[s->n_inputs] = sl_strdup(v->scalar)))
+      return sl_spec_nomem_at(err, "an input name", v->loc);
+    s->n_inputs++;
   }
   return SL_OK;
 }

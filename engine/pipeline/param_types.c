@@ -44,7 +44,7 @@ static bool is_bool_text(const char *s) {
 static sl_code bad(const sl_yaml *v, const char *name, const char *expected, sl_error *err) {
   char *shown = sl_yaml_flow_string(v);
   sl_fail(err, SL_ERR_PIPELINE, "parameter '%s' expects %s, found %s '%s'", name, expected,
-          kind_word(v), shown);
+          kind_word(v), shown ? shown : "...");
   free(shown);
   sl_error_at(err, v->loc.file, v->loc.line, v->loc.col);
   return SL_ERR_PIPELINE;

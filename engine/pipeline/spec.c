@@ -85,11 +85,12 @@ static sl_code load_root(sl_spec_loader *L, const sl_yaml *root, const char *bas
     sl_fail(err, SL_ERR_PIPELINE, "pipeline: (the pipeline's name) is empty");
     return sl_spec_fail_at(err, name->loc);
   }
-  s->name = sl_strdup(name->scalar);
+  if (!(s->name = sl_strdup(name->scalar))) return sl_spec_nomem_at(err, "the name", name->loc);
   const sl_yaml *desc = sl_yaml_get(root, "description");
   if (desc) {
     if ((rc = sl_spec_want_scalar(desc, "description:", err))) return rc;
-    s->description = sl_strdup(desc->scalar);
+    if (!(s->description = sl_strdup(desc->scalar)))
+      return sl_spec_nomem_at(err, "the description", desc->loc);
   }
   const sl_yaml *params = sl_yaml_get(root, "params");
   if (params && (rc = sl_spec_parse_decls(s, params, err))) return rc;
@@ -122,8 +123,9 @@ static sl_code load_root(sl_spec_loader *L, const sl_yaml *root, const char *bas
   for (size_t i = 0; i < nodes->n && !rc; i++)
     rc = sl_spec_expand_entry(L, s, &as, nodes->keys[i], nodes->key_locs[i], nodes->items[i],
                               base_dir, err);
+  if (!rc && !(s->outputs = sl_calloc(outputs->n, sizeof *s->outputs)))
+    rc = sl_spec_nomem_at(err, "the outputs", outputs->loc);
   if (!rc) {
-    s->outputs = sl_xcalloc(outputs->n, sizeof *s->outputs);
     for (size_t i = 0; i < outputs->n && !rc; i++) {
       if (!sl_spec_valid_id(outputs->keys[i])) {
         sl_fail(err, SL_ERR_PIPELINE,
@@ -138,7 +140,8 @@ static sl_code load_root(sl_spec_loader *L, const sl_yaml *root, const char *bas
       sl_yaml_free(v);
       if (rc) break;
       o->name = sl_strdup(outputs->keys[i]);
-      s->n_outputs++;
+      s->n_outputs++; /* the ref is freed with the spec, with or without its name */
+      if (!o->name) rc = sl_spec_nomem_at(err, "an output name", outputs->key_locs[i]);
     }
   }
   for (size_t i = 0; i < s->n_nodes && !rc; i++)
@@ -165,10 +168,14 @@ static sl_code load_text(sl_spec_loader *L, const char *text, size_t len, const 
   sl_yaml *root;
   sl_code rc = sl_yaml_load_string(text, len, file, &root, err);
   if (rc) return rc;
-  sl_spec *s = sl_xcalloc(1, sizeof *s);
-  s->file = sl_strdup(file);
-  sl_spec_add_source(s, file);
-  rc = load_root(L, root, base_dir, b, s, err);
+  sl_spec *s = sl_calloc(1, sizeof *s);
+  if (!s || !(s->file = sl_strdup(file))) {
+    rc = sl_fail_nomem(err, "a pipeline spec");
+    sl_error_at(err, file, 0, 0);
+  } else {
+    rc = sl_spec_add_source(s, file, err);
+  }
+  if (!rc) rc = load_root(L, root, base_dir, b, s, err);
   sl_yaml_free(root);
   if (rc) {
     sl_spec_free(s);
@@ -179,10 +186,15 @@ static sl_code load_text(sl_spec_loader *L, const char *text, size_t len, const 
 }
 
 /* The file being loaded joins the chain (canonical path, and as written). */
-static void loader_push(sl_spec_loader *L, const char *canon, const char *shown) {
+static sl_code loader_push(sl_spec_loader *L, const char *canon, const char *shown,
+                           sl_error *err) {
   L->chain[L->depth] = sl_strdup(canon);
   L->chain_show[L->depth] = sl_strdup(shown);
   L->depth++;
+  if (L->chain[L->depth - 1] && L->chain_show[L->depth - 1]) return SL_OK;
+  sl_fail_nomem(err, "the chain of files being loaded");
+  sl_error_at(err, shown, 0, 0);
+  return SL_ERR_NOMEM;
 }
 
 static void loader_pop(sl_spec_loader *L) {
@@ -226,7 +238,7 @@ sl_code sl_spec_load_path(sl_spec_loader *L, const char *path, const sl_loc *use
   sl_code rc = sl_yaml_read_file(path, &text, &len, err);
   if (rc) {
     if (use_loc) {
-      err->code = SL_ERR_PIPELINE;
+      if (rc != SL_ERR_NOMEM) err->code = SL_ERR_PIPELINE;
       return sl_spec_fail_at(err, *use_loc);
     }
     sl_error_at(err, path, 0, 0);
@@ -234,8 +246,8 @@ sl_code sl_spec_load_path(sl_spec_loader *L, const char *path, const sl_loc *use
   }
   char dir[PATH_MAX];
   sl_dirname(path, dir, sizeof dir);
-  loader_push(L, canon, path);
-  rc = load_text(L, text, len, path, dir, b, out, err);
+  rc = loader_push(L, canon, path, err);
+  if (!rc) rc = load_text(L, text, len, path, dir, b, out, err);
   loader_pop(L);
   free(text);
   return rc;
@@ -259,8 +271,8 @@ sl_code sl_spec_load_string(const char *text, size_t len, const char *name,
   sl_spec_loader L = {0};
   sl_spec_bindings b = top_level_bindings(sets, n_sets);
   const char *file = name ? name : "<string>";
-  loader_push(&L, file, file);
-  sl_code rc = load_text(&L, text, len, file, ".", &b, out, err);
+  sl_code rc = loader_push(&L, file, file, err);
+  if (!rc) rc = load_text(&L, text, len, file, ".", &b, out, err);
   loader_pop(&L);
   return rc;
 }

@@ -96,8 +96,8 @@ sl_code sl_spec_load(const char *path, const sl_setting *sets, size_t n_sets, sl
                      sl_error *err);
 void sl_spec_free(sl_spec *s);
 /* Prints the fully resolved pipeline as YAML (params with values, nodes with
- * substituted params, templates expanded). */
-void sl_spec_render(FILE *f, const sl_spec *s);
+ * substituted params, templates expanded); SL_ERR_NOMEM when out of memory. */
+sl_code sl_spec_render(FILE *f, const sl_spec *s, sl_error *err);
 /* Value of a resolved pipeline param, or NULL. */
 const sl_yaml *sl_spec_value(const sl_spec *s, const char *name);
 
@@ -107,10 +107,11 @@ const sl_yaml *sl_spec_value(const sl_spec *s, const char *name);
 sl_code sl_spec_load_string(const char *text, size_t len, const char *name,
                             const sl_setting *sets, size_t n_sets, sl_spec **out,
                             sl_error *err);
-/* The resolved pipeline as a YAML tree (what sl_spec_render prints). */
+/* The resolved pipeline as a YAML tree (what sl_spec_render prints); NULL
+ * when out of memory. */
 sl_yaml *sl_spec_to_yaml(const sl_spec *s);
 /* What sl_spec_render prints, as a string the caller frees (NULL when no
- * memory stream could be opened). */
+ * memory stream could be opened or out of memory). */
 char *sl_spec_render_string(const sl_spec *s);
 
 /* Helpers shared by the files of engine/pipeline (param_types.c, subst.c, the spec

@@ -12,6 +12,12 @@ sl_code sl_spec_fail_at(sl_error *err, sl_loc l) {
   return err ? err->code : SL_ERR_PIPELINE;
 }
 
+sl_code sl_spec_nomem_at(sl_error *err, const char *what, sl_loc l) {
+  sl_fail_nomem(err, what);
+  sl_error_at(err, l.file, l.line, l.col);
+  return SL_ERR_NOMEM;
+}
+
 /* " (did you mean 'x'?)" or "" */
 void sl_spec_did_you_mean(const char *word, const char *const *cands, size_t n, char *buf,
                          size_t bn) {
@@ -67,7 +73,7 @@ sl_code sl_spec_want_map(const sl_yaml *v, const char *what, sl_error *err) {
   if (v->kind == SL_Y_MAP) return SL_OK;
   char *shown = sl_yaml_flow_string(v);
   sl_fail(err, SL_ERR_PIPELINE, "%s must be a mapping (key: value), found %s '%s'", what,
-          sl_yaml_kind_name(v), shown);
+          sl_yaml_kind_name(v), shown ? shown : "...");
   free(shown);
   return sl_spec_fail_at(err, v->loc);
 }
@@ -90,15 +96,23 @@ bool sl_spec_has_name(const char *const *names, size_t n, const char *name) {
   return false;
 }
 
-void sl_spec_add_source(sl_spec *s, const char *file) {
-  if (sl_spec_has_name((const char *const *)s->sources, s->n_sources, file)) return;
-  s->sources = sl_xrealloc(s->sources, (s->n_sources + 1) * sizeof *s->sources);
-  s->sources[s->n_sources++] = sl_strdup(file);
+sl_code sl_spec_add_source(sl_spec *s, const char *file, sl_error *err) {
+  if (sl_spec_has_name((const char *const *)s->sources, s->n_sources, file)) return SL_OK;
+  char *copy = sl_strdup(file);
+  if (!copy || !sl_resize(&s->sources, s->n_sources + 1, sizeof *s->sources)) {
+    free(copy);
+    sl_fail_nomem(err, "the list of source files");
+    sl_error_at(err, file, 0, 0);
+    return SL_ERR_NOMEM;
+  }
+  s->sources[s->n_sources++] = copy;
+  return SL_OK;
 }
 
 char *sl_str_concat3(const char *a, const char *b, const char *c) {
   size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
-  char *r = sl_xcalloc(la + lb + lc + 1, 1);
+  char *r = sl_calloc(la + lb + lc + 1, 1);
+  if (!r) return NULL;
   memcpy(r, a, la);
   memcpy(r + la, b, lb);
   memcpy(r + la + lb, c, lc);
@@ -111,9 +125,13 @@ void sl_ref_free(sl_ref *r) {
   r->node = r->port = NULL;
 }
 
-sl_ref sl_ref_copy(const sl_ref *r) {
-  sl_ref c = {sl_strdup(r->node), sl_strdup(r->port), r->loc};
-  return c;
+sl_code sl_ref_copy(const sl_ref *r, sl_ref *out, sl_error *err) {
+  *out = (sl_ref){sl_strdup(r->node), sl_strdup(r->port), r->loc};
+  if ((r->node && !out->node) || (r->port && !out->port)) {
+    sl_ref_free(out);
+    return sl_spec_nomem_at(err, "a reference", r->loc);
+  }
+  return SL_OK;
 }
 
 sl_code sl_ref_parse(const sl_yaml *v, sl_ref *out, sl_error *err) {
@@ -133,5 +151,9 @@ sl_code sl_ref_parse(const sl_yaml *v, sl_ref *out, sl_error *err) {
   out->node = sl_strndup(t, (size_t)(dot - t));
   out->port = sl_strdup(dot + 1);
   out->loc = v->loc;
+  if (!out->node || !out->port) {
+    sl_ref_free(out);
+    return sl_spec_nomem_at(err, "a reference", v->loc);
+  }
   return SL_OK;
 }

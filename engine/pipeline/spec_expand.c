@@ -12,8 +12,9 @@
 static const char *const k_node_keys[] = {"type",  "use",   "iterate", "inputs",
                                           "params", "times", "carry",   "until"};
 
+/* A new zeroed node of s; NULL when out of memory. */
 static sl_node_spec *add_node(sl_spec *s) {
-  s->nodes = sl_xrealloc(s->nodes, (s->n_nodes + 1) * sizeof *s->nodes);
+  if (!sl_resize(&s->nodes, s->n_nodes + 1, sizeof *s->nodes)) return NULL;
   sl_node_spec *n = &s->nodes[s->n_nodes++];
   memset(n, 0, sizeof *n);
   return n;
@@ -26,12 +27,14 @@ static sl_code parse_bindings(const sl_yaml *in, const char *node_id, sl_input_b
   snprintf(what, sizeof what, "inputs: of node '%s'", node_id);
   sl_code rc;
   if ((rc = sl_spec_want_map(in, what, err))) return rc;
-  *out = sl_xcalloc(in->n + 1, sizeof **out);
+  if (!(*out = sl_calloc(in->n + 1, sizeof **out)))
+    return sl_spec_nomem_at(err, "input bindings", in->loc);
   for (size_t i = 0; i < in->n; i++) {
     sl_input_binding *b = &(*out)[*n_out];
     if ((rc = sl_ref_parse(in->items[i], &b->ref, err))) return rc;
     b->name = sl_strdup(in->keys[i]);
     (*n_out)++;
+    if (!b->name) return sl_spec_nomem_at(err, "an input binding", in->key_locs[i]);
   }
   return SL_OK;
 }
@@ -77,14 +80,16 @@ static sl_code check_input_bindings(const sl_spec *inner, const sl_input_binding
 }
 
 /* Rewrites a ref of an expanded template into the outer namespace. */
-static sl_ref rewrite_ref(const sl_ref *r, const char *prefix, const sl_input_binding *b,
-                          size_t nb) {
+static sl_code rewrite_ref(const sl_ref *r, const char *prefix, const sl_input_binding *b,
+                           size_t nb, sl_ref *out, sl_error *err) {
   if (!strcmp(r->node, "inputs")) {
     long k = find_binding(b, nb, r->port);
-    if (k >= 0) return sl_ref_copy(&b[k].ref); /* bound: checked before */
+    if (k >= 0) return sl_ref_copy(&b[k].ref, out, err); /* bound: checked before */
   }
-  sl_ref c = {sl_str_concat3(prefix, "/", r->node), sl_strdup(r->port), r->loc};
-  return c;
+  *out = (sl_ref){sl_str_concat3(prefix, "/", r->node), sl_strdup(r->port), r->loc};
+  if (out->node && out->port) return SL_OK;
+  sl_ref_free(out);
+  return sl_spec_nomem_at(err, "a reference", r->loc);
 }
 
 /* The file that `key` (use: or iterate:) of entry e names: text, not empty. */
@@ -125,7 +130,8 @@ static sl_code load_entry_file(sl_spec_loader *L, const char *base_dir, const sl
 /* The carry: names of an iterate node: each both an input and an output of
  * its body, none twice. */
 static sl_code parse_carry(sl_node_spec *n, const sl_yaml *carry, const char *id, sl_error *err) {
-  n->carry = sl_xcalloc(carry->n + 1, sizeof *n->carry);
+  if (!(n->carry = sl_calloc(carry->n + 1, sizeof *n->carry)))
+    return sl_spec_nomem_at(err, "carry:", carry->loc);
   for (size_t i = 0; i < carry->n; i++) {
     const sl_yaml *c = carry->items[i];
     sl_code rc = sl_spec_want_scalar(c, "a carry: name", err);
@@ -148,7 +154,9 @@ static sl_code parse_carry(sl_node_spec *n, const sl_yaml *carry, const char *id
       sl_fail(err, SL_ERR_PIPELINE, "carry '%s' is listed twice", c->scalar);
       return sl_spec_fail_at(err, c->loc);
     }
-    n->carry[n->n_carry++] = sl_strdup(c->scalar);
+    if (!(n->carry[n->n_carry] = sl_strdup(c->scalar)))
+      return sl_spec_nomem_at(err, "a carry: name", c->loc);
+    n->n_carry++;
   }
   return SL_OK;
 }
@@ -162,7 +170,7 @@ static sl_code parse_until(sl_node_spec *n, const sl_yaml *until, const char *id
     if (!strcmp(n->body->outputs[k].name, until->scalar)) {
       n->until = sl_strdup(until->scalar);
       n->until_loc = until->loc;
-      return SL_OK;
+      return n->until ? SL_OK : sl_spec_nomem_at(err, "until:", until->loc);
     }
   sl_fail(err, SL_ERR_PIPELINE, "until '%s' of node '%s' is not an output of the body '%s'",
           until->scalar, id, n->body->file);
@@ -191,37 +199,51 @@ static sl_code expand_use(sl_spec_loader *L, sl_spec *s, sl_aliases *as, const c
     sl_spec_free(t);
     return rc;
   }
-  /* splice the template's nodes under "<id>/" */
-  for (size_t i = 0; i < t->n_nodes; i++) {
+  /* splice the template's nodes under "<id>/" (a node moved to s is zeroed
+   * in t, so that each is freed once whatever fails) */
+  for (size_t i = 0; i < t->n_nodes && !rc; i++) {
     sl_node_spec *tn = &t->nodes[i];
     sl_node_spec *n = add_node(s);
+    if (!n) {
+      rc = sl_spec_nomem_at(err, "the nodes of a template", use->loc);
+      break;
+    }
     *n = *tn;
-    n->id = sl_str_concat3(id, "/", tn->id);
-    free(tn->id);
-    for (size_t k = 0; k < n->n_inputs; k++) {
-      sl_ref r = rewrite_ref(&n->inputs[k].ref, id, bind, nb);
+    memset(tn, 0, sizeof *tn);
+    char *inner_id = n->id;
+    n->id = sl_str_concat3(id, "/", inner_id);
+    free(inner_id);
+    if (!n->id) rc = sl_spec_nomem_at(err, "a node id", n->loc);
+    for (size_t k = 0; k < n->n_inputs && !rc; k++) {
+      sl_ref r;
+      if ((rc = rewrite_ref(&n->inputs[k].ref, id, bind, nb, &r, err))) break;
       sl_ref_free(&n->inputs[k].ref);
       n->inputs[k].ref = r;
     }
-    memset(tn, 0, sizeof *tn);
   }
-  t->n_nodes = 0;
-  as->a = sl_xrealloc(as->a, (as->n + 1) * sizeof *as->a);
-  sl_alias *a = &as->a[as->n++];
-  memset(a, 0, sizeof *a);
-  a->id = sl_strdup(id);
-  a->file = sl_strdup(use->scalar);
-  a->outs = sl_xcalloc(t->n_outputs + 1, sizeof *a->outs);
-  a->refs = sl_xcalloc(t->n_outputs + 1, sizeof *a->refs);
-  for (size_t k = 0; k < t->n_outputs; k++) {
+  sl_alias *a = NULL;
+  if (!rc && !sl_resize(&as->a, as->n + 1, sizeof *as->a))
+    rc = sl_spec_nomem_at(err, "the outputs of a template", use->loc);
+  if (!rc) {
+    a = &as->a[as->n++];
+    memset(a, 0, sizeof *a);
+    a->id = sl_strdup(id);
+    a->file = sl_strdup(use->scalar);
+    a->outs = sl_calloc(t->n_outputs + 1, sizeof *a->outs);
+    a->refs = sl_calloc(t->n_outputs + 1, sizeof *a->refs);
+    if (!a->id || !a->file || !a->outs || !a->refs)
+      rc = sl_spec_nomem_at(err, "the outputs of a template", use->loc);
+  }
+  for (size_t k = 0; !rc && k < t->n_outputs; k++) {
     a->outs[k] = sl_strdup(t->outputs[k].name);
-    a->refs[k] = rewrite_ref(&t->outputs[k].ref, id, bind, nb);
+    rc = rewrite_ref(&t->outputs[k].ref, id, bind, nb, &a->refs[k], err);
     a->n++;
+    if (!rc && !a->outs[k]) rc = sl_spec_nomem_at(err, "a template output", use->loc);
   }
-  for (size_t k = 0; k < t->n_sources; k++) sl_spec_add_source(s, t->sources[k]);
+  for (size_t k = 0; !rc && k < t->n_sources; k++) rc = sl_spec_add_source(s, t->sources[k], err);
   free_bindings(bind, nb);
   sl_spec_free(t);
-  return SL_OK;
+  return rc;
 }
 
 static sl_code expand_iterate(sl_spec_loader *L, sl_spec *s, const char *id, sl_loc id_loc,
@@ -243,7 +265,7 @@ static sl_code expand_iterate(sl_spec_loader *L, sl_spec *s, const char *id, sl_
   if (times->kind != SL_Y_SCALAR || !sl_parse_i64(times->scalar, &nt) || nt < 0) {
     char *shown = sl_yaml_flow_string(times);
     sl_fail(err, SL_ERR_PIPELINE, "times: of node '%s' must be an integer >= 0, found '%s'", id,
-            shown);
+            shown ? shown : "...");
     free(shown);
     return sl_spec_fail_at(err, times->loc);
   }
@@ -254,11 +276,13 @@ static sl_code expand_iterate(sl_spec_loader *L, sl_spec *s, const char *id, sl_
     return sl_spec_fail_at(err, carry->loc);
   }
   sl_node_spec *n = add_node(s);
+  if (!n) return sl_spec_nomem_at(err, "a node", id_loc);
   n->id = sl_strdup(id);
   n->type = sl_strdup("iterate");
   n->loc = id_loc;
   n->times = nt;
   n->params = params ? sl_yaml_clone(params) : NULL;
+  if (!n->id || !n->type || (params && !n->params)) return sl_spec_nomem_at(err, "a node", id_loc);
   if (in && (rc = parse_bindings(in, id, &n->inputs, &n->n_inputs, err))) return rc;
   if ((rc = load_entry_file(L, base_dir, it, params, id, "iterate body", &n->body, err)))
     return rc;
@@ -267,7 +291,8 @@ static sl_code expand_iterate(sl_spec_loader *L, sl_spec *s, const char *id, sl_
     return rc;
   if (carry && (rc = parse_carry(n, carry, id, err))) return rc;
   if (until && (rc = parse_until(n, until, id, err))) return rc;
-  for (size_t k = 0; k < n->body->n_sources; k++) sl_spec_add_source(s, n->body->sources[k]);
+  for (size_t k = 0; k < n->body->n_sources; k++)
+    if ((rc = sl_spec_add_source(s, n->body->sources[k], err))) return rc;
   return SL_OK;
 }
 
@@ -284,7 +309,7 @@ sl_code sl_spec_expand_entry(sl_spec_loader *L, sl_spec *s, sl_aliases *as, cons
     char *shown = sl_yaml_flow_string(raw);
     sl_fail(err, SL_ERR_PIPELINE,
             "node '%s' must be a mapping with type:, use: or iterate:, found %s '%s'", id,
-            sl_yaml_kind_name(raw), shown);
+            sl_yaml_kind_name(raw), shown ? shown : "...");
     free(shown);
     return sl_spec_fail_at(err, raw->loc);
   }
@@ -332,11 +357,17 @@ sl_code sl_spec_expand_entry(sl_spec_loader *L, sl_spec *s, sl_aliases *as, cons
     }
     if ((rc = want_params_map(params, id, err))) goto done;
     sl_node_spec *n = add_node(s);
+    if (!n) {
+      rc = sl_spec_nomem_at(err, "a node", id_loc);
+      goto done;
+    }
     n->id = sl_strdup(id);
     n->type = sl_strdup(ty->scalar);
     n->loc = id_loc;
     n->params = params ? sl_yaml_clone(params) : NULL;
-    if (in) rc = parse_bindings(in, id, &n->inputs, &n->n_inputs, err);
+    if (!n->id || !n->type || (params && !n->params))
+      rc = sl_spec_nomem_at(err, "a node", id_loc);
+    else if (in) rc = parse_bindings(in, id, &n->inputs, &n->n_inputs, err);
   }
 done:
   sl_yaml_free(e);
@@ -393,19 +424,22 @@ sl_code sl_spec_resolve_ref(const sl_spec *s, const sl_aliases *as, sl_ref *r, s
         return sl_spec_fail_at(err, r->loc);
       }
       sl_loc keep = r->loc;
+      sl_ref resolved;
+      sl_code rc = sl_ref_copy(&a->refs[k], &resolved, err);
+      if (rc) return sl_spec_fail_at(err, keep);
       sl_ref_free(r);
-      *r = sl_ref_copy(&a->refs[k]);
+      *r = resolved;
       r->loc = keep;
       continue;
     }
     for (size_t i = 0; i < s->n_nodes; i++)
       if (!strcmp(s->nodes[i].id, r->node)) return SL_OK;
     size_t nc = s->n_nodes + as->n;
-    const char **cands = sl_xcalloc(nc + 1, sizeof *cands);
-    for (size_t i = 0; i < s->n_nodes; i++) cands[i] = s->nodes[i].id;
-    for (size_t i = 0; i < as->n; i++) cands[s->n_nodes + i] = as->a[i].id;
-    char dym[160];
-    sl_spec_did_you_mean(r->node, cands, nc, dym, sizeof dym);
+    const char **cands = sl_calloc(nc + 1, sizeof *cands);
+    char dym[160] = ""; /* no suggestion when out of memory */
+    for (size_t i = 0; cands && i < s->n_nodes; i++) cands[i] = s->nodes[i].id;
+    for (size_t i = 0; cands && i < as->n; i++) cands[s->n_nodes + i] = as->a[i].id;
+    if (cands) sl_spec_did_you_mean(r->node, cands, nc, dym, sizeof dym);
     free(cands);
     sl_fail(err, SL_ERR_PIPELINE, "reference '%s.%s' names an unknown node '%s'%s", r->node,
             r->port, r->node, dym);

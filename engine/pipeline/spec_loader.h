@@ -70,10 +70,14 @@ bool sl_spec_valid_id(const char *s);
 /* Is name one of names[0..n)? */
 bool sl_spec_has_name(const char *const *names, size_t n, const char *name);
 /* Records a file the spec was built from (once). */
-void sl_spec_add_source(sl_spec *s, const char *file);
+sl_code sl_spec_add_source(sl_spec *s, const char *file, sl_error *err);
+/* a b c joined; NULL when out of memory. */
 char *sl_str_concat3(const char *a, const char *b, const char *c);
 void sl_ref_free(sl_ref *r);
-sl_ref sl_ref_copy(const sl_ref *r);
+/* *out is a copy of r, or all NULL when out of memory (SL_ERR_NOMEM). */
+sl_code sl_ref_copy(const sl_ref *r, sl_ref *out, sl_error *err);
+/* Fails with SL_ERR_NOMEM for `what` at l. */
+sl_code sl_spec_nomem_at(sl_error *err, const char *what, sl_loc l);
 
 /* ---- param_decls.c ---- */
 sl_code sl_spec_parse_decls(sl_spec *s, const sl_yaml *params, sl_error *err);

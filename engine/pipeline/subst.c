@@ -14,12 +14,23 @@
 typedef struct sbuf {
   char *p;
   size_t n, cap;
+  bool nomem; /* an append failed: the text is incomplete */
 } sbuf;
 
 static void sb_add(sbuf *b, const char *s, size_t n) {
+  if (b->nomem || !s) {
+    b->nomem = true;
+    return;
+  }
   if (b->n + n + 1 > b->cap) {
-    b->cap = (b->n + n + 1) * 2;
-    b->p = sl_xrealloc(b->p, b->cap);
+    size_t cap = (b->n + n + 1) * 2;
+    char *p = sl_realloc(b->p, cap);
+    if (!p) {
+      b->nomem = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
   }
   memcpy(b->p + b->n, s, n);
   b->n += n;
@@ -59,7 +70,8 @@ static long find_param(const sl_spec *scope, const char *name, size_t n) {
 
 static sl_code unknown_param(const sl_spec *scope, const char *name, sl_loc l, sl_error *err) {
   size_t np = scope ? scope->n_params : 0;
-  const char **names = sl_xcalloc(np ? np : 1, sizeof *names);
+  const char **names = sl_calloc(np ? np : 1, sizeof *names);
+  if (!names) np = 0; /* the message without the known names */
   for (size_t i = 0; i < np; i++) names[i] = scope->params[i].name;
   const char *best = sl_closest(name, names, np);
   char known[512] = "";
@@ -89,11 +101,10 @@ sl_code sl_subst_scalar(const sl_yaml *s, const sl_spec *scope, sl_yaml **out, s
   const char *t = s->scalar;
   size_t len = strlen(t);
   if (!strchr(t, '$')) {
-    *out = sl_yaml_clone(s);
+    if (!(*out = sl_yaml_clone(s))) goto nomem;
     return SL_OK;
   }
-  sbuf b = {0};
-  sb_add(&b, "", 0);
+  sbuf b = {0}; /* b.p stays NULL until text is added (a whole value needs none) */
   size_t i = 0;
   while (i < len) {
     if (t[i] != '$') {
@@ -146,6 +157,10 @@ sl_code sl_subst_scalar(const sl_yaml *s, const sl_spec *scope, sl_yaml **out, s
     const char *arg = form ? rest + 2 : close;
     size_t alen = (size_t)(close - arg);
     char *pname = sl_strndup(name, nlen);
+    if (!pname) {
+      free(b.p);
+      goto nomem;
+    }
     long pi = find_param(scope, name, nlen);
     const sl_yaml *val = pi >= 0 && scope->values ? scope->values[pi] : NULL;
     bool empty = !val || (val->kind == SL_Y_SCALAR && val->scalar[0] == 0);
@@ -168,6 +183,7 @@ sl_code sl_subst_scalar(const sl_yaml *s, const sl_spec *scope, sl_yaml **out, s
     } else if (whole && val) {
       free(b.p);
       sl_yaml *c = sl_yaml_clone(val);
+      if (!c) goto nomem;
       /* A value given with --set keeps that origin through every template
        * it passes, so an error about it points at the --set, not at the
        * line that forwarded it. */
@@ -178,16 +194,20 @@ sl_code sl_subst_scalar(const sl_yaml *s, const sl_spec *scope, sl_yaml **out, s
       sb_add(&b, val->scalar, strlen(val->scalar));
     } else if (val) {
       char *f = sl_yaml_flow_string(val);
-      sb_add(&b, f, strlen(f));
+      sb_add(&b, f, f ? strlen(f) : 0);
       free(f);
     }
     i = (size_t)(close - t) + 1;
   }
-  sl_yaml *r = sl_yaml_new_scalar(b.p, s->loc);
-  r->quoted = s->quoted;
+  sl_yaml *r = b.nomem ? NULL : sl_yaml_new_scalar(b.p ? b.p : "", s->loc);
   free(b.p);
+  if (!r) goto nomem;
+  r->quoted = s->quoted;
   *out = r;
   return SL_OK;
+nomem:
+  sl_fail_nomem(err, "a substituted value");
+  return fail_loc(err, SL_ERR_NOMEM, s->loc);
 }
 
 sl_code sl_subst_tree(const sl_yaml *y, const sl_spec *scope, sl_yaml **out, sl_error *err) {
@@ -195,6 +215,10 @@ sl_code sl_subst_tree(const sl_yaml *y, const sl_spec *scope, sl_yaml **out, sl_
   if (!y) return SL_OK;
   if (y->kind == SL_Y_SCALAR) return sl_subst_scalar(y, scope, out, err);
   sl_yaml *r = y->kind == SL_Y_MAP ? sl_yaml_new_map(y->loc) : sl_yaml_new_seq(y->loc);
+  if (!r) {
+    sl_fail_nomem(err, "a substituted value");
+    return fail_loc(err, SL_ERR_NOMEM, y->loc);
+  }
   for (size_t i = 0; i < y->n; i++) {
     sl_yaml *c;
     sl_code rc = sl_subst_tree(y->items[i], scope, &c, err);
@@ -202,7 +226,11 @@ sl_code sl_subst_tree(const sl_yaml *y, const sl_spec *scope, sl_yaml **out, sl_
       sl_yaml_free(r);
       return rc;
     }
-    sl_yaml_append(r, y->kind == SL_Y_MAP ? y->keys[i] : NULL, c);
+    if (!sl_yaml_append(r, y->kind == SL_Y_MAP ? y->keys[i] : NULL, c)) {
+      sl_yaml_free(r);
+      sl_fail_nomem(err, "a substituted value");
+      return fail_loc(err, SL_ERR_NOMEM, y->items[i]->loc);
+    }
     if (y->kind == SL_Y_MAP) r->key_locs[r->n - 1] = y->key_locs[i];
   }
   *out = r;

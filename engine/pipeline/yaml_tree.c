@@ -52,20 +52,22 @@ static sl_code next_event(ystate *s, yaml_event_t *ev) {
 }
 
 static sl_yaml *new_node(sl_ykind kind, sl_loc loc) {
-  sl_yaml *y = sl_xcalloc(1, sizeof *y);
+  sl_yaml *y = sl_calloc(1, sizeof *y);
+  if (!y) return NULL;
   y->kind = kind;
   y->loc = loc;
   return y;
 }
 
-static void push_item(sl_yaml *y, size_t *cap, sl_yaml *item, char *key, sl_loc key_loc) {
+/* False when out of memory; `item` and `key` are then still the caller's. */
+static bool push_item(sl_yaml *y, size_t *cap, sl_yaml *item, char *key, sl_loc key_loc) {
   if (y->n == *cap) {
-    *cap = *cap ? 2 * *cap : 4;
-    y->items = sl_xrealloc(y->items, *cap * sizeof *y->items);
-    if (y->kind == SL_Y_MAP) {
-      y->keys = sl_xrealloc(y->keys, *cap * sizeof *y->keys);
-      y->key_locs = sl_xrealloc(y->key_locs, *cap * sizeof *y->key_locs);
-    }
+    size_t grown = *cap ? 2 * *cap : 4;
+    if (!sl_resize(&y->items, grown, sizeof *y->items)) return false;
+    if (y->kind == SL_Y_MAP && (!sl_resize(&y->keys, grown, sizeof *y->keys) ||
+                                !sl_resize(&y->key_locs, grown, sizeof *y->key_locs)))
+      return false;
+    *cap = grown;
   }
   y->items[y->n] = item;
   if (y->kind == SL_Y_MAP) {
@@ -73,6 +75,7 @@ static void push_item(sl_yaml *y, size_t *cap, sl_yaml *item, char *key, sl_loc 
     y->key_locs[y->n] = key_loc;
   }
   y->n++;
+  return true;
 }
 
 static bool has_anchor(const yaml_event_t *ev) {
@@ -107,7 +110,16 @@ static sl_code parse_node(ystate *s, yaml_event_t *ev, int depth, sl_yaml **out)
       return fail_at(s, loc, SL_ERR_PARSE, "NUL character in a scalar is not supported", NULL);
     }
     sl_yaml *y = new_node(SL_Y_SCALAR, loc);
-    y->scalar = sl_strndup(v, len);
+    if (y && !(y->scalar = sl_strndup(v, len))) {
+      free(y);
+      y = NULL;
+    }
+    if (!y) {
+      yaml_event_delete(ev);
+      sl_fail_nomem(s->err, "a YAML scalar");
+      sl_error_at(s->err, loc.file, loc.line, loc.col);
+      return SL_ERR_NOMEM;
+    }
     y->quoted = ev->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
                 ev->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
     yaml_event_delete(ev);
@@ -123,6 +135,11 @@ static sl_code parse_node(ystate *s, yaml_event_t *ev, int depth, sl_yaml **out)
   sl_yaml *y = new_node(is_map ? SL_Y_MAP : SL_Y_SEQ, loc);
   size_t cap = 0;
   sl_code rc;
+  if (!y) {
+    rc = sl_fail_nomem(s->err, "a YAML collection");
+    sl_error_at(s->err, loc.file, loc.line, loc.col);
+    return rc;
+  }
   for (;;) {
     yaml_event_t e;
     if ((rc = next_event(s, &e))) goto fail;
@@ -133,7 +150,10 @@ static sl_code parse_node(ystate *s, yaml_event_t *ev, int depth, sl_yaml **out)
     if (!is_map) {
       sl_yaml *item;
       if ((rc = parse_node(s, &e, depth + 1, &item))) goto fail;
-      push_item(y, &cap, item, NULL, loc);
+      if (!push_item(y, &cap, item, NULL, loc)) {
+        sl_yaml_free(item);
+        goto nomem;
+      }
       continue;
     }
     sl_loc kloc = mark_loc(s, e.start_mark);
@@ -158,6 +178,7 @@ static sl_code parse_node(ystate *s, yaml_event_t *ev, int depth, sl_yaml **out)
     }
     char *key = sl_strndup(kv, klen);
     yaml_event_delete(&e);
+    if (!key) goto nomem;
     long prev = sl_yaml_find(y, key);
     if (prev >= 0) {
       sl_fail(s->err, SL_ERR_PARSE, "duplicate key '%s' (first written at line %d)", key,
@@ -177,10 +198,17 @@ static sl_code parse_node(ystate *s, yaml_event_t *ev, int depth, sl_yaml **out)
       free(key);
       goto fail;
     }
-    push_item(y, &cap, val, key, kloc);
+    if (!push_item(y, &cap, val, key, kloc)) {
+      sl_yaml_free(val);
+      free(key);
+      goto nomem;
+    }
   }
   *out = y;
   return SL_OK;
+nomem:
+  rc = sl_fail_nomem(s->err, "the YAML tree");
+  sl_error_at(s->err, loc.file, loc.line, loc.col);
 fail:
   sl_yaml_free(y);
   return rc;
@@ -193,6 +221,7 @@ sl_code sl_yaml_load_string(const char *text, size_t len, const char *name, sl_y
   memset(&s, 0, sizeof s);
   s.file = sl_intern(name ? name : "<string>");
   s.err = err;
+  if (!s.file) return sl_fail_nomem(err, "the name of a pipeline file");
   if (!yaml_parser_initialize(&s.parser))
     return sl_fail(err, SL_ERR_NOMEM, "cannot initialise the YAML parser");
   yaml_parser_set_input_string(&s.parser, (const unsigned char *)text, len);
@@ -257,7 +286,11 @@ sl_code sl_yaml_read_file(const char *path, char **text, size_t *len, sl_error *
                    (long long)st.st_size);
   }
   size_t cap = (size_t)st.st_size + 1, n = 0;
-  char *buf = sl_xcalloc(cap, 1);
+  char *buf = sl_calloc(cap, 1);
+  if (!buf) {
+    fclose(f);
+    return sl_fail_nomem(err, "the text of a pipeline file");
+  }
   for (;;) {
     size_t got = fread(buf + n, 1, cap - 1 - n, f);
     n += got;
@@ -305,44 +338,63 @@ void sl_yaml_free(sl_yaml *y) {
 sl_yaml *sl_yaml_clone(const sl_yaml *y) {
   if (!y) return NULL;
   sl_yaml *c = new_node(y->kind, y->loc);
+  if (!c) return NULL;
   c->quoted = y->quoted;
-  c->scalar = sl_strdup(y->scalar);
-  c->n = y->n;
+  if (y->scalar && !(c->scalar = sl_strdup(y->scalar))) goto nomem;
   if (y->n) {
-    c->items = sl_xcalloc(y->n, sizeof *c->items);
-    for (size_t i = 0; i < y->n; i++) c->items[i] = sl_yaml_clone(y->items[i]);
-    if (y->kind == SL_Y_MAP) {
-      c->keys = sl_xcalloc(y->n, sizeof *c->keys);
-      c->key_locs = sl_xcalloc(y->n, sizeof *c->key_locs);
-      for (size_t i = 0; i < y->n; i++) {
-        c->keys[i] = sl_strdup(y->keys[i]);
+    /* c->n counts the items made so far, for sl_yaml_free */
+    if (!(c->items = sl_calloc(y->n, sizeof *c->items))) goto nomem;
+    if (y->kind == SL_Y_MAP && (!(c->keys = sl_calloc(y->n, sizeof *c->keys)) ||
+                                !(c->key_locs = sl_calloc(y->n, sizeof *c->key_locs))))
+      goto nomem;
+    for (size_t i = 0; i < y->n; i++) {
+      c->items[i] = sl_yaml_clone(y->items[i]);
+      c->n = i + 1;
+      if (!c->items[i]) goto nomem;
+      if (y->kind == SL_Y_MAP) {
+        if (!(c->keys[i] = sl_strdup(y->keys[i]))) goto nomem;
         c->key_locs[i] = y->key_locs[i];
       }
     }
   }
   return c;
+nomem:
+  sl_yaml_free(c);
+  return NULL;
 }
 
 sl_yaml *sl_yaml_new_scalar(const char *text, sl_loc loc) {
   sl_yaml *y = new_node(SL_Y_SCALAR, loc);
-  y->scalar = sl_strdup(text ? text : "");
+  if (y && !(y->scalar = sl_strdup(text ? text : ""))) {
+    free(y);
+    return NULL;
+  }
   return y;
 }
 
 sl_yaml *sl_yaml_new_map(sl_loc loc) { return new_node(SL_Y_MAP, loc); }
 sl_yaml *sl_yaml_new_seq(sl_loc loc) { return new_node(SL_Y_SEQ, loc); }
 
-void sl_yaml_append(sl_yaml *y, const char *key, sl_yaml *item) {
+bool sl_yaml_append(sl_yaml *y, const char *key, sl_yaml *item) {
   /* capacity is not tracked; grow to exactly n+1 (control data, small) */
-  y->items = sl_xrealloc(y->items, (y->n + 1) * sizeof *y->items);
+  char *k = NULL;
+  if (!y || !item) goto nomem;
+  if (y->kind == SL_Y_MAP && !(k = sl_strdup(key ? key : ""))) goto nomem;
+  if (!sl_resize(&y->items, y->n + 1, sizeof *y->items)) goto nomem;
+  if (y->kind == SL_Y_MAP && (!sl_resize(&y->keys, y->n + 1, sizeof *y->keys) ||
+                              !sl_resize(&y->key_locs, y->n + 1, sizeof *y->key_locs)))
+    goto nomem;
   y->items[y->n] = item;
   if (y->kind == SL_Y_MAP) {
-    y->keys = sl_xrealloc(y->keys, (y->n + 1) * sizeof *y->keys);
-    y->key_locs = sl_xrealloc(y->key_locs, (y->n + 1) * sizeof *y->key_locs);
-    y->keys[y->n] = sl_strdup(key ? key : "");
-    y->key_locs[y->n] = item ? item->loc : y->loc;
+    y->keys[y->n] = k;
+    y->key_locs[y->n] = item->loc;
   }
   y->n++;
+  return true;
+nomem:
+  free(k);
+  sl_yaml_free(item);
+  return false;
 }
 
 sl_yaml *sl_yaml_get(const sl_yaml *map, const char *key) {
@@ -473,8 +525,11 @@ char *sl_yaml_flow_string(const sl_yaml *y) {
   char *buf = NULL;
   size_t n = 0;
   FILE *f = open_memstream(&buf, &n);
-  if (!f) return sl_strdup("");
+  if (!f) return NULL;
   if (y) put_flow(f, y);
-  fclose(f);
+  if (fclose(f) != 0) {
+    free(buf);
+    return NULL;
+  }
   return buf;
 }

@@ -34,6 +34,7 @@ sl_code sl_yaml_load_file(const char *path, sl_yaml **out, sl_error *err);
 sl_code sl_yaml_load_string(const char *text, size_t len, const char *name, sl_yaml **out,
                             sl_error *err);
 void sl_yaml_free(sl_yaml *y);
+/* The constructors and sl_yaml_clone return NULL when out of memory. */
 sl_yaml *sl_yaml_clone(const sl_yaml *y);
 sl_yaml *sl_yaml_new_scalar(const char *text, sl_loc loc);
 /* MAP lookup; NULL if absent or y is not a map. */
@@ -49,9 +50,11 @@ sl_code sl_yaml_read_file(const char *path, char **text, size_t *len, sl_error *
 sl_yaml *sl_yaml_new_map(sl_loc loc);
 sl_yaml *sl_yaml_new_seq(sl_loc loc);
 /* Appends `item` (owned from now on) to a SEQ, or under `key` (copied) to a MAP;
- * does not check for duplicate keys. */
-void sl_yaml_append(sl_yaml *y, const char *key, sl_yaml *item);
-/* One-line flow rendering ("[32, 32]", "{a: 1}", "text"); caller frees. */
+ * does not check for duplicate keys. False when out of memory or `item` is
+ * NULL (a constructor that failed); `item` is then freed. */
+bool sl_yaml_append(sl_yaml *y, const char *key, sl_yaml *item);
+/* One-line flow rendering ("[32, 32]", "{a: 1}", "text"); caller frees; NULL
+ * when out of memory. */
 char *sl_yaml_flow_string(const sl_yaml *y);
 
 #endif

@@ -339,7 +339,11 @@ sl_code sl_cost_profile_load(const char *path, const sl_backend_caps *caps, sl_c
                              sl_error *err) {
   FILE *f = fopen(path, "rb");
   if (!f) return sl_fail(err, SL_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-  char *text = sl_xcalloc(1, 1 << 20);
+  char *text = sl_calloc(1, 1 << 20);
+  if (!text) {
+    fclose(f);
+    return sl_fail_in(err, SL_ERR_NOMEM, path, "out of memory for the text of a cost profile");
+  }
   size_t n = fread(text, 1, (1 << 20) - 1, f);
   bool too_long = !feof(f);
   fclose(f);

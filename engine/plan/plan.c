@@ -88,10 +88,14 @@ void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c) {
 /* Levels: each (pass, phase) block gets consecutive global levels; a stream
  * node appears in the stream block of every pass it runs in. Fills
  * exec_level, passes, levels and the first pass's stream range. */
-static void plan_levels(sl_plan *p, const sl_graph *g) {
+static sl_code plan_levels(sl_plan *p, const sl_graph *g, sl_error *err) {
   int np = p->n_passes, nn = g->n_nodes;
-  p->exec_level = sl_xcalloc((size_t)(nn ? nn : 1) * (size_t)np, sizeof *p->exec_level);
-  int *local = sl_xcalloc((size_t)(nn ? nn : 1), sizeof *local);
+  p->exec_level = sl_calloc((size_t)(nn ? nn : 1) * (size_t)np, sizeof *p->exec_level);
+  int *local = sl_calloc((size_t)(nn ? nn : 1), sizeof *local);
+  if (!p->exec_level || !local) {
+    free(local);
+    return sl_fail_nomem(err, "the levels of the plan");
+  }
   int offset = 0;
   for (int pass = 0; pass < np; pass++) {
     for (int ph = 0; ph < 3; ph++) {
@@ -127,8 +131,9 @@ static void plan_levels(sl_plan *p, const sl_graph *g) {
       bool runs = n->phase == SL_PHASE_STREAM ? (n->pass_mask >> pass) & 1u : n->pass == pass;
       if (!runs) p->exec_level[i * np + pass] = -1;
     }
+  p->levels = sl_calloc((size_t)(offset ? offset : 1), sizeof *p->levels);
+  if (!p->levels) return sl_fail_nomem(err, "the levels of the plan");
   p->n_levels = offset;
-  p->levels = sl_xcalloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *p->levels);
   for (int pass = 0; pass < np; pass++)
     for (int i = 0; i < nn; i++) {
       int l = p->exec_level[i * np + pass];
@@ -136,11 +141,13 @@ static void plan_levels(sl_plan *p, const sl_graph *g) {
       sl_plan_level *lv = &p->levels[l];
       lv->phase = g->nodes[i].phase;
       lv->pass = pass;
-      lv->nodes = sl_xrealloc(lv->nodes, (size_t)(lv->n_nodes + 1) * sizeof *lv->nodes);
+      if (!sl_resize(&lv->nodes, (size_t)lv->n_nodes + 1, sizeof *lv->nodes))
+        return sl_fail_nomem(err, "the levels of the plan");
       lv->nodes[lv->n_nodes++] = i;
     }
   p->stream_first_level = p->passes[0].stream_first <= p->passes[0].stream_last ? p->passes[0].stream_first : -1;
   p->stream_last_level = p->stream_first_level >= 0 ? p->passes[0].stream_last : -1;
+  return SL_OK;
 }
 
 static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
@@ -207,7 +214,8 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
  * its levels' estimates. */
 static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opts, sl_error *err) {
   int np = p->n_passes;
-  p->nodes = sl_xcalloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->nodes);
+  p->nodes = sl_calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->nodes);
+  if (!p->nodes) return sl_fail_nomem(err, "the nodes of the plan");
   for (int i = 0; i < g->n_nodes; i++) {
     sl_code rc = plan_node_cost(p, g, i, opts, err);
     if (rc != SL_OK) return rc;
@@ -318,10 +326,11 @@ static void plan_declared(sl_plan *p, const sl_node *n, int k, const sl_plan_pas
 }
 
 /* One buffer per output port, with its size for a chunk and its lifetime. */
-static void plan_buffers(sl_plan *p, const sl_graph *g) {
+static sl_code plan_buffers(sl_plan *p, const sl_graph *g, sl_error *err) {
   int nb = 0;
   for (int i = 0; i < g->n_nodes; i++) nb += g->nodes[i].n_out;
-  p->buffers = sl_xcalloc((size_t)(nb ? nb : 1), sizeof *p->buffers);
+  p->buffers = sl_calloc((size_t)(nb ? nb : 1), sizeof *p->buffers);
+  if (!p->buffers) return sl_fail_nomem(err, "the buffers of the plan");
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
     for (int k = 0; k < n->n_out; k++) {
@@ -338,6 +347,7 @@ static void plan_buffers(sl_plan *p, const sl_graph *g) {
       plan_buffer_lifetime(p, g, i, k, b);
     }
   }
+  return SL_OK;
 }
 
 int sl_plan_buffer_index(const sl_plan *p, int node, int port) {
@@ -403,8 +413,13 @@ static bool slot_busy(const sl_plan *p, int s, const sl_plan_buffer *b) {
  * is as large as its largest occupant, so no bytes are lost to size classes.
  * The executor uses exactly this assignment. Also the peak of live buffer
  * bytes. */
-static void plan_slots(sl_plan *p) {
-  int *order = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *order);
+static sl_code plan_slots(sl_plan *p, sl_error *err) {
+  int *order = sl_calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *order);
+  p->slots = sl_calloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *p->slots);
+  if (!order || !p->slots) {
+    free(order);
+    return sl_fail_nomem(err, "the slots of the plan");
+  }
   int n_own = 0; /* buffers with a slot of their own: in-place outputs come after */
   for (int b = 0; b < p->n_buffers; b++) {
     p->buffers[b].slot = -1;
@@ -419,7 +434,6 @@ static void plan_slots(sl_plan *p) {
       order[b] = order[b - 1];
       order[b - 1] = t;
     }
-  p->slots = sl_xcalloc((size_t)(p->n_buffers ? p->n_buffers : 1), sizeof *p->slots);
   for (int oi = 0; oi < n_own; oi++) {
     sl_plan_buffer *b = &p->buffers[order[oi]];
     int s = -1;
@@ -442,6 +456,7 @@ static void plan_slots(sl_plan *p) {
         live += p->buffers[b].bytes;
     if (live > p->live_peak_bytes) p->live_peak_bytes = live;
   }
+  return SL_OK;
 }
 
 /* Peak host and device bytes. Host nodes on a device backend stage their
@@ -530,7 +545,8 @@ static void plan_streams(sl_plan *p, const sl_graph *g, const sl_plan_opts *opts
 /* Builds the plan for a fixed chunk size of the main stream. */
 static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
                                sl_plan **out, sl_error *err) {
-  sl_plan *p = sl_xcalloc(1, sizeof *p);
+  sl_plan *p = sl_calloc(1, sizeof *p);
+  if (!p) return sl_fail_nomem(err, "a plan");
   p->graph = g;
   p->caps = opts->caps;
   if (opts->profile) p->profile = *opts->profile;
@@ -542,16 +558,20 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
   p->outputs_to_sink = opts->outputs_to_sink;
   p->n_passes = g->n_passes > 0 ? g->n_passes : 1;
-  plan_levels(p, g);
-  plan_streams(p, g, opts, chunk);
-  sl_code rc = plan_costs(p, g, opts, err);
+  sl_code rc = plan_levels(p, g, err);
+  if (rc == SL_OK) {
+    plan_streams(p, g, opts, chunk);
+    rc = plan_costs(p, g, opts, err);
+  }
+  if (rc == SL_OK) rc = plan_buffers(p, g, err);
+  if (rc == SL_OK) {
+    plan_in_place(p, g);
+    rc = plan_slots(p, err);
+  }
   if (rc != SL_OK) {
     sl_plan_free(p);
     return rc;
   }
-  plan_buffers(p, g);
-  plan_in_place(p, g);
-  plan_slots(p);
   plan_peaks(p, g);
   *out = p;
   return SL_OK;

@@ -216,7 +216,8 @@ static sl_code check_planned(const sl_node *n, const sl_h5_index *ix, sl_error *
 }
 
 static sl_code source_prepare(sl_node *n, sl_error *err) {
-  sl_src_state *s = sl_xcalloc(1, sizeof *s);
+  sl_src_state *s = sl_calloc(1, sizeof *s);
+  if (!s) return sl_fail_nomem(err, "the source's state");
   n->state = s;
   sl_code rc = open_index(n, true, &s->ix, err);
   if (rc == SL_OK) rc = check_planned(n, s->ix, err);
@@ -225,12 +226,16 @@ static sl_code source_prepare(sl_node *n, sl_error *err) {
     return rc;
   }
   s->win.ix = s->ix;
-  s->where = sl_xcalloc((size_t)s->ix->n_files, sizeof *s->where);
+  s->where = sl_calloc((size_t)s->ix->n_files, sizeof *s->where);
   const char *ds = dataset_param(n);
-  for (int f = 0; f < s->ix->n_files; f++) {
+  for (int f = 0; s->where && f < s->ix->n_files; f++) {
     char buf[4200];
     snprintf(buf, sizeof buf, "%s:%s", s->ix->files[f], ds ? ds : "/entry/data/data");
-    s->where[f] = sl_intern(buf);
+    if (!(s->where[f] = sl_intern(buf))) break;
+  }
+  if (!s->where || (s->ix->n_files > 0 && !s->where[s->ix->n_files - 1])) {
+    source_release(n);
+    return sl_fail_nomem(err, "the names of the source's data files");
   }
   return SL_OK;
 }

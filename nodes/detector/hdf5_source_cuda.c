@@ -423,7 +423,8 @@ static sl_code setup(sl_src_state *s, sl_kernel_args *a, sl_error *err) {
   }
   if (s->win.base[0] || s->win.reader)
     return sl_fail(err, SL_ERR_INTERNAL, "hdf5_source: the windows were made for another backend");
-  src_cuda *c = sl_xcalloc(1, sizeof *c);
+  src_cuda *c = sl_calloc(1, sizeof *c);
+  if (!c) return sl_fail_nomem(err, "the source's device state");
   c->backend = b;
   c->s = s;
   c->desc = a->node->out[0];

@@ -169,19 +169,22 @@ static void *helper(void *arg) {
   return NULL;
 }
 
-static void add_piece(sl_chunk_reader *r, int64_t *np, int64_t chunk, uint64_t off, uint64_t len, uint8_t *dst) {
+/* False when out of memory. */
+static bool add_piece(sl_chunk_reader *r, int64_t *np, int64_t chunk, uint64_t off, uint64_t len, uint8_t *dst) {
   if (*np == r->cap_pieces) {
-    r->cap_pieces = r->cap_pieces ? 2 * r->cap_pieces : 64;
-    r->pieces = sl_xrealloc(r->pieces, (size_t)r->cap_pieces * sizeof *r->pieces);
+    int64_t cap = r->cap_pieces ? 2 * r->cap_pieces : 64;
+    if (!sl_resize(&r->pieces, (size_t)cap, sizeof *r->pieces)) return false;
+    r->cap_pieces = cap;
   }
   r->pieces[(*np)++] = (piece){.chunk = chunk, .off = off, .len = len, .dst = dst};
+  return true;
 }
 
 /* Cuts a window into pieces: its merged reads (neighbouring chunks adjacent
  * in one file), each cut into parts of at most `cap` bytes; returns their
  * count. Called with no window in progress: every piece of the last one was
  * taken (next_piece == n_pieces), so helpers do not look at the array until
- * read_window publishes the new count under pmu. */
+ * read_window publishes the new count under pmu. -1 when out of memory. */
 static int64_t plan_pieces(sl_chunk_reader *r, const req *q) {
   const sl_h5_index *ix = r->ix;
   int64_t end = q->first + q->count;
@@ -210,7 +213,7 @@ static int64_t plan_pieces(sl_chunk_reader *r, const req *q) {
     for (uint64_t at = 0; at < len;) {
       uint64_t n = len - at < cap ? len - at : cap;
       while (k + 1 < j && ix->chunks[k].file_offset + ix->chunks[k].size <= off + at) k++;
-      add_piece(r, &np, k, off + at, n, q->dst + pos + at);
+      if (!add_piece(r, &np, k, off + at, n, q->dst + pos + at)) return -1;
       at += n;
     }
     pos += len;
@@ -223,6 +226,7 @@ static sl_code read_window(sl_chunk_reader *r, const req *q, sl_error *err) {
   if (stopping(r)) return sl_fail(err, SL_ERR_IO, "chunk reader closed");
   double t0 = sl_now();
   int64_t np = plan_pieces(r, q);
+  if (np < 0) return sl_fail_nomem(err, "the pieces of a read");
   pthread_mutex_lock(&r->pmu);
   r->n_pieces = np;
   r->next_piece = 0;
@@ -326,14 +330,22 @@ sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chun
   if (!ix || max_window_chunks <= 0)
     return sl_fail(err, SL_ERR_USAGE, "chunk reader: max_window_chunks must be > 0 (got %lld)",
                    (long long)max_window_chunks);
-  sl_chunk_reader *r = sl_xcalloc(1, sizeof *r);
+  sl_chunk_reader *r = sl_calloc(1, sizeof *r);
+  if (!r) return sl_fail_nomem(err, "a chunk reader");
   r->ix = ix;
   r->max_window = max_window_chunks;
   r->threads = opts && opts->threads > 0 ? opts->threads : sl_chunk_reader_default_threads();
   if (r->threads > SL_CHUNK_READER_MAX_THREADS) r->threads = SL_CHUNK_READER_MAX_THREADS;
   r->piece_bytes = opts && opts->piece_bytes > 0 ? opts->piece_bytes : SL_CHUNK_READER_PIECE_BYTES;
   r->stats.threads = r->threads;
-  r->fds = sl_xcalloc((size_t)(ix->n_files > 0 ? ix->n_files : 1), sizeof *r->fds);
+  r->fds = sl_calloc((size_t)(ix->n_files > 0 ? ix->n_files : 1), sizeof *r->fds);
+  r->helpers = sl_calloc((size_t)r->threads, sizeof *r->helpers);
+  if (!r->fds || !r->helpers) {
+    free(r->fds);
+    free(r->helpers);
+    free(r);
+    return sl_fail_nomem(err, "a chunk reader");
+  }
   for (int i = 0; i < ix->n_files; i++) r->fds[i] = -1;
   r->n_fds = ix->n_files;
   pthread_mutex_init(&r->mu, NULL);
@@ -352,7 +364,6 @@ sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chun
     }
     (void)posix_fadvise(r->fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);
   }
-  r->helpers = sl_xcalloc((size_t)r->threads, sizeof *r->helpers);
   for (int t = 0; t + 1 < r->threads; t++) {
     int e = pthread_create(&r->helpers[t], NULL, helper, r);
     if (e) {

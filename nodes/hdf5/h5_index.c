@@ -34,19 +34,27 @@ typedef struct builder {
 
 static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err);
 
+/* The index of `path` in the index's files, added if new; -1 when out of
+ * memory. */
 static int add_file(builder *b, const char *path) {
   sl_h5_index *ix = b->ix;
   for (int i = 0; i < ix->n_files; i++)
     if (!strcmp(ix->files[i], path)) return i;
-  ix->files = sl_xrealloc(ix->files, (size_t)(ix->n_files + 1) * sizeof *ix->files);
-  ix->files[ix->n_files] = sl_strdup(path);
+  char *copy = sl_strdup(path);
+  if (!copy || !sl_resize(&ix->files, (size_t)ix->n_files + 1, sizeof *ix->files)) {
+    free(copy);
+    return -1;
+  }
+  ix->files[ix->n_files] = copy;
   return ix->n_files++;
 }
 
+/* NULL when out of memory. */
 static sl_h5_dataset *add_dataset(builder *b) {
   if (b->n_datasets == b->cap_datasets) {
-    b->cap_datasets = b->cap_datasets ? 2 * b->cap_datasets : 8;
-    b->datasets = sl_xrealloc(b->datasets, (size_t)b->cap_datasets * sizeof *b->datasets);
+    int cap = b->cap_datasets ? 2 * b->cap_datasets : 8;
+    if (!sl_resize(&b->datasets, (size_t)cap, sizeof *b->datasets)) return NULL;
+    b->cap_datasets = cap;
   }
   sl_h5_dataset *d = &b->datasets[b->n_datasets++];
   memset(d, 0, sizeof *d);
@@ -76,6 +84,8 @@ static sl_code open_external(builder *b, sl_h5_dataset *d, const char *master_pa
   }
   d->file = add_file(b, target);
   d->object = sl_strdup(obj);
+  if (d->file < 0 || !d->object)
+    return sl_fail_in(err, SL_ERR_NOMEM, master_path, "out of memory for the data file of link %s", link);
   if (!sl_h5_path_exists(d->fid, obj) || (d->did = H5Dopen2(d->fid, obj, H5P_DEFAULT)) < 0)
     return sl_fail_in(err, SL_ERR_FORMAT, target, "no dataset %s (target of link %s in %s)", obj, link,
                       master_path);
@@ -90,7 +100,8 @@ static sl_code resolve(builder *b, const char *master_path, const char *link, sl
   if (H5Lget_info(b->master, link, &li, H5P_DEFAULT) < 0)
     return sl_fail_in(err, SL_ERR_FORMAT, master_path, "cannot read link %s", link);
   sl_h5_dataset *d = add_dataset(b);
-  d->link = sl_strdup(link);
+  if (d && !(d->link = sl_strdup(link))) d = NULL; /* counted: freed with the builder */
+  if (!d) return sl_fail_in(err, SL_ERR_NOMEM, master_path, "out of memory for the dataset of link %s", link);
   if (li.type == H5L_TYPE_EXTERNAL) {
     size_t n = li.u.val_size;
     if (n == 0 || n > 65536)
@@ -114,6 +125,7 @@ static sl_code resolve(builder *b, const char *master_path, const char *link, sl
     return sl_fail_in(err, SL_ERR_FORMAT, master_path, "link %s has an unsupported link type %d",
                       link, (int)li.type);
   d->file = add_file(b, master_path);
+  if (d->file < 0) return sl_fail_in(err, SL_ERR_NOMEM, master_path, "out of memory for the list of files");
   d->did = H5Dopen2(b->master, link, H5P_DEFAULT);
   if (d->did < 0)
     return sl_fail_in(err, SL_ERR_FORMAT, master_path, "%s is not a dataset (or a dangling link)",
@@ -181,11 +193,13 @@ static sl_code resolve_layout(builder *b, const char *path, const char *dataset,
     return resolve(b, path, dataset, err);
   }
   if (sl_h5_path_exists(b->master, "/entry/data/data_000001")) {
-    ix->layout = sl_strdup("dectris-master");
+    if (!(ix->layout = sl_strdup("dectris-master")))
+      return sl_fail_in(err, SL_ERR_NOMEM, path, "out of memory for the layout's name");
     return resolve_master_links(b, path, err);
   }
   if (sl_h5_path_exists(b->master, "/entry/data/data")) {
-    ix->layout = sl_strdup("single");
+    if (!(ix->layout = sl_strdup("single")))
+      return sl_fail_in(err, SL_ERR_NOMEM, path, "out of memory for the layout's name");
     return resolve(b, path, "/entry/data/data", err);
   }
   return sl_fail_in(err, SL_ERR_FORMAT, path,
@@ -248,14 +262,17 @@ static int64_t chunks_of(const sl_h5_dataset *d) {
 }
 
 /* Records dataset d (its frames from global frame b->frames) as a part of
- * the index: where it is, its frames and its stored chunks. */
-static void add_part(builder *b, const sl_h5_dataset *d) {
+ * the index: where it is, its frames and its stored chunks. False when out
+ * of memory. */
+static bool add_part(builder *b, const sl_h5_dataset *d) {
   sl_h5_index *ix = b->ix;
-  ix->parts = sl_xrealloc(ix->parts, (size_t)(ix->n_parts + 1) * sizeof *ix->parts);
+  if (!sl_resize(&ix->parts, (size_t)ix->n_parts + 1, sizeof *ix->parts)) return false;
   sl_h5_part *p = &ix->parts[ix->n_parts++];
+  memset(p, 0, sizeof *p);
   p->file = d->file;
   p->object = sl_strdup(d->object ? d->object : d->link);
   p->link = sl_strdup(d->link);
+  if (!p->object || !p->link) return false; /* counted: freed with the index */
   p->first_frame = b->frames;
   p->n_frames = d->n;
   p->first_chunk = b->chunks;
@@ -264,6 +281,7 @@ static void add_part(builder *b, const sl_h5_dataset *d) {
   int64_t last = d->chunked ? d->n - (p->n_chunks - 1) * d->frames_per_chunk : 1;
   if (ix->min_chunk_frames == 0 || last < ix->min_chunk_frames) ix->min_chunk_frames = last;
   if (p->n_chunks > ix->max_part_chunks) ix->max_part_chunks = p->n_chunks;
+  return true;
 }
 
 /* A dataset just opened: inspected, checked against the first, recorded as
@@ -281,8 +299,9 @@ static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err) {
   /* (inspect refused a dataset without a valid chunk shape: no division then) */
   if (rc == SL_OK && b->chunks + chunks_of(d) > INT_MAX)
     rc = sl_fail_in(err, SL_ERR_FORMAT, file, "more than %d chunks: not supported", INT_MAX);
+  if (rc == SL_OK && !add_part(b, d))
+    rc = sl_fail_in(err, SL_ERR_NOMEM, file, "out of memory for the parts of the index");
   if (rc == SL_OK) {
-    add_part(b, d);
     b->frames += d->n;
     b->chunks += chunks_of(d);
   }
@@ -307,8 +326,12 @@ sl_code sl_h5_index_describe(const char *path, const char *dataset, sl_h5_index 
   builder b;
   memset(&b, 0, sizeof b);
   b.master = H5I_INVALID_HID;
-  b.ix = sl_xcalloc(1, sizeof *b.ix);
-  b.ix->source = sl_strdup(path);
+  b.ix = sl_calloc(1, sizeof *b.ix);
+  if (b.ix && !(b.ix->source = sl_strdup(path))) {
+    sl_h5_index_free(b.ix);
+    b.ix = NULL;
+  }
+  if (!b.ix) return sl_fail_in(err, SL_ERR_NOMEM, path, "out of memory for a chunk index");
   sl_code rc = build(&b, path, dataset, err);
   for (int i = 0; i < b.n_datasets; i++) {
     close_dataset(&b, &b.datasets[i]);

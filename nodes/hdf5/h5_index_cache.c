@@ -63,6 +63,13 @@ sl_code sl_h5_index_get(const char *path, const char *dataset, const sl_h5_index
   sl_h5_index *ix = sl_h5_index_store_load(path, dataset);
   sl_code rc = ix ? SL_OK : sl_h5_index_describe(path, dataset, &ix, err);
   if (rc != SL_OK) return rc;
+  char *path_copy = sl_strdup(path), *ds_copy = sl_strdup(ds);
+  if (!path_copy || !ds_copy) {
+    free(path_copy);
+    free(ds_copy);
+    sl_h5_index_free(ix);
+    return sl_fail_in(err, SL_ERR_NOMEM, path, "out of memory for an entry of the index cache");
+  }
   pthread_mutex_lock(&g_lock);
   cache_entry *slot = NULL;
   for (int i = 0; i < CACHE_ENTRIES; i++)
@@ -76,11 +83,13 @@ sl_code sl_h5_index_get(const char *path, const char *dataset, const sl_h5_index
   if (!slot) {
     pthread_mutex_unlock(&g_lock);
     sl_h5_index_free(ix);
+    free(path_copy);
+    free(ds_copy);
     return sl_fail(err, SL_ERR_INTERNAL, "more than %d acquisitions open at once", CACHE_ENTRIES);
   }
   if (slot->ix) drop(slot);
-  slot->path = sl_strdup(path);
-  slot->dataset = sl_strdup(ds);
+  slot->path = path_copy;
+  slot->dataset = ds_copy;
   slot->dev = st.st_dev;
   slot->ino = st.st_ino;
   slot->size = st.st_size;

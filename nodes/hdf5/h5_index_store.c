@@ -167,7 +167,8 @@ static void get(rbuf *r, void *v, size_t n) {
 
 #define GET(r, v) get(r, &(v), sizeof(v))
 
-/* A string (malloc'd), or NULL for a stored NULL or a bad entry (r->ok). */
+/* A string (malloc'd), or NULL for a stored NULL or a bad entry (r->ok);
+ * out of memory is a bad entry (no entry: the acquisition is listed). */
 static char *get_str(rbuf *r) {
   uint32_t n;
   GET(r, n);
@@ -176,7 +177,11 @@ static char *get_str(rbuf *r) {
     r->ok = false;
     return NULL;
   }
-  char *s = sl_xcalloc((size_t)n + 1, 1);
+  char *s = sl_calloc((size_t)n + 1, 1);
+  if (!s) {
+    r->ok = false;
+    return NULL;
+  }
   memcpy(s, r->p, n);
   r->p += n;
   return s;
@@ -205,7 +210,8 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
   int32_t nf;
   GET(r, nf);
   if (!r->ok || nf < 0 || nf > 1 << 24) return NULL;
-  char **files = sl_xcalloc((size_t)(nf ? nf : 1), sizeof *files);
+  char **files = sl_calloc((size_t)(nf ? nf : 1), sizeof *files);
+  if (!files) return NULL; /* out of memory: no entry */
   bool same = true;
   for (int i = 0; i < nf && r->ok && same; i++) {
     identity stored;
@@ -216,14 +222,19 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
   char *source = same ? get_str(r) : NULL, *layout = same ? get_str(r) : NULL;
   sl_h5_index s;
   GET(r, s);
-  sl_h5_index *ix = sl_xcalloc(1, sizeof *ix);
-  bool sane = r->ok && same && s.n_files == nf && s.n_parts >= 0 && s.n_parts <= nf + 1 && s.n_chunks >= 0 &&
+  sl_h5_index *ix = sl_calloc(1, sizeof *ix);
+  if (!ix) r->ok = false; /* out of memory: no entry */
+  bool sane = ix && r->ok && same && s.n_files == nf && s.n_parts >= 0 && s.n_parts <= nf + 1 && s.n_chunks >= 0 &&
               s.frame_rows > 0 && s.frame_cols > 0 && s.frame_rows * s.frame_cols < ((int64_t)1 << 32) && s.listed;
   if (sane) {
     *ix = s;
     ix->files = files, ix->source = source, ix->layout = layout;
     files = NULL, source = layout = NULL;
-    ix->parts = sl_xcalloc((size_t)(s.n_parts ? s.n_parts : 1), sizeof *ix->parts);
+    ix->parts = sl_calloc((size_t)(s.n_parts ? s.n_parts : 1), sizeof *ix->parts);
+    if (!ix->parts) {
+      ix->n_parts = 0;
+      r->ok = false;
+    }
     for (int i = 0; i < s.n_parts && r->ok; i++) {
       char *object = get_str(r), *link = get_str(r);
       GET(r, ix->parts[i]);
@@ -232,6 +243,7 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
     }
     char *sat = get_str(r);
     ix->meta.saturation_source = sat ? sl_intern(sat) : NULL;
+    if (sat && !ix->meta.saturation_source) r->ok = false;
     free(sat);
     if (s.meta.has_pixel_mask) { /* out of memory: no entry (the acquisition is listed instead) */
       size_t n = (size_t)(s.frame_rows * s.frame_cols);
@@ -253,7 +265,7 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
     }
     for (int i = 0; i < s.n_chunks && r->ok; i++)
       if (ix->chunks[i].file < 0 || ix->chunks[i].file >= nf) r->ok = false;
-  } else {
+  } else if (ix) {
     ix->n_files = 0, ix->n_parts = 0; /* nothing of s is owned */
   }
   for (int i = 0; files && i < nf; i++) free(files[i]);

@@ -82,9 +82,12 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   size_t hdr = sizeof(sl_packed_chunks) + (size_t)chunks * sizeof(sl_packed_entry);
   w->prefix = (hdr + 63) & ~(size_t)63;
   w->alloc_bytes = w->prefix + w->capacity;
-  w->offsets = sl_xrealloc(w->offsets, ((size_t)chunks + 1) * sizeof *w->offsets);
-  w->cur_offsets = sl_xrealloc(w->cur_offsets, ((size_t)chunks + 1) * sizeof *w->cur_offsets);
   w->cur_valid = false;
+  if (!sl_resize(&w->offsets, (size_t)chunks + 1, sizeof *w->offsets) ||
+      !sl_resize(&w->cur_offsets, (size_t)chunks + 1, sizeof *w->cur_offsets)) {
+    w->max_chunks = 0; /* the offsets may be short: resized again before use */
+    return sl_fail_nomem(err, "the offsets of the source's windows");
+  }
   /* The windows themselves are allocated when first read into (alloc). */
   if (!w->reader) return sl_chunk_reader_open(w->ix, w->max_chunks, &w->reader, err);
   return SL_OK;

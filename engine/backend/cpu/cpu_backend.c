@@ -263,8 +263,13 @@ static sl_code cpu_probe(sl_backend_caps *caps, sl_error *err) {
 static void cpu_destroy(sl_backend *b);
 
 static sl_code cpu_create(int threads, sl_backend **out, sl_error *err) {
-  sl_backend *b = sl_xcalloc(1, sizeof *b);
-  cpu_impl *c = sl_xcalloc(1, sizeof *c);
+  sl_backend *b = sl_calloc(1, sizeof *b);
+  cpu_impl *c = sl_calloc(1, sizeof *c);
+  if (!b || !c) {
+    free(b);
+    free(c);
+    return sl_fail_nomem(err, "the cpu backend");
+  }
   b->ops = &sl_cpu_backend_ops;
   b->impl = c;
   cpu_probe(&b->caps, err);
@@ -283,10 +288,20 @@ static sl_code cpu_create(int threads, sl_backend **out, sl_error *err) {
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->wake, NULL);
   pthread_cond_init(&c->done, NULL);
-  c->threads = sl_xcalloc((size_t)c->n_threads, sizeof *c->threads);
-  c->share = sl_xcalloc((size_t)c->n_threads, sizeof *c->share);
+  c->threads = sl_calloc((size_t)c->n_threads, sizeof *c->threads);
+  c->share = sl_calloc((size_t)c->n_threads, sizeof *c->share);
+  if (!c->threads || !c->share) {
+    c->n_threads = 1; /* no worker to stop */
+    cpu_destroy(b);
+    return sl_fail_nomem(err, "the cpu backend's threads");
+  }
   for (int i = 1; i < c->n_threads; i++) {
-    worker_arg *wa = sl_xcalloc(1, sizeof *wa);
+    worker_arg *wa = sl_calloc(1, sizeof *wa);
+    if (!wa) {
+      c->n_threads = i;
+      cpu_destroy(b);
+      return sl_fail_nomem(err, "the cpu backend's threads");
+    }
     wa->c = c;
     wa->index = i;
     if (pthread_create(&c->threads[i], NULL, worker_main, wa) != 0) {
@@ -398,9 +413,10 @@ static sl_code cpu_batch_encode(sl_backend *b, sl_kernel_fn fn, sl_kernel_args *
   cpu_impl *c = b->impl;
   if (!c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cpu backend: encode outside a batch");
   if (c->n_encoded == c->cap_encoded) {
-    c->cap_encoded = c->cap_encoded ? 2 * c->cap_encoded : 16;
-    c->fns = sl_xrealloc(c->fns, (size_t)c->cap_encoded * sizeof *c->fns);
-    c->args = sl_xrealloc(c->args, (size_t)c->cap_encoded * sizeof *c->args);
+    size_t cap = c->cap_encoded ? 2 * (size_t)c->cap_encoded : 16;
+    if (!sl_resize(&c->fns, cap, sizeof *c->fns) || !sl_resize(&c->args, cap, sizeof *c->args))
+      return sl_fail_nomem(err, "the cpu backend's batch");
+    c->cap_encoded = (int)cap;
   }
   c->fns[c->n_encoded] = fn;
   c->args[c->n_encoded] = args;

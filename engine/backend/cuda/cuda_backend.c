@@ -232,8 +232,13 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   size_t smem = 0;
   rc = query_caps(device, &caps, &cc, &smem, err);
   if (rc != SL_OK) return rc;
-  sl_backend *b = sl_xcalloc(1, sizeof *b);
-  cuda_impl *c = sl_xcalloc(1, sizeof *c);
+  sl_backend *b = sl_calloc(1, sizeof *b);
+  cuda_impl *c = sl_calloc(1, sizeof *c);
+  if (!b || !c) {
+    free(b);
+    free(c);
+    return sl_fail_nomem(err, "the cuda backend");
+  }
   b->ops = &sl_cuda_backend_ops;
   b->impl = c;
   b->caps = caps;

@@ -51,12 +51,13 @@ sl_code sl_cuda_backend_batch_begin(sl_backend *b, sl_error *err) {
 }
 
 /* A timing record of the open batch's ring entry (events made on first use
- * and kept), or NULL when events cannot be made (no times; not an error). */
+ * and kept), or NULL when events or the record cannot be made (no times;
+ * not an error). */
 static cuda_timing *timing_slot(cuda_impl *c) {
   const int k = (int)((c->committed + 1) % SL_CUDA_RING);
   if (c->ring_nt[k] == c->ring_capt[k]) {
     int cap = c->ring_capt[k] ? 2 * c->ring_capt[k] : 4;
-    c->ring_t[k] = sl_xrealloc(c->ring_t[k], (size_t)cap * sizeof *c->ring_t[k]);
+    if (!sl_resize(&c->ring_t[k], (size_t)cap, sizeof *c->ring_t[k])) return NULL;
     for (int t = c->ring_capt[k]; t < cap; t++) {
       cuda_timing *x = &c->ring_t[k][t];
       x->target = NULL;
@@ -83,8 +84,10 @@ sl_code sl_cuda_backend_batch_encode(sl_backend *b, sl_kernel_fn fn, sl_kernel_a
   if (!c->in_batch) return sl_fail(err, SL_ERR_INTERNAL, "cuda backend: encode outside a batch");
   if (c->batch_status != SL_OK) return c->batch_status;
   if (c->n_batch == c->cap_batch) {
-    c->cap_batch = c->cap_batch ? 2 * c->cap_batch : 16;
-    c->batch_nodes = sl_xrealloc(c->batch_nodes, (size_t)c->cap_batch * sizeof *c->batch_nodes);
+    int cap = c->cap_batch ? 2 * c->cap_batch : 16;
+    if (!sl_resize(&c->batch_nodes, (size_t)cap, sizeof *c->batch_nodes))
+      return sl_fail_nomem(err, "the cuda backend's batch");
+    c->cap_batch = cap;
   }
   c->batch_nodes[c->n_batch++] = a->node_id ? a->node_id : "?";
   if (c->batch_chunk < 0) c->batch_chunk = a->chunk;
