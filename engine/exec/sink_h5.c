@@ -94,6 +94,8 @@ int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d) {
   return whole < SL_H5_WRITE_BEHIND_BYTES ? whole : SL_H5_WRITE_BEHIND_BYTES;
 }
 
+void sl_h5_writer_process_init(void) { H5dont_atexit(); }
+
 sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, sl_h5_writer **out,
                           sl_error *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, with context */

@@ -29,6 +29,11 @@ int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d);
  * Datasets are named after the outputs and created at their first write. */
 typedef struct sl_h5_writer sl_h5_writer;
 
+/* Called first by a program that writes results.h5 (before any HDF5 call):
+ * HDF5 1.10 crashes in its cleanup at exit when closing a file failed (a
+ * write error, a full disk), so the library's exit handler is left out and
+ * such a file is left to the OS; every file that did close is complete. */
+void sl_h5_writer_process_init(void);
 /* Creates `path` with the run's file attributes. */
 sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, sl_h5_writer **w,
                           sl_error *err);
