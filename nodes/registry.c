@@ -6,6 +6,7 @@
 static const sl_node_family *const k_families[] = {
     &sl_family_basic,
     &sl_family_detector,
+    &sl_family_io,
     &sl_family_stem,
 };
 

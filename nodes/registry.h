@@ -10,6 +10,7 @@ const sl_node_registry *sl_nodes_registry(void);
 /* The family tables (nodes/<family>/<family>_family.c). */
 extern const sl_node_family sl_family_basic;
 extern const sl_node_family sl_family_detector;
+extern const sl_node_family sl_family_io;
 extern const sl_node_family sl_family_stem;
 
 #endif

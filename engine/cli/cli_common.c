@@ -119,5 +119,4 @@ void cli_plan_opts(const cli_opts *o, const sl_backend_caps *caps, sl_plan_opts 
   po->caps = *caps;
   po->chunk_positions = o->chunk_positions;
   po->memory_limit = o->memory_limit;
-  po->outputs_to_sink = true; /* as sluice run writes them: chunk by chunk into results.h5 */
 }

@@ -3,6 +3,7 @@
 
 #include "engine/core/json.h"
 #include "engine/cli/cli.h"
+#include "engine/exec/sinks.h"
 
 const char *const cli_help_plan =
     "usage: sluice plan FILE [--set NAME=VALUE]... [--backend auto|cpu|cuda]\n"
@@ -35,6 +36,12 @@ int cmd_plan(int argc, char **argv) {
   if ((rc = cli_load(&o, &spec, &g))) return rc;
   sl_error err;
   sl_error_clear(&err);
+  /* The plan of what `sluice run` runs: with its writer nodes. */
+  if (sl_graph_add_writers(g, &err) != SL_OK) {
+    sl_graph_free(g);
+    sl_spec_free(spec);
+    return cli_fail(&err);
+  }
   sl_backend_kind kind;
   sl_backend_caps caps;
   sl_plan *p = NULL;

@@ -80,7 +80,7 @@ static int64_t expected_output_bytes(const sl_plan *p) {
 /* After planning, before allocating or reading any data: say what auto chose,
  * reserve the output directory (refusing to overwrite, and failing now on
  * a location that cannot be written or has no room) and open results.h5 in
- * it, which the streamed outputs then fill chunk by chunk. */
+ * it, which the writer nodes then fill as the run goes. */
 static sl_code before_alloc(void *vctx, const sl_plan *p, sl_error *err) {
   run_dir_ctx *c = vctx;
   if (c->o->backend == SL_BACKEND_AUTO && !c->o->quiet && !c->o->json)
@@ -115,7 +115,7 @@ static void print_summary(const sl_run *run, const char *dir) {
   for (int k = 0; k < res->n_outputs; k++) printf(" %s", res->outputs[k].name);
   printf("\n");
   for (int k = 0; k < res->n_outputs; k++)
-    if (sl_output_is_image(&res->outputs[k])) printf("  %s.png\n", res->outputs[k].name);
+    if (sl_output_is_image(&res->outputs[k].desc)) printf("  %s.png\n", res->outputs[k].name);
   printf("  report.json\n");
 }
 
@@ -141,7 +141,7 @@ int cmd_run(int argc, char **argv) {
       .file = o.file, .sets = o.sets, .n_sets = (size_t)o.n_sets, .backend = o.backend,
       .memory_limit = o.memory_limit, .chunk_positions = o.chunk_positions, .threads = o.threads,
       .progress = !o.quiet && !o.json, .before_alloc = before_alloc, .ctx = &dctx,
-      .cancel = &g_stop_signal, .sink = &out.sink,
+      .cancel = &g_stop_signal, .outputs = &out.target,
   };
   sl_run run;
   sl_error err;

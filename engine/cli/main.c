@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "engine/cli/cli.h"
+#include "engine/exec/sinks.h"
 
 static const cli_command k_commands[] = {
     {"run", "run a pipeline and write its results", NULL, cmd_run},
@@ -37,6 +38,7 @@ static void help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  sl_h5_writer_process_init(); /* before anything touches HDF5 */
   if (argc < 2) {
     help(stderr);
     return 2;

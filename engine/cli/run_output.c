@@ -113,27 +113,13 @@ static sl_code write_marker(const char *tmp, const sl_run_info *info, sl_error *
   return SL_OK;
 }
 
-static sl_code sink_begin(void *ctx, const sl_output_data *outs, int n, sl_error *err) {
-  sl_run_output *o = ctx;
-  for (int k = 0; k < n; k++) {
-    if (!safe_name(outs[k].name))
-      return sl_fail(err, SL_ERR_PIPELINE, "output name '%s' cannot be a file name", outs[k].name);
-    if (!outs[k].in_sink) continue;
-    sl_code rc = sl_h5_writer_create(o->results, k, &outs[k], err);
-    if (rc != SL_OK) return rc;
-  }
-  return SL_OK;
-}
-
-static sl_code sink_positions(void *ctx, int k, const sl_output_data *out, int64_t start, int64_t count,
-                              const void *data, sl_error *err) {
-  sl_run_output *o = ctx;
-  return sl_h5_writer_positions(o->results, k, out, start, count, data, err);
-}
-
 sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const char *started_at,
                                    sl_error *err) {
-  const sl_spec *spec = plan->graph->spec;
+  const sl_graph *g = plan->graph;
+  const sl_spec *spec = g->spec;
+  for (int k = 0; k < g->n_outputs; k++)
+    if (!safe_name(g->outputs[k].name))
+      return sl_fail(err, SL_ERR_PIPELINE, "output name '%s' cannot be a file name", g->outputs[k].name);
   char path[4352];
   char *rendered = sl_spec_render_string(spec);
   sl_attr attrs[] = {
@@ -146,55 +132,26 @@ sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const 
       {"resolved_pipeline", rendered ? rendered : ""},
   };
   snprintf(path, sizeof path, "%s/results.h5", o->tmp);
-  sl_code rc = sl_h5_writer_open(path, attrs, SL_COUNT_OF(attrs), plan->graph->n_outputs, &o->results, err);
+  snprintf(o->target.dir, sizeof o->target.dir, "%s", o->tmp);
+  sl_code rc = sl_h5_writer_open(path, attrs, SL_COUNT_OF(attrs), &o->target.results, err);
   free(rendered);
-  o->sink = (sl_output_sink){.ctx = o, .begin = sink_begin, .positions = sink_positions};
   return rc;
 }
 
-/* The whole outputs, then every dataset's attributes; the file is closed. */
+/* Every dataset's attributes; the file is closed. */
 static sl_code finish_results(sl_run_output *o, const sl_exec_result *r, sl_error *err) {
-  sl_code rc = SL_OK;
-  for (int k = 0; k < r->n_outputs && rc == SL_OK; k++)
-    if (!r->outputs[k].in_sink) rc = sl_h5_writer_whole(o->results, k, &r->outputs[k], err);
-  if (rc != SL_OK) return rc;
-  sl_h5_writer *w = o->results;
-  o->results = NULL;
-  return sl_h5_writer_finish(w, r->outputs, err);
-}
-
-/* A PNG of an output; one that went to results.h5 chunk by chunk is read
- * back from there (images are 2-D: small next to the frames). */
-static sl_code write_image(const sl_run_output *o, const sl_output_data *out, sl_error *err) {
-  char path[4352];
-  snprintf(path, sizeof path, "%s/%s.png", o->tmp, out->name);
-  if (!out->in_sink) return sl_write_png(path, out, err);
-  sl_output_data copy = *out;
-  copy.data = malloc((size_t)sl_desc_bytes(&out->desc));
-  if (!copy.data) return sl_fail(err, SL_ERR_NOMEM, "no memory to draw %s", path);
-  char h5[4352];
-  snprintf(h5, sizeof h5, "%s/results.h5", o->tmp);
-  sl_code rc = sl_h5_read_output(h5, out, copy.data, err);
-  if (rc == SL_OK) rc = sl_write_png(path, &copy, err);
-  free(copy.data);
-  return rc;
+  sl_h5_writer *w = o->target.results;
+  o->target.results = NULL;
+  return sl_h5_writer_finish(w, r->outputs, r->n_outputs, err);
 }
 
 sl_code sl_run_output_write(sl_run_output *o, const sl_run_info *info,
                             const volatile sig_atomic_t *cancel, sl_error *err) {
   const sl_exec_result *r = info->result;
   char path[4352];
-  for (int k = 0; k < r->n_outputs; k++)
-    if (!safe_name(r->outputs[k].name))
-      return sl_fail(err, SL_ERR_PIPELINE, "output name '%s' cannot be a file name", r->outputs[k].name);
   sl_code rc = interrupted(cancel, err);
   if (rc == SL_OK) rc = write_marker(o->tmp, info, err);
   if (rc == SL_OK) rc = finish_results(o, r, err);
-  for (int k = 0; k < r->n_outputs && rc == SL_OK; k++) {
-    if (!sl_output_is_image(&r->outputs[k])) continue;
-    if ((rc = interrupted(cancel, err)) != SL_OK) break;
-    rc = write_image(o, &r->outputs[k], err);
-  }
   if (rc == SL_OK) rc = interrupted(cancel, err);
   if (rc != SL_OK) return rc;
   snprintf(path, sizeof path, "%s/report.json", o->tmp);
@@ -229,8 +186,8 @@ sl_code sl_run_output_publish(sl_run_output *o, sl_error *err) {
 }
 
 void sl_run_output_abandon(sl_run_output *o) {
-  sl_h5_writer_abandon(o->results);
-  o->results = NULL;
+  sl_h5_writer_abandon(o->target.results);
+  o->target.results = NULL;
   if (o->tmp[0]) remove_tree(o->tmp);
   o->tmp[0] = 0;
 }

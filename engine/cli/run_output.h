@@ -21,10 +21,9 @@ typedef struct sl_run_output {
   char dir[4096];  /* where the results go */
   char tmp[4200];  /* DIR.tmp-PID while they are written; "" once gone */
   bool force;
-  /* results.h5 in tmp, open from before the run until the outputs are
-   * written: streamed outputs arrive chunk by chunk through `sink`. */
-  sl_h5_writer *results;
-  sl_output_sink sink;
+  /* What the run's writer nodes write into: tmp, and results.h5 in it,
+   * open from before the run until the outputs are written. */
+  sl_output_target target;
 } sl_run_output;
 
 /* Before any data is read: refuses an existing `dir` unless force and it is a
@@ -35,14 +34,15 @@ sl_code sl_run_output_reserve(sl_run_output *o, const char *dir, bool force, int
                               sl_error *err);
 
 /* Opens results.h5 in o->tmp with the run's file attributes (after
- * reserve, before the run) and makes o->sink write the streamed outputs
- * into it as their chunks complete. */
+ * reserve, before the run), for the run's writer nodes (o->target): they
+ * write streamed outputs into it as their chunks complete, whole ones when
+ * they are made, and the PNGs into o->tmp. Refuses an output name that
+ * cannot be a file name. */
 sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const char *started_at,
                                    sl_error *err);
 
-/* Finishes results.h5 (whole outputs, every dataset's attributes), writes
- * the PNGs (a streamed image is read back from results.h5), report.json and
- * the marker into o->tmp.
+/* After the run: finishes results.h5 (every dataset's attributes, known
+ * only now), writes report.json and the marker into o->tmp.
  * Stops with SL_ERR_INTERRUPTED between files when *cancel is set. */
 sl_code sl_run_output_write(sl_run_output *o, const sl_run_info *info,
                             const volatile sig_atomic_t *cancel, sl_error *err);

@@ -60,13 +60,9 @@ typedef struct run_ctx {
   int64_t iteration; /* of the innermost loop running this graph; 0 outside */
   int64_t pos_start; /* first position of the chunk running now (views) */
   /* Top level only: where streamed graph outputs go, chunk by chunk (their
-   * place in memory, or the sink with a host staging buffer per output on
-   * a device backend), and the progress bar and cancel flag; NULL in
-   * iterate bodies. */
+   * place in memory, unless a sink node writes them), and the progress bar
+   * and cancel flag; NULL in iterate bodies. */
   sl_output_data *outputs;
-  const sl_output_sink *sink;
-  void **sink_stage;
-  size_t *sink_stage_bytes;
   sl_progress *progress;
   int64_t frames_done;
   const volatile sig_atomic_t *cancel;
@@ -373,6 +369,8 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
     const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[i * 8 + k]];
     rc = stage(c, &c->stage_out[i * 8 + k], &c->stage_out_bytes[i * 8 + k], (size_t)bf->bytes, c->err);
     a->out[k] = c->stage_out[i * 8 + k];
+    /* finalize reads and completes the accumulated result. */
+    if (rc == SL_OK && finalize) rc = b->ops->download(b, a->out[k], device_out[k], (size_t)bf->bytes, c->err);
     /* A declared element-wise reduction's partial starts from its identity. */
     if (rc == SL_OK && !finalize && c->partial[c->buf_of[i * 8 + k]] && sl_combine_elementwise(bf->combine))
       sl_combine_identity_host(bf->combine, n->out[k].dtype, a->out[k], 0, sl_desc_elems(&n->out[k]));
@@ -592,20 +590,6 @@ static sl_code run_iterate(run_ctx *c, int i) {
   return rc;
 }
 
-/* A chunk of streamed graph output o to the sink: from the buffer itself on
- * the host, else through a host staging buffer of one chunk. */
-static sl_code sink_positions(run_ctx *c, int o, int64_t start, int64_t count, const void *buf,
-                              size_t bytes) {
-  const void *host = buf;
-  if (c->b->caps.device_memory) {
-    sl_code rc = stage(c, &c->sink_stage[o], &c->sink_stage_bytes[o], bytes, c->err);
-    if (rc == SL_OK) rc = c->b->ops->download(c->b, c->sink_stage[o], buf, bytes, c->err);
-    if (rc != SL_OK) return rc;
-    host = c->sink_stage[o];
-  }
-  return c->sink->positions(c->sink->ctx, o, &c->outputs[o], start, count, host, c->err);
-}
-
 /* One chunk of a pass: its stream levels, then (top level) the chunk's
  * items of streamed graph outputs go to their place. */
 static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t ch) {
@@ -621,12 +605,8 @@ static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t c
   for (int o = 0; c->outputs && o < g->n_outputs && rc == SL_OK; o++) {
     const sl_graph_output *go = &g->outputs[o];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
-    if (!d->stream_rank || g->nodes[go->node].pass != pass) continue;
+    if (!d->stream_rank || g->nodes[go->node].pass != pass || c->outputs[o].written) continue;
     int64_t item = sl_desc_item_bytes(d);
-    if (c->outputs[o].in_sink) {
-      rc = sink_positions(c, o, start, count, buffer_ptr(c, go->node, go->port), (size_t)(count * item));
-      continue;
-    }
     rc = c->b->ops->download(c->b, (char *)c->outputs[o].data + start * item,
                              buffer_ptr(c, go->node, go->port), (size_t)(count * item), c->err);
   }
@@ -739,11 +719,8 @@ void sl_exec_result_free(sl_exec_result *r) {
 sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
                    sl_exec_result *res, sl_error *err) {
   const sl_graph *g = p->graph;
-  const sl_output_sink *sink = opts ? opts->sink : NULL;
   double t_start = sl_now();
   memset(res, 0, sizeof *res);
-  if (sink && !p->outputs_to_sink)
-    return sl_fail(err, SL_ERR_INTERNAL, "a sink needs a plan made for it (sl_plan_opts.outputs_to_sink)");
   res->process_rss_start_bytes = (int64_t)sl_process_rss();
   res->outputs = sl_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *res->outputs);
   if (!res->outputs) return sl_fail_nomem(err, "the outputs of the run");
@@ -764,8 +741,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     int64_t bytes = sl_desc_bytes(&od->desc);
     const sl_plan_buffer *bf = &p->buffers[sl_plan_buffer_index(p, go->node, go->port)];
     if (bf->variable) bytes = bf->bytes; /* the bound */
-    od->in_sink = sink && od->desc.stream_rank;
-    if (od->in_sink) continue; /* never whole in host memory */
+    od->written = sl_graph_output_written(g, o);
+    if (od->written) continue; /* never whole in host memory */
     od->data = malloc(bytes > 0 ? (size_t)bytes : 1);
     if (!od->data) {
       char h[32];
@@ -807,18 +784,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     c.outputs = res->outputs;
     c.progress = &progress;
     c.cancel = opts ? opts->cancel : NULL;
-    c.sink = sink;
-    c.sink_stage = sl_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *c.sink_stage);
-    c.sink_stage_bytes = sl_calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *c.sink_stage_bytes);
-    if (!c.sink_stage || !c.sink_stage_bytes) {
-      free(c.sink_stage);
-      free(c.sink_stage_bytes);
-      c.sink_stage = NULL;
-      c.sink_stage_bytes = NULL;
-      rc = sl_fail_nomem(err, "the sink's staging table");
-    }
-    if (rc == SL_OK && sink) rc = sink->begin(sink->ctx, res->outputs, g->n_outputs, err);
-    if (rc == SL_OK) rc = run_passes(&c);
+    rc = run_passes(&c);
   }
   sl_progress_end(&progress);
   if (rc == SL_OK) rc = b->ops->sync(b, err);
@@ -840,7 +806,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
       }
       memcpy(res->outputs[o].chunk_bytes, c.concat_chunks[bi], (size_t)nc * sizeof(int64_t));
     }
-    rc = b->ops->download(b, res->outputs[o].data, buffer_ptr(&c, go->node, go->port), (size_t)bytes, err);
+    if (!res->outputs[o].written)
+      rc = b->ops->download(b, res->outputs[o].data, buffer_ptr(&c, go->node, go->port), (size_t)bytes, err);
   }
   /* Provenance after the run: kernels may have recorded what they found. */
   if (rc == SL_OK) rc = graph_records_check(g, err);
@@ -850,14 +817,6 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   int64_t c_staging_bytes = 0;
   for (int i = 0; began && i < g->n_nodes * 8; i++)
     c_staging_bytes += (int64_t)(c.stage_in_bytes[i] + c.stage_out_bytes[i]);
-  for (int o = 0; began && c.sink_stage && o < g->n_outputs; o++) {
-    c_staging_bytes += (int64_t)c.sink_stage_bytes[o];
-    if (c.sink_stage[o]) b->ops->host_free(b, c.sink_stage[o], c.sink_stage_bytes[o]);
-  }
-  if (began) {
-    free(c.sink_stage);
-    free(c.sink_stage_bytes);
-  }
   if (began) {
     int n = g->n_nodes ? g->n_nodes : 1;
     res->node_seconds = sl_calloc((size_t)n, sizeof *res->node_seconds);

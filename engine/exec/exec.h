@@ -1,7 +1,8 @@
 /* The executor: binds a plan to a backend, preallocates the plan's slots from
  * a pool, streams chunks through the levels (one batch per level per chunk),
  * accumulates reductions across chunks, runs iterate bodies, and returns the
- * graph outputs as whole host tensors with timings and the measured peak. */
+ * graph outputs as whole host tensors (but those a sink node writes) with
+ * timings and the measured peak. */
 #ifndef SL_EXEC_H
 #define SL_EXEC_H
 
@@ -23,22 +24,11 @@ typedef struct sl_output_data {
    * chunk of the scan appended, in scan order; owned. NULL otherwise. */
   int64_t *chunk_bytes;
   int64_t n_chunk_bytes;
-  /* A streamed output handed to the run's sink chunk by chunk: never
+  /* A sink node of the graph writes the output (sl_node_desc.sink, e.g.
+   * the run's write_h5, chunk by chunk as it streams): it is never
    * assembled in host memory (data is NULL). */
-  bool in_sink;
+  bool written;
 } sl_output_data;
-
-/* Where streamed graph outputs go as their chunks complete, instead of being
- * assembled whole in host memory (sluice run writes them into results.h5).
- * begin sees every output's name and descriptor before the first chunk;
- * positions gets scan positions [start, start + count) of streamed output
- * o, contiguous in host memory, valid during the call. */
-typedef struct sl_output_sink {
-  void *ctx;
-  sl_code (*begin)(void *ctx, const sl_output_data *outs, int n, sl_error *err);
-  sl_code (*positions)(void *ctx, int o, const sl_output_data *out, int64_t start, int64_t count,
-                       const void *data, sl_error *err);
-} sl_output_sink;
 
 typedef struct sl_exec_result {
   int n_outputs;
@@ -81,10 +71,6 @@ typedef struct sl_exec_opts {
   /* When set and it becomes non-zero (a signal handler's flag), the run
    * stops at the next chunk or level with SL_ERR_INTERRUPTED. */
   const volatile sig_atomic_t *cancel;
-  /* Optional: streamed graph outputs go here chunk by chunk (the plan must
-   * have been made with sl_plan_opts.outputs_to_sink); whole ones are still
-   * returned in the result. */
-  const sl_output_sink *sink;
 } sl_exec_opts;
 
 /* Calls every node's prepare (recursively into iterate bodies); on failure

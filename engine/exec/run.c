@@ -32,6 +32,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   double t0 = sl_now();
   sl_code rc = sl_spec_load(req->file, req->sets, req->n_sets, &out->spec, err);
   if (rc == SL_OK) rc = sl_graph_build(out->spec, NULL, req->registry, &out->graph, err);
+  if (rc == SL_OK && req->outputs) rc = sl_graph_add_writers(out->graph, err);
   double t_loaded = sl_now();
   sl_backend_kind kind = SL_BACKEND_CPU;
   const sl_backend_ops *ops = req->ops_override;
@@ -55,7 +56,6 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     po.profile = &profile;
     po.chunk_positions = req->chunk_positions;
     po.memory_limit = req->memory_limit;
-    po.outputs_to_sink = req->sink != NULL;
     rc = sl_plan_build(out->graph, &po, &out->plan, err);
   }
   /* The budget is checked before the backend exists: nothing is allocated
@@ -74,12 +74,13 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   }
   bool prepared = false;
   if (rc == SL_OK) {
+    if (req->outputs) sl_graph_bind_writers(out->graph, req->outputs);
     rc = sl_graph_prepare(out->graph, err);
     prepared = rc == SL_OK;
   }
   double t_prepared = sl_now();
   if (rc == SL_OK) {
-    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel, .sink = req->sink};
+    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel};
     rc = sl_execute(out->plan, b, &eo, &out->result, err);
     out->executed = rc == SL_OK;
   }

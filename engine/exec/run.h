@@ -5,6 +5,7 @@
 #define SL_RUN_H
 
 #include "engine/exec/exec.h"
+#include "engine/exec/sinks.h"
 
 typedef struct sl_run_request {
   const char *file;
@@ -21,9 +22,12 @@ typedef struct sl_run_request {
    * backend auto chose, or to refuse an existing output directory). */
   sl_code (*before_alloc)(void *ctx, const sl_plan *plan, sl_error *err);
   void *ctx;
-  /* Optional: streamed graph outputs go here chunk by chunk (planned so),
-   * instead of being assembled in the result. */
-  const sl_output_sink *sink;
+  /* Optional: where the outputs are written. The run then appends a writer
+   * node for each output (sl_graph_add_writers: results.h5 chunk by chunk,
+   * PNGs), plans them like any node, and binds them to this target before
+   * the nodes are prepared (before_alloc may open it); the result holds
+   * none of the outputs' data. */
+  sl_output_target *outputs;
   /* The cost model's profile (calibrate measures with one it builds);
    * NULL: sl_cost_profile_for. */
   const sl_cost_profile *cost_profile;

@@ -1,10 +1,12 @@
+/* The results.h5 writer (see sinks.h): one dataset per output, streamed
+ * outputs written as their chunks complete through a bounded write-behind
+ * buffer, attributes once the run has ended. */
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/exec/sinks.h"
-#include "engine/plan/plan.h"
 
 static hid_t h5_type(sl_dtype t) {
   switch (t) {
@@ -66,65 +68,95 @@ static hid_t dataset_type(sl_dtype t, bool *own) {
   return type;
 }
 
-/* A streamed output's positions waiting to be written: consecutive
- * positions from `start`, in a buffer of at most SL_PLAN_SINK_BUFFER_BYTES
- * (a chunk of a few frames' scalars would otherwise cost an HDF5 write
- * each). Written when the next positions do not follow or do not fit, and
+/* One dataset of results.h5, and a streamed output's positions waiting to be
+ * written: consecutive positions from `start` (chunks first_chunk to
+ * last_chunk) in a buffer of sl_h5_write_behind_bytes, written when the next
+ * positions do not follow or do not fit, before the dataset is read, and
  * when the file is finished. */
-typedef struct pending {
+typedef struct dataset {
+  char *name;
+  sl_tensor_desc desc;
+  hid_t id;
   unsigned char *data;
   size_t cap, bytes;
-  int64_t start, count;
-} pending;
+  int64_t start, count, first_chunk, last_chunk;
+} dataset;
 
 struct sl_h5_writer {
   char path[4352];
   hid_t file;
-  int n;
-  hid_t *ds;        /* per output: its dataset once created, or -1 */
-  pending *waiting; /* per output */
-  const sl_output_data **out; /* per output: what its pending positions belong to */
+  int n, cap;
+  dataset *sets;
 };
 
-sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, int n_outputs,
-                          sl_h5_writer **out, sl_error *err) {
+int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d) {
+  int64_t whole = sl_desc_bytes(d);
+  return whole < SL_H5_WRITE_BEHIND_BYTES ? whole : SL_H5_WRITE_BEHIND_BYTES;
+}
+
+void sl_h5_writer_process_init(void) { H5dont_atexit(); }
+
+sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, sl_h5_writer **out,
+                          sl_error *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, with context */
   *out = NULL;
+  sl_h5_writer *w = calloc(1, sizeof *w);
+  if (!w) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for the writer", path);
   hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (f < 0) return sl_fail(err, SL_ERR_IO, "cannot create %s", path);
+  if (f < 0) {
+    free(w);
+    return sl_fail(err, SL_ERR_IO, "cannot create %s", path);
+  }
   for (int a = 0; a < n_attrs; a++)
     if (put_str_attr(f, file_attrs[a].key, file_attrs[a].value) < 0) {
       H5Fclose(f);
+      free(w);
       return sl_fail(err, SL_ERR_IO, "%s: cannot write attribute '%s'", path, file_attrs[a].key);
     }
-  sl_h5_writer *w = calloc(1, sizeof *w);
-  w->ds = malloc((size_t)(n_outputs ? n_outputs : 1) * sizeof *w->ds);
-  w->waiting = calloc((size_t)(n_outputs ? n_outputs : 1), sizeof *w->waiting);
-  w->out = calloc((size_t)(n_outputs ? n_outputs : 1), sizeof *w->out);
-  if (!w->ds || !w->waiting || !w->out) {
-    free(w->ds), free(w->waiting), free(w->out);
-    free(w);
-    H5Fclose(f);
-    return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for the writer", path);
-  }
-  for (int o = 0; o < n_outputs; o++) w->ds[o] = -1;
   snprintf(w->path, sizeof w->path, "%s", path);
   w->file = f;
-  w->n = n_outputs;
   *out = w;
   return SL_OK;
 }
 
-sl_code sl_h5_writer_create(sl_h5_writer *w, int o, const sl_output_data *out, sl_error *err) {
+static dataset *find(sl_h5_writer *w, const char *name) {
+  for (int k = 0; k < w->n; k++)
+    if (!strcmp(w->sets[k].name, name)) return &w->sets[k];
+  return NULL;
+}
+
+/* Dataset `name` with d's dtype and full shape: the one made before, or a
+ * new one. */
+static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, dataset **out,
+                           sl_error *err) {
+  if ((*out = find(w, name))) return SL_OK;
+  if (w->n == w->cap) {
+    int cap = w->cap ? 2 * w->cap : 8;
+    dataset *sets = realloc(w->sets, (size_t)cap * sizeof *sets);
+    if (!sets) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
+    w->sets = sets;
+    w->cap = cap;
+  }
+  dataset *s = &w->sets[w->n];
+  memset(s, 0, sizeof *s);
+  s->name = malloc(strlen(name) + 1);
+  if (!s->name) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
+  strcpy(s->name, name);
+  s->desc = *d;
   hsize_t dims[SL_MAX_RANK];
-  for (int k = 0; k < out->desc.rank; k++) dims[k] = (hsize_t)out->desc.dims[k];
+  for (int k = 0; k < d->rank; k++) dims[k] = (hsize_t)d->dims[k];
   bool own;
-  hid_t type = dataset_type(out->desc.dtype, &own);
-  hid_t space = out->desc.rank ? H5Screate_simple(out->desc.rank, dims, NULL) : H5Screate(H5S_SCALAR);
-  w->ds[o] = H5Dcreate2(w->file, out->name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t type = dataset_type(d->dtype, &own);
+  hid_t space = d->rank ? H5Screate_simple(d->rank, dims, NULL) : H5Screate(H5S_SCALAR);
+  s->id = H5Dcreate2(w->file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Sclose(space);
   if (own) H5Tclose(type);
-  if (w->ds[o] < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot create dataset '%s'", w->path, out->name);
+  if (s->id < 0) {
+    free(s->name);
+    return sl_fail(err, SL_ERR_IO, "%s: cannot create dataset '%s'", w->path, name);
+  }
+  w->n++;
+  *out = s;
   return SL_OK;
 }
 
@@ -160,72 +192,95 @@ static herr_t select_positions(hid_t space, int rank, const hsize_t *dims, int s
   return rc;
 }
 
-static sl_code write_positions(sl_h5_writer *w, int o, const sl_output_data *out, int64_t start,
-                               int64_t count, const void *data, sl_error *err);
+/* Positions [start, start + count) of chunks first..last into the file. */
+static sl_code write_positions(sl_h5_writer *w, dataset *s, int64_t first, int64_t last, int64_t start,
+                               int64_t count, const void *data, sl_error *err) {
+  if (count <= 0) return SL_OK;
+  int rank = s->desc.rank, scan_rank = s->desc.stream_rank;
+  hsize_t dims[SL_MAX_RANK];
+  for (int k = 0; k < rank; k++) dims[k] = (hsize_t)s->desc.dims[k];
+  hid_t file_space = H5Dget_space(s->id);
+  hsize_t mem_n = (hsize_t)(count * sl_desc_item_elems(&s->desc));
+  hid_t mem_space = H5Screate_simple(1, &mem_n, NULL);
+  bool own;
+  hid_t type = dataset_type(s->desc.dtype, &own);
+  herr_t h = select_positions(file_space, rank, dims, scan_rank, (hsize_t)start, (hsize_t)count);
+  if (h >= 0) h = H5Dwrite(s->id, type, mem_space, file_space, H5P_DEFAULT, data);
+  H5Sclose(mem_space);
+  H5Sclose(file_space);
+  if (own) H5Tclose(type);
+  if (h >= 0) return SL_OK;
+  if (first == last)
+    return sl_fail(err, SL_ERR_IO, "%s: cannot write chunk %lld (positions %lld-%lld) of output '%s'", w->path,
+                   (long long)first, (long long)start, (long long)(start + count - 1), s->name);
+  return sl_fail(err, SL_ERR_IO, "%s: cannot write chunks %lld-%lld (positions %lld-%lld) of output '%s'",
+                 w->path, (long long)first, (long long)last, (long long)start, (long long)(start + count - 1),
+                 s->name);
+}
 
-/* Writes output o's pending positions. */
-static sl_code flush(sl_h5_writer *w, int o, sl_error *err) {
-  pending *q = &w->waiting[o];
-  if (!q->count) return SL_OK;
-  sl_code rc = write_positions(w, o, w->out[o], q->start, q->count, q->data, err);
-  q->count = 0, q->bytes = 0;
+/* Writes the dataset's waiting positions. */
+static sl_code flush(sl_h5_writer *w, dataset *s, sl_error *err) {
+  if (!s->count) return SL_OK;
+  sl_code rc = write_positions(w, s, s->first_chunk, s->last_chunk, s->start, s->count, s->data, err);
+  s->count = 0, s->bytes = 0;
   return rc;
 }
 
-sl_code sl_h5_writer_positions(sl_h5_writer *w, int o, const sl_output_data *out, int64_t start,
-                               int64_t count, const void *data, sl_error *err) {
+sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                               int64_t start, int64_t count, const void *data, sl_error *err) {
   if (count <= 0) return SL_OK;
-  pending *q = &w->waiting[o];
-  size_t bytes = (size_t)(count * sl_desc_item_bytes(&out->desc));
-  bool follows = q->count && q->start + q->count == start;
-  if (q->count && (!follows || q->bytes + bytes > q->cap)) {
-    sl_code rc = flush(w, o, err);
-    if (rc != SL_OK) return rc;
+  dataset *s;
+  sl_code rc = get_dataset(w, name, d, &s, err);
+  if (rc != SL_OK) return rc;
+  size_t bytes = (size_t)(count * sl_desc_item_bytes(d));
+  bool follows = s->count && s->start + s->count == start;
+  if (s->count && (!follows || s->bytes + bytes > s->cap) && (rc = flush(w, s, err)) != SL_OK) return rc;
+  if (!s->data) { /* the buffer write_h5 declared */
+    s->cap = (size_t)sl_h5_write_behind_bytes(d);
+    s->data = malloc(s->cap ? s->cap : 1);
   }
-  if (!q->data) { /* the buffer: as much of the output as the plan counted */
-    int64_t whole = sl_desc_bytes(&out->desc);
-    q->cap = (size_t)(whole < SL_PLAN_SINK_BUFFER_BYTES ? whole : SL_PLAN_SINK_BUFFER_BYTES);
-    q->data = malloc(q->cap ? q->cap : 1);
-  }
-  if (!q->data || bytes > q->cap) return write_positions(w, o, out, start, count, data, err);
-  if (!q->count) q->start = start;
-  memcpy(q->data + q->bytes, data, bytes);
-  q->bytes += bytes;
-  q->count += count;
-  w->out[o] = out;
+  if (!s->data || bytes > s->cap) return write_positions(w, s, chunk, chunk, start, count, data, err);
+  if (!s->count) s->start = start, s->first_chunk = chunk;
+  memcpy(s->data + s->bytes, data, bytes);
+  s->bytes += bytes;
+  s->count += count;
+  s->last_chunk = chunk;
   return SL_OK;
 }
 
-static sl_code write_positions(sl_h5_writer *w, int o, const sl_output_data *out, int64_t start,
-                               int64_t count, const void *data, sl_error *err) {
-  if (count <= 0) return SL_OK;
-  int rank = out->desc.rank, scan_rank = out->desc.stream_rank;
-  hsize_t dims[SL_MAX_RANK];
-  for (int k = 0; k < rank; k++) dims[k] = (hsize_t)out->desc.dims[k];
-  hid_t file_space = H5Dget_space(w->ds[o]);
-  hsize_t mem_n = (hsize_t)(count * sl_desc_item_elems(&out->desc));
-  hid_t mem_space = H5Screate_simple(1, &mem_n, NULL);
+sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
+                           sl_error *err) {
+  dataset *s;
+  sl_code rc = get_dataset(w, name, d, &s, err);
+  if (rc != SL_OK) return rc;
   bool own;
-  hid_t type = dataset_type(out->desc.dtype, &own);
-  herr_t h = select_positions(file_space, rank, dims, scan_rank, (hsize_t)start, (hsize_t)count);
-  if (h >= 0) h = H5Dwrite(w->ds[o], type, mem_space, file_space, H5P_DEFAULT, data);
+  hid_t type = dataset_type(d->dtype, &own);
+  herr_t h = H5Dwrite(s->id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  if (own) H5Tclose(type);
+  if (h < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot write output '%s'", w->path, name);
+  return SL_OK;
+}
+
+sl_code sl_h5_writer_read_rows(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows, void *data,
+                               sl_error *err) {
+  dataset *s = find(w, name);
+  if (!s || s->desc.rank != 2)
+    return sl_fail(err, SL_ERR_INTERNAL, "%s: no 2-D dataset '%s' to read rows of", w->path, name);
+  sl_code rc = flush(w, s, err);
+  if (rc != SL_OK) return rc;
+  hsize_t off[2] = {(hsize_t)row0, 0}, len[2] = {(hsize_t)n_rows, (hsize_t)s->desc.dims[1]};
+  hid_t file_space = H5Dget_space(s->id);
+  hid_t mem_space = H5Screate_simple(2, len, NULL);
+  bool own;
+  hid_t type = dataset_type(s->desc.dtype, &own);
+  herr_t h = H5Sselect_hyperslab(file_space, H5S_SELECT_SET, off, NULL, len, NULL);
+  if (h >= 0) h = H5Dread(s->id, type, mem_space, file_space, H5P_DEFAULT, data);
   H5Sclose(mem_space);
   H5Sclose(file_space);
   if (own) H5Tclose(type);
   if (h < 0)
-    return sl_fail(err, SL_ERR_IO, "%s: cannot write positions %lld-%lld of '%s'", w->path, (long long)start,
-                   (long long)(start + count - 1), out->name);
-  return SL_OK;
-}
-
-sl_code sl_h5_writer_whole(sl_h5_writer *w, int o, const sl_output_data *out, sl_error *err) {
-  sl_code rc = w->ds[o] < 0 ? sl_h5_writer_create(w, o, out, err) : SL_OK;
-  if (rc != SL_OK) return rc;
-  bool own;
-  hid_t type = dataset_type(out->desc.dtype, &own);
-  herr_t h = H5Dwrite(w->ds[o], type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data);
-  if (own) H5Tclose(type);
-  if (h < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot write dataset '%s'", w->path, out->name);
+    return sl_fail(err, SL_ERR_IO, "%s: cannot read rows %lld-%lld of output '%s' back", w->path, (long long)row0,
+                   (long long)(row0 + n_rows - 1), name);
   return SL_OK;
 }
 
@@ -246,63 +301,34 @@ static sl_code put_output_attrs(sl_h5_writer *w, hid_t ds, const sl_output_data 
   return SL_OK;
 }
 
-/* The pending positions' buffers go. */
-static void free_waiting(sl_h5_writer *w) {
-  for (int o = 0; o < w->n; o++) free(w->waiting[o].data);
-  free(w->waiting);
-  free(w->out);
+/* Closes every dataset and the file; frees w. */
+static herr_t close_all(sl_h5_writer *w) {
+  for (int k = 0; k < w->n; k++) {
+    H5Dclose(w->sets[k].id);
+    free(w->sets[k].name);
+    free(w->sets[k].data);
+  }
+  herr_t h = H5Fclose(w->file);
+  free(w->sets);
+  free(w);
+  return h;
 }
 
-sl_code sl_h5_writer_finish(sl_h5_writer *w, const sl_output_data *outs, sl_error *err) {
+sl_code sl_h5_writer_finish(sl_h5_writer *w, const sl_output_data *outs, int n, sl_error *err) {
   sl_code rc = SL_OK;
-  for (int o = 0; o < w->n && rc == SL_OK; o++) rc = flush(w, o, err);
-  for (int o = 0; o < w->n && rc == SL_OK; o++) {
-    if (w->ds[o] < 0) rc = sl_fail(err, SL_ERR_INTERNAL, "%s: dataset '%s' was never written", w->path, outs[o].name);
-    else rc = put_output_attrs(w, w->ds[o], &outs[o], err);
+  for (int k = 0; k < w->n && rc == SL_OK; k++) rc = flush(w, &w->sets[k], err);
+  for (int o = 0; o < n && rc == SL_OK; o++) {
+    dataset *s = find(w, outs[o].name);
+    if (!s) rc = sl_fail(err, SL_ERR_INTERNAL, "%s: output '%s' was never written", w->path, outs[o].name);
+    else rc = put_output_attrs(w, s->id, &outs[o], err);
   }
-  for (int o = 0; o < w->n; o++)
-    if (w->ds[o] >= 0) H5Dclose(w->ds[o]);
-  herr_t h = H5Fclose(w->file);
-  if (h < 0 && rc == SL_OK) rc = sl_fail(err, SL_ERR_IO, "cannot finish writing %s", w->path);
-  free_waiting(w);
-  free(w->ds);
-  free(w);
+  char path[sizeof w->path];
+  snprintf(path, sizeof path, "%s", w->path);
+  herr_t h = close_all(w);
+  if (h < 0 && rc == SL_OK) rc = sl_fail(err, SL_ERR_IO, "cannot finish writing %s", path);
   return rc;
 }
 
 void sl_h5_writer_abandon(sl_h5_writer *w) {
-  if (!w) return;
-  for (int o = 0; o < w->n; o++)
-    if (w->ds[o] >= 0) H5Dclose(w->ds[o]);
-  H5Fclose(w->file);
-  free_waiting(w);
-  free(w->ds);
-  free(w);
-}
-
-sl_code sl_h5_read_output(const char *path, const sl_output_data *out, void *data, sl_error *err) {
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return sl_fail(err, SL_ERR_IO, "cannot open %s", path);
-  hid_t ds = H5Dopen2(f, out->name, H5P_DEFAULT);
-  bool own;
-  hid_t type = dataset_type(out->desc.dtype, &own);
-  herr_t h = ds < 0 ? -1 : H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-  if (own) H5Tclose(type);
-  if (ds >= 0) H5Dclose(ds);
-  H5Fclose(f);
-  if (h < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot read dataset '%s'", path, out->name);
-  return SL_OK;
-}
-
-sl_code sl_write_results_h5(const char *path, const sl_output_data *outs, int n,
-                            const sl_attr *file_attrs, int n_attrs, sl_error *err) {
-  sl_h5_writer *w;
-  sl_code rc = sl_h5_writer_open(path, file_attrs, n_attrs, n, &w, err);
-  for (int o = 0; o < n && rc == SL_OK; o++) rc = sl_h5_writer_whole(w, o, &outs[o], err);
-  if (rc != SL_OK) {
-    sl_h5_writer_abandon(w);
-    return rc;
-  }
-  return sl_h5_writer_finish(w, outs, err);
+  if (w) (void)close_all(w);
 }

@@ -1,5 +1,8 @@
-/* Sinks: what a run leaves on disk. results.h5 holds one dataset per graph
- * output with units and provenance; every 2-D output also becomes a PNG. */
+/* Output writers: what a run leaves on disk. results.h5 holds one dataset per
+ * graph output with units and provenance; every 2-D real output also becomes
+ * a PNG. The writing is done by sink nodes in the graph (nodes/io: write_h5,
+ * write_png), appended for each output by sl_graph_add_writers and planned
+ * like any node; this header is what they write with. */
 #ifndef SL_SINKS_H
 #define SL_SINKS_H
 
@@ -10,38 +13,83 @@ typedef struct sl_attr {
   const char *value;
 } sl_attr;
 
+/* What the results.h5 writer may hold of each streamed output to write it
+ * in larger pieces than one chunk (a chunk of a few frames' scalars would
+ * otherwise cost an HDF5 write each): at most this, at most the whole
+ * output. write_h5 declares it as its state. */
+#define SL_H5_WRITE_BEHIND_BYTES ((int64_t)1 << 20)
+
+/* The write-behind buffer of a streamed output described by d. */
+int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d);
+
 /* results.h5 written as the run goes: streamed outputs chunk by chunk as
  * their positions complete (so they never need to fit in host memory),
- * whole ones at the end, then every dataset's attributes (unit, source,
- * provenance, ...), which are known only once the run has ended. */
+ * whole ones when they are made, then every dataset's attributes (unit,
+ * source, provenance, ...), which are known only once the run has ended.
+ * Datasets are named after the outputs and created at their first write. */
 typedef struct sl_h5_writer sl_h5_writer;
 
-/* Creates `path` with the run's file attributes, for n_outputs datasets. */
-sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, int n_outputs,
-                          sl_h5_writer **w, sl_error *err);
-/* Dataset o with out's name, dtype and full shape (before its data). */
-sl_code sl_h5_writer_create(sl_h5_writer *w, int o, const sl_output_data *out, sl_error *err);
-/* Scan positions [start, start + count) of streamed output o (its leading
- * stream_rank axes are the scan): count items, contiguous in `data`. */
-sl_code sl_h5_writer_positions(sl_h5_writer *w, int o, const sl_output_data *out, int64_t start,
-                               int64_t count, const void *data, sl_error *err);
-/* All of output o from out->data (created now if it was not). */
-sl_code sl_h5_writer_whole(sl_h5_writer *w, int o, const sl_output_data *out, sl_error *err);
-/* Every dataset's attributes from `outs` (n_outputs of them), and the file
- * closed; frees w. */
-sl_code sl_h5_writer_finish(sl_h5_writer *w, const sl_output_data *outs, sl_error *err);
+/* Called first by a program that writes results.h5 (before any HDF5 call):
+ * HDF5 1.10 crashes in its cleanup at exit when closing a file failed (a
+ * write error, a full disk), so the library's exit handler is left out and
+ * such a file is left to the OS; every file that did close is complete. */
+void sl_h5_writer_process_init(void);
+/* Creates `path` with the run's file attributes. */
+sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, sl_h5_writer **w,
+                          sl_error *err);
+/* Scan positions [start, start + count) of streamed output `name` (its
+ * leading stream_rank axes are the scan; d is the whole tensor), chunk
+ * `chunk` of the run: count items, contiguous in `data`. */
+sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                               int64_t start, int64_t count, const void *data, sl_error *err);
+/* All of output `name` (d: its dtype and shape) from data. */
+sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
+                           sl_error *err);
+/* Rows [row0, row0 + n_rows) of 2-D output `name` as written so far (its
+ * waiting positions are written first), into data in the output's dtype. */
+sl_code sl_h5_writer_read_rows(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows, void *data,
+                               sl_error *err);
+/* Every dataset's attributes from `outs` (n of them, one dataset each), and
+ * the file closed; frees w. */
+sl_code sl_h5_writer_finish(sl_h5_writer *w, const sl_output_data *outs, int n, sl_error *err);
 /* Closes what is open without finishing (the caller removes the file). */
 void sl_h5_writer_abandon(sl_h5_writer *w);
-/* Reads dataset out->name of `path` whole into data (sl_desc_bytes of out->desc). */
-sl_code sl_h5_read_output(const char *path, const sl_output_data *out, void *data, sl_error *err);
 
-/* Writes `path` at once from outputs in memory (the caller renames it into
- * place). File attributes carry the run's provenance. */
-sl_code sl_write_results_h5(const char *path, const sl_output_data *outs, int n,
-                            const sl_attr *file_attrs, int n_attrs, sl_error *err);
-/* 8-bit grayscale PNG of a 2-D real tensor, scaled from its min to its max. */
-sl_code sl_write_png(const char *path, const sl_output_data *out, sl_error *err);
-/* Is this output drawn as a PNG? (rank 2, real) */
-bool sl_output_is_image(const sl_output_data *out);
+/* Where a run's writer nodes put the outputs: a folder being written (the
+ * run's DIR.tmp-PID, published by a rename once everything is in it) and
+ * results.h5 open there. The run's setup owns it and opens results.h5
+ * before the run; every writer node's state points at it. */
+typedef struct sl_output_target {
+  char dir[4200];
+  sl_h5_writer *results;
+} sl_output_target;
+
+/* Appends the run's writer nodes to a built top-level graph: a write_h5 for
+ * every graph output and a write_png for every 2-D real one (types from the
+ * graph's registry), each reading its output like any consumer. */
+sl_code sl_graph_add_writers(sl_graph *g, sl_error *err);
+/* Points every writer node of g at t (their state for the run). */
+void sl_graph_bind_writers(sl_graph *g, sl_output_target *t);
+
+/* Is an output of this type drawn as a PNG? (rank 2, real, not empty) */
+bool sl_output_is_image(const sl_tensor_desc *d);
+
+/* An 8-bit grayscale PNG of a 2-D real tensor described by d, scaled from
+ * lo to hi (its smallest and largest finite values; non-finite values are
+ * black), written to `path`. Rows come from `rows` in strips of at most
+ * sl_png_strip_rows(d) rows: rows(ctx, row0, n, &ptr, err) points ptr at
+ * rows [row0, row0 + n) in d's dtype. */
+typedef sl_code (*sl_png_rows_fn)(void *ctx, int64_t row0, int64_t n_rows, const void **rows, sl_error *err);
+sl_code sl_png_write(const char *path, const sl_tensor_desc *d, double lo, double hi, sl_png_rows_fn rows,
+                     void *ctx, sl_error *err);
+/* The rows of one strip: as many as fit SL_PNG_STRIP_BYTES, at least one. */
+#define SL_PNG_STRIP_BYTES ((int64_t)1 << 20)
+int64_t sl_png_strip_rows(const sl_tensor_desc *d);
+/* Host memory libpng and zlib hold while writing a PNG of width w (deflate's
+ * window and hash tables, libpng's row and filter buffers). */
+int64_t sl_png_library_bytes(int64_t w);
+/* The smallest and largest finite values among n values of dtype t, folded
+ * into *lo and *hi (left as they are when there are none). */
+void sl_values_range(sl_dtype t, const void *data, int64_t n, double *lo, double *hi);
 
 #endif

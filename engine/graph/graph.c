@@ -830,6 +830,78 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
   return SL_OK;
 }
 
+/* ---- nodes added to a built graph ---------------------------------------- */
+
+/* The streams and passes of a built graph, as its building left them. */
+static void built_streams(const sl_graph *g, stream_refs *refs, bool pass_taken[]) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    if (n->phase == SL_PHASE_STREAM && n->pass < SL_MAX_PASSES) pass_taken[n->pass] = true;
+    for (int k = 0; k < n->n_out; k++) {
+      const sl_tensor_desc *d = &n->out[k];
+      int r = 0;
+      while (d->stream_rank && r < refs->n && !sl_desc_same_axis(refs->ref[r], d)) r++;
+      if (d->stream_rank && r == refs->n && refs->n < SL_MAX_PASSES) refs->ref[refs->n++] = d;
+    }
+  }
+}
+
+sl_code sl_graph_add_output_reader(sl_graph *g, const sl_node_desc *desc, const char *id, int output,
+                                   sl_error *err) {
+  const sl_graph_output *go = &g->outputs[output];
+  if (go->node < 0 || desc->n_inputs < 1)
+    return sl_fail(err, SL_ERR_INTERNAL, "output '%s' cannot be read by a '%s' node", go->name, desc->type);
+  sl_node *nodes = sl_realloc(g->nodes, (size_t)(g->n_nodes + 1) * sizeof *nodes);
+  if (!nodes) return sl_fail(err, SL_ERR_NOMEM, "no memory for node '%s'", id);
+  g->nodes = nodes;
+  sl_node *n = &g->nodes[g->n_nodes++];
+  memset(n, 0, sizeof *n);
+  if (!(n->id = sl_strdup(id))) return sl_fail(err, SL_ERR_NOMEM, "no memory for node '%s'", id);
+  n->loc = go->loc;
+  n->desc = desc;
+  for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
+  n->n_in = desc->n_inputs;
+  n->n_out = desc->n_outputs;
+  for (int k = 0; k < n->n_out; k++) n->out_names[k] = desc->outputs[k].name;
+  sl_node_spec ns;
+  memset(&ns, 0, sizeof ns);
+  ns.loc = go->loc;
+  ns.params = sl_yaml_new_map(go->loc);
+  sl_yaml *name = ns.params ? sl_yaml_new_scalar(go->name, go->loc) : NULL;
+  if (!name || !sl_yaml_append(ns.params, "output", name)) {
+    sl_yaml_free(ns.params); /* an append that failed freed the item */
+    return sl_fail(err, SL_ERR_NOMEM, "no memory for node '%s'", id);
+  }
+  sl_code rc = bind_params(n, &ns, err);
+  sl_yaml_free(ns.params);
+  n->in_src[0] = (sl_edge_src){go->node, go->port};
+  n->in[0] = g->nodes[go->node].out[go->port];
+  if (rc == SL_OK) rc = desc->infer(n, err);
+  for (int k = 0; k < n->n_out && rc == SL_OK; k++) rc = sl_desc_check_size(&n->out[k], err);
+  if (rc != SL_OK) return at(err, go->loc, n->id);
+  inherit_stream_axis(n);
+  stream_refs refs = {{0}, 0};
+  bool pass_taken[SL_MAX_PASSES] = {false};
+  built_streams(g, &refs, pass_taken);
+  rc = assign_phase(g, n, &refs, pass_taken, err);
+  if (rc == SL_OK) rc = check_port_contracts(g, n, err);
+  if (rc != SL_OK) return rc;
+  const sl_node *src = &g->nodes[go->node];
+  n->level = src->phase == n->phase && src->pass == n->pass ? src->level + 1 : 0;
+  if ((rc = sort_nodes(g, err)) != SL_OK) return rc;
+  assign_pass_masks(g);
+  mark_used_outputs(g);
+  return SL_OK;
+}
+
+bool sl_graph_output_written(const sl_graph *g, int o) {
+  const sl_graph_output *go = &g->outputs[o];
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; g->nodes[i].desc && g->nodes[i].desc->sink && k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].in_src[k].node == go->node && g->nodes[i].in_src[k].port == go->port) return true;
+  return false;
+}
+
 sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *err) {
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];

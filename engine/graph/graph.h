@@ -133,6 +133,15 @@ sl_combine sl_node_out_combine(const sl_node *n, int port);
  * positions (sl_node_desc.out_bound), or -1 for a fixed-size port. */
 int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions);
 
+/* Appends a node of type `desc` with id `id` to a built graph, reading graph
+ * output `output` on its input 0 like any consumer (its param `output` is
+ * the output's name, the others their defaults): typed, phased and ordered
+ * as sl_graph_build does. The run's writer nodes come in this way. */
+sl_code sl_graph_add_output_reader(sl_graph *g, const sl_node_desc *desc, const char *id, int output,
+                                   sl_error *err);
+/* Does a sink node (sl_node_desc.sink) read graph output o? */
+bool sl_graph_output_written(const sl_graph *g, int o);
+
 /* Records that the node reads `path` (once per path). Out of memory sets
  * n->records_lost. */
 void sl_node_reads_file(sl_node *n, const char *path);

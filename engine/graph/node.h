@@ -81,6 +81,11 @@ typedef struct sl_node_desc {
    * executor moves its inputs and outputs through host staging buffers, and
    * the plan and report say so; its CPU kernel is used. */
   bool host;
+  /* The node writes a graph output where the run keeps it (results.h5, a
+   * PNG: nodes/io, appended by the run for each output). The executor does
+   * not assemble an output that a sink reads, and the plan does not count
+   * it as an assembled output. */
+  bool sink;
   /* Bit k: streamed output k may take the buffer of input k (same dtype and
    * shape), so the kernel rewrites only what changes instead of copying. The
    * planner grants it when input k comes from a streamed output that nothing

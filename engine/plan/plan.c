@@ -169,7 +169,6 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
      * the top-level scan's). */
     sl_plan_opts body_opts = *opts;
     body_opts.chunk_positions = 0;
-    body_opts.outputs_to_sink = false; /* what leaves a body is whole */
     body_opts.body = true;
     sl_code rc = sl_plan_build(n->body, &body_opts, &pn->body, err);
     if (rc != SL_OK) return rc;
@@ -277,21 +276,20 @@ static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl
       if (g->nodes[j].in_src[q].node == i && g->nodes[j].in_src[q].port == k)
         for (int pass = 0; pass < np; pass++)
           if (p->exec_level[j * np + pass] > b->last_level) b->last_level = p->exec_level[j * np + pass];
+  bool written = false;
   for (int o = 0; o < g->n_outputs; o++)
-    if (g->outputs[o].node == i && g->outputs[o].port == k) b->graph_output = true;
-  if (b->graph_output) {
+    if (g->outputs[o].node == i && g->outputs[o].port == k) {
+      b->graph_output = true;
+      written |= sl_graph_output_written(g, o);
+    }
+  if (b->graph_output && !written) {
     /* Streamed outputs are assembled on the host at the end of each chunk
-     * of their home pass; whole ones are copied there when the run ends. */
+     * of their home pass; whole ones are copied there when the run ends.
+     * (An output a sink node writes is read by it like by any consumer.) */
     int home_stream_last = p->passes[n->pass].stream_last;
     b->last_level = b->streamed ? (home_stream_last > b->last_level ? home_stream_last : b->last_level)
                                 : final_level;
-    if (b->streamed && p->outputs_to_sink) {
-      int64_t whole = sl_desc_bytes(&n->out[k]);
-      p->output_bytes += p->caps.device_memory ? b->bytes : 0; /* one chunk staged, or none */
-      p->output_bytes += whole < SL_PLAN_SINK_BUFFER_BYTES ? whole : SL_PLAN_SINK_BUFFER_BYTES;
-    }
-    else
-      p->output_bytes += b->variable ? b->bytes : sl_desc_bytes(&n->out[k]);
+    p->output_bytes += b->variable ? b->bytes : sl_desc_bytes(&n->out[k]);
   }
   if (b->reduction && p->passes[first_pass].stream_last > b->last_level)
     b->last_level = p->passes[first_pass].stream_last;
@@ -556,7 +554,6 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
                                 : (int64_t)p->profile.process_bytes +
                                       (workers > 1 ? (int64_t)(workers - 1) * SL_WORKER_THREAD_BYTES : 0);
   p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
-  p->outputs_to_sink = opts->outputs_to_sink;
   p->n_passes = g->n_passes > 0 ? g->n_passes : 1;
   sl_code rc = plan_levels(p, g, err);
   if (rc == SL_OK) {

@@ -29,7 +29,8 @@ typedef struct sl_plan_buffer {
   int slot;
   bool streamed;
   bool reduction;    /* whole output of a stream-phase node: accumulates */
-  bool graph_output; /* read by a sink at the end: lives to the last level */
+  bool graph_output; /* a graph output: unless a sink node writes it, assembled
+                        on the host (streamed) or read at the end (whole) */
   /* An in-place output (sl_node_desc.in_place_outputs): the index of the
    * buffer whose slot it shares (the first of a chain of in-place outputs,
    * whose lifetime is stretched to cover the whole chain), or -1. */
@@ -85,10 +86,6 @@ typedef struct sl_plan_opts {
   int64_t chunk_positions;   /* 0 = choose from target_chunk_bytes */
   int64_t target_chunk_bytes; /* 0 = sl_plan_chunk_bytes_per_worker per worker, for the largest streamed buffer */
   uint64_t memory_limit;     /* 0 = caps.memory_bytes; the budget */
-  /* Streamed graph outputs go to a sink chunk by chunk (sl_exec_opts.sink):
-   * the host holds one chunk of each (a device backend's download staging)
-   * instead of the whole output. */
-  bool outputs_to_sink;
   /* An iterate body's plan: the process's own memory is its parent's. */
   bool body;
   /* The cost model's numbers (sl_cost_profile_for); NULL: the built-in
@@ -129,10 +126,8 @@ typedef struct sl_plan {
                                    (host memory; 0 on the CPU backend) */
   int64_t staging_bytes;   /* host staging of host nodes on a device backend */
   int64_t body_bytes;      /* largest iterate body peak */
-  int64_t output_bytes;    /* graph outputs in host memory: whole ones, and
-                              streamed ones assembled (or, with a sink, one
-                              chunk each on a device backend) */
-  bool outputs_to_sink;
+  int64_t output_bytes;    /* graph outputs assembled in host memory (none
+                              of those a sink node writes) */
   int64_t partial_bytes;   /* reductions' per-chunk partials (sum) */
   int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */
   int64_t process_bytes;   /* the process's own host memory beyond the plan
@@ -148,11 +143,6 @@ typedef struct sl_plan {
   uint64_t memory_limit;
   sl_cost_profile profile; /* the estimate's numbers */
 } sl_plan;
-
-/* What an output sink may hold of each streamed output to write it in
- * larger pieces than one chunk (results.h5: a write-behind buffer), at most
- * the whole output; the plan counts it as host memory. */
-#define SL_PLAN_SINK_BUFFER_BYTES ((int64_t)1 << 20)
 
 /* Bytes of the largest streamed buffer per worker in an automatic chunk. */
 int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps);

@@ -55,6 +55,24 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
             bf->combine != SL_COMBINE_NONE ? "  combine " : "",
             bf->combine != SL_COMBINE_NONE ? sl_combine_name(bf->combine) : "");
   }
+  /* What each node holds for the whole run (the "node state" below, by
+   * node): tables, file indexes, the writers' buffers. */
+  bool held = false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node_cost *nc = &p->nodes[i].cost;
+    if (nc->state_bytes <= 0 && (nc->device_state_bytes <= 0 || !p->caps.device_memory)) continue;
+    char lab[256];
+    node_label(&g->nodes[i], lab, sizeof lab);
+    if (!held) fprintf(f, "%snode state (held for the run):\n", ind);
+    held = true;
+    sl_format_bytes((uint64_t)nc->state_bytes, a, sizeof a);
+    fprintf(f, "%s  %-40s %10s host", ind, lab, a);
+    if (nc->device_state_bytes > 0 && p->caps.device_memory) {
+      sl_format_bytes((uint64_t)nc->device_state_bytes, b, sizeof b);
+      fprintf(f, ", %s device", b);
+    }
+    fprintf(f, "%s\n", g->nodes[i].desc && g->nodes[i].desc->sink ? "  (writes an output)" : "");
+  }
   for (int i = 0; i < g->n_nodes; i++)
     if (p->nodes[i].body) {
       fprintf(f, "%siterate node '%s': body planned once, run %s%lld times%s%s%s:\n", ind,
@@ -169,6 +187,8 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
               {"ops", pn->cost.ops}, {"workspace_bytes", pn->cost.workspace_bytes},
               {"per_worker_bytes", pn->cost.per_worker_bytes}, {"state_bytes", pn->cost.state_bytes},
               {"device_state_bytes", pn->cost.device_state_bytes});
+    sl_json_kv_bool(j, "host", n->desc && n->desc->host);
+    sl_json_kv_bool(j, "sink", n->desc && n->desc->sink);
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
     sl_json_kv_int(j, "estimated_calls", pn->calls);
     if (pn->body) {

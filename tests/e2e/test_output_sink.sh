@@ -26,6 +26,48 @@ assert x.shape == (4096, 4096), x.shape
 assert np.array_equal(x, (p & 1023).astype(np.float32))
 P
 expect 0 "" "plan of the big output fits 16M" -- "$SLUICE" plan big.yaml --memory-limit 16M
+# The frames are also a 2-D image (4096 positions of 4096 values): its PNG is
+# drawn from results.h5 in row strips, never from the whole image in memory
+# (which alone is 64 MiB): the process's peak resident memory stays far below.
+$PY - "$SLUICE" <<'P' && ok "the 64 MiB output and its PNG in under 48 MiB of resident memory" || not_ok "the run held the image whole"
+import resource, subprocess, sys
+subprocess.run([sys.argv[1], "run", "big.yaml", "--backend", "cpu", "--memory-limit", "16M", "--out", "big-rss",
+                "--quiet"], check=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+assert peak < 48 << 20, peak
+P
+[ -s big-rss/frames.png ] && ok "the big image is drawn" || not_ok "no frames.png"
+
+# The plan counts each output's writer nodes like any node: results.h5's
+# write-behind buffer (the whole output up to 1 MiB) and the PNG's strip of
+# rows read back (1 MiB of rows) plus libpng and zlib; no output is
+# assembled in memory.
+"$SLUICE" plan big.yaml --memory-limit 16M --json > big-plan.json
+$PY - big-plan.json <<'P' && ok "plan: writer nodes and their state (closed forms)" || not_ok "plan: writer nodes or their state wrong"
+import json, sys
+p = json.load(open(sys.argv[1]))["plan"]
+nodes = {n["id"]: n for n in p["nodes"]}
+h5, png = nodes["frames.h5"], nodes["frames.png"]
+assert h5["type"] == "write_h5" and h5["sink"] and h5["host"] and h5["phase"] == "stream", h5
+assert h5["state_bytes"] == 1 << 20, h5["state_bytes"]
+row = 4096 * 4
+strip = (1 << 20) // row * row
+assert png["type"] == "write_png" and png["sink"] and png["phase"] == "stream", png
+assert png["state_bytes"] == strip + (256 << 10) + (16 << 10) + 3 * (4096 + 1), png["state_bytes"]
+assert p["memory"]["output_bytes"] == 0, p["memory"]
+P
+expect 0 "frames.png (write_png)" "plan lists the writer nodes with their memory" -- \
+  "$SLUICE" plan big.yaml --memory-limit 16M
+
+# A write that fails (here: past a 8 MiB file size limit) names the output
+# and the chunks it held, and leaves nothing: no DIR, no DIR.tmp-PID.
+(trap '' XFSZ; ulimit -f 8192; "$SLUICE" run big.yaml --backend cpu --memory-limit 16M --out big-fail --quiet) \
+  > fail.log 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 128 ] && ok "a failed write exits with an error ($rc)" || not_ok "a failed write: exit $rc"
+grep -qE "cannot write chunks? [0-9-]+ \(positions [0-9-]+\) of output 'frames'" fail.log \
+  && ok "the error names the output and the chunks" || { not_ok "the error lacks output or chunk"; cat fail.log; }
+ls -d big-fail* >/dev/null 2>&1 && not_ok "a failed write left files behind" || ok "a failed write leaves nothing"
 
 # A 3-D scan cut into chunks of every alignment.
 cat > scan3.yaml <<'Y'
@@ -65,4 +107,51 @@ with h5py.File(sys.argv[1]) as f:
     assert f["adf"].shape == (13, 11)
     assert np.array_equal(f["adf"][...], f["adf_whole"][...])
 P
+# A streamed image larger than one strip of rows (1200 x 900 f64: 145 rows a
+# strip) is drawn from results.h5 strip by strip; the PNG's pixels equal the
+# 8-bit scaling of the ramp's closed form (decoded here with zlib), and the
+# same image made whole and drawn from memory gives the same file.
+cat > strips.yaml <<'Y'
+pipeline: strips
+nodes:
+  r: {type: ramp, params: {positions: [1200], item_shape: [900], dtype: f64}}
+  whole: {type: gather, inputs: {x: r.out}}
+outputs: {img: r.out, img_whole: whole.whole}
+Y
+expect 0 "" "a streamed image of several strips in chunks of 77" -- "$SLUICE" run strips.yaml --chunk 77 --out strips --quiet
+$PY - strips/img.png <<'P' && ok "PNG pixels equal the scaled closed form" || not_ok "PNG pixels differ"
+import sys, zlib, numpy as np
+b = open(sys.argv[1], "rb").read()
+assert b[:8] == b"\x89PNG\r\n\x1a\n"
+pos, idat, hdr = 8, b"", None
+while pos < len(b):
+    n = int.from_bytes(b[pos:pos + 4], "big"); kind = b[pos + 4:pos + 8]; data = b[pos + 8:pos + 8 + n]
+    if kind == b"IHDR": hdr = data
+    if kind == b"IDAT": idat += data
+    pos += 12 + n
+w, h = int.from_bytes(hdr[:4], "big"), int.from_bytes(hdr[4:8], "big")
+assert (w, h) == (900, 1200) and hdr[8] == 8 and hdr[9] == 0, hdr
+raw = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(h, w + 1)
+img = np.zeros((h, w), np.int64)
+prev = np.zeros(w, np.int64)
+for r in range(h):
+    f, x = raw[r, 0], raw[r, 1:].astype(np.int64)
+    if f == 1: x = np.cumsum(x) & 255
+    elif f == 2: x = (x + prev) & 255
+    elif f in (3, 4):
+        out = np.zeros(w, np.int64)
+        for c in range(w):
+            a = out[c - 1] if c else 0; u = prev[c]; ul = prev[c - 1] if c else 0
+            if f == 3: pr = (a + u) // 2
+            else:
+                p = a + u - ul; pa, pb, pc = abs(p - a), abs(p - u), abs(p - ul)
+                pr = a if pa <= pb and pa <= pc else (u if pb <= pc else ul)
+            out[c] = (x[c] + pr) & 255
+        x = out
+    img[r] = prev = x
+v = ((np.arange(1200)[:, None] * 900 + np.arange(900)[None, :]) & 1023).astype(np.float64)
+ref = np.floor((v - 0) * (255.0 / 1023.0) + 0.5).astype(np.int64)
+assert np.array_equal(img, ref)
+P
+cmp -s strips/img.png strips/img_whole.png && ok "drawn in strips = drawn whole" || not_ok "strip PNG differs from the whole one"
 finish

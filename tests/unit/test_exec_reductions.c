@@ -10,8 +10,12 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <cmocka.h>
+#include <hdf5.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "engine/backend/backend.h"
+#include "engine/exec/sinks.h"
 #include "tests/unit/run_support.h"
 #include "tests/unit/test_support.h"
 
@@ -165,14 +169,21 @@ static const sl_node_registry *registry(void) {
   return &r;
 }
 
-static sl_code run_text(const char *name, const char *text, int64_t chunk, int threads, sl_run *run,
-                        sl_error *err) {
+/* The run of a pipeline; with `target`, its outputs written by the run's
+ * writer nodes there. */
+static sl_code run_text_into(const char *name, const char *text, int64_t chunk, int threads,
+                             sl_output_target *target, sl_run *run, sl_error *err) {
   char path[512];
   write_temp_file(path, sizeof path, name, text);
   sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU,
-                        .chunk_positions = chunk, .threads = threads};
+                        .chunk_positions = chunk, .threads = threads, .outputs = target};
   sl_error_clear(err);
   return sl_run_pipeline(&req, run, err);
+}
+
+static sl_code run_text(const char *name, const char *text, int64_t chunk, int threads, sl_run *run,
+                        sl_error *err) {
+  return run_text_into(name, text, chunk, threads, NULL, run, err);
 }
 
 #define RAMP_NODE "  src: {type: ramp, params: {positions: [37], item_shape: [6], dtype: f64}}\n"
@@ -244,6 +255,61 @@ static void check_concat(const sl_run *run, const char *name, int64_t chunk) {
     uint8_t scratch[4 * NPOS];
     int64_t to = (c + 1) * chunk < NPOS ? (c + 1) * chunk : NPOS;
     assert_int_equal(o->chunk_bytes[c], expected_stream(scratch, c * chunk, to));
+  }
+}
+
+/* A variable-size concat written by write_h5: the dataset holds what the
+ * chunks wrote (not the bound), with each chunk's share in its chunk_bytes
+ * attribute; the run's result holds none of it. */
+static void test_variable_size_concat_written(void **state) {
+  (void)state;
+  const int64_t chunks[] = {3, 7};
+  for (size_t c = 0; c < SL_COUNT_OF(chunks); c++) {
+    char dir[] = "/tmp/sl-writers-XXXXXX", h5[600];
+    assert_non_null(mkdtemp(dir));
+    snprintf(h5, sizeof h5, "%s/results.h5", dir);
+    sl_output_target target = {.results = NULL};
+    snprintf(target.dir, sizeof target.dir, "%s", dir);
+    sl_error err;
+    sl_error_clear(&err);
+    assert_int_equal(sl_h5_writer_open(h5, NULL, 0, &target.results, &err), SL_OK);
+    sl_run run;
+    sl_code rc = run_text_into("encode_w.yaml",
+                               "pipeline: encode\nnodes:\n" RAMP_NODE
+                               "  e: {type: t_encode, inputs: {x: src.out}}\n"
+                               "outputs: {direct: e.bytes}\n",
+                               chunks[c], 1, &target, &run, &err);
+    if (rc != SL_OK) fail_msg("chunk %lld: %s", (long long)chunks[c], err.msg);
+    const sl_output_data *o = output(&run, "direct");
+    assert_true(o->written);
+    assert_null(o->data);
+    assert_int_equal(sl_h5_writer_finish(target.results, run.result.outputs, run.result.n_outputs, &err), SL_OK);
+    uint8_t want[4 * NPOS], got[4 * NPOS];
+    int64_t total = expected_stream(want, 0, NPOS);
+    hid_t f = H5Fopen(h5, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, "direct", H5P_DEFAULT);
+    hid_t space = H5Dget_space(ds);
+    hsize_t dims[1] = {0};
+    assert_int_equal(H5Sget_simple_extent_ndims(space), 1);
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    assert_int_equal((int64_t)dims[0], total);
+    assert_true(H5Dread(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    assert_memory_equal(got, want, (size_t)total);
+    int64_t n_chunks = (NPOS + chunks[c] - 1) / chunks[c], shares[NPOS];
+    hid_t attr = H5Aopen(ds, "chunk_bytes", H5P_DEFAULT);
+    assert_true(attr >= 0 && H5Aread(attr, H5T_NATIVE_INT64, shares) >= 0);
+    for (int64_t k = 0; k < n_chunks; k++) {
+      uint8_t scratch[4 * NPOS];
+      int64_t to = (k + 1) * chunks[c] < NPOS ? (k + 1) * chunks[c] : NPOS;
+      assert_int_equal(shares[k], expected_stream(scratch, k * chunks[c], to));
+    }
+    H5Aclose(attr);
+    H5Sclose(space);
+    H5Dclose(ds);
+    H5Fclose(f);
+    remove(h5);
+    rmdir(dir);
+    sl_run_free(&run);
   }
 }
 
@@ -340,6 +406,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sum_min_max_merged_by_executor),
       cmocka_unit_test(test_variable_size_concat),
+      cmocka_unit_test(test_variable_size_concat_written),
       cmocka_unit_test(test_bound_overrun_is_an_error),
       cmocka_unit_test(test_variable_stream_output_refused),
       cmocka_unit_test(test_host_merges),

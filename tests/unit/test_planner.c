@@ -7,6 +7,7 @@
 
 #include "engine/backend/backend.h"
 #include "nodes/registry.h"
+#include "engine/exec/sinks.h"
 #include "engine/plan/plan.h"
 #include "tests/unit/test_support.h"
 
@@ -16,7 +17,8 @@ typedef struct fixture {
   sl_plan *p;
 } fixture;
 
-static void plan_text(fixture *f, const char *text, int64_t chunk, uint64_t limit) {
+/* The plan of a pipeline, with the run's writer nodes when `writers`. */
+static void plan_text_writers(fixture *f, const char *text, int64_t chunk, uint64_t limit, bool writers) {
   char path[512];
   write_temp_file(path, sizeof path, "plan.yaml", text);
   sl_error err;
@@ -24,12 +26,17 @@ static void plan_text(fixture *f, const char *text, int64_t chunk, uint64_t limi
   memset(f, 0, sizeof *f);
   assert_int_equal(sl_spec_load(path, NULL, 0, &f->spec, &err), SL_OK);
   assert_int_equal(sl_graph_build(f->spec, NULL, sl_nodes_registry(), &f->g, &err), SL_OK);
+  if (writers) assert_int_equal(sl_graph_add_writers(f->g, &err), SL_OK);
   sl_plan_opts po;
   memset(&po, 0, sizeof po);
   sl_cpu_backend_ops.probe(&po.caps, &err);
   po.chunk_positions = chunk;
   po.memory_limit = limit;
   assert_int_equal(sl_plan_build(f->g, &po, &f->p, &err), SL_OK);
+}
+
+static void plan_text(fixture *f, const char *text, int64_t chunk, uint64_t limit) {
+  plan_text_writers(f, text, chunk, limit, false);
 }
 
 static void fixture_free(fixture *f) {
@@ -319,6 +326,76 @@ static void test_best_fit_slots(void **state) {
   fixture_free(&f);
 }
 
+/* The run's writer nodes: a write_h5 per output and a write_png per 2-D
+ * one, each reading its output like any consumer, in the output's phase; the
+ * plan then assembles no output and counts the writers' state: results.h5's
+ * write-behind buffer (the output up to 1 MiB) and a PNG's libpng and zlib
+ * state (272 KiB and three rows) plus, for a streamed image, one strip of
+ * rows read back (as many 4000-byte rows as fit 1 MiB). 300 positions of 500
+ * f64 (1.2 MB), chunks of 64. */
+static const char *k_outputs =
+    "pipeline: outs\n"
+    "nodes:\n"
+    "  r: {type: ramp, params: {positions: [300], item_shape: [500], dtype: f64}}\n"
+    "  s: {type: sum, inputs: {x: r.out}}\n"
+    "  w: {type: gather, inputs: {x: r.out}}\n"
+    "outputs: {img: r.out, total: s.total, img_whole: w.whole}\n";
+
+static int64_t state_of(const fixture *f, const char *id) {
+  int n = sl_graph_find(f->g, id);
+  assert_true(n >= 0);
+  return f->p->nodes[n].cost.state_bytes;
+}
+
+static void test_writer_nodes(void **state) {
+  fixture f;
+  plan_text_writers(&f, k_outputs, 64, 0, false);
+  const int64_t image = 300 * 500 * 8;
+  int64_t total = sl_desc_bytes(&f.g->nodes[sl_graph_find(f.g, "s")].out[0]);
+  assert_int_equal(f.g->n_nodes, 3);
+  for (int o = 0; o < f.g->n_outputs; o++) assert_false(sl_graph_output_written(f.g, o));
+  assert_int_equal(f.p->output_bytes, 2 * image + total); /* assembled on the host */
+  fixture_free(&f);
+
+  plan_text_writers(&f, k_outputs, 64, 0, true);
+  assert_int_equal(f.g->n_nodes, 3 + 5);
+  const struct {
+    const char *id, *type, *reads;
+    sl_phase phase;
+  } want[] = {{"img.h5", "write_h5", "r", SL_PHASE_STREAM},
+              {"img.png", "write_png", "r", SL_PHASE_STREAM},
+              {"total.h5", "write_h5", "s", SL_PHASE_EPILOGUE},
+              {"img_whole.h5", "write_h5", "w", SL_PHASE_EPILOGUE},
+              {"img_whole.png", "write_png", "w", SL_PHASE_EPILOGUE}};
+  for (int k = 0; k < SL_COUNT_OF(want); k++) {
+    int n = sl_graph_find(f.g, want[k].id);
+    assert_true(n >= 0);
+    const sl_node *node = &f.g->nodes[n];
+    assert_string_equal(node->desc->type, want[k].type);
+    assert_true(node->desc->sink && node->desc->host);
+    assert_int_equal(node->phase, want[k].phase);
+    assert_int_equal(node->in_src[0].node, sl_graph_find(f.g, want[k].reads));
+    assert_true(node->in_src[0].node < n); /* topological: after what it reads */
+  }
+  for (int o = 0; o < f.g->n_outputs; o++) assert_true(sl_graph_output_written(f.g, o));
+  assert_int_equal(f.p->output_bytes, 0);
+  const int64_t png_lib = (256 << 10) + (16 << 10) + 3 * (500 + 1);
+  assert_int_equal(state_of(&f, "img.h5"), 1 << 20);
+  assert_int_equal(state_of(&f, "total.h5"), 0);
+  assert_int_equal(state_of(&f, "img_whole.h5"), 0);
+  assert_int_equal(state_of(&f, "img.png"), png_lib + (1 << 20) / 4000 * 4000);
+  assert_int_equal(state_of(&f, "img_whole.png"), png_lib);
+  /* the streamed image's range is a declared min/max reduction */
+  int png = sl_graph_find(f.g, "img.png");
+  int low = sl_plan_buffer_index(f.p, png, 0), high = sl_plan_buffer_index(f.p, png, 1);
+  assert_true(f.p->buffers[low].reduction && f.p->buffers[high].reduction);
+  assert_int_equal(f.p->buffers[low].combine, SL_COMBINE_MIN);
+  assert_int_equal(f.p->buffers[high].combine, SL_COMBINE_MAX);
+  int whole_png = sl_graph_find(f.g, "img_whole.png");
+  assert_int_equal(f.p->buffers[sl_plan_buffer_index(f.p, whole_png, 0)].combine, SL_COMBINE_NONE);
+  fixture_free(&f);
+}
+
 static void test_size_class(void **state) {
   assert_int_equal(sl_size_class(1), 64);
   assert_int_equal(sl_size_class(64), 64);
@@ -336,6 +413,7 @@ int main(void) {
       cmocka_unit_test(test_in_place_outputs),
       cmocka_unit_test(test_size_class),
       cmocka_unit_test(test_best_fit_slots),
+      cmocka_unit_test(test_writer_nodes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,63 @@
+/* write_h5: a graph output into the run's results.h5, as a consumer of the
+ * output like any other. A streamed output arrives chunk by chunk and is
+ * written as its positions complete (through the writer's bounded
+ * write-behind buffer, which the node declares as its state), so it never
+ * needs to fit in host memory; a whole output is written when it is made.
+ * The run appends one per output (sl_graph_add_writers); its state is the
+ * run's sl_output_target. Attributes known only at the end (provenance,
+ * notes) are written when the run finishes the file. */
+#include <string.h>
+
+#include "engine/exec/sinks.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+
+#define WRITE_H5_PARAMS(P) P(STRING, output, NULL, "the graph output written (its dataset's name)", NULL)
+SL_NODE_PARAMS(write_h5_params, WRITE_H5_PARAMS)
+
+static sl_code write_h5_infer(sl_node *n, sl_error *err) {
+  if (n->in[0].encoding != SL_ENC_NONE)
+    return sl_fail(err, SL_ERR_PIPELINE, "output '%s' is encoded (%s): decode it first",
+                   write_h5_params_of(n)->output, sl_encoding_name(n->in[0].encoding));
+  return SL_OK;
+}
+
+/* Reads and writes the chunk (or the whole output); holds the write-behind
+ * buffer of a streamed output for the run. */
+static void write_h5_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  const sl_tensor_desc *d = &n->in[0];
+  c->bytes_read = d->stream_rank ? positions * sl_desc_item_bytes(d) : sl_desc_bytes(d);
+  c->bytes_written = c->bytes_read;
+  c->state_bytes = d->stream_rank ? sl_h5_write_behind_bytes(d) : 0;
+}
+
+static sl_code write_h5_cpu(sl_kernel_args *a) {
+  const char *name = write_h5_params_of(a->node)->output;
+  sl_output_target *t = a->state;
+  if (!t || !t->results)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "no results.h5 to write output '%s' into (write_h5 is the run's)",
+                   name);
+  sl_tensor_desc d = a->node->in[0];
+  if (d.stream_rank)
+    return sl_h5_writer_positions(t->results, name, &d, a->chunk, a->pos_start, a->pos_count, a->in[0], a->err);
+  /* A variable-size output holds what its producer wrote (its first axis). */
+  int64_t whole = sl_desc_bytes(&d);
+  if (d.rank > 0 && a->in_bytes[0] < whole && d.dims[0] > 0)
+    d.dims[0] = a->in_bytes[0] / (whole / d.dims[0]);
+  return sl_h5_writer_whole(t->results, name, &d, a->in[0], a->err);
+}
+
+static const sl_port_def write_h5_in[] = {{"x", "the graph output, streamed or whole", NULL, false}};
+
+const sl_node_desc sl_node_write_h5 = {
+    .type = "write_h5",
+    .doc = "A graph output into the run's results.h5 (appended by the run for every output; streamed "
+           "outputs chunk by chunk).",
+    SL_PARAMS_DESC(write_h5_params),
+    .inputs = write_h5_in, .n_inputs = SL_COUNT_OF(write_h5_in),
+    .infer = write_h5_infer, .cost = write_h5_cost,
+    .kernel = {[SL_BACKEND_CPU] = write_h5_cpu},
+    .host = true,
+    .sink = true,
+};
