@@ -1,9 +1,11 @@
 /* sluice plan: the plan without running anything. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "engine/core/json.h"
 #include "engine/cli/cli.h"
 #include "engine/exec/sinks.h"
+#include "engine/plan/loop_history.h"
 
 const char *const cli_help_plan =
     "usage: sluice plan FILE [--set NAME=VALUE]... [--backend auto|cpu|cuda]\n"
@@ -60,7 +62,8 @@ int cmd_plan(int argc, char **argv) {
     sl_cost_profile_for(&caps, &profile, NULL, 0, warning, sizeof warning);
     if (warning[0]) fprintf(stderr, "sluice: warning: %s\n", warning);
     po.profile = &profile;
-    if (sl_plan_build(g, &po, &p, &err) != SL_OK) {
+    if (sl_loop_history_key_of(spec, g, &po.loop_history_key, &err) != SL_OK ||
+        sl_plan_build(g, &po, &p, &err) != SL_OK) {
       rc = cli_fail(&err);
     } else {
       if (o.json) {

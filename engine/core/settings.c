@@ -37,6 +37,10 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
                             "index), so that planning it again reads one file instead of every data "
                             "file; used only while the master and every data file are unchanged "
                             "(device, inode, size, modification time)"},
+    [SL_SET_LOOP_HISTORY] = {"loop_history", "SLUICE_LOOP_HISTORY", BOOL_CHOICES, "true",
+                             "estimate an until-loop by the iterations it ran the last time the "
+                             "same pipeline (same text and --set values) ran, kept in the user's "
+                             "cache (~/.cache/sluice/loops); otherwise by its bound (times)"},
 };
 
 typedef struct setting_value {

@@ -232,3 +232,9 @@ bool sl_make_dirs(const char *dir) {
   }
   return mkdir(buf, 0777) == 0 || errno == EEXIST;
 }
+
+uint64_t sl_fnv1a(const void *data, size_t n, uint64_t h) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}

@@ -53,6 +53,10 @@ void sl_path_join(const char *dir, const char *rel, char *buf, size_t n);
  * $HOME/.cache/sluice (not sluice settings: the desktop's convention);
  * false when neither is set. */
 bool sl_user_cache_dir(char *buf, size_t len);
+/* FNV-1a 64 of n bytes, continuing from h (SL_FNV1A_START to begin): a
+ * fast, stable hash for cache keys and checksums (not for security). */
+#define SL_FNV1A_START 0xcbf29ce484222325ULL
+uint64_t sl_fnv1a(const void *data, size_t n, uint64_t h);
 /* Creates `dir` and its parents (mode 0777 less the umask); false on
  * failure. */
 bool sl_make_dirs(const char *dir);

@@ -11,11 +11,10 @@
 bool sl_file_fnv1a(const char *path, uint64_t *hash) {
   FILE *f = fopen(path, "rb");
   if (!f) return false;
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = SL_FNV1A_START;
   unsigned char buf[65536];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 1099511628211ull;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) h = sl_fnv1a(buf, n, h);
   bool ok = !ferror(f);
   fclose(f);
   *hash = h;

@@ -1,8 +1,10 @@
 #include "engine/exec/run.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/core/util.h"
+#include "engine/plan/loop_history.h"
 
 sl_code sl_run_caps(const sl_backend_ops *ops, int threads, sl_backend_caps *caps, sl_error *err) {
   sl_code rc = ops->probe(caps, err);
@@ -32,6 +34,8 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   double t0 = sl_now();
   sl_code rc = sl_spec_load(req->file, req->sets, req->n_sets, &out->spec, err);
   if (rc == SL_OK) rc = sl_graph_build(out->spec, NULL, req->registry, &out->graph, err);
+  uint64_t loop_key = 0;
+  if (rc == SL_OK) rc = sl_loop_history_key_of(out->spec, out->graph, &loop_key, err);
   if (rc == SL_OK && req->outputs) rc = sl_graph_add_writers(out->graph, err);
   double t_loaded = sl_now();
   sl_backend_kind kind = SL_BACKEND_CPU;
@@ -56,6 +60,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     po.profile = &profile;
     po.chunk_positions = req->chunk_positions;
     po.memory_limit = req->memory_limit;
+    po.loop_history_key = loop_key;
     rc = sl_plan_build(out->graph, &po, &out->plan, err);
   }
   /* The budget is checked before the backend exists: nothing is allocated
@@ -89,6 +94,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   if (b) ops->destroy(b);
   if (out->executed) {
     sl_exec_result *r = &out->result;
+    sl_loop_history_put(loop_key, out->graph, r->node_calls);
     r->process_rss_before_load_bytes = rss_before;
     r->load_seconds = t_loaded - t0;
     r->plan_seconds = t_planned - t_loaded;

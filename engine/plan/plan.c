@@ -1,11 +1,14 @@
 /* The planner (see plan.h). Pure: it reads the graph and node descriptors'
- * cost functions and allocates only its own tables. */
+ * cost functions (and, for until-loops, their last run's iteration counts
+ * when the caller names a loop history key) and allocates only its own
+ * tables. */
 #include "engine/plan/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/core/util.h"
+#include "engine/plan/loop_history.h"
 
 int64_t sl_size_class(int64_t bytes) {
   return bytes <= 64 ? 64 : (bytes + 63) & ~(int64_t)63;
@@ -172,16 +175,23 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     body_opts.body = true;
     sl_code rc = sl_plan_build(n->body, &body_opts, &pn->body, err);
     if (rc != SL_OK) return rc;
-    pn->cost.bytes_read = sat_mul(pn->body->bytes_read, n->times);
-    pn->cost.bytes_written = sat_mul(pn->body->bytes_written, n->times);
-    pn->cost.ops = sat_mul(pn->body->ops, n->times);
+    /* An until-loop runs at most `times` iterations: estimated by what it
+     * ran the last time this pipeline ran, when known. */
+    int64_t iters = n->times;
+    if (n->until_out >= 0 && !opts->body) {
+      int64_t last = sl_loop_history_get(opts->loop_history_key, n->id);
+      if (last >= 1 && last <= n->times) iters = last, pn->calls_from_history = true;
+    }
+    pn->cost.bytes_read = sat_mul(pn->body->bytes_read, iters);
+    pn->cost.bytes_written = sat_mul(pn->body->bytes_written, iters);
+    pn->cost.ops = sat_mul(pn->body->ops, iters);
     /* Each iteration runs the body's levels as batches (the body's own
      * run overhead is the loop's per-iteration call). */
-    pn->calls = n->times;
+    pn->calls = iters;
     sl_node_cost loop;
     sl_plan_loop_carry_cost(n, &loop);
-    pn->est_seconds = (pn->body->est_seconds - pn->body->profile.run_seconds) * (double)n->times +
-                      sl_cost_estimate(&p->profile, "iterate", &loop, n->times);
+    pn->est_seconds = (pn->body->est_seconds - pn->body->profile.run_seconds) * (double)iters +
+                      sl_cost_estimate(&p->profile, "iterate", &loop, iters);
     int64_t carry = 0;
     for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
     int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
@@ -239,7 +249,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     for (int pass = 0; pass < np; pass++)
       if (p->exec_level[i * np + pass] >= 0)
         p->levels[p->exec_level[i * np + pass]].est_seconds += pn->est_seconds / runs;
-    if (pn->body) p->batches = sat_add(p->batches, sat_mul(pn->body->batches, g->nodes[i].times));
+    if (pn->body) p->batches = sat_add(p->batches, sat_mul(pn->body->batches, pn->calls));
   }
   int workers = p->caps.host_workers > 0 ? p->caps.host_workers : p->caps.compute_units;
   p->worker_scratch_bytes = sat_mul(p->worker_scratch_stride, workers > 0 ? workers : 1);

@@ -63,7 +63,10 @@ typedef struct sl_plan_level {
 
 typedef struct sl_plan_node {
   sl_node_cost cost; /* for the whole run */
-  int64_t calls;     /* kernel calls in the whole run (iterate: iterations) */
+  int64_t calls;     /* kernel calls in the whole run (iterate: iterations
+                        estimated: times, or an until-loop's last run) */
+  bool calls_from_history; /* an until-loop estimated by its last run
+                              (engine/plan/loop_history.h) */
   double est_seconds; /* sl_cost_estimate of cost and calls */
   struct sl_plan *body; /* iterate nodes: the body's plan, made once */
 } sl_plan_node;
@@ -91,6 +94,9 @@ typedef struct sl_plan_opts {
   /* The cost model's numbers (sl_cost_profile_for); NULL: the built-in
    * guesses for caps. */
   const sl_cost_profile *profile;
+  /* sl_loop_history_key of the pipeline being planned: until-loops are
+   * estimated by the iterations they ran last time; 0 = by their bound. */
+  uint64_t loop_history_key;
 } sl_plan_opts;
 
 typedef struct sl_plan {

@@ -75,11 +75,16 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   }
   for (int i = 0; i < g->n_nodes; i++)
     if (p->nodes[i].body) {
-      fprintf(f, "%siterate node '%s': body planned once, run %s%lld times%s%s%s:\n", ind,
+      char est[96] = "";
+      if (p->nodes[i].calls_from_history)
+        snprintf(est, sizeof est, " (estimated at %lld: its last run)", (long long)p->nodes[i].calls);
+      else if (g->nodes[i].until_out >= 0)
+        snprintf(est, sizeof est, " (estimated at the most: never ran)");
+      fprintf(f, "%siterate node '%s': body planned once, run %s%lld times%s%s%s%s:\n", ind,
               g->nodes[i].id, g->nodes[i].until_out >= 0 ? "at most " : "",
               (long long)g->nodes[i].times, g->nodes[i].until_out >= 0 ? ", until '" : "",
               g->nodes[i].until_out >= 0 ? g->nodes[i].out_names[g->nodes[i].until_out] : "",
-              g->nodes[i].until_out >= 0 ? "' holds" : "");
+              g->nodes[i].until_out >= 0 ? "' holds" : "", est);
       char deeper[64];
       snprintf(deeper, sizeof deeper, "%s    ", ind);
       print_indented(f, p->nodes[i].body, deeper);
@@ -193,7 +198,10 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_int(j, "estimated_calls", pn->calls);
     if (pn->body) {
       sl_json_kv_int(j, "times", n->times);
-      if (n->until_out >= 0) sl_json_kv_string(j, "until", n->out_names[n->until_out]);
+      if (n->until_out >= 0) {
+        sl_json_kv_string(j, "until", n->out_names[n->until_out]);
+        sl_json_kv_bool(j, "estimated_from_last_run", pn->calls_from_history);
+      }
       sl_json_key(j, "body");
       sl_plan_json(j, pn->body);
     }

@@ -36,19 +36,13 @@ static bool identity_of(const char *path, identity *id) {
   return true;
 }
 
-static uint64_t fnv1a(const void *data, size_t n, uint64_t h) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
 bool sl_h5_index_store_path(const char *path, const char *dataset, char *buf, size_t len) {
   char dir[3000], cwd[2048];
   if (!sl_user_cache_dir(dir, sizeof dir) || !getcwd(cwd, sizeof cwd)) return false;
-  uint64_t h = 0xcbf29ce484222325ULL;
-  h = fnv1a(cwd, strlen(cwd) + 1, h);
-  h = fnv1a(path, strlen(path) + 1, h);
-  h = fnv1a(dataset ? dataset : "", strlen(dataset ? dataset : "") + 1, h);
+  uint64_t h = SL_FNV1A_START;
+  h = sl_fnv1a(cwd, strlen(cwd) + 1, h);
+  h = sl_fnv1a(path, strlen(path) + 1, h);
+  h = sl_fnv1a(dataset ? dataset : "", strlen(dataset ? dataset : "") + 1, h);
   int n = snprintf(buf, len, "%s/index/%016llx.idx", dir, (unsigned long long)h);
   return n > 0 && (size_t)n < len;
 }
@@ -135,7 +129,7 @@ void sl_h5_index_store_save(const char *path, const char *dataset, const sl_h5_i
     free(b.p);
     return;
   }
-  uint64_t sum = fnv1a(b.p, b.n, 0xcbf29ce484222325ULL);
+  uint64_t sum = sl_fnv1a(b.p, b.n, SL_FNV1A_START);
   PUT(&b, sum);
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", file);
@@ -289,7 +283,7 @@ static sl_h5_index *parse(const unsigned char *data, size_t n, const char *cwd, 
   if (n <= 16) return NULL;
   uint64_t sum;
   memcpy(&sum, data + n - 8, 8);
-  if (sum != fnv1a(data, n - 8, 0xcbf29ce484222325ULL)) return NULL;
+  if (sum != sl_fnv1a(data, n - 8, SL_FNV1A_START)) return NULL;
   rbuf r = {data, data + n - 8, true};
   if (!header_matches(&r, cwd, path, dataset, same_file)) return NULL;
   sl_h5_index *ix = read_index(&r, same_file, own);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# An until-loop is estimated by the iterations it ran the last time the same
+# pipeline ran (engine/plan/loop_history.h), else at its bound: plan, run,
+# plan again, on pipelines/iterate_until.yaml, whose loop x <- x/2 + 1 from
+# x = 0 stops after the first step of at most `tolerance`: step k moves x by
+# 2^-(k-1), so it stops after 1 + ceil(log2(1/tolerance)) iterations (the
+# closed form, computed here independently). Another --set is another
+# pipeline; the setting loop_history=false and a corrupt entry count as no
+# history. The cache is this test's own (XDG_CACHE_HOME).
+. "$(dirname "$0")/lib.sh"
+cd "$WORK"
+export XDG_CACHE_HOME=$WORK/cache
+P=$SRC/pipelines/iterate_until.yaml
+iters() { $PY -c "import math,sys; t=float(sys.argv[1]); print(1 + math.ceil(math.log2(1 / t)))" "$1"; }
+N9=$(iters 1e-9) N3=$(iters 1e-3)
+
+expect 0 "(estimated at the most: never ran)" "never ran: estimated at its bound" -- "$SLUICE" plan "$P"
+expect 0 "" "run" -- "$SLUICE" run "$P" --out o1 --quiet
+expect 0 "iterate node 'loop': body planned once, run at most 1000 times, until 'converged' holds (estimated at $N9: its last run)" \
+  "after a run: estimated at its $N9 iterations" -- "$SLUICE" plan "$P"
+"$SLUICE" plan "$P" --json > plan.json 2>/dev/null
+$PY - plan.json "$N9" <<'PY' && ok "plan JSON: estimated_calls $N9, estimated_from_last_run" || not_ok "plan JSON"
+import json, sys
+nodes = {n["id"]: n for n in json.load(open(sys.argv[1]))["plan"]["nodes"]}
+loop = nodes["loop"]
+assert loop["estimated_calls"] == int(sys.argv[2]), loop["estimated_calls"]
+assert loop["estimated_from_last_run"] is True
+assert loop["times"] == 1000
+PY
+# The estimate follows the iterations: the run's estimate is of 31 iterations, not 1000.
+"$SLUICE" run "$P" --out o2 --quiet && $PY - o1/report.json o2/report.json <<'PY' && ok "the second run's estimate is that of its iterations" || not_ok "second run's estimate"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+la = next(n for n in a["nodes"] if n["id"] == "loop")["estimated_seconds"]
+lb = next(n for n in b["nodes"] if n["id"] == "loop")["estimated_seconds"]
+assert lb < la / 5, (la, lb)  # 1000 iterations estimated before, 31 now (plus fixed costs)
+PY
+expect 0 "(estimated at the most: never ran)" "another --set is another pipeline" -- \
+  "$SLUICE" plan "$P" --set tolerance=1e-3
+expect 0 "" "run with tolerance 1e-3" -- "$SLUICE" run "$P" --set tolerance=1e-3 --out o3 --quiet
+expect 0 "(estimated at $N3: its last run)" "its own history: $N3 iterations" -- \
+  "$SLUICE" plan "$P" --set tolerance=1e-3
+expect 0 "(estimated at $N9: its last run)" "the first one's is kept" -- "$SLUICE" plan "$P"
+expect 0 "(estimated at the most: never ran)" "setting loop_history=false" -- \
+  "$SLUICE" plan "$P" --setting loop_history=false
+for f in "$XDG_CACHE_HOME"/sluice/loops/*.txt; do printf 'loop many\n\x01\x02' > "$f"; done
+expect 0 "(estimated at the most: never ran)" "a corrupt entry counts as none" -- "$SLUICE" plan "$P"
+finish
