@@ -36,6 +36,7 @@
 #include "engine/graph/node.h"
 #include "shaders/cuda/common/cufft_loader.h"
 #include "tests/unit/cuda_probe.h"
+#include "tests/unit/cufft_test_main.h"
 #include "tests/unit/device_table_lend.h"
 #include "tests/unit/dpc_grid.h"
 #include "tests/unit/node_harness.h"
@@ -462,28 +463,12 @@ static void test_cost_counts_device_table(void **st) {
 int main(void) {
   const struct CMUnitTest cost_tests[] = {cmocka_unit_test(test_cost_counts_device_table)};
   int rc = cmocka_run_group_tests_name("dpc_cuda_cost", cost_tests, NULL, NULL);
-  if (rc || !sl_test_cuda_available()) return rc;
-  sl_error e;
-  sl_error_clear(&e);
-  if (sl_backend_ops_for(SL_BACKEND_CUDA)->create(0, &g_cuda, &e) != SL_OK) {
-    printf("SKIP: no CUDA device (create failed: %s)\n", e.msg);
-    return 0;
-  }
-  if (sl_cpu_backend_ops.create(2, &g_cpu, &e) != SL_OK) return 1;
+  if (rc) return rc;
   const struct CMUnitTest fallback_tests[] = {cmocka_unit_test(test_fallback_without_cufft)};
-  rc = cmocka_run_group_tests_name("dpc_cuda_fallback", fallback_tests, NULL, NULL);
-  sl_cufft_api api;
-  char why[512] = "";
-  if (!sl_cufft_load(&api, why, sizeof why)) {
-    printf("SKIP: dpc on the device (%s)\n", why);
-  } else {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_analytic_grid), cmocka_unit_test(test_given),        cmocka_unit_test(test_large),
-        cmocka_unit_test(test_atomic_columns), cmocka_unit_test(test_state_reused),
-    };
-    rc |= cmocka_run_group_tests_name("dpc_cuda", tests, NULL, NULL);
-  }
-  g_cpu->ops->destroy(g_cpu);
-  g_cuda->ops->destroy(g_cuda);
-  return rc;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_analytic_grid), cmocka_unit_test(test_given),        cmocka_unit_test(test_large),
+      cmocka_unit_test(test_atomic_columns), cmocka_unit_test(test_state_reused),
+  };
+  return sl_test_cufft_device_groups("dpc", &g_cuda, &g_cpu, fallback_tests, SL_COUNT_OF(fallback_tests),
+                                     tests, SL_COUNT_OF(tests));
 }

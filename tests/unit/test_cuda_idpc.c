@@ -29,6 +29,7 @@
 #include "engine/graph/node.h"
 #include "shaders/cuda/common/cufft_loader.h"
 #include "tests/unit/cuda_probe.h"
+#include "tests/unit/cufft_test_main.h"
 #include "tests/unit/device_table_lend.h"
 #include "tests/unit/node_harness.h"
 #include "tests/unit/stem_test_data.h"
@@ -313,28 +314,12 @@ int main(void) {
       cmocka_unit_test(test_result_names),
   };
   int rc = cmocka_run_group_tests_name("cufft_loader", loader_tests, NULL, NULL);
-  if (rc || !sl_test_cuda_available()) return rc;
-  sl_error e;
-  sl_error_clear(&e);
-  if (sl_backend_ops_for(SL_BACKEND_CUDA)->create(0, &g_cuda, &e) != SL_OK) {
-    printf("SKIP: no CUDA device (create failed: %s)\n", e.msg);
-    return 0;
-  }
-  if (sl_cpu_backend_ops.create(2, &g_cpu, &e) != SL_OK) return 1;
+  if (rc) return rc;
   const struct CMUnitTest fallback_tests[] = {cmocka_unit_test(test_fallback_without_cufft)};
-  rc = cmocka_run_group_tests_name("idpc_cuda_fallback", fallback_tests, NULL, NULL);
-  sl_cufft_api api;
-  char why[512] = "";
-  if (!sl_cufft_load(&api, why, sizeof why)) {
-    printf("SKIP: idpc on the device (%s)\n", why);
-  } else {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_against_host),          cmocka_unit_test(test_against_host_512),
-        cmocka_unit_test(test_device_exact_gradient), cmocka_unit_test(test_state_reused),
-    };
-    rc |= cmocka_run_group_tests_name("idpc_cuda", tests, NULL, NULL);
-  }
-  g_cpu->ops->destroy(g_cpu);
-  g_cuda->ops->destroy(g_cuda);
-  return rc;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_against_host),          cmocka_unit_test(test_against_host_512),
+      cmocka_unit_test(test_device_exact_gradient), cmocka_unit_test(test_state_reused),
+  };
+  return sl_test_cufft_device_groups("idpc", &g_cuda, &g_cpu, fallback_tests, SL_COUNT_OF(fallback_tests),
+                                     tests, SL_COUNT_OF(tests));
 }
