@@ -21,7 +21,7 @@ extern "C" {
 
 /* The version of this ABI compiled into each device kernel file. A device
  * backend refuses to start when a kernel was built for another one. */
-#define SL_KERNEL_ABI_VERSION 5
+#define SL_KERNEL_ABI_VERSION 6
 
 typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
 
@@ -101,6 +101,17 @@ typedef struct sl_kernel_args {
   double *device_seconds;
   /* Set by a device backend when it runs the call; NULL on the CPU. */
   const sl_device_env *dev;
+  /* Per output port: worker 0's partial of a declared reduction lent per
+   * worker of parallel_for (sl_node_desc.worker_partial_outputs; integer
+   * combines only), or NULL. Worker w's is worker_scratch_stride bytes
+   * further (sl_worker_partial). Each holds the whole output's elements
+   * and starts every call from the combine's identity; a worker folds what
+   * its ranges reduce into its own, with no atomics. After the call the
+   * executor merges them, worker 0, 1, ... in order, into out[k] (itself
+   * the chunk's partial, which the kernel may also write), then out[k]
+   * into the run's result. Lent on the host only (CPU kernels; NULL in
+   * finalize calls and on device backends' device kernels). */
+  void *worker_partial[8];
 } sl_kernel_args;
 
 typedef sl_code (*sl_kernel_fn)(sl_kernel_args *args);
@@ -110,6 +121,14 @@ typedef sl_code (*sl_kernel_fn)(sl_kernel_args *args);
 static inline void *sl_worker_scratch(const sl_kernel_args *a, int worker) {
   return a->worker_scratch ? (char *)a->worker_scratch + (int64_t)worker * a->worker_scratch_stride
                            : NULL;
+}
+/* Worker `worker`'s partial of output `port` (see
+ * sl_kernel_args.worker_partial), or NULL when none is lent: the kernel
+ * then folds into out[port] itself. */
+static inline void *sl_worker_partial(const sl_kernel_args *a, int port, int worker) {
+  return a->worker_partial[port]
+             ? (char *)a->worker_partial[port] + (int64_t)worker * a->worker_scratch_stride
+             : NULL;
 }
 typedef void (*sl_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 
