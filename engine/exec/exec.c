@@ -17,10 +17,41 @@ typedef struct exec_call {
   int64_t *calls;
 } exec_call;
 
+/* A call's partials per worker (sl_kernel_args.worker_partial, host
+ * memory): before the kernel each starts from the combine's identity; after
+ * it (`merge`) they are merged into out[k], worker 0, 1, ... in order. Done
+ * around the kernel itself, in the batch, because they lie in the workers'
+ * scratch, which the next call in the batch may use. On the CPU backend
+ * through its ops (parallel over elements); for a host node on a device
+ * backend with the host's loops. */
+static sl_code worker_partials(const sl_kernel_args *a, bool merge) {
+  const sl_node *n = a->node;
+  sl_backend *b = a->backend;
+  for (int k = 0; k < n->n_out; k++) {
+    if (!a->worker_partial[k]) continue;
+    int workers = b->ops->workers(b);
+    sl_combine cb = sl_node_out_combine(n, k);
+    sl_dtype t = n->out[k].dtype;
+    int64_t elems = sl_desc_elems(&n->out[k]);
+    for (int w = 0; w < (workers > 0 ? workers : 1); w++) {
+      void *part = sl_worker_partial(a, k, w);
+      sl_code rc = SL_OK;
+      if (b->caps.device_memory && merge) sl_combine_merge_host(cb, t, a->out[k], part, 0, elems);
+      else if (b->caps.device_memory) sl_combine_identity_host(cb, t, part, 0, elems);
+      else if (merge) rc = b->ops->combine_merge(b, cb, t, a->out[k], part, elems, a->err);
+      else rc = b->ops->combine_identity(b, cb, t, part, elems, a->err);
+      if (rc != SL_OK) return rc;
+    }
+  }
+  return SL_OK;
+}
+
 static sl_code timed_kernel(sl_kernel_args *a) {
   exec_call *c = (exec_call *)a;
   double t0 = sl_now();
-  sl_code rc = c->fn(a);
+  sl_code rc = worker_partials(a, false);
+  if (rc == SL_OK) rc = c->fn(a);
+  if (rc == SL_OK) rc = worker_partials(a, true);
   *c->seconds += sl_now() - t0;
   (*c->calls)++;
   return rc;
@@ -344,34 +375,6 @@ static sl_code stage(run_ctx *c, void **slot, size_t *have, size_t bytes, sl_err
 }
 
 
-/* A node's partials per worker (sl_kernel_args.worker_partial, host
- * memory): before its call each starts from the combine's identity; after
- * it (`merge`) they are merged into out[k], worker 0, 1, ... in order. On
- * the CPU backend through its ops (parallel over elements), for a host node
- * on a device backend with the host's loops. */
-static sl_code worker_partials(run_ctx *c, int i, bool merge) {
-  const sl_node *n = &c->p->graph->nodes[i];
-  const sl_kernel_args *a = &c->calls[i].a;
-  sl_backend *b = c->b;
-  int workers = b->ops->workers(b);
-  for (int k = 0; k < n->n_out; k++) {
-    if (!a->worker_partial[k]) continue;
-    sl_combine cb = plan_buffer(c, i, k)->combine;
-    sl_dtype t = n->out[k].dtype;
-    int64_t elems = sl_desc_elems(&n->out[k]);
-    for (int w = 0; w < (workers > 0 ? workers : 1); w++) {
-      void *part = sl_worker_partial(a, k, w);
-      sl_code rc = SL_OK;
-      if (b->caps.device_memory && merge) sl_combine_merge_host(cb, t, a->out[k], part, 0, elems);
-      else if (b->caps.device_memory) sl_combine_identity_host(cb, t, part, 0, elems);
-      else if (merge) rc = b->ops->combine_merge(b, cb, t, a->out[k], part, elems, c->err);
-      else rc = b->ops->combine_identity(b, cb, t, part, elems, c->err);
-      if (rc != SL_OK) return rc;
-    }
-  }
-  return SL_OK;
-}
-
 /* A host node on a device backend: its inputs come down to host staging, its
  * CPU kernel runs there, its outputs go up to their device buffers. Staged
  * reduction outputs keep accumulating on the host across chunks. */
@@ -407,7 +410,6 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
     if (rc == SL_OK && !finalize && c->partial[c->buf_of[i * 8 + k]] && sl_combine_elementwise(bf->combine))
       sl_combine_identity_host(bf->combine, n->out[k].dtype, a->out[k], 0, sl_desc_elems(&n->out[k]));
   }
-  if (rc == SL_OK && !finalize) rc = worker_partials(c, i, false);
   if (rc == SL_OK) {
     sl_error_clear(&c->kernel_err);
     rc = timed_kernel(a);
@@ -418,19 +420,15 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
       sl_error_chunk(c->err, chunk);
     }
   }
-  if (rc == SL_OK && !finalize) rc = worker_partials(c, i, true);
   for (int k = 0; k < n->n_out && rc == SL_OK; k++)
     rc = b->ops->upload(b, device_out[k], a->out[k], (size_t)a->out_bytes[k], c->err);
   return rc;
 }
 
-/* Before a node's call in a chunk: its declared element-wise partials (per
- * chunk, and per worker where lent) are filled with the combine's identity
- * (in order with the kernels). */
+/* Before a node's call in a chunk: its declared element-wise partials are
+ * filled with the combine's identity (in order with the kernels). */
 static sl_code start_partials(run_ctx *c, int i) {
   const sl_node *n = &c->p->graph->nodes[i];
-  sl_code wrc = worker_partials(c, i, false);
-  if (wrc != SL_OK) return wrc;
   for (int k = 0; k < n->n_out; k++) {
     int bi = c->buf_of[i * 8 + k];
     const sl_plan_buffer *bf = &c->p->buffers[bi];
@@ -445,17 +443,11 @@ static sl_code start_partials(run_ctx *c, int i) {
 /* After a node's call in a chunk: what its variable-size outputs wrote is
  * checked against their bound and recorded; declared partials are merged
  * into the run's result (element-wise, or appended for a variable-size
- * concat), the workers' partials first into the chunk's (a host node's were
- * merged on the host before its upload). The executor merges; the kernel
- * only wrote its chunk's share. */
+ * concat). The executor merges; the kernel only wrote its chunk's share. */
 static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
   const sl_node *n = &c->p->graph->nodes[i];
   const sl_kernel_args *a = &c->calls[i].a;
   sl_backend *b = c->b;
-  if (!on_host(c, n)) {
-    sl_code wrc = worker_partials(c, i, true);
-    if (wrc != SL_OK) return wrc;
-  }
   for (int k = 0; k < n->n_out; k++) {
     int bi = c->buf_of[i * 8 + k];
     const sl_plan_buffer *bf = &c->p->buffers[bi];
