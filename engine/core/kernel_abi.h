@@ -66,7 +66,9 @@ typedef struct sl_kernel_args {
   /* Per input/output port: data pointers. Streamed ports point at this chunk's
    * pos_count items; whole ports at the whole tensor. Unconnected optional
    * inputs are NULL. Reduction outputs (whole, fed by streamed inputs) are
-   * zeroed by the executor before the first chunk and accumulate. */
+   * zeroed by the executor before the first chunk and accumulate; one with
+   * a declared combine (sl_node_desc.combine) is instead this chunk's
+   * partial, from the combine's identity, which the executor merges. */
   const void *in[8];
   void *out[8];
   /* Bytes of each port's data in this call. For variable-size ports
@@ -81,7 +83,9 @@ typedef struct sl_kernel_args {
    * lent by the executor for the whole run and counted in the plan, so a
    * kernel's ranges never malloc (a worker thread that mallocs gets a heap
    * arena of its own that the process keeps: memory the plan cannot see).
-   * NULL when the node declared none. */
+   * NULL when the node declared none. The stride is the plan's block per
+   * worker: a node's scratch, then its partials per worker
+   * (worker_partial; engine/plan/plan.h sl_plan_worker_layout). */
   void *worker_scratch;
   int64_t worker_scratch_stride;
   /* On a device backend: the node's device table, cost().device_state_bytes
