@@ -39,6 +39,16 @@ static inline int sl_combine_elementwise(sl_combine c) {
   return c == SL_COMBINE_SUM || c == SL_COMBINE_MIN || c == SL_COMBINE_MAX;
 }
 
+/* Whether merging partials of combine c over dtype t gives the same bits in
+ * any grouping and order: the element-wise combines of integers (wrapping
+ * sums, min, max). Float sums round differently when regrouped, and even a
+ * float min or max can tell -0 from +0 or one NaN from another, so partials
+ * of floats are merged only where their grouping is fixed (per chunk, in
+ * scan order), never per worker of parallel_for, whose split varies. */
+static inline int sl_combine_exact(sl_combine c, sl_dtype t) {
+  return sl_combine_elementwise(c) && t >= SL_U8 && t <= SL_I64;
+}
+
 /* Host memory: elements [begin, end) of dst set to the combine's identity
  * (0 for SUM, the dtype's largest value for MIN, its smallest for MAX; 0 for
  * NONE and CONCAT), and acc[i] = acc[i] op partial[i] for [begin, end).

@@ -21,7 +21,7 @@ extern "C" {
 
 /* The version of this ABI compiled into each device kernel file. A device
  * backend refuses to start when a kernel was built for another one. */
-#define SL_KERNEL_ABI_VERSION 5
+#define SL_KERNEL_ABI_VERSION 6
 
 typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
 
@@ -66,7 +66,9 @@ typedef struct sl_kernel_args {
   /* Per input/output port: data pointers. Streamed ports point at this chunk's
    * pos_count items; whole ports at the whole tensor. Unconnected optional
    * inputs are NULL. Reduction outputs (whole, fed by streamed inputs) are
-   * zeroed by the executor before the first chunk and accumulate. */
+   * zeroed by the executor before the first chunk and accumulate; one with
+   * a declared combine (sl_node_desc.combine) is instead this chunk's
+   * partial, from the combine's identity, which the executor merges. */
   const void *in[8];
   void *out[8];
   /* Bytes of each port's data in this call. For variable-size ports
@@ -81,7 +83,9 @@ typedef struct sl_kernel_args {
    * lent by the executor for the whole run and counted in the plan, so a
    * kernel's ranges never malloc (a worker thread that mallocs gets a heap
    * arena of its own that the process keeps: memory the plan cannot see).
-   * NULL when the node declared none. */
+   * NULL when the node declared none. The stride is the plan's block per
+   * worker: a node's scratch, then its partials per worker
+   * (worker_partial; engine/plan/plan.h sl_plan_worker_layout). */
   void *worker_scratch;
   int64_t worker_scratch_stride;
   /* On a device backend: the node's device table, cost().device_state_bytes
@@ -101,6 +105,17 @@ typedef struct sl_kernel_args {
   double *device_seconds;
   /* Set by a device backend when it runs the call; NULL on the CPU. */
   const sl_device_env *dev;
+  /* Per output port: worker 0's partial of a declared reduction lent per
+   * worker of parallel_for (sl_node_desc.worker_partial_outputs; integer
+   * combines only), or NULL. Worker w's is worker_scratch_stride bytes
+   * further (sl_worker_partial). Each holds the whole output's elements
+   * and starts every call from the combine's identity; a worker folds what
+   * its ranges reduce into its own, with no atomics. After the call the
+   * executor merges them, worker 0, 1, ... in order, into out[k] (itself
+   * the chunk's partial, which the kernel may also write), then out[k]
+   * into the run's result. Lent on the host only (CPU kernels; NULL in
+   * finalize calls and on device backends' device kernels). */
+  void *worker_partial[8];
 } sl_kernel_args;
 
 typedef sl_code (*sl_kernel_fn)(sl_kernel_args *args);
@@ -110,6 +125,14 @@ typedef sl_code (*sl_kernel_fn)(sl_kernel_args *args);
 static inline void *sl_worker_scratch(const sl_kernel_args *a, int worker) {
   return a->worker_scratch ? (char *)a->worker_scratch + (int64_t)worker * a->worker_scratch_stride
                            : NULL;
+}
+/* Worker `worker`'s partial of output `port` (see
+ * sl_kernel_args.worker_partial), or NULL when none is lent: the kernel
+ * then folds into out[port] itself. */
+static inline void *sl_worker_partial(const sl_kernel_args *a, int port, int worker) {
+  return a->worker_partial[port]
+             ? (char *)a->worker_partial[port] + (int64_t)worker * a->worker_scratch_stride
+             : NULL;
 }
 typedef void (*sl_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 

@@ -17,10 +17,41 @@ typedef struct exec_call {
   int64_t *calls;
 } exec_call;
 
+/* A call's partials per worker (sl_kernel_args.worker_partial, host
+ * memory): before the kernel each starts from the combine's identity; after
+ * it (`merge`) they are merged into out[k], worker 0, 1, ... in order. Done
+ * around the kernel itself, in the batch, because they lie in the workers'
+ * scratch, which the next call in the batch may use. On the CPU backend
+ * through its ops (parallel over elements); for a host node on a device
+ * backend with the host's loops. */
+static sl_code worker_partials(const sl_kernel_args *a, bool merge) {
+  const sl_node *n = a->node;
+  sl_backend *b = a->backend;
+  for (int k = 0; k < n->n_out; k++) {
+    if (!a->worker_partial[k]) continue;
+    int workers = b->ops->workers(b);
+    sl_combine cb = sl_node_out_combine(n, k);
+    sl_dtype t = n->out[k].dtype;
+    int64_t elems = sl_desc_elems(&n->out[k]);
+    for (int w = 0; w < (workers > 0 ? workers : 1); w++) {
+      void *part = sl_worker_partial(a, k, w);
+      sl_code rc = SL_OK;
+      if (b->caps.device_memory && merge) sl_combine_merge_host(cb, t, a->out[k], part, 0, elems);
+      else if (b->caps.device_memory) sl_combine_identity_host(cb, t, part, 0, elems);
+      else if (merge) rc = b->ops->combine_merge(b, cb, t, a->out[k], part, elems, a->err);
+      else rc = b->ops->combine_identity(b, cb, t, part, elems, a->err);
+      if (rc != SL_OK) return rc;
+    }
+  }
+  return SL_OK;
+}
+
 static sl_code timed_kernel(sl_kernel_args *a) {
   exec_call *c = (exec_call *)a;
   double t0 = sl_now();
-  sl_code rc = c->fn(a);
+  sl_code rc = worker_partials(a, false);
+  if (rc == SL_OK) rc = c->fn(a);
+  if (rc == SL_OK) rc = worker_partials(a, true);
   *c->seconds += sl_now() - t0;
   (*c->calls)++;
   return rc;
@@ -317,6 +348,10 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
   a->workspace = c->workspace;
   a->worker_scratch = c->worker_scratch;
   a->worker_scratch_stride = c->p->worker_scratch_stride;
+  for (int k = 0; k < n->n_out && !finalize && c->worker_scratch; k++) {
+    int64_t at = c->p->nodes[i].worker_partial_offset[k];
+    a->worker_partial[k] = at >= 0 ? (char *)c->worker_scratch + at : NULL;
+  }
   a->device_table = c->device_table[i];
   a->device_table_bytes = c->device_table[i] ? device_table_bytes(c, i) : 0;
   a->err = &c->kernel_err;

@@ -13,6 +13,7 @@ sl_code sl_run_caps(const sl_backend_ops *ops, int threads, sl_backend_caps *cap
     caps->bytes_per_second *= share;
     caps->ops_per_second *= share;
     caps->compute_units = threads;
+    caps->host_workers = threads; /* the workers whose scratch the plan counts */
   }
   return rc;
 }

@@ -94,7 +94,12 @@ int sl_graph_output_scan_axes(const sl_graph *g, int node, int port) {
 sl_combine sl_node_out_combine(const sl_node *n, int port) {
   if (!n->desc || port >= n->desc->n_outputs || n->phase != SL_PHASE_STREAM || n->out[port].stream_rank)
     return SL_COMBINE_NONE;
-  return n->desc->combine[port];
+  return n->desc->combine_of ? n->desc->combine_of(n, port) : n->desc->combine[port];
+}
+
+bool sl_node_worker_partial(const sl_node *n, int port) {
+  return n->desc && (n->desc->worker_partial_outputs >> port & 1u) &&
+         sl_combine_exact(sl_node_out_combine(n, port), n->out[port].dtype);
 }
 
 int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions) {
@@ -112,6 +117,12 @@ static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_erro
     sl_combine c = sl_node_out_combine(n, k);
     bool variable = sl_node_out_bound(n, k, 1) >= 0;
     sl_code rc = sl_combine_check(c, d->dtype, err);
+    if (rc == SL_OK && n->desc && (n->desc->worker_partial_outputs >> k & 1u) && sl_combine_elementwise(c) &&
+        !sl_combine_exact(c, d->dtype))
+      rc = sl_fail(err, SL_ERR_INTERNAL,
+                   "output '%s' asks for per-worker partials, but merging %s of %s values depends on how "
+                   "the range was split",
+                   n->out_names[k], sl_combine_name(c), sl_dtype_name(d->dtype));
     if (rc == SL_OK && variable && (d->dtype != SL_U8 || d->rank != d->stream_rank + 1))
       rc = sl_fail(err, SL_ERR_INTERNAL, "variable-size output '%s' must be u8 bytes with one item axis",
                    n->out_names[k]);

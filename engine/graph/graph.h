@@ -129,6 +129,9 @@ int sl_graph_output_scan_axes(const sl_graph *g, int node, int port);
 /* The declared combine of output `port` when it is a reduction (a whole
  * output of a node that streams), else SL_COMBINE_NONE. */
 sl_combine sl_node_out_combine(const sl_node *n, int port);
+/* Whether output `port`'s declared combine is lent per worker of
+ * parallel_for (sl_node_desc.worker_partial_outputs, exact combines only). */
+bool sl_node_worker_partial(const sl_node *n, int port);
 /* The most bytes variable-size output `port` holds for `positions` scan
  * positions (sl_node_desc.out_bound), or -1 for a fixed-size port. */
 int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions);

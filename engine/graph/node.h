@@ -104,6 +104,19 @@ typedef struct sl_node_desc {
    * merges it; SL_COMBINE_NONE (the default), the kernel accumulates into
    * the whole output by itself. */
   sl_combine combine[8];
+  /* Optional: the combine of output `port` for this node's inferred types,
+   * in place of combine[]: a reduction that may leave its merging to the
+   * executor only for some dtypes (sum: exact integer sums; its float sums
+   * keep scan order in the kernel). */
+  sl_combine (*combine_of)(const struct sl_node *n, int port);
+  /* Bit k: output k's element-wise combine, where it is exact for the
+   * port's dtype (sl_combine_exact: integers), is also lent per worker of
+   * parallel_for (sl_worker_partial): each worker folds its ranges into
+   * its own partial, starting from the identity, and the executor merges
+   * them after the call in worker order. Float combines are refused (their
+   * bits would follow how parallel_for split the range); a port whose
+   * combine is NONE for the node's types gets none. CPU kernels only. */
+  unsigned worker_partial_outputs;
   /* Optional: variable-size outputs. For output `port` and a call over
    * `positions` scan positions, the most bytes the kernel may write (like
    * ZSTD_compressBound), or -1 for a fixed-size port. The kernel writes the

@@ -70,6 +70,17 @@ static int64_t sat_add(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, int64_t offset[8]) {
+  int64_t at = sat_add(per_worker_bytes, 63) / 64 * 64;
+  for (int k = 0; k < 8; k++) offset[k] = -1;
+  for (int k = 0; partials && k < n->n_out; k++)
+    if (sl_node_worker_partial(n, k)) {
+      offset[k] = at;
+      at = sat_add(at, sat_add(sl_desc_bytes(&n->out[k]), 63) / 64 * 64);
+    }
+  return at;
+}
+
 static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   a->bytes_read = sat_add(a->bytes_read, sat_mul(b->bytes_read, times));
   a->bytes_written = sat_add(a->bytes_written, sat_mul(b->bytes_written, times));
@@ -235,7 +246,9 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     int64_t *ws = host_ws ? &p->host_workspace_bytes : &p->lent_workspace_bytes;
     if (pn->cost.workspace_bytes > *ws) *ws = pn->cost.workspace_bytes;
     if (!host_ws && pn->cost.workspace_bytes > p->workspace_bytes) p->workspace_bytes = pn->cost.workspace_bytes;
-    int64_t stride = (pn->cost.per_worker_bytes + 63) / 64 * 64;
+    bool host_kernel = !p->caps.device_memory || (g->nodes[i].desc && g->nodes[i].desc->host);
+    int64_t stride = sl_plan_worker_layout(&g->nodes[i], pn->cost.per_worker_bytes, host_kernel,
+                                           p->nodes[i].worker_partial_offset);
     if (stride > p->worker_scratch_stride) p->worker_scratch_stride = stride;
     p->state_bytes += pn->cost.state_bytes;
     if (pn->cost.library_bytes > p->library_bytes) p->library_bytes = pn->cost.library_bytes;

@@ -69,6 +69,9 @@ typedef struct sl_plan_node {
                               (engine/plan/loop_history.h) */
   double est_seconds; /* sl_cost_estimate of cost and calls */
   struct sl_plan *body; /* iterate nodes: the body's plan, made once */
+  /* Per output port: where in each worker's block of worker scratch the
+   * port's partial per worker lies (sl_plan_worker_layout), or -1. */
+  int64_t worker_partial_offset[8];
 } sl_plan_node;
 
 /* The levels of one pass over the data: prologue, stream (run once per
@@ -121,8 +124,9 @@ typedef struct sl_plan {
   int64_t slot_bytes;      /* sum of slot sizes: preallocated */
   int64_t workspace_bytes; /* largest node workspace (one at a time) */
   /* Per-worker host scratch (sl_kernel_args.worker_scratch): the largest
-   * node's cost().per_worker_bytes rounded to 64 bytes, and that times the
-   * host workers, lent by the executor for the whole run. */
+   * node's block (sl_plan_worker_layout: its cost().per_worker_bytes and its
+   * reductions' partials per worker, each rounded to 64 bytes), and that
+   * times the host workers, lent by the executor for the whole run. */
   int64_t worker_scratch_stride;
   int64_t worker_scratch_bytes;
   int64_t state_bytes;     /* node state held for the whole run (sum) */
@@ -154,6 +158,12 @@ typedef struct sl_plan {
 int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps);
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err);
 void sl_plan_free(sl_plan *p);
+/* A node's block of worker scratch, the same for every worker: its
+ * per_worker_bytes of scratch at 0, then, when `partials` (the node runs
+ * its CPU kernel on the host), each output port lent a partial per worker
+ * (sl_node_worker_partial), whole-sized, at offset[port] (-1 for the
+ * others); each part rounded up to 64 bytes. Returns the block's bytes. */
+int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, int64_t offset[8]);
 /* The index in p->buffers of output `port` of node `node`, or -1. */
 int sl_plan_buffer_index(const sl_plan *p, int node, int port);
 /* The pass a stream node's chunks follow (its home pass); its chunking is

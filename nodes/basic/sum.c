@@ -1,6 +1,8 @@
 /* sum: the sum over scan positions of a streamed tensor, item-shaped: a
  * reduction that accumulates across chunks. Unsigned integers sum exactly in
- * u64, floats in f64, each element adding its positions in scan order. */
+ * u64 (a declared SUM: the executor merges the chunks' and the workers'
+ * partials), floats in f64, each element adding its positions in scan order
+ * in the kernel (no declared combine). */
 #include <string.h>
 
 #include "engine/backend/backend.h"
@@ -32,58 +34,108 @@ static void sum_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->ops = positions * sl_desc_item_elems(&n->in[0]);
 }
 
-typedef struct sum_job {
-  const sl_kernel_args *a;
-  int64_t item;
-} sum_job;
-
-/* Ranges split the item's elements, so each output element is owned by one
- * worker and the sum over positions needs no atomics. Integers sum in u64. */
-static void sum_range(void *ctx, int64_t begin, int64_t end, int worker) {
-  const sum_job *j = ctx;
-  int64_t npos = j->a->pos_count, item = j->item;
-  switch (j->a->node->in[0].dtype) {
-/* The range is cut into blocks whose accumulators (y) stay in L1; each block
- * streams its slice of every position, four positions per sweep of y so y is
- * loaded and stored a quarter as often. x is read sequentially in runs of up
- * to SUM_BLOCK elements, and each element still adds its positions in order
- * (floats stay bit-identical to a plain loop). */
+/* Adds positions [p0, p1) of elements [e0, e1) of x (a chunk of items of
+ * `item` elements, input dtype t) into y[e0, e1): u64 for integers, f64 for
+ * floats. Each element adds its positions in scan order (floats are
+ * bit-identical to a plain loop). The range is cut into blocks whose
+ * accumulators stay in L1; each block streams its slice of every position,
+ * four positions per sweep of y so y is loaded and stored a quarter as
+ * often, and x is read in runs of up to SUM_BLOCK elements. */
 #define SUM_BLOCK 1024
-#define SUM_CASE(T, ACC, OUT)                                                   \
-  {                                                                             \
-    const T *restrict x = j->a->in[0];                                          \
-    OUT *restrict y = j->a->out[0];                                             \
-    for (int64_t e0 = begin; e0 < end; e0 += SUM_BLOCK) {                       \
-      int64_t n = end - e0 < SUM_BLOCK ? end - e0 : SUM_BLOCK;                  \
-      OUT *restrict yb = y + e0;                                                \
-      int64_t p = 0;                                                            \
-      for (; p + 4 <= npos; p += 4) {                                           \
-        const T *restrict q0 = x + p * item + e0, *restrict q1 = q0 + item;     \
-        const T *restrict q2 = q1 + item, *restrict q3 = q2 + item;             \
-        for (int64_t e = 0; e < n; e++)                                         \
+static void sum_fold(sl_dtype t, const void *x_, int64_t item, void *y_, int64_t p0, int64_t p1,
+                     int64_t e0, int64_t e1) {
+  switch (t) {
+#define SUM_CASE(T, ACC)                                                         \
+  {                                                                              \
+    const T *restrict x = x_;                                                    \
+    ACC *restrict y = y_;                                                        \
+    for (int64_t b = e0; b < e1; b += SUM_BLOCK) {                               \
+      int64_t n = e1 - b < SUM_BLOCK ? e1 - b : SUM_BLOCK;                       \
+      ACC *restrict yb = y + b;                                                  \
+      int64_t p = p0;                                                            \
+      for (; p + 4 <= p1; p += 4) {                                              \
+        const T *restrict q0 = x + p * item + b, *restrict q1 = q0 + item;       \
+        const T *restrict q2 = q1 + item, *restrict q3 = q2 + item;              \
+        for (int64_t e = 0; e < n; e++)                                          \
           yb[e] = (((yb[e] + (ACC)q0[e]) + (ACC)q1[e]) + (ACC)q2[e]) + (ACC)q3[e]; \
-      }                                                                         \
-      for (; p < npos; p++) {                                                   \
-        const T *restrict q = x + p * item + e0;                                \
-        for (int64_t e = 0; e < n; e++) yb[e] += (ACC)q[e];                     \
-      }                                                                         \
-    }                                                                           \
-    break;                                                                      \
+      }                                                                          \
+      for (; p < p1; p++) {                                                      \
+        const T *restrict q = x + p * item + b;                                  \
+        for (int64_t e = 0; e < n; e++) yb[e] += (ACC)q[e];                      \
+      }                                                                          \
+    }                                                                            \
+    break;                                                                       \
   }
-    case SL_U8: SUM_CASE(uint8_t, uint64_t, uint64_t)
-    case SL_U16: SUM_CASE(uint16_t, uint64_t, uint64_t)
-    case SL_U32: SUM_CASE(uint32_t, uint64_t, uint64_t)
-    case SL_U64: SUM_CASE(uint64_t, uint64_t, uint64_t)
-    case SL_F32: SUM_CASE(float, double, double)
-    case SL_F64: SUM_CASE(double, double, double)
+    case SL_U8: SUM_CASE(uint8_t, uint64_t)
+    case SL_U16: SUM_CASE(uint16_t, uint64_t)
+    case SL_U32: SUM_CASE(uint32_t, uint64_t)
+    case SL_U64: SUM_CASE(uint64_t, uint64_t)
+    case SL_F32: SUM_CASE(float, double)
+    case SL_F64: SUM_CASE(double, double)
 #undef SUM_CASE
     default: break;
   }
 }
 
+static bool is_integer(sl_dtype t) { return t == SL_U8 || t == SL_U16 || t == SL_U32 || t == SL_U64; }
+
+/* Integer sums are exact in any order, so the executor merges them: the
+ * kernel folds only its chunk, and each worker of parallel_for folds its
+ * share into a partial of its own. Float sums add every position in scan
+ * order, which no merge of partials gives back: the kernel keeps them in
+ * the whole output itself. */
+static sl_combine sum_combine_of(const sl_node *n, int port) {
+  return port == 0 && is_integer(n->in[0].dtype) ? SL_COMBINE_SUM : SL_COMBINE_NONE;
+}
+
+typedef struct sum_job {
+  const sl_kernel_args *a;
+  sl_dtype t;
+  int64_t item;
+  /* Tiles of the integer sum: groups of `group` positions times blocks of
+   * SUM_TILE elements, element blocks fastest. */
+  int64_t group, blocks;
+} sum_job;
+
+/* Elements split among the workers, each summing all the chunk's positions
+ * into out[0] (floats: the run's total, in scan order). */
+static void sum_elements(void *ctx, int64_t begin, int64_t end, int worker) {
+  const sum_job *j = ctx;
+  (void)worker;
+  sum_fold(j->t, j->a->in[0], j->item, j->a->out[0], 0, j->a->pos_count, begin, end);
+}
+
+/* Tiles split among the workers, each adding into its own partial: positions
+ * are split too, so short items and long chunks use every worker. */
+#define SUM_TILE 4096
+static void sum_tiles(void *ctx, int64_t begin, int64_t end, int worker) {
+  const sum_job *j = ctx;
+  void *y = sl_worker_partial(j->a, 0, worker);
+  for (int64_t t = begin; t < end; t++) {
+    int64_t p0 = t / j->blocks * j->group, e0 = t % j->blocks * SUM_TILE;
+    int64_t p1 = p0 + j->group < j->a->pos_count ? p0 + j->group : j->a->pos_count;
+    int64_t e1 = e0 + SUM_TILE < j->item ? e0 + SUM_TILE : j->item;
+    sum_fold(j->t, j->a->in[0], j->item, y, p0, p1, e0, e1);
+  }
+}
+
 static sl_code sum_cpu(sl_kernel_args *a) {
-  sum_job j = {a, sl_desc_item_elems(&a->node->in[0])};
-  a->backend->ops->parallel_for(a->backend, j.item, 4096, sum_range, &j);
+  sl_backend *b = a->backend;
+  sum_job j = {a, a->node->in[0].dtype, sl_desc_item_elems(&a->node->in[0]), 0, 0};
+  if (!sl_worker_partial(a, 0, 0) || a->pos_count <= 0) {
+    b->ops->parallel_for(b, j.item, SUM_TILE, sum_elements, &j);
+    return SL_OK;
+  }
+  /* About four tiles per worker: as many position groups as that needs
+   * beyond the item's own blocks. */
+  int64_t workers = b->ops->workers(b), npos = a->pos_count;
+  j.blocks = (j.item + SUM_TILE - 1) / SUM_TILE;
+  int64_t groups = (4 * workers + j.blocks - 1) / j.blocks;
+  if (groups > npos) groups = npos;
+  if (groups < 1) groups = 1;
+  j.group = (npos + groups - 1) / groups;
+  groups = (npos + j.group - 1) / j.group;
+  b->ops->parallel_for(b, groups * j.blocks, 1, sum_tiles, &j);
   return SL_OK;
 }
 
@@ -108,4 +160,6 @@ const sl_node_desc sl_node_sum = {
     .outputs = sum_out, .n_outputs = SL_COUNT_OF(sum_out),
     .infer = sum_infer, .cost = sum_cost,
     .kernel = {[SL_BACKEND_CPU] = sum_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sum_cuda)},
+    .combine_of = sum_combine_of,
+    .worker_partial_outputs = 1u,
 };

@@ -25,6 +25,7 @@
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "engine/plan/plan.h"
 #include "engine/pipeline/yaml_tree.h"
 
 #ifndef NH_RNG_SEED
@@ -138,19 +139,35 @@ static inline sl_backend *backend(int threads) {
 }
 
 /* Lends a kernel call what the executor lends for `positions`: the node's
- * cost().workspace_bytes and its per_worker_bytes for each worker of b;
- * returns the block for the caller to free (NULL when none was declared). */
+ * cost().workspace_bytes, and for each worker of b its per_worker_bytes and
+ * its partials per worker, laid out as the plan lays them out
+ * (sl_plan_worker_layout; a stream node's only); returns the block for the
+ * caller to free (NULL when none was declared). */
 static inline void *lend_scratch(const sl_node *n, sl_backend *b, int64_t positions, sl_kernel_args *a) {
   sl_node_cost c;
   memset(&c, 0, sizeof c);
   if (n->desc->cost) n->desc->cost(n, positions, &c);
-  int64_t ws = (c.workspace_bytes + 63) / 64 * 64;
-  a->worker_scratch_stride = (c.per_worker_bytes + 63) / 64 * 64;
+  int64_t ws = (c.workspace_bytes + 63) / 64 * 64, offset[8];
+  a->worker_scratch_stride = sl_plan_worker_layout(n, c.per_worker_bytes, true, offset);
   int64_t bytes = ws + a->worker_scratch_stride * b->ops->workers(b);
   char *block = bytes ? aligned_alloc(64, (size_t)bytes) : NULL;
   a->workspace = ws ? block : NULL;
   a->worker_scratch = a->worker_scratch_stride ? block + ws : NULL;
+  for (int k = 0; k < 8; k++) a->worker_partial[k] = offset[k] >= 0 ? block + ws + offset[k] : NULL;
   return block;
+}
+
+/* Worker partials of a call (sl_kernel_args.worker_partial) as the executor
+ * treats them: before the call (!merge) each set to the combine's identity;
+ * after it merged into out[k], worker 0, 1, ... in order. */
+static inline void worker_partials(const sl_node *n, sl_backend *b, const sl_kernel_args *a, bool merge) {
+  for (int k = 0; k < n->n_out; k++)
+    for (int w = 0; a->worker_partial[k] && w < b->ops->workers(b); w++) {
+      sl_combine c = sl_node_out_combine(n, k);
+      if (merge) sl_combine_merge_host(c, n->out[k].dtype, a->out[k], sl_worker_partial(a, k, w), 0,
+                                       sl_desc_elems(&n->out[k]));
+      else sl_combine_identity_host(c, n->out[k].dtype, sl_worker_partial(a, k, w), 0, sl_desc_elems(&n->out[k]));
+    }
 }
 
 /* Runs a stream node over `npos` positions in chunks of `chunk`: input 0 is
@@ -164,9 +181,10 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
                                  const void *const *whole_in, int n_whole_in, void *const *out,
                                  int64_t npos, int64_t chunk, sl_error *e) {
   sl_error_clear(e);
+  n->phase = SL_PHASE_STREAM; /* as the graph makes it: the declared combines are its reductions' */
   for (int k = 0; k < n->n_out; k++)
     if (n->out[k].stream_rank == 0)
-      sl_combine_identity_host(n->desc->combine[k], n->out[k].dtype, out[k], 0, sl_desc_elems(&n->out[k]));
+      sl_combine_identity_host(sl_node_out_combine(n, k), n->out[k].dtype, out[k], 0, sl_desc_elems(&n->out[k]));
   int64_t ib = in0 ? sl_desc_item_bytes(&n->in[0]) : 0;
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
@@ -176,6 +194,7 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
     memset(&a, 0, sizeof a);
     a.workspace = lent.workspace;
     a.worker_scratch = lent.worker_scratch, a.worker_scratch_stride = lent.worker_scratch_stride;
+    memcpy(a.worker_partial, lent.worker_partial, sizeof a.worker_partial);
     a.backend = b;
     a.node = n;
     a.state = n->state;
@@ -190,7 +209,7 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
      * reduction's partial starts from the identity and is merged after. */
     void *partial[8] = {0};
     for (int k = 0; k < n->n_out; k++) {
-      sl_combine c = n->out[k].stream_rank ? SL_COMBINE_NONE : n->desc->combine[k];
+      sl_combine c = sl_node_out_combine(n, k);
       if (n->out[k].stream_rank) a.out[k] = (char *)out[k] + s * sl_desc_item_bytes(&n->out[k]);
       else if (c == SL_COMBINE_CONCAT) a.out[k] = (char *)out[k] + s * (sl_desc_bytes(&n->out[k]) / npos);
       else a.out[k] = out[k];
@@ -201,10 +220,12 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
       }
     }
     a.err = e;
+    worker_partials(n, b, &a, false);
     sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+    if (!rc) worker_partials(n, b, &a, true);
     for (int k = 0; k < n->n_out; k++) {
       if (!partial[k]) continue;
-      if (!rc) sl_combine_merge_host(n->desc->combine[k], n->out[k].dtype, out[k], partial[k], 0,
+      if (!rc) sl_combine_merge_host(sl_node_out_combine(n, k), n->out[k].dtype, out[k], partial[k], 0,
                                      sl_desc_elems(&n->out[k]));
       free(partial[k]);
     }

@@ -152,8 +152,90 @@ static const sl_node_desc join = {
     .kernel = {[SL_BACKEND_CPU] = join_cpu}, .combine = {SL_COMBINE_CONCAT},
     .out_bound = four_per_position};
 
+/* ---- per-worker partials. t_ints turns the ramp into u64 values spread
+ * over the whole range (sums wrap many times, so a partial merged twice,
+ * missed, or not reset to the identity shows). t_wextremes folds them into
+ * a sum, least and largest per element, each worker into its own partial
+ * (positions split among the workers); t_wfloat asks the same of f64. */
+#define WRAP_BASE 0xFFFFFFFFFFFFF000ull
+#define WRAP_STEP 0x9E3779B97F4A7C15ull
+
+static uint64_t wrap_value(int64_t p, int64_t e) { return WRAP_BASE + (uint64_t)ramp_value(p, e) * WRAP_STEP; }
+
+static sl_code ints_infer(sl_node *n, sl_error *err) {
+  if (!n->in[0].stream_rank || n->in[0].dtype != SL_F64) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed f64");
+  n->out[0] = n->in[0];
+  n->out[0].dtype = SL_U64;
+  return SL_OK;
+}
+
+static sl_code ints_cpu(sl_kernel_args *a) {
+  const double *x = a->in[0];
+  uint64_t *y = a->out[0];
+  for (int64_t i = 0; i < a->pos_count * sl_desc_item_elems(&a->node->in[0]); i++)
+    y[i] = WRAP_BASE + (uint64_t)x[i] * WRAP_STEP;
+  return SL_OK;
+}
+
+static const sl_port_def y_out[] = {{"y", "u64 values", NULL, false}};
+
+static const sl_node_desc ints = {
+    .type = "t_ints", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = y_out, .n_outputs = 1,
+    .infer = ints_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = ints_cpu}};
+
+static sl_code wextremes_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (!x->stream_rank) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed");
+  int64_t item = sl_desc_item_elems(x);
+  for (int k = 0; k < 3; k++) n->out[k] = sl_desc_make(x->dtype, 1, &item, 0);
+  return SL_OK;
+}
+
+typedef struct wfold {
+  const sl_kernel_args *a;
+  int64_t item;
+  bool lent; /* every worker found its partials */
+} wfold;
+
+/* A worker's positions, into its own partials (u64 sum, min, max). */
+static void wfold_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  wfold *j = ctx;
+  uint64_t *sum = sl_worker_partial(j->a, 0, worker), *lo = sl_worker_partial(j->a, 1, worker),
+           *hi = sl_worker_partial(j->a, 2, worker);
+  if (!sum || !lo || !hi) {
+    j->lent = false;
+    return;
+  }
+  const uint64_t *x = j->a->in[0];
+  for (int64_t p = begin; p < end; p++)
+    for (int64_t e = 0; e < j->item; e++) {
+      uint64_t v = x[p * j->item + e];
+      sum[e] += v;
+      if (v < lo[e]) lo[e] = v;
+      if (v > hi[e]) hi[e] = v;
+    }
+}
+
+static sl_code wextremes_cpu(sl_kernel_args *a) {
+  wfold j = {a, sl_desc_item_elems(&a->node->in[0]), true};
+  a->backend->ops->parallel_for(a->backend, a->pos_count, 1, wfold_range, &j);
+  return j.lent ? SL_OK : sl_fail(a->err, SL_ERR_INTERNAL, "a worker found no partial");
+}
+
+static const sl_node_desc wextremes = {
+    .type = "t_wextremes", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = extremes_out,
+    .n_outputs = 3, .infer = wextremes_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = wextremes_cpu},
+    .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .worker_partial_outputs = 7u};
+
+static const sl_node_desc wfloat = {
+    .type = "t_wfloat", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = extremes_out,
+    .n_outputs = 3, .infer = wextremes_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = wextremes_cpu},
+    .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .worker_partial_outputs = 2u};
+
 /* The project's node families and this test's. */
-static const sl_node_desc *const test_nodes[] = {&extremes, &encode, &liar, &spill, &join};
+static const sl_node_desc *const test_nodes[] = {&extremes, &encode, &liar, &spill, &join, &ints, &wextremes, &wfloat};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
 static const sl_node_registry *registry(void) {
@@ -227,6 +309,67 @@ static void test_sum_min_max_merged_by_executor(void **state) {
         }
       assert_int_equal(partials, 3);
       assert_true(run.plan->partial_bytes >= 3 * ITEM * 8);
+      sl_run_free(&run);
+    }
+}
+
+/* Partials per worker, through the whole engine with 1, 2 and 3 workers and
+ * several chunk sizes: the sum node's integer case and t_wextremes (twice)
+ * all in one level, so their partials share the workers' scratch one call
+ * after another; against wrapping u64 sums, least and largest values worked
+ * out here from the closed form. The plan counts the partials in the
+ * workers' scratch, and the float sum keeps no declared combine. */
+static void test_worker_partials_merged_by_executor(void **state) {
+  (void)state;
+  uint64_t sum[ITEM] = {0}, lo[ITEM], hi[ITEM];
+  for (int e = 0; e < ITEM; e++) lo[e] = UINT64_MAX, hi[e] = 0;
+  for (int64_t p = 0; p < NPOS; p++)
+    for (int e = 0; e < ITEM; e++) {
+      uint64_t v = wrap_value(p, e);
+      sum[e] += v;
+      lo[e] = v < lo[e] ? v : lo[e];
+      hi[e] = v > hi[e] ? v : hi[e];
+    }
+  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
+    for (int threads = 1; threads <= 3; threads++) {
+      sl_run run;
+      sl_error err;
+      sl_code rc = run_text("wpartials.yaml",
+                            "pipeline: wpartials\nnodes:\n" RAMP_NODE
+                            "  ints: {type: t_ints, inputs: {x: src.out}}\n"
+                            "  s: {type: sum, inputs: {x: ints.y}}\n"
+                            "  f: {type: sum, inputs: {x: src.out}}\n"
+                            "  w: {type: t_wextremes, inputs: {x: ints.y}}\n"
+                            "  v: {type: t_wextremes, inputs: {x: ints.y}}\n"
+                            "outputs: {total: s.total, ftotal: f.total, sum: w.sum, lo: w.lo, hi: w.hi, "
+                            "sum2: v.sum}\n",
+                            k_chunks[c], threads, &run, &err);
+      if (rc != SL_OK) fail_msg("chunk %lld, %d threads: %s", (long long)k_chunks[c], threads, err.msg);
+      const uint64_t *t = output(&run, "total")->data, *s = output(&run, "sum")->data,
+                     *l = output(&run, "lo")->data, *h = output(&run, "hi")->data,
+                     *s2 = output(&run, "sum2")->data;
+      const double *ft = output(&run, "ftotal")->data;
+      for (int e = 0; e < ITEM; e++) {
+        if (t[e] != sum[e] || s[e] != sum[e] || s2[e] != sum[e] || l[e] != lo[e] || h[e] != hi[e])
+          fail_msg("chunk %lld, %d threads, element %d", (long long)k_chunks[c], threads, e);
+        double want = 0;
+        for (int64_t p = 0; p < NPOS; p++) want += ramp_value(p, e);
+        assert_true(ft[e] == want);
+      }
+      /* Planned: t_wextremes's three partials of 6 u64 each (64 bytes
+       * apiece) per worker, the largest block; sum's is one of them. */
+      const sl_plan *p = run.plan;
+      assert_int_equal(p->worker_scratch_stride, 3 * 64);
+      assert_int_equal(p->worker_scratch_bytes, 3 * 64 * threads);
+      for (int i = 0; i < p->graph->n_nodes; i++) {
+        const sl_node *n = &p->graph->nodes[i];
+        const int64_t *off = p->nodes[i].worker_partial_offset;
+        if (!strcmp(n->id, "s")) assert_true(off[0] == 0 && off[1] == -1);
+        else if (!strcmp(n->id, "w") || !strcmp(n->id, "v")) assert_true(off[0] == 0 && off[1] == 64 && off[2] == 128);
+        else assert_true(off[0] == -1);
+        if (!strcmp(n->id, "f")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_NONE);
+        if (!strcmp(n->id, "s")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_SUM);
+      }
       sl_run_free(&run);
     }
 }
@@ -363,6 +506,16 @@ static void test_bound_overrun_is_an_error(void **state) {
   assert_int_equal(err.chunk, 0);
 }
 
+/* Partials per worker of floats would give bits that follow how
+ * parallel_for split the range: the graph refuses them. */
+static void test_float_worker_partials_refused(void **state) {
+  (void)state;
+  sl_error err = run_refused("wfloat.yaml", "  w: {type: t_wfloat, inputs: {x: src.out}}\noutputs: {lo: w.lo}\n",
+                             SL_ERR_INTERNAL, "depends on how the range was split");
+  assert_string_equal(err.node, "w");
+  assert_non_null(strstr(err.msg, "min of f64"));
+}
+
 static void test_variable_stream_output_refused(void **state) {
   (void)state;
   run_refused("spilled.yaml", "  s: {type: t_spill, inputs: {x: src.out}}\noutputs: {b: s.bytes}\n",
@@ -405,6 +558,8 @@ static void test_host_merges(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sum_min_max_merged_by_executor),
+      cmocka_unit_test(test_worker_partials_merged_by_executor),
+      cmocka_unit_test(test_float_worker_partials_refused),
       cmocka_unit_test(test_variable_size_concat),
       cmocka_unit_test(test_variable_size_concat_written),
       cmocka_unit_test(test_bound_overrun_is_an_error),
