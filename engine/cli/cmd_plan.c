@@ -4,6 +4,7 @@
 
 #include "engine/core/json.h"
 #include "engine/cli/cli.h"
+#include "engine/exec/run.h"
 #include "engine/exec/sinks.h"
 #include "engine/plan/loop_history.h"
 
@@ -51,7 +52,7 @@ int cmd_plan(int argc, char **argv) {
    * for it (its capabilities are then read from the device). */
   if (o.backend == SL_BACKEND_AUTO) o.backend = SL_BACKEND_CPU;
   if (sl_backend_select(o.backend, &kind, &err) != SL_OK ||
-      sl_backend_ops_for(kind)->probe(&caps, &err) != SL_OK ||
+      sl_run_caps(sl_backend_ops_for(kind), o.threads, &caps, &err) != SL_OK ||
       sl_graph_check_backend(g, kind, &err) != SL_OK) {
     rc = cli_fail(&err);
   } else {

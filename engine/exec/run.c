@@ -13,8 +13,10 @@ sl_code sl_run_caps(const sl_backend_ops *ops, int threads, sl_backend_caps *cap
     caps->bytes_per_second *= share;
     caps->ops_per_second *= share;
     caps->compute_units = threads;
-    caps->host_workers = threads; /* the workers whose scratch the plan counts */
   }
+  /* the host workers whose scratch the plan counts: a device backend's
+   * host helpers are CPU threads too */
+  if (rc == SL_OK && threads > 0) caps->host_workers = threads;
   return rc;
 }
 

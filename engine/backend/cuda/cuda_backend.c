@@ -25,6 +25,7 @@
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_internal.h"
+#include "engine/core/cpus.h"
 #include "engine/core/settings.h"
 #include "engine/core/util.h"
 
@@ -120,6 +121,7 @@ static sl_code query_caps(int device, sl_backend_caps *caps, int *cc_out, size_t
   if (e != cudaSuccess) return sl_cuda_backend_fail(err, e, "cannot read the memory of device %d", device);
 
   caps->compute_units = sms;
+  caps->host_workers = sl_usable_cpus(); /* host nodes run on the CPU backend inside */
   caps->memory_bytes = free_b; /* what the planner budgets against */
   caps->device_memory = true;
   /* Sustained traffic: 80% of the peak of a double-data-rate bus; without the
