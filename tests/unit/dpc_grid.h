@@ -181,7 +181,9 @@ static inline double dpc_grid_bound(const synth_data *d, const double *cr, const
 
 /* A case's fields in the cache directory: its name from the case's
  * parameters; rows, cols (int32), the bound, then cr, cc, adf (f64).
- * Reading returns false when the file is not there or not whole. */
+ * Reading returns false when the file is not there or not whole. With
+ * SLUICE_DPC_GRID_CACHED_ONLY set, cases not in the cache are skipped (a
+ * rule measured on what a running grid has made so far). */
 static inline void dpc_grid_cache_name(char *name, size_t size, const char *dir, double alpha,
                                        double df, const char *dose, int rot, int t, int scan,
                                        int seed) {
@@ -231,7 +233,12 @@ static inline dpc_grid_answer dpc_grid_case(double alpha, double df, const char 
   char name[600] = "";
   if (cache)
     dpc_grid_cache_name(name, sizeof name, cache, alpha, df, dose, rot, transpose, scan, seed_no);
-  if (!cache || !dpc_grid_cache_read(name, scan, &bound, f)) {
+  bool cached = cache && dpc_grid_cache_read(name, scan, &bound, f);
+  if (!cached && cache && getenv("SLUICE_DPC_GRID_CACHED_ONLY")) {
+    for (int k = 0; k < 3; k++) free(f[k]);
+    return (dpc_grid_answer){NAN, -1, NAN, 0}; /* skipped: not made yet */
+  }
+  if (!cached) {
     char det[32], scan_s[32], rad[32], spacing[32], sigma[32], jitter[32], step[32], chi[32],
         rots[16], seed[16];
     snprintf(det, sizeof det, "[%d, %d]", H, H);
@@ -270,6 +277,7 @@ static inline dpc_grid_answer dpc_grid_case(double alpha, double df, const char 
 static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run) {
   dpc_grid_stats s;
   memset(&s, 0, sizeof s);
+  int case_no = 0;
   const int n_cells = g->n_doses * g->n_defoci, per_cell = g->n_alphas * g->n_rotations;
   dpc_grid_cell *cells = calloc((size_t)n_cells, sizeof *cells);
   for (int k = 0; k < n_cells; k++) {
@@ -280,9 +288,10 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
     for (int id = 0; id < g->n_defoci; id++)
       for (int ido = 0; ido < g->n_doses; ido++)
         for (int ir = 0; ir < g->n_rotations; ir++) {
-          int rot = g->rotations[ir], t = s.all.cases % 5 == 4;
+          int rot = g->rotations[ir], t = case_no % 5 == 4;
           dpc_grid_answer a = dpc_grid_case(g->alphas[ia], g->defoci[id], g->doses[ido], rot, t,
-                                            g->scan, 1 + s.all.cases, g->cache, run);
+                                            g->scan, 1 + case_no++, g->cache, run);
+          if (a.transpose < 0) continue; /* not in the cache (SLUICE_DPC_GRID_CACHED_ONLY) */
           double err = dpc_grid_diff(a.angle, rot), err180 = err > 90 ? 180 - err : err;
           int det = a.bound <= DPC_GRID_DETERMINABLE;
           dpc_grid_cell *cell = &cells[ido * g->n_defoci + id];
@@ -295,7 +304,7 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
           }
           if (getenv("DPC_GRID_VERBOSE"))
             fprintf(stderr, "  case %d: alpha %2.0f mrad, df %+4.0f A, dose %s, rotation %3d t %d: "
-                    "fitted %.6f t %d (bound %.3f deg, branch confidence %.3f)\n", s.all.cases - 1,
+                    "fitted %.6f t %d (bound %.3f deg, branch confidence %.3f)\n", case_no - 1,
                     g->alphas[ia] * 1e3, g->defoci[id], g->doses[ido], rot, t, a.angle,
                     a.transpose, a.bound, a.confidence);
           if (err >= 90 || (det && (err180 >= 2 || a.transpose != t)))

@@ -68,7 +68,8 @@ static dpc_result run_dpc_adf(const double *cr, const double *cc, const double *
   if (getenv("DPC_ONE")) fprintf(stderr, "curl: %s\nbranch: %s\n", note(&n, "curl"), note(&n, "branch") ? note(&n, "branch") : "-");
   if (over == NULL || n_over == 0) assert_non_null(note(&n, "branch_confidence"));
   const char *conf = note(&n, "branch_confidence");
-  r.confidence = conf ? atof(conf) : 0;
+  const char *num = conf ? strchr(conf, ':') : NULL; /* the note reads "branch_confidence: 0.123 (...)" */
+  r.confidence = num ? atof(num + 1) : 0;
   node_free(&n);
   assert_true(t <= 1);
   r.angle = angle;
