@@ -23,6 +23,9 @@
  * it. The
  * weights are Wiener's: w = s / (s + sigma^2), s = max(0, P - 2 sigma^2)
  * the signal power estimated from the rotation-invariant power P of both
+ * (P = (|A|^2 + |B|^2) / 2, the mean over the angle of the rotated field's
+ * power: the field at angle 0 alone made the weights follow the noise of uu
+ * and pulled fits without signal towards 90 degrees)
  * components, sigma^2 the mean transverse power at the current optimum
  * (an upper bound of the noise: the field is curl free there). A first pass
  * with w = 1 gives the angle that gives sigma^2; three reweighted passes

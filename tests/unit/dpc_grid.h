@@ -16,6 +16,8 @@
 #define SL_DPC_GRID_H
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,14 +35,16 @@ typedef struct dpc_grid {
   int n_doses;
   const int *rotations; /* degrees */
   int n_rotations;
-  int scan; /* positions per side */
+  int scan;          /* positions per side */
+  const char *cache; /* a directory for each case's fields (NULL: none), see dpc_grid_case */
 } dpc_grid;
 
 /* What dpc returned for one case, and the case's Cramer-Rao bound. */
 typedef struct dpc_grid_answer {
   double angle;
   int transpose;
-  double bound; /* degrees: the least rms angle error any fit can have (see dpc_grid_bound) */
+  double bound;      /* degrees: the least rms angle error any fit can have (see dpc_grid_bound) */
+  double confidence; /* the branch rule's |score| (0 when the runner does not say) */
 } dpc_grid_answer;
 
 /* Runs dpc on the field (cr, cc) [rows, cols] with the ADF image adf. */
@@ -56,6 +60,14 @@ typedef dpc_grid_answer (*dpc_grid_runner)(const double *cr, const double *cc, c
 typedef struct dpc_grid_counts {
   int cases, right, within1, within2, within5, transpose_right;
 } dpc_grid_counts;
+
+/* The cases of one (dose, defocus) of the grid, over semi-angles and
+ * rotations: counts, and each case's angle error (mod 180) and bound for
+ * the medians. */
+typedef struct dpc_grid_cell {
+  dpc_grid_counts c;
+  double *err180, *bound;
+} dpc_grid_cell;
 
 typedef struct dpc_grid_stats {
   dpc_grid_counts all, det;
@@ -78,32 +90,71 @@ static inline void dpc_grid_print(const char *what, const dpc_grid_counts *c) {
           c->within2, 100.0 * c->within2 / c->cases, c->within5);
 }
 
+static inline int dpc_grid_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median of v[n] (sorts v). */
+static inline double dpc_grid_median(double *v, int n) {
+  if (n == 0) return NAN;
+  qsort(v, (size_t)n, sizeof *v, dpc_grid_cmp);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The table per dose and defocus (markdown): branch right, angle within 2
+ * degrees (mod 180), median angle error (mod 180), median bound. */
+static inline void dpc_grid_table(const dpc_grid *g, dpc_grid_cell *cells) {
+  fprintf(stderr, "| scan | dose | defocus A | cases | branch right %% | within 2 deg %% | "
+                  "transpose right %% | median error deg | median bound deg |\n"
+                  "|---|---|---|---|---|---|---|---|---|\n");
+  for (int ido = 0; ido < g->n_doses; ido++)
+    for (int id = 0; id < g->n_defoci; id++) {
+      dpc_grid_cell *c = &cells[ido * g->n_defoci + id];
+      if (!c->c.cases) continue;
+      fprintf(stderr, "| %dx%d | %s | %+.0f | %d | %.0f | %.0f | %.0f | %.2f | %.2f |\n", g->scan,
+              g->scan, g->doses[ido], g->defoci[id], c->c.cases, 100.0 * c->c.right / c->c.cases,
+              100.0 * c->c.within2 / c->c.cases, 100.0 * c->c.transpose_right / c->c.cases,
+              dpc_grid_median(c->err180, c->c.cases), dpc_grid_median(c->bound, c->c.cases));
+    }
+}
+
 static inline double dpc_grid_diff(double a, double b) {
   double d = fmod(a - b, 360.0);
   if (d > 180) d -= 360;
   if (d < -180) d += 360;
   return fabs(d);
 }
+
 /* CoM (scan mean removed) and the ADF image (counts in the ring from 1.5 to
- * 3 disk radii, clipped to the detector) of u32 frames, by plain loops. */
+ * 3 disk radii, clipped to the detector) of u32 frames, by plain loops
+ * (integer sums; the ring's pixels listed once). */
 static inline void dpc_grid_products(const synth_data *d, double radius, double *cr, double *cc,
                                      double *adf) {
   const uint32_t *fr = d->frames;
-  int64_t h = d->h, w = d->w;
+  int64_t h = d->h, w = d->w, hw = h * w, n_ring = 0;
   double yc = (double)(h - 1) / 2, xc = (double)(w - 1) / 2, mr = 0, mc = 0;
   double r_in = 1.5 * radius, r_out = 3 * radius;
+  int64_t *ring = malloc((size_t)hw * sizeof *ring);
+  for (int64_t q = 0; q < hw; q++) {
+    double r = hypot((double)(q / w) - yc, (double)(q % w) - xc);
+    if (r >= r_in && r < r_out) ring[n_ring++] = q;
+  }
   for (int64_t p = 0; p < d->npos; p++) {
-    double s = 0, sr = 0, sc = 0, a = 0;
-    for (int64_t y = 0; y < h; y++)
-      for (int64_t x = 0; x < w; x++) {
-        double v = fr[(p * h + y) * w + x], q = hypot((double)y - yc, (double)x - xc);
-        s += v, sr += (double)y * v, sc += (double)x * v;
-        if (q >= r_in && q < r_out) a += v;
-      }
-    cr[p] = s > 0 ? sr / s : 0, cc[p] = s > 0 ? sc / s : 0, adf[p] = a;
+    const uint32_t *f = fr + p * hw;
+    uint64_t s = 0, sr = 0, sc = 0, a = 0;
+    for (int64_t y = 0; y < h; y++) {
+      uint64_t row = 0;
+      for (int64_t x = 0; x < w; x++) row += f[y * w + x], sc += (uint64_t)x * f[y * w + x];
+      s += row, sr += (uint64_t)y * row;
+    }
+    for (int64_t k = 0; k < n_ring; k++) a += f[ring[k]];
+    cr[p] = s > 0 ? (double)sr / (double)s : 0, cc[p] = s > 0 ? (double)sc / (double)s : 0;
+    adf[p] = (double)a;
     mr += cr[p], mc += cc[p];
   }
   for (int64_t p = 0; p < d->npos; p++) cr[p] -= mr / d->npos, cc[p] -= mc / d->npos;
+  free(ring);
 }
 
 /* The Cramer-Rao bound of the rotation angle, degrees: the measured field
@@ -128,59 +179,124 @@ static inline double dpc_grid_bound(const synth_data *d, const double *cr, const
   return f2 > 0 ? sqrt(s2 / f2) * 180 / M_PI : INFINITY;
 }
 
-/* One case: physical params -> generator params -> products -> dpc. */
+/* A case's fields in the cache directory: its name from the case's
+ * parameters; rows, cols (int32), the bound, then cr, cc, adf (f64).
+ * Reading returns false when the file is not there or not whole. With
+ * SLUICE_DPC_GRID_CACHED_ONLY set, cases not in the cache are skipped (a
+ * rule measured on what a running grid has made so far). */
+static inline void dpc_grid_cache_name(char *name, size_t size, const char *dir, double alpha,
+                                       double df, const char *dose, int rot, int t, int scan,
+                                       int seed) {
+  snprintf(name, size, "%s/a%.0f_df%+.0f_dose%s_r%d_t%d_scan%d_seed%d.f64", dir, alpha * 1e3, df,
+           dose, rot, t, scan, seed);
+}
+
+static inline bool dpc_grid_cache_read(const char *name, int scan, double *bound, double **f) {
+  FILE *fp = fopen(name, "rb");
+  if (!fp) return false;
+  int32_t rc[2] = {0, 0};
+  size_t np = (size_t)scan * (size_t)scan;
+  bool ok = fread(rc, sizeof rc, 1, fp) == 1 && rc[0] == scan && rc[1] == scan &&
+            fread(bound, sizeof *bound, 1, fp) == 1;
+  for (int k = 0; k < 3 && ok; k++) ok = fread(f[k], 8, np, fp) == np;
+  fclose(fp);
+  return ok;
+}
+
+static inline void dpc_grid_cache_write(const char *name, int scan, double bound, double **f) {
+  char tmp[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp", name);
+  FILE *fp = fopen(tmp, "wb");
+  if (!fp) return;
+  int32_t rc[2] = {scan, scan};
+  size_t np = (size_t)scan * (size_t)scan;
+  bool ok = fwrite(rc, sizeof rc, 1, fp) == 1 && fwrite(&bound, sizeof bound, 1, fp) == 1;
+  for (int k = 0; k < 3 && ok; k++) ok = fwrite(f[k], 8, np, fp) == np;
+  ok &= fclose(fp) == 0;
+  if (ok) rename(tmp, name);
+  else remove(tmp);
+}
+
+/* One case: physical params -> generator params -> products -> dpc. With
+ * a cache directory, the products (and the bound) are read from it when
+ * there and written to it when made: the generator is most of a case's
+ * time, so a changed rule can be measured on a large grid again at once. */
 static inline dpc_grid_answer dpc_grid_case(double alpha, double df, const char *dose, int rot,
                                             int transpose, int scan, int seed_no,
-                                            dpc_grid_runner run) {
+                                            const char *cache, dpc_grid_runner run) {
   const double lambda = DPC_GRID_LAMBDA;
   double window = fmax(8.0, 2 * fabs(df) * alpha + 6.0); /* A */
   int H = window / 64 <= 0.15 ? 64 : window / 96 <= 0.15 ? 96 : 128;
   double dx = window / H, radius = window * alpha / lambda;
-  char det[32], scan_s[32], rad[32], spacing[32], sigma[32], jitter[32], step[32], chi[32],
-      rots[16], seed[16];
-  snprintf(det, sizeof det, "[%d, %d]", H, H);
-  snprintf(scan_s, sizeof scan_s, "[%d, %d]", scan, scan);
-  snprintf(rad, sizeof rad, "%.6g", radius);
-  snprintf(spacing, sizeof spacing, "%.6g", 2.5 / dx);
-  snprintf(sigma, sizeof sigma, "%.6g", 0.35 / 2.3548 / dx);
-  snprintf(jitter, sizeof jitter, "%.6g", 0.1 / dx);
-  snprintf(step, sizeof step, "%.6g", 0.4 / dx);
-  snprintf(chi, sizeof chi, "%.6g", M_PI * df * alpha * alpha / lambda);
-  snprintf(rots, sizeof rots, "%d", rot);
-  snprintf(seed, sizeof seed, "%d", seed_no);
-  kv o[] = {{"scan_shape", scan_s}, {"detector_shape", det}, {"disk_radius", rad},
-            {"dose", dose}, {"dtype", "u32"}, {"phase_max", "0.5"},
-            {"atom_spacing", spacing}, {"atom_sigma", sigma}, {"atom_jitter", jitter},
-            {"background", "0.05"}, {"step", step}, {"defocus", chi},
-            {"scan_rotation", rots}, {"scan_transpose", transpose ? "true" : "false"},
-            {"seed", seed}};
-  synth_data d = synth_run(o, (int)(sizeof o / sizeof o[0]), INT64_MAX, 2);
-  double *cr = malloc((size_t)d.npos * 8), *cc = malloc((size_t)d.npos * 8),
-         *adf = malloc((size_t)d.npos * 8);
-  dpc_grid_products(&d, radius, cr, cc, adf);
-  dpc_grid_answer a = run(cr, cc, adf, (int)d.rows, (int)d.cols);
-  a.bound = dpc_grid_bound(&d, cr, cc);
-  free(cr), free(cc), free(adf);
-  synth_free(&d);
+  size_t np = (size_t)scan * (size_t)scan;
+  double *f[3] = {malloc(np * 8), malloc(np * 8), malloc(np * 8)}, bound = 0;
+  char name[600] = "";
+  if (cache)
+    dpc_grid_cache_name(name, sizeof name, cache, alpha, df, dose, rot, transpose, scan, seed_no);
+  bool cached = cache && dpc_grid_cache_read(name, scan, &bound, f);
+  if (!cached && cache && getenv("SLUICE_DPC_GRID_CACHED_ONLY")) {
+    for (int k = 0; k < 3; k++) free(f[k]);
+    return (dpc_grid_answer){NAN, -1, NAN, 0}; /* skipped: not made yet */
+  }
+  if (!cached) {
+    char det[32], scan_s[32], rad[32], spacing[32], sigma[32], jitter[32], step[32], chi[32],
+        rots[16], seed[16];
+    snprintf(det, sizeof det, "[%d, %d]", H, H);
+    snprintf(scan_s, sizeof scan_s, "[%d, %d]", scan, scan);
+    snprintf(rad, sizeof rad, "%.6g", radius);
+    snprintf(spacing, sizeof spacing, "%.6g", 2.5 / dx);
+    snprintf(sigma, sizeof sigma, "%.6g", 0.35 / 2.3548 / dx);
+    snprintf(jitter, sizeof jitter, "%.6g", 0.1 / dx);
+    snprintf(step, sizeof step, "%.6g", 0.4 / dx);
+    snprintf(chi, sizeof chi, "%.6g", M_PI * df * alpha * alpha / lambda);
+    snprintf(rots, sizeof rots, "%d", rot);
+    snprintf(seed, sizeof seed, "%d", seed_no);
+    kv o[] = {{"scan_shape", scan_s}, {"detector_shape", det}, {"disk_radius", rad},
+              {"dose", dose}, {"dtype", "u32"}, {"phase_max", "0.5"},
+              {"atom_spacing", spacing}, {"atom_sigma", sigma}, {"atom_jitter", jitter},
+              {"background", "0.05"}, {"step", step}, {"defocus", chi},
+              {"scan_rotation", rots}, {"scan_transpose", transpose ? "true" : "false"},
+              {"seed", seed}};
+    synth_data d = synth_run(o, (int)(sizeof o / sizeof o[0]), INT64_MAX, 2);
+    dpc_grid_products(&d, radius, f[0], f[1], f[2]);
+    bound = dpc_grid_bound(&d, f[0], f[1]);
+    synth_free(&d);
+    if (cache) dpc_grid_cache_write(name, scan, bound, f);
+  }
+  dpc_grid_answer a = run(f[0], f[1], f[2], scan, scan);
+  a.bound = bound;
+  for (int k = 0; k < 3; k++) free(f[k]);
   return a;
 }
 
 /* The whole grid; every fifth case transposed. Prints each failure (wrong
- * branch, or an angle error over 2 degrees where the case is determinable)
- * and a summary; every case's answer too with DPC_GRID_VERBOSE set (to
- * compare two versions of the fit case by case). */
+ * branch, or an angle error over 2 degrees where the case is determinable),
+ * a summary and the table per dose and defocus; every case's answer too
+ * with DPC_GRID_VERBOSE set (to compare two versions of the fit case by
+ * case). */
 static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run) {
   dpc_grid_stats s;
   memset(&s, 0, sizeof s);
+  int case_no = 0;
+  const int n_cells = g->n_doses * g->n_defoci, per_cell = g->n_alphas * g->n_rotations;
+  dpc_grid_cell *cells = calloc((size_t)n_cells, sizeof *cells);
+  for (int k = 0; k < n_cells; k++) {
+    cells[k].err180 = malloc((size_t)per_cell * sizeof(double));
+    cells[k].bound = malloc((size_t)per_cell * sizeof(double));
+  }
   for (int ia = 0; ia < g->n_alphas; ia++)
     for (int id = 0; id < g->n_defoci; id++)
       for (int ido = 0; ido < g->n_doses; ido++)
         for (int ir = 0; ir < g->n_rotations; ir++) {
-          int rot = g->rotations[ir], t = s.all.cases % 5 == 4;
+          int rot = g->rotations[ir], t = case_no % 5 == 4;
           dpc_grid_answer a = dpc_grid_case(g->alphas[ia], g->defoci[id], g->doses[ido], rot, t,
-                                            g->scan, 1 + s.all.cases, run);
+                                            g->scan, 1 + case_no++, g->cache, run);
+          if (a.transpose < 0) continue; /* not in the cache (SLUICE_DPC_GRID_CACHED_ONLY) */
           double err = dpc_grid_diff(a.angle, rot), err180 = err > 90 ? 180 - err : err;
           int det = a.bound <= DPC_GRID_DETERMINABLE;
+          dpc_grid_cell *cell = &cells[ido * g->n_defoci + id];
+          cell->err180[cell->c.cases] = err180, cell->bound[cell->c.cases] = a.bound;
+          dpc_grid_count(&cell->c, err, err180, a.transpose == t);
           dpc_grid_count(&s.all, err, err180, a.transpose == t);
           if (det) {
             dpc_grid_count(&s.det, err, err180, a.transpose == t);
@@ -188,20 +304,24 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
           }
           if (getenv("DPC_GRID_VERBOSE"))
             fprintf(stderr, "  case %d: alpha %2.0f mrad, df %+4.0f A, dose %s, rotation %3d t %d: "
-                    "fitted %.6f t %d (bound %.3f deg)\n", s.all.cases, g->alphas[ia] * 1e3,
-                    g->defoci[id], g->doses[ido], rot, t, a.angle, a.transpose, a.bound);
+                    "fitted %.6f t %d (bound %.3f deg, branch confidence %.3f)\n", case_no - 1,
+                    g->alphas[ia] * 1e3, g->defoci[id], g->doses[ido], rot, t, a.angle,
+                    a.transpose, a.bound, a.confidence);
           if (err >= 90 || (det && (err180 >= 2 || a.transpose != t)))
             fprintf(stderr,
                     "  alpha %2.0f mrad, df %+4.0f A, dose %s, rotation %3d%s: fitted %8.2f t %d "
-                    "(bound %.2f deg)%s\n",
+                    "(bound %.2f deg, branch confidence %.3f)%s\n",
                     g->alphas[ia] * 1e3, g->defoci[id], g->doses[ido], rot,
-                    t ? " (transposed)" : "", a.angle, a.transpose, a.bound,
+                    t ? " (transposed)" : "", a.angle, a.transpose, a.bound, a.confidence,
                     err >= 90 ? " wrong branch" : "");
         }
   fprintf(stderr, "atomic columns, %dx%d scan:\n", g->scan, g->scan);
   dpc_grid_print("all", &s.all);
   dpc_grid_print("determinable (Cramer-Rao bound <= 0.7 deg)", &s.det);
   fprintf(stderr, "  worst determinable angle error %.2f deg\n", s.worst_det);
+  dpc_grid_table(g, cells);
+  for (int k = 0; k < n_cells; k++) free(cells[k].err180), free(cells[k].bound);
+  free(cells);
   return s;
 }
 

@@ -354,7 +354,7 @@ static dpc_grid_answer grid_both(const double *cr, const double *cc, const doubl
   make_dpc(&ng, R, C, ty, NULL, 0);
   dpc_out c = run_on(g_cpu, &nc, cr, cc, with_adf ? adf : NULL), g = run_on(g_cuda, &ng, cr, cc, with_adf ? adf : NULL);
   g_grid_ok &= same_outputs(label, R, C, &c, &g);
-  dpc_grid_answer a = {c.angle, c.transpose, 0};
+  dpc_grid_answer a = {c.angle, c.transpose, 0, 0};
   out_free(&c);
   out_free(&g);
   node_free(&nc);
@@ -368,7 +368,7 @@ static void test_atomic_columns(void **st) {
   const double defoci[] = {-100, 0, 200};
   const char *doses[] = {"1e4", "1e6"};
   const int rots[] = {17, 143, 251};
-  dpc_grid g = {alphas, 1, defoci, 3, doses, 2, rots, 3, 24};
+  dpc_grid g = {alphas, 1, defoci, 3, doses, 2, rots, 3, 24, NULL};
   (void)dpc_grid_run(&g, grid_both);
   assert_true(g_grid_ok);
 }

@@ -28,6 +28,7 @@ typedef struct dpc_result {
   double *row, *col, *curl, *div;
   double angle;
   int transpose;
+  double confidence; /* the branch_confidence note's number (0 when not noted) */
 } dpc_result;
 
 static void res_free(dpc_result *r) {
@@ -66,6 +67,9 @@ static dpc_result run_dpc_adf(const double *cr, const double *cc, const double *
   assert_non_null(note(&n, "curl"));
   if (getenv("DPC_ONE")) fprintf(stderr, "curl: %s\nbranch: %s\n", note(&n, "curl"), note(&n, "branch") ? note(&n, "branch") : "-");
   if (over == NULL || n_over == 0) assert_non_null(note(&n, "branch_confidence"));
+  const char *conf = note(&n, "branch_confidence");
+  const char *num = conf ? strchr(conf, ':') : NULL; /* the note reads "branch_confidence: 0.123 (...)" */
+  r.confidence = num ? atof(num + 1) : 0;
   node_free(&n);
   assert_true(t <= 1);
   r.angle = angle;
@@ -272,15 +276,34 @@ static void test_synthetic_rotation(void **st) {
 static dpc_grid_answer grid_runner(const double *cr, const double *cc, const double *adf, int R,
                                    int C) {
   dpc_result r = run_dpc_adf(cr, cc, getenv("DPC_NO_ADF") ? NULL : adf, R, C, NULL, 0);
-  dpc_grid_answer a = {r.angle, r.transpose, 0};
+  dpc_grid_answer a = {r.angle, r.transpose, 0, r.confidence};
   res_free(&r);
   return a;
 }
 
+/* The rotations of SLUICE_DPC_GRID_ROTATIONS ("17,143,..."), at most max,
+ * into rots; how many (0: not set). */
+static int env_rotations(int *rots, int max) {
+  const char *env = getenv("SLUICE_DPC_GRID_ROTATIONS");
+  int n = 0;
+  for (const char *p = env; p && *p && n < max;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p) break;
+    rots[n++] = (int)v;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
 /* Atomic-column objects (tests/unit/dpc_grid.h) over probe semi-angles,
  * defoci, doses and rotations. ctest runs a coarse grid; the full grid
- * (3 x 5 x 4 x 16 = 960 cases, a few minutes) runs with
- * SLUICE_DPC_GRID=full. The ADF image goes to dpc unless DPC_NO_ADF is set. */
+ * (3 x 5 x 4 x 16 = 960 cases) runs with SLUICE_DPC_GRID=full. Other
+ * settings: SLUICE_DPC_GRID_SCAN (positions per side, default 24),
+ * SLUICE_DPC_GRID_ROTATIONS (a comma list instead of the grid's),
+ * SLUICE_DPC_GRID_CACHE (a directory that keeps each case's fields: a
+ * second run with a changed rule skips the generator). The ADF image goes
+ * to dpc unless DPC_NO_ADF is set. */
 static void test_grid_atomic_columns(void **st) {
   (void)st;
   const char *env = getenv("SLUICE_DPC_GRID");
@@ -288,17 +311,21 @@ static void test_grid_atomic_columns(void **st) {
   const double alphas_full[] = {0.015, 0.020, 0.025}, alphas_small[] = {0.015, 0.025};
   const double defoci_full[] = {-200, -100, 0, 100, 200}, defoci_small[] = {-100, 0, 200};
   const char *doses_full[] = {"1e3", "1e4", "1e5", "1e6"}, *doses_small[] = {"1e4", "1e6"};
-  const int rots_full[] = {0, 30, 60, 90, 120, 150, 180, 210, 240, 270, 300, 330,
-                           17, 143, 251, 323};
-  const int rots_small[] = {120, 251};
-  dpc_grid g = full ? (dpc_grid){alphas_full, 3, defoci_full, 5, doses_full, 4, rots_full, 16, 24}
+  int rots_full[] = {0, 30, 60, 90, 120, 150, 180, 210, 240, 270, 300, 330, 17, 143, 251, 323};
+  int rots_small[] = {120, 251}, rots_env[64];
+  const char *scan_env = getenv("SLUICE_DPC_GRID_SCAN");
+  int scan = scan_env ? atoi(scan_env) : 24, n_env = env_rotations(rots_env, 64);
+  assert_true(scan >= 3);
+  dpc_grid g = full ? (dpc_grid){alphas_full, 3, defoci_full, 5, doses_full, 4, rots_full, 16, scan, NULL}
                     : (dpc_grid){alphas_small, 2, defoci_small, 3, doses_small, 2, rots_small, 2,
-                                 24};
+                                 scan, NULL};
+  if (n_env) g.rotations = rots_env, g.n_rotations = n_env;
+  g.cache = getenv("SLUICE_DPC_GRID_CACHE");
   const char *one = getenv("DPC_ONE");
   if (one) {
-    double al, df, rot; char dose[16]; int t, seed = 1, scan = 24;
-    sscanf(one, "%lf %lf %15s %lf %d %d %d", &al, &df, dose, &rot, &t, &seed, &scan);
-    dpc_grid_answer a = dpc_grid_case(al, df, dose, (int)rot, t, scan, seed, grid_runner);
+    double al, df, rot; char dose[16]; int t, seed = 1, scan1 = 24;
+    sscanf(one, "%lf %lf %15s %lf %d %d %d", &al, &df, dose, &rot, &t, &seed, &scan1);
+    dpc_grid_answer a = dpc_grid_case(al, df, dose, (int)rot, t, scan1, seed, g.cache, grid_runner);
     fprintf(stderr, "one: %.3f t %d bound %.3f deg\n", a.angle, a.transpose, a.bound);
     return;
   }
