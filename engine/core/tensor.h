@@ -56,6 +56,12 @@ typedef struct sl_tensor_desc {
                                              (file ends): bounds the chunks per buffer */
   int64_t max_stored_chunk_bytes;     /* the largest stored chunk */
   int64_t encoded_block_elems;        /* bitshuffle block size (0 = default) */
+  /* A fact some producers know when planning (e.g. a detector's bad-pixel
+   * count from its file's metadata): at most nonzero_bound elements of this
+   * whole tensor are nonzero, when nonzero_known. A consumer may size its
+   * state by it, and then checks it when it sees the data. */
+  bool nonzero_known;
+  int64_t nonzero_bound;
 } sl_tensor_desc;
 
 /* A buffer of an encoded stream: a header, then `n` entries, then the bytes

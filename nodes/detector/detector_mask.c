@@ -29,6 +29,10 @@ static sl_code mask_infer(sl_node *n, sl_error *err) {
   sl_node_reads_file(n, ix->source);
   int64_t dims[2] = {ix->frame_rows, ix->frame_cols};
   n->out[0] = sl_desc_make(SL_U8, 2, dims, 0);
+  /* The bad pixels are known now: consumers plan for them, not for every
+   * pixel (mask_correct's lists). The kernel writes exactly these. */
+  n->out[0].nonzero_known = true;
+  n->out[0].nonzero_bound = ix->meta.pixel_mask ? ix->meta.n_bad_pixels : 0;
   if (ix->meta.has_pixel_mask)
     sl_node_note(n, "pixel_mask", "%lld bad pixels from %s", (long long)ix->meta.n_bad_pixels, ix->source);
   else
@@ -51,7 +55,8 @@ static sl_code mask_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *d = &a->node->out[0];
   uint8_t *out = a->out[0];
   int64_t n = sl_desc_elems(d);
-  if (ix->frame_rows != d->dims[0] || ix->frame_cols != d->dims[1]) {
+  int64_t bad = ix->meta.pixel_mask ? ix->meta.n_bad_pixels : 0;
+  if (ix->frame_rows != d->dims[0] || ix->frame_cols != d->dims[1] || bad != d->nonzero_bound) {
     rc = sl_fail(a->err, SL_ERR_IO, "%s changed since the pipeline was planned", ix->source);
   } else if (ix->meta.pixel_mask) {
     for (int64_t i = 0; i < n; i++) out[i] = ix->meta.pixel_mask[i] > 0;
