@@ -23,9 +23,16 @@
 #define SL_X86 0
 #endif
 
-/* Scalar path over groups [g0, nb) of a block with nb = m/8 groups. */
+/* Scalar path over groups [g0, nb) of a block with nb = m/8 groups; with
+ * ones, bytes [g0, nb) of the block's ones bitmap (the AND of its rows). */
 static void unshuffle_scalar_range(const uint8_t *in, uint8_t *out, size_t nb, size_t s,
-                                   size_t g0) {
+                                   size_t g0, uint8_t *ones) {
+  if (ones)
+    for (size_t g = g0; g < nb; g++) {
+      uint8_t a = 0xFF;
+      for (size_t r = 0; r < 8 * s; r++) a &= in[r * nb + g];
+      ones[g] = a;
+    }
   for (size_t j = 0; j < s; j++) {
     const uint8_t *rows = in + 8 * j * nb;
     for (size_t g = g0; g < nb; g++) {
@@ -60,6 +67,7 @@ static inline void store8_sse2(__m128i *o, __m128i v0, __m128i v1, __m128i v2, _
 #define VEC_ATTR
 #define PATH(name) name##_sse2
 #define LOAD(p) _mm_loadu_si128((const __m128i *)(p))
+#define STOREU(p, v) _mm_storeu_si128((__m128i *)(p), v)
 #define LO8 _mm_unpacklo_epi8
 #define HI8 _mm_unpackhi_epi8
 #define LO16 _mm_unpacklo_epi16
@@ -76,9 +84,9 @@ static inline void store8_sse2(__m128i *o, __m128i v0, __m128i v1, __m128i v2, _
 #define STORE8 store8_sse2
 #include "nodes/codec/bitshuffle_vector.h"
 
-static void unshuffle_sse2(const uint8_t *in, uint8_t *out, size_t m, size_t s) {
+static void unshuffle_sse2(const uint8_t *in, uint8_t *out, size_t m, size_t s, uint8_t *ones) {
   const size_t nb = m / 8;
-  unshuffle_scalar_range(in, out, nb, s, tiles_sse2(in, out, nb, s));
+  unshuffle_scalar_range(in, out, nb, s, tiles_sse2(in, out, nb, s, ones), ones);
 }
 
 /* ---------------------------------------------------------------- AVX2 --- */
@@ -113,6 +121,7 @@ SL_AVX2 static inline void store8_avx2(__m256i *o, __m256i v0, __m256i v1, __m25
 #define VEC_ATTR SL_AVX2
 #define PATH(name) name##_avx2
 #define LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define STOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
 #define LO8 _mm256_unpacklo_epi8
 #define HI8 _mm256_unpackhi_epi8
 #define LO16 _mm256_unpacklo_epi16
@@ -129,36 +138,49 @@ SL_AVX2 static inline void store8_avx2(__m256i *o, __m256i v0, __m256i v1, __m25
 #define STORE8 store8_avx2
 #include "nodes/codec/bitshuffle_vector.h"
 
-SL_AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out, size_t m, size_t s) {
+SL_AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out, size_t m, size_t s,
+                                   uint8_t *ones) {
   const size_t nb = m / 8;
-  size_t g = tiles_avx2(in, out, nb, s);
+  size_t g = tiles_avx2(in, out, nb, s, ones);
   /* the rest: one SSE2 tile if 16 groups remain, then scalar */
   if (nb - g >= 16) {
-    tile_sse2(in, out, nb, s, g);
+    tile_sse2(in, out, nb, s, g, ones);
     g += 16;
   }
-  unshuffle_scalar_range(in, out, nb, s, g);
+  unshuffle_scalar_range(in, out, nb, s, g, ones);
 }
 #endif /* SL_X86 */
 
 /* ------------------------------------------------------------ dispatch --- */
 
 void sl_bitunshuffle_block(const uint8_t *in, uint8_t *out, size_t m, size_t elem_size,
-                           sl_simd path) {
+                           sl_simd path, uint8_t *ones) {
   const size_t s = elem_size;
   const int vec_ok = (s == 1 || s == 2 || s == 4 || s == 8);
 #if SL_X86
   if (vec_ok && path == SL_SIMD_AVX2) {
-    unshuffle_avx2(in, out, m, s);
+    unshuffle_avx2(in, out, m, s, ones);
     return;
   }
   if (vec_ok && path == SL_SIMD_SSE2) {
-    unshuffle_sse2(in, out, m, s);
+    unshuffle_sse2(in, out, m, s, ones);
     return;
   }
 #else
   (void)vec_ok;
   (void)path;
 #endif
-  unshuffle_scalar_range(in, out, m / 8, s, 0);
+  unshuffle_scalar_range(in, out, m / 8, s, 0, ones);
+}
+
+void sl_ones_bitmap_of_elements(const uint8_t *src, size_t n, size_t s, uint8_t *ones,
+                                size_t first) {
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *e = src + i * s;
+    uint8_t a = 0xFF;
+    for (size_t b = 0; b < s; b++) a &= e[b];
+    const size_t bit = first + i;
+    const uint8_t m = (uint8_t)(1u << (bit % 8));
+    ones[bit / 8] = (uint8_t)(a == 0xFF ? ones[bit / 8] | m : ones[bit / 8] & ~m);
+  }
 }

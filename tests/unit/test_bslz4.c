@@ -259,7 +259,7 @@ static void test_kernels_all_paths(void **state) {
       for (size_t p = 0; p < sizeof k_paths / sizeof k_paths[0]; p++) {
         if (!sl_simd_supported(k_paths[p])) continue;
         memset(got, 0x5A, n + 32);
-        sl_bitunshuffle_block(in, got, m, s, k_paths[p]);
+        sl_bitunshuffle_block(in, got, m, s, k_paths[p], NULL);
         if (memcmp(got, want, n) != 0)
           fail_msg("kernel %s differs from the oracle for m=%zu s=%zu", sl_simd_name(k_paths[p]),
                    m, s);

@@ -307,6 +307,11 @@ static void t_params_infer_cost(void **state) {
   assert_int_equal(n.out[0].positions_per_stored_chunk, 0);
   assert_int_equal(n.out[0].max_stored_chunk_bytes, 0);
   assert_true(sl_desc_equal_shape(&n.out[0], &x));
+  /* flag_counts: the stream axes, then ceil(5 * 7 / 1024) = 1 group */
+  assert_int_equal(n.out[1].dtype, SL_U32);
+  assert_int_equal(n.out[1].stream_rank, x.stream_rank);
+  assert_int_equal(n.out[1].rank, x.stream_rank + 1);
+  assert_int_equal(n.out[1].dims[x.stream_rank], 1);
   assert_non_null(strstr(note(&n, "decoded"), sl_encoding_name(SL_ENC_BSLZ4)));
   sl_node_cost c;
   n.desc->cost(&n, 4, &c);
@@ -319,7 +324,8 @@ static void t_params_infer_cost(void **state) {
   const sl_node_desc *desc = &sl_node_bslz4_decode;
   assert_string_equal(desc->type, "bslz4_decode");
   assert_int_equal(desc->n_inputs, 1);
-  assert_int_equal(desc->n_outputs, 1);
+  assert_int_equal(desc->n_outputs, 2);
+  assert_string_equal(desc->outputs[1].name, "flag_counts");
   assert_int_equal(desc->n_params, 2);
   assert_string_equal(desc->params[0].name, "simd");
   assert_string_equal(desc->params[0].choices, SL_SIMD_CHOICES);

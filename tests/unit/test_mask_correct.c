@@ -566,10 +566,12 @@ static void test_errors(void **st) {
 static void test_descriptor(void **st) {
   const sl_node_desc *d = &sl_node_mask_correct;
   assert_string_equal(d->type, "mask_correct");
-  assert_int_equal(d->n_inputs, 2);
+  assert_int_equal(d->n_inputs, 3);
   assert_string_equal(d->inputs[0].name, "frames");
   assert_string_equal(d->inputs[1].name, "mask");
   assert_true(d->inputs[1].optional);
+  assert_string_equal(d->inputs[2].name, "flag_counts");
+  assert_true(d->inputs[2].optional);
   assert_string_equal(d->outputs[0].name, "frames");
   assert_non_null(d->kernel[SL_BACKEND_CPU]);
   /* The CUDA kernel reads these params by name. */
