@@ -13,6 +13,8 @@
  * The vector paths work on tiles of 16 (SSE2) or 32 (AVX2) groups, written
  * once for both widths in bitshuffle_vector.h. Groups left over after the
  * last full tile go through the scalar path. */
+#include <string.h>
+
 #include "engine/core/bit_transpose.h"
 #include "nodes/codec/bslz4.h"
 
@@ -175,12 +177,12 @@ void sl_bitunshuffle_block(const uint8_t *in, uint8_t *out, size_t m, size_t ele
 
 void sl_ones_bitmap_of_elements(const uint8_t *src, size_t n, size_t s, uint8_t *ones,
                                 size_t first) {
+  uint8_t *o = ones + first / 8;
+  memset(o, 0, (n + 7) / 8);
   for (size_t i = 0; i < n; i++) {
     const uint8_t *e = src + i * s;
     uint8_t a = 0xFF;
     for (size_t b = 0; b < s; b++) a &= e[b];
-    const size_t bit = first + i;
-    const uint8_t m = (uint8_t)(1u << (bit % 8));
-    ones[bit / 8] = (uint8_t)(a == 0xFF ? ones[bit / 8] | m : ones[bit / 8] & ~m);
+    o[i / 8] |= (uint8_t)((a == 0xFF) << (i % 8));
   }
 }

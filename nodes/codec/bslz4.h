@@ -39,7 +39,8 @@ typedef struct sl_bslz4_opts {
    * first) for element i; sl_ones_bitmap_bytes(n) bytes for n elements, all
    * written on success. Taken from the bit-rows while a block is in cache:
    * an element is all ones exactly when its bit is set in each of its 8*s
-   * rows, so the bitmap is the AND of the rows (no pass over the output). */
+   * rows, so the bitmap is the AND of the rows (no pass over the output).
+   * The bits past element n in the last byte are cleared. */
   uint8_t *ones;
 } sl_bslz4_opts;
 
@@ -99,10 +100,10 @@ sl_code sl_encoded_chunk_decode_opts(const uint8_t *src, size_t src_size, sl_enc
                                      size_t capacity, size_t *decoded_bytes,
                                      const sl_bslz4_opts *opts, sl_error *err);
 
-/* Sets bit i of `ones` (bit (first + i) % 8 of byte (first + i) / 8) for each
- * of the n elements of s bytes at src that has every bit set, and clears the
- * others: the bitmap of elements copied verbatim (a chunk's trailing
- * elements, unencoded data). */
+/* Writes bytes [first / 8, (first + n + 7) / 8) of `ones` (first a multiple
+ * of 8): bit first + i set when element i of the n elements of s bytes at src
+ * has every bit set, the bits past the last element clear. The bitmap of
+ * elements copied verbatim (a chunk's trailing elements). */
 void sl_ones_bitmap_of_elements(const uint8_t *src, size_t n, size_t s, uint8_t *ones,
                                 size_t first);
 
