@@ -246,6 +246,7 @@ static sl_code decode_cuda(sl_kernel_args *a) {
   const sl_cuda_bslz4_decode_params p = {
       .chunks = a->node->in[0],
       .check_every_call = bslz4_decode_params_of(a->node)->check_each_call,
+      .flag_counts = (a->node->out_used & 2u) != 0,
       .device_state = sl_glue_device_state(a)};
   return sl_cuda_bslz4_decode(&p, a);
 }

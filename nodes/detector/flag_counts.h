@@ -15,15 +15,7 @@
 #include <stdint.h>
 
 #include "engine/core/tensor.h"
-
-/* Pixels per group: small enough that a group holding a truly flagged pixel
- * is cheap to walk, large enough that the counts are ~0.1% of a u16 frame. */
-#define SL_FLAG_GROUP_PIXELS 1024
-
-/* Groups of a frame of `pixels` pixels. */
-static inline int64_t sl_flag_groups(int64_t pixels) {
-  return (pixels + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS;
-}
+#include "shaders/cuda/detector/flag_groups.h" /* SL_FLAG_GROUP_PIXELS, sl_flag_groups */
 
 /* counts[0 .. sl_flag_groups(pixels)) of one frame whose ones bitmap starts
  * at bit `first` of `ones` (bit b in byte b / 8, LSB first; set = every bit

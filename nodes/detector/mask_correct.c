@@ -522,11 +522,11 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->state_bytes = 2 * item + n_bad * (int64_t)(sizeof(int64_t) * 9 + 1);
   /* CUDA (mask_correct.cu): bad map and list, a u32 correction per (frame,
    * static bad pixel), and with `flagged` a shadow chunk and a bit per pixel
-   * for the flagged corrections. */
+   * for the flagged corrections (and with flag_counts, a u32 per group). */
 #ifdef SLUICE_HAVE_CUDA
   if (p->policy != POLICY_NONE) {
     const sl_cuda_frame_shape f = sl_glue_frame_shape(&n->in[0]);
-    c->device_state_bytes = sl_cuda_mask_correct_table_bytes(&f, p->flagged, positions, n_bad);
+    c->device_state_bytes = sl_cuda_mask_correct_table_bytes(&f, p->flagged, counts_connected(n), positions, n_bad);
   }
 #endif
 }
@@ -560,6 +560,7 @@ static sl_code correct_cuda(sl_kernel_args *a) {
       .has_mask = sl_glue_input_present(n, 1),
       .mask_dtype = sl_glue_input_present(n, 1) ? n->in[1].dtype : SL_DT_INVALID,
       .file_mask = s ? s->file_mask : NULL,
+      .has_counts = counts_connected(n),
       .device_state = sl_glue_device_state(a)};
   return sl_cuda_mask_correct(&p, a);
 }
