@@ -1,8 +1,9 @@
 /* Bit un-transposition kernels for bitshuffle blocks, with runtime dispatch
  * (the path is chosen by sl_simd_resolve, engine/core/simd.h): a portable
- * scalar path (the reference), SSE2 and AVX2 on x86-64. The AVX2
- * functions carry __attribute__((target("avx2"))) so that the library still
- * builds for baseline x86-64; they run only when the CPU reports AVX2.
+ * scalar path (the reference), SSE2 and AVX2 on x86-64, the AVX2 path with
+ * the bit transposes done by GFNI when the CPU has it. The AVX2 and GFNI
+ * functions carry __attribute__((target(...))) so that the library still
+ * builds for baseline x86-64; they run only when the CPU reports them.
  *
  * A block of m elements (m a multiple of 8) of s bytes is stored as 8*s
  * bit-rows of m/8 bytes; row 8j+k holds bit k of byte j of every element,
@@ -13,6 +14,7 @@
  * The vector paths work on tiles of 16 (SSE2) or 32 (AVX2) groups, written
  * once for both widths in bitshuffle_vector.h. Groups left over after the
  * last full tile go through the scalar path. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/core/bit_transpose.h"
@@ -140,6 +142,64 @@ SL_AVX2 static inline void store8_avx2(__m256i *o, __m256i v0, __m256i v1, __m25
 #define STORE8 store8_avx2
 #include "nodes/codec/bitshuffle_vector.h"
 
+/* ------------------------------------------------------- AVX2 + GFNI --- */
+
+/* GF2P8AFFINEQB transposes the bits of each 64-bit lane in one instruction:
+ * with the data as the matrix A and x = bytes 1 << i, byte i of the result
+ * has bit b = bit i of A's byte 7 - b. The rows are loaded in reverse order
+ * (byte k holds row 7 - k), so byte i of the result holds bit i of rows
+ * 0..7: sl_tr8's transpose, the same bytes. */
+#define SL_GFNI __attribute__((target("avx2,gfni")))
+#define VEC __m256i
+#define VEC_BYTES 32
+#define VEC_ATTR SL_GFNI
+#define PATH(name) name##_gfni
+#define LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define STOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define LO8 _mm256_unpacklo_epi8
+#define HI8 _mm256_unpackhi_epi8
+#define LO16 _mm256_unpacklo_epi16
+#define HI16 _mm256_unpackhi_epi16
+#define LO32 _mm256_unpacklo_epi32
+#define HI32 _mm256_unpackhi_epi32
+#define AND _mm256_and_si256
+#define XOR _mm256_xor_si256
+#define SRLI64 _mm256_srli_epi64
+#define SLLI64 _mm256_slli_epi64
+#define SET1_64 _mm256_set1_epi64x
+#define STORE2 store2_avx2
+#define STORE4 store4_avx2
+#define STORE8 store8_avx2
+#define TR8(x) _mm256_gf2p8affine_epi64_epi8(_mm256_set1_epi64x(0x8040201008040201LL), (x), 0)
+#define ROW(k) (7 - (k))
+#include "nodes/codec/bitshuffle_vector.h"
+
+SL_GFNI static void unshuffle_gfni(const uint8_t *in, uint8_t *out, size_t m, size_t s, uint8_t *ones) {
+  const size_t nb = m / 8;
+  size_t g = tiles_gfni(in, out, nb, s, ones);
+  if (nb - g >= 16) {
+    tile_sse2(in, out, nb, s, g, ones);
+    g += 16;
+  }
+  unshuffle_scalar_range(in, out, nb, s, g, ones);
+}
+
+/* GFNI is used on the AVX2 path when the CPU has it, unless turned off. */
+static int g_gfni = -1; /* -1: not decided yet */
+
+void sl_bitshuffle_allow_gfni(bool allow) {
+  int v = allow && __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx2");
+  __atomic_store_n(&g_gfni, v, __ATOMIC_RELAXED);
+}
+
+bool sl_bitshuffle_gfni_used(void) {
+  if (__atomic_load_n(&g_gfni, __ATOMIC_RELAXED) < 0) {
+    const char *env = getenv("SLUICE_GFNI"); /* "0": off, for an A/B comparison */
+    sl_bitshuffle_allow_gfni(!(env && !strcmp(env, "0")));
+  }
+  return __atomic_load_n(&g_gfni, __ATOMIC_RELAXED) == 1;
+}
+
 SL_AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out, size_t m, size_t s,
                                    uint8_t *ones) {
   const size_t nb = m / 8;
@@ -151,6 +211,9 @@ SL_AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out, size_t m, si
   }
   unshuffle_scalar_range(in, out, nb, s, g, ones);
 }
+#else
+void sl_bitshuffle_allow_gfni(bool allow) { (void)allow; }
+bool sl_bitshuffle_gfni_used(void) { return false; }
 #endif /* SL_X86 */
 
 /* ------------------------------------------------------------ dispatch --- */
@@ -161,7 +224,10 @@ void sl_bitunshuffle_block(const uint8_t *in, uint8_t *out, size_t m, size_t ele
   const int vec_ok = (s == 1 || s == 2 || s == 4 || s == 8);
 #if SL_X86
   if (vec_ok && path == SL_SIMD_AVX2) {
-    unshuffle_avx2(in, out, m, s, ones);
+    if (sl_bitshuffle_gfni_used())
+      unshuffle_gfni(in, out, m, s, ones);
+    else
+      unshuffle_avx2(in, out, m, s, ones);
     return;
   }
   if (vec_ok && path == SL_SIMD_SSE2) {

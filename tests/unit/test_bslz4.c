@@ -290,8 +290,13 @@ static void test_kernels_all_paths(void **state) {
       oracle_unshuffle(in, want, m, s);
       uint8_t *ones_want = malloc(m / 8), *ones_got = malloc(m / 8 + 1);
       reference_ones(want, m, s, ones_want);
-      for (size_t p = 0; p < sizeof k_paths / sizeof k_paths[0]; p++) {
-        if (!sl_simd_supported(k_paths[p])) continue;
+      /* every path; AVX2 with and without GFNI */
+      for (size_t p = 0; p <= sizeof k_paths / sizeof k_paths[0]; p++) {
+        const int gfni_run = p == sizeof k_paths / sizeof k_paths[0];
+        if (gfni_run) p--;
+        if (!sl_simd_supported(k_paths[p])) break;
+        sl_bitshuffle_allow_gfni(gfni_run);
+        if (gfni_run && !sl_bitshuffle_gfni_used()) break;
         memset(got, 0x5A, n + 32);
         sl_bitunshuffle_block(in, got, m, s, k_paths[p], NULL);
         if (memcmp(got, want, n) != 0)
@@ -306,7 +311,9 @@ static void test_kernels_all_paths(void **state) {
         if (memcmp(ones_got, ones_want, m / 8) != 0)
           fail_msg("kernel %s: ones bitmap differs for m=%zu s=%zu", sl_simd_name(k_paths[p]), m, s);
         assert_int_equal(ones_got[m / 8], 0x5A);
+        if (gfni_run) break;
       }
+      sl_bitshuffle_allow_gfni(true);
       free(ones_want);
       free(ones_got);
       free(in);
