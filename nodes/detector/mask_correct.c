@@ -509,7 +509,10 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   /* Before the mask is known, every pixel bad bounds the static list. */
   int64_t n_bad = s && s->built ? s->n_bad : item;
   if (p->policy != POLICY_NONE) {
+    /* a bad pixel and its 8 neighbours; overlapping neighbourhoods are read
+     * from cache, so at most the whole frame comes from memory */
     int64_t touched = n_bad * (p->policy == POLICY_MEDIAN ? 9 : 1);
+    if (touched > item) touched = item;
     /* with flag_counts, the frame is not scanned: its counts are read instead */
     const bool scan = p->flagged && !counts_connected(n);
     const int64_t counts_bytes = p->flagged && counts_connected(n) ? sl_desc_item_bytes(&n->in[2]) : 0;

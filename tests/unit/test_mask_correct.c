@@ -549,6 +549,24 @@ static void test_cost(void **st) {
   assert_int_equal(c.bytes_read, 4 * 5 * 9 * 2);
   assert_int_equal(c.bytes_written, 4 * 5 * 2);
   node_free(&n);
+  /* With `flagged` and the flag counts (1 group of 17 x 23): no scan; the
+   * counts, and the static pixels with their neighbours, at most the frame. */
+  {
+    int64_t cd[2] = {10, 1};
+    sl_tensor_desc ins[3] = {in, mdesc, sl_desc_make(SL_U32, 2, cd, 1)};
+    assert_int_equal(node_make(&n, &sl_node_mask_correct, NULL, 0, ins, 3, &e), SL_OK);
+    n.desc->cost(&n, 4, &c);
+    assert_int_equal(c.bytes_read, 4 * (17 * 23 * 2 + 4)); /* every pixel bad bounds it */
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    uint32_t counts[10] = {0};
+    sl_backend *b1 = backend(1);
+    run_chunks_counts(&n, b1, f, mask, counts, 10, 10, o);
+    sl_cpu_backend_ops.destroy(b1);
+    n.desc->cost(&n, 4, &c);
+    assert_int_equal(c.bytes_read, 4 * (5 * 9 * 2 + 4));
+    assert_int_equal(c.bytes_written, 4 * 5 * 2);
+    node_free(&n);
+  }
   kv none[1] = {{"policy", "none"}};
   assert_int_equal(correct_make(&n, none, 1, &in, NULL, &e), SL_OK);
   n.desc->cost(&n, 4, &c);
