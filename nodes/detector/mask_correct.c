@@ -327,6 +327,39 @@ static inline uint64_t median8(uint64_t *v, int n) {
   return (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The same for MEDIAN_LANES bad pixels at once, on 32-bit values below
+ * LANE_EMPTY: v[q][l] is neighbour slot q of lane l (LANE_EMPTY when not
+ * valid, sorting last), nv[l] the valid ones; the sorting network runs on
+ * vectors of lanes (GCC vector extensions: vpminud/vpmaxud in the AVX2
+ * clone), then each lane takes its middle value(s) as median8 does. */
+#define MEDIAN_LANES 8
+#define LANE_EMPTY UINT32_MAX
+typedef uint32_t median_lanes __attribute__((vector_size(4 * MEDIAN_LANES)));
+static inline __attribute__((always_inline)) void median8_lanes(uint32_t v[8][MEDIAN_LANES],
+                                                                const int nv[MEDIAN_LANES],
+                                                                uint32_t out[MEDIAN_LANES]) {
+  median_lanes x[8];
+  for (int q = 0; q < 8; q++) memcpy(&x[q], v[q], sizeof x[q]);
+#define CS(i, j)                                     \
+  do {                                               \
+    median_lanes lt_ = x[i] < x[j];                  \
+    median_lanes lo_ = (x[i] & lt_) | (x[j] & ~lt_); \
+    median_lanes hi_ = (x[j] & lt_) | (x[i] & ~lt_); \
+    x[i] = lo_, x[j] = hi_;                          \
+  } while (0)
+  CS(0, 2); CS(1, 3); CS(4, 6); CS(5, 7); CS(0, 4); CS(1, 5); CS(2, 6); CS(3, 7);
+  CS(0, 1); CS(2, 3); CS(4, 5); CS(6, 7); CS(2, 4); CS(3, 5); CS(1, 4); CS(3, 6);
+  CS(1, 2); CS(3, 4); CS(5, 6);
+#undef CS
+  for (int q = 0; q < 8; q++) memcpy(v[q], &x[q], sizeof x[q]);
+  for (int l = 0; l < MEDIAN_LANES; l++) {
+    const int n = nv[l];
+    out[l] = n == 0 ? 0
+             : n & 1 ? v[n / 2][l]
+                     : (uint32_t)(((uint64_t)v[n / 2 - 1][l] + v[n / 2][l]) / 2);
+  }
+}
+
 /* Corrections of flagged pixels waiting to be written, oldest first. */
 typedef struct pending_fix {
   int64_t idx;
@@ -367,6 +400,37 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
       nv += ok;                                                                              \
     }                                                                                        \
     return (T)median8(v, nv);                                                                \
+  }                                                                                          \
+  /* Static bad pixels [k, k1), each from its statically valid neighbours: with             \
+   * the median, eight at a time through median8_lanes (values below 2^32 - 1:              \
+   * u8 and u16 frames), the rest one by one. Static corrections never read                 \
+   * each other (a static bad pixel is nobody's neighbour), so computing eight               \
+   * before writing them gives the same bytes as one at a time. */                           \
+  static inline __attribute__((always_inline)) void fix_static_run_##S(                       \
+      T *y, const correct_state *s, int64_t k, int64_t k1) {                                 \
+    if (s->policy != POLICY_MEDIAN) {                                                        \
+      for (; k < k1; k++) y[s->bad_idx[k]] = 0;                                              \
+      return;                                                                                \
+    }                                                                                        \
+    if (sizeof(T) < 4)                                                                       \
+      for (; k + MEDIAN_LANES <= k1; k += MEDIAN_LANES) {                                    \
+        uint32_t v[8][MEDIAN_LANES], out[MEDIAN_LANES];                                      \
+        int nv[MEDIAN_LANES];                                                                \
+        for (int l = 0; l < MEDIAN_LANES; l++) {                                             \
+          const int64_t *nb = s->nb + 8 * (k + l);                                           \
+          const int cnt = s->nb_n[k + l];                                                    \
+          nv[l] = 0;                                                                         \
+          for (int q = 0; q < 8; q++) {                                                      \
+            T t = q < cnt ? y[nb[q]] : (T)(TMAX);                                            \
+            int ok = q < cnt && !(s->flagged && t == (T)(TMAX));                             \
+            v[q][l] = ok ? (uint32_t)t : LANE_EMPTY;                                         \
+            nv[l] += ok;                                                                     \
+          }                                                                                  \
+        }                                                                                    \
+        median8_lanes(v, nv, out);                                                           \
+        for (int l = 0; l < MEDIAN_LANES; l++) y[s->bad_idx[k + l]] = (T)out[l];             \
+      }                                                                                      \
+    for (; k < k1; k++) y[s->bad_idx[k]] = static_median_##S(y, s, k);                       \
   }                                                                                          \
   /* Pixel i, flagged in this frame: median of its 3x3 neighbours inside the                 \
    * detector, not static bad and not at the flag value. */                                  \
@@ -415,8 +479,17 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
     const int64_t item = s->h * s->w, n_bad = s->n_bad;                                      \
     int64_t k = 0; /* next static bad pixel */                                               \
     if (!s->flagged) {                                                                       \
-      for (; k < n_bad; k++) y[s->bad_idx[k]] = median ? static_median_##S(y, s, k) : 0;     \
+      fix_static_run_##S(y, s, 0, n_bad);                                                    \
       return;                                                                                \
+    }                                                                                        \
+    if (counts) { /* a pixel at the flag value is static bad (the usual frame): one run */   \
+      uint64_t at_flag = 0, static_at_flag = 0;                                              \
+      for (int64_t g = 0; g * FLAG_SCAN_BLOCK < item; g++) at_flag += counts[g];             \
+      for (int64_t q = 0; q < n_bad; q++) static_at_flag += y[s->bad_idx[q]] == (T)(TMAX);   \
+      if (at_flag == static_at_flag) {                                                       \
+        fix_static_run_##S(y, s, 0, n_bad);                                                  \
+        return;                                                                              \
+      }                                                                                      \
     }                                                                                        \
     f->head = f->n = 0;                                                                      \
     for (int64_t b0 = 0; b0 < item; b0 += FLAG_SCAN_BLOCK) {                                 \
@@ -430,7 +503,8 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
       for (; k1 < n_bad && s->bad_idx[k1] < b1; k1++)                                        \
         static_at_flag += y[s->bad_idx[k1]] == (T)(TMAX);                                    \
       if (at_flag == static_at_flag) { /* only static bad pixels here */                     \
-        for (; k < k1; k++) y[s->bad_idx[k]] = median ? static_median_##S(y, s, k) : 0;      \
+        fix_static_run_##S(y, s, k, k1);                                                     \
+        k = k1;                                                                              \
         continue;                                                                            \
       }                                                                                      \
       for (int64_t i = b0; i < b1; i++) {                                                    \
