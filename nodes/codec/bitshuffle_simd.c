@@ -14,7 +14,6 @@
  * The vector paths work on tiles of 16 (SSE2) or 32 (AVX2) groups, written
  * once for both widths in bitshuffle_vector.h. Groups left over after the
  * last full tile go through the scalar path. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "engine/core/bit_transpose.h"
@@ -193,10 +192,7 @@ void sl_bitshuffle_allow_gfni(bool allow) {
 }
 
 bool sl_bitshuffle_gfni_used(void) {
-  if (__atomic_load_n(&g_gfni, __ATOMIC_RELAXED) < 0) {
-    const char *env = getenv("SLUICE_GFNI"); /* "0": off, for an A/B comparison */
-    sl_bitshuffle_allow_gfni(!(env && !strcmp(env, "0")));
-  }
+  if (__atomic_load_n(&g_gfni, __ATOMIC_RELAXED) < 0) sl_bitshuffle_allow_gfni(true);
   return __atomic_load_n(&g_gfni, __ATOMIC_RELAXED) == 1;
 }
 

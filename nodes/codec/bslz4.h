@@ -123,10 +123,9 @@ void sl_bitunshuffle_block(const uint8_t *in, uint8_t *out, size_t m, size_t ele
                            sl_simd path, uint8_t *ones);
 
 /* The AVX2 path does its 8x8 bit transposes with GFNI (one instruction
- * instead of three shift rounds; the same bytes) when the CPU has it, unless
- * the environment has SLUICE_GFNI=0 (an A/B comparison). Tests turn it off
- * (false) or back on (true: used when the CPU has it); process-wide, not for
- * use while decodes run. */
+ * instead of three shift rounds; the same bytes) when the CPU has it. Tests
+ * and bench_bslz4 turn it off (false) or back on (true: used when the CPU
+ * has it); process-wide, not for use while decodes run. */
 void sl_bitshuffle_allow_gfni(bool allow);
 /* Whether the AVX2 path uses GFNI now. */
 bool sl_bitshuffle_gfni_used(void);
