@@ -3,7 +3,6 @@
 #include "nodes/codec/bslz4.h"
 
 #include <limits.h>
-#include <stdint.h>
 #include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +72,11 @@ sl_code sl_bslz4_decode(const uint8_t *src, size_t src_size, size_t elem_size, u
                               err);
 }
 
-/* The length prefix of block `block_index` at src[*pos], checked (4 bytes
- * there, a nonzero length that fits the rest of the chunk and an int);
- * *pos moves past the prefix. */
-static sl_code block_length(const uint8_t *src, size_t src_size, size_t *pos, size_t block_index,
-                            uint32_t *clen_out, sl_error *err) {
+/* Decodes one LZ4 block at src[*pos] of exactly `want` bytes into buf (cap
+ * bytes, cap > want when possible so that an oversized block is told apart
+ * from corrupt data), advancing *pos. */
+static sl_code lz4_block(const uint8_t *src, size_t src_size, size_t *pos, size_t block_index,
+                         uint8_t *buf, size_t cap, size_t want, sl_error *err) {
   size_t at = *pos;
   if (src_size - at < 4)
     return sl_fail(err, SL_ERR_FORMAT,
@@ -94,26 +93,12 @@ static sl_code block_length(const uint8_t *src, size_t src_size, size_t *pos, si
   if (clen > (uint32_t)INT_MAX)
     return sl_fail(err, SL_ERR_FORMAT, "bitshuffle-lz4: block %zu at byte %zu: length too large",
                    block_index, at);
+  if (cap > (size_t)INT_MAX) cap = (size_t)INT_MAX; /* LZ4 takes int sizes; want <= 1 MiB */
   if (clen == 0)
     return sl_fail(err, SL_ERR_FORMAT,
                    "bitshuffle-lz4: block %zu at byte %zu: compressed length is 0", block_index,
                    at);
-  *pos = at + 4;
-  *clen_out = clen;
-  return SL_OK;
-}
-
-/* Decodes one LZ4 block at src[*pos] of exactly `want` bytes into buf (cap
- * bytes, cap > want when possible so that an oversized block is told apart
- * from corrupt data), advancing *pos. */
-static sl_code lz4_block(const uint8_t *src, size_t src_size, size_t *pos, size_t block_index,
-                         uint8_t *buf, size_t cap, size_t want, sl_error *err) {
-  const size_t at = *pos;
-  uint32_t clen = 0;
-  sl_code rc = block_length(src, src_size, pos, block_index, &clen, err);
-  if (rc) return rc;
-  if (cap > (size_t)INT_MAX) cap = (size_t)INT_MAX; /* LZ4 takes int sizes; want <= 1 MiB */
-  int got = LZ4_decompress_safe((const char *)(src + *pos), (char *)buf, (int)clen, (int)cap);
+  int got = LZ4_decompress_safe((const char *)(src + at + 4), (char *)buf, (int)clen, (int)cap);
   if (got < 0)
     return sl_fail(err, SL_ERR_FORMAT,
                    "bitshuffle-lz4: block %zu at byte %zu: corrupt LZ4 data (%u compressed "
@@ -124,25 +109,13 @@ static sl_code lz4_block(const uint8_t *src, size_t src_size, size_t *pos, size_
                    "bitshuffle-lz4: block %zu at byte %zu: LZ4 data decodes to %d bytes, "
                    "expected %zu",
                    block_index, at, got, want);
-  *pos += clen;
+  *pos = at + 4 + clen;
   return SL_OK;
-}
-
-size_t sl_bslz4_block_count(const sl_bslz4_header *h, size_t elem_size) {
-  const size_t n = (size_t)h->total_bytes / elem_size, bs = h->block_bytes / elem_size;
-  return n / bs + ((n % bs) / 8 ? 1 : 0);
 }
 
 sl_code sl_bslz4_decode_opts(const uint8_t *src, size_t src_size, size_t elem_size, uint8_t *dst,
                              size_t dst_capacity, size_t *decoded_bytes,
                              const sl_bslz4_opts *opts, sl_error *err) {
-  return sl_bslz4_decode_blocks(src, src_size, elem_size, dst, dst_capacity, 0, SIZE_MAX,
-                                decoded_bytes, opts, err);
-}
-
-sl_code sl_bslz4_decode_blocks(const uint8_t *src, size_t src_size, size_t elem_size, uint8_t *dst,
-                               size_t dst_capacity, size_t first_block, size_t end_block,
-                               size_t *decoded_bytes, const sl_bslz4_opts *opts, sl_error *err) {
   if (decoded_bytes) *decoded_bytes = 0;
   sl_simd path;
   sl_code rc = sl_simd_resolve(opts ? opts->simd : SL_SIMD_AUTO, &path, err);
@@ -162,10 +135,6 @@ sl_code sl_bslz4_decode_blocks(const uint8_t *src, size_t src_size, size_t elem_
   const size_t n = (size_t)h.total_bytes / s;
   const size_t bs = h.block_bytes / s; /* elements per block, a multiple of 8 */
   const size_t block_bytes = h.block_bytes;
-  const size_t nfull = n / bs, last = (n % bs) - (n % bs) % 8; /* elements of the partial block */
-  const size_t nblocks = sl_bslz4_block_count(&h, s);
-  if (end_block > nblocks) end_block = nblocks;
-  if (first_block > end_block) first_block = end_block;
 
   /* Block buffer: stack for the default size; caller scratch or heap above. The
    * buffer is one 8*s-byte row larger than a block whenever possible so that
@@ -173,8 +142,9 @@ sl_code sl_bslz4_decode_blocks(const uint8_t *src, size_t src_size, size_t elem_
   uint8_t stack_buf[SL_BSLZ4_STACK_BLOCK_BYTES + 64] __attribute__((aligned(32)));
   uint8_t *buf = stack_buf, *heap = NULL;
   size_t cap = sizeof stack_buf;
-  size_t need = (nfull ? bs : last) * s; /* largest block this chunk actually has */
-  if (first_block < end_block && need + 64 > cap) {
+  size_t first_block = n >= bs ? bs : (n % bs) - (n % bs) % 8;
+  size_t need = first_block * s; /* largest block this chunk actually has */
+  if (need + 64 > cap) {
     if (opts && opts->scratch && opts->scratch_size >= need) {
       buf = opts->scratch;
       cap = opts->scratch_size;
@@ -190,38 +160,41 @@ sl_code sl_bslz4_decode_blocks(const uint8_t *src, size_t src_size, size_t elem_
 
   uint8_t *ones = opts ? opts->ones : NULL; /* block b's bitmap at ones + b * bs / 8 */
   size_t pos = SL_BSLZ4_HEADER_BYTES;
-  for (size_t b = 0; b < first_block; b++) { /* the blocks before: their lengths only */
-    uint32_t clen = 0;
-    if ((rc = block_length(src, src_size, &pos, b, &clen, err))) goto done;
-    pos += clen;
-  }
-  for (size_t b = first_block; b < end_block; b++) {
-    const size_t m = b < nfull ? bs : last; /* elements of block b */
-    rc = lz4_block(src, src_size, &pos, b, buf, cap, m * s, err);
+  size_t nfull = n / bs, block_index = 0;
+  for (; block_index < nfull; block_index++) {
+    rc = lz4_block(src, src_size, &pos, block_index, buf, cap, block_bytes, err);
     if (rc) goto done;
-    sl_bitunshuffle_block(buf, dst + b * block_bytes, m, s, path, ones ? ones + b * (bs / 8) : NULL);
+    sl_bitunshuffle_block(buf, dst + block_index * block_bytes, bs, s, path,
+                          ones ? ones + block_index * (bs / 8) : NULL);
   }
-  if (end_block == nblocks) {
-    size_t done_elems = nfull * bs + last;
-    size_t tail = (n - done_elems) * s; /* (n % 8) elements, verbatim */
-    size_t remain = src_size - pos;
-    if (remain < tail) {
-      rc = sl_fail(err, SL_ERR_FORMAT,
-                   "bitshuffle-lz4: truncated at byte %zu: the %zu trailing elements need %zu "
-                   "bytes, %zu remain",
-                   pos, n - done_elems, tail, remain);
-      goto done;
-    }
-    if (remain > tail) {
-      rc = sl_fail(err, SL_ERR_FORMAT,
-                   "bitshuffle-lz4: trailing garbage: %zu extra bytes at byte %zu after the last "
-                   "block and %zu trailing bytes",
-                   remain - tail, pos + tail, tail);
-      goto done;
-    }
-    if (tail) memcpy(dst + done_elems * s, src + pos, tail);
-    if (ones && tail) sl_ones_bitmap_of_elements(src + pos, n - done_elems, s, ones, done_elems);
+  size_t done_elems = nfull * bs;
+  size_t last = n - done_elems;
+  last -= last % 8;
+  if (last) {
+    rc = lz4_block(src, src_size, &pos, block_index, buf, cap, last * s, err);
+    if (rc) goto done;
+    sl_bitunshuffle_block(buf, dst + done_elems * s, last, s, path,
+                          ones ? ones + done_elems / 8 : NULL);
+    done_elems += last;
   }
+  size_t tail = (n - done_elems) * s; /* (n % 8) elements, verbatim */
+  size_t remain = src_size - pos;
+  if (remain < tail) {
+    rc = sl_fail(err, SL_ERR_FORMAT,
+                 "bitshuffle-lz4: truncated at byte %zu: the %zu trailing elements need %zu "
+                 "bytes, %zu remain",
+                 pos, n - done_elems, tail, remain);
+    goto done;
+  }
+  if (remain > tail) {
+    rc = sl_fail(err, SL_ERR_FORMAT,
+                 "bitshuffle-lz4: trailing garbage: %zu extra bytes at byte %zu after the last "
+                 "block and %zu trailing bytes",
+                 remain - tail, pos + tail, tail);
+    goto done;
+  }
+  if (tail) memcpy(dst + done_elems * s, src + pos, tail);
+  if (ones && tail) sl_ones_bitmap_of_elements(src + pos, n - done_elems, s, ones, done_elems);
   if (decoded_bytes) *decoded_bytes = (size_t)h.total_bytes;
   rc = SL_OK;
 done:

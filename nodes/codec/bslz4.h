@@ -71,23 +71,6 @@ size_t sl_bslz4_scratch_size(size_t block_bytes);
  * success. The caller checks that total against the chunk size it expects. */
 sl_code sl_bslz4_decode(const uint8_t *src, size_t src_size, size_t elem_size, uint8_t *dst,
                         size_t dst_capacity, size_t *decoded_bytes, sl_error *err);
-/* Blocks [first_block, end_block) of the chunk only (end_block past the
- * last block: to the end, the trailing elements included), each to its
- * place in dst (the whole chunk's destination; the ones bitmap, when asked
- * for, is the whole chunk's too and only these blocks' bytes are written).
- * The blocks before first_block are not decoded, but their length prefixes
- * are walked and checked; the trailing bytes are checked when the range
- * reaches the end. So that workers can share one chunk: the ranges of a
- * partition of [0, count) together check and write what one whole decode
- * does, and a malformed chunk fails in at least one of them with the whole
- * decode's message. *decoded_bytes: the header's total, on success. */
-sl_code sl_bslz4_decode_blocks(const uint8_t *src, size_t src_size, size_t elem_size, uint8_t *dst,
-                               size_t dst_capacity, size_t first_block, size_t end_block,
-                               size_t *decoded_bytes, const sl_bslz4_opts *opts, sl_error *err);
-/* Blocks of a chunk with this (checked) header: full ones, and a last
- * partial one of at least 8 elements. */
-size_t sl_bslz4_block_count(const sl_bslz4_header *h, size_t elem_size);
-
 /* Same with options (forced kernel, caller scratch); opts may be NULL. */
 sl_code sl_bslz4_decode_opts(const uint8_t *src, size_t src_size, size_t elem_size, uint8_t *dst,
                              size_t dst_capacity, size_t *decoded_bytes,

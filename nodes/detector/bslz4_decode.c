@@ -5,10 +5,6 @@
  * decoder; a malformed one fails the run with the file, dataset, stored chunk
  * and frames it held.
  *
- * With few stored chunks per worker, workers share chunks in pieces of
- * blocks (plan_pieces), so that a chunk of the scan of 7 frames is not split
- * 4 + 3 over two workers.
- *
  * Beside the frames, when something reads it, the `flag_counts` output
  * (flag_counts.h): per frame and group of 1024 pixels, how many hold the
  * dtype's maximum, taken from the AND of each block's bit-rows while the
@@ -80,22 +76,12 @@ static void decode_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 #endif
 }
 
-/* A piece of work: blocks [first_block, end_block) of a stored chunk that
- * decodes straight into the frames (whole: end_block == WHOLE, the chunk
- * through decode_entry). */
-#define WHOLE UINT32_MAX
-typedef struct decode_item {
-  int64_t entry;
-  uint32_t first_block, end_block;
-} decode_item;
-
 typedef struct decode_job {
   const sl_kernel_args *a;
   sl_simd simd;
   int64_t frame_bytes, per;
   int64_t frame_elems, groups; /* pixels and flag groups of a frame */
   uint32_t *counts;            /* out[1] when flag_counts is read, else NULL */
-  const decode_item *items;    /* NULL: one whole item per entry */
   pthread_mutex_t lock;
   bool failed;
   sl_error first_error;
@@ -168,31 +154,6 @@ static sl_code decode_entry(const decode_job *j, const sl_packed_entry *e, const
   return rc;
 }
 
-/* Blocks [b0, b1) of a stored chunk whose frames all belong to this chunk
- * of the scan (dst: its first frame's place), and with flag counts, their
- * pixels' share of those counts (added: other pieces hold the rest). */
-static sl_code decode_piece(const decode_job *j, const sl_packed_entry *e, const uint8_t *src, uint8_t *dst,
-                            size_t b0, size_t b1, uint8_t *ones, sl_error *err) {
-  const size_t elem = sl_dtype_size(j->a->node->in[0].dtype);
-  const size_t full = (size_t)(j->per * j->frame_bytes);
-  const sl_bslz4_opts opts = {.simd = j->simd, .ones = j->counts ? ones : NULL};
-  size_t got = 0;
-  sl_code rc = sl_bslz4_decode_blocks(src, e->size, elem, dst, full, b0, b1, &got, &opts, err);
-  if (rc != SL_OK || !j->counts) return rc;
-  sl_bslz4_header h;
-  if ((rc = sl_bslz4_read_header(src, e->size, elem, &h, err)) != SL_OK) return rc;
-  const int64_t n = (int64_t)(full / elem), bs = (int64_t)(h.block_bytes / elem);
-  const int64_t e0 = (int64_t)b0 * bs;
-  const int64_t e1 = b1 >= sl_bslz4_block_count(&h, elem) ? n : (int64_t)b1 * bs; /* the tail: the last piece */
-  const int64_t out_frame = (dst - (uint8_t *)j->a->out[0]) / j->frame_bytes;
-  for (int64_t f = e0 / j->frame_elems; f * j->frame_elems < e1; f++) {
-    const int64_t f0 = f * j->frame_elems;
-    const int64_t lo = e0 > f0 ? e0 - f0 : 0, hi = e1 - f0 < j->frame_elems ? e1 - f0 : j->frame_elems;
-    sl_flag_counts_add_range(ones, (uint64_t)f0, lo, hi, j->counts + (out_frame + f) * j->groups);
-  }
-  return SL_OK;
-}
-
 /* A stored chunk's ones bitmap up to this size lives on the stack (one frame
  * of 256 x 256 pixels). */
 #define ONES_STACK_BYTES 8192
@@ -213,14 +174,13 @@ static void decode_range(void *ctx, int64_t begin, int64_t end, int worker) {
         sl_error why;
         sl_error_clear(&why);
         sl_fail(&why, SL_ERR_NOMEM, "no memory for a %zu-byte flag bitmap", bytes);
-        fail_job(j, &pk->entries[j->items ? j->items[begin].entry : begin], &why);
+        fail_job(j, &pk->entries[begin], &why);
         return;
       }
     }
   }
-  for (int64_t it = begin; it < end && !j->failed; it++) {
-    const decode_item item = j->items ? j->items[it] : (decode_item){it, 0, WHOLE};
-    const sl_packed_entry *e = &pk->entries[item.entry];
+  for (int64_t i = begin; i < end && !j->failed; i++) {
+    const sl_packed_entry *e = &pk->entries[i];
     sl_error why;
     sl_error_clear(&why);
     int64_t lo = e->first_position > a->pos_start ? e->first_position : a->pos_start;
@@ -234,69 +194,10 @@ static void decode_range(void *ctx, int64_t begin, int64_t end, int worker) {
     const uint8_t *src = (const uint8_t *)pk + e->offset;
     uint64_t skip = (uint64_t)(lo - e->first_position) * (uint64_t)j->frame_bytes;
     uint64_t want = (uint64_t)(hi - lo) * (uint64_t)j->frame_bytes;
-    uint8_t *dst = out + (lo - a->pos_start) * j->frame_bytes;
-    sl_code rc = item.end_block == WHOLE
-                     ? decode_entry(j, e, src, dst, skip, want, ones, &why)
-                     : decode_piece(j, e, src, dst, item.first_block, item.end_block, ones, &why);
-    if (rc != SL_OK) fail_job(j, e, &why);
+    if (decode_entry(j, e, src, out + (lo - a->pos_start) * j->frame_bytes, skip, want, ones, &why) != SL_OK)
+      fail_job(j, e, &why);
   }
   free(ones_heap);
-}
-
-/* Workers share the stored chunks of a call in pieces of blocks when there
- * are few chunks per worker (a chunk of the scan of 7 one-frame stored
- * chunks over 2 workers would split 4 + 3): each bitshuffle-LZ4 chunk that
- * decodes straight into the frames is cut into pieces of about
- * total blocks / (4 * workers) blocks. The others stay whole. Returns the
- * items (malloc'd) and their number, or NULL when nothing is cut (or no
- * memory: whole chunks then, the same bytes). */
-static decode_item *plan_pieces(const decode_job *j, int workers, int64_t *n_items) {
-  const sl_kernel_args *a = j->a;
-  const sl_packed_chunks *pk = a->in[0];
-  const size_t elem = sl_dtype_size(a->node->in[0].dtype);
-  const uint64_t full = (uint64_t)j->per * (uint64_t)j->frame_bytes;
-  const int64_t n = (int64_t)pk->n;
-  if (workers < 2 || n >= 4 * (int64_t)workers) return NULL;
-  uint32_t *blocks = calloc((size_t)n, sizeof *blocks); /* 0: whole */
-  if (!blocks) return NULL;
-  int64_t total = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const sl_packed_entry *e = &pk->entries[i];
-    if (e->flags & SL_PACKED_STORED_RAW) continue;
-    /* only a stored chunk whose frames all belong to this chunk of the scan */
-    if (e->first_position < a->pos_start || e->first_position + j->per > a->pos_start + a->pos_count) continue;
-    if (e->n_positions != j->per) continue;
-    sl_bslz4_header h;
-    sl_error ignored; /* a bad header: the whole decode says why */
-    sl_error_clear(&ignored);
-    if (sl_bslz4_read_header((const uint8_t *)pk + e->offset, e->size, elem, &h, &ignored) != SL_OK ||
-        h.total_bytes != full)
-      continue;
-    size_t nb = sl_bslz4_block_count(&h, elem);
-    if (nb < 2 || nb >= WHOLE) continue;
-    blocks[i] = (uint32_t)nb;
-    total += (int64_t)nb;
-  }
-  const int64_t target = (total + 4 * workers - 1) / (4 * workers);
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; i++) count += blocks[i] ? (blocks[i] + target - 1) / target : 1;
-  decode_item *items = target > 0 && count > n ? malloc((size_t)count * sizeof *items) : NULL;
-  if (items) {
-    int64_t k = 0;
-    for (int64_t i = 0; i < n; i++) {
-      if (!blocks[i]) {
-        items[k++] = (decode_item){i, 0, WHOLE};
-        continue;
-      }
-      for (uint32_t b = 0; b < blocks[i]; b += (uint32_t)target) {
-        uint32_t e = b + (uint32_t)target < blocks[i] ? b + (uint32_t)target : blocks[i];
-        items[k++] = (decode_item){i, b, e};
-      }
-    }
-    *n_items = k;
-  }
-  free(blocks);
-  return items;
 }
 
 static sl_code decode_cpu(sl_kernel_args *a) {
@@ -321,15 +222,7 @@ static sl_code decode_cpu(sl_kernel_args *a) {
   const sl_packed_chunks *pk = a->in[0];
   pthread_mutex_init(&j.lock, NULL);
   sl_error_clear(&j.first_error);
-  int64_t n_items = (int64_t)pk->n;
-  decode_item *items = in->encoding == SL_ENC_BSLZ4
-                           ? plan_pieces(&j, a->backend->ops->workers(a->backend), &n_items)
-                           : NULL;
-  j.items = items;
-  if (items && j.counts) /* pieces add their share */
-    memset(j.counts, 0, (size_t)(a->pos_count * j.groups) * sizeof *j.counts);
-  a->backend->ops->parallel_for(a->backend, n_items, 1, decode_range, &j);
-  free(items);
+  a->backend->ops->parallel_for(a->backend, (int64_t)pk->n, 1, decode_range, &j);
   pthread_mutex_destroy(&j.lock);
   if (j.failed) {
     *a->err = j.first_error;

@@ -58,19 +58,6 @@ void sl_flag_counts_from_bitmap(const uint8_t *ones, uint64_t first, int64_t pix
   }
 }
 
-void sl_flag_counts_add_range(const uint8_t *ones, uint64_t first, int64_t px_lo, int64_t px_hi,
-                              uint32_t *counts) {
-  uint32_t (*count)(const uint8_t *, uint64_t, uint64_t) =
-      have_popcnt() ? popcount_range_hw : popcount_range_plain;
-  for (int64_t g = px_lo / SL_FLAG_GROUP_PIXELS; g * SL_FLAG_GROUP_PIXELS < px_hi; g++) {
-    int64_t a = g * SL_FLAG_GROUP_PIXELS, b = a + SL_FLAG_GROUP_PIXELS;
-    if (a < px_lo) a = px_lo;
-    if (b > px_hi) b = px_hi;
-    uint32_t n = count(ones, first + (uint64_t)a, first + (uint64_t)b);
-    if (n) __atomic_fetch_add(&counts[g], n, __ATOMIC_RELAXED);
-  }
-}
-
 #define COUNT_BY_VALUE(T, TMAX)                                                       \
   for (int64_t g0 = 0, k = 0; g0 < pixels; g0 += SL_FLAG_GROUP_PIXELS, k++) {         \
     int64_t g1 = g0 + SL_FLAG_GROUP_PIXELS < pixels ? g0 + SL_FLAG_GROUP_PIXELS : pixels; \

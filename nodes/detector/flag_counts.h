@@ -23,13 +23,6 @@
 void sl_flag_counts_from_bitmap(const uint8_t *ones, uint64_t first, int64_t pixels,
                                 uint32_t *counts);
 
-/* Adds to counts[0 .. sl_flag_groups(pixels)) of one frame (bitmap from bit
- * `first` as above) the set bits of its pixels [px_lo, px_hi) only, with
- * atomic adds: workers that decoded different blocks of the frame share its
- * counts (which start at zero). */
-void sl_flag_counts_add_range(const uint8_t *ones, uint64_t first, int64_t px_lo, int64_t px_hi,
-                              uint32_t *counts);
-
 /* counts[0 .. sl_flag_groups(pixels)) of one u8, u16 or u32 frame, by value
  * (frames that were not bit-transposed: raw or plain data). */
 void sl_flag_counts_of_frame(const void *frame, sl_dtype t, int64_t pixels, uint32_t *counts);

@@ -75,23 +75,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (nel % 8 && (ones[nel / 8] >> (nel % 8)) != 0) abort(); /* padding bits clear */
     free(ones);
   }
-  /* In two ranges of blocks (as workers share a chunk): the same bytes when
-   * the whole decode succeeds, and a failure in one of them when it fails. */
-  {
-    sl_bslz4_header h;
-    if (sl_bslz4_read_header(src, n, elem, &h, &err) == SL_OK && h.total_bytes <= cap) {
-      const size_t nb = sl_bslz4_block_count(&h, elem), cut = nb / 2 + (sel >> 7);
-      sl_bslz4_opts po = {.simd = path};
-      size_t g1 = 0, g2 = 0;
-      memset(ref, 0, cap);
-      sl_code r1 = sl_bslz4_decode_blocks(src, n, elem, ref, cap, 0, cut, &g1, &po, &err);
-      if (r1 != SL_OK && err.msg[0] == 0) abort();
-      sl_code r2 = sl_bslz4_decode_blocks(src, n, elem, ref, cap, cut, SIZE_MAX, &g2, &po, &err);
-      if (r2 != SL_OK && err.msg[0] == 0) abort();
-      if ((rc == SL_OK) != (r1 == SL_OK && r2 == SL_OK)) abort();
-      if (rc == SL_OK && memcmp(dst, ref, got) != 0) abort();
-    }
-  }
   rc = sl_bitshuffle_decode_raw(src, n, elem, (size_t)(sel & 0x80 ? 64 : 0), dst, cap, &got,
                                 path, &err);
   if (rc != SL_OK && rc != SL_ERR_FORMAT) abort();

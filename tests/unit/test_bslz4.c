@@ -205,34 +205,6 @@ static void roundtrip(size_t elem, size_t frames, size_t h, size_t w, size_t fpc
         free(want);
       }
       free(ones);
-      if (comp == 2 && rc == SL_OK) {
-        /* in pieces of blocks, as workers share a chunk: the same bytes and bitmap */
-        sl_bslz4_header hdr;
-        assert_int_equal(sl_bslz4_read_header(raw, csize, elem, &hdr, &err), SL_OK);
-        const size_t nbl = sl_bslz4_block_count(&hdr, elem);
-        const size_t cuts[3] = {1, 2, 3};
-        uint8_t *pieces = malloc(chunk_bytes + 64), *pones = malloc(nel / 8 + 2), *wones = malloc(nel / 8 + 2);
-        opts.ones = wones;
-        assert_int_equal(sl_bslz4_decode_opts(raw, csize, elem, dec, chunk_bytes, &got, &opts, &err), SL_OK);
-        for (int c = 0; c < 3; c++) {
-          memset(pieces, 0xA5, chunk_bytes + 64);
-          memset(pones, 0, nel / 8 + 2);
-          const size_t step = (nbl + cuts[c] - 1) / cuts[c] + (nbl == 0);
-          for (size_t b = 0; b <= nbl; b += step) { /* b == nbl: an empty last range (the tail) */
-            sl_bslz4_opts po = {.simd = k_paths[p], .ones = pones};
-            size_t pg = 0;
-            rc = sl_bslz4_decode_blocks(raw, csize, elem, pieces, chunk_bytes, b, b + step, &pg, &po, &err);
-            if (rc != SL_OK) fail_msg("blocks from %zu: %s", b, err.msg);
-            assert_int_equal(pg, chunk_bytes);
-          }
-          assert_memory_equal(pieces, dec, chunk_bytes);
-          assert_memory_equal(pones, wones, (nel + 7) / 8);
-        }
-        free(pieces);
-        free(pones);
-        free(wones);
-        opts.ones = NULL;
-      }
       if (rc != SL_OK)
         fail_msg("elem %zu %zux%zu fpc %zu block %u comp %u path %s: %s", elem, h, w, fpc,
                  block_elems, comp, sl_simd_name(k_paths[p]), err.msg);

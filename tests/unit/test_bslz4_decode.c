@@ -450,8 +450,7 @@ static void t_flag_counts(void **state) {
     check_flag_counts(types[ti], 5, 7, 9, 4, SL_ENC_BSLZ4, bs, 3);
     check_flag_counts(types[ti], 37, 53, 7, 3, SL_ENC_BITSHUFFLE, 64, 2);
     check_flag_counts(types[ti], 33, 35, 6, 2, SL_ENC_RAW, bs, 4);
-    /* many blocks per stored chunk and few stored chunks per call: the
-     * workers share chunks in pieces of blocks */
+    /* many blocks per stored chunk (groups across blocks, blocks across frames) */
     check_flag_counts(types[ti], 192, 192, 5, 1, SL_ENC_BSLZ4, bs, 3);
     check_flag_counts(types[ti], 61, 67, 6, 2, SL_ENC_BSLZ4, 64, 4);
   }
@@ -484,54 +483,6 @@ static void t_flag_counts(void **state) {
   node_free(&n);
   free(frames);
   free(out);
-}
-
-/* A corrupt block in the middle of a stored chunk that workers share in
- * pieces: the call fails with the whole decode's message. */
-static void t_corrupt_piece(void **state) {
-  const int64_t h = 192, w = 192, npos = 3, fb = h * w * 2;
-  uint8_t *frames = flagged_frames(SL_U16, npos, h * w);
-  uint8_t *chunks[3];
-  size_t sizes[3];
-  for (int c = 0; c < 3; c++) chunks[c] = encode_chunk(frames + c * fb, (size_t)(h * w), 2, 4096, 1, &sizes[c]);
-  /* block 6 of stored chunk 1: its first LZ4 token */
-  size_t pos = SL_BSLZ4_HEADER_BYTES;
-  for (int b = 0; b < 6; b++) pos += 4 + ((size_t)chunks[1][pos] << 24 | (size_t)chunks[1][pos + 1] << 16 |
-                                          (size_t)chunks[1][pos + 2] << 8 | chunks[1][pos + 3]);
-  chunks[1][pos + 4] = 0xFF;
-  uint8_t *out = malloc((size_t)(npos * fb));
-  sl_error whole;
-  sl_error_clear(&whole);
-  size_t got = 0;
-  assert_int_equal(sl_bslz4_decode(chunks[1], sizes[1], 2, out, (size_t)fb, &got, &whole), SL_ERR_FORMAT);
-  assert_non_null(strstr(whole.msg, "block 6"));
-  sl_tensor_desc x = encoded_desc(SL_U16, npos, h, w, SL_ENC_BSLZ4, 1, (int64_t)sizes[0]);
-  packer p = {.n = 0};
-  for (int c = 0; c < 3; c++) pack_add(&p, chunks[c], sizes[c], 0, c, c, 1, "pieces.h5:/data");
-  sl_packed_chunks *pk = pack_finish(&p);
-  sl_backend *b = backend(2);
-  for (unsigned used = 1; used <= 3; used += 2) {
-    sl_node n;
-    sl_error e;
-    assert_int_equal(decode_make(&n, NULL, &x, &e), SL_OK);
-    n.out_used = used;
-    uint32_t counts[3 * 36];
-    sl_kernel_args a;
-    memset(&a, 0, sizeof a);
-    a.backend = b, a.node = &n, a.err = &e, a.pos_count = npos;
-    a.in[0] = pk;
-    a.out[0] = out;
-    a.out[1] = counts;
-    assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_ERR_FORMAT);
-    assert_non_null(strstr(e.msg, "pieces.h5:/data, stored chunk 1 (frames 1-1)"));
-    assert_non_null(strstr(e.msg, whole.msg));
-    node_free(&n);
-  }
-  sl_cpu_backend_ops.destroy(b);
-  free(pk);
-  for (int c = 0; c < 3; c++) free(chunks[c]);
-  free(out);
-  free(frames);
 }
 
 static void t_params_infer_cost(void **state) {
@@ -590,7 +541,6 @@ int main(void) {
       cmocka_unit_test(t_plugin_bitshuffle_uncompressed),
       cmocka_unit_test(t_plain_and_raw),
       cmocka_unit_test(t_flag_counts),
-      cmocka_unit_test(t_corrupt_piece),
       cmocka_unit_test(t_malformed_chunk),
       cmocka_unit_test(t_params_infer_cost),
   };
