@@ -145,16 +145,37 @@ static size_t read_raw_chunks(hid_t dset, bench_acq *acq) {
   return comp;
 }
 
-/* sluice's decoder on every SIMD path this CPU has, into out. */
+/* sluice's decoder on every SIMD path this CPU has, into out: AVX2 without
+ * and with GFNI (when the CPU has it), and with the ones bitmap that
+ * bslz4_decode turns into its flag counts (what finding the flagged pixels
+ * costs the decoder). The variants take turns in every repetition. */
 static int time_sluice(const bench_acq *acq, uint8_t *out, int repeats, bench_rows *rows) {
-  static const sl_simd paths[] = {SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
+  typedef struct variant {
+    sl_simd path;
+    bool gfni, ones;
+    const char *name;
+  } variant;
+  static const variant all[] = {
+      {SL_SIMD_SCALAR, false, false, "sluice bslz4 (scalar)"},
+      {SL_SIMD_SSE2, false, false, "sluice bslz4 (sse2)"},
+      {SL_SIMD_AVX2, false, false, "sluice bslz4 (avx2)"},
+      {SL_SIMD_AVX2, true, false, "sluice bslz4 (avx2+gfni)"},
+      {SL_SIMD_AVX2, true, true, "  + ones bitmap (flag counts)"},
+  };
+  enum { N = sizeof all / sizeof all[0] };
+  sl_bitshuffle_allow_gfni(true);
+  const bool gfni = sl_bitshuffle_gfni_used();
   const size_t frame_bytes = acq->frame_bytes;
-  for (size_t p = 0; p < 3; p++) {
-    if (!sl_simd_supported(paths[p])) continue;
-    sl_bslz4_opts opts = {.simd = paths[p]};
-    double best = 1e30;
-    for (int r = 0; r < repeats; r++) {
-      double s = sl_now();
+  uint8_t *ones = malloc(sl_ones_bitmap_bytes(frame_bytes / 2));
+  double best[N];
+  for (int v = 0; v < N; v++) best[v] = 1e30;
+  for (int r = 0; r < repeats; r++)
+    for (int v = 0; v < N; v++) {
+      if (!sl_simd_supported(all[v].path) || (all[v].gfni && !gfni)) continue;
+      sl_bitshuffle_allow_gfni(all[v].gfni);
+      sl_bslz4_opts opts = {.simd = all[v].path, .ones = all[v].ones ? ones : NULL};
+      memset(out, 0, acq->total);
+      double t0 = sl_now();
       for (size_t f = 0; f < acq->frames; f++) {
         sl_error err;
         size_t got;
@@ -162,21 +183,22 @@ static int time_sluice(const bench_acq *acq, uint8_t *out, int repeats, bench_ro
                                  out + f * frame_bytes, frame_bytes, &got, &opts, &err) != SL_OK ||
             got != frame_bytes) {
           fprintf(stderr, "frame %zu: %s\n", f, err.msg);
+          free(ones);
           return 1;
         }
       }
-      double t = sl_now() - s;
-      if (t < best) best = t;
+      double t = sl_now() - t0;
+      if (t < best[v]) best[v] = t;
+      if (memcmp(out, acq->data, acq->total) != 0) {
+        fprintf(stderr, "bench_bslz4: %s output differs from the input\n", all[v].name);
+        free(ones);
+        return 1;
+      }
     }
-    if (memcmp(out, acq->data, acq->total) != 0) {
-      fprintf(stderr, "bench_bslz4: sluice %s output differs from the input\n",
-              sl_simd_name(paths[p]));
-      return 1;
-    }
-    char name[48];
-    snprintf(name, sizeof name, "sluice bslz4 (%s)", sl_simd_name(paths[p]));
-    add_row(rows, name, best);
-  }
+  sl_bitshuffle_allow_gfni(true);
+  free(ones);
+  for (int v = 0; v < N; v++)
+    if (best[v] < 1e30) add_row(rows, all[v].name, best[v]);
   return 0;
 }
 

@@ -1,8 +1,9 @@
 /* Bit un-transposition kernels for bitshuffle blocks, with runtime dispatch
  * (the path is chosen by sl_simd_resolve, engine/core/simd.h): a portable
- * scalar path (the reference), SSE2 and AVX2 on x86-64. The AVX2
- * functions carry __attribute__((target("avx2"))) so that the library still
- * builds for baseline x86-64; they run only when the CPU reports AVX2.
+ * scalar path (the reference), SSE2 and AVX2 on x86-64, the AVX2 path with
+ * the bit transposes done by GFNI when the CPU has it. The AVX2 and GFNI
+ * functions carry __attribute__((target(...))) so that the library still
+ * builds for baseline x86-64; they run only when the CPU reports them.
  *
  * A block of m elements (m a multiple of 8) of s bytes is stored as 8*s
  * bit-rows of m/8 bytes; row 8j+k holds bit k of byte j of every element,
@@ -13,6 +14,8 @@
  * The vector paths work on tiles of 16 (SSE2) or 32 (AVX2) groups, written
  * once for both widths in bitshuffle_vector.h. Groups left over after the
  * last full tile go through the scalar path. */
+#include <string.h>
+
 #include "engine/core/bit_transpose.h"
 #include "nodes/codec/bslz4.h"
 
@@ -23,9 +26,16 @@
 #define SL_X86 0
 #endif
 
-/* Scalar path over groups [g0, nb) of a block with nb = m/8 groups. */
+/* Scalar path over groups [g0, nb) of a block with nb = m/8 groups; with
+ * ones, bytes [g0, nb) of the block's ones bitmap (the AND of its rows). */
 static void unshuffle_scalar_range(const uint8_t *in, uint8_t *out, size_t nb, size_t s,
-                                   size_t g0) {
+                                   size_t g0, uint8_t *ones) {
+  if (ones)
+    for (size_t g = g0; g < nb; g++) {
+      uint8_t a = 0xFF;
+      for (size_t r = 0; r < 8 * s; r++) a &= in[r * nb + g];
+      ones[g] = a;
+    }
   for (size_t j = 0; j < s; j++) {
     const uint8_t *rows = in + 8 * j * nb;
     for (size_t g = g0; g < nb; g++) {
@@ -60,6 +70,7 @@ static inline void store8_sse2(__m128i *o, __m128i v0, __m128i v1, __m128i v2, _
 #define VEC_ATTR
 #define PATH(name) name##_sse2
 #define LOAD(p) _mm_loadu_si128((const __m128i *)(p))
+#define STOREU(p, v) _mm_storeu_si128((__m128i *)(p), v)
 #define LO8 _mm_unpacklo_epi8
 #define HI8 _mm_unpackhi_epi8
 #define LO16 _mm_unpacklo_epi16
@@ -76,9 +87,9 @@ static inline void store8_sse2(__m128i *o, __m128i v0, __m128i v1, __m128i v2, _
 #define STORE8 store8_sse2
 #include "nodes/codec/bitshuffle_vector.h"
 
-static void unshuffle_sse2(const uint8_t *in, uint8_t *out, size_t m, size_t s) {
+static void unshuffle_sse2(const uint8_t *in, uint8_t *out, size_t m, size_t s, uint8_t *ones) {
   const size_t nb = m / 8;
-  unshuffle_scalar_range(in, out, nb, s, tiles_sse2(in, out, nb, s));
+  unshuffle_scalar_range(in, out, nb, s, tiles_sse2(in, out, nb, s, ones), ones);
 }
 
 /* ---------------------------------------------------------------- AVX2 --- */
@@ -113,6 +124,7 @@ SL_AVX2 static inline void store8_avx2(__m256i *o, __m256i v0, __m256i v1, __m25
 #define VEC_ATTR SL_AVX2
 #define PATH(name) name##_avx2
 #define LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define STOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
 #define LO8 _mm256_unpacklo_epi8
 #define HI8 _mm256_unpackhi_epi8
 #define LO16 _mm256_unpacklo_epi16
@@ -129,36 +141,110 @@ SL_AVX2 static inline void store8_avx2(__m256i *o, __m256i v0, __m256i v1, __m25
 #define STORE8 store8_avx2
 #include "nodes/codec/bitshuffle_vector.h"
 
-SL_AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out, size_t m, size_t s) {
+/* ------------------------------------------------------- AVX2 + GFNI --- */
+
+/* GF2P8AFFINEQB transposes the bits of each 64-bit lane in one instruction:
+ * with the data as the matrix A and x = bytes 1 << i, byte i of the result
+ * has bit b = bit i of A's byte 7 - b. The rows are loaded in reverse order
+ * (byte k holds row 7 - k), so byte i of the result holds bit i of rows
+ * 0..7: sl_tr8's transpose, the same bytes. */
+#define SL_GFNI __attribute__((target("avx2,gfni")))
+#define VEC __m256i
+#define VEC_BYTES 32
+#define VEC_ATTR SL_GFNI
+#define PATH(name) name##_gfni
+#define LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define STOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define LO8 _mm256_unpacklo_epi8
+#define HI8 _mm256_unpackhi_epi8
+#define LO16 _mm256_unpacklo_epi16
+#define HI16 _mm256_unpackhi_epi16
+#define LO32 _mm256_unpacklo_epi32
+#define HI32 _mm256_unpackhi_epi32
+#define AND _mm256_and_si256
+#define XOR _mm256_xor_si256
+#define SRLI64 _mm256_srli_epi64
+#define SLLI64 _mm256_slli_epi64
+#define SET1_64 _mm256_set1_epi64x
+#define STORE2 store2_avx2
+#define STORE4 store4_avx2
+#define STORE8 store8_avx2
+#define TR8(x) _mm256_gf2p8affine_epi64_epi8(_mm256_set1_epi64x(0x8040201008040201LL), (x), 0)
+#define ROW(k) (7 - (k))
+#include "nodes/codec/bitshuffle_vector.h"
+
+SL_GFNI static void unshuffle_gfni(const uint8_t *in, uint8_t *out, size_t m, size_t s, uint8_t *ones) {
   const size_t nb = m / 8;
-  size_t g = tiles_avx2(in, out, nb, s);
-  /* the rest: one SSE2 tile if 16 groups remain, then scalar */
+  size_t g = tiles_gfni(in, out, nb, s, ones);
   if (nb - g >= 16) {
-    tile_sse2(in, out, nb, s, g);
+    tile_sse2(in, out, nb, s, g, ones);
     g += 16;
   }
-  unshuffle_scalar_range(in, out, nb, s, g);
+  unshuffle_scalar_range(in, out, nb, s, g, ones);
 }
+
+/* GFNI is used on the AVX2 path when the CPU has it, unless turned off. */
+static int g_gfni = -1; /* -1: not decided yet */
+
+void sl_bitshuffle_allow_gfni(bool allow) {
+  int v = allow && __builtin_cpu_supports("gfni") && __builtin_cpu_supports("avx2");
+  __atomic_store_n(&g_gfni, v, __ATOMIC_RELAXED);
+}
+
+bool sl_bitshuffle_gfni_used(void) {
+  if (__atomic_load_n(&g_gfni, __ATOMIC_RELAXED) < 0) sl_bitshuffle_allow_gfni(true);
+  return __atomic_load_n(&g_gfni, __ATOMIC_RELAXED) == 1;
+}
+
+SL_AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out, size_t m, size_t s,
+                                   uint8_t *ones) {
+  const size_t nb = m / 8;
+  size_t g = tiles_avx2(in, out, nb, s, ones);
+  /* the rest: one SSE2 tile if 16 groups remain, then scalar */
+  if (nb - g >= 16) {
+    tile_sse2(in, out, nb, s, g, ones);
+    g += 16;
+  }
+  unshuffle_scalar_range(in, out, nb, s, g, ones);
+}
+#else
+void sl_bitshuffle_allow_gfni(bool allow) { (void)allow; }
+bool sl_bitshuffle_gfni_used(void) { return false; }
 #endif /* SL_X86 */
 
 /* ------------------------------------------------------------ dispatch --- */
 
 void sl_bitunshuffle_block(const uint8_t *in, uint8_t *out, size_t m, size_t elem_size,
-                           sl_simd path) {
+                           sl_simd path, uint8_t *ones) {
   const size_t s = elem_size;
   const int vec_ok = (s == 1 || s == 2 || s == 4 || s == 8);
 #if SL_X86
   if (vec_ok && path == SL_SIMD_AVX2) {
-    unshuffle_avx2(in, out, m, s);
+    if (sl_bitshuffle_gfni_used())
+      unshuffle_gfni(in, out, m, s, ones);
+    else
+      unshuffle_avx2(in, out, m, s, ones);
     return;
   }
   if (vec_ok && path == SL_SIMD_SSE2) {
-    unshuffle_sse2(in, out, m, s);
+    unshuffle_sse2(in, out, m, s, ones);
     return;
   }
 #else
   (void)vec_ok;
   (void)path;
 #endif
-  unshuffle_scalar_range(in, out, m / 8, s, 0);
+  unshuffle_scalar_range(in, out, m / 8, s, 0, ones);
+}
+
+void sl_ones_bitmap_of_elements(const uint8_t *src, size_t n, size_t s, uint8_t *ones,
+                                size_t first) {
+  uint8_t *o = ones + first / 8;
+  memset(o, 0, (n + 7) / 8);
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t *e = src + i * s;
+    uint8_t a = 0xFF;
+    for (size_t b = 0; b < s; b++) a &= e[b];
+    o[i / 8] |= (uint8_t)((a == 0xFF) << (i % 8));
+  }
 }

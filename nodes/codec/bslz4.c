@@ -158,12 +158,14 @@ sl_code sl_bslz4_decode_opts(const uint8_t *src, size_t src_size, size_t elem_si
     }
   }
 
+  uint8_t *ones = opts ? opts->ones : NULL; /* block b's bitmap at ones + b * bs / 8 */
   size_t pos = SL_BSLZ4_HEADER_BYTES;
   size_t nfull = n / bs, block_index = 0;
   for (; block_index < nfull; block_index++) {
     rc = lz4_block(src, src_size, &pos, block_index, buf, cap, block_bytes, err);
     if (rc) goto done;
-    sl_bitunshuffle_block(buf, dst + block_index * block_bytes, bs, s, path);
+    sl_bitunshuffle_block(buf, dst + block_index * block_bytes, bs, s, path,
+                          ones ? ones + block_index * (bs / 8) : NULL);
   }
   size_t done_elems = nfull * bs;
   size_t last = n - done_elems;
@@ -171,7 +173,8 @@ sl_code sl_bslz4_decode_opts(const uint8_t *src, size_t src_size, size_t elem_si
   if (last) {
     rc = lz4_block(src, src_size, &pos, block_index, buf, cap, last * s, err);
     if (rc) goto done;
-    sl_bitunshuffle_block(buf, dst + done_elems * s, last, s, path);
+    sl_bitunshuffle_block(buf, dst + done_elems * s, last, s, path,
+                          ones ? ones + done_elems / 8 : NULL);
     done_elems += last;
   }
   size_t tail = (n - done_elems) * s; /* (n % 8) elements, verbatim */
@@ -191,6 +194,7 @@ sl_code sl_bslz4_decode_opts(const uint8_t *src, size_t src_size, size_t elem_si
     goto done;
   }
   if (tail) memcpy(dst + done_elems * s, src + pos, tail);
+  if (ones && tail) sl_ones_bitmap_of_elements(src + pos, n - done_elems, s, ones, done_elems);
   if (decoded_bytes) *decoded_bytes = (size_t)h.total_bytes;
   rc = SL_OK;
 done:
@@ -201,9 +205,18 @@ done:
 sl_code sl_bitshuffle_decode_raw(const uint8_t *src, size_t src_size, size_t elem_size,
                                  size_t block_elems, uint8_t *dst, size_t dst_capacity,
                                  size_t *decoded_bytes, sl_simd simd, sl_error *err) {
+  const sl_bslz4_opts o = {.simd = simd};
+  return sl_bitshuffle_decode_raw_opts(src, src_size, elem_size, block_elems, dst, dst_capacity,
+                                       decoded_bytes, &o, err);
+}
+
+sl_code sl_bitshuffle_decode_raw_opts(const uint8_t *src, size_t src_size, size_t elem_size,
+                                      size_t block_elems, uint8_t *dst, size_t dst_capacity,
+                                      size_t *decoded_bytes, const sl_bslz4_opts *opts,
+                                      sl_error *err) {
   if (decoded_bytes) *decoded_bytes = 0;
   sl_simd path;
-  sl_code rc = sl_simd_resolve(simd, &path, err);
+  sl_code rc = sl_simd_resolve(opts ? opts->simd : SL_SIMD_AUTO, &path, err);
   if (rc) return rc;
   rc = check_elem_size(elem_size, err);
   if (rc) return rc;
@@ -227,12 +240,16 @@ sl_code sl_bitshuffle_decode_raw(const uint8_t *src, size_t src_size, size_t ele
   if (src_size && (!src || !dst))
     return sl_fail(err, SL_ERR_USAGE, "bitshuffle: missing source or destination buffer");
   const size_t n = src_size / s;
+  uint8_t *ones = opts ? opts->ones : NULL;
   size_t e = 0;
-  for (; e + bs <= n; e += bs) sl_bitunshuffle_block(src + e * s, dst + e * s, bs, s, path);
+  for (; e + bs <= n; e += bs)
+    sl_bitunshuffle_block(src + e * s, dst + e * s, bs, s, path, ones ? ones + e / 8 : NULL);
   size_t last = (n - e) - (n - e) % 8;
-  if (last) sl_bitunshuffle_block(src + e * s, dst + e * s, last, s, path);
+  if (last)
+    sl_bitunshuffle_block(src + e * s, dst + e * s, last, s, path, ones ? ones + e / 8 : NULL);
   e += last;
   if (n > e) memcpy(dst + e * s, src + e * s, (n - e) * s);
+  if (ones && n > e) sl_ones_bitmap_of_elements(src + e * s, n - e, s, ones, e);
   if (decoded_bytes) *decoded_bytes = src_size;
   return SL_OK;
 }
@@ -240,10 +257,17 @@ sl_code sl_bitshuffle_decode_raw(const uint8_t *src, size_t src_size, size_t ele
 sl_code sl_encoded_chunk_decode(const uint8_t *src, size_t src_size, sl_encoding enc, size_t elem_size,
                                 size_t block_elems, sl_simd simd, uint8_t *dst, size_t capacity,
                                 size_t *decoded_bytes, sl_error *err) {
-  if (enc == SL_ENC_BSLZ4) {
-    sl_bslz4_opts o = {.simd = simd};
-    return sl_bslz4_decode_opts(src, src_size, elem_size, dst, capacity, decoded_bytes, &o, err);
-  }
-  return sl_bitshuffle_decode_raw(src, src_size, elem_size, block_elems, dst, capacity, decoded_bytes, simd,
-                                  err);
+  const sl_bslz4_opts o = {.simd = simd};
+  return sl_encoded_chunk_decode_opts(src, src_size, enc, elem_size, block_elems, dst, capacity,
+                                      decoded_bytes, &o, err);
+}
+
+sl_code sl_encoded_chunk_decode_opts(const uint8_t *src, size_t src_size, sl_encoding enc,
+                                     size_t elem_size, size_t block_elems, uint8_t *dst,
+                                     size_t capacity, size_t *decoded_bytes,
+                                     const sl_bslz4_opts *opts, sl_error *err) {
+  if (enc == SL_ENC_BSLZ4)
+    return sl_bslz4_decode_opts(src, src_size, elem_size, dst, capacity, decoded_bytes, opts, err);
+  return sl_bitshuffle_decode_raw_opts(src, src_size, elem_size, block_elems, dst, capacity,
+                                       decoded_bytes, opts, err);
 }

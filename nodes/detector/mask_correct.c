@@ -19,6 +19,11 @@
  * are fixed from their lists and, with `flagged`, blocks of the frame are
  * counted for the flag value with a vectorisable test, and only a block
  * holding a flagged pixel outside the static mask is walked pixel by pixel.
+ * With the optional `flag_counts` input (bslz4_decode's output of the same
+ * frames, flag_counts.h) the counts come from the decoder, which took them
+ * while each block was in cache, and the frame is not read at all outside
+ * the static bad pixels, their neighbours and the blocks that hold a pixel
+ * flagged outside the static mask: same results, bit for bit.
  * Given a buffer of its own, the kernel copies the frame first. Frames are
  * spread over workers with parallel_for. */
 #include <stdbool.h>
@@ -33,6 +38,7 @@
 #include "nodes/common/frame_ports.h"
 #include "nodes/common/mask_file.h"
 #include "nodes/common/cuda_glue.h"
+#include "nodes/detector/flag_counts.h"
 #include "shaders/cuda/detector/mask_correct.h"
 
 /* The CUDA kernel reads "policy" and "flagged" by name (shaders/cuda/detector.cu). */
@@ -69,11 +75,14 @@ typedef struct correct_state {
 
 /* ---- validation -------------------------------------------------------------- */
 
-static bool mask_connected(const sl_node *n) {
-  if (n->n_in < 2) return false;
-  if (n->in_src[1].node == SL_SRC_NONE) return false;
-  return n->in[1].dtype != SL_DT_INVALID;
+static bool input_connected(const sl_node *n, int k) {
+  if (n->n_in <= k) return false;
+  if (n->in_src[k].node == SL_SRC_NONE) return false;
+  return n->in[k].dtype != SL_DT_INVALID;
 }
+
+static bool mask_connected(const sl_node *n) { return input_connected(n, 1); }
+static bool counts_connected(const sl_node *n) { return input_connected(n, 2); }
 
 /* The mask_file param, NULL when not given. */
 static const char *mask_file_param(const sl_node *n) {
@@ -101,6 +110,20 @@ static sl_code check_inputs(const sl_node *n, sl_error *err) {
                      "input 'mask' has shape %s but the frames are %lldx%lld (the mask must be "
                      "[%lld, %lld])",
                      buf, (long long)h, (long long)w, (long long)h, (long long)w);
+  }
+  if (counts_connected(n)) {
+    /* the frames' stream axes, then one u32 per group of pixels */
+    const sl_tensor_desc *c = &n->in[2];
+    const int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
+    bool ok = c->dtype == SL_U32 && c->stream_rank == x->stream_rank && c->rank == x->stream_rank + 1 &&
+              c->dims[c->rank - 1] == sl_flag_groups(h * w);
+    for (int k = 0; ok && k < x->stream_rank; k++) ok = c->dims[k] == x->dims[k];
+    if (!ok) {
+      char want[96];
+      snprintf(want, sizeof want, "bslz4_decode's flag_counts of these frames (u32 [scan... | %lld])",
+               (long long)sl_flag_groups(h * w));
+      return sl_input_refuse(err, "flag_counts", want, c);
+    }
   }
   return SL_OK;
 }
@@ -164,6 +187,9 @@ static sl_code correct_infer(sl_node *n, sl_error *err) {
     sl_node_note(n, "mask_sources", "file '%s'", path);
   else
     sl_node_note(n, "mask_sources", "none (no static mask)");
+  if (flagged && counts_connected(n))
+    sl_node_note(n, "flag_counts", "from the input (the decoder's counts per %d pixels): frames are "
+                 "not scanned for the flag value", SL_FLAG_GROUP_PIXELS);
   return SL_OK;
 }
 
@@ -301,6 +327,39 @@ static inline uint64_t median8(uint64_t *v, int n) {
   return (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The same for MEDIAN_LANES bad pixels at once, on 32-bit values below
+ * LANE_EMPTY: v[q][l] is neighbour slot q of lane l (LANE_EMPTY when not
+ * valid, sorting last), nv[l] the valid ones; the sorting network runs on
+ * vectors of lanes (GCC vector extensions: vpminud/vpmaxud in the AVX2
+ * clone), then each lane takes its middle value(s) as median8 does. */
+#define MEDIAN_LANES 8
+#define LANE_EMPTY UINT32_MAX
+typedef uint32_t median_lanes __attribute__((vector_size(4 * MEDIAN_LANES)));
+static inline __attribute__((always_inline)) void median8_lanes(uint32_t v[8][MEDIAN_LANES],
+                                                                const int nv[MEDIAN_LANES],
+                                                                uint32_t out[MEDIAN_LANES]) {
+  median_lanes x[8];
+  for (int q = 0; q < 8; q++) memcpy(&x[q], v[q], sizeof x[q]);
+#define CS(i, j)                                     \
+  do {                                               \
+    median_lanes lt_ = x[i] < x[j];                  \
+    median_lanes lo_ = (x[i] & lt_) | (x[j] & ~lt_); \
+    median_lanes hi_ = (x[j] & lt_) | (x[i] & ~lt_); \
+    x[i] = lo_, x[j] = hi_;                          \
+  } while (0)
+  CS(0, 2); CS(1, 3); CS(4, 6); CS(5, 7); CS(0, 4); CS(1, 5); CS(2, 6); CS(3, 7);
+  CS(0, 1); CS(2, 3); CS(4, 5); CS(6, 7); CS(2, 4); CS(3, 5); CS(1, 4); CS(3, 6);
+  CS(1, 2); CS(3, 4); CS(5, 6);
+#undef CS
+  for (int q = 0; q < 8; q++) memcpy(v[q], &x[q], sizeof x[q]);
+  for (int l = 0; l < MEDIAN_LANES; l++) {
+    const int n = nv[l];
+    out[l] = n == 0 ? 0
+             : n & 1 ? v[n / 2][l]
+                     : (uint32_t)(((uint64_t)v[n / 2 - 1][l] + v[n / 2][l]) / 2);
+  }
+}
+
 /* Corrections of flagged pixels waiting to be written, oldest first. */
 typedef struct pending_fix {
   int64_t idx;
@@ -315,13 +374,17 @@ typedef struct pending_fifo {
 typedef struct correct_job {
   const sl_kernel_args *a;
   const correct_state *s;
+  const uint32_t *counts; /* the flag_counts input, or NULL */
   int failed; /* a worker could not allocate its FIFO */
 } correct_job;
 
-#define FLAG_SCAN_BLOCK 1024
+/* The flag scan's blocks are the flag-count groups, so that a block's count
+ * comes from the input when it is connected. */
+#define FLAG_SCAN_BLOCK SL_FLAG_GROUP_PIXELS
 
 /* Per dtype: the medians, the FIFO's write-back and the frame sweep. */
 _Static_assert(FLAG_SCAN_BLOCK <= 65535, "a block's flag count fits 16 bits");
+_Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones bitmap");
 #define CORRECT_FUNCS(S, T, TMAX, ACC)                                                           \
   /* Static bad pixel k: median of its statically valid neighbours that do not               \
    * hold the flag value (with flagged). */                                                  \
@@ -337,6 +400,37 @@ _Static_assert(FLAG_SCAN_BLOCK <= 65535, "a block's flag count fits 16 bits");
       nv += ok;                                                                              \
     }                                                                                        \
     return (T)median8(v, nv);                                                                \
+  }                                                                                          \
+  /* Static bad pixels [k, k1), each from its statically valid neighbours: with             \
+   * the median, eight at a time through median8_lanes (values below 2^32 - 1:              \
+   * u8 and u16 frames), the rest one by one. Static corrections never read                 \
+   * each other (a static bad pixel is nobody's neighbour), so computing eight               \
+   * before writing them gives the same bytes as one at a time. */                           \
+  static inline __attribute__((always_inline)) void fix_static_run_##S(                       \
+      T *y, const correct_state *s, int64_t k, int64_t k1) {                                 \
+    if (s->policy != POLICY_MEDIAN) {                                                        \
+      for (; k < k1; k++) y[s->bad_idx[k]] = 0;                                              \
+      return;                                                                                \
+    }                                                                                        \
+    if (sizeof(T) < 4)                                                                       \
+      for (; k + MEDIAN_LANES <= k1; k += MEDIAN_LANES) {                                    \
+        uint32_t v[8][MEDIAN_LANES], out[MEDIAN_LANES];                                      \
+        int nv[MEDIAN_LANES];                                                                \
+        for (int l = 0; l < MEDIAN_LANES; l++) {                                             \
+          const int64_t *nb = s->nb + 8 * (k + l);                                           \
+          const int cnt = s->nb_n[k + l];                                                    \
+          nv[l] = 0;                                                                         \
+          for (int q = 0; q < 8; q++) {                                                      \
+            T t = q < cnt ? y[nb[q]] : (T)(TMAX);                                            \
+            int ok = q < cnt && !(s->flagged && t == (T)(TMAX));                             \
+            v[q][l] = ok ? (uint32_t)t : LANE_EMPTY;                                         \
+            nv[l] += ok;                                                                     \
+          }                                                                                  \
+        }                                                                                    \
+        median8_lanes(v, nv, out);                                                           \
+        for (int l = 0; l < MEDIAN_LANES; l++) y[s->bad_idx[k + l]] = (T)out[l];             \
+      }                                                                                      \
+    for (; k < k1; k++) y[s->bad_idx[k]] = static_median_##S(y, s, k);                       \
   }                                                                                          \
   /* Pixel i, flagged in this frame: median of its 3x3 neighbours inside the                 \
    * detector, not static bad and not at the flag value. */                                  \
@@ -377,26 +471,40 @@ _Static_assert(FLAG_SCAN_BLOCK <= 65535, "a block's flag count fits 16 bits");
     f->e[at] = (pending_fix){i, m};                                                          \
     f->n++;                                                                                  \
   }                                                                                          \
-  /* One frame, in place (inlined into the range function and its AVX2 clone). */            \
+  /* One frame, in place (inlined into the range function and its AVX2 clone);             \
+   * counts: the frame's flag counts per block, or NULL to count here. */                    \
   static inline __attribute__((always_inline)) void fix_frame_##S(                           \
-      T *restrict y, const correct_state *s, pending_fifo *f) {                              \
+      T *restrict y, const correct_state *s, pending_fifo *f, const uint32_t *counts) {      \
     const bool median = s->policy == POLICY_MEDIAN;                                          \
     const int64_t item = s->h * s->w, n_bad = s->n_bad;                                      \
     int64_t k = 0; /* next static bad pixel */                                               \
     if (!s->flagged) {                                                                       \
-      for (; k < n_bad; k++) y[s->bad_idx[k]] = median ? static_median_##S(y, s, k) : 0;     \
+      fix_static_run_##S(y, s, 0, n_bad);                                                    \
       return;                                                                                \
+    }                                                                                        \
+    if (counts) { /* a pixel at the flag value is static bad (the usual frame): one run */   \
+      uint64_t at_flag = 0, static_at_flag = 0;                                              \
+      for (int64_t g = 0; g * FLAG_SCAN_BLOCK < item; g++) at_flag += counts[g];             \
+      for (int64_t q = 0; q < n_bad; q++) static_at_flag += y[s->bad_idx[q]] == (T)(TMAX);   \
+      if (at_flag == static_at_flag) {                                                       \
+        fix_static_run_##S(y, s, 0, n_bad);                                                  \
+        return;                                                                              \
+      }                                                                                      \
     }                                                                                        \
     f->head = f->n = 0;                                                                      \
     for (int64_t b0 = 0; b0 < item; b0 += FLAG_SCAN_BLOCK) {                                 \
       int64_t b1 = b0 + FLAG_SCAN_BLOCK < item ? b0 + FLAG_SCAN_BLOCK : item;                \
       ACC at_flag = 0, static_at_flag = 0;                                                   \
-      for (int64_t i = b0; i < b1; i++) at_flag += (ACC)(y[i] == (T)(TMAX));                 \
+      if (counts)                                                                            \
+        at_flag = (ACC)counts[b0 / FLAG_SCAN_BLOCK];                                         \
+      else                                                                                   \
+        for (int64_t i = b0; i < b1; i++) at_flag += (ACC)(y[i] == (T)(TMAX));               \
       int64_t k1 = k;                                                                        \
       for (; k1 < n_bad && s->bad_idx[k1] < b1; k1++)                                        \
         static_at_flag += y[s->bad_idx[k1]] == (T)(TMAX);                                    \
       if (at_flag == static_at_flag) { /* only static bad pixels here */                     \
-        for (; k < k1; k++) y[s->bad_idx[k]] = median ? static_median_##S(y, s, k) : 0;      \
+        fix_static_run_##S(y, s, k, k1);                                                     \
+        k = k1;                                                                              \
         continue;                                                                            \
       }                                                                                      \
       for (int64_t i = b0; i < b1; i++) {                                                    \
@@ -424,11 +532,13 @@ _Static_assert(FLAG_SCAN_BLOCK <= 65535, "a block's flag count fits 16 bits");
         return;                                                                              \
       }                                                                                      \
     }                                                                                        \
+    const uint32_t *counts = j->counts;                                                      \
+    const int64_t groups = sl_flag_groups(item);                                             \
     for (int64_t p = begin; p < end; p++) {                                                  \
       const T *x = (const T *)j->a->in[0] + p * item;                                        \
       T *y = (T *)j->a->out[0] + p * item;                                                   \
-      if (y != x) memcpy(y, x, (size_t)item * sizeof(T));                                    \
-      if (s->policy != POLICY_NONE) fix_frame_##S(y, s, &f);                                 \
+      if (y != x) memcpy(y, x, (size_t)item * sizeof(T));                                   \
+      if (s->policy != POLICY_NONE) fix_frame_##S(y, s, &f, counts ? counts + p * groups : NULL); \
     }                                                                                        \
     free(f.e);                                                                               \
   }
@@ -451,7 +561,7 @@ static sl_code correct_cpu(sl_kernel_args *a) {
     if (rc != SL_OK) return rc;
   }
   if (s->policy == POLICY_NONE && a->out[0] == a->in[0]) return SL_OK; /* in place: nothing to do */
-  correct_job j = {a, s, 0};
+  correct_job j = {a, s, counts_connected(a->node) ? a->in[2] : NULL, 0};
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? correct_range_u8 : t == SL_U16 ? correct_range_u16 : correct_range_u32;
   int64_t item = s->h * s->w;
@@ -473,21 +583,27 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   /* Before the mask is known, every pixel bad bounds the static list. */
   int64_t n_bad = s && s->built ? s->n_bad : item;
   if (p->policy != POLICY_NONE) {
+    /* a bad pixel and its 8 neighbours; overlapping neighbourhoods are read
+     * from cache, so at most the whole frame comes from memory */
     int64_t touched = n_bad * (p->policy == POLICY_MEDIAN ? 9 : 1);
-    c->bytes_read = positions * es * (p->flagged ? item : touched);
+    if (touched > item) touched = item;
+    /* with flag_counts, the frame is not scanned: its counts are read instead */
+    const bool scan = p->flagged && !counts_connected(n);
+    const int64_t counts_bytes = p->flagged && counts_connected(n) ? sl_desc_item_bytes(&n->in[2]) : 0;
+    c->bytes_read = positions * (es * (scan ? item : touched) + counts_bytes);
     c->bytes_written = positions * es * n_bad;
-    c->ops = positions * ((p->flagged ? item : 0) + 30 * n_bad);
+    c->ops = positions * ((scan ? item : 0) + 30 * n_bad);
   }
   /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
    * neighbour indices and a count. */
   c->state_bytes = 2 * item + n_bad * (int64_t)(sizeof(int64_t) * 9 + 1);
   /* CUDA (mask_correct.cu): bad map and list, a u32 correction per (frame,
    * static bad pixel), and with `flagged` a shadow chunk and a bit per pixel
-   * for the flagged corrections. */
+   * for the flagged corrections (and with flag_counts, a u32 per group). */
 #ifdef SLUICE_HAVE_CUDA
   if (p->policy != POLICY_NONE) {
     const sl_cuda_frame_shape f = sl_glue_frame_shape(&n->in[0]);
-    c->device_state_bytes = sl_cuda_mask_correct_table_bytes(&f, p->flagged, positions, n_bad);
+    c->device_state_bytes = sl_cuda_mask_correct_table_bytes(&f, p->flagged, counts_connected(n), positions, n_bad);
   }
 #endif
 }
@@ -496,6 +612,9 @@ static const sl_port_def correct_in[] = {
     {"frames", "streamed detector frames u8/u16/u32 [scan... | H, W]", "counts", false},
     {"mask", "optional whole [H, W] u8/u16/u32 pixel mask, > 0 = bad (e.g. the detector's "
              "pixel_mask)",
+     NULL, true},
+    {"flag_counts", "optional: bslz4_decode's flag_counts of the same frames (with `flagged`, "
+                    "the frames are then not scanned for the flag value)",
      NULL, true},
 };
 static const sl_port_def correct_out[] = {
@@ -518,6 +637,7 @@ static sl_code correct_cuda(sl_kernel_args *a) {
       .has_mask = sl_glue_input_present(n, 1),
       .mask_dtype = sl_glue_input_present(n, 1) ? n->in[1].dtype : SL_DT_INVALID,
       .file_mask = s ? s->file_mask : NULL,
+      .has_counts = counts_connected(n),
       .device_state = sl_glue_device_state(a)};
   return sl_cuda_mask_correct(&p, a);
 }

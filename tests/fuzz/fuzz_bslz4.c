@@ -2,8 +2,9 @@
  * element size (bits 0-1: 1, 2, 4, 8), the destination capacity (bits 2-4)
  * and the SIMD path (bits 5-6); the rest is the chunk. The destination is
  * allocated with exactly the chosen capacity so that ASan sees any overrun.
- * A chunk that decodes must decode identically on the scalar path, and the
- * uncompressed decoder runs on the same bytes. */
+ * A chunk that decodes must decode identically on the scalar path, its ones
+ * bitmap (exactly sized: ASan sees an overrun) must match the decoded values,
+ * and the uncompressed decoder runs on the same bytes. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t got2 = 0;
     if (sl_bslz4_decode_opts(src, n, elem, ref, cap, &got2, &sc, &err) != SL_OK) abort();
     if (got2 != got || memcmp(dst, ref, got) != 0) abort();
+    /* the ones bitmap, on the chosen path, against the values */
+    const size_t nel = got / elem;
+    uint8_t *ones = malloc(sl_ones_bitmap_bytes(nel) ? sl_ones_bitmap_bytes(nel) : 1);
+    if (!ones) abort();
+    sl_bslz4_opts wo = {.simd = path, .ones = ones};
+    if (sl_bslz4_decode_opts(src, n, elem, ref, cap, &got2, &wo, &err) != SL_OK) abort();
+    if (memcmp(dst, ref, got) != 0) abort();
+    for (size_t i = 0; i < nel; i++) {
+      size_t b = 0;
+      while (b < elem && dst[i * elem + b] == 0xFF) b++;
+      if (((ones[i / 8] >> (i % 8)) & 1u) != (b == elem)) abort();
+    }
+    if (nel % 8 && (ones[nel / 8] >> (nel % 8)) != 0) abort(); /* padding bits clear */
+    free(ones);
   }
   rc = sl_bitshuffle_decode_raw(src, n, elem, (size_t)(sel & 0x80 ? 64 : 0), dst, cap, &got,
                                 path, &err);

@@ -28,7 +28,9 @@ static const sl_simd k_paths[] = {SL_SIMD_SCALAR, SL_SIMD_SSE2, SL_SIMD_AVX2};
 #include "tests/unit/test_rng.h"
 
 /* Detector-like frames: a bright disk (mean ~20), sparse dark field (~0.05),
- * a few saturated/flagged pixels at the dtype's maximum. */
+ * a few saturated/flagged pixels at the dtype's maximum (about 1 in 97, and
+ * the last pixel of every other frame: the trailing elements, copied
+ * verbatim, hold some). */
 static void fill_frames(uint8_t *buf, size_t elem, size_t frames, size_t h, size_t w) {
   uint64_t maxv = elem >= 8 ? UINT64_MAX : ((uint64_t)1 << (8 * elem)) - 1;
   for (size_t f = 0; f < frames; f++)
@@ -37,11 +39,22 @@ static void fill_frames(uint8_t *buf, size_t elem, size_t frames, size_t h, size
         double dr = (double)r - h / 2.0, dc = (double)c - w / 2.0;
         int in_disk = dr * dr + dc * dc < (h * w) / 16.0;
         uint64_t v = poisson(in_disk ? 20.0 : 0.05);
-        if (rng() % 997 == 0) v = maxv;
+        if (rng() % 97 == 0 || (f % 2 == 0 && r == h - 1 && c == w - 1)) v = maxv;
         if (v > maxv) v = maxv;
         size_t i = (f * h + r) * w + c;
         memcpy(buf + i * elem, &v, elem); /* little-endian host */
       }
+}
+
+/* The ones bitmap of n elements, from their values (the reference for
+ * sl_bslz4_opts.ones): bit i set when every byte of element i is 0xFF. */
+static void reference_ones(const uint8_t *data, size_t n, size_t elem, uint8_t *ones) {
+  memset(ones, 0, (n + 7) / 8);
+  for (size_t i = 0; i < n; i++) {
+    size_t b = 0;
+    while (b < elem && data[i * elem + b] == 0xFF) b++;
+    if (b == elem) ones[i / 8] |= (uint8_t)(1u << (i % 8));
+  }
 }
 
 static hid_t h5_type(size_t elem) {
@@ -169,13 +182,29 @@ static void roundtrip(size_t elem, size_t frames, size_t h, size_t w, size_t fpc
       size_t got = 0;
       memset(dec, 0xA5, chunk_bytes + 64);
       sl_code rc;
+      /* every other chunk also asks for the ones bitmap (the decode must not change) */
+      const size_t nel = chunk_bytes / elem;
+      uint8_t *ones = (f0 / fpc) % 2 ? malloc(nel / 8 + 2) : NULL;
+      if (ones) memset(ones, 0x3C, nel / 8 + 2);
+      sl_bslz4_opts opts = {.simd = k_paths[p], .ones = ones};
       if (comp == 2) {
-        sl_bslz4_opts opts = {.simd = k_paths[p]};
         rc = sl_bslz4_decode_opts(raw, csize, elem, dec, chunk_bytes, &got, &opts, &err);
       } else {
-        rc = sl_bitshuffle_decode_raw(raw, csize, elem, block_elems, dec, chunk_bytes, &got,
-                                      k_paths[p], &err);
+        rc = sl_bitshuffle_decode_raw_opts(raw, csize, elem, block_elems, dec, chunk_bytes, &got,
+                                           &opts, &err);
       }
+      if (ones && rc == SL_OK) {
+        /* against the written data's values (the chunk's frames past the
+         * dataset's end decode as HDF5's fill value 0: never all ones) */
+        uint8_t *want = calloc(nel / 8 + 2, 1);
+        reference_ones(o.data + f0 * h * w * elem, valid / elem, elem, want);
+        if (memcmp(ones, want, (nel + 7) / 8) != 0)
+          fail_msg("ones bitmap: elem %zu %zux%zu fpc %zu block %u comp %u path %s chunk at frame %zu",
+                   elem, h, w, fpc, block_elems, comp, sl_simd_name(k_paths[p]), f0);
+        assert_int_equal(ones[(nel + 7) / 8], 0x3C); /* nothing written past the bitmap */
+        free(want);
+      }
+      free(ones);
       if (rc != SL_OK)
         fail_msg("elem %zu %zux%zu fpc %zu block %u comp %u path %s: %s", elem, h, w, fpc,
                  block_elems, comp, sl_simd_name(k_paths[p]), err.msg);
@@ -254,17 +283,39 @@ static void test_kernels_all_paths(void **state) {
     for (size_t b = 0; b < sizeof ss / sizeof ss[0]; b++) {
       size_t m = ms[a], s = ss[b], n = m * s;
       uint8_t *in = malloc(n), *want = malloc(n), *got = malloc(n + 32);
-      for (size_t i = 0; i < n; i++) in[i] = (uint8_t)rng();
+      /* mostly 0xFF bytes, so that about a third of the elements are all ones */
+      for (size_t i = 0; i < n; i++) in[i] = rng() % 8 ? 0xFF : (uint8_t)rng();
+      if (a % 2) /* and blocks of plain random bytes */
+        for (size_t i = 0; i < n; i++) in[i] = (uint8_t)rng();
       oracle_unshuffle(in, want, m, s);
-      for (size_t p = 0; p < sizeof k_paths / sizeof k_paths[0]; p++) {
-        if (!sl_simd_supported(k_paths[p])) continue;
+      uint8_t *ones_want = malloc(m / 8), *ones_got = malloc(m / 8 + 1);
+      reference_ones(want, m, s, ones_want);
+      /* every path; AVX2 with and without GFNI */
+      for (size_t p = 0; p <= sizeof k_paths / sizeof k_paths[0]; p++) {
+        const int gfni_run = p == sizeof k_paths / sizeof k_paths[0];
+        if (gfni_run) p--;
+        if (!sl_simd_supported(k_paths[p])) break;
+        sl_bitshuffle_allow_gfni(gfni_run);
+        if (gfni_run && !sl_bitshuffle_gfni_used()) break;
         memset(got, 0x5A, n + 32);
-        sl_bitunshuffle_block(in, got, m, s, k_paths[p]);
+        sl_bitunshuffle_block(in, got, m, s, k_paths[p], NULL);
         if (memcmp(got, want, n) != 0)
           fail_msg("kernel %s differs from the oracle for m=%zu s=%zu", sl_simd_name(k_paths[p]),
                    m, s);
         for (size_t i = n; i < n + 32; i++) assert_int_equal(got[i], 0x5A);
+        /* with the ones bitmap: the same elements, and the bitmap of their values */
+        memset(got, 0x5A, n + 32);
+        memset(ones_got, 0x5A, m / 8 + 1);
+        sl_bitunshuffle_block(in, got, m, s, k_paths[p], ones_got);
+        assert_memory_equal(got, want, n);
+        if (memcmp(ones_got, ones_want, m / 8) != 0)
+          fail_msg("kernel %s: ones bitmap differs for m=%zu s=%zu", sl_simd_name(k_paths[p]), m, s);
+        assert_int_equal(ones_got[m / 8], 0x5A);
+        if (gfni_run) break;
       }
+      sl_bitshuffle_allow_gfni(true);
+      free(ones_want);
+      free(ones_got);
       free(in);
       free(want);
       free(got);

@@ -4,9 +4,13 @@
  * fixture's pixel formula: bitshuffle-LZ4 and plain bitshuffle, u8/u16/u32,
  * odd frame sizes, chunks of the scan that split stored chunks, every
  * simd path. Also: plain frames pass through, chunks stored raw, a
- * malformed chunk names its file and frames, params and input errors. */
+ * malformed chunk names its file and frames, params and input errors; the
+ * flag_counts output against counts of the frames' values, on chunks this
+ * test encodes itself from the format description (LZ4 from liblz4). */
 #define SL_H5_FIXTURES_ONLY
 #include "test_h5_index.c"
+
+#include <lz4.h>
 
 #include "nodes/codec/bslz4.h"
 #include "nodes/registry.h"
@@ -287,6 +291,205 @@ static void t_malformed_chunk(void **state) {
   stored_free(&s);
 }
 
+/* ---- flag counts ------------------------------------------------------------------- */
+
+static void put_be(uint8_t *p, uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+
+/* Bitshuffle of m elements (m a multiple of 8) of s bytes, bit by bit as the
+ * format describes it: bit k of byte j of element i goes to row 8j + k, bit i. */
+static void naive_shuffle(const uint8_t *in, uint8_t *out, size_t m, size_t s) {
+  const size_t nb = m / 8;
+  memset(out, 0, m * s);
+  for (size_t i = 0; i < m; i++)
+    for (size_t j = 0; j < s; j++)
+      for (size_t k = 0; k < 8; k++)
+        out[(8 * j + k) * nb + i / 8] |= (uint8_t)(((in[i * s + j] >> k) & 1u) << (i % 8));
+}
+
+/* n elements of s bytes encoded as one stored chunk: bitshuffle-LZ4 (lz4)
+ * or plain bitshuffle, blocks of bs elements; *size its bytes (malloc'd). */
+static uint8_t *encode_chunk(const uint8_t *in, size_t n, size_t s, size_t bs, int lz4, size_t *size) {
+  uint8_t *out = malloc(SL_BSLZ4_HEADER_BYTES + n * s + (n / bs + 2) * (4 + (size_t)LZ4_compressBound((int)(bs * s))));
+  uint8_t *shuf = malloc(bs * s);
+  size_t at = 0;
+  if (lz4) {
+    put_be(out, n * s, 8);
+    put_be(out + 8, bs * s, 4);
+    at = SL_BSLZ4_HEADER_BYTES;
+  }
+  size_t e = 0;
+  while (n - e >= 8) {
+    size_t m = n - e >= bs ? bs : (n - e) - (n - e) % 8;
+    naive_shuffle(in + e * s, shuf, m, s);
+    if (lz4) {
+      int c = LZ4_compress_default((const char *)shuf, (char *)out + at + 4, (int)(m * s),
+                                   LZ4_compressBound((int)(m * s)));
+      assert_true(c > 0);
+      put_be(out + at, (uint64_t)c, 4);
+      at += 4 + (size_t)c;
+    } else {
+      memcpy(out + at, shuf, m * s);
+      at += m * s;
+    }
+    e += m;
+  }
+  memcpy(out + at, in + e * s, (n - e) * s); /* the trailing elements, verbatim */
+  *size = at + (n - e) * s;
+  free(shuf);
+  return out;
+}
+
+/* Frames with pixels at the dtype maximum: about 1 in 37 at random, the
+ * last pixel of every frame, and every pixel of frame 2. */
+static uint8_t *flagged_frames(sl_dtype t, int64_t npos, int64_t item) {
+  const size_t s = sl_dtype_size(t);
+  uint8_t *f = malloc((size_t)(npos * item) * s);
+  for (int64_t i = 0; i < npos * item; i++) {
+    uint64_t v = rnd();
+    int flag = v % 37 == 0 || i % item == item - 1 || i / item == 2;
+    for (size_t b = 0; b < s; b++) f[(size_t)i * s + b] = flag ? 0xFF : (uint8_t)(v >> (8 * (b + 1)));
+    if (!flag) f[(size_t)i * s] &= 0xFE; /* not all ones */
+  }
+  return f;
+}
+
+/* The decoder's flag_counts output (and frames) for stored chunks of k
+ * frames encoded as `enc`, in chunks of the scan of `chunk`, against counts
+ * of the values per 1024 pixels. */
+static void check_flag_counts(sl_dtype t, int64_t h, int64_t w, int64_t npos, int64_t k, sl_encoding enc,
+                              size_t block_elems, int64_t chunk) {
+  const size_t s = sl_dtype_size(t);
+  const int64_t item = h * w, groups = (item + 1023) / 1024, fb = item * (int64_t)s;
+  uint8_t *frames = flagged_frames(t, npos, item);
+  uint32_t *want = calloc((size_t)(npos * groups), 4), *got = malloc((size_t)(npos * groups) * 4);
+  for (int64_t f = 0; f < npos; f++)
+    for (int64_t i = 0; i < item; i++) {
+      size_t b = 0;
+      while (b < s && frames[(size_t)(f * item + i) * s + b] == 0xFF) b++;
+      want[f * groups + i / 1024] += b == s;
+    }
+  /* stored chunks of k frames (the last one shorter in frames, never in bytes:
+   * HDF5 stores whole chunks; the frames past the end are zero) */
+  int nst = (int)((npos + k - 1) / k);
+  uint8_t *chunks[MAX_ENTRIES];
+  size_t sizes[MAX_ENTRIES];
+  int64_t largest = 0;
+  uint8_t *whole = calloc((size_t)(k * fb), 1);
+  for (int c = 0; c < nst; c++) {
+    int64_t nf = npos - c * k < k ? npos - c * k : k;
+    memset(whole, 0, (size_t)(k * fb));
+    memcpy(whole, frames + c * k * fb, (size_t)(nf * fb));
+    if (enc == SL_ENC_RAW) {
+      chunks[c] = malloc((size_t)(k * fb));
+      memcpy(chunks[c], whole, (size_t)(k * fb));
+      sizes[c] = (size_t)(k * fb);
+    } else {
+      chunks[c] = encode_chunk(whole, (size_t)(k * item), s, block_elems, enc == SL_ENC_BSLZ4, &sizes[c]);
+    }
+    if ((int64_t)sizes[c] > largest) largest = (int64_t)sizes[c];
+  }
+  sl_tensor_desc x = encoded_desc(t, npos, h, w, enc, k, largest);
+  x.encoded_block_elems = enc == SL_ENC_BITSHUFFLE ? (int64_t)block_elems : 0;
+  uint8_t *out = malloc((size_t)(npos * fb));
+  sl_backend *b = backend(2);
+  for (sl_simd path = SL_SIMD_AUTO; path <= SL_SIMD_AVX2; path++) {
+    if (path != SL_SIMD_AUTO && !sl_simd_supported(path)) continue;
+    sl_node n;
+    sl_error e;
+    assert_int_equal(decode_make(&n, sl_simd_name(path), &x, &e), SL_OK);
+    n.out_used = 3u; /* both outputs read */
+    memset(got, 0xA5, (size_t)(npos * groups) * 4);
+    memset(out, 0xA5, (size_t)(npos * fb));
+    for (int64_t start = 0; start < npos; start += chunk) {
+      int64_t count = npos - start < chunk ? npos - start : chunk;
+      packer p = {.n = 0};
+      for (int c = 0; c < nst; c++)
+        if (c * k < start + count && c * k + k > start)
+          pack_add(&p, chunks[c], sizes[c], 0, c, c * k, npos - c * k < k ? npos - c * k : k, "flags.h5:/data");
+      sl_packed_chunks *pk = pack_finish(&p);
+      sl_kernel_args a;
+      memset(&a, 0, sizeof a);
+      a.backend = b, a.node = &n, a.state = n.state, a.err = &e;
+      a.pos_start = start, a.pos_count = count;
+      a.in[0] = pk;
+      a.out[0] = out + start * fb;
+      a.out[1] = got + start * groups;
+      void *scratch = lend_scratch(&n, b, count, &a);
+      sl_code rc = n.desc->kernel[SL_BACKEND_CPU](&a);
+      free(scratch);
+      if (rc) print_error("flag counts: %s\n", e.msg);
+      assert_int_equal(rc, SL_OK);
+      free(pk);
+    }
+    assert_memory_equal(out, frames, (size_t)(npos * fb));
+    if (memcmp(got, want, (size_t)(npos * groups) * 4)) {
+      for (int64_t i = 0; i < npos * groups; i++)
+        if (got[i] != want[i])
+          fail_msg("%s %lldx%lld k %lld enc %d block %zu chunk %lld path %s: frame %lld group %lld: %u, want %u",
+                   sl_dtype_name(t), (long long)h, (long long)w, (long long)k, (int)enc, block_elems,
+                   (long long)chunk, sl_simd_name(path), (long long)(i / groups), (long long)(i % groups), got[i],
+                   want[i]);
+    }
+    node_free(&n);
+  }
+  sl_cpu_backend_ops.destroy(b);
+  for (int c = 0; c < nst; c++) free(chunks[c]);
+  free(whole);
+  free(out);
+  free(frames);
+  free(want);
+  free(got);
+}
+
+static void t_flag_counts(void **state) {
+  const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
+  for (int ti = 0; ti < 3; ti++) {
+    size_t s = sl_dtype_size(types[ti]), bs = sl_bshuf_default_block_elems(s);
+    /* one frame per stored chunk; odd frames (trailing elements, groups that
+     * straddle blocks); stored chunks split between chunks of the scan */
+    check_flag_counts(types[ti], 48, 64, 7, 1, SL_ENC_BSLZ4, bs, 3);
+    check_flag_counts(types[ti], 37, 53, 7, 3, SL_ENC_BSLZ4, bs, 2);
+    check_flag_counts(types[ti], 45, 47, 5, 2, SL_ENC_BSLZ4, bs, 5);
+    check_flag_counts(types[ti], 5, 7, 9, 4, SL_ENC_BSLZ4, bs, 3);
+    check_flag_counts(types[ti], 37, 53, 7, 3, SL_ENC_BITSHUFFLE, 64, 2);
+    check_flag_counts(types[ti], 33, 35, 6, 2, SL_ENC_RAW, bs, 4);
+    /* many blocks per stored chunk (groups across blocks, blocks across frames) */
+    check_flag_counts(types[ti], 192, 192, 5, 1, SL_ENC_BSLZ4, bs, 3);
+    check_flag_counts(types[ti], 61, 67, 6, 2, SL_ENC_BSLZ4, 64, 4);
+  }
+  /* plain frames: counted by value */
+  int64_t d[4] = {1, 5, 33, 35};
+  sl_tensor_desc plain = sl_desc_make(SL_U16, 4, d, 2);
+  uint8_t *frames = flagged_frames(SL_U16, 5, 33 * 35);
+  uint16_t *out = malloc(5 * 33 * 35 * 2);
+  uint32_t got[5 * 2];
+  sl_node n;
+  sl_error e;
+  assert_int_equal(decode_make(&n, NULL, &plain, &e), SL_OK);
+  n.out_used = 3u;
+  sl_backend *b = backend(1);
+  sl_kernel_args a;
+  memset(&a, 0, sizeof a);
+  a.backend = b, a.node = &n, a.err = &e, a.pos_count = 5;
+  a.in[0] = frames;
+  a.out[0] = out;
+  a.out[1] = got;
+  assert_int_equal(n.desc->kernel[SL_BACKEND_CPU](&a), SL_OK);
+  for (int f = 0; f < 5; f++) {
+    uint32_t w0 = 0, w1 = 0;
+    const uint16_t *fr = (const uint16_t *)(const void *)frames + f * 33 * 35;
+    for (int i = 0; i < 33 * 35; i++) *(i < 1024 ? &w0 : &w1) += fr[i] == 0xFFFF;
+    assert_int_equal(got[2 * f], w0);
+    assert_int_equal(got[2 * f + 1], w1);
+  }
+  sl_cpu_backend_ops.destroy(b);
+  node_free(&n);
+  free(frames);
+  free(out);
+}
+
 static void t_params_infer_cost(void **state) {
   int64_t d[4] = {2, 3, 5, 7};
   sl_tensor_desc x = encoded_desc(SL_U16, 6, 5, 7, SL_ENC_BSLZ4, 2, 100);
@@ -310,19 +513,25 @@ static void t_params_infer_cost(void **state) {
   assert_int_equal(n.out[0].positions_per_stored_chunk, 0);
   assert_int_equal(n.out[0].max_stored_chunk_bytes, 0);
   assert_true(sl_desc_equal_shape(&n.out[0], &x));
+  /* flag_counts: the stream axes, then ceil(5 * 7 / 1024) = 1 group */
+  assert_int_equal(n.out[1].dtype, SL_U32);
+  assert_int_equal(n.out[1].stream_rank, x.stream_rank);
+  assert_int_equal(n.out[1].rank, x.stream_rank + 1);
+  assert_int_equal(n.out[1].dims[x.stream_rank], 1);
   assert_non_null(strstr(note(&n, "decoded"), sl_encoding_name(SL_ENC_BSLZ4)));
   sl_node_cost c;
   n.desc->cost(&n, 4, &c);
   assert_int_equal(c.bytes_written, 4 * 35 * 2);
   assert_int_equal(c.bytes_read, sl_desc_buffer_bytes(&x, 4));
   assert_int_equal(c.ops, 2 * c.bytes_written);
-  assert_int_equal(c.per_worker_bytes, 2 * 35 * 2); /* scratch of one stored chunk */
+  assert_int_equal(c.per_worker_bytes, (2 * 35 * 2 + 63) / 64 * 64); /* one stored chunk, 64-byte aligned */
   node_free(&n);
 
   const sl_node_desc *desc = &sl_node_bslz4_decode;
   assert_string_equal(desc->type, "bslz4_decode");
   assert_int_equal(desc->n_inputs, 1);
-  assert_int_equal(desc->n_outputs, 1);
+  assert_int_equal(desc->n_outputs, 2);
+  assert_string_equal(desc->outputs[1].name, "flag_counts");
   assert_int_equal(desc->n_params, 2);
   assert_string_equal(desc->params[0].name, "simd");
   assert_string_equal(desc->params[0].choices, SL_SIMD_CHOICES);
@@ -336,6 +545,7 @@ int main(void) {
       cmocka_unit_test(t_plugin_bslz4),
       cmocka_unit_test(t_plugin_bitshuffle_uncompressed),
       cmocka_unit_test(t_plain_and_raw),
+      cmocka_unit_test(t_flag_counts),
       cmocka_unit_test(t_malformed_chunk),
       cmocka_unit_test(t_params_infer_cost),
   };

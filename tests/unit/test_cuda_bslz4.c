@@ -7,7 +7,8 @@
  * parameter struct, shaders/cuda/detector/bslz4_decode.h) through a real
  * CUDA backend (batch API) and compared with the CPU node kernel's output on
  * the same packed buffer, for whole runs and for chunks of the scan that cut
- * stored chunks. Malformed chunks must fail with SL_ERR_FORMAT and the CPU's
+ * stored chunks; the flag counts (output 1) of both against counts of the
+ * written frames' values. Malformed chunks must fail with SL_ERR_FORMAT and the CPU's
  * message. Without a CUDA device (or a build without CUDA) every test prints
  * "SKIP: no CUDA device" and skips. */
 #include <setjmp.h>
@@ -29,6 +30,7 @@
 #include "shaders/cuda/detector/bslz4_decode.h"
 #include "tests/unit/device_table_lend.h"
 #include "tests/unit/cuda_probe.h"
+#include "tests/unit/lend_scratch.h"
 
 #define PLUGIN_DIR "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
 
@@ -333,7 +335,7 @@ __attribute__((unused)) static void dnode_init(dnode *d, const sl_tensor_desc *i
   d->node.id = (char *)"decode";
   d->node.params = &d->param;
   d->node.n_in = 1;
-  d->node.n_out = 1;
+  d->node.n_out = 2;
   d->node.in[0] = *in;
   sl_node_bind_typed_params(&d->node);
   sl_error err;
@@ -350,8 +352,23 @@ __attribute__((unused)) static void dnode_release(dnode *d) {
   d->node.typed_params = NULL;
 }
 
+/* The flag counts of n frames of `item` elements of s bytes, by value: per
+ * frame and 1024 pixels, the elements with every byte 0xFF. */
+__attribute__((unused)) static uint32_t *value_counts(const uint8_t *frames, size_t n, size_t item, size_t s) {
+  const size_t groups = (item + 1023) / 1024;
+  uint32_t *c = calloc(n * groups + 1, sizeof *c);
+  for (size_t i = 0; i < n * item; i++) {
+    size_t b = 0;
+    while (b < s && frames[i * s + b] == 0xFF) b++;
+    c[(i / item) * groups + (i % item) / 1024] += b == s;
+  }
+  return c;
+}
+
+/* counts: the flag counts' output (read), or NULL (not read). */
 __attribute__((unused)) static sl_code run_cpu(dnode *d, const uint8_t *packed, int64_t ps, int64_t pc, uint8_t *out,
-                       sl_error *err) {
+                       uint32_t *counts, sl_error *err) {
+  d->node.out_used = counts ? 3u : 1u;
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
   a.backend = g_cpu;
@@ -362,8 +379,12 @@ __attribute__((unused)) static sl_code run_cpu(dnode *d, const uint8_t *packed, 
   a.pos_count = pc;
   a.in[0] = packed;
   a.out[0] = out;
+  a.out[1] = counts;
   a.err = err;
-  return sl_node_bslz4_decode.kernel[SL_BACKEND_CPU](&a);
+  void *scratch = lend_scratch(&d->node, g_cpu, pc, &a);
+  sl_code rc = sl_node_bslz4_decode.kernel[SL_BACKEND_CPU](&a);
+  free(scratch);
+  return rc;
 }
 
 #ifdef SLUICE_HAVE_CUDA
@@ -374,9 +395,11 @@ static sl_code decode_on_cuda(sl_kernel_args *a) {
 
 /* One call of the CUDA launcher through the backend's batch API. */
 static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, int64_t ps, int64_t pc,
-                        int64_t chunk, int64_t n_chunks, uint8_t *out, size_t out_bytes, sl_error *err) {
+                        int64_t chunk, int64_t n_chunks, uint8_t *out, size_t out_bytes, uint32_t *counts,
+                        sl_error *err) {
   sl_backend *b = g_cuda;
-  void *din = NULL, *dout = NULL;
+  void *din = NULL, *dout = NULL, *dcounts = NULL;
+  const size_t counts_bytes = (size_t)pc * (size_t)d->node.out[1].dims[d->node.out[1].rank - 1] * 4;
   sl_error e2;
   sl_error_clear(&e2);
   assert_int_equal(b->ops->alloc(b, packed_bytes, &din, &e2), SL_OK);
@@ -387,10 +410,18 @@ static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, in
   memset(poison, 0xA5, out_bytes);
   assert_int_equal(b->ops->upload(b, dout, poison, out_bytes, &e2), SL_OK);
   free(poison);
+  d->cuda.flag_counts = counts != NULL;
+  if (counts) { /* poisoned too: the launcher must zero them */
+    assert_int_equal(b->ops->alloc(b, counts_bytes, &dcounts, &e2), SL_OK);
+    uint8_t *pc_bytes = malloc(counts_bytes);
+    memset(pc_bytes, 0xA5, counts_bytes);
+    assert_int_equal(b->ops->upload(b, dcounts, pc_bytes, counts_bytes, &e2), SL_OK);
+    free(pc_bytes);
+  }
   assert_int_equal(test_table_lend(&d->table, b, test_table_bytes(&d->node, pc, pc), &e2), SL_OK);
   sl_kernel_args a = {.backend = b, .node_id = "decode", .state = &d->cuda, .chunk = chunk,
                       .n_chunks = n_chunks, .pos_start = ps, .pos_count = pc, .in = {din},
-                      .out = {dout}, .err = err};
+                      .out = {dout, dcounts}, .err = err};
   test_table_args(&d->table, &a);
   sl_code rc = b->ops->batch_begin(b, err);
   if (rc == SL_OK) rc = b->ops->batch_encode(b, decode_on_cuda, &a, err);
@@ -399,8 +430,10 @@ static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, in
   rc2 = b->ops->batch_wait(b, rc == SL_OK ? err : &e2);
   if (rc == SL_OK) rc = rc2;
   if (rc == SL_OK) assert_int_equal(b->ops->download(b, out, dout, out_bytes, &e2), SL_OK);
+  if (rc == SL_OK && counts) assert_int_equal(b->ops->download(b, counts, dcounts, counts_bytes, &e2), SL_OK);
   b->ops->free(b, din, packed_bytes);
   b->ops->free(b, dout, out_bytes);
+  if (dcounts) b->ops->free(b, dcounts, counts_bytes);
   return rc;
 }
 #endif
@@ -415,6 +448,9 @@ static void compare(acq *q, int64_t step, int misalign, const char *what) {
   int64_t frames = (int64_t)q->frames;
   int64_t n_chunks = (frames + step - 1) / step;
   uint8_t *cpu = malloc((size_t)step * fb + 1), *gpu = malloc((size_t)step * fb + 1);
+  const size_t groups = (q->h * q->w + 1023) / 1024;
+  uint32_t *want_counts = value_counts(q->data, q->frames, q->h * q->w, q->elem);
+  uint32_t *cpu_counts = malloc((size_t)step * groups * 4), *gpu_counts = malloc((size_t)step * groups * 4);
   for (int64_t c = 0; c < n_chunks; c++) {
     int64_t ps = c * step, pc = frames - ps < step ? frames - ps : step;
     size_t pb;
@@ -422,11 +458,15 @@ static void compare(acq *q, int64_t step, int misalign, const char *what) {
     sl_error ec, eg;
     sl_error_clear(&ec);
     sl_error_clear(&eg);
-    sl_code rc = run_cpu(&d, packed, ps, pc, cpu, &ec);
+    /* every other chunk also reads the flag counts */
+    const int with_counts = c % 2 == 0;
+    sl_code rc = run_cpu(&d, packed, ps, pc, cpu, with_counts ? cpu_counts : NULL, &ec);
     if (rc != SL_OK) fail_msg("%s: CPU failed: %s", what, ec.msg);
     if (memcmp(cpu, q->data + (size_t)ps * fb, (size_t)pc * fb))
       fail_msg("%s: CPU output differs from the written frames (chunk %lld)", what, (long long)c);
-    rc = run_cuda(&d, packed, pb, ps, pc, c, n_chunks, gpu, (size_t)pc * fb, &eg);
+    if (with_counts && memcmp(cpu_counts, want_counts + (size_t)ps * groups, (size_t)pc * groups * 4))
+      fail_msg("%s: CPU flag counts differ from the frames' values (chunk %lld)", what, (long long)c);
+    rc = run_cuda(&d, packed, pb, ps, pc, c, n_chunks, gpu, (size_t)pc * fb, with_counts ? gpu_counts : NULL, &eg);
     if (rc != SL_OK) fail_msg("%s: CUDA failed on chunk %lld: %s: %s", what, (long long)c, sl_code_name(rc), eg.msg);
     if (memcmp(cpu, gpu, (size_t)pc * fb)) {
       size_t k = 0;
@@ -435,8 +475,17 @@ static void compare(acq *q, int64_t step, int misalign, const char *what) {
                "(frame %zu, byte %zu): cpu %02x gpu %02x",
                what, (long long)c, (long long)ps, (long long)pc, k, k / fb, k % fb, cpu[k], gpu[k]);
     }
+    if (with_counts && memcmp(cpu_counts, gpu_counts, (size_t)pc * groups * 4)) {
+      size_t k = 0;
+      while (cpu_counts[k] == gpu_counts[k]) k++;
+      fail_msg("%s: CUDA flag counts differ from the CPU's in chunk %lld: frame %zu group %zu: cpu %u gpu %u",
+               what, (long long)c, k / groups, k % groups, cpu_counts[k], gpu_counts[k]);
+    }
     free(packed);
   }
+  free(want_counts);
+  free(cpu_counts);
+  free(gpu_counts);
   free(cpu);
   free(gpu);
   dnode_release(&d);
@@ -538,8 +587,12 @@ static void test_raw_and_plain(void **state) {
   fill_frames(in, 2, 5, 37, 41);
   sl_error err;
   sl_error_clear(&err);
-  assert_int_equal(run_cuda(&d, in, bytes, 0, 5, 0, 1, out, bytes, &err), SL_OK);
+  uint32_t got_counts[5 * 2];
+  assert_int_equal(run_cuda(&d, in, bytes, 0, 5, 0, 1, out, bytes, got_counts, &err), SL_OK);
   assert_memory_equal(in, out, bytes);
+  uint32_t *want_counts = value_counts(in, 5, 37 * 41, 2);
+  assert_memory_equal(got_counts, want_counts, sizeof got_counts);
+  free(want_counts);
   free(in);
   free(out);
   dnode_release(&d);
@@ -568,9 +621,9 @@ static void expect_bad(const uint8_t *bad, size_t n, int exact, const char *need
   sl_error ec, eg;
   sl_error_clear(&ec);
   sl_error_clear(&eg);
-  sl_code rc = run_cpu(&d, packed, 0, 3, out, &ec);
+  sl_code rc = run_cpu(&d, packed, 0, 3, out, NULL, &ec);
   assert_int_equal(rc, SL_ERR_FORMAT);
-  rc = run_cuda(&d, packed, pb, 0, 3, 0, 1, out, 3 * fb, &eg);
+  rc = run_cuda(&d, packed, pb, 0, 3, 0, 1, out, 3 * fb, NULL, &eg);
   if (rc != SL_ERR_FORMAT) fail_msg("%s: CUDA gave %s: %s (CPU: %s)", needle, sl_code_name(rc), eg.msg, ec.msg);
   if (!strstr(eg.msg, "test.h5:/data, stored chunk 1 (frames 1-1): "))
     fail_msg("%s: CUDA message does not name the stored chunk: %s", needle, eg.msg);
@@ -660,7 +713,7 @@ static void test_error_surfaces_later(void **state) {
       size_t pb;
       uint8_t *packed = pack(&q, 2 * c, 2, 0, &pb);
       sl_error_clear(&eg);
-      last = run_cuda(&d, packed, pb, 2 * c, 2, c, 2, out, 2 * fb, &eg);
+      last = run_cuda(&d, packed, pb, 2 * c, 2, c, 2, out, 2 * fb, NULL, &eg);
       if (last != SL_OK) at = c;
       free(packed);
     }

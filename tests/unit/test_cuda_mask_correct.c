@@ -5,7 +5,8 @@
  * input with corner and edge clusters, frames with flagged clusters (3x3 and
  * 5x5 blocks, row pairs, border columns, a frame flagged entirely), odd
  * sizes (scalar scan) and 16-byte rows (vector scan), chunks of 1, 7 and all
- * positions. Skips visibly without a CUDA device. */
+ * positions; and with the flag_counts input (counted here from the values,
+ * as bslz4_decode gives them), the same bytes. Skips visibly without a CUDA device. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 extern const sl_node_desc sl_node_mask_correct;
 
 static sl_backend *g_cpu, *g_cuda;
+static int g_sparse; /* frames flagged as on a detector (check()) */
 
 /* Frames: ~1 in 12 pixels at the flag value, clusters of flagged pixels,
  * the last frame flagged entirely. */
@@ -61,14 +63,16 @@ static sl_code run1(sl_backend *b, sl_kernel_args *a, sl_error *e) {
 /* Runs n on CUDA over npos positions in chunks, as the executor does: one
  * device chunk buffer for the input and (in_place) the same or (else) a
  * second one for the output; the mask uploaded once. */
-static void run_cuda(sl_node *n, const void *frames, const uint8_t *mask, int64_t npos, int64_t chunk,
-                     bool in_place, void *out) {
+static void run_cuda(sl_node *n, const void *frames, const uint8_t *mask, const uint32_t *counts, int64_t npos,
+                     int64_t chunk, bool in_place, void *out) {
   const sl_backend_ops *o = g_cuda->ops;
   sl_error e;
   sl_error_clear(&e);
   int64_t ib = sl_desc_item_bytes(&n->in[0]), item = n->in[0].dims[n->in[0].rank - 2] *
                                                      n->in[0].dims[n->in[0].rank - 1];
-  void *din = NULL, *dout = NULL, *dmask = NULL;
+  const int64_t cb = (item + 1023) / 1024 * 4; /* flag-count bytes per frame */
+  void *din = NULL, *dout = NULL, *dmask = NULL, *dcounts = NULL;
+  if (counts) assert_int_equal(o->alloc(g_cuda, (size_t)(chunk * cb), &dcounts, &e), SL_OK);
   assert_int_equal(o->alloc(g_cuda, (size_t)(chunk * ib) + 64, &din, &e), SL_OK);
   if (!in_place) assert_int_equal(o->alloc(g_cuda, (size_t)(chunk * ib) + 64, &dout, &e), SL_OK);
   if (mask) {
@@ -92,8 +96,11 @@ static void run_cuda(sl_node *n, const void *frames, const uint8_t *mask, int64_
     a.n_chunks = (npos + chunk - 1) / chunk;
     a.err = &e;
     assert_int_equal(o->upload(g_cuda, din, (const char *)frames + s * ib, (size_t)(cnt * ib), &e), SL_OK);
+    if (counts)
+      assert_int_equal(o->upload(g_cuda, dcounts, (const char *)counts + s * cb, (size_t)(cnt * cb), &e), SL_OK);
     a.in[0] = din;
     a.in[1] = dmask;
+    a.in[2] = dcounts;
     a.out[0] = in_place ? din : dout;
     sl_code rc = run1(g_cuda, &a, &e);
     if (rc) fprintf(stderr, "cuda: %s\n", e.msg);
@@ -104,18 +111,35 @@ static void run_cuda(sl_node *n, const void *frames, const uint8_t *mask, int64_
   o->free(g_cuda, din, 0);
   if (dout) o->free(g_cuda, dout, 0);
   if (dmask) o->free(g_cuda, dmask, 0);
+  if (dcounts) o->free(g_cuda, dcounts, 0);
+}
+
+/* The flag counts of the frames, by value (bslz4_decode's flag_counts). */
+static uint32_t *value_counts(const void *frames, sl_dtype t, int64_t npos, int64_t item) {
+  const int64_t groups = (item + 1023) / 1024;
+  uint32_t *c = calloc((size_t)(npos * groups), 4);
+  for (int64_t i = 0; i < npos * item; i++) c[(i / item) * groups + (i % item) / 1024] += pix(frames, t, i) == dmax(t);
+  return c;
 }
 
 static void check(sl_dtype t, int64_t h, int64_t w, const char *policy, bool flagged, bool with_mask) {
   const int64_t npos = 23, item = h * w;
-  int64_t d[3] = {npos, h, w}, md[2] = {h, w};
-  sl_tensor_desc in[2] = {sl_desc_make(t, 3, d, 1), sl_desc_make(SL_U8, 2, md, 0)};
+  int64_t d[3] = {npos, h, w}, md[2] = {h, w}, cd[2] = {npos, (item + 1023) / 1024};
+  sl_tensor_desc in[3] = {sl_desc_make(t, 3, d, 1), sl_desc_make(SL_U8, 2, md, 0), sl_desc_make(SL_U32, 2, cd, 1)};
+  sl_tensor_desc in_counts[3] = {in[0], in[1], in[2]};
+  if (!with_mask) in_counts[1].dtype = SL_DT_INVALID; /* not connected */
   uint8_t *mask = malloc((size_t)item);
   for (int64_t i = 0; i < item; i++) mask[i] = rnd() % 19 == 0;
   mask[0] = mask[1] = mask[w] = 1;                     /* a corner cluster */
   mask[item - 1] = mask[item - 2] = 1;                 /* the last corner */
   if (h > 4 && w > 4) mask[2 * w + 2] = mask[2 * w + 3] = mask[3 * w + 2] = 1;
   void *frames = flagged_frames(t, npos, h, w);
+  if (g_sparse) /* as a detector: the static bad pixels at the flag value, one more per frame */
+    for (int64_t i = 0; i < npos * item; i++) {
+      if (mask[i % item]) set_pix(frames, t, i, dmax(t));
+      else if (pix(frames, t, i) == dmax(t) || i % item == 0) set_pix(frames, t, i, dmax(t) - 1);
+      if (i % item == (int64_t)(rnd() % (uint64_t)item) && !mask[i % item]) set_pix(frames, t, i, dmax(t));
+    }
   size_t bytes = (size_t)(npos * item) * sl_dtype_size(t);
   void *want = malloc(bytes), *got = malloc(bytes);
   kv p[2] = {{"policy", policy}, {"flagged", flagged ? "true" : "false"}};
@@ -127,19 +151,24 @@ static void check(sl_dtype t, int64_t h, int64_t w, const char *policy, bool fla
   void *outs[1] = {want};
   assert_int_equal(run_stream(&cpu, g_cpu, frames, whole, 1, outs, npos, npos, &e), SL_OK);
   const int64_t chunks[3] = {1, 7, npos};
+  uint32_t *counts = value_counts(frames, t, npos, item);
   for (int c = 0; c < 3; c++)
-    for (int ip = 0; ip <= 1; ip++) {
+    for (int ip = 0; ip <= 1; ip++)
+      for (int wc = 0; wc <= 1; wc++) {
       /* a fresh node per run: device state is built on its first call */
-      assert_int_equal(node_make(&dev, &sl_node_mask_correct, p, 2, in, with_mask ? 2 : 1, &e), SL_OK);
+      if (wc)
+        assert_int_equal(node_make(&dev, &sl_node_mask_correct, p, 2, in_counts, 3, &e), SL_OK);
+      else
+        assert_int_equal(node_make(&dev, &sl_node_mask_correct, p, 2, in, with_mask ? 2 : 1, &e), SL_OK);
       assert_int_equal(dev.desc->prepare(&dev, &e), SL_OK);
       memset(got, 0xA5, bytes);
-      run_cuda(&dev, frames, with_mask ? mask : NULL, npos, chunks[c], ip, got);
+      run_cuda(&dev, frames, with_mask ? mask : NULL, wc ? counts : NULL, npos, chunks[c], ip, got);
       if (memcmp(got, want, bytes)) {
         for (int64_t i = 0; i < npos * item; i++)
           if (pix(got, t, i) != pix(want, t, i)) {
-            fprintf(stderr, "%s %lldx%lld %s flagged %d mask %d chunk %lld %s: frame %lld (%lld, %lld): "
+            fprintf(stderr, "%s %lldx%lld %s flagged %d mask %d counts %d chunk %lld %s: frame %lld (%lld, %lld): "
                     "cuda %llu cpu %llu\n", sl_dtype_name(t), (long long)h, (long long)w, policy, flagged,
-                    with_mask, (long long)chunks[c], ip ? "in place" : "own buffer", (long long)(i / item),
+                    with_mask, wc, (long long)chunks[c], ip ? "in place" : "own buffer", (long long)(i / item),
                     (long long)(i % item / w), (long long)(i % w), (unsigned long long)pix(got, t, i),
                     (unsigned long long)pix(want, t, i));
             break;
@@ -148,6 +177,7 @@ static void check(sl_dtype t, int64_t h, int64_t w, const char *policy, bool fla
       }
       node_free(&dev);
     }
+  free(counts);
   node_free(&cpu);
   free(frames);
   free(want);
@@ -158,13 +188,22 @@ static void check(sl_dtype t, int64_t h, int64_t w, const char *policy, bool fla
 static void test_in_place_and_own_buffer(void **st) {
   (void)st;
   const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
-  const int64_t sizes[][2] = {{17, 23}, {16, 32}, {64, 64}, {1, 9}};
+  const int64_t sizes[][2] = {{17, 23}, {16, 32}, {64, 64}, {1, 9}, {45, 48}}; /* 45x48: 3 flag groups */
   static const char *pol[3] = {"median", "zero", "none"};
   for (int ti = 0; ti < 3; ti++)
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
       for (int k = 0; k < 3; k++)
         for (int fl = 0; fl <= 1; fl++)
           for (int m = 0; m <= 1; m++) check(types[ti], sizes[si][0], sizes[si][1], pol[k], fl, m);
+  /* sparse flags: most groups' counts agree and are skipped with the counts */
+  g_sparse = 1;
+  for (int ti = 0; ti < 3; ti++)
+    for (int k = 0; k < 2; k++) {
+      check(types[ti], 45, 48, pol[k], true, true);
+      check(types[ti], 64, 64, pol[k], true, true);
+      check(types[ti], 33, 71, pol[k], true, false);
+    }
+  g_sparse = 0;
 }
 
 int main(void) {

@@ -3,7 +3,8 @@
  * masked corners/edges/clusters, flagged values, chunks of 1..all on 1 and 2
  * threads, into a buffer of its own and in place (out == in, as the planner
  * runs it), dense and clustered flags, masks from the input, a .npy file or
- * both; notes; errors. */
+ * both; with the flag_counts input (counted here by value, per 1024 pixels)
+ * the same bytes as without; notes; errors. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,6 +45,33 @@ static void run_chunks(sl_node *n, sl_backend *b, const void *frames, const void
   sl_code rc = run_stream(n, b, frames, whole, 1, outs, npos, chunk, &e);
   if (rc) fprintf(stderr, "kernel: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
+}
+
+/* Runs a node with all three inputs (the mask's dtype SL_DT_INVALID when it
+ * is not connected) over all positions in chunks of `chunk`: the frames and
+ * the flag counts advance with the chunk. */
+static void run_chunks_counts(sl_node *n, sl_backend *b, const void *frames, const void *mask,
+                              const uint32_t *counts, int64_t npos, int64_t chunk, void *out) {
+  const int64_t ib = sl_desc_item_bytes(&n->in[0]), groups = n->in[2].dims[n->in[2].rank - 1];
+  sl_error e;
+  sl_error_clear(&e);
+  for (int64_t s = 0; s < npos; s += chunk) {
+    sl_kernel_args a;
+    memset(&a, 0, sizeof a);
+    a.backend = b;
+    a.node = n;
+    a.state = n->state;
+    a.pos_start = s;
+    a.pos_count = npos - s < chunk ? npos - s : chunk;
+    a.in[0] = (const char *)frames + s * ib;
+    a.in[1] = mask;
+    a.in[2] = counts + s * groups;
+    a.out[0] = (char *)out + s * ib;
+    a.err = &e;
+    sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
+    if (rc) fprintf(stderr, "kernel: %s\n", e.msg);
+    assert_int_equal(rc, SL_OK);
+  }
 }
 
 /* Makes and prepares a node with the mask input connected and runs it on
@@ -94,7 +122,32 @@ static void flag_clusters(void *f, sl_dtype t, int64_t npos, int64_t h, int64_t 
   }
 }
 
+/* As a detector writes them: only the static bad pixels at the flag value,
+ * and one more pixel per frame, somewhere else each time (the case where a
+ * block's flag count must be this frame's and this block's). */
+static void sparse_flags(void *f, sl_dtype t, int64_t npos, int64_t item, const uint8_t *static_bad) {
+  for (int64_t p = 0; p < npos; p++)
+    for (int64_t i = 0; i < item; i++) {
+      int64_t q = p * item + i;
+      if (static_bad[i]) set_pix(f, t, q, dmax(t));
+      else if (pix(f, t, q) == dmax(t)) set_pix(f, t, q, dmax(t) - 1);
+    }
+  for (int64_t p = 0; p < npos; p++) set_pix(f, t, p * item + (int64_t)(rnd() % (uint64_t)item), dmax(t));
+}
+
 /* ---- reference ------------------------------------------------------------------ */
+
+/* What bslz4_decode's flag_counts holds, counted plainly: per frame, per
+ * 1024 consecutive pixels, the pixels at the dtype maximum. */
+enum { GROUP = 1024 };
+static uint32_t *reference_counts(const void *in, sl_dtype t, int64_t npos, int64_t item) {
+  const int64_t groups = (item + GROUP - 1) / GROUP;
+  uint32_t *c = calloc((size_t)(npos * groups), sizeof *c);
+  for (int64_t p = 0; p < npos; p++)
+    for (int64_t i = 0; i < item; i++)
+      c[p * groups + i / GROUP] += pix(in, t, p * item + i) == dmax(t);
+  return c;
+}
 
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -190,7 +243,8 @@ typedef struct correct_case {
   int sources;       /* SRC_INPUT | SRC_FILE, or 0 */
   sl_dtype mask_t;   /* dtype of the mask input */
   int flags;         /* 0: 1 in 12 pixels flagged; k > 1: 1 in k; 1: nearly all;
-                        -1: clusters of flagged pixels over the 1 in 12 */
+                        -1: clusters of flagged pixels over the 1 in 12;
+                        -2: as a detector: the static bad pixels and one more per frame */
 } correct_case;
 
 static const char *policy_yaml[3] = {"median", "zero", "none"};
@@ -238,7 +292,8 @@ static void check_case(const correct_case *k) {
 
   size_t bytes = (size_t)(npos * item) * sl_dtype_size(k->t);
   void *frames = random_frames_near_max(k->t, npos * item, k->flags > 0 ? k->flags : 0);
-  if (k->flags < 0) flag_clusters(frames, k->t, npos, h, w);
+  if (k->flags == -1) flag_clusters(frames, k->t, npos, h, w);
+  if (k->flags == -2) sparse_flags(frames, k->t, npos, item, m_all);
   void *want = malloc(bytes), *got = malloc(bytes);
   reference(frames, want, k->t, npos, h, w, m_all, k->policy, k->flagged);
   if (k->policy == 2) assert_memory_equal(want, frames, bytes);
@@ -283,6 +338,32 @@ static void check_case(const correct_case *k) {
       }
     }
     sl_cpu_backend_ops.destroy(b);
+  }
+  /* With the flag_counts input: the same bytes, out of place and in place. */
+  {
+    int64_t cd[3] = {rows, cols, (item + GROUP - 1) / GROUP};
+    sl_tensor_desc ins[3] = {in, mdesc, sl_desc_make(SL_U32, 3, cd, 2)};
+    if (!(k->sources & SRC_INPUT)) ins[1].dtype = SL_DT_INVALID; /* not connected */
+    sl_node nc;
+    assert_int_equal(node_make(&nc, &sl_node_mask_correct, o, 3, ins, 3, &e), SL_OK);
+    assert_int_equal(nc.desc->prepare(&nc, &e), SL_OK);
+    if (k->flagged) assert_non_null(note(&nc, "flag_counts"));
+    uint32_t *counts = reference_counts(frames, k->t, npos, item);
+    const void *m = (k->sources & SRC_INPUT) ? mask : NULL;
+    for (int th = 1; th <= 2; th++) {
+      sl_backend *b = backend(th);
+      for (int c = 0; c < 3; c++) {
+        memset(got, 0xA5, bytes);
+        run_chunks_counts(&nc, b, frames, m, counts, npos, chunks[c], got);
+        assert_memory_equal(got, want, bytes);
+        memcpy(got, frames, bytes);
+        run_chunks_counts(&nc, b, got, m, counts, npos, chunks[c], got);
+        assert_memory_equal(got, want, bytes);
+      }
+      sl_cpu_backend_ops.destroy(b);
+    }
+    free(counts);
+    node_free(&nc);
   }
   /* The static count recorded once the mask is known. */
   int64_t n_static = 0;
@@ -329,15 +410,15 @@ static void test_policies_dtypes_sizes(void **st) {
 
 /* Dense and clustered flags: many flagged pixels side by side (each must be
  * corrected from original values only, in place too), frames with hardly a
- * valid pixel, a frame flagged entirely; sizes that span several scan
- * blocks, and widths of 1 and 2. */
+ * valid pixel, a frame flagged entirely; sparse flags as on a detector;
+ * sizes that span several scan blocks, and widths of 1 and 2. */
 static void test_dense_flags(void **st) {
   const sl_dtype types[3] = {SL_U8, SL_U16, SL_U32};
   const int64_t sizes[][2] = {{64, 67}, {40, 1}, {3, 700}, {130, 2}, {9, 9}};
-  const int flags[4] = {-1, 3, 1, 2};
+  const int flags[5] = {-1, 3, 1, 2, -2};
   for (int ti = 0; ti < 3; ti++)
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
-      for (int fi = 0; fi < 4; fi++)
+      for (int fi = 0; fi < 5; fi++)
         for (int pol = 0; pol < 3; pol++) {
           correct_case k = {types[ti], sizes[si][0], sizes[si][1], pol, 1, (int)(si % 4),
                             SL_U16, flags[fi]};
@@ -468,6 +549,24 @@ static void test_cost(void **st) {
   assert_int_equal(c.bytes_read, 4 * 5 * 9 * 2);
   assert_int_equal(c.bytes_written, 4 * 5 * 2);
   node_free(&n);
+  /* With `flagged` and the flag counts (1 group of 17 x 23): no scan; the
+   * counts, and the static pixels with their neighbours, at most the frame. */
+  {
+    int64_t cd[2] = {10, 1};
+    sl_tensor_desc ins[3] = {in, mdesc, sl_desc_make(SL_U32, 2, cd, 1)};
+    assert_int_equal(node_make(&n, &sl_node_mask_correct, NULL, 0, ins, 3, &e), SL_OK);
+    n.desc->cost(&n, 4, &c);
+    assert_int_equal(c.bytes_read, 4 * (17 * 23 * 2 + 4)); /* every pixel bad bounds it */
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    uint32_t counts[10] = {0};
+    sl_backend *b1 = backend(1);
+    run_chunks_counts(&n, b1, f, mask, counts, 10, 10, o);
+    sl_cpu_backend_ops.destroy(b1);
+    n.desc->cost(&n, 4, &c);
+    assert_int_equal(c.bytes_read, 4 * (5 * 9 * 2 + 4));
+    assert_int_equal(c.bytes_written, 4 * 5 * 2);
+    node_free(&n);
+  }
   kv none[1] = {{"policy", "none"}};
   assert_int_equal(correct_make(&n, none, 1, &in, NULL, &e), SL_OK);
   n.desc->cost(&n, 4, &c);
@@ -507,6 +606,22 @@ static void test_errors(void **st) {
   expect_error(NULL, 0, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", "f32");
   mt = sl_desc_make(SL_U8, 3, md3, 1); /* streamed mask */
   expect_error(NULL, 0, &in, &mt, SL_ERR_PIPELINE, "input 'mask'", "streamed");
+  /* flag_counts: u32 [3, 4 | 1] for 16 x 12 frames; wrong dtype, groups, scan */
+  {
+    int64_t cd_ok[3] = {3, 4, 1}, cd_groups[3] = {3, 4, 2}, cd_scan[3] = {4, 3, 1};
+    sl_tensor_desc bad_counts[4] = {sl_desc_make(SL_U16, 3, cd_ok, 2), sl_desc_make(SL_U32, 3, cd_groups, 2),
+                                    sl_desc_make(SL_U32, 3, cd_scan, 2), sl_desc_make(SL_U32, 3, cd_ok, 0)};
+    for (int i = 0; i < 4; i++) {
+      sl_tensor_desc ins[3] = {in, m, bad_counts[i]};
+      expect_node_error(&sl_node_mask_correct, NULL, 0, ins, 3, SL_ERR_PIPELINE, "input 'flag_counts'",
+                        "u32 [scan... | 1]");
+    }
+    sl_tensor_desc ins[3] = {in, m, sl_desc_make(SL_U32, 3, cd_ok, 2)};
+    sl_node n;
+    sl_error e;
+    assert_int_equal(node_make(&n, &sl_node_mask_correct, NULL, 0, ins, 3, &e), SL_OK);
+    node_free(&n);
+  }
 
   sl_tensor_desc ft = sl_desc_make(SL_F32, 4, d, 2);
   expect_error(NULL, 0, &ft, &m, SL_ERR_PIPELINE, "input 'frames'", "f32");
@@ -566,10 +681,12 @@ static void test_errors(void **st) {
 static void test_descriptor(void **st) {
   const sl_node_desc *d = &sl_node_mask_correct;
   assert_string_equal(d->type, "mask_correct");
-  assert_int_equal(d->n_inputs, 2);
+  assert_int_equal(d->n_inputs, 3);
   assert_string_equal(d->inputs[0].name, "frames");
   assert_string_equal(d->inputs[1].name, "mask");
   assert_true(d->inputs[1].optional);
+  assert_string_equal(d->inputs[2].name, "flag_counts");
+  assert_true(d->inputs[2].optional);
   assert_string_equal(d->outputs[0].name, "frames");
   assert_non_null(d->kernel[SL_BACKEND_CPU]);
   /* The CUDA kernel reads these params by name. */

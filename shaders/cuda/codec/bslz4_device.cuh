@@ -164,16 +164,49 @@ __device__ __forceinline__ int lz4_decode_warp(const uint8_t *in, uint32_t ilen,
   return op == olen ? 0 : 2;
 }
 
+/* Where the flag counts of the decoded frames go (nodes/detector/
+ * flag_counts.h): decoded element q of the call's output (byte q * S) is
+ * pixel q % item of frame q / item; counts[frame * groups + pixel / group]
+ * counts the pixels with every bit set. counts NULL: not asked for. */
+struct flag_sink {
+  unsigned int *counts;
+  unsigned long long item;
+  unsigned int groups, group;
+};
+
+/* One more flagged element at output byte offset `byte` (a multiple of S). */
+template <int S>
+__device__ __forceinline__ void flag_count_at(const flag_sink &fs, unsigned long long byte) {
+  const unsigned long long q = byte / S, f = q / fs.item, px = q - f * fs.item;
+  atomicAdd(&fs.counts[f * fs.groups + px / fs.group], 1u);
+}
+
+/* Counts the flagged elements among the len bytes (whole elements) that were
+ * copied verbatim to output byte offset `byte` from src, one lane per element. */
+template <int S>
+__device__ void flag_count_copied(const flag_sink &fs, const uint8_t *src, unsigned long long byte,
+                                  unsigned long long len, unsigned lane) {
+  for (unsigned long long k = (unsigned long long)lane * S; k + S <= len; k += 32ull * S) {
+    bool all = true;
+#pragma unroll
+    for (int b = 0; b < S; b++) all &= src[k + b] == 0xFF;
+    if (all) flag_count_at<S>(fs, byte + k);
+  }
+}
+
 /* Un-transposes a block of m elements (m a multiple of 8) from shared memory
  * into out: decoded byte d of the stored chunk goes to out[dst + d] when
- * lo <= d < hi; the block starts at decoded byte b0. */
+ * lo <= d < hi; the block starts at decoded byte b0. With fs.counts, an
+ * element whose bit is set in all of its 8*S rows (the AND of the row bytes
+ * the lane loads anyway) has every bit set and is counted. */
 template <int S>
 __device__ void unshuffle_store(const uint8_t *in, uint32_t m, uint8_t *out, long long dst,
                                 unsigned long long b0, unsigned long long lo,
-                                unsigned long long hi, unsigned lane) {
+                                unsigned long long hi, unsigned lane, const flag_sink &fs) {
   const uint32_t nb = m >> 3;
   for (uint32_t g = lane; g < nb; g += 32) {
     uint32_t w[2 * S]; /* the 8 elements, 8*S bytes, as little-endian words */
+    uint32_t ones = 0xFFu; /* bit t: element t of the group has every bit set */
 #pragma unroll
     for (int q = 0; q < 2 * S; q++) w[q] = 0;
 #pragma unroll
@@ -181,7 +214,11 @@ __device__ void unshuffle_store(const uint8_t *in, uint32_t m, uint8_t *out, lon
       const uint8_t *rows = in + 8u * j * nb + g;
       uint64_t x = 0;
 #pragma unroll
-      for (int k = 0; k < 8; k++) x |= (uint64_t)rows[k * nb] << (8 * k);
+      for (int k = 0; k < 8; k++) {
+        const uint8_t r = rows[k * nb];
+        ones &= r;
+        x |= (uint64_t)r << (8 * k);
+      }
       x = sl_tr8(x);
 #pragma unroll
       for (int t = 0; t < 8; t++) { /* byte j of element t is output byte t*S + j */
@@ -190,6 +227,11 @@ __device__ void unshuffle_store(const uint8_t *in, uint32_t m, uint8_t *out, lon
       }
     }
     const unsigned long long d0 = b0 + (unsigned long long)g * 8 * S;
+    if (fs.counts && ones) /* rare: flagged pixels */
+      for (int t = 0; t < 8; t++) {
+        const unsigned long long d = d0 + (unsigned long long)t * S;
+        if (((ones >> t) & 1u) && d >= lo && d < hi) flag_count_at<S>(fs, (unsigned long long)(dst + (long long)d));
+      }
     if (d0 >= lo && d0 + 8 * S <= hi) {
       uint8_t *dp = out + dst + (long long)d0;
       const uintptr_t a = (uintptr_t)dp;

@@ -28,6 +28,13 @@
  * its window of that chunk's decoded bytes (every block is still decoded and
  * checked, as on the CPU): no scratch.
  *
+ * Flag counts (output 1, when read; nodes/detector/flag_counts.h): zeroed
+ * per call, then each lane ANDs the row bytes it loads for its 8 elements
+ * (the CPU takes the same AND of the rows) and counts an element with every
+ * bit set by an atomicAdd to its frame's group; trailing elements (index
+ * kernel), raw copies (their warps) and plain frames (a kernel over the
+ * output) are counted by value.
+ *
  * Errors: the first failing check (atomicCAS on a device record in the
  * node's device table) stores the entry, the check, the block and byte position
  * and the entry's provenance; the launcher turns it into SL_ERR_FORMAT with
@@ -63,6 +70,7 @@
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
 #include "shaders/cuda/detector/bslz4_decode.h"
+#include "shaders/cuda/detector/flag_groups.h"
 
 namespace {
 
@@ -92,6 +100,7 @@ struct decode_args {
   unsigned int slot_bytes; /* shared bytes per warp for the decoded block */
   unsigned int stride;                /* shared bytes per warp */
   unsigned int elem, enc, raw_bs; /* raw_bs: block elements of uncompressed bitshuffle */
+  flag_sink flags;                /* flags.counts NULL: flag counts not read */
 };
 
 /* The first failing check of the call wins (atomicCAS on `claimed`). */
@@ -283,6 +292,16 @@ __device__ void index_entry(const decode_args &p, unsigned int i, chunk_entry &e
     unsigned long long d = t0 + x;
     if (d >= ent.lo && d < ent.hi) p.out[ent.dst + (long long)d] = src[pos + x];
   }
+  if (p.flags.counts) /* the trailing elements' flags, by value */
+    for (unsigned long long x = 0; x < tail; x += s) {
+      const unsigned long long d = t0 + x;
+      bool all = d >= ent.lo && d < ent.hi;
+      for (unsigned long long b = 0; b < s; b++) all = all && src[pos + x + b] == 0xFF;
+      if (all) {
+        const unsigned long long q = (unsigned long long)(ent.dst + (long long)d) / s, f = q / p.flags.item;
+        atomicAdd(&p.flags.counts[f * p.flags.groups + (q - f * p.flags.item) / p.flags.group], 1u);
+      }
+    }
   ent.nel = nel;
   ent.bs = (unsigned int)bs;
   ent.kind = p.enc == SL_ENC_BITSHUFFLE ? ENTRY_BITSHUFFLE : ENTRY_LZ4;
@@ -326,6 +345,8 @@ __global__ void __launch_bounds__(DECODE_WARPS_PER_CTA * 32, 13) sl_k_bslz4_deco
     if (a >= want) return;
     const unsigned long long len = want - a < piece ? want - a : piece;
     warp_copy(p.out + e.dst + (long long)(e.lo + a), src + e.lo + a, len, lane);
+    if (p.flags.counts) /* pieces are whole elements: 16-byte multiples from a frame's start */
+      flag_count_copied<S>(p.flags, src + e.lo + a, (unsigned long long)(e.dst + (long long)(e.lo + a)), len, lane);
     return;
   }
 
@@ -364,7 +385,20 @@ __global__ void __launch_bounds__(DECODE_WARPS_PER_CTA * 32, 13) sl_k_bslz4_deco
       return;
     }
   }
-  unshuffle_store<S>(blk, m, p.out, e.dst, b0, e.lo, e.hi, lane);
+  unshuffle_store<S>(blk, m, p.out, e.dst, b0, e.lo, e.hi, lane, p.flags);
+}
+
+/* Plain frames (encoding none) copied to out: their flag counts by value,
+ * one thread per element. */
+template <int S>
+__global__ void sl_k_flag_count_plain(const uint8_t *out, unsigned long long elems, flag_sink fs) {
+  for (unsigned long long q = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; q < elems;
+       q += (unsigned long long)gridDim.x * blockDim.x) {
+    bool all = true;
+#pragma unroll
+    for (int b = 0; b < S; b++) all &= out[q * S + b] == 0xFF;
+    if (all) flag_count_at<S>(fs, q * S);
+  }
 }
 
 static const sl_device_kernel bslz4_decode_kernels[] = {
@@ -372,7 +406,12 @@ static const sl_device_kernel bslz4_decode_kernels[] = {
     SL_CUDA_KERNEL_ENTRY("sl_k_bslz4_decode<1>", sl_k_bslz4_decode<1>),
     SL_CUDA_KERNEL_ENTRY("sl_k_bslz4_decode<2>", sl_k_bslz4_decode<2>),
     SL_CUDA_KERNEL_ENTRY("sl_k_bslz4_decode<4>", sl_k_bslz4_decode<4>),
+    SL_CUDA_KERNEL_ENTRY("sl_k_flag_count_plain<1>", sl_k_flag_count_plain<1>),
+    SL_CUDA_KERNEL_ENTRY("sl_k_flag_count_plain<2>", sl_k_flag_count_plain<2>),
+    SL_CUDA_KERNEL_ENTRY("sl_k_flag_count_plain<4>", sl_k_flag_count_plain<4>),
 };
+/* Entries [1, DECODE_KERNELS) are the decode kernels (their shared memory carveout). */
+enum { DECODE_KERNELS = 4 };
 SL_CUDA_REGISTER_KERNELS(bslz4_decode_kernels)
 
 /* ------------------------------------------------------------ host --- */
@@ -517,7 +556,7 @@ sl_code state_get(const sl_cuda_bslz4_decode_params *p, sl_kernel_args *a, decod
       return cuda_fail(a, ce, "allocating the error record");
     }
     memset(st->h_err, 0, sizeof(bslz4_error_record));
-    for (int k = 1; k < (int)(sizeof bslz4_decode_kernels / sizeof bslz4_decode_kernels[0]); k++)
+    for (int k = 1; k < DECODE_KERNELS; k++)
       cudaFuncSetAttribute(bslz4_decode_kernels[k].func, cudaFuncAttributePreferredSharedMemoryCarveout,
                            cudaSharedmemCarveoutMaxShared); /* the decode kernels, after the index kernel */
     *p->device_state.state = st;
@@ -567,6 +606,26 @@ cudaError_t launch_decode(const decode_args &p, unsigned long long warps, size_t
   return cudaSuccess;
 }
 
+/* The flag counts' place and layout when output 1 is read (out[1] set), else counts NULL. */
+flag_sink flag_sink_of(const sl_kernel_args *a, const sl_tensor_desc *in) {
+  flag_sink fs;
+  memset(&fs, 0, sizeof fs);
+  const long long item = sl_desc_item_elems(in);
+  fs.counts = (unsigned int *)a->out[1];
+  fs.item = (unsigned long long)item;
+  fs.groups = (unsigned int)sl_flag_groups(item);
+  fs.group = SL_FLAG_GROUP_PIXELS;
+  return fs;
+}
+
+/* Zeroes this call's flag counts (when read) before anything counts into them. */
+sl_code flag_counts_clear(const sl_cuda_bslz4_decode_params *params, sl_kernel_args *a, cudaStream_t stream) {
+  if (!params->flag_counts) return SL_OK;
+  const size_t bytes = (size_t)(a->pos_count * sl_flag_groups(sl_desc_item_elems(&params->chunks))) * sizeof(uint32_t);
+  cudaError_t e = cudaMemsetAsync(a->out[1], 0, bytes, stream);
+  return e == cudaSuccess ? SL_OK : cuda_fail(a, e, "clearing the flag counts");
+}
+
 decode_args make_args(const sl_kernel_args *a, const decode_pieces *dt, const decode_plan *pl,
                       const sl_tensor_desc *in) {
   decode_args p;
@@ -588,6 +647,7 @@ decode_args make_args(const sl_kernel_args *a, const decode_pieces *dt, const de
   p.elem = (unsigned int)pl->elem;
   p.enc = (unsigned int)in->encoding;
   p.raw_bs = (unsigned int)pl->raw_bs;
+  p.flags = flag_sink_of(a, in);
   return p;
 }
 
@@ -616,14 +676,27 @@ extern "C" sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *param
   const sl_tensor_desc *in = &params->chunks;
   cudaStream_t stream = sl_cuda_queue(a);
   if (a->pos_count <= 0) return SL_OK;
+  if (params->flag_counts && !a->out[1])
+    return sl_fail(a->err, SL_ERR_INTERNAL, "bslz4_decode (CUDA): flag_counts is read but has no buffer");
+  sl_code rc = flag_counts_clear(params, a, stream);
+  if (rc != SL_OK) return rc;
   if (in->encoding == SL_ENC_NONE) { /* plain frames pass through */
     cudaError_t e = cudaMemcpyAsync(a->out[0], a->in[0], (size_t)(a->pos_count * sl_desc_item_bytes(in)),
                                     cudaMemcpyDeviceToDevice, stream);
     if (e != cudaSuccess) return cuda_fail(a, e, "copy of plain frames");
-    return SL_OK;
+    if (!params->flag_counts) return SL_OK;
+    const flag_sink fs = flag_sink_of(a, in);
+    const unsigned long long elems = (unsigned long long)a->pos_count * fs.item;
+    const size_t s = sl_dtype_size(in->dtype);
+    const unsigned grid = (unsigned)((elems + 255) / 256 < 4096 ? (elems + 255) / 256 : 4096);
+    const uint8_t *o = (const uint8_t *)a->out[0];
+    if (s == 1) sl_k_flag_count_plain<1><<<grid, 256, 0, stream>>>(o, elems, fs);
+    else if (s == 2) sl_k_flag_count_plain<2><<<grid, 256, 0, stream>>>(o, elems, fs);
+    else sl_k_flag_count_plain<4><<<grid, 256, 0, stream>>>(o, elems, fs);
+    return sl_cuda_check_launch(a, "sl_k_flag_count_plain");
   }
   decode_plan pl;
-  sl_code rc = plan_call(in, a, &pl);
+  rc = plan_call(in, a, &pl);
   if (rc != SL_OK) return rc;
   sl_table t = sl_table_lent(a);
   decode_pieces dt;
@@ -640,7 +713,8 @@ extern "C" sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *param
     rc = check_record(a, st, in, pl.slot); /* an earlier chunk's error, if already copied back */
     if (rc != SL_OK) return rc;
   }
-  const decode_args p = make_args(a, &dt, &pl, in);
+  decode_args p = make_args(a, &dt, &pl, in);
+  if (!params->flag_counts) p.flags.counts = NULL;
 
   sl_k_bslz4_index<<<(unsigned)((pl.bound + INDEX_THREADS - 1) / INDEX_THREADS), INDEX_THREADS, 0, stream>>>(p);
   rc = sl_cuda_check_launch(a, "sl_k_bslz4_index");

@@ -19,6 +19,9 @@ typedef struct sl_cuda_bslz4_decode_params {
   /* Wait and check after every call (one 80-byte copy and a queue sync per
    * chunk of the scan) instead of one call later. */
   bool check_every_call;
+  /* Output 1 (flag_counts) is read: a->out[1] receives the flag counts of
+   * the decoded frames (nodes/detector/flag_counts.h). */
+  bool flag_counts;
   sl_cuda_state_holder device_state;
 } sl_cuda_bslz4_decode_params;
 
@@ -27,7 +30,8 @@ typedef struct sl_cuda_bslz4_decode_params {
  * and block tables of the largest call (0 for plain frames). */
 int64_t sl_cuda_bslz4_decode_table_bytes(const sl_tensor_desc *in, int64_t positions);
 
-/* out[0] = the decoded frames of positions [pos_start, pos_start + pos_count). */
+/* out[0] = the decoded frames of positions [pos_start, pos_start + pos_count);
+ * with p->flag_counts, out[1] = their flag counts. */
 sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *p, sl_kernel_args *a);
 
 #ifdef __cplusplus

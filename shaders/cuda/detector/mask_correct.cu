@@ -9,7 +9,11 @@
  *   1. static medians: one thread per (frame, static bad pixel) -> vals;
  *   2. with `flagged`: a scan of every pixel (16-byte units) for the flag
  *      value outside the static map; such a pixel's correction goes to its
- *      place in a shadow chunk and its bit into a per-frame bit set;
+ *      place in a shadow chunk and its bit into a per-frame bit set. With
+ *      the flag_counts input (the decoder's count per 1024-pixel group),
+ *      step 1 also counts the static bad pixels at the flag value per group,
+ *      and the scan skips, without reading the frame, every group whose two
+ *      counts agree (the CPU kernel's test, same results);
  *   3. writes: one thread per (frame, static bad pixel), and one per
  *      (frame, 32-pixel word of the bit set) with a bit set (it clears the
  *      word for the next chunk). */
@@ -21,6 +25,7 @@
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
 #include "shaders/cuda/detector/mask_correct.h"
+#include "shaders/cuda/detector/flag_groups.h"
 
 static const char k_node[] = "mask_correct";
 
@@ -29,7 +34,8 @@ static const char k_node[] = "mask_correct";
  *   bad, bad_list, count         the static map and list (built on the first call)
  *   bits [positions][words]      with `flagged`: flagged pixels to write; zero between calls
  *   shadow [positions][H*W]      with `flagged`: flagged corrections at their pixels
- *   vals [positions][n_bad]      static corrections */
+ *   vals [positions][n_bad]      static corrections
+ *   static_flag [positions][groups]  with the flag counts: static bad pixels at the flag value */
 typedef struct mask_pieces {
   uint8_t *bad;         /* H*W static bad map (+16: whole 16-byte units) */
   int32_t *bad_list;    /* the static bad pixels' indices (any order) */
@@ -37,10 +43,11 @@ typedef struct mask_pieces {
   uint32_t *bits;
   void *shadow;
   uint32_t *vals;
+  uint32_t *static_flag;
 } mask_pieces;
 
-static void mask_layout(sl_table *t, int64_t npix, int64_t es, bool flagged, int64_t positions, int64_t n_bad,
-                        mask_pieces *o) {
+static void mask_layout(sl_table *t, int64_t npix, int64_t es, bool flagged, bool counts, int64_t positions,
+                        int64_t n_bad, mask_pieces *o) {
   const int64_t words = (npix + 31) / 32;
   o->bad = (uint8_t *)sl_table_take(t, npix + 16);
   o->bad_list = (int32_t *)sl_table_take(t, npix * (int64_t)sizeof(int32_t));
@@ -48,14 +55,17 @@ static void mask_layout(sl_table *t, int64_t npix, int64_t es, bool flagged, int
   o->bits = flagged ? (uint32_t *)sl_table_take(t, positions * words * (int64_t)sizeof(uint32_t)) : NULL;
   o->shadow = flagged ? sl_table_take(t, positions * npix * es) : NULL;
   o->vals = (uint32_t *)sl_table_take(t, positions * (n_bad ? n_bad : 1) * (int64_t)sizeof(uint32_t));
+  o->static_flag = flagged && counts
+                       ? (uint32_t *)sl_table_take(t, positions * sl_flag_groups(npix) * (int64_t)sizeof(uint32_t))
+                       : NULL;
 }
 
 extern "C" int64_t sl_cuda_mask_correct_table_bytes(const sl_cuda_frame_shape *frames, bool flagged,
-                                                    int64_t positions, int64_t n_bad) {
+                                                    bool has_counts, int64_t positions, int64_t n_bad) {
   sl_table t = sl_table_counter();
   mask_pieces o;
-  mask_layout(&t, frames->height * frames->width, (int64_t)sl_dtype_size(frames->dtype), flagged, positions,
-              n_bad, &o);
+  mask_layout(&t, frames->height * frames->width, (int64_t)sl_dtype_size(frames->dtype), flagged, has_counts,
+              positions, n_bad, &o);
   return t.used;
 }
 
@@ -135,12 +145,15 @@ __device__ T neighbour_median(const T *__restrict__ fr, const uint8_t *__restric
 }
 
 /* 1. Static bad pixel k of frame f (one thread each): its correction from
- * the original frame. */
+ * the original frame; with static_flag (the flag counts are an input), a
+ * static bad pixel at the flag value counts in its frame's group. */
 template <typename T>
 __global__ void sl_k_static_fix(const T *__restrict__ x, long long nframes, int h, int w,
                                 const uint8_t *__restrict__ bad, const int32_t *__restrict__ list,
-                                long long n_bad, int median, int flagged, uint32_t *__restrict__ vals) {
+                                long long n_bad, int median, int flagged, uint32_t *__restrict__ vals,
+                                uint32_t *__restrict__ static_flag) {
   const long long item = (long long)h * w, total = nframes * n_bad;
+  const long long groups = (item + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS;
   const T tmax = (T)~(T)0;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total;
        t += (long long)gridDim.x * blockDim.x) {
@@ -148,21 +161,32 @@ __global__ void sl_k_static_fix(const T *__restrict__ x, long long nframes, int 
     int i = list[t - f * n_bad];
     vals[t] = median ? (uint32_t)neighbour_median<T>(x + f * item, bad, h, w, i / w, i % w, flagged != 0, tmax)
                      : 0u;
+    if (static_flag && x[f * item + i] == tmax) atomicAdd(&static_flag[f * groups + i / SL_FLAG_GROUP_PIXELS], 1u);
   }
 }
 
 /* 2. Every unit of every frame (grid-stride): pixels at the flag value
- * outside the static map get their correction in `shadow` and their bit. */
+ * outside the static map get their correction in `shadow` and their bit.
+ * With counts (the decoder's, per frame and group) and static_flag (step
+ * 1's), a unit whose group's counts agree holds no such pixel and is not
+ * read (V divides the group size, so a unit lies in one group). */
 template <typename T, int V>
 __global__ void __launch_bounds__(256)
     sl_k_flag_scan(const T *__restrict__ x, long long nframes, int h, int w,
                    const uint8_t *__restrict__ bad, int median, T *__restrict__ shadow,
-                   uint32_t *__restrict__ bits) {
+                   uint32_t *__restrict__ bits, const uint32_t *__restrict__ counts,
+                   const uint32_t *__restrict__ static_flag) {
+  static_assert(SL_FLAG_GROUP_PIXELS % V == 0, "a unit lies in one flag group");
   const long long item = (long long)h * w, units = item / V, words = (item + 31) / 32;
+  const long long groups = (item + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS;
   const T tmax = (T)~(T)0;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nframes * units;
        t += (long long)gridDim.x * blockDim.x) {
     long long f = t / units, u = t - f * units;
+    if (counts) {
+      const long long g = f * groups + u * V / SL_FLAG_GROUP_PIXELS;
+      if (counts[g] == static_flag[g]) continue;
+    }
     T e[V];
     uint8_t b[V];
     load_unit<T, V>(x + f * item + u * V, e);
@@ -281,7 +305,7 @@ static sl_code mask_state_get(const sl_cuda_mask_correct_params *p, sl_kernel_ar
   }
   sl_table t = sl_table_lent(a);
   mask_pieces at;
-  mask_layout(&t, npix, (int64_t)es, p->flagged, 0, 0, &at); /* the static part */
+  mask_layout(&t, npix, (int64_t)es, p->flagged, p->has_counts, 0, 0, &at); /* the static part */
   sl_code rc = sl_table_check(&t, a, k_node);
   if (rc != SL_OK) return rc;
   s = (mask_device_state *)calloc(1, sizeof *s);
@@ -303,8 +327,14 @@ static sl_code mask_state_get(const sl_cuda_mask_correct_params *p, sl_kernel_ar
 static sl_code chunk_pieces(const sl_cuda_mask_correct_params *p, sl_kernel_args *a, mask_device_state *s,
                             int64_t positions, int64_t npix, size_t es) {
   sl_table t = sl_table_lent(a);
-  mask_layout(&t, npix, (int64_t)es, p->flagged, positions, s->n_bad, &s->at);
+  mask_layout(&t, npix, (int64_t)es, p->flagged, p->has_counts, positions, s->n_bad, &s->at);
   sl_code rc = sl_table_check(&t, a, k_node);
+  if (rc == SL_OK && s->at.static_flag) /* counted afresh by step 1 of this call */
+    rc = sl_cuda_runtime_fail(a,
+                              cudaMemsetAsync(s->at.static_flag, 0,
+                                              (size_t)(positions * sl_flag_groups(npix)) * sizeof(uint32_t),
+                                              sl_cuda_queue(a)),
+                              k_node, "static flag counts");
   if (rc != SL_OK || !p->flagged) return rc;
   const int64_t words = (npix + 31) / 32;
   if (positions > s->bits_zero_frames) {
@@ -336,17 +366,19 @@ static sl_code correct_in_place(const sl_cuda_mask_correct_params *p, sl_kernel_
   sl_code rc = SL_OK;
   if (s->n_bad > 0) {
     sl_k_static_fix<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, h, w, at->bad, at->bad_list, s->n_bad,
-                                                                  median, p->flagged, at->vals);
+                                                                  median, p->flagged, at->vals, at->static_flag);
     if ((rc = sl_cuda_check_launch(a, "sl_k_static_fix"))) return rc;
   }
   if (p->flagged) {
     constexpr int VV = (int)(16 / sizeof(T));
+    const uint32_t *counts = at->static_flag ? (const uint32_t *)a->in[2] : NULL;
     if (v > 1)
       sl_k_flag_scan<T, VV><<<grid_for(a, n * item / VV), 256, 0, st>>>(y, n, h, w, at->bad, median,
-                                                                           (T *)at->shadow, at->bits);
+                                                                           (T *)at->shadow, at->bits, counts,
+                                                                           at->static_flag);
     else
       sl_k_flag_scan<T, 1><<<grid_for(a, n * item), 256, 0, st>>>(y, n, h, w, at->bad, median, (T *)at->shadow,
-                                                                    at->bits);
+                                                                    at->bits, counts, at->static_flag);
     if ((rc = sl_cuda_check_launch(a, "sl_k_flag_scan"))) return rc;
   }
   if (s->n_bad > 0) {

@@ -28,15 +28,21 @@ typedef struct sl_cuda_mask_correct_params {
   /* The H*W 0/1 mask read from the node's mask file (host memory, read on the
    * first call), or NULL. */
   const uint8_t *file_mask;
+  /* Input 2 is connected: a->in[2] holds bslz4_decode's flag counts of these
+   * frames on the device (u32 per frame and group of SL_FLAG_GROUP_PIXELS,
+   * nodes/detector/flag_counts.h); with `flagged`, groups whose count is
+   * that of their static bad pixels at the flag value are not scanned. */
+  bool has_counts;
   sl_cuda_state_holder device_state;
 } sl_cuda_mask_correct_params;
 
 /* Bytes of the node's device table (cost().device_state_bytes) for calls of
  * up to `positions` frames and at most `n_bad` static bad pixels: the static
  * map and list, and per frame the static corrections and, with `flagged`, a
- * shadow frame and a bit per pixel for the flagged ones. */
-int64_t sl_cuda_mask_correct_table_bytes(const sl_cuda_frame_shape *frames, bool flagged, int64_t positions,
-                                         int64_t n_bad);
+ * shadow frame and a bit per pixel for the flagged ones, and with the flag
+ * counts, a u32 per group for the static bad pixels at the flag value. */
+int64_t sl_cuda_mask_correct_table_bytes(const sl_cuda_frame_shape *frames, bool flagged, bool has_counts,
+                                         int64_t positions, int64_t n_bad);
 
 /* out[0] = the corrected frames of the chunk. */
 sl_code sl_cuda_mask_correct(const sl_cuda_mask_correct_params *p, sl_kernel_args *a);
