@@ -90,6 +90,17 @@ static const char *mask_file_param(const sl_node *n) {
   return path && path[0] ? path : NULL;
 }
 
+/* The most static bad pixels the lists can hold, known when planning: the
+ * mask input's bad-pixel count where its producer knows it (detector_mask:
+ * the file's pixel mask, sl_tensor_desc.nonzero_bound), else every pixel;
+ * a mask_file is read at prepare, so it may add every pixel. */
+static int64_t static_bad_bound(const sl_node *n) {
+  int64_t item = sl_desc_item_elems(&n->in[0]), bound = 0;
+  if (mask_connected(n)) bound += n->in[1].nonzero_known ? n->in[1].nonzero_bound : item;
+  if (mask_file_param(n)) bound += item;
+  return bound < item ? bound : item;
+}
+
 static sl_code check_inputs(const sl_node *n, sl_error *err) {
   const sl_tensor_desc *x = &n->in[0];
   sl_code rc = sl_frames_check_decoded(x, err);
@@ -259,6 +270,12 @@ static sl_code build_neighbour_lists(correct_state *s, sl_node *n, const void *m
     s->bad[i] = in | fi;
     s->n_bad += s->bad[i];
   }
+  /* The plan counted lists for static_bad_bound pixels. */
+  if (s->n_bad > static_bad_bound(n))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "the static mask holds %lld bad pixels, more than the %lld the plan was made for "
+                   "(its input changed since planning?)",
+                   (long long)s->n_bad, (long long)static_bad_bound(n));
   size_t nb = (size_t)(s->n_bad ? s->n_bad : 1);
   s->bad_idx = malloc(nb * sizeof *s->bad_idx);
   s->nb = malloc(8 * nb * sizeof *s->nb);
@@ -580,8 +597,9 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   const correct_state *s = n->state;
   const mask_correct_params *p = mask_correct_params_of(n);
   int64_t item = sl_desc_item_elems(&n->in[0]), es = (int64_t)sl_dtype_size(n->in[0].dtype);
-  /* Before the mask is known, every pixel bad bounds the static list. */
-  int64_t n_bad = s && s->built ? s->n_bad : item;
+  /* Before the mask is read, the static list is bounded by what planning
+   * knows of it (static_bad_bound). */
+  int64_t n_bad = s && s->built ? s->n_bad : static_bad_bound(n);
   if (p->policy != POLICY_NONE) {
     /* a bad pixel and its 8 neighbours; overlapping neighbourhoods are read
      * from cache, so at most the whole frame comes from memory */

@@ -515,21 +515,34 @@ static void test_cost(void **st) {
   sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
   sl_node n;
   sl_error e;
-  assert_int_equal(correct_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
+  /* Before the mask is read, the static lists are planned for what is known
+   * of it: nothing without a mask, the producer's bad-pixel count when it
+   * knows it (detector_mask), every pixel when it does not. 73 bytes of
+   * list per bad pixel (an index, 8 neighbours, a count). */
+  const int64_t item = 17 * 23, per_bad = 8 * 9 + 1;
+  int64_t md[2] = {17, 23};
+  sl_tensor_desc mdesc = sl_desc_make(SL_U8, 2, md, 0), known = mdesc;
+  known.nonzero_known = true, known.nonzero_bound = 5;
+  const struct { const sl_tensor_desc *mask; int64_t bad; } bounds[] = {
+      {NULL, 0}, {&known, 5}, {&mdesc, item}};
   sl_node_cost c;
-  n.desc->cost(&n, 4, &c);
-  assert_int_equal(c.bytes_read, 4 * 17 * 23 * 2);
-  assert_int_equal(c.bytes_written, 4 * 17 * 23 * 2);
-  assert_true(c.ops >= 4 * 17 * 23);
-  assert_int_equal(c.workspace_bytes, 0);
-  assert_true(c.state_bytes >= 2 * 17 * 23); /* an upper bound before the mask is known */
-  int64_t bound = c.state_bytes;
+  for (size_t k = 0; k < sizeof bounds / sizeof bounds[0]; k++) {
+    assert_int_equal(correct_make(&n, NULL, 0, &in, bounds[k].mask, &e), SL_OK);
+    n.desc->cost(&n, 4, &c);
+    assert_int_equal(c.state_bytes, 2 * item + bounds[k].bad * per_bad);
+    assert_int_equal(c.bytes_read, 4 * item * 2); /* the flag scan reads every pixel */
+    assert_int_equal(c.bytes_written, 4 * bounds[k].bad * 2);
+    assert_true(c.ops >= 4 * item);
+    assert_int_equal(c.workspace_bytes, 0);
+    node_free(&n);
+  }
+  assert_int_equal(correct_make(&n, NULL, 0, &in, NULL, &e), SL_OK);
   assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
   sl_backend *b = backend(1);
   uint16_t *f = calloc(10 * 17 * 23, 2), *o = calloc(10 * 17 * 23, 2);
   run_chunks(&n, b, f, NULL, 10, 10, o);
   n.desc->cost(&n, 4, &c);
-  assert_true(c.state_bytes < bound); /* no static bad pixel */
+  assert_int_equal(c.state_bytes, 2 * item); /* no static bad pixel */
   /* In place, with no static bad pixel: the flag scan reads every pixel,
    * nothing is written but flagged pixels (not counted). */
   assert_int_equal(c.bytes_read, 4 * 17 * 23 * 2);
@@ -537,8 +550,6 @@ static void test_cost(void **st) {
   node_free(&n);
   /* Without `flagged`: only the static bad pixels (5 from the mask input)
    * and their 8 neighbours are touched; policy none costs nothing. */
-  int64_t md[2] = {17, 23};
-  sl_tensor_desc mdesc = sl_desc_make(SL_U8, 2, md, 0);
   uint8_t mask[17 * 23] = {0};
   mask[0] = mask[40] = mask[100] = mask[200] = mask[390] = 1;
   kv off[1] = {{"flagged", "false"}};
@@ -549,6 +560,20 @@ static void test_cost(void **st) {
   assert_int_equal(c.bytes_read, 4 * 5 * 9 * 2);
   assert_int_equal(c.bytes_written, 4 * 5 * 2);
   node_free(&n);
+  /* A mask with more bad pixels than its producer said when planning (the
+   * lists were planned for 4): refused at the first chunk, nothing written
+   * past the plan. */
+  {
+    sl_tensor_desc four = mdesc;
+    four.nonzero_known = true, four.nonzero_bound = 4;
+    assert_int_equal(correct_make(&n, off, 1, &in, &four, &e), SL_OK);
+    assert_int_equal(n.desc->prepare(&n, &e), SL_OK);
+    const void *whole[1] = {mask};
+    void *outs[1] = {o};
+    sl_code rc = run_stream(&n, b, f, whole, 1, outs, 10, 10, &e);
+    expect_failed(rc, &e, SL_ERR_PIPELINE, "5 bad pixels, more than the 4 the plan was made for", NULL);
+    node_free(&n);
+  }
   /* With `flagged` and the flag counts (1 group of 17 x 23): no scan; the
    * counts, and the static pixels with their neighbours, at most the frame. */
   {
