@@ -37,6 +37,10 @@ typedef struct sl_node_cost {
   int64_t library_bytes;     /* what a library the node uses makes once per
                                 process at its first use (FFTW's planner
                                 tables); the plan counts the largest once */
+  int64_t device_library_bytes; /* host memory a library the node's device
+                                   kernel loads takes once per process
+                                   (cuFFT); device backends only, counted
+                                   like library_bytes */
   int64_t device_state_bytes; /* what the node holds in device memory for the
                                  whole run on a device backend (e.g. prefetch
                                  buffers); ignored on the CPU backend */

@@ -90,6 +90,7 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   if (b->state_bytes > a->state_bytes) a->state_bytes = b->state_bytes;
   if (b->device_state_bytes > a->device_state_bytes) a->device_state_bytes = b->device_state_bytes;
   if (b->library_bytes > a->library_bytes) a->library_bytes = b->library_bytes;
+  if (b->device_library_bytes > a->device_library_bytes) a->device_library_bytes = b->device_library_bytes;
 }
 
 void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c) {
@@ -251,7 +252,10 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
                                            p->nodes[i].worker_partial_offset);
     if (stride > p->worker_scratch_stride) p->worker_scratch_stride = stride;
     p->state_bytes += pn->cost.state_bytes;
-    if (pn->cost.library_bytes > p->library_bytes) p->library_bytes = pn->cost.library_bytes;
+    /* a node whose device kernel runs loads its device library instead */
+    int64_t lib = p->caps.device_memory && pn->cost.device_library_bytes ? pn->cost.device_library_bytes
+                                                                          : pn->cost.library_bytes;
+    if (lib > p->library_bytes) p->library_bytes = lib;
     if (p->caps.device_memory) p->device_state_bytes += pn->cost.device_state_bytes;
     p->bytes_read = sat_add(p->bytes_read, pn->cost.bytes_read);
     p->bytes_written = sat_add(p->bytes_written, pn->cost.bytes_written);

@@ -117,6 +117,7 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
    * transform of the integral's three) and the rotated spectra. */
   c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) / 3 + sl_dpc_fit_ops(rows, cols);
   c->library_bytes = SL_FFTW_PLANNER_BYTES;
+  c->device_library_bytes = SL_CUFFT_HOST_BYTES;
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
                    rc * 8 + rows * 8;
 #ifdef SLUICE_HAVE_CUDA

@@ -76,6 +76,7 @@ static void idpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->ops = sl_fourier_integral_ops(rows, cols, mirror);
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, mirror);
   c->library_bytes = SL_FFTW_PLANNER_BYTES;
+  c->device_library_bytes = SL_CUFFT_HOST_BYTES;
 #ifdef SLUICE_HAVE_CUDA
   c->device_state_bytes = sl_cuda_idpc_state_bytes(rows, cols, mirror);
 #endif

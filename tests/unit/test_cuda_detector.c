@@ -22,6 +22,7 @@
 #include "engine/backend/backend.h"
 #include "tests/unit/cuda_probe.h"
 #include "tests/unit/device_table_lend.h"
+#include "tests/unit/lend_scratch.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/pipeline/yaml_tree.h"
@@ -75,10 +76,17 @@ static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *
   test_table table = {0};
   const int64_t last = npos % chunk ? npos % chunk : chunk;
   if (rc == SL_OK) rc = test_table_lend(&table, b, test_table_bytes(n, chunk, last), e);
+  /* The CPU kernels' workspace and workers' scratch, as the executor lends
+   * them (no worker partials: a kernel without them reduces by itself). */
+  sl_kernel_args lent;
+  memset(&lent, 0, sizeof lent);
+  void *scratch = kind == SL_BACKEND_CPU ? lend_scratch(n, b, chunk, &lent) : NULL;
   sl_kernel_args a;
   for (int64_t s = 0; s < npos && rc == SL_OK; s += chunk) {
     int64_t cnt = npos - s < chunk ? npos - s : chunk;
     memset(&a, 0, sizeof a);
+    a.workspace = lent.workspace;
+    a.worker_scratch = lent.worker_scratch, a.worker_scratch_stride = lent.worker_scratch_stride;
     a.backend = b;
     a.node = n;
     a.state = n->state;
@@ -116,6 +124,7 @@ static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *
   for (int k = 0; k < n->n_out && rc == SL_OK; k++)
     if (!n->out[k].stream_rank) rc = o->download(b, out[k], dout[k], out_bytes(&n->out[k], npos), e);
   test_table_give_back(&table, &n->dev_state, &n->dev_state_free);
+  free(scratch);
   o->free(b, din, (size_t)(chunk * ib) + 64);
   if (dwhole) o->free(b, dwhole, whole_bytes);
   for (int k = 0; k < n->n_out; k++)

@@ -1,10 +1,12 @@
 /* Every device byte planned: the shipped STEM pipeline (pipelines/
  * stem_products.yaml: hdf5_source, bslz4_decode, mask_correct,
  * virtual_detectors over the fitted disk, com, dpc, idpc) on the CUDA
- * backend, on a Dectris-style acquisition (64 x 64 positions of 64 x 64 u16,
- * bitshuffle-LZ4, in two chunks of 2048 positions) large enough that its
- * nodes' device tables (mask corrections, prefetch buffers, class tables,
- * transform fields) are tens of MiB (mask_correct's alone about 48 MiB),
+ * backend, on a Dectris-style acquisition (128 x 64 positions of 64 x 64
+ * u16, bitshuffle-LZ4, in two chunks of 4096 positions) large enough that
+ * its nodes' device tables (prefetch buffers, mask corrections, class
+ * tables, transform fields) are tens of MiB (the source's two prefetch
+ * buffers alone 64 MiB; mask_correct's are planned for the file's bad
+ * pixels, none here),
  * against the driver's own count (cudaMemGetInfo):
  *
  *  - the report's measured device peak (the pool's, which holds every buffer,
@@ -50,8 +52,8 @@ static int setup(void **state) {
   (void)state;
   g_compressed = fx_init_plugins();
   if (!g_compressed || !sl_test_cuda_available()) return 0;
-  /* A disk of radius 10 in the middle of 64 x 64 frames; 2 x 2048 frames. */
-  const disk_acquisition q = {.frames = {2048, 2048}, .h = 64, .w = 64, .row = 32, .col = 32, .radius = 10};
+  /* A disk of radius 10 in the middle of 64 x 64 frames; 2 x 4096 frames. */
+  const disk_acquisition q = {.frames = {4096, 4096}, .h = 64, .w = 64, .row = 32, .col = 32, .radius = 10};
   disk_acquisition_write("devpeak", &q, g_master, sizeof g_master);
   return 0;
 }
@@ -104,9 +106,9 @@ static sl_code run_products(const sl_backend_ops *ops, sl_run *r, sl_error *err)
   const char *src = getenv("SLUICE_SOURCE_DIR");
   char file[1024];
   snprintf(file, sizeof file, "%s/pipelines/stem_products.yaml", src && src[0] ? src : "../..");
-  sl_setting sets[1] = {{.name = "input", .value = g_master}};
-  sl_run_request req = {.file = file, .registry = sl_nodes_registry(), .sets = sets, .n_sets = 1,
-                        .backend = SL_BACKEND_CUDA, .chunk_positions = 2048, .threads = 2,
+  sl_setting sets[2] = {{.name = "input", .value = g_master}, {.name = "scan_shape", .value = "[128, 64]"}};
+  sl_run_request req = {.file = file, .registry = sl_nodes_registry(), .sets = sets, .n_sets = 2,
+                        .backend = SL_BACKEND_CUDA, .chunk_positions = 4096, .threads = 2,
                         .ops_override = ops};
   sl_error_clear(err);
   memset(r, 0, sizeof *r);

@@ -254,6 +254,7 @@ static void test_auto_chunk_and_budget(void **state) {
   plan_text(&f, k_chain, 0, 0);
   int64_t target = f.p->caps.compute_units * sl_plan_chunk_bytes_per_worker(&f.p->caps);
   assert_int_equal(f.p->chunk_positions, target / 1024 < 1024 ? target / 1024 : 1024);
+  const int64_t process = f.p->process_bytes; /* the profile's and each worker thread's */
   fixture_free(&f);
   /* The share: a quarter of a core's L2 within [128 KiB, 4 MiB]; 1 MiB unknown. */
   sl_backend_caps caps = {0};
@@ -266,7 +267,7 @@ static void test_auto_chunk_and_budget(void **state) {
   assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 4 << 20);
   /* A budget of 300 KiB beyond the process's own memory makes the
    * automatic chunk shrink until it fits. */
-  const uint64_t budget = (300u << 10) + (uint64_t)SL_PROCESS_BYTES_HOST;
+  const uint64_t budget = (300u << 10) + (uint64_t)process;
   plan_text(&f, k_chain, 0, budget);
   assert_true(f.p->chunk_positions < 1024);
   assert_true((uint64_t)f.p->peak_host_bytes <= budget);
