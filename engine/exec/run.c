@@ -20,6 +20,17 @@ sl_code sl_run_caps(const sl_backend_ops *ops, int threads, sl_backend_caps *cap
   return rc;
 }
 
+/* The nodes' device warm-ups (sl_node_desc.device_warm_up_begin), in
+ * iterate bodies too: begin or wait. */
+static void node_warm_ups(const sl_graph *g, bool begin) {
+  for (int i = 0; g && i < g->n_nodes; i++) {
+    const sl_node_desc *d = g->nodes[i].desc;
+    if (d && begin && d->device_warm_up_begin) d->device_warm_up_begin();
+    if (d && !begin && d->device_warm_up_wait) d->device_warm_up_wait();
+    node_warm_ups(g->nodes[i].body, begin);
+  }
+}
+
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   memset(out, 0, sizeof *out);
   int64_t rss_before = (int64_t)sl_process_rss();
@@ -50,6 +61,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   if (ops) kind = ops->kind;
   sl_backend_caps caps;
   if (rc == SL_OK) rc = sl_graph_check_backend(out->graph, kind, err);
+  if (rc == SL_OK && kind != SL_BACKEND_CPU) node_warm_ups(out->graph, true);
   if (rc == SL_OK) rc = sl_run_caps(ops, req->threads, &caps, err);
   if (rc == SL_OK) {
     sl_plan_opts po;
@@ -108,6 +120,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   /* A run that stopped before create: the helper must not outlive it. */
   for (int k = 0; k < SL_BACKEND_COUNT; k++)
     if (warming[k]) warming[k]->warm_up_wait();
+  node_warm_ups(out->graph, false);
   return rc;
 }
 

@@ -85,6 +85,13 @@ typedef struct sl_node_desc {
    * executor moves its inputs and outputs through host staging buffers, and
    * the plan and report say so; its CPU kernel is used. */
   bool host;
+  /* Optional: start in the background what the node's device kernel loads
+   * at its first call (a library such as cuFFT), called by the run once a
+   * device backend is chosen, so that it overlaps loading, planning and
+   * the streamed passes; wait joins it (the run calls it before it returns,
+   * whatever happened; both idempotent, process-wide). */
+  void (*device_warm_up_begin)(void);
+  void (*device_warm_up_wait)(void);
   /* The node writes a graph output where the run keeps it (results.h5, a
    * PNG: nodes/io, appended by the run for each output). The executor does
    * not assemble an output that a sink reads, and the plan does not count

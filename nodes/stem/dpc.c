@@ -46,6 +46,7 @@
 #include "nodes/common/cuda_glue.h"
 #include "nodes/common/fourier_integral.h"
 #include "nodes/common/frame_ports.h"
+#include "shaders/cuda/common/cufft_warm_up.h"
 #include "nodes/stem/dpc_fit.h"
 #include "shaders/cuda/stem/dpc.h"
 
@@ -416,5 +417,6 @@ const sl_node_desc sl_node_dpc = {
     .outputs = dpc_outputs, .n_outputs = SL_COUNT_OF(dpc_outputs),
     .infer = dpc_infer, .cost = dpc_cost, .prepare = dpc_prepare, .release = dpc_release,
     .kernel = {[SL_BACKEND_CPU] = dpc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(dpc_cuda)},
+    .device_warm_up_begin = sl_cufft_warm_up_begin, .device_warm_up_wait = sl_cufft_warm_up_wait,
     .scan_image_outputs = 0x33u /* com_row_rot, com_col_rot, curl, divergence */,
 };

@@ -25,6 +25,7 @@
 #include "nodes/common/cuda_glue.h"
 #include "nodes/common/fourier_integral.h"
 #include "nodes/common/frame_ports.h"
+#include "shaders/cuda/common/cufft_warm_up.h"
 #include "shaders/cuda/stem/idpc.h"
 
 #define IDPC_PARAMS(P)                                                                        \
@@ -172,5 +173,6 @@ const sl_node_desc sl_node_idpc = {
     .infer = idpc_infer, .cost = idpc_cost,
     .prepare = idpc_prepare, .release = idpc_release,
     .kernel = {[SL_BACKEND_CPU] = idpc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(idpc_cuda)},
+    .device_warm_up_begin = sl_cufft_warm_up_begin, .device_warm_up_wait = sl_cufft_warm_up_wait,
     .scan_image_outputs = 0x1u /* phase */,
 };

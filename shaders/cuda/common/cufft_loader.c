@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/core/settings.h"
+#include "shaders/cuda/common/cufft_warm_up.h"
 
 /* The sonames tried in order when the setting cufft (SLUICE_CUFFT) is empty: the CUDA 12 and
  * 13 toolkits ship libcufft.so.12; Debian's nvidia-cuda-toolkit an older
@@ -57,17 +58,35 @@ static bool resolve(void *handle, sl_cufft_api *api, char *why, size_t why_size,
   return true;
 }
 
-bool sl_cufft_load(sl_cufft_api *api, char *why, size_t why_size) {
-  memset(api, 0, sizeof *api);
+bool sl_cufft_names(const char *const **names, size_t *n_names, char *why, size_t why_size) {
   const char *env = sl_setting_text(SL_SET_CUFFT);
   if (!strcmp(env, "none")) {
     snprintf(why, why_size, "cuFFT not loaded: setting cufft=none (SLUICE_CUFFT=none, from %s)",
              sl_setting_origin(SL_SET_CUFFT));
     return false;
   }
-  const char *const *names = k_default_names;
-  size_t n_names = sizeof k_default_names / sizeof k_default_names[0];
-  if (env && env[0]) names = &env, n_names = 1;
+  static const char *chosen;
+  chosen = env;
+  *names = k_default_names;
+  *n_names = sizeof k_default_names / sizeof k_default_names[0];
+  if (env && env[0]) *names = &chosen, *n_names = 1;
+  return true;
+}
+
+bool sl_cufft_load(sl_cufft_api *api, char *why, size_t why_size) {
+  memset(api, 0, sizeof *api);
+  const char *const *names;
+  size_t n_names;
+  if (!sl_cufft_names(&names, &n_names, why, why_size)) return false;
+  /* a load started in the background (cufft_warm_up.h) ends first: then
+   * dlopen finds the library loaded and cuFFT initialised */
+  sl_cufft_warm_up_wait();
+  return sl_cufft_load_names(names, n_names, api, why, why_size);
+}
+
+bool sl_cufft_load_names(const char *const *names, size_t n_names, sl_cufft_api *api, char *why,
+                         size_t why_size) {
+  memset(api, 0, sizeof *api);
   char first_error[200] = "";
   for (size_t i = 0; i < n_names; i++) {
     void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);

@@ -44,6 +44,12 @@ typedef struct sl_cufft_api {
  * process (each call takes another reference, which dlopen counts; cuFFT is
  * never unloaded while a plan may live). Thread safe. */
 bool sl_cufft_load(sl_cufft_api *api, char *why, size_t why_size);
+/* The same from the names to try (no settings read: for helper threads). */
+bool sl_cufft_load_names(const char *const *names, size_t n_names, sl_cufft_api *api, char *why,
+                         size_t why_size);
+/* The names the setting cufft asks for (a static list or the setting's
+ * value); false with why when it is none. Reads the settings. */
+bool sl_cufft_names(const char *const **names, size_t *n_names, char *why, size_t why_size);
 
 /* "CUFFT_ALLOC_FAILED", ... for a cufftResult. */
 const char *sl_cufft_result_name(int result);
