@@ -17,6 +17,7 @@
 #include "engine/exec/run.h"
 #include "engine/plan/cost_profile.h"
 #include "engine/cli/cli.h"
+#include "engine/cli/run_output.h"
 
 const char *const cli_help_calibrate =
     "usage: sluice calibrate [--backend auto|cpu|cuda] [--threads N] [--input FILE]...\n"
@@ -148,18 +149,41 @@ static sl_code write_file(const char *dir, const char *name, const char *text, c
   return fclose(f) == 0 ? SL_OK : sl_fail(err, SL_ERR_IO, "cannot write %s", path);
 }
 
+static sl_code open_results(void *ctx, const sl_plan *plan, sl_error *err) {
+  return sl_run_output_open_results(ctx, plan, "calibration", err);
+}
+
+/* Runs pipeline `file` with `sets` and `chunk` as `sluice run` does, its
+ * writer nodes included (results.h5 and the PNGs, measured like any node),
+ * into a folder of the calibration's that is removed afterwards. */
+static sl_code calibration_run(calibration *c, const char *file, const sl_setting *sets, size_t n_sets,
+                               int64_t chunk, sl_run *run, sl_error *err) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/outputs", c->dir);
+  sl_run_output out;
+  memset(&out, 0, sizeof out);
+  sl_code rc = sl_run_output_reserve(&out, dir, false, 0, err);
+  if (rc != SL_OK) {
+    memset(run, 0, sizeof *run);
+    return rc;
+  }
+  sl_run_request req = {
+      .registry = sl_nodes_registry(), .file = file, .sets = sets, .n_sets = n_sets,
+      .backend = (int)c->kind, .threads = c->o->threads, .chunk_positions = chunk,
+      .cost_profile = &c->builtin, .outputs = &out.target, .before_alloc = open_results, .ctx = &out,
+  };
+  rc = sl_run_pipeline(&req, run, err);
+  sl_run_output_abandon(&out);
+  return rc;
+}
+
 /* Runs pipeline `file` once and forgets it: what a first run pays once per
  * process (cuFFT loaded and planned, files opened and cached, code paged
  * in) is not what every later run pays, and would be fitted as a rate. */
 static sl_code warm_up(calibration *c, const char *file, const sl_setting *sets, size_t n_sets,
                        int64_t chunk, sl_error *err) {
   sl_run run;
-  sl_run_request req = {
-      .registry = sl_nodes_registry(), .file = file, .sets = sets, .n_sets = n_sets,
-      .backend = (int)c->kind, .threads = c->o->threads, .chunk_positions = chunk,
-      .cost_profile = &c->builtin,
-  };
-  sl_code rc = sl_run_pipeline(&req, &run, err);
+  sl_code rc = calibration_run(c, file, sets, n_sets, chunk, &run, err);
   sl_run_free(&run);
   return rc;
 }
@@ -170,12 +194,7 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
                        int64_t chunk, double *seconds, sl_run **kept, sl_error *err) {
   if (c->n_runs == SL_COUNT_OF(c->runs)) return sl_fail(err, SL_ERR_INTERNAL, "too many calibration runs");
   sl_run *run = &c->runs[c->n_runs];
-  sl_run_request req = {
-      .registry = sl_nodes_registry(), .file = file, .sets = sets, .n_sets = n_sets,
-      .backend = (int)c->kind, .threads = c->o->threads, .chunk_positions = chunk,
-      .cost_profile = &c->builtin,
-  };
-  sl_code rc = sl_run_pipeline(&req, run, err);
+  sl_code rc = calibration_run(c, file, sets, n_sets, chunk, run, err);
   c->n_runs++;
   if (rc != SL_OK) return rc;
   const sl_plan *p = run->plan;
