@@ -119,26 +119,9 @@ SL_AVX2 static inline void store8_avx2(__m256i *o, __m256i v0, __m256i v1, __m25
   store_pair_avx2(o, 3, 8, v6, v7);
 }
 
-#define VEC __m256i
-#define VEC_BYTES 32
 #define VEC_ATTR SL_AVX2
 #define PATH(name) name##_avx2
-#define LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
-#define STOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
-#define LO8 _mm256_unpacklo_epi8
-#define HI8 _mm256_unpackhi_epi8
-#define LO16 _mm256_unpacklo_epi16
-#define HI16 _mm256_unpackhi_epi16
-#define LO32 _mm256_unpacklo_epi32
-#define HI32 _mm256_unpackhi_epi32
-#define AND _mm256_and_si256
-#define XOR _mm256_xor_si256
-#define SRLI64 _mm256_srli_epi64
-#define SLLI64 _mm256_slli_epi64
-#define SET1_64 _mm256_set1_epi64x
-#define STORE2 store2_avx2
-#define STORE4 store4_avx2
-#define STORE8 store8_avx2
+#include "nodes/codec/bitshuffle_avx2_ops.h"
 #include "nodes/codec/bitshuffle_vector.h"
 
 /* ------------------------------------------------------- AVX2 + GFNI --- */
@@ -149,26 +132,9 @@ SL_AVX2 static inline void store8_avx2(__m256i *o, __m256i v0, __m256i v1, __m25
  * (byte k holds row 7 - k), so byte i of the result holds bit i of rows
  * 0..7: sl_tr8's transpose, the same bytes. */
 #define SL_GFNI __attribute__((target("avx2,gfni")))
-#define VEC __m256i
-#define VEC_BYTES 32
 #define VEC_ATTR SL_GFNI
 #define PATH(name) name##_gfni
-#define LOAD(p) _mm256_loadu_si256((const __m256i *)(p))
-#define STOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
-#define LO8 _mm256_unpacklo_epi8
-#define HI8 _mm256_unpackhi_epi8
-#define LO16 _mm256_unpacklo_epi16
-#define HI16 _mm256_unpackhi_epi16
-#define LO32 _mm256_unpacklo_epi32
-#define HI32 _mm256_unpackhi_epi32
-#define AND _mm256_and_si256
-#define XOR _mm256_xor_si256
-#define SRLI64 _mm256_srli_epi64
-#define SLLI64 _mm256_slli_epi64
-#define SET1_64 _mm256_set1_epi64x
-#define STORE2 store2_avx2
-#define STORE4 store4_avx2
-#define STORE8 store8_avx2
+#include "nodes/codec/bitshuffle_avx2_ops.h"
 #define TR8(x) _mm256_gf2p8affine_epi64_epi8(_mm256_set1_epi64x(0x8040201008040201LL), (x), 0)
 #define ROW(k) (7 - (k))
 #include "nodes/codec/bitshuffle_vector.h"

@@ -290,13 +290,21 @@ enum { FIELD_ROWS_GRAIN = 16 };
 
 static dpc_state *dpc_state_of(const sl_kernel_args *a) { return a->state ? a->state : a->node->state; }
 
+/* What every kernel call starts from: the resolved params and the state
+ * prepare made. */
+static sl_code dpc_call_begin(sl_kernel_args *a, dpc_config *cfg, dpc_state **st) {
+  sl_code rc = dpc_config_resolve(a->node, cfg, a->err);
+  if (rc) return rc;
+  *st = dpc_state_of(a);
+  return *st ? SL_OK : sl_fail(a->err, SL_ERR_INTERNAL, "dpc: kernel called before prepare");
+}
+
 static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_node *n = (sl_node *)a->node;
   dpc_config cfg;
-  sl_code rc = dpc_config_resolve(n, &cfg, a->err);
+  dpc_state *st = NULL;
+  sl_code rc = dpc_call_begin(a, &cfg, &st);
   if (rc) return rc;
-  dpc_state *st = dpc_state_of(a);
-  if (!st) return sl_fail(a->err, SL_ERR_INTERNAL, "dpc: kernel called before prepare");
   const double *cr = a->in[0], *cc = a->in[1];
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   sl_dpc_fit_result fit;
@@ -360,10 +368,9 @@ static sl_code dpc_cuda_on_host(sl_kernel_args *a, const char *why) {
 static sl_code dpc_cuda(sl_kernel_args *a) {
   sl_node *n = (sl_node *)a->node;
   dpc_config cfg;
-  sl_code rc = dpc_config_resolve(n, &cfg, a->err);
+  dpc_state *st = NULL;
+  sl_code rc = dpc_call_begin(a, &cfg, &st);
   if (rc) return rc;
-  dpc_state *st = dpc_state_of(a);
-  if (!st) return sl_fail(a->err, SL_ERR_INTERNAL, "dpc: kernel called before prepare");
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   const bool adf = has_adf(n);
   const sl_cuda_dpc_params cp = {.rows = rows, .cols = cols, .adf_u64 = adf && n->in[2].dtype == SL_U64,

@@ -61,4 +61,23 @@ static inline void test_table_give_back(test_table *t, void **dev_state, void (*
   memset(t, 0, sizeof *t);
 }
 
+/* One whole-node call of n's kernel for b's backend as one batch, with
+ * the node's device table lent into *table (the caller gives it back with
+ * test_table_give_back): lend, begin, encode, commit, wait, sync; the
+ * first failing code (e filled). */
+static inline sl_code test_run_whole_call(sl_backend *b, const sl_node *n, sl_kernel_args *a, test_table *table,
+                                          sl_error *e) {
+  const sl_backend_ops *o = b->ops;
+  sl_code rc = test_table_lend(table, b, test_table_bytes(n, 1, 1), e);
+  if (rc != SL_OK) return rc;
+  test_table_args(table, a);
+  rc = o->batch_begin(b, e);
+  if (rc == SL_OK) rc = o->batch_encode(b, n->desc->kernel[b->caps.kind], a, e);
+  if (rc == SL_OK) rc = o->batch_commit(b, e);
+  sl_code w = o->batch_wait(b, e);
+  if (rc == SL_OK) rc = w;
+  if (rc == SL_OK) rc = o->sync(b, e);
+  return rc;
+}
+
 #endif

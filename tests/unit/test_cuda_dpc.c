@@ -123,14 +123,7 @@ static dpc_out run_on(sl_backend *b, sl_node *n, const double *cr, const double 
   for (int k = 0; k < 6; k++) a.out[k] = dout[k];
   a.err = &e;
   test_table table = {0};
-  assert_int_equal(test_table_lend(&table, b, test_table_bytes(n, 1, 1), &e), SL_OK);
-  test_table_args(&table, &a);
-  sl_code rc = o->batch_begin(b, &e);
-  if (rc == SL_OK) rc = o->batch_encode(b, n->desc->kernel[b->caps.kind], &a, &e);
-  if (rc == SL_OK) rc = o->batch_commit(b, &e);
-  sl_code w = o->batch_wait(b, &e);
-  if (rc == SL_OK) rc = w;
-  if (rc == SL_OK) rc = o->sync(b, &e);
+  sl_code rc = test_run_whole_call(b, n, &a, &table, &e);
   if (rc) fprintf(stderr, "dpc on %s: %s\n", b->caps.device, e.msg);
   assert_int_equal(rc, SL_OK);
   dpc_out r;
