@@ -28,6 +28,18 @@
                         "fewer); >= 1", NULL)
 SL_NODE_PARAMS(detector_preview_params, DETECTOR_PREVIEW_PARAMS)
 
+/* What infer learns that cost needs (after the params in the node's typed
+ * params block; the descriptor sizes the block for both). */
+typedef struct preview_params_and_facts {
+  detector_preview_params params; /* first: detector_preview_params_of reads it */
+  int64_t stored_chunk_bytes;     /* what one stored chunk decodes to */
+  int64_t window_bytes;           /* the stored bytes of the chunks read: exact when the
+                                     index is listed, else their bound */
+  int64_t chunks;                 /* how many stored chunks hold the frames */
+} preview_params_and_facts;
+
+static const preview_params_and_facts *facts_of(const sl_node *n) { return sl_node_typed_params(n); }
+
 /* The acquisition's index: described (infer needs the frame shape only), or
  * listed (the kernel reads the first chunks; hdf5_source's prepare has
  * usually listed it by then). */
@@ -54,7 +66,21 @@ static sl_code preview_infer(sl_node *n, sl_error *err) {
   if (rc == SL_OK && m->dtype != SL_DT_INVALID &&
       (m->stream_rank || m->rank != 2 || m->dims[0] != dims[0] || m->dims[1] != dims[1]))
     rc = sl_input_refuse(err, "mask", "a whole [H, W] mask of the detector's shape", m);
-  if (rc == SL_OK) sl_node_reads_file(n, ix->source);
+  if (rc == SL_OK) {
+    sl_node_reads_file(n, ix->source);
+    preview_params_and_facts *f = (preview_params_and_facts *)n->typed_params;
+    int64_t want = f->params.frames < ix->n_frames ? f->params.frames : ix->n_frames, count = 0;
+    int64_t per = ix->frames_per_chunk > 0 ? ix->frames_per_chunk : 1;
+    f->stored_chunk_bytes = per * ix->frame_bytes;
+    if (ix->listed) {
+      for (int64_t got = 0; count < ix->n_chunks && got < want; count++) got += ix->chunks[count].n_frames;
+      f->window_bytes = (int64_t)sl_h5_window_bytes(ix, 0, count);
+    } else { /* each of the first chunks holds at least one of the frames */
+      count = want < ix->n_chunks ? want : ix->n_chunks;
+      f->window_bytes = count * (int64_t)sl_h5_index_chunk_bound(ix);
+    }
+    f->chunks = count;
+  }
   sl_h5_index_put(ix);
   return rc;
 }
@@ -65,139 +91,131 @@ static void preview_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_written = sl_desc_bytes(&n->out[0]);
   c->bytes_read = frames * item * 2; /* about: the stored frames, u16 */
   c->ops = frames * item;
-  /* held while it runs: the first frames decoded (u16 about) */
-  c->state_bytes = frames * item * 2;
+  /* While it runs: the stored bytes of the chunks read, a status per chunk;
+   * each worker decodes a stored chunk at a time into its scratch and adds
+   * it into its own u64 partial sum. */
+  const preview_params_and_facts *f = facts_of(n);
+  c->workspace_bytes = f->window_bytes + (f->chunks + 1) * (int64_t)(sizeof(sl_code) + sizeof(sl_error));
+  c->per_worker_bytes = (f->stored_chunk_bytes + 63) / 64 * 64 + item * (int64_t)sizeof(uint64_t);
 }
 
-/* The first frames' decoding, spread over the backend's workers: stored
- * chunk k decodes into its own place in `frames` (so chunks decode in any
- * order), then each worker sums a range of pixels over the frames in their
- * order, so the mean has the same bits at any worker count. */
+/* The first frames' decoding and sum, spread over the backend's workers by
+ * stored chunk: a worker decodes a chunk into its scratch and adds each of
+ * its frames into its own u64 partial sum (sl_worker_scratch), which the
+ * call then adds up. The sums are of integers below 2^53 (at most 2^32 - 1
+ * times the frames), so the mean has the same bits at any worker count and
+ * in any order, and the decoded frames never all sit in memory at once. */
 typedef struct preview_job {
   const sl_h5_index *ix;
+  const sl_kernel_args *a;
   sl_encoding enc;
-  int64_t block, want;
+  int64_t block, want, npix;
   const uint8_t *raw;
   const uint64_t *offsets;
-  const int64_t *first; /* frame index of chunk k's first frame in `frames` */
-  uint8_t *frames;      /* want frames, decoded */
+  const int64_t *first; /* frame index of chunk k's first frame */
   size_t stored;        /* bytes a stored chunk decodes to */
+  int64_t partial_at;   /* offset of a worker's partial sum in its scratch */
   sl_code *status;      /* per chunk */
   sl_error *errs;       /* per chunk */
   const uint8_t *mask;
-  double *sum;
 } preview_job;
 
-static void decode_range(void *ctx, int64_t begin, int64_t end, int worker) {
+/* Adds n frames at x into the worker's partial sum, a masked pixel or one
+ * at the dtype's maximum (the detector's flag value) as 0, without a branch. */
+#define PREVIEW_ADD(T, FLAG)                                                  \
+  for (int64_t f = 0; f < n; f++) {                                           \
+    const T *restrict v = (const T *)(x + (size_t)f * ix->frame_bytes);       \
+    for (int64_t i = 0; i < j->npix; i++)                                     \
+      sum[i] += (v[i] != (T)(FLAG) && !(mask && mask[i])) ? (uint64_t)v[i] : 0; \
+  }                                                                           \
+  break;
+
+static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const preview_job *j = ctx;
   const sl_h5_index *ix = j->ix;
-  (void)worker;
-  uint8_t *scratch = NULL;
+  uint8_t *scratch = sl_worker_scratch(j->a, worker);
+  uint64_t *restrict sum = (uint64_t *)(scratch + j->partial_at);
+  const uint8_t *restrict mask = j->mask;
   for (int64_t k = begin; k < end; k++) {
     const sl_h5_chunk *c = &ix->chunks[k];
-    const uint8_t *src = j->raw + j->offsets[k];
+    const uint8_t *src = j->raw + j->offsets[k], *x = src;
     int64_t n = c->n_frames < j->want - j->first[k] ? c->n_frames : j->want - j->first[k];
-    size_t bytes = (size_t)n * ix->frame_bytes;
-    uint8_t *dst = j->frames + (size_t)j->first[k] * ix->frame_bytes;
     sl_error *err = &j->errs[k];
     sl_code rc = SL_OK;
     if (j->enc == SL_ENC_NONE || (c->filter_mask & 1u)) { /* stored as they are */
       if (c->size < (uint64_t)c->n_frames * ix->frame_bytes)
         rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk holds %llu bytes, fewer than its frames need",
                      ix->files[c->file], (unsigned long long)c->size);
-      else
-        memcpy(dst, src, bytes);
     } else {
       /* A stored chunk decodes whole (a file's last one may be padded past
-       * its n_frames): straight into place when it all belongs there. */
-      bool whole = bytes == j->stored;
-      if (!whole && !scratch) scratch = malloc(j->stored ? j->stored : 1);
+       * its n_frames). */
       size_t got = 0;
-      rc = !whole && !scratch ? sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory")
-                              : sl_encoded_chunk_decode(src, c->size, j->enc, (size_t)ix->elem_size,
-                                                        (size_t)j->block, SL_SIMD_AUTO, whole ? dst : scratch,
-                                                        j->stored, &got, err);
+      rc = sl_encoded_chunk_decode(src, c->size, j->enc, (size_t)ix->elem_size, (size_t)j->block, SL_SIMD_AUTO,
+                                   scratch, j->stored, &got, err);
       if (rc == SL_OK && got != j->stored)
         rc = sl_fail(err, SL_ERR_FORMAT, "%s: a stored chunk decodes to %zu bytes, expected %zu",
                      ix->files[c->file], got, j->stored);
-      if (rc == SL_OK && !whole) memcpy(dst, scratch, bytes);
+      x = scratch;
     }
+    if (rc == SL_OK) switch (ix->elem_size) {
+        case 1: PREVIEW_ADD(uint8_t, 0xFFu)
+        case 2: PREVIEW_ADD(uint16_t, 0xFFFFu)
+        default: PREVIEW_ADD(uint32_t, 0xFFFFFFFFu)
+      }
     j->status[k] = rc;
   }
-  free(scratch);
 }
-
-/* Pixels [begin, end): the sum over frames in order, skipping masked pixels
- * and pixels at the dtype's maximum (the detector's flag value). A skipped
- * value adds +0.0, which leaves a sum of non-negative counts as it is, so the
- * loop over pixels has no branch and vectorises; each pixel still adds its
- * frames in order (the same bits as adding only the kept values). */
-#define PREVIEW_SUM(T, FLAG)                                                            \
-  {                                                                                     \
-    for (int64_t f = 0; f < j->want; f++) {                                             \
-      const T *restrict x = (const T *)(j->frames + (size_t)f * ix->frame_bytes);       \
-      for (int64_t i = begin; i < end; i++) {                                           \
-        T v = x[i];                                                                     \
-        sum[i] += (v != (T)(FLAG) && !(mask && mask[i])) ? (double)v : 0.0;             \
-      }                                                                                 \
-    }                                                                                   \
-    break;                                                                              \
-  }
-
-static void sum_range(void *ctx, int64_t begin, int64_t end, int worker) {
-  const preview_job *j = ctx;
-  const sl_h5_index *ix = j->ix;
-  double *restrict sum = j->sum;
-  const uint8_t *restrict mask = j->mask;
-  (void)worker;
-  switch (ix->elem_size) {
-    case 1: PREVIEW_SUM(uint8_t, 0xFFu)
-    case 2: PREVIEW_SUM(uint16_t, 0xFFFFu)
-    default: PREVIEW_SUM(uint32_t, 0xFFFFFFFFu)
-  }
-}
-#undef PREVIEW_SUM
+#undef PREVIEW_ADD
 
 /* The stored chunks that hold the first `want` frames, read with the
- * project's chunk reader (one window), decoded in parallel and added into
- * sum. */
-static sl_code add_first_frames(sl_backend *b, const sl_h5_index *ix, int64_t want, const uint8_t *mask,
-                                double *sum, sl_error *err) {
-  preview_job j = {.ix = ix, .want = want, .mask = mask, .sum = sum};
+ * project's chunk reader (one window, in the lent workspace), decoded and
+ * summed in parallel into sum. */
+static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, int64_t want, double *sum,
+                                sl_error *err) {
+  const preview_params_and_facts *f = facts_of(a->node);
+  sl_backend *b = a->backend;
+  preview_job j = {.ix = ix, .a = a, .want = want, .npix = ix->frame_rows * ix->frame_cols, .mask = a->in[0]};
   sl_code rc = sl_h5_index_encoding(ix, &j.enc, &j.block, err);
   if (rc != SL_OK) return rc;
   int64_t count = 0;
   for (int64_t frames = 0; count < ix->n_chunks && frames < want; count++) frames += ix->chunks[count].n_frames;
+  uint64_t window = sl_h5_window_bytes(ix, 0, count);
+  j.stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
+  j.partial_at = ((int64_t)j.stored + 63) / 64 * 64;
+  if (!a->workspace || !a->worker_scratch || count > f->chunks || (int64_t)window > f->window_bytes ||
+      (int64_t)j.stored > f->stored_chunk_bytes)
+    return sl_fail(err, SL_ERR_IO, "%s changed since the pipeline was planned (or no workspace was lent)",
+                   ix->source);
+  /* The workspace: the window, then a status and an error per chunk. */
+  uint8_t *raw = a->workspace;
+  sl_code *status = (sl_code *)(raw + ((size_t)f->window_bytes + 63) / 64 * 64);
+  sl_error *errs = (sl_error *)(status + count + 1);
   uint64_t *offsets = malloc((size_t)(count + 1) * sizeof *offsets);
   int64_t *first = malloc((size_t)(count + 1) * sizeof *first);
-  uint64_t window = sl_h5_window_bytes(ix, 0, count);
-  uint8_t *raw = malloc(window ? window : 1);
-  j.stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
-  uint8_t *frames = malloc((size_t)want * ix->frame_bytes + 1);
-  sl_code *status = calloc((size_t)(count + 1), sizeof *status);
-  sl_error *errs = calloc((size_t)(count + 1), sizeof *errs);
   sl_chunk_reader *reader = NULL;
-  if (!offsets || !first || !raw || !frames || !status || !errs)
-    rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
+  if (!offsets || !first) rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
   if (rc == SL_OK) rc = sl_chunk_reader_open(ix, count, &reader, err);
   if (rc == SL_OK) rc = sl_chunk_reader_request(reader, 0, count, raw, window, err);
   if (rc == SL_OK) rc = sl_chunk_reader_wait(reader, err);
+  int workers = b->ops->workers(b);
   if (rc == SL_OK) {
     sl_h5_window_offsets(ix, 0, count, offsets);
-    for (int64_t k = 0, f = 0; k < count; f += ix->chunks[k].n_frames, k++) first[k] = f;
-    j.raw = raw, j.offsets = offsets, j.first = first, j.frames = frames, j.status = status, j.errs = errs;
-    b->ops->parallel_for(b, count, 1, decode_range, &j);
+    for (int64_t k = 0, fr = 0; k < count; fr += ix->chunks[k].n_frames, k++) first[k] = fr, status[k] = SL_OK;
+    for (int w = 0; w < workers; w++)
+      memset((uint8_t *)sl_worker_scratch(a, w) + j.partial_at, 0, (size_t)j.npix * sizeof(uint64_t));
+    j.raw = raw, j.offsets = offsets, j.first = first, j.status = status, j.errs = errs;
+    b->ops->parallel_for(b, count, 1, decode_add_range, &j);
     for (int64_t k = 0; k < count && rc == SL_OK; k++)
       if (status[k] != SL_OK) *err = errs[k], rc = status[k];
   }
-  if (rc == SL_OK) b->ops->parallel_for(b, ix->frame_rows * ix->frame_cols, 1024, sum_range, &j);
+  for (int64_t i = 0; i < j.npix && rc == SL_OK; i++) {
+    uint64_t t = 0;
+    for (int w = 0; w < workers; w++) t += ((const uint64_t *)((uint8_t *)sl_worker_scratch(a, w) + j.partial_at))[i];
+    sum[i] = (double)t;
+  }
   sl_chunk_reader_close(reader);
   free(offsets);
   free(first);
-  free(raw);
-  free(frames);
-  free(status);
-  free(errs);
   return rc;
 }
 
@@ -210,7 +228,7 @@ static sl_code preview_cpu(sl_kernel_args *a) {
   if (want > ix->n_frames) want = ix->n_frames;
   double *sum = a->out[0];
   memset(sum, 0, (size_t)npix * sizeof *sum);
-  rc = add_first_frames(a->backend, ix, want, a->in[0], sum, a->err);
+  rc = add_first_frames(a, ix, want, sum, a->err);
   done = want;
   for (int64_t i = 0; i < npix && rc == SL_OK; i++) sum[i] /= (double)(done ? done : 1);
   if (rc == SL_OK)
@@ -231,7 +249,9 @@ const sl_node_desc sl_node_detector_preview = {
     .type = "detector_preview",
     .doc = "Mean diffraction pattern of the first frames of an HDF5 acquisition, read before the "
            "scan (for geometry from the data, e.g. disk_fit).",
-    SL_PARAMS_DESC(detector_preview_params),
+    /* the params, and room after them for what infer learns */
+    .params = detector_preview_params_defs, .n_params = SL_COUNT_OF(detector_preview_params_defs),
+    .params_size = sizeof(preview_params_and_facts), .params_bind = detector_preview_params_bind,
     .inputs = preview_inputs, .n_inputs = SL_COUNT_OF(preview_inputs),
     .outputs = preview_outputs, .n_outputs = SL_COUNT_OF(preview_outputs),
     .infer = preview_infer, .cost = preview_cost,

@@ -231,11 +231,11 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
   return SL_OK;
 }
 
-/* Runs a whole node once on a 1-thread backend: in[k] and out[k] (caller
+/* Runs a whole node once on a backend of `threads` workers (run_whole: 1): in[k] and out[k] (caller
  * sized) are the ports; outputs are not zeroed. */
-static inline sl_code run_whole(sl_node *n, const void *const *in, int n_in, void *const *out,
-                                sl_error *e) {
-  sl_backend *b = backend(1);
+static inline sl_code run_whole_threads(sl_node *n, int threads, const void *const *in, int n_in,
+                                        void *const *out, sl_error *e) {
+  sl_backend *b = backend(threads);
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
   a.backend = b, a.node = n, a.state = n->state, a.pos_count = 1, a.n_chunks = 1, a.err = e;
@@ -246,6 +246,11 @@ static inline sl_code run_whole(sl_node *n, const void *const *in, int n_in, voi
   free(scratch);
   sl_cpu_backend_ops.destroy(b);
   return rc;
+}
+
+static inline sl_code run_whole(sl_node *n, const void *const *in, int n_in, void *const *out,
+                                sl_error *e) {
+  return run_whole_threads(n, 1, in, n_in, out, e);
 }
 
 /* ---- test data ---------------------------------------------------------------- */

@@ -16,7 +16,7 @@ extern const sl_node_desc sl_node_detector_preview;
 /* Runs detector_preview on `path` averaging `frames` frames (mask: NULL or
  * h * w bytes), into out (h * w doubles). */
 static sl_code preview_run(const char *path, int64_t frames, const uint8_t *mask, int64_t h, int64_t w,
-                           double *out, sl_node *n, sl_error *e) {
+                           int threads, double *out, sl_node *n, sl_error *e) {
   char p[600], f[32];
   snprintf(p, sizeof p, "'%s'", path);
   snprintf(f, sizeof f, "%lld", (long long)frames);
@@ -27,7 +27,7 @@ static sl_code preview_run(const char *path, int64_t frames, const uint8_t *mask
   if (rc != SL_OK) return rc;
   const void *ins[1] = {mask};
   void *outs[1] = {out};
-  return run_whole(n, ins, 1, outs, e);
+  return run_whole_threads(n, threads, ins, 1, outs, e);
 }
 
 /* The reference: frames [0, min(frames, total)) of fx_value, masked pixels and
@@ -55,15 +55,16 @@ static void check_layout(const char *name, int layout, bool need_plugin) {
   uint8_t mask[9 * 11] = {0};
   mask[5] = mask[40] = 1;
   const int64_t counts[] = {1, 2, 5, 9, 100}; /* within a chunk, across files, more than there are */
+  /* 1 and 3 workers: each adds its stored chunks into its own partial sum */
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
-    for (int with_mask = 0; with_mask < 2; with_mask++) {
+    for (int with_mask = 0; with_mask < 4; with_mask++) {
       double got[9 * 11], want[9 * 11];
       sl_node n;
       sl_error e;
-      sl_code rc = preview_run(m, counts[k], with_mask ? mask : NULL, h, w, got, &n, &e);
+      sl_code rc = preview_run(m, counts[k], with_mask & 1 ? mask : NULL, h, w, with_mask < 2 ? 1 : 3, got, &n, &e);
       if (rc) print_error("%s, %lld frames: %s\n", name, (long long)counts[k], e.msg);
       assert_int_equal(rc, SL_OK);
-      reference(counts[k], total, with_mask ? mask : NULL, h, w, 2, want);
+      reference(counts[k], total, with_mask & 1 ? mask : NULL, h, w, 2, want);
       assert_memory_equal(got, want, sizeof want);
       assert_non_null(strstr(note(&n, "preview"), "mean of the first"));
       node_free(&n);
