@@ -665,15 +665,21 @@ static sl_code run_passes(run_ctx *c) {
       if (rc == SL_OK) rc = run_levels(c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
       continue;
     }
-    /* Reductions of the nodes this pass streams start from zero. */
+    /* Reductions of the nodes this pass streams start from their identity
+     * (zero when none is declared). A concat starts empty: its chunks write
+     * every byte of it that is output (a fixed size is all of it, a variable
+     * size what the chunks wrote), so it is not filled first (the resident
+     * acquisition: 18 GiB that would be zeroed to be overwritten). */
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
       if (p->buffers[i].reduction && p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
         int slot = p->buffers[i].node * 8 + p->buffers[i].port;
         const sl_tensor_desc *d = &p->graph->nodes[p->buffers[i].node].out[p->buffers[i].port];
         void *acc = buffer_ptr(c, p->buffers[i].node, p->buffers[i].port);
-        rc = sl_combine_elementwise(p->buffers[i].combine)
-                 ? b->ops->combine_identity(b, p->buffers[i].combine, d->dtype, acc, sl_desc_elems(d), c->err)
-                 : b->ops->zero(b, acc, (size_t)p->buffers[i].bytes, c->err);
+        if (p->buffers[i].combine == SL_COMBINE_CONCAT) rc = SL_OK;
+        else
+          rc = sl_combine_elementwise(p->buffers[i].combine)
+                   ? b->ops->combine_identity(b, p->buffers[i].combine, d->dtype, acc, sl_desc_elems(d), c->err)
+                   : b->ops->zero(b, acc, (size_t)p->buffers[i].bytes, c->err);
         c->actual[i] = 0;
         if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
       }
