@@ -105,11 +105,14 @@ static void print_notes(FILE *f, const sl_graph *g, const char *key, const char 
 static void print_summary(const sl_run *run, const char *dir) {
   const sl_exec_result *res = &run->result;
   char planned[32], measured[32];
+  /* As report.json's memory block: on a device backend its device memory;
+   * on the host the process's, its own memory included in both. */
+  bool dev = run->plan->caps.device_memory;
   sl_format_bytes((uint64_t)res->planned_peak_bytes, planned, sizeof planned);
-  sl_format_bytes((uint64_t)res->measured_peak_bytes, measured, sizeof measured);
+  sl_format_bytes((uint64_t)(dev ? res->measured_peak_bytes : sl_report_measured_host_bytes(res, false)), measured,
+                  sizeof measured);
   printf("%s: %lld chunks in %.3f s on %s; peak %s memory %s (planned %s)\n", run->spec->name,
-         (long long)res->chunks, res->seconds, run->plan->caps.device,
-         run->plan->caps.device_memory ? "device" : "host", measured, planned);
+         (long long)res->chunks, res->seconds, run->plan->caps.device, dev ? "device" : "host", measured, planned);
   print_notes(stdout, run->graph, "result", "");
   printf("wrote %s/\n  results.h5:", dir);
   for (int k = 0; k < res->n_outputs; k++) printf(" %s", res->outputs[k].name);

@@ -8,6 +8,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+int64_t sl_report_measured_host_bytes(const sl_exec_result *r, bool device) {
+  /* What the engine counted, or the process's growth from before the
+   * pipeline was loaded to its peak when that is more (the OS's view:
+   * everything the run made resident). */
+  int64_t engine_host = device ? r->measured_host_bytes : r->measured_peak_bytes;
+  int64_t growth = r->process_rss_before_load_bytes > 0 ? r->process_rss_peak_bytes - r->process_rss_before_load_bytes : 0;
+  return growth > engine_host ? growth : engine_host;
+}
+
 bool sl_file_fnv1a(const char *path, uint64_t *hash) {
   FILE *f = fopen(path, "rb");
   if (!f) return false;
@@ -304,12 +313,8 @@ bool sl_report_json(sl_json *j, const sl_run_info *info) {
    * process as the OS counts it. */
   bool dev = p->caps.device_memory;
   sl_json_kv_int(j, "planned_peak_host_bytes", dev ? r->planned_host_bytes : r->planned_peak_bytes);
-  /* Measured host: what the engine counted, or the process's growth from
-   * before the pipeline was loaded to its peak when that is more (the OS's
-   * view: everything the run made resident). */
   int64_t engine_host = dev ? r->measured_host_bytes : r->measured_peak_bytes;
-  int64_t growth = r->process_rss_before_load_bytes > 0 ? r->process_rss_peak_bytes - r->process_rss_before_load_bytes : 0;
-  sl_json_kv_int(j, "measured_peak_host_bytes", growth > engine_host ? growth : engine_host);
+  sl_json_kv_int(j, "measured_peak_host_bytes", sl_report_measured_host_bytes(r, dev));
   sl_json_kv_int(j, "measured_engine_host_bytes", engine_host);
   sl_json_kv_int(j, "planned_peak_device_bytes", dev ? r->planned_peak_bytes : 0);
   sl_json_kv_int(j, "measured_peak_device_bytes", dev ? r->measured_peak_bytes : 0);

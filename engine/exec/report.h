@@ -27,5 +27,8 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p);
 /* 64-bit FNV-1a of a file's bytes (identity of small inputs such as pipeline
  * files); false when it cannot be read. */
 bool sl_file_fnv1a(const char *path, uint64_t *hash);
+/* report.json's memory.measured_peak_host_bytes: the larger of the engine's
+ * host count and the process's growth from before loading to its peak. */
+int64_t sl_report_measured_host_bytes(const sl_exec_result *r, bool device);
 
 #endif
