@@ -14,13 +14,20 @@ const char *const cli_help_nodes =
     "Lists node types, or one type's params, ports and backends, from the node\n"
     "descriptors.\n";
 
-static const char *backends_of(const sl_node_desc *d, char *buf, size_t n) {
+/* The backends with a kernel of the node's; a host node's CPU kernel runs
+ * under every backend (the executor stages its data), which the text says
+ * (`said`; JSON has "host" for it). */
+static const char *backends_of(const sl_node_desc *d, bool said, char *buf, size_t n) {
   buf[0] = 0;
   for (int k = 0; k < SL_BACKEND_COUNT; k++)
     if (d->kernel[k]) {
       size_t len = strlen(buf);
       snprintf(buf + len, n - len, "%s%s", len ? ", " : "", sl_backend_kind_name((sl_backend_kind)k));
     }
+  if (said && d->host) {
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, " (a host node: runs on the host under every backend)");
+  }
   return buf;
 }
 
@@ -31,11 +38,12 @@ static const char *param_type_name(const sl_param_def *p) {
 }
 
 static void node_json(sl_json *j, const sl_node_desc *d) {
-  char b[64];
+  char b[128];
   sl_json_begin_object(j);
   sl_json_kv_string(j, "type", d->type);
   sl_json_kv_string(j, "doc", d->doc);
-  sl_json_kv_string(j, "backends", backends_of(d, b, sizeof b));
+  sl_json_kv_string(j, "backends", backends_of(d, false, b, sizeof b));
+  sl_json_kv_bool(j, "host", d->host);
   sl_json_key(j, "params");
   sl_json_begin_array(j);
   for (int i = 0; i < d->n_params; i++) {
@@ -73,8 +81,8 @@ static void node_json(sl_json *j, const sl_node_desc *d) {
 }
 
 static void node_text(const sl_node_desc *d) {
-  char b[64];
-  printf("%s: %s\n  backends: %s\n", d->type, d->doc, backends_of(d, b, sizeof b));
+  char b[128];
+  printf("%s: %s\n  backends: %s\n", d->type, d->doc, backends_of(d, true, b, sizeof b));
   printf("  params:\n");
   if (!d->n_params) printf("    (none)\n");
   for (int i = 0; i < d->n_params; i++) {
