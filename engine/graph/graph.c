@@ -388,6 +388,14 @@ static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *e
             best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
     return at(err, ns->loc, n->id);
   }
+  /* The writers are the run's: one per output, bound to its results.h5 and
+   * folder (sl_graph_add_writers); a pipeline names outputs instead. */
+  if (n->desc->sink) {
+    sl_fail(err, SL_ERR_PIPELINE,
+            "'%s' nodes are added by `sluice run` for each output; name the port under `outputs:` instead",
+            ns->type);
+    return at(err, ns->loc, n->id);
+  }
   n->n_in = n->desc->n_inputs;
   n->n_out = n->desc->n_outputs;
   for (int k = 0; k < n->n_out; k++) n->out_names[k] = n->desc->outputs[k].name;

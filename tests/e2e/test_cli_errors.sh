@@ -132,4 +132,18 @@ assert s["h5_index"] == {"value": "api", "from": "SLUICE_H5_INDEX"}, s["h5_index
 assert s["read_threads"]["from"] == "default", s["read_threads"]
 P
 
+
+# The writer nodes are the run's own: a pipeline that places one is refused
+# at its line, naming what to do instead.
+cat > writer.yaml <<'Y'
+pipeline: writer
+nodes:
+  r: {type: ramp, params: {positions: [4], item_shape: [3]}}
+  w: {type: write_h5, inputs: {image: r.out}, params: {output: x}}
+outputs: {x: r.out}
+Y
+expect 2 "writer.yaml:4" "a write_h5 placed by hand is refused at its line" -- "$SLUICE" plan writer.yaml
+expect 2 "name the port under \`outputs:\` instead" "and says to name the output" -- "$SLUICE" run writer.yaml --out w-out
+[ ! -e w-out ] && ok "nothing written for it" || not_ok "w-out was written"
+
 finish
