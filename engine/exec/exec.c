@@ -144,6 +144,22 @@ static sl_code lend_device_tables(run_ctx *c, sl_error *err) {
   return SL_OK;
 }
 
+/* Host memory for the whole run: the pool's when the backend's buffers are
+ * host memory (counted with them), else 64-byte aligned from the heap. */
+static sl_code host_acquire(run_ctx *c, int64_t bytes, void **ptr, const char *what, sl_error *err) {
+  if (!c->b->caps.device_memory) return sl_pool_acquire(c->pool, bytes, ptr, err);
+  if (posix_memalign(ptr, 64, (size_t)bytes) != 0) {
+    *ptr = NULL;
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld bytes of %s", (long long)bytes, what);
+  }
+  return SL_OK;
+}
+
+static void host_release(run_ctx *c, void *ptr) {
+  if (ptr && c->b->caps.device_memory) free(ptr);
+  else if (ptr) sl_pool_release(c->pool, ptr);
+}
+
 /* One stride of host scratch per worker of parallel_for, for the whole run
  * (the plan counted stride x its host workers; a backend never has more
  * workers than it reported). */
@@ -153,13 +169,8 @@ static sl_code worker_scratch_acquire(run_ctx *c, sl_error *err) {
   if (planned > 0 && workers > planned)
     return sl_fail(err, SL_ERR_INTERNAL, "the backend has %d workers but the plan counted %d", workers,
                    planned);
-  size_t bytes = (size_t)c->p->worker_scratch_stride * (size_t)(workers > 0 ? workers : 1);
-  if (!c->b->caps.device_memory) return sl_pool_acquire(c->pool, (int64_t)bytes, &c->worker_scratch, err);
-  if (posix_memalign(&c->worker_scratch, 64, bytes) != 0) {
-    c->worker_scratch = NULL;
-    return sl_fail(err, SL_ERR_NOMEM, "out of memory for %zu bytes of the workers' host scratch", bytes);
-  }
-  return SL_OK;
+  return host_acquire(c, c->p->worker_scratch_stride * (workers > 0 ? workers : 1), &c->worker_scratch,
+                      "the workers' host scratch", err);
 }
 
 /* Whether ctx_begin made every table of the context (ctx_end frees any that
@@ -209,11 +220,9 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
     sl_code rc = worker_scratch_acquire(c, err);
     if (rc != SL_OK) return rc;
   }
-  if (p->host_workspace_bytes > 0 &&
-      posix_memalign(&c->host_workspace, 64, (size_t)p->host_workspace_bytes) != 0) {
-    c->host_workspace = NULL;
-    return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld bytes of host nodes' workspace",
-                   (long long)p->host_workspace_bytes);
+  if (p->host_workspace_bytes > 0) {
+    sl_code rc = host_acquire(c, p->host_workspace_bytes, &c->host_workspace, "host nodes' workspace", err);
+    if (rc != SL_OK) return rc;
   }
   for (int i = 0; i < p->n_buffers; i++) {
     const sl_plan_buffer *bf = &p->buffers[i];
@@ -240,9 +249,8 @@ static void ctx_end(run_ctx *c) {
   for (int s = 0; c->slot_ptr && s < c->p->n_slots; s++)
     if (c->slot_ptr[s]) sl_pool_release(c->pool, c->slot_ptr[s]);
   if (c->workspace) sl_pool_release(c->pool, c->workspace);
-  if (c->worker_scratch && c->b->caps.device_memory) free(c->worker_scratch);
-  else if (c->worker_scratch) sl_pool_release(c->pool, c->worker_scratch);
-  free(c->host_workspace);
+  host_release(c, c->worker_scratch);
+  host_release(c, c->host_workspace);
   int n = c->p->graph->n_nodes;
   /* A launcher's device state points into its node's device table: it ends
    * with the table (a later context lends a new table, and the launcher

@@ -1,10 +1,10 @@
 /* See cufft_warm_up.h. */
 #include "shaders/cuda/common/cufft_warm_up.h"
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/core/once_thread.h"
 #include "engine/core/settings.h"
 #include "shaders/cuda/common/cufft_loader.h"
 
@@ -18,11 +18,7 @@ typedef struct warm_up_args {
   int device;
 } warm_up_args;
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t g_thread;
-static bool g_running; /* started and not joined */
-static bool g_started; /* once per process */
-static warm_up_args g_args;
+static sl_once_thread g_warm_up = SL_ONCE_THREAD_INIT;
 
 static void *warm_up_main(void *arg) {
   const warm_up_args *w = arg;
@@ -51,20 +47,8 @@ void sl_cufft_warm_up_begin(void) {
   char why[256];
   if (!sl_cufft_names(&names, &n_names, why, sizeof why)) return;
   int64_t device = sl_setting_int(SL_SET_CUDA_DEVICE);
-  pthread_mutex_lock(&g_mu);
-  if (!g_started && device >= 0 && device < 1 << 20) {
-    g_started = true;
-    g_args = (warm_up_args){names, n_names, (int)device};
-    g_running = pthread_create(&g_thread, NULL, warm_up_main, &g_args) == 0;
-  }
-  pthread_mutex_unlock(&g_mu);
+  const warm_up_args args = {names, n_names, (int)device};
+  if (device >= 0 && device < 1 << 20) sl_once_thread_start(&g_warm_up, warm_up_main, &args, sizeof args);
 }
 
-void sl_cufft_warm_up_wait(void) {
-  pthread_mutex_lock(&g_mu);
-  if (g_running) {
-    pthread_join(g_thread, NULL);
-    g_running = false;
-  }
-  pthread_mutex_unlock(&g_mu);
-}
+void sl_cufft_warm_up_wait(void) { sl_once_thread_join(&g_warm_up); }
