@@ -86,6 +86,8 @@ typedef struct run_ctx {
   /* Host staging of host nodes on a device backend: [node * 8 + port]. */
   void **stage_in, **stage_out;
   size_t *stage_in_bytes, *stage_out_bytes;
+  /* Per node: a streamed host sink's call one chunk behind (sink_lag). */
+  struct sink_lag **lag;
   sl_error kernel_err;
   sl_error *err;
   int64_t iteration; /* of the innermost loop running this graph; 0 outside */
@@ -173,12 +175,46 @@ static sl_code worker_scratch_acquire(run_ctx *c, sl_error *err) {
                       "the workers' host scratch", err);
 }
 
+/* A streamed host sink (a writer node) on a device backend runs one chunk
+ * behind the device: at chunk j its input is copied asynchronously, in
+ * order with the kernels, into one of two pinned buffers and an event is
+ * recorded; then the call for chunk j - 1 waits for its own event and runs.
+ * So the host never drains the device to write a chunk's rows: while it
+ * waits for chunk j - 1, chunk j is already queued and the source reads
+ * ahead (a full sync per chunk serialised reading with decoding). A sink has
+ * no outputs, so nothing in the chunk waits for it; the last call of a pass
+ * runs when the pass's chunks are done (sink_lag_flush), before anything
+ * that follows the scan. */
+typedef struct sink_lag {
+  void *ring[8][2];
+  size_t ring_bytes[8][2];
+  sl_event *ev[2];
+  bool pending;
+  int slot; /* the ring slot of the pending call */
+  int64_t chunk, pos_start, pos_count, in_bytes[8];
+} sink_lag;
+
+static void sink_lag_free(run_ctx *c, sink_lag *l) {
+  if (!l) return;
+  sl_error ignored;
+  sl_error_clear(&ignored);
+  for (int s = 0; s < 2; s++)
+    if (l->ev[s]) {
+      (void)c->b->ops->event_wait(c->b, l->ev[s], &ignored);
+      c->b->ops->event_destroy(c->b, l->ev[s]);
+    }
+  for (int k = 0; k < 8; k++)
+    for (int s = 0; s < 2; s++)
+      if (l->ring[k][s]) c->b->ops->host_free(c->b, l->ring[k][s], l->ring_bytes[k][s]);
+  free(l);
+}
+
 /* Whether ctx_begin made every table of the context (ctx_end frees any that
  * were made). */
 static bool ctx_tables_made(const run_ctx *c) {
   return c->slot_ptr && c->buf_of && c->node_seconds && c->node_device_seconds && c->node_calls &&
          c->level_seconds && c->calls && c->device_table && c->partial && c->actual &&
-         c->concat_chunks && c->stage_in && c->stage_out && c->stage_in_bytes && c->stage_out_bytes;
+         c->concat_chunks && c->stage_in && c->stage_out && c->stage_in_bytes && c->stage_out_bytes && c->lag;
 }
 
 static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *pool,
@@ -206,6 +242,7 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->stage_out = sl_calloc((size_t)n * 8, sizeof *c->stage_out);
   c->stage_in_bytes = sl_calloc((size_t)n * 8, sizeof *c->stage_in_bytes);
   c->stage_out_bytes = sl_calloc((size_t)n * 8, sizeof *c->stage_out_bytes);
+  c->lag = sl_calloc((size_t)n, sizeof *c->lag);
   if (!ctx_tables_made(c)) return sl_fail_nomem(err, "the executor's tables"); /* ctx_end frees */
   for (int i = 0; i < p->n_buffers; i++) c->buf_of[p->buffers[i].node * 8 + p->buffers[i].port] = i;
   for (int s = 0; s < p->n_slots; s++) {
@@ -273,6 +310,8 @@ static void ctx_end(run_ctx *c) {
     if (c->stage_in[i]) c->b->ops->host_free(c->b, c->stage_in[i], c->stage_in_bytes[i]);
   for (int i = 0; c->stage_out && c->stage_out_bytes && i < n * 8; i++)
     if (c->stage_out[i]) c->b->ops->host_free(c->b, c->stage_out[i], c->stage_out_bytes[i]);
+  for (int i = 0; c->lag && i < n; i++) sink_lag_free(c, c->lag[i]);
+  free(c->lag);
   free(c->stage_in);
   free(c->stage_out);
   free(c->stage_in_bytes);
@@ -433,6 +472,96 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   return rc;
 }
 
+/* Whether node n's call runs one chunk behind (sink_lag). */
+static bool lagged(const run_ctx *c, const sl_node *n, bool finalize) {
+  const sl_backend_ops *o = c->b->ops;
+  return !finalize && on_host(c, n) && n->desc->sink && n->phase == SL_PHASE_STREAM && o->copy_async &&
+         o->event_create && o->event_record && o->event_wait;
+}
+
+/* The pending call of sink i: waits for its input's copy, then runs it. */
+static sl_code sink_lag_run(run_ctx *c, int i) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  sink_lag *l = c->lag[i];
+  l->pending = false;
+  sl_code rc = c->b->ops->event_wait(c->b, l->ev[l->slot], c->err);
+  if (rc == SL_OK) {
+    fill_args(c, i, l->chunk, l->pos_start, l->pos_count, false);
+    sl_kernel_args *a = &c->calls[i].a;
+    c->calls[i].fn = n->desc->kernel[SL_BACKEND_CPU];
+    a->workspace = c->host_workspace;
+    for (int k = 0; k < n->n_in; k++)
+      if (a->in[k]) {
+        a->in[k] = l->ring[k][l->slot];
+        a->in_bytes[k] = l->in_bytes[k];
+      }
+    sl_error_clear(&c->kernel_err);
+    rc = timed_kernel(a);
+    if (rc != SL_OK) {
+      *c->err = c->kernel_err;
+      if (c->err->code == SL_OK) sl_fail(c->err, rc, "kernel failed");
+    }
+  }
+  if (rc != SL_OK) {
+    sl_error_node(c->err, n->id);
+    sl_error_chunk(c->err, l->chunk);
+  }
+  return rc;
+}
+
+/* Sink i's call for this chunk: its input starts down to the host, and
+ * the previous chunk's call runs. */
+static sl_code run_lagged_sink(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64_t pos_count) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  sl_backend *b = c->b;
+  sl_code rc = SL_OK;
+  if (!c->lag[i]) {
+    if (!(c->lag[i] = sl_calloc(1, sizeof *c->lag[i]))) return sl_fail_nomem(c->err, "a writer's staging");
+    for (int s = 0; s < 2 && rc == SL_OK; s++) rc = b->ops->event_create(b, &c->lag[i]->ev[s], c->err);
+    if (rc != SL_OK) return rc;
+  }
+  sink_lag *l = c->lag[i];
+  int s = l->pending ? 1 - l->slot : 0;
+  fill_args(c, i, chunk, pos_start, pos_count, false);
+  const void *in[8] = {0};
+  int64_t in_bytes[8] = {0};
+  for (int k = 0; k < n->n_in; k++) {
+    in[k] = c->calls[i].a.in[k];
+    in_bytes[k] = c->calls[i].a.in_bytes[k];
+  }
+  for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
+    if (!in[k]) continue;
+    rc = stage(c, &l->ring[k][s], &l->ring_bytes[k][s], (size_t)in_bytes[k], c->err);
+    if (rc == SL_OK)
+      rc = b->ops->copy_async(b, SL_QUEUE_COMPUTE, l->ring[k][s], in[k], (size_t)in_bytes[k], c->err);
+  }
+  if (rc == SL_OK) rc = b->ops->event_record(b, l->ev[s], SL_QUEUE_COMPUTE, c->err);
+  if (rc == SL_OK && l->pending) rc = sink_lag_run(c, i);
+  if (rc != SL_OK) {
+    l->pending = false;
+    return rc;
+  }
+  l->pending = true;
+  l->slot = s;
+  l->chunk = chunk;
+  l->pos_start = pos_start;
+  l->pos_count = pos_count;
+  memcpy(l->in_bytes, in_bytes, sizeof in_bytes);
+  return SL_OK;
+}
+
+/* The pass's chunks are done: the sinks' last calls run (after an error
+ * they are dropped: the run fails and its outputs are not published). */
+static sl_code sink_lags_flush(run_ctx *c, sl_code rc) {
+  for (int i = 0; i < c->p->graph->n_nodes; i++) {
+    sink_lag *l = c->lag[i];
+    if (!l || !l->pending) continue;
+    if (rc == SL_OK) rc = sink_lag_run(c, i);
+    l->pending = false;
+  }
+  return rc;
+}
+
 /* Before a node's call in a chunk: its declared element-wise partials are
  * filled with the combine's identity (in order with the kernels). */
 static sl_code start_partials(run_ctx *c, int i) {
@@ -499,7 +628,9 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   int encoded = 0;
   for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++)
     if (on_host(c, &g->nodes[lv->nodes[k]]))
-      rc = run_host_node(c, lv->nodes[k], chunk, pos_start, pos_count, finalize);
+      rc = lagged(c, &g->nodes[lv->nodes[k]], finalize)
+               ? run_lagged_sink(c, lv->nodes[k], chunk, pos_start, pos_count)
+               : run_host_node(c, lv->nodes[k], chunk, pos_start, pos_count, finalize);
   for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++) {
     int i = lv->nodes[k];
     const sl_node *n = &g->nodes[i];
@@ -692,6 +823,7 @@ static sl_code run_passes(run_ctx *c) {
         if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
       }
     for (int64_t ch = 0; ch < pp->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
+    rc = sink_lags_flush(c, rc);
     /* Phase boundary: the pass's batches ran ahead of the host; a device
      * error in any of them is reported here with its batch. */
     if (rc == SL_OK) rc = b->ops->sync(b, c->err);
@@ -866,6 +998,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   int64_t c_staging_bytes = 0;
   for (int i = 0; began && i < g->n_nodes * 8; i++)
     c_staging_bytes += (int64_t)(c.stage_in_bytes[i] + c.stage_out_bytes[i]);
+  for (int i = 0; began && i < g->n_nodes; i++)
+    for (int k = 0; c.lag[i] && k < 8; k++) c_staging_bytes += (int64_t)(c.lag[i]->ring_bytes[k][0] + c.lag[i]->ring_bytes[k][1]);
   if (began) {
     int n = g->n_nodes ? g->n_nodes : 1;
     res->node_seconds = sl_calloc((size_t)n, sizeof *res->node_seconds);

@@ -491,13 +491,17 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
     for (int b = 0; b < p->n_buffers; b++) {
       const sl_plan_buffer *bf = &p->buffers[b];
       const sl_node *prod = &g->nodes[bf->node];
-      bool staged = prod->desc && prod->desc->host;
-      for (int j = 0; j < g->n_nodes && !staged; j++)
+      bool staged = prod->desc && prod->desc->host, lagged = false;
+      for (int j = 0; j < g->n_nodes; j++)
         for (int q = 0; q < g->nodes[j].n_in; q++)
           if (g->nodes[j].desc && g->nodes[j].desc->host && g->nodes[j].in_src[q].node == bf->node &&
-              g->nodes[j].in_src[q].port == bf->port)
+              g->nodes[j].in_src[q].port == bf->port) {
             staged = true;
+            /* a streamed sink runs a chunk behind from two buffers (exec.c's sink_lag) */
+            lagged |= g->nodes[j].desc->sink && g->nodes[j].phase == SL_PHASE_STREAM;
+          }
       if (staged) p->staging_bytes += bf->bytes;
+      if (lagged) p->staging_bytes += bf->bytes;
     }
   int64_t engine = p->slot_bytes + p->partial_bytes + p->workspace_bytes + p->body_bytes + p->state_bytes;
   if (p->caps.device_memory) {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# On the accelerator machine: load + decode + BF (decode_bf.yaml) of the
+# full-size acquisition under a sweep of the settings that shape the load:
+# the source's read threads and the chunk (positions per call). Prints
+# report.json's execution seconds, phases and per-node host and device
+# seconds for each, so that where the time goes is read off one log.
+#
+#   bash load_sweep.sh BUNDLE [SCAN] [REPS] [READ_THREADS...]
+set -u
+BUNDLE=$1 SCAN=${2:-512} REPS=${3:-2}
+shift 3 2>/dev/null || shift $#
+THREADS=${*:-"4 8 12"}
+B=$BUNDLE/bin D=/tmp/acq-shipped
+export PATH="$B:$PATH" LD_LIBRARY_PATH="$BUNDLE/lib" HDF5_PLUGIN_PATH="$BUNDLE/plugins"
+mkdir -p $D
+if [ ! -e $D/scan_master.h5 ]; then
+  "$B/make_acquisition" $D/scan $SCAN $SCAN 192 192 1000 16 | tail -1
+fi
+cat $D/*.h5 >/dev/null
+cp $BUNDLE/src/bench/device/decode_bf.yaml $D/decode.yaml
+show() {
+  python3 - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ph = r.get("phases", {})
+print("  execution %.4f s, chunks %s; phases: %s" % (r["seconds"], r.get("chunks"),
+      ", ".join("%s %.3f" % (k.replace("_seconds", ""), v) for k, v in ph.items())))
+for n in r["nodes"]:
+    print("    %-6s %-14s host %8.4f s  device %s" % (n["id"], n["type"], n["seconds"],
+          "%.4f s" % n["device_seconds"] if "device_seconds" in n else "-"))
+PY
+}
+for rt in $THREADS; do
+  for r in $(seq $REPS); do
+    echo "== read_threads=$rt rep $r"
+    /usr/bin/time -f "  process wall %e s" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 \
+      --backend cuda --setting read_threads=$rt --out $D/o-sweep --force --quiet 2>&1 | grep wall
+    show $D/o-sweep/report.json
+  done
+done
+for ch in 512 2048 8192; do
+  echo "== chunk $ch (default read threads)"
+  "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda --chunk $ch \
+    --out $D/o-sweep --force --quiet >/dev/null 2>&1 || echo "  failed"
+  show $D/o-sweep/report.json
+done
+echo "== source_overlap=false"
+"$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda --setting source_overlap=false \
+  --out $D/o-sweep --force --quiet >/dev/null 2>&1 || echo "  failed"
+show $D/o-sweep/report.json
