@@ -475,7 +475,8 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
 /* Whether node n's call runs one chunk behind (sink_lag). */
 static bool lagged(const run_ctx *c, const sl_node *n, bool finalize) {
   const sl_backend_ops *o = c->b->ops;
-  return !finalize && on_host(c, n) && n->desc->sink && n->phase == SL_PHASE_STREAM && o->copy_async &&
+  return !finalize && on_host(c, n) && n->desc->sink && n->desc->kernel[SL_BACKEND_CPU] &&
+         n->phase == SL_PHASE_STREAM && o->copy_async &&
          o->event_create && o->event_record && o->event_wait;
 }
 

@@ -4,12 +4,15 @@
  * its state is the run's sl_output_target.
  *
  * A whole image is drawn when it is made, from memory. A streamed one (a
- * scan image, or frames over a 1-D scan) is never held whole: its range is
- * a declared reduction (outputs low and high, combined by min and max; the
- * executor merges each chunk's partial), and after the last chunk finalize
- * draws the rows from what results.h5 holds, read back in strips of at most
- * SL_PNG_STRIP_BYTES. write_h5 of the same output is what writes those rows;
- * reading them writes its waiting positions first. */
+ * scan image, or frames over a 1-D scan) is never held whole: its chunks
+ * are not looked at as they pass; after the last chunk, finalize reads the
+ * rows back from what results.h5 holds in strips of at most
+ * SL_PNG_STRIP_BYTES, once for the range and once to draw. write_h5 of the
+ * same output is what writes those rows; reading them writes its waiting
+ * positions first. (The range used to be a min/max reduction over the
+ * chunks: a host node with outputs on a device backend makes the device
+ * drain at every chunk, which stalled the H200's whole stream; reading 2 MiB
+ * of a 512 x 512 image twice costs nothing next to that.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,16 +28,13 @@ SL_NODE_PARAMS(write_png_params, WRITE_PNG_PARAMS)
 static sl_code write_png_infer(sl_node *n, sl_error *err) {
   if (!sl_output_is_image(&n->in[0]) || n->in[0].encoding != SL_ENC_NONE)
     return sl_fail(err, SL_ERR_PIPELINE, "output '%s' is not a 2-D real image", write_png_params_of(n)->output);
-  int64_t one = 1;
-  n->out[0] = sl_desc_make(SL_F64, 1, &one, 0);
-  n->out[1] = n->out[0];
   return SL_OK;
 }
 
-/* Reads the image once (a streamed one: its chunks, then its rows back from
- * results.h5 after the last chunk), converts every value twice (range,
- * pixel), writes a byte per pixel; holds libpng's and zlib's state and, for
- * a streamed image, one strip of rows read back. */
+/* Reads the image once (a streamed one: twice back from results.h5 after
+ * the last chunk), converts every value twice (range, pixel), writes a byte
+ * per pixel; holds libpng's and zlib's state and, for a streamed image, one
+ * strip of rows read back. */
 static void write_png_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *d = &n->in[0];
@@ -78,23 +78,18 @@ static sl_code rows_from_results(void *ctx, int64_t row0, int64_t n_rows, const 
   return sl_h5_writer_read_rows(s->results, s->name, row0, n_rows, s->strip, err);
 }
 
-/* A streamed image: this chunk's partial range (the executor filled low and
- * high with +inf and -inf and merges them). A whole image: its range, then
- * the PNG. */
+/* A whole image: its range, then the PNG. A streamed image's chunks: nothing
+ * (finalize draws it). */
 static sl_code write_png_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *d = &a->node->in[0];
-  double *lo = a->out[0], *hi = a->out[1];
-  if (d->stream_rank) {
-    sl_values_range(d->dtype, a->in[0], a->pos_count * sl_desc_item_elems(d), lo, hi);
-    return SL_OK;
-  }
-  *lo = INFINITY, *hi = -INFINITY;
-  sl_values_range(d->dtype, a->in[0], sl_desc_elems(d), lo, hi);
+  if (d->stream_rank) return SL_OK;
+  double lo = INFINITY, hi = -INFINITY;
+  sl_values_range(d->dtype, a->in[0], sl_desc_elems(d), &lo, &hi);
   const sl_output_target *t = a->state;
   if (!t) return no_target(a);
   char path[4352];
   png_path(a, t, path, sizeof path);
-  return sl_png_write(path, d, *lo, *hi, rows_in_memory, a, a->err);
+  return sl_png_write(path, d, lo, hi, rows_in_memory, a, a->err);
 }
 
 /* After the last chunk of a streamed image: low and high hold its range. */
@@ -107,16 +102,21 @@ static sl_code write_png_finalize(sl_kernel_args *a) {
   strip_reader s = {t->results, write_png_params_of(a->node)->output, NULL};
   s.strip = malloc((size_t)(sl_png_strip_rows(d) * d->dims[1]) * sl_dtype_size(d->dtype));
   if (!s.strip) return sl_fail(a->err, SL_ERR_NOMEM, "no memory to draw %s", path);
-  sl_code rc = sl_png_write(path, d, *(const double *)a->out[0], *(const double *)a->out[1], rows_from_results,
-                            &s, a->err);
+  double lo = INFINITY, hi = -INFINITY;
+  int64_t strip = sl_png_strip_rows(d);
+  sl_code rc = SL_OK;
+  for (int64_t r = 0; r < d->dims[0] && rc == SL_OK; r += strip) {
+    int64_t n = d->dims[0] - r < strip ? d->dims[0] - r : strip;
+    const void *rows;
+    rc = rows_from_results(&s, r, n, &rows, a->err);
+    if (rc == SL_OK) sl_values_range(d->dtype, rows, n * d->dims[1], &lo, &hi);
+  }
+  if (rc == SL_OK) rc = sl_png_write(path, d, lo, hi, rows_from_results, &s, a->err);
   free(s.strip);
   return rc;
 }
 
 static const sl_port_def write_png_in[] = {{"image", "the graph output: 2-D, real, streamed or whole", NULL, false}};
-static const sl_port_def write_png_out[] = {
-    {"low", "the smallest finite value (black); +inf when there is none", SL_UNIT_OF_INPUT, false},
-    {"high", "the largest finite value (white); -inf when there is none", SL_UNIT_OF_INPUT, false}};
 
 const sl_node_desc sl_node_write_png = {
     .type = "write_png",
@@ -125,11 +125,9 @@ const sl_node_desc sl_node_write_png = {
            "strips).",
     SL_PARAMS_DESC(write_png_params),
     .inputs = write_png_in, .n_inputs = SL_COUNT_OF(write_png_in),
-    .outputs = write_png_out, .n_outputs = SL_COUNT_OF(write_png_out),
     .infer = write_png_infer, .cost = write_png_cost,
     .kernel = {[SL_BACKEND_CPU] = write_png_cpu},
     .finalize = {[SL_BACKEND_CPU] = write_png_finalize},
     .host = true,
     .sink = true,
-    .combine = {SL_COMBINE_MIN, SL_COMBINE_MAX},
 };

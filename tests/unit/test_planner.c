@@ -386,14 +386,11 @@ static void test_writer_nodes(void **state) {
   assert_int_equal(state_of(&f, "img_whole.h5"), 0);
   assert_int_equal(state_of(&f, "img.png"), png_lib + (1 << 20) / 4000 * 4000);
   assert_int_equal(state_of(&f, "img_whole.png"), png_lib);
-  /* the streamed image's range is a declared min/max reduction */
-  int png = sl_graph_find(f.g, "img.png");
-  int low = sl_plan_buffer_index(f.p, png, 0), high = sl_plan_buffer_index(f.p, png, 1);
-  assert_true(f.p->buffers[low].reduction && f.p->buffers[high].reduction);
-  assert_int_equal(f.p->buffers[low].combine, SL_COMBINE_MIN);
-  assert_int_equal(f.p->buffers[high].combine, SL_COMBINE_MAX);
-  int whole_png = sl_graph_find(f.g, "img_whole.png");
-  assert_int_equal(f.p->buffers[sl_plan_buffer_index(f.p, whole_png, 0)].combine, SL_COMBINE_NONE);
+  /* a writer has no outputs (a host node with outputs would make a device
+   * backend drain at each chunk): the streamed image's range is found from
+   * results.h5 after the last chunk */
+  assert_int_equal(f.g->nodes[sl_graph_find(f.g, "img.png")].n_out, 0);
+  assert_int_equal(f.g->nodes[sl_graph_find(f.g, "img_whole.png")].n_out, 0);
   fixture_free(&f);
 }
 
