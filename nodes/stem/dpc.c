@@ -472,7 +472,7 @@ static const sl_port_def dpc_inputs[] = {
     {"com_col", "whole f64 [R, C]: centre of mass, detector columns (scan mean removed)",
      "pixels", false},
     {"adf", "optional whole f64 or u64 [R, C]: an annular dark-field image of the same scan "
-     "(columns bright); chooses the 180-degree branch", "counts", true},
+     "(columns bright); gives the angle over the full turn and its 180-degree branch", "counts", true},
 };
 static const sl_port_def dpc_outputs[] = {
     {"com_row_rot", "whole f64 [R, C]: the field along scan rows, T^t R(-theta) c", "pixels",
