@@ -14,25 +14,28 @@
  * wins. The angle is reported in (-180, 180].
  *
  * The transverse power has period 180 degrees: theta and theta + 180 give
- * opposite fields. The node integrates the rotated field (the iDPC phase,
- * nodes/common/fourier_integral.h) and keeps the branch whose phase
- * correlates positively with the ADF image when the optional `adf` input
- * is given: the CoM of a phase object is the gradient of the phase blurred
- * by the probe intensity, phi * |P|^2, and the ADF image is the columns'
- * scattering strength blurred by the same |P|^2, so the two images share
- * the probe's transfer function, whose sign flips at lattice frequencies
- * under large defocus (a 200 A defocus inverts the iDPC contrast of 2.5 A
- * columns): their correlation keeps its sign where any rule on the phase
- * alone does not. Without an ADF image, the branch whose phase is skewed
- * towards positive peaks (atoms are sparse peaks of positive phase) is
- * kept: right near focus, wrong where the probe inverts the contrast. The
- * evidence is recorded ("branch", "branch_confidence" notes), with a
- * warning when it is weak; an explicit rotation_deg wins.
+ * opposite fields. With the optional `adf` input the ADF matched filter
+ * (nodes/stem/dpc_adf.h) gives the angle over the full turn and the
+ * transpose: the rotated field's correlation with the gradient of the ADF
+ * image, a cos theta + b sin theta, is largest at the right angle (the CoM
+ * is the gradient of the probe-blurred phase and the ADF image the columns
+ * blurred by the same probe, so the two agree in sign whatever the
+ * defocus). Where the curl fit's axis agrees with that angle within 3 of
+ * its sigmas, the curl fit's axis is kept on the ADF's branch; else the
+ * ADF's angle is taken (the curl fit missed the axis: low dose, large
+ * defocus). Without an ADF image the node integrates the rotated field
+ * (the iDPC phase, nodes/common/fourier_integral.h) and keeps the branch
+ * whose phase is skewed towards positive peaks (atoms are sparse peaks of
+ * positive phase): right near focus, wrong where the probe inverts the
+ * contrast. The evidence is recorded ("branch", "branch_confidence",
+ * "angle_uncertainty" notes), with a warning when it is weak; an explicit
+ * rotation_deg wins.
  *
  * On CUDA the node runs on the device (shaders/cuda/stem/dpc.h): spectra,
  * ring sums, the fields and the branch rule's iDPC phase there, the fit's
  * 2x2 algebra and the decisions here, on the few sums read back (the same
- * code as the CPU's: sl_dpc_fit_solve, dpc_branch, dpc_report). Where cuFFT
+ * code as the CPU's: sl_dpc_fit_solve, dpc_adf_angle, dpc_branch_skewness,
+ * dpc_report). Where cuFFT
  * cannot be loaded the CUDA kernel runs the host path on copies of the
  * field and notes why ("backend"). */
 #include <math.h>
@@ -47,6 +50,7 @@
 #include "nodes/common/fourier_integral.h"
 #include "nodes/common/frame_ports.h"
 #include "shaders/cuda/common/cufft_warm_up.h"
+#include "nodes/stem/dpc_adf.h"
 #include "nodes/stem/dpc_fit.h"
 #include "shaders/cuda/stem/dpc.h"
 
@@ -120,7 +124,7 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->library_bytes = SL_FFTW_PLANNER_BYTES;
   c->device_library_bytes = SL_CUFFT_HOST_BYTES;
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
-                   rc * 8 + rows * 8;
+                   2 * rc * 8 + rows * (1 + SL_DPC_ADF_SUMS) * 8;
 #ifdef SLUICE_HAVE_CUDA
   c->device_state_bytes = sl_cuda_dpc_state_bytes(rows, cols);
 #endif
@@ -133,6 +137,8 @@ typedef struct dpc_state {
   sl_fourier_integral integral;
   double *phase;
   double *div2_of_row; /* [rows]: squared divergence summed per row */
+  double *adf;         /* [rows * cols]: the ADF image as f64 */
+  double *adf_of_row;  /* [rows][SL_DPC_ADF_SUMS]: the ADF matched filter's sums per row */
 } dpc_state;
 
 static void dpc_release(sl_node *n) {
@@ -142,6 +148,8 @@ static void dpc_release(sl_node *n) {
   sl_fourier_integral_free(&s->integral);
   free(s->phase);
   free(s->div2_of_row);
+  free(s->adf);
+  free(s->adf_of_row);
   free(s);
   n->state = NULL;
 }
@@ -154,38 +162,28 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   if (rc == SL_OK) rc = sl_dpc_fit_init(&s->fit, rows, cols, err);
   s->phase = malloc((size_t)(rows * cols) * sizeof *s->phase);
   s->div2_of_row = malloc((size_t)rows * sizeof *s->div2_of_row);
-  if (rc == SL_OK && (!s->phase || !s->div2_of_row))
+  s->adf = malloc((size_t)(rows * cols) * sizeof *s->adf);
+  s->adf_of_row = malloc((size_t)(rows * SL_DPC_ADF_SUMS) * sizeof *s->adf_of_row);
+  if (rc == SL_OK && (!s->phase || !s->div2_of_row || !s->adf || !s->adf_of_row))
     rc = sl_fail(err, SL_ERR_NOMEM, "out of memory");
   n->state = s;
   if (rc != SL_OK) dpc_release(n);
   return rc;
 }
 
-/* The sums of the branch rule (shaders/cuda/stem/dpc_math.h,
+/* The sums of the skewness rule (shaders/cuda/stem/dpc_math.h,
  * sl_dpc_branch_score) for the branch (theta, t) of the field. The phase is
  * integrated from the fit's spectra, rotated: no transform of the field
  * again. */
-static sl_dpc_branch_sums branch_sums_of(dpc_state *s, sl_backend *b, double theta, int t, int64_t n,
-                                         const void *adf, sl_dtype adf_type) {
-  sl_dpc_branch_sums v = {0, 0, 0, 0};
+static sl_dpc_branch_sums branch_sums_of(dpc_state *s, sl_backend *b, double theta, int t, int64_t n) {
+  sl_dpc_branch_sums v = {0, 0};
   /* The rotated spectra go into the integral's own buffers. */
   sl_fourier_integral *in = &s->integral;
   sl_dpc_fit_rotated_spectra(&s->fit, theta, t, in->xr, in->xc);
   sl_fourier_integral_from_spectra(in, b, in->xr, in->xc, 0, 1, s->phase);
-  double am = 0;
-  if (adf) {
-    for (int64_t k = 0; k < n; k++)
-      am += adf_type == SL_U64 ? (double)((const uint64_t *)adf)[k] : ((const double *)adf)[k];
-    am /= (double)n;
-  }
   for (int64_t k = 0; k < n; k++) { /* the integral's mean is 0 */
     double p = s->phase[k];
     v.m2 += p * p, v.m3 += p * p * p;
-    if (adf) {
-      double q = (adf_type == SL_U64 ? (double)((const uint64_t *)adf)[k]
-                                     : ((const double *)adf)[k]) - am;
-      v.a2 += q * q, v.pa += p * q;
-    }
   }
   return v;
 }
@@ -197,26 +195,68 @@ static double wrap_deg(double d) {
   return d;
 }
 
-/* The 180-degree branch (see the header) from the evidence `score` of the
- * fitted one: the iDPC phase of the right branch agrees with the ADF image,
- * or without one is skewed towards its peaks. Notes the evidence; returns
- * the sign of the field (-1: the other branch, *theta turned by 180). */
-static double dpc_branch(sl_node *n, double *theta, double score, bool adf) {
+/* The skewness rule's branch threshold (|skewness| below it: a guess), and
+ * the ADF matched filter's (its correlation at the angle taken, in sigmas
+ * of its noise: over the 376 cases of docs/nodes/dpc.md's grid every branch
+ * at or above it was right). */
+#define SKEWNESS_SURE 0.3
+#define ADF_SIGMAS_SURE 4.0
+
+/* The warning of a weak branch decision. */
+static void note_branch_guess(sl_node *n, const char *what, double value) {
+  sl_node_note(n, "warning",
+               "the 180-degree branch of the rotation is a guess (%s %.3f): check the "
+               "contrast of the iDPC image, or give rotation_deg",
+               what, value);
+}
+
+/* The 180-degree branch without an ADF image (see the header) from the
+ * skewness `score` of the fitted one's iDPC phase. Notes the evidence;
+ * returns the sign of the field (-1: the other branch, *theta turned by
+ * 180). */
+static double dpc_branch_skewness(sl_node *n, double *theta, double score) {
   double sign = 1;
   if (score < 0) *theta += 180, sign = -1;
   double c = fabs(score);
-  sl_node_note(n, "branch", "%.4f of the two 180-degree branches, by %s %.3f (the other branch %+.3f)",
-               wrap_deg(*theta),
-               adf ? "the correlation of its iDPC phase with the ADF image" : "the skewness of its iDPC phase", c,
-               -c);
-  sl_node_note(n, "branch_confidence", "%.3f (%s; below %.2f the branch is a guess)", c,
-               adf ? "|correlation| of iDPC and ADF" : "|skewness| of iDPC, no ADF input", adf ? 0.1 : 0.3);
-  if (c < (adf ? 0.1 : 0.3))
-    sl_node_note(n, "warning",
-                 "the 180-degree branch of the rotation is a guess (%s %.3f): check the "
-                 "contrast of the iDPC image, or give rotation_deg",
-                 adf ? "iDPC-ADF correlation" : "iDPC skewness", c);
+  sl_node_note(n, "branch", "%.4f of the two 180-degree branches, by the skewness of its iDPC phase %.3f "
+               "(the other branch %+.3f; no ADF input)", wrap_deg(*theta), c, -c);
+  sl_node_note(n, "branch_confidence", "%.3f (|skewness| of iDPC, no ADF input; below %.2f the branch is a guess)",
+               c, SKEWNESS_SURE);
+  if (c < SKEWNESS_SURE) note_branch_guess(n, "iDPC skewness", c);
   return sign;
+}
+
+/* With an ADF image (see the header): the transpose (given, or the one
+ * whose field correlates more strongly with the ADF gradient) and the angle
+ * over the full turn from the ADF matched filter's totals, the curl fit's
+ * axis kept where it agrees within 3 sigma. Notes the evidence. Returns the
+ * angle, degrees; *t the transpose. */
+static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_result *fit,
+                            const double *totals, int64_t positions, int *t) {
+  sl_dpc_adf_fit af;
+  sl_dpc_adf_solve(totals, sl_dpc_adf_noise(fit, totals[SL_DPC_ADF_F2], positions), &af);
+  *t = cfg->transpose >= 0 ? cfg->transpose : af.strength[1] > af.strength[0] ? 1 : 0;
+  const double adf = af.angle[*t], sigma = af.sigma[*t], axis = fit->angle[*t];
+  double off = fabs(wrap_deg(axis - adf)); /* the axis's distance from the ADF angle, mod 180 */
+  if (off > 90) off = 180 - off;
+  const bool keep_axis = off < 3 * sigma;
+  const double theta = keep_axis ? (fabs(wrap_deg(axis - adf)) <= 90 ? axis : axis + 180) : adf;
+  /* The correlation at the angle taken, in sigmas of its noise. */
+  const double z = isfinite(sigma) && sigma > 0 ? cos((theta - adf) * M_PI / 180.0) / (sigma * M_PI / 180.0) : 0;
+  sl_node_note(n, "branch",
+               "%.4f, by the ADF matched filter (the field's correlation with the ADF image's gradient, "
+               "largest at %.4f +- %.3g degrees; transposed %.4g, untransposed %.4g): %s (the curl fit's "
+               "axis %.4f is %.3g sigma from it)",
+               wrap_deg(theta), adf, sigma, af.strength[1], af.strength[0],
+               keep_axis ? "the curl fit's axis on the ADF's branch" : "the ADF's angle", axis,
+               isfinite(sigma) && sigma > 0 ? off / sigma : INFINITY);
+  sl_node_note(n, "branch_confidence",
+               "%.3f (the ADF correlation at the angle taken, in sigmas of its noise; below %.1f the branch "
+               "is a guess)", z, ADF_SIGMAS_SURE);
+  sl_node_note(n, "angle_uncertainty", "%.3g degrees (1 sigma of the ADF matched filter's angle, CoM shot noise)",
+               sigma);
+  if (z < ADF_SIGMAS_SURE) note_branch_guess(n, "ADF correlation in sigmas", z);
+  return theta;
 }
 
 /* The transpose: given, or the one with the smaller residual. */
@@ -285,6 +325,21 @@ static void curl_div_rows(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
+/* The ADF matched filter's sums, by rows shared among the workers
+ * (dpc_math.h's arithmetic, which the device shares). */
+typedef struct adf_job {
+  const double *cr, *cc, *q;
+  int64_t rows, cols;
+  double *sums_of_row;
+} adf_job;
+
+static void adf_rows(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const adf_job *f = ctx;
+  for (int64_t i = begin; i < end; i++)
+    sl_dpc_adf_row(f->cr, f->cc, f->q, f->rows, f->cols, i, f->sums_of_row + i * SL_DPC_ADF_SUMS);
+}
+
 /* Rows per task of the output passes. */
 enum { FIELD_ROWS_GRAIN = 16 };
 
@@ -311,14 +366,22 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_dpc_fit_run(&st->fit, a->backend, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = dpc_transpose(&cfg, &fit);
   double theta = fit.angle[t], sign = 1;
-  if (cfg.fit_angle) {
-    const void *adf = has_adf(n) ? a->in[2] : NULL;
-    sl_dpc_branch_sums v = branch_sums_of(st, a->backend, theta, t, rows * cols, adf, n->in[2].dtype);
-    sign = dpc_branch(n, &theta, sl_dpc_branch_score(&v, rows * cols, adf != NULL), adf != NULL);
+  if (cfg.fit_angle && has_adf(n)) {
+    const void *adf = a->in[2];
+    for (int64_t k = 0; k < rows * cols; k++)
+      st->adf[k] = n->in[2].dtype == SL_U64 ? (double)((const uint64_t *)adf)[k] : ((const double *)adf)[k];
+    adf_job aj = {cr, cc, st->adf, rows, cols, st->adf_of_row};
+    a->backend->ops->parallel_for(a->backend, rows, FIELD_ROWS_GRAIN, adf_rows, &aj);
+    double totals[SL_DPC_ADF_SUMS];
+    sl_dpc_adf_totals(st->adf_of_row, rows, totals);
+    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, &t);
+  } else if (cfg.fit_angle) {
+    sl_dpc_branch_sums v = branch_sums_of(st, a->backend, theta, t, rows * cols);
+    sign = dpc_branch_skewness(n, &theta, sl_dpc_branch_score(&v, rows * cols));
   }
-  /* Rotated field: c_scan = T^t R(-theta) c_det, theta the fitted one
-   * (the other branch's field is its negative, exactly). */
-  double th = fit.angle[t] * M_PI / 180.0;
+  /* Rotated field: c_scan = T^t R(-theta) c_det (the skewness rule's other
+   * branch: the fitted angle's field negated, exactly). */
+  double th = (sign < 0 ? fit.angle[t] : theta) * M_PI / 180.0;
   field_job fj = {cr, cc, rows, cols, sign * cos(th), sign * sin(th), t,
                   a->out[0], a->out[1], a->out[4], a->out[5], st->div2_of_row};
   sl_backend *b = a->backend;
@@ -377,18 +440,27 @@ static sl_code dpc_cuda(sl_kernel_args *a) {
                                  .device_state = sl_glue_device_state(a)};
   bool on_device = false;
   char why[512] = "";
-  /* The totals go where the host pass leaves them (block 0). */
-  rc = sl_cuda_dpc_rings(&cp, a, st->fit.ring_sums, &on_device, why, sizeof why);
+  const bool adf_fit = adf && cfg.fit_angle;
+  /* The totals go where the host pass leaves them (block 0); the ADF
+   * matched filter's sums per row where the host's go. */
+  rc = sl_cuda_dpc_rings(&cp, a, st->fit.ring_sums, adf_fit ? st->adf_of_row : NULL, &on_device, why, sizeof why);
   if (rc != SL_OK) return rc;
   if (!on_device) return dpc_cuda_on_host(a, why);
   sl_dpc_fit_result fit;
   sl_dpc_fit_solve(&st->fit, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = dpc_transpose(&cfg, &fit);
-  double theta = fit.angle[t], th = theta * M_PI / 180.0, sign = 1;
-  sl_dpc_branch_sums v = {0, 0, 0, 0};
-  rc = sl_cuda_dpc_fields(&cp, a, cos(th), sin(th), t, cfg.fit_angle, st->div2_of_row, &v);
+  double theta = fit.angle[t], sign = 1;
+  if (adf_fit) {
+    double totals[SL_DPC_ADF_SUMS];
+    sl_dpc_adf_totals(st->adf_of_row, rows, totals);
+    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, &t);
+  }
+  const double th = theta * M_PI / 180.0;
+  sl_dpc_branch_sums v = {0, 0};
+  const bool skewness = cfg.fit_angle && !adf;
+  rc = sl_cuda_dpc_fields(&cp, a, cos(th), sin(th), t, skewness, st->div2_of_row, &v);
   if (rc != SL_OK) return rc;
-  if (cfg.fit_angle) sign = dpc_branch(n, &theta, sl_dpc_branch_score(&v, rows * cols, adf), adf);
+  if (skewness) sign = dpc_branch_skewness(n, &theta, sl_dpc_branch_score(&v, rows * cols));
   theta = dpc_report(n, &cfg, t, theta, &fit, mean_div2(st, rows, cols));
   return sl_cuda_dpc_finish(&cp, a, sign < 0, theta, t);
 }
@@ -400,7 +472,7 @@ static const sl_port_def dpc_inputs[] = {
     {"com_col", "whole f64 [R, C]: centre of mass, detector columns (scan mean removed)",
      "pixels", false},
     {"adf", "optional whole f64 or u64 [R, C]: an annular dark-field image of the same scan "
-     "(columns bright); chooses the 180-degree branch", "counts", true},
+     "(columns bright); gives the angle over the full turn and its 180-degree branch", "counts", true},
 };
 static const sl_port_def dpc_outputs[] = {
     {"com_row_rot", "whole f64 [R, C]: the field along scan rows, T^t R(-theta) c", "pixels",

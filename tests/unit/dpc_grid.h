@@ -57,6 +57,16 @@ typedef dpc_grid_answer (*dpc_grid_runner)(const double *cr, const double *cc, c
  * that is not quite efficient still in 95%. */
 #define DPC_GRID_DETERMINABLE 0.7
 
+/* Where the data hold the 180-degree branch: a Cramer-Rao bound of at most
+ * this many degrees (an efficient fit is then 90 degrees off in none of a
+ * million cases; the node's rule was right in all 243 such cases of the
+ * 64x64 grid of docs/nodes/dpc.md). */
+#define DPC_GRID_BRANCH_HELD 5.0
+/* The node's branch_confidence (ADF correlation in sigmas) from which it
+ * gives no warning: the branch must be right there (nodes/stem/dpc.c,
+ * ADF_SIGMAS_SURE). */
+#define DPC_GRID_SURE 4.0
+
 typedef struct dpc_grid_counts {
   int cases, right, within1, within2, within5, transpose_right;
 } dpc_grid_counts;
@@ -71,6 +81,8 @@ typedef struct dpc_grid_cell {
 
 typedef struct dpc_grid_stats {
   dpc_grid_counts all, det;
+  dpc_grid_counts held; /* bound <= DPC_GRID_BRANCH_HELD */
+  dpc_grid_counts sure; /* branch_confidence >= DPC_GRID_SURE (no warning) */
   double worst_det; /* degrees, mod 180, over the determinable cases */
 } dpc_grid_stats;
 
@@ -298,6 +310,8 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
           cell->err180[cell->c.cases] = err180, cell->bound[cell->c.cases] = a.bound;
           dpc_grid_count(&cell->c, err, err180, a.transpose == t);
           dpc_grid_count(&s.all, err, err180, a.transpose == t);
+          if (a.bound <= DPC_GRID_BRANCH_HELD) dpc_grid_count(&s.held, err, err180, a.transpose == t);
+          if (a.confidence >= DPC_GRID_SURE) dpc_grid_count(&s.sure, err, err180, a.transpose == t);
           if (det) {
             dpc_grid_count(&s.det, err, err180, a.transpose == t);
             if (err180 > s.worst_det) s.worst_det = err180;
@@ -318,6 +332,8 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
   fprintf(stderr, "atomic columns, %dx%d scan:\n", g->scan, g->scan);
   dpc_grid_print("all", &s.all);
   dpc_grid_print("determinable (Cramer-Rao bound <= 0.7 deg)", &s.det);
+  dpc_grid_print("branch held by the data (bound <= 5 deg)", &s.held);
+  dpc_grid_print("no branch warning (confidence >= 4)", &s.sure);
   fprintf(stderr, "  worst determinable angle error %.2f deg\n", s.worst_det);
   dpc_grid_table(g, cells);
   for (int k = 0; k < n_cells; k++) free(cells[k].err180), free(cells[k].bound);

@@ -10,7 +10,7 @@
  * and 180-degree branch (exactly), the angle within 1e-12 relative, the
  * four fields (rotated row and column, curl, divergence) within 1e-12 of
  * their largest value, and the same notes (rotation_deg, transpose, curl,
- * branch, branch_confidence, warning: printed with 3 to 6 digits, so equal
+ * branch, branch_confidence, angle_uncertainty, warning: printed with 3 to 6 digits, so equal
  * as text). What differs is printed: which output, by how much, where.
  *
  * Also: the device state reused by a second run (the same doubles); the
@@ -55,7 +55,8 @@ static sl_backend *g_cpu, *g_cuda;
 /* ---- running the node on a backend ---------------------------------------------- */
 
 /* The notes compared between host and device, in this order. */
-static const char *const k_notes[] = {"rotation_deg", "transpose", "curl", "branch", "branch_confidence", "warning"};
+static const char *const k_notes[] = {"rotation_deg", "transpose", "curl", "branch", "branch_confidence", "angle_uncertainty",
+                                      "warning"};
 #define N_NOTES (sizeof k_notes / sizeof k_notes[0])
 
 typedef struct dpc_out {

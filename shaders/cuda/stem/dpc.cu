@@ -10,18 +10,18 @@
 
 static const char k_node[] = "dpc";
 
-/* Blocks of the branch rule's reductions (of SL_INTEGRAL_THREADS threads),
- * and its sums: p^2, p^3, q^2, p q (sl_dpc_branch_sums). */
+/* Blocks of the skewness rule's reductions (of SL_INTEGRAL_THREADS
+ * threads), and its sums: p^2, p^3 (sl_dpc_branch_sums). */
 #define STAT_BLOCKS 256
-#define STAT_SUMS 4
+#define STAT_SUMS 2
 
 /* The node's device table. */
 typedef struct dpc_pieces {
   sl_cuda_integral_pieces integral; /* 2R x 2C; its fields also carry the forward spectra */
   double *spectra;                  /* [4][(R + 1) (C + 1)], kr major: dpc_math.h's order */
   double *ring_totals;              /* [rings][SL_DPC_RING_SUMS] */
-  double *phase;                    /* [R C] */
-  double *adf_partials;             /* [STAT_BLOCKS] */
+  double *phase;                    /* [R C]; in step 1 the ADF image as f64 (no phase with one) */
+  double *adf_of_row;               /* [R][SL_DPC_ADF_SUMS] */
   double *stat_partials;            /* [STAT_SUMS][STAT_BLOCKS] */
   double *stats;                    /* [STAT_SUMS] */
   double *div2_of_row;              /* [R] */
@@ -33,7 +33,7 @@ static void dpc_layout(sl_table *t, int64_t R, int64_t C, dpc_pieces *o) {
   o->spectra = (double *)sl_table_take(t, 4 * (R + 1) * (C + 1) * d);
   o->ring_totals = (double *)sl_table_take(t, sl_dpc_rings(R, C) * SL_DPC_RING_SUMS * d);
   o->phase = (double *)sl_table_take(t, R * C * d);
-  o->adf_partials = (double *)sl_table_take(t, STAT_BLOCKS * d);
+  o->adf_of_row = (double *)sl_table_take(t, R * SL_DPC_ADF_SUMS * d);
   o->stat_partials = (double *)sl_table_take(t, STAT_SUMS * STAT_BLOCKS * d);
   o->stats = (double *)sl_table_take(t, STAT_SUMS * d);
   o->div2_of_row = (double *)sl_table_take(t, R * d);
@@ -155,40 +155,28 @@ __global__ void sl_k_dpc_div2_rows(const double *__restrict__ div, double *__res
   }
 }
 
-__device__ __forceinline__ double adf_at(const void *adf, bool u64, long long k) {
-  return u64 ? (double)((const unsigned long long *)adf)[k] : ((const double *)adf)[k];
-}
-
-/* Each block's sum of the ADF image (STAT_BLOCKS blocks). */
-__global__ void sl_k_dpc_adf_partials(const void *__restrict__ adf, bool u64, long long n, double *__restrict__ partials) {
-  double s = 0;
+/* The ADF image as f64 (the host's conversion). */
+__global__ void sl_k_dpc_adf_f64(const void *__restrict__ adf, bool u64, long long n, double *__restrict__ q) {
   for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
-    s += adf_at(adf, u64, k);
-  const double total = sl_cuda_block_sum(s);
-  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+    q[k] = u64 ? (double)((const unsigned long long *)adf)[k] : ((const double *)adf)[k];
 }
 
-/* Each block's sums p^2, p^3 and (adf non-NULL) q^2, p q, q = adf - its mean
- * (every block sums the ADF partials itself, in the same order). */
-__global__ void sl_k_dpc_branch_partials(const double *__restrict__ phase, const void *__restrict__ adf, bool u64,
-                                         long long n, const double *__restrict__ adf_partials,
-                                         double *__restrict__ partials) {
-  double am = 0;
-  if (adf) {
-    double p = 0;
-    for (int b = threadIdx.x; b < STAT_BLOCKS; b += blockDim.x) p += adf_partials[b];
-    am = sl_cuda_block_sum(p) / (double)n;
-  }
-  double m2 = 0, m3 = 0, a2 = 0, pa = 0;
+/* The ADF matched filter's sums of each row, one thread per row
+ * (sl_dpc_adf_row: the host's order and roundings). */
+__global__ void sl_k_dpc_adf_rows(const double *__restrict__ cr, const double *__restrict__ cc,
+                                  const double *__restrict__ q, double *__restrict__ sums, long long R, long long C) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < R; i += (long long)gridDim.x * blockDim.x)
+    sl_dpc_adf_row(cr, cc, q, R, C, i, sums + i * SL_DPC_ADF_SUMS);
+}
+
+/* Each block's sums p^2, p^3 of the phase. */
+__global__ void sl_k_dpc_branch_partials(const double *__restrict__ phase, long long n, double *__restrict__ partials) {
+  double m2 = 0, m3 = 0;
   for (long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
     const double p = phase[k];
     m2 += p * p, m3 += p * p * p;
-    if (adf) {
-      const double q = adf_at(adf, u64, k) - am;
-      a2 += q * q, pa += p * q;
-    }
   }
-  const double v[STAT_SUMS] = {m2, m3, a2, pa};
+  const double v[STAT_SUMS] = {m2, m3};
   for (int s = 0; s < STAT_SUMS; s++) {
     const double total = sl_cuda_block_sum(v[s]);
     if (threadIdx.x == 0) partials[s * STAT_BLOCKS + blockIdx.x] = total;
@@ -224,7 +212,8 @@ static const sl_device_kernel dpc_kernels[] = {
     ENTRY("dpc_rotate", sl_k_dpc_rotate),
     ENTRY("dpc_curl_div", sl_k_dpc_curl_div),
     ENTRY("dpc_div2_rows", sl_k_dpc_div2_rows),
-    ENTRY("dpc_adf_partials", sl_k_dpc_adf_partials),
+    ENTRY("dpc_adf_f64", sl_k_dpc_adf_f64),
+    ENTRY("dpc_adf_rows", sl_k_dpc_adf_rows),
     ENTRY("dpc_branch_partials", sl_k_dpc_branch_partials),
     ENTRY("dpc_branch_total", sl_k_dpc_branch_total),
     ENTRY("dpc_negate", sl_k_dpc_negate),
@@ -297,7 +286,7 @@ static sl_code read_back(sl_kernel_args *a, void *host, const void *dev, size_t 
 /* ---- launchers ------------------------------------------------------------------- */
 
 extern "C" sl_code sl_cuda_dpc_rings(const sl_cuda_dpc_params *p, sl_kernel_args *a, double *ring_totals,
-                                     bool *on_device, char *why, size_t why_size) {
+                                     double *adf_of_row, bool *on_device, char *why, size_t why_size) {
   *on_device = false;
   dpc_device_state *s = NULL;
   sl_code rc = state_build(p, a, &s, why, why_size);
@@ -316,8 +305,18 @@ extern "C" sl_code sl_cuda_dpc_rings(const sl_cuda_dpc_params *p, sl_kernel_args
   const int64_t rings = sl_dpc_rings(R, C);
   sl_k_dpc_rings<<<(unsigned)rings, SL_INTEGRAL_THREADS, 0, st>>>(s->mem.spectra, s->mem.ring_totals, R, C);
   if ((rc = sl_cuda_check_launch(a, "sl_k_dpc_rings"))) return rc;
+  if (adf_of_row) {
+    sl_k_dpc_adf_f64<<<sl_cuda_stem_grid(a, R * C), 256, 0, st>>>(a->in[2], p->adf_u64, R * C, s->mem.phase);
+    if ((rc = sl_cuda_check_launch(a, "sl_k_dpc_adf_f64"))) return rc;
+    sl_k_dpc_adf_rows<<<sl_cuda_stem_grid(a, R), 64, 0, st>>>((const double *)a->in[0], (const double *)a->in[1],
+                                                              s->mem.phase, s->mem.adf_of_row, R, C);
+    if ((rc = sl_cuda_check_launch(a, "sl_k_dpc_adf_rows"))) return rc;
+  }
   rc = read_back(a, ring_totals, s->mem.ring_totals, (size_t)(rings * SL_DPC_RING_SUMS) * sizeof(double),
                  "reading the ring sums back");
+  if (rc == SL_OK && adf_of_row)
+    rc = read_back(a, adf_of_row, s->mem.adf_of_row, (size_t)(R * SL_DPC_ADF_SUMS) * sizeof(double),
+                   "reading the ADF matched filter's sums back");
   return rc == SL_OK ? sl_cuda_wait(a) : rc;
 }
 
@@ -338,24 +337,18 @@ extern "C" sl_code sl_cuda_dpc_fields(const sl_cuda_dpc_params *p, sl_kernel_arg
   if ((rc = sl_cuda_check_launch(a, "sl_k_dpc_div2_rows"))) return rc;
   if (branch) {
     if ((rc = sl_cuda_integral_run(&ds->in, a, orow, ocol, 0, 1, ds->mem.phase, k_node))) return rc;
-    const void *adf = a->in[2];
-    if (adf) {
-      sl_k_dpc_adf_partials<<<STAT_BLOCKS, SL_INTEGRAL_THREADS, 0, st>>>(adf, p->adf_u64, n, ds->mem.adf_partials);
-      if ((rc = sl_cuda_check_launch(a, "sl_k_dpc_adf_partials"))) return rc;
-    }
-    sl_k_dpc_branch_partials<<<STAT_BLOCKS, SL_INTEGRAL_THREADS, 0, st>>>(ds->mem.phase, adf, p->adf_u64, n,
-                                                                         ds->mem.adf_partials, ds->mem.stat_partials);
+    sl_k_dpc_branch_partials<<<STAT_BLOCKS, SL_INTEGRAL_THREADS, 0, st>>>(ds->mem.phase, n, ds->mem.stat_partials);
     if ((rc = sl_cuda_check_launch(a, "sl_k_dpc_branch_partials"))) return rc;
     sl_k_dpc_branch_total<<<1, SL_INTEGRAL_THREADS, 0, st>>>(ds->mem.stat_partials, ds->mem.stats);
     if ((rc = sl_cuda_check_launch(a, "sl_k_dpc_branch_total"))) return rc;
   }
   /* One wait for everything the host reads. */
-  double v[STAT_SUMS] = {0, 0, 0, 0};
+  double v[STAT_SUMS] = {0, 0};
   if (branch) rc = read_back(a, v, ds->mem.stats, sizeof v, "reading the branch sums back");
   if (rc == SL_OK)
     rc = read_back(a, div2_of_row, ds->mem.div2_of_row, (size_t)R * sizeof(double), "reading the squared divergence back");
   if (rc == SL_OK) rc = sl_cuda_wait(a);
-  if (rc == SL_OK && branch) sums->m2 = v[0], sums->m3 = v[1], sums->a2 = v[2], sums->pa = v[3];
+  if (rc == SL_OK && branch) sums->m2 = v[0], sums->m3 = v[1];
   return rc;
 }
 

@@ -1,8 +1,10 @@
 /* dpc on CUDA (dpc.cu): the rotation fit's spectra and ring sums, the
- * rotated field with its curl and divergence, and the iDPC phase and sums of
- * the 180-degree branch rule, all on the device; the host reads back only
- * what it decides with (the ring sums, [2 max(R, C) + 1][8] doubles; the
- * branch rule's four sums; the rows' squared divergence, R doubles) and
+ * rotated field with its curl and divergence, the ADF matched filter's sums
+ * and (without an ADF image) the iDPC phase and sums of the skewness
+ * rule, all on the device; the host reads back only
+ * what it decides with (the ring sums, [2 max(R, C) + 1][8] doubles; the ADF
+ * matched filter's sums per row, R x 6 doubles; the skewness rule's two
+ * sums; the rows' squared divergence, R doubles) and
  * solves the 2x2 forms itself (nodes/stem/dpc_fit.c, sl_dpc_fit_solve), so
  * the fit's decisions are the host code's. Three steps, called in order by
  * the node (nodes/stem/dpc.c):
@@ -11,13 +13,15 @@
  *      DST-II along each axis, nodes/common/mirror_spectrum.h) as the batched
  *      complex FFT of the 2R x 2C extensions, two real fields packed in one
  *      complex one; then the ring sums (dpc_math.h), one block per ring, a
- *      fixed order: the same bits every run.
+ *      fixed order: the same bits every run; with an ADF image, the matched
+ *      filter's sums of each row (dpc_math.h, one thread per row, the
+ *      host's bits).
  *   2. sl_cuda_dpc_fields: out[0], out[1] = T^t R(-theta) c (sign +1),
  *      out[4], out[5] = its curl and divergence (the host's bits for the same
  *      cos and sin: dpc_math.h), the rows' squared divergence; with `branch`
- *      the iDPC phase of that field (fourier_integral.cuh, idpc's
- *      integration) and the branch rule's sums.
- *   3. sl_cuda_dpc_finish: the other branch negates the four fields (exact:
+ *      (the skewness rule: no ADF image) the iDPC phase of that field
+ *      (fourier_integral.cuh, idpc's integration) and its two sums.
+ *   3. sl_cuda_dpc_finish: the skewness rule's other branch negates the four fields (exact:
  *      every step of them is odd in the field); out[2] = theta, out[3] = t.
  *
  * Equal to the CPU within rounding: the spectra come from another FFT
@@ -47,17 +51,19 @@ typedef struct sl_cuda_dpc_params {
 int64_t sl_cuda_dpc_state_bytes(int64_t rows, int64_t cols);
 
 /* Step 1: ring_totals[sl_dpc_rings(rows, cols) * SL_DPC_RING_SUMS] (host)
- * from the field in[0], in[1]. When cuFFT cannot be loaded (or needs a
- * larger work area than the table holds) returns SL_OK with *on_device false
+ * from the field in[0], in[1]; with adf_of_row (host, non-NULL: the ADF
+ * image in[2] is connected) also the ADF matched filter's sums of each row,
+ * [rows][SL_DPC_ADF_SUMS] (sl_dpc_adf_row: the host's bits). When cuFFT
+ * cannot be loaded (or needs a larger work area than the table holds) returns SL_OK with *on_device false
  * and the reason in why[why_size], having enqueued nothing: the caller runs
  * its host path. Waits for the device (the sums are read back). */
-sl_code sl_cuda_dpc_rings(const sl_cuda_dpc_params *p, sl_kernel_args *a, double *ring_totals, bool *on_device,
-                          char *why, size_t why_size);
+sl_code sl_cuda_dpc_rings(const sl_cuda_dpc_params *p, sl_kernel_args *a, double *ring_totals, double *adf_of_row,
+                          bool *on_device, char *why, size_t why_size);
 
 /* Step 2, after step 1: the fields for (c, s) = (cos theta, sin theta) and
  * t; div2_of_row[rows] (host): each row's sum of squared divergence, in
  * column order; with `branch` *sums (host) from the iDPC phase of the
- * field and in[2] when it is connected (non-NULL). Waits for the device. */
+ * field (the skewness rule). Waits for the device. */
 sl_code sl_cuda_dpc_fields(const sl_cuda_dpc_params *p, sl_kernel_args *a, double c, double s, int t, bool branch,
                            double *div2_of_row, sl_dpc_branch_sums *sums);
 

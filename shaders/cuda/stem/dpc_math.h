@@ -139,19 +139,43 @@ SL_DPC_FN void sl_dpc_curl_div(const double *orow, const double *ocol, int64_t r
   *div = sl_dpc_add(drr, dcc);
 }
 
-/* The sums of the 180-degree branch rule over the iDPC phase p (mean 0) of
- * the rotated field and, with an ADF image a, q = a - mean(a). */
+/* The ADF matched filter (nodes/stem/dpc_adf.h): per scan row, for each
+ * transpose t, a_t = sum A . grad q and b_t = sum B . grad q, where the field
+ * rotated by theta is cos A + sin B (A = T^t c, B = T^t (c_c, -c_r), as in
+ * sl_dpc_add_frequency) and grad q the central-difference gradient of the
+ * ADF image q; then sum |grad q|^2 and sum |c|^2. The correlation of the
+ * rotated field with grad q is a_t cos theta + b_t sin theta. */
+enum { SL_DPC_ADF_A0, SL_DPC_ADF_B0, SL_DPC_ADF_A1, SL_DPC_ADF_B1, SL_DPC_ADF_G2, SL_DPC_ADF_F2,
+       SL_DPC_ADF_SUMS };
+
+/* Row i's sums (out[SL_DPC_ADF_SUMS]), added in column order. */
+SL_DPC_FN void sl_dpc_adf_row(const double *cr, const double *cc, const double *q, int64_t rows, int64_t cols,
+                              int64_t i, double *out) {
+  double s[SL_DPC_ADF_SUMS] = {0, 0, 0, 0, 0, 0};
+  for (int64_t j = 0; j < cols; j++) {
+    const double r = cr[i * cols + j], c = cc[i * cols + j];
+    const double gr = sl_dpc_d_row(q, rows, cols, i, j), gc = sl_dpc_d_col(q, cols, i, j);
+    const double rr = sl_dpc_mul(r, gr), rc = sl_dpc_mul(r, gc), cr_ = sl_dpc_mul(c, gr), cc_ = sl_dpc_mul(c, gc);
+    s[SL_DPC_ADF_A0] = sl_dpc_add(s[SL_DPC_ADF_A0], sl_dpc_add(rr, cc_));
+    s[SL_DPC_ADF_B0] = sl_dpc_add(s[SL_DPC_ADF_B0], sl_dpc_sub(cr_, rc));
+    s[SL_DPC_ADF_A1] = sl_dpc_add(s[SL_DPC_ADF_A1], sl_dpc_add(cr_, rc));
+    s[SL_DPC_ADF_B1] = sl_dpc_add(s[SL_DPC_ADF_B1], sl_dpc_sub(cc_, rr));
+    s[SL_DPC_ADF_G2] = sl_dpc_add(s[SL_DPC_ADF_G2], sl_dpc_add(sl_dpc_mul(gr, gr), sl_dpc_mul(gc, gc)));
+    s[SL_DPC_ADF_F2] = sl_dpc_add(s[SL_DPC_ADF_F2], sl_dpc_add(sl_dpc_mul(r, r), sl_dpc_mul(c, c)));
+  }
+  for (int k = 0; k < SL_DPC_ADF_SUMS; k++) out[k] = s[k];
+}
+
+/* The sums of the 180-degree branch rule without an ADF image over the
+ * iDPC phase p (mean 0) of the rotated field. */
 typedef struct sl_dpc_branch_sums {
   double m2, m3; /* sum p^2, sum p^3 */
-  double a2, pa; /* sum q^2, sum p q (0 without ADF) */
 } sl_dpc_branch_sums;
 
 /* The evidence for the branch of the field, positive for it, negative for
- * the other (its negative): with an ADF image, the correlation of the phase
- * with it; else the phase's skewness E[p^3] / E[p^2]^1.5. 0 for a flat
- * phase. n: the scan positions. */
-SL_DPC_FN double sl_dpc_branch_score(const sl_dpc_branch_sums *s, int64_t n, int adf) {
-  if (adf) return s->m2 > 0 && s->a2 > 0 ? s->pa / sqrt(s->m2 * s->a2) : 0;
+ * the other (its negative): the phase's skewness E[p^3] / E[p^2]^1.5. 0 for
+ * a flat phase. n: the scan positions. */
+SL_DPC_FN double sl_dpc_branch_score(const sl_dpc_branch_sums *s, int64_t n) {
   return s->m2 > 0 ? (s->m3 / (double)n) / pow(s->m2 / (double)n, 1.5) : 0;
 }
 
