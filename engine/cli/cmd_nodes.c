@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "engine/core/json.h"
 #include "engine/core/util.h"
 #include "engine/cli/cli.h"
@@ -14,13 +15,14 @@ const char *const cli_help_nodes =
     "Lists node types, or one type's params, ports and backends, from the node\n"
     "descriptors.\n";
 
-/* The backends with a kernel of the node's; a host node's CPU kernel runs
+/* The backends with a kernel of the node's (a node with produce runs on
+ * every device backend compiled in: the executor copies what it makes); a host node's CPU kernel runs
  * under every backend (the executor stages its data), which the text says
  * (`said`; JSON has "host" for it). */
 static const char *backends_of(const sl_node_desc *d, bool said, char *buf, size_t n) {
   buf[0] = 0;
   for (int k = 0; k < SL_BACKEND_COUNT; k++)
-    if (d->kernel[k]) {
+    if (d->kernel[k] || (d->produce && k != SL_BACKEND_CPU && sl_backend_ops_for((sl_backend_kind)k))) {
       size_t len = strlen(buf);
       snprintf(buf + len, n - len, "%s%s", len ? ", " : "", sl_backend_kind_name((sl_backend_kind)k));
     }

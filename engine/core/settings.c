@@ -19,7 +19,8 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
     [SL_SET_CUDA_SYNC] = {"cuda_sync", "SLUICE_CUDA_SYNC", BOOL_CHOICES, "false",
                           "cuda: wait after every batch (debugging: faults found at their batch)"},
     [SL_SET_SOURCE_OVERLAP] = {"source_overlap", "SLUICE_SOURCE_OVERLAP", BOOL_CHOICES, "true",
-                               "cuda: the detector source uploads on a copy queue while kernels run"},
+                               "device backends: a stream source's chunks (produce) are copied on a copy "
+                               "queue by a helper thread while kernels run; false: in order with them"},
     [SL_SET_H5_INDEX] = {"h5_index", "SLUICE_H5_INDEX", "btree|api", "btree",
                          "how a chunked dataset's chunks are listed: sluice's own B-tree reader, or "
                          "the HDF5 library's chunk iteration"},

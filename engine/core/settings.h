@@ -18,7 +18,7 @@ typedef enum sl_setting_id {
   SL_SET_SIMD = 0,       /* auto|scalar|sse2|avx2 (SLUICE_SIMD) */
   SL_SET_CUDA_DEVICE,    /* device index (SLUICE_CUDA_DEVICE) */
   SL_SET_CUDA_SYNC,      /* wait after every batch: true|false (SLUICE_CUDA_SYNC) */
-  SL_SET_SOURCE_OVERLAP, /* CUDA source copies overlap kernels: true|false (SLUICE_SOURCE_OVERLAP) */
+  SL_SET_SOURCE_OVERLAP, /* produce's copies overlap kernels: true|false (SLUICE_SOURCE_OVERLAP) */
   SL_SET_H5_INDEX,       /* chunk listing: btree (own reader)|api (HDF5 library) (SLUICE_H5_INDEX) */
   SL_SET_READ_THREADS,   /* reader threads, 0 = automatic (SLUICE_READ_THREADS) */
   SL_SET_CUFFT,          /* cuFFT library: a name or path, none, or empty (SLUICE_CUFFT) */

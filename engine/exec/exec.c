@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "engine/core/progress.h"
+#include "engine/core/settings.h"
 #include "engine/core/util.h"
 #include "engine/exec/pool.h"
+#include "engine/exec/prefetch.h"
 
 /* One node's call in a batch: the kernel args first, so the backend's pointer
  * to the args is also a pointer to the call, which times the kernel. */
@@ -71,6 +73,11 @@ typedef struct run_ctx {
   void *worker_scratch;
   void *host_workspace; /* device backends: host nodes' workspace */
   void **device_table; /* per node: its lent device table, or NULL */
+  /* Per node: its prefetch stage during a pass (a node with produce on a
+   * device backend; engine/exec/prefetch.h), else NULL; per plan buffer:
+   * the ring buffer that holds the running chunk of such a node's output. */
+  sl_prefetch **prefetch;
+  void **produced;
   /* Per plan buffer: a declared reduction's partial (or NULL), and the
    * bytes a variable-size buffer holds now (a concat: appended so far). */
   void **partial;
@@ -107,6 +114,7 @@ static const void *input_ptr(const run_ctx *c, sl_edge_src s);
  * running chunk's positions of the whole input it windows. */
 static void *buffer_ptr(const run_ctx *c, int node, int port) {
   const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[node * 8 + port]];
+  if (c->produced[c->buf_of[node * 8 + port]]) return c->produced[c->buf_of[node * 8 + port]];
   if (!bf->view) return c->slot_ptr[bf->slot];
   const sl_node *n = &c->p->graph->nodes[node];
   return (char *)input_ptr(c, n->in_src[port]) + c->pos_start * sl_desc_item_bytes(&n->out[port]);
@@ -214,7 +222,8 @@ static void sink_lag_free(run_ctx *c, sink_lag *l) {
 static bool ctx_tables_made(const run_ctx *c) {
   return c->slot_ptr && c->buf_of && c->node_seconds && c->node_device_seconds && c->node_calls &&
          c->level_seconds && c->calls && c->device_table && c->partial && c->actual &&
-         c->concat_chunks && c->stage_in && c->stage_out && c->stage_in_bytes && c->stage_out_bytes && c->lag;
+         c->concat_chunks && c->stage_in && c->stage_out && c->stage_in_bytes && c->stage_out_bytes &&
+         c->prefetch && c->produced && c->lag;
 }
 
 static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *pool,
@@ -238,6 +247,8 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->partial = sl_calloc((size_t)nb, sizeof *c->partial);
   c->actual = sl_calloc((size_t)nb, sizeof *c->actual);
   c->concat_chunks = sl_calloc((size_t)nb, sizeof *c->concat_chunks);
+  c->prefetch = sl_calloc((size_t)n, sizeof *c->prefetch);
+  c->produced = sl_calloc((size_t)nb, sizeof *c->produced);
   c->stage_in = sl_calloc((size_t)n * 8, sizeof *c->stage_in);
   c->stage_out = sl_calloc((size_t)n * 8, sizeof *c->stage_out);
   c->stage_in_bytes = sl_calloc((size_t)n * 8, sizeof *c->stage_in_bytes);
@@ -277,9 +288,14 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   return lend_device_tables(c, err);
 }
 
+static void prefetch_end_all(run_ctx *c);
+
 static void ctx_end(run_ctx *c) {
-  /* Kernels still timed into this context's arrays finish first (a run that
-   * failed may have left some enqueued); their errors were reported already. */
+  /* A prefetch thread stops and its copies finish first (run_passes ended
+   * the stages already unless it failed on its way); then kernels still
+   * timed into this context's arrays (a run that failed may have left some
+   * enqueued); their errors were reported already. */
+  if (c->prefetch && c->produced) prefetch_end_all(c);
   sl_error ignored;
   sl_error_clear(&ignored);
   (void)c->b->ops->sync(c->b, &ignored);
@@ -306,6 +322,8 @@ static void ctx_end(run_ctx *c) {
   free(c->partial);
   free(c->actual);
   free(c->concat_chunks);
+  free(c->prefetch);
+  free(c->produced);
   for (int i = 0; c->stage_in && c->stage_in_bytes && i < n * 8; i++)
     if (c->stage_in[i]) c->b->ops->host_free(c->b, c->stage_in[i], c->stage_in_bytes[i]);
   for (int i = 0; c->stage_out && c->stage_out_bytes && i < n * 8; i++)
@@ -635,7 +653,7 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++) {
     int i = lv->nodes[k];
     const sl_node *n = &g->nodes[i];
-    if (n->body || on_host(c, n)) continue;
+    if (n->body || on_host(c, n) || (c->prefetch[i] && !finalize)) continue; /* produce ran */
     sl_kernel_fn fn = finalize ? n->desc->finalize[b->caps.kind] : n->desc->kernel[b->caps.kind];
     if (!fn) continue;
     fill_args(c, i, chunk, pos_start, pos_count, finalize);
@@ -650,7 +668,7 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   if (rc != SL_OK && c->err->code == SL_OK) sl_fail(c->err, rc, "batch failed");
   for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize && lv->phase == SL_PHASE_STREAM; k++) {
     const sl_node *n = &g->nodes[lv->nodes[k]];
-    if (!n->body && (on_host(c, n) ? n->desc->kernel[SL_BACKEND_CPU] : n->desc->kernel[b->caps.kind]))
+    if (!n->body && !c->prefetch[lv->nodes[k]] && (on_host(c, n) ? n->desc->kernel[SL_BACKEND_CPU] : n->desc->kernel[b->caps.kind]))
       rc = finish_partials(c, lv->nodes[k], chunk);
   }
   for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize; k++)
@@ -765,6 +783,76 @@ static sl_code run_iterate(run_ctx *c, int i) {
   return rc;
 }
 
+/* The buffer of node i's output that its produce fills through a ring (the
+ * plan gave it one: a device backend), or -1. */
+static int ring_buffer(const run_ctx *c, int i) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  if (!n->desc || !n->desc->produce || n->n_out < 1) return -1;
+  int bi = c->buf_of[i * 8];
+  return c->p->buffers[bi].ring_slot >= 0 ? bi : -1;
+}
+
+/* A prefetch stage for each node with a ring that pass streams. */
+static sl_code prefetch_begin(run_ctx *c, int pass) {
+  const sl_plan *p = c->p;
+  const sl_plan_pass *pp = &p->passes[pass];
+  for (int i = 0; i < p->graph->n_nodes; i++) {
+    int bi = ring_buffer(c, i), l = p->exec_level[i * p->n_passes + pass];
+    if (bi < 0 || l < pp->stream_first || l > pp->stream_last) continue;
+    const sl_plan_buffer *bf = &p->buffers[bi];
+    sl_prefetch_setup s = {.backend = c->b, .node = &p->graph->nodes[i],
+                           .ring = {c->slot_ptr[bf->slot], c->slot_ptr[bf->ring_slot]}, .ring_bytes = bf->bytes,
+                           .positions = pp->positions, .chunk_positions = pp->chunk_positions,
+                           .n_chunks = pp->n_chunks, .overlap = sl_setting_bool(SL_SET_SOURCE_OVERLAP)};
+    sl_code rc = sl_prefetch_begin(&s, &c->prefetch[i], c->err);
+    if (rc != SL_OK) {
+      sl_error_node(c->err, p->graph->nodes[i].id);
+      return rc;
+    }
+  }
+  return SL_OK;
+}
+
+/* Chunk ch of each stage: its ring buffer becomes the output's buffer (a
+ * produce error at ch comes back here, with its node). */
+static sl_code prefetch_take(run_ctx *c, int64_t ch) {
+  for (int i = 0; i < c->p->graph->n_nodes; i++) {
+    if (!c->prefetch[i]) continue;
+    int bi = ring_buffer(c, i);
+    int64_t bytes = 0;
+    sl_code rc = sl_prefetch_take(c->prefetch[i], ch, &c->produced[bi], &bytes, c->err);
+    if (rc != SL_OK) {
+      sl_error_node(c->err, c->p->graph->nodes[i].id);
+      return rc;
+    }
+    if (c->p->buffers[bi].variable) c->actual[bi] = bytes;
+  }
+  return SL_OK;
+}
+
+/* Chunk ch's levels are enqueued: its ring buffers may be refilled after them. */
+static sl_code prefetch_give_back(run_ctx *c, int64_t ch) {
+  for (int i = 0; i < c->p->graph->n_nodes; i++) {
+    if (!c->prefetch[i]) continue;
+    sl_code rc = sl_prefetch_give_back(c->prefetch[i], ch, c->err);
+    if (rc != SL_OK) {
+      sl_error_node(c->err, c->p->graph->nodes[i].id);
+      return rc;
+    }
+  }
+  return SL_OK;
+}
+
+/* Stops every stage (its copies done); the node's time is produce's. */
+static void prefetch_end_all(run_ctx *c) {
+  for (int i = 0; i < c->p->graph->n_nodes; i++) {
+    if (!c->prefetch[i]) continue;
+    sl_prefetch_end(c->prefetch[i], &c->node_seconds[i], &c->node_calls[i]);
+    c->prefetch[i] = NULL;
+    c->produced[ring_buffer(c, i)] = NULL;
+  }
+}
+
 /* One chunk of a pass: its stream levels, then (top level) the chunk's
  * items of streamed graph outputs go to their place. */
 static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t ch) {
@@ -776,7 +864,8 @@ static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t c
   if (c->cancel && *c->cancel)
     return sl_fail(c->err, SL_ERR_INTERRUPTED, "interrupted at chunk %lld of %lld", (long long)ch,
                    (long long)pp->n_chunks);
-  sl_code rc = run_levels(c, pp->stream_first, pp->stream_last, ch, start, count);
+  sl_code rc = prefetch_take(c, ch);
+  if (rc == SL_OK) rc = run_levels(c, pp->stream_first, pp->stream_last, ch, start, count);
   for (int o = 0; c->outputs && o < g->n_outputs && rc == SL_OK; o++) {
     const sl_graph_output *go = &g->outputs[o];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
@@ -785,6 +874,7 @@ static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t c
     rc = c->b->ops->download(c->b, (char *)c->outputs[o].data + start * item,
                              buffer_ptr(c, go->node, go->port), (size_t)(count * item), c->err);
   }
+  if (rc == SL_OK) rc = prefetch_give_back(c, ch);
   if (rc != SL_OK) sl_error_chunk(c->err, ch);
   c->frames_done += count;
   if (c->progress) sl_progress_update(c->progress, c->frames_done);
@@ -823,8 +913,10 @@ static sl_code run_passes(run_ctx *c) {
         c->actual[i] = 0;
         if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
       }
+    if (rc == SL_OK) rc = prefetch_begin(c, pass);
     for (int64_t ch = 0; ch < pp->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
     rc = sink_lags_flush(c, rc);
+    prefetch_end_all(c); /* also after an error or a cancel */
     /* Phase boundary: the pass's batches ran ahead of the host; a device
      * error in any of them is reported here with its batch. */
     if (rc == SL_OK) rc = b->ops->sync(b, c->err);

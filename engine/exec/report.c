@@ -160,9 +160,11 @@ static bool provenance_json(sl_json *j, const sl_run_info *info) {
   return ok;
 }
 
+/* A node whose kernels run on the device: not a host node, nor a node with
+ * produce (the executor runs that on the host and copies what it makes). */
 static bool is_device_node(const sl_plan *p, const sl_exec_result *r, int node) {
   const sl_node *n = &p->graph->nodes[node];
-  return p->caps.device_memory && n->desc && !n->desc->host && r->node_device_seconds;
+  return p->caps.device_memory && n->desc && !n->desc->host && !n->desc->produce && r->node_device_seconds;
 }
 
 double sl_report_node_seconds(const sl_plan *p, const sl_exec_result *r, int node) {

@@ -927,7 +927,8 @@ sl_code sl_graph_check_backend(const sl_graph *g, sl_backend_kind k, sl_error *e
     if (n->body) {
       sl_code rc = sl_graph_check_backend(n->body, k, err);
       if (rc != SL_OK) return rc;
-    } else if (!n->desc->kernel[k] && !(n->desc->host && n->desc->kernel[SL_BACKEND_CPU])) {
+    } else if (!n->desc->kernel[k] && !(n->desc->host && n->desc->kernel[SL_BACKEND_CPU]) &&
+               !(n->desc->produce && k != SL_BACKEND_CPU)) { /* produce: every device backend */
       sl_fail(err, SL_ERR_BACKEND, "node type '%s' has no kernel for the %s backend",
               n->desc->type, sl_backend_kind_name(k));
       return at(err, n->loc, n->id);

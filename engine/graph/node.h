@@ -42,12 +42,49 @@ typedef struct sl_node_cost {
                                    (cuFFT); device backends only, counted
                                    like library_bytes */
   int64_t device_state_bytes; /* what the node holds in device memory for the
-                                 whole run on a device backend (e.g. prefetch
-                                 buffers); ignored on the CPU backend */
+                                 whole run on a device backend (its device
+                                 table); ignored on the CPU backend */
 } sl_node_cost;
 
 struct sl_node;
 struct sl_graph;
+struct sl_backend;
+
+/* Parts of a node's own host memory that it rewrites as a whole (e.g. its
+ * read-ahead windows): sl_produce_args.emit names the one a copy reads. */
+#define SL_PRODUCE_PIECES 4
+
+/* One call of a node's produce hook (sl_node_desc.produce): the chunk whose
+ * streamed output 0 the node makes on the host. The executor calls it for
+ * chunks 0, 1, ..., n_chunks - 1 of each pass, in order, on a helper thread
+ * of its own (or in the chunk's place on the executor's thread when the
+ * setting source_overlap is false). */
+typedef struct sl_produce_args {
+  const struct sl_node *node;
+  void *state; /* the node's per-run state (prepare) */
+  int64_t chunk, n_chunks;
+  int64_t pos_start, pos_count;
+  /* Bytes of the output buffer for this chunk: what the pieces may cover. */
+  int64_t out_capacity;
+  /* Set by produce: the bytes of output the chunk holds (a variable-size
+   * port's size); out_capacity when produce leaves it. */
+  int64_t out_bytes;
+  /* The backend: host memory a node emits from comes from its host_alloc
+   * (pinned on CUDA: the copies run asynchronously at full speed) and goes
+   * back with host_free, in memory the node owns for its whole run. */
+  struct sl_backend *backend;
+  /* Sends `bytes` at src (in piece `piece` of the node's memory, 0 <=
+   * piece < SL_PRODUCE_PIECES) to byte dst_offset of the chunk's output.
+   * Returns at once: the bytes at src must stay as they are until
+   * piece_wait(piece) returns. SL_ERR_INTERNAL past out_capacity. */
+  sl_code (*emit)(struct sl_produce_args *a, int piece, uint64_t dst_offset, const void *src,
+                  uint64_t bytes, sl_error *err);
+  /* Returns when every copy emitted so far out of `piece` is done: the node
+   * calls it before it rewrites the piece. */
+  sl_code (*piece_wait)(struct sl_produce_args *a, int piece, sl_error *err);
+  sl_error *err; /* produce fills this on failure */
+  void *exec;    /* the executor's; nodes leave it alone */
+} sl_produce_args;
 
 typedef struct sl_node_desc {
   const char *type;
@@ -136,6 +173,16 @@ typedef struct sl_node_desc {
    * bytes; the planner sizes it from the bounds of all chunks, and the run's
    * output holds only what was written. The port's dtype is u8. */
   int64_t (*out_bound)(const struct sl_node *n, int port, int64_t positions);
+  /* Optional, for a stream source (a node with no inputs and one streamed
+   * output): it can make its output's chunks on the host ahead of the
+   * kernels, as ranges of memory it owns (sl_produce_args). On a device
+   * backend the executor then runs produce in place of the node's kernel,
+   * on a helper thread, and copies each chunk into a ring of two device
+   * buffers that the plan holds (engine/exec/prefetch.h), so the copies
+   * overlap the kernels of earlier chunks; a node with produce therefore
+   * runs on every device backend without a kernel of its own there. The
+   * CPU backend calls kernel[SL_BACKEND_CPU] as for any node. */
+  sl_code (*produce)(sl_produce_args *a);
   /* Optional: ground truth and other provenance written with outputs. */
 } sl_node_desc;
 

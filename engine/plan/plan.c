@@ -422,6 +422,54 @@ static void plan_in_place(sl_plan *p, const sl_graph *g) {
   }
 }
 
+/* Whether buffer b is copied from its node's produce into a ring of two
+ * device buffers (engine/exec/prefetch.h): a device backend, a node with
+ * produce, its streamed output 0, which no output takes in place (the ring
+ * turns under it, the in-place slot would not). */
+static bool ring_wanted(const sl_plan *p, const sl_graph *g, int b) {
+  const sl_plan_buffer *bf = &p->buffers[b];
+  const sl_node *n = &g->nodes[bf->node];
+  if (!p->caps.device_memory || !n->desc || !n->desc->produce || n->desc->host || bf->port != 0 ||
+      !bf->streamed || bf->view)
+    return false;
+  for (int o = 0; o < p->n_buffers; o++)
+    if (p->buffers[o].in_place_of == b) return false;
+  return true;
+}
+
+/* A ring's buffers are written by the copies of chunk j + 1 while chunk j's
+ * levels run: each lives through every stream level of the passes its node
+ * runs in (before slots are assigned). */
+static void plan_ring_lifetimes(sl_plan *p, const sl_graph *g) {
+  int np = p->n_passes;
+  for (int b = 0; b < p->n_buffers; b++) {
+    sl_plan_buffer *bf = &p->buffers[b];
+    bf->ring_slot = -1;
+    if (!ring_wanted(p, g, b)) continue;
+    for (int pass = 0; pass < np; pass++) {
+      const sl_plan_pass *pp = &p->passes[pass];
+      if (p->exec_level[bf->node * np + pass] < 0 || pp->stream_first > pp->stream_last) continue;
+      if (pp->stream_first < bf->first_level) bf->first_level = pp->stream_first;
+      if (pp->stream_last > bf->last_level) bf->last_level = pp->stream_last;
+    }
+  }
+}
+
+/* The ring's second buffer: a slot of its own, the size of the first
+ * (after slots are assigned; counted in slot_bytes like any slot). */
+static sl_code plan_ring_slots(sl_plan *p, const sl_graph *g, sl_error *err) {
+  for (int b = 0; b < p->n_buffers; b++) {
+    if (!ring_wanted(p, g, b)) continue;
+    if (!sl_resize(&p->slots, (size_t)p->n_slots + 1, sizeof *p->slots))
+      return sl_fail_nomem(err, "the slots of the plan");
+    int s = p->n_slots++;
+    p->slots[s].bytes = sl_size_class(p->buffers[b].bytes);
+    p->buffers[b].ring_slot = s;
+    p->slot_bytes += p->slots[s].bytes;
+  }
+  return SL_OK;
+}
+
 /* Whether buffer b's lifetime overlaps that of any buffer already in slot s. */
 static bool slot_busy(const sl_plan *p, int s, const sl_plan_buffer *b) {
   for (int k = 0; k < p->n_buffers; k++) {
@@ -594,7 +642,9 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   if (rc == SL_OK) rc = plan_buffers(p, g, err);
   if (rc == SL_OK) {
     plan_in_place(p, g);
+    plan_ring_lifetimes(p, g);
     rc = plan_slots(p, err);
+    if (rc == SL_OK) rc = plan_ring_slots(p, g, err);
   }
   if (rc != SL_OK) {
     sl_plan_free(p);

@@ -47,6 +47,11 @@ typedef struct sl_plan_buffer {
   /* A window of the node's whole input of the same index
    * (sl_node_desc.view_outputs): no bytes and no slot (-1) of its own. */
   bool view;
+  /* A streamed output its node makes on the host ahead of the kernels
+   * (sl_node_desc.produce) on a device backend: the second device buffer of
+   * the executor's ring (the first is `slot`), a slot of its own; both live
+   * through every stream level of the passes the node runs in. -1 else. */
+  int ring_slot;
 } sl_plan_buffer;
 
 typedef struct sl_plan_slot {

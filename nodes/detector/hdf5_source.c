@@ -8,20 +8,25 @@
  * Compressed acquisitions leave as an encoded stream of stored chunks for
  * bslz4_decode; uncompressed ones as frames.
  *
- * Windows, read-ahead and the output layout are shared with the CUDA kernel
- * (source_window.c); the CPU kernel here copies a window into the output, the
- * CUDA one (hdf5_source_cuda.c) sends it from pinned windows to the device. */
+ * Windows, read-ahead and the output layout are shared by the CPU kernel and
+ * the produce hook (source_window.c). The CPU kernel copies a window into
+ * the output. On a device backend the executor calls produce instead, on a
+ * helper thread (engine/exec/prefetch.h): the windows are the backend's
+ * pinned host memory, and produce hands the executor the call's ranges of
+ * them (the packed stored chunks, or runs of frames), which it copies
+ * asynchronously into its ring of device buffers: no host copy of the
+ * bytes, and the parallel reader keeps reading ahead. Before the reader
+ * rewrites a window, produce waits for the copies out of it (piece_wait). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node_params.h"
-#include "nodes/detector/hdf5_source_cuda.h"
 #include "nodes/hdf5/h5_index.h"
 #include "nodes/hdf5/h5_index_cache.h"
 #include "nodes/hdf5/source_window.h"
-#include "shaders/cuda/common/launcher.h"
 
 #define HDF5_SOURCE_PARAMS(P)                                                                  \
   P(PATH, path, NULL, "detector master file (or any HDF5 file with a 3-D frame dataset)", NULL) \
@@ -176,16 +181,14 @@ static void source_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   int64_t header = (int64_t)sizeof(sl_packed_chunks) +
                    (calls * ((positions + per - 1) / per) + 1) * (int64_t)sizeof(sl_packed_entry) + 64;
   c->state_bytes = 2 * (window + header + per * sl_desc_item_bytes(d)) + facts_of(n)->index_bytes;
-  /* on a device backend: two prefetch buffers, each the size of the output
-   * slot, that the copy stream fills ahead of the kernels (hdf5_source_cuda.c) */
-  c->device_state_bytes = sl_hdf5_source_cuda_table_bytes(d, positions);
+  /* on a device backend the executor's ring of two output buffers, which the
+   * plan holds as slots (sl_plan_buffer.ring_slot), not node state */
 }
 
 static void source_release(sl_node *n) {
   sl_src_state *s = n->state;
   if (!s) return;
-  sl_src_windows_free(&s->win); /* before the backend part: it may wait on it */
-  if (s->dev_free) s->dev_free(s);
+  sl_src_windows_free(&s->win); /* pinned: through the backend, which outlives the nodes' release */
   sl_h5_index_put(s->ix);
   free(s->where);
   free(s);
@@ -258,6 +261,77 @@ static sl_code source_cpu(sl_kernel_args *a) {
   return sl_src_pack_to(&win, s->ix, s->where, (uint64_t)sl_desc_buffer_bytes(d, a->pos_count), a->out[0], a->err);
 }
 
+/* ---- produce (device backends): windows in the backend's pinned host memory ---- */
+
+static sl_code win_alloc(void *ctx, size_t bytes, void **ptr, sl_error *err) {
+  sl_backend *b = ((sl_src_state *)ctx)->host_backend;
+  return b->ops->host_alloc(b, bytes, ptr, err);
+}
+
+static void win_free(void *ctx, void *ptr, size_t bytes) {
+  sl_backend *b = ((sl_src_state *)ctx)->host_backend;
+  b->ops->host_free(b, ptr, bytes);
+}
+
+/* Window w is about to be rewritten: the executor's copies out of it (the
+ * window is piece w of the node's memory) must be done. Between produce
+ * calls there are none (the executor's stage ended, and waited for them). */
+static sl_code win_reuse(void *ctx, int w, sl_error *err) {
+  sl_produce_args *a = ((sl_src_state *)ctx)->producing;
+  return a ? a->piece_wait(a, w, err) : SL_OK;
+}
+
+/* The first produce call takes its windows from the backend; windows made
+ * otherwise (by the CPU kernel, or for another backend) cannot be used. */
+static sl_code produce_windows(sl_src_state *s, sl_backend *b, sl_error *err) {
+  if (s->host_backend == b) return SL_OK;
+  if (s->host_backend || s->win.base[0] || s->win.base[1] || s->win.reader)
+    return sl_fail(err, SL_ERR_INTERNAL, "hdf5_source: the windows were made for another backend");
+  s->host_backend = b;
+  s->win.al = (sl_src_alloc){.alloc = win_alloc, .free = win_free, .reuse = win_reuse, .ctx = s};
+  return SL_OK;
+}
+
+typedef struct emit_ctx {
+  sl_produce_args *a;
+  int piece;
+} emit_ctx;
+
+static sl_code emit_run(void *ctx, uint64_t dst_offset, const uint8_t *src, uint64_t bytes, sl_error *err) {
+  emit_ctx *e = ctx;
+  return e->a->emit(e->a, e->piece, dst_offset, src, bytes, err);
+}
+
+static sl_code produce_window(sl_produce_args *a) {
+  sl_src_state *s = a->state;
+  const sl_tensor_desc *d = &a->node->out[0];
+  sl_src_window win;
+  sl_code rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(d), &win, a->err);
+  if (rc != SL_OK) return rc;
+  emit_ctx e = {a, win.buffer};
+  if (d->encoding == SL_ENC_NONE) {
+    a->out_bytes = a->pos_count * sl_desc_item_bytes(d);
+    return sl_src_plain(&win, s->ix, s->where, a->pos_start, a->pos_count, sl_desc_item_bytes(d), emit_run, &e,
+                        a->err);
+  }
+  const uint8_t *packed;
+  uint64_t bytes = 0;
+  rc = sl_src_pack(&win, s->ix, s->where, (uint64_t)a->out_capacity, &packed, &bytes, a->err);
+  if (rc == SL_OK) rc = emit_run(&e, 0, packed, bytes, a->err);
+  a->out_bytes = (int64_t)bytes; /* the consumer reads the packed header's sizes */
+  return rc;
+}
+
+static sl_code source_produce(sl_produce_args *a) {
+  sl_src_state *s = a->state;
+  sl_code rc = produce_windows(s, a->backend, a->err);
+  if (rc != SL_OK) return rc;
+  s->producing = a;
+  rc = produce_window(a);
+  s->producing = NULL;
+  return rc;
+}
+
 static const sl_port_def source_out[] = {
     {"frames", "detector frames [scan rows, scan cols | det rows, det cols]; an encoded stream of "
                "stored chunks when the file is compressed", "counts", false}};
@@ -271,6 +345,8 @@ const sl_node_desc sl_node_hdf5_source = {
     .outputs = source_out, .n_outputs = SL_COUNT_OF(source_out),
     .infer = source_infer, .cost = source_cost,
     .prepare = source_prepare, .release = source_release,
-    /* On CUDA its own kernel moves the windows to the device (no staging). */
-    .kernel = {[SL_BACKEND_CPU] = source_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sl_hdf5_source_cuda)},
+    /* On a device backend the executor copies what produce hands it (no
+     * staging, no host copy of the bytes). */
+    .kernel = {[SL_BACKEND_CPU] = source_cpu},
+    .produce = source_produce,
 };

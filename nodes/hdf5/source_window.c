@@ -1,5 +1,5 @@
-/* hdf5_source's windows and output layout, shared by its CPU and CUDA
- * kernels. See source_window.h. */
+/* hdf5_source's windows and output layout, shared by its CPU kernel and
+ * its produce hook. See source_window.h. */
 #include "nodes/hdf5/source_window.h"
 
 #include <stdlib.h>
@@ -214,7 +214,6 @@ sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
 }
 
 void sl_src_windows_free(sl_src_windows *w) {
-  if (w->al.stop) w->al.stop(w->al.ctx);
   sl_chunk_reader_close(w->reader); /* abandons the read-ahead */
   w->reader = NULL;
   w->pending = false;

@@ -1,15 +1,15 @@
-/* What hdf5_source's CPU kernel (hdf5_source.c) and CUDA kernel
- * (hdf5_source_cuda.c) share: the node state, the two read-ahead windows fed
- * by the chunk reader, and the layout of the output (packed stored chunks, or
- * plain frames). The kernels differ only in where the windows live (malloc, or
- * the backend's pinned host memory) and how the bytes reach the output
- * (memcpy, or cudaMemcpyAsync).
+/* What hdf5_source's CPU kernel and its produce hook (hdf5_source.c) share:
+ * the node state, the two read-ahead windows fed by the chunk reader, and the
+ * layout of the output (packed stored chunks, or plain frames). They differ
+ * only in where the windows live (malloc, or the backend's pinned host
+ * memory) and how the bytes reach the output (memcpy, or the executor's
+ * asynchronous copies: engine/exec/prefetch.h).
  *
  * With malloc'd windows (the CPU kernel) a window holds the stored chunks of
  * several consecutive calls (about SL_SRC_WINDOW_BYTES), and each call's
  * header is written into its output buffer, in front of a copy of its bytes
- * (sl_src_pack_to). Pinned windows (CUDA, copied asynchronously) hold one call
- * and get the header in place (sl_src_pack).
+ * (sl_src_pack_to). Windows from an allocator (produce: copied
+ * asynchronously) hold one call and get the header in place (sl_src_pack).
  *
  * Window layout: each window is one allocation of `prefix + capacity` bytes.
  * The reader writes the stored chunks at base + prefix (chunk first+j at
@@ -33,13 +33,9 @@ typedef struct sl_src_alloc {
   sl_code (*alloc)(void *ctx, size_t bytes, void **ptr, sl_error *err);
   void (*free)(void *ctx, void *ptr, size_t bytes);
   /* Window w is about to be overwritten (a read into it, or freeing it):
-   * returns when nothing still reads it (the CUDA kernel waits for its
-   * host-to-device copies). */
+   * returns when nothing still reads it (produce waits for the executor's
+   * copies out of it). */
   sl_code (*reuse)(void *ctx, int w, sl_error *err);
-  /* Called first by sl_src_windows_free: stops whoever else drives the
-   * windows (the CUDA kernel's uploader thread) and returns when it no longer
-   * touches them. NULL: nothing to stop. */
-  void (*stop)(void *ctx);
   void *ctx;
 } sl_src_alloc;
 
@@ -81,15 +77,20 @@ typedef struct sl_src_window {
   const uint64_t *offsets; /* count + 1 (offsets[count]: the total) */
 } sl_src_window;
 
+struct sl_backend;
+struct sl_produce_args;
+
 /* hdf5_source's node state. */
 typedef struct sl_src_state {
   const sl_h5_index *ix;
   const char **where; /* interned "file:dataset" per data file */
   sl_src_windows win;
-  /* Backend-specific part (the CUDA kernel's), freed by dev_free after the
-   * windows are. */
-  void *dev;
-  void (*dev_free)(struct sl_src_state *s);
+  /* produce (device backends): the backend whose host memory (pinned) the
+   * windows are, and the call running now, whose piece_wait the windows'
+   * reuse hook calls (NULL between calls: the executor waited for every
+   * copy when its stage ended). */
+  struct sl_backend *host_backend;
+  struct sl_produce_args *producing;
 } sl_src_state;
 
 /* The window holding scan positions [pos_start, pos_start + pos_count) of a
@@ -101,7 +102,7 @@ typedef struct sl_src_state {
  * allocator's and reuse hook's. */
 sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
                            sl_src_window *out, sl_error *err);
-/* Calls the stop hook, closes the reader (abandoning the read-ahead), waits
+/* Closes the reader (abandoning the read-ahead), waits
  * for each window's reuse hook and frees them. Safe on a zeroed struct. */
 void sl_src_windows_free(sl_src_windows *w);
 

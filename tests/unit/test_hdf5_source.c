@@ -3,7 +3,7 @@
  * plain frames against the fixture's pixel formula, the stored chunks of a
  * compressed file against H5Dread_chunk, the output descriptor, the scan
  * shape (param, square frame count, errors), the notes, a file changed since
- * planning, the device state the plan counts for the source, and large
+ * planning, the ring of device buffers the plan holds for the source, and large
  * acquisitions: planned from their metadata, their chunk index counted and
  * listed only after the budget check. */
 #define SL_H5_FIXTURES_ONLY
@@ -312,10 +312,11 @@ static void t_changed_since_planning(void **state) {
 
 /* ---- cost and plan -------------------------------------------------------------- */
 
-/* On a device backend the source holds two device prefetch buffers, each the
- * size of its output buffer for one chunk (rounded up to the device table's
- * 256-byte pieces): the plan counts them as node device state in the peak it
- * checks against the budget; on the CPU backend there are none. */
+/* On a device backend the executor copies the source's chunks (produce)
+ * into a ring of two device buffers, each the size of its output buffer for
+ * one chunk: the plan holds them as slots (the buffer's own and ring_slot,
+ * counted in slot_bytes and so in the peak it checks against the budget),
+ * not as node device state; on the CPU backend there is no ring. */
 static void t_plan_device_state(void **state) {
   fx_opts o = {.n_files = 1, .frames = {12}, .h = 16, .w = 12, .k = 1, .meta = true};
   char m[512], text[1024];
@@ -330,8 +331,9 @@ static void t_plan_device_state(void **state) {
   sl_graph *g = NULL;
   assert_int_equal(sl_spec_load_string(text, strlen(text), "plan.yaml", NULL, 0, &spec, &e), SL_OK);
   assert_int_equal(sl_graph_build(spec, NULL, sl_nodes_registry(), &g, &e), SL_OK);
-  int64_t slot_bytes_per_chunk = sl_desc_buffer_bytes(&g->nodes[sl_graph_find(g, "src")].out[0], 4);
-  slot_bytes_per_chunk = (slot_bytes_per_chunk + 255) / 256 * 256;
+  int src = sl_graph_find(g, "src");
+  int64_t per_chunk = sl_desc_buffer_bytes(&g->nodes[src].out[0], 4);
+  int64_t slot = (per_chunk + 63) / 64 * 64;
   for (int dev = 0; dev < 2; dev++) {
     sl_plan_opts po;
     memset(&po, 0, sizeof po);
@@ -340,21 +342,23 @@ static void t_plan_device_state(void **state) {
     po.chunk_positions = 4;
     sl_plan *p = NULL;
     assert_int_equal(sl_plan_build(g, &po, &p, &e), SL_OK);
-    assert_int_equal(p->device_state_bytes, dev ? 2 * slot_bytes_per_chunk : 0);
-    if (dev) assert_true(p->peak_device_bytes >= p->slot_bytes + 2 * slot_bytes_per_chunk);
+    assert_int_equal(p->device_state_bytes, 0);
+    const sl_plan_buffer *bf = &p->buffers[sl_plan_buffer_index(p, src, 0)];
+    assert_int_equal(bf->bytes, per_chunk);
+    if (dev) {
+      assert_true(bf->ring_slot >= 0 && bf->ring_slot != bf->slot);
+      assert_int_equal(p->slots[bf->ring_slot].bytes, slot);
+      assert_true(p->slots[bf->slot].bytes >= slot);
+      assert_true(p->peak_device_bytes >= 2 * slot);
+    } else {
+      assert_int_equal(bf->ring_slot, -1);
+    }
     sl_plan_free(p);
   }
   sl_graph_free(g);
   sl_spec_free(spec);
 }
 
-/* ---- large acquisitions: planned from the metadata ------------------------------ */
-
-/* An acquisition of more stored chunks than planning lists (the limit
- * lowered to plan a small file as a large one): infer lists nothing, sizes
- * the encoded buffers by bitshuffle-LZ4's worst case, and prepare lists;
- * the stored chunks then read into those buffers exactly as HDF5 reads
- * them. */
 static void t_planned_from_metadata(void **state) {
   fx_require_bitshuffle();
   fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 32, .w = 24, .k = 2, .layout = FX_BSLZ4};

@@ -1,0 +1,366 @@
+/* The executor's prefetch stage (engine/exec/prefetch.h) on a mock
+ * asynchronous device backend (mock_async_backend.h: host memory as device
+ * memory, a copy queue that lands each copy after a random delay, events as
+ * counters), through whole runs:
+ * - hdf5_source's produce (pinned windows, the chunk reader reading ahead)
+ *   on a Dectris-style acquisition (test_h5_index.c's fixtures), overlapped
+ *   and in order (source_overlap=false), against the CPU backend bit for
+ *   bit, over chunkings that split stored chunks and span files;
+ * - a test node "tick" whose produce rewrites two pieces of its own memory
+ *   every other chunk and emits each chunk in several ranges: its frames
+ *   against their closed form, and their sum, on both backends;
+ * - a produce error at chunk k: reported with the node and chunk k, earlier
+ *   chunks ran, nothing hangs, every event destroyed;
+ * - cancel while the helper runs ahead: SL_ERR_INTERRUPTED, and the helper
+ *   stopped within the ring's two chunks ahead.
+ * A missing wait (the compute queue on `uploaded`, the copy queue on
+ * `consumed`, the node on its piece) shows as frames that differ. */
+#define SL_H5_FIXTURES_ONLY
+#include "engine/core/settings.h"
+#include "test_h5_index.c"
+
+#include <signal.h>
+
+#include "engine/exec/run.h"
+#include "engine/graph/node_params.h"
+#include "nodes/registry.h"
+#include "tests/unit/mock_async_backend.h"
+#include "tests/unit/test_support.h"
+
+/* ---- the test node: tick ---------------------------------------------------------- */
+
+/* Frames of 16 x 24 u32; element e of position p holds p * 7919 + e * 13 + 5
+ * (mod 2^32): a closed form the test checks every byte against. */
+#define TICK_H 16
+#define TICK_W 24
+#define TICK_ITEM (TICK_H * TICK_W)
+
+static uint32_t tick_value(int64_t p, int64_t e) { return (uint32_t)(p * 7919 + e * 13 + 5); }
+
+#define TICK_PARAMS(P)                                                                   \
+  P(INT, positions, "60", "scan positions", NULL)                                        \
+  P(INT, fail_at, "-1", "chunk whose produce fails, -1: none", NULL)                      \
+  P(INT, cancel_at, "-1", "chunk whose produce raises the cancel flag, -1: none", NULL)
+SL_NODE_PARAMS(tick_params, TICK_PARAMS)
+
+static volatile sig_atomic_t g_cancel;
+static int64_t g_produced_max; /* the last chunk produce was called for */
+
+static sl_code tick_infer(sl_node *n, sl_error *err) {
+  const tick_params *p = tick_params_of(n);
+  if (p->positions < 1) return sl_fail(err, SL_ERR_PIPELINE, "positions must be positive");
+  sl_tensor_desc *d = &n->out[0];
+  memset(d, 0, sizeof *d);
+  d->dtype = SL_U32;
+  d->rank = 3;
+  d->stream_rank = 1;
+  d->dims[0] = p->positions;
+  d->dims[1] = TICK_H;
+  d->dims[2] = TICK_W;
+  return SL_OK;
+}
+
+static void tick_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  c->bytes_written = positions * sl_desc_item_bytes(&n->out[0]);
+}
+
+/* Two pieces of host memory, each one chunk of frames, from the backend's
+ * host_alloc; rewritten every other chunk. */
+typedef struct tick_state {
+  sl_backend *backend;
+  uint32_t *piece[2];
+  size_t piece_bytes;
+} tick_state;
+
+static sl_code tick_prepare(sl_node *n, sl_error *err) {
+  n->state = calloc(1, sizeof(tick_state));
+  return n->state ? SL_OK : sl_fail_nomem(err, "tick's state");
+}
+
+static void tick_release(sl_node *n) {
+  tick_state *s = n->state;
+  for (int k = 0; s && k < 2; k++)
+    if (s->piece[k]) s->backend->ops->host_free(s->backend, s->piece[k], s->piece_bytes);
+  free(s);
+  n->state = NULL;
+}
+
+static void tick_fill(uint32_t *y, int64_t pos_start, int64_t pos_count) {
+  for (int64_t p = 0; p < pos_count; p++)
+    for (int64_t e = 0; e < TICK_ITEM; e++) y[p * TICK_ITEM + e] = tick_value(pos_start + p, e);
+}
+
+static sl_code tick_cpu(sl_kernel_args *a) {
+  tick_fill(a->out[0], a->pos_start, a->pos_count);
+  return SL_OK;
+}
+
+static sl_code tick_produce(sl_produce_args *a) {
+  tick_state *s = a->state;
+  const tick_params *p = tick_params_of(a->node);
+  if (a->chunk > g_produced_max) g_produced_max = a->chunk;
+  if (a->chunk == p->cancel_at) g_cancel = 1;
+  if (a->chunk == p->fail_at)
+    return sl_fail(a->err, SL_ERR_IO, "tick: the detector went away at chunk %lld", (long long)a->chunk);
+  size_t bytes = (size_t)a->out_capacity;
+  if (!s->piece[0]) {
+    s->backend = a->backend;
+    s->piece_bytes = bytes; /* the first chunk is the largest */
+    for (int k = 0; k < 2; k++) {
+      sl_code rc = a->backend->ops->host_alloc(a->backend, bytes, (void **)&s->piece[k], a->err);
+      if (rc != SL_OK) return rc;
+    }
+  }
+  int k = (int)(a->chunk % 2);
+  sl_code rc = a->piece_wait(a, k, a->err); /* the copies out of it (chunk - 2) are done */
+  if (rc != SL_OK) return rc;
+  tick_fill(s->piece[k], a->pos_start, a->pos_count);
+  /* In three ranges, the last first: offsets must land where they say. */
+  uint64_t total = (uint64_t)a->pos_count * TICK_ITEM * 4, third = total / 3 / 4 * 4;
+  const uint8_t *src = (const uint8_t *)s->piece[k];
+  rc = a->emit(a, k, 2 * third, src + 2 * third, total - 2 * third, a->err);
+  if (rc == SL_OK) rc = a->emit(a, k, 0, src, third, a->err);
+  if (rc == SL_OK) rc = a->emit(a, k, third, src + third, third, a->err);
+  a->out_bytes = (int64_t)total;
+  return rc;
+}
+
+static const sl_port_def tick_out[] = {{"frames", "the closed form's frames", NULL, false}};
+
+static const sl_node_desc sl_node_tick = {
+    .type = "tick",
+    .doc = "Test node: frames of a closed form, made on the host by produce.",
+    SL_PARAMS_DESC(tick_params),
+    .outputs = tick_out, .n_outputs = SL_COUNT_OF(tick_out),
+    .infer = tick_infer, .cost = tick_cost,
+    .prepare = tick_prepare, .release = tick_release,
+    .kernel = {[SL_BACKEND_CPU] = tick_cpu},
+    .produce = tick_produce,
+};
+
+/* The built-in families and a test family holding tick. */
+static const sl_node_desc *const k_test_nodes[] = {&sl_node_tick};
+static const sl_node_family k_test_family = {"test", k_test_nodes, 1};
+static const sl_node_family *g_families[32];
+static sl_node_registry g_registry;
+
+static const sl_node_registry *registry(void) {
+  const sl_node_registry *builtin = sl_nodes_registry();
+  assert_true(builtin->n_families < 31);
+  for (int f = 0; f < builtin->n_families; f++) g_families[f] = builtin->families[f];
+  g_families[builtin->n_families] = &k_test_family;
+  g_registry = (sl_node_registry){g_families, builtin->n_families + 1};
+  return &g_registry;
+}
+
+/* ---- runs --------------------------------------------------------------------------- */
+
+static sl_backend_ops g_mock_ops;
+
+/* backend: "cpu", "mock" (overlapped) or "mock-inorder" (source_overlap=false). */
+static sl_code run(const char *file, const char *backend, int64_t chunk, sl_run *r, sl_error *err) {
+  const char *settings[] = {strcmp(backend, "mock-inorder") ? "source_overlap=true" : "source_overlap=false"};
+  assert_int_equal(sl_settings_init(settings, 1, err), SL_OK);
+  g_mock_ops = mock_async_ops();
+  g_cancel = 0;
+  g_produced_max = -1;
+  sl_run_request req = {.file = file, .registry = registry(), .backend = SL_BACKEND_CPU,
+                        .chunk_positions = chunk, .threads = 2, .cancel = &g_cancel,
+                        .ops_override = strcmp(backend, "cpu") ? &g_mock_ops : NULL};
+  sl_error_clear(err);
+  memset(r, 0, sizeof *r);
+  sl_code rc = sl_run_pipeline(&req, r, err);
+  sl_error ignored;
+  (void)sl_settings_init(NULL, 0, &ignored);
+  return rc;
+}
+
+static void expect_same(const sl_run *ref, const sl_run *got, const char *what) {
+  assert_int_equal(ref->result.n_outputs, got->result.n_outputs);
+  for (int o = 0; o < ref->result.n_outputs; o++) {
+    const sl_output_data *a = &ref->result.outputs[o], *b = &got->result.outputs[o];
+    int64_t bytes = sl_desc_bytes(&a->desc);
+    assert_int_equal(bytes, sl_desc_bytes(&b->desc));
+    if (memcmp(a->data, b->data, (size_t)bytes) != 0)
+      fail_msg("%s: output '%s' differs from the CPU backend's", what, a->name);
+  }
+}
+
+/* The plan of a mock run gave node `id`'s output a ring, its produce ran
+ * once per chunk of each pass it streams in, and no event outlived the run. */
+static void expect_prefetched(const sl_run *r, const char *id, int64_t passes, const char *what) {
+  int i = sl_graph_find(r->graph, id);
+  assert_true(i >= 0);
+  const sl_plan_buffer *bf = &r->plan->buffers[sl_plan_buffer_index(r->plan, i, 0)];
+  if (bf->ring_slot < 0) fail_msg("%s: no ring for %s", what, id);
+  int64_t calls = r->result.node_calls[i], want = passes * sl_plan_node_pass(r->plan, i)->n_chunks;
+  if (calls != want) fail_msg("%s: %s produced %lld chunks, not %lld", what, id, (long long)calls, (long long)want);
+  assert_int_equal(g_mock.events_alive, 0);
+}
+
+static const char *const k_mock_modes[] = {"mock", "mock-inorder"};
+
+/* ---- hdf5_source ---------------------------------------------------------------------- */
+
+static char g_master[512];
+static bool g_compressed;
+
+/* 10 x 10 positions of 24 x 20 u16 in two data files (60 + 40 frames), 4
+ * frames per stored chunk; bitshuffle-LZ4 when the plugin is there. */
+static int setup(void **state) {
+  (void)state;
+  g_compressed = fx_init_plugins();
+  if (!g_compressed) print_message("NOTE: bitshuffle plugin not found: raw chunked acquisition\n");
+  fx_opts o = {.n_files = 2, .frames = {60, 40}, .h = 24, .w = 20, .layout = g_compressed ? FX_BSLZ4 : FX_CHUNKED,
+               .k = 4, .meta = true};
+  fx_write("prefetch", &o, g_master, sizeof g_master);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  fx_cleanup();
+  return 0;
+}
+
+static void t_hdf5_source_against_cpu(void **state) {
+  (void)state;
+  char path[512], text[2048];
+  if (g_compressed)
+    snprintf(text, sizeof text,
+             "pipeline: p\nnodes:\n"
+             "  src: {type: hdf5_source, params: {path: \"%s\"}}\n"
+             "  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}\n"
+             "  total: {type: sum, inputs: {x: dec.frames}}\n"
+             "outputs: {frames: dec.frames, total: total.total}\n",
+             g_master);
+  else
+    snprintf(text, sizeof text,
+             "pipeline: p\nnodes:\n"
+             "  src: {type: hdf5_source, params: {path: \"%s\"}}\n"
+             "  total: {type: sum, inputs: {x: src.frames}}\n"
+             "outputs: {frames: src.frames, total: total.total}\n",
+             g_master);
+  write_temp_file(path, sizeof path, "prefetch_src.yaml", text);
+  sl_error err;
+  sl_run ref;
+  if (run(path, "cpu", 100, &ref, &err) != SL_OK) fail_msg("cpu: %s", err.msg);
+  static const int64_t chunks[] = {1, 4, 8, 12, 28, 100};
+  for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
+    for (int m = 0; m < 2; m++) {
+      char what[96];
+      snprintf(what, sizeof what, "%s, chunks of %lld", k_mock_modes[m], (long long)chunks[c]);
+      sl_run got;
+      if (run(path, k_mock_modes[m], chunks[c], &got, &err) != SL_OK) fail_msg("%s: %s", what, err.msg);
+      expect_same(&ref, &got, what);
+      expect_prefetched(&got, "src", 1, what);
+      assert_int_equal(got.plan->nodes[sl_graph_find(got.graph, "src")].cost.device_state_bytes, 0);
+      sl_run_free(&got);
+    }
+  sl_run_free(&ref);
+}
+
+/* ---- tick ----------------------------------------------------------------------------- */
+
+static void write_tick(char *path, size_t n, const char *params) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "pipeline: t\nnodes:\n"
+           "  tick: {type: tick, params: {%s}}\n"
+           "  total: {type: sum, inputs: {x: tick.frames}}\n"
+           "outputs: {frames: tick.frames, total: total.total}\n",
+           params);
+  write_temp_file(path, n, "prefetch_tick.yaml", text);
+}
+
+static void expect_closed_form(const sl_run *r, int64_t positions, const char *what) {
+  const sl_output_data *f = &r->result.outputs[0];
+  assert_string_equal(f->name, "frames");
+  const uint32_t *y = f->data;
+  for (int64_t p = 0; p < positions; p++)
+    for (int64_t e = 0; e < TICK_ITEM; e++)
+      if (y[p * TICK_ITEM + e] != tick_value(p, e))
+        fail_msg("%s: frame %lld element %lld is %u, not %u", what, (long long)p, (long long)e,
+                 y[p * TICK_ITEM + e], tick_value(p, e));
+}
+
+static void t_tick_closed_form(void **state) {
+  (void)state;
+  char path[512];
+  write_tick(path, sizeof path, "positions: 61");
+  sl_error err;
+  sl_run ref;
+  if (run(path, "cpu", 61, &ref, &err) != SL_OK) fail_msg("cpu: %s", err.msg);
+  expect_closed_form(&ref, 61, "cpu");
+  static const int64_t chunks[] = {1, 2, 5, 7, 61};
+  for (int rep = 0; rep < 3; rep++) /* other random delays each time */
+    for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
+      for (int m = 0; m < 2; m++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s, chunks of %lld", k_mock_modes[m], (long long)chunks[c]);
+        sl_run got;
+        if (run(path, k_mock_modes[m], chunks[c], &got, &err) != SL_OK) fail_msg("%s: %s", what, err.msg);
+        expect_closed_form(&got, 61, what);
+        expect_same(&ref, &got, what);
+        expect_prefetched(&got, "tick", 1, what);
+        sl_run_free(&got);
+      }
+  sl_run_free(&ref);
+}
+
+/* A produce error at chunk 4 of 10: the run fails with the node's error,
+ * naming the node and chunk 4, after chunks 0-3 ran; no thread or event is
+ * left (events_alive), and a run after it works. */
+static void t_produce_error(void **state) {
+  (void)state;
+  char path[512];
+  write_tick(path, sizeof path, "positions: 30, fail_at: 4");
+  for (int m = 0; m < 2; m++) {
+    sl_error err;
+    sl_run got;
+    sl_code rc = run(path, k_mock_modes[m], 3, &got, &err);
+    if (rc != SL_ERR_IO) fail_msg("%s: got %d (%s), not SL_ERR_IO", k_mock_modes[m], rc, err.msg);
+    assert_non_null(strstr(err.msg, "went away at chunk 4"));
+    assert_string_equal(err.node, "tick");
+    assert_int_equal(err.chunk, 4);
+    assert_int_equal(g_mock.events_alive, 0);
+    assert_false(g_mock.running);
+    sl_run_free(&got);
+  }
+  write_tick(path, sizeof path, "positions: 30");
+  sl_error err;
+  sl_run got;
+  if (run(path, "mock", 3, &got, &err) != SL_OK) fail_msg("after the error: %s", err.msg);
+  expect_closed_form(&got, 30, "after the error");
+  sl_run_free(&got);
+}
+
+/* Cancel raised while chunk 3's produce runs (on the helper thread): the
+ * run stops with SL_ERR_INTERRUPTED at the next chunk; the helper, at most
+ * two chunks ahead of the executor, produced no chunk past 5. */
+static void t_cancel(void **state) {
+  (void)state;
+  char path[512];
+  write_tick(path, sizeof path, "positions: 40, cancel_at: 3");
+  for (int m = 0; m < 2; m++) {
+    sl_error err;
+    sl_run got;
+    sl_code rc = run(path, k_mock_modes[m], 2, &got, &err);
+    if (rc != SL_ERR_INTERRUPTED) fail_msg("%s: got %d (%s), not interrupted", k_mock_modes[m], rc, err.msg);
+    if (g_produced_max > 5) fail_msg("%s: produce ran up to chunk %lld", k_mock_modes[m], (long long)g_produced_max);
+    assert_int_equal(g_mock.events_alive, 0);
+    assert_false(g_mock.running);
+    sl_run_free(&got);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(t_hdf5_source_against_cpu),
+      cmocka_unit_test(t_tick_closed_form),
+      cmocka_unit_test(t_produce_error),
+      cmocka_unit_test(t_cancel),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
