@@ -102,12 +102,14 @@ static const char k_detector_yaml[] =
     "params:\n"
     "  input: {type: path, required: true}\n"
     "  scan_shape: {type: shape, default: []}\n"
+    "  preview_frames: {type: int, default: 256}\n"
     "nodes:\n"
     "  source: {type: hdf5_source, params: {path: \"${input}\", scan_shape: \"${scan_shape}\"}}\n"
     "  pixel_mask: {type: detector_mask, params: {path: \"${input}\"}}\n"
     "  decode: {type: bslz4_decode, inputs: {chunks: source.frames}}\n"
     "  corrected: {type: mask_correct, inputs: {frames: decode.frames, mask: pixel_mask.mask}}\n"
-    "  preview: {type: detector_preview, inputs: {mask: pixel_mask.mask}, params: {path: \"${input}\"}}\n"
+    "  preview: {type: detector_preview, inputs: {mask: pixel_mask.mask},\n"
+    "            params: {path: \"${input}\", frames: \"${preview_frames}\"}}\n"
     "  disk: {type: disk_fit, inputs: {pattern: preview.pattern}}\n"
     "  pattern: {type: sum, inputs: {x: corrected.frames}}\n"
     "  images: {type: virtual_detectors, inputs: {frames: corrected.frames, disk: disk.disk}}\n"
@@ -138,6 +140,7 @@ typedef struct calibration {
   sl_run runs[CALIBRATE_MAX_RUNS]; /* kept until the loops' bodies are re-estimated */
   int n_runs;
   double overhead_residuals[CALIBRATE_MAX_RUNS]; /* seconds outside levels, per run */
+  double pooled_bytes[CALIBRATE_MAX_RUNS]; /* its pooled buffers (plan_pool_estimate's) */
 } calibration;
 
 static sl_code write_file(const char *dir, const char *name, const char *text, char *path,
@@ -202,6 +205,7 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   double in_levels = 0;
   for (int l = 0; l < p->n_levels; l++) in_levels += run->result.level_seconds[l];
   c->overhead_residuals[c->n_runs - 1] = run->result.seconds - in_levels;
+  c->pooled_bytes[c->n_runs - 1] = (double)p->slot_bytes + (double)p->lent_workspace_bytes + (double)p->partial_bytes;
   if (!sl_resize(&c->samples, (size_t)(c->n_samples + g->n_nodes), sizeof *c->samples))
     return sl_fail_nomem(err, "the calibration's samples");
   for (int i = 0; i < g->n_nodes; i++) {
@@ -216,14 +220,20 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   return SL_OK;
 }
 
-/* Bandwidth: a copy between two device buffers, read + written bytes per second. */
-static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, sl_error *err) {
+/* Bandwidth: a copy between two device buffers, read + written bytes per
+ * second. And what a run pays for its pooled buffers outside its nodes:
+ * taking the two buffers from the backend and giving them back once
+ * touched (unmapping their pages), per byte. */
+static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, double *pool_per_byte,
+                                 sl_error *err) {
   const sl_backend_ops *ops = sl_backend_ops_for(c->kind);
   sl_backend *b = NULL;
   void *x = NULL, *y = NULL;
   sl_code rc = ops->create(c->o->threads, &b, err);
+  double t_alloc = sl_now();
   if (rc == SL_OK) rc = ops->alloc(b, bytes, &x, err);
   if (rc == SL_OK) rc = ops->alloc(b, bytes, &y, err);
+  t_alloc = sl_now() - t_alloc;
   if (rc == SL_OK) rc = ops->zero(b, x, bytes, err);
   if (rc == SL_OK) rc = ops->copy(b, y, x, bytes, err); /* first touch */
   if (rc == SL_OK) rc = ops->sync(b, err);
@@ -235,11 +245,41 @@ static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, sl_e
     double t = sl_now() - t0;
     if (rc == SL_OK && t > 0 && 2.0 * (double)bytes / t > best) best = 2.0 * (double)bytes / t;
   }
+  if (b && rc == SL_OK) rc = ops->sync(b, err);
+  double t_free = sl_now();
   if (y) ops->free(b, y, bytes);
   if (x) ops->free(b, x, bytes);
+  t_free = sl_now() - t_free;
   if (b) ops->destroy(b);
-  if (rc == SL_OK) *bps = best;
+  if (rc == SL_OK) *bps = best, *pool_per_byte = (t_alloc + t_free) / (2.0 * (double)bytes);
   return rc;
+}
+
+/* Device backends: the background load of the node types' device libraries
+ * (sl_node_desc.device_warm_up_begin: cuFFT) as a run meets it. A run
+ * starts the backend's warm-up (its context) and the nodes' at about the
+ * same time, creates the backend (joining the context) and then executes;
+ * what is left of the libraries' load once the backend is up is what a
+ * first call can wait for (the plan's sl_cost_warm_up_wait). Measured here
+ * first, before anything in this process has made a context or loaded a
+ * library: both load once per process. */
+static sl_code measure_library_load(calibration *c, double *seconds, sl_error *err) {
+  *seconds = 0;
+  const sl_backend_ops *ops = sl_backend_ops_for(c->kind);
+  if (c->kind == SL_BACKEND_CPU || !ops) return SL_OK;
+  int n = 0;
+  const sl_node_desc **all = sl_registry_list(sl_nodes_registry(), &n);
+  if (!all) return sl_fail_nomem(err, "the node types");
+  if (ops->warm_up_begin) ops->warm_up_begin();
+  for (int k = 0; k < n; k++)
+    if (all[k]->device_warm_up_begin) all[k]->device_warm_up_begin();
+  if (ops->warm_up_wait) ops->warm_up_wait();
+  double t_backend = sl_now();
+  for (int k = 0; k < n; k++)
+    if (all[k]->device_warm_up_wait) all[k]->device_warm_up_wait();
+  *seconds = sl_now() - t_backend;
+  free(all);
+  return SL_OK;
 }
 
 /* Per-call and per-batch overheads: a pipeline of one-position chunks with
@@ -436,11 +476,13 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
     /* the loops' iterations differ in number and bytes: both terms fit */
     sl_cost_profile_set_rate(prof, &r);
   }
-  /* The run's own overhead: the median of what the runs spent outside their levels. */
+  /* The run's own overhead: the median of what the runs spent outside their
+   * levels, less their pooled buffers' share (the plan adds that per byte). */
   double res[CALIBRATE_MAX_RUNS];
   int nr = 0;
   for (int r = 0; r < c->n_runs; r++)
-    if (c->runs[r].executed) res[nr++] = c->overhead_residuals[r] > 0 ? c->overhead_residuals[r] : 0;
+    if (c->runs[r].executed)
+      res[nr++] = fmax(0, c->overhead_residuals[r] - c->pooled_bytes[r] * prof->pool_seconds_per_byte);
   if (nr) {
     qsort(res, (size_t)nr, sizeof *res, cmp_double);
     prof->run_seconds = res[nr / 2];
@@ -485,12 +527,15 @@ static sl_code two_sizes(calibration *c, const char *name, const char *yaml, con
 }
 
 /* The detector chain on a given acquisition: automatic chunks, then a
- * quarter of them (more calls for the same work). */
+ * quarter of them (more calls for the same work). The preview averages its
+ * default 256 first frames, then 32 (on every acquisition of 256 frames or
+ * more it would read the same frames each time, and its setup could not be
+ * told from its rate). */
 static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
   char path[512];
   sl_code rc = write_file(c->dir, "detector.yaml", k_detector_yaml, path, sizeof path, err);
-  sl_setting sets[CLI_MAX_SETS + 1] = {{"input", input}};
-  size_t n_sets = 1;
+  sl_setting sets[CLI_MAX_SETS + 2] = {{"input", input}, {"preview_frames", "256"}};
+  size_t n_sets = 2;
   for (int k = 0; k < c->o->n_sets; k++) sets[n_sets++] = c->o->sets[k];
   double t;
   sl_run *run = NULL;
@@ -498,6 +543,7 @@ static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
   if (rc == SL_OK) rc = run_one(c, path, sets, n_sets, 0, &t, &run, err);
   if (rc != SL_OK) return rc;
   int64_t chunk = run->plan->chunk_positions / 4;
+  sets[1].value = "32";
   return run_one(c, path, sets, n_sets, chunk > 0 ? chunk : 1, &t, NULL, err);
 }
 
@@ -508,6 +554,11 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("  kernel call      %8.2f us (node types without their own rate)\n", p->call_seconds * 1e6);
   printf("  batch            %8.2f us\n", p->batch_seconds * 1e6);
   printf("  run              %8.2f us\n", p->run_seconds * 1e6);
+  printf("  pooled buffers   %8.4f ns per byte (taken and given back, outside the nodes)\n",
+         p->pool_seconds_per_byte * 1e9);
+  if (p->kind != SL_BACKEND_CPU)
+    printf("  library load     %8.2f ms (left once the backend is up; a first cuFFT call waits for it)\n",
+           p->library_load_seconds * 1e3);
   printf("  %-24s %5s %12s %14s %8s %10s\n", "node type", "unit", "per call us", "per unit ns", "samples", "measured s");
   for (int r = 0; r < p->n_rates; r++) {
     const sl_cost_rate *rt = &p->rates[r];
@@ -609,7 +660,8 @@ int cmd_calibrate(int argc, char **argv) {
   size_t copy_bytes = (size_t)fmin(256.0, fmax(4.0, 16.0 * budget)) << 20;
   int64_t chunks = (int64_t)fmin(2000.0, fmax(50.0, 20.0 * budget));
   char step[512];
-  st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &err);
+  st = measure_library_load(&c, &prof.library_load_seconds, &err);
+  if (st == SL_OK) st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &prof.pool_seconds_per_byte, &err);
   if (st == SL_OK) st = measure_overheads(&c, chunks, &prof, &err);
   if (st == SL_OK) st = write_file(c.dir, "step.yaml", k_step_yaml, step, sizeof step, &err);
   if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, budget / 8, &err);

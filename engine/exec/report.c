@@ -185,6 +185,8 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_double(j, "call_seconds", cp->call_seconds);
   sl_json_kv_double(j, "batch_seconds", cp->batch_seconds);
   sl_json_kv_double(j, "run_seconds", cp->run_seconds);
+  sl_json_kv_double(j, "pool_seconds_per_byte", cp->pool_seconds_per_byte);
+  if (p->caps.kind != SL_BACKEND_CPU) sl_json_kv_double(j, "library_load_seconds", cp->library_load_seconds);
   sl_json_kv_int(j, "batches", p->batches);
   sl_json_end_object(j);
 }
@@ -214,6 +216,9 @@ static void nodes_json(sl_json *j, const sl_run_info *info) {
     sl_json_kv_int(j, "bytes_read", p->nodes[i].cost.bytes_read);
     sl_json_kv_int(j, "bytes_written", p->nodes[i].cost.bytes_written);
     sl_json_kv_double(j, "estimated_seconds", p->nodes[i].est_seconds);
+    /* of which the wait for a device library's load (sl_cost_warm_up_wait) */
+    if (p->nodes[i].warm_up_wait_seconds > 0)
+      sl_json_kv_double(j, "estimated_warm_up_wait_seconds", p->nodes[i].warm_up_wait_seconds);
     /* measured / estimated: the cost model holds where this is near 1 */
     if (p->nodes[i].est_seconds > 0)
       sl_json_kv_double(j, "measured_over_estimated", measured / p->nodes[i].est_seconds);

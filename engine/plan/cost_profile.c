@@ -27,6 +27,9 @@ void sl_cost_profile_builtin(const sl_backend_caps *caps, sl_cost_profile *out) 
   out->call_seconds = device ? 20e-6 : 5e-6;
   out->batch_seconds = device ? 30e-6 : 2e-6;
   out->run_seconds = device ? 2e-3 : 2e-4;
+  /* cuFFT's load and first plan on the H200: 0.27-0.29 s (docs/performance.md,
+   * 2026-12-02), nearly all of it left when execution starts. */
+  out->library_load_seconds = device ? 0.27 : 0;
   /* dev, iterate_affine and iterate_until: 3.9 MiB of growth from before
    * the pipeline was loaded to the run's peak; the H200: 96-116 MiB beyond
    * the plan on the shipped pipelines, the CUDA context's host side
@@ -86,6 +89,11 @@ double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_nod
   return (double)calls * p->call_seconds + (t_mem > t_ops ? t_mem : t_ops);
 }
 
+double sl_cost_warm_up_wait(double load_seconds, double started_seconds) {
+  double left = load_seconds - (started_seconds > 0 ? started_seconds : 0);
+  return left > 0 ? left : 0;
+}
+
 void sl_cost_profile_key(sl_backend_kind kind, const char *device, int threads, char *buf,
                          size_t len) {
   char dev[128];
@@ -125,6 +133,8 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
   sl_json_kv_double(j, "batch_seconds", p->batch_seconds);
   sl_json_kv_double(j, "run_seconds", p->run_seconds);
   sl_json_kv_double(j, "process_bytes", p->process_bytes);
+  sl_json_kv_double(j, "library_load_seconds", p->library_load_seconds);
+  sl_json_kv_double(j, "pool_seconds_per_byte", p->pool_seconds_per_byte);
   sl_json_key(j, "rates");
   sl_json_begin_array(j);
   for (int i = 0; i < p->n_rates; i++) {
@@ -309,6 +319,8 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
              : !strcmp(key, "batch_seconds")    ? read_number(&r, &p.batch_seconds)
              : !strcmp(key, "run_seconds")      ? read_number(&r, &p.run_seconds)
              : !strcmp(key, "process_bytes")    ? read_number(&r, &p.process_bytes)
+             : !strcmp(key, "library_load_seconds") ? read_number(&r, &p.library_load_seconds)
+             : !strcmp(key, "pool_seconds_per_byte") ? read_number(&r, &p.pool_seconds_per_byte)
                                                 : skip_value(&r);
       }
       if (!ok) return parse_fail(err, &r, text, key);
@@ -325,7 +337,8 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
   if (kind < 0) return parse_fail(err, &r, text, "unknown backend");
   if (threads < 1 || threads > 1e6 || threads != floor(threads)) return parse_fail(err, &r, text, "threads");
   if (!(p.bytes_per_second > 0) || !(p.ops_per_second > 0) || p.call_seconds < 0 ||
-      p.batch_seconds < 0 || p.run_seconds < 0)
+      p.batch_seconds < 0 || p.run_seconds < 0 || p.library_load_seconds < 0 ||
+      p.pool_seconds_per_byte < 0)
     return parse_fail(err, &r, text, "a missing or non-positive number");
   p.kind = (sl_backend_kind)kind;
   if (p.process_bytes < 0)

@@ -64,6 +64,18 @@ typedef struct sl_cost_profile {
   double call_seconds;     /* per kernel call, for node types without a rate */
   double batch_seconds;    /* per batch: begin, commit, wait */
   double run_seconds;      /* per run: pools, outputs, final sync */
+  /* Device backends: what is left, once the backend is up, of the
+   * background load of the device libraries that nodes' first calls wait
+   * for (sl_node_desc.device_warm_up_begin: cuFFT for dpc and idpc); 0 on
+   * the CPU and in profiles measured before it was. See
+   * sl_cost_warm_up_wait. */
+  double library_load_seconds;
+  /* Per byte of the run's pooled buffers (slots, workspace, partials): taking
+   * them from the backend when the run starts and giving them back, touched,
+   * when it ends (on the CPU the unmapping of touched pages: 1-2 ns a byte
+   * on a small VM, 0.3 s for a 302 MB resident copy; on a device its
+   * allocator). 0 in profiles measured before it was. */
+  double pool_seconds_per_byte;
   /* Host memory a run takes beyond its plan's buffers and node state: the
    * parsed pipeline and graph, HDF5's library state and the results writer,
    * FFTW's plans, thread stacks, allocator slack (and on a device backend
@@ -92,6 +104,12 @@ void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
  * falls back to "t", then to the bandwidth model) that together cost `c`. */
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls);
+
+/* The wait of a node whose first call joins the device libraries' load
+ * (sl_node_desc.device_warm_up_wait): the load takes load_seconds from the
+ * start of execution, the node's first call comes started_seconds after
+ * it, so it waits for what is left: max(0, load - started). */
+double sl_cost_warm_up_wait(double load_seconds, double started_seconds);
 
 /* The cache file's name for a backend, device and thread count:
  * "<backend>-<device, letters and digits, others as '_'>-t<threads>.json". */

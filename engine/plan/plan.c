@@ -231,6 +231,64 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
   return SL_OK;
 }
 
+/* The estimated seconds from the start of execution to the first call of
+ * node i at level l (the executor's order: each pass's prologue, its
+ * stream levels chunk by chunk, its epilogue; a level's nodes in turn). */
+static double plan_started_seconds(const sl_plan *p, int i, int l) {
+  double t = 0;
+  for (int pass = 0; pass <= p->levels[l].pass; pass++) {
+    const sl_plan_pass *pp = &p->passes[pass];
+    for (int k = pp->prologue_first; k <= pp->prologue_last && k < l; k++) t += p->levels[k].est_seconds;
+    double chunks = pp->n_chunks > 0 ? (double)pp->n_chunks : 1;
+    /* a node of a stream level first runs in the first chunk */
+    for (int k = pp->stream_first; k <= pp->stream_last && k < l; k++)
+      t += p->levels[l].phase == SL_PHASE_STREAM && pass == p->levels[l].pass ? p->levels[k].est_seconds / chunks
+                                                                                : p->levels[k].est_seconds;
+    for (int k = pp->epilogue_first; k <= pp->epilogue_last && k < l; k++) t += p->levels[k].est_seconds;
+  }
+  const sl_plan_level *lv = &p->levels[l];
+  for (int k = 0; k < lv->n_nodes && lv->nodes[k] != i; k++) {
+    const sl_plan_node *pn = &p->nodes[lv->nodes[k]];
+    t += pn->calls > 0 && lv->phase == SL_PHASE_STREAM ? pn->est_seconds / (double)pn->calls : pn->est_seconds;
+  }
+  return t;
+}
+
+/* On a device backend, a node whose first call joins the background load
+ * of a device library (sl_node_desc.device_warm_up_wait: cuFFT) waits for
+ * what is left of the profile's library_load_seconds when it is reached,
+ * and then does its own work (its estimate, whose setup calibrate measured
+ * with the library loaded): the wait is added to the node's, its level's
+ * and the run's estimates. In execution order, so that a later node sees
+ * the load already done. Iterate bodies are not looked into. */
+static void plan_warm_up_waits(sl_plan *p, const sl_graph *g) {
+  if (p->caps.kind == SL_BACKEND_CPU || !(p->profile.library_load_seconds > 0)) return;
+  int np = p->n_passes;
+  for (int l = 0; l < p->n_levels; l++)
+    for (int k = 0; k < p->levels[l].n_nodes; k++) {
+      int i = p->levels[l].nodes[k];
+      const sl_node_desc *d = g->nodes[i].desc;
+      if (!d || d->host || !d->device_warm_up_wait || p->nodes[i].calls <= 0) continue;
+      int first = -1; /* the level of its first call */
+      for (int pass = 0; pass < np && first < 0; pass++) first = p->exec_level[i * np + pass];
+      if (first != l) continue;
+      sl_plan_node *pn = &p->nodes[i];
+      double wait = sl_cost_warm_up_wait(p->profile.library_load_seconds, plan_started_seconds(p, i, l));
+      pn->est_seconds += wait;
+      pn->warm_up_wait_seconds = wait;
+      p->levels[l].est_seconds += wait;
+      p->est_seconds += wait;
+    }
+}
+
+/* The run's pooled buffers taken from the backend and given back (outside
+ * any node and level: the executor's start and end), once the slots are
+ * sized. */
+static void plan_pool_estimate(sl_plan *p) {
+  double pooled = (double)p->slot_bytes + (double)p->lent_workspace_bytes + (double)p->partial_bytes;
+  p->est_seconds += pooled * p->profile.pool_seconds_per_byte;
+}
+
 /* Costs and estimates of every node, added up into the plan's totals and
  * its levels' estimates. */
 static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opts, sl_error *err) {
@@ -278,6 +336,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     p->levels[l].est_seconds += (double)runs * p->profile.batch_seconds;
     p->est_seconds += (double)runs * p->profile.batch_seconds;
   }
+  if (!opts->body) plan_warm_up_waits(p, g);
   p->est_seconds += p->profile.run_seconds;
   return SL_OK;
 }
@@ -646,6 +705,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
     rc = plan_slots(p, err);
     if (rc == SL_OK) rc = plan_ring_slots(p, g, err);
   }
+  if (rc == SL_OK && !opts->body) plan_pool_estimate(p); /* a body's pool is its parent's */
   if (rc != SL_OK) {
     sl_plan_free(p);
     return rc;

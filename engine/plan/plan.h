@@ -72,7 +72,11 @@ typedef struct sl_plan_node {
                         estimated: times, or an until-loop's last run) */
   bool calls_from_history; /* an until-loop estimated by its last run
                               (engine/plan/loop_history.h) */
-  double est_seconds; /* sl_cost_estimate of cost and calls */
+  double est_seconds; /* sl_cost_estimate of cost and calls, plus the
+                         wait below */
+  /* A device library's load its first call waits for (sl_cost_warm_up_wait;
+   * 0: none left or none waited for). */
+  double warm_up_wait_seconds;
   struct sl_plan *body; /* iterate nodes: the body's plan, made once */
   /* Per output port: where in each worker's block of worker scratch the
    * port's partial per worker lies (sl_plan_worker_layout), or -1. */

@@ -37,6 +37,8 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
       node_label(&g->nodes[i], lab, sizeof lab);
       fprintf(f, "%s%s", k ? ", " : " ", lab);
       if (p->levels[l].n_nodes > 1) fprintf(f, " ~%.3g s", p->nodes[i].est_seconds);
+      if (p->nodes[i].warm_up_wait_seconds > 0)
+        fprintf(f, " (~%.3g s of it waiting for a device library's load)", p->nodes[i].warm_up_wait_seconds);
     }
     fprintf(f, "   ~%.3g s\n", p->levels[l].est_seconds);
   }
@@ -195,6 +197,8 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_bool(j, "host", n->desc && n->desc->host);
     sl_json_kv_bool(j, "sink", n->desc && n->desc->sink);
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
+    if (pn->warm_up_wait_seconds > 0)
+      sl_json_kv_double(j, "estimated_warm_up_wait_seconds", pn->warm_up_wait_seconds);
     sl_json_kv_int(j, "estimated_calls", pn->calls);
     if (pn->body) {
       sl_json_kv_int(j, "times", n->times);

@@ -51,6 +51,8 @@ static sl_cost_profile hand_made(void) {
 static void test_json_round_trip(void **state) {
   (void)state;
   sl_cost_profile p = hand_made();
+  p.library_load_seconds = 0.375;
+  p.pool_seconds_per_byte = 0.5e-9;
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -71,6 +73,7 @@ static void test_json_round_trip(void **state) {
   assert_true(q.bytes_per_second == p.bytes_per_second && q.ops_per_second == p.ops_per_second);
   assert_true(q.call_seconds == p.call_seconds && q.batch_seconds == p.batch_seconds &&
               q.run_seconds == p.run_seconds);
+  assert_true(q.library_load_seconds == 0.375 && q.pool_seconds_per_byte == 0.5e-9);
   assert_int_equal(q.n_rates, p.n_rates);
   for (int i = 0; i < p.n_rates; i++) {
     assert_string_equal(q.rates[i].type, p.rates[i].type);
@@ -225,6 +228,132 @@ static void test_plan_estimate(void **state) {
   sl_spec_free(spec);
 }
 
+/* Plans pipeline text `yaml` with `prof` on `caps` (a device backend's
+ * plan is pure: no device is needed). */
+static sl_plan *plan_text(const char *yaml, const sl_backend_caps *caps, const sl_cost_profile *prof,
+                          sl_graph **g, sl_spec **spec) {
+  char path[512];
+  write_temp_file(path, sizeof path, "warm.yaml", yaml);
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_spec_load(path, NULL, 0, spec, &err), SL_OK);
+  assert_int_equal(sl_graph_build(*spec, NULL, sl_nodes_registry(), g, &err), SL_OK);
+  sl_plan_opts po;
+  memset(&po, 0, sizeof po);
+  po.caps = *caps;
+  po.chunk_positions = 16;
+  po.profile = prof;
+  sl_plan *p = NULL;
+  assert_int_equal(sl_plan_build(*g, &po, &p, &err), SL_OK);
+  return p;
+}
+
+static void free_plan_text(sl_plan *p, sl_graph *g, sl_spec *spec) {
+  sl_plan_free(p);
+  sl_graph_free(g);
+  sl_spec_free(spec);
+}
+
+/* The wait for a device library's background load (cuFFT: dpc's first call
+ * joins it): on a device backend dpc's estimate grows by what is left of
+ * the profile's library_load_seconds when its level starts (the levels
+ * before it, as estimated without any wait), the run's by the same; idpc
+ * after it waits for nothing; a load done before dpc starts, or a CPU
+ * plan, changes nothing. */
+static void test_warm_up_wait(void **state) {
+  (void)state;
+  /* the arithmetic */
+  assert_true(sl_cost_warm_up_wait(0.25, 0.0625) == 0.1875);
+  assert_true(sl_cost_warm_up_wait(0.25, 0.5) == 0);
+  assert_true(sl_cost_warm_up_wait(0.25, -1) == 0.25);
+  assert_true(sl_cost_warm_up_wait(0, 0) == 0);
+  static const char yaml[] =
+      "pipeline: warm\n"
+      "nodes:\n"
+      "  source: {type: synthetic_4dstem, params: {scan_shape: [8, 8], detector_shape: [16, 16], disk_radius: 3}}\n"
+      "  com: {type: com, inputs: {frames: source.frames}}\n"
+      "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col}}\n"
+      "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
+      "outputs: {phase: idpc.phase}\n";
+  sl_backend_caps gpu = cpu_caps(2);
+  gpu.kind = SL_BACKEND_CUDA;
+  snprintf(gpu.device, sizeof gpu.device, "a pretend GPU");
+  gpu.device_memory = true;
+  gpu.memory_bytes = (uint64_t)1 << 34;
+  sl_cost_profile prof = hand_made();
+  prof.library_load_seconds = 0;
+  sl_graph *g0, *g1, *g2, *g3;
+  sl_spec *s0, *s1, *s2, *s3;
+  sl_plan *p0 = plan_text(yaml, &gpu, &prof, &g0, &s0);
+  int dpc = sl_graph_find(g0, "dpc"), idpc = sl_graph_find(g0, "idpc");
+  int level = p0->exec_level[dpc * p0->n_passes];
+  assert_int_equal(p0->levels[level].n_nodes, 1); /* dpc alone: nothing before it in its level */
+  double started = 0;
+  for (int l = 0; l < level; l++) started += p0->levels[l].est_seconds;
+  assert_true(started > 0);
+  assert_true(p0->nodes[dpc].warm_up_wait_seconds == 0);
+
+  /* a load that outlasts everything before dpc by 10 s */
+  prof.library_load_seconds = started + 10;
+  sl_plan *p1 = plan_text(yaml, &gpu, &prof, &g1, &s1);
+  assert_true(fabs(p1->nodes[dpc].warm_up_wait_seconds - 10) < 1e-9);
+  assert_true(fabs(p1->nodes[dpc].est_seconds - (p0->nodes[dpc].est_seconds + 10)) < 1e-9);
+  assert_true(fabs(p1->levels[level].est_seconds - (p0->levels[level].est_seconds + 10)) < 1e-9);
+  assert_true(fabs(p1->est_seconds - (p0->est_seconds + 10)) < 1e-9);
+  assert_true(p1->nodes[idpc].est_seconds == p0->nodes[idpc].est_seconds);
+  assert_true(p1->nodes[idpc].warm_up_wait_seconds == 0);
+
+  /* a load over before dpc starts */
+  prof.library_load_seconds = started * 0.5;
+  sl_plan *p2 = plan_text(yaml, &gpu, &prof, &g2, &s2);
+  assert_true(p2->nodes[dpc].est_seconds == p0->nodes[dpc].est_seconds);
+  assert_true(p2->est_seconds == p0->est_seconds);
+
+  /* the CPU backend loads no device library */
+  prof.library_load_seconds = started + 10;
+  sl_backend_caps cpu = cpu_caps(2);
+  sl_plan *p3 = plan_text(yaml, &cpu, &prof, &g3, &s3);
+  assert_true(p3->nodes[dpc].warm_up_wait_seconds == 0);
+  prof.library_load_seconds = 0;
+  sl_plan *p4;
+  sl_graph *g4;
+  sl_spec *s4;
+  p4 = plan_text(yaml, &cpu, &prof, &g4, &s4);
+  assert_true(p3->est_seconds == p4->est_seconds);
+  free_plan_text(p0, g0, s0);
+  free_plan_text(p1, g1, s1);
+  free_plan_text(p2, g2, s2);
+  free_plan_text(p3, g3, s3);
+  free_plan_text(p4, g4, s4);
+}
+
+/* The pooled buffers taken and given back: the run's estimate grows by
+ * pool_seconds_per_byte times the bytes of its slots, its workspace and its
+ * reductions' partials, outside every node and level. */
+static void test_pool_estimate(void **state) {
+  (void)state;
+  static const char yaml[] =
+      "pipeline: pooled\n"
+      "nodes:\n"
+      "  r: {type: ramp, params: {positions: [1024], item_shape: [256]}}\n"
+      "  s: {type: sum, inputs: {x: r.out}}\n"
+      "outputs: {total: s.total}\n";
+  sl_backend_caps cpu = cpu_caps(2);
+  sl_cost_profile prof = hand_made();
+  sl_graph *g0, *g1;
+  sl_spec *s0, *s1;
+  sl_plan *p0 = plan_text(yaml, &cpu, &prof, &g0, &s0);
+  prof.pool_seconds_per_byte = 1.0 / 1048576;
+  sl_plan *p1 = plan_text(yaml, &cpu, &prof, &g1, &s1);
+  double pooled = (double)p1->lent_workspace_bytes + (double)p1->partial_bytes;
+  for (int k = 0; k < p1->n_slots; k++) pooled += (double)p1->slots[k].bytes;
+  assert_true(pooled >= 16 * 256 * 4); /* a chunk of 16 ramp rows at least */
+  assert_true(fabs(p1->est_seconds - (p0->est_seconds + pooled / 1048576)) <= 1e-9 * p1->est_seconds);
+  for (int l = 0; l < p1->n_levels; l++) assert_true(p1->levels[l].est_seconds == p0->levels[l].est_seconds);
+  free_plan_text(p0, g0, s0);
+  free_plan_text(p1, g1, s1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_round_trip),
@@ -232,6 +361,8 @@ int main(void) {
       cmocka_unit_test(test_corrupt_and_foreign_ignored),
       cmocka_unit_test(test_estimate_closed_form),
       cmocka_unit_test(test_plan_estimate),
+      cmocka_unit_test(test_warm_up_wait),
+      cmocka_unit_test(test_pool_estimate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
