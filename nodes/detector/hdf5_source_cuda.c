@@ -40,12 +40,13 @@
  *   device. */
 #include "nodes/detector/hdf5_source_cuda.h"
 
+#include "nodes/hdf5/source_window.h"
 #include "shaders/cuda/common/device_table.h"
 
 /* The node's device table: the two prefetch buffers, each one output slot
  * of `positions` (the overlapped path; the direct path takes nothing). */
 static void prefetch_layout(sl_table *t, const sl_tensor_desc *d, int64_t positions, void *pre[2]) {
-  for (int k = 0; k < 2; k++) pre[k] = sl_table_take(t, sl_desc_buffer_bytes(d, positions));
+  for (int k = 0; k < 2; k++) pre[k] = sl_table_take(t, sl_src_output_bytes(d, positions));
 }
 
 int64_t sl_hdf5_source_cuda_table_bytes(const sl_tensor_desc *d, int64_t positions) {
@@ -67,7 +68,6 @@ int64_t sl_hdf5_source_cuda_table_bytes(const sl_tensor_desc *d, int64_t positio
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "nodes/common/cuda_glue.h"
-#include "nodes/hdf5/source_window.h"
 
 typedef struct src_cuda {
   sl_backend *backend; /* allocated the windows; frees them */
@@ -142,7 +142,7 @@ static sl_code window_up(src_cuda *c, const sl_src_window *win, int64_t pos_star
   } else {
     const uint8_t *packed;
     uint64_t bytes = 0;
-    rc = sl_src_pack(win, s->ix, s->where, (uint64_t)sl_desc_buffer_bytes(d, pos_count), &packed, &bytes, err);
+    rc = sl_src_pack(win, s->ix, (uint64_t)sl_src_output_bytes(d, pos_count), &packed, &bytes, err);
     if (rc == SL_OK) rc = copy_up(&k, 0, packed, bytes, err);
     *len = bytes;
   }
@@ -378,6 +378,7 @@ static sl_code overlap_call(src_cuda *c, sl_kernel_args *a) {
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
   c->next_chunk = j + 1;
+  if (c->desc.encoding != SL_ENC_NONE) a->out_bytes[0] = (int64_t)len; /* what was written */
   return SL_OK;
 }
 
@@ -454,8 +455,10 @@ sl_code sl_hdf5_source_cuda(sl_kernel_args *a) {
   sl_src_window win;
   rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(&c->desc), &win, a->err);
   if (rc != SL_OK) return rc;
-  uint64_t len;
-  return window_up(c, &win, a->pos_start, a->pos_count, a->out[0], SL_QUEUE_COMPUTE, &len, a->err);
+  uint64_t len = 0;
+  rc = window_up(c, &win, a->pos_start, a->pos_count, a->out[0], SL_QUEUE_COMPUTE, &len, a->err);
+  if (rc == SL_OK && c->desc.encoding != SL_ENC_NONE) a->out_bytes[0] = (int64_t)len; /* what was written */
+  return rc;
 }
 
 #endif

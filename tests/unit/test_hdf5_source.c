@@ -161,10 +161,12 @@ static void t_contiguous_u8_and_dataset_param(void **state) {
 
 /* The source's output for scan positions [start, start + count) into a
  * buffer of the planned size (malloc'd). */
-static sl_packed_chunks *source_call(sl_node *n, sl_backend *b, int64_t start, int64_t count,
-                                     int64_t npos, int64_t chunk) {
-  size_t cap = (size_t)sl_desc_buffer_bytes(&n->out[0], chunk);
-  sl_packed_chunks *pk = malloc(cap);
+static sl_packed_items *source_call(sl_node *n, sl_backend *b, int64_t start, int64_t count,
+                                    int64_t npos, int64_t chunk) {
+  /* the buffer the plan gives: the node's bound (a variable-size output) */
+  int64_t cap = sl_node_out_bound(n, 0, chunk);
+  assert_true(cap > 0);
+  sl_packed_items *pk = malloc((size_t)cap);
   sl_error e;
   sl_error_clear(&e);
   sl_kernel_args a;
@@ -173,9 +175,17 @@ static sl_packed_chunks *source_call(sl_node *n, sl_backend *b, int64_t start, i
   a.pos_start = start, a.pos_count = count, a.chunk = start / chunk;
   a.n_chunks = (npos + chunk - 1) / chunk;
   a.out[0] = pk;
+  a.out_bytes[0] = sl_node_out_bound(n, 0, count);
   sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
   if (rc) print_error("positions %lld..: %s\n", (long long)start, e.msg);
   assert_int_equal(rc, SL_OK);
+  /* what it says it wrote: the header, the entries and their bytes, packed */
+  uint64_t written = sizeof *pk + pk->n * sizeof(sl_packed_entry);
+  for (uint64_t j = 0; j < pk->n; j++) {
+    assert_int_equal(pk->entries[j].offset, written);
+    written += pk->entries[j].size;
+  }
+  assert_int_equal(a.out_bytes[0], (int64_t)written);
   return pk;
 }
 
@@ -192,34 +202,51 @@ static int64_t check_packed(const char *name, const fx_opts *o, const char *mast
   int64_t stored = 0, largest = 0;
   for (int64_t start = 0; start < npos; start += chunk) {
     int64_t count = npos - start < chunk ? npos - start : chunk;
-    sl_packed_chunks *pk = source_call(&n, b, start, count, npos, chunk);
+    sl_packed_items *pk = source_call(&n, b, start, count, npos, chunk);
     assert_true(pk->n >= 1);
     for (uint64_t j = 0; j < pk->n; j++) {
       const sl_packed_entry *en = &pk->entries[j];
       /* Which file and local frame the entry's first position is. */
       int file = 0;
-      int64_t local = en->first_position;
-      while (local >= o->frames[file]) local -= o->frames[file++];
+      int64_t local = en->first_position, chunks_before = 0; /* stored chunks of earlier files */
+      while (local >= o->frames[file]) {
+        chunks_before += (o->frames[file] + o->k - 1) / o->k;
+        local -= o->frames[file++];
+      }
+      const int64_t file_chunk = local / o->k, acq_chunk = chunks_before + file_chunk;
+      assert_int_equal(en->origin, (uint64_t)acq_chunk);
       int64_t want_n = o->frames[file] - local < o->k ? o->frames[file] - local : o->k;
       assert_int_equal(en->n_positions, want_n);
       assert_true(en->first_position < start + count);
       assert_true(en->first_position + en->n_positions > start);
       if (en->first_position == next_frame) { /* first time seen */
-        assert_int_equal(en->stored_chunk, stored);
+        assert_int_equal(en->origin, (uint64_t)stored);
         stored++;
         next_frame += en->n_positions;
       }
       char data_file[512];
       fx_data_path(name, file + 1, data_file, sizeof data_file);
-      assert_non_null(strstr(en->where, data_file));
-      assert_non_null(strstr(en->where, ":/entry/data/data"));
+      /* consumers' messages name it by the port's describe_origin: the file
+       * and dataset, its index in that file and, when that differs, in the
+       * acquisition */
+      char said[1024], want_said[1024];
+      sl_packed_describe(&n.out[0], en->origin, en->first_position, en->n_positions, said, sizeof said);
+      long long last = (long long)(en->first_position + en->n_positions - 1);
+      if (file_chunk == acq_chunk)
+        snprintf(want_said, sizeof want_said, "%s:/entry/data/data, stored chunk %lld (frames %lld-%lld)", data_file,
+                 (long long)acq_chunk, (long long)en->first_position, last);
+      else
+        snprintf(want_said, sizeof want_said,
+                 "%s:/entry/data/data, stored chunk %lld of that file (chunk %lld of the acquisition, frames "
+                 "%lld-%lld)",
+                 data_file, (long long)file_chunk, (long long)acq_chunk, (long long)en->first_position, last);
+      assert_string_equal(said, want_said);
       size_t size = 0;
       uint32_t mask = 0;
       uint8_t *want = fx_read_chunk(data_file, "/entry/data/data", local, &size, &mask);
       assert_int_equal(en->size, size);
       if ((int64_t)size > largest) largest = (int64_t)size;
       assert_int_equal(en->flags, (mask & 1u) ? SL_PACKED_STORED_RAW : 0);
-      assert_int_equal(en->file_chunk, (uint32_t)(local / o->k)); /* its index in its own file */
       assert_memory_equal((const uint8_t *)pk + en->offset, want, size);
       free(want);
     }
