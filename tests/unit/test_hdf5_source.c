@@ -19,6 +19,7 @@
 #include "nodes/registry.h"
 #include "tests/unit/node_harness.h"
 #include "tests/unit/run_support.h"
+#include "tests/unit/test_support.h"
 
 extern const sl_node_desc sl_node_hdf5_source;
 
@@ -284,6 +285,54 @@ static void t_bitshuffle_stored_chunks(void **state) {
   node_free(&n);
 }
 
+/* A corrupt stored chunk of the second data file, run through the engine
+ * (hdf5_source -> bslz4_decode, the executor between them): the decoder's
+ * error names it by the source's describe_origin: the file and dataset, its
+ * index in that file and in the acquisition, and its frames. */
+static void t_corrupt_chunk_named_through_the_run(void **state) {
+  fx_require_bitshuffle();
+  fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 32, .w = 24, .k = 2, .layout = FX_BSLZ4};
+  char m[512];
+  fx_write("srcbad", &o, m, sizeof m);
+  const sl_h5_index *ix = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_h5_index_get_listed(m, NULL, &ix, &e), SL_OK);
+  /* chunk 4 of the acquisition: chunk 1 of the second file, frames 8-9 */
+  const sl_h5_chunk *ch = &ix->chunks[4];
+  assert_int_equal(ch->file, 1);
+  assert_int_equal(ch->first_frame, 8);
+  assert_int_equal(ch->filter_mask & 1u, 0);
+  char data_file[512];
+  fx_data_path("srcbad", 2, data_file, sizeof data_file);
+  FILE *f = fopen(data_file, "r+b");
+  assert_non_null(f);
+  /* its first LZ4 token: after the 12-byte header and a block's 4-byte length */
+  assert_int_equal(fseek(f, (long)(ch->file_offset + 16), SEEK_SET), 0);
+  assert_int_equal(fputc(0xFF, f), 0xFF);
+  fclose(f);
+  sl_h5_index_put(ix);
+  char text[1024], path[600];
+  snprintf(text, sizeof text,
+           "pipeline: p\nnodes:\n  src: {type: hdf5_source, params: {path: \"%s\", scan_shape: [1, 11]}}\n"
+           "  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}\noutputs: {frames: dec.frames}\n",
+           m);
+  write_temp_file(path, sizeof path, "srcbad.yaml", text);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "%s:/entry/data/data, stored chunk 1 of that file (chunk 4 of the acquisition, frames 8-9): ", data_file);
+  for (int64_t chunk = 2; chunk <= 11; chunk += 9) {
+    sl_run run;
+    sl_code rc = run_file(path, NULL, 0, chunk, 2, 0, NULL, &run, &e);
+    print_message("expected error: %s\n", e.msg);
+    assert_int_equal(rc, SL_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, want));
+    assert_non_null(strstr(e.msg, "corrupt LZ4 data"));
+    assert_string_equal(e.node, "dec");
+    sl_run_free(&run);
+  }
+}
+
 /* ---- errors ------------------------------------------------------------------- */
 
 static void t_scan_shape_and_input_errors(void **state) {
@@ -541,6 +590,7 @@ int main(void) {
       cmocka_unit_test(t_k_frame_chunks_square_u32),
       cmocka_unit_test(t_contiguous_u8_and_dataset_param),
       cmocka_unit_test(t_bitshuffle_stored_chunks),
+      cmocka_unit_test(t_corrupt_chunk_named_through_the_run),
       cmocka_unit_test(t_scan_shape_and_input_errors),
       cmocka_unit_test(t_changed_since_planning),
       cmocka_unit_test(t_plan_device_state),
