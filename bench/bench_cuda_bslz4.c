@@ -97,13 +97,13 @@ typedef struct setup {
 
 /* Host packed buffer of frames [ps, ps + pc) (one frame per stored chunk). */
 static uint8_t *pack(const setup *S, int64_t ps, int64_t pc, size_t *bytes, size_t *payload) {
-  size_t cap = (size_t)sl_desc_buffer_bytes(&S->desc, pc);
+  size_t cap = (size_t)sl_desc_encoded_bound(&S->desc, pc);
   uint8_t *buf = NULL;
   CK(cudaHostAlloc((void **)&buf, cap, cudaHostAllocDefault));
-  sl_packed_chunks *pk = (sl_packed_chunks *)buf;
+  sl_packed_items *pk = (sl_packed_items *)buf;
   pk->n = (uint64_t)pc;
   pk->reserved = 0;
-  size_t pos = sizeof(sl_packed_chunks) + (size_t)pc * sizeof(sl_packed_entry), pay = 0;
+  size_t pos = sizeof(sl_packed_items) + (size_t)pc * sizeof(sl_packed_entry), pay = 0;
   for (int64_t i = 0; i < pc; i++) {
     size_t u = (size_t)(ps + i) % S->unique;
     pos = (pos + 7) & ~(size_t)7;
@@ -112,10 +112,9 @@ static uint8_t *pack(const setup *S, int64_t ps, int64_t pc, size_t *bytes, size
     memset(e, 0, sizeof *e);
     e->offset = pos;
     e->size = S->csize[u];
-    e->stored_chunk = ps + i;
+    e->origin = (uint64_t)(ps + i);
     e->first_position = ps + i;
     e->n_positions = 1;
-    e->where = "bench:/data";
     pos += S->csize[u];
     pay += S->csize[u];
   }
@@ -142,13 +141,13 @@ static void dnode_init(dnode *d, const sl_tensor_desc *in, bool check_every_call
 
 static void dnode_release(dnode *d) { test_table_give_back(&d->table, &d->dev_state, &d->dev_state_free); }
 
-static sl_code call(sl_backend *b, dnode *d, const void *in, void *out, int64_t ps, int64_t pc, int64_t chunk,
-                    int64_t n_chunks, sl_error *err) {
+static sl_code call(sl_backend *b, dnode *d, const void *in, size_t in_bytes, void *out, int64_t ps, int64_t pc,
+                    int64_t chunk, int64_t n_chunks, sl_error *err) {
   sl_code rc = test_table_lend(&d->table, b, sl_cuda_bslz4_decode_table_bytes(&d->p.chunks, pc), err);
   if (rc != SL_OK) return rc;
   sl_kernel_args a = {.backend = b, .dev = b->ops->device_env(b), .node_id = "decode",
                       .chunk = chunk, .n_chunks = n_chunks, .pos_start = ps, .pos_count = pc,
-                      .in = {in}, .out = {out}, .err = err};
+                      .in = {in}, .in_bytes = {(int64_t)in_bytes}, .out = {out}, .err = err};
   test_table_args(&d->table, &a);
   return sl_cuda_bslz4_decode(&d->p, &a);
 }
@@ -243,7 +242,7 @@ static int bench_chunked(sl_backend *b, const setup *S_in, void *dout, double ou
         double t0 = now();
         for (int64_t c = 0; c < nch; c++) {
           int64_t ps = c * (int64_t)K, pc = (int64_t)nframes - ps < (int64_t)K ? (int64_t)nframes - ps : (int64_t)K;
-          if (call(b, &dk, dbufs[c], (uint8_t *)dout + (size_t)ps * S.fb, ps, pc, c, nch, &err) != SL_OK) {
+          if (call(b, &dk, dbufs[c], dsz[c], (uint8_t *)dout + (size_t)ps * S.fb, ps, pc, c, nch, &err) != SL_OK) {
             fprintf(stderr, "bench_cuda_bslz4: decode failed: %s\n", err.msg);
             return 1;
           }
@@ -335,7 +334,7 @@ int main(int argc, char **argv) {
     CK(cudaMemsetAsync(dout, 0xA5, (size_t)out_bytes, st));
     for (int r = 0; r < repeats + 1; r++) { /* the first call allocates its tables: warm-up */
       CK(cudaEventRecord(e0, st));
-      sl_code rc = call(b, &d, din, dout, 0, (int64_t)nframes, 0, 1, &err);
+      sl_code rc = call(b, &d, din, pbytes, dout, 0, (int64_t)nframes, 0, 1, &err);
       CK(cudaEventRecord(e1, st));
       if (rc != SL_OK) {
         fprintf(stderr, "bench_cuda_bslz4: decode failed: %s\n", err.msg);

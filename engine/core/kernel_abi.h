@@ -21,7 +21,7 @@ extern "C" {
 
 /* The version of this ABI compiled into each device kernel file. A device
  * backend refuses to start when a kernel was built for another one. */
-#define SL_KERNEL_ABI_VERSION 6
+#define SL_KERNEL_ABI_VERSION 7
 
 typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
 

@@ -26,15 +26,38 @@ sl_dtype sl_dtype_parse(const char *name) {
   return SL_DT_INVALID;
 }
 
-void sl_packed_entry_describe(const char *where, int64_t stored_chunk, uint32_t file_chunk,
-                              int64_t first_position, int64_t n_positions, char *buf, size_t n) {
-  long long last = (long long)(first_position + n_positions - 1);
-  if ((int64_t)file_chunk == stored_chunk)
-    snprintf(buf, n, "%s, stored chunk %lld (frames %lld-%lld)", where, (long long)stored_chunk,
-             (long long)first_position, last);
-  else
-    snprintf(buf, n, "%s, stored chunk %u of that file (chunk %lld of the acquisition, frames %lld-%lld)",
-             where, file_chunk, (long long)stored_chunk, (long long)first_position, last);
+int64_t sl_packed_bound(int64_t entries, int64_t item_bytes) {
+  return (int64_t)sizeof(sl_packed_items) + entries * ((int64_t)sizeof(sl_packed_entry) + item_bytes + 8);
+}
+
+sl_code sl_packed_check(const void *buf, int64_t bytes, sl_error *err) {
+  const sl_packed_items *pk = buf;
+  uint64_t have = bytes > 0 ? (uint64_t)bytes : 0;
+  if (have < sizeof *pk || pk->n > (have - sizeof *pk) / sizeof(sl_packed_entry))
+    return sl_fail(err, SL_ERR_INTERNAL, "packed buffer of %llu bytes cannot hold its header and %llu entries",
+                   (unsigned long long)have, have < sizeof *pk ? 0ull : (unsigned long long)pk->n);
+  uint64_t data = sizeof *pk + pk->n * sizeof(sl_packed_entry);
+  for (uint64_t i = 0; i < pk->n; i++) {
+    const sl_packed_entry *e = &pk->entries[i];
+    if (e->offset < data || e->offset > have || e->size > have - e->offset)
+      return sl_fail(err, SL_ERR_INTERNAL,
+                     "packed entry %llu out of range (offset %llu, %llu bytes, buffer of %llu bytes)",
+                     (unsigned long long)i, (unsigned long long)e->offset, (unsigned long long)e->size,
+                     (unsigned long long)have);
+  }
+  return SL_OK;
+}
+
+void sl_packed_describe(const sl_tensor_desc *d, uint64_t origin, int64_t first_position, int64_t n_positions,
+                        char *buf, size_t n) {
+  if (n == 0) return;
+  if (d && d->describe_origin) {
+    buf[0] = 0;
+    d->describe_origin(d->origin_ctx, origin, first_position, n_positions, buf, n);
+    return;
+  }
+  snprintf(buf, n, "item %llu (positions %lld-%lld)", (unsigned long long)origin, (long long)first_position,
+           (long long)(first_position + n_positions - 1));
 }
 
 bool sl_size_mul(int64_t a, int64_t b, int64_t *out) {
@@ -141,12 +164,29 @@ const char *sl_encoding_name(sl_encoding e) {
 }
 
 int64_t sl_desc_buffer_bytes(const sl_tensor_desc *d, int64_t positions) {
-  if (!d->stream_rank) return sl_desc_bytes(d);
-  if (d->encoding == SL_ENC_NONE) return positions * sl_desc_item_bytes(d);
-  int64_t per = d->min_positions_per_stored_chunk > 0 ? d->min_positions_per_stored_chunk
-                                                      : (d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1);
-  /* a chunk of the scan may start inside one stored chunk and end inside another */
-  int64_t chunks = (positions + per - 1) / per + (per > 1 ? 1 : 0);
-  return (int64_t)sizeof(sl_packed_chunks) +
-         chunks * ((int64_t)sizeof(sl_packed_entry) + d->max_stored_chunk_bytes + 8);
+  return d->stream_rank ? positions * sl_desc_item_bytes(d) : sl_desc_bytes(d);
+}
+
+int64_t sl_desc_encoded_entries(const sl_tensor_desc *d, int64_t positions) {
+  int64_t per = d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1;
+  int64_t fewest = d->min_positions_per_stored_chunk > 0 ? d->min_positions_per_stored_chunk : per;
+  int64_t entries = (positions + fewest - 1) / fewest + (fewest > 1 ? 1 : 0);
+  if (entries > positions) entries = positions;
+  return entries < 1 ? 1 : entries;
+}
+
+int64_t sl_desc_encoded_bound(const sl_tensor_desc *d, int64_t positions) {
+  return sl_packed_bound(sl_desc_encoded_entries(d, positions), d->max_stored_chunk_bytes);
+}
+
+sl_tensor_desc sl_desc_decoded(const sl_tensor_desc *d) {
+  sl_tensor_desc out = *d;
+  out.encoding = SL_ENC_NONE;
+  out.positions_per_stored_chunk = 0;
+  out.min_positions_per_stored_chunk = 0;
+  out.max_stored_chunk_bytes = 0;
+  out.encoded_block_elems = 0;
+  out.describe_origin = NULL;
+  out.origin_ctx = NULL;
+  return out;
 }

@@ -25,17 +25,24 @@ sl_dtype sl_dtype_parse(const char *name); /* SL_DT_INVALID if unknown */
 #define SL_MAX_RANK 8
 
 /* How a streamed port's data is stored in its buffers. Encoded streams carry
- * stored (possibly compressed) chunks of the acquisition as read from a file,
- * packed one after another (see sl_packed_chunks); dtype and dims describe the
- * data once decoded. */
+ * stored (possibly compressed) blocks of positions, e.g. the chunks of an
+ * acquisition as read from a file, in the packed layout below: they are
+ * variable-size outputs (sl_node_desc.out_bound); dtype and dims describe
+ * the data once decoded. */
 typedef enum sl_encoding {
   SL_ENC_NONE = 0,   /* plain elements */
-  SL_ENC_RAW,        /* stored chunks, uncompressed */
-  SL_ENC_BSLZ4,      /* stored chunks, bitshuffle-LZ4 (docs/formats/bitshuffle-lz4.md) */
-  SL_ENC_BITSHUFFLE  /* stored chunks, bitshuffle without compression */
+  SL_ENC_RAW,        /* stored blocks, uncompressed */
+  SL_ENC_BSLZ4,      /* stored blocks, bitshuffle-LZ4 (docs/formats/bitshuffle-lz4.md) */
+  SL_ENC_BITSHUFFLE  /* stored blocks, bitshuffle without compression */
 } sl_encoding;
 
 const char *sl_encoding_name(sl_encoding e);
+
+/* Writes what packed entry `origin` (positions [first_position,
+ * first_position + n_positions)) is, e.g. "FILE:DATASET, stored chunk K
+ * (frames A-B)", into buf (n bytes, always terminated). */
+typedef void (*sl_origin_describe_fn)(const void *ctx, uint64_t origin, int64_t first_position,
+                                      int64_t n_positions, char *buf, size_t n);
 
 typedef struct sl_tensor_desc {
   sl_dtype dtype;
@@ -49,13 +56,20 @@ typedef struct sl_tensor_desc {
    * different streams never meets in one node, and each pass over the data
    * streams one of them. */
   const char *stream_axis;
-  /* Encoded streams only: */
+  /* Encoded streams only (a packed buffer of stored blocks per call): */
   sl_encoding encoding;
   int64_t positions_per_stored_chunk; /* chunks of the scan are multiples of it */
-  int64_t min_positions_per_stored_chunk; /* the fewest frames a stored chunk holds
-                                             (file ends): bounds the chunks per buffer */
-  int64_t max_stored_chunk_bytes;     /* the largest stored chunk */
+  int64_t min_positions_per_stored_chunk; /* the fewest positions a stored block
+                                             holds (a file's end): bounds the
+                                             entries per buffer */
+  int64_t max_stored_chunk_bytes;     /* the largest stored block */
   int64_t encoded_block_elems;        /* bitshuffle block size (0 = default) */
+  /* Optional: what a packed entry's origin (sl_packed_entry.origin) is, in
+   * words, for consumers' error messages: the producer sets it (consumers'
+   * inputs copy it with the descriptor) and keeps `origin_ctx` alive while
+   * the graph runs. NULL: entries are named by their origin number. */
+  sl_origin_describe_fn describe_origin;
+  const void *origin_ctx;
   /* A fact some producers know when planning (e.g. a detector's bad-pixel
    * count from its file's metadata): at most nonzero_bound elements of this
    * whole tensor are nonzero, when nonzero_known. A consumer may size its
@@ -64,34 +78,46 @@ typedef struct sl_tensor_desc {
   int64_t nonzero_bound;
 } sl_tensor_desc;
 
-/* A buffer of an encoded stream: a header, then `n` entries, then the bytes
- * of the stored chunks. Offsets are from the start of the buffer. */
+/* The packed layout: the variable-size items of one call (a chunk of a
+ * stream), in one buffer: a header, then `n` entries, then the items' bytes.
+ * An encoded stream's buffers hold it (one item per stored block); any
+ * variable-size output may. Offsets are from the start of the buffer; the
+ * producer reports the buffer's bytes (header, entries and items) as what it
+ * wrote (args.out_bytes), and a consumer checks every entry against what it
+ * got (sl_packed_check). Shared with device kernels: a change of layout
+ * bumps SL_KERNEL_ABI_VERSION (kernel_abi.h). */
 typedef struct sl_packed_entry {
-  uint64_t offset, size;   /* of the stored bytes, from the start of the buffer */
+  uint64_t offset, size;   /* of the item's bytes, from the start of the buffer */
   uint32_t flags;          /* SL_PACKED_* */
-  uint32_t file_chunk;     /* index of the stored chunk within the file it came from */
-  int64_t stored_chunk;    /* index of the stored chunk in the acquisition */
-  int64_t first_position;  /* scan position of its first frame */
-  int64_t n_positions;     /* frames of the acquisition it holds */
-  const char *where;       /* interned "file:dataset", for error messages */
+  uint32_t reserved;       /* 0 */
+  int64_t first_position;  /* stream position of its first position */
+  int64_t n_positions;     /* positions it holds */
+  /* What the producer calls it (an acquisition's stored chunk index, a
+   * block number): named in words by the port's describe_origin. */
+  uint64_t origin;
 } sl_packed_entry;
 
-/* The stored bytes are not encoded (their writer skipped the codec, as HDF5
+/* The item's bytes are not encoded (their writer skipped the codec, as HDF5
  * does for a chunk that would not compress): the decoder copies them. */
 #define SL_PACKED_STORED_RAW 1u
 
-/* "WHERE, stored chunk K (frames A-B)" for an entry, for error messages;
- * when the acquisition spans several files and the chunk's index in its file
- * differs from its index in the acquisition, both:
- * "WHERE, stored chunk K of that file (chunk G of the acquisition, frames A-B)". */
-void sl_packed_entry_describe(const char *where, int64_t stored_chunk, uint32_t file_chunk,
-                              int64_t first_position, int64_t n_positions, char *buf, size_t n);
-
-typedef struct sl_packed_chunks {
+typedef struct sl_packed_items {
   uint64_t n;
   uint64_t reserved;
   sl_packed_entry entries[];
-} sl_packed_chunks;
+} sl_packed_items;
+
+/* Bytes of a packed buffer of `entries` items of at most `item_bytes` each
+ * (header, entries, and 8 bytes of alignment slack per item). */
+int64_t sl_packed_bound(int64_t entries, int64_t item_bytes);
+/* The header and entries of a packed buffer of `bytes` bytes (what its
+ * producer wrote): SL_ERR_INTERNAL unless the entries and every item lie
+ * inside it. */
+sl_code sl_packed_check(const void *buf, int64_t bytes, sl_error *err);
+/* What entry `origin` of an encoded port `d` is, in words: the producer's
+ * describe_origin, else "item ORIGIN (positions A-B)". */
+void sl_packed_describe(const sl_tensor_desc *d, uint64_t origin, int64_t first_position, int64_t n_positions,
+                        char *buf, size_t n);
 
 /* a * b for sizes: false (and *out untouched) when either is negative or the
  * product does not fit in int64 with room to spare (below 2^62, so that
@@ -109,10 +135,19 @@ int64_t sl_desc_positions(const sl_tensor_desc *d);
 /* Elements and bytes of one position's item (whole: of the tensor). */
 int64_t sl_desc_item_elems(const sl_tensor_desc *d);
 int64_t sl_desc_item_bytes(const sl_tensor_desc *d);
-/* Bytes a buffer needs for `positions` scan positions of a streamed port
- * (plain: positions * item bytes; encoded: header, entries and the largest
- * stored chunks), or of a whole port (positions ignored). */
+/* Bytes a buffer needs for `positions` scan positions of a plain streamed
+ * port (positions * item bytes), or of a whole port (positions ignored).
+ * Encoded ports are variable-size: their producer's out_bound sizes them. */
 int64_t sl_desc_buffer_bytes(const sl_tensor_desc *d, int64_t positions);
+/* Encoded streams: the most entries a call over `positions` positions holds
+ * (a call may start inside one stored block and end inside another; each
+ * entry holds at least one of its positions), and the most bytes its packed
+ * buffer holds (sl_packed_bound of that many of the largest stored blocks):
+ * what a producer of an encoded stream returns from out_bound. */
+int64_t sl_desc_encoded_entries(const sl_tensor_desc *d, int64_t positions);
+int64_t sl_desc_encoded_bound(const sl_tensor_desc *d, int64_t positions);
+/* The descriptor of `d`'s data once decoded: encoding and its facts cleared. */
+sl_tensor_desc sl_desc_decoded(const sl_tensor_desc *d);
 /* Elements and bytes of the whole logical tensor. */
 int64_t sl_desc_elems(const sl_tensor_desc *d);
 int64_t sl_desc_bytes(const sl_tensor_desc *d);

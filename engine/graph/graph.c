@@ -110,7 +110,8 @@ int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions) {
 /* Declared reductions and variable-size ports must be what the executor can
  * merge: a combine defined for the dtype; a fixed-size CONCAT whose whole
  * output is the scan's positions of an item (like gather's); a variable-size
- * port of u8 bytes, one axis per call or whole. */
+ * port of u8 bytes, one axis per call or whole, or an encoded stream (a
+ * variable-size streamed port whose type is that of its decoded data). */
 static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_error *err) {
   for (int k = 0; k < n->n_out; k++) {
     const sl_tensor_desc *d = &n->out[k];
@@ -123,7 +124,13 @@ static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_erro
                    "output '%s' asks for per-worker partials, but merging %s of %s values depends on how "
                    "the range was split",
                    n->out_names[k], sl_combine_name(c), sl_dtype_name(d->dtype));
-    if (rc == SL_OK && variable && (d->dtype != SL_U8 || d->rank != d->stream_rank + 1))
+    /* An encoded stream is a variable-size output whose descriptor tells
+     * what its packed items decode to. */
+    bool encoded = d->encoding != SL_ENC_NONE;
+    if (rc == SL_OK && encoded && (!variable || !d->stream_rank))
+      rc = sl_fail(err, SL_ERR_INTERNAL, "encoded output '%s' must be a streamed variable-size output (out_bound)",
+                   n->out_names[k]);
+    if (rc == SL_OK && variable && !encoded && (d->dtype != SL_U8 || d->rank != d->stream_rank + 1))
       rc = sl_fail(err, SL_ERR_INTERNAL, "variable-size output '%s' must be u8 bytes with one item axis",
                    n->out_names[k]);
     if (rc == SL_OK && variable && !d->stream_rank && c != SL_COMBINE_CONCAT)

@@ -171,7 +171,11 @@ typedef struct sl_node_desc {
    * actual size into args.out_bytes[port]; consumers read it in
    * args.in_bytes. A whole output with combine CONCAT appends each chunk's
    * bytes; the planner sizes it from the bounds of all chunks, and the run's
-   * output holds only what was written. The port's dtype is u8. */
+   * output holds only what was written. The port's dtype is u8 (one item
+   * axis), except an encoded stream's (sl_tensor_desc.encoding): its type is
+   * that of the decoded data, its buffers hold the packed layout (tensor.h,
+   * sl_packed_items) and its bound is sl_desc_encoded_bound. A streamed
+   * variable-size port may hold several items per call in that layout too. */
   int64_t (*out_bound)(const struct sl_node *n, int port, int64_t positions);
   /* Optional, for a stream source (a node with no inputs and one streamed
    * output): it can make its output's chunks on the host ahead of the

@@ -1,9 +1,12 @@
 /* bslz4_decode: an encoded stream of stored chunks (bitshuffle-LZ4,
  * bitshuffle, or raw) to frames, in parallel across stored chunks. Plain
  * frames pass through unchanged, so one detector-input template serves
- * compressed and uncompressed files. Every stored chunk is checked by the
- * decoder; a malformed one fails the run with the file, dataset, stored chunk
- * and frames it held.
+ * compressed and uncompressed files. The input is a variable-size output of
+ * its producer: a packed buffer (sl_packed_items) of what it wrote
+ * (args.in_bytes), every entry checked against it. Every stored chunk is
+ * checked by the decoder; a malformed one fails the run with what the
+ * producer calls it (the port's describe_origin: hdf5_source names the file,
+ * dataset, stored chunk and frames it held).
  *
  * Beside the frames, when something reads it, the `flag_counts` output
  * (flag_counts.h): per frame and group of 1024 pixels, how many hold the
@@ -40,12 +43,7 @@ static sl_code decode_infer(sl_node *n, sl_error *err) {
                    "input 'chunks' expects streamed u8, u16 or u32 detector frames (stored chunks "
                    "from hdf5_source), got %s", buf);
   }
-  n->out[0] = *x;
-  n->out[0].encoding = SL_ENC_NONE;
-  n->out[0].positions_per_stored_chunk = 0;
-  n->out[0].min_positions_per_stored_chunk = 0;
-  n->out[0].max_stored_chunk_bytes = 0;
-  n->out[0].encoded_block_elems = 0;
+  n->out[0] = sl_desc_decoded(x);
   /* flag_counts: the frames' stream axes, then one u32 per pixel group */
   sl_tensor_desc *fc = &n->out[1];
   *fc = n->out[0];
@@ -59,7 +57,8 @@ static sl_code decode_infer(sl_node *n, sl_error *err) {
 
 static void decode_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
-  c->bytes_read = sl_desc_buffer_bytes(&n->in[0], positions);
+  c->bytes_read = n->in[0].encoding != SL_ENC_NONE ? sl_desc_encoded_bound(&n->in[0], positions)
+                                                   : sl_desc_buffer_bytes(&n->in[0], positions);
   c->bytes_written = positions * sl_desc_item_bytes(&n->out[0]);
   c->ops = n->in[0].encoding == SL_ENC_NONE ? 0 : 2 * c->bytes_written;
   /* a partial stored chunk decodes through the worker's scratch of one
@@ -94,8 +93,7 @@ static void fail_job(decode_job *j, const sl_packed_entry *e, const sl_error *wh
     j->failed = true;
     j->first_error = *why;
     char chunk[768];
-    sl_packed_entry_describe(e->where, e->stored_chunk, e->file_chunk, e->first_position,
-                             e->n_positions, chunk, sizeof chunk);
+    sl_packed_describe(&j->a->node->in[0], e->origin, e->first_position, e->n_positions, chunk, sizeof chunk);
     sl_fail(&j->first_error, why->code, "%s: %s", chunk, why->msg);
   }
   pthread_mutex_unlock(&j->lock);
@@ -157,7 +155,7 @@ static sl_code decode_entry(const decode_job *j, const sl_packed_entry *e, const
 static void decode_range(void *ctx, int64_t begin, int64_t end, int worker) {
   decode_job *j = ctx;
   const sl_kernel_args *a = j->a;
-  const sl_packed_chunks *pk = a->in[0];
+  const sl_packed_items *pk = a->in[0];
   uint8_t *out = a->out[0];
   /* The worker's lent scratch (decode_cost): a stored chunk, then its ones
    * bitmap when flag counts are made. */
@@ -205,7 +203,9 @@ static sl_code decode_cpu(sl_kernel_args *a) {
   /* the choices are in sl_simd order */
   sl_code rc = sl_simd_resolve((sl_simd)bslz4_decode_params_of(a->node)->simd, &j.simd, a->err);
   if (rc != SL_OK) return rc;
-  const sl_packed_chunks *pk = a->in[0];
+  /* the entries must lie in what the producer wrote (args.in_bytes) */
+  if ((rc = sl_packed_check(a->in[0], a->in_bytes[0], a->err)) != SL_OK) return rc;
+  const sl_packed_items *pk = a->in[0];
   pthread_mutex_init(&j.lock, NULL);
   sl_error_clear(&j.first_error);
   a->backend->ops->parallel_for(a->backend, (int64_t)pk->n, 1, decode_range, &j);

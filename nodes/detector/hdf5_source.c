@@ -40,6 +40,10 @@ SL_NODE_PARAMS(hdf5_source_params, HDF5_SOURCE_PARAMS)
 typedef struct source_params_and_facts {
   hdf5_source_params params; /* first: hdf5_source_params_of reads it */
   int64_t index_bytes;       /* host bytes of the chunk index (sl_h5_index_host_bytes) */
+  /* The run's state while prepared, else NULL: the encoded output's
+   * describe_origin reads it (sl_src_describe_origin), through a pointer
+   * that stays put while the graph moves its nodes. */
+  sl_src_state *run;
 } source_params_and_facts;
 
 static const source_params_and_facts *facts_of(const sl_node *n) { return sl_node_typed_params(n); }
@@ -146,6 +150,10 @@ static sl_code source_infer(sl_node *n, sl_error *err) {
   d->dims[3] = ix->frame_cols;
   if ((rc = sl_h5_index_encoding(ix, &d->encoding, &d->encoded_block_elems, err)) != SL_OK) goto done;
   if (d->encoding != SL_ENC_NONE) {
+    /* entries name their stored chunk in the acquisition; errors of
+     * consumers say which file and chunk of that file it is */
+    d->describe_origin = sl_src_describe_origin;
+    d->origin_ctx = &((source_params_and_facts *)n->typed_params)->run;
     d->positions_per_stored_chunk = ix->frames_per_chunk;
     d->min_positions_per_stored_chunk = ix->min_chunk_frames; /* a file's last chunk */
     /* The largest real chunk when planning listed them, else the most one
@@ -178,16 +186,24 @@ static void source_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
    * for every stored chunk) */
   int64_t window = stored > (int64_t)SL_SRC_WINDOW_BYTES ? stored : (int64_t)SL_SRC_WINDOW_BYTES;
   int64_t calls = stored > 0 && stored < (int64_t)SL_SRC_WINDOW_BYTES ? (int64_t)SL_SRC_WINDOW_BYTES / stored : 1;
-  int64_t header = (int64_t)sizeof(sl_packed_chunks) +
+  int64_t header = (int64_t)sizeof(sl_packed_items) +
                    (calls * ((positions + per - 1) / per) + 1) * (int64_t)sizeof(sl_packed_entry) + 64;
   c->state_bytes = 2 * (window + header + per * sl_desc_item_bytes(d)) + facts_of(n)->index_bytes;
   /* on a device backend the executor's ring of two output buffers, which the
    * plan holds as slots (sl_plan_buffer.ring_slot), not node state */
 }
 
+/* An encoded stream is a variable-size output: header, entries and the
+ * largest stored chunks a call can touch. Plain frames are fixed-size. */
+static int64_t source_out_bound(const sl_node *n, int port, int64_t positions) {
+  const sl_tensor_desc *d = &n->out[port];
+  return d->encoding != SL_ENC_NONE ? sl_desc_encoded_bound(d, positions) : -1;
+}
+
 static void source_release(sl_node *n) {
   sl_src_state *s = n->state;
   if (!s) return;
+  ((source_params_and_facts *)n->typed_params)->run = NULL;
   sl_src_windows_free(&s->win); /* pinned: through the backend, which outlives the nodes' release */
   sl_h5_index_put(s->ix);
   free(s->where);
@@ -240,6 +256,7 @@ static sl_code source_prepare(sl_node *n, sl_error *err) {
     source_release(n);
     return sl_fail_nomem(err, "the names of the source's data files");
   }
+  ((source_params_and_facts *)n->typed_params)->run = s;
   return SL_OK;
 }
 
@@ -258,7 +275,11 @@ static sl_code source_cpu(sl_kernel_args *a) {
   if (d->encoding == SL_ENC_NONE)
     return sl_src_plain(&win, s->ix, s->where, a->pos_start, a->pos_count, sl_desc_item_bytes(d), copy_host,
                         a->out[0], a->err);
-  return sl_src_pack_to(&win, s->ix, s->where, (uint64_t)sl_desc_buffer_bytes(d, a->pos_count), a->out[0], a->err);
+  /* the executor lends the bound (source_out_bound); what was written goes back */
+  uint64_t written = 0;
+  rc = sl_src_pack_to(&win, s->ix, (uint64_t)a->out_bytes[0], a->out[0], &written, a->err);
+  if (rc == SL_OK) a->out_bytes[0] = (int64_t)written;
+  return rc;
 }
 
 /* ---- produce (device backends): windows in the backend's pinned host memory ---- */
@@ -316,7 +337,7 @@ static sl_code produce_window(sl_produce_args *a) {
   }
   const uint8_t *packed;
   uint64_t bytes = 0;
-  rc = sl_src_pack(&win, s->ix, s->where, (uint64_t)a->out_capacity, &packed, &bytes, a->err);
+  rc = sl_src_pack(&win, s->ix, (uint64_t)a->out_capacity, &packed, &bytes, a->err);
   if (rc == SL_OK) rc = emit_run(&e, 0, packed, bytes, a->err);
   a->out_bytes = (int64_t)bytes; /* the consumer reads the packed header's sizes */
   return rc;
@@ -344,7 +365,7 @@ const sl_node_desc sl_node_hdf5_source = {
     .params_size = sizeof(source_params_and_facts), .params_bind = hdf5_source_params_bind,
     .outputs = source_out, .n_outputs = SL_COUNT_OF(source_out),
     .infer = source_infer, .cost = source_cost,
-    .prepare = source_prepare, .release = source_release,
+    .prepare = source_prepare, .release = source_release, .out_bound = source_out_bound,
     /* On a device backend the executor copies what produce hands it (no
      * staging, no host copy of the bytes). */
     .kernel = {[SL_BACKEND_CPU] = source_cpu},

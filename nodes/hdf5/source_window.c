@@ -2,6 +2,7 @@
  * its produce hook. See source_window.h. */
 #include "nodes/hdf5/source_window.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +80,7 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   free_window(w, 1);
   w->max_chunks = chunks;
   w->capacity = (size_t)bytes;
-  size_t hdr = sizeof(sl_packed_chunks) + (size_t)chunks * sizeof(sl_packed_entry);
+  size_t hdr = sizeof(sl_packed_items) + (size_t)chunks * sizeof(sl_packed_entry);
   w->prefix = (hdr + 63) & ~(size_t)63;
   w->alloc_bytes = w->prefix + w->capacity;
   w->cur_valid = false;
@@ -232,8 +233,7 @@ void sl_src_windows_free(sl_src_windows *w) {
 
 /* The packed header and entries of the window's chunks at pk, for bytes that
  * follow them (header + entries + stored bytes: one packed buffer). */
-static void fill_header(sl_packed_chunks *pk, uint64_t data, const sl_src_window *win, const sl_h5_index *ix,
-                        const char *const *where) {
+static void fill_header(sl_packed_items *pk, uint64_t data, const sl_src_window *win, const sl_h5_index *ix) {
   memset(pk, 0, (size_t)data);
   pk->n = (uint64_t)win->count;
   for (int64_t j = 0; j < win->count; j++) {
@@ -244,11 +244,9 @@ static void fill_header(sl_packed_chunks *pk, uint64_t data, const sl_src_window
     /* HDF5 sets bit 0 of a chunk's filter mask when the (first) filter was
      * skipped: the bytes are stored as they are. */
     e->flags = (ch->filter_mask & 1u) ? SL_PACKED_STORED_RAW : 0;
-    e->file_chunk = ch->file_chunk;
-    e->stored_chunk = win->first + j;
     e->first_position = ch->first_frame;
     e->n_positions = ch->n_frames;
-    e->where = where[ch->file];
+    e->origin = (uint64_t)(win->first + j); /* sl_src_describe_origin names it */
   }
 }
 
@@ -258,25 +256,26 @@ static sl_code check_capacity(const sl_src_window *win, uint64_t data, uint64_t 
   return SL_OK;
 }
 
-sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
-                    const uint8_t **packed, uint64_t *bytes, sl_error *err) {
-  uint64_t data = sizeof(sl_packed_chunks) + (uint64_t)win->count * sizeof(sl_packed_entry);
+sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity, const uint8_t **packed,
+                    uint64_t *bytes, sl_error *err) {
+  uint64_t data = sizeof(sl_packed_items) + (uint64_t)win->count * sizeof(sl_packed_entry);
   sl_code rc = check_capacity(win, data, capacity, err);
   if (rc != SL_OK) return rc;
-  sl_packed_chunks *pk = (sl_packed_chunks *)(win->data - data);
-  fill_header(pk, data, win, ix, where);
+  sl_packed_items *pk = (sl_packed_items *)(win->data - data);
+  fill_header(pk, data, win, ix);
   *packed = (const uint8_t *)pk;
   *bytes = data + win->offsets[win->count];
   return SL_OK;
 }
 
-sl_code sl_src_pack_to(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
-                       void *dst, sl_error *err) {
-  uint64_t data = sizeof(sl_packed_chunks) + (uint64_t)win->count * sizeof(sl_packed_entry);
+sl_code sl_src_pack_to(const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity, void *dst,
+                       uint64_t *bytes, sl_error *err) {
+  uint64_t data = sizeof(sl_packed_items) + (uint64_t)win->count * sizeof(sl_packed_entry);
   sl_code rc = check_capacity(win, data, capacity, err);
   if (rc != SL_OK) return rc;
-  fill_header(dst, data, win, ix, where);
+  fill_header(dst, data, win, ix);
   memcpy((uint8_t *)dst + data, win->data, (size_t)win->offsets[win->count]);
+  *bytes = data + win->offsets[win->count];
   return SL_OK;
 }
 
@@ -310,4 +309,33 @@ sl_code sl_src_plain(const sl_src_window *win, const sl_h5_index *ix, const char
     run_len = bytes;
   }
   return run_len ? copy(ctx, run_dst, run_src, run_len, err) : SL_OK;
+}
+
+void sl_src_describe_chunk(const char *where, int64_t stored_chunk, int64_t file_chunk, int64_t first_frame,
+                           int64_t n_frames, char *buf, size_t n) {
+  long long last = (long long)(first_frame + n_frames - 1);
+  if (file_chunk == stored_chunk)
+    snprintf(buf, n, "%s, stored chunk %lld (frames %lld-%lld)", where, (long long)stored_chunk,
+             (long long)first_frame, last);
+  else
+    snprintf(buf, n, "%s, stored chunk %lld of that file (chunk %lld of the acquisition, frames %lld-%lld)",
+             where, (long long)file_chunk, (long long)stored_chunk, (long long)first_frame, last);
+}
+
+void sl_src_describe_origin(const void *ctx, uint64_t origin, int64_t first_position, int64_t n_positions,
+                            char *buf, size_t n) {
+  const sl_src_state *const *run = ctx;
+  const sl_src_state *s = run ? *run : NULL;
+  if (!s || !s->ix || !s->where || origin >= (uint64_t)s->ix->n_chunks) {
+    snprintf(buf, n, "stored chunk %llu (frames %lld-%lld)", (unsigned long long)origin, (long long)first_position,
+             (long long)(first_position + n_positions - 1));
+    return;
+  }
+  const sl_h5_chunk *ch = &s->ix->chunks[origin];
+  sl_src_describe_chunk(s->where[ch->file], (int64_t)origin, (int64_t)ch->file_chunk, first_position, n_positions,
+                        buf, n);
+}
+
+int64_t sl_src_output_bytes(const sl_tensor_desc *d, int64_t positions) {
+  return d->encoding != SL_ENC_NONE ? sl_desc_encoded_bound(d, positions) : sl_desc_buffer_bytes(d, positions);
 }

@@ -15,7 +15,9 @@
  * The reader writes the stored chunks at base + prefix (chunk first+j at
  * offsets[j]); the packed header and entries of that window are written just
  * before them, so that header + entries + bytes are one contiguous range:
- * exactly the packed buffer (sl_packed_chunks), moved by one copy. */
+ * exactly the packed buffer (sl_packed_items, engine/core/tensor.h), moved by
+ * one copy. Each entry's origin is its stored chunk's index in the
+ * acquisition, which sl_src_describe_origin names. */
 #ifndef SL_HDF5_SOURCE_WINDOW_H
 #define SL_HDF5_SOURCE_WINDOW_H
 
@@ -24,6 +26,7 @@
 #include <stdint.h>
 
 #include "engine/core/status.h"
+#include "engine/core/tensor.h"
 #include "nodes/hdf5/chunk_reader.h"
 #include "nodes/hdf5/h5_index.h"
 
@@ -110,12 +113,30 @@ void sl_src_windows_free(sl_src_windows *w);
  * window's bytes; *packed and *bytes are the whole packed buffer (header,
  * entries, stored bytes) for the output. SL_ERR_INTERNAL when it exceeds
  * capacity (the planned output buffer). */
-sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
-                    const uint8_t **packed, uint64_t *bytes, sl_error *err);
+sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity, const uint8_t **packed,
+                    uint64_t *bytes, sl_error *err);
 /* Encoded output into dst (the output buffer): the packed header and entries,
- * then a copy of the window's bytes. Same errors as sl_src_pack. */
-sl_code sl_src_pack_to(const sl_src_window *win, const sl_h5_index *ix, const char *const *where, uint64_t capacity,
-                       void *dst, sl_error *err);
+ * then a copy of the window's bytes; *bytes: what was written. Same errors as
+ * sl_src_pack. */
+sl_code sl_src_pack_to(const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity, void *dst,
+                       uint64_t *bytes, sl_error *err);
+
+/* Bytes of the output buffer of a call over `positions` positions: the
+ * encoded stream's bound (sl_desc_encoded_bound), or plain frames. */
+int64_t sl_src_output_bytes(const sl_tensor_desc *d, int64_t positions);
+
+/* "WHERE, stored chunk K (frames A-B)" for an acquisition's stored chunk K
+ * (where: "file:dataset"); when it spans several files and the chunk's
+ * index in its file differs from its index in the acquisition, both:
+ * "WHERE, stored chunk K of that file (chunk G of the acquisition, frames A-B)". */
+void sl_src_describe_chunk(const char *where, int64_t stored_chunk, int64_t file_chunk, int64_t first_frame,
+                           int64_t n_frames, char *buf, size_t n);
+/* The encoded stream's describe_origin (sl_tensor_desc): ctx points at the
+ * node's state pointer (a sl_src_state *, NULL before prepare and after
+ * release), and the origin is the stored chunk's index in the acquisition,
+ * named by the index's file and chunk in that file. */
+void sl_src_describe_origin(const void *ctx, uint64_t origin, int64_t first_position, int64_t n_positions,
+                            char *buf, size_t n);
 
 /* Plain output (uncompressed files): the frames of positions [pos_start,
  * pos_start + pos_count) from the window, as copies of contiguous runs (the

@@ -13,6 +13,7 @@
 #include <lz4.h>
 
 #include "nodes/codec/bslz4.h"
+#include "nodes/hdf5/source_window.h"
 #include "nodes/registry.h"
 #include "tests/unit/node_harness.h"
 
@@ -22,7 +23,7 @@ extern const sl_node_desc sl_node_bslz4_decode;
 
 /* ---- packed input ---------------------------------------------------------------- */
 
-/* Packed stored chunks (the layout of sl_packed_chunks, tensor.h) built
+/* Packed stored chunks (the layout of sl_packed_items, tensor.h) built
  * entry by entry. */
 typedef struct packer {
   sl_packed_entry entries[MAX_ENTRIES];
@@ -32,20 +33,28 @@ typedef struct packer {
 
 /* filter_mask: as HDF5 records it (bit 0 set: the filter was skipped). */
 static void pack_add(packer *p, const uint8_t *bytes, uint64_t size, uint32_t filter_mask,
-                     int64_t stored_chunk, int64_t first_position, int64_t n_positions,
-                     const char *where) {
+                     int64_t stored_chunk, int64_t first_position, int64_t n_positions) {
   assert_true(p->n < MAX_ENTRIES);
   p->entries[p->n] = (sl_packed_entry){.size = size, .flags = (filter_mask & 1u) ? SL_PACKED_STORED_RAW : 0,
-                                       .file_chunk = (uint32_t)stored_chunk, .stored_chunk = stored_chunk, .first_position = first_position,
-                                       .n_positions = n_positions, .where = where};
+                                       .origin = (uint64_t)stored_chunk, .first_position = first_position,
+                                       .n_positions = n_positions};
   p->bytes[p->n++] = bytes;
 }
 
+/* What a packed buffer's producer wrote: its header, entries and the bytes
+ * up to the end of the last item (pack_finish packs them tightly). */
+static int64_t packed_bytes(const sl_packed_items *pk) {
+  uint64_t end = sizeof *pk + pk->n * sizeof(sl_packed_entry);
+  for (uint64_t i = 0; i < pk->n; i++)
+    if (pk->entries[i].offset + pk->entries[i].size > end) end = pk->entries[i].offset + pk->entries[i].size;
+  return (int64_t)end;
+}
+
 /* The packed buffer (malloc'd): header, entries, then the bytes. */
-static sl_packed_chunks *pack_finish(const packer *p) {
-  uint64_t data = sizeof(sl_packed_chunks) + (uint64_t)p->n * sizeof(sl_packed_entry), total = data;
+static sl_packed_items *pack_finish(const packer *p) {
+  uint64_t data = sizeof(sl_packed_items) + (uint64_t)p->n * sizeof(sl_packed_entry), total = data;
   for (int i = 0; i < p->n; i++) total += p->entries[i].size;
-  sl_packed_chunks *pk = calloc(1, (size_t)total);
+  sl_packed_items *pk = calloc(1, (size_t)total);
   pk->n = (uint64_t)p->n;
   for (int i = 0; i < p->n; i++) {
     pk->entries[i] = p->entries[i];
@@ -65,8 +74,23 @@ typedef struct stored {
   int64_t first_frame[MAX_ENTRIES], n_frames[MAX_ENTRIES];
   char where[8][600];
   int file[MAX_ENTRIES];
+  /* as hdf5_source's index has them: each chunk's origin (its index in the
+   * acquisition) and its index in its file */
+  int64_t origin[MAX_ENTRIES], file_chunk[MAX_ENTRIES];
   int64_t largest;
 } stored;
+
+/* The encoded port's describe_origin over a `stored` (ctx): the chunk with
+ * that origin named as hdf5_source names it (sl_src_describe_chunk). */
+static void stored_describe(const void *ctx, uint64_t origin, int64_t first, int64_t n, char *buf, size_t len) {
+  const stored *s = ctx;
+  for (int i = 0; i < s->n; i++)
+    if ((uint64_t)s->origin[i] == origin) {
+      sl_src_describe_chunk(s->where[s->file[i]], s->origin[i], s->file_chunk[i], first, n, buf, len);
+      return;
+    }
+  snprintf(buf, len, "no stored chunk %llu", (unsigned long long)origin);
+}
 
 static void stored_read(stored *s, const char *name, const fx_opts *o) {
   memset(s, 0, sizeof *s);
@@ -82,6 +106,8 @@ static void stored_read(stored *s, const char *name, const fx_opts *o) {
       s->first_frame[i] = global + local;
       s->n_frames[i] = o->frames[f] - local < o->k ? o->frames[f] - local : o->k;
       s->file[i] = f;
+      s->origin[i] = i;
+      s->file_chunk[i] = local / o->k;
       if ((int64_t)s->size[i] > s->largest) s->largest = (int64_t)s->size[i];
     }
     global += o->frames[f];
@@ -94,12 +120,11 @@ static void stored_free(stored *s) {
 
 /* The packed input of scan positions [start, start + count): every stored
  * chunk holding one of them, as hdf5_source sends it. */
-static sl_packed_chunks *pack_positions(const stored *s, int64_t start, int64_t count) {
+static sl_packed_items *pack_positions(const stored *s, int64_t start, int64_t count) {
   packer p = {.n = 0};
   for (int i = 0; i < s->n; i++)
     if (s->first_frame[i] < start + count && s->first_frame[i] + s->n_frames[i] > start)
-      pack_add(&p, s->bytes[i], s->size[i], s->mask[i], i, s->first_frame[i], s->n_frames[i],
-               s->where[s->file[i]]);
+      pack_add(&p, s->bytes[i], s->size[i], s->mask[i], s->origin[i], s->first_frame[i], s->n_frames[i]);
   return pack_finish(&p);
 }
 
@@ -132,6 +157,7 @@ static sl_code decode_call(sl_node *n, sl_backend *b, const void *in, int64_t st
   a.backend = b, a.node = n, a.state = n->state, a.err = e;
   a.pos_start = start, a.pos_count = count;
   a.in[0] = in;
+  a.in_bytes[0] = n->in[0].encoding != SL_ENC_NONE ? packed_bytes(in) : count * sl_desc_item_bytes(&n->in[0]);
   a.out[0] = out;
   void *scratch = lend_scratch(n, b, count, &a);
   sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
@@ -161,7 +187,7 @@ static void decode_fixture(const char *name, const fx_opts *o, sl_dtype t, sl_en
     memset(frames, 0xA5, (size_t)(npos * frame_bytes));
     for (int64_t start = 0; start < npos; start += chunk) {
       int64_t count = npos - start < chunk ? npos - start : chunk;
-      sl_packed_chunks *pk = pack_positions(&s, start, count);
+      sl_packed_items *pk = pack_positions(&s, start, count);
       sl_code rc = decode_call(&n, b, pk, start, count, frames + start * frame_bytes, &e);
       if (rc) print_error("%s, %s, chunk of %lld: %s\n", name, sl_simd_name(path), (long long)chunk, e.msg);
       assert_int_equal(rc, SL_OK);
@@ -226,9 +252,9 @@ static void t_plain_and_raw(void **state) {
     sl_tensor_desc x = encoded_desc(SL_U16, 4, 5, 7, enc ? SL_ENC_BSLZ4 : SL_ENC_RAW, 2, 2 * frame_bytes);
     assert_int_equal(decode_make(&n, NULL, &x, &e), SL_OK);
     packer p = {.n = 0};
-    pack_add(&p, (const uint8_t *)in, 2 * frame_bytes, enc ? 1 : 0, 0, 0, 2, "raw.h5:/data");
-    pack_add(&p, (const uint8_t *)in + 2 * frame_bytes, 2 * frame_bytes, 1, 1, 2, 2, "raw.h5:/data");
-    sl_packed_chunks *pk = pack_finish(&p);
+    pack_add(&p, (const uint8_t *)in, 2 * frame_bytes, enc ? 1 : 0, 0, 0, 2);
+    pack_add(&p, (const uint8_t *)in + 2 * frame_bytes, 2 * frame_bytes, 1, 1, 2, 2);
+    sl_packed_items *pk = pack_finish(&p);
     memset(out, 0, 4 * frame_bytes);
     /* positions 1..3: a part of each stored chunk */
     assert_int_equal(decode_call(&n, b, pk, 1, 3, out, &e), SL_OK);
@@ -254,6 +280,8 @@ static void t_malformed_chunk(void **state) {
   stored s;
   stored_read(&s, "decbad", &o);
   sl_tensor_desc x = encoded_desc(SL_U16, 6, 16, 16, SL_ENC_BSLZ4, 2, s.largest);
+  x.describe_origin = stored_describe; /* the source's naming, over the chunks read here */
+  x.origin_ctx = &s;
   sl_node n;
   sl_error e;
   assert_int_equal(decode_make(&n, NULL, &x, &e), SL_OK);
@@ -261,7 +289,7 @@ static void t_malformed_chunk(void **state) {
   sl_backend *b = backend(2);
   const char *needles[3] = {"corrupt LZ4 data", "decodes to", "truncated"};
   for (int kind = 0; kind < 3; kind++) {
-    sl_packed_chunks *pk = pack_positions(&s, 0, 6);
+    sl_packed_items *pk = pack_positions(&s, 0, 6);
     sl_packed_entry *en = &pk->entries[1];
     uint8_t *c = (uint8_t *)pk + en->offset;
     if (kind == 0) c[SL_BSLZ4_HEADER_BYTES + 4] = 0xFF; /* the first LZ4 token */
@@ -277,11 +305,11 @@ static void t_malformed_chunk(void **state) {
   }
   /* In an acquisition of several files the message pairs the file's name
    * with the chunk's index in that file, and gives the acquisition's too. */
-  sl_packed_chunks *pk = pack_positions(&s, 0, 6);
+  sl_packed_items *pk = pack_positions(&s, 0, 6);
   sl_packed_entry *en = &pk->entries[1];
   ((uint8_t *)pk + en->offset)[SL_BSLZ4_HEADER_BYTES + 4] = 0xFF;
-  en->stored_chunk = 41;
-  en->file_chunk = 1;
+  en->origin = 41;
+  s.origin[1] = 41; /* chunk 1 of its file, chunk 41 of the acquisition */
   assert_int_equal(decode_call(&n, b, pk, 0, 6, out, &e), SL_ERR_FORMAT);
   assert_non_null(strstr(e.msg, "stored chunk 1 of that file (chunk 41 of the acquisition, frames 2-3)"));
   free(pk);
@@ -407,13 +435,14 @@ static void check_flag_counts(sl_dtype t, int64_t h, int64_t w, int64_t npos, in
       packer p = {.n = 0};
       for (int c = 0; c < nst; c++)
         if (c * k < start + count && c * k + k > start)
-          pack_add(&p, chunks[c], sizes[c], 0, c, c * k, npos - c * k < k ? npos - c * k : k, "flags.h5:/data");
-      sl_packed_chunks *pk = pack_finish(&p);
+          pack_add(&p, chunks[c], sizes[c], 0, c, c * k, npos - c * k < k ? npos - c * k : k);
+      sl_packed_items *pk = pack_finish(&p);
       sl_kernel_args a;
       memset(&a, 0, sizeof a);
       a.backend = b, a.node = &n, a.state = n.state, a.err = &e;
       a.pos_start = start, a.pos_count = count;
       a.in[0] = pk;
+      a.in_bytes[0] = packed_bytes(pk);
       a.out[0] = out + start * fb;
       a.out[1] = got + start * groups;
       void *scratch = lend_scratch(&n, b, count, &a);
@@ -522,7 +551,10 @@ static void t_params_infer_cost(void **state) {
   sl_node_cost c;
   n.desc->cost(&n, 4, &c);
   assert_int_equal(c.bytes_written, 4 * 35 * 2);
-  assert_int_equal(c.bytes_read, sl_desc_buffer_bytes(&x, 4));
+  /* the packed buffer's bound: a 16-byte header, and for 4 positions of
+   * stored chunks of at least 1 frame, 4 entries of 48 bytes with at most
+   * 100 stored bytes each (+ 8 bytes of slack) */
+  assert_int_equal(c.bytes_read, 16 + 4 * (48 + 100 + 8));
   assert_int_equal(c.ops, 2 * c.bytes_written);
   assert_int_equal(c.per_worker_bytes, (2 * 35 * 2 + 63) / 64 * 64); /* one stored chunk, 64-byte aligned */
   node_free(&n);

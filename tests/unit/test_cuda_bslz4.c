@@ -3,7 +3,7 @@
  * libh5bshuf.so, read back raw with H5Dread_chunk) when it is installed, and
  * always from an in-test writer (liblz4 + a plain bit transposition, checked
  * by the CPU decoder first). They are packed as hdf5_source packs them
- * (sl_packed_chunks), uploaded, decoded by the CUDA launcher (its plain
+ * (sl_packed_items), uploaded, decoded by the CUDA launcher (its plain
  * parameter struct, shaders/cuda/detector/bslz4_decode.h) through a real
  * CUDA backend (batch API) and compared with the CPU node kernel's output on
  * the same packed buffer, for whole runs and for chunks of the scan that cut
@@ -27,6 +27,7 @@
 #include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "nodes/codec/bslz4.h"
+#include "nodes/hdf5/source_window.h"
 #include "shaders/cuda/detector/bslz4_decode.h"
 #include "tests/unit/device_table_lend.h"
 #include "tests/unit/cuda_probe.h"
@@ -224,6 +225,13 @@ typedef struct acq {
   sl_tensor_desc desc;
 } acq;
 
+/* The port's describe_origin: stored chunk `origin` of one file (ctx: its
+ * "file:dataset"), named as hdf5_source names it. */
+static void describe_stored_chunk(const void *ctx, uint64_t origin, int64_t first, int64_t n, char *buf,
+                                  size_t len) {
+  sl_src_describe_chunk(ctx, (int64_t)origin, (int64_t)origin, first, n, buf, len);
+}
+
 static void acq_desc(acq *q) {
   int64_t dims[3] = {(int64_t)q->frames, (int64_t)q->h, (int64_t)q->w};
   sl_dtype dt = q->elem == 1 ? SL_U8 : q->elem == 2 ? SL_U16 : SL_U32;
@@ -237,6 +245,8 @@ static void acq_desc(acq *q) {
     if ((int64_t)q->sizes[c] > mx) mx = (int64_t)q->sizes[c];
   q->desc.max_stored_chunk_bytes = mx;
   q->desc.encoded_block_elems = q->block_elems;
+  q->desc.describe_origin = describe_stored_chunk;
+  q->desc.origin_ctx = "test.h5:/data";
 }
 
 /* comp: 2 LZ4, 0 bitshuffle only, -1 raw. use_plugin: chunks from the plugin. */
@@ -282,14 +292,14 @@ static void acq_free(acq *q) {
 
 /* Packs the stored chunks overlapping [ps, ps + pc) as hdf5_source does;
  * misalign shifts each chunk's bytes by 0..7 bytes. Returns the buffer of
- * sl_desc_buffer_bytes(desc, pc) bytes. */
+ * sl_desc_encoded_bound(desc, pc) bytes (the producer's bound). */
 __attribute__((unused)) static uint8_t *pack(const acq *q, int64_t ps, int64_t pc, int misalign, size_t *bytes) {
-  size_t cap = (size_t)sl_desc_buffer_bytes(&q->desc, pc);
+  size_t cap = (size_t)sl_desc_encoded_bound(&q->desc, pc);
   uint8_t *buf = calloc(cap, 1);
-  sl_packed_chunks *pk = (sl_packed_chunks *)buf;
+  sl_packed_items *pk = (sl_packed_items *)buf;
   size_t c0 = (size_t)ps / q->fpc, c1 = (size_t)(ps + pc - 1) / q->fpc;
   size_t n = c1 - c0 + 1;
-  size_t pos = sizeof(sl_packed_chunks) + n * sizeof(sl_packed_entry);
+  size_t pos = sizeof(sl_packed_items) + n * sizeof(sl_packed_entry);
   pk->n = n;
   for (size_t i = 0; i < n; i++) {
     size_t c = c0 + i;
@@ -301,12 +311,10 @@ __attribute__((unused)) static uint8_t *pack(const acq *q, int64_t ps, int64_t p
     e->offset = pos;
     e->size = q->sizes[c];
     e->flags = (q->masks[c] & 1u) ? SL_PACKED_STORED_RAW : 0;
-    e->file_chunk = (uint32_t)c;
-    e->stored_chunk = (int64_t)c;
+    e->origin = (uint64_t)c;
     e->first_position = (int64_t)(c * q->fpc);
     size_t left = q->frames - c * q->fpc;
     e->n_positions = (int64_t)(left < q->fpc ? left : q->fpc);
-    e->where = "test.h5:/data";
     pos += q->sizes[c];
   }
   *bytes = cap;
@@ -378,6 +386,7 @@ __attribute__((unused)) static sl_code run_cpu(dnode *d, const uint8_t *packed, 
   a.pos_start = ps;
   a.pos_count = pc;
   a.in[0] = packed;
+  a.in_bytes[0] = sl_desc_encoded_bound(&d->node.in[0], pc); /* pack's buffer */
   a.out[0] = out;
   a.out[1] = counts;
   a.err = err;
@@ -421,6 +430,7 @@ static sl_code run_cuda(dnode *d, const uint8_t *packed, size_t packed_bytes, in
   assert_int_equal(test_table_lend(&d->table, b, test_table_bytes(&d->node, pc, pc), &e2), SL_OK);
   sl_kernel_args a = {.backend = b, .node_id = "decode", .state = &d->cuda, .chunk = chunk,
                       .n_chunks = n_chunks, .pos_start = ps, .pos_count = pc, .in = {din},
+                      .in_bytes = {(int64_t)packed_bytes},
                       .out = {dout, dcounts}, .err = err};
   test_table_args(&d->table, &a);
   sl_code rc = b->ops->batch_begin(b, err);

@@ -152,6 +152,78 @@ static const sl_node_desc join = {
     .kernel = {[SL_BACKEND_CPU] = join_cpu}, .combine = {SL_COMBINE_CONCAT},
     .out_bound = four_per_position};
 
+/* ---- packed: the same bytes, one item per position in the packed layout
+ * (sl_packed_items: header, entries, items), each entry's origin a number of
+ * the producer's own (origin_of). As a whole concat (t_pack: each chunk's
+ * packed buffer appended) or as a stream (t_packstream) that t_packjoin
+ * checks (sl_packed_check on what the producer wrote) and concatenates. */
+static uint64_t origin_of(int64_t p) { return (uint64_t)p * 7u + 3u; }
+
+static int64_t packed_per_position(const sl_node *n, int port, int64_t positions) {
+  (void)n, (void)port;
+  return sl_packed_bound(positions, 4);
+}
+
+static sl_code pack_infer(sl_node *n, sl_error *err) {
+  if (!n->in[0].stream_rank) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed");
+  int64_t bound = packed_per_position(n, 0, sl_desc_positions(&n->in[0]));
+  n->out[0] = sl_desc_make(SL_U8, 1, &bound, 0);
+  return SL_OK;
+}
+
+static sl_code pack_cpu(sl_kernel_args *a) {
+  int64_t item = sl_desc_item_elems(&a->node->in[0]);
+  const double *x = a->in[0];
+  sl_packed_items *pk = a->out[0];
+  pk->n = (uint64_t)a->pos_count;
+  pk->reserved = 0;
+  uint64_t w = sizeof *pk + pk->n * sizeof(sl_packed_entry);
+  for (int64_t p = 0; p < a->pos_count; p++) {
+    int64_t size = emit((int64_t)x[p * item], (uint8_t *)a->out[0] + w);
+    pk->entries[p] = (sl_packed_entry){.offset = w, .size = (uint64_t)size, .first_position = a->pos_start + p,
+                                       .n_positions = 1, .origin = origin_of(a->pos_start + p)};
+    w += (uint64_t)size;
+  }
+  a->out_bytes[0] = (int64_t)w;
+  return SL_OK;
+}
+
+static sl_code packstream_infer(sl_node *n, sl_error *err) {
+  sl_code rc = spill_infer(n, err);
+  if (rc == SL_OK) n->out[0].dims[n->out[0].stream_rank] = packed_per_position(n, 0, 1);
+  return rc;
+}
+
+/* Copies exactly what the producer wrote, once its entries check out. */
+static sl_code packjoin_cpu(sl_kernel_args *a) {
+  sl_code rc = sl_packed_check(a->in[0], a->in_bytes[0], a->err);
+  return rc == SL_OK ? join_cpu(a) : rc;
+}
+
+static sl_code packjoin_infer(sl_node *n, sl_error *err) {
+  if (!n->in[0].stream_rank) return sl_fail(err, SL_ERR_PIPELINE, "packed: streamed");
+  int64_t bound = packed_per_position(n, 0, sl_desc_positions(&n->in[0]));
+  n->out[0] = sl_desc_make(SL_U8, 1, &bound, 0);
+  return SL_OK;
+}
+
+static const sl_node_desc pack = {
+    .type = "t_pack", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = bytes_out,
+    .n_outputs = 1, .infer = pack_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = pack_cpu}, .combine = {SL_COMBINE_CONCAT},
+    .out_bound = packed_per_position};
+
+static const sl_node_desc packstream = {
+    .type = "t_packstream", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = bytes_out,
+    .n_outputs = 1, .infer = packstream_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = pack_cpu}, .out_bound = packed_per_position};
+
+static const sl_node_desc packjoin = {
+    .type = "t_packjoin", .doc = "test", .inputs = bytes_in, .n_inputs = 1, .outputs = bytes_out,
+    .n_outputs = 1, .infer = packjoin_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = packjoin_cpu}, .combine = {SL_COMBINE_CONCAT},
+    .out_bound = packed_per_position};
+
 /* ---- per-worker partials. t_ints turns the ramp into u64 values spread
  * over the whole range (sums wrap many times, so a partial merged twice,
  * missed, or not reset to the identity shows). t_wextremes folds them into
@@ -235,7 +307,8 @@ static const sl_node_desc wfloat = {
     .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .worker_partial_outputs = 2u};
 
 /* The project's node families and this test's. */
-static const sl_node_desc *const test_nodes[] = {&extremes, &encode, &liar, &spill, &join, &ints, &wextremes, &wfloat};
+static const sl_node_desc *const test_nodes[] = {&extremes, &encode,    &liar, &spill,     &join,   &pack,
+                                                 &packstream, &packjoin, &ints, &wextremes, &wfloat};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
 static const sl_node_registry *registry(void) {
@@ -484,6 +557,65 @@ static void test_variable_size_concat(void **state) {
     }
 }
 
+/* A concat of packed buffers, read back chunk by chunk (chunk_bytes): each
+ * share is one chunk's header, an entry per position and its bytes, packed
+ * tightly, every entry as the closed form says. */
+static void check_packed_concat(const sl_run *run, const char *name, int64_t chunk) {
+  const sl_output_data *o = output(run, name);
+  int64_t n_chunks = (NPOS + chunk - 1) / chunk, at = 0;
+  assert_int_equal(o->n_chunk_bytes, n_chunks);
+  const uint8_t *base = o->data;
+  for (int64_t c = 0; c < n_chunks; c++) {
+    int64_t from = c * chunk, to = (c + 1) * chunk < NPOS ? (c + 1) * chunk : NPOS;
+    /* a share starts where the previous one ended: read it aligned */
+    assert_true(o->chunk_bytes[c] >= 16 && at + o->chunk_bytes[c] <= o->desc.dims[0]);
+    sl_packed_items *pk = malloc((size_t)o->chunk_bytes[c]);
+    memcpy(pk, base + at, (size_t)o->chunk_bytes[c]);
+    assert_int_equal(pk->n, (uint64_t)(to - from));
+    uint64_t w = 16 + pk->n * 48; /* the header, then 48-byte entries */
+    for (int64_t p = from; p < to; p++) {
+      const sl_packed_entry *e = &pk->entries[p - from];
+      uint8_t want[4];
+      int64_t size = expected_stream(want, p, p + 1);
+      assert_int_equal(e->offset, w);
+      assert_int_equal(e->size, (uint64_t)size);
+      assert_int_equal(e->flags, 0);
+      assert_int_equal(e->first_position, p);
+      assert_int_equal(e->n_positions, 1);
+      assert_int_equal(e->origin, origin_of(p));
+      assert_memory_equal((const uint8_t *)pk + e->offset, want, (size_t)size);
+      w += (uint64_t)size;
+    }
+    assert_int_equal(o->chunk_bytes[c], (int64_t)w);
+    free(pk);
+    at += (int64_t)w;
+  }
+  assert_int_equal(o->desc.dims[0], at);
+}
+
+/* Issue 9's concat of variable-size outputs in the packed layout: a node's
+ * packed buffer per chunk, concatenated by the executor (t_pack) or by a
+ * node reading the stream (t_packjoin), read back entry by entry. */
+static void test_packed_concat(void **state) {
+  (void)state;
+  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
+    for (int threads = 1; threads <= 2; threads++) {
+      sl_run run;
+      sl_error err;
+      sl_code rc = run_text("packed.yaml",
+                            "pipeline: packed\nnodes:\n" RAMP_NODE
+                            "  p: {type: t_pack, inputs: {x: src.out}}\n"
+                            "  s: {type: t_packstream, inputs: {x: src.out}}\n"
+                            "  j: {type: t_packjoin, inputs: {bytes: s.bytes}}\n"
+                            "outputs: {direct: p.bytes, joined: j.bytes}\n",
+                            k_chunks[c], threads, &run, &err);
+      if (rc != SL_OK) fail_msg("chunk %lld: %s", (long long)k_chunks[c], err.msg);
+      check_packed_concat(&run, "direct", k_chunks[c]);
+      check_packed_concat(&run, "joined", k_chunks[c]);
+      sl_run_free(&run);
+    }
+}
+
 /* A pipeline of the test nodes that must fail with `code` and `needle` in
  * the message; the error as it came. */
 static sl_error run_refused(const char *name, const char *nodes, sl_code code, const char *needle) {
@@ -562,6 +694,7 @@ int main(void) {
       cmocka_unit_test(test_float_worker_partials_refused),
       cmocka_unit_test(test_variable_size_concat),
       cmocka_unit_test(test_variable_size_concat_written),
+      cmocka_unit_test(test_packed_concat),
       cmocka_unit_test(test_bound_overrun_is_an_error),
       cmocka_unit_test(test_variable_stream_output_refused),
       cmocka_unit_test(test_host_merges),

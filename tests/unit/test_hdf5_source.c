@@ -19,6 +19,7 @@
 #include "nodes/registry.h"
 #include "tests/unit/node_harness.h"
 #include "tests/unit/run_support.h"
+#include "tests/unit/test_support.h"
 
 extern const sl_node_desc sl_node_hdf5_source;
 
@@ -161,10 +162,12 @@ static void t_contiguous_u8_and_dataset_param(void **state) {
 
 /* The source's output for scan positions [start, start + count) into a
  * buffer of the planned size (malloc'd). */
-static sl_packed_chunks *source_call(sl_node *n, sl_backend *b, int64_t start, int64_t count,
-                                     int64_t npos, int64_t chunk) {
-  size_t cap = (size_t)sl_desc_buffer_bytes(&n->out[0], chunk);
-  sl_packed_chunks *pk = malloc(cap);
+static sl_packed_items *source_call(sl_node *n, sl_backend *b, int64_t start, int64_t count,
+                                    int64_t npos, int64_t chunk) {
+  /* the buffer the plan gives: the node's bound (a variable-size output) */
+  int64_t cap = sl_node_out_bound(n, 0, chunk);
+  assert_true(cap > 0);
+  sl_packed_items *pk = malloc((size_t)cap);
   sl_error e;
   sl_error_clear(&e);
   sl_kernel_args a;
@@ -173,9 +176,17 @@ static sl_packed_chunks *source_call(sl_node *n, sl_backend *b, int64_t start, i
   a.pos_start = start, a.pos_count = count, a.chunk = start / chunk;
   a.n_chunks = (npos + chunk - 1) / chunk;
   a.out[0] = pk;
+  a.out_bytes[0] = sl_node_out_bound(n, 0, count);
   sl_code rc = n->desc->kernel[SL_BACKEND_CPU](&a);
   if (rc) print_error("positions %lld..: %s\n", (long long)start, e.msg);
   assert_int_equal(rc, SL_OK);
+  /* what it says it wrote: the header, the entries and their bytes, packed */
+  uint64_t written = sizeof *pk + pk->n * sizeof(sl_packed_entry);
+  for (uint64_t j = 0; j < pk->n; j++) {
+    assert_int_equal(pk->entries[j].offset, written);
+    written += pk->entries[j].size;
+  }
+  assert_int_equal(a.out_bytes[0], (int64_t)written);
   return pk;
 }
 
@@ -192,34 +203,51 @@ static int64_t check_packed(const char *name, const fx_opts *o, const char *mast
   int64_t stored = 0, largest = 0;
   for (int64_t start = 0; start < npos; start += chunk) {
     int64_t count = npos - start < chunk ? npos - start : chunk;
-    sl_packed_chunks *pk = source_call(&n, b, start, count, npos, chunk);
+    sl_packed_items *pk = source_call(&n, b, start, count, npos, chunk);
     assert_true(pk->n >= 1);
     for (uint64_t j = 0; j < pk->n; j++) {
       const sl_packed_entry *en = &pk->entries[j];
       /* Which file and local frame the entry's first position is. */
       int file = 0;
-      int64_t local = en->first_position;
-      while (local >= o->frames[file]) local -= o->frames[file++];
+      int64_t local = en->first_position, chunks_before = 0; /* stored chunks of earlier files */
+      while (local >= o->frames[file]) {
+        chunks_before += (o->frames[file] + o->k - 1) / o->k;
+        local -= o->frames[file++];
+      }
+      const int64_t file_chunk = local / o->k, acq_chunk = chunks_before + file_chunk;
+      assert_int_equal(en->origin, (uint64_t)acq_chunk);
       int64_t want_n = o->frames[file] - local < o->k ? o->frames[file] - local : o->k;
       assert_int_equal(en->n_positions, want_n);
       assert_true(en->first_position < start + count);
       assert_true(en->first_position + en->n_positions > start);
       if (en->first_position == next_frame) { /* first time seen */
-        assert_int_equal(en->stored_chunk, stored);
+        assert_int_equal(en->origin, (uint64_t)stored);
         stored++;
         next_frame += en->n_positions;
       }
       char data_file[512];
       fx_data_path(name, file + 1, data_file, sizeof data_file);
-      assert_non_null(strstr(en->where, data_file));
-      assert_non_null(strstr(en->where, ":/entry/data/data"));
+      /* consumers' messages name it by the port's describe_origin: the file
+       * and dataset, its index in that file and, when that differs, in the
+       * acquisition */
+      char said[1024], want_said[1024];
+      sl_packed_describe(&n.out[0], en->origin, en->first_position, en->n_positions, said, sizeof said);
+      long long last = (long long)(en->first_position + en->n_positions - 1);
+      if (file_chunk == acq_chunk)
+        snprintf(want_said, sizeof want_said, "%s:/entry/data/data, stored chunk %lld (frames %lld-%lld)", data_file,
+                 (long long)acq_chunk, (long long)en->first_position, last);
+      else
+        snprintf(want_said, sizeof want_said,
+                 "%s:/entry/data/data, stored chunk %lld of that file (chunk %lld of the acquisition, frames "
+                 "%lld-%lld)",
+                 data_file, (long long)file_chunk, (long long)acq_chunk, (long long)en->first_position, last);
+      assert_string_equal(said, want_said);
       size_t size = 0;
       uint32_t mask = 0;
       uint8_t *want = fx_read_chunk(data_file, "/entry/data/data", local, &size, &mask);
       assert_int_equal(en->size, size);
       if ((int64_t)size > largest) largest = (int64_t)size;
       assert_int_equal(en->flags, (mask & 1u) ? SL_PACKED_STORED_RAW : 0);
-      assert_int_equal(en->file_chunk, (uint32_t)(local / o->k)); /* its index in its own file */
       assert_memory_equal((const uint8_t *)pk + en->offset, want, size);
       free(want);
     }
@@ -255,6 +283,54 @@ static void t_bitshuffle_stored_chunks(void **state) {
   assert_int_equal(n.out[0].encoding, SL_ENC_BITSHUFFLE);
   assert_int_equal(check_packed("srcbr", &o, m, 3), 2 * 32 * 24 * 2);
   node_free(&n);
+}
+
+/* A corrupt stored chunk of the second data file, run through the engine
+ * (hdf5_source -> bslz4_decode, the executor between them): the decoder's
+ * error names it by the source's describe_origin: the file and dataset, its
+ * index in that file and in the acquisition, and its frames. */
+static void t_corrupt_chunk_named_through_the_run(void **state) {
+  fx_require_bitshuffle();
+  fx_opts o = {.n_files = 2, .frames = {6, 5}, .h = 32, .w = 24, .k = 2, .layout = FX_BSLZ4};
+  char m[512];
+  fx_write("srcbad", &o, m, sizeof m);
+  const sl_h5_index *ix = NULL;
+  sl_error e;
+  sl_error_clear(&e);
+  assert_int_equal(sl_h5_index_get_listed(m, NULL, &ix, &e), SL_OK);
+  /* chunk 4 of the acquisition: chunk 1 of the second file, frames 8-9 */
+  const sl_h5_chunk *ch = &ix->chunks[4];
+  assert_int_equal(ch->file, 1);
+  assert_int_equal(ch->first_frame, 8);
+  assert_int_equal(ch->filter_mask & 1u, 0);
+  char data_file[512];
+  fx_data_path("srcbad", 2, data_file, sizeof data_file);
+  FILE *f = fopen(data_file, "r+b");
+  assert_non_null(f);
+  /* its first LZ4 token: after the 12-byte header and a block's 4-byte length */
+  assert_int_equal(fseek(f, (long)(ch->file_offset + 16), SEEK_SET), 0);
+  assert_int_equal(fputc(0xFF, f), 0xFF);
+  fclose(f);
+  sl_h5_index_put(ix);
+  char text[1024], path[600];
+  snprintf(text, sizeof text,
+           "pipeline: p\nnodes:\n  src: {type: hdf5_source, params: {path: \"%s\", scan_shape: [1, 11]}}\n"
+           "  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}\noutputs: {frames: dec.frames}\n",
+           m);
+  write_temp_file(path, sizeof path, "srcbad.yaml", text);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "%s:/entry/data/data, stored chunk 1 of that file (chunk 4 of the acquisition, frames 8-9): ", data_file);
+  for (int64_t chunk = 2; chunk <= 11; chunk += 9) {
+    sl_run run;
+    sl_code rc = run_file(path, NULL, 0, chunk, 2, 0, NULL, &run, &e);
+    print_message("expected error: %s\n", e.msg);
+    assert_int_equal(rc, SL_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, want));
+    assert_non_null(strstr(e.msg, "corrupt LZ4 data"));
+    assert_string_equal(e.node, "dec");
+    sl_run_free(&run);
+  }
 }
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -518,6 +594,7 @@ int main(void) {
       cmocka_unit_test(t_k_frame_chunks_square_u32),
       cmocka_unit_test(t_contiguous_u8_and_dataset_param),
       cmocka_unit_test(t_bitshuffle_stored_chunks),
+      cmocka_unit_test(t_corrupt_chunk_named_through_the_run),
       cmocka_unit_test(t_scan_shape_and_input_errors),
       cmocka_unit_test(t_changed_since_planning),
       cmocka_unit_test(t_plan_device_state),

@@ -42,9 +42,11 @@ enum bslz4_error_code {
 struct bslz4_error_record {
   unsigned int claimed, code;
   unsigned long long entry, block, pos, v1, v2, v3;
-  long long stored_chunk, first_position, n_positions;
-  unsigned int file_chunk, pad;
-  unsigned long long where; /* the entry's host pointer, as bits */
+  /* The failing entry's, when has_entry: named on the host by the port's
+   * describe_origin (sl_packed_describe). */
+  long long first_position, n_positions;
+  unsigned long long origin;
+  unsigned int has_entry, pad;
 };
 
 /* The CPU decoder's message for record r of a chunk of port `in` (the

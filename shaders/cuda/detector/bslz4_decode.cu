@@ -45,7 +45,7 @@
  * error surfaces at the next call (normally the next chunk) or at the end of
  * the pass, never silently. With check_every_call (the node's param
  * check_each_call) every call synchronizes and checks (one
- * 80-byte copy and a queue sync per chunk of the scan).
+ * 88-byte copy and a queue sync per chunk of the scan).
  *
  * The LZ4 block decoder and un-transpose are in shaders/cuda/codec/
  * (bslz4_device.cuh), the error codes and the CPU's messages beside them
@@ -117,16 +117,15 @@ __device__ void record_error(const decode_args &p, const sl_packed_entry *pe, un
   e->v2 = v2;
   e->v3 = v3;
   if (pe) {
-    e->stored_chunk = pe->stored_chunk;
-    e->file_chunk = pe->file_chunk;
+    e->has_entry = 1u;
+    e->origin = pe->origin;
     e->first_position = pe->first_position;
     e->n_positions = pe->n_positions;
-    e->where = (unsigned long long)(uintptr_t)pe->where;
   } else {
-    e->stored_chunk = -1;
+    e->has_entry = 0u;
+    e->origin = 0;
     e->first_position = -1;
     e->n_positions = 0;
-    e->where = 0;
   }
   __threadfence();
 }
@@ -240,12 +239,12 @@ __device__ bool index_bslz4(const decode_args &p, const sl_packed_entry *pe, uns
  * ENTRY_NONE when a check failed (the decode kernel skips it). Copies the
  * (n % 8) trailing elements, which are stored verbatim. */
 __device__ void index_entry(const decode_args &p, unsigned int i, chunk_entry &ent) {
-  const sl_packed_chunks *pk = (const sl_packed_chunks *)p.buf;
+  const sl_packed_items *pk = (const sl_packed_items *)p.buf;
   unsigned long long n = pk->n;
   if (i == 0 && n > p.bound) record_error(p, NULL, 0, BSLZ4_E_COUNT, 0, 0, n, p.bound, 0);
   if (i >= n) return;
   const sl_packed_entry *pe = &pk->entries[i];
-  if (sizeof(sl_packed_chunks) + (unsigned long long)(i + 1) * sizeof(sl_packed_entry) > p.buf_bytes) {
+  if (sizeof(sl_packed_items) + (unsigned long long)(i + 1) * sizeof(sl_packed_entry) > p.buf_bytes) {
     record_error(p, NULL, i, BSLZ4_E_RANGE, 0, 0, 0, 0, p.buf_bytes);
     return;
   }
@@ -378,7 +377,7 @@ __global__ void __launch_bounds__(DECODE_WARPS_PER_CTA * 32, 13) sl_k_bslz4_deco
     }
     if (r != 0) {
       if (lane == 0) {
-        const sl_packed_entry *pe = &((const sl_packed_chunks *)p.buf)->entries[entry];
+        const sl_packed_entry *pe = &((const sl_packed_items *)p.buf)->entries[entry];
         record_error(p, pe, entry, r == 1 ? BSLZ4_E_LZ4_CORRUPT : BSLZ4_E_LZ4_SIZE, j, bt.x - 4,
                      r == 1 ? bt.y : got, want, 0);
       }
@@ -448,18 +447,6 @@ struct decode_plan {
   size_t per_warp, smem;                /* shared memory per warp, per CTA */
 };
 
-/* Entries of a call over `positions`: each holds at least one frame of that
- * chunk of the scan, and the buffer was sized for this many
- * (sl_desc_buffer_bytes). */
-unsigned long long entry_bound(const sl_tensor_desc *in, int64_t positions) {
-  const long long per = in->positions_per_stored_chunk > 0 ? in->positions_per_stored_chunk : 1;
-  const long long minper = in->min_positions_per_stored_chunk > 0 ? in->min_positions_per_stored_chunk : per;
-  long long bound = (positions + minper - 1) / minper + (minper > 1 ? 1 : 0);
-  if (bound > positions) bound = positions;
-  if (bound < 1) bound = 1;
-  return (unsigned long long)bound;
-}
-
 /* Block slots per entry and bytes per slot. */
 sl_code plan_blocks(const sl_tensor_desc *in, sl_error *err, decode_plan *pl) {
   const unsigned long long s = pl->elem, nel = pl->full / s;
@@ -507,8 +494,10 @@ sl_code plan_call(const sl_tensor_desc *in, sl_kernel_args *a, decode_plan *pl) 
     return sl_fail(a->err, SL_ERR_FORMAT, "bslz4_decode (CUDA): stored chunks of %llu bytes (4 GiB or more)", full);
   pl->elem = s;
   pl->full = full;
-  pl->bound = entry_bound(in, a->pos_count);
-  pl->buf_bytes = (unsigned long long)sl_desc_buffer_bytes(in, a->pos_count);
+  /* entries: at most what a call over these positions holds (the producer's
+   * bound counts as many); bytes: what the producer wrote */
+  pl->bound = (unsigned long long)sl_desc_encoded_entries(in, a->pos_count);
+  pl->buf_bytes = a->in_bytes[0] > 0 ? (unsigned long long)a->in_bytes[0] : 0;
   sl_code rc = plan_blocks(in, a->err, pl);
   if (rc != SL_OK) return rc;
   /* Shared memory per warp: the decoded block plus, for LZ4, the in-place
@@ -576,12 +565,9 @@ sl_code check_record(sl_kernel_args *a, decode_state *st, const sl_tensor_desc *
   if (!r.claimed) return SL_OK;
   char what[768];
   bslz4_describe(&r, in, slot_bytes, what, sizeof what);
-  const char *where = r.where ? (const char *)(uintptr_t)r.where : "?";
-  if (r.stored_chunk >= 0)
-  {
+  if (r.has_entry) {
     char chunk[768];
-    sl_packed_entry_describe(where, r.stored_chunk, r.file_chunk, r.first_position, r.n_positions,
-                             chunk, sizeof chunk);
+    sl_packed_describe(in, r.origin, r.first_position, r.n_positions, chunk, sizeof chunk);
     sl_fail(a->err, SL_ERR_FORMAT, "%s: %s", chunk, what);
   }
   else
@@ -662,7 +648,7 @@ extern "C" int64_t sl_cuda_bslz4_decode_table_bytes(const sl_tensor_desc *in, in
   const long long per = in->positions_per_stored_chunk > 0 ? in->positions_per_stored_chunk : 1;
   pl.elem = s;
   pl.full = (unsigned long long)per * (unsigned long long)sl_desc_item_bytes(in);
-  pl.bound = entry_bound(in, positions);
+  pl.bound = (unsigned long long)sl_desc_encoded_entries(in, positions);
   sl_error ignored; /* a refused block size fails the call, which then takes nothing */
   sl_error_clear(&ignored);
   if (plan_blocks(in, &ignored, &pl) != SL_OK) return 0;

@@ -1,5 +1,5 @@
 /* bslz4_decode on CUDA (bslz4_decode.cu): the stored chunks of a packed
- * device buffer (bitshuffle-LZ4, bitshuffle or raw; sl_packed_chunks) to
+ * device buffer (bitshuffle-LZ4, bitshuffle or raw; sl_packed_items) to
  * frames, bit for bit the CPU decoder's output; a malformed chunk fails with
  * SL_ERR_FORMAT and the CPU's message, at the call that finds it, the next
  * one, or the last chunk of the scan at the latest. */
