@@ -238,3 +238,21 @@ uint64_t sl_fnv1a(const void *data, size_t n, uint64_t h) {
   for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
   return h;
 }
+
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+uint64_t sl_checksum64(const void *data, size_t n) {
+  const unsigned char *p = data;
+  const uint64_t k1 = 0x9e3779b185ebca87ULL, k2 = 0xc2b2ae3d27d4eb4fULL;
+  uint64_t lane[4] = {k1, k2, k1 ^ k2, k1 + k2};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int l = 0; l < 4; l++) {
+      uint64_t w;
+      memcpy(&w, p + i + 8 * l, 8);
+      lane[l] = rotl64(lane[l] + w * k2, 31) * k1;
+    }
+  uint64_t h = (uint64_t)n * k1;
+  for (int l = 0; l < 4; l++) h = rotl64(h ^ lane[l], 27) * k1 + k2;
+  return sl_fnv1a(p + i, n - i, h) * k2; /* the tail (under 32 bytes) */
+}

@@ -57,6 +57,11 @@ bool sl_user_cache_dir(char *buf, size_t len);
  * fast, stable hash for cache keys and checksums (not for security). */
 #define SL_FNV1A_START 0xcbf29ce484222325ULL
 uint64_t sl_fnv1a(const void *data, size_t n, uint64_t h);
+/* A checksum of n bytes for detecting damaged cache files (not a hash for
+ * tables): four lanes over 8-byte words, multiply and rotate, about 8 bytes
+ * per cycle where sl_fnv1a does one (a 6 MB chunk index took 6% of a short
+ * run to check byte by byte). */
+uint64_t sl_checksum64(const void *data, size_t n);
 /* Creates `dir` and its parents (mode 0777 less the umask); false on
  * failure. */
 bool sl_make_dirs(const char *dir);

@@ -129,7 +129,7 @@ void sl_h5_index_store_save(const char *path, const char *dataset, const sl_h5_i
     free(b.p);
     return;
   }
-  uint64_t sum = sl_fnv1a(b.p, b.n, SL_FNV1A_START);
+  uint64_t sum = sl_checksum64(b.p, b.n);
   PUT(&b, sum);
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", file);
@@ -283,7 +283,7 @@ static sl_h5_index *parse(const unsigned char *data, size_t n, const char *cwd, 
   if (n <= 16) return NULL;
   uint64_t sum;
   memcpy(&sum, data + n - 8, 8);
-  if (sum != sl_fnv1a(data, n - 8, SL_FNV1A_START)) return NULL;
+  if (sum != sl_checksum64(data, n - 8)) return NULL;
   rbuf r = {data, data + n - 8, true};
   if (!header_matches(&r, cwd, path, dataset, same_file)) return NULL;
   sl_h5_index *ix = read_index(&r, same_file, own);
