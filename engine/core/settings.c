@@ -25,7 +25,7 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
                          "how a chunked dataset's chunks are listed: sluice's own B-tree reader, or "
                          "the HDF5 library's chunk iteration"},
     [SL_SET_READ_THREADS] = {"read_threads", "SLUICE_READ_THREADS", NULL, "0",
-                             "threads reading detector files, 0 = automatic (up to 4)"},
+                             "threads reading detector files, 0 = automatic (up to 4 on the CPU, 16 feeding a device)"},
     [SL_SET_CUFFT] = {"cufft", "SLUICE_CUFFT", SL_SETTING_TEXT, "",
                       "cuda: the cuFFT library iDPC loads at run time (a name or path), none (iDPC "
                       "on the host), or empty for libcufft.so.12 in its usual places"},

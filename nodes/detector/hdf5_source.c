@@ -310,6 +310,7 @@ static sl_code produce_windows(sl_src_state *s, sl_backend *b, sl_error *err) {
     return sl_fail(err, SL_ERR_INTERNAL, "hdf5_source: the windows were made for another backend");
   s->host_backend = b;
   s->win.al = (sl_src_alloc){.alloc = win_alloc, .free = win_free, .reuse = win_reuse, .ctx = s};
+  s->win.read_threads = sl_chunk_reader_device_threads();
   return SL_OK;
 }
 

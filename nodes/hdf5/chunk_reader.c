@@ -319,6 +319,13 @@ int sl_chunk_reader_default_threads(void) {
   return cpus < 4 ? cpus : 4;
 }
 
+int sl_chunk_reader_device_threads(void) {
+  int64_t t = sl_setting_int(SL_SET_READ_THREADS);
+  if (t > 0) return sl_chunk_reader_default_threads();
+  int cpus = sl_usable_cpus();
+  return cpus < 16 ? cpus : 16;
+}
+
 sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, sl_chunk_reader **out,
                              sl_error *err) {
   return sl_chunk_reader_open_opts(ix, max_window_chunks, NULL, out, err);

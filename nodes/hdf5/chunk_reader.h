@@ -66,6 +66,11 @@ typedef struct sl_chunk_reader_opts {
 /* The default thread count (the read_threads setting: SLUICE_READ_THREADS or
  * --setting; else min(4, the CPUs this process may use)). */
 int sl_chunk_reader_default_threads(void);
+/* The same for a source feeding a device backend, whose host CPUs have
+ * nothing else to do while the device decodes: the read_threads setting if
+ * set, else every CPU this process may use, at most 16 (the H200 host read
+ * 1.6 GB from the page cache in 0.17 s with 4 threads, 0.09 s with 8). */
+int sl_chunk_reader_device_threads(void);
 
 /* Opens every data file of `ix` once (O_RDONLY, POSIX_FADV_SEQUENTIAL) and
  * starts the reader thread. max_window_chunks bounds the chunk count of one

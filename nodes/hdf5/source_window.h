@@ -49,6 +49,8 @@ typedef struct sl_src_alloc {
 typedef struct sl_src_windows {
   const sl_h5_index *ix;
   sl_src_alloc al;
+  /* Threads of the chunk reader; 0: sl_chunk_reader_default_threads(). */
+  int read_threads;
   sl_chunk_reader *reader;
   uint8_t *base[2];
   size_t alloc_bytes;      /* of each window: prefix + capacity */
