@@ -9,7 +9,7 @@
 set -u
 BUNDLE=$1 SCAN=${2:-512} REPS=${3:-2}
 shift 3 2>/dev/null || shift $#
-THREADS=${*:-"4 8 12"}
+THREADS=${*:-"0 8 16"}
 B=$BUNDLE/bin D=/tmp/acq-shipped
 export PATH="$B:$PATH" LD_LIBRARY_PATH="$BUNDLE/lib" HDF5_PLUGIN_PATH="$BUNDLE/plugins"
 mkdir -p $D
@@ -32,7 +32,7 @@ PY
 }
 for rt in $THREADS; do
   for r in $(seq $REPS); do
-    echo "== read_threads=$rt rep $r"
+    echo "== read_threads=$rt (0: automatic) rep $r"
     /usr/bin/time -f "  process wall %e s" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 \
       --backend cuda --setting read_threads=$rt --out $D/o-sweep --force --quiet 2>&1 | grep wall
     show $D/o-sweep/report.json
