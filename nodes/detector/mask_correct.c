@@ -265,9 +265,8 @@ static sl_code correct_prepare(sl_node *n, sl_error *err) {
 /* Whether the AVX2 medians apply: the median of u8 or u16 pixels (their
  * values and LANE_EMPTY fit 32-bit lanes) in frames of at least 4 bytes (a
  * gather reads 4). */
-static bool gather_lanes_fit(const correct_state *s) {
-  const int64_t frame_bytes = s->h * s->w * s->es;
-  return s->policy == POLICY_MEDIAN && s->es < 4 && frame_bytes >= 4 && frame_bytes <= INT32_MAX;
+static bool gather_lanes_fit(correct_policy policy, int64_t es, int64_t frame_bytes) {
+  return policy == POLICY_MEDIAN && es < 4 && frame_bytes >= 4 && frame_bytes <= INT32_MAX;
 }
 
 /* Bytes of the gather tables for n_bad static bad pixels: three tables of 8
@@ -278,7 +277,7 @@ static int64_t gather_lanes_bytes(int64_t n_bad) {
 
 /* The gather tables (correct_state.lane_off) from the neighbour lists. */
 static sl_code build_gather_lanes(correct_state *s, sl_error *err) {
-  if (!gather_lanes_fit(s) || s->n_bad == 0) return SL_OK;
+  if (!gather_lanes_fit(s->policy, s->es, s->h * s->w * s->es) || s->n_bad == 0) return SL_OK;
   const int64_t pitch = s->n_bad + 8;
   int32_t *t = calloc((size_t)gather_lanes_bytes(s->n_bad), 1);
   if (!t) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the bad pixels' gather tables");
@@ -438,7 +437,8 @@ static inline __attribute__((always_inline)) void median8_lanes(uint32_t v[8][ME
  * and the median is picked from the sorted slots with compares against the
  * valid count, all in vectors: the same values as median8_lanes. Returns
  * the first pixel not done. */
-SL_MADD_AVX2 static int64_t static_medians_avx2(uint8_t *y, const correct_state *s, int64_t k, int64_t k1) {
+SL_MADD_AVX2 static int64_t static_medians_avx2(uint8_t *y, const correct_state *s, int64_t k,
+                                               int64_t k1) {
   const int64_t pitch = s->lanes_pitch;
   const __m256i vmax = _mm256_set1_epi32(s->es == 1 ? 0xFF : 0xFFFF), empty = _mm256_set1_epi32(-1);
   /* a value equal to this is not valid: the flag value, or (without
@@ -471,8 +471,10 @@ SL_MADD_AVX2 static int64_t static_medians_avx2(uint8_t *y, const correct_state 
     const __m256i half = _mm256_srli_epi32(nv, 1);
     __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
     for (int q = 0; q < 8; q++) {
-      hi = _mm256_or_si256(hi, _mm256_and_si256(x[q], _mm256_cmpeq_epi32(half, _mm256_set1_epi32(q))));
-      lo = _mm256_or_si256(lo, _mm256_and_si256(x[q], _mm256_cmpeq_epi32(half, _mm256_set1_epi32(q + 1))));
+      const __m256i at_hi = _mm256_cmpeq_epi32(half, _mm256_set1_epi32(q));
+      const __m256i at_lo = _mm256_cmpeq_epi32(half, _mm256_set1_epi32(q + 1));
+      hi = _mm256_or_si256(hi, _mm256_and_si256(x[q], at_hi));
+      lo = _mm256_or_si256(lo, _mm256_and_si256(x[q], at_lo));
     }
     /* odd: the middle one; even: floor of the mean of the middle two (both
      * valid, so below 2^16 and their sum fits); none valid: 0 */
@@ -481,10 +483,11 @@ SL_MADD_AVX2 static int64_t static_medians_avx2(uint8_t *y, const correct_state 
     m = _mm256_andnot_si256(_mm256_cmpeq_epi32(nv, _mm256_setzero_si256()), m);
     uint32_t out[MEDIAN_LANES];
     _mm256_storeu_si256((__m256i *)out, m);
-    if (s->es == 1)
-      for (int l = 0; l < MEDIAN_LANES; l++) y[s->bad_idx[k + l]] = (uint8_t)out[l];
-    else
-      for (int l = 0; l < MEDIAN_LANES; l++) ((uint16_t *)(void *)y)[s->bad_idx[k + l]] = (uint16_t)out[l];
+    uint16_t *y16 = (uint16_t *)(void *)y;
+    for (int l = 0; l < MEDIAN_LANES; l++) {
+      if (s->es == 1) y[s->bad_idx[k + l]] = (uint8_t)out[l];
+      else y16[s->bad_idx[k + l]] = (uint16_t)out[l];
+    }
   }
   return k;
 }
@@ -671,7 +674,8 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
       const T *x = (const T *)j->a->in[0] + p * item;                                        \
       T *y = (T *)j->a->out[0] + p * item;                                                   \
       if (y != x) memcpy(y, x, (size_t)item * sizeof(T));                                   \
-      if (s->policy != POLICY_NONE) fix_frame_##S(y, s, &f, counts ? counts + p * groups : NULL, j->gather); \
+      if (s->policy != POLICY_NONE)                                                          \
+        fix_frame_##S(y, s, &f, counts ? counts + p * groups : NULL, j->gather);             \
     }                                                                                        \
     free(f.e);                                                                               \
   }
@@ -704,7 +708,8 @@ static sl_code correct_cpu(sl_kernel_args *a) {
   sl_simd path;
   sl_code rc = sl_simd_resolve((sl_simd)mask_correct_params_of(a->node)->simd, &path, a->err);
   if (rc != SL_OK) return rc;
-  correct_job j = {a, s, path == SL_SIMD_AVX2 && s->lane_off, counts_connected(a->node) ? a->in[2] : NULL, 0};
+  correct_job j = {a, s, path == SL_SIMD_AVX2 && s->lane_off,
+                   counts_connected(a->node) ? a->in[2] : NULL, 0};
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? correct_range_u8 : t == SL_U16 ? correct_range_u16 : correct_range_u32;
   int64_t item = s->h * s->w;
@@ -741,7 +746,7 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
    * neighbour indices and a count. */
   c->state_bytes = 2 * item + n_bad * (int64_t)(sizeof(int64_t) * 9 + 1);
-  if (p->policy == POLICY_MEDIAN && es < 4) c->state_bytes += gather_lanes_bytes(n_bad); /* AVX2 gather tables */
+  if (gather_lanes_fit((correct_policy)p->policy, es, item * es)) c->state_bytes += gather_lanes_bytes(n_bad);
   /* CUDA (mask_correct.cu): bad map and list, a u32 correction per (frame,
    * static bad pixel), and with `flagged` a shadow chunk and a bit per pixel
    * for the flagged corrections (and with flag_counts, a u32 per group). */
