@@ -119,7 +119,7 @@ peer_debian() { HDF5_PLUGIN_PATH=$DEBIAN_PLUGINS $PY peer_read.py "$1" "$2" debi
 
 decoded=$($PY -c "print($SCAN*$SCAN*192*192*2)")
 echo "detector input: ${SCAN}x${SCAN} scan of 192x192 u16 = $($PY -c "print(f'{$decoded/1e9:.2f}')") GB decoded, bitshuffle-LZ4 (one frame per chunk), warm page cache, median of $REPS interleaved runs"
-echo "sluice $("$SLUICE" --version 2>/dev/null | head -1); hdf5plugin $("$VENV/bin/python" -c 'import hdf5plugin, h5py; print(hdf5plugin.version, "+ h5py", h5py.version.version)'); Debian h5py $($PY -c 'import h5py; print(h5py.version.version)'); $(nproc) CPUs"
+echo "sluice $("$SLUICE" --version 2>/dev/null | head -1); hdf5plugin $("$VENV/bin/python" -c 'import hdf5plugin, h5py; print(hdf5plugin.version, "+ h5py", h5py.version.version)'); Debian h5py $($PY -c 'import h5py; print(h5py.version.version)'); $(nproc) CPUs; load $(cut -d" " -f1-3 /proc/loadavg)"
 for th in $THREADS; do
   rows=$(for _ in $(seq "$REPS"); do
     read -r dec_io _ _ _ dec_wall < <(run_sluice decode.yaml ${BIG}_master.h5 "$th")

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# What bad-pixel correction costs on top of read + decode (issue 12, first
-# bullet): pipelines/virtual_image.yaml with its shipped defaults (median
-# policy) on a SCAN x SCAN acquisition of 192 x 192 u16 frames with 73 pixels
+# What bad-pixel correction and the products cost on top of read + decode
+# (issue 12: products under 20% on top of read + decode): the shipped
+# product pipelines (PIPELINES, default pipelines/virtual_image.yaml and
+# pipelines/stem_products.yaml) with their shipped defaults (median
+# policy, automatic chunk) on a SCAN x SCAN acquisition of 192 x 192 u16 frames with 73 pixels
 # in the detector's pixel mask (stored at the flag value in every frame), at
 # 1 and 2 threads. From each run's report.json (same data, same run):
 #   read+decode   hdf5_source + bslz4_decode seconds
 #   + mask        ... + mask_correct (median)
-#   + products    the whole run (preview, disk fit, virtual detectors too)
+#   + products    the whole run (preview, disk fit, virtual detectors, and
+#                 for stem_products the centre of mass, DPC and iDPC too)
 # each as a ratio to read+decode; and the wall time of the same pipeline with
 # mask_policy=none beside it. Medians of REPS runs of each policy,
 # interleaved; page cache warm. The shipped pipeline wires bslz4_decode's
@@ -28,14 +31,16 @@ ACQ=acq${SCAN}_bad73
   --detector 192 192 --frames-per-file 4096 --dtype u16 --compress bslz4 --bad-pixels 73 >/dev/null
 cat ${ACQ}_data_*.h5 >/dev/null
 
+PIPELINES=${PIPELINES:-virtual_image stem_products}
+
 # One run; prints "wall read_decode mask products_total" (seconds).
-run_once() { # threads policy
+run_once() { # pipeline threads policy
   rm -rf "$DIR/out" # this benchmark's own output
   local s e
   s=$(date +%s.%N)
-  "$SLUICE" run "$SRC/pipelines/virtual_image.yaml" --set input="$DIR/${ACQ}_master.h5" \
-    --set mask_policy="$2" --threads "$1" --out "$DIR/out" --quiet >/dev/null ||
-    { echo "bench_mask_cost: run failed" >&2; exit 1; }
+  "$SLUICE" run "$SRC/pipelines/$1.yaml" --set input="$DIR/${ACQ}_master.h5" \
+    --set mask_policy="$3" --threads "$2" --out "$DIR/out" --quiet >/dev/null 2>"$DIR/run.err" ||
+    { cat "$DIR/run.err" >&2; echo "bench_mask_cost: run failed" >&2; exit 1; }
   e=$(date +%s.%N)
   $PY - "$DIR/out/report.json" "$(echo "$e - $s" | bc -l)" <<'EOF'
 import json, sys
@@ -51,8 +56,8 @@ EOF
 # Median of each column over REPS runs of each policy, interleaved (median,
 # none, median, ...: a loaded machine slows both alike); prints the median
 # policy's medians, then the none policy's.
-median_runs() { # threads
-  for _ in $(seq "$REPS"); do echo "m $(run_once "$1" median)"; echo "n $(run_once "$1" none)"; done |
+median_runs() { # pipeline threads
+  for _ in $(seq "$REPS"); do echo "m $(run_once "$1" "$2" median)"; echo "n $(run_once "$1" "$2" none)"; done |
     $PY -c 'import sys, statistics as s
 rows = [l.split() for l in sys.stdin]
 for p in "mn":
@@ -61,11 +66,13 @@ for p in "mn":
 print()'
 }
 
-echo "sluice $("$SLUICE" --version 2>/dev/null | head -1); $SCAN x $SCAN frames of 192x192 u16, 73 bad pixels; $(nproc) CPUs; median of $REPS"
-printf '%-8s %12s %18s %22s %16s %16s\n' threads "read+decode" "+ mask (median)" "+ products (run)" "wall median" "wall none"
-for th in 1 2; do
-  read -r wall rd mask total wall_none _ _ _ < <(median_runs $th)
-  printf '%-8s %10.3f s %9.3f s %5.2fx %13.3f s %5.2fx %12.3f s %12.3f s (%.2fx)\n' "$th" "$rd" \
-    "$(echo "$rd + $mask" | bc -l)" "$(echo "($rd + $mask) / $rd" | bc -l)" "$total" \
-    "$(echo "$total / $rd" | bc -l)" "$wall" "$wall_none" "$(echo "$wall / $wall_none" | bc -l)"
+echo "sluice $("$SLUICE" --version 2>/dev/null | head -1); $SCAN x $SCAN frames of 192x192 u16, 73 bad pixels; $(nproc) CPUs; median of $REPS; load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-15s %-8s %12s %18s %22s %16s %16s\n' pipeline threads "read+decode" "+ mask (median)" "+ products (run)" "wall median" "wall none"
+for p in $PIPELINES; do
+  for th in 1 2; do
+    read -r wall rd mask total wall_none _ _ _ < <(median_runs "$p" $th)
+    printf '%-15s %-8s %10.3f s %9.3f s %5.2fx %13.3f s %5.2fx %12.3f s %12.3f s (%.2fx)\n' "$p" "$th" "$rd" \
+      "$(echo "$rd + $mask" | bc -l)" "$(echo "($rd + $mask) / $rd" | bc -l)" "$total" \
+      "$(echo "$total / $rd" | bc -l)" "$wall" "$wall_none" "$(echo "$wall / $wall_none" | bc -l)"
+  done
 done

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
+#include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/graph/node_params.h"
@@ -115,27 +116,51 @@ typedef struct preview_job {
   const int64_t *first; /* frame index of chunk k's first frame */
   size_t stored;        /* bytes a stored chunk decodes to */
   int64_t partial_at;   /* offset of a worker's partial sum in its scratch */
+  bool narrow;          /* the partial sums are u32 (narrow_frames_max), else u64 */
   sl_code *status;      /* per chunk */
   sl_error *errs;       /* per chunk */
   const uint8_t *mask;
 } preview_job;
 
-/* Adds n frames at x into the worker's partial sum, a masked pixel or one
- * at the dtype's maximum (the detector's flag value) as 0, without a branch. */
-#define PREVIEW_ADD(T, FLAG)                                                  \
-  for (int64_t f = 0; f < n; f++) {                                           \
-    const T *restrict v = (const T *)(x + (size_t)f * ix->frame_bytes);       \
-    for (int64_t i = 0; i < j->npix; i++)                                     \
-      sum[i] += (v[i] != (T)(FLAG) && !(mask && mask[i])) ? (uint64_t)v[i] : 0; \
-  }                                                                           \
-  break;
+/* Adds n frames of T at x (frame_bytes apart) into a worker's partial sum
+ * of ACC, a masked pixel or one at the dtype's maximum (the detector's flag
+ * value) as 0, without a branch; the AVX2 clone widens 8 or 16 pixels at a
+ * time. */
+#define PREVIEW_ADD(S, T, ACC, FLAG)                                                               \
+  SL_HOT_CLONES static void preview_add_##S(ACC *restrict sum, const uint8_t *x, int64_t n,       \
+                                            size_t frame_bytes, int64_t npix,                     \
+                                            const uint8_t *restrict mask) {                       \
+    for (int64_t f = 0; f < n; f++) {                                                             \
+      const T *restrict v = (const T *)(const void *)(x + (size_t)f * frame_bytes);               \
+      /* the pixel ANDed with all ones or zero: no condition for the                          \
+       * vectoriser to keep (a && made the mask's load conditional: scalar) */                  \
+      if (mask)                                                                                   \
+        for (int64_t i = 0; i < npix; i++)                                                        \
+          sum[i] += (ACC)v[i] & (ACC)-(ACC)((v[i] != (T)(FLAG)) & (mask[i] == 0));                \
+      else                                                                                        \
+        for (int64_t i = 0; i < npix; i++) sum[i] += (ACC)v[i] & (ACC)-(ACC)(v[i] != (T)(FLAG));  \
+    }                                                                                             \
+  }
+/* u8 and u16 into u32 while a worker adds at most narrow_frames_max frames
+ * (below 2^32 then): half the bytes of u64 to read and write per frame. */
+PREVIEW_ADD(u8_32, uint8_t, uint32_t, 0xFFu)
+PREVIEW_ADD(u16_32, uint16_t, uint32_t, 0xFFFFu)
+PREVIEW_ADD(u8_64, uint8_t, uint64_t, 0xFFu)
+PREVIEW_ADD(u16_64, uint16_t, uint64_t, 0xFFFFu)
+PREVIEW_ADD(u32_64, uint32_t, uint64_t, 0xFFFFFFFFu)
+#undef PREVIEW_ADD
+
+/* The most frames whose u8 or u16 values (flagged ones count 0, so at most
+ * 2^8 - 2 or 2^16 - 2) add up below 2^32 in a u32 partial sum; 0 for u32. */
+static int64_t narrow_frames_max(int elem_size) {
+  return elem_size == 1 ? UINT32_MAX / 0xFE : elem_size == 2 ? UINT32_MAX / 0xFFFE : 0;
+}
 
 static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const preview_job *j = ctx;
   const sl_h5_index *ix = j->ix;
   uint8_t *scratch = sl_worker_scratch(j->a, worker);
-  uint64_t *restrict sum = (uint64_t *)(scratch + j->partial_at);
-  const uint8_t *restrict mask = j->mask;
+  void *sum = scratch + j->partial_at;
   for (int64_t k = begin; k < end; k++) {
     const sl_h5_chunk *c = &ix->chunks[k];
     const uint8_t *src = j->raw + j->offsets[k], *x = src;
@@ -157,16 +182,17 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
                      ix->files[c->file], got, j->stored);
       x = scratch;
     }
-    if (rc == SL_OK) switch (ix->elem_size) {
-        case 1: PREVIEW_ADD(uint8_t, 0xFFu)
-        case 2: PREVIEW_ADD(uint16_t, 0xFFFFu)
-        default: PREVIEW_ADD(uint32_t, 0xFFFFFFFFu)
-      }
+    if (rc == SL_OK) {
+      const size_t fb = ix->frame_bytes;
+      if (j->narrow && ix->elem_size == 1) preview_add_u8_32(sum, x, n, fb, j->npix, j->mask);
+      else if (j->narrow) preview_add_u16_32(sum, x, n, fb, j->npix, j->mask);
+      else if (ix->elem_size == 1) preview_add_u8_64(sum, x, n, fb, j->npix, j->mask);
+      else if (ix->elem_size == 2) preview_add_u16_64(sum, x, n, fb, j->npix, j->mask);
+      else preview_add_u32_64(sum, x, n, fb, j->npix, j->mask);
+    }
     j->status[k] = rc;
   }
 }
-#undef PREVIEW_ADD
-
 /* The stored chunks that hold the first `want` frames, read with the
  * project's chunk reader (one window, in the lent workspace), decoded and
  * summed in parallel into sum. */
@@ -182,6 +208,8 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   uint64_t window = sl_h5_window_bytes(ix, 0, count);
   j.stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
   j.partial_at = ((int64_t)j.stored + 63) / 64 * 64;
+  j.narrow = want <= narrow_frames_max(ix->elem_size); /* a worker adds at most `want` frames */
+  const size_t acc_bytes = j.narrow ? sizeof(uint32_t) : sizeof(uint64_t);
   if (!a->workspace || !a->worker_scratch || count > f->chunks || (int64_t)window > f->window_bytes ||
       (int64_t)j.stored > f->stored_chunk_bytes)
     return sl_fail(err, SL_ERR_IO, "%s changed since the pipeline was planned (or no workspace was lent)",
@@ -202,7 +230,7 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
     sl_h5_window_offsets(ix, 0, count, offsets);
     for (int64_t k = 0, fr = 0; k < count; fr += ix->chunks[k].n_frames, k++) first[k] = fr, status[k] = SL_OK;
     for (int w = 0; w < workers; w++)
-      memset((uint8_t *)sl_worker_scratch(a, w) + j.partial_at, 0, (size_t)j.npix * sizeof(uint64_t));
+      memset((uint8_t *)sl_worker_scratch(a, w) + j.partial_at, 0, (size_t)j.npix * acc_bytes);
     j.raw = raw, j.offsets = offsets, j.first = first, j.status = status, j.errs = errs;
     b->ops->parallel_for(b, count, 1, decode_add_range, &j);
     for (int64_t k = 0; k < count && rc == SL_OK; k++)
@@ -210,7 +238,10 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   }
   for (int64_t i = 0; i < j.npix && rc == SL_OK; i++) {
     uint64_t t = 0;
-    for (int w = 0; w < workers; w++) t += ((const uint64_t *)((uint8_t *)sl_worker_scratch(a, w) + j.partial_at))[i];
+    for (int w = 0; w < workers; w++) {
+      const void *partial = (uint8_t *)sl_worker_scratch(a, w) + j.partial_at;
+      t += j.narrow ? ((const uint32_t *)partial)[i] : ((const uint64_t *)partial)[i];
+    }
     sum[i] = (double)t;
   }
   sl_chunk_reader_close(reader);

@@ -31,12 +31,14 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
+#include "engine/core/simd.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "engine/graph/node_params.h"
 #include "nodes/common/frame_ports.h"
 #include "nodes/common/mask_file.h"
+#include "nodes/common/madd_u16.h"
 #include "nodes/common/cuda_glue.h"
 #include "nodes/detector/flag_counts.h"
 #include "shaders/cuda/detector/mask_correct.h"
@@ -51,7 +53,8 @@
     "PNG, or file.h5:/dataset", NULL)                                                           \
   P(BOOL, flagged, "true",                                                                      \
     "also treat pixels at the dtype maximum (the detector's flag value, 0xFFFF for u16) as "    \
-    "bad, per frame", NULL)
+    "bad, per frame", NULL)                                                                     \
+  P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)
 SL_NODE_PARAMS(mask_correct_params, MASK_CORRECT_PARAMS)
 
 /* The policy choices, in the order of the param's choices. */
@@ -71,6 +74,15 @@ typedef struct correct_state {
   int64_t *bad_idx; /* n_bad pixel indices r*W + c, ascending */
   int64_t *nb;      /* 8 per bad pixel: its statically valid neighbours */
   uint8_t *nb_n;    /* how many of the 8 are used */
+  /* The AVX2 medians' gather tables (u8 and u16 frames of at least 4 bytes
+   * with the median; else NULL): slot q of bad pixel k at [q * lanes_pitch +
+   * k]. A slot gathers the 4 bytes at lane_off (in the frame, never before
+   * its start or past its end) and shifts them right by lane_shift bits to
+   * bring the neighbour's value to the low bits; lane_ok is -1 for a
+   * statically valid neighbour, 0 for an unused slot. */
+  int32_t *lane_off, *lane_shift, *lane_ok;
+  int64_t lanes_pitch;
+  int es; /* bytes per pixel */
 } correct_state;
 
 /* ---- validation -------------------------------------------------------------- */
@@ -214,6 +226,7 @@ static void correct_release(sl_node *n) {
   free(s->bad_idx);
   free(s->nb);
   free(s->nb_n);
+  free(s->lane_off);
   free(s);
   n->state = NULL;
 }
@@ -228,6 +241,7 @@ static sl_code correct_prepare(sl_node *n, sl_error *err) {
   if (!s) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the mask_correct state");
   s->h = x->dims[x->rank - 2];
   s->w = x->dims[x->rank - 1];
+  s->es = (int)sl_dtype_size(x->dtype);
   s->policy = (correct_policy)p->policy;
   s->flagged = p->flagged;
   s->has_input_mask = mask_connected(n);
@@ -248,6 +262,40 @@ static sl_code correct_prepare(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
+/* Whether the AVX2 medians apply: the median of u8 or u16 pixels (their
+ * values and LANE_EMPTY fit 32-bit lanes) in frames of at least 4 bytes (a
+ * gather reads 4). */
+static bool gather_lanes_fit(correct_policy policy, int64_t es, int64_t frame_bytes) {
+  return policy == POLICY_MEDIAN && es < 4 && frame_bytes >= 4 && frame_bytes <= INT32_MAX;
+}
+
+/* Bytes of the gather tables for n_bad static bad pixels: three tables of 8
+ * slots, each padded by a vector (none without a bad pixel). */
+static int64_t gather_lanes_bytes(int64_t n_bad) {
+  return n_bad > 0 ? 3 * 8 * (n_bad + 8) * (int64_t)sizeof(int32_t) : 0;
+}
+
+/* The gather tables (correct_state.lane_off) from the neighbour lists. */
+static sl_code build_gather_lanes(correct_state *s, sl_error *err) {
+  if (!gather_lanes_fit(s->policy, s->es, s->h * s->w * s->es) || s->n_bad == 0) return SL_OK;
+  const int64_t pitch = s->n_bad + 8;
+  int32_t *t = calloc((size_t)gather_lanes_bytes(s->n_bad), 1);
+  if (!t) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the bad pixels' gather tables");
+  s->lane_off = t, s->lane_shift = t + 8 * pitch, s->lane_ok = t + 16 * pitch;
+  s->lanes_pitch = pitch;
+  for (int64_t k = 0; k < s->n_bad; k++)
+    for (int q = 0; q < s->nb_n[k]; q++) {
+      /* the 4 bytes that end with the pixel's, moved to start at the
+       * frame's first byte when they would begin before it */
+      int64_t at = s->nb[8 * k + q] * s->es, off = at + s->es - 4;
+      if (off < 0) off = 0;
+      s->lane_off[q * pitch + k] = (int32_t)off;
+      s->lane_shift[q * pitch + k] = (int32_t)(8 * (at - off));
+      s->lane_ok[q * pitch + k] = -1;
+    }
+  return SL_OK;
+}
+
 /* Static mask and neighbour lists from the mask input (may be NULL when not
  * connected) and the file mask. */
 static sl_code build_neighbour_lists(correct_state *s, sl_node *n, const void *mask, sl_error *err) {
@@ -257,8 +305,10 @@ static sl_code build_neighbour_lists(correct_state *s, sl_node *n, const void *m
   free(s->bad_idx);
   free(s->nb);
   free(s->nb_n);
+  free(s->lane_off);
   s->bad_idx = s->nb = NULL;
   s->nb_n = NULL;
+  s->lane_off = s->lane_shift = s->lane_ok = NULL;
   s->n_bad = 0;
   s->bad = calloc((size_t)item, 1);
   if (!s->bad) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the static mask");
@@ -299,6 +349,8 @@ static sl_code build_neighbour_lists(correct_state *s, sl_node *n, const void *m
       s->nb_n[k] = (uint8_t)cnt;
       k++;
     }
+  sl_code rc = build_gather_lanes(s, err);
+  if (rc != SL_OK) return rc;
   s->built = true;
   if (s->has_input_mask && s->file_mask)
     sl_node_note(n, "static_bad_pixels", "%lld (input 'mask': %lld, file: %lld, in both: %lld)",
@@ -377,6 +429,70 @@ static inline __attribute__((always_inline)) void median8_lanes(uint32_t v[8][ME
   }
 }
 
+#if SL_MADD_X86
+/* Static bad pixels from k on, eight at a time while eight remain before k1,
+ * of a u8 or u16 frame at y (correct_state.lane_off's tables): each of the
+ * eight neighbour slots is one gather for the eight pixels, the values at
+ * the flag value (with `flagged`) and the unused slots become LANE_EMPTY,
+ * and the median is picked from the sorted slots with compares against the
+ * valid count, all in vectors: the same values as median8_lanes. Returns
+ * the first pixel not done. */
+SL_MADD_AVX2 static int64_t static_medians_avx2(uint8_t *y, const correct_state *s, int64_t k,
+                                               int64_t k1) {
+  const int64_t pitch = s->lanes_pitch;
+  const __m256i vmax = _mm256_set1_epi32(s->es == 1 ? 0xFF : 0xFFFF), empty = _mm256_set1_epi32(-1);
+  /* a value equal to this is not valid: the flag value, or (without
+   * `flagged`) LANE_EMPTY, which no pixel value equals */
+  const __m256i flag = s->flagged ? vmax : empty, one = _mm256_set1_epi32(1);
+  for (; k + MEDIAN_LANES <= k1; k += MEDIAN_LANES) {
+    __m256i x[8], nv = _mm256_setzero_si256();
+    for (int q = 0; q < 8; q++) {
+      const int64_t at = q * pitch + k;
+      const __m256i off = _mm256_loadu_si256((const __m256i *)(s->lane_off + at));
+      const __m256i sh = _mm256_loadu_si256((const __m256i *)(s->lane_shift + at));
+      __m256i ok = _mm256_loadu_si256((const __m256i *)(s->lane_ok + at));
+      __m256i v = _mm256_i32gather_epi32((const int *)(const void *)y, off, 1);
+      v = _mm256_and_si256(_mm256_srlv_epi32(v, sh), vmax);
+      ok = _mm256_andnot_si256(_mm256_cmpeq_epi32(v, flag), ok);
+      x[q] = _mm256_or_si256(v, _mm256_xor_si256(ok, empty)); /* LANE_EMPTY where not valid */
+      nv = _mm256_sub_epi32(nv, ok);
+    }
+#define CS(i, j)                                  \
+  do {                                            \
+    const __m256i lo_ = _mm256_min_epu32(x[i], x[j]); \
+    x[j] = _mm256_max_epu32(x[i], x[j]);          \
+    x[i] = lo_;                                   \
+  } while (0)
+    CS(0, 2); CS(1, 3); CS(4, 6); CS(5, 7); CS(0, 4); CS(1, 5); CS(2, 6); CS(3, 7);
+    CS(0, 1); CS(2, 3); CS(4, 5); CS(6, 7); CS(2, 4); CS(3, 5); CS(1, 4); CS(3, 6);
+    CS(1, 2); CS(3, 4); CS(5, 6);
+#undef CS
+    /* x[nv / 2] and x[nv / 2 - 1] of each lane */
+    const __m256i half = _mm256_srli_epi32(nv, 1);
+    __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+    for (int q = 0; q < 8; q++) {
+      const __m256i at_hi = _mm256_cmpeq_epi32(half, _mm256_set1_epi32(q));
+      const __m256i at_lo = _mm256_cmpeq_epi32(half, _mm256_set1_epi32(q + 1));
+      hi = _mm256_or_si256(hi, _mm256_and_si256(x[q], at_hi));
+      lo = _mm256_or_si256(lo, _mm256_and_si256(x[q], at_lo));
+    }
+    /* odd: the middle one; even: floor of the mean of the middle two (both
+     * valid, so below 2^16 and their sum fits); none valid: 0 */
+    const __m256i odd = _mm256_cmpeq_epi32(_mm256_and_si256(nv, one), one);
+    __m256i m = _mm256_blendv_epi8(_mm256_srli_epi32(_mm256_add_epi32(lo, hi), 1), hi, odd);
+    m = _mm256_andnot_si256(_mm256_cmpeq_epi32(nv, _mm256_setzero_si256()), m);
+    uint32_t out[MEDIAN_LANES];
+    _mm256_storeu_si256((__m256i *)out, m);
+    uint16_t *y16 = (uint16_t *)(void *)y;
+    for (int l = 0; l < MEDIAN_LANES; l++) {
+      if (s->es == 1) y[s->bad_idx[k + l]] = (uint8_t)out[l];
+      else y16[s->bad_idx[k + l]] = (uint16_t)out[l];
+    }
+  }
+  return k;
+}
+#endif
+
 /* Corrections of flagged pixels waiting to be written, oldest first. */
 typedef struct pending_fix {
   int64_t idx;
@@ -391,6 +507,7 @@ typedef struct pending_fifo {
 typedef struct correct_job {
   const sl_kernel_args *a;
   const correct_state *s;
+  bool gather; /* the static medians through static_medians_avx2 */
   const uint32_t *counts; /* the flag_counts input, or NULL */
   int failed; /* a worker could not allocate its FIFO */
 } correct_job;
@@ -424,11 +541,12 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
    * each other (a static bad pixel is nobody's neighbour), so computing eight               \
    * before writing them gives the same bytes as one at a time. */                           \
   static inline __attribute__((always_inline)) void fix_static_run_##S(                       \
-      T *y, const correct_state *s, int64_t k, int64_t k1) {                                 \
+      T *y, const correct_state *s, int64_t k, int64_t k1, bool gather) {                    \
     if (s->policy != POLICY_MEDIAN) {                                                        \
       for (; k < k1; k++) y[s->bad_idx[k]] = 0;                                              \
       return;                                                                                \
     }                                                                                        \
+    if (gather) k = STATIC_MEDIANS_GATHER(y, s, k, k1);                                      \
     if (sizeof(T) < 4)                                                                       \
       for (; k + MEDIAN_LANES <= k1; k += MEDIAN_LANES) {                                    \
         uint32_t v[8][MEDIAN_LANES], out[MEDIAN_LANES];                                      \
@@ -491,12 +609,13 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
   /* One frame, in place (inlined into the range function and its AVX2 clone);             \
    * counts: the frame's flag counts per block, or NULL to count here. */                    \
   static inline __attribute__((always_inline)) void fix_frame_##S(                           \
-      T *restrict y, const correct_state *s, pending_fifo *f, const uint32_t *counts) {      \
+      T *restrict y, const correct_state *s, pending_fifo *f, const uint32_t *counts,        \
+      bool gather) {                                                                         \
     const bool median = s->policy == POLICY_MEDIAN;                                          \
     const int64_t item = s->h * s->w, n_bad = s->n_bad;                                      \
     int64_t k = 0; /* next static bad pixel */                                               \
     if (!s->flagged) {                                                                       \
-      fix_static_run_##S(y, s, 0, n_bad);                                                    \
+      fix_static_run_##S(y, s, 0, n_bad, gather);                                                    \
       return;                                                                                \
     }                                                                                        \
     if (counts) { /* a pixel at the flag value is static bad (the usual frame): one run */   \
@@ -504,7 +623,7 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
       for (int64_t g = 0; g * FLAG_SCAN_BLOCK < item; g++) at_flag += counts[g];             \
       for (int64_t q = 0; q < n_bad; q++) static_at_flag += y[s->bad_idx[q]] == (T)(TMAX);   \
       if (at_flag == static_at_flag) {                                                       \
-        fix_static_run_##S(y, s, 0, n_bad);                                                  \
+        fix_static_run_##S(y, s, 0, n_bad, gather);                                                  \
         return;                                                                              \
       }                                                                                      \
     }                                                                                        \
@@ -520,7 +639,7 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
       for (; k1 < n_bad && s->bad_idx[k1] < b1; k1++)                                        \
         static_at_flag += y[s->bad_idx[k1]] == (T)(TMAX);                                    \
       if (at_flag == static_at_flag) { /* only static bad pixels here */                     \
-        fix_static_run_##S(y, s, k, k1);                                                     \
+        fix_static_run_##S(y, s, k, k1, gather);                                                     \
         k = k1;                                                                              \
         continue;                                                                            \
       }                                                                                      \
@@ -555,16 +674,24 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
       const T *x = (const T *)j->a->in[0] + p * item;                                        \
       T *y = (T *)j->a->out[0] + p * item;                                                   \
       if (y != x) memcpy(y, x, (size_t)item * sizeof(T));                                   \
-      if (s->policy != POLICY_NONE) fix_frame_##S(y, s, &f, counts ? counts + p * groups : NULL); \
+      if (s->policy != POLICY_NONE)                                                          \
+        fix_frame_##S(y, s, &f, counts ? counts + p * groups : NULL, j->gather);             \
     }                                                                                        \
     free(f.e);                                                                               \
   }
+/* (the AVX2 medians where the build has them; `gather` is false otherwise) */
+#if SL_MADD_X86
+#define STATIC_MEDIANS_GATHER(y, s, k, k1) static_medians_avx2((uint8_t *)(y), s, k, k1)
+#else
+#define STATIC_MEDIANS_GATHER(y, s, k, k1) (k)
+#endif
 /* ACC counts a block's pixels at the flag value: as narrow as holds
  * FLAG_SCAN_BLOCK, so the count vectorises at the pixels' width. */
 CORRECT_FUNCS(u8, uint8_t, 0xFFu, uint16_t)
 CORRECT_FUNCS(u16, uint16_t, 0xFFFFu, uint16_t)
 CORRECT_FUNCS(u32, uint32_t, 0xFFFFFFFFu, uint32_t)
 #undef CORRECT_FUNCS
+#undef STATIC_MEDIANS_GATHER
 
 static sl_code correct_cpu(sl_kernel_args *a) {
   correct_state *s = a->state ? a->state : a->node->state;
@@ -578,7 +705,11 @@ static sl_code correct_cpu(sl_kernel_args *a) {
     if (rc != SL_OK) return rc;
   }
   if (s->policy == POLICY_NONE && a->out[0] == a->in[0]) return SL_OK; /* in place: nothing to do */
-  correct_job j = {a, s, counts_connected(a->node) ? a->in[2] : NULL, 0};
+  sl_simd path;
+  sl_code rc = sl_simd_resolve((sl_simd)mask_correct_params_of(a->node)->simd, &path, a->err);
+  if (rc != SL_OK) return rc;
+  correct_job j = {a, s, path == SL_SIMD_AVX2 && s->lane_off,
+                   counts_connected(a->node) ? a->in[2] : NULL, 0};
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? correct_range_u8 : t == SL_U16 ? correct_range_u16 : correct_range_u32;
   int64_t item = s->h * s->w;
@@ -615,6 +746,7 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
    * neighbour indices and a count. */
   c->state_bytes = 2 * item + n_bad * (int64_t)(sizeof(int64_t) * 9 + 1);
+  if (gather_lanes_fit((correct_policy)p->policy, es, item * es)) c->state_bytes += gather_lanes_bytes(n_bad);
   /* CUDA (mask_correct.cu): bad map and list, a u32 correction per (frame,
    * static bad pixel), and with `flagged` a shadow chunk and a bit per pixel
    * for the flagged corrections (and with flag_counts, a u32 per group). */

@@ -46,10 +46,11 @@ static void reference(int64_t frames, int64_t total, const uint8_t *mask, int64_
   }
 }
 
-static void check_layout(const char *name, int layout, bool need_plugin) {
+/* elem: bytes per pixel of the file type dtype (0: u16). */
+static void check_layout_type(const char *name, int layout, bool need_plugin, hid_t dtype, size_t elem) {
   if (need_plugin) fx_require_bitshuffle();
   const int64_t h = 9, w = 11, total = 3 + 4 + 2;
-  fx_opts o = {.n_files = 3, .frames = {3, 4, 2}, .h = h, .w = w, .k = 2, .layout = layout};
+  fx_opts o = {.n_files = 3, .frames = {3, 4, 2}, .h = h, .w = w, .k = 2, .layout = layout, .dtype = dtype};
   char m[512];
   fx_write(name, &o, m, sizeof m);
   uint8_t mask[9 * 11] = {0};
@@ -64,14 +65,42 @@ static void check_layout(const char *name, int layout, bool need_plugin) {
       sl_code rc = preview_run(m, counts[k], with_mask & 1 ? mask : NULL, h, w, with_mask < 2 ? 1 : 3, got, &n, &e);
       if (rc) print_error("%s, %lld frames: %s\n", name, (long long)counts[k], e.msg);
       assert_int_equal(rc, SL_OK);
-      reference(counts[k], total, with_mask & 1 ? mask : NULL, h, w, 2, want);
+      reference(counts[k], total, with_mask & 1 ? mask : NULL, h, w, elem, want);
       assert_memory_equal(got, want, sizeof want);
       assert_non_null(strstr(note(&n, "preview"), "mean of the first"));
       node_free(&n);
     }
 }
 
+static void check_layout(const char *name, int layout, bool need_plugin) {
+  check_layout_type(name, layout, need_plugin, 0, 2);
+}
+
 static void t_chunked(void **state) { check_layout("pvchunk", FX_CHUNKED, false); }
+/* u8 and u16 frames add into u32 partial sums, u32 frames into u64 */
+static void t_u8(void **state) { check_layout_type("pvu8", FX_CHUNKED, false, H5T_STD_U8LE, 1); }
+static void t_u32(void **state) { check_layout_type("pvu32", FX_CHUNKED, false, H5T_STD_U32LE, 4); }
+
+/* More u16 frames than a u32 partial sum takes (65537 of at most 65534),
+ * whose sums pass 2^32 (160000 frames of values about 30000 on average):
+ * the u64 partial sums, on 1 and 2 workers. */
+static void t_many_frames(void **state) {
+  const int64_t h = 1, w = 3, total = 160000;
+  fx_opts o = {.n_files = 1, .frames = {total}, .h = h, .w = w, .k = 1000, .layout = FX_CHUNKED};
+  char m[512];
+  fx_write("pvmany", &o, m, sizeof m);
+  for (int threads = 1; threads <= 2; threads++) {
+    double got[3], want[3];
+    sl_node n;
+    sl_error e;
+    sl_code rc = preview_run(m, total, NULL, h, w, threads, got, &n, &e);
+    if (rc) print_error("pvmany: %s\n", e.msg);
+    assert_int_equal(rc, SL_OK);
+    reference(total, total, NULL, h, w, 2, want);
+    assert_memory_equal(got, want, sizeof want);
+    node_free(&n);
+  }
+}
 static void t_contiguous(void **state) { check_layout("pvcontig", FX_CONTIG, false); }
 static void t_bitshuffle(void **state) { check_layout("pvbs", FX_BITSHUFFLE, true); }
 static void t_bslz4(void **state) { check_layout("pvlz4", FX_BSLZ4, true); }
@@ -97,8 +126,14 @@ static void t_errors(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(t_chunked),    cmocka_unit_test(t_contiguous), cmocka_unit_test(t_bitshuffle),
-      cmocka_unit_test(t_bslz4),      cmocka_unit_test(t_errors),
+      cmocka_unit_test(t_chunked),
+      cmocka_unit_test(t_u8),
+      cmocka_unit_test(t_u32),
+      cmocka_unit_test(t_many_frames),
+      cmocka_unit_test(t_contiguous),
+      cmocka_unit_test(t_bitshuffle),
+      cmocka_unit_test(t_bslz4),
+      cmocka_unit_test(t_errors),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   fx_cleanup();

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "engine/core/simd.h"
 #include "tests/unit/node_harness.h"
 #include "nodes/registry.h"
 #include "tests/unit/test_support.h"
@@ -249,7 +250,9 @@ typedef struct correct_case {
 
 static const char *policy_yaml[3] = {"median", "zero", "none"};
 
-static void check_case(const correct_case *k) {
+/* One case on one of the CPU kernel's paths (param simd: scalar or avx2, the
+ * static medians by gathers). */
+static void check_case_path(const correct_case *k, const char *simd) {
   const int64_t rows = 3, cols = 5, npos = rows * cols, h = k->h, w = k->w, item = h * w;
   int64_t d[4] = {rows, cols, h, w};
   sl_tensor_desc in = sl_desc_make(k->t, 4, d, 2);
@@ -277,12 +280,12 @@ static void check_case(const correct_case *k) {
   snprintf(path, sizeof path, "%s/mask_%lldx%lld.npy", g_dir, (long long)h, (long long)w);
   write_npy_u1(path, m_file, h, w);
   snprintf(yaml, sizeof yaml, "'%s'", path);
-  kv o[3] = {{"policy", policy_yaml[k->policy]}, {"flagged", k->flagged ? "true" : "false"},
-             {"mask_file", (k->sources & SRC_FILE) ? yaml : ""}};
+  kv o[4] = {{"policy", policy_yaml[k->policy]}, {"flagged", k->flagged ? "true" : "false"},
+             {"mask_file", (k->sources & SRC_FILE) ? yaml : ""}, {"simd", simd}};
 
   sl_node n;
   sl_error e;
-  sl_code rc = correct_make(&n, o, 3, &in, (k->sources & SRC_INPUT) ? &mdesc : NULL, &e);
+  sl_code rc = correct_make(&n, o, 4, &in, (k->sources & SRC_INPUT) ? &mdesc : NULL, &e);
   if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
   assert_int_equal(rc, SL_OK);
   assert_true(sl_desc_equal_shape(&n.out[0], &in));
@@ -345,7 +348,7 @@ static void check_case(const correct_case *k) {
     sl_tensor_desc ins[3] = {in, mdesc, sl_desc_make(SL_U32, 3, cd, 2)};
     if (!(k->sources & SRC_INPUT)) ins[1].dtype = SL_DT_INVALID; /* not connected */
     sl_node nc;
-    assert_int_equal(node_make(&nc, &sl_node_mask_correct, o, 3, ins, 3, &e), SL_OK);
+    assert_int_equal(node_make(&nc, &sl_node_mask_correct, o, 4, ins, 3, &e), SL_OK);
     assert_int_equal(nc.desc->prepare(&nc, &e), SL_OK);
     if (k->flagged) assert_non_null(note(&nc, "flag_counts"));
     uint32_t *counts = reference_counts(frames, k->t, npos, item);
@@ -393,6 +396,12 @@ static void check_case(const correct_case *k) {
   free(m_file);
   free(m_all);
   node_free(&n);
+}
+
+/* Every case on the portable path and, where the CPU has it, the AVX2 one. */
+static void check_case(const correct_case *k) {
+  check_case_path(k, "scalar");
+  if (sl_simd_supported(SL_SIMD_AVX2)) check_case_path(k, "avx2");
 }
 
 static void test_policies_dtypes_sizes(void **st) {
@@ -518,7 +527,8 @@ static void test_cost(void **st) {
   /* Before the mask is read, the static lists are planned for what is known
    * of it: nothing without a mask, the producer's bad-pixel count when it
    * knows it (detector_mask), every pixel when it does not. 73 bytes of
-   * list per bad pixel (an index, 8 neighbours, a count). */
+   * list per bad pixel (an index, 8 neighbours, a count), and for the AVX2
+   * medians of u16 frames 3 gather tables of 8 int32 slots, padded by 8. */
   const int64_t item = 17 * 23, per_bad = 8 * 9 + 1;
   int64_t md[2] = {17, 23};
   sl_tensor_desc mdesc = sl_desc_make(SL_U8, 2, md, 0), known = mdesc;
@@ -529,7 +539,8 @@ static void test_cost(void **st) {
   for (size_t k = 0; k < sizeof bounds / sizeof bounds[0]; k++) {
     assert_int_equal(correct_make(&n, NULL, 0, &in, bounds[k].mask, &e), SL_OK);
     n.desc->cost(&n, 4, &c);
-    assert_int_equal(c.state_bytes, 2 * item + bounds[k].bad * per_bad);
+    const int64_t gather = bounds[k].bad ? 3 * 8 * 4 * (bounds[k].bad + 8) : 0;
+    assert_int_equal(c.state_bytes, 2 * item + bounds[k].bad * per_bad + gather);
     assert_int_equal(c.bytes_read, 4 * item * 2); /* the flag scan reads every pixel */
     assert_int_equal(c.bytes_written, 4 * bounds[k].bad * 2);
     assert_true(c.ops >= 4 * item);
@@ -715,7 +726,7 @@ static void test_descriptor(void **st) {
   assert_string_equal(d->outputs[0].name, "frames");
   assert_non_null(d->kernel[SL_BACKEND_CPU]);
   /* The CUDA kernel reads these params by name. */
-  assert_int_equal(d->n_params, 3);
+  assert_int_equal(d->n_params, 4);
   assert_string_equal(d->params[0].name, "policy");
   assert_string_equal(d->params[0].choices, "median|zero|none");
   assert_string_equal(d->params[2].name, "flagged");
