@@ -12,7 +12,10 @@
  * - a produce error at chunk k: reported with the node and chunk k, earlier
  *   chunks ran, nothing hangs, every event destroyed;
  * - cancel while the helper runs ahead: SL_ERR_INTERRUPTED, and the helper
- *   stopped within the ring's two chunks ahead.
+ *   stopped within the ring's two chunks ahead;
+ * - the run's writer nodes (write_h5) on the mock device: a streamed output's
+ *   writer runs one chunk behind the device from two pinned buffers (exec.c's
+ *   sink_lag), and results.h5 holds every frame's closed form.
  * A missing wait (the compute queue on `uploaded`, the copy queue on
  * `consumed`, the node on its piece) shows as frames that differ. */
 #define SL_H5_FIXTURES_ONLY
@@ -22,6 +25,7 @@
 #include <signal.h>
 
 #include "engine/exec/run.h"
+#include "engine/exec/sinks.h"
 #include "engine/graph/node_params.h"
 #include "nodes/registry.h"
 #include "tests/unit/mock_async_backend.h"
@@ -159,7 +163,8 @@ static const sl_node_registry *registry(void) {
 static sl_backend_ops g_mock_ops;
 
 /* backend: "cpu", "mock" (overlapped) or "mock-inorder" (source_overlap=false). */
-static sl_code run(const char *file, const char *backend, int64_t chunk, sl_run *r, sl_error *err) {
+static sl_code run_to(const char *file, const char *backend, int64_t chunk, sl_output_target *outputs, sl_run *r,
+                      sl_error *err) {
   const char *settings[] = {strcmp(backend, "mock-inorder") ? "source_overlap=true" : "source_overlap=false"};
   assert_int_equal(sl_settings_init(settings, 1, err), SL_OK);
   g_mock_ops = mock_async_ops();
@@ -167,13 +172,17 @@ static sl_code run(const char *file, const char *backend, int64_t chunk, sl_run 
   g_produced_max = -1;
   sl_run_request req = {.file = file, .registry = registry(), .backend = SL_BACKEND_CPU,
                         .chunk_positions = chunk, .threads = 2, .cancel = &g_cancel,
-                        .ops_override = strcmp(backend, "cpu") ? &g_mock_ops : NULL};
+                        .ops_override = strcmp(backend, "cpu") ? &g_mock_ops : NULL, .outputs = outputs};
   sl_error_clear(err);
   memset(r, 0, sizeof *r);
   sl_code rc = sl_run_pipeline(&req, r, err);
   sl_error ignored;
   (void)sl_settings_init(NULL, 0, &ignored);
   return rc;
+}
+
+static sl_code run(const char *file, const char *backend, int64_t chunk, sl_run *r, sl_error *err) {
+  return run_to(file, backend, chunk, NULL, r, err);
 }
 
 static void expect_same(const sl_run *ref, const sl_run *got, const char *what) {
@@ -355,9 +364,58 @@ static void t_cancel(void **state) {
   }
 }
 
+/* ---- the run's writers on a device backend ---------------------------------------- */
+
+/* tick's frames written by write_h5 on the mock device, chunk by chunk one
+ * chunk behind the kernels: results.h5 holds the closed form, for chunkings
+ * with a short last chunk and with one chunk (the flush at the pass's end
+ * is then the only call). */
+static void t_writer_lags_on_device(void **state) {
+  (void)state;
+  char path[512];
+  write_tick(path, sizeof path, "positions: 61");
+  static const int64_t chunks[] = {1, 7, 61};
+  for (int rep = 0; rep < 2; rep++)
+    for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
+      for (int m = 0; m < 2; m++) {
+        char what[96], dir[256], h5[300];
+        snprintf(what, sizeof what, "%s, chunks of %lld", k_mock_modes[m], (long long)chunks[c]);
+        sl_output_target t;
+        memset(&t, 0, sizeof t);
+        assert_int_equal(temp_dir_make(dir, sizeof dir, "/tmp/sluice-prefetch-out-XXXXXX"), 0);
+        snprintf(t.dir, sizeof t.dir, "%s", dir);
+        snprintf(h5, sizeof h5, "%s/results.h5", dir);
+        sl_error err;
+        assert_int_equal(sl_h5_writer_open(h5, NULL, 0, &t.results, &err), SL_OK);
+        sl_run got;
+        if (run_to(path, k_mock_modes[m], chunks[c], &t, &got, &err) != SL_OK) fail_msg("%s: %s", what, err.msg);
+        int w = sl_graph_find(got.graph, "frames.h5");
+        assert_true(w >= 0);
+        assert_int_equal(got.result.node_calls[w], sl_plan_node_pass(got.plan, w)->n_chunks);
+        assert_int_equal(sl_h5_writer_finish(t.results, got.result.outputs, got.result.n_outputs, &err), SL_OK);
+        uint32_t *y = malloc(61 * TICK_ITEM * sizeof *y);
+        assert_non_null(y);
+        hid_t f = H5Fopen(h5, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, "frames", H5P_DEFAULT);
+        assert_true(d >= 0);
+        assert_true(H5Dread(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, y) >= 0);
+        H5Dclose(d);
+        H5Fclose(f);
+        for (int64_t p = 0; p < 61; p++)
+          for (int64_t e = 0; e < TICK_ITEM; e++)
+            if (y[p * TICK_ITEM + e] != tick_value(p, e))
+              fail_msg("%s: results.h5 frame %lld element %lld is %u, not %u", what, (long long)p, (long long)e,
+                       y[p * TICK_ITEM + e], tick_value(p, e));
+        free(y);
+        assert_int_equal(g_mock.events_alive, 0);
+        sl_run_free(&got);
+        assert_int_equal(temp_dir_remove(dir), 0);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_hdf5_source_against_cpu),
+      cmocka_unit_test(t_writer_lags_on_device),
       cmocka_unit_test(t_tick_closed_form),
       cmocka_unit_test(t_produce_error),
       cmocka_unit_test(t_cancel),
