@@ -29,15 +29,10 @@ static char g_master[512];
 static bool g_compressed;
 static bool have_cuda(void) { return sl_test_cuda_available(); }
 
-/* The acquisition: 10 x 10 positions of 24 x 20 u16 in two data files (60 +
- * 40 frames), 4 frames per stored chunk. */
+/* fx_two_file_acquisition (test_h5_index.c). */
 static int setup(void **state) {
   (void)state;
-  g_compressed = fx_init_plugins();
-  if (!g_compressed) print_message("NOTE: bitshuffle plugin not found: raw chunked acquisition\n");
-  fx_opts o = {.n_files = 2, .frames = {60, 40}, .h = 24, .w = 20, .layout = g_compressed ? FX_BSLZ4 : FX_CHUNKED,
-               .k = 4, .meta = true};
-  fx_write("cudasrc", &o, g_master, sizeof g_master);
+  g_compressed = fx_two_file_acquisition("cudasrc", g_master, sizeof g_master);
   return 0;
 }
 

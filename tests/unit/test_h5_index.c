@@ -365,6 +365,19 @@ FX_HELPER void fx_check_frames(const void *frames, size_t elem_size, int64_t n_f
       }
 }
 
+/* The acquisition the engine-level source tests share: 10 x 10 positions of
+ * 24 x 20 u16 in two data files (60 + 40 frames), 4 frames per stored chunk,
+ * bitshuffle-LZ4 when the plugin is there (the return value), else raw
+ * chunks; its master's path into master. */
+FX_HELPER bool fx_two_file_acquisition(const char *name, char *master, size_t n) {
+  bool compressed = fx_init_plugins();
+  if (!compressed) print_message("NOTE: bitshuffle plugin not found: raw chunked acquisition\n");
+  fx_opts o = {.n_files = 2, .frames = {60, 40}, .h = 24, .w = 20, .layout = compressed ? FX_BSLZ4 : FX_CHUNKED,
+               .k = 4, .meta = true};
+  fx_write(name, &o, master, n);
+  return compressed;
+}
+
 #ifndef SL_H5_FIXTURES_ONLY
 
 /* ---- tests ---------------------------------------------------------------- */

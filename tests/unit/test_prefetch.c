@@ -215,15 +215,10 @@ static const char *const k_mock_modes[] = {"mock", "mock-inorder"};
 static char g_master[512];
 static bool g_compressed;
 
-/* 10 x 10 positions of 24 x 20 u16 in two data files (60 + 40 frames), 4
- * frames per stored chunk; bitshuffle-LZ4 when the plugin is there. */
+/* fx_two_file_acquisition (test_h5_index.c). */
 static int setup(void **state) {
   (void)state;
-  g_compressed = fx_init_plugins();
-  if (!g_compressed) print_message("NOTE: bitshuffle plugin not found: raw chunked acquisition\n");
-  fx_opts o = {.n_files = 2, .frames = {60, 40}, .h = 24, .w = 20, .layout = g_compressed ? FX_BSLZ4 : FX_CHUNKED,
-               .k = 4, .meta = true};
-  fx_write("prefetch", &o, g_master, sizeof g_master);
+  g_compressed = fx_two_file_acquisition("prefetch", g_master, sizeof g_master);
   return 0;
 }
 
@@ -318,6 +313,17 @@ static void t_tick_closed_form(void **state) {
   sl_run_free(&ref);
 }
 
+/* A run that must fail with `want`: its error into err; no helper thread
+ * or event outlives it. */
+static void expect_failed_run(const char *path, const char *mode, int64_t chunk, sl_code want, sl_error *err) {
+  sl_run got;
+  sl_code rc = run(path, mode, chunk, &got, err);
+  if (rc != want) fail_msg("%s: got %d (%s), not %d", mode, rc, err->msg, want);
+  assert_int_equal(g_mock.events_alive, 0);
+  assert_false(g_mock.running);
+  sl_run_free(&got);
+}
+
 /* A produce error at chunk 4 of 10: the run fails with the node's error,
  * naming the node and chunk 4, after chunks 0-3 ran; no thread or event is
  * left (events_alive), and a run after it works. */
@@ -327,15 +333,10 @@ static void t_produce_error(void **state) {
   write_tick(path, sizeof path, "positions: 30, fail_at: 4");
   for (int m = 0; m < 2; m++) {
     sl_error err;
-    sl_run got;
-    sl_code rc = run(path, k_mock_modes[m], 3, &got, &err);
-    if (rc != SL_ERR_IO) fail_msg("%s: got %d (%s), not SL_ERR_IO", k_mock_modes[m], rc, err.msg);
+    expect_failed_run(path, k_mock_modes[m], 3, SL_ERR_IO, &err);
     assert_non_null(strstr(err.msg, "went away at chunk 4"));
     assert_string_equal(err.node, "tick");
     assert_int_equal(err.chunk, 4);
-    assert_int_equal(g_mock.events_alive, 0);
-    assert_false(g_mock.running);
-    sl_run_free(&got);
   }
   write_tick(path, sizeof path, "positions: 30");
   sl_error err;
@@ -354,13 +355,8 @@ static void t_cancel(void **state) {
   write_tick(path, sizeof path, "positions: 40, cancel_at: 3");
   for (int m = 0; m < 2; m++) {
     sl_error err;
-    sl_run got;
-    sl_code rc = run(path, k_mock_modes[m], 2, &got, &err);
-    if (rc != SL_ERR_INTERRUPTED) fail_msg("%s: got %d (%s), not interrupted", k_mock_modes[m], rc, err.msg);
+    expect_failed_run(path, k_mock_modes[m], 2, SL_ERR_INTERRUPTED, &err);
     if (g_produced_max > 5) fail_msg("%s: produce ran up to chunk %lld", k_mock_modes[m], (long long)g_produced_max);
-    assert_int_equal(g_mock.events_alive, 0);
-    assert_false(g_mock.running);
-    sl_run_free(&got);
   }
 }
 
