@@ -6,6 +6,7 @@
 # seconds for each, so that where the time goes is read off one log.
 #
 #   bash load_sweep.sh BUNDLE [SCAN] [REPS] [READ_THREADS...]
+#   env PIECES="0 1048576 65536": also the smallest read piece (read_piece)
 set -u
 BUNDLE=$1 SCAN=${2:-512} REPS=${3:-2}
 shift 3 2>/dev/null || shift $#
@@ -35,6 +36,14 @@ for rt in $THREADS; do
     echo "== read_threads=$rt (0: automatic) rep $r"
     /usr/bin/time -f "  process wall %e s" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 \
       --backend cuda --setting read_threads=$rt --out $D/o-sweep --force --quiet 2>&1 | grep wall
+    show $D/o-sweep/report.json
+  done
+done
+for pc in ${PIECES:-}; do
+  for r in $(seq $REPS); do
+    echo "== read_piece=$pc (0: automatic) rep $r"
+    /usr/bin/time -f "  process wall %e s" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 \
+      --backend cuda --setting read_piece=$pc --out $D/o-sweep --force --quiet 2>&1 | grep wall
     show $D/o-sweep/report.json
   done
 done

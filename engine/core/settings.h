@@ -21,6 +21,7 @@ typedef enum sl_setting_id {
   SL_SET_SOURCE_OVERLAP, /* produce's copies overlap kernels: true|false (SLUICE_SOURCE_OVERLAP) */
   SL_SET_H5_INDEX,       /* chunk listing: btree (own reader)|api (HDF5 library) (SLUICE_H5_INDEX) */
   SL_SET_READ_THREADS,   /* reader threads, 0 = automatic (SLUICE_READ_THREADS) */
+  SL_SET_READ_PIECE,     /* smallest piece of a parallel read, bytes, 0 = automatic (SLUICE_READ_PIECE) */
   SL_SET_CUFFT,          /* cuFFT library: a name or path, none, or empty (SLUICE_CUFFT) */
   SL_SET_COST_PROFILE,   /* the cost model's profile: cache, none or a file (SLUICE_COST_PROFILE) */
   SL_SET_INDEX_STORE,    /* keep chunk indexes in the user's cache: true|false (SLUICE_INDEX_STORE) */

@@ -29,6 +29,7 @@
 #ifndef SL_HDF5_CHUNK_READER_H
 #define SL_HDF5_CHUNK_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,10 @@ int sl_chunk_reader_default_threads(void);
  * set, else every CPU this process may use, at most 16 (the H200 host read
  * 1.6 GB from the page cache in 0.17 s with 4 threads, 0.09 s with 8). */
 int sl_chunk_reader_device_threads(void);
+/* The smallest piece: the read_piece setting if set, else
+ * SL_CHUNK_READER_PIECE_BYTES on the CPU backend and a quarter of it feeding
+ * a device (more pieces per window, so that the 16 threads all read). */
+uint64_t sl_chunk_reader_piece_bytes(bool device);
 
 /* Opens every data file of `ix` once (O_RDONLY, POSIX_FADV_SEQUENTIAL) and
  * starts the reader thread. max_window_chunks bounds the chunk count of one
