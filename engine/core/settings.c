@@ -28,7 +28,7 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
                              "threads reading detector files, 0 = automatic (up to 4 on the CPU, 16 feeding a device)"},
     [SL_SET_READ_PIECE] = {"read_piece", "SLUICE_READ_PIECE", NULL, "0",
                            "bytes: the smallest piece a read of detector files is cut into for the "
-                           "reader threads, 0 = automatic (1 MiB on the CPU, 256 KiB feeding a device)"},
+                           "reader threads, 0 = automatic (1 MiB)"},
     [SL_SET_CUFFT] = {"cufft", "SLUICE_CUFFT", SL_SETTING_TEXT, "",
                       "cuda: the cuFFT library iDPC loads at run time (a name or path), none (iDPC "
                       "on the host), or empty for libcufft.so.12 in its usual places"},

@@ -311,7 +311,6 @@ static sl_code produce_windows(sl_src_state *s, sl_backend *b, sl_error *err) {
   s->host_backend = b;
   s->win.al = (sl_src_alloc){.alloc = win_alloc, .free = win_free, .reuse = win_reuse, .ctx = s};
   s->win.read_threads = sl_chunk_reader_device_threads();
-  s->win.read_piece_bytes = sl_chunk_reader_piece_bytes(true);
   return SL_OK;
 }
 

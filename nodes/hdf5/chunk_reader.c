@@ -319,10 +319,9 @@ int sl_chunk_reader_default_threads(void) {
   return cpus < 4 ? cpus : 4;
 }
 
-uint64_t sl_chunk_reader_piece_bytes(bool device) {
+uint64_t sl_chunk_reader_piece_bytes(void) {
   int64_t b = sl_setting_int(SL_SET_READ_PIECE);
-  if (b > 0) return (uint64_t)b;
-  return device ? SL_CHUNK_READER_PIECE_BYTES / 4 : SL_CHUNK_READER_PIECE_BYTES;
+  return b > 0 ? (uint64_t)b : SL_CHUNK_READER_PIECE_BYTES;
 }
 
 int sl_chunk_reader_device_threads(void) {
@@ -349,7 +348,7 @@ sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chun
   r->max_window = max_window_chunks;
   r->threads = opts && opts->threads > 0 ? opts->threads : sl_chunk_reader_default_threads();
   if (r->threads > SL_CHUNK_READER_MAX_THREADS) r->threads = SL_CHUNK_READER_MAX_THREADS;
-  r->piece_bytes = opts && opts->piece_bytes > 0 ? opts->piece_bytes : sl_chunk_reader_piece_bytes(false);
+  r->piece_bytes = opts && opts->piece_bytes > 0 ? opts->piece_bytes : sl_chunk_reader_piece_bytes();
   r->stats.threads = r->threads;
   r->fds = sl_calloc((size_t)(ix->n_files > 0 ? ix->n_files : 1), sizeof *r->fds);
   r->helpers = sl_calloc((size_t)r->threads, sizeof *r->helpers);

@@ -73,9 +73,10 @@ int sl_chunk_reader_default_threads(void);
  * 1.6 GB from the page cache in 0.17 s with 4 threads, 0.09 s with 8). */
 int sl_chunk_reader_device_threads(void);
 /* The smallest piece: the read_piece setting if set, else
- * SL_CHUNK_READER_PIECE_BYTES on the CPU backend and a quarter of it feeding
- * a device (more pieces per window, so that the 16 threads all read). */
-uint64_t sl_chunk_reader_piece_bytes(bool device);
+ * SL_CHUNK_READER_PIECE_BYTES. (On the H200, 64 KiB, 256 KiB and 1 MiB
+ * pieces read the 512 x 512 acquisition equally fast, within the host's
+ * run-to-run spread.) */
+uint64_t sl_chunk_reader_piece_bytes(void);
 
 /* Opens every data file of `ix` once (O_RDONLY, POSIX_FADV_SEQUENTIAL) and
  * starts the reader thread. max_window_chunks bounds the chunk count of one

@@ -90,7 +90,7 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
     return sl_fail_nomem(err, "the offsets of the source's windows");
   }
   /* The windows themselves are allocated when first read into (alloc). */
-  sl_chunk_reader_opts opts = {.threads = w->read_threads, .piece_bytes = w->read_piece_bytes};
+  sl_chunk_reader_opts opts = {.threads = w->read_threads};
   if (!w->reader) return sl_chunk_reader_open_opts(w->ix, w->max_chunks, &opts, &w->reader, err);
   return SL_OK;
 }

@@ -49,10 +49,8 @@ typedef struct sl_src_alloc {
 typedef struct sl_src_windows {
   const sl_h5_index *ix;
   sl_src_alloc al;
-  /* Threads of the chunk reader and its smallest piece; 0: the defaults
-   * (sl_chunk_reader_default_threads, sl_chunk_reader_piece_bytes). */
+  /* Threads of the chunk reader; 0: sl_chunk_reader_default_threads(). */
   int read_threads;
-  uint64_t read_piece_bytes;
   sl_chunk_reader *reader;
   uint8_t *base[2];
   size_t alloc_bytes;      /* of each window: prefix + capacity */
