@@ -29,7 +29,6 @@
 #ifndef SL_HDF5_CHUNK_READER_H
 #define SL_HDF5_CHUNK_READER_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
