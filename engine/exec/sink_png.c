@@ -5,6 +5,7 @@
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/exec/sinks.h"
 
@@ -12,30 +13,64 @@ bool sl_output_is_image(const sl_tensor_desc *d) {
   return d->rank == 2 && d->dtype != SL_C64 && d->dims[0] > 0 && d->dims[1] > 0;
 }
 
-static double value_at(sl_dtype t, const void *data, int64_t i) {
+/* lround(x) for the pixel of a finite value (x = (v - low) * scale, so
+ * x >= 0): the integer part plus one when the fraction is at least a half,
+ * which is exactly lround for 0 <= x < 2^52 (the fraction is exact there)
+ * without a libm call per pixel; anything else (inf * 0 when the range
+ * overflows) goes to lround itself, so every byte is what it was. */
+static inline png_byte pixel(double x) {
+  if (!(x >= 0 && x < 4096)) return (png_byte)lround(x);
+  int64_t t = (int64_t)x;
+  return (png_byte)(t + (x - (double)t >= 0.5));
+}
+
+/* Per element type, without a switch per value (a 512 x 512 image's range
+ * and pixels were most of a PNG's time): the range of n values, and one row
+ * of pixels. */
+#define PNG_DTYPES(X) \
+  X(SL_U8, uint8_t) X(SL_U16, uint16_t) X(SL_U32, uint32_t) X(SL_U64, uint64_t) \
+  X(SL_I32, int32_t) X(SL_I64, int64_t) X(SL_F32, float) X(SL_F64, double)
+#define PNG_TYPED(K, T)                                                                      \
+  static void range_##K(const T *p, int64_t n, double *lo, double *hi) {                   \
+    double l = *lo, h = *hi;                                                                 \
+    for (int64_t i = 0; i < n; i++) {                                                        \
+      double v = (double)p[i];                                                               \
+      if (isfinite(v)) {                                                                     \
+        l = v < l ? v : l;                                                                   \
+        h = v > h ? v : h;                                                                   \
+      }                                                                                      \
+    }                                                                                        \
+    *lo = l, *hi = h;                                                                        \
+  }                                                                                          \
+  static void row_##K(const T *p, int64_t w, double lo, double scale, png_byte *out) {      \
+    for (int64_t c = 0; c < w; c++) {                                                        \
+      double v = (double)p[c];                                                               \
+      out[c] = isfinite(v) ? pixel((v - lo) * scale) : 0;                                   \
+    }                                                                                        \
+  }
+PNG_DTYPES(PNG_TYPED)
+#undef PNG_TYPED
+
+void sl_values_range(sl_dtype t, const void *data, int64_t n, double *lo, double *hi) {
   switch (t) {
-    case SL_U8: return ((const uint8_t *)data)[i];
-    case SL_U16: return ((const uint16_t *)data)[i];
-    case SL_U32: return ((const uint32_t *)data)[i];
-    case SL_U64: return (double)((const uint64_t *)data)[i];
-    case SL_I32: return ((const int32_t *)data)[i];
-    case SL_I64: return (double)((const int64_t *)data)[i];
-    case SL_F32: return ((const float *)data)[i];
-    case SL_F64: return ((const double *)data)[i];
-    default: return 0;
+#define PNG_RANGE(K, T) \
+  case K: range_##K((const T *)data, n, lo, hi); break;
+    PNG_DTYPES(PNG_RANGE)
+#undef PNG_RANGE
+    default: break;
   }
 }
 
-void sl_values_range(sl_dtype t, const void *data, int64_t n, double *lo, double *hi) {
-  double l = *lo, h = *hi;
-  for (int64_t i = 0; i < n; i++) {
-    double v = value_at(t, data, i);
-    if (isfinite(v)) {
-      if (v < l) l = v;
-      if (v > h) h = v;
-    }
+/* Row r of the strip at data. */
+static void pixels_row(sl_dtype t, const void *data, int64_t r, int64_t w, double lo, double scale,
+                       png_byte *out) {
+  switch (t) {
+#define PNG_ROW(K, T) \
+  case K: row_##K((const T *)data + r * w, w, lo, scale, out); break;
+    PNG_DTYPES(PNG_ROW)
+#undef PNG_ROW
+    default: memset(out, 0, (size_t)w); break;
   }
-  *lo = l, *hi = h;
 }
 
 int64_t sl_png_strip_rows(const sl_tensor_desc *d) {
@@ -99,10 +134,7 @@ sl_code sl_png_write(const char *path, const sl_tensor_desc *d, double lo, doubl
     const void *data = NULL;
     rc = rows(ctx, r0, n, &data, err);
     for (int64_t r = 0; r < n && rc == SL_OK; r++) {
-      for (int64_t c = 0; c < w; c++) {
-        double v = value_at(d->dtype, data, r * w + c);
-        o.row[c] = isfinite(v) ? (png_byte)lround((v - lo) * scale) : 0;
-      }
+      pixels_row(d->dtype, data, r, w, lo, scale, o.row);
       png_write_row(o.png, o.row);
     }
   }
