@@ -225,7 +225,7 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
  * taking the two buffers from the backend and giving them back once
  * touched (unmapping their pages), per byte. */
 static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, double *pool_per_byte,
-                                 sl_error *err) {
+                                 double *first_touch_per_byte, sl_error *err) {
   const sl_backend_ops *ops = sl_backend_ops_for(c->kind);
   sl_backend *b = NULL;
   void *x = NULL, *y = NULL;
@@ -234,8 +234,16 @@ static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, doub
   if (rc == SL_OK) rc = ops->alloc(b, bytes, &x, err);
   if (rc == SL_OK) rc = ops->alloc(b, bytes, &y, err);
   t_alloc = sl_now() - t_alloc;
+  /* The first touch of x (zeroing fresh memory) against zeroing it again. */
+  double t_fresh = sl_now();
   if (rc == SL_OK) rc = ops->zero(b, x, bytes, err);
-  if (rc == SL_OK) rc = ops->copy(b, y, x, bytes, err); /* first touch */
+  if (rc == SL_OK) rc = ops->sync(b, err);
+  t_fresh = sl_now() - t_fresh;
+  double t_warm = sl_now();
+  if (rc == SL_OK) rc = ops->zero(b, x, bytes, err);
+  if (rc == SL_OK) rc = ops->sync(b, err);
+  t_warm = sl_now() - t_warm;
+  if (rc == SL_OK) rc = ops->copy(b, y, x, bytes, err); /* first touch of y */
   if (rc == SL_OK) rc = ops->sync(b, err);
   double best = 0;
   for (int rep = 0; rep < 5 && rc == SL_OK; rep++) {
@@ -251,7 +259,10 @@ static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, doub
   if (x) ops->free(b, x, bytes);
   t_free = sl_now() - t_free;
   if (b) ops->destroy(b);
-  if (rc == SL_OK) *bps = best, *pool_per_byte = (t_alloc + t_free) / (2.0 * (double)bytes);
+  if (rc == SL_OK) {
+    *bps = best, *pool_per_byte = (t_alloc + t_free) / (2.0 * (double)bytes);
+    *first_touch_per_byte = fmax(0, t_fresh - t_warm) / (double)bytes;
+  }
   return rc;
 }
 
@@ -556,6 +567,8 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("  run              %8.2f us\n", p->run_seconds * 1e6);
   printf("  pooled buffers   %8.4f ns per byte (taken and given back, outside the nodes)\n",
          p->pool_seconds_per_byte * 1e9);
+  printf("  first touch      %8.4f ns per byte (fresh buffers faulted in by the kernel that writes them first)\n",
+         p->first_touch_seconds_per_byte * 1e9);
   if (p->kind != SL_BACKEND_CPU)
     printf("  library load     %8.2f ms (left once the backend is up; a first cuFFT call waits for it)\n",
            p->library_load_seconds * 1e3);
@@ -661,7 +674,8 @@ int cmd_calibrate(int argc, char **argv) {
   int64_t chunks = (int64_t)fmin(2000.0, fmax(50.0, 20.0 * budget));
   char step[512];
   st = measure_library_load(&c, &prof.library_load_seconds, &err);
-  if (st == SL_OK) st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &prof.pool_seconds_per_byte, &err);
+  if (st == SL_OK) st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &prof.pool_seconds_per_byte,
+                                        &prof.first_touch_seconds_per_byte, &err);
   if (st == SL_OK) st = measure_overheads(&c, chunks, &prof, &err);
   if (st == SL_OK) st = write_file(c.dir, "step.yaml", k_step_yaml, step, sizeof step, &err);
   if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, budget / 8, &err);

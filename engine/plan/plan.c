@@ -282,11 +282,27 @@ static void plan_warm_up_waits(sl_plan *p, const sl_graph *g) {
 }
 
 /* The run's pooled buffers taken from the backend and given back (outside
- * any node and level: the executor's start and end), once the slots are
- * sized. */
+ * any node and level: the executor's start and end), and their first touch,
+ * once the slots are sized. A large whole buffer (a reduction, the resident
+ * acquisition) is first written by its own node, whose estimate (and its
+ * first level's) gets its pages; the rest (streamed slots, reused chunk
+ * after chunk, workspace, partials) is touched across the run and counted
+ * on the run only. */
 static void plan_pool_estimate(sl_plan *p) {
+  const double ft = p->profile.first_touch_seconds_per_byte;
   double pooled = (double)p->slot_bytes + (double)p->lent_workspace_bytes + (double)p->partial_bytes;
-  p->est_seconds += pooled * p->profile.pool_seconds_per_byte;
+  p->est_seconds += pooled * (p->profile.pool_seconds_per_byte + ft);
+  if (!(ft > 0)) return;
+  int np = p->n_passes;
+  for (int b = 0; b < p->n_buffers; b++) {
+    const sl_plan_buffer *bf = &p->buffers[b];
+    if (bf->streamed || bf->view || bf->slot < 0 || bf->bytes < ((int64_t)1 << 20)) continue;
+    int first = -1;
+    for (int pass = 0; pass < np && first < 0; pass++) first = p->exec_level[bf->node * np + pass];
+    if (first < 0) continue;
+    p->nodes[bf->node].est_seconds += (double)bf->bytes * ft;
+    p->levels[first].est_seconds += (double)bf->bytes * ft;
+  }
 }
 
 /* Costs and estimates of every node, added up into the plan's totals and

@@ -741,7 +741,11 @@ static void correct_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     const int64_t counts_bytes = p->flagged && counts_connected(n) ? sl_desc_item_bytes(&n->in[2]) : 0;
     c->bytes_read = positions * (es * (scan ? item : touched) + counts_bytes);
     c->bytes_written = positions * es * n_bad;
-    c->ops = positions * ((scan ? item : 0) + 30 * n_bad);
+    /* per frame also: its flag counts compared with the static list's (one
+     * per 1024-pixel group) and the frame's own setup, which a frame pays
+     * even without bad pixels (calibrate fits their rate only if counted) */
+    const int64_t per_frame = (scan ? item : counts_bytes / 4) + 16;
+    c->ops = positions * (per_frame + 30 * n_bad);
   }
   /* State: file mask and bad map (H*W each), and per bad pixel its index, 8
    * neighbour indices and a count. */
