@@ -508,8 +508,14 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
  * `share` seconds. `size_of(scale)` writes its sets for an area `scale`. */
 typedef void (*size_fn)(double scale, char *value, size_t len);
 
+/* A power of two: dpc and idpc transform the mirrored scan (2 x side) with
+ * cuFFT, whose first plan of a size with other prime factors loads more of
+ * its kernels (0.1-0.3 s on the H200, once per process): a side of 49 put
+ * that load into dpc's fitted per-op rate, which then estimated a 256 x 256
+ * scan's dpc at 0.7 s against 0.002 s. Power-of-two scans are the usual
+ * ones; others pay that load unmodelled (docs/cli.md). */
 static void stem_size(double scale, char *v, size_t len) {
-  int side = (int)lround(8.0 * sqrt(scale));
+  int side = 1 << (int)lround(log2(8.0 * sqrt(scale)));
   snprintf(v, len, "[%d, %d]", side, side);
 }
 
