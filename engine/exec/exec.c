@@ -191,7 +191,7 @@ static sl_code worker_scratch_acquire(run_ctx *c, sl_error *err) {
  * waits for chunk j - 1, chunk j is already queued and the source reads
  * ahead (a full sync per chunk serialised reading with decoding). A sink has
  * no outputs, so nothing in the chunk waits for it; the last call of a pass
- * runs when the pass's chunks are done (sink_lag_flush), before anything
+ * runs when the pass's chunks are done (sink_lags_flush), before anything
  * that follows the scan. */
 typedef struct sink_lag {
   void *ring[8][2];
