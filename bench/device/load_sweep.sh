@@ -31,22 +31,20 @@ for n in r["nodes"]:
           "%.4f s" % n["device_seconds"] if "device_seconds" in n else "-"))
 PY
 }
-for rt in $THREADS; do
-  for r in $(seq $REPS); do
-    echo "== read_threads=$rt (0: automatic) rep $r"
-    /usr/bin/time -f "  process wall %e s" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 \
-      --backend cuda --setting read_threads=$rt --out $D/o-sweep --force --quiet 2>&1 | grep wall
-    show $D/o-sweep/report.json
+# sweep SETTING VALUES...: REPS timed runs per value of the setting
+sweep() {
+  local name=$1 v r; shift
+  for v in "$@"; do
+    for r in $(seq $REPS); do
+      echo "== $name=$v (0: automatic) rep $r"
+      /usr/bin/time -f "  process wall %e s" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 \
+        --backend cuda --setting $name=$v --out $D/o-sweep --force --quiet 2>&1 | grep wall
+      show $D/o-sweep/report.json
+    done
   done
-done
-for pc in ${PIECES:-}; do
-  for r in $(seq $REPS); do
-    echo "== read_piece=$pc (0: automatic) rep $r"
-    /usr/bin/time -f "  process wall %e s" "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 \
-      --backend cuda --setting read_piece=$pc --out $D/o-sweep --force --quiet 2>&1 | grep wall
-    show $D/o-sweep/report.json
-  done
-done
+}
+sweep read_threads $THREADS
+sweep read_piece ${PIECES:-}
 for ch in 512 2048 8192; do
   echo "== chunk $ch (default read threads)"
   "$B/sluice" run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda --chunk $ch \

@@ -140,7 +140,6 @@ typedef struct calibration {
   sl_run runs[CALIBRATE_MAX_RUNS]; /* kept until the loops' bodies are re-estimated */
   int n_runs;
   double overhead_residuals[CALIBRATE_MAX_RUNS]; /* seconds outside levels, per run */
-  double pooled_bytes[CALIBRATE_MAX_RUNS]; /* its pooled buffers (plan_pool_estimate's) */
 } calibration;
 
 static sl_code write_file(const char *dir, const char *name, const char *text, char *path,
@@ -205,7 +204,6 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   double in_levels = 0;
   for (int l = 0; l < p->n_levels; l++) in_levels += run->result.level_seconds[l];
   c->overhead_residuals[c->n_runs - 1] = run->result.seconds - in_levels;
-  c->pooled_bytes[c->n_runs - 1] = (double)p->slot_bytes + (double)p->lent_workspace_bytes + (double)p->partial_bytes;
   if (!sl_resize(&c->samples, (size_t)(c->n_samples + g->n_nodes), sizeof *c->samples))
     return sl_fail_nomem(err, "the calibration's samples");
   for (int i = 0; i < g->n_nodes; i++) {
@@ -493,7 +491,7 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
   int nr = 0;
   for (int r = 0; r < c->n_runs; r++)
     if (c->runs[r].executed)
-      res[nr++] = fmax(0, c->overhead_residuals[r] - c->pooled_bytes[r] * prof->pool_seconds_per_byte);
+      res[nr++] = fmax(0, c->overhead_residuals[r] - (double)sl_plan_pooled_bytes(c->runs[r].plan) * prof->pool_seconds_per_byte);
   if (nr) {
     qsort(res, (size_t)nr, sizeof *res, cmp_double);
     prof->run_seconds = res[nr / 2];

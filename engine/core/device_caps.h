@@ -24,4 +24,9 @@ typedef struct sl_backend_caps {
   double ops_per_second;   /* simple integer/float operations */
 } sl_backend_caps;
 
+/* Workers of parallel_for for host kernels (host_workers, else compute_units). */
+static inline int sl_caps_host_workers(const sl_backend_caps *c) {
+  return c->host_workers > 0 ? c->host_workers : c->compute_units;
+}
+
 #endif

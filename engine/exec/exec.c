@@ -23,27 +23,38 @@ typedef struct exec_call {
  * memory): before the kernel each starts from the combine's identity; after
  * it (`merge`) they are merged into out[k], worker 0, 1, ... in order. Done
  * around the kernel itself, in the batch, because they lie in the workers'
- * scratch, which the next call in the batch may use. On the CPU backend
- * through its ops (parallel over elements); for a host node on a device
- * backend with the host's loops. */
+ * scratch, which the next call in the batch may use. One pass over the
+ * elements per port does every worker (range by range, workers in order,
+ * so the bits do not depend on the split): on the CPU backend spread by its
+ * parallel_for, for a host node on a device backend on this thread. */
+typedef struct partials_job {
+  const sl_kernel_args *a;
+  int k, workers;
+  sl_combine cb;
+  sl_dtype t;
+  bool merge;
+} partials_job;
+
+static void partials_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const partials_job *j = ctx;
+  for (int w = 0; w < j->workers; w++) {
+    void *part = sl_worker_partial(j->a, j->k, w);
+    if (j->merge) sl_combine_merge_host(j->cb, j->t, j->a->out[j->k], part, begin, end);
+    else sl_combine_identity_host(j->cb, j->t, part, begin, end);
+  }
+}
+
 static sl_code worker_partials(const sl_kernel_args *a, bool merge) {
   const sl_node *n = a->node;
   sl_backend *b = a->backend;
+  int workers = b->ops->workers(b);
   for (int k = 0; k < n->n_out; k++) {
     if (!a->worker_partial[k]) continue;
-    int workers = b->ops->workers(b);
-    sl_combine cb = sl_node_out_combine(n, k);
-    sl_dtype t = n->out[k].dtype;
+    partials_job j = {a, k, workers > 0 ? workers : 1, sl_node_out_combine(n, k), n->out[k].dtype, merge};
     int64_t elems = sl_desc_elems(&n->out[k]);
-    for (int w = 0; w < (workers > 0 ? workers : 1); w++) {
-      void *part = sl_worker_partial(a, k, w);
-      sl_code rc = SL_OK;
-      if (b->caps.device_memory && merge) sl_combine_merge_host(cb, t, a->out[k], part, 0, elems);
-      else if (b->caps.device_memory) sl_combine_identity_host(cb, t, part, 0, elems);
-      else if (merge) rc = b->ops->combine_merge(b, cb, t, a->out[k], part, elems, a->err);
-      else rc = b->ops->combine_identity(b, cb, t, part, elems, a->err);
-      if (rc != SL_OK) return rc;
-    }
+    if (b->caps.device_memory) partials_range(&j, 0, elems, 0);
+    else b->ops->parallel_for(b, elems, 4096, partials_range, &j);
   }
   return SL_OK;
 }
@@ -175,7 +186,7 @@ static void host_release(run_ctx *c, void *ptr) {
  * workers than it reported). */
 static sl_code worker_scratch_acquire(run_ctx *c, sl_error *err) {
   int workers = c->b->ops->workers(c->b);
-  int planned = c->p->caps.host_workers > 0 ? c->p->caps.host_workers : c->p->caps.compute_units;
+  int planned = sl_caps_host_workers(&c->p->caps);
   if (planned > 0 && workers > planned)
     return sl_fail(err, SL_ERR_INTERNAL, "the backend has %d workers but the plan counted %d", workers,
                    planned);
@@ -440,6 +451,20 @@ static sl_code stage(run_ctx *c, void **slot, size_t *have, size_t bytes, sl_err
 }
 
 
+/* Host node i's CPU kernel with the args filled in c->calls[i]; its error
+ * named with the node and chunk. */
+static sl_code host_kernel(run_ctx *c, int i, int64_t chunk) {
+  sl_error_clear(&c->kernel_err);
+  sl_code rc = timed_kernel(&c->calls[i].a);
+  if (rc != SL_OK) {
+    *c->err = c->kernel_err;
+    if (c->err->code == SL_OK) sl_fail(c->err, rc, "kernel failed");
+    sl_error_node(c->err, c->p->graph->nodes[i].id);
+    sl_error_chunk(c->err, chunk);
+  }
+  return rc;
+}
+
 /* A host node on a device backend: its inputs come down to host staging, its
  * CPU kernel runs there, its outputs go up to their device buffers. Staged
  * reduction outputs keep accumulating on the host across chunks. */
@@ -475,16 +500,7 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
     if (rc == SL_OK && !finalize && c->partial[c->buf_of[i * 8 + k]] && sl_combine_elementwise(bf->combine))
       sl_combine_identity_host(bf->combine, n->out[k].dtype, a->out[k], 0, sl_desc_elems(&n->out[k]));
   }
-  if (rc == SL_OK) {
-    sl_error_clear(&c->kernel_err);
-    rc = timed_kernel(a);
-    if (rc != SL_OK) {
-      *c->err = c->kernel_err;
-      if (c->err->code == SL_OK) sl_fail(c->err, rc, "kernel failed");
-      sl_error_node(c->err, n->id);
-      sl_error_chunk(c->err, chunk);
-    }
-  }
+  if (rc == SL_OK) rc = host_kernel(c, i, chunk);
   for (int k = 0; k < n->n_out && rc == SL_OK; k++)
     rc = b->ops->upload(b, device_out[k], a->out[k], (size_t)a->out_bytes[k], c->err);
   return rc;
@@ -504,28 +520,21 @@ static sl_code sink_lag_run(run_ctx *c, int i) {
   sink_lag *l = c->lag[i];
   l->pending = false;
   sl_code rc = c->b->ops->event_wait(c->b, l->ev[l->slot], c->err);
-  if (rc == SL_OK) {
-    fill_args(c, i, l->chunk, l->pos_start, l->pos_count, false);
-    sl_kernel_args *a = &c->calls[i].a;
-    c->calls[i].fn = n->desc->kernel[SL_BACKEND_CPU];
-    a->workspace = c->host_workspace;
-    for (int k = 0; k < n->n_in; k++)
-      if (a->in[k]) {
-        a->in[k] = l->ring[k][l->slot];
-        a->in_bytes[k] = l->in_bytes[k];
-      }
-    sl_error_clear(&c->kernel_err);
-    rc = timed_kernel(a);
-    if (rc != SL_OK) {
-      *c->err = c->kernel_err;
-      if (c->err->code == SL_OK) sl_fail(c->err, rc, "kernel failed");
-    }
-  }
   if (rc != SL_OK) {
     sl_error_node(c->err, n->id);
     sl_error_chunk(c->err, l->chunk);
+    return rc;
   }
-  return rc;
+  fill_args(c, i, l->chunk, l->pos_start, l->pos_count, false);
+  sl_kernel_args *a = &c->calls[i].a;
+  c->calls[i].fn = n->desc->kernel[SL_BACKEND_CPU];
+  a->workspace = c->host_workspace;
+  for (int k = 0; k < n->n_in; k++)
+    if (a->in[k]) {
+      a->in[k] = l->ring[k][l->slot];
+      a->in_bytes[k] = l->in_bytes[k];
+    }
+  return host_kernel(c, i, l->chunk);
 }
 
 /* Sink i's call for this chunk: its input starts down to the host, and
@@ -541,12 +550,11 @@ static sl_code run_lagged_sink(run_ctx *c, int i, int64_t chunk, int64_t pos_sta
   }
   sink_lag *l = c->lag[i];
   int s = l->pending ? 1 - l->slot : 0;
-  fill_args(c, i, chunk, pos_start, pos_count, false);
   const void *in[8] = {0};
   int64_t in_bytes[8] = {0};
-  for (int k = 0; k < n->n_in; k++) {
-    in[k] = c->calls[i].a.in[k];
-    in_bytes[k] = c->calls[i].a.in_bytes[k];
+  for (int k = 0; k < n->n_in; k++) { /* what fill_args would pass this chunk's call */
+    in[k] = input_ptr(c, n->in_src[k]);
+    in_bytes[k] = in[k] ? in_call_bytes(c, n, k, pos_count) : 0;
   }
   for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
     if (!in[k]) continue;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/alloc.h"
 #include "engine/exec/sinks.h"
 
 static hid_t h5_type(sl_dtype t) {
@@ -132,16 +133,13 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
   if ((*out = find(w, name))) return SL_OK;
   if (w->n == w->cap) {
     int cap = w->cap ? 2 * w->cap : 8;
-    dataset *sets = realloc(w->sets, (size_t)cap * sizeof *sets);
-    if (!sets) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
-    w->sets = sets;
+    if (!sl_resize(&w->sets, (size_t)cap, sizeof *w->sets))
+      return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
     w->cap = cap;
   }
   dataset *s = &w->sets[w->n];
   memset(s, 0, sizeof *s);
-  s->name = malloc(strlen(name) + 1);
-  if (!s->name) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
-  strcpy(s->name, name);
+  if (!(s->name = sl_strdup(name))) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
   s->desc = *d;
   hsize_t dims[SL_MAX_RANK];
   for (int k = 0; k < d->rank; k++) dims[k] = (hsize_t)d->dims[k];

@@ -877,12 +877,10 @@ sl_code sl_graph_add_output_reader(sl_graph *g, const sl_node_desc *desc, const 
   const sl_graph_output *go = &g->outputs[output];
   if (go->node < 0 || desc->n_inputs < 1)
     return sl_fail(err, SL_ERR_INTERNAL, "output '%s' cannot be read by a '%s' node", go->name, desc->type);
-  sl_node *nodes = sl_realloc(g->nodes, (size_t)(g->n_nodes + 1) * sizeof *nodes);
-  if (!nodes) return sl_fail(err, SL_ERR_NOMEM, "no memory for node '%s'", id);
-  g->nodes = nodes;
+  if (!sl_resize(&g->nodes, (size_t)(g->n_nodes + 1), sizeof *g->nodes)) return sl_fail_nomem(err, "a writer node");
   sl_node *n = &g->nodes[g->n_nodes++];
   memset(n, 0, sizeof *n);
-  if (!(n->id = sl_strdup(id))) return sl_fail(err, SL_ERR_NOMEM, "no memory for node '%s'", id);
+  if (!(n->id = sl_strdup(id))) return sl_fail_nomem(err, "a writer node's id");
   n->loc = go->loc;
   n->desc = desc;
   for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};

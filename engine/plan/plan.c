@@ -288,9 +288,11 @@ static void plan_warm_up_waits(sl_plan *p, const sl_graph *g) {
  * first level's) gets its pages; the rest (streamed slots, reused chunk
  * after chunk, workspace, partials) is touched across the run and counted
  * on the run only. */
+int64_t sl_plan_pooled_bytes(const sl_plan *p) { return p->slot_bytes + p->lent_workspace_bytes + p->partial_bytes; }
+
 static void plan_pool_estimate(sl_plan *p) {
   const double ft = p->profile.first_touch_seconds_per_byte;
-  double pooled = (double)p->slot_bytes + (double)p->lent_workspace_bytes + (double)p->partial_bytes;
+  double pooled = (double)sl_plan_pooled_bytes(p);
   p->est_seconds += pooled * (p->profile.pool_seconds_per_byte + ft);
   if (!(ft > 0)) return;
   int np = p->n_passes;
@@ -342,7 +344,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
         p->levels[p->exec_level[i * np + pass]].est_seconds += pn->est_seconds / runs;
     if (pn->body) p->batches = sat_add(p->batches, sat_mul(pn->body->batches, pn->calls));
   }
-  int workers = p->caps.host_workers > 0 ? p->caps.host_workers : p->caps.compute_units;
+  int workers = sl_caps_host_workers(&p->caps);
   p->worker_scratch_bytes = sat_mul(p->worker_scratch_stride, workers > 0 ? workers : 1);
   /* Each level is one batch, per chunk in a stream block. */
   for (int l = 0; l < p->n_levels; l++) {
@@ -703,7 +705,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
   p->caps = opts->caps;
   if (opts->profile) p->profile = *opts->profile;
   else sl_cost_profile_builtin(&opts->caps, &p->profile);
-  int workers = opts->caps.host_workers > 0 ? opts->caps.host_workers : opts->caps.compute_units;
+  int workers = sl_caps_host_workers(&opts->caps);
   p->process_bytes = opts->body ? 0
                                 : (int64_t)p->profile.process_bytes +
                                       (workers > 1 ? (int64_t)(workers - 1) * SL_WORKER_THREAD_BYTES : 0);

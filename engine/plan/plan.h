@@ -178,6 +178,10 @@ int sl_plan_buffer_index(const sl_plan *p, int node, int port);
 /* The pass a stream node's chunks follow (its home pass); its chunking is
  * the same in every pass it runs in. */
 const sl_plan_pass *sl_plan_node_pass(const sl_plan *p, int node);
+/* Bytes the run takes from the backend's pool for its whole execution:
+ * slots, lent workspace, reductions' partials (the cost model's pool and
+ * first-touch terms are per byte of these). */
+int64_t sl_plan_pooled_bytes(const sl_plan *p);
 /* What an iterate node's loop itself moves over all its iterations: the
  * carried values copied back each iteration (the cost model's "iterate"
  * work; its bodies are estimated from their own plans). */

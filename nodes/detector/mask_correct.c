@@ -378,6 +378,13 @@ static sl_code build_neighbour_lists(correct_state *s, sl_node *n, const void *m
 
 #define MEDIAN_EMPTY UINT64_MAX /* sorts after every pixel value */
 
+/* Batcher's odd-even merge sort of 8 values as compare-exchanges CS(i, j),
+ * shared by the scalar and the lane-parallel medians below. */
+#define MEDIAN8_NETWORK(CS)                                                      \
+  CS(0, 2); CS(1, 3); CS(4, 6); CS(5, 7); CS(0, 4); CS(1, 5); CS(2, 6); CS(3, 7); \
+  CS(0, 1); CS(2, 3); CS(4, 5); CS(6, 7); CS(2, 4); CS(3, 5); CS(1, 4); CS(3, 6); \
+  CS(1, 2); CS(3, 4); CS(5, 6)
+
 /* Median of the n valid values in v[0..8) (the other slots MEDIAN_EMPTY):
  * odd n -> the middle one; even -> floor of the mean of the middle two;
  * none -> 0. A sorting network: no data-dependent branches. */
@@ -387,9 +394,7 @@ static inline uint64_t median8(uint64_t *v, int n) {
     uint64_t lo_ = v[i] < v[j] ? v[i] : v[j], hi_ = v[i] < v[j] ? v[j] : v[i]; \
     v[i] = lo_, v[j] = hi_;                                            \
   } while (0)
-  CS(0, 2); CS(1, 3); CS(4, 6); CS(5, 7); CS(0, 4); CS(1, 5); CS(2, 6); CS(3, 7);
-  CS(0, 1); CS(2, 3); CS(4, 5); CS(6, 7); CS(2, 4); CS(3, 5); CS(1, 4); CS(3, 6);
-  CS(1, 2); CS(3, 4); CS(5, 6);
+  MEDIAN8_NETWORK(CS);
 #undef CS
   if (n == 0) return 0;
   if (n & 1) return v[n / 2];
@@ -416,9 +421,7 @@ static inline __attribute__((always_inline)) void median8_lanes(uint32_t v[8][ME
     median_lanes hi_ = (x[j] & lt_) | (x[i] & ~lt_); \
     x[i] = lo_, x[j] = hi_;                          \
   } while (0)
-  CS(0, 2); CS(1, 3); CS(4, 6); CS(5, 7); CS(0, 4); CS(1, 5); CS(2, 6); CS(3, 7);
-  CS(0, 1); CS(2, 3); CS(4, 5); CS(6, 7); CS(2, 4); CS(3, 5); CS(1, 4); CS(3, 6);
-  CS(1, 2); CS(3, 4); CS(5, 6);
+  MEDIAN8_NETWORK(CS);
 #undef CS
   for (int q = 0; q < 8; q++) memcpy(v[q], &x[q], sizeof x[q]);
   for (int l = 0; l < MEDIAN_LANES; l++) {
@@ -463,9 +466,7 @@ SL_MADD_AVX2 static int64_t static_medians_avx2(uint8_t *y, const correct_state 
     x[j] = _mm256_max_epu32(x[i], x[j]);          \
     x[i] = lo_;                                   \
   } while (0)
-    CS(0, 2); CS(1, 3); CS(4, 6); CS(5, 7); CS(0, 4); CS(1, 5); CS(2, 6); CS(3, 7);
-    CS(0, 1); CS(2, 3); CS(4, 5); CS(6, 7); CS(2, 4); CS(3, 5); CS(1, 4); CS(3, 6);
-    CS(1, 2); CS(3, 4); CS(5, 6);
+    MEDIAN8_NETWORK(CS);
 #undef CS
     /* x[nv / 2] and x[nv / 2 - 1] of each lane */
     const __m256i half = _mm256_srli_epi32(nv, 1);

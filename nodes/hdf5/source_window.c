@@ -336,7 +336,3 @@ void sl_src_describe_origin(const void *ctx, uint64_t origin, int64_t first_posi
   sl_src_describe_chunk(s->where[ch->file], (int64_t)origin, (int64_t)ch->file_chunk, first_position, n_positions,
                         buf, n);
 }
-
-int64_t sl_src_output_bytes(const sl_tensor_desc *d, int64_t positions) {
-  return d->encoding != SL_ENC_NONE ? sl_desc_encoded_bound(d, positions) : sl_desc_buffer_bytes(d, positions);
-}

@@ -123,10 +123,6 @@ sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, uint64_t ca
 sl_code sl_src_pack_to(const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity, void *dst,
                        uint64_t *bytes, sl_error *err);
 
-/* Bytes of the output buffer of a call over `positions` positions: the
- * encoded stream's bound (sl_desc_encoded_bound), or plain frames. */
-int64_t sl_src_output_bytes(const sl_tensor_desc *d, int64_t positions);
-
 /* "WHERE, stored chunk K (frames A-B)" for an acquisition's stored chunk K
  * (where: "file:dataset"); when it spans several files and the chunk's
  * index in its file differs from its index in the acquisition, both:

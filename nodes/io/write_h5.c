@@ -27,7 +27,7 @@ static sl_code write_h5_infer(sl_node *n, sl_error *err) {
 static void write_h5_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *d = &n->in[0];
-  c->bytes_read = d->stream_rank ? positions * sl_desc_item_bytes(d) : sl_desc_bytes(d);
+  c->bytes_read = sl_desc_buffer_bytes(d, positions);
   c->bytes_written = c->bytes_read;
   c->state_bytes = d->stream_rank ? sl_h5_write_behind_bytes(d) : 0;
 }

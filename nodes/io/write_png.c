@@ -38,7 +38,7 @@ static sl_code write_png_infer(sl_node *n, sl_error *err) {
 static void write_png_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *d = &n->in[0];
-  int64_t bytes = d->stream_rank ? positions * sl_desc_item_bytes(d) : sl_desc_bytes(d);
+  int64_t bytes = sl_desc_buffer_bytes(d, positions);
   int64_t elems = d->stream_rank ? positions * sl_desc_item_elems(d) : sl_desc_elems(d);
   c->bytes_read = d->stream_rank ? 2 * bytes : bytes;
   c->bytes_written = elems;

@@ -209,8 +209,6 @@ void sl_dpc_fit_solve(sl_dpc_fit *f, const double *given, sl_dpc_fit_result *r) 
   double disc = sqrt(fmax(0, 0.25 * tr * tr - det)), lmax = 0.5 * tr + disc, lmin = 0.5 * tr - disc;
   r->sharpness = lmax > 0 ? 1 - lmin / lmax : 0;
   r->noise = mean_power > 0 ? sigma2 / mean_power : 0;
-  memcpy(r->form0, q0, sizeof q0), memcpy(r->form, q, sizeof q);
-  r->sigma2 = sigma2, r->frequencies = (double)nk;
 }
 
 void sl_dpc_fit_rotated_spectra(const sl_dpc_fit *f, double theta_deg, int t, double *x_r,

@@ -73,10 +73,6 @@ typedef struct sl_dpc_fit_result {
                          0.5 no information */
   double sharpness;   /* 1 - (smallest / largest eigenvalue) of the chosen form: 0 flat */
   double noise;       /* sigma^2 over the mean power: 0 noiseless */
-  sl_dpc_quad form0[2]; /* the unweighted forms of the transverse power, per transpose */
-  sl_dpc_quad form[2];  /* the final Wiener-weighted forms */
-  double sigma2;        /* the transverse noise power per frequency (the forms' units) */
-  double frequencies;   /* of the 2R x 2C spectrum less the mean: 4 R C - 1 */
 } sl_dpc_fit_result;
 
 int64_t sl_dpc_fit_bytes(int64_t rows, int64_t cols);

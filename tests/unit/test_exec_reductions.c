@@ -345,45 +345,96 @@ static sl_code run_text(const char *name, const char *text, int64_t chunk, int t
 
 static const int64_t k_chunks[] = {1, 3, 7, 36, NPOS};
 
+/* Checks one run of each_chunking's pipeline. */
+typedef void (*run_check)(const sl_run *run, int64_t chunk, int threads, const void *ctx);
+
+/* The pipeline at every chunking of k_chunks with 1 .. max_threads workers,
+ * each run checked by `check`. */
+static void each_chunking(const char *name, const char *text, int max_threads, run_check check, const void *ctx) {
+  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
+    for (int threads = 1; threads <= max_threads; threads++) {
+      sl_run run;
+      sl_error err;
+      if (run_text(name, text, k_chunks[c], threads, &run, &err) != SL_OK)
+        fail_msg("%s, chunk %lld, %d threads: %s", name, (long long)k_chunks[c], threads, err.msg);
+      check(&run, k_chunks[c], threads, ctx);
+      sl_run_free(&run);
+    }
+}
+
+typedef struct float_extremes {
+  double sum[ITEM], lo[ITEM], hi[ITEM];
+} float_extremes;
+
+static void check_extremes(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  (void)chunk, (void)threads;
+  const float_extremes *x = ctx;
+  const double *s = output(run, "sum")->data, *l = output(run, "lo")->data, *h = output(run, "hi")->data;
+  for (int e = 0; e < ITEM; e++) {
+    assert_true(s[e] == x->sum[e]);
+    assert_true(l[e] == x->lo[e]);
+    assert_true(h[e] == x->hi[e]);
+  }
+  /* The plan lends one partial per element-wise output, whole-sized. */
+  int partials = 0;
+  for (int b = 0; b < run->plan->n_buffers; b++)
+    if (run->plan->buffers[b].partial_bytes) {
+      partials++;
+      assert_int_equal(run->plan->buffers[b].partial_bytes, ITEM * 8);
+    }
+  assert_int_equal(partials, 3);
+  assert_true(run->plan->partial_bytes >= 3 * ITEM * 8);
+}
+
 static void test_sum_min_max_merged_by_executor(void **state) {
   (void)state;
-  double sum[ITEM] = {0}, lo[ITEM], hi[ITEM];
-  for (int e = 0; e < ITEM; e++) lo[e] = INFINITY, hi[e] = -INFINITY;
+  float_extremes x;
+  memset(&x, 0, sizeof x);
+  for (int e = 0; e < ITEM; e++) x.lo[e] = INFINITY, x.hi[e] = -INFINITY;
   for (int64_t p = 0; p < NPOS; p++)
     for (int e = 0; e < ITEM; e++) {
       double v = ramp_value(p, e);
-      sum[e] += v; /* integers below 2^53: exact in any order */
-      lo[e] = fmin(lo[e], v);
-      hi[e] = fmax(hi[e], v);
+      x.sum[e] += v; /* integers below 2^53: exact in any order */
+      x.lo[e] = fmin(x.lo[e], v);
+      x.hi[e] = fmax(x.hi[e], v);
     }
-  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
-    for (int threads = 1; threads <= 2; threads++) {
-      sl_run run;
-      sl_error err;
-      sl_code rc = run_text("extremes.yaml",
-                            "pipeline: extremes\nnodes:\n" RAMP_NODE
-                            "  r: {type: t_extremes, inputs: {x: src.out}}\n"
-                            "outputs: {sum: r.sum, lo: r.lo, hi: r.hi}\n",
-                            k_chunks[c], threads, &run, &err);
-      if (rc != SL_OK) fail_msg("chunk %lld: %s", (long long)k_chunks[c], err.msg);
-      const double *s = output(&run, "sum")->data, *l = output(&run, "lo")->data,
-                   *h = output(&run, "hi")->data;
-      for (int e = 0; e < ITEM; e++) {
-        assert_true(s[e] == sum[e]);
-        assert_true(l[e] == lo[e]);
-        assert_true(h[e] == hi[e]);
-      }
-      /* The plan lends one partial per element-wise output, whole-sized. */
-      int partials = 0;
-      for (int b = 0; b < run.plan->n_buffers; b++)
-        if (run.plan->buffers[b].partial_bytes) {
-          partials++;
-          assert_int_equal(run.plan->buffers[b].partial_bytes, ITEM * 8);
-        }
-      assert_int_equal(partials, 3);
-      assert_true(run.plan->partial_bytes >= 3 * ITEM * 8);
-      sl_run_free(&run);
-    }
+  each_chunking("extremes.yaml",
+                "pipeline: extremes\nnodes:\n" RAMP_NODE
+                "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                "outputs: {sum: r.sum, lo: r.lo, hi: r.hi}\n",
+                2, check_extremes, &x);
+}
+
+typedef struct wrapped {
+  uint64_t sum[ITEM], lo[ITEM], hi[ITEM];
+} wrapped;
+
+static void check_worker_partials(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  const wrapped *x = ctx;
+  const uint64_t *t = output(run, "total")->data, *s = output(run, "sum")->data, *l = output(run, "lo")->data,
+                 *h = output(run, "hi")->data, *s2 = output(run, "sum2")->data;
+  const double *ft = output(run, "ftotal")->data;
+  for (int e = 0; e < ITEM; e++) {
+    if (t[e] != x->sum[e] || s[e] != x->sum[e] || s2[e] != x->sum[e] || l[e] != x->lo[e] || h[e] != x->hi[e])
+      fail_msg("chunk %lld, %d threads, element %d", (long long)chunk, threads, e);
+    double want = 0;
+    for (int64_t p = 0; p < NPOS; p++) want += ramp_value(p, e);
+    assert_true(ft[e] == want);
+  }
+  /* Planned: t_wextremes's three partials of 6 u64 each (64 bytes
+   * apiece) per worker, the largest block; sum's is one of them. */
+  const sl_plan *p = run->plan;
+  assert_int_equal(p->worker_scratch_stride, 3 * 64);
+  assert_int_equal(p->worker_scratch_bytes, 3 * 64 * threads);
+  for (int i = 0; i < p->graph->n_nodes; i++) {
+    const sl_node *n = &p->graph->nodes[i];
+    const int64_t *off = p->nodes[i].worker_partial_offset;
+    if (!strcmp(n->id, "s")) assert_true(off[0] == 0 && off[1] == -1);
+    else if (!strcmp(n->id, "w") || !strcmp(n->id, "v")) assert_true(off[0] == 0 && off[1] == 64 && off[2] == 128);
+    else assert_true(off[0] == -1);
+    if (!strcmp(n->id, "f")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_NONE);
+    if (!strcmp(n->id, "s")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_SUM);
+  }
 }
 
 /* Partials per worker, through the whole engine with 1, 2 and 3 workers and
@@ -394,57 +445,26 @@ static void test_sum_min_max_merged_by_executor(void **state) {
  * workers' scratch, and the float sum keeps no declared combine. */
 static void test_worker_partials_merged_by_executor(void **state) {
   (void)state;
-  uint64_t sum[ITEM] = {0}, lo[ITEM], hi[ITEM];
-  for (int e = 0; e < ITEM; e++) lo[e] = UINT64_MAX, hi[e] = 0;
+  wrapped x;
+  memset(&x, 0, sizeof x);
+  for (int e = 0; e < ITEM; e++) x.lo[e] = UINT64_MAX, x.hi[e] = 0;
   for (int64_t p = 0; p < NPOS; p++)
     for (int e = 0; e < ITEM; e++) {
       uint64_t v = wrap_value(p, e);
-      sum[e] += v;
-      lo[e] = v < lo[e] ? v : lo[e];
-      hi[e] = v > hi[e] ? v : hi[e];
+      x.sum[e] += v;
+      x.lo[e] = v < x.lo[e] ? v : x.lo[e];
+      x.hi[e] = v > x.hi[e] ? v : x.hi[e];
     }
-  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
-    for (int threads = 1; threads <= 3; threads++) {
-      sl_run run;
-      sl_error err;
-      sl_code rc = run_text("wpartials.yaml",
-                            "pipeline: wpartials\nnodes:\n" RAMP_NODE
-                            "  ints: {type: t_ints, inputs: {x: src.out}}\n"
-                            "  s: {type: sum, inputs: {x: ints.y}}\n"
-                            "  f: {type: sum, inputs: {x: src.out}}\n"
-                            "  w: {type: t_wextremes, inputs: {x: ints.y}}\n"
-                            "  v: {type: t_wextremes, inputs: {x: ints.y}}\n"
-                            "outputs: {total: s.total, ftotal: f.total, sum: w.sum, lo: w.lo, hi: w.hi, "
-                            "sum2: v.sum}\n",
-                            k_chunks[c], threads, &run, &err);
-      if (rc != SL_OK) fail_msg("chunk %lld, %d threads: %s", (long long)k_chunks[c], threads, err.msg);
-      const uint64_t *t = output(&run, "total")->data, *s = output(&run, "sum")->data,
-                     *l = output(&run, "lo")->data, *h = output(&run, "hi")->data,
-                     *s2 = output(&run, "sum2")->data;
-      const double *ft = output(&run, "ftotal")->data;
-      for (int e = 0; e < ITEM; e++) {
-        if (t[e] != sum[e] || s[e] != sum[e] || s2[e] != sum[e] || l[e] != lo[e] || h[e] != hi[e])
-          fail_msg("chunk %lld, %d threads, element %d", (long long)k_chunks[c], threads, e);
-        double want = 0;
-        for (int64_t p = 0; p < NPOS; p++) want += ramp_value(p, e);
-        assert_true(ft[e] == want);
-      }
-      /* Planned: t_wextremes's three partials of 6 u64 each (64 bytes
-       * apiece) per worker, the largest block; sum's is one of them. */
-      const sl_plan *p = run.plan;
-      assert_int_equal(p->worker_scratch_stride, 3 * 64);
-      assert_int_equal(p->worker_scratch_bytes, 3 * 64 * threads);
-      for (int i = 0; i < p->graph->n_nodes; i++) {
-        const sl_node *n = &p->graph->nodes[i];
-        const int64_t *off = p->nodes[i].worker_partial_offset;
-        if (!strcmp(n->id, "s")) assert_true(off[0] == 0 && off[1] == -1);
-        else if (!strcmp(n->id, "w") || !strcmp(n->id, "v")) assert_true(off[0] == 0 && off[1] == 64 && off[2] == 128);
-        else assert_true(off[0] == -1);
-        if (!strcmp(n->id, "f")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_NONE);
-        if (!strcmp(n->id, "s")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_SUM);
-      }
-      sl_run_free(&run);
-    }
+  each_chunking("wpartials.yaml",
+                "pipeline: wpartials\nnodes:\n" RAMP_NODE
+                "  ints: {type: t_ints, inputs: {x: src.out}}\n"
+                "  s: {type: sum, inputs: {x: ints.y}}\n"
+                "  f: {type: sum, inputs: {x: src.out}}\n"
+                "  w: {type: t_wextremes, inputs: {x: ints.y}}\n"
+                "  v: {type: t_wextremes, inputs: {x: ints.y}}\n"
+                "outputs: {total: s.total, ftotal: f.total, sum: w.sum, lo: w.lo, hi: w.hi, "
+                "sum2: v.sum}\n",
+                3, check_worker_partials, &x);
 }
 
 /* The bytes position p emits, and how many, from the ramp's closed form. */
@@ -529,32 +549,29 @@ static void test_variable_size_concat_written(void **state) {
   }
 }
 
+static void check_variable_concat(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  (void)threads, (void)ctx;
+  check_concat(run, "direct", chunk);
+  check_concat(run, "joined", chunk);
+  /* Planned: the concat's capacity is every chunk's bound; the stream's
+   * buffer one chunk's bound. */
+  for (int b = 0; b < run->plan->n_buffers; b++) {
+    const sl_plan_buffer *bf = &run->plan->buffers[b];
+    if (!bf->variable) continue;
+    assert_int_equal(bf->bytes, bf->streamed ? 4 * chunk : 4 * NPOS);
+    if (!bf->streamed) assert_int_equal(bf->partial_bytes, 4 * chunk);
+  }
+}
+
 static void test_variable_size_concat(void **state) {
   (void)state;
-  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
-    for (int threads = 1; threads <= 2; threads++) {
-      sl_run run;
-      sl_error err;
-      sl_code rc = run_text("encode.yaml",
-                            "pipeline: encode\nnodes:\n" RAMP_NODE
-                            "  e: {type: t_encode, inputs: {x: src.out}}\n"
-                            "  s: {type: t_spill, inputs: {x: src.out}}\n"
-                            "  j: {type: t_join, inputs: {bytes: s.bytes}}\n"
-                            "outputs: {direct: e.bytes, joined: j.bytes}\n",
-                            k_chunks[c], threads, &run, &err);
-      if (rc != SL_OK) fail_msg("chunk %lld: %s", (long long)k_chunks[c], err.msg);
-      check_concat(&run, "direct", k_chunks[c]);
-      check_concat(&run, "joined", k_chunks[c]);
-      /* Planned: the concat's capacity is every chunk's bound; the stream's
-       * buffer one chunk's bound. */
-      for (int b = 0; b < run.plan->n_buffers; b++) {
-        const sl_plan_buffer *bf = &run.plan->buffers[b];
-        if (!bf->variable) continue;
-        assert_int_equal(bf->bytes, bf->streamed ? 4 * k_chunks[c] : 4 * NPOS);
-        if (!bf->streamed) assert_int_equal(bf->partial_bytes, 4 * k_chunks[c]);
-      }
-      sl_run_free(&run);
-    }
+  each_chunking("encode.yaml",
+                "pipeline: encode\nnodes:\n" RAMP_NODE
+                "  e: {type: t_encode, inputs: {x: src.out}}\n"
+                "  s: {type: t_spill, inputs: {x: src.out}}\n"
+                "  j: {type: t_join, inputs: {bytes: s.bytes}}\n"
+                "outputs: {direct: e.bytes, joined: j.bytes}\n",
+                2, check_variable_concat, NULL);
 }
 
 /* A concat of packed buffers, read back chunk by chunk (chunk_bytes): each
@@ -593,27 +610,24 @@ static void check_packed_concat(const sl_run *run, const char *name, int64_t chu
   assert_int_equal(o->desc.dims[0], at);
 }
 
+static void check_packed_concats(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  (void)threads, (void)ctx;
+  check_packed_concat(run, "direct", chunk);
+  check_packed_concat(run, "joined", chunk);
+}
+
 /* Issue 9's concat of variable-size outputs in the packed layout: a node's
  * packed buffer per chunk, concatenated by the executor (t_pack) or by a
  * node reading the stream (t_packjoin), read back entry by entry. */
 static void test_packed_concat(void **state) {
   (void)state;
-  for (size_t c = 0; c < SL_COUNT_OF(k_chunks); c++)
-    for (int threads = 1; threads <= 2; threads++) {
-      sl_run run;
-      sl_error err;
-      sl_code rc = run_text("packed.yaml",
-                            "pipeline: packed\nnodes:\n" RAMP_NODE
-                            "  p: {type: t_pack, inputs: {x: src.out}}\n"
-                            "  s: {type: t_packstream, inputs: {x: src.out}}\n"
-                            "  j: {type: t_packjoin, inputs: {bytes: s.bytes}}\n"
-                            "outputs: {direct: p.bytes, joined: j.bytes}\n",
-                            k_chunks[c], threads, &run, &err);
-      if (rc != SL_OK) fail_msg("chunk %lld: %s", (long long)k_chunks[c], err.msg);
-      check_packed_concat(&run, "direct", k_chunks[c]);
-      check_packed_concat(&run, "joined", k_chunks[c]);
-      sl_run_free(&run);
-    }
+  each_chunking("packed.yaml",
+                "pipeline: packed\nnodes:\n" RAMP_NODE
+                "  p: {type: t_pack, inputs: {x: src.out}}\n"
+                "  s: {type: t_packstream, inputs: {x: src.out}}\n"
+                "  j: {type: t_packjoin, inputs: {bytes: s.bytes}}\n"
+                "outputs: {direct: p.bytes, joined: j.bytes}\n",
+                2, check_packed_concats, NULL);
 }
 
 /* A pipeline of the test nodes that must fail with `code` and `needle` in
