@@ -63,8 +63,16 @@ int cmd_plan(int argc, char **argv) {
     sl_cost_profile_for(&caps, &profile, NULL, 0, warning, sizeof warning);
     if (warning[0]) fprintf(stderr, "sluice: warning: %s\n", warning);
     po.profile = &profile;
-    if (sl_loop_history_key_of(spec, g, &po.loop_history_key, &err) != SL_OK ||
-        sl_plan_build(g, &po, &p, &err) != SL_OK) {
+    uint64_t loop_key = 0;
+    int64_t *loops = NULL;
+    sl_code prc = sl_loop_history_key_of(spec, g, &loop_key, &err);
+    if (prc == SL_OK) {
+      loops = sl_loop_history_read(loop_key, g);
+      po.loop_iterations = loops;
+      prc = sl_plan_build(g, &po, &p, &err);
+      free(loops);
+    }
+    if (prc != SL_OK) {
       rc = cli_fail(&err);
     } else {
       if (o.json) {

@@ -75,8 +75,10 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     po.profile = &profile;
     po.chunk_positions = req->chunk_positions;
     po.memory_limit = req->memory_limit;
-    po.loop_history_key = loop_key;
+    int64_t *loops = sl_loop_history_read(loop_key, out->graph);
+    po.loop_iterations = loops;
     rc = sl_plan_build(out->graph, &po, &out->plan, err);
+    free(loops);
   }
   /* The budget is checked before the backend exists: nothing is allocated
    * for a plan that does not fit. */

@@ -38,17 +38,20 @@ static bool entry_path(uint64_t key, char *buf, size_t len) {
   return n > 0 && (size_t)n < len;
 }
 
-int64_t sl_loop_history_get(uint64_t key, const char *id) {
+int64_t *sl_loop_history_read(uint64_t key, const sl_graph *g) {
   char path[3100], line[1100], name[1024];
-  if (!id || !entry_path(key, path, sizeof path)) return -1;
+  if (!has_until_loop(g) || !entry_path(key, path, sizeof path)) return NULL;
   FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  int64_t found = -1;
-  long long it;
-  while (found < 0 && fgets(line, sizeof line, f))
-    if (sscanf(line, "%1023s %lld", name, &it) == 2 && !strcmp(name, id) && it >= 0) found = it;
+  if (!f) return NULL;
+  int64_t *it = malloc((size_t)g->n_nodes * sizeof *it);
+  for (int i = 0; it && i < g->n_nodes; i++) it[i] = -1;
+  long long n;
+  while (it && fgets(line, sizeof line, f))
+    if (sscanf(line, "%1023s %lld", name, &n) == 2 && n >= 0)
+      for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].body && g->nodes[i].until_out >= 0 && it[i] < 0 && !strcmp(g->nodes[i].id, name)) it[i] = n;
   fclose(f);
-  return found;
+  return it;
 }
 
 void sl_loop_history_put(uint64_t key, const sl_graph *g, const int64_t *iterations) {

@@ -23,9 +23,12 @@ uint64_t sl_loop_history_key(const char *rendered_pipeline);
  * to estimate); out of memory rendering the text is an error. */
 sl_code sl_loop_history_key_of(const sl_spec *spec, const sl_graph *g, uint64_t *key, sl_error *err);
 
-/* Iterations loop `id` ran last time under `key`, or -1 when unknown (no
- * entry, key 0, or the setting off). */
-int64_t sl_loop_history_get(uint64_t key, const char *id);
+/* What every top-level until-loop of g ran last time under `key`, read once
+ * for the planner (sl_plan_opts.loop_iterations): a malloc'd array indexed
+ * like g's nodes, -1 where unknown; NULL when nothing is known (key 0, the
+ * setting off, no entry, or no memory: loops are then estimated by their
+ * bound). */
+int64_t *sl_loop_history_read(uint64_t key, const sl_graph *g);
 
 /* Records the iterations of every top-level until-loop of g after a run
  * (iterations[i] for node i; other nodes ignored). */

@@ -1,14 +1,12 @@
-/* The planner (see plan.h). Pure: it reads the graph and node descriptors'
- * cost functions (and, for until-loops, their last run's iteration counts
- * when the caller names a loop history key) and allocates only its own
- * tables. */
+/* The planner (see plan.h). Pure: it reads the graph, the node descriptors'
+ * cost functions and what the caller passes (for until-loops, their last
+ * run's iteration counts) and allocates only its own tables. */
 #include "engine/plan/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/core/util.h"
-#include "engine/plan/loop_history.h"
 
 int64_t sl_size_class(int64_t bytes) {
   return bytes <= 64 ? 64 : (bytes + 63) & ~(int64_t)63;
@@ -191,7 +189,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
      * ran the last time this pipeline ran, when known. */
     int64_t iters = n->times;
     if (n->until_out >= 0 && !opts->body) {
-      int64_t last = sl_loop_history_get(opts->loop_history_key, n->id);
+      int64_t last = opts->loop_iterations ? opts->loop_iterations[i] : -1;
       if (last >= 1 && last <= n->times) iters = last, pn->calls_from_history = true;
     }
     pn->cost.bytes_read = sat_mul(pn->body->bytes_read, iters);

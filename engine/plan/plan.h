@@ -106,9 +106,10 @@ typedef struct sl_plan_opts {
   /* The cost model's numbers (sl_cost_profile_for); NULL: the built-in
    * guesses for caps. */
   const sl_cost_profile *profile;
-  /* sl_loop_history_key of the pipeline being planned: until-loops are
-   * estimated by the iterations they ran last time; 0 = by their bound. */
-  uint64_t loop_history_key;
+  /* Per top-level node: the iterations its until-loop ran the last time
+   * this pipeline ran (sl_loop_history_read), -1 where unknown; NULL: every
+   * until-loop is estimated by its bound. The planner reads no files. */
+  const int64_t *loop_iterations;
 } sl_plan_opts;
 
 typedef struct sl_plan {

@@ -139,14 +139,18 @@ SL_AVX2 static inline void store8_avx2(__m256i *o, __m256i v0, __m256i v1, __m25
 #define ROW(k) (7 - (k))
 #include "nodes/codec/bitshuffle_vector.h"
 
-SL_GFNI static void unshuffle_gfni(const uint8_t *in, uint8_t *out, size_t m, size_t s, uint8_t *ones) {
-  const size_t nb = m / 8;
-  size_t g = tiles_gfni(in, out, nb, s, ones);
+/* After the 32-group tiles of a wide path: one SSE2 tile if 16 groups
+ * remain, then scalar. */
+static void unshuffle_rest(const uint8_t *in, uint8_t *out, size_t nb, size_t s, size_t g, uint8_t *ones) {
   if (nb - g >= 16) {
     tile_sse2(in, out, nb, s, g, ones);
     g += 16;
   }
   unshuffle_scalar_range(in, out, nb, s, g, ones);
+}
+
+SL_GFNI static void unshuffle_gfni(const uint8_t *in, uint8_t *out, size_t m, size_t s, uint8_t *ones) {
+  unshuffle_rest(in, out, m / 8, s, tiles_gfni(in, out, m / 8, s, ones), ones);
 }
 
 /* GFNI is used on the AVX2 path when the CPU has it, unless turned off. */
@@ -164,14 +168,7 @@ bool sl_bitshuffle_gfni_used(void) {
 
 SL_AVX2 static void unshuffle_avx2(const uint8_t *in, uint8_t *out, size_t m, size_t s,
                                    uint8_t *ones) {
-  const size_t nb = m / 8;
-  size_t g = tiles_avx2(in, out, nb, s, ones);
-  /* the rest: one SSE2 tile if 16 groups remain, then scalar */
-  if (nb - g >= 16) {
-    tile_sse2(in, out, nb, s, g, ones);
-    g += 16;
-  }
-  unshuffle_scalar_range(in, out, nb, s, g, ones);
+  unshuffle_rest(in, out, m / 8, s, tiles_avx2(in, out, m / 8, s, ones), ones);
 }
 #else
 void sl_bitshuffle_allow_gfni(bool allow) { (void)allow; }

@@ -52,6 +52,14 @@ static sl_code open_index(const sl_node *n, bool listed, const sl_h5_index **ix,
   return listed ? sl_h5_index_get_listed(p->path, dataset, ix, err) : sl_h5_index_get(p->path, dataset, ix, err);
 }
 
+/* How many stored chunks, from the first, hold the first `want` frames of a
+ * listed index. */
+static int64_t chunks_holding(const sl_h5_index *ix, int64_t want) {
+  int64_t count = 0;
+  for (int64_t frames = 0; count < ix->n_chunks && frames < want; count++) frames += ix->chunks[count].n_frames;
+  return count;
+}
+
 static sl_code preview_infer(sl_node *n, sl_error *err) {
   if (detector_preview_params_of(n)->frames < 1)
     return sl_fail(err, SL_ERR_PIPELINE, "param 'frames' must be >= 1, got %lld",
@@ -74,7 +82,7 @@ static sl_code preview_infer(sl_node *n, sl_error *err) {
     int64_t per = ix->frames_per_chunk > 0 ? ix->frames_per_chunk : 1;
     f->stored_chunk_bytes = per * ix->frame_bytes;
     if (ix->listed) {
-      for (int64_t got = 0; count < ix->n_chunks && got < want; count++) got += ix->chunks[count].n_frames;
+      count = chunks_holding(ix, want);
       f->window_bytes = (int64_t)sl_h5_window_bytes(ix, 0, count);
     } else { /* each of the first chunks holds at least one of the frames */
       count = want < ix->n_chunks ? want : ix->n_chunks;
@@ -203,8 +211,7 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   preview_job j = {.ix = ix, .a = a, .want = want, .npix = ix->frame_rows * ix->frame_cols, .mask = a->in[0]};
   sl_code rc = sl_h5_index_encoding(ix, &j.enc, &j.block, err);
   if (rc != SL_OK) return rc;
-  int64_t count = 0;
-  for (int64_t frames = 0; count < ix->n_chunks && frames < want; count++) frames += ix->chunks[count].n_frames;
+  int64_t count = chunks_holding(ix, want);
   uint64_t window = sl_h5_window_bytes(ix, 0, count);
   j.stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
   j.partial_at = ((int64_t)j.stored + 63) / 64 * 64;
