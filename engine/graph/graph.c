@@ -363,6 +363,14 @@ static sl_code resolve_ref(sl_graph *g, const sl_ref *r, const char *user, sl_ed
 
 /* ---- building ---------------------------------------------------------------- */
 
+/* A node of a registered type: its ports as the descriptor declares them. */
+static void take_desc(sl_node *n, const sl_node_desc *d) {
+  n->desc = d;
+  n->n_in = d->n_inputs;
+  n->n_out = d->n_outputs;
+  for (int k = 0; k < n->n_out; k++) n->out_names[k] = d->outputs[k].name;
+}
+
 static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *err) {
   sl_node *n = &g->nodes[i];
   n->id = sl_strdup(ns->id);
@@ -403,9 +411,7 @@ static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *e
             ns->type);
     return at(err, ns->loc, n->id);
   }
-  n->n_in = n->desc->n_inputs;
-  n->n_out = n->desc->n_outputs;
-  for (int k = 0; k < n->n_out; k++) n->out_names[k] = n->desc->outputs[k].name;
+  take_desc(n, n->desc);
   return bind_params(n, ns, err);
 }
 
@@ -882,11 +888,8 @@ sl_code sl_graph_add_output_reader(sl_graph *g, const sl_node_desc *desc, const 
   memset(n, 0, sizeof *n);
   if (!(n->id = sl_strdup(id))) return sl_fail_nomem(err, "a writer node's id");
   n->loc = go->loc;
-  n->desc = desc;
   for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
-  n->n_in = desc->n_inputs;
-  n->n_out = desc->n_outputs;
-  for (int k = 0; k < n->n_out; k++) n->out_names[k] = desc->outputs[k].name;
+  take_desc(n, desc);
   sl_node_spec ns;
   memset(&ns, 0, sizeof ns);
   ns.loc = go->loc;
@@ -894,7 +897,7 @@ sl_code sl_graph_add_output_reader(sl_graph *g, const sl_node_desc *desc, const 
   sl_yaml *name = ns.params ? sl_yaml_new_scalar(go->name, go->loc) : NULL;
   if (!name || !sl_yaml_append(ns.params, "output", name)) {
     sl_yaml_free(ns.params); /* an append that failed freed the item */
-    return sl_fail(err, SL_ERR_NOMEM, "no memory for node '%s'", id);
+    return sl_fail_nomem(err, "a writer node's params");
   }
   sl_code rc = bind_params(n, &ns, err);
   sl_yaml_free(ns.params);
