@@ -220,6 +220,8 @@ static void nodes_json(sl_json *j, const sl_run_info *info) {
     /* of which the wait for a device library's load (sl_cost_warm_up_wait) */
     if (p->nodes[i].warm_up_wait_seconds > 0)
       sl_json_kv_double(j, "estimated_warm_up_wait_seconds", p->nodes[i].warm_up_wait_seconds);
+    if (p->nodes[i].first_call_seconds > 0)
+      sl_json_kv_double(j, "estimated_first_call_seconds", p->nodes[i].first_call_seconds);
     /* measured / estimated: the cost model holds where this is near 1 */
     if (p->nodes[i].est_seconds > 0)
       sl_json_kv_double(j, "measured_over_estimated", measured / p->nodes[i].est_seconds);

@@ -48,7 +48,7 @@ const sl_cost_rate *sl_cost_profile_rate(const sl_cost_profile *p, const char *t
 }
 
 /* The rate of "type/dtype", else of "type". */
-static const sl_cost_rate *rate_or_type(const sl_cost_profile *p, const char *key) {
+const sl_cost_rate *sl_cost_rate_for(const sl_cost_profile *p, const char *key) {
   const sl_cost_rate *r = sl_cost_profile_rate(p, key);
   const char *slash = key ? strchr(key, '/') : NULL;
   if (r || !slash) return r;
@@ -80,7 +80,7 @@ double sl_cost_work(const sl_node_cost *c, bool per_op) {
 
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls) {
-  const sl_cost_rate *r = rate_or_type(p, type);
+  const sl_cost_rate *r = sl_cost_rate_for(p, type);
   if (r)
     return (calls > 0 ? r->run_seconds : 0) + (double)calls * r->call_seconds +
            sl_cost_work(c, r->per_op) * r->seconds_per_unit;
@@ -148,6 +148,7 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
     sl_json_kv_double(j, "call_seconds", r->call_seconds);
     sl_json_kv_double(j, "seconds_per_unit", r->seconds_per_unit);
     sl_json_kv_double(j, "run_seconds", r->run_seconds);
+    if (r->first_call_seconds > 0) sl_json_kv_double(j, "first_call_seconds", r->first_call_seconds);
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
@@ -270,6 +271,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
                 : !strcmp(key, "call_seconds")     ? read_number(r, &rate->call_seconds)
                 : !strcmp(key, "seconds_per_unit") ? read_number(r, &rate->seconds_per_unit)
                 : !strcmp(key, "run_seconds")      ? read_number(r, &rate->run_seconds)
+                : !strcmp(key, "first_call_seconds") ? read_number(r, &rate->first_call_seconds)
                                                    : skip_value(r);
       if (!ok) return false;
     } while (eat(r, ','));
@@ -277,7 +279,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
   }
   rate->per_op = !strcmp(unit, "op");
   return rate->type[0] && (rate->per_op || !strcmp(unit, "byte")) && rate->call_seconds >= 0 &&
-         rate->seconds_per_unit >= 0 && rate->run_seconds >= 0;
+         rate->seconds_per_unit >= 0 && rate->run_seconds >= 0 && rate->first_call_seconds >= 0;
 }
 
 static sl_code parse_fail(sl_error *err, const json_reader *r, const char *start, const char *what) {

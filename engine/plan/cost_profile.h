@@ -42,6 +42,10 @@ typedef struct sl_cost_rate {
   double seconds_per_unit; /* per op, or per byte moved */
   double run_seconds;      /* once per run of a node that is called (its
                               first call's setup: pinned windows, plans) */
+  double first_call_seconds; /* once per process, on a device backend: the
+                              first node of the type pays it (its kernels
+                              loaded on their first launch); calibrate's
+                              warm-up run against the same run again */
 } sl_cost_rate;
 
 /* The built-in process_bytes (see sl_cost_profile): on the CPU backend, and
@@ -111,6 +115,9 @@ void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
  * falls back to "t", then to the bandwidth model) that together cost `c`. */
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls);
+/* The rate that estimates a node of rate key `type` (as sl_cost_estimate
+ * finds it), or NULL when the bandwidth model does. */
+const sl_cost_rate *sl_cost_rate_for(const sl_cost_profile *p, const char *type);
 
 /* The wait of a node whose first call joins the device libraries' load
  * (sl_node_desc.device_warm_up_wait): the load takes load_seconds from the

@@ -77,6 +77,9 @@ typedef struct sl_plan_node {
   /* A device library's load its first call waits for (sl_cost_warm_up_wait;
    * 0: none left or none waited for). */
   double warm_up_wait_seconds;
+  /* The rate's first_call_seconds when this node is the first of its rate
+   * in the run (a fresh process's kernel loading; part of est_seconds). */
+  double first_call_seconds;
   struct sl_plan *body; /* iterate nodes: the body's plan, made once */
   /* Per output port: where in each worker's block of worker scratch the
    * port's partial per worker lies (sl_plan_worker_layout), or -1. */

@@ -199,6 +199,7 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
     if (pn->warm_up_wait_seconds > 0)
       sl_json_kv_double(j, "estimated_warm_up_wait_seconds", pn->warm_up_wait_seconds);
+    if (pn->first_call_seconds > 0) sl_json_kv_double(j, "estimated_first_call_seconds", pn->first_call_seconds);
     sl_json_kv_int(j, "estimated_calls", pn->calls);
     if (pn->body) {
       sl_json_kv_int(j, "times", n->times);

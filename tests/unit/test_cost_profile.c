@@ -40,9 +40,10 @@ static sl_cost_profile hand_made(void) {
   p.run_seconds = 2.0;
   p.first_touch_seconds_per_byte = 0; /* the closed forms below leave it out; test_pool_estimate has it */
   snprintf(p.created, sizeof p.created, "2024-01-02T03:04:05Z");
-  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0};
-  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0};
-  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0}; /* and a setup once per run */
+  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0, 0};
+  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0, 0};
+  /* and a setup once per run, and a first call once per process */
+  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0, 0.75};
   assert_true(sl_cost_profile_set_rate(&p, &sum));
   assert_true(sl_cost_profile_set_rate(&p, &sum_u16));
   assert_true(sl_cost_profile_set_rate(&p, &gather));
@@ -84,7 +85,9 @@ static void test_json_round_trip(void **state) {
     assert_true(q.rates[i].call_seconds == p.rates[i].call_seconds);
     assert_true(q.rates[i].run_seconds == p.rates[i].run_seconds);
     assert_true(q.rates[i].seconds_per_unit == p.rates[i].seconds_per_unit);
+    assert_true(q.rates[i].first_call_seconds == p.rates[i].first_call_seconds);
   }
+  assert_true(q.rates[2].first_call_seconds == 0.75); /* gather's, written and read back */
 }
 
 static void test_cache_key(void **state) {
@@ -330,6 +333,50 @@ static void test_warm_up_wait(void **state) {
   free_plan_text(p4, g4, s4);
 }
 
+/* A node type's first call in a process (its kernels loaded): on a device
+ * backend the first node of each rate in execution order pays the rate's
+ * first_call_seconds, on its estimate, its level's and the run's; a second
+ * node of the same rate does not; the CPU backend adds nothing. */
+static void test_first_calls(void **state) {
+  (void)state;
+  static const char yaml[] =
+      "pipeline: first\n"
+      "nodes:\n"
+      "  r: {type: ramp, params: {positions: [64], item_shape: [8]}}\n"
+      "  a: {type: affine, inputs: {x: r.out}, params: {scale: 2}}\n"
+      "  b: {type: affine, inputs: {x: a.y}, params: {scale: 3}}\n"
+      "outputs: {y: b.y}\n";
+  sl_backend_caps gpu = cpu_caps(2);
+  gpu.kind = SL_BACKEND_CUDA;
+  snprintf(gpu.device, sizeof gpu.device, "a pretend GPU");
+  gpu.device_memory = true;
+  gpu.memory_bytes = (uint64_t)1 << 34;
+  sl_cost_profile prof = hand_made(), without = hand_made();
+  sl_cost_rate affine = {"affine", true, 0.125, 1.0 / 64, 0, 0};
+  assert_true(sl_cost_profile_set_rate(&without, &affine));
+  affine.first_call_seconds = 5.0;
+  assert_true(sl_cost_profile_set_rate(&prof, &affine));
+  sl_graph *g0, *g1, *g2;
+  sl_spec *s0, *s1, *s2;
+  sl_plan *p0 = plan_text(yaml, &gpu, &without, &g0, &s0);
+  sl_plan *p1 = plan_text(yaml, &gpu, &prof, &g1, &s1);
+  int a = sl_graph_find(g1, "a"), b = sl_graph_find(g1, "b");
+  assert_true(p1->nodes[a].first_call_seconds == 5.0);
+  assert_true(p1->nodes[b].first_call_seconds == 0);
+  assert_true(fabs(p1->nodes[a].est_seconds - (p0->nodes[a].est_seconds + 5)) < 1e-9);
+  assert_true(p1->nodes[b].est_seconds == p0->nodes[b].est_seconds);
+  int level = p1->exec_level[a * p1->n_passes];
+  assert_true(fabs(p1->levels[level].est_seconds - (p0->levels[level].est_seconds + 5)) < 1e-9);
+  assert_true(fabs(p1->est_seconds - (p0->est_seconds + 5)) < 1e-9);
+  /* the CPU backend: nothing added */
+  sl_backend_caps cpu = cpu_caps(2);
+  sl_plan *p2 = plan_text(yaml, &cpu, &prof, &g2, &s2);
+  assert_true(p2->nodes[a].first_call_seconds == 0);
+  free_plan_text(p0, g0, s0);
+  free_plan_text(p1, g1, s1);
+  free_plan_text(p2, g2, s2);
+}
+
 /* The pooled buffers taken and given back, and their first touch: the
  * run's estimate grows by pool_seconds_per_byte + first_touch_seconds_per_byte
  * times the bytes of its slots, its workspace and its reductions' partials,
@@ -367,6 +414,7 @@ int main(void) {
       cmocka_unit_test(test_estimate_closed_form),
       cmocka_unit_test(test_plan_estimate),
       cmocka_unit_test(test_warm_up_wait),
+      cmocka_unit_test(test_first_calls),
       cmocka_unit_test(test_pool_estimate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
