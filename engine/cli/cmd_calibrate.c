@@ -48,7 +48,9 @@ const char *const cli_help_calibrate =
     "  --budget SECONDS   about how long the measuring runs take (default 20)\n"
     "  --out FILE         write the profile to FILE instead of the cache\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
-    "  --json             print the profile as JSON on stdout instead of the table\n";
+    "  --json             print the profile as JSON on stdout instead of the table\n"
+    "  --libraries-only   only load the device libraries and print the seconds left\n"
+    "                     once the backend is up (calibrate runs itself so first)\n";
 
 /* The calibration pipelines: written into a temporary folder and run with
  * their size params set. */
