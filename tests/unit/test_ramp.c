@@ -1,5 +1,6 @@
 /* ramp: element e of position p is (p * item + e) mod 1024 for every chunk
- * size and thread count, in f32 and f64, across the wrap at 1024; the
+ * size and thread count, in f32 and f64, across the wrap at 1024; its hash
+ * values; the
  * stream and item axes of the output; axis errors; the cost per position. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -56,6 +57,42 @@ static void check_ramp(const char *dtype, sl_dtype want) {
 static void test_f32(void **st) { check_ramp("f32", SL_F32); }
 static void test_f64(void **st) { check_ramp("f64", SL_F64); }
 
+/* values: hash: MurmurHash3's fmix64 of the flat index (its published
+ * constants), top 10 bits, for every chunk size and thread count; and
+ * noise-like: every one of the 1024 values occurs about equally often. */
+static uint64_t fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
+static void test_hash(void **st) {
+  const int64_t npos = 64, item = 1024;
+  sl_node n;
+  const kv o[] = {{"positions", "[64]"}, {"item_shape", "[1024]"}, {"dtype", "f64"}, {"values", "hash"}};
+  node_make_ok(&n, &sl_node_ramp, o, 4, NULL, 0);
+  double *y = malloc((size_t)(npos * item) * sizeof *y);
+  const int64_t chunks[] = {1, 7, 64};
+  for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++)
+    for (int threads = 1; threads <= 2; threads++) {
+      run_chunked(&n, NULL, NULL, y, npos, chunks[c], threads);
+      for (int64_t i = 0; i < npos * item; i++)
+        if (y[i] != (double)(fmix64((uint64_t)i) >> 54)) fail_msg("hash chunk %lld: [%lld] = %g", (long long)chunks[c], (long long)i, y[i]);
+    }
+  int count[1024] = {0};
+  for (int64_t i = 0; i < npos * item; i++) count[(int)y[i]]++;
+  double chi2 = 0; /* 64 expected per value; 1023 degrees of freedom */
+  for (int v = 0; v < 1024; v++) chi2 += (count[v] - 64.0) * (count[v] - 64.0) / 64.0;
+  assert_true(chi2 < 1250); /* p < 1e-4 for a uniform source */
+  free(y);
+  node_free(&n);
+  const kv bad[] = {{"values", "noise"}};
+  node_make_refused(&sl_node_ramp, bad, 1, NULL, 0, "must be one of ramp|hash");
+}
+
 /* Enough elements per chunk that the backend splits the work between threads. */
 static void test_large_chunk_two_threads(void **st) {
   const int64_t npos = 3, item = 70000;
@@ -100,6 +137,7 @@ int main(void) {
       cmocka_unit_test(test_f32),
       cmocka_unit_test(test_f64),
       cmocka_unit_test(test_large_chunk_two_threads),
+      cmocka_unit_test(test_hash),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_cost_and_descriptor),
   };
