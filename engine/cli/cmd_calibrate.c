@@ -115,6 +115,9 @@ static const char k_image_yaml[] =
     "  image: {type: affine, inputs: {x: ramp.out}, params: {scale: 0.5, offset: 1}}\n"
     "outputs: {image: image.y}\n";
 
+/* The shipped detector chain (pipelines/templates/detector_input.yaml: the
+ * decoder's flag counts spare mask_correct its scan of every frame) and the
+ * products' nodes after it. */
 static const char k_detector_yaml[] =
     "pipeline: calibrate_detector\n"
     "params:\n"
@@ -125,7 +128,8 @@ static const char k_detector_yaml[] =
     "  source: {type: hdf5_source, params: {path: \"${input}\", scan_shape: \"${scan_shape}\"}}\n"
     "  pixel_mask: {type: detector_mask, params: {path: \"${input}\"}}\n"
     "  decode: {type: bslz4_decode, inputs: {chunks: source.frames}}\n"
-    "  corrected: {type: mask_correct, inputs: {frames: decode.frames, mask: pixel_mask.mask}}\n"
+    "  corrected: {type: mask_correct,\n"
+    "              inputs: {frames: decode.frames, mask: pixel_mask.mask, flag_counts: decode.flag_counts}}\n"
     "  preview: {type: detector_preview, inputs: {mask: pixel_mask.mask},\n"
     "            params: {path: \"${input}\", frames: \"${preview_frames}\"}}\n"
     "  disk: {type: disk_fit, inputs: {pattern: preview.pattern}}\n"
