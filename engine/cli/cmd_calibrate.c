@@ -49,6 +49,7 @@ const char *const cli_help_calibrate =
     "  --out FILE         write the profile to FILE instead of the cache\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
     "  --json             print the profile as JSON on stdout instead of the table\n"
+    "  --samples          also print every measured node (type, calls, work, seconds)\n"
     "  --libraries-only   only load the device libraries and print the seconds left\n"
     "                     once the backend is up (calibrate runs itself so first)\n";
 
@@ -752,6 +753,16 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("wrote %s\n", path);
 }
 
+/* What the fit was given: every node of every measured run. */
+static void print_samples(const calibration *c) {
+  printf("  %-24s %10s %16s %12s\n", "sample", "calls", "work (ops|bytes)", "seconds");
+  for (int k = 0; k < c->n_samples; k++) {
+    const sample *s = &c->samples[k];
+    printf("  %-24s %10lld %16.0f %12.6f\n", s->type, (long long)s->calls,
+           sl_cost_work(&s->cost, s->cost.ops > 0), s->seconds);
+  }
+}
+
 /* Acquisitions of different sizes let the fit tell a node's setup (once
  * per run) from its rate. */
 #define CALIBRATE_MAX_INPUTS 4
@@ -760,11 +771,11 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
  * --libraries-only (load_libraries_in_child) out of argv (cli_parse knows
  * the rest). */
 static int own_options(int *argc, char **argv, const char **inputs, int *n_inputs, double *budget,
-                       bool *libraries_only) {
+                       bool *libraries_only, bool *samples) {
   int w = 1;
   for (int i = 1; i < *argc; i++) {
-    if (!strcmp(argv[i], "--libraries-only")) {
-      *libraries_only = true;
+    if (!strcmp(argv[i], "--libraries-only") || !strcmp(argv[i], "--samples")) {
+      *(argv[i][2] == 'l' ? libraries_only : samples) = true;
       continue;
     }
     bool in = !strcmp(argv[i], "--input"), bu = !strcmp(argv[i], "--budget");
@@ -804,8 +815,8 @@ int cmd_calibrate(int argc, char **argv) {
   const char *inputs[CALIBRATE_MAX_INPUTS] = {0};
   int n_inputs = 0;
   double budget = 20;
-  bool libraries_only = false;
-  int rc = own_options(&argc, argv, inputs, &n_inputs, &budget, &libraries_only);
+  bool libraries_only = false, samples = false;
+  int rc = own_options(&argc, argv, inputs, &n_inputs, &budget, &libraries_only, &samples);
   if (rc) return rc;
   cli_opts o;
   rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_THREADS | CLI_OUT | CLI_JSON | CLI_SETTING, false,
@@ -885,6 +896,7 @@ int cmd_calibrate(int argc, char **argv) {
     sl_json_finish(&j);
   } else {
     print_table(&c, &prof, path);
+    if (samples) print_samples(&c);
   }
   free(c.samples), free(c.warm);
   return 0;
