@@ -7,15 +7,16 @@
 #
 #   bash load_sweep.sh BUNDLE [SCAN] [REPS] [READ_THREADS...]
 #   env PIECES="0 1048576 65536": also the smallest read piece (read_piece)
+#   env DARK_MEAN (default 0.8: the 3.26 GB, 5.9:1 file; see shipped_full_size.sh)
 set -u
 BUNDLE=$1 SCAN=${2:-512} REPS=${3:-2}
 shift 3 2>/dev/null || shift $#
 THREADS=${*:-"0 8 16"}
-B=$BUNDLE/bin D=/tmp/acq-shipped
+B=$BUNDLE/bin D=/tmp/acq-shipped-${DARK_MEAN:=0.8}
 export PATH="$B:$PATH" LD_LIBRARY_PATH="$BUNDLE/lib" HDF5_PLUGIN_PATH="$BUNDLE/plugins"
 mkdir -p $D
 if [ ! -e $D/scan_master.h5 ]; then
-  "$B/make_acquisition" $D/scan $SCAN $SCAN 192 192 1000 16 | tail -1
+  "$B/make_acquisition" --dark-mean $DARK_MEAN $D/scan $SCAN $SCAN 192 192 1000 16 | tail -1
 fi
 cat $D/*.h5 >/dev/null
 cp $BUNDLE/src/bench/device/decode_bf.yaml $D/decode.yaml
