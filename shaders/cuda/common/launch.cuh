@@ -25,6 +25,14 @@ static inline int sl_cuda_multiprocessors(const sl_kernel_args *a) {
   return a->dev->multiprocessors > 0 ? a->dev->multiprocessors : 132;
 }
 
+/* A grid of 256-thread blocks for `threads` items of a grid-stride loop: one
+ * block per 256 items, at most `per_sm` blocks per multiprocessor, at least
+ * one (the loops do the rest). */
+static inline unsigned sl_cuda_stride_grid(const sl_kernel_args *a, long long threads, int per_sm) {
+  long long g = (threads + 255) / 256, cap = (long long)per_sm * sl_cuda_multiprocessors(a);
+  return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+}
+
 /* The failure of a runtime call the launcher made itself (a table allocation
  * or copy): "NODE: WHAT (the runtime's message)"; SL_OK for cudaSuccess. */
 sl_code sl_cuda_runtime_fail(sl_kernel_args *a, cudaError_t e, const char *node, const char *what);

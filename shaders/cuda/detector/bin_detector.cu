@@ -167,16 +167,13 @@ static sl_code bin_report(const sl_cuda_bin_detector_params *p, sl_kernel_args *
 
 /* ---- launchers ------------------------------------------------------------------- */
 
-static sl_code launch_bin(const sl_cuda_bin_detector_params *p, sl_kernel_args *a, long long nf, int64_t cap) {
+static sl_code launch_bin(const sl_cuda_bin_detector_params *p, sl_kernel_args *a, long long nf) {
   const int64_t h = p->frames.height, w = p->frames.width, ho = p->binned.height, wo = p->binned.width;
   const int f = p->factor;
-  const long long total = nf * ho * wo;
-  int64_t grid = (total + 255) / 256;
-  if (grid > cap) grid = cap;
-  if (grid < 1) grid = 1;
+  const unsigned grid = sl_cuda_stride_grid(a, nf * ho * wo, 16);
   cudaStream_t st = sl_cuda_queue(a);
 #define BIN(TI, TO)                                                                                        \
-  sl_k_bin<TI, TO><<<(unsigned)grid, 256, 0, st>>>((const TI *)a->in[0], (TO *)a->out[0], nf, (int)w, (int)ho, \
+  sl_k_bin<TI, TO><<<grid, 256, 0, st>>>((const TI *)a->in[0], (TO *)a->out[0], nf, (int)w, (int)ho, \
                                                    (int)wo, f, (long long)(h * w))
 #define BIN_TO(TI)                                 \
   switch (p->binned.dtype) {                       \
@@ -196,9 +193,9 @@ static sl_code launch_bin(const sl_cuda_bin_detector_params *p, sl_kernel_args *
 }
 
 template <typename T>
-static void launch_audit(sl_kernel_args *a, bin_device_state *s, long long nel, int64_t grid, int64_t max_value) {
+static void launch_audit(sl_kernel_args *a, bin_device_state *s, long long nel, int64_t max_value) {
   cudaStream_t st = sl_cuda_queue(a);
-  sl_k_bin_audit<T><<<(unsigned)grid, 256, 0, st>>>((const T *)a->in[0], nel, (unsigned long long)max_value,
+  sl_k_bin_audit<T><<<sl_cuda_stride_grid(a, nel, 16), 256, 0, st>>>((const T *)a->in[0], nel, (unsigned long long)max_value,
                                                     s->first);
   sl_k_bin_audit_commit<T><<<1, 1, 0, st>>>((const T *)a->in[0], s->first, s->err.device, a->chunk, a->pos_start);
 }
@@ -216,16 +213,13 @@ extern "C" sl_code sl_cuda_bin_detector(const sl_cuda_bin_detector_params *p, sl
   }
   const long long nf = a->pos_count;
   if (nf <= 0) return SL_OK;
-  const int64_t cap = (int64_t)sl_cuda_multiprocessors(a) * 16;
-  if ((rc = launch_bin(p, a, nf, cap))) return rc;
+  if ((rc = launch_bin(p, a, nf))) return rc;
   if (!audit) return SL_OK;
   const long long nel = nf * p->frames.height * p->frames.width;
-  int64_t ag = (nel + 255) / 256;
-  if (ag > cap) ag = cap;
   switch (in_dtype) {
-    case SL_U8: launch_audit<uint8_t>(a, s, nel, ag, mv); break;
-    case SL_U16: launch_audit<uint16_t>(a, s, nel, ag, mv); break;
-    default: launch_audit<uint32_t>(a, s, nel, ag, mv); break;
+    case SL_U8: launch_audit<uint8_t>(a, s, nel, mv); break;
+    case SL_U16: launch_audit<uint16_t>(a, s, nel, mv); break;
+    default: launch_audit<uint32_t>(a, s, nel, mv); break;
   }
   if ((rc = sl_cuda_check_launch(a, "sl_k_bin_audit"))) return rc;
   return sl_cuda_error_mirror_pull(&s->err, a, k_node);

@@ -349,11 +349,6 @@ static sl_code chunk_pieces(const sl_cuda_mask_correct_params *p, sl_kernel_args
   return rc;
 }
 
-static unsigned grid_for(const sl_kernel_args *a, int64_t threads) {
-  int64_t g = (threads + 255) / 256, cap = (int64_t)sl_cuda_multiprocessors(a) * 16;
-  return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
-}
-
 /* Steps 1-3 of the file comment on the frames at y (pos_count of them). */
 template <typename T>
 static sl_code correct_in_place(const sl_cuda_mask_correct_params *p, sl_kernel_args *a,
@@ -365,7 +360,7 @@ static sl_code correct_in_place(const sl_cuda_mask_correct_params *p, sl_kernel_
   const int median = p->policy == SL_CUDA_MASK_MEDIAN;
   sl_code rc = SL_OK;
   if (s->n_bad > 0) {
-    sl_k_static_fix<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, h, w, at->bad, at->bad_list, s->n_bad,
+    sl_k_static_fix<T><<<sl_cuda_stride_grid(a, n * s->n_bad, 16), 256, 0, st>>>(y, n, h, w, at->bad, at->bad_list, s->n_bad,
                                                                   median, p->flagged, at->vals, at->static_flag);
     if ((rc = sl_cuda_check_launch(a, "sl_k_static_fix"))) return rc;
   }
@@ -373,20 +368,20 @@ static sl_code correct_in_place(const sl_cuda_mask_correct_params *p, sl_kernel_
     constexpr int VV = (int)(16 / sizeof(T));
     const uint32_t *counts = at->static_flag ? (const uint32_t *)a->in[2] : NULL;
     if (v > 1)
-      sl_k_flag_scan<T, VV><<<grid_for(a, n * item / VV), 256, 0, st>>>(y, n, h, w, at->bad, median,
+      sl_k_flag_scan<T, VV><<<sl_cuda_stride_grid(a, n * item / VV, 16), 256, 0, st>>>(y, n, h, w, at->bad, median,
                                                                            (T *)at->shadow, at->bits, counts,
                                                                            at->static_flag);
     else
-      sl_k_flag_scan<T, 1><<<grid_for(a, n * item), 256, 0, st>>>(y, n, h, w, at->bad, median, (T *)at->shadow,
+      sl_k_flag_scan<T, 1><<<sl_cuda_stride_grid(a, n * item, 16), 256, 0, st>>>(y, n, h, w, at->bad, median, (T *)at->shadow,
                                                                     at->bits, counts, at->static_flag);
     if ((rc = sl_cuda_check_launch(a, "sl_k_flag_scan"))) return rc;
   }
   if (s->n_bad > 0) {
-    sl_k_static_write<T><<<grid_for(a, n * s->n_bad), 256, 0, st>>>(y, n, item, at->bad_list, s->n_bad, at->vals);
+    sl_k_static_write<T><<<sl_cuda_stride_grid(a, n * s->n_bad, 16), 256, 0, st>>>(y, n, item, at->bad_list, s->n_bad, at->vals);
     if ((rc = sl_cuda_check_launch(a, "sl_k_static_write"))) return rc;
   }
   if (p->flagged) {
-    sl_k_flag_write<T><<<grid_for(a, n * ((item + 31) / 32)), 256, 0, st>>>(y, n, item, (const T *)at->shadow,
+    sl_k_flag_write<T><<<sl_cuda_stride_grid(a, n * ((item + 31) / 32), 16), 256, 0, st>>>(y, n, item, (const T *)at->shadow,
                                                                              at->bits);
     rc = sl_cuda_check_launch(a, "sl_k_flag_write");
   }

@@ -81,11 +81,7 @@ sl_code sl_cuda_cufft_fail(sl_kernel_args *a, const char *node, int result, cons
 
 /* A grid of 256-thread blocks for n items, at most 32 per multiprocessor
  * (grid-stride loops do the rest). */
-static inline unsigned sl_cuda_stem_grid(const sl_kernel_args *a, long long n) {
-  long long g = (n + 255) / 256, cap = 32LL * sl_cuda_multiprocessors(a);
-  if (g > cap) g = cap;
-  return (unsigned)(g < 1 ? 1 : g);
-}
+static inline unsigned sl_cuda_stem_grid(const sl_kernel_args *a, long long n) { return sl_cuda_stride_grid(a, n, 32); }
 
 /* The sum of v over a block of SL_INTEGRAL_THREADS threads, returned to every
  * thread; a fixed tree, so the same bits every run. Callable several times
