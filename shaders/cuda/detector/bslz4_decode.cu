@@ -592,12 +592,13 @@ cudaError_t launch_decode(const decode_args &p, unsigned long long warps, size_t
   return cudaSuccess;
 }
 
-/* The flag counts' place and layout when output 1 is read (out[1] set), else counts NULL. */
-flag_sink flag_sink_of(const sl_kernel_args *a, const sl_tensor_desc *in) {
+/* The flag counts' place and layout when they are read (`counted`), else
+ * counts NULL. */
+flag_sink flag_sink_of(const sl_kernel_args *a, const sl_tensor_desc *in, bool counted) {
   flag_sink fs;
   memset(&fs, 0, sizeof fs);
   const long long item = sl_desc_item_elems(in);
-  fs.counts = (unsigned int *)a->out[1];
+  fs.counts = counted ? (unsigned int *)a->out[1] : NULL;
   fs.item = (unsigned long long)item;
   fs.groups = (unsigned int)sl_flag_groups(item);
   fs.group = SL_FLAG_GROUP_PIXELS;
@@ -613,7 +614,7 @@ sl_code flag_counts_clear(const sl_cuda_bslz4_decode_params *params, sl_kernel_a
 }
 
 decode_args make_args(const sl_kernel_args *a, const decode_pieces *dt, const decode_plan *pl,
-                      const sl_tensor_desc *in) {
+                      const sl_tensor_desc *in, bool counted) {
   decode_args p;
   memset(&p, 0, sizeof p);
   p.buf = (const uint8_t *)a->in[0];
@@ -633,7 +634,7 @@ decode_args make_args(const sl_kernel_args *a, const decode_pieces *dt, const de
   p.elem = (unsigned int)pl->elem;
   p.enc = (unsigned int)in->encoding;
   p.raw_bs = (unsigned int)pl->raw_bs;
-  p.flags = flag_sink_of(a, in);
+  p.flags = flag_sink_of(a, in, counted);
   return p;
 }
 
@@ -671,7 +672,7 @@ extern "C" sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *param
                                     cudaMemcpyDeviceToDevice, stream);
     if (e != cudaSuccess) return cuda_fail(a, e, "copy of plain frames");
     if (!params->flag_counts) return SL_OK;
-    const flag_sink fs = flag_sink_of(a, in);
+    const flag_sink fs = flag_sink_of(a, in, true);
     const unsigned long long elems = (unsigned long long)a->pos_count * fs.item;
     const size_t s = sl_dtype_size(in->dtype);
     const unsigned grid = (unsigned)((elems + 255) / 256 < 4096 ? (elems + 255) / 256 : 4096);
@@ -699,8 +700,7 @@ extern "C" sl_code sl_cuda_bslz4_decode(const sl_cuda_bslz4_decode_params *param
     rc = check_record(a, st, in, pl.slot); /* an earlier chunk's error, if already copied back */
     if (rc != SL_OK) return rc;
   }
-  decode_args p = make_args(a, &dt, &pl, in);
-  if (!params->flag_counts) p.flags.counts = NULL;
+  decode_args p = make_args(a, &dt, &pl, in, params->flag_counts);
 
   sl_k_bslz4_index<<<(unsigned)((pl.bound + INDEX_THREADS - 1) / INDEX_THREADS), INDEX_THREADS, 0, stream>>>(p);
   rc = sl_cuda_check_launch(a, "sl_k_bslz4_index");
