@@ -71,6 +71,10 @@ static const char k_step_yaml[] =
     "  step: {type: affine, inputs: {x: inputs.x}, params: {scale: 0.5, offset: 1}}\n"
     "outputs: {x: step.y}\n";
 
+/* The loop's carried tensor is 3-D, so that no PNG is drawn of it: a
+ * smooth loop state compresses several times better than the products, and
+ * its PNG's rate pulled write_png's fit down (calibrate's image pipeline
+ * below is the products' kind of image). */
 static const char k_basic_yaml[] =
     "pipeline: calibrate_basic\n"
     "params:\n"
@@ -81,7 +85,7 @@ static const char k_basic_yaml[] =
     "  scaled: {type: affine, inputs: {x: ramp.out}, params: {scale: 0.5, offset: 1}}\n"
     "  clipped: {type: clip, inputs: {x: scaled.y}, params: {lo: 0, hi: 100}}\n"
     "  total: {type: sum, inputs: {x: clipped.y}}\n"
-    "  init: {type: constant, params: {shape: [\"${n}\", 16], value: 0}}\n"
+    "  init: {type: constant, params: {shape: [\"${n}\", 4, 4], value: 0}}\n"
     "  loop: {iterate: step.yaml, times: \"${times}\", inputs: {x: init.out}, carry: [x]}\n"
     "outputs: {total: total.total, x: loop.x}\n";
 
@@ -465,17 +469,22 @@ static sl_code measure_overheads(calibration *c, int64_t n, sl_cost_profile *out
 }
 
 /* Weighted least squares of seconds over the terms in `use` (bit 0: once per
- * run, bit 1: per call, bit 2: per unit of work), weights 1 / seconds^2
- * (relative error); false when the terms cannot be told apart (singular)
- * or a coefficient comes out negative. *resid: the weighted squared
- * residual. */
+ * run, bit 1: per call, bit 2: per unit of work), weights 1 / max(seconds,
+ * 1 ms)^2: relative error where a node takes a millisecond or more (where the
+ * estimate must hold), absolute below (many sub-millisecond samples of a
+ * type's tiny runs otherwise outweighed its few large ones, and fitted
+ * write_png's rate at half of what the products' PNGs take); false when the
+ * terms cannot be told apart (singular) or a coefficient comes out
+ * negative. *resid: the weighted squared residual. */
+static double fit_scale(double seconds) { return seconds > 1e-3 ? seconds : 1e-3; }
+
 static bool fit_terms(const sample *s, int n, bool per_op, unsigned use, double coef[3], double *resid) {
   double A[3][3] = {{0}}, y[3] = {0};
   int idx[3], m = 0;
   for (int t = 0; t < 3; t++)
     if (use >> t & 1u) idx[m++] = t;
   for (int k = 0; k < n; k++) {
-    double t = s[k].seconds > 1e-7 ? s[k].seconds : 1e-7, wgt = 1.0 / (t * t);
+    double t = fit_scale(s[k].seconds), wgt = 1.0 / (t * t);
     double x[3] = {s[k].calls > 0 ? 1.0 : 0.0, (double)s[k].calls, sl_cost_work(&s[k].cost, per_op)};
     for (int r = 0; r < m; r++) {
       y[r] += wgt * x[idx[r]] * s[k].seconds;
@@ -510,7 +519,7 @@ static bool fit_terms(const sample *s, int n, bool per_op, unsigned use, double 
   for (int r = 0; r < m; r++) coef[idx[r]] = sol[r];
   *resid = 0;
   for (int k = 0; k < n; k++) {
-    double t = s[k].seconds > 1e-7 ? s[k].seconds : 1e-7;
+    double t = fit_scale(s[k].seconds);
     double e = coef[0] * (s[k].calls > 0) + coef[1] * (double)s[k].calls +
                coef[2] * sl_cost_work(&s[k].cost, per_op) - s[k].seconds;
     *resid += e * e / (t * t);
