@@ -51,7 +51,10 @@ const char *const cli_help_calibrate =
     "  --json             print the profile as JSON on stdout instead of the table\n"
     "  --samples          also print every measured node (type, calls, work, seconds)\n"
     "  --libraries-only   only load the device libraries and print the seconds left\n"
-    "                     once the backend is up (calibrate runs itself so first)\n";
+    "                     once the backend is up (calibrate runs itself so first)\n"
+    "  --first-run FILE [--first-chunk N] [--first-set NAME=VALUE]...\n"
+    "                     only run pipeline FILE once and print each node's rate key\n"
+    "                     and seconds (calibrate runs itself so for first calls)\n";
 
 /* The calibration pipelines: written into a temporary folder and run with
  * their size params set. */
@@ -181,9 +184,11 @@ typedef struct calibration {
   int n_runs;
   double overhead_residuals[CALIBRATE_MAX_RUNS]; /* seconds outside levels, per run */
   double first_process_load; /* the library load a fresh process of this command met; < 0: none */
+  int argc;                  /* this command's arguments left by own_options, for its children */
+  char **argv;
   first_call first[CALIBRATE_MAX_FIRST]; /* per rate key, in the order first met */
   int n_first;
-  sample *warm;       /* the last warm-up run's nodes (warm_up), for note_first_calls */
+  sample *warm;       /* a first run's nodes in a fresh process (first_run_in_child) */
   int n_warm;
 } calibration;
 
@@ -224,6 +229,101 @@ static sl_code calibration_run(calibration *c, const char *file, const sl_settin
   return rc;
 }
 
+/* Runs this command again in a process of its own: its arguments left by
+ * own_options (backend, threads, settings), then `extra`. Returns what the
+ * child printed on stdout (NUL-terminated, malloc'd; at most 64 KiB kept),
+ * or NULL when it could not run or did not exit 0. */
+static char *self_output(const calibration *c, const char *const *extra, int n_extra) {
+  char **argv = calloc((size_t)(c->argc + n_extra) + 2, sizeof *argv); /* and the NULL */
+  enum { KEEP = 64 << 10 };
+  char *text = calloc(1, KEEP + 1);
+  int out[2] = {-1, -1};
+  if (!argv || !text || pipe(out) != 0) {
+    free(argv), free(text);
+    return NULL;
+  }
+  argv[0] = "sluice";
+  for (int i = 0; i < c->argc; i++) argv[i + 1] = c->argv[i];
+  for (int i = 0; i < n_extra; i++) argv[c->argc + 1 + i] = (char *)extra[i];
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  pid_t pid;
+  extern char **environ;
+  int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  free(argv);
+  close(out[1]);
+  size_t got = 0;
+  char sink[4096];
+  for (ssize_t r; rc == 0 && (r = read(out[0], got < KEEP ? text + got : sink, got < KEEP ? KEEP - got : sizeof sink)) != 0;)
+    if (r > 0) got += got < KEEP ? (size_t)r : 0;
+    else if (errno != EINTR) break;
+  close(out[0]);
+  int status = 0;
+  if (rc == 0)
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+/* The library load a run meets is the load from the page cache: the files
+ * were read by the machine's earlier runs. The first process on a machine
+ * reads them from disk instead (on the H200: 182 ms against 6 ms), and a
+ * profile holding that cold read put it into every later run's estimate.
+ * So calibrate first runs itself once more (`--libraries-only`: the load and
+ * nothing else, printed in seconds) in a process of its own, which leaves the
+ * files in the page cache; then this process measures the load the runs will
+ * meet. Returns the child's load, or -1 when it could not be run (then the
+ * measurement below is the first read, as before). */
+static double load_libraries_in_child(const calibration *c) {
+  const char *extra[] = {"--libraries-only"};
+  char *text = self_output(c, extra, 1);
+  if (!text) return -1;
+  char *end;
+  double seconds = strtod(text, &end);
+  bool ok = end != text && seconds >= 0;
+  free(text);
+  return ok ? seconds : -1;
+}
+
+/* A pipeline's first run in a fresh process, as `sluice run` makes it: each
+ * node's seconds (`--first-run`: the child runs it once and prints "RATE-KEY
+ * SECONDS" per node, in graph order) into c->warm. What a run pays once per
+ * process (device kernels loaded on their first launch, the HDF5 library's
+ * start, code paged in) shows there and not in this process's runs. */
+static void first_run_in_child(calibration *c, const char *file, const sl_setting *sets, size_t n_sets,
+                               int64_t chunk) {
+  c->n_warm = 0;
+  enum { MAX_EXTRA = 4 + 2 * (CLI_MAX_SETS + 2) };
+  const char *extra[MAX_EXTRA];
+  char chunk_v[32], set_v[CLI_MAX_SETS + 2][600];
+  int n = 0;
+  extra[n++] = "--first-run", extra[n++] = file;
+  snprintf(chunk_v, sizeof chunk_v, "%lld", (long long)chunk);
+  extra[n++] = "--first-chunk", extra[n++] = chunk_v;
+  for (size_t k = 0; k < n_sets && k < CLI_MAX_SETS + 2; k++) {
+    snprintf(set_v[k], sizeof set_v[k], "%s=%s", sets[k].name, sets[k].value);
+    extra[n++] = "--first-set", extra[n++] = set_v[k];
+  }
+  char *text = self_output(c, extra, n);
+  int count = 0;
+  for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) count++;
+  if (text && count && sl_resize(&c->warm, (size_t)count, sizeof *c->warm)) {
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+      sample *w = &c->warm[c->n_warm];
+      memset(w, 0, sizeof *w);
+      if (sscanf(line, "%47s %lf", w->type, &w->seconds) == 2 && w->seconds >= 0) c->n_warm++;
+    }
+  }
+  free(text);
+}
+
 /* Runs pipeline `file` once and forgets it: what a first run pays once per
  * process (cuFFT loaded and planned, files opened and cached, code paged
  * in) is not what every later run pays, and would be fitted as a rate. */
@@ -231,26 +331,23 @@ static sl_code warm_up(calibration *c, const char *file, const sl_setting *sets,
                        int64_t chunk, sl_error *err) {
   sl_run run;
   sl_code rc = calibration_run(c, file, sets, n_sets, chunk, &run, err);
-  c->n_warm = 0;
-  const sl_graph *g = rc == SL_OK ? run.plan->graph : NULL;
-  if (g && !sl_resize(&c->warm, (size_t)g->n_nodes, sizeof *c->warm)) rc = sl_fail_nomem(err, "the warm-up run");
-  for (int i = 0; rc == SL_OK && i < g->n_nodes; i++) {
-    sl_cost_rate_key(&g->nodes[i], c->warm[i].type, sizeof c->warm[i].type);
-    c->warm[i].seconds = sl_report_node_seconds(run.plan, &run.result, i);
-  }
-  if (rc == SL_OK) c->n_warm = g->n_nodes;
   sl_run_free(&run);
+  if (rc == SL_OK) first_run_in_child(c, file, sets, n_sets, chunk);
   return rc;
 }
 
-/* After a warm-up run and the same run measured (`run`): the node types the
- * warm-up met first in this process paid their first call there (a device
+/* After a pipeline's first run in a fresh process (c->warm) and the same run
+ * measured here (`run`): the first node of each rate key that no earlier
+ * pipeline measured paid the type's first call in a process there (a device
  * kernel loads on its first launch: 0.2-1 ms each on the H200, a few
- * microseconds of the node's work), which a run pays once per process;
- * per rate key, what the warm-up took more than the measured run. */
+ * microseconds of the node's work; the HDF5 library's start), what the
+ * first run took more than the measured one. */
 static void note_first_calls(calibration *c, const sl_run *run) {
   const sl_graph *g = run->plan->graph;
-  for (int i = 0; i < c->n_warm && i < g->n_nodes; i++) {
+  for (int i = 0; c->n_warm == g->n_nodes && i < g->n_nodes; i++) {
+    char key[48];
+    sl_cost_rate_key(&g->nodes[i], key, sizeof key);
+    if (strcmp(key, c->warm[i].type)) break; /* not the same graph: nothing learnt */
     bool seen = false;
     for (int k = 0; k < c->n_first && !seen; k++) seen = !strcmp(c->first[k].type, c->warm[i].type);
     if (seen || c->n_first == CALIBRATE_MAX_FIRST) continue;
@@ -396,52 +493,6 @@ static sl_code measure_library_load(calibration *c, double *seconds, sl_error *e
   *seconds = sl_now() - t_backend;
   free(all);
   return SL_OK;
-}
-
-/* The library load a run meets is the load from the page cache: the files
- * were read by the machine's earlier runs. The first process on a machine
- * reads them from disk instead (on the H200: 182 ms against 6 ms), and a
- * profile holding that cold read put it into every later run's estimate.
- * So calibrate first runs itself once more (`--libraries-only`: the load and
- * nothing else, printed in seconds) in a process of its own, which leaves the
- * files in the page cache; then this process measures the load the runs will
- * meet. Returns the child's load, or -1 when it could not be run (then the
- * measurement below is the first read, as before). */
-static double load_libraries_in_child(int argc, char **argv) {
-  /* This command's arguments left by own_options (backend, settings), then
-   * --libraries-only. */
-  char **child_argv = calloc((size_t)argc + 3, sizeof *child_argv); /* and the NULL */
-  if (!child_argv) return -1;
-  child_argv[0] = "sluice";
-  for (int i = 0; i < argc; i++) child_argv[i + 1] = argv[i];
-  child_argv[argc + 1] = "--libraries-only";
-  int out[2];
-  if (pipe(out) != 0) {
-    free(child_argv);
-    return -1;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  pid_t pid;
-  extern char **environ;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, child_argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  free(child_argv);
-  close(out[1]);
-  char text[64] = {0};
-  size_t got = 0;
-  for (ssize_t r; rc == 0 && got < sizeof text - 1 && (r = read(out[0], text + got, sizeof text - 1 - got)) != 0;)
-    if (r > 0) got += (size_t)r;
-    else if (errno != EINTR) break;
-  close(out[0]);
-  int status = 0;
-  if (rc != 0) return -1;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  char *end;
-  double seconds = strtod(text, &end);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 && end != text && seconds >= 0 ? seconds : -1;
 }
 
 /* Per-call and per-batch overheads: a pipeline of one-position chunks with
@@ -604,7 +655,7 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
       r.per_op = per_op;
       bool fitted = fit_type(same, n, per_op, prof->call_seconds, prof->bytes_per_second, &r);
       free(same);
-      if (c->kind != SL_BACKEND_CPU) r.first_call_seconds = first_call_of(c, key);
+      r.first_call_seconds = first_call_of(c, key);
       if (!fitted) return sl_fail_nomem(err, "the calibration's fit");
       sl_cost_profile_set_rate(prof, &r);
     }
@@ -776,38 +827,96 @@ static void print_samples(const calibration *c) {
  * per run) from its rate. */
 #define CALIBRATE_MAX_INPUTS 4
 
-/* Takes --input FILE (repeatable), --budget SECONDS and the child's
- * --libraries-only (load_libraries_in_child) out of argv (cli_parse knows
- * the rest). */
-static int own_options(int *argc, char **argv, const char **inputs, int *n_inputs, double *budget,
-                       bool *libraries_only, bool *samples) {
+/* calibrate's own options (cli_parse knows the rest). The children it runs
+ * of itself take --libraries-only (load_libraries_in_child) or --first-run
+ * FILE with --first-chunk N and --first-set NAME=VALUE... (first_run_in_child). */
+typedef struct own_opts {
+  const char *inputs[CALIBRATE_MAX_INPUTS];
+  int n_inputs;
+  double budget;
+  bool libraries_only, samples;
+  const char *first_run;
+  int64_t first_chunk;
+  sl_setting first_sets[CLI_MAX_SETS + 2];
+  int n_first_sets;
+} own_opts;
+
+/* Takes own_opts' options out of argv. */
+static int own_options(int *argc, char **argv, own_opts *o) {
   int w = 1;
   for (int i = 1; i < *argc; i++) {
-    if (!strcmp(argv[i], "--libraries-only") || !strcmp(argv[i], "--samples")) {
-      *(argv[i][2] == 'l' ? libraries_only : samples) = true;
+    const char *a = argv[i];
+    if (!strcmp(a, "--libraries-only") || !strcmp(a, "--samples")) {
+      *(a[2] == 'l' ? &o->libraries_only : &o->samples) = true;
       continue;
     }
-    bool in = !strcmp(argv[i], "--input"), bu = !strcmp(argv[i], "--budget");
-    if ((in || bu) && i + 1 >= *argc) {
-      fprintf(stderr, "sluice: error: %s needs a value\n(see --help)\n", argv[i]);
+    bool valued = !strcmp(a, "--input") || !strcmp(a, "--budget") || !strcmp(a, "--first-run") ||
+                  !strcmp(a, "--first-chunk") || !strcmp(a, "--first-set");
+    if (!valued) {
+      argv[w++] = argv[i];
+      continue;
+    }
+    if (i + 1 >= *argc) {
+      fprintf(stderr, "sluice: error: %s needs a value\n(see --help)\n", a);
       return 2;
     }
-    if (in && *n_inputs == CALIBRATE_MAX_INPUTS) {
-      fprintf(stderr, "sluice: error: at most %d --input files\n(see --help)\n", CALIBRATE_MAX_INPUTS);
-      return 2;
-    }
-    if (in) inputs[(*n_inputs)++] = argv[++i];
-    else if (bu) {
-      char *e;
-      *budget = strtod(argv[++i], &e);
-      if (*e || !(*budget > 0) || *budget > 3600) {
+    char *v = argv[++i], *e;
+    if (!strcmp(a, "--input")) {
+      if (o->n_inputs == CALIBRATE_MAX_INPUTS) {
+        fprintf(stderr, "sluice: error: at most %d --input files\n(see --help)\n", CALIBRATE_MAX_INPUTS);
+        return 2;
+      }
+      o->inputs[o->n_inputs++] = v;
+    } else if (!strcmp(a, "--budget")) {
+      o->budget = strtod(v, &e);
+      if (*e || !(o->budget > 0) || o->budget > 3600) {
         fprintf(stderr, "sluice: error: --budget needs seconds (0 < s <= 3600)\n(see --help)\n");
         return 2;
       }
-    } else argv[w++] = argv[i];
+    } else if (!strcmp(a, "--first-run")) {
+      o->first_run = v;
+    } else if (!strcmp(a, "--first-chunk")) {
+      o->first_chunk = strtoll(v, &e, 10);
+      if (*e || o->first_chunk < 0) {
+        fprintf(stderr, "sluice: error: --first-chunk needs positions (>= 0)\n");
+        return 2;
+      }
+    } else {
+      char *eq = strchr(v, '=');
+      if (!eq || o->n_first_sets == (int)SL_COUNT_OF(o->first_sets)) {
+        fprintf(stderr, "sluice: error: --first-set needs NAME=VALUE\n");
+        return 2;
+      }
+      *eq = 0;
+      o->first_sets[o->n_first_sets++] = (sl_setting){v, eq + 1};
+    }
   }
   *argc = w;
   return 0;
+}
+
+/* The child of first_run_in_child: runs `file` once in this fresh process
+ * and prints each node's rate key and seconds, in graph order. */
+static int first_run_only(calibration *c, const own_opts *own) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(c->dir, sizeof c->dir, "%s/sluice-first-run-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  if (!mkdtemp(c->dir)) return 1;
+  sl_error err;
+  sl_error_clear(&err);
+  sl_run run;
+  sl_code rc = calibration_run(c, own->first_run, own->first_sets, (size_t)own->n_first_sets, own->first_chunk,
+                               &run, &err);
+  for (int i = 0; rc == SL_OK && i < run.plan->graph->n_nodes; i++) {
+    char key[48];
+    sl_cost_rate_key(&run.plan->graph->nodes[i], key, sizeof key);
+    printf("%s %.9f\n", key, sl_report_node_seconds(run.plan, &run.result, i));
+  }
+  sl_run_free(&run);
+  char outputs[600];
+  snprintf(outputs, sizeof outputs, "%s/outputs", c->dir);
+  rmdir(outputs);
+  rmdir(c->dir);
+  return rc == SL_OK ? 0 : cli_fail(&err);
 }
 
 static void remove_dir(const char *dir) {
@@ -821,11 +930,8 @@ static void remove_dir(const char *dir) {
 }
 
 int cmd_calibrate(int argc, char **argv) {
-  const char *inputs[CALIBRATE_MAX_INPUTS] = {0};
-  int n_inputs = 0;
-  double budget = 20;
-  bool libraries_only = false, samples = false;
-  int rc = own_options(&argc, argv, inputs, &n_inputs, &budget, &libraries_only, &samples);
+  own_opts own = {.budget = 20};
+  int rc = own_options(&argc, argv, &own);
   if (rc) return rc;
   cli_opts o;
   rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_THREADS | CLI_OUT | CLI_JSON | CLI_SETTING, false,
@@ -843,14 +949,19 @@ int cmd_calibrate(int argc, char **argv) {
   sl_code st = sl_backend_select(o.backend, &c.kind, &err);
   if (st == SL_OK) st = sl_run_caps(sl_backend_ops_for(c.kind), o.threads, &c.caps, &err);
   if (st != SL_OK) return cli_fail(&err);
-  if (libraries_only) {
+  if (own.first_run) {
+    sl_cost_profile_builtin(&c.caps, &c.builtin);
+    return first_run_only(&c, &own);
+  }
+  if (own.libraries_only) {
     double seconds;
     st = measure_library_load(&c, &seconds, &err);
     if (st != SL_OK) return cli_fail(&err);
     printf("%.9f\n", seconds);
     return 0;
   }
-  c.first_process_load = c.kind == SL_BACKEND_CPU ? -1 : load_libraries_in_child(argc, argv);
+  c.argc = argc, c.argv = argv;
+  c.first_process_load = c.kind == SL_BACKEND_CPU ? -1 : load_libraries_in_child(&c);
   if (o.backend == SL_BACKEND_AUTO && !o.json)
     fprintf(stderr, "sluice: backend auto: using %s (%s)\n", sl_backend_kind_name(c.kind), c.caps.device);
   char path[1024];
@@ -870,18 +981,18 @@ int cmd_calibrate(int argc, char **argv) {
   /* Sizes follow the budget: a copy of budget x 16 MiB (at most 256 MiB),
    * overheads over budget x 20 chunks, and the fitted pipelines' larger runs
    * take about a quarter of the budget each. */
-  size_t copy_bytes = (size_t)fmin(256.0, fmax(4.0, 16.0 * budget)) << 20;
-  int64_t chunks = (int64_t)fmin(2000.0, fmax(50.0, 20.0 * budget));
+  size_t copy_bytes = (size_t)fmin(256.0, fmax(4.0, 16.0 * own.budget)) << 20;
+  int64_t chunks = (int64_t)fmin(2000.0, fmax(50.0, 20.0 * own.budget));
   char step[512];
   st = measure_library_load(&c, &prof.library_load_seconds, &err);
   if (st == SL_OK) st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &prof.pool_seconds_per_byte,
                                         &prof.first_touch_seconds_per_byte, &err);
   if (st == SL_OK) st = measure_overheads(&c, chunks, &prof, &err);
   if (st == SL_OK) st = write_file(c.dir, "step.yaml", k_step_yaml, step, sizeof step, &err);
-  if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, budget / 8, &err);
-  if (st == SL_OK) st = two_sizes(&c, "stem.yaml", k_stem_yaml, "scan", stem_size, budget / 4, &err);
-  if (st == SL_OK) st = two_sizes(&c, "image.yaml", k_image_yaml, "side", image_size, budget / 16, &err);
-  for (int k = 0; k < n_inputs && st == SL_OK; k++) st = detector_runs(&c, inputs[k], &err);
+  if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, own.budget / 8, &err);
+  if (st == SL_OK) st = two_sizes(&c, "stem.yaml", k_stem_yaml, "scan", stem_size, own.budget / 4, &err);
+  if (st == SL_OK) st = two_sizes(&c, "image.yaml", k_image_yaml, "side", image_size, own.budget / 16, &err);
+  for (int k = 0; k < own.n_inputs && st == SL_OK; k++) st = detector_runs(&c, own.inputs[k], &err);
   if (st == SL_OK) st = fit_rates(&c, &prof, &err);
   for (int r = 0; r < c.n_runs; r++) sl_run_free(&c.runs[r]);
   remove_dir(c.dir);
@@ -905,7 +1016,7 @@ int cmd_calibrate(int argc, char **argv) {
     sl_json_finish(&j);
   } else {
     print_table(&c, &prof, path);
-    if (samples) print_samples(&c);
+    if (own.samples) print_samples(&c);
   }
   free(c.samples), free(c.warm);
   return 0;

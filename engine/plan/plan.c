@@ -279,17 +279,21 @@ static void plan_warm_up_waits(sl_plan *p, const sl_graph *g) {
     }
 }
 
-/* On a device backend, the first node of each rate (execution order) pays
- * its type's once-per-process first call (sl_cost_rate.first_call_seconds:
- * kernels loaded on their first launch), added like the wait above; later
- * nodes of the same type find the kernels loaded. A run is one process;
- * iterate bodies are not looked into (their loop's first iteration is the
- * body's first call, inside the loop's own estimate). */
+/* The first node of each rate (execution order) pays its type's
+ * once-per-process first call (sl_cost_rate.first_call_seconds: device
+ * kernels loaded on their first launch, the HDF5 library's start, code paged
+ * in), added like the wait above; later nodes of the same type find those
+ * done. A run is one process; iterate bodies are not looked into (their
+ * loop's first iteration is the body's first call, inside the loop's own
+ * estimate). */
+static const sl_cost_rate *rate_of_node(const sl_plan *p, const sl_graph *g, int i) {
+  char key[64];
+  sl_cost_rate_key(&g->nodes[i], key, sizeof key);
+  return sl_cost_rate_for(&p->profile, key);
+}
+
 static void plan_first_calls(sl_plan *p, const sl_graph *g) {
-  if (p->caps.kind == SL_BACKEND_CPU) return;
-  const sl_cost_rate **paid = sl_calloc((size_t)g->n_nodes + 1, sizeof *paid);
-  if (!paid) return; /* an estimate without them */
-  int n_paid = 0, np = p->n_passes;
+  int np = p->n_passes;
   for (int l = 0; l < p->n_levels; l++)
     for (int k = 0; k < p->levels[l].n_nodes; k++) {
       int i = p->levels[l].nodes[k];
@@ -298,20 +302,18 @@ static void plan_first_calls(sl_plan *p, const sl_graph *g) {
       int first = -1;
       for (int pass = 0; pass < np && first < 0; pass++) first = p->exec_level[i * np + pass];
       if (first != l) continue;
-      char key[64];
-      sl_cost_rate_key(&g->nodes[i], key, sizeof key);
-      const sl_cost_rate *r = sl_cost_rate_for(&p->profile, key);
+      const sl_cost_rate *r = rate_of_node(p, g, i);
       if (!r || !(r->first_call_seconds > 0)) continue;
-      bool seen = false;
-      for (int q = 0; q < n_paid && !seen; q++) seen = paid[q] == r;
-      if (seen) continue;
-      paid[n_paid++] = r;
+      /* paid already by an earlier node of the rate (the payers so far are
+       * the nodes with a first call set) */
+      bool paid = false;
+      for (int q = 0; q < g->n_nodes && !paid; q++) paid = p->nodes[q].first_call_seconds > 0 && rate_of_node(p, g, q) == r;
+      if (paid) continue;
       pn->first_call_seconds = r->first_call_seconds;
       pn->est_seconds += r->first_call_seconds;
       p->levels[l].est_seconds += r->first_call_seconds;
       p->est_seconds += r->first_call_seconds;
     }
-  free(paid);
 }
 
 /* The run's pooled buffers taken from the backend and given back (outside

@@ -333,10 +333,10 @@ static void test_warm_up_wait(void **state) {
   free_plan_text(p4, g4, s4);
 }
 
-/* A node type's first call in a process (its kernels loaded): on a device
- * backend the first node of each rate in execution order pays the rate's
+/* A node type's first call in a process (its kernels loaded, its library
+ * started): the first node of each rate in execution order pays the rate's
  * first_call_seconds, on its estimate, its level's and the run's; a second
- * node of the same rate does not; the CPU backend adds nothing. */
+ * node of the same rate does not; the same on the CPU backend. */
 static void test_first_calls(void **state) {
   (void)state;
   static const char yaml[] =
@@ -368,10 +368,11 @@ static void test_first_calls(void **state) {
   int level = p1->exec_level[a * p1->n_passes];
   assert_true(fabs(p1->levels[level].est_seconds - (p0->levels[level].est_seconds + 5)) < 1e-9);
   assert_true(fabs(p1->est_seconds - (p0->est_seconds + 5)) < 1e-9);
-  /* the CPU backend: nothing added */
+  /* the CPU backend: the same */
   sl_backend_caps cpu = cpu_caps(2);
   sl_plan *p2 = plan_text(yaml, &cpu, &prof, &g2, &s2);
-  assert_true(p2->nodes[a].first_call_seconds == 0);
+  assert_true(p2->nodes[a].first_call_seconds == 5.0);
+  assert_true(p2->nodes[b].first_call_seconds == 0);
   free_plan_text(p0, g0, s0);
   free_plan_text(p1, g1, s1);
   free_plan_text(p2, g2, s2);
