@@ -31,18 +31,12 @@ static void *warm_up_main(void *arg) {
     return NULL;
   }
 #endif
-  /* Plans load the kernels of their sizes' factors: a power of two, and
-   * sides with factors 3, 5 and 7 (a 24 x 20 scan's mirrored 48 x 40 made
-   * dpc's first call load those for 0.1 s, after this thread was done). */
-  static const int sides[][2] = {{64, 64}, {210, 90}};
-  for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++) {
-    int plan = 0, n[2] = {sides[k][0], sides[k][1]};
-    size_t work = 0;
-    if (api.create(&plan) != SL_CUFFT_SUCCESS) return NULL;
-    if (api.set_auto_allocation(plan, 0) == SL_CUFFT_SUCCESS)
-      (void)api.make_plan_many(plan, 2, n, NULL, 1, 0, NULL, 1, 0, SL_CUFFT_Z2Z, 1, &work);
-    (void)api.destroy(plan);
-  }
+  int plan = 0, n[2] = {64, 64};
+  size_t work = 0;
+  if (api.create(&plan) != SL_CUFFT_SUCCESS) return NULL;
+  if (api.set_auto_allocation(plan, 0) == SL_CUFFT_SUCCESS)
+    (void)api.make_plan_many(plan, 2, n, NULL, 1, 0, NULL, 1, 0, SL_CUFFT_Z2Z, 1, &work);
+  (void)api.destroy(plan);
   return NULL;
 }
 
