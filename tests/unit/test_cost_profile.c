@@ -266,6 +266,16 @@ static void free_plan_text(sl_plan *p, sl_graph *g, sl_spec *spec) {
  * before it, as estimated without any wait), the run's by the same; idpc
  * after it waits for nothing; a load done before dpc starts, or a CPU
  * plan, changes nothing. */
+/* A device backend's capabilities for plans (no device needed). */
+static sl_backend_caps pretend_gpu(void) {
+  sl_backend_caps gpu = cpu_caps(2);
+  gpu.kind = SL_BACKEND_CUDA;
+  snprintf(gpu.device, sizeof gpu.device, "a pretend GPU");
+  gpu.device_memory = true;
+  gpu.memory_bytes = (uint64_t)1 << 34;
+  return gpu;
+}
+
 static void test_warm_up_wait(void **state) {
   (void)state;
   /* the arithmetic */
@@ -281,11 +291,7 @@ static void test_warm_up_wait(void **state) {
       "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col}}\n"
       "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
       "outputs: {phase: idpc.phase}\n";
-  sl_backend_caps gpu = cpu_caps(2);
-  gpu.kind = SL_BACKEND_CUDA;
-  snprintf(gpu.device, sizeof gpu.device, "a pretend GPU");
-  gpu.device_memory = true;
-  gpu.memory_bytes = (uint64_t)1 << 34;
+  sl_backend_caps gpu = pretend_gpu();
   sl_cost_profile prof = hand_made();
   prof.library_load_seconds = 0;
   sl_graph *g0, *g1, *g2, *g3;
@@ -346,11 +352,7 @@ static void test_first_calls(void **state) {
       "  a: {type: affine, inputs: {x: r.out}, params: {scale: 2}}\n"
       "  b: {type: affine, inputs: {x: a.y}, params: {scale: 3}}\n"
       "outputs: {y: b.y}\n";
-  sl_backend_caps gpu = cpu_caps(2);
-  gpu.kind = SL_BACKEND_CUDA;
-  snprintf(gpu.device, sizeof gpu.device, "a pretend GPU");
-  gpu.device_memory = true;
-  gpu.memory_bytes = (uint64_t)1 << 34;
+  sl_backend_caps gpu = pretend_gpu();
   sl_cost_profile prof = hand_made(), without = hand_made();
   sl_cost_rate affine = {"affine", true, 0.125, 1.0 / 64, 0, 0};
   assert_true(sl_cost_profile_set_rate(&without, &affine));
