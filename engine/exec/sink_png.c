@@ -2,10 +2,10 @@
  * largest finite value, row strip by row strip so that a large image never
  * needs to be in memory whole. */
 #include <math.h>
-#include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "engine/exec/sinks.h"
 
@@ -18,10 +18,10 @@ bool sl_output_is_image(const sl_tensor_desc *d) {
  * which is exactly lround for 0 <= x < 2^52 (the fraction is exact there)
  * without a libm call per pixel; anything else (inf * 0 when the range
  * overflows) goes to lround itself, so every byte is what it was. */
-static inline png_byte pixel(double x) {
-  if (!(x >= 0 && x < 4096)) return (png_byte)lround(x);
+static inline uint8_t pixel(double x) {
+  if (!(x >= 0 && x < 4096)) return (uint8_t)lround(x);
   int64_t t = (int64_t)x;
-  return (png_byte)(t + (x - (double)t >= 0.5));
+  return (uint8_t)(t + (x - (double)t >= 0.5));
 }
 
 /* Per element type, without a switch per value (a 512 x 512 image's range
@@ -42,7 +42,7 @@ static inline png_byte pixel(double x) {
     }                                                                                        \
     *lo = l, *hi = h;                                                                        \
   }                                                                                          \
-  static void row_##K(const T *p, int64_t w, double lo, double scale, png_byte *out) {      \
+  static void row_##K(const T *p, int64_t w, double lo, double scale, uint8_t *out) {      \
     for (int64_t c = 0; c < w; c++) {                                                        \
       double v = (double)p[c];                                                               \
       out[c] = isfinite(v) ? pixel((v - lo) * scale) : 0;                                   \
@@ -63,7 +63,7 @@ void sl_values_range(sl_dtype t, const void *data, int64_t n, double *lo, double
 
 /* Row r of the strip at data. */
 static void pixels_row(sl_dtype t, const void *data, int64_t r, int64_t w, double lo, double scale,
-                       png_byte *out) {
+                       uint8_t *out) {
   switch (t) {
 #define PNG_ROW(K, T) \
   case K: row_##K((const T *)data + r * w, w, lo, scale, out); break;
@@ -80,72 +80,181 @@ int64_t sl_png_strip_rows(const sl_tensor_desc *d) {
   return rows < d->dims[0] ? rows : d->dims[0];
 }
 
-/* zlib's deflate at libpng's defaults (windowBits 15, memLevel 8): (1 <<
- * (15 + 2)) + (1 << (8 + 9)) bytes; libpng's structs and its compressed
- * output buffer; its current and previous rows and a filter row. */
-int64_t sl_png_library_bytes(int64_t w) { return (256 << 10) + (16 << 10) + 3 * (w + 1); }
+/* ---- bands: a strip's rows deflated in parallel --------------------------
+ * Each strip's rows are cut into bands of about SL_PNG_BAND_BYTES of
+ * filtered rows (a filter byte, then the pixels); a worker draws and
+ * deflates a band into its own raw deflate stream, ended by a sync flush
+ * (byte-aligned, not final) or, for the image's last band, by the final
+ * block. The streams concatenate into one zlib stream (the header, the
+ * bands, the Adler-32 of all filtered rows combined band by band), written
+ * as one IDAT chunk per band. The bands depend on the image's size and
+ * dtype only, so the file's bytes do not depend on the thread count, nor on
+ * whether the image came whole or in strips. */
+#define SL_PNG_BAND_BYTES ((int64_t)64 << 10)
 
-/* libpng's state and the file, released together on every path. */
-typedef struct png_out {
-  FILE *f;
-  png_structp png;
-  png_infop info;
-  png_bytep row;
-} png_out;
+static int64_t band_rows(int64_t w) {
+  int64_t r = SL_PNG_BAND_BYTES / (w + 1);
+  return r < 1 ? 1 : r;
+}
 
-static void png_out_close(png_out *o) {
-  png_destroy_write_struct(&o->png, &o->info);
-  if (o->f) fclose(o->f);
-  free(o->row);
+typedef struct png_band {
+  int64_t row0, rows; /* in the strip */
+  uint8_t *out;       /* the deflated bytes */
+  int64_t out_bytes;
+  uLong adler;        /* of the band's filtered rows */
+  int z;              /* zlib's result: Z_OK or the error */
+} png_band;
+
+/* deflate's state at windowBits 15, memLevel 8: its window (2 x 32 KiB),
+ * prev (32 Ki x 2 B), head (32 Ki x 2 B), pending buffer (16 Ki x 4 B) and
+ * the state struct, with room for alignment. */
+#define DEFLATE_STATE_BYTES (((int64_t)256 << 10) + ((int64_t)16 << 10))
+
+/* A band's worst-case deflated size: stored blocks of at most 64 KiB with a
+ * 5-byte header each, the sync flush's empty block, and the final block. */
+static int64_t band_out_bound(int64_t in) { return in + 5 * (in / 16384 + 2) + 16; }
+
+int64_t sl_png_worker_bytes(int64_t w) {
+  int64_t in = band_rows(w) * (w + 1);
+  return DEFLATE_STATE_BYTES + (in + 63) / 64 * 64;
+}
+
+/* Each band's deflated bytes, kept until the strip's bands are written in
+ * order: room for a strip's bands. */
+static int64_t band_out_stride(int64_t w) { return (band_out_bound(band_rows(w) * (w + 1)) + 63) / 64 * 64; }
+
+static int64_t strip_bands(const sl_tensor_desc *d) {
+  return (sl_png_strip_rows(d) + band_rows(d->dims[1]) - 1) / band_rows(d->dims[1]);
+}
+
+/* a band's bookkeeping, counted as 64 bytes */
+_Static_assert(sizeof(png_band) <= 64, "png_band outgrew its 64 bytes");
+
+int64_t sl_png_bands_bytes(const sl_tensor_desc *d) { return strip_bands(d) * (band_out_stride(d->dims[1]) + 64); }
+
+/* zlib's allocations come from the worker's lent scratch (every byte
+ * planned): a bump allocator over DEFLATE_STATE_BYTES. */
+typedef struct bump {
+  uint8_t *at, *end;
+} bump;
+
+static voidpf bump_alloc(voidpf opaque, uInt items, uInt size) {
+  bump *b = opaque;
+  size_t n = ((size_t)items * size + 15) & ~(size_t)15;
+  if ((size_t)(b->end - b->at) < n) return Z_NULL;
+  void *p = b->at;
+  b->at += n;
+  return p;
+}
+
+static void bump_free(voidpf opaque, voidpf p) { (void)opaque, (void)p; }
+
+
+typedef struct band_job {
+  const sl_tensor_desc *d;
+  const void *strip; /* the strip's rows in d's dtype */
+  double lo, scale;
+  bool last_strip;
+  int64_t n_bands;
+  png_band *bands;
+  const sl_png_workers *workers;
+} band_job;
+
+static void draw_bands(void *ctx, int64_t begin, int64_t end, int worker) {
+  band_job *j = ctx;
+  const int64_t w = j->d->dims[1];
+  uint8_t *scratch = (uint8_t *)j->workers->scratch + (int64_t)worker * j->workers->stride;
+  uint8_t *in = scratch + DEFLATE_STATE_BYTES;
+  for (int64_t k = begin; k < end; k++) {
+    png_band *b = &j->bands[k];
+    uint8_t *out = b->out;
+    int64_t n = b->rows * (w + 1);
+    for (int64_t r = 0; r < b->rows; r++) {
+      in[r * (w + 1)] = 0; /* filter: none */
+      pixels_row(j->d->dtype, j->strip, b->row0 + r, w, j->lo, j->scale, in + r * (w + 1) + 1);
+    }
+    b->adler = adler32(adler32(0L, Z_NULL, 0), in, (uInt)n);
+    bump heap = {scratch, scratch + DEFLATE_STATE_BYTES};
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    z.zalloc = bump_alloc, z.zfree = bump_free, z.opaque = &heap;
+    /* zlib's fastest level, no per-row filter trials: a preview drawn
+     * inside the run (libpng's defaults took 20-80 ms per 512 x 512 image
+     * on the H200's host, for files a few percent smaller) */
+    b->z = deflateInit2(&z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
+    if (b->z != Z_OK) continue;
+    z.next_in = in, z.avail_in = (uInt)n;
+    z.next_out = out, z.avail_out = (uInt)band_out_bound(n);
+    int flush = j->last_strip && k == j->n_bands - 1 ? Z_FINISH : Z_SYNC_FLUSH;
+    int rc = deflate(&z, flush);
+    /* all in, all out (room left: nothing pending) */
+    b->z = (flush == Z_FINISH ? rc == Z_STREAM_END : rc == Z_OK && z.avail_in == 0 && z.avail_out > 0) ? Z_OK
+                                                                                                      : Z_BUF_ERROR;
+    b->out_bytes = (int64_t)(z.next_out - out);
+    deflateEnd(&z);
+  }
+}
+
+/* A PNG chunk: length, type, data, CRC-32 of type and data. */
+static bool put_chunk(FILE *f, const char type[4], const uint8_t *data, uint32_t n) {
+  uint8_t be[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
+  uLong crc = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)type, 4);
+  if (n) crc = crc32(crc, data, n);
+  uint8_t cb[4] = {(uint8_t)(crc >> 24), (uint8_t)(crc >> 16), (uint8_t)(crc >> 8), (uint8_t)crc};
+  return fwrite(be, 1, 4, f) == 4 && fwrite(type, 1, 4, f) == 4 && (!n || fwrite(data, 1, n, f) == n) &&
+         fwrite(cb, 1, 4, f) == 4;
 }
 
 sl_code sl_png_write(const char *path, const sl_tensor_desc *d, double lo, double hi, sl_png_rows_fn rows,
-                     void *ctx, sl_error *err) {
+                     void *ctx, const sl_png_workers *workers, sl_error *err) {
   int64_t h = d->dims[0], w = d->dims[1];
   if (h > 1 << 20 || w > 1 << 20) return sl_fail(err, SL_ERR_IO, "%s: image too large for PNG", path);
-  double scale = hi > lo ? 255.0 / (hi - lo) : 0;
-  png_out o = {0};
-  o.row = malloc((size_t)w);
-  if (!o.row) return sl_fail(err, SL_ERR_NOMEM, "no memory to draw %s", path);
-  o.f = fopen(path, "wb");
-  if (!o.f) {
-    png_out_close(&o);
+  if (!workers || !workers->scratch || workers->stride < sl_png_worker_bytes(w))
+    return sl_fail(err, SL_ERR_INTERNAL, "%s: no worker scratch lent to draw it", path);
+  const int64_t strip = sl_png_strip_rows(d), per_band = band_rows(w), stride = band_out_stride(w);
+  /* the strip's bands and their deflated bytes (sl_png_bands_bytes) */
+  png_band *bands = malloc((size_t)sl_png_bands_bytes(d));
+  if (!bands) return sl_fail(err, SL_ERR_NOMEM, "no memory to draw %s", path);
+  uint8_t *outs = (uint8_t *)bands + strip_bands(d) * 64;
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    free(bands);
     return sl_fail(err, SL_ERR_IO, "cannot create %s", path);
   }
-  o.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-  o.info = o.png ? png_create_info_struct(o.png) : NULL;
-  if (!o.png || !o.info || setjmp(png_jmpbuf(o.png))) {
-    png_out_close(&o);
-    return sl_fail(err, SL_ERR_IO, "cannot write PNG %s", path);
-  }
-  png_init_io(o.png, o.f);
-  png_set_IHDR(o.png, o.info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  /* A preview drawn inside the run: zlib's fastest level without per-row
-   * filter trials (libpng's defaults tried five filters at level 6: 20-80 ms
-   * per 512 x 512 image on the H200's host, for files a few percent smaller). */
-  png_set_compression_level(o.png, 1);
-  png_set_filter(o.png, PNG_FILTER_TYPE_BASE, PNG_FILTER_NONE);
-  png_write_info(o.png, o.info);
-  int64_t strip = sl_png_strip_rows(d);
+  static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  /* width, height, 8 bits, grayscale, deflate, adaptive filters, no interlace */
+  uint8_t ihdr[13] = {(uint8_t)(w >> 24), (uint8_t)(w >> 16), (uint8_t)(w >> 8), (uint8_t)w,
+                      (uint8_t)(h >> 24), (uint8_t)(h >> 16), (uint8_t)(h >> 8), (uint8_t)h, 8, 0, 0, 0, 0};
+  static const uint8_t zlib_header[2] = {0x78, 0x01}; /* deflate, 32 KiB window, fastest */
+  bool ok = fwrite(signature, 1, 8, f) == 8 && put_chunk(f, "IHDR", ihdr, 13) && put_chunk(f, "IDAT", zlib_header, 2);
+  uLong adler = adler32(0L, Z_NULL, 0);
   sl_code rc = SL_OK;
-  for (int64_t r0 = 0; r0 < h && rc == SL_OK; r0 += strip) {
+  band_job j = {.d = d, .lo = lo, .scale = hi > lo ? 255.0 / (hi - lo) : 0, .bands = bands, .workers = workers};
+  for (int64_t r0 = 0; r0 < h && ok && rc == SL_OK; r0 += strip) {
     int64_t n = h - r0 < strip ? h - r0 : strip;
-    const void *data = NULL;
-    rc = rows(ctx, r0, n, &data, err);
-    for (int64_t r = 0; r < n && rc == SL_OK; r++) {
-      pixels_row(d->dtype, data, r, w, lo, scale, o.row);
-      png_write_row(o.png, o.row);
+    rc = rows(ctx, r0, n, &j.strip, err);
+    if (rc != SL_OK) break;
+    j.last_strip = r0 + n == h;
+    j.n_bands = (n + per_band - 1) / per_band;
+    for (int64_t k = 0; k < j.n_bands; k++)
+      bands[k] = (png_band){.row0 = k * per_band,
+                            .rows = n - k * per_band < per_band ? n - k * per_band : per_band,
+                            .out = outs + k * stride};
+    workers->backend->ops->parallel_for(workers->backend, j.n_bands, 1, draw_bands, &j);
+    for (int64_t k = 0; k < j.n_bands && ok; k++) {
+      if (bands[k].z != Z_OK) {
+        rc = sl_fail(err, SL_ERR_INTERNAL, "%s: deflate of rows %lld-%lld failed (zlib %d)", path,
+                     (long long)(r0 + bands[k].row0), (long long)(r0 + bands[k].row0 + bands[k].rows - 1), bands[k].z);
+        break;
+      }
+      adler = adler32_combine(adler, bands[k].adler, (z_off_t)(bands[k].rows * (w + 1)));
+      ok = put_chunk(f, "IDAT", bands[k].out, (uint32_t)bands[k].out_bytes);
     }
   }
-  if (rc != SL_OK) {
-    png_out_close(&o);
-    return rc;
-  }
-  png_write_end(o.png, NULL);
-  FILE *f = o.f;
-  o.f = NULL;
-  png_out_close(&o);
-  if (fclose(f) != 0) return sl_fail(err, SL_ERR_IO, "cannot finish writing %s", path);
-  return SL_OK;
+  uint8_t trailer[4] = {(uint8_t)(adler >> 24), (uint8_t)(adler >> 16), (uint8_t)(adler >> 8), (uint8_t)adler};
+  if (ok && rc == SL_OK) ok = put_chunk(f, "IDAT", trailer, 4) && put_chunk(f, "IEND", NULL, 0);
+  free(bands);
+  if (fclose(f) != 0) ok = false;
+  if (rc == SL_OK && !ok) rc = sl_fail(err, SL_ERR_IO, "cannot write PNG %s", path);
+  return rc;
 }

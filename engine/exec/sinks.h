@@ -74,20 +74,33 @@ void sl_graph_bind_writers(sl_graph *g, sl_output_target *t);
 /* Is an output of this type drawn as a PNG? (rank 2, real, not empty) */
 bool sl_output_is_image(const sl_tensor_desc *d);
 
+/* The workers that draw a PNG's bands: the backend's parallel_for and each
+ * worker's lent scratch (sl_png_worker_bytes at scratch + worker * stride). */
+typedef struct sl_png_workers {
+  sl_backend *backend;
+  void *scratch;
+  int64_t stride;
+} sl_png_workers;
+
 /* An 8-bit grayscale PNG of a 2-D real tensor described by d, scaled from
  * lo to hi (its smallest and largest finite values; non-finite values are
  * black), written to `path`. Rows come from `rows` in strips of at most
  * sl_png_strip_rows(d) rows: rows(ctx, row0, n, &ptr, err) points ptr at
- * rows [row0, row0 + n) in d's dtype. */
+ * rows [row0, row0 + n) in d's dtype. Each strip's rows are drawn and
+ * deflated in bands, in parallel on `workers`; the file's bytes depend on
+ * the image only. */
 typedef sl_code (*sl_png_rows_fn)(void *ctx, int64_t row0, int64_t n_rows, const void **rows, sl_error *err);
 sl_code sl_png_write(const char *path, const sl_tensor_desc *d, double lo, double hi, sl_png_rows_fn rows,
-                     void *ctx, sl_error *err);
+                     void *ctx, const sl_png_workers *workers, sl_error *err);
 /* The rows of one strip: as many as fit SL_PNG_STRIP_BYTES, at least one. */
 #define SL_PNG_STRIP_BYTES ((int64_t)1 << 20)
 int64_t sl_png_strip_rows(const sl_tensor_desc *d);
-/* Host memory libpng and zlib hold while writing a PNG of width w (deflate's
- * window and hash tables, libpng's row and filter buffers). */
-int64_t sl_png_library_bytes(int64_t w);
+/* Host scratch per worker while drawing a PNG of width w: zlib's deflate
+ * state, a band of filtered rows and its deflated bytes. */
+int64_t sl_png_worker_bytes(int64_t w);
+/* Host memory of one PNG while it is drawn: a strip's bands and their
+ * deflated bytes, written in order once the strip's bands are done. */
+int64_t sl_png_bands_bytes(const sl_tensor_desc *d);
 /* The smallest and largest finite values among n values of dtype t, folded
  * into *lo and *hi (left as they are when there are none). */
 void sl_values_range(sl_dtype t, const void *data, int64_t n, double *lo, double *hi);

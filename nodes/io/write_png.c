@@ -33,8 +33,8 @@ static sl_code write_png_infer(sl_node *n, sl_error *err) {
 
 /* Reads the image once (a streamed one: twice back from results.h5 after
  * the last chunk), converts every value twice (range, pixel), writes a byte
- * per pixel; holds libpng's and zlib's state and, for a streamed image, one
- * strip of rows read back. */
+ * per pixel; each worker holds zlib's state and a band (sl_png_worker_bytes)
+ * and, for a streamed image, the node one strip of rows read back. */
 static void write_png_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *d = &n->in[0];
@@ -44,7 +44,8 @@ static void write_png_cost(const sl_node *n, int64_t positions, sl_node_cost *c)
   c->bytes_written = elems;
   c->ops = 2 * elems;
   int64_t strip = sl_png_strip_rows(d) * d->dims[1] * (int64_t)sl_dtype_size(d->dtype);
-  c->state_bytes = sl_png_library_bytes(d->dims[1]) + (d->stream_rank ? strip : 0);
+  c->state_bytes = sl_png_bands_bytes(d) + (d->stream_rank ? strip : 0);
+  c->per_worker_bytes = sl_png_worker_bytes(d->dims[1]);
 }
 
 static void png_path(const sl_kernel_args *a, const sl_output_target *t, char *path, size_t len) {
@@ -89,7 +90,8 @@ static sl_code write_png_cpu(sl_kernel_args *a) {
   if (!t) return no_target(a);
   char path[4352];
   png_path(a, t, path, sizeof path);
-  return sl_png_write(path, d, lo, hi, rows_in_memory, a, a->err);
+  const sl_png_workers workers = {a->backend, a->worker_scratch, a->worker_scratch_stride};
+  return sl_png_write(path, d, lo, hi, rows_in_memory, a, &workers, a->err);
 }
 
 /* After the last chunk of a streamed image: low and high hold its range. */
@@ -111,7 +113,8 @@ static sl_code write_png_finalize(sl_kernel_args *a) {
     rc = rows_from_results(&s, r, n, &rows, a->err);
     if (rc == SL_OK) sl_values_range(d->dtype, rows, n * d->dims[1], &lo, &hi);
   }
-  if (rc == SL_OK) rc = sl_png_write(path, d, lo, hi, rows_from_results, &s, a->err);
+  const sl_png_workers workers = {a->backend, a->worker_scratch, a->worker_scratch_stride};
+  if (rc == SL_OK) rc = sl_png_write(path, d, lo, hi, rows_from_results, &s, &workers, a->err);
   free(s.strip);
   return rc;
 }

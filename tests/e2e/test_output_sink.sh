@@ -40,8 +40,9 @@ P
 
 # The plan counts each output's writer nodes like any node: results.h5's
 # write-behind buffer (the whole output up to 1 MiB) and the PNG's strip of
-# rows read back (1 MiB of rows) plus libpng and zlib; no output is
-# assembled in memory.
+# rows read back (1 MiB of rows) plus a strip's bands of deflated rows (and
+# per worker zlib's state and a band of rows); no output is assembled in
+# memory.
 "$SLUICE" plan big.yaml --memory-limit 16M --json > big-plan.json
 $PY - big-plan.json <<'P' && ok "plan: writer nodes and their state (closed forms)" || not_ok "plan: writer nodes or their state wrong"
 import json, sys
@@ -53,7 +54,12 @@ assert h5["state_bytes"] == 1 << 20, h5["state_bytes"]
 row = 4096 * 4
 strip = (1 << 20) // row * row
 assert png["type"] == "write_png" and png["sink"] and png["phase"] == "stream", png
-assert png["state_bytes"] == strip + (256 << 10) + (16 << 10) + 3 * (4096 + 1), png["state_bytes"]
+band_rows = 65536 // 4097                       # a band: about 64 KiB of filtered rows
+band_in = band_rows * 4097
+band_out = (band_in + 5 * (band_in // 16384 + 2) + 16 + 63) // 64 * 64
+bands = -(-(strip // row) // band_rows) * (band_out + 64)
+assert png["state_bytes"] == strip + bands, png["state_bytes"]
+assert png["per_worker_bytes"] == (272 << 10) + (band_in + 63) // 64 * 64, png["per_worker_bytes"]
 assert p["memory"]["output_bytes"] == 0, p["memory"]
 P
 expect 0 "frames.png (write_png)" "plan lists the writer nodes with their memory" -- \
