@@ -1,7 +1,8 @@
 /* synthetic_4dstem: a physics-based 4D-STEM generator (a source node).
  *
  * Probe: P(k) = aperture disk of radius `disk_radius` detector pixels, centred
- * on the detector centre ((H-1)/2, (W-1)/2), times exp(-i defocus (|k|/R)^2).
+ * on the detector centre ((H-1)/2, (W-1)/2) (its rim pixels covered by their
+ * share inside the circle: aperture_cover), times exp(-i defocus (|k|/R)^2).
  * The real-space probe is its inverse DFT on an H x W window (window pixel =
  * object pixel). Object: a weak phase object phi(r) over the scan field, a
  * jittered square lattice of Gaussian "atoms" (seeded), scaled so max phi =
@@ -29,14 +30,15 @@
  * [sin, cos]] on (row, col), T the swap (row, col) -> (col, row). The window
  * (and so the detector) is in detector coordinates, the object in scan
  * coordinates: window pixel r sees the object at R_ij + A^-1 r,
- * psi(r) = probe(r) exp(i phi(R_ij + A^-1 r)) (phi bilinear). The probe is
- * symmetric, so this is the exit wave of the scan's own frame turned by A,
- * and its far field is the unrotated one's turned by A, I_det(d) = I(A^-1 d),
+ * psi(r) = probe(r) exp(i phi(R_ij + A^-1 r)) (phi by cubic B-spline). The
+ * probe is symmetric, so this is the exit wave of the scan's own frame
+ * turned by A, and its far field is the unrotated one's turned by A,
+ * I_det(d) = I(A^-1 d),
  * with nothing resampled: com_expected (in detector coordinates) is A times
  * the unrotated run's up to the object's interpolation, and stays the exact
  * CoM of the pattern (the rotation of a CoM field is what dpc fits).
  * Resampling the pattern instead (bilinear, the earlier model) turned the
- * CoM by up to 1.3 degrees more than theta under large defocus: a defocused
+ * CoM by up to 1.5 degrees more than theta under large defocus: a defocused
  * probe's pattern (a shadow image of the object) has fringes near the
  * detector's sampling limit, and a bilinear resample of those moves its first
  * moment. The object, the positions and `phase` do not change; theta 0 and
@@ -496,10 +498,11 @@ static inline void spline_weights(double t, double w[4]) {
 }
 
 /* phi at (y, x) from its cubic B-spline coefficients (spline_coefficients):
- * the turned window reads the object between its pixels at every pixel,
- * where bilinear interpolation's error (second order: 17% of the rms CoM
- * on columns of sigma 1.6 pixels) or cubic convolution's (2%) would be as
- * large as what is modelled; the interpolating B-spline's is 0.3%. */
+ * the turned window reads the object between its pixels at every pixel.
+ * Against A times the unrotated CoM (test_scan_rotation, columns of sigma
+ * 1.6 pixels, largest difference over the rms CoM): bilinear 17%, cubic
+ * convolution 2.1%, this B-spline 0.6% (most of it the window's corners,
+ * which see other parts of the object). */
 static double phi_spline(const synthetic_state *s, double y, double x) {
   double fy0 = floor(y), fx0 = floor(x), wy[4], wx[4], v = 0;
   int64_t ow = s->cfg.ow;

@@ -351,7 +351,8 @@ static void grid_diag(const char *spec) {
       for (int64_t p = 0; p < np; p++)
         f[2 * k][p] = d[k].com[2 * p] - mr / np, f[2 * k + 1][p] = d[k].com[2 * p + 1] - mc / np;
     }
-    dpc_result r0 = run_dpc(f[0], f[1], scan, scan, nt, 1), r1 = run_dpc(f[2], f[3], scan, scan, nt, 1);
+    dpc_result r0 = run_dpc(f[0], f[1], scan, scan, nt, 1);
+    dpc_result r1 = run_dpc(f[2], f[3], scan, scan, nt, 1);
     double fd0 = fd_curl_angle(f[0], f[1], scan), fd1 = fd_curl_angle(f[2], f[3], scan);
     dpc_grid_products(&d[1], radius, f[4], f[5], f[0]);
     double bound = dpc_grid_bound(&d[1], f[4], f[5]);
