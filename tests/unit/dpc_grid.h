@@ -10,8 +10,10 @@
  * defocused probe (geometric diameter 2 |df| alpha, plus 6 A for its
  * fringes and the focused tails) so that the probe does not wrap around it.
  * The CoM and the ADF image are computed plainly from the Poisson frames
- * (independent of the com and virtual_detectors nodes). Used by test_dpc.c;
- * the caller supplies run_dpc_case(). */
+ * (independent of the com and virtual_detectors nodes). SLUICE_DPC_GRID_STEP
+ * sets another scan step (A; 0.2 samples the CoM of a 20 mrad probe above
+ * its band, docs/nodes/dpc.md). Used by test_dpc.c; the caller supplies
+ * run_dpc_case(). */
 #ifndef SL_DPC_GRID_H
 #define SL_DPC_GRID_H
 
@@ -199,8 +201,9 @@ static inline double dpc_grid_bound(const synth_data *d, const double *cr, const
 static inline void dpc_grid_cache_name(char *name, size_t size, const char *dir, double alpha,
                                        double df, const char *dose, int rot, int t, int scan,
                                        int seed) {
-  snprintf(name, size, "%s/a%.0f_df%+.0f_dose%s_r%d_t%d_scan%d_seed%d.f64", dir, alpha * 1e3, df,
-           dose, rot, t, scan, seed);
+  const char *step = getenv("SLUICE_DPC_GRID_STEP"); /* in the name when not the default */
+  snprintf(name, size, "%s/a%.0f_df%+.0f_dose%s_r%d_t%d_scan%d_seed%d%s%s.f64", dir, alpha * 1e3,
+           df, dose, rot, t, scan, seed, step ? "_step" : "", step ? step : "");
 }
 
 static inline bool dpc_grid_cache_read(const char *name, int scan, double *bound, double **f) {
@@ -229,6 +232,44 @@ static inline void dpc_grid_cache_write(const char *name, int scan, double bound
   else remove(tmp);
 }
 
+/* The window (A) a case's probe needs: the geometric diameter of the
+ * defocused probe, 2 |df| alpha, plus 6 A for its fringes and the focused
+ * tails; its detector side H and its object pixel dx = window / H. */
+static inline double dpc_grid_window(double alpha, double df, int *H, double *dx) {
+  double window = fmax(8.0, 2 * fabs(df) * alpha + 6.0);
+  *H = window / 64 <= 0.15 ? 64 : window / 96 <= 0.15 ? 96 : 128;
+  *dx = window / *H;
+  return window;
+}
+
+/* A case's acquisition: physical params -> generator params -> frames. */
+static inline synth_data dpc_grid_generate(double alpha, double df, const char *dose, int rot,
+                                           int transpose, int scan, int seed_no) {
+  const double lambda = DPC_GRID_LAMBDA;
+  int H;
+  double dx, window = dpc_grid_window(alpha, df, &H, &dx), radius = window * alpha / lambda;
+  char det[32], scan_s[32], rad[32], spacing[32], sigma[32], jitter[32], step[32], chi[32],
+      rots[16], seed[16];
+  snprintf(det, sizeof det, "[%d, %d]", H, H);
+  snprintf(scan_s, sizeof scan_s, "[%d, %d]", scan, scan);
+  snprintf(rad, sizeof rad, "%.6g", radius);
+  snprintf(spacing, sizeof spacing, "%.6g", 2.5 / dx);
+  snprintf(sigma, sizeof sigma, "%.6g", 0.35 / 2.3548 / dx);
+  snprintf(jitter, sizeof jitter, "%.6g", 0.1 / dx);
+  const char *step_a = getenv("SLUICE_DPC_GRID_STEP"); /* A, default 0.4 */
+  snprintf(step, sizeof step, "%.6g", (step_a ? atof(step_a) : 0.4) / dx);
+  snprintf(chi, sizeof chi, "%.6g", M_PI * df * alpha * alpha / lambda);
+  snprintf(rots, sizeof rots, "%d", rot);
+  snprintf(seed, sizeof seed, "%d", seed_no);
+  kv o[] = {{"scan_shape", scan_s}, {"detector_shape", det}, {"disk_radius", rad},
+            {"dose", dose}, {"dtype", "u32"}, {"phase_max", "0.5"},
+            {"atom_spacing", spacing}, {"atom_sigma", sigma}, {"atom_jitter", jitter},
+            {"background", "0.05"}, {"step", step}, {"defocus", chi},
+            {"scan_rotation", rots}, {"scan_transpose", transpose ? "true" : "false"},
+            {"seed", seed}};
+  return synth_run(o, (int)(sizeof o / sizeof o[0]), INT64_MAX, 2);
+}
+
 /* One case: physical params -> generator params -> products -> dpc. With
  * a cache directory, the products (and the bound) are read from it when
  * there and written to it when made: the generator is most of a case's
@@ -236,10 +277,8 @@ static inline void dpc_grid_cache_write(const char *name, int scan, double bound
 static inline dpc_grid_answer dpc_grid_case(double alpha, double df, const char *dose, int rot,
                                             int transpose, int scan, int seed_no,
                                             const char *cache, dpc_grid_runner run) {
-  const double lambda = DPC_GRID_LAMBDA;
-  double window = fmax(8.0, 2 * fabs(df) * alpha + 6.0); /* A */
-  int H = window / 64 <= 0.15 ? 64 : window / 96 <= 0.15 ? 96 : 128;
-  double dx = window / H, radius = window * alpha / lambda;
+  int H;
+  double dx, radius = dpc_grid_window(alpha, df, &H, &dx) * alpha / DPC_GRID_LAMBDA;
   size_t np = (size_t)scan * (size_t)scan;
   double *f[3] = {malloc(np * 8), malloc(np * 8), malloc(np * 8)}, bound = 0;
   char name[600] = "";
@@ -251,25 +290,7 @@ static inline dpc_grid_answer dpc_grid_case(double alpha, double df, const char 
     return (dpc_grid_answer){NAN, -1, NAN, 0}; /* skipped: not made yet */
   }
   if (!cached) {
-    char det[32], scan_s[32], rad[32], spacing[32], sigma[32], jitter[32], step[32], chi[32],
-        rots[16], seed[16];
-    snprintf(det, sizeof det, "[%d, %d]", H, H);
-    snprintf(scan_s, sizeof scan_s, "[%d, %d]", scan, scan);
-    snprintf(rad, sizeof rad, "%.6g", radius);
-    snprintf(spacing, sizeof spacing, "%.6g", 2.5 / dx);
-    snprintf(sigma, sizeof sigma, "%.6g", 0.35 / 2.3548 / dx);
-    snprintf(jitter, sizeof jitter, "%.6g", 0.1 / dx);
-    snprintf(step, sizeof step, "%.6g", 0.4 / dx);
-    snprintf(chi, sizeof chi, "%.6g", M_PI * df * alpha * alpha / lambda);
-    snprintf(rots, sizeof rots, "%d", rot);
-    snprintf(seed, sizeof seed, "%d", seed_no);
-    kv o[] = {{"scan_shape", scan_s}, {"detector_shape", det}, {"disk_radius", rad},
-              {"dose", dose}, {"dtype", "u32"}, {"phase_max", "0.5"},
-              {"atom_spacing", spacing}, {"atom_sigma", sigma}, {"atom_jitter", jitter},
-              {"background", "0.05"}, {"step", step}, {"defocus", chi},
-              {"scan_rotation", rots}, {"scan_transpose", transpose ? "true" : "false"},
-              {"seed", seed}};
-    synth_data d = synth_run(o, (int)(sizeof o / sizeof o[0]), INT64_MAX, 2);
+    synth_data d = dpc_grid_generate(alpha, df, dose, rot, transpose, scan, seed_no);
     dpc_grid_products(&d, radius, f[0], f[1], f[2]);
     bound = dpc_grid_bound(&d, f[0], f[1]);
     synth_free(&d);

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "engine/core/util.h"
+#include "nodes/stem/dpc_fit.h"
 #include "tests/unit/dpc_grid.h"
 #include "tests/unit/stem_test_data.h"
 
@@ -296,6 +297,76 @@ static int env_rotations(int *rots, int max) {
   return n;
 }
 
+/* Signed angle difference a - b, mod 180, in (-90, 90]. */
+static double diff180(double a, double b) {
+  double d = fmod(a - b, 180.0);
+  if (d > 90) d -= 180;
+  if (d <= -90) d += 180;
+  return d;
+}
+
+/* The angle (mod 180, degrees) of least summed squared curl of the rotated
+ * field by central differences over the interior: an estimator independent
+ * of dpc's, for noiseless fields (its error grows with the field's content
+ * near the scan's Nyquist). The curl of R(-theta) c is cos curl(c) -
+ * sin div(c). */
+static double fd_curl_angle(const double *cr, const double *cc, int n) {
+  double a = 0, b = 0, d = 0; /* sums of curl^2, curl div, div^2 */
+  for (int i = 1; i < n - 1; i++)
+    for (int j = 1; j < n - 1; j++) {
+      double curl = 0.5 * (cc[(i + 1) * n + j] - cc[(i - 1) * n + j]) -
+                    0.5 * (cr[i * n + j + 1] - cr[i * n + j - 1]);
+      double div = 0.5 * (cr[(i + 1) * n + j] - cr[(i - 1) * n + j]) +
+                   0.5 * (cc[i * n + j + 1] - cc[i * n + j - 1]);
+      a += curl * curl, b += curl * div, d += div * div;
+    }
+  sl_dpc_quad q = {a, -b, d};
+  return sl_dpc_quad_argmin(&q);
+}
+
+/* DPC_DIAG="alpha df rotation scan seed dose n" (a grid case, seeds seed ..
+ * seed + n - 1): where an angle error comes from. Per seed, the signed
+ * errors (mod 180) of dpc on the noiseless CoM (com_expected) unrotated and
+ * rotated (the generator and the estimator without noise; dpc is exactly
+ * covariant, so the two differ only by what the generator's rotation does
+ * to the field), of the central-difference curl fit on the same two fields,
+ * and of dpc on the Poisson CoM with the ADF image. */
+static void grid_diag(const char *spec) {
+  double al = 0, df = 0, rot = 0;
+  char dose[16] = "1e4";
+  int scan = 32, seed = 1, n = 1;
+  sscanf(spec, "%lf %lf %lf %d %d %15s %d", &al, &df, &rot, &scan, &seed, dose, &n);
+  int64_t np = (int64_t)scan * scan;
+  double *f[6];
+  for (int k = 0; k < 6; k++) f[k] = malloc((size_t)np * sizeof(double));
+  int H;
+  double dx, radius = dpc_grid_window(al, df, &H, &dx) * al / DPC_GRID_LAMBDA;
+  kv nt[] = {{"transpose", "false"}};
+  for (int s = seed; s < seed + n; s++) {
+    synth_data d[2] = {dpc_grid_generate(al, df, dose, 0, 0, scan, s),
+                       dpc_grid_generate(al, df, dose, (int)rot, 0, scan, s)};
+    for (int k = 0; k < 2; k++) {
+      double mr = 0, mc = 0;
+      for (int64_t p = 0; p < np; p++) mr += d[k].com[2 * p], mc += d[k].com[2 * p + 1];
+      for (int64_t p = 0; p < np; p++)
+        f[2 * k][p] = d[k].com[2 * p] - mr / np, f[2 * k + 1][p] = d[k].com[2 * p + 1] - mc / np;
+    }
+    dpc_result r0 = run_dpc(f[0], f[1], scan, scan, nt, 1);
+    dpc_result r1 = run_dpc(f[2], f[3], scan, scan, nt, 1);
+    double fd0 = fd_curl_angle(f[0], f[1], scan), fd1 = fd_curl_angle(f[2], f[3], scan);
+    dpc_grid_products(&d[1], radius, f[4], f[5], f[0]);
+    double bound = dpc_grid_bound(&d[1], f[4], f[5]);
+    dpc_result rn = run_dpc_adf(f[4], f[5], f[0], scan, scan, NULL, 0);
+    fprintf(stderr, "seed %d: noiseless dpc %+.4f (unrotated %+.4f), central-difference curl %+.4f "
+                    "(%+.4f); Poisson dpc %+.3f t %d (bound %.3f, confidence %.2f)\n", s,
+            diff180(r1.angle, rot), diff180(r0.angle, 0), diff180(fd1, rot), diff180(fd0, 0),
+            diff180(rn.angle, rot), rn.transpose, bound, rn.confidence);
+    res_free(&r0), res_free(&r1), res_free(&rn);
+    synth_free(&d[0]), synth_free(&d[1]);
+  }
+  for (int k = 0; k < 6; k++) free(f[k]);
+}
+
 /* Atomic-column objects (tests/unit/dpc_grid.h) over probe semi-angles,
  * defoci, doses and rotations. ctest runs a coarse grid; the full grid
  * (3 x 5 x 4 x 16 = 960 cases) runs with SLUICE_DPC_GRID=full. Other
@@ -321,6 +392,10 @@ static void test_grid_atomic_columns(void **st) {
                                  scan, NULL};
   if (n_env) g.rotations = rots_env, g.n_rotations = n_env;
   g.cache = getenv("SLUICE_DPC_GRID_CACHE");
+  if (getenv("DPC_DIAG")) {
+    grid_diag(getenv("DPC_DIAG"));
+    return;
+  }
   const char *one = getenv("DPC_ONE");
   if (one) {
     double al, df, rot; char dose[16]; int t, seed = 1, scan1 = 24;
