@@ -527,8 +527,8 @@ SL_MADD_AVX2 static int64_t static_medians_avx2(uint8_t *y, const correct_state 
 /* (CORRECT_FUNCS(u16, ...) below) */
 static inline uint16_t static_median_u16(const uint16_t *y, const correct_state *s, int64_t k);
 
-/* Static bad pixels of a u16 frame from k on, sixteen at a time while
- * sixteen remain before k1, without gathers: each pixel's 3x3 window is
+/* Static bad pixels [k, k1) of a u16 frame, sixteen at a time (the last
+ * batch with unused lanes), without gathers: each pixel's 3x3 window is
  * three 8-byte loads (its rows, columns c-1..c+2) shuffled into one vector
  * of its 8 neighbours (WINDOW_SLOTS order), the statically invalid slots
  * set to 0xFFFF (win_bad); sixteen such vectors transposed (8x8 u16 in each
@@ -539,7 +539,7 @@ static inline uint16_t static_median_u16(const uint16_t *y, const correct_state 
  * it is valid, the count is the static one (nb_n), and a median index that
  * reaches the 0xFFFF values reads 0xFFFF either way. A pixel whose window
  * leaves the frame (win_off -1) is done by static_median_u16 afterwards.
- * The same values as median8. Returns the first pixel not done. */
+ * The same values as median8. Returns k1 (every pixel done). */
 #define U16_WINDOW_LANES 16
 SL_MADD_AVX2 static int64_t static_medians_u16(uint16_t *y, const correct_state *s, int64_t k,
                                               int64_t k1) {
@@ -550,15 +550,16 @@ SL_MADD_AVX2 static int64_t static_medians_u16(uint16_t *y, const correct_state 
   const __m128i pick_b = _mm_setr_epi8(-128, -128, -128, -128, -128, -128, 0, 1, 4, 5, -128, -128,
                                        -128, -128, -128, -128);
   const __m256i empty = _mm256_set1_epi16(-1), one = _mm256_set1_epi16(1);
-  for (; k + U16_WINDOW_LANES <= k1; k += U16_WINDOW_LANES) {
+  for (; k < k1; k += U16_WINDOW_LANES) {
+    const int n = k1 - k < U16_WINDOW_LANES ? (int)(k1 - k) : U16_WINDOW_LANES;
     __m128i v[U16_WINDOW_LANES];
     for (int l = 0; l < U16_WINDOW_LANES; l++) {
-      const int32_t off = s->win_off[k + l];
-      const __m128i bad = _mm_loadu_si128((const __m128i *)(s->win_bad + 8 * (k + l)));
+      const int32_t off = l < n ? s->win_off[k + l] : -1;
       if (off < 0) {
         v[l] = _mm_set1_epi16(-1);
         continue;
       }
+      const __m128i bad = _mm_loadu_si128((const __m128i *)(s->win_bad + 8 * (k + l)));
       const uint16_t *p = y + off;
       const __m128i a = _mm_loadl_epi64((const __m128i *)p);
       const __m128i b = _mm_loadl_epi64((const __m128i *)(p + w));
@@ -597,7 +598,9 @@ SL_MADD_AVX2 static int64_t static_medians_u16(uint16_t *y, const correct_state 
       nv = _mm256_set1_epi16(8);
       for (int q = 0; q < 8; q++) nv = _mm256_add_epi16(nv, _mm256_cmpeq_epi16(x[q], empty));
     } else {
-      nv = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(s->nb_n + k)));
+      uint8_t cnt[U16_WINDOW_LANES] = {0};
+      memcpy(cnt, s->nb_n + k, (size_t)n);
+      nv = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)cnt));
     }
     /* x[nv / 2] and x[nv / 2 - 1] of each lane */
     const __m256i half = _mm256_srli_epi16(nv, 1);
@@ -615,12 +618,12 @@ SL_MADD_AVX2 static int64_t static_medians_u16(uint16_t *y, const correct_state 
     m = _mm256_andnot_si256(_mm256_cmpeq_epi16(nv, _mm256_setzero_si256()), m);
     uint16_t out[U16_WINDOW_LANES];
     _mm256_storeu_si256((__m256i *)out, m);
-    for (int l = 0; l < U16_WINDOW_LANES; l++)
+    for (int l = 0; l < n; l++)
       if (s->win_off[k + l] >= 0) y[s->bad_idx[k + l]] = out[l];
-    for (int l = 0; l < U16_WINDOW_LANES; l++)
+    for (int l = 0; l < n; l++)
       if (s->win_off[k + l] < 0) y[s->bad_idx[k + l]] = static_median_u16(y, s, k + l);
   }
-  return k;
+  return k1;
 }
 #endif
 
@@ -812,7 +815,7 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
   }
 /* (the AVX2 medians where the build has them; `gather` is false otherwise) */
 #if SL_MADD_X86
-/* (u16: sixteen at a time from their windows, then eight by gathers) */
+/* (u16: sixteen at a time from their windows; u8: eight by gathers) */
 #define STATIC_MEDIANS_GATHER(y, s, k, k1)                                                   \
   static_medians_avx2((uint8_t *)(y), s,                                                   \
                       sizeof *(y) == 2 ? static_medians_u16((uint16_t *)(void *)(y), s, k, k1) \
