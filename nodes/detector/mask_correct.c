@@ -75,7 +75,8 @@ typedef struct correct_state {
   int64_t *nb;      /* 8 per bad pixel: its statically valid neighbours */
   uint8_t *nb_n;    /* how many of the 8 are used */
   /* The AVX2 medians' gather tables (u8 and u16 frames of at least 4 bytes
-   * with the median; else NULL): slot q of bad pixel k at [q * lanes_pitch +
+   * with the median; else NULL; u16 frames take the window tables below,
+   * the gathers serve u8): slot q of bad pixel k at [q * lanes_pitch +
    * k]. A slot gathers the 4 bytes at lane_off (in the frame, never before
    * its start or past its end) and shifts them right by lane_shift bits to
    * bring the neighbour's value to the low bits; lane_ok is -1 for a
@@ -87,7 +88,7 @@ typedef struct correct_state {
    * its 3x3 window's three 4-pixel rows lie in the frame (else -1: done one
    * by one); win_bad[8 k .. 8 k + 8) is 0xFFFF in the window slots that are
    * not statically valid (outside the detector or static bad), 0 in the
-   * others, slots in WINDOW_SLOTS order. In the allocation of lane_off. */
+   * others, slots in k_window_slots order. In the allocation of lane_off. */
   int32_t *win_off;
   uint16_t *win_bad;
   int es; /* bytes per pixel */
@@ -530,7 +531,7 @@ static inline uint16_t static_median_u16(const uint16_t *y, const correct_state 
 /* Static bad pixels [k, k1) of a u16 frame, sixteen at a time (the last
  * batch with unused lanes), without gathers: each pixel's 3x3 window is
  * three 8-byte loads (its rows, columns c-1..c+2) shuffled into one vector
- * of its 8 neighbours (WINDOW_SLOTS order), the statically invalid slots
+ * of its 8 neighbours (k_window_slots order), the statically invalid slots
  * set to 0xFFFF (win_bad); sixteen such vectors transposed (8x8 u16 in each
  * 128-bit half) give the slot vectors that the same sorting network sorts
  * with vpminuw/vpmaxuw, sixteen pixels a lane each. 0xFFFF is the flag
