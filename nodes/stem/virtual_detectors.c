@@ -14,7 +14,10 @@
  *    weights, only over the band of rows and vectors that holds every BF and
  *    ADF pixel (a disk and a ring cover a fraction of the rows and columns);
  *    DF = S - BF. The last partial vector of a row is loaded ending at the
- *    row's end, its already counted lanes weighted 0.
+ *    row's end, its already counted lanes weighted 0. Where the CPU has
+ *    AVX-512 BW/VNNI (sl_madd_avx512_used), its AVX-512 variant: 32 pixels
+ *    a vector with vpdpwssd, the row's last partial vector by a masked load,
+ *    the band's weights made in registers from two lane masks a vector.
  *  - otherwise (u8, u32, other widths, the portable path): the frame,
  *    flattened in C order, is cut into runs of consecutive pixels of one
  *    class (BF, BF+ADF, DF, DF+ADF); runs continue across row ends, so a
@@ -27,10 +30,12 @@
  * Positions run in parallel.
  *
  * Outputs s, sr, sc (the frame moments S, Sr, Sc, for a com node) are
- * computed only when read (sl_node.out_used): then frame_moments.c's sweep
- * gives S, Sr, Sc, the AVX2 path sums BF and ADF over the band only, and
- * DF = S - BF, so a pipeline with virtual images and a centre of mass sweeps
- * each frame once.
+ * computed only when read (sl_node.out_used): then the AVX-512 sweep adds
+ * each vector's Sc madd and Sr from its running row totals (one sweep over
+ * each frame for everything); otherwise frame_moments.c's sweep gives S, Sr,
+ * Sc, the AVX2 path sums BF and ADF over the band only, and DF = S - BF, so
+ * a pipeline with virtual images and a centre of mass needs no second node
+ * sweeping the frames.
  *
  * With the optional `disk` input (from disk_fit) the centre and radius come
  * from it at run time and the classes are built on the first kernel call. */
@@ -451,7 +456,6 @@ SL_MADD_AVX2 static void madd_sum_u16(void *ctx, int64_t begin, int64_t end, int
     df[p] = s - bf[p];
   }
 }
-#endif
 
 /* --- AVX-512: {S, BF, ADF} and, when the moments outputs are read, Sr and
  * Sc too, in one sweep over each frame (the band's vw 32 layout) --- */
@@ -607,6 +611,8 @@ SL_MADD_AVX512 static void madd512_sum_u16(void *ctx, int64_t begin, int64_t end
     if (j->moments) o[3][p] = s, o[4][p] = m[3] + bias_r, o[5][p] = m[4] + bias_c;
   }
 }
+
+#endif
 
 /* The moments sweep's frames go to the outputs s, sr, sc. */
 static void moments_emit(const sl_kernel_args *a, void *ctx, int64_t p, const uint64_t m[3]) {
