@@ -75,13 +75,22 @@ typedef struct correct_state {
   int64_t *nb;      /* 8 per bad pixel: its statically valid neighbours */
   uint8_t *nb_n;    /* how many of the 8 are used */
   /* The AVX2 medians' gather tables (u8 and u16 frames of at least 4 bytes
-   * with the median; else NULL): slot q of bad pixel k at [q * lanes_pitch +
+   * with the median; else NULL; u16 frames take the window tables below,
+   * the gathers serve u8): slot q of bad pixel k at [q * lanes_pitch +
    * k]. A slot gathers the 4 bytes at lane_off (in the frame, never before
    * its start or past its end) and shifts them right by lane_shift bits to
    * bring the neighbour's value to the low bits; lane_ok is -1 for a
    * statically valid neighbour, 0 for an unused slot. */
   int32_t *lane_off, *lane_shift, *lane_ok;
   int64_t lanes_pitch;
+  /* The AVX2 medians of u16 frames without gathers (static_medians_u16):
+   * win_off[k] is the pixel index of bad pixel k's up-left neighbour, where
+   * its 3x3 window's three 4-pixel rows lie in the frame (else -1: done one
+   * by one); win_bad[8 k .. 8 k + 8) is 0xFFFF in the window slots that are
+   * not statically valid (outside the detector or static bad), 0 in the
+   * others, slots in k_window_slots order. In the allocation of lane_off. */
+  int32_t *win_off;
+  uint16_t *win_bad;
   int es; /* bytes per pixel */
 } correct_state;
 
@@ -270,10 +279,16 @@ static bool gather_lanes_fit(correct_policy policy, int64_t es, int64_t frame_by
 }
 
 /* Bytes of the gather tables for n_bad static bad pixels: three tables of 8
- * slots, each padded by a vector (none without a bad pixel). */
+ * slots, each padded by a vector (none without a bad pixel); then u16
+ * frames' window tables (win_off, win_bad: 20 bytes a pixel). */
 static int64_t gather_lanes_bytes(int64_t n_bad) {
-  return n_bad > 0 ? 3 * 8 * (n_bad + 8) * (int64_t)sizeof(int32_t) : 0;
+  return n_bad > 0 ? 3 * 8 * (n_bad + 8) * (int64_t)sizeof(int32_t) + 20 * n_bad : 0;
 }
+
+/* A 3x3 window's slots, (row, column) from its centre: the order of
+ * correct_state.win_bad and of static_medians_u16's window vectors. */
+static const int8_t k_window_slots[8][2] = {{-1, -1}, {-1, 0}, {-1, 1}, {0, -1},
+                                            {0, 1},   {1, -1}, {1, 0},  {1, 1}};
 
 /* The gather tables (correct_state.lane_off) from the neighbour lists. */
 static sl_code build_gather_lanes(correct_state *s, sl_error *err) {
@@ -283,6 +298,20 @@ static sl_code build_gather_lanes(correct_state *s, sl_error *err) {
   if (!t) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the bad pixels' gather tables");
   s->lane_off = t, s->lane_shift = t + 8 * pitch, s->lane_ok = t + 16 * pitch;
   s->lanes_pitch = pitch;
+  s->win_off = t + 24 * pitch;
+  s->win_bad = (uint16_t *)(void *)(s->win_off + s->n_bad);
+  const int64_t h = s->h, w = s->w;
+  for (int64_t k = 0; k < s->n_bad; k++) {
+    const int64_t r = s->bad_idx[k] / w, c = s->bad_idx[k] % w;
+    /* rows r-1..r+1, columns c-1..c+2 (the 4-pixel loads) inside the frame */
+    const bool inside = r >= 1 && r + 1 < h && c >= 1 && (r + 1) * w + c + 2 < h * w;
+    s->win_off[k] = inside ? (int32_t)((r - 1) * w + c - 1) : -1;
+    for (int q = 0; q < 8; q++) {
+      const int64_t rr = r + k_window_slots[q][0], cc = c + k_window_slots[q][1];
+      const bool valid = rr >= 0 && rr < h && cc >= 0 && cc < w && !s->bad[rr * w + cc];
+      s->win_bad[8 * k + q] = valid ? 0 : 0xFFFF;
+    }
+  }
   for (int64_t k = 0; k < s->n_bad; k++)
     for (int q = 0; q < s->nb_n[k]; q++) {
       /* the 4 bytes that end with the pixel's, moved to start at the
@@ -308,7 +337,8 @@ static sl_code build_neighbour_lists(correct_state *s, sl_node *n, const void *m
   free(s->lane_off);
   s->bad_idx = s->nb = NULL;
   s->nb_n = NULL;
-  s->lane_off = s->lane_shift = s->lane_ok = NULL;
+  s->lane_off = s->lane_shift = s->lane_ok = s->win_off = NULL;
+  s->win_bad = NULL;
   s->n_bad = 0;
   s->bad = calloc((size_t)item, 1);
   if (!s->bad) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the static mask");
@@ -491,6 +521,110 @@ SL_MADD_AVX2 static int64_t static_medians_avx2(uint8_t *y, const correct_state 
     }
   }
   return k;
+}
+#endif
+
+#if SL_MADD_X86
+/* (CORRECT_FUNCS(u16, ...) below) */
+static inline uint16_t static_median_u16(const uint16_t *y, const correct_state *s, int64_t k);
+
+/* Static bad pixels [k, k1) of a u16 frame, sixteen at a time (the last
+ * batch with unused lanes), without gathers: each pixel's 3x3 window is
+ * three 8-byte loads (its rows, columns c-1..c+2) shuffled into one vector
+ * of its 8 neighbours (k_window_slots order), the statically invalid slots
+ * set to 0xFFFF (win_bad); sixteen such vectors transposed (8x8 u16 in each
+ * 128-bit half) give the slot vectors that the same sorting network sorts
+ * with vpminuw/vpmaxuw, sixteen pixels a lane each. 0xFFFF is the flag
+ * value: with `flagged` a neighbour at it is not valid and sorts last with
+ * the invalid slots, so the valid count is the slots below 0xFFFF; without,
+ * it is valid, the count is the static one (nb_n), and a median index that
+ * reaches the 0xFFFF values reads 0xFFFF either way. A pixel whose window
+ * leaves the frame (win_off -1) is done by static_median_u16 afterwards.
+ * The same values as median8. Returns k1 (every pixel done). */
+#define U16_WINDOW_LANES 16
+SL_MADD_AVX2 static int64_t static_medians_u16(uint16_t *y, const correct_state *s, int64_t k,
+                                              int64_t k1) {
+  const int64_t w = s->w;
+  /* window rows a (r-1), b (r), c (r+1), pixels 0..3 from column c-1:
+   * slots a0 a1 a2 | b0 b2 | c0 c1 c2 (bytes; 0x80 = zero) */
+  const __m128i pick_ac = _mm_setr_epi8(0, 1, 2, 3, 4, 5, -128, -128, -128, -128, 8, 9, 10, 11, 12, 13);
+  const __m128i pick_b = _mm_setr_epi8(-128, -128, -128, -128, -128, -128, 0, 1, 4, 5, -128, -128,
+                                       -128, -128, -128, -128);
+  const __m256i empty = _mm256_set1_epi16(-1), one = _mm256_set1_epi16(1);
+  for (; k < k1; k += U16_WINDOW_LANES) {
+    const int n = k1 - k < U16_WINDOW_LANES ? (int)(k1 - k) : U16_WINDOW_LANES;
+    __m128i v[U16_WINDOW_LANES];
+    for (int l = 0; l < U16_WINDOW_LANES; l++) {
+      const int32_t off = l < n ? s->win_off[k + l] : -1;
+      if (off < 0) {
+        v[l] = _mm_set1_epi16(-1);
+        continue;
+      }
+      const __m128i bad = _mm_loadu_si128((const __m128i *)(s->win_bad + 8 * (k + l)));
+      const uint16_t *p = y + off;
+      const __m128i a = _mm_loadl_epi64((const __m128i *)p);
+      const __m128i b = _mm_loadl_epi64((const __m128i *)(p + w));
+      const __m128i c = _mm_loadl_epi64((const __m128i *)(p + 2 * w));
+      const __m128i ac = _mm_shuffle_epi8(_mm_unpacklo_epi64(a, c), pick_ac);
+      v[l] = _mm_or_si128(_mm_or_si128(ac, _mm_shuffle_epi8(b, pick_b)), bad);
+    }
+    /* pixels 0..7 in the low halves, 8..15 in the high; transposed: x[q]
+     * holds slot q of every pixel */
+    __m256i y8[8], t[8], u[8], x[8];
+    for (int i = 0; i < 8; i++) y8[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(v[i]), v[i + 8], 1);
+    for (int i = 0; i < 4; i++) {
+      t[2 * i] = _mm256_unpacklo_epi16(y8[2 * i], y8[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_epi16(y8[2 * i], y8[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+      u[4 * i] = _mm256_unpacklo_epi32(t[4 * i], t[4 * i + 2]);
+      u[4 * i + 1] = _mm256_unpackhi_epi32(t[4 * i], t[4 * i + 2]);
+      u[4 * i + 2] = _mm256_unpacklo_epi32(t[4 * i + 1], t[4 * i + 3]);
+      u[4 * i + 3] = _mm256_unpackhi_epi32(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+      x[2 * i] = _mm256_unpacklo_epi64(u[i], u[i + 4]);
+      x[2 * i + 1] = _mm256_unpackhi_epi64(u[i], u[i + 4]);
+    }
+#define CS(i, j)                                      \
+  do {                                                \
+    const __m256i lo_ = _mm256_min_epu16(x[i], x[j]); \
+    x[j] = _mm256_max_epu16(x[i], x[j]);              \
+    x[i] = lo_;                                       \
+  } while (0)
+    MEDIAN8_NETWORK(CS);
+#undef CS
+    __m256i nv;
+    if (s->flagged) { /* the slots below 0xFFFF */
+      nv = _mm256_set1_epi16(8);
+      for (int q = 0; q < 8; q++) nv = _mm256_add_epi16(nv, _mm256_cmpeq_epi16(x[q], empty));
+    } else {
+      uint8_t cnt[U16_WINDOW_LANES] = {0};
+      memcpy(cnt, s->nb_n + k, (size_t)n);
+      nv = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)cnt));
+    }
+    /* x[nv / 2] and x[nv / 2 - 1] of each lane */
+    const __m256i half = _mm256_srli_epi16(nv, 1);
+    __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+    for (int q = 0; q < 8; q++) {
+      hi = _mm256_or_si256(hi, _mm256_and_si256(x[q], _mm256_cmpeq_epi16(half, _mm256_set1_epi16((short)q))));
+      lo = _mm256_or_si256(lo, _mm256_and_si256(x[q], _mm256_cmpeq_epi16(half, _mm256_set1_epi16((short)(q + 1)))));
+    }
+    /* odd: the middle one; even: floor of the mean of the two, without
+     * leaving 16 bits; none valid: 0 */
+    const __m256i mean = _mm256_add_epi16(_mm256_and_si256(lo, hi),
+                                          _mm256_srli_epi16(_mm256_xor_si256(lo, hi), 1));
+    const __m256i odd = _mm256_cmpeq_epi16(_mm256_and_si256(nv, one), one);
+    __m256i m = _mm256_blendv_epi8(mean, hi, odd);
+    m = _mm256_andnot_si256(_mm256_cmpeq_epi16(nv, _mm256_setzero_si256()), m);
+    uint16_t out[U16_WINDOW_LANES];
+    _mm256_storeu_si256((__m256i *)out, m);
+    for (int l = 0; l < n; l++)
+      if (s->win_off[k + l] >= 0) y[s->bad_idx[k + l]] = out[l];
+    for (int l = 0; l < n; l++)
+      if (s->win_off[k + l] < 0) y[s->bad_idx[k + l]] = static_median_u16(y, s, k + l);
+  }
+  return k1;
 }
 #endif
 
@@ -682,7 +816,12 @@ _Static_assert(FLAG_SCAN_BLOCK % 8 == 0, "blocks start at whole bytes of a ones 
   }
 /* (the AVX2 medians where the build has them; `gather` is false otherwise) */
 #if SL_MADD_X86
-#define STATIC_MEDIANS_GATHER(y, s, k, k1) static_medians_avx2((uint8_t *)(y), s, k, k1)
+/* (u16: sixteen at a time from their windows; u8: eight by gathers) */
+#define STATIC_MEDIANS_GATHER(y, s, k, k1)                                                   \
+  static_medians_avx2((uint8_t *)(y), s,                                                   \
+                      sizeof *(y) == 2 ? static_medians_u16((uint16_t *)(void *)(y), s, k, k1) \
+                                       : (k),                                              \
+                      k1)
 #else
 #define STATIC_MEDIANS_GATHER(y, s, k, k1) (k)
 #endif

@@ -14,7 +14,10 @@
  *    weights, only over the band of rows and vectors that holds every BF and
  *    ADF pixel (a disk and a ring cover a fraction of the rows and columns);
  *    DF = S - BF. The last partial vector of a row is loaded ending at the
- *    row's end, its already counted lanes weighted 0.
+ *    row's end, its already counted lanes weighted 0. Where the CPU has
+ *    AVX-512 BW/VNNI (sl_madd_avx512_used), its AVX-512 variant: 32 pixels
+ *    a vector with vpdpwssd, the row's last partial vector by a masked load,
+ *    the band's weights made in registers from two lane masks a vector.
  *  - otherwise (u8, u32, other widths, the portable path): the frame,
  *    flattened in C order, is cut into runs of consecutive pixels of one
  *    class (BF, BF+ADF, DF, DF+ADF); runs continue across row ends, so a
@@ -27,10 +30,12 @@
  * Positions run in parallel.
  *
  * Outputs s, sr, sc (the frame moments S, Sr, Sc, for a com node) are
- * computed only when read (sl_node.out_used): then frame_moments.c's sweep
- * gives S, Sr, Sc, the AVX2 path sums BF and ADF over the band only, and
- * DF = S - BF, so a pipeline with virtual images and a centre of mass sweeps
- * each frame once.
+ * computed only when read (sl_node.out_used): then the AVX-512 sweep adds
+ * each vector's Sc madd and Sr from its running row totals (one sweep over
+ * each frame for everything); otherwise frame_moments.c's sweep gives S, Sr,
+ * Sc, the AVX2 path sums BF and ADF over the band only, and DF = S - BF, so
+ * a pipeline with virtual images and a centre of mass needs no second node
+ * sweeping the frames.
  *
  * With the optional `disk` input (from disk_fit) the centre and radius come
  * from it at run time and the classes are built on the first kernel call. */
@@ -73,11 +78,20 @@ typedef struct class_run {
  * row: every row of the band then runs the same loop counts, which the branch
  * predictor follows; it was faster than per-row spans despite its extra zero
  * weights (1.39 against 1.46 us per 192 x 192 frame with a disk and its 1-2
- * radii ring). No BF or ADF pixel: an empty band. */
+ * radii ring). No BF or ADF pixel: an empty band.
+ *
+ * Its AVX-512 variant (vw 32, sl_madd_avx512_used when the classes are
+ * built): vector v holds columns 32v..32v+31 (the last one masked at the
+ * row's end), and each vector of the band has two 32-bit lane masks, BF then
+ * ADF, instead of 64 bytes of weights: 8 bytes a vector, so that the table
+ * stays in L1 (the int16 weights of a 192 x 192 frame's band were 43 KB read
+ * from L2 beside the frame) and the sweep makes each vector's 0/1 weights
+ * from its mask in a register. */
 typedef struct madd_band {
   int64_t r0, r1, lo, hi;
-  int16_t *wts;
-  int16_t ones_t[16]; /* S weights of the last partial vector of a row */
+  int vw;    /* pixels a vector: 16 (AVX2, int16 weights) or 32 (AVX-512, lane masks) */
+  void *wts; /* int16_t weights (vw 16) or uint32_t masks (vw 32) */
+  int16_t ones_t[16]; /* vw 16: S weights of the last partial vector of a row */
 } madd_band;
 
 typedef struct detectors_state {
@@ -107,8 +121,10 @@ static const sl_port_def virtual_detectors_outputs[] = {
  * so at least 15 rows between spills). */
 static bool madd_fits(sl_dtype t, int64_t w) { return t == SL_U16 && w >= 16 && w <= 32768; }
 
-/* Bytes of the band's weights. */
-static int64_t band_bytes(const madd_band *b) { return (b->r1 - b->r0) * (b->hi - b->lo) * 64; }
+/* Bytes of the band's weights or masks. */
+static int64_t band_bytes(const madd_band *b) {
+  return (b->r1 - b->r0) * (b->hi - b->lo) * (b->vw == 32 ? 8 : 64);
+}
 
 static sl_code geometry_resolve(const sl_node *n, sl_disk_geometry *g, sl_error *err) {
   const virtual_detectors_params *p = virtual_detectors_params_of(n);
@@ -209,23 +225,27 @@ static sl_code runs_build(detectors_state *s, const class_radii *k, sl_error *er
 }
 
 /* Column of lane l of vector v of a row, or -1 when the lane repeats a column
- * of the full vectors (the last vector of a row of W % 16 columns). */
-static inline int64_t lane_column(int64_t w, int64_t v, int64_t l) {
+ * of the full vectors (vw 16: the last vector of a row of W % 16 columns is
+ * loaded ending at the row's end) or lies past the row's end (vw 32: masked). */
+static inline int64_t lane_column(int vw, int64_t w, int64_t v, int64_t l) {
+  if (vw == 32) return 32 * v + l < w ? 32 * v + l : -1;
   int64_t full = w / 16;
   if (v < full) return 16 * v + l;
   int64_t c = w - 16 + l;
   return c >= 16 * full ? c : -1;
 }
 
-/* The AVX2 sweep's band and weights (madd_band), from the same classes. */
-static sl_code band_build(detectors_state *s, const class_radii *k, sl_error *err) {
-  const int64_t h = s->g.h, w = s->g.w, nvec = (w + 15) / 16;
+/* The sweep's band and weights or masks (madd_band, vw pixels a vector),
+ * from the same classes. */
+static sl_code band_build(detectors_state *s, const class_radii *k, int vw, sl_error *err) {
+  const int64_t h = s->g.h, w = s->g.w, nvec = (w + vw - 1) / vw;
   madd_band *b = &s->band;
+  b->vw = vw;
   b->r0 = h, b->r1 = 0, b->lo = nvec, b->hi = 0;
   for (int64_t r = 0; r < h; r++)
     for (int64_t v = 0; v < nvec; v++)
-      for (int64_t l = 0; l < 16; l++) {
-        int64_t c = lane_column(w, v, l);
+      for (int64_t l = 0; l < vw; l++) {
+        int64_t c = lane_column(vw, w, v, l);
         if (c >= 0 && pixel_class(k, r, c)) { /* BF or ADF */
           if (r < b->r0) b->r0 = r;
           b->r1 = r + 1;
@@ -233,28 +253,38 @@ static sl_code band_build(detectors_state *s, const class_radii *k, sl_error *er
           if (v + 1 > b->hi) b->hi = v + 1;
         }
       }
-  if (b->r1 <= b->r0) b->r0 = b->r1 = 0, b->lo = b->hi = w / 16;
-  int16_t *wts = realloc(b->wts, (size_t)(band_bytes(b) > 0 ? band_bytes(b) : 64));
-  if (!wts)
+  if (b->r1 <= b->r0) b->r0 = b->r1 = 0, b->lo = b->hi = w / vw;
+  void *tab = realloc(b->wts, (size_t)(band_bytes(b) > 0 ? band_bytes(b) : 64));
+  if (!tab)
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for %lld bytes of detector weights",
                    (long long)band_bytes(b));
-  b->wts = wts;
+  b->wts = tab;
+  int16_t *wts = tab;
+  uint32_t *masks = tab;
   for (int64_t r = b->r0; r < b->r1; r++)
-    for (int64_t v = b->lo; v < b->hi; v++, wts += 32)
-      for (int64_t l = 0; l < 16; l++) {
-        int64_t c = lane_column(w, v, l);
+    for (int64_t v = b->lo; v < b->hi; v++) {
+      uint32_t bf = 0, adf = 0;
+      for (int64_t l = 0; l < vw; l++) {
+        int64_t c = lane_column(vw, w, v, l);
         uint32_t cls = c >= 0 ? pixel_class(k, r, c) : 0;
-        wts[l] = cls & CLASS_BF ? 1 : 0;
-        wts[16 + l] = cls & CLASS_ADF ? 1 : 0;
+        if (vw == 32) {
+          bf |= (cls & CLASS_BF ? 1u : 0u) << l;
+          adf |= (cls & CLASS_ADF ? 1u : 0u) << l;
+        } else {
+          wts[l] = cls & CLASS_BF ? 1 : 0;
+          wts[16 + l] = cls & CLASS_ADF ? 1 : 0;
+        }
       }
-  for (int64_t l = 0; l < 16; l++) b->ones_t[l] = lane_column(w, w / 16, l) >= 0 ? 1 : 0;
+      if (vw == 32) *masks++ = bf, *masks++ = adf;
+      else wts += 32;
+    }
+  for (int64_t l = 0; l < 16; l++) b->ones_t[l] = lane_column(16, w, w / 16, l) >= 0 ? 1 : 0;
   return SL_OK;
 }
 
-/* Classes for the disk at (cr, cc) of this radius: the runs always, the
- * band for frames the AVX2 sweep takes. */
 /* sl_disk_region_build: the classes of the disk (centre_row, centre_col,
- * radius): the runs always, the band for frames the AVX2 sweep takes. */
+ * radius): the runs always, the band for frames the AVX2 sweep takes (its
+ * AVX-512 layout where that variant runs). */
 static sl_code classes_build(void *state, const double disk[3], sl_error *err) {
   detectors_state *s = state;
   const sl_disk_geometry *g = &s->g;
@@ -262,7 +292,8 @@ static sl_code classes_build(void *state, const double disk[3], sl_error *err) {
          outer = sl_ring_radius_px(g, g->outer_p, radius);
   class_radii k = {disk[0], disk[1], radius * radius, inner * inner, outer * outer};
   sl_code rc = runs_build(s, &k, err);
-  if (rc == SL_OK && madd_fits(g->t, g->w)) rc = band_build(s, &k, err);
+  if (rc == SL_OK && madd_fits(g->t, g->w))
+    rc = band_build(s, &k, sl_madd_avx512_used() ? 32 : 16, err);
   return rc;
 }
 
@@ -425,6 +456,162 @@ SL_MADD_AVX2 static void madd_sum_u16(void *ctx, int64_t begin, int64_t end, int
     df[p] = s - bf[p];
   }
 }
+
+/* --- AVX-512: {S, BF, ADF} and, when the moments outputs are read, Sr and
+ * Sc too, in one sweep over each frame (the band's vw 32 layout) --- */
+
+/* Column weights of the moments' Sc: column 32v + l in lane l of vector v,
+ * for every vector of a row (the masked lanes past the row's end read 0, so
+ * their weights do not matter). In the worker's scratch: W * 8 bytes
+ * (sl_frame_moments_scratch, the node's per_worker_bytes when the moments
+ * are read) hold ceil(W / 32) * 32 int16 for W >= 16. */
+static void column_weights(int16_t *cw, int64_t w) {
+  for (int64_t c = 0; c < (w + 31) / 32 * 32; c++) cw[c] = (int16_t)(c < 32768 ? c : 0);
+}
+
+/* The sums of one frame into m: {S, BF, ADF, Sr, Sc}, biased (madd_u16.h);
+ * Sr and Sc only with `mom`. Every row: each vector's S (against ones) and
+ * with `mom` its Sc (against the column weights); in the band's rows and
+ * vectors also BF and ADF, against 0/1 weights made from the band's lane
+ * masks. Sr as in frame_moments.c: within a block of n rows from r0 the
+ * running S total T is added into P once per row and sum_r r * S_r =
+ * (r0 + n) * T - P. `wide` (Sc's weights so large that a row's vectors
+ * exceed its int32 bound, W > 1024): Sc spilled after every vector. Two
+ * accumulators of each sum so that vpdpwssd's latency does not chain one
+ * vector to the next. Always inlined into its callers, so `mom` and `wide`
+ * are constants there. */
+SL_MADD_AVX512 static inline __attribute__((always_inline)) void sweep512(
+    const uint16_t *q, const detectors_state *st, const int16_t *cw, bool mom, bool wide,
+    uint64_t m[5]) {
+  const int64_t h = st->g.h, w = st->g.w, full = w / 32, nvec = (w + 31) / 32;
+  const madd_band *bd = &st->band;
+  const int64_t lo = bd->lo, mid = bd->hi < full ? bd->hi : full;
+  const bool tail = nvec > full, tail_in_band = bd->hi > full;
+  const __mmask32 tmask = (__mmask32)((1u << (w % 32)) - 1u);
+  const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
+  /* Rows a block: T, P and the band sums (weights 1) within k1 vpdpwssd a
+   * lane; Sc (weights <= W - 1) within kc, unless spilled every vector. */
+  const int64_t k1 = sl_madd_spill_every(1), kc = sl_madd_spill_every(w - 1);
+  int64_t rb = 1;
+  if (mom)
+    while ((rb + 1) * (rb + 2) / 2 * nvec <= k1 && (wide || (rb + 1) * nvec <= kc)) rb++;
+  else
+    rb = k1 / nvec > 1 ? k1 / nvec : 1;
+  const uint32_t *km = bd->wts;
+  __m512i s64 = zero, b64 = zero, a64 = zero, c64 = zero;
+  uint64_t sr = 0, s = 0; /* biased, wrapping */
+/* One vector x of column vector v into the S chain T (and Sc chain C). */
+#define PLAIN(x, v, T, C)                                                   \
+  do {                                                                      \
+    T = sl_madd512_acc(T, x, ones);                                         \
+    if (mom) {                                                              \
+      C = sl_madd512_acc(C, x, _mm512_loadu_si512(cw + 32 * (v)));          \
+      if (wide) c64 = sl_madd512_spill(c64, C), C = zero;                   \
+    }                                                                       \
+  } while (0)
+/* ... and its BF and ADF from the band's next two masks. */
+#define BAND(x, v, T, C, B, A)                                              \
+  do {                                                                      \
+    PLAIN(x, v, T, C);                                                      \
+    B = sl_madd512_acc(B, x, _mm512_maskz_mov_epi16(km[0], ones));          \
+    A = sl_madd512_acc(A, x, _mm512_maskz_mov_epi16(km[1], ones));          \
+    km += 2;                                                                \
+  } while (0)
+  for (int64_t r0 = 0; r0 < h; r0 += rb) {
+    const int64_t n = h - r0 < rb ? h - r0 : rb;
+    __m512i t0 = zero, t1 = zero, c0 = zero, c1 = zero, b0 = zero, b1 = zero, a0 = zero,
+            a1 = zero, p = zero;
+    for (int64_t r = r0; r < r0 + n; r++) {
+      const uint16_t *row = q + r * w;
+      const bool band = r >= bd->r0 && r < bd->r1;
+      const int64_t e0 = band ? lo : full; /* plain vectors [0, e0), band [e0, e1) */
+      const int64_t e1 = band ? mid : full;
+      int64_t v = 0;
+      for (; v + 2 <= e0; v += 2) {
+        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32);
+        PLAIN(x, v, t0, c0);
+        PLAIN(y, v + 1, t1, c1);
+      }
+      if (v < e0) {
+        PLAIN(sl_madd512_bias(row + 32 * v), v, t0, c0);
+        v++;
+      }
+      for (; v + 2 <= e1; v += 2) {
+        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32);
+        BAND(x, v, t0, c0, b0, a0);
+        BAND(y, v + 1, t1, c1, b1, a1);
+      }
+      if (v < e1) {
+        BAND(sl_madd512_bias(row + 32 * v), v, t0, c0, b0, a0);
+        v++;
+      }
+      for (; v + 2 <= full; v += 2) {
+        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32);
+        PLAIN(x, v, t0, c0);
+        PLAIN(y, v + 1, t1, c1);
+      }
+      if (v < full) PLAIN(sl_madd512_bias(row + 32 * v), v, t1, c1);
+      if (tail) { /* the last, partial vector */
+        __m512i x = sl_madd512_bias_masked(row + 32 * full, tmask);
+        if (band && tail_in_band) BAND(x, full, t1, c1, b1, a1);
+        else PLAIN(x, full, t1, c1);
+      }
+      if (mom) p = _mm512_add_epi32(p, _mm512_add_epi32(t0, t1));
+    }
+#undef PLAIN
+#undef BAND
+    const __m512i t = _mm512_add_epi32(t0, t1);
+    b64 = sl_madd512_spill(sl_madd512_spill(b64, b0), b1);
+    a64 = sl_madd512_spill(sl_madd512_spill(a64, a0), a1);
+    if (mom) {
+      c64 = sl_madd512_spill(sl_madd512_spill(c64, c0), c1);
+      const uint64_t sb = sl_madd512_hsum32(t), pb = sl_madd512_hsum32(p);
+      s += sb;
+      sr += (uint64_t)(r0 + n) * sb - pb;
+    } else {
+      s64 = sl_madd512_spill(s64, t);
+    }
+  }
+  m[0] = mom ? s : sl_madd512_hsum64(s64);
+  m[1] = sl_madd512_hsum64(b64);
+  m[2] = sl_madd512_hsum64(a64);
+  m[3] = sr;
+  m[4] = sl_madd512_hsum64(c64);
+}
+
+/* BF, ADF, DF = S - BF of u16 frames, and S, Sr, Sc when the moments
+ * outputs are read, from one AVX-512 sweep a frame. */
+SL_MADD_AVX512 static void madd512_sum_u16(void *ctx, int64_t begin, int64_t end, int worker) {
+  const detectors_job *j = ctx;
+  const detectors_state *st = j->s;
+  const uint16_t *x = j->a->in[0];
+  uint64_t *o[6];
+  for (int k = 0; k < 6; k++) o[k] = j->a->out[k];
+  const uint64_t uh = (uint64_t)st->g.h, uw = (uint64_t)st->g.w;
+  const int64_t *n = st->counts;
+  /* The biases: 32768 times the sum of each sum's weights. */
+  const uint64_t bias_s = 32768u * uh * uw;
+  const uint64_t bias_b = 32768u * (uint64_t)(n[CLASS_BF] + n[CLASS_BF | CLASS_ADF]);
+  const uint64_t bias_a = 32768u * (uint64_t)(n[CLASS_ADF] + n[CLASS_BF | CLASS_ADF]);
+  const uint64_t bias_r = 32768u * uw * (uh * (uh - 1) / 2);
+  const uint64_t bias_c = 32768u * uh * (uw * (uw - 1) / 2);
+  int16_t *cw = NULL;
+  if (j->moments) column_weights(cw = sl_worker_scratch(j->a, worker), st->g.w);
+  const bool wide = sl_madd_spill_every(st->g.w - 1) < (st->g.w + 31) / 32;
+  for (int64_t p = begin; p < end; p++) {
+    uint64_t m[5];
+    const uint16_t *f = x + p * j->item;
+    if (!j->moments) sweep512(f, st, NULL, false, false, m);
+    else if (!wide) sweep512(f, st, cw, true, false, m);
+    else sweep512(f, st, cw, true, true, m);
+    const uint64_t s = m[0] + bias_s;
+    o[0][p] = m[1] + bias_b;
+    o[1][p] = m[2] + bias_a;
+    o[2][p] = s - o[0][p];
+    if (j->moments) o[3][p] = s, o[4][p] = m[3] + bias_r, o[5][p] = m[4] + bias_c;
+  }
+}
+
 #endif
 
 /* The moments sweep's frames go to the outputs s, sr, sc. */
@@ -447,9 +634,19 @@ static sl_code virtual_detectors_cpu(sl_kernel_args *a) {
   detectors_job j = {a, s, sl_desc_item_elems(&a->node->in[0]), moments_used(a->node)};
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? runs_sum_u8 : t == SL_U16 ? runs_sum_u16 : runs_sum_u32;
-  if (j.moments && (rc = sl_frame_moments_chunk(a, want, moments_emit, NULL))) return rc;
 #if SL_MADD_X86
-  if (path == SL_SIMD_AVX2 && s->band.wts) fn = madd_sum_u16;
+  if (path == SL_SIMD_AVX2 && s->band.wts && s->band.vw == 32) {
+    /* one sweep for every output (the moments too) */
+    if (j.moments && (!a->worker_scratch ||
+                      a->worker_scratch_stride < sl_frame_moments_scratch(s->g.w)))
+      return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_detectors: called without its scratch");
+    fn = madd512_sum_u16;
+  } else {
+    if (j.moments && (rc = sl_frame_moments_chunk(a, want, moments_emit, NULL))) return rc;
+    if (path == SL_SIMD_AVX2 && s->band.wts) fn = madd_sum_u16;
+  }
+#else
+  if (j.moments && (rc = sl_frame_moments_chunk(a, want, moments_emit, NULL))) return rc;
 #endif
   int64_t grain = 65536 / (j.item + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fn, &j);

@@ -2,8 +2,9 @@
  * written here and against three virtual_image runs (bit for bit); random data
  * with values at the dtype max, odd detector sizes, chunks of 1, 7 and all
  * positions, 1 and 2 threads; runs longer than 65536 pixels; the disk input;
- * validation. Every case runs both sweeps, forced through param 'simd': the
- * run-based portable loops and, for u16 frames, the AVX2 vpmaddwd sweep
+ * validation. Every case runs every sweep, forced through param 'simd' and
+ * the AVX-512 switch (madd_u16.h): the run-based portable loops and, for u16
+ * frames, the AVX2 vpmaddwd sweep and its AVX-512 vpdpwssd variant
  * (half the random u16 pixels are >= 32768, one in sixteen 65535), over
  * widths that 16 does or does not divide, discs and rings clipped by every
  * edge or lying only in a row's last partial vector, no BF/ADF pixel at all,
@@ -22,6 +23,7 @@
 #include <cmocka.h>
 
 #include "engine/core/simd.h"
+#include "nodes/common/madd_u16.h"
 #include "tests/unit/stem_test_data.h"
 
 extern const sl_node_desc sl_node_virtual_detectors;
@@ -51,14 +53,26 @@ typedef struct geometry_case {
   double cr, cc, r, in, out; /* reference geometry in pixels (cr < -1e8: detector centre) */
 } geometry_case;
 
-/* The sweeps to run: the portable loops, and the AVX2 one where the CPU has it. */
+/* The sweeps to run: the portable loops, the AVX2 one and its AVX-512
+ * variant where the CPU has them. */
 static int n_paths(void) {
   static int warned;
+  sl_madd_allow_avx512(true);
+  const bool avx512 = sl_madd_avx512_used();
   if (!sl_simd_supported(SL_SIMD_AVX2) && !warned++)
     print_message("no AVX2 on this CPU: the AVX2 sweep is not exercised\n");
-  return sl_simd_supported(SL_SIMD_AVX2) ? 2 : 1;
+  else if (!avx512 && !warned++)
+    print_message("no AVX-512 BW/VNNI on this CPU: the AVX-512 sweep is not exercised\n");
+  return sl_simd_supported(SL_SIMD_AVX2) ? avx512 ? 3 : 2 : 1;
 }
-static const char *const k_paths[2] = {"scalar", "avx2"};
+static const char *const k_paths[3] = {"scalar", "avx2", "avx512"};
+
+/* Param 'simd' of path i, with the AVX-512 switch set for it (before the
+ * node's prepare, which lays out the band for the width that will run). */
+static const char *use_path(int path) {
+  sl_madd_allow_avx512(path == 2);
+  return path == 0 ? "scalar" : "avx2";
+}
 
 static void check_case(const geometry_case *k, sl_dtype t, int64_t h, int64_t w) {
   const int64_t rows = 4, cols = 9, npos = rows * cols;
@@ -98,7 +112,7 @@ static void check_case(const geometry_case *k, sl_dtype t, int64_t h, int64_t w)
   for (int path = 0; path < n_paths(); path++) {
     kv o[6] = {{"radius", k->radius}, {"inner", k->inner},   {"outer", k->outer},
                {"units", k->units},   {"center", k->center ? k->center : "[]"},
-               {"simd", k_paths[path]}};
+               {"simd", use_path(path)}};
     sl_node n;
     sl_code rc = node_make(&n, &sl_node_virtual_detectors, o, 6, &in, 1, &e);
     if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
@@ -172,13 +186,15 @@ static void test_against_reference(void **st) {
 }
 
 /* u16 frames of every width class of the AVX2 sweep (16, a partial last
- * vector, 192, 200, 1030) and of the portable loops (15), against the plain
+ * vector, 192, 200, 1030), of its AVX-512 variant (16: only a masked vector;
+ * 48: one full and a masked half; 64: whole vectors) and of the portable
+ * loops (15), against the plain
  * loops and virtual_image. Geometry: centred; a disc and ring clipped by the
  * top-left, top-right and bottom edges; a centre outside the frame; a ring
  * only in the last columns (the partial vector); nothing inside the frame
  * (no BF or ADF pixel: an empty band). */
 static void test_u16_widths(void **st) {
-  const int64_t sizes[][2] = {{13, 16}, {11, 17}, {9, 37}, {20, 192}, {7, 200}, {6, 1030}, {5, 15}};
+  const int64_t sizes[][2] = {{13, 16}, {11, 17}, {9, 37}, {8, 48}, {6, 64}, {20, 192}, {7, 200}, {6, 1030}, {5, 15}};
   for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
     const int64_t h = sizes[si][0], w = sizes[si][1];
     char c_tl[64], c_tr[64], c_bot[64], c_out[64], c_last[64], c_none[64];
@@ -223,11 +239,16 @@ static void test_u16_extremes(void **st) {
       kv o[] = {{"radius", geo ? "5" : "5000"}, {"inner", "0"}, {"outer", geo ? "2" : "3"},
                 {"simd", ""}};
       double rad = geo ? 5 : 5000, cr = (double)(h - 1) / 2, cc = (double)(w - 1) / 2;
-      uint64_t want[3][3];
+      uint64_t want[6][3] = {{0}};
       reference(f, SL_U16, npos, h, w, cr, cc, rad, 0, (geo ? 2 : 3) * rad, want[0], want[1],
                 want[2]);
+      for (int64_t p = 0; p < npos; p++) /* S, Sr, Sc: plain u64 loops */
+        for (int64_t i = 0; i < h * w; i++) {
+          uint64_t x = f[p * h * w + i];
+          want[3][p] += x, want[4][p] += (uint64_t)(i / w) * x, want[5][p] += (uint64_t)(i % w) * x;
+        }
       for (int path = 0; path < n_paths(); path++) {
-        o[3].yaml = k_paths[path];
+        o[3].yaml = use_path(path);
         sl_node n;
         sl_error e;
         assert_int_equal(node_make(&n, &sl_node_virtual_detectors, o, 4, &in, 1, &e), SL_OK);
@@ -247,6 +268,8 @@ static void test_u16_extremes(void **st) {
               assert_true(got[q][p] == want[q][p]);
               if (mom) assert_true(got[3][p] == want[0][p] + want[2][p]); /* S = BF + DF */
             }
+          for (int q = 3; q < 6 && mom; q++)
+            for (int p = 0; p < npos; p++) assert_true(got[q][p] == want[q][p]);
         }
         sl_cpu_backend_ops.destroy(b);
         node_free(&n);
