@@ -161,8 +161,13 @@ static void virtual_detectors_cost(const sl_node *n, int64_t positions, sl_node_
   c->bytes_read = positions * sl_desc_item_bytes(x); /* every pixel is BF or DF */
   c->bytes_written = positions * (moments_used(n) ? 6 : 3) * 8;
   if (moments_used(n)) c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
-  /* every pixel is classified once; the moments add two weighted sums */
-  c->ops = positions * sl_desc_item_elems(x) * (moments_used(n) ? 3 : 1);
+  /* every pixel is classified once; the moments add two weighted sums,
+   * which cost about as much again where they are a sweep of their own
+   * (AVX2: frame_moments.c; CUDA: 6.6-7.0 ms against 3.5-3.7 ms without,
+   * 512 x 512 on the H200) and a fifth more where the AVX-512 sweep fuses
+   * them (19-20 ms against 23.6 ms, 128 x 128 on the dev VM): counted as
+   * the former */
+  c->ops = positions * sl_desc_item_elems(x) * (moments_used(n) ? 2 : 1);
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
   if (s && s->region.built) {
     c->state_bytes = s->n_runs * (int64_t)sizeof(class_run);
