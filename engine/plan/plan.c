@@ -316,6 +316,48 @@ static void plan_first_calls(sl_plan *p, const sl_graph *g) {
     }
 }
 
+/* A node that reads a whole buffer larger than a cache (the resident
+ * acquisition streamed again: views of it, sl_node_desc.view_outputs)
+ * reads it from memory, not from the cache where a chunk just made sits and
+ * where its rate was calibrated: its estimate is at least its bytes read at
+ * the profile's copy bandwidth (resident_products' virtual_detectors: 13.7
+ * ms measured against 2.4 estimated at 64 x 64 on the dev VM; 302 MB at
+ * 20 GB/s is 15 ms). Added to the node, its first level and the run. */
+#define SL_PLAN_COLD_BYTES ((int64_t)64 << 20)
+
+/* The bytes of the whole buffer behind input edge s (through views), or 0
+ * when it is a streamed chunk. */
+static int64_t whole_bytes_behind(const sl_plan *p, const sl_graph *g, sl_edge_src s) {
+  for (int hops = 0; s.node >= 0 && hops < g->n_nodes; hops++) {
+    int b = sl_plan_buffer_index(p, s.node, s.port);
+    if (b < 0) return 0;
+    const sl_plan_buffer *bf = &p->buffers[b];
+    if (!bf->view) return bf->streamed ? 0 : bf->bytes;
+    s = g->nodes[s.node].in_src[s.port]; /* a view windows its input of the same index */
+  }
+  return 0;
+}
+
+static void plan_cold_reads(sl_plan *p, const sl_graph *g) {
+  if (!(p->profile.bytes_per_second > 0)) return;
+  int np = p->n_passes;
+  for (int i = 0; i < g->n_nodes; i++) {
+    sl_plan_node *pn = &p->nodes[i];
+    const sl_node *n = &g->nodes[i];
+    if (pn->calls <= 0 || n->body) continue;
+    bool cold = false;
+    for (int k = 0; k < n->n_in && !cold; k++) cold = whole_bytes_behind(p, g, n->in_src[k]) >= SL_PLAN_COLD_BYTES;
+    double floor = (double)pn->cost.bytes_read / p->profile.bytes_per_second;
+    int first = -1;
+    for (int pass = 0; pass < np && first < 0; pass++) first = p->exec_level[i * np + pass];
+    if (!cold || !(floor > pn->est_seconds) || first < 0) continue;
+    double add = floor - pn->est_seconds;
+    pn->est_seconds += add;
+    p->levels[first].est_seconds += add;
+    p->est_seconds += add;
+  }
+}
+
 /* The run's pooled buffers taken from the backend and given back (outside
  * any node and level: the executor's start and end), and their first touch,
  * once the slots are sized. A large whole buffer (a reduction, the resident
@@ -759,6 +801,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
     if (rc == SL_OK) rc = plan_ring_slots(p, g, err);
   }
   if (rc == SL_OK && !opts->body) plan_pool_estimate(p); /* a body's pool is its parent's */
+  if (rc == SL_OK) plan_cold_reads(p, g);
   if (rc != SL_OK) {
     sl_plan_free(p);
     return rc;
