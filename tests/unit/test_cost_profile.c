@@ -380,6 +380,42 @@ static void test_first_calls(void **state) {
   free_plan_text(p2, g2, s2);
 }
 
+/* A node streaming a whole buffer of 64 MiB or more again (a view: no
+ * copy) reads it from memory: its estimate is at least its bytes read at
+ * the copy bandwidth; under 64 MiB (cache-sized) its rate alone. */
+static void test_cold_reads(void **state) {
+  (void)state;
+  static const char big[] =
+      "pipeline: cold\n"
+      "nodes:\n"
+      "  r: {type: ramp, params: {positions: [16384], item_shape: [1024]}}\n"
+      "  w: {type: gather, inputs: {x: r.out}}\n"
+      "  again: {type: stream, inputs: {x: w.whole}}\n"
+      "  s: {type: sum, inputs: {x: again.out}}\n"
+      "outputs: {total: s.total}\n";
+  sl_cost_profile prof = hand_made();
+  prof.bytes_per_second = 1e9; /* 64 MiB in 0.067 s */
+  sl_cost_rate fast = {"sum", true, 0, 1e-15, 0, 0};
+  assert_true(sl_cost_profile_set_rate(&prof, &fast));
+  sl_backend_caps cpu = cpu_caps(2);
+  sl_graph *g0, *g1;
+  sl_spec *s0, *s1;
+  sl_plan *p0 = plan_text(big, &cpu, &prof, &g0, &s0);
+  int s = sl_graph_find(g0, "s");
+  const double bytes = (double)p0->nodes[s].cost.bytes_read;
+  assert_true(bytes >= (double)(64 << 20));
+  assert_true(fabs(p0->nodes[s].est_seconds - bytes / 1e9) < 1e-9);
+  /* a quarter of the size: a cached read, the rate's tiny estimate */
+  char small[sizeof big];
+  snprintf(small, sizeof small, "%s", big);
+  char *at = strstr(small, "[16384]");
+  memcpy(at, "[04096]", 7);
+  sl_plan *p1 = plan_text(small, &cpu, &prof, &g1, &s1);
+  assert_true(p1->nodes[sl_graph_find(g1, "s")].est_seconds < 1e-3);
+  free_plan_text(p0, g0, s0);
+  free_plan_text(p1, g1, s1);
+}
+
 /* The pooled buffers taken and given back, and their first touch: the
  * run's estimate grows by pool_seconds_per_byte + first_touch_seconds_per_byte
  * times the bytes of its slots, its workspace and its reductions' partials,
@@ -418,6 +454,7 @@ int main(void) {
       cmocka_unit_test(test_plan_estimate),
       cmocka_unit_test(test_warm_up_wait),
       cmocka_unit_test(test_first_calls),
+      cmocka_unit_test(test_cold_reads),
       cmocka_unit_test(test_pool_estimate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
