@@ -204,8 +204,16 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
 /* The stored chunks that hold the first `want` frames, read with the
  * project's chunk reader (one window, in the lent workspace), decoded and
  * summed in parallel into sum. */
+/* Where a preview's time went (report.json's notes: it runs before the
+ * scan, on the critical path of every run that fits its geometry). */
+typedef struct preview_times {
+  double read, decode, merge;
+  int64_t bytes, chunks;
+  int workers, readers;
+} preview_times;
+
 static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, int64_t want, double *sum,
-                                sl_error *err) {
+                                preview_times *times, sl_error *err) {
   const preview_params_and_facts *f = facts_of(a->node);
   sl_backend *b = a->backend;
   preview_job j = {.ix = ix, .a = a, .want = want, .npix = ix->frame_rows * ix->frame_cols, .mask = a->in[0]};
@@ -228,11 +236,20 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   uint64_t *offsets = malloc((size_t)(count + 1) * sizeof *offsets);
   int64_t *first = malloc((size_t)(count + 1) * sizeof *first);
   sl_chunk_reader *reader = NULL;
+  double t0 = sl_now();
   if (!offsets || !first) rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
-  if (rc == SL_OK) rc = sl_chunk_reader_open(ix, count, &reader, err);
+  /* only the files of its chunks are opened (one of an acquisition's
+   * hundreds: opening them all took 15-30 ms on the H200's host) */
+  const sl_chunk_reader_opts ro = {.first_chunk = 0, .chunk_count = count};
+  if (rc == SL_OK) rc = sl_chunk_reader_open_opts(ix, count, &ro, &reader, err);
   if (rc == SL_OK) rc = sl_chunk_reader_request(reader, 0, count, raw, window, err);
   if (rc == SL_OK) rc = sl_chunk_reader_wait(reader, err);
   int workers = b->ops->workers(b);
+  double t1 = sl_now();
+  sl_chunk_reader_stats st = {0};
+  if (reader) sl_chunk_reader_get_stats(reader, &st);
+  *times = (preview_times){.read = t1 - t0, .bytes = (int64_t)window, .chunks = count, .workers = workers,
+                       .readers = st.threads};
   if (rc == SL_OK) {
     sl_h5_window_offsets(ix, 0, count, offsets);
     for (int64_t k = 0, fr = 0; k < count; fr += ix->chunks[k].n_frames, k++) first[k] = fr, status[k] = SL_OK;
@@ -243,6 +260,8 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
     for (int64_t k = 0; k < count && rc == SL_OK; k++)
       if (status[k] != SL_OK) *err = errs[k], rc = status[k];
   }
+  double t2 = sl_now();
+  times->decode = t2 - t1;
   for (int64_t i = 0; i < j.npix && rc == SL_OK; i++) {
     uint64_t t = 0;
     for (int w = 0; w < workers; w++) {
@@ -251,6 +270,7 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
     }
     sum[i] = (double)t;
   }
+  times->merge = sl_now() - t2;
   sl_chunk_reader_close(reader);
   free(offsets);
   free(first);
@@ -259,19 +279,27 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
 
 static sl_code preview_cpu(sl_kernel_args *a) {
   const sl_h5_index *ix = NULL;
+  double t_index = sl_now();
   sl_code rc = open_index(a->node, true, &ix, a->err);
+  t_index = sl_now() - t_index;
   if (rc != SL_OK) return rc;
   int64_t npix = ix->frame_rows * ix->frame_cols, done = 0;
   int64_t want = detector_preview_params_of(a->node)->frames;
   if (want > ix->n_frames) want = ix->n_frames;
   double *sum = a->out[0];
   memset(sum, 0, (size_t)npix * sizeof *sum);
-  rc = add_first_frames(a, ix, want, sum, a->err);
+  preview_times t = {0};
+  rc = add_first_frames(a, ix, want, sum, &t, a->err);
   done = want;
   for (int64_t i = 0; i < npix && rc == SL_OK; i++) sum[i] /= (double)(done ? done : 1);
-  if (rc == SL_OK)
+  if (rc == SL_OK) {
     sl_node_note((sl_node *)a->node, "preview", "mean of the first %lld frames of %s", (long long)done,
                  ix->source);
+    sl_node_note((sl_node *)a->node, "preview_seconds",
+                 "index %.4f, read %.4f (%lld stored chunks, %lld bytes, %d reader threads), decode and add %.4f "
+                 "(%d workers), merge %.4f",
+                 t_index, t.read, (long long)t.chunks, (long long)t.bytes, t.readers, t.decode, t.workers, t.merge);
+  }
   sl_h5_index_put(ix);
   return rc;
 }

@@ -48,6 +48,7 @@ struct sl_chunk_reader {
   const sl_h5_index *ix;
   int *fds;
   int n_fds;
+  int64_t first_chunk, end_chunk; /* the chunks it was opened for */
   int64_t max_window;
   pthread_t thread;
   bool thread_started;
@@ -331,6 +332,68 @@ int sl_chunk_reader_device_threads(void) {
   return cpus < 16 ? cpus : 16;
 }
 
+/* Opens the data files holding chunks [first_chunk, end_chunk), on up to
+ * r->threads threads at once: opening an acquisition's 263 files one after
+ * the other took 15-30 ms on the H200's host, before any byte was read.
+ * Each is opened now, so that a missing file fails here, before any work.
+ * On failure, the error of the first file (in index order) that failed. */
+typedef struct open_job {
+  sl_chunk_reader *r;
+  const bool *wanted;
+  int *errnos;
+  int t, stride;
+} open_job;
+
+static void *open_some(void *arg) {
+  open_job *j = arg;
+  const sl_h5_index *ix = j->r->ix;
+  for (int i = j->t; i < ix->n_files; i += j->stride) {
+    if (!j->wanted[i]) continue;
+    int fd = open(ix->files[i], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      j->errnos[i] = errno;
+      continue;
+    }
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    j->r->fds[i] = fd;
+  }
+  return NULL;
+}
+
+static sl_code open_files(sl_chunk_reader *r, sl_error *err) {
+  const sl_h5_index *ix = r->ix;
+  bool *wanted = sl_calloc((size_t)(ix->n_files > 0 ? ix->n_files : 1), sizeof *wanted);
+  int *errnos = sl_calloc((size_t)(ix->n_files > 0 ? ix->n_files : 1), sizeof *errnos);
+  open_job *jobs = sl_calloc((size_t)r->threads, sizeof *jobs);
+  pthread_t *th = sl_calloc((size_t)r->threads, sizeof *th);
+  if (!wanted || !errnos || !jobs || !th) {
+    free(wanted), free(errnos), free(jobs), free(th);
+    return sl_fail_nomem(err, "a chunk reader");
+  }
+  int n_wanted = 0;
+  for (int64_t c = r->first_chunk; c < r->end_chunk; c++)
+    if (!wanted[ix->chunks[c].file]) wanted[ix->chunks[c].file] = true, n_wanted++;
+  if (r->end_chunk == ix->n_chunks && r->first_chunk == 0)
+    for (int i = 0; i < ix->n_files; i++) wanted[i] = true; /* every file: a missing one fails now */
+  int threads = n_wanted < r->threads ? (n_wanted > 0 ? n_wanted : 1) : r->threads, started = 0;
+  for (int t = 0; t < threads; t++) jobs[t] = (open_job){r, wanted, errnos, t, threads};
+  for (int t = 1; t < threads; t++)
+    if (pthread_create(&th[t], NULL, open_some, &jobs[t]) == 0) started = t;
+    else break;
+  /* the files of threads that did not start: opened here */
+  for (int t = started + 1; t < threads; t++) open_some(&jobs[t]);
+  open_some(&jobs[0]);
+  for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+  sl_code rc = SL_OK;
+  for (int i = 0; i < ix->n_files && rc == SL_OK; i++)
+    if (wanted[i] && errnos[i]) {
+      rc = sl_fail(err, SL_ERR_IO, "cannot open data file: %s", strerror(errnos[i]));
+      sl_error_at(err, ix->files[i], 0, 0);
+    }
+  free(wanted), free(errnos), free(jobs), free(th);
+  return rc;
+}
+
 sl_code sl_chunk_reader_open(const sl_h5_index *ix, int64_t max_window_chunks, sl_chunk_reader **out,
                              sl_error *err) {
   return sl_chunk_reader_open_opts(ix, max_window_chunks, NULL, out, err);
@@ -366,15 +429,18 @@ sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chun
   pthread_mutex_init(&r->pmu, NULL);
   pthread_cond_init(&r->cv_piece, NULL);
   pthread_cond_init(&r->cv_pieces_done, NULL);
-  for (int i = 0; i < ix->n_files; i++) {
-    r->fds[i] = open(ix->files[i], O_RDONLY | O_CLOEXEC);
-    if (r->fds[i] < 0) {
-      sl_code rc = sl_fail(err, SL_ERR_IO, "cannot open data file: %s", strerror(errno));
-      sl_error_at(err, ix->files[i], 0, 0);
-      sl_chunk_reader_close(r);
-      return rc;
-    }
-    (void)posix_fadvise(r->fds[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+  r->first_chunk = opts && opts->chunk_count > 0 ? opts->first_chunk : 0;
+  r->end_chunk = opts && opts->chunk_count > 0 ? opts->first_chunk + opts->chunk_count : ix->n_chunks;
+  if (r->first_chunk < 0 || r->end_chunk > ix->n_chunks || r->end_chunk < r->first_chunk) {
+    sl_chunk_reader_close(r);
+    return sl_fail(err, SL_ERR_USAGE, "chunk reader: chunks [%lld, %lld) are outside [0, %d)",
+                   (long long)(opts ? opts->first_chunk : 0), (long long)(opts ? opts->first_chunk + opts->chunk_count : 0),
+                   ix->n_chunks);
+  }
+  sl_code rc = open_files(r, err);
+  if (rc != SL_OK) {
+    sl_chunk_reader_close(r);
+    return rc;
   }
   for (int t = 0; t + 1 < r->threads; t++) {
     int e = pthread_create(&r->helpers[t], NULL, helper, r);
@@ -397,9 +463,9 @@ sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chun
 sl_code sl_chunk_reader_request(sl_chunk_reader *r, int64_t first, int64_t count, uint8_t *dst,
                                 size_t dst_capacity, sl_error *err) {
   const sl_h5_index *ix = r->ix;
-  if (first < 0 || count <= 0 || first > ix->n_chunks || count > ix->n_chunks - first)
-    return sl_fail(err, SL_ERR_USAGE, "chunk reader: chunks [%lld, %lld) are outside [0, %d)", (long long)first,
-                   (long long)(first + count), ix->n_chunks);
+  if (first < r->first_chunk || count <= 0 || first > r->end_chunk || count > r->end_chunk - first)
+    return sl_fail(err, SL_ERR_USAGE, "chunk reader: chunks [%lld, %lld) are outside [%lld, %lld)", (long long)first,
+                   (long long)(first + count), (long long)r->first_chunk, (long long)r->end_chunk);
   if (count > r->max_window)
     return sl_fail(err, SL_ERR_USAGE, "chunk reader: a window of %lld chunks exceeds the maximum of %lld",
                    (long long)count, (long long)r->max_window);

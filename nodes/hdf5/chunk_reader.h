@@ -61,6 +61,11 @@ typedef struct sl_chunk_reader_opts {
   int threads;
   /* Smallest piece; 0: SL_CHUNK_READER_PIECE_BYTES (tests use tiny ones). */
   uint64_t piece_bytes;
+  /* The chunks the reader will read, [first_chunk, first_chunk +
+   * chunk_count): only the data files holding them are opened (a preview's
+   * first frames: one file of an acquisition's hundreds); count 0: every
+   * chunk, every file. Requests outside them are refused. */
+  int64_t first_chunk, chunk_count;
 } sl_chunk_reader_opts;
 
 /* The default thread count (the read_threads setting: SLUICE_READ_THREADS or

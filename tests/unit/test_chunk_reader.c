@@ -264,6 +264,42 @@ static void t_missing_at_reader_open(void **state) {
   sl_h5_index_free(ix);
 }
 
+/* A reader opened for a range of chunks opens only their files: with the
+ * second of three files gone, a reader for the first file's chunks opens,
+ * reads them as H5Dread does, and refuses a request outside its range; one
+ * for every chunk (several threads opening the files) fails at open, naming
+ * the missing file. */
+static void t_range_opens_its_files(void **state) {
+  fx_opts o = {.n_files = 3, .frames = {4, 4, 4}, .h = 4, .w = 4, .k = 1};
+  char m[512], d1[512];
+  sl_h5_index *ix = fx_index("rrange", &o, m, sizeof m);
+  uint32_t *frames = read_all_frames(ix); /* before the file goes */
+  fx_data_path("rrange", 2, d1, sizeof d1); /* numbered from 1: the second */
+  assert_int_equal(unlink(d1), 0);
+  sl_error e;
+  const sl_chunk_reader_opts first_file = {.threads = 3, .first_chunk = 0, .chunk_count = 4};
+  sl_chunk_reader *r = reader_open(ix, 4, &first_file, &e);
+  size_t cap = (size_t)(ix->max_chunk_size * 4);
+  uint8_t *buf = malloc(cap);
+  assert_int_equal(sl_chunk_reader_request(r, 0, 4, buf, cap, &e), SL_OK);
+  assert_int_equal(sl_chunk_reader_wait(r, &e), SL_OK);
+  size_t fp = (size_t)(ix->frame_rows * ix->frame_cols);
+  for (size_t i = 0; i < 4 * fp; i++) assert_int_equal(elem_at(buf, ix->elem_size, i), frames[i]);
+  sl_error_clear(&e);
+  assert_int_equal(sl_chunk_reader_request(r, 4, 2, buf, cap, &e), SL_ERR_USAGE);
+  assert_non_null(strstr(e.msg, "outside [0, 4)"));
+  sl_chunk_reader_close(r);
+  const sl_chunk_reader_opts all = {.threads = 3};
+  sl_chunk_reader *r2 = NULL;
+  sl_error_clear(&e);
+  assert_int_equal(sl_chunk_reader_open_opts(ix, 4, &all, &r2, &e), SL_ERR_IO);
+  assert_null(r2);
+  assert_string_equal(e.file, d1);
+  free(buf);
+  free(frames);
+  sl_h5_index_free(ix);
+}
+
 /* Parallel reads: windows cut into pieces of a few bytes (chunks split across
  * pieces, pieces across chunk and file boundaries) read by several threads,
  * checked byte for byte like the single-threaded reads. */
@@ -388,6 +424,7 @@ int main(void) {
       cmocka_unit_test(t_usage_errors),
       cmocka_unit_test(t_truncated_after_open),
       cmocka_unit_test(t_missing_at_reader_open),
+      cmocka_unit_test(t_range_opens_its_files),
       cmocka_unit_test(t_parallel_pieces),
       cmocka_unit_test(t_parallel_truncated),
       cmocka_unit_test(t_default_threads),
