@@ -80,8 +80,16 @@ typedef struct cpu_impl {
   bool in_batch;
 } cpu_impl;
 
-/* About 20-100 microseconds of pause instructions, depending on the CPU. */
-enum { SPIN_LIMIT = 2000 };
+/* About 80-400 microseconds of pause instructions, depending on the CPU.
+ * On the 2-core dev VM a sleeping worker took about 60 us to wake (with no
+ * spin, mask_correct's 1,170 short jobs took 70-99 ms instead of 1-2). In
+ * back-to-back batches of eight virtual_image runs (128 x 128, 2 threads),
+ * 2000 pauses let a worker fall asleep between a chunk's levels now and then
+ * (runs 0.18-0.27 s, mask_correct 1.2-10.5 ms), 8000 less often (0.17-0.20
+ * s, 1.1-2.0 ms); the VM's own spread is larger than either on a busy day.
+ * Still bounded: bench_cpu_share.sh gave 1.08 (taskset -c 0) and 1.07 (a
+ * busy process on each CPU) against the best --threads. */
+enum { SPIN_LIMIT = 8000 };
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
