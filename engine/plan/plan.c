@@ -224,6 +224,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
   if (!n->body) {
     char key[96];
     sl_cost_rate_key(n, key, sizeof key);
+    pn->rate = sl_cost_rate_for(&p->profile, key);
     pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls);
   }
   return SL_OK;
@@ -252,6 +253,21 @@ static double plan_started_seconds(const sl_plan *p, int i, int l) {
   return t;
 }
 
+/* The level of node i's first call (the first pass that runs it), or -1. */
+static int first_exec_level(const sl_plan *p, int i) {
+  int first = -1;
+  for (int pass = 0; pass < p->n_passes && first < 0; pass++) first = p->exec_level[i * p->n_passes + pass];
+  return first;
+}
+
+/* Seconds of node i spent once, at its first call: added to its estimate,
+ * that level's and the run's. */
+static void add_once(sl_plan *p, int i, int level, double seconds) {
+  p->nodes[i].est_seconds += seconds;
+  p->levels[level].est_seconds += seconds;
+  p->est_seconds += seconds;
+}
+
 /* On a device backend, a node whose first call joins the background load
  * of a device library (sl_node_desc.device_warm_up_wait: cuFFT) waits for
  * what is left of the profile's library_load_seconds when it is reached,
@@ -261,21 +277,15 @@ static double plan_started_seconds(const sl_plan *p, int i, int l) {
  * the load already done. Iterate bodies are not looked into. */
 static void plan_warm_up_waits(sl_plan *p, const sl_graph *g) {
   if (p->caps.kind == SL_BACKEND_CPU || !(p->profile.library_load_seconds > 0)) return;
-  int np = p->n_passes;
   for (int l = 0; l < p->n_levels; l++)
     for (int k = 0; k < p->levels[l].n_nodes; k++) {
       int i = p->levels[l].nodes[k];
       const sl_node_desc *d = g->nodes[i].desc;
-      if (!d || d->host || !d->device_warm_up_wait || p->nodes[i].calls <= 0) continue;
-      int first = -1; /* the level of its first call */
-      for (int pass = 0; pass < np && first < 0; pass++) first = p->exec_level[i * np + pass];
-      if (first != l) continue;
-      sl_plan_node *pn = &p->nodes[i];
+      if (!d || d->host || !d->device_warm_up_wait || p->nodes[i].calls <= 0 || first_exec_level(p, i) != l)
+        continue;
       double wait = sl_cost_warm_up_wait(p->profile.library_load_seconds, plan_started_seconds(p, i, l));
-      pn->est_seconds += wait;
-      pn->warm_up_wait_seconds = wait;
-      p->levels[l].est_seconds += wait;
-      p->est_seconds += wait;
+      p->nodes[i].warm_up_wait_seconds = wait;
+      add_once(p, i, l, wait);
     }
 }
 
@@ -286,33 +296,21 @@ static void plan_warm_up_waits(sl_plan *p, const sl_graph *g) {
  * done. A run is one process; iterate bodies are not looked into (their
  * loop's first iteration is the body's first call, inside the loop's own
  * estimate). */
-static const sl_cost_rate *rate_of_node(const sl_plan *p, const sl_graph *g, int i) {
-  char key[64];
-  sl_cost_rate_key(&g->nodes[i], key, sizeof key);
-  return sl_cost_rate_for(&p->profile, key);
-}
-
 static void plan_first_calls(sl_plan *p, const sl_graph *g) {
-  int np = p->n_passes;
   for (int l = 0; l < p->n_levels; l++)
     for (int k = 0; k < p->levels[l].n_nodes; k++) {
       int i = p->levels[l].nodes[k];
       sl_plan_node *pn = &p->nodes[i];
-      if (pn->calls <= 0 || g->nodes[i].body) continue;
-      int first = -1;
-      for (int pass = 0; pass < np && first < 0; pass++) first = p->exec_level[i * np + pass];
-      if (first != l) continue;
-      const sl_cost_rate *r = rate_of_node(p, g, i);
-      if (!r || !(r->first_call_seconds > 0)) continue;
+      const sl_cost_rate *r = pn->rate;
+      if (pn->calls <= 0 || g->nodes[i].body || !r || !(r->first_call_seconds > 0) || first_exec_level(p, i) != l)
+        continue;
       /* paid already by an earlier node of the rate (the payers so far are
        * the nodes with a first call set) */
       bool paid = false;
-      for (int q = 0; q < g->n_nodes && !paid; q++) paid = p->nodes[q].first_call_seconds > 0 && rate_of_node(p, g, q) == r;
+      for (int q = 0; q < g->n_nodes && !paid; q++) paid = p->nodes[q].first_call_seconds > 0 && p->nodes[q].rate == r;
       if (paid) continue;
       pn->first_call_seconds = r->first_call_seconds;
-      pn->est_seconds += r->first_call_seconds;
-      p->levels[l].est_seconds += r->first_call_seconds;
-      p->est_seconds += r->first_call_seconds;
+      add_once(p, i, l, r->first_call_seconds);
     }
 }
 
@@ -340,7 +338,6 @@ static int64_t whole_bytes_behind(const sl_plan *p, const sl_graph *g, sl_edge_s
 
 static void plan_cold_reads(sl_plan *p, const sl_graph *g) {
   if (!(p->profile.bytes_per_second > 0)) return;
-  int np = p->n_passes;
   for (int i = 0; i < g->n_nodes; i++) {
     sl_plan_node *pn = &p->nodes[i];
     const sl_node *n = &g->nodes[i];
@@ -348,13 +345,8 @@ static void plan_cold_reads(sl_plan *p, const sl_graph *g) {
     bool cold = false;
     for (int k = 0; k < n->n_in && !cold; k++) cold = whole_bytes_behind(p, g, n->in_src[k]) >= SL_PLAN_COLD_BYTES;
     double floor = (double)pn->cost.bytes_read / p->profile.bytes_per_second;
-    int first = -1;
-    for (int pass = 0; pass < np && first < 0; pass++) first = p->exec_level[i * np + pass];
-    if (!cold || !(floor > pn->est_seconds) || first < 0) continue;
-    double add = floor - pn->est_seconds;
-    pn->est_seconds += add;
-    p->levels[first].est_seconds += add;
-    p->est_seconds += add;
+    int first = first_exec_level(p, i);
+    if (cold && floor > pn->est_seconds && first >= 0) add_once(p, i, first, floor - pn->est_seconds);
   }
 }
 
@@ -372,12 +364,10 @@ static void plan_pool_estimate(sl_plan *p) {
   double pooled = (double)sl_plan_pooled_bytes(p);
   p->est_seconds += pooled * (p->profile.pool_seconds_per_byte + ft);
   if (!(ft > 0)) return;
-  int np = p->n_passes;
   for (int b = 0; b < p->n_buffers; b++) {
     const sl_plan_buffer *bf = &p->buffers[b];
     if (bf->streamed || bf->view || bf->slot < 0 || bf->bytes < ((int64_t)1 << 20)) continue;
-    int first = -1;
-    for (int pass = 0; pass < np && first < 0; pass++) first = p->exec_level[bf->node * np + pass];
+    int first = first_exec_level(p, bf->node);
     if (first < 0) continue;
     p->nodes[bf->node].est_seconds += (double)bf->bytes * ft;
     p->levels[first].est_seconds += (double)bf->bytes * ft;

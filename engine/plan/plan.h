@@ -80,6 +80,9 @@ typedef struct sl_plan_node {
   /* The rate's first_call_seconds when this node is the first of its rate
    * in the run (a fresh process's kernel loading; part of est_seconds). */
   double first_call_seconds;
+  /* The profile's rate that estimates it (in the plan's own profile), or
+   * NULL: the bandwidth model. */
+  const sl_cost_rate *rate;
   struct sl_plan *body; /* iterate nodes: the body's plan, made once */
   /* Per output port: where in each worker's block of worker scratch the
    * port's partial per worker lies (sl_plan_worker_layout), or -1. */

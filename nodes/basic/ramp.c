@@ -63,10 +63,12 @@ static void ramp_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const ramp_job *j = ctx;
   const sl_tensor_desc *d = &j->a->node->out[0];
   int64_t base = j->a->pos_start * j->item;
-  if (j->hash) {
-    for (int64_t i = begin; i < end; i++)
-      if (d->dtype == SL_F32) ((float *)j->a->out[0])[i] = (float)ramp_hash(base + i);
-      else ((double *)j->a->out[0])[i] = (double)ramp_hash(base + i);
+  if (j->hash && d->dtype == SL_F32) {
+    float *y = j->a->out[0];
+    for (int64_t i = begin; i < end; i++) y[i] = (float)ramp_hash(base + i);
+  } else if (j->hash) {
+    double *y = j->a->out[0];
+    for (int64_t i = begin; i < end; i++) y[i] = (double)ramp_hash(base + i);
   } else if (d->dtype == SL_F32) {
     float *y = j->a->out[0];
     for (int64_t i = begin; i < end; i++) y[i] = (float)(int32_t)((base + i) & 1023);

@@ -371,10 +371,11 @@ static sl_code open_files(sl_chunk_reader *r, sl_error *err) {
     return sl_fail_nomem(err, "a chunk reader");
   }
   int n_wanted = 0;
-  for (int64_t c = r->first_chunk; c < r->end_chunk; c++)
-    if (!wanted[ix->chunks[c].file]) wanted[ix->chunks[c].file] = true, n_wanted++;
-  if (r->end_chunk == ix->n_chunks && r->first_chunk == 0)
-    for (int i = 0; i < ix->n_files; i++) wanted[i] = true; /* every file: a missing one fails now */
+  if (r->first_chunk == 0 && r->end_chunk == ix->n_chunks) /* every file: a missing one fails now */
+    for (int i = 0; i < ix->n_files; i++) wanted[i] = true, n_wanted++;
+  else
+    for (int64_t c = r->first_chunk; c < r->end_chunk; c++)
+      if (!wanted[ix->chunks[c].file]) wanted[ix->chunks[c].file] = true, n_wanted++;
   int threads = n_wanted < r->threads ? (n_wanted > 0 ? n_wanted : 1) : r->threads, started = 0;
   for (int t = 0; t < threads; t++) jobs[t] = (open_job){r, wanted, errnos, t, threads};
   for (int t = 1; t < threads; t++)
