@@ -32,10 +32,14 @@ if ph:
     print("phases: " + ", ".join("%s %.3f" % (k.replace("_seconds", ""), v) for k, v in ph.items()))
 for n in r["nodes"]:
     print("  %-22s %-18s %8.4f s" % (n["id"], n["type"], n["seconds"]))
-# resident_products: the first pass ends with the acquisition resident
+# resident_products: the first pass ends with the acquisition resident.
+# From the start of execution to pass 0's end, every wait included (the sum
+# of pass 0's level seconds, which this printed before 2026-12-02's last
+# session, leaves out the waits for the source's reads).
 if any(n["id"] == "resident" for n in r["nodes"]):
-    first = sum(l["seconds"] for l in r["levels"] if l["pass"] == 0)
-    print("first usable resident (pass 1: read, decode, correct, gather) %.4f s" % first)
+    first = r["passes"][0]["ends_at_seconds"]
+    levels = sum(l["seconds"] for l in r["levels"] if l["pass"] == 0)
+    print("first usable resident (pass 1: read, decode, correct, gather) %.4f s (its levels alone %.4f s)" % (first, levels))
 PY
 }
 timed() { # label, then the command; prints wall and RSS

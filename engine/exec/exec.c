@@ -117,6 +117,10 @@ typedef struct run_ctx {
   sl_progress *progress;
   int64_t frames_done;
   const volatile sig_atomic_t *cancel;
+  /* Top level only: when each pass ended, seconds after t_start (NULL in
+   * iterate bodies). */
+  double *pass_end;
+  double t_start;
 } run_ctx;
 
 static const void *input_ptr(const run_ctx *c, sl_edge_src s);
@@ -901,6 +905,7 @@ static sl_code run_passes(run_ctx *c) {
     rc = run_levels(c, pp->prologue_first, pp->prologue_last, 0, 0, 1);
     if (rc != SL_OK || pp->stream_first > pp->stream_last) {
       if (rc == SL_OK) rc = run_levels(c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
+      if (c->pass_end) c->pass_end[pass] = sl_now() - c->t_start;
       continue;
     }
     /* Reductions of the nodes this pass streams start from their identity
@@ -933,6 +938,9 @@ static sl_code run_passes(run_ctx *c) {
     if (rc == SL_OK && c->progress && pp->epilogue_first <= pp->epilogue_last)
       sl_progress_stage(c->progress, "running what follows the scan");
     if (rc == SL_OK) rc = run_levels(c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
+    /* The pass's levels waited for their batches: its results are usable
+     * now (the resident acquisition's "first usable" is pass 0's end). */
+    if (c->pass_end) c->pass_end[pass] = sl_now() - c->t_start;
   }
   return rc;
 }
@@ -995,6 +1003,7 @@ void sl_exec_result_free(sl_exec_result *r) {
   free(r->node_device_seconds);
   free(r->node_calls);
   free(r->level_seconds);
+  free(r->pass_end_seconds);
   memset(r, 0, sizeof *r);
 }
 
@@ -1066,7 +1075,11 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     c.outputs = res->outputs;
     c.progress = &progress;
     c.cancel = opts ? opts->cancel : NULL;
-    rc = run_passes(&c);
+    c.t_start = t_start;
+    c.pass_end = res->pass_end_seconds = sl_calloc((size_t)(p->n_passes ? p->n_passes : 1), sizeof(double));
+    res->n_passes = p->n_passes;
+    if (!c.pass_end) rc = sl_fail_nomem(err, "the run's timings");
+    if (rc == SL_OK) rc = run_passes(&c);
   }
   sl_progress_end(&progress);
   if (rc == SL_OK) rc = b->ops->sync(b, err);

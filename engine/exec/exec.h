@@ -38,6 +38,11 @@ typedef struct sl_exec_result {
   double *node_device_seconds; /* device backends: the node's kernels' device time */
   int64_t *node_calls;   /* kernel invocations per node */
   double *level_seconds; /* per plan level, summed over chunks */
+  /* Per pass: seconds from the start of execution to the pass's end (its
+   * epilogue and every wait included: the level seconds leave out the
+   * waits for a prefetch stage's reads). */
+  double *pass_end_seconds;
+  int n_passes;
   /* The budgeted memory (device memory on a device backend, host memory
    * otherwise): measured is the pool's peak (plus the host outputs on the
    * CPU), planned the plan's peak; measured never exceeds planned. */

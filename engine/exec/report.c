@@ -248,6 +248,17 @@ static void measured_json(sl_json *j, const sl_run_info *info) {
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
+  /* When each pass's results were usable, from the start of execution
+   * (the resident acquisition's "first usable" is pass 0's). */
+  sl_json_key(j, "passes");
+  sl_json_begin_array(j);
+  for (int k = 0; k < r->n_passes && r->pass_end_seconds; k++) {
+    sl_json_begin_object(j);
+    sl_json_kv_int(j, "pass", k);
+    sl_json_kv_double(j, "ends_at_seconds", r->pass_end_seconds[k]);
+    sl_json_end_object(j);
+  }
+  sl_json_end_array(j);
   sl_json_key(j, "outputs");
   sl_json_begin_array(j);
   for (int o = 0; o < r->n_outputs; o++) {

@@ -35,6 +35,13 @@ assert r["params"]["scan_shape"] in ("[8, 6]", "- 8\n- 6"), r["params"]["scan_sh
 assert all("seconds" in n for n in r["nodes"])
 assert r["estimated_seconds"] > 0 and abs(r["measured_over_estimated"] * r["estimated_seconds"] - r["seconds"]) < 1e-9 * max(1, r["seconds"])
 assert all("measured_over_estimated" in n for n in r["nodes"] if n["estimated_seconds"] > 0)
+# each pass's end, from the start of execution: in order, within the run,
+# and never before its own levels' time (the waits between levels count)
+ends = [q["ends_at_seconds"] for q in r["passes"]]
+assert [q["pass"] for q in r["passes"]] == list(range(r["plan"]["passes"])), r["passes"]
+assert ends == sorted(ends) and 0 < ends[-1] <= r["seconds"], (ends, r["seconds"])
+for q in r["passes"]:
+    assert q["ends_at_seconds"] >= sum(l["seconds"] for l in r["levels"] if l["pass"] <= q["pass"]) - 1e-9, q
 P
 
 expect 2 "exists" "existing output directory is kept" -- "$SLUICE" run "$SRC/pipelines/synthetic_virtual_image.yaml" --out out1 --quiet
