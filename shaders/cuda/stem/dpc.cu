@@ -15,9 +15,9 @@ static const char k_node[] = "dpc";
 #define STAT_BLOCKS 256
 #define STAT_SUMS 2
 
-/* The node's device table. */
+/* The node's device table: the integration's pieces (2R x 2C; its fields
+ * also carry the forward spectra), then these. */
 typedef struct dpc_pieces {
-  sl_cuda_integral_pieces integral; /* 2R x 2C; its fields also carry the forward spectra */
   double *spectra;                  /* [4][(R + 1) (C + 1)], kr major: dpc_math.h's order */
   double *ring_totals;              /* [rings][SL_DPC_RING_SUMS] */
   double *phase;                    /* [R C]; in step 1 the ADF image as f64 (no phase with one) */
@@ -27,9 +27,19 @@ typedef struct dpc_pieces {
   double *div2_of_row;              /* [R] */
 } dpc_pieces;
 
-static void dpc_layout(sl_table *t, int64_t R, int64_t C, dpc_pieces *o) {
+/* The node's state: the integration (its plans and pieces, first) and the
+ * table's other pieces (sl_cuda_integral_state). */
+typedef struct dpc_device_state {
+  sl_cuda_integral in;
+  dpc_pieces mem;
+} dpc_device_state;
+
+/* dpc integrates the mirrored field: `mirror` is always true here. */
+static void dpc_layout(sl_table *t, int64_t R, int64_t C, bool mirror, sl_cuda_integral_pieces *integral,
+                       void *state) {
   const int64_t d = (int64_t)sizeof(double);
-  sl_cuda_integral_layout(t, 2 * R, 2 * C, &o->integral);
+  dpc_pieces scratch, *o = state ? &((dpc_device_state *)state)->mem : &scratch;
+  sl_cuda_integral_layout(t, sl_cuda_integral_padded(R, mirror), sl_cuda_integral_padded(C, mirror), integral);
   o->spectra = (double *)sl_table_take(t, 4 * (R + 1) * (C + 1) * d);
   o->ring_totals = (double *)sl_table_take(t, sl_dpc_rings(R, C) * SL_DPC_RING_SUMS * d);
   o->phase = (double *)sl_table_take(t, R * C * d);
@@ -39,12 +49,6 @@ static void dpc_layout(sl_table *t, int64_t R, int64_t C, dpc_pieces *o) {
   o->div2_of_row = (double *)sl_table_take(t, R * d);
 }
 
-/* The node's state: the integration (cuFFT plans) and the table's pieces. */
-typedef struct dpc_device_state {
-  sl_cuda_integral in;
-  dpc_pieces mem;
-  int64_t rows, cols;
-} dpc_device_state;
 
 /* ---- kernels --------------------------------------------------------------------- */
 
@@ -226,47 +230,9 @@ SL_CUDA_REGISTER_KERNELS(dpc_kernels)
 
 extern "C" int64_t sl_cuda_dpc_state_bytes(int64_t rows, int64_t cols) {
   sl_table t = sl_table_counter();
-  dpc_pieces o;
-  dpc_layout(&t, rows, cols, &o);
+  sl_cuda_integral_pieces o;
+  dpc_layout(&t, rows, cols, true, &o, NULL);
   return t.used;
-}
-
-static void dpc_state_release(void *p) {
-  dpc_device_state *s = (dpc_device_state *)p;
-  if (!s) return;
-  sl_cuda_integral_free(&s->in);
-  free(s);
-}
-
-/* The state of this run, made by step 1: NULL with *why when cuFFT cannot be
- * loaded or cannot work in the table (nothing is kept then). */
-static sl_code state_build(const sl_cuda_dpc_params *p, sl_kernel_args *a, dpc_device_state **out, char *why,
-                           size_t why_size) {
-  *out = NULL;
-  if (*p->device_state.state) { /* made by an earlier call of this run */
-    dpc_device_state *s = (dpc_device_state *)*p->device_state.state;
-    if (s->rows != p->rows || s->cols != p->cols)
-      return sl_fail(a->err, SL_ERR_INTERNAL, "%s: the device state was made for another field", k_node);
-    if (!s->in.ready)
-      return sl_fail(a->err, SL_ERR_BACKEND, "%s: the transforms could not be set up on an earlier call", k_node);
-    *out = s;
-    return SL_OK;
-  }
-  dpc_device_state *s = (dpc_device_state *)calloc(1, sizeof *s);
-  if (!s) return sl_fail(a->err, SL_ERR_NOMEM, "%s: out of memory for device state", k_node);
-  s->rows = p->rows, s->cols = p->cols;
-  sl_table t = sl_table_lent(a);
-  dpc_layout(&t, p->rows, p->cols, &s->mem);
-  sl_code rc = sl_table_check(&t, a, k_node);
-  if (rc == SL_OK) rc = sl_cuda_integral_init(&s->in, p->rows, p->cols, true, &s->mem.integral, a, k_node, why, why_size);
-  if (rc == SL_OK && !s->in.ready) { /* the host path, with why */
-    dpc_state_release(s);
-    return SL_OK;
-  }
-  *p->device_state.state = s;
-  *p->device_state.release = dpc_state_release;
-  if (rc == SL_OK) *out = s;
-  return rc;
 }
 
 /* The state step 1 made. */
@@ -288,14 +254,16 @@ static sl_code read_back(sl_kernel_args *a, void *host, const void *dev, size_t 
 extern "C" sl_code sl_cuda_dpc_rings(const sl_cuda_dpc_params *p, sl_kernel_args *a, double *ring_totals,
                                      double *adf_of_row, bool *on_device, char *why, size_t why_size) {
   *on_device = false;
-  dpc_device_state *s = NULL;
-  sl_code rc = state_build(p, a, &s, why, why_size);
-  if (rc != SL_OK || !s) return rc;
+  void *state = NULL; /* made here, by step 1 */
+  sl_code rc = sl_cuda_integral_state(a, p->device_state, sizeof(dpc_device_state), p->rows, p->cols, true,
+                                      dpc_layout, k_node, &state, why, why_size);
+  if (rc != SL_OK || !state) return rc;
+  dpc_device_state *s = (dpc_device_state *)state;
   *on_device = true;
   if ((rc = sl_cuda_integral_bind(&s->in, a, k_node))) return rc;
   cudaStream_t st = sl_cuda_queue(a);
   const long long R = p->rows, C = p->cols, np = 4 * R * C;
-  double2 *f0 = s->mem.integral.fields, *f1 = f0 + np;
+  double2 *f0 = s->in.mem.fields, *f1 = f0 + np;
   sl_k_dpc_fill<<<sl_cuda_stem_grid(a, np), 256, 0, st>>>((const double *)a->in[0], (const double *)a->in[1], f0, f1,
                                                           R, C);
   if ((rc = sl_cuda_check_launch(a, "sl_k_dpc_fill"))) return rc;

@@ -133,6 +133,41 @@ static sl_code make_plan(sl_cuda_integral *s, sl_kernel_args *a, const char *nod
   return SL_OK;
 }
 
+static void integral_state_release(void *p) {
+  if (!p) return;
+  sl_cuda_integral_free((sl_cuda_integral *)p);
+  free(p);
+}
+
+sl_code sl_cuda_integral_state(sl_kernel_args *a, sl_cuda_state_holder holder, size_t size, int64_t rows,
+                               int64_t cols, bool mirror, sl_cuda_integral_layout_fn layout, const char *node,
+                               void **out, char *why, size_t why_size) {
+  *out = NULL;
+  sl_cuda_integral *s = (sl_cuda_integral *)*holder.state;
+  if (s) { /* made by an earlier call of this run */
+    if (s->rows != rows || s->cols != cols || s->pr != sl_cuda_integral_padded(rows, mirror))
+      return sl_fail(a->err, SL_ERR_INTERNAL, "%s: the device state was made for another field", node);
+    if (!s->ready)
+      return sl_fail(a->err, SL_ERR_BACKEND, "%s: the transforms could not be set up on an earlier call", node);
+    *out = s;
+    return SL_OK;
+  }
+  if (!(s = (sl_cuda_integral *)calloc(1, size))) return sl_fail(a->err, SL_ERR_NOMEM, "%s: out of memory for device state", node);
+  sl_table t = sl_table_lent(a);
+  sl_cuda_integral_pieces mem;
+  layout(&t, rows, cols, mirror, &mem, s);
+  sl_code rc = sl_table_check(&t, a, node);
+  if (rc == SL_OK) rc = sl_cuda_integral_init(s, rows, cols, mirror, &mem, a, node, why, why_size);
+  if (rc == SL_OK && !s->ready) { /* the host path, with why */
+    integral_state_release(s);
+    return SL_OK;
+  }
+  *holder.state = s;
+  *holder.release = integral_state_release;
+  if (rc == SL_OK) *out = s;
+  return rc;
+}
+
 sl_code sl_cuda_integral_init(sl_cuda_integral *s, int64_t rows, int64_t cols, bool mirror,
                               const sl_cuda_integral_pieces *mem, sl_kernel_args *a, const char *node,
                               char *why, size_t why_size) {

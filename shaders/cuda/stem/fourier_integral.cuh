@@ -65,6 +65,23 @@ sl_code sl_cuda_integral_init(sl_cuda_integral *s, int64_t rows, int64_t cols, b
                               char *why, size_t why_size);
 void sl_cuda_integral_free(sl_cuda_integral *s);
 
+/* The device state of a node that integrates a field (dpc, idpc): `size`
+ * bytes whose first member is its sl_cuda_integral; `layout` takes the
+ * integral's pieces into *integral and the node's own (after them) into its
+ * state, from the table t (counting or lent). */
+typedef void (*sl_cuda_integral_layout_fn)(sl_table *t, int64_t rows, int64_t cols, bool mirror,
+                                           sl_cuda_integral_pieces *integral, void *state);
+
+/* The node's state, made on its first call (the pieces from the lent table,
+ * the plans over them) and kept in `holder` for the run; a later call gets
+ * it back, checked against rows, cols and mirror. SL_OK with *out NULL and
+ * the reason in `why` when cuFFT cannot be used here (nothing is kept: the
+ * node runs its host path, and a later run tries again); an error names
+ * `node`. */
+sl_code sl_cuda_integral_state(sl_kernel_args *a, sl_cuda_state_holder holder, size_t size, int64_t rows,
+                               int64_t cols, bool mirror, sl_cuda_integral_layout_fn layout, const char *node,
+                               void **out, char *why, size_t why_size);
+
 /* Binds the plans to the call's queue (every call: the queue can change). */
 sl_code sl_cuda_integral_bind(sl_cuda_integral *s, sl_kernel_args *a, const char *node);
 
