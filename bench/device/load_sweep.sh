@@ -19,6 +19,9 @@ if [ ! -e $D/scan_master.h5 ]; then
   "$B/make_acquisition" --dark-mean $DARK_MEAN $D/scan $SCAN $SCAN 192 192 1000 16 | tail -1
 fi
 cat $D/*.h5 >/dev/null
+# the host's own bound: plain reads of the files from the page cache, and
+# pinned host -> device copies (bench_page_cache_read)
+"$B/bench_page_cache_read" --pinned --threads "${BOUND_THREADS:-4 8 16}" $D/scan_data_*.h5
 cp $BUNDLE/src/bench/device/decode_bf.yaml $D/decode.yaml
 show() {
   python3 - "$1" <<'PY'
@@ -30,6 +33,8 @@ print("  execution %.4f s, chunks %s; phases: %s" % (r["seconds"], r.get("chunks
 for n in r["nodes"]:
     print("    %-6s %-14s host %8.4f s  device %s" % (n["id"], n["type"], n["seconds"],
           "%.4f s" % n["device_seconds"] if "device_seconds" in n else "-"))
+    for note in n.get("notes", []):
+        if note.startswith("reading:"): print("      " + note)
 PY
 }
 # sweep SETTING VALUES...: REPS timed runs per value of the setting

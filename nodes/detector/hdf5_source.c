@@ -260,6 +260,22 @@ static sl_code source_prepare(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
+/* After the call that ends a pass: where the reading went, for report.json
+ * (what bounds the source: the reader's windows, or the waits for the
+ * copies out of them). Summed over the run's passes so far. */
+static void note_reading(const sl_node *n, sl_src_state *s, int64_t pos_end, int64_t total) {
+  if (pos_end < total) return;
+  sl_chunk_reader_stats st;
+  sl_src_windows_stats(&s->win, &st);
+  sl_node_note((sl_node *)n, "reading",
+               "%llu windows, %.3f GB in %.4f s of windows (%.1f GB/s), pread %.4f s summed over %d threads "
+               "(%llu reads, %llu pieces); calls waited %.4f s for the reader and %.4f s for copies out of a window",
+               (unsigned long long)st.requests, (double)st.bytes / 1e9, st.window_seconds,
+               st.window_seconds > 0 ? (double)st.bytes / 1e9 / st.window_seconds : 0.0, st.read_seconds, st.threads,
+               (unsigned long long)st.reads, (unsigned long long)st.pieces, s->win.wait_read_seconds,
+               s->win.wait_reuse_seconds);
+}
+
 static sl_code copy_host(void *ctx, uint64_t dst_offset, const uint8_t *src, uint64_t bytes, sl_error *err) {
   (void)err;
   memcpy((uint8_t *)ctx + dst_offset, src, bytes);
@@ -272,6 +288,7 @@ static sl_code source_cpu(sl_kernel_args *a) {
   sl_src_window win;
   sl_code rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(d), &win, a->err);
   if (rc != SL_OK) return rc;
+  note_reading(a->node, s, a->pos_start + a->pos_count, sl_desc_positions(d));
   if (d->encoding == SL_ENC_NONE)
     return sl_src_plain(&win, s->ix, s->where, a->pos_start, a->pos_count, sl_desc_item_bytes(d), copy_host,
                         a->out[0], a->err);
@@ -330,6 +347,7 @@ static sl_code produce_window(sl_produce_args *a) {
   sl_src_window win;
   sl_code rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(d), &win, a->err);
   if (rc != SL_OK) return rc;
+  note_reading(a->node, s, a->pos_start + a->pos_count, sl_desc_positions(d));
   emit_ctx e = {a, win.buffer};
   if (d->encoding == SL_ENC_NONE) {
     a->out_bytes = a->pos_count * sl_desc_item_bytes(d);

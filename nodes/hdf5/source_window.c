@@ -42,7 +42,11 @@ static uint64_t max_bytes_for(const sl_h5_index *ix, int64_t positions, int64_t 
 }
 
 static sl_code reuse(sl_src_windows *w, int b, sl_error *err) {
-  return w->al.reuse && w->base[b] ? w->al.reuse(w->al.ctx, b, err) : SL_OK;
+  if (!w->al.reuse || !w->base[b]) return SL_OK;
+  double t0 = sl_now();
+  sl_code rc = w->al.reuse(w->al.ctx, b, err);
+  w->wait_reuse_seconds += sl_now() - t0;
+  return rc;
 }
 
 static void free_window(sl_src_windows *w, int b) {
@@ -72,7 +76,10 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   drain(w);
   if (chunks < w->max_chunks) chunks = w->max_chunks;
   if (bytes < w->capacity) bytes = w->capacity;
-  if (chunks > w->max_chunks) {
+  if (chunks > w->max_chunks && w->reader) {
+    sl_chunk_reader_stats st;
+    sl_src_windows_stats(w, &st);
+    w->closed = st;
     sl_chunk_reader_close(w->reader);
     w->reader = NULL;
   }
@@ -191,7 +198,9 @@ sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
     if (rc == SL_OK && pos_start + pos_count < total_positions) rc = alloc_window(w, 1, err);
     if (rc != SL_OK) drain(w);
   }
+  double t0 = sl_now();
   if (rc == SL_OK) rc = sl_chunk_reader_wait(w->reader, err);
+  w->wait_read_seconds += sl_now() - t0;
   w->pending = false;
   if (rc != SL_OK) return rc;
   /* Read ahead: the next window of the scan into the other buffer (when it
@@ -213,6 +222,20 @@ sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
   w->cur_count = count;
   sub_window(w, call_first, call_count, out);
   return SL_OK;
+}
+
+void sl_src_windows_stats(sl_src_windows *w, sl_chunk_reader_stats *st) {
+  *st = w->closed;
+  if (!w->reader) return;
+  sl_chunk_reader_stats now;
+  sl_chunk_reader_get_stats(w->reader, &now);
+  st->requests += now.requests;
+  st->reads += now.reads;
+  st->bytes += now.bytes;
+  st->pieces += now.pieces;
+  st->read_seconds += now.read_seconds;
+  st->window_seconds += now.window_seconds;
+  st->threads = now.threads;
 }
 
 void sl_src_windows_free(sl_src_windows *w) {

@@ -72,6 +72,11 @@ typedef struct sl_src_windows {
   int cur_buffer;
   int64_t cur_first, cur_count;
   uint64_t *cur_offsets; /* max_chunks + 1 */
+  /* Where the calls waited (seconds, summed since the windows were made):
+   * for the reader to finish a window, and in the reuse hook for the copies
+   * out of a window before it is read into again. */
+  double wait_read_seconds, wait_reuse_seconds;
+  sl_chunk_reader_stats closed; /* of the readers closed when windows grew */
 } sl_src_windows;
 
 /* The window one call works on. */
@@ -107,6 +112,9 @@ typedef struct sl_src_state {
  * allocator's and reuse hook's. */
 sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
                            sl_src_window *out, sl_error *err);
+/* The reading so far: the readers' stats, those closed when windows grew
+ * included. */
+void sl_src_windows_stats(sl_src_windows *w, sl_chunk_reader_stats *st);
 /* Closes the reader (abandoning the read-ahead), waits
  * for each window's reuse hook and frees them. Safe on a zeroed struct. */
 void sl_src_windows_free(sl_src_windows *w);
