@@ -269,11 +269,12 @@ static void note_reading(const sl_node *n, sl_src_state *s, int64_t pos_end, int
   sl_src_windows_stats(&s->win, &st);
   sl_node_note((sl_node *)n, "reading",
                "%llu windows, %.3f GB in %.4f s of windows (%.1f GB/s), pread %.4f s summed over %d threads "
-               "(%llu reads, %llu pieces); calls waited %.4f s for the reader and %.4f s for copies out of a window",
+               "(%llu reads, %llu pieces); calls waited %.4f s for the reader and %.4f s for copies out of a window, "
+               "allocated windows in %.4f s, handed copies over in %.4f s",
                (unsigned long long)st.requests, (double)st.bytes / 1e9, st.window_seconds,
                st.window_seconds > 0 ? (double)st.bytes / 1e9 / st.window_seconds : 0.0, st.read_seconds, st.threads,
                (unsigned long long)st.reads, (unsigned long long)st.pieces, s->win.wait_read_seconds,
-               s->win.wait_reuse_seconds);
+               s->win.wait_reuse_seconds, s->win.alloc_seconds, s->emit_seconds);
 }
 
 static sl_code copy_host(void *ctx, uint64_t dst_offset, const uint8_t *src, uint64_t bytes, sl_error *err) {
@@ -338,7 +339,10 @@ typedef struct emit_ctx {
 
 static sl_code emit_run(void *ctx, uint64_t dst_offset, const uint8_t *src, uint64_t bytes, sl_error *err) {
   emit_ctx *e = ctx;
-  return e->a->emit(e->a, e->piece, dst_offset, src, bytes, err);
+  double t0 = sl_now();
+  sl_code rc = e->a->emit(e->a, e->piece, dst_offset, src, bytes, err);
+  ((sl_src_state *)e->a->state)->emit_seconds += sl_now() - t0;
+  return rc;
 }
 
 static sl_code produce_window(sl_produce_args *a) {

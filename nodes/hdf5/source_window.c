@@ -108,7 +108,9 @@ static sl_code alloc_window(sl_src_windows *w, int b, sl_error *err) {
   if (w->base[b]) return SL_OK;
   void *p = NULL;
   if (w->al.alloc) {
+    double t0 = sl_now();
     sl_code rc = w->al.alloc(w->al.ctx, w->alloc_bytes, &p, err);
+    w->alloc_seconds += sl_now() - t0;
     if (rc != SL_OK) return rc;
   } else if (!(p = malloc(w->alloc_bytes))) {
     char h[32];

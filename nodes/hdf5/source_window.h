@@ -76,6 +76,7 @@ typedef struct sl_src_windows {
    * for the reader to finish a window, and in the reuse hook for the copies
    * out of a window before it is read into again. */
   double wait_read_seconds, wait_reuse_seconds;
+  double alloc_seconds; /* allocating the windows (pinned memory is slow) */
   sl_chunk_reader_stats closed; /* of the readers closed when windows grew */
 } sl_src_windows;
 
@@ -101,6 +102,7 @@ typedef struct sl_src_state {
    * copy when its stage ended). */
   struct sl_backend *host_backend;
   struct sl_produce_args *producing;
+  double emit_seconds; /* produce: handing the executor its copies */
 } sl_src_state;
 
 /* The window holding scan positions [pos_start, pos_start + pos_count) of a
