@@ -270,11 +270,13 @@ static void note_reading(const sl_node *n, sl_src_state *s, int64_t pos_end, int
   sl_node_note((sl_node *)n, "reading",
                "%llu windows, %.3f GB in %.4f s of windows (%.1f GB/s), pread %.4f s summed over %d threads "
                "(%llu reads, %llu pieces); calls waited %.4f s for the reader and %.4f s for copies out of a window, "
-               "allocated windows in %.4f s, handed copies over in %.4f s",
+               "allocated windows in %.4f s, handed copies over in %.4f s; sized windows and opened the reader in "
+               "%.4f s; %.4f s in all getting windows",
                (unsigned long long)st.requests, (double)st.bytes / 1e9, st.window_seconds,
                st.window_seconds > 0 ? (double)st.bytes / 1e9 / st.window_seconds : 0.0, st.read_seconds, st.threads,
                (unsigned long long)st.reads, (unsigned long long)st.pieces, s->win.wait_read_seconds,
-               s->win.wait_reuse_seconds, s->win.alloc_seconds, s->emit_seconds);
+               s->win.wait_reuse_seconds, s->win.alloc_seconds, s->emit_seconds, s->win.sizing_seconds,
+               s->win.get_seconds);
 }
 
 static sl_code copy_host(void *ctx, uint64_t dst_offset, const uint8_t *src, uint64_t bytes, sl_error *err) {

@@ -160,7 +160,18 @@ static void sub_window(sl_src_windows *w, int64_t first, int64_t count, sl_src_w
   out->offsets = w->offsets;
 }
 
+static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
+                           sl_src_window *out, sl_error *err);
+
 sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
+                           sl_src_window *out, sl_error *err) {
+  double t0 = sl_now();
+  sl_code rc = windows_get(w, pos_start, pos_count, total_positions, out, err);
+  w->get_seconds += sl_now() - t0;
+  return rc;
+}
+
+static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_count, int64_t total_positions,
                            sl_src_window *out, sl_error *err) {
   const sl_h5_index *ix = w->ix;
   sl_code rc = SL_OK;
@@ -175,10 +186,12 @@ sl_code sl_src_windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
   }
   const int64_t wpos = window_positions(w, pos_count, total_positions);
   if (wpos != w->sized_positions) {
+    double t0 = sl_now();
     int64_t chunks = max_chunks_for(ix, wpos);
     uint64_t bytes = max_bytes_for(ix, wpos, total_positions);
     w->sized_positions = wpos;
     if (chunks > w->max_chunks || bytes > w->capacity || !w->reader) rc = resize(w, chunks, bytes, err);
+    w->sizing_seconds += sl_now() - t0;
     if (rc != SL_OK) return rc;
   }
   /* This call's window: positions [pos_start, pos_start + n). */

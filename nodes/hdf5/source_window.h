@@ -77,6 +77,8 @@ typedef struct sl_src_windows {
    * out of a window before it is read into again. */
   double wait_read_seconds, wait_reuse_seconds;
   double alloc_seconds; /* allocating the windows (pinned memory is slow) */
+  double sizing_seconds; /* sizing the windows, opening the reader */
+  double get_seconds;    /* in sl_src_windows_get, all of the above included */
   sl_chunk_reader_stats closed; /* of the readers closed when windows grew */
 } sl_src_windows;
 
