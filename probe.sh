@@ -6,7 +6,7 @@ D=/tmp/acq-shipped-0.8; mkdir -p $D
 make_acquisition --dark-mean 0.8 $D/scan 512 512 192 192 1000 16 | tail -1
 cat $D/*.h5 > /dev/null
 cp $B/src/bench/device/decode_bf.yaml $D/decode.yaml
-for args in "" "" "" "--setting source_overlap=false" "--setting source_overlap=false" "--setting read_threads=12" "--setting read_threads=12"; do
+for args in "" "" "" "--setting source_overlap=false" "--setting read_threads=12"; do
   echo "== $args"
   /usr/bin/time -f "  wall %e" sluice run $D/decode.yaml --set input=$D/scan_master.h5 --backend cuda $args --out $D/o --force --quiet
   python3 -c "

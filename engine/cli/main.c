@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/core/fd_table.h"
 #include "engine/cli/cli.h"
 #include "engine/exec/sinks.h"
 
@@ -38,6 +39,7 @@ static void help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  sl_fd_table_grow_early(); /* before any thread: engine/core/fd_table.h says why */
   sl_h5_writer_process_init(); /* before anything touches HDF5 */
   if (argc < 2) {
     help(stderr);
