@@ -176,13 +176,13 @@ int main(int argc, char **argv) {
     for (int r = 0; r < 3; r++) {
       void *w2[2] = {NULL, NULL};
       double t0 = sl_now();
-      for (int k = 0; k < 2; k++)
-        if (b->ops->host_alloc(b, 25u << 20, &w2[k], &e)) {
+      for (int w = 0; w < 2; w++)
+        if (b->ops->host_alloc(b, 25u << 20, &w2[w], &e)) {
           fprintf(stderr, "bench_page_cache_read: %s\n", e.msg);
           return 1;
         }
       double t1 = sl_now();
-      for (int k = 0; k < 2; k++) b->ops->host_free(b, w2[k], 25u << 20);
+      for (int w = 0; w < 2; w++) b->ops->host_free(b, w2[w], 25u << 20);
       printf("pinned_memory=%s: two windows of 25 MiB made in %.4f s, freed in %.4f s\n",
              getenv("SLUICE_PINNED_MEMORY") ? getenv("SLUICE_PINNED_MEMORY") : "runtime", t1 - t0, sl_now() - t1);
     }
