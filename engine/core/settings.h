@@ -26,7 +26,7 @@ typedef enum sl_setting_id {
   SL_SET_COST_PROFILE,   /* the cost model's profile: cache, none or a file (SLUICE_COST_PROFILE) */
   SL_SET_INDEX_STORE,    /* keep chunk indexes in the user's cache: true|false (SLUICE_INDEX_STORE) */
   SL_SET_LOOP_HISTORY,   /* estimate until-loops by their last run: true|false (SLUICE_LOOP_HISTORY) */
-  SL_SET_PINNED_MEMORY,  /* cuda: pinned host memory: runtime|huge (SLUICE_PINNED_MEMORY) */
+  SL_SET_PINNED_MEMORY,  /* cuda: pinned host memory: huge|runtime (SLUICE_PINNED_MEMORY) */
   SL_SET_COUNT
 } sl_setting_id;
 
