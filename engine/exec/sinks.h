@@ -90,8 +90,14 @@ typedef struct sl_png_workers {
  * deflated in bands, in parallel on `workers`; the file's bytes depend on
  * the image only. */
 typedef sl_code (*sl_png_rows_fn)(void *ctx, int64_t row0, int64_t n_rows, const void **rows, sl_error *err);
+/* Where a PNG's time went (seconds): getting its rows, drawing and
+ * deflating them (on the workers), writing the file. */
+typedef struct sl_png_times {
+  double rows, draw, file;
+} sl_png_times;
+/* times: added to when not NULL. */
 sl_code sl_png_write(const char *path, const sl_tensor_desc *d, double lo, double hi, sl_png_rows_fn rows,
-                     void *ctx, const sl_png_workers *workers, sl_error *err);
+                     void *ctx, const sl_png_workers *workers, sl_png_times *times, sl_error *err);
 /* The rows of one strip: as many as fit SL_PNG_STRIP_BYTES, at least one. */
 #define SL_PNG_STRIP_BYTES ((int64_t)1 << 20)
 int64_t sl_png_strip_rows(const sl_tensor_desc *d);

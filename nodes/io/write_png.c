@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/util.h"
 #include "engine/exec/sinks.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
@@ -79,19 +80,29 @@ static sl_code rows_from_results(void *ctx, int64_t row0, int64_t n_rows, const 
   return sl_h5_writer_read_rows(s->results, s->name, row0, n_rows, s->strip, err);
 }
 
+/* Where the drawing's time went, for report.json. */
+static void note_drawn(const sl_node *n, double range, const sl_png_times *t) {
+  sl_node_note((sl_node *)n, "drawn", "range %.4f s, rows %.4f s, draw and deflate %.4f s, file %.4f s", range,
+               t->rows, t->draw, t->file);
+}
+
 /* A whole image: its range, then the PNG. A streamed image's chunks: nothing
  * (finalize draws it). */
 static sl_code write_png_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *d = &a->node->in[0];
   if (d->stream_rank) return SL_OK;
-  double lo = INFINITY, hi = -INFINITY;
+  double t0 = sl_now(), lo = INFINITY, hi = -INFINITY;
   sl_values_range(d->dtype, a->in[0], sl_desc_elems(d), &lo, &hi);
   const sl_output_target *t = a->state;
   if (!t) return no_target(a);
   char path[4352];
   png_path(a, t, path, sizeof path);
   const sl_png_workers workers = {a->backend, a->worker_scratch, a->worker_scratch_stride};
-  return sl_png_write(path, d, lo, hi, rows_in_memory, a, &workers, a->err);
+  sl_png_times times = {0};
+  double range = sl_now() - t0;
+  sl_code rc = sl_png_write(path, d, lo, hi, rows_in_memory, a, &workers, &times, a->err);
+  if (rc == SL_OK) note_drawn(a->node, range, &times);
+  return rc;
 }
 
 /* After the last chunk of a streamed image: low and high hold its range. */
@@ -101,6 +112,7 @@ static sl_code write_png_finalize(sl_kernel_args *a) {
   if (!t || !t->results) return no_target(a);
   char path[4352];
   png_path(a, t, path, sizeof path);
+  double t0 = sl_now();
   strip_reader s = {t->results, write_png_params_of(a->node)->output, NULL};
   s.strip = malloc((size_t)(sl_png_strip_rows(d) * d->dims[1]) * sl_dtype_size(d->dtype));
   if (!s.strip) return sl_fail(a->err, SL_ERR_NOMEM, "no memory to draw %s", path);
@@ -114,7 +126,10 @@ static sl_code write_png_finalize(sl_kernel_args *a) {
     if (rc == SL_OK) sl_values_range(d->dtype, rows, n * d->dims[1], &lo, &hi);
   }
   const sl_png_workers workers = {a->backend, a->worker_scratch, a->worker_scratch_stride};
-  if (rc == SL_OK) rc = sl_png_write(path, d, lo, hi, rows_from_results, &s, &workers, a->err);
+  sl_png_times times = {0};
+  double range = sl_now() - t0;
+  if (rc == SL_OK) rc = sl_png_write(path, d, lo, hi, rows_from_results, &s, &workers, &times, a->err);
+  if (rc == SL_OK) note_drawn(a->node, range, &times);
   free(s.strip);
   return rc;
 }

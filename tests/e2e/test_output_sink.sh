@@ -54,7 +54,7 @@ assert h5["state_bytes"] == 1 << 20, h5["state_bytes"]
 row = 4096 * 4
 strip = (1 << 20) // row * row
 assert png["type"] == "write_png" and png["sink"] and png["phase"] == "stream", png
-band_rows = 65536 // 4097                       # a band: about 64 KiB of filtered rows
+band_rows = 16384 // 4097                       # a band: about 16 KiB of filtered rows
 band_in = band_rows * 4097
 band_out = (band_in + 5 * (band_in // 16384 + 2) + 16 + 63) // 64 * 64
 bands = -(-(strip // row) // band_rows) * (band_out + 64)
