@@ -270,8 +270,8 @@ static void note_reading(const sl_node *n, sl_src_state *s, int64_t pos_end, int
   sl_node_note((sl_node *)n, "reading",
                "%llu windows, %.3f GB in %.4f s of windows (%.1f GB/s), pread %.4f s summed over %d threads "
                "(%llu reads, %llu pieces); calls waited %.4f s for the reader and %.4f s for copies out of a window, "
-               "allocated windows in %.4f s, handed copies over in %.4f s; sized windows and opened the reader in "
-               "%.4f s; %.4f s in all getting windows",
+               "allocated windows in %.4f s, handed copies over in %.4f s; sized windows and opened the reader "
+               "(pinned windows made meanwhile) in %.4f s; %.4f s in all getting windows",
                (unsigned long long)st.requests, (double)st.bytes / 1e9, st.window_seconds,
                st.window_seconds > 0 ? (double)st.bytes / 1e9 / st.window_seconds : 0.0, st.read_seconds, st.threads,
                (unsigned long long)st.reads, (unsigned long long)st.pieces, s->win.wait_read_seconds,
