@@ -333,10 +333,15 @@ int sl_chunk_reader_device_threads(void) {
 }
 
 /* Opens the data files holding chunks [first_chunk, end_chunk), on up to
- * r->threads threads at once: opening an acquisition's 263 files one after
- * the other took 15-30 ms on the H200's host, before any byte was read.
- * Each is opened now, so that a missing file fails here, before any work.
- * On failure, the error of the first file (in index order) that failed. */
+ * OPEN_THREADS threads at once. Opening an acquisition's 263 files one after
+ * the other took 15-30 ms on the H200's host; most of it was the kernel
+ * growing the descriptor table in a process with threads (engine/core/
+ * fd_table.h: grown at start-up now), so a few threads suffice and the
+ * reader's own threads are not doubled by openers while the pinned windows
+ * are made beside it. Each file is opened now, so that a missing one fails
+ * here, before any work. On failure, the error of the first file (in index
+ * order) that failed. */
+#define OPEN_THREADS 4
 typedef struct open_job {
   sl_chunk_reader *r;
   const bool *wanted;
@@ -376,7 +381,8 @@ static sl_code open_files(sl_chunk_reader *r, sl_error *err) {
   else
     for (int64_t c = r->first_chunk; c < r->end_chunk; c++)
       if (!wanted[ix->chunks[c].file]) wanted[ix->chunks[c].file] = true, n_wanted++;
-  int threads = n_wanted < r->threads ? (n_wanted > 0 ? n_wanted : 1) : r->threads, started = 0;
+  int most = r->threads < OPEN_THREADS ? r->threads : OPEN_THREADS;
+  int threads = n_wanted < most ? (n_wanted > 0 ? n_wanted : 1) : most, started = 0;
   for (int t = 0; t < threads; t++) jobs[t] = (open_job){r, wanted, errnos, t, threads};
   for (int t = 1; t < threads; t++)
     if (pthread_create(&th[t], NULL, open_some, &jobs[t]) == 0) started = t;

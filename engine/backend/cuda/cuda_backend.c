@@ -350,7 +350,9 @@ static void *huge_pinned(size_t len, cudaError_t *e) {
   if (m + len + HUGE_PAGE > p + len) munmap(p + len, (size_t)(m + len + HUGE_PAGE - (p + len)));
   (void)madvise(p, len, MADV_HUGEPAGE);
   for (size_t off = 0; off < len; off += 4096) ((volatile uint8_t *)p)[off] = 0; /* one fault per huge page */
-  *e = cudaHostRegister(p, len, cudaHostRegisterDefault);
+  /* portable: usable whatever device the allocating thread has current (the
+   * source makes its windows on two threads at once) */
+  *e = cudaHostRegister(p, len, cudaHostRegisterPortable);
   if (*e != cudaSuccess) {
     munmap(p, len);
     return NULL;
@@ -398,7 +400,7 @@ static sl_code held_alloc(cuda_impl *c, bool pinned, size_t bytes, void **ptr, s
       e = cudaErrorMemoryAllocation;
     }
   } else {
-    e = pinned ? cudaMallocHost(&p, bytes ? bytes : 1) : cudaMalloc(&p, bytes ? bytes : 1);
+    e = pinned ? cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) : cudaMalloc(&p, bytes ? bytes : 1);
   }
   if (e != cudaSuccess)
     return sl_cuda_backend_fail_sized(err, e, "cannot allocate", bytes,
