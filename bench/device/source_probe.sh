@@ -1,5 +1,13 @@
 #!/bin/bash
-# untracked: one device probe of the source's time
+# On the accelerator machine, from the repository root with device-bundle
+# carried: the dense 512 x 512 file of issue 12 (written if missing), then
+# decode_bf.yaml four times with the defaults and twice with
+# pinned_memory=runtime, stem_products and resident_products twice and
+# virtual_image once, all --backend cuda; prints each run's execution, node
+# seconds and phases, the source's `reading` note and the PNGs' `drawn`
+# notes (report.json).
+#
+#   bash bench/device/source_probe.sh > $OUT/probe.log 2>&1
 B=$PWD/device-bundle; [ -d $B/bin ] || tar -C $B -xJf $B/bundle.tar.xz
 export PATH=$B/bin:$PATH LD_LIBRARY_PATH=$B/lib HDF5_PLUGIN_PATH=$B/plugins
 D=/tmp/acq-shipped-0.8; mkdir -p $D
