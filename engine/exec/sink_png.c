@@ -28,10 +28,27 @@ static inline uint8_t pixel(double x) {
 /* Per element type, without a switch per value (a 512 x 512 image's range
  * and pixels were most of a PNG's time): the range of n values, and one row
  * of pixels. */
-#define PNG_DTYPES(X) \
-  X(SL_U8, uint8_t) X(SL_U16, uint16_t) X(SL_U32, uint32_t) X(SL_U64, uint64_t) \
-  X(SL_I32, int32_t) X(SL_I64, int64_t) X(SL_F32, float) X(SL_F64, double)
-#define PNG_TYPED(K, T)                                                                      \
+#define PNG_INT_DTYPES(X) \
+  X(SL_U8, uint8_t) X(SL_U16, uint16_t) X(SL_U32, uint32_t) X(SL_U64, uint64_t) X(SL_I32, int32_t) X(SL_I64, int64_t)
+#define PNG_FLOAT_DTYPES(X) X(SL_F32, float) X(SL_F64, double)
+#define PNG_DTYPES(X) PNG_INT_DTYPES(X) PNG_FLOAT_DTYPES(X)
+/* Integers: the range in their own type (every value finite, a loop the
+ * compiler vectorises; 4-5 ns a value converted to double first, for a
+ * streamed 512 x 512 u64 image 1.1-1.5 ms on the H200's host), converted
+ * once: conversion to double is monotone, so the bounds are the same. */
+#define PNG_INT_RANGE(K, T)                                                                  \
+  static void range_##K(const T *p, int64_t n, double *lo, double *hi) {                   \
+    if (n <= 0) return;                                                                      \
+    T l = p[0], h = p[0];                                                                    \
+    for (int64_t i = 1; i < n; i++) {                                                        \
+      l = p[i] < l ? p[i] : l;                                                               \
+      h = p[i] > h ? p[i] : h;                                                               \
+    }                                                                                        \
+    *lo = (double)l < *lo ? (double)l : *lo;                                                 \
+    *hi = (double)h > *hi ? (double)h : *hi;                                                 \
+  }
+/* Floats: finite values only. */
+#define PNG_FLOAT_RANGE(K, T)                                                                \
   static void range_##K(const T *p, int64_t n, double *lo, double *hi) {                   \
     double l = *lo, h = *hi;                                                                 \
     for (int64_t i = 0; i < n; i++) {                                                        \
@@ -42,7 +59,12 @@ static inline uint8_t pixel(double x) {
       }                                                                                      \
     }                                                                                        \
     *lo = l, *hi = h;                                                                        \
-  }                                                                                          \
+  }
+PNG_INT_DTYPES(PNG_INT_RANGE)
+PNG_FLOAT_DTYPES(PNG_FLOAT_RANGE)
+#undef PNG_INT_RANGE
+#undef PNG_FLOAT_RANGE
+#define PNG_TYPED(K, T)                                                                      \
   static void row_##K(const T *p, int64_t w, double lo, double scale, uint8_t *out) {      \
     for (int64_t c = 0; c < w; c++) {                                                        \
       double v = (double)p[c];                                                               \
