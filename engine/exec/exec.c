@@ -658,7 +658,7 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   if (rc != SL_OK) return rc;
   int encoded = 0;
   for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++)
-    if (on_host(c, &g->nodes[lv->nodes[k]]))
+    if (on_host(c, &g->nodes[lv->nodes[k]]) && !(g->nodes[lv->nodes[k]].chunks_idle && !finalize))
       rc = lagged(c, &g->nodes[lv->nodes[k]], finalize)
                ? run_lagged_sink(c, lv->nodes[k], chunk, pos_start, pos_count)
                : run_host_node(c, lv->nodes[k], chunk, pos_start, pos_count, finalize);
@@ -666,6 +666,7 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
     int i = lv->nodes[k];
     const sl_node *n = &g->nodes[i];
     if (n->body || on_host(c, n) || (c->prefetch[i] && !finalize)) continue; /* produce ran */
+    if (n->chunks_idle && !finalize) continue;
     sl_kernel_fn fn = finalize ? n->desc->finalize[b->caps.kind] : n->desc->kernel[b->caps.kind];
     if (!fn) continue;
     fill_args(c, i, chunk, pos_start, pos_count, finalize);
@@ -680,7 +681,8 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   if (rc != SL_OK && c->err->code == SL_OK) sl_fail(c->err, rc, "batch failed");
   for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize && lv->phase == SL_PHASE_STREAM; k++) {
     const sl_node *n = &g->nodes[lv->nodes[k]];
-    if (!n->body && !c->prefetch[lv->nodes[k]] && (on_host(c, n) ? n->desc->kernel[SL_BACKEND_CPU] : n->desc->kernel[b->caps.kind]))
+    if (!n->body && !c->prefetch[lv->nodes[k]] && !n->chunks_idle &&
+        (on_host(c, n) ? n->desc->kernel[SL_BACKEND_CPU] : n->desc->kernel[b->caps.kind]))
       rc = finish_partials(c, lv->nodes[k], chunk);
   }
   for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize; k++)

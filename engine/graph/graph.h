@@ -44,6 +44,12 @@ typedef struct sl_node {
   /* Bit k: output k is read by a node or is a graph output (set once the
    * graph is built, after infer): a kernel may skip work for unread ports. */
   unsigned out_used;
+  /* Set by infer: the kernel does nothing for a chunk of a stream, its
+   * finalize does the work (write_png of a streamed image: drawn from
+   * results.h5 after the last chunk). The executor skips those calls (and a
+   * device backend the copies of their input) and the plan stages nothing
+   * for them. */
+  bool chunks_idle;
   void *state;
   /* What a device launcher keeps between the calls of one run (host-side
    * bookkeeping and pointers into the node's device table), built on its

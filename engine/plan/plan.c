@@ -690,7 +690,7 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
               g->nodes[j].in_src[q].port == bf->port) {
             staged = true;
             /* a streamed sink runs a chunk behind from two buffers (exec.c's sink_lag) */
-            lagged |= g->nodes[j].desc->sink && g->nodes[j].phase == SL_PHASE_STREAM;
+            lagged |= g->nodes[j].desc->sink && g->nodes[j].phase == SL_PHASE_STREAM && !g->nodes[j].chunks_idle;
           }
       if (staged) p->staging_bytes += bf->bytes;
       if (lagged) p->staging_bytes += bf->bytes;

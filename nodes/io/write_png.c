@@ -29,6 +29,7 @@ SL_NODE_PARAMS(write_png_params, WRITE_PNG_PARAMS)
 static sl_code write_png_infer(sl_node *n, sl_error *err) {
   if (!sl_output_is_image(&n->in[0]) || n->in[0].encoding != SL_ENC_NONE)
     return sl_fail(err, SL_ERR_PIPELINE, "output '%s' is not a 2-D real image", write_png_params_of(n)->output);
+  n->chunks_idle = n->in[0].stream_rank > 0; /* a streamed image is drawn by finalize */
   return SL_OK;
 }
 
