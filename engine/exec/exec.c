@@ -806,21 +806,61 @@ static int ring_buffer(const run_ctx *c, int i) {
   return c->p->buffers[bi].ring_slot >= 0 ? bi : -1;
 }
 
-/* A prefetch stage for each node with a ring that pass streams. */
-static sl_code prefetch_begin(run_ctx *c, int pass) {
+/* Whether node i reads no other node's output (a source). */
+static bool reads_nothing(const sl_node *n) {
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in_src[k].node != SL_SRC_NONE) return false;
+  return true;
+}
+
+/* Whether the pass's stages may start before its prologue (gated): copies
+ * overlap kernels, and every node with a ring the pass streams reads nothing
+ * (so none waits for a prologue result). */
+static bool prefetch_early(const run_ctx *c, int pass) {
+  const sl_plan *p = c->p;
+  const sl_plan_pass *pp = &p->passes[pass];
+  if (pp->stream_first > pp->stream_last || pp->prologue_first > pp->prologue_last ||
+      !sl_setting_bool(SL_SET_SOURCE_OVERLAP))
+    return false;
+  bool any = false;
+  for (int i = 0; i < p->graph->n_nodes; i++) {
+    int bi = ring_buffer(c, i), l = p->exec_level[i * p->n_passes + pass];
+    if (bi < 0 || l < pp->stream_first || l > pp->stream_last) continue;
+    if (!reads_nothing(&p->graph->nodes[i])) return false;
+    any = true;
+  }
+  return any;
+}
+
+/* A prefetch stage for each node with a ring that pass streams; gated: they
+ * start before the prologue (prefetch_early). */
+static sl_code prefetch_begin(run_ctx *c, int pass, bool gated) {
   const sl_plan *p = c->p;
   const sl_plan_pass *pp = &p->passes[pass];
   for (int i = 0; i < p->graph->n_nodes; i++) {
     int bi = ring_buffer(c, i), l = p->exec_level[i * p->n_passes + pass];
-    if (bi < 0 || l < pp->stream_first || l > pp->stream_last) continue;
+    if (bi < 0 || l < pp->stream_first || l > pp->stream_last || c->prefetch[i]) continue;
     const sl_plan_buffer *bf = &p->buffers[bi];
     sl_prefetch_setup s = {.backend = c->b, .node = &p->graph->nodes[i],
                            .ring = {c->slot_ptr[bf->slot], c->slot_ptr[bf->ring_slot]}, .ring_bytes = bf->bytes,
                            .positions = pp->positions, .chunk_positions = pp->chunk_positions,
-                           .n_chunks = pp->n_chunks, .overlap = sl_setting_bool(SL_SET_SOURCE_OVERLAP)};
+                           .n_chunks = pp->n_chunks, .overlap = sl_setting_bool(SL_SET_SOURCE_OVERLAP),
+                           .gated = gated};
     sl_code rc = sl_prefetch_begin(&s, &c->prefetch[i], c->err);
     if (rc != SL_OK) {
       sl_error_node(c->err, p->graph->nodes[i].id);
+      return rc;
+    }
+  }
+  return SL_OK;
+}
+
+/* The prologue is enqueued: the gated stages' copies may follow it. */
+static sl_code prefetch_open_gates(run_ctx *c) {
+  for (int i = 0; i < c->p->graph->n_nodes; i++) {
+    sl_code rc = sl_prefetch_open_gate(c->prefetch[i], c->err);
+    if (rc != SL_OK) {
+      sl_error_node(c->err, c->p->graph->nodes[i].id);
       return rc;
     }
   }
@@ -904,7 +944,13 @@ static sl_code run_passes(run_ctx *c) {
   sl_code rc = SL_OK;
   for (int pass = 0; pass < p->n_passes && rc == SL_OK; pass++) {
     const sl_plan_pass *pp = &p->passes[pass];
-    rc = run_levels(c, pp->prologue_first, pp->prologue_last, 0, 0, 1);
+    /* A source's setup and first reads overlap the prologue (e.g. the
+     * preview and disk fit before virtual detectors); its copies wait for it. */
+    bool early = prefetch_early(c, pass);
+    if (early) rc = prefetch_begin(c, pass, true);
+    if (rc == SL_OK) rc = run_levels(c, pp->prologue_first, pp->prologue_last, 0, 0, 1);
+    if (early && rc == SL_OK) rc = prefetch_open_gates(c);
+    if (rc != SL_OK && early) prefetch_end_all(c);
     if (rc != SL_OK || pp->stream_first > pp->stream_last) {
       if (rc == SL_OK) rc = run_levels(c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
       if (c->pass_end) c->pass_end[pass] = sl_now() - c->t_start;
@@ -928,7 +974,7 @@ static sl_code run_passes(run_ctx *c) {
         c->actual[i] = 0;
         if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
       }
-    if (rc == SL_OK) rc = prefetch_begin(c, pass);
+    if (rc == SL_OK) rc = prefetch_begin(c, pass, false); /* those not started before the prologue */
     for (int64_t ch = 0; ch < pp->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
     rc = sink_lags_flush(c, rc);
     prefetch_end_all(c); /* also after an error or a cancel */

@@ -32,6 +32,12 @@ struct sl_prefetch {
   int64_t out_bytes[2]; /* what produce said ring buffer k holds */
   bool stop, exited;
   int64_t failed_chunk; /* -1, or the chunk whose produce failed */
+  /* gated: recorded on the compute queue after the prologue; gate_open is
+   * set then (under mu); gate_passed once the copy queue waits for it (the
+   * helper only), gate_seconds the helper's wait for it (not produce's). */
+  sl_event *gate_ev;
+  bool gate_open, gate_passed;
+  double gate_seconds;
   sl_code fail_rc;
   sl_error fail_err;
 };
@@ -51,10 +57,25 @@ static sl_code check_piece(int piece, sl_error *err) {
                  SL_PRODUCE_PIECES);
 }
 
+/* A gated stage's first copy: waits until the prologue was enqueued, then
+ * makes the copy queue wait for it. */
+static sl_code pass_gate(sl_prefetch *p, sl_error *err) {
+  double t0 = sl_now();
+  pthread_mutex_lock(&p->mu);
+  while (!p->gate_open && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+  bool open = p->gate_open;
+  pthread_mutex_unlock(&p->mu);
+  p->gate_seconds += sl_now() - t0;
+  if (!open) return sl_fail(err, SL_ERR_INTERRUPTED, "the pass ended before its prologue did");
+  p->gate_passed = true;
+  return ops_of(p)->queue_wait_event(p->s.backend, SL_QUEUE_COPY, p->gate_ev, err);
+}
+
 static sl_code emit(sl_produce_args *a, int piece, uint64_t dst_offset, const void *src, uint64_t bytes,
                     sl_error *err) {
   sl_prefetch *p = a->exec;
   sl_code rc = check_piece(piece, err);
+  if (rc == SL_OK && p->gate_ev && !p->gate_passed) rc = pass_gate(p, err);
   if (rc != SL_OK) return rc;
   if (dst_offset > (uint64_t)a->out_capacity || bytes > (uint64_t)a->out_capacity - dst_offset)
     return sl_fail(err, SL_ERR_INTERNAL, "%llu bytes at byte %llu of the chunk's output pass its %lld bytes",
@@ -100,9 +121,9 @@ static sl_code produce_chunk(sl_prefetch *p, int64_t j, int64_t *bytes, sl_error
                    (long long)a.out_capacity, (long long)p->s.ring_bytes);
   a.out_bytes = a.out_capacity;
   p->dst = p->s.ring[k];
-  double t0 = sl_now();
+  double t0 = sl_now(), gate0 = p->gate_seconds;
   sl_code rc = n->desc->produce(&a);
-  p->seconds += sl_now() - t0;
+  p->seconds += sl_now() - t0 - (p->gate_seconds - gate0); /* the wait for the prologue is not produce's */
   p->calls++;
   if (rc != SL_OK && err->code == SL_OK) sl_fail(err, rc, "produce failed");
   sl_error rec_err;
@@ -186,6 +207,7 @@ sl_code sl_prefetch_begin(const sl_prefetch_setup *s, sl_prefetch **out, sl_erro
     rc = ops->event_create(s->backend, &p->uploaded[k], err);
     if (rc == SL_OK) rc = ops->event_create(s->backend, &p->consumed[k], err);
   }
+  if (rc == SL_OK && s->overlap && s->gated) rc = ops->event_create(s->backend, &p->gate_ev, err);
   if (rc == SL_OK && s->overlap) {
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
       rc = sl_fail(err, SL_ERR_INTERNAL, "cannot create the prefetch stage's mutex");
@@ -207,6 +229,17 @@ sl_code sl_prefetch_begin(const sl_prefetch_setup *s, sl_prefetch **out, sl_erro
     return rc;
   }
   *out = p;
+  return SL_OK;
+}
+
+sl_code sl_prefetch_open_gate(sl_prefetch *p, sl_error *err) {
+  if (!p || !p->gate_ev) return SL_OK;
+  sl_code rc = ops_of(p)->event_record(p->s.backend, p->gate_ev, SL_QUEUE_COMPUTE, err);
+  if (rc != SL_OK) return rc; /* the helper is stopped by end() */
+  pthread_mutex_lock(&p->mu);
+  p->gate_open = true;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
   return SL_OK;
 }
 
@@ -255,8 +288,9 @@ void sl_prefetch_end(sl_prefetch *p, double *seconds, int64_t *calls) {
    * memory once it is gone (an unrecorded event is reached at once). */
   sl_error ignored;
   sl_error_clear(&ignored);
-  sl_event *all[2 * 2 + SL_PRODUCE_PIECES] = {p->uploaded[0], p->uploaded[1], p->consumed[0], p->consumed[1]};
+  sl_event *all[2 * 2 + SL_PRODUCE_PIECES + 1] = {p->uploaded[0], p->uploaded[1], p->consumed[0], p->consumed[1]};
   for (int q = 0; q < SL_PRODUCE_PIECES; q++) all[4 + q] = p->piece_ev[q];
+  all[4 + SL_PRODUCE_PIECES] = p->gate_ev;
   for (int e = 0; e < (int)SL_COUNT_OF(all); e++)
     if (all[e]) (void)ops->event_wait(b, all[e], &ignored);
   if (p->record_lost) (void)ops->sync(b, &ignored);

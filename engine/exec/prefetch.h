@@ -44,11 +44,21 @@ typedef struct sl_prefetch_setup {
   int64_t ring_bytes;
   int64_t positions, chunk_positions, n_chunks; /* the pass's chunking */
   bool overlap;                 /* a helper thread and the copy queue */
+  /* With overlap: the stage starts before the pass's prologue (its node
+   * reads no other node's output), so that produce's setup and first reads
+   * overlap the prologue; its first copy waits, on the host and then on the
+   * copy queue, for sl_prefetch_open_gate (ring buffers may share device
+   * memory with prologue buffers that are dead once it ran). */
+  bool gated;
 } sl_prefetch_setup;
 
 /* Makes the stage's events and starts its thread (overlap). On failure
  * nothing is left behind. Errors name no node: the caller adds it. */
 sl_code sl_prefetch_begin(const sl_prefetch_setup *s, sl_prefetch **out, sl_error *err);
+/* A gated stage (sl_prefetch_setup.gated): the prologue's levels are all
+ * enqueued on the compute queue; the stage's copies may follow them. A no-op
+ * on a stage that is not gated. */
+sl_code sl_prefetch_open_gate(sl_prefetch *p, sl_error *err);
 /* Chunk j (the next one: 0, 1, ... in order): returns when its copies are
  * enqueued, with the compute queue made to wait for them; *data is the ring
  * buffer that holds it and *bytes what produce said it holds. A produce

@@ -265,6 +265,48 @@ static void t_hdf5_source_against_cpu(void **state) {
   sl_run_free(&ref);
 }
 
+/* A source beside a prologue (the pixel mask, read before the scan): with
+ * overlap its stage starts before the prologue and its copies wait for it
+ * (one more wait on the copy queue, besides each chunk's wait for its ring
+ * buffer two chunks back); in order, nothing changes. Outputs equal the
+ * CPU's either way. */
+static void t_source_before_the_prologue(void **state) {
+  (void)state;
+  char path[512], text[2048];
+  snprintf(text, sizeof text,
+           "pipeline: p\nnodes:\n"
+           "  pm: {type: detector_mask, params: {path: \"%s\"}}\n"
+           "  src: {type: hdf5_source, params: {path: \"%s\"}}\n"
+           "%s"
+           "  fixed: {type: mask_correct, inputs: {frames: %s, mask: pm.mask}}\n"
+           "  total: {type: sum, inputs: {x: fixed.frames}}\n"
+           "outputs: {frames: fixed.frames, total: total.total}\n",
+           g_master, g_master, g_compressed ? "  dec: {type: bslz4_decode, inputs: {chunks: src.frames}}\n" : "",
+           g_compressed ? "dec.frames" : "src.frames");
+  write_temp_file(path, sizeof path, "prefetch_prologue.yaml", text);
+  sl_error err;
+  sl_run ref;
+  if (run(path, "cpu", 100, &ref, &err) != SL_OK) fail_msg("cpu: %s", err.msg);
+  static const int64_t chunks[] = {1, 5, 12, 100};
+  for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
+    for (int m = 0; m < 2; m++) {
+      char what[96];
+      snprintf(what, sizeof what, "%s, chunks of %lld", k_mock_modes[m], (long long)chunks[c]);
+      int64_t waits = g_mock.waits_on_copy_queue;
+      sl_run got;
+      if (run(path, k_mock_modes[m], chunks[c], &got, &err) != SL_OK) fail_msg("%s: %s", what, err.msg);
+      expect_same(&ref, &got, what);
+      expect_prefetched(&got, "src", 1, what);
+      int64_t n = sl_plan_node_pass(got.plan, sl_graph_find(got.graph, "src"))->n_chunks;
+      int64_t want = m == 0 ? (n > 2 ? n - 2 : 0) + 1 : 0;
+      if (g_mock.waits_on_copy_queue - waits != want)
+        fail_msg("%s: %lld waits on the copy queue, not %lld", what, (long long)(g_mock.waits_on_copy_queue - waits),
+                 (long long)want);
+      sl_run_free(&got);
+    }
+  sl_run_free(&ref);
+}
+
 /* ---- tick ----------------------------------------------------------------------------- */
 
 static void write_tick(char *path, size_t n, const char *params) {
@@ -412,6 +454,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_hdf5_source_against_cpu),
       cmocka_unit_test(t_writer_lags_on_device),
+      cmocka_unit_test(t_source_before_the_prologue),
       cmocka_unit_test(t_tick_closed_form),
       cmocka_unit_test(t_produce_error),
       cmocka_unit_test(t_cancel),
