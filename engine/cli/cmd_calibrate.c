@@ -170,10 +170,14 @@ typedef struct sample {
 /* Node types whose first call in this process was measured. */
 #define CALIBRATE_MAX_FIRST 128
 
-/* A node type's first call in a process against its later ones. */
+/* A node type's first call in a process against its later ones: one
+ * sample per calibration run that met the type first, with the bytes the
+ * node moved in a call (what a fresh process's extra grows with). */
+#define FIRST_CALL_SAMPLES 32
 typedef struct first_call {
   char type[48];
-  double seconds;
+  int n;
+  double bytes[FIRST_CALL_SAMPLES], seconds[FIRST_CALL_SAMPLES];
 } first_call;
 
 typedef struct calibration {
@@ -353,8 +357,10 @@ static sl_code warm_up(calibration *c, const char *file, const sl_setting *sets,
  * there (a device kernel loads on its first launch: 0.2-1 ms each on the
  * H200; the HDF5 library starts, the data files open and the stored chunk
  * index is read, where this process keeps them: 1.5-4 ms for the source of
- * a 48 x 48 acquisition on the dev VM). Across pipelines, a type's largest:
- * what a fresh process pays grows with the input (files, index). */
+ * a 48 x 48 acquisition on the dev VM). One sample per pipeline, with the
+ * bytes the node moved in a call: what a fresh process pays grows with the
+ * input (files, index, a source's pinned windows), and first_call_of fits
+ * a constant and a part per byte to them. */
 static void note_first_calls(calibration *c, const sl_run *run) {
   const sl_graph *g = run->plan->graph;
   for (int i = 0; c->n_warm == g->n_nodes && i < g->n_nodes; i++) {
@@ -377,22 +383,28 @@ static void note_first_calls(calibration *c, const sl_run *run) {
     if (!f && c->n_first < CALIBRATE_MAX_FIRST) {
       f = &c->first[c->n_first++];
       snprintf(f->type, sizeof f->type, "%s", key);
-      f->seconds = 0;
+      f->n = 0;
     }
-    if (f) f->seconds = fmax(f->seconds, extra);
+    if (f && f->n < FIRST_CALL_SAMPLES) {
+      f->bytes[f->n] = sl_cost_work(&run->plan->nodes[i].cost, false);
+      f->seconds[f->n++] = extra;
+    }
   }
   c->n_warm = 0;
 }
 
-/* The first-call seconds of rate key `key`: its own, or for a bare type the
- * largest of its dtypes'. */
-static double first_call_of(const calibration *c, const char *key) {
-  double s = 0;
-  size_t n = strlen(key);
-  for (int k = 0; k < c->n_first; k++)
-    if (!strncmp(c->first[k].type, key, n) && (c->first[k].type[n] == 0 || (!strchr(key, '/') && c->first[k].type[n] == '/')))
-      s = fmax(s, c->first[k].seconds);
-  return s;
+/* The first call of rate key `key` (its own samples, or for a bare type
+ * its dtypes'), fitted as a + b x bytes (sl_cost_fit_first_call). */
+static void first_call_of(const calibration *c, const char *key, double *a, double *b) {
+  size_t len = strlen(key);
+  double x[CALIBRATE_MAX_FIRST], y[CALIBRATE_MAX_FIRST];
+  int n = 0;
+  for (int k = 0; k < c->n_first; k++) {
+    const first_call *f = &c->first[k];
+    if (strncmp(f->type, key, len) || !(f->type[len] == 0 || (!strchr(key, '/') && f->type[len] == '/'))) continue;
+    for (int q = 0; q < f->n && n < CALIBRATE_MAX_FIRST; q++) x[n] = f->bytes[q], y[n++] = f->seconds[q];
+  }
+  sl_cost_fit_first_call(x, y, n, a, b);
 }
 
 /* Runs pipeline `file` with `sets` and `chunk`; keeps the run and adds a
@@ -675,7 +687,7 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
       r.per_op = per_op;
       bool fitted = fit_type(same, n, per_op, prof->call_seconds, prof->bytes_per_second, &r);
       free(same);
-      r.first_call_seconds = first_call_of(c, key);
+      first_call_of(c, key, &r.first_call_seconds, &r.first_call_seconds_per_byte);
       if (!fitted) return sl_fail_nomem(err, "the calibration's fit");
       sl_cost_profile_set_rate(prof, &r);
     }
@@ -815,8 +827,8 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
       printf("                   %8.2f ms in a process before this one (from disk when the page cache was cold)\n",
              c->first_process_load * 1e3);
   }
-  printf("  %-24s %5s %12s %14s %8s %10s%s\n", "node type", "unit", "per call us", "per unit ns", "samples",
-         "measured s", p->kind != SL_BACKEND_CPU ? "  first call us" : "");
+  printf("  %-24s %5s %12s %14s %8s %10s  %14s %14s\n", "node type", "unit", "per call us", "per unit ns", "samples",
+         "measured s", "first call us", "+ ns a byte");
   for (int r = 0; r < p->n_rates; r++) {
     const sl_cost_rate *rt = &p->rates[r];
     int n = 0;
@@ -827,8 +839,7 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
         n++, t += c->samples[k].seconds;
     printf("  %-24s %5s %12.2f %14.4f %8d %10.4f", rt->type, rt->per_op ? "op" : "byte", rt->call_seconds * 1e6,
            rt->seconds_per_unit * 1e9, n, t);
-    if (p->kind != SL_BACKEND_CPU) printf("  %14.2f", rt->first_call_seconds * 1e6);
-    printf("\n");
+    printf("  %14.2f %14.5f\n", rt->first_call_seconds * 1e6, rt->first_call_seconds_per_byte * 1e9);
   }
   printf("wrote %s\n", path);
 }

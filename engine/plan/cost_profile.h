@@ -46,7 +46,24 @@ typedef struct sl_cost_rate {
                               first node of the type pays it (its kernels
                               loaded on their first launch); calibrate's
                               warm-up run against the same run again */
+  double first_call_seconds_per_byte; /* and per byte its first call moves
+                              (what grows with the input: a source's pinned
+                              windows and files, a preview's frames): the
+                              first call costs first_call_seconds + this x
+                              the node's bytes read and written in a call */
 } sl_cost_rate;
+
+/* What the first node of a rate pays once per process (sl_cost_rate):
+ * first_call_seconds + first_call_seconds_per_byte x its bytes moved in a
+ * call. */
+double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost);
+/* Fits a first call (sl_cost_rate.first_call_seconds and _per_byte) to n
+ * samples of (bytes moved in a call, extra seconds of a fresh process's
+ * first call): least squares with a, b >= 0 (through the origin when the
+ * intercept would be negative). Samples that do not grow with the bytes (all
+ * of the same size, or a slope of 0 or less) give b = 0 and a their largest:
+ * a fresh process pays at least that much. */
+void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b);
 
 /* The built-in process_bytes (see sl_cost_profile): on the CPU backend, and
  * on a device backend (its context's host side included). */

@@ -290,7 +290,8 @@ static void plan_warm_up_waits(sl_plan *p, const sl_graph *g) {
 }
 
 /* The first node of each rate (execution order) pays its type's
- * once-per-process first call (sl_cost_rate.first_call_seconds: device
+ * once-per-process first call (sl_cost_first_call_seconds: a constant and a
+ * part that grows with the bytes the node moves in a call; device
  * kernels loaded on their first launch, the HDF5 library's start, code paged
  * in), added like the wait above; later nodes of the same type find those
  * done. A run is one process; iterate bodies are not looked into (their
@@ -302,15 +303,16 @@ static void plan_first_calls(sl_plan *p, const sl_graph *g) {
       int i = p->levels[l].nodes[k];
       sl_plan_node *pn = &p->nodes[i];
       const sl_cost_rate *r = pn->rate;
-      if (pn->calls <= 0 || g->nodes[i].body || !r || !(r->first_call_seconds > 0) || first_exec_level(p, i) != l)
+      if (pn->calls <= 0 || g->nodes[i].body || !r || !(sl_cost_first_call_seconds(r, &pn->cost) > 0) ||
+          first_exec_level(p, i) != l)
         continue;
       /* paid already by an earlier node of the rate (the payers so far are
        * the nodes with a first call set) */
       bool paid = false;
       for (int q = 0; q < g->n_nodes && !paid; q++) paid = p->nodes[q].first_call_seconds > 0 && p->nodes[q].rate == r;
       if (paid) continue;
-      pn->first_call_seconds = r->first_call_seconds;
-      add_once(p, i, l, r->first_call_seconds);
+      pn->first_call_seconds = sl_cost_first_call_seconds(r, &pn->cost);
+      add_once(p, i, l, pn->first_call_seconds);
     }
 }
 
