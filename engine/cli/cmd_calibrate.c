@@ -394,8 +394,9 @@ static void note_first_calls(calibration *c, const sl_run *run) {
 }
 
 /* The first call of rate key `key` (its own samples, or for a bare type
- * its dtypes'), fitted as a + b x bytes (sl_cost_fit_first_call). */
-static void first_call_of(const calibration *c, const char *key, double *a, double *b) {
+ * its dtypes'), fitted as a + b x bytes up to the largest extra
+ * (sl_cost_fit_first_call). */
+static void first_call_of(const calibration *c, const char *key, double *a, double *b, double *most) {
   size_t len = strlen(key);
   double x[CALIBRATE_MAX_FIRST], y[CALIBRATE_MAX_FIRST];
   int n = 0;
@@ -404,7 +405,7 @@ static void first_call_of(const calibration *c, const char *key, double *a, doub
     if (strncmp(f->type, key, len) || !(f->type[len] == 0 || (!strchr(key, '/') && f->type[len] == '/'))) continue;
     for (int q = 0; q < f->n && n < CALIBRATE_MAX_FIRST; q++) x[n] = f->bytes[q], y[n++] = f->seconds[q];
   }
-  sl_cost_fit_first_call(x, y, n, a, b);
+  sl_cost_fit_first_call(x, y, n, a, b, most);
 }
 
 /* Runs pipeline `file` with `sets` and `chunk`; keeps the run and adds a
@@ -687,7 +688,7 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
       r.per_op = per_op;
       bool fitted = fit_type(same, n, per_op, prof->call_seconds, prof->bytes_per_second, &r);
       free(same);
-      first_call_of(c, key, &r.first_call_seconds, &r.first_call_seconds_per_byte);
+      first_call_of(c, key, &r.first_call_seconds, &r.first_call_seconds_per_byte, &r.first_call_seconds_most);
       if (!fitted) return sl_fail_nomem(err, "the calibration's fit");
       sl_cost_profile_set_rate(prof, &r);
     }

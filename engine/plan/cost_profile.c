@@ -80,23 +80,26 @@ double sl_cost_work(const sl_node_cost *c, bool per_op) {
 
 double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost) {
   if (!r) return 0;
-  return r->first_call_seconds + r->first_call_seconds_per_byte * sl_cost_work(cost, false);
+  double s = r->first_call_seconds + r->first_call_seconds_per_byte * sl_cost_work(cost, false);
+  return r->first_call_seconds_most > 0 && s > r->first_call_seconds_most ? r->first_call_seconds_most : s;
 }
 
-void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b) {
+void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b,
+                            double *most_out) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0, most = 0, lo = INFINITY, hi = -INFINITY;
   for (int k = 0; k < n; k++) {
     double x = bytes[k], y = seconds[k];
     sx += x, sy += y, sxx += x * x, sxy += x * y;
     most = fmax(most, y), lo = fmin(lo, x), hi = fmax(hi, x);
   }
-  *a = most, *b = 0;
+  *a = most, *b = 0, *most_out = 0;
   if (n < 2 || !(hi > lo)) return;
   double var = sxx - sx * sx / n, cov = sxy - sx * sy / n;
   if (!(var > 0) || !(cov > 0)) return; /* no growth with the bytes */
   double slope = cov / var, icept = (sy - slope * sx) / n;
   if (icept < 0) icept = 0, slope = sxy / sxx; /* through the origin */
   *a = icept, *b = slope > 0 ? slope : 0;
+  *most_out = *b > 0 ? most : 0;
 }
 
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
@@ -172,6 +175,7 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
     if (r->first_call_seconds > 0) sl_json_kv_double(j, "first_call_seconds", r->first_call_seconds);
     if (r->first_call_seconds_per_byte > 0)
       sl_json_kv_double(j, "first_call_seconds_per_byte", r->first_call_seconds_per_byte);
+    if (r->first_call_seconds_most > 0) sl_json_kv_double(j, "first_call_seconds_most", r->first_call_seconds_most);
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
@@ -296,6 +300,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
                 : !strcmp(key, "run_seconds")      ? read_number(r, &rate->run_seconds)
                 : !strcmp(key, "first_call_seconds") ? read_number(r, &rate->first_call_seconds)
                 : !strcmp(key, "first_call_seconds_per_byte") ? read_number(r, &rate->first_call_seconds_per_byte)
+                : !strcmp(key, "first_call_seconds_most") ? read_number(r, &rate->first_call_seconds_most)
                                                    : skip_value(r);
       if (!ok) return false;
     } while (eat(r, ','));
@@ -304,7 +309,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
   rate->per_op = !strcmp(unit, "op");
   return rate->type[0] && (rate->per_op || !strcmp(unit, "byte")) && rate->call_seconds >= 0 &&
          rate->seconds_per_unit >= 0 && rate->run_seconds >= 0 && rate->first_call_seconds >= 0 &&
-         rate->first_call_seconds_per_byte >= 0;
+         rate->first_call_seconds_per_byte >= 0 && rate->first_call_seconds_most >= 0;
 }
 
 static sl_code parse_fail(sl_error *err, const json_reader *r, const char *start, const char *what) {

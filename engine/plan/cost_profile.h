@@ -51,19 +51,23 @@ typedef struct sl_cost_rate {
                               windows and files, a preview's frames): the
                               first call costs first_call_seconds + this x
                               the node's bytes read and written in a call */
+  double first_call_seconds_most; /* with a part per byte: at most this (the
+                              largest extra calibrate saw: no extrapolation
+                              past its inputs); 0: no bound */
 } sl_cost_rate;
 
 /* What the first node of a rate pays once per process (sl_cost_rate):
  * first_call_seconds + first_call_seconds_per_byte x its bytes moved in a
- * call. */
+ * call, at most first_call_seconds_most when that is set. */
 double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost);
-/* Fits a first call (sl_cost_rate.first_call_seconds and _per_byte) to n
- * samples of (bytes moved in a call, extra seconds of a fresh process's
+/* Fits a first call (sl_cost_rate.first_call_seconds, _per_byte and _most)
+ * to n samples of (bytes moved in a call, extra seconds of a fresh process's
  * first call): least squares with a, b >= 0 (through the origin when the
- * intercept would be negative). Samples that do not grow with the bytes (all
- * of the same size, or a slope of 0 or less) give b = 0 and a their largest:
- * a fresh process pays at least that much. */
-void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b);
+ * intercept would be negative), bounded by the largest extra. Samples that
+ * do not grow with the bytes (all of the same size, or a slope of 0 or less)
+ * give b = 0 and a their largest: a fresh process pays at least that much. */
+void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b,
+                            double *most);
 
 /* The built-in process_bytes (see sl_cost_profile): on the CPU backend, and
  * on a device backend (its context's host side included). */

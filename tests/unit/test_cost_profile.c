@@ -40,11 +40,11 @@ static sl_cost_profile hand_made(void) {
   p.run_seconds = 2.0;
   p.first_touch_seconds_per_byte = 0; /* the closed forms below leave it out; test_pool_estimate has it */
   snprintf(p.created, sizeof p.created, "2024-01-02T03:04:05Z");
-  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0, 0, 0};
-  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0, 0, 0};
+  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0, 0, 0, 0};
+  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0, 0, 0, 0};
   /* and a setup once per run, and a first call once per process (a
    * constant and a part per byte moved) */
-  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0, 0.75, 1.0 / 1024};
+  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0, 0.75, 1.0 / 1024, 2.0};
   assert_true(sl_cost_profile_set_rate(&p, &sum));
   assert_true(sl_cost_profile_set_rate(&p, &sum_u16));
   assert_true(sl_cost_profile_set_rate(&p, &gather));
@@ -90,6 +90,7 @@ static void test_json_round_trip(void **state) {
   }
   assert_true(q.rates[2].first_call_seconds == 0.75); /* gather's, written and read back */
   assert_true(q.rates[2].first_call_seconds_per_byte == 1.0 / 1024);
+  assert_true(q.rates[2].first_call_seconds_most == 2.0);
   for (int i = 0; i < p.n_rates; i++)
     assert_true(q.rates[i].first_call_seconds_per_byte == p.rates[i].first_call_seconds_per_byte);
 }
@@ -358,7 +359,7 @@ static void test_first_calls(void **state) {
       "outputs: {y: b.y}\n";
   sl_backend_caps gpu = pretend_gpu();
   sl_cost_profile prof = hand_made(), without = hand_made();
-  sl_cost_rate affine = {"affine", true, 0.125, 1.0 / 64, 0, 0, 0};
+  sl_cost_rate affine = {"affine", true, 0.125, 1.0 / 64, 0, 0, 0, 0};
   assert_true(sl_cost_profile_set_rate(&without, &affine));
   affine.first_call_seconds = 5.0;
   assert_true(sl_cost_profile_set_rate(&prof, &affine));
@@ -391,6 +392,14 @@ static void test_first_calls(void **state) {
   assert_true(fabs(p3->nodes[a].first_call_seconds - (5.0 + moved / 4096)) < 1e-12);
   assert_true(fabs(p3->est_seconds - (p0->est_seconds + 6)) < 1e-9);
   assert_true(p3->nodes[b].first_call_seconds == 0);
+  /* bounded by the largest extra calibrate saw */
+  affine.first_call_seconds_most = 5.5;
+  assert_true(sl_cost_profile_set_rate(&prof, &affine));
+  sl_graph *g4;
+  sl_spec *s4;
+  sl_plan *p4 = plan_text(yaml, &gpu, &prof, &g4, &s4);
+  assert_true(p4->nodes[a].first_call_seconds == 5.5);
+  free_plan_text(p4, g4, s4);
   free_plan_text(p0, g0, s0);
   free_plan_text(p1, g1, s1);
   free_plan_text(p2, g2, s2);
@@ -400,28 +409,35 @@ static void test_first_calls(void **state) {
 /* calibrate's fit of a first call: a + b x bytes, a and b >= 0. */
 static void test_first_call_fit(void **state) {
   (void)state;
-  double a, b;
-  /* on a line: 1 ms + 2 ns a byte */
+  double a, b, most;
+  /* on a line: 1 ms + 2 ns a byte, at most the largest extra */
   const double x1[] = {1e5, 1e6, 4e6}, y1[] = {1e-3 + 2e-4, 1e-3 + 2e-3, 1e-3 + 8e-3};
-  sl_cost_fit_first_call(x1, y1, 3, &a, &b);
-  assert_true(fabs(a - 1e-3) < 1e-12 && fabs(b - 2e-9) < 1e-18);
+  sl_cost_fit_first_call(x1, y1, 3, &a, &b, &most);
+  assert_true(fabs(a - 1e-3) < 1e-12 && fabs(b - 2e-9) < 1e-18 && most == y1[2]);
   /* all of one size: the largest, nothing per byte */
   const double x2[] = {5e5, 5e5}, y2[] = {3e-3, 4e-3};
-  sl_cost_fit_first_call(x2, y2, 2, &a, &b);
-  assert_true(a == 4e-3 && b == 0);
+  sl_cost_fit_first_call(x2, y2, 2, &a, &b, &most);
+  assert_true(a == 4e-3 && b == 0 && most == 0);
   /* shrinking with the bytes: the largest, nothing per byte */
   const double x3[] = {1e5, 1e6}, y3[] = {5e-3, 1e-3};
-  sl_cost_fit_first_call(x3, y3, 2, &a, &b);
-  assert_true(a == 5e-3 && b == 0);
+  sl_cost_fit_first_call(x3, y3, 2, &a, &b, &most);
+  assert_true(a == 5e-3 && b == 0 && most == 0);
   /* an intercept that would be negative: through the origin */
   const double x4[] = {1e6, 2e6}, y4[] = {1e-3, 3e-3};
-  sl_cost_fit_first_call(x4, y4, 2, &a, &b);
-  assert_true(a == 0 && fabs(b - (1e-3 * 1e6 + 3e-3 * 2e6) / (1e12 + 4e12)) < 1e-20);
+  sl_cost_fit_first_call(x4, y4, 2, &a, &b, &most);
+  assert_true(a == 0 && fabs(b - (1e-3 * 1e6 + 3e-3 * 2e6) / (1e12 + 4e12)) < 1e-20 && most == 3e-3);
   /* one sample, or none */
-  sl_cost_fit_first_call(x1, y1, 1, &a, &b);
+  sl_cost_fit_first_call(x1, y1, 1, &a, &b, &most);
   assert_true(a == y1[0] && b == 0);
-  sl_cost_fit_first_call(NULL, NULL, 0, &a, &b);
+  sl_cost_fit_first_call(NULL, NULL, 0, &a, &b, &most);
   assert_true(a == 0 && b == 0);
+  /* the rate it makes: a small node pays the constant and its bytes, a big
+   * one no more than the largest extra */
+  sl_cost_rate r = {"x", false, 0, 0, 0, 0, 0, 0};
+  sl_cost_fit_first_call(x1, y1, 3, &r.first_call_seconds, &r.first_call_seconds_per_byte, &r.first_call_seconds_most);
+  sl_node_cost small = {.bytes_read = 50000, .bytes_written = 0}, big = {.bytes_read = 1 << 30};
+  assert_true(fabs(sl_cost_first_call_seconds(&r, &small) - (1e-3 + 1e-4)) < 1e-12);
+  assert_true(sl_cost_first_call_seconds(&r, &big) == y1[2]);
 }
 
 /* A node streaming a whole buffer of 64 MiB or more again (a view: no
@@ -439,7 +455,7 @@ static void test_cold_reads(void **state) {
       "outputs: {total: s.total}\n";
   sl_cost_profile prof = hand_made();
   prof.bytes_per_second = 1e9; /* 64 MiB in 0.067 s */
-  sl_cost_rate fast = {"sum", true, 0, 1e-15, 0, 0, 0};
+  sl_cost_rate fast = {"sum", true, 0, 1e-15, 0, 0, 0, 0};
   assert_true(sl_cost_profile_set_rate(&prof, &fast));
   sl_backend_caps cpu = cpu_caps(2);
   sl_graph *g0, *g1;
