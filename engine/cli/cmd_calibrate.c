@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "detector_input_template.h" /* generated: k_detector_input_template */
 #include "engine/core/util.h"
 #include "engine/exec/report.h"
 #include "engine/exec/run.h"
@@ -123,12 +124,13 @@ static const char k_image_yaml[] =
     "  image: {type: affine, inputs: {x: ramp.out}, params: {scale: 0.5, offset: 1}}\n"
     "outputs: {image: image.y}\n";
 
-/* The shipped detector chain (pipelines/templates/detector_input.yaml: the
- * decoder's flag counts spare mask_correct its scan of every frame) and the
- * products' nodes after it. The summed pattern is not an output (a disk fit
- * of it is): drawn as a PNG, a smooth, mostly dark pattern compresses and
- * draws several times faster per pixel than the products, and its samples
- * pulled write_png's u64 rate to a third of what the products' PNGs take. */
+/* The shipped detector chain, the template itself (embedded at build time:
+ * detector_input_template.h; the decoder's flag counts spare mask_correct
+ * its scan of every frame), and the products' nodes after it. The summed
+ * pattern is not an output (a disk fit of it is): drawn as a PNG, a smooth,
+ * mostly dark pattern compresses and draws several times faster per pixel
+ * than the products, and its samples pulled write_png's u64 rate to a third
+ * of what the products' PNGs take. */
 static const char k_detector_yaml[] =
     "pipeline: calibrate_detector\n"
     "params:\n"
@@ -136,18 +138,16 @@ static const char k_detector_yaml[] =
     "  scan_shape: {type: shape, default: []}\n"
     "  preview_frames: {type: int, default: 256}\n"
     "nodes:\n"
-    "  source: {type: hdf5_source, params: {path: \"${input}\", scan_shape: \"${scan_shape}\"}}\n"
-    "  pixel_mask: {type: detector_mask, params: {path: \"${input}\"}}\n"
-    "  decode: {type: bslz4_decode, inputs: {chunks: source.frames}}\n"
-    "  corrected: {type: mask_correct,\n"
-    "              inputs: {frames: decode.frames, mask: pixel_mask.mask, flag_counts: decode.flag_counts}}\n"
-    "  preview: {type: detector_preview, inputs: {mask: pixel_mask.mask},\n"
+    "  detector:\n"
+    "    use: detector_input.yaml\n"
+    "    params: {path: \"${input}\", scan_shape: \"${scan_shape}\"}\n"
+    "  preview: {type: detector_preview, inputs: {mask: detector.mask},\n"
     "            params: {path: \"${input}\", frames: \"${preview_frames}\"}}\n"
     "  disk: {type: disk_fit, inputs: {pattern: preview.pattern}}\n"
-    "  pattern: {type: sum, inputs: {x: corrected.frames}}\n"
+    "  pattern: {type: sum, inputs: {x: detector.frames}}\n"
     "  pattern_disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
-    "  images: {type: virtual_detectors, inputs: {frames: corrected.frames, disk: disk.disk}}\n"
-    "  com: {type: com, inputs: {frames: corrected.frames}}\n"
+    "  images: {type: virtual_detectors, inputs: {frames: detector.frames, disk: disk.disk}}\n"
+    "  com: {type: com, inputs: {frames: detector.frames}}\n"
     "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
     "outputs: {bf: images.bf, adf: images.adf, df: images.df, pattern_disk: pattern_disk.disk, com: com.com_row,\n"
     "          com_m: com_m.com_row}\n";
@@ -796,7 +796,9 @@ static sl_code two_sizes(calibration *c, const char *name, const char *yaml, con
  * told from its rate). */
 static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
   char path[512];
-  sl_code rc = write_file(c->dir, "detector.yaml", k_detector_yaml, path, sizeof path, err);
+  char tpl[512];
+  sl_code rc = write_file(c->dir, "detector_input.yaml", k_detector_input_template, tpl, sizeof tpl, err);
+  if (rc == SL_OK) rc = write_file(c->dir, "detector.yaml", k_detector_yaml, path, sizeof path, err);
   sl_setting sets[CLI_MAX_SETS + 2] = {{"input", input}, {"preview_frames", "256"}};
   size_t n_sets = 2;
   for (int k = 0; k < c->o->n_sets; k++) sets[n_sets++] = c->o->sets[k];

@@ -52,4 +52,30 @@ python3 -c 'import json,sys; assert json.load(open("o2/report.json"))["cost_mode
 expect 0 "built-in guesses" "cost_profile=none" -- \
   "$SLUICE" plan "$PIPE" "${small[@]}" --setting cost_profile=none
 expect 2 "--budget" "calibrate refuses a bad budget" -- "$SLUICE" calibrate --budget -1
+
+# With an acquisition (--input): the detector runs use the shipped template
+# embedded in the binary (detector_input.yaml, written next to calibrate's
+# own pipelines), and the detector chain's types get rates.
+if $PY -c 'import h5py' 2>/dev/null && $PY "$SRC/tests/data/make_dectris.py" acq --scan 8 8 --detector 48 48 \
+     --frames-per-file 32 --bad-pixels 5 >/dev/null 2>&1; then
+  rm -rf "$WORK/cache"
+  expect 0 "wrote $WORK/cache/sluice/cpu-" "calibrate with an acquisition" -- \
+    "$SLUICE" calibrate --backend cpu --budget 0.2 --input acq_master.h5
+  profile=$(ls "$WORK"/cache/sluice/cpu-*.json 2>/dev/null | head -1)
+  if [ -n "$profile" ] && $PY - "$profile" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+types = {r["type"] for r in p["rates"]}
+for t in ("hdf5_source", "detector_mask", "bslz4_decode", "mask_correct", "detector_preview", "disk_fit",
+          "virtual_detectors"):
+    assert t in types, t
+for r in p["rates"]:
+    assert r.get("first_call_seconds", 0) >= 0 and r.get("first_call_seconds_per_byte", 0) >= 0, r
+    most = r.get("first_call_seconds_most", 0)
+    assert most == 0 or (r.get("first_call_seconds_per_byte", 0) > 0 and most >= r.get("first_call_seconds", 0)), r
+PY
+  then ok "the detector chain's types have rates"; else not_ok "detector rates"; fi
+else
+  echo "SKIP: calibrate --input needs python3-h5py for a sample acquisition"
+fi
 finish
