@@ -48,6 +48,8 @@ typedef struct sl_backend_ops {
   /* Host memory for staging host nodes' data on device backends (pinned on
    * CUDA, so that transfers run at full speed and asynchronously). */
   sl_code (*host_alloc)(sl_backend *b, size_t bytes, void **ptr, sl_error *err);
+  /* bytes: what host_alloc was given (how the memory was made may follow
+   * from its size: CUDA's huge-page registrations). */
   void (*host_free)(sl_backend *b, void *ptr, size_t bytes);
   /* Transfers, outside batches (phase boundaries only). Device backends move
    * between host and device memory; the CPU backend copies. */

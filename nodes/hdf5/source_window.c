@@ -71,7 +71,33 @@ static void drain(sl_src_windows *w) {
   w->pending = false;
 }
 
-static sl_code alloc_window(sl_src_windows *w, int b, sl_error *err);
+/* A window's memory, of w->alloc_bytes: the allocator's (its time added to
+ * *seconds) or malloc's. Touches nothing in w: the reader's thread makes
+ * window 1 with it while the caller makes window 0 (open_with_windows). */
+static sl_code make_window(const sl_src_windows *w, void **p, double *seconds, sl_error *err) {
+  *p = NULL;
+  if (w->al.alloc) {
+    double t0 = sl_now();
+    sl_code rc = w->al.alloc(w->al.ctx, w->alloc_bytes, p, err);
+    *seconds += sl_now() - t0;
+    return rc;
+  }
+  if ((*p = malloc(w->alloc_bytes))) return SL_OK;
+  char h[32];
+  sl_format_bytes((uint64_t)w->alloc_bytes, h, sizeof h);
+  return sl_fail(err, SL_ERR_NOMEM, "cannot allocate a read-ahead window of %s", h);
+}
+
+/* Window b, allocated if it is not yet (pinned memory takes time: the
+ * second window is allocated while the first is being read, or beside the
+ * reader's opening). */
+static sl_code alloc_window(sl_src_windows *w, int b, sl_error *err) {
+  if (w->base[b]) return SL_OK;
+  void *p = NULL;
+  sl_code rc = make_window(w, &p, &w->alloc_seconds, err);
+  if (rc == SL_OK) w->base[b] = p;
+  return rc;
+}
 
 /* Opening the reader, then making window 1, on a thread of its own
  * (open_with_windows). */
@@ -90,11 +116,7 @@ static void *open_reader(void *arg) {
   sl_src_windows *w = j->w;
   sl_error_clear(&j->err);
   j->rc = sl_chunk_reader_open_opts(w->ix, w->max_chunks, &j->opts, &j->reader, &j->err);
-  if (j->rc == SL_OK) {
-    double t0 = sl_now();
-    j->rc = w->al.alloc(w->al.ctx, w->alloc_bytes, &j->window1, &j->err);
-    j->alloc_seconds = sl_now() - t0;
-  }
+  if (j->rc == SL_OK) j->rc = make_window(w, &j->window1, &j->alloc_seconds, &j->err);
   return NULL;
 }
 
@@ -152,25 +174,6 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   sl_chunk_reader_opts opts = {.threads = w->read_threads};
   if (!w->reader) return open_with_windows(w, &opts, err);
   return SL_OK; /* the windows are made when first read into (alloc_window) */
-}
-
-/* Window b, allocated if it is not yet (pinned memory takes time: the
- * second window is allocated while the first is being read). */
-static sl_code alloc_window(sl_src_windows *w, int b, sl_error *err) {
-  if (w->base[b]) return SL_OK;
-  void *p = NULL;
-  if (w->al.alloc) {
-    double t0 = sl_now();
-    sl_code rc = w->al.alloc(w->al.ctx, w->alloc_bytes, &p, err);
-    w->alloc_seconds += sl_now() - t0;
-    if (rc != SL_OK) return rc;
-  } else if (!(p = malloc(w->alloc_bytes))) {
-    char h[32];
-    sl_format_bytes((uint64_t)w->alloc_bytes, h, sizeof h);
-    return sl_fail(err, SL_ERR_NOMEM, "cannot allocate a read-ahead window of %s", h);
-  }
-  w->base[b] = p;
-  return SL_OK;
 }
 
 /* Starts reading chunks [first, first + count) into window b. */

@@ -277,7 +277,6 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   }
   c->sync_each = sl_setting_bool(SL_SET_CUDA_SYNC);
   c->pin_huge = sl_setting_choice(SL_SET_PINNED_MEMORY) == 1;
-  pthread_mutex_init(&c->huge_mu, NULL);
   if (rc == SL_OK) rc = sl_cpu_backend_ops.create(threads, &c->cpu, err);
   if (rc == SL_OK) b->caps.host_workers = c->cpu->ops->workers(c->cpu);
   fill_device_env(c, caps.compute_units);
@@ -315,8 +314,6 @@ static void cuda_destroy(sl_backend *b) {
     (void)cudaGetLastError();
     if (c->cpu) c->cpu->ops->destroy(c->cpu);
     free(c->batch_nodes);
-    free(c->huge);
-    pthread_mutex_destroy(&c->huge_mu);
     free(c);
   }
   free(b);
@@ -360,45 +357,18 @@ static void *huge_pinned(size_t len, cudaError_t *e) {
   return p;
 }
 
-static bool huge_remember(cuda_impl *c, void *p) {
-  pthread_mutex_lock(&c->huge_mu);
-  bool ok = true;
-  if (c->n_huge == c->cap_huge) {
-    int cap = c->cap_huge ? 2 * c->cap_huge : 8;
-    ok = sl_resize(&c->huge, (size_t)cap, sizeof *c->huge);
-    if (ok) c->cap_huge = cap;
-  }
-  if (ok) c->huge[c->n_huge++] = p;
-  pthread_mutex_unlock(&c->huge_mu);
-  return ok;
-}
-
-/* True when p was a huge registered mapping (now forgotten). */
-static bool huge_forget(cuda_impl *c, void *p) {
-  pthread_mutex_lock(&c->huge_mu);
-  bool found = false;
-  for (int i = 0; i < c->n_huge && !found; i++)
-    if (c->huge[i] == p) {
-      c->huge[i] = c->huge[--c->n_huge];
-      found = true;
-    }
-  pthread_mutex_unlock(&c->huge_mu);
-  return found;
-}
+/* Whether pinned memory of `bytes` is (was) made by huge_pinned: the rule
+ * depends on the backend's setting and the size only, and host_free is
+ * given the size the memory was allocated with. */
+static bool huge_pinned_size(const cuda_impl *c, size_t bytes) { return c->pin_huge && bytes >= HUGE_PIN_MIN; }
 
 /* Device memory (pinned false) or pinned host memory, counted in what the
  * backend holds. */
 static sl_code held_alloc(cuda_impl *c, bool pinned, size_t bytes, void **ptr, sl_error *err) {
   void *p = NULL;
   cudaError_t e;
-  if (pinned && c->pin_huge && bytes >= HUGE_PIN_MIN) {
+  if (pinned && huge_pinned_size(c, bytes)) {
     p = huge_pinned(huge_len(bytes), &e);
-    if (p && !huge_remember(c, p)) {
-      (void)cudaHostUnregister(p);
-      munmap(p, huge_len(bytes));
-      p = NULL;
-      e = cudaErrorMemoryAllocation;
-    }
   } else {
     e = pinned ? cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) : cudaMalloc(&p, bytes ? bytes : 1);
   }
@@ -435,7 +405,7 @@ static void cuda_host_free(sl_backend *b, void *ptr, size_t bytes) {
   /* An upload from this buffer may still be in flight (on either stream). */
   if (c->have_stream) (void)cudaStreamSynchronize(c->stream);
   if (c->have_copy_stream) (void)cudaStreamSynchronize(c->copy_stream);
-  if (huge_forget(c, ptr)) {
+  if (huge_pinned_size(c, bytes)) {
     if (cudaHostUnregister(ptr) != cudaSuccess) (void)cudaGetLastError();
     munmap(ptr, huge_len(bytes));
   } else if (cudaFreeHost(ptr) != cudaSuccess) {

@@ -6,7 +6,6 @@
 #define SL_CUDA_BACKEND_INTERNAL_H
 
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -56,13 +55,10 @@ typedef struct cuda_impl {
   int ring_n_nodes[SL_CUDA_RING];
   int64_t ring_chunk[SL_CUDA_RING];
   bool sync_each; /* SLUICE_CUDA_SYNC=1: wait for every batch (debugging) */
-  /* pinned_memory=huge: pinned allocations of at least SL_CUDA_HUGE_PIN
-   * bytes are huge-page mappings registered with cudaHostRegister; the
-   * addresses of those live now (host_free must unregister and unmap). */
+  /* pinned_memory=huge: pinned allocations of 2 MiB or more are huge-page
+   * mappings registered with cudaHostRegister (cuda_backend.c's
+   * huge_pinned_size: host_free tells them by their size). */
   bool pin_huge;
-  pthread_mutex_t huge_mu;
-  void **huge;
-  int n_huge, cap_huge;
   /* Per ring entry: the timed launchers of that batch (events made on first
    * use and kept). */
   cuda_timing *ring_t[SL_CUDA_RING];
