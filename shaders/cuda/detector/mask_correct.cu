@@ -13,10 +13,15 @@
  *      the flag_counts input (the decoder's count per 1024-pixel group),
  *      step 1 also counts the static bad pixels at the flag value per group,
  *      and the scan skips, without reading the frame, every group whose two
- *      counts agree (the CPU kernel's test, same results);
+ *      counts agree (the CPU kernel's test, same results). Then the scan
+ *      walks (frame, group) pairs, a lane each, and a warp walks together
+ *      only the groups whose counts disagree: a thread per unit that only
+ *      tested its group's counts cost 7 ms of integer division on the
+ *      H200's 18 GiB acquisition, whose groups all agree;
  *   3. writes: one thread per (frame, static bad pixel), and one per
  *      (frame, 32-pixel word of the bit set) with a bit set (it clears the
- *      word for the next chunk). */
+ *      word for the next chunk); with the counts, only the words of the
+ *      groups the scan walked, a lane each (a group is 32 words). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,42 +170,70 @@ __global__ void sl_k_static_fix(const T *__restrict__ x, long long nframes, int 
   }
 }
 
-/* 2. Every unit of every frame (grid-stride): pixels at the flag value
- * outside the static map get their correction in `shadow` and their bit.
- * With counts (the decoder's, per frame and group) and static_flag (step
- * 1's), a unit whose group's counts agree holds no such pixel and is not
- * read (V divides the group size, so a unit lies in one group). */
+/* 2. The flagged pixels of unit u of frame f: pixels at the flag value
+ * outside the static map get their correction in `shadow` and their bit. */
+template <typename T, int V>
+__device__ __forceinline__ void flag_unit(const T *__restrict__ x, long long f, long long u, int h, int w,
+                                          const uint8_t *__restrict__ bad, int median, T *__restrict__ shadow,
+                                          uint32_t *__restrict__ bits) {
+  const long long item = (long long)h * w, words = (item + 31) / 32;
+  const T tmax = (T)~(T)0;
+  T e[V];
+  uint8_t b[V];
+  load_unit<T, V>(x + f * item + u * V, e);
+  load_cls<V>(bad + u * V, b);
+  bool any = false;
+#pragma unroll
+  for (int k = 0; k < V; k++) any |= !b[k] && e[k] == tmax;
+  if (!any) return;
+#pragma unroll
+  for (int k = 0; k < V; k++) {
+    if (b[k] || e[k] != tmax) continue;
+    int i = (int)(u * V + k);
+    shadow[f * item + i] = median ? neighbour_median<T>(x + f * item, bad, h, w, i / w, i % w, true, tmax) : (T)0;
+    atomicOr(&bits[f * words + i / 32], 1u << (i % 32));
+  }
+}
+
+/* 2 without the counts: every unit of every frame (grid-stride). */
 template <typename T, int V>
 __global__ void __launch_bounds__(256)
-    sl_k_flag_scan(const T *__restrict__ x, long long nframes, int h, int w,
-                   const uint8_t *__restrict__ bad, int median, T *__restrict__ shadow,
-                   uint32_t *__restrict__ bits, const uint32_t *__restrict__ counts,
-                   const uint32_t *__restrict__ static_flag) {
-  static_assert(SL_FLAG_GROUP_PIXELS % V == 0, "a unit lies in one flag group");
-  const long long item = (long long)h * w, units = item / V, words = (item + 31) / 32;
-  const long long groups = (item + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS;
-  const T tmax = (T)~(T)0;
+    sl_k_flag_scan(const T *__restrict__ x, long long nframes, int h, int w, const uint8_t *__restrict__ bad,
+                   int median, T *__restrict__ shadow, uint32_t *__restrict__ bits) {
+  const long long units = (long long)h * w / V;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nframes * units;
        t += (long long)gridDim.x * blockDim.x) {
-    long long f = t / units, u = t - f * units;
-    if (counts) {
-      const long long g = f * groups + u * V / SL_FLAG_GROUP_PIXELS;
-      if (counts[g] == static_flag[g]) continue;
-    }
-    T e[V];
-    uint8_t b[V];
-    load_unit<T, V>(x + f * item + u * V, e);
-    load_cls<V>(bad + u * V, b);
-    bool any = false;
-#pragma unroll
-    for (int k = 0; k < V; k++) any |= !b[k] && e[k] == tmax;
-    if (!any) continue;
-#pragma unroll
-    for (int k = 0; k < V; k++) {
-      if (b[k] || e[k] != tmax) continue;
-      int i = (int)(u * V + k);
-      shadow[f * item + i] = median ? neighbour_median<T>(x + f * item, bad, h, w, i / w, i % w, true, tmax) : (T)0;
-      atomicOr(&bits[f * words + i / 32], 1u << (i % 32));
+    long long f = t / units;
+    flag_unit<T, V>(x, f, t - f * units, h, w, bad, median, shadow, bits);
+  }
+}
+
+/* 2 with the counts (step 1 counted static_flag): a unit whose group's
+ * counts agree holds no such pixel and is not read (V divides the group
+ * size, so a unit lies in one group). Lane l of a warp tests pair
+ * (frame, group) p0 + l of the warp's 32 consecutive pairs; the warp then
+ * walks each pair whose counts disagree, its lanes over the group's units. */
+template <typename T, int V>
+__global__ void __launch_bounds__(256)
+    sl_k_flag_scan_groups(const T *__restrict__ x, long long nframes, int h, int w,
+                          const uint8_t *__restrict__ bad, int median, T *__restrict__ shadow,
+                          uint32_t *__restrict__ bits, const uint32_t *__restrict__ counts,
+                          const uint32_t *__restrict__ static_flag) {
+  static_assert(SL_FLAG_GROUP_PIXELS % V == 0, "a unit lies in one flag group");
+  const long long item = (long long)h * w, units = item / V, groups = (item + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS;
+  const long long pairs = nframes * groups, per_group = SL_FLAG_GROUP_PIXELS / V;
+  const int lane = threadIdx.x & 31;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  for (long long p0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32; p0 < pairs;
+       p0 += warps * 32) {
+    const long long p = p0 + lane;
+    unsigned walk = __ballot_sync(0xFFFFFFFFu, p < pairs && counts[p] != static_flag[p]);
+    while (walk) {
+      const long long q = p0 + __ffs(walk) - 1;
+      walk &= walk - 1;
+      const long long f = q / groups, g = q - f * groups;
+      const long long u1 = (g + 1) * per_group < units ? (g + 1) * per_group : units;
+      for (long long u = g * per_group + lane; u < u1; u += 32) flag_unit<T, V>(x, f, u, h, w, bad, median, shadow, bits);
     }
   }
 }
@@ -217,22 +250,56 @@ __global__ void sl_k_static_write(T *__restrict__ y, long long nframes, long lon
   }
 }
 
-/* 3b. Writes the flagged corrections of one 32-pixel word of one frame and
+/* 3b. Writes the flagged corrections of 32-pixel word wd of frame f and
  * clears the word. */
+template <typename T>
+__device__ __forceinline__ void write_word(T *__restrict__ y, long long f, long long wd, long long item,
+                                           const T *__restrict__ shadow, uint32_t *__restrict__ bits) {
+  const long long t = f * ((item + 31) / 32) + wd;
+  uint32_t m = bits[t];
+  if (!m) return;
+  bits[t] = 0;
+  const long long base = f * item + wd * 32;
+  while (m) {
+    int k = __ffs(m) - 1;
+    m &= m - 1;
+    y[base + k] = shadow[base + k];
+  }
+}
+
+/* 3b without the counts: every word of every frame (grid-stride). */
 template <typename T>
 __global__ void sl_k_flag_write(T *__restrict__ y, long long nframes, long long item,
                                 const T *__restrict__ shadow, uint32_t *__restrict__ bits) {
   const long long words = (item + 31) / 32;
   for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nframes * words;
        t += (long long)gridDim.x * blockDim.x) {
-    uint32_t m = bits[t];
-    if (!m) continue;
-    bits[t] = 0;
-    long long f = t / words, base = f * item + (t - f * words) * 32;
-    while (m) {
-      int k = __ffs(m) - 1;
-      m &= m - 1;
-      y[base + k] = shadow[base + k];
+    long long f = t / words;
+    write_word<T>(y, f, t - f * words, item, shadow, bits);
+  }
+}
+
+/* 3b with the counts: the words of the groups the scan walked (a group's
+ * 32 words, a lane each), written and cleared. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    sl_k_flag_write_groups(T *__restrict__ y, long long nframes, long long item, const T *__restrict__ shadow,
+                           uint32_t *__restrict__ bits, const uint32_t *__restrict__ counts,
+                           const uint32_t *__restrict__ static_flag) {
+  static_assert(SL_FLAG_GROUP_PIXELS == 32 * 32, "a group's words are a warp's lanes");
+  const long long words = (item + 31) / 32, groups = (item + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS;
+  const long long pairs = nframes * groups;
+  const int lane = threadIdx.x & 31;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  for (long long p0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32; p0 < pairs;
+       p0 += warps * 32) {
+    const long long p = p0 + lane;
+    unsigned walk = __ballot_sync(0xFFFFFFFFu, p < pairs && counts[p] != static_flag[p]);
+    while (walk) {
+      const long long q = p0 + __ffs(walk) - 1;
+      walk &= walk - 1;
+      const long long f = q / groups, wd = (q - f * groups) * 32 + lane;
+      if (wd < words) write_word<T>(y, f, wd, item, shadow, bits);
     }
   }
 }
@@ -244,7 +311,10 @@ __global__ void sl_k_flag_write(T *__restrict__ y, long long nframes, long long 
   ENTRY("mask_flag_scan_" S, (sl_k_flag_scan<T, 1>)),                       \
   ENTRY("mask_flag_scan_" S "x16B", (sl_k_flag_scan<T, 16 / sizeof(T)>)),   \
   ENTRY("mask_static_write_" S, sl_k_static_write<T>),                      \
-  ENTRY("mask_flag_write_" S, sl_k_flag_write<T>)
+  ENTRY("mask_flag_write_" S, sl_k_flag_write<T>),                         \
+  ENTRY("mask_flag_scan_groups_" S, (sl_k_flag_scan_groups<T, 1>)),         \
+  ENTRY("mask_flag_scan_groups_" S "x16B", (sl_k_flag_scan_groups<T, 16 / sizeof(T)>)), \
+  ENTRY("mask_flag_write_groups_" S, sl_k_flag_write_groups<T>)
 static const sl_device_kernel mask_correct_kernels[] = {
     ENTRY("mask_bad_list", sl_k_bad_list),
     PER_TYPE("u8", uint8_t),
@@ -364,23 +434,36 @@ static sl_code correct_in_place(const sl_cuda_mask_correct_params *p, sl_kernel_
                                                                   median, p->flagged, at->vals, at->static_flag);
     if ((rc = sl_cuda_check_launch(a, "sl_k_static_fix"))) return rc;
   }
-  if (p->flagged) {
+  const uint32_t *counts = p->flagged && at->static_flag ? (const uint32_t *)a->in[2] : NULL;
+  const long long pair_threads = n * sl_flag_groups(item);
+  if (counts) {
     constexpr int VV = (int)(16 / sizeof(T));
-    const uint32_t *counts = at->static_flag ? (const uint32_t *)a->in[2] : NULL;
+    if (v > 1)
+      sl_k_flag_scan_groups<T, VV><<<sl_cuda_stride_grid(a, pair_threads, 16), 256, 0, st>>>(
+          y, n, h, w, at->bad, median, (T *)at->shadow, at->bits, counts, at->static_flag);
+    else
+      sl_k_flag_scan_groups<T, 1><<<sl_cuda_stride_grid(a, pair_threads, 16), 256, 0, st>>>(
+          y, n, h, w, at->bad, median, (T *)at->shadow, at->bits, counts, at->static_flag);
+    if ((rc = sl_cuda_check_launch(a, "sl_k_flag_scan_groups"))) return rc;
+  } else if (p->flagged) {
+    constexpr int VV = (int)(16 / sizeof(T));
     if (v > 1)
       sl_k_flag_scan<T, VV><<<sl_cuda_stride_grid(a, n * item / VV, 16), 256, 0, st>>>(y, n, h, w, at->bad, median,
-                                                                           (T *)at->shadow, at->bits, counts,
-                                                                           at->static_flag);
+                                                                           (T *)at->shadow, at->bits);
     else
       sl_k_flag_scan<T, 1><<<sl_cuda_stride_grid(a, n * item, 16), 256, 0, st>>>(y, n, h, w, at->bad, median, (T *)at->shadow,
-                                                                    at->bits, counts, at->static_flag);
+                                                                    at->bits);
     if ((rc = sl_cuda_check_launch(a, "sl_k_flag_scan"))) return rc;
   }
   if (s->n_bad > 0) {
     sl_k_static_write<T><<<sl_cuda_stride_grid(a, n * s->n_bad, 16), 256, 0, st>>>(y, n, item, at->bad_list, s->n_bad, at->vals);
     if ((rc = sl_cuda_check_launch(a, "sl_k_static_write"))) return rc;
   }
-  if (p->flagged) {
+  if (counts) {
+    sl_k_flag_write_groups<T><<<sl_cuda_stride_grid(a, pair_threads, 16), 256, 0, st>>>(
+        y, n, item, (const T *)at->shadow, at->bits, counts, at->static_flag);
+    rc = sl_cuda_check_launch(a, "sl_k_flag_write_groups");
+  } else if (p->flagged) {
     sl_k_flag_write<T><<<sl_cuda_stride_grid(a, n * ((item + 31) / 32), 16), 256, 0, st>>>(y, n, item, (const T *)at->shadow,
                                                                              at->bits);
     rc = sl_cuda_check_launch(a, "sl_k_flag_write");
