@@ -122,47 +122,65 @@ __global__ void sl_k_disk_classes(sl_cuda_disk_geometry *g, sl_cuda_disk_geometr
 }
 
 /* MODE 0: out0 = sum of class-bit-0 pixels. MODE 1: out0 = BF (bit 0),
- * out1 = ADF (bit 1), out2 = DF = total - BF. */
+ * out1 = ADF (bit 1), out2 = DF = total - BF. MODE 2: MODE 1 and the
+ * frame's moments from the same read: os = S (the total), osr = Sr, osc =
+ * Sc, as frame_moments.cu sums them (a unit lies in one row: V divides W in
+ * the vector path; u64 sums of integers, so any order gives its values). */
 template <typename T, int V, int MODE>
 __global__ void __launch_bounds__(32 * SL_FRAME_WARPS)
-    sl_k_masked_sums(const T *__restrict__ x, long long nframes, long long item,
+    sl_k_masked_sums(const T *__restrict__ x, long long nframes, long long item, int w,
                      const uint8_t *__restrict__ cls, const uint32_t *__restrict__ units,
                      const uint32_t *__restrict__ n_units, int use_list, unsigned long long *__restrict__ o0,
-                     unsigned long long *__restrict__ o1, unsigned long long *__restrict__ o2) {
+                     unsigned long long *__restrict__ o1, unsigned long long *__restrict__ o2,
+                     unsigned long long *__restrict__ os, unsigned long long *__restrict__ osr,
+                     unsigned long long *__restrict__ osc) {
   typedef typename unit_sum_type<T>::t A;
   const uint32_t n = *n_units;
   const int lane = threadIdx.x & 31;
   const long long nw = (long long)gridDim.x * SL_FRAME_WARPS;
+  /* MODE 2 walks every unit in order (no list): lane's unit lane + 32 j
+   * starts at (r0, c0) and steps 32 V pixels = (sdr, sdc). */
+  const uint32_t step = 32u * V, sdr = MODE == 2 ? step / (uint32_t)w : 0, sdc = MODE == 2 ? step % (uint32_t)w : 0;
+  const uint32_t e0 = (uint32_t)lane * V, r0 = MODE == 2 ? e0 / (uint32_t)w : 0, c0 = MODE == 2 ? e0 % (uint32_t)w : 0;
   for (long long f = (long long)blockIdx.x * SL_FRAME_WARPS + (threadIdx.x >> 5); f < nframes; f += nw) {
     const T *fr = x + f * item;
-    unsigned long long a0 = 0, a1 = 0, a2 = 0;
+    unsigned long long a0 = 0, a1 = 0, a2 = 0, sr = 0, sc = 0;
+    uint32_t r = r0, c = c0;
 #pragma unroll 4
     for (uint32_t i = lane; i < n; i += 32) {
       const uint32_t u = use_list ? __ldg(units + i) : i;
       T e[V];
-      uint8_t c[V];
+      uint8_t cl[V];
       load_unit<T, V>(fr + (size_t)u * V, e);
-      load_cls<V>(cls + (size_t)u * V, c);
-      A s0 = 0, s1 = 0, s2 = 0;
+      load_cls<V>(cls + (size_t)u * V, cl);
+      A s0 = 0, s1 = 0, s2 = 0, cu = 0;
 #pragma unroll
       for (int k = 0; k < V; k++) {
         const A val = (A)e[k];
-        if (MODE == 0) {
-          s0 += (c[k] & 1) ? val : 0;
-        } else {
-          s0 += (c[k] & 1) ? val : 0;
-          s1 += (c[k] & 2) ? val : 0;
+        s0 += (cl[k] & 1) ? val : 0;
+        if (MODE >= 1) {
+          s1 += (cl[k] & 2) ? val : 0;
           s2 += val;
         }
+        if (MODE == 2 && V > 1) cu += (A)k * val;
       }
       a0 += s0;
-      if (MODE == 1) a1 += s1, a2 += s2;
+      if (MODE >= 1) a1 += s1, a2 += s2;
+      if (MODE == 2) {
+        sr += (unsigned long long)r * s2;
+        sc += (unsigned long long)c * s2 + cu;
+        c += sdc;
+        r += sdr;
+        if (c >= (uint32_t)w) c -= (uint32_t)w, r++;
+      }
     }
     a0 = warp_sum(a0);
-    if (MODE == 1) a1 = warp_sum(a1), a2 = warp_sum(a2);
+    if (MODE >= 1) a1 = warp_sum(a1), a2 = warp_sum(a2);
+    if (MODE == 2) sr = warp_sum(sr), sc = warp_sum(sc);
     if (lane == 0) {
       o0[f] = a0;
-      if (MODE == 1) o1[f] = a1, o2[f] = a2 - a0;
+      if (MODE >= 1) o1[f] = a1, o2[f] = a2 - a0;
+      if (MODE == 2) os[f] = a2, osr[f] = sr, osc[f] = sc;
     }
   }
 }
@@ -183,6 +201,12 @@ static const sl_device_kernel pixel_class_kernels[] = {
     ENTRY("masked_sums_detectors_u16", (sl_k_masked_sums<uint16_t, 1, 1>)),
     ENTRY("masked_sums_detectors_u32x4", (sl_k_masked_sums<uint32_t, 4, 1>)),
     ENTRY("masked_sums_detectors_u32", (sl_k_masked_sums<uint32_t, 1, 1>)),
+    ENTRY("masked_sums_moments_u8x16", (sl_k_masked_sums<uint8_t, 16, 2>)),
+    ENTRY("masked_sums_moments_u8", (sl_k_masked_sums<uint8_t, 1, 2>)),
+    ENTRY("masked_sums_moments_u16x8", (sl_k_masked_sums<uint16_t, 8, 2>)),
+    ENTRY("masked_sums_moments_u16", (sl_k_masked_sums<uint16_t, 1, 2>)),
+    ENTRY("masked_sums_moments_u32x4", (sl_k_masked_sums<uint32_t, 4, 2>)),
+    ENTRY("masked_sums_moments_u32", (sl_k_masked_sums<uint32_t, 1, 2>)),
 };
 #undef ENTRY
 SL_CUDA_REGISTER_KERNELS(pixel_class_kernels)
@@ -325,13 +349,14 @@ static sl_code launch_masked_sums(sl_kernel_args *a, const sl_cuda_pixel_classes
   if (nf <= 0) return SL_OK;
   unsigned grid = frame_grid(nf, sl_cuda_multiprocessors(a));
   cudaStream_t st = sl_cuda_queue(a);
-  unsigned long long *o0 = (unsigned long long *)a->out[0];
-  unsigned long long *o1 = MODE ? (unsigned long long *)a->out[1] : NULL;
-  unsigned long long *o2 = MODE ? (unsigned long long *)a->out[2] : NULL;
+  unsigned long long *o[6] = {(unsigned long long *)a->out[0]};
+  for (int k = 1; k < (MODE == 0 ? 1 : MODE == 1 ? 3 : 6); k++) o[k] = (unsigned long long *)a->out[k];
   const int list = MODE == 0;
 #define LAUNCH(T, VV)                                                                                   \
-  sl_k_masked_sums<T, VV, MODE><<<grid, 32 * SL_FRAME_WARPS, 0, st>>>((const T *)a->in[0], nf, item, s->cls, \
-                                                                     s->units, s->n_units, list, o0, o1, o2)
+  sl_k_masked_sums<T, VV, MODE><<<grid, 32 * SL_FRAME_WARPS, 0, st>>>((const T *)a->in[0], nf, item,        \
+                                                                     (int)f->width, s->cls, s->units,     \
+                                                                     s->n_units, list, o[0], o[1], o[2],  \
+                                                                     o[3], o[4], o[5])
   switch (f->dtype) {
     case SL_U8: if (v > 1) LAUNCH(uint8_t, 16); else LAUNCH(uint8_t, 1); break;
     case SL_U16: if (v > 1) LAUNCH(uint16_t, 8); else LAUNCH(uint16_t, 1); break;
@@ -381,6 +406,6 @@ sl_code sl_cuda_pixel_class_sums(sl_cuda_state_holder holder, sl_kernel_args *a,
   if ((rc = pixel_classes_check(a, s, f, false, node))) return rc;
   int v = frame_unit_width(a->in[0], f->width, sl_dtype_size(f->dtype));
   if ((rc = classes_build(a, s, r, f, v, node))) return rc;
-  return r->geometry.mode == SL_CUDA_CLASSES_DETECTORS ? launch_masked_sums<1>(a, s, f, v)
-                                                        : launch_masked_sums<0>(a, s, f, v);
+  if (r->geometry.mode != SL_CUDA_CLASSES_DETECTORS) return launch_masked_sums<0>(a, s, f, v);
+  return r->moments ? launch_masked_sums<2>(a, s, f, v) : launch_masked_sums<1>(a, s, f, v);
 }

@@ -12,7 +12,9 @@
  *
  * The masked sums run one warp per frame: MODE 0 (virtual_image) out0 = the
  * sum of class-bit-0 pixels; MODE 1 (virtual_detectors) out0 = BF (bit 0),
- * out1 = ADF (bit 1), out2 = DF = total - BF (the complement of BF, exact). */
+ * out1 = ADF (bit 1), out2 = DF = total - BF (the complement of BF, exact);
+ * with the request's `moments`, also S, Sr, Sc (frame_moments.cuh's sums)
+ * into out3..out5 from the same read of the frame. */
 #ifndef SL_CUDA_PIXEL_CLASSES_CUH
 #define SL_CUDA_PIXEL_CLASSES_CUH
 
@@ -73,6 +75,7 @@ struct sl_cuda_class_request {
   bool use_disk;
   const double *disk;
   sl_cuda_disk_geometry geometry; /* its mode also selects the sums */
+  bool moments; /* detectors: S, Sr, Sc into out[3..5] too */
 };
 
 /* A request of `mode` for the disk input a->in[1] (used when use_disk) and
@@ -85,7 +88,7 @@ sl_cuda_class_request sl_cuda_class_request_make(int mode, const sl_kernel_args 
  * call recorded, the table for this call's unit width (built on the first
  * call, refreshed for a new width or disk), then the sums of the request's
  * mode over a->pos_count frames of a->in[0] into a->out[0] (and out[1],
- * out[2] for detectors). The caller pulls the error word after its kernels
+ * out[2] for detectors; out[3..5] with `moments`). The caller pulls the error word after its kernels
  * (sl_cuda_error_mirror_pull). */
 sl_code sl_cuda_pixel_class_sums(sl_cuda_state_holder holder, sl_kernel_args *a, const sl_cuda_frame_shape *f,
                                  const sl_cuda_class_request *r, const char *node, sl_cuda_pixel_classes **out);

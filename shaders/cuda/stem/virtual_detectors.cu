@@ -1,9 +1,8 @@
 /* virtual_detectors on CUDA. See virtual_detectors.h; the table and the
- * masked sums are shared with virtual_image (common/pixel_classes.cuh), the
- * moments with moments and com (common/frame_moments.cuh). */
+ * masked sums are shared with virtual_image (common/pixel_classes.cuh),
+ * which also sums the moments when they are read, in the same sweep. */
 #include <string.h>
 
-#include "shaders/cuda/common/frame_moments.cuh"
 #include "shaders/cuda/common/pixel_classes.cuh"
 #include "shaders/cuda/stem/virtual_detectors.h"
 
@@ -29,10 +28,10 @@ extern "C" sl_code sl_cuda_virtual_detectors(const sl_cuda_virtual_detectors_par
   sl_cuda_class_request r = sl_cuda_class_request_make(SL_CUDA_CLASSES_DETECTORS, a, p->use_disk, p->ring_in_radii,
                                                         p->inner, p->outer);
   r.host = {fill_from_runs, p, "virtual_detectors: runs not built"};
+  r.moments = p->moments_read; /* one read of each frame for every output */
   sl_cuda_pixel_classes *s = NULL;
   sl_code rc = sl_cuda_pixel_class_sums(p->device_state, a, &p->frames, &r, k_node, &s);
   if (rc) return rc;
-  if (p->moments_read && (rc = sl_cuda_frame_moments(a, &p->frames, 3))) return rc;
   return sl_cuda_error_mirror_pull(&s->err, a, k_node);
 }
 
