@@ -2,6 +2,7 @@
  * outputs written as their chunks complete through a bounded write-behind
  * buffer, attributes once the run has ended. */
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,10 @@ typedef struct dataset {
   unsigned char *data;
   size_t cap, bytes;
   int64_t start, count, first_chunk, last_chunk;
+  /* A streamed image's finite range over the positions passed so far
+   * (`ranged` of them), so that its PNG needs no read back for it. */
+  double lo, hi;
+  int64_t ranged;
 } dataset;
 
 struct sl_h5_writer {
@@ -92,6 +97,7 @@ struct sl_h5_writer {
 
 int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d) {
   int64_t whole = sl_desc_bytes(d);
+  if (sl_output_is_image(d) && whole <= SL_H5_IMAGE_BEHIND_BYTES) return whole;
   return whole < SL_H5_WRITE_BEHIND_BYTES ? whole : SL_H5_WRITE_BEHIND_BYTES;
 }
 
@@ -141,6 +147,7 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
   memset(s, 0, sizeof *s);
   if (!(s->name = sl_strdup(name))) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
   s->desc = *d;
+  s->lo = INFINITY, s->hi = -INFINITY;
   hsize_t dims[SL_MAX_RANK];
   for (int k = 0; k < d->rank; k++) dims[k] = (hsize_t)d->dims[k];
   bool own;
@@ -231,6 +238,10 @@ sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tenso
   sl_code rc = get_dataset(w, name, d, &s, err);
   if (rc != SL_OK) return rc;
   size_t bytes = (size_t)(count * sl_desc_item_bytes(d));
+  if (sl_output_is_image(d)) { /* the data is in cache now; the PNG would read it back */
+    sl_values_range(d->dtype, data, count * sl_desc_item_elems(d), &s->lo, &s->hi);
+    s->ranged += count;
+  }
   bool follows = s->count && s->start + s->count == start;
   if (s->count && (!follows || s->bytes + bytes > s->cap) && (rc = flush(w, s, err)) != SL_OK) return rc;
   if (!s->data) { /* the buffer write_h5 declared */
@@ -246,6 +257,16 @@ sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tenso
   return SL_OK;
 }
 
+bool sl_h5_writer_range(sl_h5_writer *w, const char *name, double *lo, double *hi) {
+  const dataset *s = find(w, name);
+  if (!s || !sl_output_is_image(&s->desc) || !s->desc.stream_rank) return false;
+  int64_t positions = 1;
+  for (int k = 0; k < s->desc.stream_rank; k++) positions *= s->desc.dims[k];
+  if (s->ranged != positions) return false;
+  *lo = s->lo, *hi = s->hi;
+  return true;
+}
+
 sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
                            sl_error *err) {
   dataset *s;
@@ -257,6 +278,16 @@ sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_de
   if (own) H5Tclose(type);
   if (h < 0) return sl_fail(err, SL_ERR_IO, "%s: cannot write output '%s'", w->path, name);
   return SL_OK;
+}
+
+const void *sl_h5_writer_rows_held(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows) {
+  const dataset *s = find(w, name);
+  if (!s || s->desc.rank != 2 || !s->count) return NULL;
+  /* Positions and rows both run in C order: compare element ranges. */
+  const int64_t item = sl_desc_item_elems(&s->desc), es = (int64_t)sl_dtype_size(s->desc.dtype);
+  const int64_t e0 = row0 * s->desc.dims[1], e1 = (row0 + n_rows) * s->desc.dims[1];
+  if (e0 < s->start * item || e1 > (s->start + s->count) * item) return NULL;
+  return s->data + (e0 - s->start * item) * es;
 }
 
 sl_code sl_h5_writer_read_rows(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows, void *data,

@@ -18,6 +18,10 @@ typedef struct sl_attr {
  * otherwise cost an HDF5 write each): at most this, at most the whole
  * output. write_h5 declares it as its state. */
 #define SL_H5_WRITE_BEHIND_BYTES ((int64_t)1 << 20)
+/* ... except a streamed image (its PNG reads it back) of at most this, held
+ * whole: its PNG is drawn from the buffer instead of from the file, and the
+ * file gets it in one write when the run finishes results.h5. */
+#define SL_H5_IMAGE_BEHIND_BYTES ((int64_t)16 << 20)
 
 /* The write-behind buffer of a streamed output described by d. */
 int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d);
@@ -45,6 +49,14 @@ sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tenso
 /* All of output `name` (d: its dtype and shape) from data. */
 sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
                            sl_error *err);
+/* The smallest and largest finite values of streamed image `name` (a 2-D
+ * real output, sl_output_is_image), folded as its positions passed through
+ * sl_h5_writer_positions: true once every position has, else false (the
+ * caller reads the rows back for them). */
+bool sl_h5_writer_range(sl_h5_writer *w, const char *name, double *lo, double *hi);
+/* Rows [row0, row0 + n_rows) of 2-D output `name` where the write-behind
+ * buffer holds them (valid until the dataset's next write), else NULL. */
+const void *sl_h5_writer_rows_held(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows);
 /* Rows [row0, row0 + n_rows) of 2-D output `name` as written so far (its
  * waiting positions are written first), into data in the output's dtype. */
 sl_code sl_h5_writer_read_rows(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows, void *data,

@@ -2,7 +2,8 @@
  * output like any other. A streamed output arrives chunk by chunk and is
  * written as its positions complete (through the writer's bounded
  * write-behind buffer, which the node declares as its state), so it never
- * needs to fit in host memory; a whole output is written when it is made.
+ * needs to fit in host memory (a streamed image's range is folded on the
+ * way, for its PNG); a whole output is written when it is made.
  * The run appends one per output (sl_graph_add_writers); its state is the
  * run's sl_output_target. Attributes known only at the end (provenance,
  * notes) are written when the run finishes the file. */
@@ -23,12 +24,14 @@ static sl_code write_h5_infer(sl_node *n, sl_error *err) {
 }
 
 /* Reads and writes the chunk (or the whole output); holds the write-behind
- * buffer of a streamed output for the run. */
+ * buffer of a streamed output for the run; folds a streamed image's range
+ * (for its PNG) as it goes. */
 static void write_h5_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *d = &n->in[0];
   c->bytes_read = sl_desc_buffer_bytes(d, positions);
   c->bytes_written = c->bytes_read;
+  if (d->stream_rank && sl_output_is_image(d)) c->ops = positions * sl_desc_item_elems(d);
   c->state_bytes = d->stream_rank ? sl_h5_write_behind_bytes(d) : 0;
 }
 

@@ -4,12 +4,14 @@
  * its state is the run's sl_output_target.
  *
  * A whole image is drawn when it is made, from memory. A streamed one (a
- * scan image, or frames over a 1-D scan) is never held whole: its chunks
- * are not looked at as they pass; after the last chunk, finalize reads the
- * rows back from what results.h5 holds in strips of at most
- * SL_PNG_STRIP_BYTES, once for the range and once to draw. write_h5 of the
- * same output is what writes those rows; reading them writes its waiting
- * positions first. (The range used to be a min/max reduction over the
+ * scan image, or frames over a 1-D scan) is not held by this node: its
+ * chunks are not looked at as they pass; after the last chunk, finalize
+ * draws it in strips of at most SL_PNG_STRIP_BYTES of rows from results.h5's
+ * writer: from its write-behind buffer, which holds an image of up to
+ * SL_H5_IMAGE_BEHIND_BYTES whole, else read back from the file (reading
+ * writes the waiting positions first), with the range write_h5 folded as it
+ * wrote the chunks (sl_h5_writer_range; read back too, first, should it
+ * lack positions). (The range used to be a min/max reduction over the
  * chunks: a host node with outputs on a device backend makes the device
  * drain at every chunk, which stalled the H200's whole stream; reading 2 MiB
  * of a 512 x 512 image twice costs nothing next to that.) */
@@ -33,20 +35,23 @@ static sl_code write_png_infer(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
-/* Reads the image once (a streamed one: twice back from results.h5 after
- * the last chunk), converts every value twice (range, pixel), writes a byte
- * per pixel; each worker holds zlib's state and a band (sl_png_worker_bytes)
- * and, for a streamed image, the node one strip of rows read back. */
+/* Reads the image once (a streamed one back from results.h5 after the last
+ * chunk), converts every value to a pixel (a whole image's also once for its
+ * range; a streamed one's range is write_h5's), writes a byte per pixel;
+ * each worker holds zlib's state and a band (sl_png_worker_bytes) and, for a
+ * streamed image larger than results.h5's writer holds, the node one strip
+ * of rows read back. */
 static void write_png_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *d = &n->in[0];
   int64_t bytes = sl_desc_buffer_bytes(d, positions);
   int64_t elems = d->stream_rank ? positions * sl_desc_item_elems(d) : sl_desc_elems(d);
-  c->bytes_read = d->stream_rank ? 2 * bytes : bytes;
+  c->bytes_read = bytes;
   c->bytes_written = elems;
-  c->ops = 2 * elems;
+  c->ops = d->stream_rank ? elems : 2 * elems;
   int64_t strip = sl_png_strip_rows(d) * d->dims[1] * (int64_t)sl_dtype_size(d->dtype);
-  c->state_bytes = sl_png_bands_bytes(d) + (d->stream_rank ? strip : 0);
+  const bool read_back = d->stream_rank && sl_h5_write_behind_bytes(d) < sl_desc_bytes(d);
+  c->state_bytes = sl_png_bands_bytes(d) + (read_back ? strip : 0);
   c->per_worker_bytes = sl_png_worker_bytes(d->dims[1]);
 }
 
@@ -68,15 +73,21 @@ static sl_code rows_in_memory(void *ctx, int64_t row0, int64_t n_rows, const voi
   return SL_OK;
 }
 
-/* Rows of a streamed image read back from results.h5 into one strip. */
+/* Rows of a streamed image: where results.h5's writer still holds them
+ * (an image of up to SL_H5_IMAGE_BEHIND_BYTES), else read back from the
+ * file into one strip (made at the first such read). */
 typedef struct strip_reader {
   sl_h5_writer *results;
   const char *name;
   void *strip;
+  size_t strip_bytes;
 } strip_reader;
 
 static sl_code rows_from_results(void *ctx, int64_t row0, int64_t n_rows, const void **rows, sl_error *err) {
   strip_reader *s = ctx;
+  if ((*rows = sl_h5_writer_rows_held(s->results, s->name, row0, n_rows))) return SL_OK;
+  if (!s->strip && !(s->strip = malloc(s->strip_bytes)))
+    return sl_fail(err, SL_ERR_NOMEM, "no memory to draw output '%s'", s->name);
   *rows = s->strip;
   return sl_h5_writer_read_rows(s->results, s->name, row0, n_rows, s->strip, err);
 }
@@ -114,13 +125,14 @@ static sl_code write_png_finalize(sl_kernel_args *a) {
   char path[4352];
   png_path(a, t, path, sizeof path);
   double t0 = sl_now();
-  strip_reader s = {t->results, write_png_params_of(a->node)->output, NULL};
-  s.strip = malloc((size_t)(sl_png_strip_rows(d) * d->dims[1]) * sl_dtype_size(d->dtype));
-  if (!s.strip) return sl_fail(a->err, SL_ERR_NOMEM, "no memory to draw %s", path);
+  strip_reader s = {t->results, write_png_params_of(a->node)->output, NULL,
+                    (size_t)(sl_png_strip_rows(d) * d->dims[1]) * sl_dtype_size(d->dtype)};
   double lo = INFINITY, hi = -INFINITY;
   int64_t strip = sl_png_strip_rows(d);
   sl_code rc = SL_OK;
-  for (int64_t r = 0; r < d->dims[0] && rc == SL_OK; r += strip) {
+  /* write_h5 folded the range as the chunks passed; else it is read back */
+  const bool ranged = sl_h5_writer_range(t->results, s.name, &lo, &hi);
+  for (int64_t r = 0; r < d->dims[0] && rc == SL_OK && !ranged; r += strip) {
     int64_t n = d->dims[0] - r < strip ? d->dims[0] - r : strip;
     const void *rows;
     rc = rows_from_results(&s, r, n, &rows, a->err);
