@@ -326,6 +326,23 @@ static void sum_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t n
   free(f64);
 }
 
+/* Calls of few frames split each frame over several warps (frame_split: up
+ * to 48 warps a multiprocessor), which add their parts; the loops above
+ * (23 frames) take that path. A call of more frames than any GPU's split
+ * limit (132 multiprocessors x 48 on an H200) takes the one-warp path. */
+static void test_many_frames(void **st) {
+  (void)st;
+  const int64_t npos = 16384, h = 16, w = 24;
+  for (int di = 0; di < 3; di++) {
+    int64_t dims[3] = {npos, h, w};
+    sl_tensor_desc x = sl_desc_make(DTS[di], 3, dims, 1);
+    void *fr = skewed_frames(DTS[di], npos, h * w);
+    virtual_image_body(DTS[di], h, w, fr, npos, &x, npos);
+    virtual_detectors_body(DTS[di], h, w, fr, npos, &x, npos);
+    free(fr);
+  }
+}
+
 static void test_virtual_image(void **st) { (void)st; frames_loop(virtual_image_body); }
 static void test_virtual_detectors(void **st) { (void)st; frames_loop(virtual_detectors_body); }
 static void test_moments_com(void **st) { (void)st; frames_loop(mo_body); }
@@ -373,7 +390,7 @@ int main(void) {
       cmocka_unit_test(test_virtual_image), cmocka_unit_test(test_virtual_detectors),
       cmocka_unit_test(test_moments_com),   cmocka_unit_test(test_mask_correct),
       cmocka_unit_test(test_bin_detector),  cmocka_unit_test(test_sum),
-      cmocka_unit_test(test_com_blocks),
+      cmocka_unit_test(test_com_blocks),    cmocka_unit_test(test_many_frames),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   g_cpu->ops->destroy(g_cpu);

@@ -130,24 +130,27 @@ template <typename T, int V, int MODE>
 __global__ void __launch_bounds__(32 * SL_FRAME_WARPS)
     sl_k_masked_sums(const T *__restrict__ x, long long nframes, long long item, int w,
                      const uint8_t *__restrict__ cls, const uint32_t *__restrict__ units,
-                     const uint32_t *__restrict__ n_units, int use_list, unsigned long long *__restrict__ o0,
-                     unsigned long long *__restrict__ o1, unsigned long long *__restrict__ o2,
-                     unsigned long long *__restrict__ os, unsigned long long *__restrict__ osr,
-                     unsigned long long *__restrict__ osc) {
+                     const uint32_t *__restrict__ n_units, int use_list, int split,
+                     unsigned long long *__restrict__ o0, unsigned long long *__restrict__ o1,
+                     unsigned long long *__restrict__ o2, unsigned long long *__restrict__ os,
+                     unsigned long long *__restrict__ osr, unsigned long long *__restrict__ osc) {
   typedef typename unit_sum_type<T>::t A;
   const uint32_t n = *n_units;
   const int lane = threadIdx.x & 31;
   const long long nw = (long long)gridDim.x * SL_FRAME_WARPS;
-  /* MODE 2 walks every unit in order (no list): lane's unit lane + 32 j
-   * starts at (r0, c0) and steps 32 V pixels = (sdr, sdc). */
+  /* MODE 2 walks every unit in order (no list): lane's unit i starts at
+   * pixel (r, c) and steps 32 V pixels = (sdr, sdc). */
   const uint32_t step = 32u * V, sdr = MODE == 2 ? step / (uint32_t)w : 0, sdc = MODE == 2 ? step % (uint32_t)w : 0;
-  const uint32_t e0 = (uint32_t)lane * V, r0 = MODE == 2 ? e0 / (uint32_t)w : 0, c0 = MODE == 2 ? e0 % (uint32_t)w : 0;
-  for (long long f = (long long)blockIdx.x * SL_FRAME_WARPS + (threadIdx.x >> 5); f < nframes; f += nw) {
+  for (long long t = (long long)blockIdx.x * SL_FRAME_WARPS + (threadIdx.x >> 5); t < nframes * split; t += nw) {
+    long long f;
+    uint32_t i0, i1;
+    frame_part(t, split, n, &f, &i0, &i1);
     const T *fr = x + f * item;
     unsigned long long a0 = 0, a1 = 0, a2 = 0, sr = 0, sc = 0;
-    uint32_t r = r0, c = c0;
+    const uint32_t e0 = (i0 + (uint32_t)lane) * V;
+    uint32_t r = MODE == 2 ? e0 / (uint32_t)w : 0, c = MODE == 2 ? e0 % (uint32_t)w : 0;
 #pragma unroll 4
-    for (uint32_t i = lane; i < n; i += 32) {
+    for (uint32_t i = i0 + lane; i < i1; i += 32) {
       const uint32_t u = use_list ? __ldg(units + i) : i;
       T e[V];
       uint8_t cl[V];
@@ -177,10 +180,14 @@ __global__ void __launch_bounds__(32 * SL_FRAME_WARPS)
     a0 = warp_sum(a0);
     if (MODE >= 1) a1 = warp_sum(a1), a2 = warp_sum(a2);
     if (MODE == 2) sr = warp_sum(sr), sc = warp_sum(sc);
-    if (lane == 0) {
+    if (lane == 0 && split == 1) {
       o0[f] = a0;
       if (MODE >= 1) o1[f] = a1, o2[f] = a2 - a0;
       if (MODE == 2) os[f] = a2, osr[f] = sr, osc[f] = sc;
+    } else if (lane == 0) { /* parts of a frame into zeroed outputs; DF's wrap back (BF <= total) */
+      atomicAdd(o0 + f, a0);
+      if (MODE >= 1) atomicAdd(o1 + f, a1), atomicAdd(o2 + f, a2 - a0);
+      if (MODE == 2) atomicAdd(os + f, a2), atomicAdd(osr + f, sr), atomicAdd(osc + f, sc);
     }
   }
 }
@@ -347,16 +354,23 @@ static sl_code launch_masked_sums(sl_kernel_args *a, const sl_cuda_pixel_classes
   const long long item = (long long)(f->height * f->width);
   const long long nf = a->pos_count;
   if (nf <= 0) return SL_OK;
-  unsigned grid = frame_grid(nf, sl_cuda_multiprocessors(a));
+  const int split = frame_split(nf, sl_cuda_multiprocessors(a));
+  unsigned grid = frame_grid(nf * split, sl_cuda_multiprocessors(a));
   cudaStream_t st = sl_cuda_queue(a);
   unsigned long long *o[6] = {(unsigned long long *)a->out[0]};
-  for (int k = 1; k < (MODE == 0 ? 1 : MODE == 1 ? 3 : 6); k++) o[k] = (unsigned long long *)a->out[k];
+  const int n_out = MODE == 0 ? 1 : MODE == 1 ? 3 : 6;
+  for (int k = 1; k < n_out; k++) o[k] = (unsigned long long *)a->out[k];
+  for (int k = 0; k < n_out && split > 1; k++) { /* the parts add into them */
+    sl_code rc = sl_cuda_runtime_fail(a, cudaMemsetAsync(o[k], 0, (size_t)nf * sizeof *o[k], st), "masked sums",
+                                      "zeroing the sums");
+    if (rc) return rc;
+  }
   const int list = MODE == 0;
 #define LAUNCH(T, VV)                                                                                   \
   sl_k_masked_sums<T, VV, MODE><<<grid, 32 * SL_FRAME_WARPS, 0, st>>>((const T *)a->in[0], nf, item,        \
                                                                      (int)f->width, s->cls, s->units,     \
-                                                                     s->n_units, list, o[0], o[1], o[2],  \
-                                                                     o[3], o[4], o[5])
+                                                                     s->n_units, list, split, o[0], o[1], \
+                                                                     o[2], o[3], o[4], o[5])
   switch (f->dtype) {
     case SL_U8: if (v > 1) LAUNCH(uint8_t, 16); else LAUNCH(uint8_t, 1); break;
     case SL_U16: if (v > 1) LAUNCH(uint16_t, 8); else LAUNCH(uint16_t, 1); break;
