@@ -179,7 +179,7 @@ static void source_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_read = stored; /* from the file (page cache or disk) */
   c->bytes_written = stored;
   c->ops = stored / 8;
-  /* two read-ahead windows; on the CPU each spans as many calls as fit in
+  /* SL_SRC_WINDOWS read-ahead windows; on the CPU each spans as many calls as fit in
    * SL_SRC_WINDOW_BYTES, or one call when a call's stored bytes are more
    * (source_window.c), with the packed header in front and up to a frame
    * of alignment slack; and the chunk index, listed by prepare (entries
@@ -188,7 +188,7 @@ static void source_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   int64_t calls = stored > 0 && stored < (int64_t)SL_SRC_WINDOW_BYTES ? (int64_t)SL_SRC_WINDOW_BYTES / stored : 1;
   int64_t header = (int64_t)sizeof(sl_packed_items) +
                    (calls * ((positions + per - 1) / per) + 1) * (int64_t)sizeof(sl_packed_entry) + 64;
-  c->state_bytes = 2 * (window + header + per * sl_desc_item_bytes(d)) + facts_of(n)->index_bytes;
+  c->state_bytes = SL_SRC_WINDOWS * (window + header + per * sl_desc_item_bytes(d)) + facts_of(n)->index_bytes;
   /* on a device backend the executor's ring of two output buffers, which the
    * plan holds as slots (sl_plan_buffer.ring_slot), not node state */
 }
@@ -326,7 +326,9 @@ static sl_code win_reuse(void *ctx, int w, sl_error *err) {
  * otherwise (by the CPU kernel, or for another backend) cannot be used. */
 static sl_code produce_windows(sl_src_state *s, sl_backend *b, sl_error *err) {
   if (s->host_backend == b) return SL_OK;
-  if (s->host_backend || s->win.base[0] || s->win.base[1] || s->win.reader)
+  bool made = s->win.reader != NULL;
+  for (int k = 0; k < SL_SRC_WINDOWS; k++) made |= s->win.base[k] != NULL;
+  if (s->host_backend || made)
     return sl_fail(err, SL_ERR_INTERNAL, "hdf5_source: the windows were made for another backend");
   s->host_backend = b;
   s->win.al = (sl_src_alloc){.alloc = win_alloc, .free = win_free, .reuse = win_reuse, .ctx = s};

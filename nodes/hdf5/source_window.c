@@ -88,11 +88,50 @@ static sl_code make_window(const sl_src_windows *w, void **p, double *seconds, s
   return sl_fail(err, SL_ERR_NOMEM, "cannot allocate a read-ahead window of %s", h);
 }
 
-/* Window b, allocated if it is not yet (pinned memory takes time: the
- * second window is allocated while the first is being read, or beside the
- * reader's opening). */
+/* The spare window's thread, joined: its window (or its failure) taken. */
+static sl_code join_spare(sl_src_windows *w, sl_error *err) {
+  if (!w->spare_started) return SL_OK;
+  pthread_join(w->spare_thread, NULL);
+  w->spare_started = false;
+  w->alloc_seconds += w->spare_seconds;
+  if (w->spare) w->base[2] = w->spare;
+  w->spare = NULL;
+  if (w->spare_rc != SL_OK && err) *err = w->spare_err;
+  return w->spare_rc;
+}
+
+static void *make_spare(void *arg) {
+  sl_src_windows *w = arg;
+  sl_error_clear(&w->spare_err);
+  w->spare_rc = make_window(w, &w->spare, &w->spare_seconds, &w->spare_err);
+  return NULL;
+}
+
+/* Starts making window 2 on a thread of its own (made here when no thread
+ * starts). Nothing else touches w->spare* until join_spare. */
+static void start_spare(sl_src_windows *w) {
+  if (w->base[2] || w->spare_started) return;
+  w->spare = NULL;
+  w->spare_seconds = 0;
+  w->spare_rc = SL_OK;
+  if (pthread_create(&w->spare_thread, NULL, make_spare, w) == 0) {
+    w->spare_started = true;
+    return;
+  }
+  make_spare(w);
+  if (w->spare) w->base[2] = w->spare;
+  w->spare = NULL;
+}
+
+/* Window b, allocated if it is not yet (pinned memory takes time: windows 1
+ * and 2 are made while window 0 is, beside the reader's opening, and while
+ * the first windows are read). */
 static sl_code alloc_window(sl_src_windows *w, int b, sl_error *err) {
   if (w->base[b]) return SL_OK;
+  if (b == 2 && w->spare_started) {
+    sl_code rc = join_spare(w, err);
+    if (rc != SL_OK || w->base[b]) return rc;
+  }
   void *p = NULL;
   sl_code rc = make_window(w, &p, &w->alloc_seconds, err);
   if (rc == SL_OK) w->base[b] = p;
@@ -121,8 +160,9 @@ static void *open_reader(void *arg) {
 }
 
 /* A new reader, and with an allocator of the backend's (pinned memory: a
- * device backend) both windows made while it opens: window 0 here, window 1
- * on the reader's thread after it opened. On the H200's host the reader's
+ * device backend) the first windows made while it opens: window 0 here,
+ * window 1 on the reader's thread after it opened, window 2 started on a
+ * thread of its own after that (start_spare). On the H200's host the reader's
  * files and threads took 7-9 ms and each window 5-14 ms, one after the
  * other, inside the source's first call. With malloc'd windows (the CPU)
  * they are made when first read into. */
@@ -142,10 +182,17 @@ static sl_code open_with_windows(sl_src_windows *w, const sl_chunk_reader_opts *
     *err = j.err;
     rc = j.rc;
   }
+  if (rc == SL_OK) start_spare(w);
   return rc;
 }
 
-/* (Re)allocates both windows for at least `chunks` chunks of `bytes` bytes in
+/* Every window freed (the spare's thread joined first). */
+static void free_windows(sl_src_windows *w) {
+  (void)join_spare(w, NULL);
+  for (int b = 0; b < SL_SRC_WINDOWS; b++) free_window(w, b);
+}
+
+/* (Re)allocates the windows for at least `chunks` chunks of `bytes` bytes in
  * all; the reader is reopened when the chunk count grows. */
 static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_error *err) {
   drain(w);
@@ -158,8 +205,7 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
     sl_chunk_reader_close(w->reader);
     w->reader = NULL;
   }
-  free_window(w, 0);
-  free_window(w, 1);
+  free_windows(w);
   w->max_chunks = chunks;
   w->capacity = (size_t)bytes;
   size_t hdr = sizeof(sl_packed_items) + (size_t)chunks * sizeof(sl_packed_entry);
@@ -273,8 +319,9 @@ static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
   w->wait_read_seconds += sl_now() - t0;
   w->pending = false;
   if (rc != SL_OK) return rc;
-  /* Read ahead: the next window of the scan into the other buffer (when it
-   * fits; one that does not is read when asked for). */
+  /* Read ahead: the next window of the scan into the next buffer (when it
+   * fits; one that does not is read when asked for). Its copies (device
+   * backends) are those of the call two before, long done. */
   int64_t next_start = pos_start + (n > pos_count ? n : pos_count);
   int64_t next_n = total_positions - next_start;
   if (next_n > wpos) next_n = wpos;
@@ -282,7 +329,7 @@ static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
     int64_t nf, nc;
     window_of(ix, next_start, next_n, &nf, &nc);
     if (nc <= w->max_chunks && sl_h5_window_bytes(ix, nf, nc) <= w->capacity &&
-        (rc = start_read(w, nf, nc, 1 - b, err)) != SL_OK)
+        (rc = start_read(w, nf, nc, (b + 1) % SL_SRC_WINDOWS, err)) != SL_OK)
       return rc;
   }
   sl_h5_window_offsets(ix, first, count, w->cur_offsets);
@@ -312,8 +359,7 @@ void sl_src_windows_free(sl_src_windows *w) {
   sl_chunk_reader_close(w->reader); /* abandons the read-ahead */
   w->reader = NULL;
   w->pending = false;
-  free_window(w, 0);
-  free_window(w, 1);
+  free_windows(w);
   free(w->offsets);
   w->offsets = NULL;
   free(w->cur_offsets);

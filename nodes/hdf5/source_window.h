@@ -1,5 +1,5 @@
 /* What hdf5_source's CPU kernel and its produce hook (hdf5_source.c) share:
- * the node state, the two read-ahead windows fed by the chunk reader, and the
+ * the node state, the read-ahead windows fed by the chunk reader, and the
  * layout of the output (packed stored chunks, or plain frames). They differ
  * only in where the windows live (malloc, or the backend's pinned host
  * memory) and how the bytes reach the output (memcpy, or the executor's
@@ -21,6 +21,7 @@
 #ifndef SL_HDF5_SOURCE_WINDOW_H
 #define SL_HDF5_SOURCE_WINDOW_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,13 +47,29 @@ typedef struct sl_src_alloc {
  * plus one call's stored chunks. */
 #define SL_SRC_WINDOW_BYTES (1u << 20)
 
+/* Windows, used in turn: the one a call works on, the read-ahead of the next
+ * call, and one whose copies (device backends) may still be in flight. With
+ * two, the read-ahead of call k + 1 had to wait for the copies out of call
+ * k - 1's window, so the reader idled and each copy was issued only after
+ * the one before it had ended. */
+#define SL_SRC_WINDOWS 3
+
 typedef struct sl_src_windows {
   const sl_h5_index *ix;
   sl_src_alloc al;
   /* Threads of the chunk reader; 0: sl_chunk_reader_default_threads(). */
   int read_threads;
   sl_chunk_reader *reader;
-  uint8_t *base[2];
+  uint8_t *base[SL_SRC_WINDOWS];
+  /* With an allocator (pinned memory, 5-14 ms a window on the H200's host):
+   * window 2 made on a thread of its own, started when the reader opens and
+   * joined when the window is first read into. */
+  pthread_t spare_thread;
+  bool spare_started;
+  void *spare;
+  double spare_seconds;
+  sl_code spare_rc;
+  sl_error spare_err;
   size_t alloc_bytes;      /* of each window: prefix + capacity */
   size_t prefix;           /* room for the header and max_chunks entries */
   size_t capacity;         /* stored bytes a window holds */
@@ -84,7 +101,7 @@ typedef struct sl_src_windows {
 
 /* The window one call works on. */
 typedef struct sl_src_window {
-  int buffer;              /* 0 or 1 */
+  int buffer;              /* the window: 0 .. SL_SRC_WINDOWS - 1 */
   int64_t first, count;    /* stored chunks [first, first + count) */
   uint8_t *data;           /* their bytes, chunk first + j at offsets[j] */
   const uint64_t *offsets; /* count + 1 (offsets[count]: the total) */
