@@ -327,9 +327,10 @@ static void sum_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t n
 }
 
 /* Calls of few frames split each frame over several warps (frame_split: up
- * to 48 warps a multiprocessor), which add their parts; the loops above
- * (23 frames) take that path. A call of more frames than any GPU's split
- * limit (132 multiprocessors x 48 on an H200) takes the one-warp path. */
+ * to 48 warps a multiprocessor), which add their parts (virtual_detectors;
+ * virtual_image's listed units are not split); the loops above (23 frames)
+ * take that path. A call of more frames than any GPU's split limit (132
+ * multiprocessors x 48 on an H200) takes the one-warp path. */
 static void test_many_frames(void **st) {
   (void)st;
   const int64_t npos = 16384, h = 16, w = 24;

@@ -354,7 +354,9 @@ static sl_code launch_masked_sums(sl_kernel_args *a, const sl_cuda_pixel_classes
   const long long item = (long long)(f->height * f->width);
   const long long nf = a->pos_count;
   if (nf <= 0) return SL_OK;
-  const int split = frame_split(nf, sl_cuda_multiprocessors(a));
+  /* MODE 0 reads a list of the image's units (the BF disk's: a few hundred)
+   * and is not split: the zeroing and atomics would cost what they save. */
+  const int split = MODE == 0 ? 1 : frame_split(nf, sl_cuda_multiprocessors(a));
   unsigned grid = frame_grid(nf * split, sl_cuda_multiprocessors(a));
   cudaStream_t st = sl_cuda_queue(a);
   unsigned long long *o[6] = {(unsigned long long *)a->out[0]};
