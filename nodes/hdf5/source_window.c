@@ -310,27 +310,41 @@ static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
   } else {
     drain(w); /* a read-ahead we no longer need (a new pass) */
     rc = start_read(w, first, count, 0, err);
-    /* The other window (first call) while this one is read. */
+    /* The next window (first call) while this one is read. */
     if (rc == SL_OK && pos_start + pos_count < total_positions) rc = alloc_window(w, 1, err);
-    if (rc != SL_OK) drain(w);
+    if (rc != SL_OK) {
+      drain(w);
+      return rc;
+    }
   }
-  double t0 = sl_now();
-  if (rc == SL_OK) rc = sl_chunk_reader_wait(w->reader, err);
-  w->wait_read_seconds += sl_now() - t0;
-  w->pending = false;
-  if (rc != SL_OK) return rc;
   /* Read ahead: the next window of the scan into the next buffer (when it
-   * fits; one that does not is read when asked for). Its copies (device
-   * backends) are those of the call two before, long done. */
+   * fits; one that does not is read when asked for), queued behind this
+   * one before waiting for it, so that the reader goes from one to the next
+   * without waiting for this thread to wake up and ask. The next buffer's
+   * copies (device backends) are those of the call two before, long done. */
+  bool queued = false;
   int64_t next_start = pos_start + (n > pos_count ? n : pos_count);
   int64_t next_n = total_positions - next_start;
   if (next_n > wpos) next_n = wpos;
   if (next_n > 0) {
     int64_t nf, nc;
     window_of(ix, next_start, next_n, &nf, &nc);
-    if (nc <= w->max_chunks && sl_h5_window_bytes(ix, nf, nc) <= w->capacity &&
-        (rc = start_read(w, nf, nc, (b + 1) % SL_SRC_WINDOWS, err)) != SL_OK)
-      return rc;
+    if (nc <= w->max_chunks && sl_h5_window_bytes(ix, nf, nc) <= w->capacity) {
+      rc = start_read(w, nf, nc, (b + 1) % SL_SRC_WINDOWS, err); /* now the one pending */
+      queued = rc == SL_OK;
+    }
+  }
+  /* This call's window: the reader's oldest request. */
+  sl_error wait_err;
+  sl_error_clear(&wait_err);
+  double t0 = sl_now();
+  sl_code wrc = sl_chunk_reader_wait(w->reader, rc == SL_OK ? err : &wait_err);
+  w->wait_read_seconds += sl_now() - t0;
+  if (rc == SL_OK) rc = wrc;
+  if (!queued) w->pending = false;
+  if (rc != SL_OK) {
+    drain(w); /* the read-ahead queued behind it */
+    return rc;
   }
   sl_h5_window_offsets(ix, first, count, w->cur_offsets);
   w->cur_valid = true;
