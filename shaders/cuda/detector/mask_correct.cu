@@ -15,9 +15,10 @@
  *      and the scan skips, without reading the frame, every group whose two
  *      counts agree (the CPU kernel's test, same results). Then the scan
  *      walks (frame, group) pairs, a lane each, and a warp walks together
- *      only the groups whose counts disagree: a thread per unit that only
- *      tested its group's counts cost 7 ms of integer division on the
- *      H200's 18 GiB acquisition, whose groups all agree;
+ *      only the groups whose counts disagree (a thread per unit, which
+ *      mostly divided 64-bit indices to find its group's counts agree, made
+ *      the node 8.5 ms of device time on the H200's 18 GiB acquisition, in
+ *      which every group agrees; this way 4.0-4.9 ms);
  *   3. writes: one thread per (frame, static bad pixel), and one per
  *      (frame, 32-pixel word of the bit set) with a bit set (it clears the
  *      word for the next chunk); with the counts, only the words of the
