@@ -209,20 +209,14 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-/* 2 with the counts (step 1 counted static_flag): a unit whose group's
- * counts agree holds no such pixel and is not read (V divides the group
- * size, so a unit lies in one group). Lane l of a warp tests pair
- * (frame, group) p0 + l of the warp's 32 consecutive pairs; the warp then
- * walks each pair whose counts disagree, its lanes over the group's units. */
-template <typename T, int V>
-__global__ void __launch_bounds__(256)
-    sl_k_flag_scan_groups(const T *__restrict__ x, long long nframes, int h, int w,
-                          const uint8_t *__restrict__ bad, int median, T *__restrict__ shadow,
-                          uint32_t *__restrict__ bits, const uint32_t *__restrict__ counts,
-                          const uint32_t *__restrict__ static_flag) {
-  static_assert(SL_FLAG_GROUP_PIXELS % V == 0, "a unit lies in one flag group");
-  const long long item = (long long)h * w, units = item / V, groups = (item + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS;
-  const long long pairs = nframes * groups, per_group = SL_FLAG_GROUP_PIXELS / V;
+/* With the counts: each (frame, group) pair of nframes frames of `item`
+ * pixels whose two counts disagree, as visit(f, g, lane) by the whole warp. Lane l of a warp tests pair p0 + l
+ * of its 32 consecutive pairs (grid-stride); the warp then visits each pair
+ * that disagrees, one after the other. */
+template <typename Visit>
+__device__ __forceinline__ void walk_disagreeing(long long nframes, long long item, const uint32_t *__restrict__ counts,
+                                                 const uint32_t *__restrict__ static_flag, Visit visit) {
+  const long long groups = (item + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS, pairs = nframes * groups;
   const int lane = threadIdx.x & 31;
   const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
   for (long long p0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32; p0 < pairs;
@@ -232,11 +226,29 @@ __global__ void __launch_bounds__(256)
     while (walk) {
       const long long q = p0 + __ffs(walk) - 1;
       walk &= walk - 1;
-      const long long f = q / groups, g = q - f * groups;
-      const long long u1 = (g + 1) * per_group < units ? (g + 1) * per_group : units;
-      for (long long u = g * per_group + lane; u < u1; u += 32) flag_unit<T, V>(x, f, u, h, w, bad, median, shadow, bits);
+      const long long f = q / groups;
+      visit(f, q - f * groups, lane);
     }
   }
+}
+
+/* 2 with the counts (step 1 counted static_flag): a unit whose group's
+ * counts agree holds no such pixel and is not read (V divides the group
+ * size, so a unit lies in one group); the warp walks each group that
+ * disagrees, its lanes over the group's units. */
+template <typename T, int V>
+__global__ void __launch_bounds__(256)
+    sl_k_flag_scan_groups(const T *__restrict__ x, long long nframes, int h, int w,
+                          const uint8_t *__restrict__ bad, int median, T *__restrict__ shadow,
+                          uint32_t *__restrict__ bits, const uint32_t *__restrict__ counts,
+                          const uint32_t *__restrict__ static_flag) {
+  static_assert(SL_FLAG_GROUP_PIXELS % V == 0, "a unit lies in one flag group");
+  const long long item = (long long)h * w, units = item / V;
+  const long long per_group = SL_FLAG_GROUP_PIXELS / V;
+  walk_disagreeing(nframes, item, counts, static_flag, [&](long long f, long long g, int lane) {
+    const long long u1 = (g + 1) * per_group < units ? (g + 1) * per_group : units;
+    for (long long u = g * per_group + lane; u < u1; u += 32) flag_unit<T, V>(x, f, u, h, w, bad, median, shadow, bits);
+  });
 }
 
 /* 3a. Writes the static corrections (one thread per (frame, bad pixel)). */
@@ -288,21 +300,11 @@ __global__ void __launch_bounds__(256)
                            uint32_t *__restrict__ bits, const uint32_t *__restrict__ counts,
                            const uint32_t *__restrict__ static_flag) {
   static_assert(SL_FLAG_GROUP_PIXELS == 32 * 32, "a group's words are a warp's lanes");
-  const long long words = (item + 31) / 32, groups = (item + SL_FLAG_GROUP_PIXELS - 1) / SL_FLAG_GROUP_PIXELS;
-  const long long pairs = nframes * groups;
-  const int lane = threadIdx.x & 31;
-  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
-  for (long long p0 = ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * 32; p0 < pairs;
-       p0 += warps * 32) {
-    const long long p = p0 + lane;
-    unsigned walk = __ballot_sync(0xFFFFFFFFu, p < pairs && counts[p] != static_flag[p]);
-    while (walk) {
-      const long long q = p0 + __ffs(walk) - 1;
-      walk &= walk - 1;
-      const long long f = q / groups, wd = (q - f * groups) * 32 + lane;
-      if (wd < words) write_word<T>(y, f, wd, item, shadow, bits);
-    }
-  }
+  const long long words = (item + 31) / 32;
+  walk_disagreeing(nframes, item, counts, static_flag, [&](long long f, long long g, int lane) {
+    const long long wd = g * 32 + lane;
+    if (wd < words) write_word<T>(y, f, wd, item, shadow, bits);
+  });
 }
 
 #define ENTRY SL_CUDA_KERNEL_ENTRY
