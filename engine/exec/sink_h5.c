@@ -259,10 +259,8 @@ sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tenso
 
 bool sl_h5_writer_range(sl_h5_writer *w, const char *name, double *lo, double *hi) {
   const dataset *s = find(w, name);
-  if (!s || !sl_output_is_image(&s->desc) || !s->desc.stream_rank) return false;
-  int64_t positions = 1;
-  for (int k = 0; k < s->desc.stream_rank; k++) positions *= s->desc.dims[k];
-  if (s->ranged != positions) return false;
+  if (!s || !sl_output_is_image(&s->desc) || !s->desc.stream_rank || s->ranged != sl_desc_positions(&s->desc))
+    return false;
   *lo = s->lo, *hi = s->hi;
   return true;
 }

@@ -107,20 +107,15 @@ static void *make_spare(void *arg) {
   return NULL;
 }
 
-/* Starts making window 2 on a thread of its own (made here when no thread
- * starts). Nothing else touches w->spare* until join_spare. */
+/* Starts making window 2 on a thread of its own (when no thread starts, it
+ * is made when first read into, like any window). Nothing else touches
+ * w->spare* until join_spare. */
 static void start_spare(sl_src_windows *w) {
   if (w->base[2] || w->spare_started) return;
   w->spare = NULL;
   w->spare_seconds = 0;
   w->spare_rc = SL_OK;
-  if (pthread_create(&w->spare_thread, NULL, make_spare, w) == 0) {
-    w->spare_started = true;
-    return;
-  }
-  make_spare(w);
-  if (w->spare) w->base[2] = w->spare;
-  w->spare = NULL;
+  w->spare_started = pthread_create(&w->spare_thread, NULL, make_spare, w) == 0;
 }
 
 /* Window b, allocated if it is not yet (pinned memory takes time: windows 1
