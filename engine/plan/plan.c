@@ -829,16 +829,19 @@ static bool fits(const sl_plan *p) {
 /* Small chunks keep a chunk's data in cache from one level to the next, but
  * every chunk pays fixed costs (the source's read request, a fork/join per
  * level, the writer nodes): a worker's share of the largest buffer is half
- * its core's private cache (L2), within [128 KiB, 4 MiB]; 1 MiB where the
- * cache is unknown (devices: per SM). Half rather than a quarter: on a 1 MiB
- * L2 a quarter made 3-frame chunks of 192 x 192 u16 at 1 thread and 7 at 2
- * (2,341 fork/joins per level), and the products' levels read the decoded
- * frames in place (mask_correct writes into them), so one buffer's share,
- * not two, is what must stay in the cache. */
+ * its core's private cache (L2), at least 512 KiB and at most 4 MiB; 1 MiB
+ * where the cache is unknown (devices: per SM). Half rather than a quarter:
+ * on a 1 MiB L2 a quarter made 3-frame chunks of 192 x 192 u16 at 1 thread
+ * and 7 at 2 (2,341 fork/joins per level), and the products' levels read
+ * the decoded frames in place (mask_correct writes into them), so one
+ * buffer's share, not two, is what must stay in the cache. At least 512
+ * KiB: on a 512 KiB L2 (Zen 3) half gave the same 7-frame chunks at 2
+ * threads, and virtual_image took 0.37-0.44 s against 0.32-0.40 s with 14
+ * (the frames come from L3 instead, at a fraction of the fork/joins). */
 int64_t sl_plan_chunk_bytes_per_worker(const sl_backend_caps *caps) {
   if (caps->cache_bytes <= 0) return 1 << 20;
   int64_t b = caps->cache_bytes / 2;
-  return b < (128 << 10) ? 128 << 10 : b > (4 << 20) ? 4 << 20 : b;
+  return b < (512 << 10) ? 512 << 10 : b > (4 << 20) ? 4 << 20 : b;
 }
 
 sl_code sl_plan_build(const sl_graph *g, const sl_plan_opts *opts, sl_plan **out, sl_error *err) {

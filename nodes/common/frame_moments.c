@@ -75,11 +75,7 @@ static void sweep_portable(const void *f, sl_dtype t, int64_t h, int64_t w, void
 static bool madd_fits(sl_dtype t, int64_t w) { return t == SL_U16 && w >= 16 && w <= 32768; }
 
 #if SL_MADD_X86
-/* The AVX2 sweep's weights in `wt` (int16): the column index of every column
- * of the full vectors (W/16 of them), then for the last vector, loaded at
- * column W - 16, 16 ones and 16 column indices with 0 in the lanes that the
- * full vectors already counted (all 0 when 16 divides W). */
-static void madd_weights(int16_t *wt, int64_t w) {
+void sl_frame_moments_madd_weights(int16_t *wt, int64_t w) {
   int64_t full = w / 16;
   for (int64_t c = 0; c < 16 * full; c++) wt[c] = (int16_t)c;
   for (int64_t l = 0; l < 16; l++) {
@@ -88,30 +84,6 @@ static void madd_weights(int16_t *wt, int64_t w) {
     wt[16 * full + l] = fresh ? 1 : 0;
     wt[16 * full + 16 + l] = fresh ? (int16_t)c : 0;
   }
-}
-
-/* *t += madds of n vectors of 16 pixels from x against ones, *c += against
- * the weights from wt. Two accumulators of each, so that the adds do not
- * chain from one vector to the next. */
-SL_MADD_AVX2 static inline void madd_run(const uint16_t *x, const int16_t *wt, int64_t n,
-                                         __m256i *t, __m256i *c) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i t0 = *t, c0 = *c, t1 = _mm256_setzero_si256(), c1 = t1;
-  int64_t k = 0;
-  for (; k + 2 <= n; k += 2) {
-    __m256i a = sl_madd_bias(x + 16 * k), b = sl_madd_bias(x + 16 * k + 16);
-    t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(a, ones));
-    t1 = _mm256_add_epi32(t1, _mm256_madd_epi16(b, ones));
-    c0 = sl_madd_acc(c0, a, wt + 16 * k);
-    c1 = sl_madd_acc(c1, b, wt + 16 * k + 16);
-  }
-  if (k < n) {
-    __m256i a = sl_madd_bias(x + 16 * k);
-    t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(a, ones));
-    c0 = sl_madd_acc(c0, a, wt + 16 * k);
-  }
-  *t = _mm256_add_epi32(t0, t1);
-  *c = _mm256_add_epi32(c0, c1);
 }
 
 /* S, Sr, Sc of a u16 frame with vpmaddwd (madd_u16.h, frame_moments.h). */
@@ -138,10 +110,10 @@ SL_MADD_AVX2 static void sweep_u16_madd(const uint16_t *f, int64_t h, int64_t w,
     for (int64_t r = r0; r < r0 + n; r++) {
       const uint16_t *row = f + r * w;
       if (!wide) {
-        madd_run(row, wt, full, &t, &c32);
+        sl_madd_run_sc(row, wt, full, &t, &c32);
       } else {
         for (int64_t v0 = 0; v0 < full; v0 += kc) {
-          madd_run(row + 16 * v0, wt + 16 * v0, full - v0 < kc ? full - v0 : kc, &t, &c32);
+          sl_madd_run_sc(row + 16 * v0, wt + 16 * v0, full - v0 < kc ? full - v0 : kc, &t, &c32);
           c64 = sl_madd_spill(c64, c32), c32 = zero;
         }
       }
@@ -181,7 +153,7 @@ static void moments_range(void *ctx, int64_t begin, int64_t end, int worker) {
   sl_dtype t = j->a->node->in[0].dtype;
   const char *x = j->a->in[0];
 #if SL_MADD_X86
-  if (j->madd) madd_weights(scratch, j->w);
+  if (j->madd) sl_frame_moments_madd_weights(scratch, j->w);
 #endif
   for (int64_t p = begin; p < end; p++) {
     uint64_t m[3];

@@ -87,6 +87,31 @@ SL_MADD_AVX2 static inline uint64_t sl_madd_hsum32(__m256i v) {
   return sl_madd_hsum64(sl_madd_spill(_mm256_setzero_si256(), v));
 }
 
+/* *t += madds of n vectors of 16 pixels from x against ones (S), *c +=
+ * against the weights from wt (Sc's column indices, frame_moments.h). Two
+ * accumulators of each, so that the adds do not chain from one vector to the
+ * next. */
+SL_MADD_AVX2 static inline void sl_madd_run_sc(const uint16_t *x, const int16_t *wt, int64_t n,
+                                              __m256i *t, __m256i *c) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i t0 = *t, c0 = *c, t1 = _mm256_setzero_si256(), c1 = t1;
+  int64_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    __m256i a = sl_madd_bias(x + 16 * k), b = sl_madd_bias(x + 16 * k + 16);
+    t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(a, ones));
+    t1 = _mm256_add_epi32(t1, _mm256_madd_epi16(b, ones));
+    c0 = sl_madd_acc(c0, a, wt + 16 * k);
+    c1 = sl_madd_acc(c1, b, wt + 16 * k + 16);
+  }
+  if (k < n) {
+    __m256i a = sl_madd_bias(x + 16 * k);
+    t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(a, ones));
+    c0 = sl_madd_acc(c0, a, wt + 16 * k);
+  }
+  *t = _mm256_add_epi32(t0, t1);
+  *c = _mm256_add_epi32(c0, c1);
+}
+
 /* --- AVX-512: 32 pixels a vector --- */
 
 /* x - 32768 as int16 lanes, 32 pixels. */

@@ -382,63 +382,128 @@ SL_MADD_AVX2 static inline void madd_ones(const uint16_t *x, int64_t n, __m256i 
   *t = _mm256_add_epi32(t0, t1);
 }
 
-/* {S, BF, ADF} of one u16 frame, biased (madd_u16.h). With `total` every
- * row adds its ones-madds to S; without (S comes from the moments sweep) only
- * the band's rows and vectors are read and out[0] is 0. Every madd lane here
- * has weights <= 1, so an accumulator takes a block of rows of at most k1
- * vectors between spills. Always inlined into its two callers, so `total` is
- * a constant there. */
+/* Whether the AVX2 sweep can add the moments too (madd_sweep's `mom`): a
+ * row's Sc madds (weights <= W - 1) fit an int32 lane, W up to about 724;
+ * wider frames take frame_moments.c's sweep, which spills within a row. */
+static bool madd_mom_fits(int64_t w) { return sl_madd_spill_every(w - 1) >= (w + 15) / 16; }
+
+/* {S, BF, ADF} of one u16 frame, and with `mom` {Sr, Sc} too, biased
+ * (madd_u16.h). With `total` every row adds its ones-madds to S; without
+ * (S comes from the moments sweep) only the band's rows and vectors are
+ * read and out[0] is 0. With `mom` (and `total`; madd_mom_fits) every
+ * vector also adds its madd against Sc's column weights cw
+ * (sl_frame_moments_madd_weights), and Sr comes from the running row
+ * totals as in frame_moments.c: within a block of n rows from r0 the S
+ * total T is added into P once per row and sum_r r * S_r = (r0 + n) * T - P,
+ * so stem_products' moments and images take one sweep a frame, as on
+ * AVX-512. Every BF/ADF madd lane has weights <= 1, so an accumulator takes
+ * a block of rows of at most k1 vectors between spills (with `mom`, blocks
+ * short enough for P and Sc too). Always inlined into its callers, so
+ * `total` and `mom` are constants there. */
 SL_MADD_AVX2 static inline __attribute__((always_inline)) void madd_sweep(
-    const uint16_t *q, const detectors_state *st, bool total, uint64_t out[3]) {
+    const uint16_t *q, const detectors_state *st, const int16_t *cw, bool total, bool mom,
+    uint64_t out[5]) {
   const int64_t h = st->g.h, w = st->g.w, full = w / 16, nvec = (w + 15) / 16;
   const madd_band *bd = &st->band;
   const int64_t lo = bd->lo, mid = bd->hi < full ? bd->hi : full;
   const bool tail = nvec > full, tail_in_band = bd->hi > full;
   const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
+  const int64_t k1 = sl_madd_spill_every(1), kc = sl_madd_spill_every(w - 1);
   const int64_t per_row = total ? nvec : bd->hi - bd->lo > 0 ? bd->hi - bd->lo : 1;
-  const int64_t rb = sl_madd_spill_every(1) / per_row > 0 ? sl_madd_spill_every(1) / per_row : 1;
+  int64_t rb = 1;
+  if (mom)
+    while ((rb + 1) * (rb + 2) / 2 * nvec <= k1 && (rb + 1) * nvec <= kc) rb++;
+  else
+    rb = k1 / per_row > 0 ? k1 / per_row : 1;
   const int64_t first = total ? 0 : bd->r0, last = total ? h : bd->r1;
   const int16_t *wt = bd->wts;
-  __m256i s64 = zero, b64 = zero, a64 = zero;
+  const __m256i col_t = mom ? _mm256_loadu_si256((const __m256i *)(cw + 16 * full + 16)) : zero;
+  __m256i s64 = zero, b64 = zero, a64 = zero, c64 = zero;
+  uint64_t s = 0, sr = 0; /* with mom: biased, wrapping */
+/* S (and with mom Sc) of n plain vectors from x, column vector v0 on. */
+#define PLAIN_RUN(x, v0, n)                                                 \
+  do {                                                                      \
+    if (mom) sl_madd_run_sc(x, cw + 16 * (v0), n, &ts, &tc);                \
+    else madd_ones(x, n, &ts);                                              \
+  } while (0)
   for (int64_t r0 = first; r0 < last; r0 += rb) {
     const int64_t r1 = last - r0 < rb ? last : r0 + rb;
-    __m256i ts = zero, tb = zero, ta = zero;
+    __m256i ts = zero, tb = zero, ta = zero, tc = zero, p = zero;
     for (int64_t r = r0; r < r1; r++) {
       const uint16_t *row = q + r * w;
-      if (r < bd->r0 || r >= bd->r1) { /* outside the band: S only */
-        madd_ones(row, full, &ts);
-        if (tail) ts = sl_madd_acc(ts, sl_madd_bias(row + w - 16), bd->ones_t);
-        continue;
+      const bool band = r >= bd->r0 && r < bd->r1;
+      if (!band) { /* outside the band: S (and the moments) only */
+        PLAIN_RUN(row, 0, full);
+      } else {
+        if (total) PLAIN_RUN(row, 0, lo);
+        for (int64_t v = lo; v < mid; v++, wt += 32) {
+          __m256i x = sl_madd_bias(row + 16 * v);
+          if (total) ts = _mm256_add_epi32(ts, _mm256_madd_epi16(x, ones));
+          if (mom) tc = sl_madd_acc(tc, x, cw + 16 * v);
+          tb = sl_madd_acc(tb, x, wt);
+          ta = sl_madd_acc(ta, x, wt + 16);
+        }
+        if (total) PLAIN_RUN(row + 16 * mid, mid, full - mid);
       }
-      if (total) madd_ones(row, lo, &ts);
-      for (int64_t v = lo; v < mid; v++, wt += 32) {
-        __m256i x = sl_madd_bias(row + 16 * v);
-        if (total) ts = _mm256_add_epi32(ts, _mm256_madd_epi16(x, ones));
-        tb = sl_madd_acc(tb, x, wt);
-        ta = sl_madd_acc(ta, x, wt + 16);
-      }
-      if (total) madd_ones(row + 16 * mid, full - mid, &ts);
-      if (tail && (total || tail_in_band)) { /* the last, partial vector */
+      if (tail && (total || (band && tail_in_band))) { /* the last, partial vector */
         __m256i x = sl_madd_bias(row + w - 16);
         if (total) ts = sl_madd_acc(ts, x, bd->ones_t);
-        if (tail_in_band) {
+        if (mom) tc = _mm256_add_epi32(tc, _mm256_madd_epi16(x, col_t));
+        if (band && tail_in_band) {
           tb = sl_madd_acc(tb, x, wt);
           ta = sl_madd_acc(ta, x, wt + 16);
           wt += 32;
         }
       }
+      if (mom) p = _mm256_add_epi32(p, ts);
     }
-    s64 = sl_madd_spill(s64, ts);
+    if (mom) {
+      c64 = sl_madd_spill(c64, tc);
+      const uint64_t sb = sl_madd_hsum32(ts), pb = sl_madd_hsum32(p);
+      s += sb;
+      sr += (uint64_t)r1 * sb - pb; /* r1 = r0 + n */
+    } else {
+      s64 = sl_madd_spill(s64, ts);
+    }
     b64 = sl_madd_spill(b64, tb);
     a64 = sl_madd_spill(a64, ta);
   }
-  out[0] = sl_madd_hsum64(s64);
+#undef PLAIN_RUN
+  out[0] = mom ? s : sl_madd_hsum64(s64);
   out[1] = sl_madd_hsum64(b64);
   out[2] = sl_madd_hsum64(a64);
+  out[3] = sr;
+  out[4] = sl_madd_hsum64(c64);
+}
+
+/* The biases of the sweeps' sums {S, BF, ADF, Sr, Sc}: 32768 times the sum
+ * of each sum's weights (madd_u16.h): pixel counts, and for Sr and Sc the
+ * sums of the row and column indices over the frame. */
+static void sweep_biases(const detectors_state *st, uint64_t bias[5]) {
+  const uint64_t uh = (uint64_t)st->g.h, uw = (uint64_t)st->g.w;
+  const int64_t *n = st->counts;
+  bias[0] = 32768u * uh * uw;
+  bias[1] = 32768u * (uint64_t)(n[CLASS_BF] + n[CLASS_BF | CLASS_ADF]);
+  bias[2] = 32768u * (uint64_t)(n[CLASS_ADF] + n[CLASS_BF | CLASS_ADF]);
+  bias[3] = 32768u * uw * (uh * (uh - 1) / 2);
+  bias[4] = 32768u * uh * (uw * (uw - 1) / 2);
+}
+
+/* Frame p's outputs from its biased sums m = {S, BF, ADF, Sr, Sc}: BF,
+ * ADF, DF = S - BF, and with the moments S, Sr, Sc. */
+static inline void sweep_emit(const detectors_job *j, int64_t p, const uint64_t m[5],
+                              const uint64_t bias[5]) {
+  uint64_t *const *o = (uint64_t *const *)j->a->out;
+  const uint64_t s = m[0] + bias[0];
+  o[0][p] = m[1] + bias[1];
+  o[1][p] = m[2] + bias[2];
+  o[2][p] = s - o[0][p];
+  if (j->moments) o[3][p] = s, o[4][p] = m[3] + bias[3], o[5][p] = m[4] + bias[4];
 }
 
 /* BF, ADF and DF = S - BF of u16 frames; S from the frame (one sweep for
- * all), or from the moments outputs when they are read. */
+ * all), or from the moments outputs when they are read (frames too wide for
+ * madd_mom_sum_u16). */
 SL_MADD_AVX2 static void madd_sum_u16(void *ctx, int64_t begin, int64_t end, int worker) {
   (void)worker;
   const detectors_job *j = ctx;
@@ -446,19 +511,32 @@ SL_MADD_AVX2 static void madd_sum_u16(void *ctx, int64_t begin, int64_t end, int
   const uint16_t *x = j->a->in[0];
   uint64_t *bf = j->a->out[0], *adf = j->a->out[1], *df = j->a->out[2];
   const uint64_t *moments_s = j->moments ? j->a->out[3] : NULL;
-  /* The bias: 32768 times the sum of the weights, i.e. the pixel counts. */
-  const uint64_t bias_s = 32768u * (uint64_t)(st->g.h * st->g.w);
-  const int64_t *n = st->counts;
-  const uint64_t bias_b = 32768u * (uint64_t)(n[CLASS_BF] + n[CLASS_BF | CLASS_ADF]);
-  const uint64_t bias_a = 32768u * (uint64_t)(n[CLASS_ADF] + n[CLASS_BF | CLASS_ADF]);
+  uint64_t bias[5];
+  sweep_biases(st, bias);
   for (int64_t p = begin; p < end; p++) {
-    uint64_t m[3];
-    if (moments_s) madd_sweep(x + p * j->item, st, false, m);
-    else madd_sweep(x + p * j->item, st, true, m);
-    const uint64_t s = moments_s ? moments_s[p] : m[0] + bias_s;
-    bf[p] = m[1] + bias_b;
-    adf[p] = m[2] + bias_a;
+    uint64_t m[5];
+    if (moments_s) madd_sweep(x + p * j->item, st, NULL, false, false, m);
+    else madd_sweep(x + p * j->item, st, NULL, true, false, m);
+    const uint64_t s = moments_s ? moments_s[p] : m[0] + bias[0];
+    bf[p] = m[1] + bias[1];
+    adf[p] = m[2] + bias[2];
     df[p] = s - bf[p];
+  }
+}
+
+/* BF, ADF, DF and the moments S, Sr, Sc of u16 frames (madd_mom_fits) from
+ * one AVX2 sweep a frame. */
+SL_MADD_AVX2 static void madd_mom_sum_u16(void *ctx, int64_t begin, int64_t end, int worker) {
+  const detectors_job *j = ctx;
+  const uint16_t *x = j->a->in[0];
+  int16_t *cw = sl_worker_scratch(j->a, worker);
+  sl_frame_moments_madd_weights(cw, j->s->g.w);
+  uint64_t bias[5];
+  sweep_biases(j->s, bias);
+  for (int64_t p = begin; p < end; p++) {
+    uint64_t m[5];
+    madd_sweep(x + p * j->item, j->s, cw, true, true, m);
+    sweep_emit(j, p, m, bias);
   }
 }
 
@@ -590,16 +668,8 @@ SL_MADD_AVX512 static void madd512_sum_u16(void *ctx, int64_t begin, int64_t end
   const detectors_job *j = ctx;
   const detectors_state *st = j->s;
   const uint16_t *x = j->a->in[0];
-  uint64_t *o[6];
-  for (int k = 0; k < 6; k++) o[k] = j->a->out[k];
-  const uint64_t uh = (uint64_t)st->g.h, uw = (uint64_t)st->g.w;
-  const int64_t *n = st->counts;
-  /* The biases: 32768 times the sum of each sum's weights. */
-  const uint64_t bias_s = 32768u * uh * uw;
-  const uint64_t bias_b = 32768u * (uint64_t)(n[CLASS_BF] + n[CLASS_BF | CLASS_ADF]);
-  const uint64_t bias_a = 32768u * (uint64_t)(n[CLASS_ADF] + n[CLASS_BF | CLASS_ADF]);
-  const uint64_t bias_r = 32768u * uw * (uh * (uh - 1) / 2);
-  const uint64_t bias_c = 32768u * uh * (uw * (uw - 1) / 2);
+  uint64_t bias[5];
+  sweep_biases(st, bias);
   int16_t *cw = NULL;
   if (j->moments) column_weights(cw = sl_worker_scratch(j->a, worker), st->g.w);
   const bool wide = sl_madd_spill_every(st->g.w - 1) < (st->g.w + 31) / 32;
@@ -609,11 +679,7 @@ SL_MADD_AVX512 static void madd512_sum_u16(void *ctx, int64_t begin, int64_t end
     if (!j->moments) sweep512(f, st, NULL, false, false, m);
     else if (!wide) sweep512(f, st, cw, true, false, m);
     else sweep512(f, st, cw, true, true, m);
-    const uint64_t s = m[0] + bias_s;
-    o[0][p] = m[1] + bias_b;
-    o[1][p] = m[2] + bias_a;
-    o[2][p] = s - o[0][p];
-    if (j->moments) o[3][p] = s, o[4][p] = m[3] + bias_r, o[5][p] = m[4] + bias_c;
+    sweep_emit(j, p, m, bias);
   }
 }
 
@@ -640,12 +706,15 @@ static sl_code virtual_detectors_cpu(sl_kernel_args *a) {
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? runs_sum_u8 : t == SL_U16 ? runs_sum_u16 : runs_sum_u32;
 #if SL_MADD_X86
-  if (path == SL_SIMD_AVX2 && s->band.wts && s->band.vw == 32) {
-    /* one sweep for every output (the moments too) */
+  /* One sweep for every output, the moments too: the AVX-512 sweep, or the
+   * AVX2 one where a row's Sc fits its int32 lanes. */
+  const bool one_sweep = path == SL_SIMD_AVX2 && s->band.wts &&
+                         (s->band.vw == 32 || (j.moments && madd_mom_fits(s->g.w)));
+  if (one_sweep) {
     if (j.moments && (!a->worker_scratch ||
                       a->worker_scratch_stride < sl_frame_moments_scratch(s->g.w)))
       return sl_fail(a->err, SL_ERR_INTERNAL, "virtual_detectors: called without its scratch");
-    fn = madd512_sum_u16;
+    fn = s->band.vw == 32 ? madd512_sum_u16 : madd_mom_sum_u16;
   } else {
     if (j.moments && (rc = sl_frame_moments_chunk(a, want, moments_emit, NULL))) return rc;
     if (path == SL_SIMD_AVX2 && s->band.wts) fn = madd_sum_u16;

@@ -256,15 +256,17 @@ static void test_auto_chunk_and_budget(void **state) {
   assert_int_equal(f.p->chunk_positions, target / 1024 < 1024 ? target / 1024 : 1024);
   const int64_t process = f.p->process_bytes; /* the profile's and each worker thread's */
   fixture_free(&f);
-  /* The share: half a core's L2 within [128 KiB, 4 MiB]; 1 MiB unknown. */
+  /* The share: half a core's L2 within [512 KiB, 4 MiB]; 1 MiB unknown. */
   sl_backend_caps caps = {0};
   assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 1 << 20);
   caps.cache_bytes = 2 << 20;
   assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 1 << 20);
   caps.cache_bytes = 1 << 20;
   assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 512 << 10);
+  caps.cache_bytes = 512 << 10;
+  assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 512 << 10);
   caps.cache_bytes = 128 << 10;
-  assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 128 << 10);
+  assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 512 << 10);
   caps.cache_bytes = 64 << 20;
   assert_int_equal(sl_plan_chunk_bytes_per_worker(&caps), 4 << 20);
   /* A budget of 300 KiB beyond the process's own memory makes the

@@ -223,10 +223,13 @@ static void test_u16_widths(void **st) {
 /* All-0 and all-65535 u16 frames: the most negative and most positive biased
  * sums, BF and the ring over the whole frame so that every accumulator is at
  * its bound; 600 x 1030 needs a spill after 504 rows (the bound of
- * 32767 vector madds per int32 lane). */
+ * 32767 vector madds per int32 lane), and its moments take frame_moments.c's
+ * sweep; 300 x 720 is the widest frame whose moments the AVX2 sweep adds
+ * itself (a row's 45 Sc madds at weights up to 719 fill an int32 lane to
+ * 45 of its 45.6). */
 static void test_u16_extremes(void **st) {
-  const int64_t sizes[][2] = {{600, 1030}, {40, 192}};
-  for (size_t si = 0; si < 2; si++) {
+  const int64_t sizes[][2] = {{600, 1030}, {40, 192}, {300, 720}};
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
     const int64_t h = sizes[si][0], w = sizes[si][1], npos = 3;
     int64_t d[3] = {npos, h, w};
     sl_tensor_desc in = sl_desc_make(SL_U16, 3, d, 1);
