@@ -371,10 +371,14 @@ static void note_first_calls(calibration *c, const sl_run *run) {
     for (int q = 0; q < i && !earlier; q++) earlier = !strcmp(c->warm[q].type, key);
     if (earlier) continue;
     /* A cuFFT user's first call loads the kernels of its transform's sizes
-     * (calibrate's small scans load others than a run's): its first call is
-     * the library load's wait (library_load_seconds), not a constant. */
+     * (calibrate's small scans load others than a run's): on a device its
+     * first call is the library load's wait (library_load_seconds), not a
+     * constant. On the CPU it loads no device library but pays FFTW's first
+     * plans (dpc: 4 ms at 24 x 20 on the dev VM and at 64 x 64 with 16
+     * threads on the H200's host, against 0.1 ms estimated while this was
+     * dropped there too): a first call like any other. */
     const sl_node_desc *d = g->nodes[i].desc;
-    double extra = d && d->device_warm_up_wait
+    double extra = d && d->device_warm_up_wait && c->kind != SL_BACKEND_CPU
                        ? 0
                        : fmax(0, c->warm[i].seconds - sl_report_node_seconds(run->plan, &run->result, i));
     first_call *f = NULL;

@@ -30,11 +30,12 @@
  * Positions run in parallel.
  *
  * Outputs s, sr, sc (the frame moments S, Sr, Sc, for a com node) are
- * computed only when read (sl_node.out_used): then the AVX-512 sweep adds
- * each vector's Sc madd and Sr from its running row totals (one sweep over
- * each frame for everything); otherwise frame_moments.c's sweep gives S, Sr,
- * Sc, the AVX2 path sums BF and ADF over the band only, and DF = S - BF, so
- * a pipeline with virtual images and a centre of mass needs no second node
+ * computed only when read (sl_node.out_used): then the AVX2 sweep (frames
+ * up to 720 wide) and its AVX-512 variant add each vector's Sc madd and Sr
+ * from the running row totals (one sweep over each frame for everything);
+ * for wider frames frame_moments.c's sweep gives S, Sr, Sc, the AVX2 path
+ * sums BF and ADF over the band only, and DF = S - BF; either way a
+ * pipeline with virtual images and a centre of mass needs no second node
  * sweeping the frames.
  *
  * With the optional `disk` input (from disk_fit) the centre and radius come
@@ -383,7 +384,7 @@ SL_MADD_AVX2 static inline void madd_ones(const uint16_t *x, int64_t n, __m256i 
 }
 
 /* Whether the AVX2 sweep can add the moments too (madd_sweep's `mom`): a
- * row's Sc madds (weights <= W - 1) fit an int32 lane, W up to about 724;
+ * row's Sc madds (weights <= W - 1) fit an int32 lane: W up to 720;
  * wider frames take frame_moments.c's sweep, which spills within a row. */
 static bool madd_mom_fits(int64_t w) { return sl_madd_spill_every(w - 1) >= (w + 15) / 16; }
 
