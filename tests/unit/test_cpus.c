@@ -151,6 +151,44 @@ static void t_sleep_wake(void **state) {
   sl_cpu_backend_ops.destroy(b);
 }
 
+/* A job of fewer ranges of its grain than there are workers takes only as
+ * many participants as ranges: each range is a whole grain (the last may be
+ * shorter) and the workers beyond sit it out, so the caller does not wait
+ * for them to wake. 32 positions of grain 16 on 4 threads: two ranges of
+ * 16, on workers 0 and 1 (before: four shares of 8, one on each worker). */
+typedef struct ranges_seen {
+  _Atomic int64_t shortest, widest_worker;
+} ranges_seen;
+
+static void note_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  ranges_seen *r = ctx;
+  int64_t len = end - begin, s = atomic_load(&r->shortest);
+  while (len < s && !atomic_compare_exchange_weak(&r->shortest, &s, len)) {
+  }
+  int64_t w = atomic_load(&r->widest_worker);
+  while (worker > w && !atomic_compare_exchange_weak(&r->widest_worker, &w, worker)) {
+  }
+}
+
+static void t_participants_at_most_ranges(void **state) {
+  (void)state;
+  sl_backend *b = NULL;
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_cpu_backend_ops.create(4, &b, &err), SL_OK);
+  for (int round = 0; round < 200; round++) {
+    ranges_seen r = {INT64_MAX, -1};
+    b->ops->parallel_for(b, 32, 16, note_range, &r);
+    assert_int_equal(atomic_load(&r.shortest), 16);
+    assert_true(atomic_load(&r.widest_worker) <= 1);
+    ranges_seen q = {INT64_MAX, -1};
+    b->ops->parallel_for(b, 40, 16, note_range, &q); /* 3 ranges: 16, 16, 8 at most */
+    assert_true(atomic_load(&q.shortest) >= 8);
+    assert_true(atomic_load(&q.widest_worker) <= 2);
+  }
+  sl_cpu_backend_ops.destroy(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_cpu_max_text),
@@ -159,6 +197,7 @@ int main(void) {
       cmocka_unit_test(t_oversubscribed_cover),
       cmocka_unit_test(t_adaptive_cover),
       cmocka_unit_test(t_sleep_wake),
+      cmocka_unit_test(t_participants_at_most_ranges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
