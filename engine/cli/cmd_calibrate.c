@@ -813,6 +813,12 @@ static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
   if (rc != SL_OK) return rc;
   int64_t chunk = run->plan->chunk_positions / 4;
   sets[1].value = "32";
+  /* A fresh process's first calls at this size too: the preview's first
+   * call grows with the frames it reads (its window faulted in: 2.4-3.0 ms
+   * at 256 frames of 192 x 192, about 1 ms at 256 of 48 x 40), and with
+   * only the 256-frame samples of equal size the fit had no slope and
+   * gave every acquisition the largest. */
+  first_run_in_child(c, path, sets, n_sets, chunk > 0 ? chunk : 1);
   return run_one(c, path, sets, n_sets, chunk > 0 ? chunk : 1, &t, NULL, err);
 }
 
