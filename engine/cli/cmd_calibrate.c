@@ -373,10 +373,8 @@ static void note_first_calls(calibration *c, const sl_run *run) {
     /* A cuFFT user's first call loads the kernels of its transform's sizes
      * (calibrate's small scans load others than a run's): on a device its
      * first call is the library load's wait (library_load_seconds), not a
-     * constant. On the CPU it loads no device library but pays FFTW's first
-     * plans (dpc: 4 ms at 24 x 20 on the dev VM and at 64 x 64 with 16
-     * threads on the H200's host, against 0.1 ms estimated while this was
-     * dropped there too): a first call like any other. */
+     * constant. On the CPU it loads no device library: its first call
+     * (FFTW's first plans) is measured like any other node's. */
     const sl_node_desc *d = g->nodes[i].desc;
     double extra = d && d->device_warm_up_wait && c->kind != SL_BACKEND_CPU
                        ? 0
@@ -813,11 +811,12 @@ static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
   if (rc != SL_OK) return rc;
   int64_t chunk = run->plan->chunk_positions / 4;
   sets[1].value = "32";
-  /* A fresh process's first calls at this size too: the preview's first
-   * call grows with the frames it reads (its window faulted in: 2.4-3.0 ms
-   * at 256 frames of 192 x 192, about 1 ms at 256 of 48 x 40), and with
-   * only the 256-frame samples of equal size the fit had no slope and
-   * gave every acquisition the largest. */
+  /* A fresh process's first calls at this size too: with only the
+   * 256-frame samples, all of the same bytes, the preview's first-call fit
+   * had no slope and gave every acquisition the largest extra (2.4 ms on
+   * the dev VM, where a run's preview of 256 frames of 48 x 40 took about
+   * 1.8 ms in all); what grows with the frames read (the window faulted
+   * in) now shows as a part per byte where it is there to see. */
   first_run_in_child(c, path, sets, n_sets, chunk > 0 ? chunk : 1);
   return run_one(c, path, sets, n_sets, chunk > 0 ? chunk : 1, &t, NULL, err);
 }

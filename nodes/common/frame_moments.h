@@ -37,6 +37,15 @@ int64_t sl_frame_moments_scratch(int64_t w);
 typedef void (*sl_frame_moments_emit)(const sl_kernel_args *a, void *ctx, int64_t p,
                                       const uint64_t m[3]);
 
+/* The AVX2 sweep's weights (u16 frames 16 to 32768 columns wide), in the
+ * worker's scratch: the column index of every column of the full vectors
+ * (W/16 of them), then for the last vector, loaded at column W - 16, 16
+ * ones and 16 column indices with 0 in the lanes that the full vectors
+ * already counted (all 0 when 16 divides W): W + 32 int16. Shared with
+ * virtual_detectors' fused sweep, which reads Sc's weights from the same
+ * table. Defined in x86-64 builds, the only ones with the AVX2 sweeps. */
+void sl_frame_moments_madd_weights(int16_t *wt, int64_t w);
+
 /* Computes the moments of every frame of the chunk (input 0 of a->node,
  * H x W frames) in parallel over the positions, each worker with its own
  * scratch, and hands each to `emit`. `simd` is the node's `simd` param
@@ -44,15 +53,6 @@ typedef void (*sl_frame_moments_emit)(const sl_kernel_args *a, void *ctx, int64_
  * scratch (sl_worker_scratch: the node declares sl_frame_moments_scratch(W)
  * as its per_worker_bytes). Fails (a->err) on an unusable SIMD choice or
  * without that scratch. */
-/* The AVX2 sweep's weights (u16 frames 16 to 32768 columns wide), in the
- * worker's scratch: the column index of every column of the full vectors
- * (W/16 of them), then for the last vector, loaded at column W - 16, 16
- * ones and 16 column indices with 0 in the lanes that the full vectors
- * already counted (all 0 when 16 divides W): W + 32 int16. Shared with
- * virtual_detectors' fused sweep, which reads Sc's weights from the same
- * table. */
-void sl_frame_moments_madd_weights(int16_t *wt, int64_t w);
-
 sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_simd simd, sl_frame_moments_emit emit,
                                void *ctx);
 
