@@ -122,6 +122,11 @@ static const sl_port_def virtual_detectors_outputs[] = {
  * so at least 15 rows between spills). */
 static bool madd_fits(sl_dtype t, int64_t w) { return t == SL_U16 && w >= 16 && w <= 32768; }
 
+/* Whether the AVX2 sweep can add the moments too (madd_sweep's `mom`): a
+ * row's Sc madds (weights <= W - 1) fit an int32 lane: W up to 720;
+ * wider frames take frame_moments.c's sweep, which spills within a row. */
+static bool madd_mom_fits(int64_t w) { return sl_madd_spill_every(w - 1) >= (w + 15) / 16; }
+
 /* Bytes of the band's weights or masks. */
 static int64_t band_bytes(const madd_band *b) {
   return (b->r1 - b->r0) * (b->hi - b->lo) * (b->vw == 32 ? 8 : 64);
@@ -163,13 +168,19 @@ static void virtual_detectors_cost(const sl_node *n, int64_t positions, sl_node_
   c->bytes_written = positions * (moments_used(n) ? 6 : 3) * 8;
   if (moments_used(n)) c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
   /* every pixel is classified once; the moments add two weighted sums,
-   * which cost about as much again where they are a sweep of their own
-   * (AVX2: frame_moments.c; CUDA: 6.6-7.0 ms against 3.5-3.7 ms without,
-   * 512 x 512 on the H200) and a fifth more where the AVX-512 sweep fuses
-   * them (19-20 ms against 23.6 ms, 128 x 128 on the dev VM): counted as
-   * the former */
-  c->ops = positions * sl_desc_item_elems(x) * (moments_used(n) ? 2 : 1);
+   * which cost about a fifth more where one sweep adds them (u16 frames up
+   * to 720 wide on AVX2 and AVX-512, and CUDA's masked sums: AVX-512 19-20
+   * ms against 23.6 ms at 128 x 128, AVX2 3.9 against 3.6 us a 192 x 192
+   * frame in L2, the H200's stem_products node 12.8-13.9 ms against
+   * virtual_image's 11.9) and about as much again where they are a sweep
+   * of their own (frame_moments.c: other dtypes and widths, the portable
+   * path). Calibrate's samples all read the moments, so this ratio is what
+   * sets the estimate of a run that does not (counted as twice, it put
+   * virtual_image's node at 1.3-1.5x its estimate and stem_products' at
+   * 0.6-1.1x). */
   int64_t h = x->dims[x->rank - 2], w = x->dims[x->rank - 1];
+  const int64_t fifths = !moments_used(n) ? 5 : madd_fits(x->dtype, w) && madd_mom_fits(w) ? 6 : 10;
+  c->ops = positions * sl_desc_item_elems(x) * fifths / 5;
   if (s && s->region.built) {
     c->state_bytes = s->n_runs * (int64_t)sizeof(class_run);
     if (s->band.wts) c->state_bytes += band_bytes(&s->band);
@@ -382,11 +393,6 @@ SL_MADD_AVX2 static inline void madd_ones(const uint16_t *x, int64_t n, __m256i 
   if (k < n) t0 = _mm256_add_epi32(t0, _mm256_madd_epi16(sl_madd_bias(x + 16 * k), ones));
   *t = _mm256_add_epi32(t0, t1);
 }
-
-/* Whether the AVX2 sweep can add the moments too (madd_sweep's `mom`): a
- * row's Sc madds (weights <= W - 1) fit an int32 lane: W up to 720;
- * wider frames take frame_moments.c's sweep, which spills within a row. */
-static bool madd_mom_fits(int64_t w) { return sl_madd_spill_every(w - 1) >= (w + 15) / 16; }
 
 /* {S, BF, ADF} of one u16 frame, and with `mom` {Sr, Sc} too, biased
  * (madd_u16.h). With `total` every row adds its ones-madds to S; without
