@@ -7,8 +7,14 @@
  * 12:1 and 1.6 GB), like tests/data/make_dectris.py.
  * Data files are written by parallel processes.
  *
- *   HDF5_PLUGIN_PATH=... make_acquisition [--unwritten] [--dark-mean M] PREFIX SCAN_ROWS SCAN_COLS
- *                        DET_ROWS DET_COLS FRAMES_PER_FILE [PROCESSES]
+ *   HDF5_PLUGIN_PATH=... make_acquisition [--unwritten] [--dark-mean M] [--bad-pixels N]
+ *                        PREFIX SCAN_ROWS SCAN_COLS DET_ROWS DET_COLS FRAMES_PER_FILE [PROCESSES]
+ *
+ * --bad-pixels N: N distinct pixels flagged in the master's pixel_mask (bit
+ * 0, gap/dead) and stored at the flag value 65535 in every frame, as a
+ * Dectris detector stores them (make_dectris.py's --bad-pixels): what
+ * mask_correct costs grows with them, so the cost model is calibrated and
+ * checked on acquisitions that have some (a real detector always does).
  *
  * --unwritten: the data files declare their frames (dataset shape, chunks,
  * filter) but store none: a master of any size in seconds and a few MB, for
@@ -58,8 +64,22 @@ static uint16_t sample(const poisson_table *t, uint64_t *s) {
   return (uint16_t)k;
 }
 
+/* The bad pixels' flags, H x W (1 = bad): n distinct pixels drawn from a
+ * fixed seed, so that every data file (a process each) and the master agree. */
+static uint8_t *bad_pixel_map(int64_t h, int64_t w, int64_t n) {
+  uint8_t *bad = calloc((size_t)(h * w), 1);
+  if (!bad) return NULL;
+  uint64_t s = 0xBAD0000ull;
+  for (int64_t k = 0; k < n;) {
+    int64_t i = (int64_t)(rng_next(&s) % (uint64_t)(h * w));
+    if (!bad[i]) bad[i] = 1, k++;
+  }
+  return bad;
+}
+
 static int write_data_file(const char *path, int64_t first, int64_t n, int64_t h, int64_t w,
-                           int64_t rows, int64_t cols, int unwritten, double dark_mean) {
+                           int64_t rows, int64_t cols, int unwritten, double dark_mean,
+                           const uint8_t *bad) {
   hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (f < 0) return 1;
   hsize_t dims[3] = {(hsize_t)n, (hsize_t)h, (hsize_t)w}, chunk[3] = {1, (hsize_t)h, (hsize_t)w};
@@ -90,7 +110,7 @@ static int write_data_file(const char *path, int64_t first, int64_t n, int64_t h
     for (int64_t r = 0; r < h; r++)
       for (int64_t c = 0; c < w; c++) {
         double d2 = (r - cy) * (r - cy) + (c - cx) * (c - cx);
-        frame[r * w + c] = sample(d2 <= radius * radius ? &bf : &df, &s);
+        frame[r * w + c] = bad[r * w + c] ? 65535 : sample(d2 <= radius * radius ? &bf : &df, &s);
       }
     hsize_t start[3] = {(hsize_t)i, 0, 0};
     H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, one, NULL);
@@ -110,20 +130,32 @@ static int write_data_file(const char *path, int64_t first, int64_t n, int64_t h
 int main(int argc, char **argv) {
   int unwritten = 0;
   double dark_mean = 0.05;
+  int64_t n_bad = 0;
   for (;;) {
     if (argc > 1 && !strcmp(argv[1], "--unwritten")) unwritten = 1, argv++, argc--;
     else if (argc > 2 && !strcmp(argv[1], "--dark-mean")) dark_mean = atof(argv[2]), argv += 2, argc -= 2;
+    else if (argc > 2 && !strcmp(argv[1], "--bad-pixels")) n_bad = atoll(argv[2]), argv += 2, argc -= 2;
     else break;
   }
   if (argc < 7 || !(dark_mean >= 0 && dark_mean <= 30)) {
-    fprintf(stderr, "usage: make_acquisition [--unwritten] [--dark-mean M (0..30)] PREFIX SCAN_ROWS SCAN_COLS "
-                    "DET_ROWS DET_COLS FRAMES_PER_FILE [PROCESSES]\n");
+    fprintf(stderr, "usage: make_acquisition [--unwritten] [--dark-mean M (0..30)] [--bad-pixels N] PREFIX "
+                    "SCAN_ROWS SCAN_COLS DET_ROWS DET_COLS FRAMES_PER_FILE [PROCESSES]\n");
     return 2;
   }
   const char *prefix = argv[1];
   int64_t rows = atoll(argv[2]), cols = atoll(argv[3]), h = atoll(argv[4]), w = atoll(argv[5]);
   int64_t per_file = atoll(argv[6]);
   int procs = argc > 7 ? atoi(argv[7]) : 1;
+  if (rows <= 0 || cols <= 0 || h <= 0 || w <= 0 || per_file <= 0 || procs <= 0 || n_bad < 0 ||
+      n_bad > h * w) {
+    fprintf(stderr, "make_acquisition: sizes must be positive and --bad-pixels at most DET_ROWS x DET_COLS\n");
+    return 2;
+  }
+  uint8_t *bad = bad_pixel_map(h, w, n_bad);
+  if (!bad) {
+    fprintf(stderr, "make_acquisition: out of memory\n");
+    return 1;
+  }
   int64_t total = rows * cols, files = (total + per_file - 1) / per_file;
   const char *base = strrchr(prefix, '/') ? strrchr(prefix, '/') + 1 : prefix;
   /* data files, `procs` at a time */
@@ -134,7 +166,7 @@ int main(int argc, char **argv) {
         char path[4096];
         snprintf(path, sizeof path, "%s_data_%06lld.h5", prefix, (long long)(k + 1));
         int64_t first = k * per_file, n = total - first < per_file ? total - first : per_file;
-        _exit(write_data_file(path, first, n, h, w, rows, cols, unwritten, dark_mean));
+        _exit(write_data_file(path, first, n, h, w, rows, cols, unwritten, dark_mean, bad));
       }
     }
     int status, failed = 0;
@@ -166,9 +198,33 @@ int main(int argc, char **argv) {
     H5Dclose(d);
   }
   H5Sclose(sp);
+  /* The pixel mask (u32, as Dectris stores it): bit 0 at the bad pixels.
+   * Without --bad-pixels there is none, as before the option. */
+  herr_t mw = 0;
+  if (n_bad > 0) {
+    uint32_t *mask = malloc((size_t)(h * w) * sizeof *mask);
+    if (!mask) {
+      fprintf(stderr, "make_acquisition: out of memory\n");
+      return 1;
+    }
+    for (int64_t i = 0; i < h * w; i++) mask[i] = bad[i];
+    hsize_t mdims[2] = {(hsize_t)h, (hsize_t)w};
+    hid_t msp = H5Screate_simple(2, mdims, NULL);
+    hid_t md = H5Dcreate2(m, "/entry/instrument/detector/detectorSpecific/pixel_mask", H5T_NATIVE_UINT32,
+                          msp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    mw = md < 0 ? -1 : H5Dwrite(md, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, mask);
+    if (md >= 0) H5Dclose(md);
+    H5Sclose(msp);
+    free(mask);
+  }
+  free(bad);
   H5Pclose(lcpl);
-  H5Fclose(m);
-  printf("%s: %lld frames of %lldx%lld u16 in %lld data files (bitshuffle-LZ4%s)\n", master,
-         (long long)total, (long long)h, (long long)w, (long long)files, unwritten ? ", no chunk written" : "");
+  if (mw < 0 || H5Fclose(m) < 0) {
+    fprintf(stderr, "make_acquisition: writing %s failed\n", master);
+    return 1;
+  }
+  printf("%s: %lld frames of %lldx%lld u16 in %lld data files (bitshuffle-LZ4%s), %lld bad pixels\n", master,
+         (long long)total, (long long)h, (long long)w, (long long)files, unwritten ? ", no chunk written" : "",
+         (long long)n_bad);
   return 0;
 }
