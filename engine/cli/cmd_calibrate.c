@@ -457,12 +457,31 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   return rc;
 }
 
+/* The host workers' side-by-side read: each sums its blocks of a buffer
+ * larger than the caches, as a node streaming the resident acquisition
+ * reads it. */
+#define READ_BLOCK_BYTES ((size_t)64 << 10)
+typedef struct read_job {
+  const uint64_t *x;
+  uint64_t *sums; /* a line per worker, so that the reads are not dead code */
+} read_job;
+
+static void read_blocks(void *ctx, int64_t begin, int64_t end, int worker) {
+  read_job *j = ctx;
+  const uint64_t *x = j->x + (size_t)begin * (READ_BLOCK_BYTES / 8);
+  const size_t n = (size_t)(end - begin) * (READ_BLOCK_BYTES / 8);
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  for (size_t i = 0; i + 4 <= n; i += 4) a += x[i], b += x[i + 1], c += x[i + 2], d += x[i + 3];
+  j->sums[8 * worker] += a + b + c + d;
+}
+
 /* Bandwidth: a copy between two device buffers, read + written bytes per
- * second. And what a run pays for its pooled buffers outside its nodes:
- * taking the two buffers from the backend and giving them back once
- * touched (unmapping their pages), per byte. */
-static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, double *pool_per_byte,
-                                 double *first_touch_per_byte, sl_error *err) {
+ * second; on the CPU also the workers reading one buffer side by side
+ * (read_bps; on a device the copy's). And what a run pays for its pooled
+ * buffers outside its nodes: taking the two buffers from the backend and
+ * giving them back once touched (unmapping their pages), per byte. */
+static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, double *read_bps,
+                                 double *pool_per_byte, double *first_touch_per_byte, sl_error *err) {
   const sl_backend_ops *ops = sl_backend_ops_for(c->kind);
   sl_backend *b = NULL;
   void *x = NULL, *y = NULL;
@@ -490,6 +509,19 @@ static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, doub
     double t = sl_now() - t0;
     if (rc == SL_OK && t > 0 && 2.0 * (double)bytes / t > best) best = 2.0 * (double)bytes / t;
   }
+  double best_read = best;
+  if (c->kind == SL_BACKEND_CPU && rc == SL_OK && b->ops->parallel_for) {
+    read_job j = {x, calloc((size_t)(b->ops->workers ? b->ops->workers(b) : 1) * 8, sizeof(uint64_t))};
+    if (!j.sums) rc = sl_fail_nomem(err, "the read measurement");
+    best_read = 0;
+    for (int rep = 0; rep < 5 && j.sums; rep++) {
+      double t0 = sl_now();
+      b->ops->parallel_for(b, (int64_t)(bytes / READ_BLOCK_BYTES), 1, read_blocks, &j);
+      double t = sl_now() - t0;
+      if (t > 0 && (double)bytes / t > best_read) best_read = (double)bytes / t;
+    }
+    free(j.sums);
+  }
   if (b && rc == SL_OK) rc = ops->sync(b, err);
   double t_free = sl_now();
   if (y) ops->free(b, y, bytes);
@@ -497,7 +529,7 @@ static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, doub
   t_free = sl_now() - t_free;
   if (b) ops->destroy(b);
   if (rc == SL_OK) {
-    *bps = best, *pool_per_byte = (t_alloc + t_free) / (2.0 * (double)bytes);
+    *bps = best, *read_bps = best_read, *pool_per_byte = (t_alloc + t_free) / (2.0 * (double)bytes);
     *first_touch_per_byte = fmax(0, t_fresh - t_warm) / (double)bytes;
   }
   return rc;
@@ -825,6 +857,8 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("calibrated %s (%s), %d thread%s\n", sl_backend_kind_name(p->kind), p->device, p->threads,
          p->threads == 1 ? "" : "s");
   printf("  copy bandwidth   %8.2f GB/s\n", p->bytes_per_second / 1e9);
+  if (p->kind == SL_BACKEND_CPU)
+    printf("  read bandwidth   %8.2f GB/s (the workers reading side by side)\n", p->read_bytes_per_second / 1e9);
   printf("  kernel call      %8.2f us (node types without their own rate)\n", p->call_seconds * 1e6);
   printf("  batch            %8.2f us\n", p->batch_seconds * 1e6);
   printf("  run              %8.2f us\n", p->run_seconds * 1e6);
@@ -1028,7 +1062,8 @@ int cmd_calibrate(int argc, char **argv) {
   int64_t chunks = (int64_t)fmin(2000.0, fmax(50.0, 20.0 * own.budget));
   char step[512];
   st = measure_library_load(&c, &prof.library_load_seconds, &err);
-  if (st == SL_OK) st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &prof.pool_seconds_per_byte,
+  if (st == SL_OK) st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &prof.read_bytes_per_second,
+                                        &prof.pool_seconds_per_byte,
                                         &prof.first_touch_seconds_per_byte, &err);
   if (st == SL_OK) st = measure_overheads(&c, chunks, &prof, &err);
   if (st == SL_OK) st = write_file(c.dir, "step.yaml", k_step_yaml, step, sizeof step, &err);

@@ -182,6 +182,7 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
   }
   sl_json_kv_int(j, "calibrated_node_types", cp->n_rates);
   sl_json_kv_double(j, "bytes_per_second", cp->bytes_per_second);
+  if (cp->read_bytes_per_second > 0) sl_json_kv_double(j, "read_bytes_per_second", cp->read_bytes_per_second);
   sl_json_kv_double(j, "call_seconds", cp->call_seconds);
   sl_json_kv_double(j, "batch_seconds", cp->batch_seconds);
   sl_json_kv_double(j, "run_seconds", cp->run_seconds);

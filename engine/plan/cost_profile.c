@@ -154,6 +154,7 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
   sl_json_kv_int(j, "threads", p->threads);
   sl_json_kv_string(j, "created", p->created);
   sl_json_kv_double(j, "bytes_per_second", p->bytes_per_second);
+  sl_json_kv_double(j, "read_bytes_per_second", p->read_bytes_per_second);
   sl_json_kv_double(j, "ops_per_second", p->ops_per_second);
   sl_json_kv_double(j, "call_seconds", p->call_seconds);
   sl_json_kv_double(j, "batch_seconds", p->batch_seconds);
@@ -349,6 +350,7 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
              : !strcmp(key, "threads")          ? read_number(&r, &threads)
              : !strcmp(key, "created")          ? read_string(&r, p.created, sizeof p.created)
              : !strcmp(key, "bytes_per_second") ? read_number(&r, &p.bytes_per_second)
+             : !strcmp(key, "read_bytes_per_second") ? read_number(&r, &p.read_bytes_per_second)
              : !strcmp(key, "ops_per_second")   ? read_number(&r, &p.ops_per_second)
              : !strcmp(key, "call_seconds")     ? read_number(&r, &p.call_seconds)
              : !strcmp(key, "batch_seconds")    ? read_number(&r, &p.batch_seconds)
@@ -374,7 +376,7 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
   if (threads < 1 || threads > 1e6 || threads != floor(threads)) return parse_fail(err, &r, text, "threads");
   if (!(p.bytes_per_second > 0) || !(p.ops_per_second > 0) || p.call_seconds < 0 ||
       p.batch_seconds < 0 || p.run_seconds < 0 || p.library_load_seconds < 0 ||
-      p.pool_seconds_per_byte < 0 || p.first_touch_seconds_per_byte < 0)
+      p.pool_seconds_per_byte < 0 || p.first_touch_seconds_per_byte < 0 || p.read_bytes_per_second < 0)
     return parse_fail(err, &r, text, "a missing or non-positive number");
   p.kind = (sl_backend_kind)kind;
   if (p.process_bytes < 0)

@@ -89,6 +89,13 @@ typedef struct sl_cost_profile {
   char created[32];   /* UTC, ISO 8601; "" for the built-in guesses */
   char source[1024];  /* the file it was read from, or "built-in" */
   double bytes_per_second; /* copy bandwidth (bytes read + written per second) */
+  /* Bytes a node's workers read per second, side by side, from a buffer
+   * larger than the caches (the resident acquisition streamed again): on
+   * the CPU all workers summing one buffer (the dev VM's two read 12-15
+   * GB/s, not twice one thread's copy; the H200's host's 16 read 84 GB/s);
+   * on a device its copy bandwidth. 0 in profiles measured before it was
+   * (the plan then takes the copy bandwidth times the workers). */
+  double read_bytes_per_second;
   double ops_per_second;   /* simple operations, for node types without a rate */
   double call_seconds;     /* per kernel call, for node types without a rate */
   double batch_seconds;    /* per batch: begin, commit, wait */

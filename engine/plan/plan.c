@@ -338,12 +338,15 @@ static int64_t whole_bytes_behind(const sl_plan *p, const sl_graph *g, sl_edge_s
   return 0;
 }
 
-/* What a node reading a large buffer from memory moves per second: the
- * profile's copy bandwidth, which on a device is the device's; on the CPU
- * calibrate measures it with one thread's copy, and the node's workers read
- * side by side (16 threads read the resident acquisition at 84 GB/s on the
- * H200's host, against 18 GB/s copied by one). */
+/* What a node reading a large buffer from memory moves per second: what
+ * calibrate measured the workers read side by side (the profile's
+ * read_bytes_per_second). A profile without it (built-in, or measured before
+ * it was): the copy bandwidth, which on a device is the device's, times the
+ * CPU's workers (16 threads read the resident acquisition at 84 GB/s on the
+ * H200's host, against 18 GB/s copied by one; but the dev VM's two read
+ * 12-15 GB/s, against 19 copied by one). */
 static double cold_read_bandwidth(const sl_plan *p) {
+  if (p->profile.read_bytes_per_second > 0) return p->profile.read_bytes_per_second;
   double workers = p->caps.device_memory || p->caps.compute_units < 1 ? 1 : (double)p->caps.compute_units;
   return p->profile.bytes_per_second * workers;
 }

@@ -57,6 +57,7 @@ static void test_json_round_trip(void **state) {
   p.library_load_seconds = 0.375;
   p.pool_seconds_per_byte = 0.5e-9;
   p.first_touch_seconds_per_byte = 0.25e-9;
+  p.read_bytes_per_second = 12.5e9;
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -79,6 +80,7 @@ static void test_json_round_trip(void **state) {
               q.run_seconds == p.run_seconds);
   assert_true(q.library_load_seconds == 0.375 && q.pool_seconds_per_byte == 0.5e-9 &&
               q.first_touch_seconds_per_byte == 0.25e-9);
+  assert_true(q.read_bytes_per_second == 12.5e9);
   assert_int_equal(q.n_rates, p.n_rates);
   for (int i = 0; i < p.n_rates; i++) {
     assert_string_equal(q.rates[i].type, p.rates[i].type);
@@ -155,8 +157,17 @@ static void test_corrupt_and_foreign_ignored(void **state) {
       "\"threads\":1,\"bytes_per_second\":1,\"ops_per_second\":1,\"call_seconds\":0,"
       "\"batch_seconds\":0,\"run_seconds\":0,\"rates\":[{\"type\":\"sum\",\"unit\":\"op\","
       "\"call_seconds\":0,\"seconds_per_unit\":-1}]}",
+      "{\"format\":\"sluice-cost-profile\",\"version\":1,\"backend\":\"cpu\",\"device\":\"d\","
+      "\"threads\":1,\"bytes_per_second\":1,\"read_bytes_per_second\":-1,\"ops_per_second\":1,"
+      "\"call_seconds\":0,\"batch_seconds\":0,\"run_seconds\":0,\"rates\":[]}",
       "{\"format\":\"other\",\"version\":1}",
   };
+  /* a profile measured before read_bytes_per_second was: read as 0 */
+  const char *older = "{\"format\":\"sluice-cost-profile\",\"version\":1,\"backend\":\"cpu\",\"device\":\"d\","
+                      "\"threads\":1,\"bytes_per_second\":1,\"ops_per_second\":1,\"call_seconds\":0,"
+                      "\"batch_seconds\":0,\"run_seconds\":0,\"rates\":[]}";
+  assert_int_equal(sl_cost_profile_parse(older, strlen(older), &got, &err), SL_OK);
+  assert_true(got.read_bytes_per_second == 0);
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
     assert_int_equal(sl_cost_profile_parse(bad[k], strlen(bad[k]), &got, &err), SL_ERR_PARSE);
   /* measured with another thread count (a foreign file): ignored with a warning */
@@ -442,7 +453,9 @@ static void test_first_call_fit(void **state) {
 
 /* A node streaming a whole buffer of 64 MiB or more again (a view: no
  * copy) reads it from memory: its estimate is at least its bytes read at
- * the copy bandwidth; under 64 MiB (cache-sized) its rate alone. */
+ * the workers' measured read bandwidth (profiles without it: the copy
+ * bandwidth times the CPU's workers); under 64 MiB (cache-sized) its rate
+ * alone. */
 static void test_cold_reads(void **state) {
   (void)state;
   static const char big[] =
@@ -464,8 +477,17 @@ static void test_cold_reads(void **state) {
   int s = sl_graph_find(g0, "s");
   const double bytes = (double)p0->nodes[s].cost.bytes_read;
   assert_true(bytes >= (double)(64 << 20));
-  /* the CPU's two workers read side by side: twice one thread's bandwidth */
+  /* without a measured read bandwidth, the CPU's two workers read side by
+   * side at twice one thread's copy bandwidth */
   assert_true(fabs(p0->nodes[s].est_seconds - bytes / 2e9) < 1e-9);
+  /* with it (calibrate's workers summing one buffer), that bandwidth */
+  sl_cost_profile measured = prof;
+  measured.read_bytes_per_second = 1.5e9;
+  sl_graph *g3;
+  sl_spec *s3;
+  sl_plan *p3 = plan_text(big, &cpu, &measured, &g3, &s3);
+  assert_true(fabs(p3->nodes[sl_graph_find(g3, "s")].est_seconds - bytes / 1.5e9) < 1e-9);
+  free_plan_text(p3, g3, s3);
   /* a device's copy bandwidth is its own, whole */
   sl_backend_caps gpu = pretend_gpu();
   sl_graph *g2;
