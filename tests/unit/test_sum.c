@@ -79,6 +79,10 @@ static void test_all_dtypes(void **st) {
     check_sum(types[k], 11, 37, 11, 2);
     check_sum(types[k], 9, 2500, 4, 2); /* items longer than one block of 1024 */
     check_sum(types[k], 23, 5000, 7, 2); /* more than one thread's share of the item */
+    /* many workers: element blocks below 4096 (a multiple of 512), with and
+     * without positions split as well */
+    check_sum(types[k], 29, 9000, 14, 16);
+    check_sum(types[k], 14, 40000, 14, 5);
   }
 }
 
