@@ -10,7 +10,8 @@
 
 const char *const cli_help_plan =
     "usage: sluice plan FILE [--set NAME=VALUE]... [--backend auto|cpu|cuda]\n"
-    "                        [--memory-limit SIZE] [--chunk N] [--setting NAME=VALUE]... [--json]\n"
+    "                        [--memory-limit SIZE] [--chunk N] [--threads N] [--setting NAME=VALUE]...\n"
+    "                        [--json]\n"
     "\n"
     "Plans a pipeline without reading frame data (input files are opened for their\n"
     "metadata only; a detector acquisition's chunk index is listed too when it has\n"
@@ -26,12 +27,15 @@ const char *const cli_help_plan =
     "                       for cuda reads the device's capabilities)\n"
     "  --memory-limit SIZE  budget, e.g. 512M, 8G (default: available memory)\n"
     "  --chunk N            scan positions per chunk (default: automatic)\n"
+    "  --threads N          plan for N CPU worker threads, as `sluice run --threads N`\n"
+    "                       does (the automatic chunk and the cost profile follow the\n"
+    "                       count; default: the CPUs this process may use)\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
     "  --json               the plan as JSON on stdout\n";
 
 int cmd_plan(int argc, char **argv) {
   cli_opts o;
-  int rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_MEMORY | CLI_CHUNK | CLI_JSON | CLI_SETTING, true,
+  int rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_MEMORY | CLI_CHUNK | CLI_THREADS | CLI_JSON | CLI_SETTING, true,
                      cli_help_plan, &o);
   if (rc) return rc < 0 ? 0 : rc;
   sl_spec *spec;

@@ -129,9 +129,18 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   sl_format_bytes((uint64_t)p->bytes_read, a, sizeof a);
   sl_format_bytes((uint64_t)p->bytes_written, b, sizeof b);
   fprintf(f, "%straffic: read %s, written %s, work %lld ops\n", ind, a, b, (long long)p->ops);
-  fprintf(f, "%sestimated time: %.4g s on %s (%lld batches; cost profile: %s%s%s)\n", ind,
-          p->est_seconds, p->caps.device, (long long)p->batches, p->profile.source,
-          sl_cost_profile_is_builtin(&p->profile) ? " guesses, see `sluice calibrate`" : ", calibrated ",
+  /* The CPU's device names the machine's CPUs; the plan's workers
+   * (--threads) may be fewer, and profiles are calibrated per count. */
+  const bool cpu = p->caps.kind == SL_BACKEND_CPU, builtin = sl_cost_profile_is_builtin(&p->profile);
+  char workers[48] = "", hint[96] = "";
+  if (cpu)
+    snprintf(workers, sizeof workers, ", %d worker%s", p->caps.compute_units, p->caps.compute_units == 1 ? "" : "s");
+  if (builtin && cpu)
+    snprintf(hint, sizeof hint, " guesses, see `sluice calibrate --threads %d`", p->caps.compute_units);
+  else if (builtin)
+    snprintf(hint, sizeof hint, " guesses, see `sluice calibrate`");
+  fprintf(f, "%sestimated time: %.4g s on %s%s (%lld batches; cost profile: %s%s%s)\n", ind, p->est_seconds,
+          p->caps.device, workers, (long long)p->batches, p->profile.source, builtin ? hint : ", calibrated ",
           p->profile.created);
 }
 

@@ -16,7 +16,7 @@ if [ -n "$profile" ] && python3 - "$profile" <<'PY'
 import json, math, sys
 p = json.load(open(sys.argv[1]))
 assert p["format"] == "sluice-cost-profile" and p["backend"] == "cpu" and p["threads"] >= 1
-for k in ("bytes_per_second", "ops_per_second"):
+for k in ("bytes_per_second", "ops_per_second", "read_bytes_per_second"):
     assert math.isfinite(p[k]) and p[k] > 0, k
 for k in ("call_seconds", "batch_seconds", "run_seconds"):
     assert math.isfinite(p[k]) and p[k] >= 0, k
@@ -43,6 +43,17 @@ PY
 then ok "report.json names the profile"; else not_ok "report.json cost_model"; fi
 expect 0 "cost profile: $profile" "sluice plan says which profile" -- \
   "$SLUICE" plan "$PIPE" "${small[@]}" --setting cost_profile="$profile"
+# sluice plan --threads N plans as sluice run --threads N: the profile of
+# that count from the cache (the one calibrated above, with all CPUs), and
+# for another count the guesses and how to calibrate it.
+threads=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["threads"])' "$profile")
+expect 0 "cost profile: $profile" "plan --threads finds that count's profile" -- \
+  "$SLUICE" plan "$PIPE" "${small[@]}" --threads "$threads"
+expect 0 "cost profile: built-in guesses, see \`sluice calibrate --threads $((threads + 1))\`" \
+  "plan --threads with no profile of that count says how to make one" -- \
+  "$SLUICE" plan "$PIPE" "${small[@]}" --threads $((threads + 1))
+expect 0 ", $((threads + 1)) workers (" "plan --threads plans for that many workers" -- \
+  "$SLUICE" plan "$PIPE" "${small[@]}" --threads $((threads + 1))
 
 echo '{"format": "sluice-cost-profile", "version": 1, "backend": "cpu"' >"$profile"
 expect 0 "cost profile ignored" "a corrupt cache file is ignored with a warning" -- \
