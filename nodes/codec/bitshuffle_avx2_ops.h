@@ -13,6 +13,9 @@
 #define LO32 _mm256_unpacklo_epi32
 #define HI32 _mm256_unpackhi_epi32
 #define AND _mm256_and_si256
+#define OR _mm256_or_si256
+#define ALL_ZERO(v) _mm256_testz_si256((v), (v))
+#define ZERO _mm256_setzero_si256
 #define XOR _mm256_xor_si256
 #define SRLI64 _mm256_srli_epi64
 #define SLLI64 _mm256_slli_epi64

@@ -78,6 +78,9 @@ static inline void store8_sse2(__m128i *o, __m128i v0, __m128i v1, __m128i v2, _
 #define LO32 _mm_unpacklo_epi32
 #define HI32 _mm_unpackhi_epi32
 #define AND _mm_and_si128
+#define OR _mm_or_si128
+#define ALL_ZERO(v) (_mm_movemask_epi8(_mm_cmpeq_epi8((v), _mm_setzero_si128())) == 0xFFFF)
+#define ZERO _mm_setzero_si128
 #define XOR _mm_xor_si128
 #define SRLI64 _mm_srli_epi64
 #define SLLI64 _mm_slli_epi64

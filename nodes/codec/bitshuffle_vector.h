@@ -6,8 +6,9 @@
  *   PATH(name)                      the name with the path's suffix (name##_sse2);
  *   LOAD, STOREU, LO8/HI8,          unaligned load and store, the in-lane unpacks;
  *   LO16/HI16,
- *   LO32/HI32, AND, XOR, SRLI64,
- *   SLLI64, SET1_64
+ *   LO32/HI32, AND, OR, XOR, SRLI64,
+ *   SLLI64, SET1_64, ZERO,
+ *   ALL_ZERO(v)                     whether every bit of v is 0;
  *   STORE2, STORE4, STORE8          store vectors whose lanes hold consecutive
  *                                   output bytes (AVX2 reorders the 16-byte lanes);
  * and optionally
@@ -22,7 +23,10 @@
  * VEC_BYTES bytes of each of the plane's 8 rows, transpose bytes with unpacks
  * so that each 64-bit lane holds one group's 8 row bytes, transpose bits
  * inside every 64-bit lane (the three rounds of sl_tr8, bit_transpose.h),
- * then interleave the s planes into elements. The AND of every row loaded
+ * then interleave the s planes into elements. A plane whose rows are all 0
+ * in the tile (the high byte of u16 counts below 256: most tiles of a
+ * 4D-STEM frame) is stored as 0 without the transposes, which are most of
+ * the plane's work; the check is seven ORs of rows already loaded. The AND of every row loaded
  * is the tile's part of the ones bitmap (elements with every bit set): the
  * rows are in registers anyway, so it costs one AND per row vector. */
 
@@ -52,6 +56,11 @@ VEC_ATTR static inline void PATH(plane_tile)(const uint8_t *rows, size_t nb, siz
   VEC a2 = LOAD(rows + ROW(2) * nb + g), a3 = LOAD(rows + ROW(3) * nb + g);
   VEC a4 = LOAD(rows + ROW(4) * nb + g), a5 = LOAD(rows + ROW(5) * nb + g);
   VEC a6 = LOAD(rows + ROW(6) * nb + g), a7 = LOAD(rows + ROW(7) * nb + g);
+  if (ALL_ZERO(OR(OR(OR(a0, a1), OR(a2, a3)), OR(OR(a4, a5), OR(a6, a7))))) {
+    for (int i = 0; i < 8; i++) STOREU(dst + i * VEC_BYTES, ZERO());
+    *ones = ZERO(); /* no element of the tile has this plane's bits set */
+    return;
+  }
   *ones = AND(*ones, AND(AND(AND(a0, a1), AND(a2, a3)), AND(AND(a4, a5), AND(a6, a7))));
   VEC b0 = LO8(a0, a1), b1 = HI8(a0, a1), b2 = LO8(a2, a3), b3 = HI8(a2, a3);
   VEC b4 = LO8(a4, a5), b5 = HI8(a4, a5), b6 = LO8(a6, a7), b7 = HI8(a6, a7);
@@ -127,6 +136,9 @@ VEC_ATTR static size_t PATH(tiles)(const uint8_t *in, uint8_t *out, size_t nb, s
 #undef LO32
 #undef HI32
 #undef AND
+#undef OR
+#undef ALL_ZERO
+#undef ZERO
 #undef XOR
 #undef SRLI64
 #undef SLLI64
