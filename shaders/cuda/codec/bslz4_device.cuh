@@ -219,6 +219,7 @@ __device__ void unshuffle_store(const uint8_t *in, uint32_t m, uint8_t *out, lon
         ones &= r;
         x |= (uint64_t)r << (8 * k);
       }
+      if (x == 0) continue; /* an all-0 plane of the group (the high byte of small counts) */
       x = sl_tr8(x);
 #pragma unroll
       for (int t = 0; t < 8; t++) { /* byte j of element t is output byte t*S + j */
