@@ -189,6 +189,40 @@ static void t_participants_at_most_ranges(void **state) {
   sl_cpu_backend_ops.destroy(b);
 }
 
+/* A participant's share is cut into about 8 ranges (never below the grain),
+ * so that the last range a participant waits for at the join is short: 14
+ * positions of grain 1 on 2 workers run a position a range (in ranges of 2
+ * with 4 a participant), and 64 of grain 1 in ranges of 4. */
+typedef struct longest_seen {
+  _Atomic int64_t longest;
+} longest_seen;
+
+static void note_longest(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  longest_seen *r = ctx;
+  int64_t len = end - begin, l = atomic_load(&r->longest);
+  while (len > l && !atomic_compare_exchange_weak(&r->longest, &l, len)) {
+  }
+}
+
+static void t_ranges_per_participant(void **state) {
+  (void)state;
+  sl_backend *b = NULL;
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_cpu_backend_ops.create(2, &b, &err), SL_OK);
+  for (int round = 0; round < 50; round++) {
+    longest_seen a = {0}, c = {0}, g = {0};
+    b->ops->parallel_for(b, 14, 1, note_longest, &a);
+    assert_int_equal(atomic_load(&a.longest), 1);
+    b->ops->parallel_for(b, 64, 1, note_longest, &c);
+    assert_int_equal(atomic_load(&c.longest), 4);
+    b->ops->parallel_for(b, 64, 16, note_longest, &g); /* the grain wins */
+    assert_int_equal(atomic_load(&g.longest), 16);
+  }
+  sl_cpu_backend_ops.destroy(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_cpu_max_text),
@@ -198,6 +232,7 @@ int main(void) {
       cmocka_unit_test(t_adaptive_cover),
       cmocka_unit_test(t_sleep_wake),
       cmocka_unit_test(t_participants_at_most_ranges),
+      cmocka_unit_test(t_ranges_per_participant),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -208,6 +208,14 @@ static void adapt_before_job(cpu_impl *c) {
   }
 }
 
+/* Ranges a participant's share is cut into. A participant that runs out of
+ * work waits at the join for the others' last range, so finer ranges waste
+ * less there (each range costs one atomic add): with 8 a 14-frame chunk on
+ * two workers is decoded a frame a range, and the decode's median over ten
+ * alternated 2-thread runs fell from 0.205 to 0.196 s (ranges of two frames
+ * at 4). */
+#define RANGES_PER_PARTICIPANT 8
+
 static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_fn fn, void *ctx) {
   cpu_impl *c = b->impl;
   if (n <= 0) return;
@@ -225,8 +233,9 @@ static void cpu_parallel_for(sl_backend *b, int64_t n, int64_t grain, sl_range_f
    * 4.2 ms with 16 participants on the H200's host, against 0.3 ms
    * estimated from runs that did not wake them). */
   if ((n + grain - 1) / grain < parts) parts = (int)((n + grain - 1) / grain);
-  /* About 4 ranges per participant for balance, never below grain. */
-  int64_t want = (n + 4 * (int64_t)parts - 1) / (4 * (int64_t)parts);
+  /* About RANGES_PER_PARTICIPANT ranges per participant for balance, never
+   * below grain. */
+  int64_t want = (n + RANGES_PER_PARTICIPANT * (int64_t)parts - 1) / (RANGES_PER_PARTICIPANT * (int64_t)parts);
   if (want > grain) grain = want;
   c->job = (cpu_job){fn, ctx, n, grain, parts};
   for (int w = 0; w < parts; w++) {
