@@ -160,22 +160,36 @@ typedef struct ranges_seen {
   _Atomic int64_t shortest, widest_worker;
 } ranges_seen;
 
+/* *a = min(*a, v) / max(*a, v), from any worker. */
+static void atomic_lower(_Atomic int64_t *a, int64_t v) {
+  int64_t cur = atomic_load(a);
+  while (v < cur && !atomic_compare_exchange_weak(a, &cur, v)) {
+  }
+}
+static void atomic_raise(_Atomic int64_t *a, int64_t v) {
+  int64_t cur = atomic_load(a);
+  while (v > cur && !atomic_compare_exchange_weak(a, &cur, v)) {
+  }
+}
+
 static void note_range(void *ctx, int64_t begin, int64_t end, int worker) {
   ranges_seen *r = ctx;
-  int64_t len = end - begin, s = atomic_load(&r->shortest);
-  while (len < s && !atomic_compare_exchange_weak(&r->shortest, &s, len)) {
-  }
-  int64_t w = atomic_load(&r->widest_worker);
-  while (worker > w && !atomic_compare_exchange_weak(&r->widest_worker, &w, worker)) {
-  }
+  atomic_lower(&r->shortest, end - begin);
+  atomic_raise(&r->widest_worker, worker);
+}
+
+/* A CPU backend of `threads` workers (the test fails if it cannot be made). */
+static sl_backend *cpu_backend(int threads) {
+  sl_backend *b = NULL;
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &err), SL_OK);
+  return b;
 }
 
 static void t_participants_at_most_ranges(void **state) {
   (void)state;
-  sl_backend *b = NULL;
-  sl_error err;
-  sl_error_clear(&err);
-  assert_int_equal(sl_cpu_backend_ops.create(4, &b, &err), SL_OK);
+  sl_backend *b = cpu_backend(4);
   for (int round = 0; round < 200; round++) {
     ranges_seen r = {INT64_MAX, -1};
     b->ops->parallel_for(b, 32, 16, note_range, &r);
@@ -199,18 +213,12 @@ typedef struct longest_seen {
 
 static void note_longest(void *ctx, int64_t begin, int64_t end, int worker) {
   (void)worker;
-  longest_seen *r = ctx;
-  int64_t len = end - begin, l = atomic_load(&r->longest);
-  while (len > l && !atomic_compare_exchange_weak(&r->longest, &l, len)) {
-  }
+  atomic_raise(&((longest_seen *)ctx)->longest, end - begin);
 }
 
 static void t_ranges_per_participant(void **state) {
   (void)state;
-  sl_backend *b = NULL;
-  sl_error err;
-  sl_error_clear(&err);
-  assert_int_equal(sl_cpu_backend_ops.create(2, &b, &err), SL_OK);
+  sl_backend *b = cpu_backend(2);
   for (int round = 0; round < 50; round++) {
     longest_seen a = {0}, c = {0}, g = {0};
     b->ops->parallel_for(b, 14, 1, note_longest, &a);
