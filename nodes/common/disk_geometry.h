@@ -1,5 +1,5 @@
 /* Disk and annulus geometry of the nodes that sum detector regions around
- * the bright-field disk (virtual_image, virtual_detectors): the squared
+ * the bright-field disk (virtual_image, virtual_detectors, bf_segments): the squared
  * distance of a pixel centre from the disk centre, computed one way
  * everywhere so that every node selects exactly the same pixels; the checks
  * of a `disk` input (the output of disk_fit); the geometry params they share
@@ -41,14 +41,18 @@ sl_code sl_ring_check(double inner, double outer, sl_error *err);
 typedef enum sl_ring_units { SL_RING_UNITS_RADII, SL_RING_UNITS_PIXELS } sl_ring_units;
 #define SL_RING_UNITS_CHOICES "radii|pixels"
 
-/* The geometry params, for a node's param list (engine/graph/node_params.h):
- * center, radius, inner, outer, units. RADIUS_DOC says when the node needs a
- * radius; RING names the ring ("ADF", "adf/annulus"). */
-#define SL_DISK_GEOMETRY_PARAMS(P, RADIUS_DOC, RING)                                         \
+/* The disk params, for a node's param list (engine/graph/node_params.h):
+ * center, radius. RADIUS_DOC says when the node needs a radius. */
+#define SL_DISK_CENTRE_PARAMS(P, RADIUS_DOC)                                                 \
   P(LIST, center, "[]",                                                                      \
     "disk centre [row, col] in detector pixels; empty = detector centre ((H-1)/2, (W-1)/2)", \
     NULL)                                                                                    \
-  P(FLOAT, radius, "0", RADIUS_DOC, NULL)                                                    \
+  P(FLOAT, radius, "0", RADIUS_DOC, NULL)
+
+/* The geometry params: the disk's, then the ring's: inner, outer, units.
+ * RING names the ring ("ADF", "adf/annulus"). */
+#define SL_DISK_GEOMETRY_PARAMS(P, RADIUS_DOC, RING)                                         \
+  SL_DISK_CENTRE_PARAMS(P, RADIUS_DOC)                                                       \
   P(FLOAT, inner, "1", RING " inner radius (in `units`); included", NULL)                    \
   P(FLOAT, outer, "2", RING " outer radius (in `units`); excluded", NULL)                    \
   P(ENUM, units, "radii", "units of inner/outer: radii (of the disk radius) or pixels",      \

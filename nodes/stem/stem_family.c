@@ -4,6 +4,7 @@
 #include "engine/graph/node.h"
 
 #define STEM_NODES(X)   \
+  X(bf_segments)        \
   X(com)                \
   X(disk_fit)           \
   X(dpc)                \

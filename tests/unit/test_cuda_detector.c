@@ -1,7 +1,7 @@
 /* CUDA kernels of the detector/STEM nodes (shaders/cuda/{detector,stem,basic}/,
  * run through the node descriptors) against
- * the CPU kernels, bit for bit: virtual_image, virtual_detectors (params and
- * disk input), moments, com (+ finalize: mean and plane; identical doubles, also over
+ * the CPU kernels, bit for bit: virtual_image, virtual_detectors and
+ * bf_segments (params and disk input), moments, com (+ finalize: mean and plane; identical doubles, also over
  * many positions: blocked sums),
  * mask_correct, bin_detector (with the max_value audit error), sum.
  * Random frames with values at the dtype max, odd sizes (scalar path) and
@@ -28,8 +28,8 @@
 #include "engine/pipeline/yaml_tree.h"
 #include "tests/unit/node_harness.h"
 
-extern const sl_node_desc sl_node_virtual_detectors, sl_node_virtual_image, sl_node_moments,
-    sl_node_com, sl_node_mask_correct, sl_node_bin_detector, sl_node_sum;
+extern const sl_node_desc sl_node_virtual_detectors, sl_node_virtual_image, sl_node_bf_segments,
+    sl_node_moments, sl_node_com, sl_node_mask_correct, sl_node_bin_detector, sl_node_sum;
 
 static sl_backend *g_cpu, *g_cuda;
 
@@ -255,6 +255,28 @@ static void virtual_detectors_body(sl_dtype t, int64_t h, int64_t w, const void 
   (void)t;
 }
 
+/* Whole outputs at each chunk's positions; a disk clipped by the edge (empty
+ * segments), grid 15 (segments above 127), the disk input and a bad one. */
+static void bf_segments_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t npos,
+                             const sl_tensor_desc *x, int64_t chunk) {
+  kv p[4] = {{"radius", "9.3"}, {"center", "[17.25, 19.6]"}, {"grid", "7"}, {"extent", "0.6"}};
+  compare(&sl_node_bf_segments, p, 4, x, 1, fr, NULL, 0, npos, chunk, "bf_segments");
+  kv clipped[2] = {{"radius", "8.7"}, {"center", "[2.3, 36.6]"}};
+  compare(&sl_node_bf_segments, clipped, 2, x, 1, fr, NULL, 0, npos, chunk, "bf_segments clipped");
+  kv fine[3] = {{"radius", "15.2"}, {"grid", "15"}, {"extent", "1"}};
+  compare(&sl_node_bf_segments, fine, 3, x, 1, fr, NULL, 0, npos, chunk, "bf_segments grid 15");
+  int64_t dd[1] = {4};
+  sl_tensor_desc in[2] = {*x, sl_desc_make(SL_F64, 1, dd, 0)};
+  double disk[4] = {(double)h / 2 - 1.3, (double)w / 2 + 0.7, 8.4, 0.1};
+  compare(&sl_node_bf_segments, NULL, 0, in, 2, fr, disk, sizeof disk, npos, chunk, "bf_segments disk");
+  /* bad disk: the same SL_ERR_FORMAT message on both (CUDA: a call later or at the finalize) */
+  double bad[4] = {1e9, 3, 5, 0};
+  assert_int_equal(compare(&sl_node_bf_segments, NULL, 0, in, 2, fr, bad, sizeof bad, npos, chunk,
+                           "bf_segments bad disk"),
+                   SL_ERR_FORMAT);
+  (void)t;
+}
+
 static void mo_body(sl_dtype t, int64_t h, int64_t w, const void *fr, int64_t npos,
                     const sl_tensor_desc *x, int64_t chunk) {
   compare(&sl_node_moments, NULL, 0, x, 1, fr, NULL, 0, npos, chunk, "moments");
@@ -346,6 +368,7 @@ static void test_many_frames(void **st) {
 
 static void test_virtual_image(void **st) { (void)st; frames_loop(virtual_image_body); }
 static void test_virtual_detectors(void **st) { (void)st; frames_loop(virtual_detectors_body); }
+static void test_bf_segments(void **st) { (void)st; frames_loop(bf_segments_body); }
 static void test_moments_com(void **st) { (void)st; frames_loop(mo_body); }
 static void test_mask_correct(void **st) { (void)st; frames_loop(mc_body); }
 static void test_bin_detector(void **st) { (void)st; frames_loop(bin_body); }
@@ -392,6 +415,7 @@ int main(void) {
       cmocka_unit_test(test_moments_com),   cmocka_unit_test(test_mask_correct),
       cmocka_unit_test(test_bin_detector),  cmocka_unit_test(test_sum),
       cmocka_unit_test(test_com_blocks),    cmocka_unit_test(test_many_frames),
+      cmocka_unit_test(test_bf_segments),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   g_cpu->ops->destroy(g_cpu);

@@ -34,3 +34,15 @@ sl_code sl_cuda_error_mirror_pull(sl_cuda_error_mirror *m, sl_kernel_args *a, co
                                               cudaMemcpyDeviceToHost, sl_cuda_queue(a)),
                               node, "error word copy");
 }
+
+sl_code sl_cuda_error_disk_fail(const sl_cuda_error_word *e, sl_kernel_args *a, long long h, long long w) {
+  if (e->kind == SL_CUDA_ERROR_DISK_VALUES)
+    return sl_fail(a->err, SL_ERR_FORMAT,
+                   "input 'disk' holds centre (%g, %g) radius %g: needs a finite centre and a "
+                   "radius > 0",
+                   e->disk[0], e->disk[1], e->disk[2]);
+  if (e->kind == SL_CUDA_ERROR_DISK_FAR)
+    return sl_fail(a->err, SL_ERR_FORMAT, "input 'disk': centre (%g, %g) is far outside the %lldx%lld detector",
+                   e->disk[0], e->disk[1], h, w);
+  return SL_OK;
+}

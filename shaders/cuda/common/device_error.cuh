@@ -12,6 +12,7 @@
 #define SL_CUDA_DEVICE_ERROR_CUH
 
 #include <cuda_runtime.h>
+#include <math.h>
 
 #include "shaders/cuda/common/launcher.h"
 
@@ -51,5 +52,27 @@ sl_code sl_cuda_error_mirror_create(sl_cuda_error_mirror *m, sl_cuda_error_word 
 void sl_cuda_error_mirror_free(sl_cuda_error_mirror *m);
 /* Enqueues the copy of the word to the mirror (after the kernels so far). */
 sl_code sl_cuda_error_mirror_pull(sl_cuda_error_mirror *m, sl_kernel_args *a, const char *node);
+
+/* The check of a `disk` input's values (centre_row, centre_col, radius) on
+ * the device, as the CPU makes it (nodes/common/disk_geometry.c,
+ * sl_disk_values_check) for an h x w detector: SL_CUDA_ERROR_NONE, or
+ * SL_CUDA_ERROR_DISK_VALUES / SL_CUDA_ERROR_DISK_FAR, recorded into `err`
+ * with the values (first error wins). */
+static __device__ inline int sl_cuda_disk_check(const double d[3], long long h, long long w,
+                                                sl_cuda_error_word *err) {
+  int bad = SL_CUDA_ERROR_NONE;
+  if (!isfinite(d[0]) || !isfinite(d[1]) || !isfinite(d[2]) || !(d[2] > 0)) bad = SL_CUDA_ERROR_DISK_VALUES;
+  else if (d[0] < -(double)h || d[0] > 2.0 * (double)h || d[1] < -(double)w || d[1] > 2.0 * (double)w)
+    bad = SL_CUDA_ERROR_DISK_FAR;
+  if (bad && err->kind == SL_CUDA_ERROR_NONE) {
+    err->kind = bad;
+    err->disk[0] = d[0], err->disk[1] = d[1], err->disk[2] = d[2];
+  }
+  return bad;
+}
+
+/* The CPU's failure (SL_ERR_FORMAT, its message) for a disk error the word
+ * `e` holds (a host mirror), for an h x w detector; SL_OK when it holds none. */
+sl_code sl_cuda_error_disk_fail(const sl_cuda_error_word *e, sl_kernel_args *a, long long h, long long w);
 
 #endif

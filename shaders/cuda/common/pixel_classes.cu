@@ -74,16 +74,7 @@ __global__ void sl_k_disk_classes(sl_cuda_disk_geometry *g, sl_cuda_disk_geometr
   if (threadIdx.x == 0) {
     double d0 = disk[0], d1 = disk[1], d2 = disk[2];
     sd[0] = d0, sd[1] = d1, sd[2] = d2;
-    int bad = 0;
-    if (!isfinite(d0) || !isfinite(d1) || !isfinite(d2) || !(d2 > 0)) bad = SL_CUDA_ERROR_DISK_VALUES;
-    else if (d0 < -(double)p.h || d0 > 2.0 * (double)p.h || d1 < -(double)p.w ||
-             d1 > 2.0 * (double)p.w)
-      bad = SL_CUDA_ERROR_DISK_FAR;
-    if (bad) {
-      if (err->kind == 0) {
-        err->kind = bad;
-        err->disk[0] = d0, err->disk[1] = d1, err->disk[2] = d2;
-      }
+    if (sl_cuda_disk_check(sd, p.h, p.w, err)) {
       *n_units = 0;
       g->built_v = 0;
       skip = 1;
@@ -394,16 +385,7 @@ static sl_code pixel_classes_check(sl_kernel_args *a, sl_cuda_pixel_classes *s, 
     rc = sl_cuda_wait(a);
     if (rc) return rc;
   }
-  const sl_cuda_error_word *e = s->err.host;
-  if (e->kind == SL_CUDA_ERROR_DISK_VALUES)
-    return sl_fail(a->err, SL_ERR_FORMAT,
-                   "input 'disk' holds centre (%g, %g) radius %g: needs a finite centre and a "
-                   "radius > 0",
-                   e->disk[0], e->disk[1], e->disk[2]);
-  if (e->kind == SL_CUDA_ERROR_DISK_FAR)
-    return sl_fail(a->err, SL_ERR_FORMAT, "input 'disk': centre (%g, %g) is far outside the %lldx%lld detector",
-                   e->disk[0], e->disk[1], (long long)f->height, (long long)f->width);
-  return SL_OK;
+  return sl_cuda_error_disk_fail(s->err.host, a, f->height, f->width);
 }
 
 sl_code sl_cuda_pixel_classes_finalize(sl_cuda_state_holder holder, sl_kernel_args *a,

@@ -1,0 +1,351 @@
+/* bf_segments: the sum of every detector frame over each segment of the
+ * bright-field disk (the layout: shaders/cuda/stem/bf_segments_layout.h),
+ * exact in u64, into the whole output `segments` [n, scan...]: segment-major,
+ * so that segment k's image is contiguous for dpc, which reads the images
+ * one by one to measure their shifts (the parallax). Each chunk writes its
+ * positions, as com does. `offsets` [n, 3] says where each segment looks
+ * from: the mean offset of its pixels' centres from the disk centre, in disk
+ * radii (row, col), and its pixel count; it follows from the geometry alone.
+ *
+ * As virtual_image does with its spans, the segments are turned into row
+ * runs of one segment each in prepare(), or with the `disk` input (disk_fit's
+ * values, known only at run time) on the first kernel call and whenever the
+ * disk changes; only the bounding box of the extent circle is visited, so a
+ * frame's read is the disk's rows, not the whole frame. The kernel is a loop
+ * over positions (parallel) and, per frame, over the runs, into a small
+ * array of u64 per segment. Pixels at the dtype's maximum (the detector's
+ * flag value) are summed as stored: mask correction is a separate node. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend/backend.h"
+#include "engine/core/util.h"
+#include "engine/graph/graph.h"
+#include "engine/graph/node.h"
+#include "nodes/common/cuda_glue.h"
+#include "nodes/common/disk_geometry.h"
+#include "nodes/stem/bf_segments_layout.h"
+#include "shaders/cuda/stem/bf_segments.h"
+
+#define BF_SEGMENTS_PARAMS(P)                                                                  \
+  SL_DISK_CENTRE_PARAMS(P,                                                                     \
+                        "bright-field disk radius in pixels; required (> 0) unless input "     \
+                        "'disk' is connected")                                                 \
+  P(INT, grid, "5", "cells per side of the segment grid, 1..15 (5: 21 segments)", NULL)       \
+  P(FLOAT, extent, "0.9",                                                                      \
+    "half side of the segment grid and radius of the segmented circle, in disk radii, (0, 1]", \
+    NULL)
+SL_NODE_PARAMS(bf_segments_params, BF_SEGMENTS_PARAMS)
+
+#define MAX_SEGMENTS (SL_BF_SEGMENTS_MAX_GRID * SL_BF_SEGMENTS_MAX_GRID)
+
+/* A run of pixels of one row in one segment. */
+typedef struct seg_run {
+  int64_t offset; /* first pixel, r * W + c */
+  int32_t length;
+  int32_t segment;
+} seg_run;
+
+/* Everything infer() checks. */
+typedef struct seg_geometry {
+  sl_disk_geometry g; /* centre and radius from the params (g.radius 0: unset) */
+  sl_bf_segment_layout layout;
+} seg_geometry;
+
+typedef struct seg_state {
+  seg_geometry geom;
+  seg_run *runs;
+  int64_t n_runs, cap;
+  int64_t n_pixels;         /* pixels in segments */
+  int64_t box_rows, box_cols; /* bounding box of those pixels */
+  double offsets[MAX_SEGMENTS * 3]; /* the output `offsets` */
+  sl_disk_region region;    /* the runs hold the segments (with a disk input: of that disk) */
+} seg_state;
+
+static sl_code geometry_resolve(const sl_node *n, seg_geometry *geom, sl_error *err) {
+  const bf_segments_params *p = bf_segments_params_of(n);
+  /* No ring here: inner, outer and units are fixed, finite values. */
+  sl_disk_params dp = {p->center, p->radius, 0, 0, SL_RING_UNITS_RADII};
+  memset(geom, 0, sizeof *geom);
+  sl_code rc = sl_disk_geometry_resolve(n, &dp, &geom->g, err);
+  if (rc) return rc;
+  if (p->grid < 1 || p->grid > SL_BF_SEGMENTS_MAX_GRID)
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'grid' (cells per side of the segment grid) must be 1..%d, got %lld",
+                   SL_BF_SEGMENTS_MAX_GRID, (long long)p->grid);
+  if (!(p->extent > 0) || p->extent > 1)
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'extent' (radius of the segmented circle, in disk radii) must be in "
+                   "(0, 1], got %g",
+                   p->extent);
+  if (geom->g.radius < 0 || (!geom->g.use_disk && geom->g.radius <= 0))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "param 'radius' (bright-field disk radius in pixels) must be > 0 unless input "
+                   "'disk' is connected, got %g",
+                   geom->g.radius);
+  if (!sl_bf_segment_layout_init(&geom->layout, (int)p->grid, p->extent))
+    return sl_fail(err, SL_ERR_INTERNAL, "bf_segments: layout of grid %lld, extent %g refused",
+                   (long long)p->grid, p->extent);
+  return SL_OK;
+}
+
+static sl_code bf_segments_infer(sl_node *n, sl_error *err) {
+  seg_geometry geom;
+  sl_code rc = geometry_resolve(n, &geom, err);
+  if (rc) return rc;
+  sl_disk_geometry_note(n, &geom.g);
+  const sl_tensor_desc *x = &n->in[0];
+  int64_t dims[SL_MAX_RANK];
+  dims[0] = geom.layout.count;
+  for (int i = 0; i < x->stream_rank; i++) dims[1 + i] = x->dims[i];
+  n->out[0] = sl_desc_make(SL_U64, 1 + x->stream_rank, dims, 0);
+  const int64_t od[2] = {geom.layout.count, 3};
+  n->out[1] = sl_desc_make(SL_F64, 2, od, 0);
+  return SL_OK;
+}
+
+/* The segment of pixel (r, c) for a disk at (cr, cc) of `radius` pixels. */
+static int segment_at(const sl_bf_segment_layout *l, int64_t r, int64_t c, double cr, double cc,
+                      double radius) {
+  return sl_bf_segment_of(l, sl_disk_d2(r, c, cr, cc), (double)r - cr, (double)c - cc, radius);
+}
+
+/* Builds the runs, the bounding box, the pixel count and the offsets for
+ * the disk (cr, cc, radius), visiting the window of the extent circle only.
+ * The offsets come from exact integer sums of the coordinates (the device
+ * sums them in any order and gets the same). */
+static sl_code segments_build(seg_state *s, double cr, double cc, double radius, sl_error *err) {
+  const sl_bf_segment_layout *l = &s->geom.layout;
+  const int64_t h = s->geom.g.h, w = s->geom.g.w;
+  const double lim = l->extent * radius;
+  int64_t r_lo, r_hi, c_lo, c_hi;
+  sl_bf_window(cr, lim, h, &r_lo, &r_hi);
+  sl_bf_window(cc, lim, w, &c_lo, &c_hi);
+  uint64_t n[MAX_SEGMENTS] = {0}, sr[MAX_SEGMENTS] = {0}, sc[MAX_SEGMENTS] = {0};
+  int64_t r0 = h, r1 = 0, c0 = w, c1 = 0; /* bounding box, empty */
+  s->n_runs = 0;
+  s->n_pixels = 0;
+  for (int64_t r = r_lo; r < r_hi; r++) {
+    int open = -1; /* segment of the open run, -1 = none */
+    int64_t start = 0;
+    for (int64_t c = c_lo; c <= c_hi; c++) {
+      int k = c < c_hi ? segment_at(l, r, c, cr, cc, radius) : -1;
+      if (k != open) {
+        if (open >= 0) {
+          /* A row crosses each cell once, so at most `grid` runs a row. */
+          if (s->n_runs == s->cap)
+            return sl_fail(err, SL_ERR_INTERNAL, "bf_segments: more than %lld runs",
+                           (long long)s->cap);
+          s->runs[s->n_runs++] = (seg_run){r * w + start, (int32_t)(c - start), open};
+        }
+        open = k;
+        start = c;
+      }
+      if (k < 0) continue;
+      n[k]++, sr[k] += (uint64_t)r, sc[k] += (uint64_t)c;
+      s->n_pixels++;
+      if (r < r0) r0 = r;
+      if (r >= r1) r1 = r + 1;
+      if (c < c0) c0 = c;
+      if (c >= c1) c1 = c + 1;
+    }
+  }
+  s->box_rows = r1 > r0 ? r1 - r0 : 0;
+  s->box_cols = c1 > c0 ? c1 - c0 : 0;
+  for (int k = 0; k < l->count; k++) {
+    double *o = s->offsets + 3 * k;
+    o[0] = n[k] ? sl_bf_offset_mean(sr[k], n[k], cr, radius) : 0;
+    o[1] = n[k] ? sl_bf_offset_mean(sc[k], n[k], cc, radius) : 0;
+    o[2] = (double)n[k];
+  }
+  return SL_OK;
+}
+
+/* sl_disk_region_build: the runs around the disk input's values. */
+static sl_code segments_build_for_disk(void *state, const double disk[3], sl_error *err) {
+  return segments_build(state, disk[0], disk[1], disk[2], err);
+}
+
+static void bf_segments_release(sl_node *n) {
+  seg_state *s = n->state;
+  if (!s) return;
+  free(s->runs);
+  free(s);
+  n->state = NULL;
+}
+
+static sl_code bf_segments_prepare(sl_node *n, sl_error *err) {
+  seg_geometry geom;
+  sl_code rc = geometry_resolve(n, &geom, err);
+  if (rc) return rc;
+  seg_state *s = calloc(1, sizeof *s);
+  int64_t cap = geom.g.h * geom.layout.grid; /* at most `grid` runs a row */
+  if (s) s->runs = malloc((size_t)(cap ? cap : 1) * sizeof *s->runs);
+  if (!s || !s->runs) {
+    free(s);
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for the segment runs");
+  }
+  s->cap = cap;
+  s->geom = geom;
+  n->state = s;
+  if (!geom.g.use_disk) {
+    if ((rc = segments_build(s, geom.g.cr, geom.g.cc, geom.g.radius, err))) return rc;
+    s->region.built = true;
+  }
+  return SL_OK;
+}
+
+/* Pixels of a frame read, and pixels summed: the bounding box of the
+ * segments and their pixels once built; before prepare, the window of the
+ * extent circle from the params; with the disk input before the disk is
+ * known, the whole frame (an upper bound). */
+static void frame_work(const sl_node *n, int64_t *read, int64_t *summed) {
+  const seg_state *s = n->state;
+  *read = *summed = sl_desc_item_elems(&n->in[0]);
+  if (s && s->region.built) {
+    *read = s->box_rows * s->box_cols;
+    *summed = s->n_pixels;
+    return;
+  }
+  seg_geometry geom;
+  sl_error err;
+  if (geometry_resolve(n, &geom, &err) != SL_OK || geom.g.use_disk) return;
+  const double lim = geom.layout.extent * geom.g.radius;
+  int64_t r_lo, r_hi, c_lo, c_hi;
+  sl_bf_window(geom.g.cr, lim, geom.g.h, &r_lo, &r_hi);
+  sl_bf_window(geom.g.cc, lim, geom.g.w, &c_lo, &c_hi);
+  *read = *summed = (r_hi - r_lo) * (c_hi - c_lo);
+}
+
+static void bf_segments_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
+  memset(c, 0, sizeof *c);
+  int64_t read, summed;
+  frame_work(n, &read, &summed);
+  const int64_t count = n->out[0].dims[0];
+  c->bytes_read = positions * read * (int64_t)sl_dtype_size(n->in[0].dtype);
+  c->bytes_written = positions * count * 8;
+  c->ops = positions * summed;
+  /* prepare's runs: at most `grid` a detector row */
+  c->state_bytes = n->in[0].dims[n->in[0].rank - 2] * bf_segments_params_of(n)->grid *
+                       (int64_t)sizeof(seg_run) +
+                   (int64_t)sizeof(seg_state);
+#ifdef SLUICE_HAVE_CUDA
+  const sl_cuda_frame_shape f = sl_glue_frame_shape(&n->in[0]);
+  c->device_state_bytes = sl_cuda_bf_segments_table_bytes(&f);
+#endif
+}
+
+typedef struct seg_job {
+  const sl_kernel_args *a;
+  const seg_state *s;
+  int64_t item;  /* pixels of a frame */
+  int64_t npos;  /* positions of the scan: the stride of a segment's image */
+} seg_job;
+
+#define RUNS_SUM(NAME, T)                                                         \
+  static void NAME(void *ctx, int64_t begin, int64_t end, int worker) {           \
+    (void)worker;                                                                 \
+    const seg_job *j = ctx;                                                       \
+    const T *x = j->a->in[0];                                                     \
+    uint64_t *y = (uint64_t *)j->a->out[0] + j->a->pos_start;                     \
+    const seg_run *run = j->s->runs;                                              \
+    const int64_t nr = j->s->n_runs;                                              \
+    const int count = j->s->geom.layout.count;                                    \
+    uint64_t acc[MAX_SEGMENTS];                                                   \
+    for (int64_t p = begin; p < end; p++) {                                       \
+      const T *f = x + p * j->item;                                               \
+      memset(acc, 0, (size_t)count * sizeof acc[0]);                              \
+      for (int64_t k = 0; k < nr; k++) {                                          \
+        const T *q = f + run[k].offset;                                           \
+        uint64_t s = 0;                                                           \
+        for (int32_t i = 0; i < run[k].length; i++) s += (uint64_t)q[i];          \
+        acc[run[k].segment] += s;                                                 \
+      }                                                                           \
+      for (int k = 0; k < count; k++) y[k * j->npos + p] = acc[k];                \
+    }                                                                             \
+  }
+RUNS_SUM(runs_sum_u8, uint8_t)
+RUNS_SUM(runs_sum_u16, uint16_t)
+RUNS_SUM(runs_sum_u32, uint32_t)
+#undef RUNS_SUM
+
+static sl_code bf_segments_cpu(sl_kernel_args *a) {
+  seg_state *s = a->state ? a->state : a->node->state;
+  if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "bf_segments: kernel called before prepare");
+  const int64_t npos = sl_desc_positions(&a->node->in[0]);
+  if (a->pos_start < 0 || a->pos_start + a->pos_count > npos)
+    return sl_fail(a->err, SL_ERR_INTERNAL,
+                   "bf_segments: positions [%lld, %lld) outside the scan of %lld",
+                   (long long)a->pos_start, (long long)(a->pos_start + a->pos_count),
+                   (long long)npos);
+  sl_code rc = sl_disk_region_update(a, &s->geom.g, &s->region, segments_build_for_disk, s);
+  if (rc) return rc;
+  /* The same values on every call: valid after the run whichever call was last. */
+  memcpy(a->out[1], s->offsets, (size_t)s->geom.layout.count * 3 * sizeof(double));
+  seg_job j = {a, s, sl_desc_item_elems(&a->node->in[0]), npos};
+  sl_dtype t = a->node->in[0].dtype;
+  sl_range_fn fn = t == SL_U8 ? runs_sum_u8 : t == SL_U16 ? runs_sum_u16 : runs_sum_u32;
+  /* ~64k pixels of work per range at least. */
+  int64_t grain = 65536 / (s->n_pixels + 1) + 1;
+  a->backend->ops->parallel_for(a->backend, a->pos_count, grain, fn, &j);
+  return SL_OK;
+}
+
+static const sl_port_def bf_segments_outputs[] = {
+    {"segments",
+     "whole u64 [n, scan...]: per segment (segment-major), the exact sum of each frame's pixels "
+     "in it",
+     "counts", false},
+    {"offsets",
+     "whole f64 [n, 3]: per segment, the mean row and column offset of its pixels from the disk "
+     "centre (disk radii) and its pixel count (0, 0, 0 for a segment without pixels)",
+     "radii", false},
+};
+
+#ifdef SLUICE_HAVE_CUDA
+/* CUDA: the launcher's plain parameters from this node (the disk of the
+ * params, or the flag that a->in[1] holds it on the device). */
+static sl_cuda_bf_segments_params bf_segments_cuda_params(const sl_kernel_args *a) {
+  const sl_node *n = a->node;
+  const seg_state *s = n->state;
+  sl_cuda_bf_segments_params p = {.frames = sl_glue_frame_shape(&n->in[0]),
+                                  .positions = sl_desc_positions(&n->in[0]),
+                                  .use_disk = sl_glue_input_present(n, 1),
+                                  .device_state = sl_glue_device_state(a)};
+  if (s) {
+    p.layout = s->geom.layout;
+    p.cr = s->geom.g.cr;
+    p.cc = s->geom.g.cc;
+    p.radius = s->geom.g.radius;
+  }
+  return p;
+}
+
+static sl_code bf_segments_cuda(sl_kernel_args *a) {
+  if (!a->node->state)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "bf_segments: kernel called before prepare");
+  const sl_cuda_bf_segments_params p = bf_segments_cuda_params(a);
+  return sl_cuda_bf_segments(&p, a);
+}
+
+static sl_code bf_segments_cuda_finalize(sl_kernel_args *a) {
+  const sl_cuda_bf_segments_params p = bf_segments_cuda_params(a);
+  return sl_cuda_bf_segments_finalize(&p, a);
+}
+#endif
+
+const sl_node_desc sl_node_bf_segments = {
+    .type = "bf_segments",
+    .doc = "Sums of each frame over the segments of the bright-field disk (a grid of cells "
+           "within `extent` radii; grid 5: 21 segments), exact u64, segment-major, with each "
+           "segment's mean offset from the disk centre; optional disk_fit input for the "
+           "geometry. For dpc's parallax.",
+    SL_PARAMS_DESC(bf_segments_params),
+    .inputs = sl_disk_geometry_inputs, .n_inputs = SL_COUNT_OF(sl_disk_geometry_inputs),
+    .outputs = bf_segments_outputs, .n_outputs = SL_COUNT_OF(bf_segments_outputs),
+    .infer = bf_segments_infer, .cost = bf_segments_cost,
+    .prepare = bf_segments_prepare, .release = bf_segments_release,
+    .kernel = {[SL_BACKEND_CPU] = bf_segments_cpu,
+               [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(bf_segments_cuda)},
+    .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(bf_segments_cuda_finalize)},
+};

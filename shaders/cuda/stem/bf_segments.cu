@@ -1,0 +1,245 @@
+/* bf_segments on CUDA. See bf_segments.h.
+ *
+ * Two kernels a call: sl_k_bf_segments_table (one block) writes the segment
+ * of every pixel of the extent circle's window into the node's table, the
+ * bounding box of the segment pixels, and the offsets from exact integer
+ * sums of the coordinates (sl_bf_offset_mean, as the CPU); then
+ * sl_k_bf_segments_sums runs one block per frame over the bounding box's
+ * rows (a warp a row, lanes along it), adding each pixel into its warp's u64
+ * per segment in shared memory; the warps' sums are added at the end. Integer
+ * sums: any order gives the CPU's values. The table is rebuilt every call
+ * (a window of the disk's size, small beside a chunk of frames), so the
+ * same disk gives the same bytes whichever call wrote them last. */
+#include <stdlib.h>
+
+#include "shaders/cuda/common/device_error.cuh"
+#include "shaders/cuda/common/device_table.h"
+#include "shaders/cuda/common/kernel_registry.h"
+#include "shaders/cuda/common/launch.cuh"
+#include "shaders/cuda/stem/bf_segments.h"
+
+static const char k_node[] = "bf_segments";
+
+#define MAX_SEGMENTS (SL_BF_SEGMENTS_MAX_GRID * SL_BF_SEGMENTS_MAX_GRID)
+#define SUM_THREADS 256
+#define SUM_WARPS (SUM_THREADS / 32)
+
+/* The bounding box of the last build's segment pixels, half-open (empty: 0s). */
+struct bf_box {
+  int r0, r1, c0, c1;
+};
+
+/* The node's host state over its device table. */
+struct bf_state {
+  bf_box *box;       /* device */
+  uint8_t *seg;      /* device: H*W, 1 + the segment of each pixel, 0 none (valid in the last window) */
+  sl_cuda_error_mirror err;
+};
+
+/* The device table: the error word, the box record, the segment table. */
+static void bf_layout(sl_table *t, int64_t npix, sl_cuda_error_word **word, bf_state *o) {
+  *word = (sl_cuda_error_word *)sl_table_take(t, SL_CUDA_ERROR_WORD_BYTES);
+  o->box = (bf_box *)sl_table_take(t, sizeof(bf_box));
+  o->seg = (uint8_t *)sl_table_take(t, npix);
+}
+
+extern "C" int64_t sl_cuda_bf_segments_table_bytes(const sl_cuda_frame_shape *frames) {
+  sl_table t = sl_table_counter();
+  sl_cuda_error_word *word;
+  bf_state o;
+  bf_layout(&t, frames->height * frames->width, &word, &o);
+  return t.used;
+}
+
+/* ---- kernels --------------------------------------------------------------------- */
+
+/* One block. The disk from the params or (use_disk) from `disk`, checked as
+ * the CPU checks it (a bad one: recorded, empty box, offsets 0); then per
+ * pixel of the window (sl_bf_window) its segment, d2 as sl_disk_d2 computes
+ * it on the host (no FMA: __d*_rn); per segment the exact sums n, sum r,
+ * sum c; the box; offsets[3k..3k+2] = mean row, mean col offset (radii), n. */
+__global__ void sl_k_bf_segments_table(sl_bf_segment_layout layout, int h, int w, int use_disk, double pcr,
+                                       double pcc, double pradius, const double *disk, uint8_t *seg,
+                                       bf_box *box, double *offsets, sl_cuda_error_word *err) {
+  __shared__ sl_bf_segment_layout l;
+  __shared__ double geo[3]; /* cr, cc, radius */
+  __shared__ int bad;
+  __shared__ long long win[4]; /* rows [0, 1), cols [2, 3) */
+  __shared__ int bb[4];        /* min r, max r + 1, min c, max c + 1 */
+  __shared__ unsigned long long n[MAX_SEGMENTS], sr[MAX_SEGMENTS], sc[MAX_SEGMENTS];
+  if (threadIdx.x == 0) {
+    l = layout;
+    geo[0] = pcr, geo[1] = pcc, geo[2] = pradius;
+    bad = 0;
+    if (use_disk) {
+      geo[0] = disk[0], geo[1] = disk[1], geo[2] = disk[2];
+      bad = sl_cuda_disk_check(geo, h, w, err);
+    }
+    win[0] = win[1] = win[2] = win[3] = 0;
+    if (!bad) {
+      const double lim = l.extent * geo[2];
+      int64_t lo, hi;
+      sl_bf_window(geo[0], lim, h, &lo, &hi);
+      win[0] = lo, win[1] = hi;
+      sl_bf_window(geo[1], lim, w, &lo, &hi);
+      win[2] = lo, win[3] = hi;
+    }
+    bb[0] = h, bb[1] = 0, bb[2] = w, bb[3] = 0;
+  }
+  for (int k = threadIdx.x; k < MAX_SEGMENTS; k += blockDim.x) n[k] = 0, sr[k] = 0, sc[k] = 0;
+  __syncthreads();
+  const double cr = geo[0], cc = geo[1], radius = geo[2];
+  const long long wc = win[3] - win[2], npix = (win[1] - win[0]) * wc;
+  for (long long i = threadIdx.x; i < npix; i += blockDim.x) {
+    const int r = (int)(win[0] + i / wc), c = (int)(win[2] + i % wc);
+    const double dr = __dsub_rn((double)r, cr), dc = __dsub_rn((double)c, cc);
+    const double d2 = __dadd_rn(__dmul_rn(dr, dr), __dmul_rn(dc, dc));
+    const int k = sl_bf_segment_of(&l, d2, dr, dc, radius);
+    seg[(long long)r * w + c] = (uint8_t)(k + 1); /* at most 225 segments */
+    if (k < 0) continue;
+    atomicAdd(n + k, 1ull);
+    atomicAdd(sr + k, (unsigned long long)r);
+    atomicAdd(sc + k, (unsigned long long)c);
+    atomicMin(bb + 0, r), atomicMax(bb + 1, r + 1);
+    atomicMin(bb + 2, c), atomicMax(bb + 3, c + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const bool empty = bb[1] <= bb[0] || bb[3] <= bb[2];
+    box->r0 = empty ? 0 : bb[0], box->r1 = empty ? 0 : bb[1];
+    box->c0 = empty ? 0 : bb[2], box->c1 = empty ? 0 : bb[3];
+  }
+  for (int k = threadIdx.x; k < l.count; k += blockDim.x) {
+    offsets[3 * k + 0] = n[k] ? sl_bf_offset_mean(sr[k], n[k], cr, radius) : 0;
+    offsets[3 * k + 1] = n[k] ? sl_bf_offset_mean(sc[k], n[k], cc, radius) : 0;
+    offsets[3 * k + 2] = (double)n[k];
+  }
+}
+
+/* Blocks over the frames; per frame, warp v takes rows r0 + v, r0 + v + SUM_WARPS, ...
+ * of the box and its lanes the columns; acc[v][k] holds warp v's sum of segment k. */
+template <typename T>
+__global__ void __launch_bounds__(SUM_THREADS)
+    sl_k_bf_segments_sums(const T *__restrict__ x, long long nframes, long long item, int w,
+                          const uint8_t *__restrict__ seg, const bf_box *__restrict__ box, int count,
+                          unsigned long long *__restrict__ out, long long npos, long long pos_start) {
+  extern __shared__ unsigned long long acc[]; /* [SUM_WARPS][count] */
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const bf_box b = *box;
+  unsigned long long *mine = acc + warp * count;
+  for (long long f = blockIdx.x; f < nframes; f += gridDim.x) {
+    for (int i = threadIdx.x; i < SUM_WARPS * count; i += blockDim.x) acc[i] = 0;
+    __syncthreads();
+    const T *fr = x + f * item;
+    for (int r = b.r0 + warp; r < b.r1; r += SUM_WARPS)
+      for (int c = b.c0 + lane; c < b.c1; c += 32) {
+        const int k = seg[(long long)r * w + c] - 1;
+        if (k >= 0) atomicAdd(mine + k, (unsigned long long)fr[(long long)r * w + c]);
+      }
+    __syncthreads();
+    for (int k = threadIdx.x; k < count; k += blockDim.x) {
+      unsigned long long s = 0;
+      for (int v = 0; v < SUM_WARPS; v++) s += acc[v * count + k];
+      out[k * npos + pos_start + f] = s;
+    }
+    __syncthreads();
+  }
+}
+
+#define ENTRY SL_CUDA_KERNEL_ENTRY
+static const sl_device_kernel bf_segments_kernels[] = {
+    ENTRY("bf_segments_table", sl_k_bf_segments_table),
+    ENTRY("bf_segments_sums_u8", sl_k_bf_segments_sums<uint8_t>),
+    ENTRY("bf_segments_sums_u16", sl_k_bf_segments_sums<uint16_t>),
+    ENTRY("bf_segments_sums_u32", sl_k_bf_segments_sums<uint32_t>),
+};
+#undef ENTRY
+SL_CUDA_REGISTER_KERNELS(bf_segments_kernels)
+
+/* ---- launchers ------------------------------------------------------------------- */
+
+static void bf_state_release(void *p) {
+  bf_state *s = (bf_state *)p;
+  if (!s) return;
+  sl_cuda_error_mirror_free(&s->err);
+  free(s);
+}
+
+/* The node's state over its device table, made on its first call. */
+static sl_code bf_state_get(const sl_cuda_bf_segments_params *p, sl_kernel_args *a, bf_state **out) {
+  bf_state *s = (bf_state *)*p->device_state.state;
+  if (s) {
+    *out = s;
+    return SL_OK;
+  }
+  sl_table t = sl_table_lent(a);
+  bf_state pieces = {};
+  sl_cuda_error_word *word = NULL;
+  bf_layout(&t, p->frames.height * p->frames.width, &word, &pieces);
+  sl_code rc = sl_table_check(&t, a, k_node);
+  if (rc != SL_OK) return rc;
+  s = (bf_state *)calloc(1, sizeof *s);
+  if (!s) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for device state");
+  *s = pieces;
+  rc = sl_cuda_error_mirror_create(&s->err, word, a, k_node);
+  if (rc != SL_OK) {
+    free(s);
+    return rc;
+  }
+  *p->device_state.state = s;
+  *p->device_state.release = bf_state_release;
+  *out = s;
+  return SL_OK;
+}
+
+template <typename T>
+static sl_code launch_sums(const sl_cuda_bf_segments_params *p, sl_kernel_args *a, const bf_state *s) {
+  const long long nf = a->pos_count;
+  const int count = p->layout.count;
+  long long grid = 8LL * sl_cuda_multiprocessors(a);
+  if (grid > nf) grid = nf;
+  const size_t shared = (size_t)SUM_WARPS * (size_t)count * sizeof(unsigned long long);
+  sl_k_bf_segments_sums<T><<<(unsigned)grid, SUM_THREADS, shared, sl_cuda_queue(a)>>>(
+      (const T *)a->in[0], nf, (long long)(p->frames.height * p->frames.width), (int)p->frames.width, s->seg,
+      s->box, count, (unsigned long long *)a->out[0], (long long)p->positions, (long long)a->pos_start);
+  return sl_cuda_check_launch(a, "sl_k_bf_segments_sums");
+}
+
+extern "C" sl_code sl_cuda_bf_segments(const sl_cuda_bf_segments_params *p, sl_kernel_args *a) {
+  const sl_cuda_frame_shape *f = &p->frames;
+  if (f->height * f->width > 0x7FFFFFFF) return sl_fail(a->err, SL_ERR_FORMAT, "detector frames above 2^31 pixels");
+  if (p->layout.count < 1 || p->layout.count > MAX_SEGMENTS)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "bf_segments: no segment layout");
+  if (a->pos_start < 0 || a->pos_start + a->pos_count > p->positions)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "bf_segments: positions [%lld, %lld) outside the scan of %lld",
+                   (long long)a->pos_start, (long long)(a->pos_start + a->pos_count), (long long)p->positions);
+  if (p->use_disk && !a->in[1]) return sl_fail(a->err, SL_ERR_INTERNAL, "input 'disk' has no data");
+  bf_state *s = NULL;
+  sl_code rc = bf_state_get(p, a, &s);
+  if (rc) return rc;
+  /* An error an earlier call recorded (its copy has landed: the executor
+   * waited for that batch). */
+  if ((rc = sl_cuda_error_disk_fail(s->err.host, a, f->height, f->width))) return rc;
+  sl_k_bf_segments_table<<<1, 1024, 0, sl_cuda_queue(a)>>>(
+      p->layout, (int)f->height, (int)f->width, p->use_disk, p->cr, p->cc, p->radius, (const double *)a->in[1],
+      s->seg, s->box, (double *)a->out[1], s->err.device);
+  if ((rc = sl_cuda_check_launch(a, "sl_k_bf_segments_table"))) return rc;
+  if (a->pos_count > 0) {
+    switch (f->dtype) {
+      case SL_U8: rc = launch_sums<uint8_t>(p, a, s); break;
+      case SL_U16: rc = launch_sums<uint16_t>(p, a, s); break;
+      default: rc = launch_sums<uint32_t>(p, a, s); break;
+    }
+    if (rc) return rc;
+  }
+  return sl_cuda_error_mirror_pull(&s->err, a, k_node);
+}
+
+extern "C" sl_code sl_cuda_bf_segments_finalize(const sl_cuda_bf_segments_params *p, sl_kernel_args *a) {
+  bf_state *s = (bf_state *)*p->device_state.state;
+  if (!s) return SL_OK; /* no chunk ran */
+  sl_code rc = sl_cuda_error_mirror_pull(&s->err, a, k_node);
+  if (rc == SL_OK) rc = sl_cuda_wait(a);
+  if (rc == SL_OK) rc = sl_cuda_error_disk_fail(s->err.host, a, p->frames.height, p->frames.width);
+  return rc;
+}
