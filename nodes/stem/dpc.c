@@ -52,6 +52,7 @@
 #include "shaders/cuda/common/cufft_warm_up.h"
 #include "nodes/stem/dpc_adf.h"
 #include "nodes/stem/dpc_fit.h"
+#include "nodes/stem/dpc_parallax.h"
 #include "shaders/cuda/stem/dpc.h"
 
 /* Param 'transpose', in the order of its choices. */
@@ -62,13 +63,20 @@ enum { TRANSPOSE_AUTO, TRANSPOSE_TRUE, TRANSPOSE_FALSE };
     "scan-to-detector rotation in degrees ([-360, 360]), or auto to fit it (least curl)", NULL) \
   P(ENUM, transpose, "auto",                                                                    \
     "auto (fit: least curl), true or false: the scan's (row, col) are swapped",                 \
-    "auto|true|false")
+    "auto|true|false")                                                                          \
+  P(FLOAT, semiangle_mrad, "0",                                                                 \
+    "the probe's convergence semi-angle in mrad, for the parallax of the segments input (0: "   \
+    "unknown)", NULL)                                                                           \
+  P(FLOAT, energy_kev, "0", "the beam energy in keV, for the parallax (0: unknown)", NULL)      \
+  P(FLOAT, step_angstrom, "0", "the scan step in Angstrom, for the parallax (0: unknown)", NULL)
 SL_NODE_PARAMS(dpc_params, DPC_PARAMS)
 
 typedef struct dpc_config {
   bool fit_angle;
   double angle;  /* degrees, when given */
   int transpose; /* -1 auto, 0, 1 */
+  bool probe_known;    /* semiangle, energy and step all given */
+  sl_dpc_probe probe;  /* when known */
 } dpc_config;
 
 static sl_code dpc_config_resolve(const sl_node *n, dpc_config *c, sl_error *err) {
@@ -83,11 +91,54 @@ static sl_code dpc_config_resolve(const sl_node *n, dpc_config *c, sl_error *err
                    "got '%s'",
                    r);
   c->transpose = p->transpose == TRANSPOSE_AUTO ? -1 : p->transpose == TRANSPOSE_TRUE ? 1 : 0;
+  const double probe[3] = {p->semiangle_mrad, p->energy_kev, p->step_angstrom};
+  static const char *const probe_names[3] = {"semiangle_mrad", "energy_kev", "step_angstrom"};
+  int given = 0;
+  for (int k = 0; k < 3; k++) {
+    if (!isfinite(probe[k]) || probe[k] < 0 || probe[k] > 1e6)
+      return sl_fail(err, SL_ERR_PIPELINE, "param '%s' must be a number >= 0 (0: unknown), got %g",
+                     probe_names[k], probe[k]);
+    given += probe[k] > 0;
+  }
+  if (given != 0 && given != 3)
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "params 'semiangle_mrad', 'energy_kev' and 'step_angstrom' go together (the "
+                   "parallax's defocus needs all three), got %g, %g and %g",
+                   probe[0], probe[1], probe[2]);
+  c->probe_known = given == 3;
+  c->probe = (sl_dpc_probe){probe[0] * 1e-3, c->probe_known ? sl_electron_wavelength(probe[1]) : 0,
+                            probe[2]};
   return SL_OK;
 }
 
 /* The optional 'adf' input is connected. */
 static bool has_adf(const sl_node *n) { return n->in_src[2].node != SL_SRC_NONE; }
+
+/* The optional 'segments' and 'segment_offsets' inputs are connected. */
+static bool has_segments(const sl_node *n) { return n->in_src[3].node != SL_SRC_NONE; }
+
+/* Segments of the 'segments' input (0 when not connected). */
+static int segment_count(const sl_node *n) { return has_segments(n) ? (int)n->in[3].dims[0] : 0; }
+
+/* The inputs of the parallax: both or neither; segments whole u64
+ * [n, rows, cols], offsets whole f64 [n, 3]. */
+static sl_code segments_check(const sl_node *n, sl_error *err) {
+  const bool seg = has_segments(n), off = n->in_src[4].node != SL_SRC_NONE;
+  if (seg != off)
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "inputs 'segments' and 'segment_offsets' go together (bf_segments' two outputs)");
+  if (!seg) return SL_OK;
+  const sl_tensor_desc *d = &n->in[3], *o = &n->in[4];
+  if (d->dtype != SL_U64 || d->stream_rank != 0 || d->rank != 3 || d->dims[1] != n->in[0].dims[0] ||
+      d->dims[2] != n->in[0].dims[1] || d->dims[0] < 1 || d->dims[0] > 255)
+    return sl_input_refuse(err, "segments",
+                           "a whole u64 [n, rows, cols] (bf_segments' segments, 1..255 segments, the scan's shape)",
+                           d);
+  if (o->dtype != SL_F64 || o->stream_rank != 0 || o->rank != 2 || o->dims[0] != d->dims[0] ||
+      o->dims[1] != 3)
+    return sl_input_refuse(err, "segment_offsets", "a whole f64 [n, 3] with the segments' n", o);
+  return SL_OK;
+}
 
 static sl_code dpc_infer(sl_node *n, sl_error *err) {
   dpc_config c;
@@ -99,6 +150,7 @@ static sl_code dpc_infer(sl_node *n, sl_error *err) {
                      !sl_desc_equal_shape(adf, &n->in[0])))
     return sl_input_refuse(err, "adf", "a whole f64 or u64 image of the scan's shape [rows, cols]",
                            adf);
+  if ((rc = segments_check(n, err))) return rc;
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1], one = 1;
   if ((c.fit_angle || c.transpose < 0) && (rows < 3 || cols < 3))
     return sl_fail(err, SL_ERR_PIPELINE,
@@ -125,6 +177,15 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->device_library_bytes = SL_CUFFT_HOST_BYTES;
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
                    2 * rc * 8 + rows * (1 + SL_DPC_ADF_SUMS) * 8;
+  const int ns = segment_count(n);
+  if (ns) { /* the parallax (and on CUDA the segments' host copies) */
+    c->ops += sl_dpc_parallax_ops(ns, rows, cols);
+    c->bytes_read += (int64_t)ns * rc * 8;
+    c->state_bytes += sl_dpc_parallax_bytes(ns, rows, cols);
+#ifdef SLUICE_HAVE_CUDA
+    c->state_bytes += (int64_t)ns * (rc + 3) * 8;
+#endif
+  }
 #ifdef SLUICE_HAVE_CUDA
   c->device_state_bytes = sl_cuda_dpc_state_bytes(rows, cols);
 #endif
@@ -139,6 +200,9 @@ typedef struct dpc_state {
   double *div2_of_row; /* [rows]: squared divergence summed per row */
   double *adf;         /* [rows * cols]: the ADF image as f64 */
   double *adf_of_row;  /* [rows][SL_DPC_ADF_SUMS]: the ADF matched filter's sums per row */
+  sl_dpc_parallax *parallax; /* with the segments input */
+  uint64_t *segments_host;   /* CUDA: the segments and offsets read back for the parallax */
+  double *offsets_host;
 } dpc_state;
 
 static void dpc_release(sl_node *n) {
@@ -150,6 +214,9 @@ static void dpc_release(sl_node *n) {
   free(s->div2_of_row);
   free(s->adf);
   free(s->adf_of_row);
+  sl_dpc_parallax_free(s->parallax);
+  free(s->segments_host);
+  free(s->offsets_host);
   free(s);
   n->state = NULL;
 }
@@ -166,6 +233,16 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   s->adf_of_row = malloc((size_t)(rows * SL_DPC_ADF_SUMS) * sizeof *s->adf_of_row);
   if (rc == SL_OK && (!s->phase || !s->div2_of_row || !s->adf || !s->adf_of_row))
     rc = sl_fail(err, SL_ERR_NOMEM, "out of memory");
+  const int ns = segment_count(n);
+  if (rc == SL_OK && ns) rc = sl_dpc_parallax_new(ns, rows, cols, &s->parallax, err);
+#ifdef SLUICE_HAVE_CUDA
+  if (rc == SL_OK && ns) {
+    s->segments_host = malloc((size_t)ns * (size_t)(rows * cols) * sizeof *s->segments_host);
+    s->offsets_host = malloc((size_t)ns * 3 * sizeof *s->offsets_host);
+    if (!s->segments_host || !s->offsets_host)
+      rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for the segments' host copy");
+  }
+#endif
   n->state = s;
   if (rc != SL_OK) dpc_release(n);
   return rc;
@@ -202,6 +279,10 @@ static double wrap_deg(double d) {
 #define SKEWNESS_SURE 0.3
 #define ADF_SIGMAS_SURE 4.0
 
+/* The parallax's branch threshold: |skewness| of the sign-corrected tcBF
+ * below it, a guess (docs/nodes/dpc.md, "The parallax"). */
+#define PARALLAX_SKEWNESS_SURE 0.5
+
 /* The warning of a weak branch decision. */
 static void note_branch_guess(sl_node *n, const char *what, double value) {
   sl_node_note(n, "warning",
@@ -214,6 +295,9 @@ static void note_branch_guess(sl_node *n, const char *what, double value) {
  * skewness `score` of the fitted one's iDPC phase. Notes the evidence;
  * returns the sign of the field (-1: the other branch, *theta turned by
  * 180). */
+static double dpc_parallax_branch(sl_node *n, const dpc_config *cfg, const sl_dpc_parallax_result *px,
+                                  double theta, int *t, const char *com_rule, double com_confidence);
+
 static double dpc_branch_skewness(sl_node *n, double *theta, double score) {
   double sign = 1;
   if (score < 0) *theta += 180, sign = -1;
@@ -229,10 +313,13 @@ static double dpc_branch_skewness(sl_node *n, double *theta, double score) {
 /* With an ADF image (see the header): the transpose (given, or the one
  * whose field correlates more strongly with the ADF gradient) and the angle
  * over the full turn from the ADF matched filter's totals, the curl fit's
- * axis kept where it agrees within 3 sigma. Notes the evidence. Returns the
- * angle, degrees; *t the transpose. */
+ * axis kept where it agrees within 3 sigma. Where that branch is a guess
+ * and the parallax `px` (NULL: none) was found, the parallax decides
+ * (dpc_parallax_branch). Notes the evidence. Returns the angle, degrees;
+ * *t the transpose. */
 static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_result *fit,
-                            const double *totals, int64_t positions, int *t) {
+                            const double *totals, int64_t positions, const sl_dpc_parallax_result *px,
+                            int *t) {
   sl_dpc_adf_fit af;
   sl_dpc_adf_solve(totals, sl_dpc_adf_noise(fit, totals[SL_DPC_ADF_F2], positions), &af);
   *t = cfg->transpose >= 0 ? cfg->transpose : af.strength[1] > af.strength[0] ? 1 : 0;
@@ -243,20 +330,90 @@ static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_
   const double theta = keep_axis ? (fabs(wrap_deg(axis - adf)) <= 90 ? axis : axis + 180) : adf;
   /* The correlation at the angle taken, in sigmas of its noise. */
   const double z = isfinite(sigma) && sigma > 0 ? cos((theta - adf) * M_PI / 180.0) / (sigma * M_PI / 180.0) : 0;
-  sl_node_note(n, "branch",
+  const bool to_parallax = z < ADF_SIGMAS_SURE && px;
+  sl_node_note(n, to_parallax ? "branch_com" : "branch",
                "%.4f, by the ADF matched filter (the field's correlation with the ADF image's gradient, "
                "largest at %.4f +- %.3g degrees; transposed %.4g, untransposed %.4g): %s (the curl fit's "
-               "axis %.4f is %.3g sigma from it)",
+               "axis %.4f is %.3g sigma from it)%s",
                wrap_deg(theta), adf, sigma, af.strength[1], af.strength[0],
                keep_axis ? "the curl fit's axis on the ADF's branch" : "the ADF's angle", axis,
-               isfinite(sigma) && sigma > 0 ? off / sigma : INFINITY);
+               isfinite(sigma) && sigma > 0 ? off / sigma : INFINITY,
+               to_parallax ? "; a guess, the parallax decides" : "");
+  sl_node_note(n, "angle_uncertainty", "%.3g degrees (1 sigma of the ADF matched filter's angle, CoM shot noise)",
+               sigma);
+  if (to_parallax) return dpc_parallax_branch(n, cfg, px, theta, t, "ADF correlation in sigmas", z);
   sl_node_note(n, "branch_confidence",
                "%.3f (the ADF correlation at the angle taken, in sigmas of its noise; below %.1f the branch "
                "is a guess)", z, ADF_SIGMAS_SURE);
-  sl_node_note(n, "angle_uncertainty", "%.3g degrees (1 sigma of the ADF matched filter's angle, CoM shot noise)",
-               sigma);
   if (z < ADF_SIGMAS_SURE) note_branch_guess(n, "ADF correlation in sigmas", z);
   return theta;
+}
+
+/* Where the CoM's branch rule (com_rule, its confidence) is a guess and the
+ * parallax of the BF segments was found (nodes/stem/dpc_parallax.h): the
+ * parallax's angle and transpose. (Keeping the CoM's axis on the
+ * parallax's branch where the two agree within 20 degrees had as many
+ * branches right but fewer angles within 2 degrees, 72% against 78% of the
+ * grid: where the CoM's rule is a guess its axis is mostly noise, the
+ * parallax's is not; docs/nodes/dpc.md.) A given transpose that the
+ * parallax contradicts leaves the CoM's answer. Notes the evidence;
+ * returns the angle, *t the transpose. */
+static double dpc_parallax_branch(sl_node *n, const dpc_config *cfg, const sl_dpc_parallax_result *px,
+                                  double theta, int *t, const char *com_rule, double com_confidence) {
+  if (cfg->transpose >= 0 && px->transpose != cfg->transpose) {
+    sl_node_note(n, "branch", "%.4f, by the CoM's rule (%s %.3f): the parallax's transpose contradicts "
+                 "the given one", wrap_deg(theta), com_rule, com_confidence);
+    sl_node_note(n, "branch_confidence", "%.3f (%s)", com_confidence, com_rule);
+    note_branch_guess(n, com_rule, com_confidence);
+    return theta;
+  }
+  double off = fabs(wrap_deg(theta - px->theta));
+  if (off > 90) off = 180 - off;
+  const double c = fabs(px->skewness);
+  sl_node_note(n, "branch",
+               "%.4f, transposed %d, by the parallax of the BF segments (%.4g scan steps per disk radius at "
+               "%.2f degrees%s, power gain %.3f; |defocus| %.1f A; sign-corrected tcBF skewness %+.3f, the "
+               "defocus's sign); the CoM's rule was a guess (%s %.3f; its axis %.4f, transposed %d, %.2f "
+               "degrees from the parallax's)",
+               wrap_deg(px->theta), px->transpose, px->scale, px->angle, px->transpose ? ", transposed" : "",
+               px->gain, px->defocus, px->skewness, com_rule, com_confidence, wrap_deg(theta), *t, off);
+  sl_node_note(n, "branch_confidence",
+               "%.3f (|skewness| of the parallax's sign-corrected tcBF image; below %.2f the branch is a guess)",
+               c, PARALLAX_SKEWNESS_SURE);
+  if (c < PARALLAX_SKEWNESS_SURE) note_branch_guess(n, "parallax tcBF skewness", c);
+  *t = px->transpose;
+  return px->theta;
+}
+
+/* The skewness rule's guess (score below SKEWNESS_SURE) handed to the
+ * parallax: the CoM's evidence noted as "branch_com". */
+static double skewness_to_parallax(sl_node *n, const dpc_config *cfg, const sl_dpc_parallax_result *px,
+                                   double theta, int *t, double score) {
+  if (score < 0) theta += 180;
+  sl_node_note(n, "branch_com", "%.4f of the two 180-degree branches, by the skewness of its iDPC phase "
+               "%.3f (no ADF input); a guess, the parallax decides", wrap_deg(theta), fabs(score));
+  return dpc_parallax_branch(n, cfg, px, theta, t, "iDPC skewness", fabs(score));
+}
+
+/* The parallax of the segments, when it can decide: connected, the probe
+ * known, the angle fitted, and found. Notes why not where it cannot.
+ * Returns r, or NULL. */
+static const sl_dpc_parallax_result *parallax_of(sl_node *n, const dpc_config *cfg, dpc_state *st,
+                                                 const uint64_t *segments, const double *offsets,
+                                                 sl_dpc_parallax_result *r) {
+  if (!has_segments(n) || !cfg->fit_angle) return NULL;
+  if (!cfg->probe_known) {
+    sl_node_note(n, "parallax", "not used: give semiangle_mrad, energy_kev and step_angstrom (the "
+                 "defocus in Angstrom needs them)");
+    return NULL;
+  }
+  sl_dpc_parallax_run(st->parallax, segments, offsets, &cfg->probe, r);
+  sl_node_note(n, "parallax",
+               "%s: %.4g scan steps per disk radius at %.2f degrees%s, power gain %.3f (found above %.2f); "
+               "defocus %.1f A; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",
+               r->found ? "found" : "not found", r->scale, r->angle, r->transpose ? ", transposed" : "",
+               r->gain, SL_DPC_PARALLAX_GAIN, r->defocus, r->skewness, r->theta);
+  return r->found ? r : NULL;
 }
 
 /* The transpose: given, or the one with the smaller residual. */
@@ -366,6 +523,8 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_dpc_fit_run(&st->fit, a->backend, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = dpc_transpose(&cfg, &fit);
   double theta = fit.angle[t], sign = 1;
+  sl_dpc_parallax_result pxr;
+  const sl_dpc_parallax_result *px = parallax_of(n, &cfg, st, a->in[3], a->in[4], &pxr);
   if (cfg.fit_angle && has_adf(n)) {
     const void *adf = a->in[2];
     for (int64_t k = 0; k < rows * cols; k++)
@@ -374,10 +533,14 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
     a->backend->ops->parallel_for(a->backend, rows, FIELD_ROWS_GRAIN, adf_rows, &aj);
     double totals[SL_DPC_ADF_SUMS];
     sl_dpc_adf_totals(st->adf_of_row, rows, totals);
-    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, &t);
+    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, px, &t);
   } else if (cfg.fit_angle) {
     sl_dpc_branch_sums v = branch_sums_of(st, a->backend, theta, t, rows * cols);
-    sign = dpc_branch_skewness(n, &theta, sl_dpc_branch_score(&v, rows * cols));
+    const double score = sl_dpc_branch_score(&v, rows * cols);
+    if (px && fabs(score) < SKEWNESS_SURE)
+      theta = skewness_to_parallax(n, &cfg, px, theta, &t, score);
+    else
+      sign = dpc_branch_skewness(n, &theta, score);
   }
   /* Rotated field: c_scan = T^t R(-theta) c_det (the skewness rule's other
    * branch: the fitted angle's field negated, exactly). */
@@ -393,6 +556,18 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
 }
 
 #ifdef SLUICE_HAVE_CUDA
+/* The segments and their offsets read back into the state's host copies
+ * (the parallax runs on the host: a few pair correlations of a 128 x 128
+ * window and one transform per segment). */
+static sl_code segments_download(sl_kernel_args *a, dpc_state *st) {
+  const sl_node *n = a->node;
+  const sl_backend_ops *o = a->backend->ops;
+  const size_t ns = (size_t)segment_count(n), np = (size_t)sl_desc_elems(&n->in[0]);
+  sl_code rc = o->download(a->backend, st->segments_host, a->in[3], ns * np * sizeof(uint64_t), a->err);
+  if (rc == SL_OK) rc = o->download(a->backend, st->offsets_host, a->in[4], ns * 3 * sizeof(double), a->err);
+  return rc;
+}
+
 /* CUDA without cuFFT: the host path on host copies of the device inputs and
  * outputs (the downloads wait for the inputs' producers; the upload of a
  * pageable buffer is staged before it returns, so the copies can go at
@@ -411,6 +586,11 @@ static sl_code dpc_cuda_on_host(sl_kernel_args *a, const char *why) {
   for (int k = 0; k < n_in && rc == SL_OK; k++) {
     rc = o->download(a->backend, h + (size_t)k * np, a->in[k], bytes, a->err);
     ha.in[k] = h + (size_t)k * np;
+  }
+  dpc_state *st = dpc_state_of(a);
+  if (rc == SL_OK && has_segments(n)) { /* the parallax's inputs, into the state's host copies */
+    rc = segments_download(a, st);
+    ha.in[3] = st->segments_host, ha.in[4] = st->offsets_host;
   }
   for (int k = 0; k < 4; k++) ha.out[fields_out[k]] = h + (size_t)(3 + k) * np;
   ha.out[2] = h + 7 * np;
@@ -450,17 +630,33 @@ static sl_code dpc_cuda(sl_kernel_args *a) {
   sl_dpc_fit_solve(&st->fit, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = dpc_transpose(&cfg, &fit);
   double theta = fit.angle[t], sign = 1;
+  sl_dpc_parallax_result pxr;
+  const sl_dpc_parallax_result *px = NULL;
+  if (has_segments(n) && cfg.fit_angle && cfg.probe_known) {
+    if ((rc = segments_download(a, st)) != SL_OK) return rc;
+    px = parallax_of(n, &cfg, st, st->segments_host, st->offsets_host, &pxr);
+  } else {
+    px = parallax_of(n, &cfg, st, NULL, NULL, &pxr); /* notes why not, runs nothing */
+  }
   if (adf_fit) {
     double totals[SL_DPC_ADF_SUMS];
     sl_dpc_adf_totals(st->adf_of_row, rows, totals);
-    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, &t);
+    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, px, &t);
   }
-  const double th = theta * M_PI / 180.0;
+  double th = theta * M_PI / 180.0;
   sl_dpc_branch_sums v = {0, 0};
   const bool skewness = cfg.fit_angle && !adf;
   rc = sl_cuda_dpc_fields(&cp, a, cos(th), sin(th), t, skewness, st->div2_of_row, &v);
   if (rc != SL_OK) return rc;
-  if (skewness) sign = dpc_branch_skewness(n, &theta, sl_dpc_branch_score(&v, rows * cols));
+  const double score = skewness ? sl_dpc_branch_score(&v, rows * cols) : 0;
+  if (skewness && px && fabs(score) < SKEWNESS_SURE) { /* the parallax decides: the fields again */
+    theta = skewness_to_parallax(n, &cfg, px, theta, &t, score);
+    th = theta * M_PI / 180.0;
+    rc = sl_cuda_dpc_fields(&cp, a, cos(th), sin(th), t, false, st->div2_of_row, &v);
+    if (rc != SL_OK) return rc;
+  } else if (skewness) {
+    sign = dpc_branch_skewness(n, &theta, score);
+  }
   theta = dpc_report(n, &cfg, t, theta, &fit, mean_div2(st, rows, cols));
   return sl_cuda_dpc_finish(&cp, a, sign < 0, theta, t);
 }
@@ -473,6 +669,10 @@ static const sl_port_def dpc_inputs[] = {
      "pixels", false},
     {"adf", "optional whole f64 or u64 [R, C]: an annular dark-field image of the same scan "
      "(columns bright); gives the angle over the full turn and its 180-degree branch", "counts", true},
+    {"segments", "optional whole u64 [n, R, C]: images of the BF disk's segments (bf_segments); "
+     "with the probe params, their parallax decides the branch where the CoM cannot", "counts", true},
+    {"segment_offsets", "optional whole f64 [n, 3]: the segments' offsets in disk radii and pixel "
+     "counts (bf_segments), with 'segments'", "radii", true},
 };
 static const sl_port_def dpc_outputs[] = {
     {"com_row_rot", "whole f64 [R, C]: the field along scan rows, T^t R(-theta) c", "pixels",

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nodes/common/disk_geometry.h"
+#include "nodes/stem/bf_segments_layout.h"
 #include "tests/unit/stem_test_data.h"
 
 #define DPC_GRID_LAMBDA 0.019687 /* A, 300 kV */
@@ -47,11 +49,28 @@ typedef struct dpc_grid_answer {
   int transpose;
   double bound;      /* degrees: the least rms angle error any fit can have (see dpc_grid_bound) */
   double confidence; /* the branch rule's |score| (0 when the runner does not say) */
+  bool warned;       /* the node warned that the branch is a guess (true when the runner does not say) */
 } dpc_grid_answer;
 
-/* Runs dpc on the field (cr, cc) [rows, cols] with the ADF image adf. */
-typedef dpc_grid_answer (*dpc_grid_runner)(const double *cr, const double *cc, const double *adf,
-                                           int rows, int cols);
+/* The BF disk's segments of the grid's products (bf_segments' default
+ * layout: grid 5, extent 0.9 radii, 21 segments). */
+#define DPC_GRID_SEGMENT_GRID 5
+#define DPC_GRID_SEGMENT_EXTENT 0.9
+#define DPC_GRID_SEGMENTS_MAX 64
+
+/* A case's products: the CoM (cr, cc), the ADF image, the segments
+ * [n_seg][rows * cols] with their offsets [n_seg][3] (disk radii, pixel
+ * count), and the probe (semi-angle, rad; scan step, A). */
+typedef struct dpc_grid_fields {
+  double *cr, *cc, *adf;
+  uint64_t *seg;
+  double offsets[3 * DPC_GRID_SEGMENTS_MAX];
+  int n_seg;
+  double alpha, step;
+} dpc_grid_fields;
+
+/* Runs dpc on a case's products [rows, cols]. */
+typedef dpc_grid_answer (*dpc_grid_runner)(const dpc_grid_fields *f, int rows, int cols);
 
 /* Counts over the cases, and over the determinable ones: those whose
  * Cramer-Rao bound is at most DPC_GRID_DETERMINABLE degrees, so that an
@@ -64,10 +83,6 @@ typedef dpc_grid_answer (*dpc_grid_runner)(const double *cr, const double *cc, c
  * million cases; the node's rule was right in all 243 such cases of the
  * 64x64 grid of docs/nodes/dpc.md). */
 #define DPC_GRID_BRANCH_HELD 5.0
-/* The node's branch_confidence (ADF correlation in sigmas) from which it
- * gives no warning: the branch must be right there (nodes/stem/dpc.c,
- * ADF_SIGMAS_SURE). */
-#define DPC_GRID_SURE 4.0
 
 typedef struct dpc_grid_counts {
   int cases, right, within1, within2, within5, transpose_right;
@@ -84,7 +99,7 @@ typedef struct dpc_grid_cell {
 typedef struct dpc_grid_stats {
   dpc_grid_counts all, det;
   dpc_grid_counts held; /* bound <= DPC_GRID_BRANCH_HELD */
-  dpc_grid_counts sure; /* branch_confidence >= DPC_GRID_SURE (no warning) */
+  dpc_grid_counts sure; /* no branch warning: the branch must be right there */
   double worst_det; /* degrees, mod 180, over the determinable cases */
 } dpc_grid_stats;
 
@@ -138,6 +153,36 @@ static inline double dpc_grid_diff(double a, double b) {
   if (d > 180) d -= 360;
   if (d < -180) d += 360;
   return fabs(d);
+}
+
+/* The segments of u32 frames by a plain loop over each segment's pixels
+ * (disk at the detector centre, bf_segments' default layout), and their
+ * offsets; returns the segment count. */
+static inline int dpc_grid_segments(const synth_data *d, double radius, uint64_t *seg, double *offsets) {
+  sl_bf_segment_layout l;
+  sl_bf_segment_layout_init(&l, DPC_GRID_SEGMENT_GRID, DPC_GRID_SEGMENT_EXTENT);
+  int64_t h = d->h, w = d->w, hw = h * w;
+  double yc = (double)(h - 1) / 2, xc = (double)(w - 1) / 2;
+  int *of = malloc((size_t)hw * sizeof *of);
+  memset(offsets, 0, (size_t)l.count * 3 * sizeof *offsets);
+  for (int64_t q = 0; q < hw; q++) {
+    int64_t r = q / w, c = q % w;
+    of[q] = sl_bf_segment_of(&l, sl_disk_d2(r, c, yc, xc), (double)r - yc, (double)c - xc, radius);
+    if (of[q] >= 0) {
+      offsets[3 * of[q]] += ((double)r - yc) / radius, offsets[3 * of[q] + 1] += ((double)c - xc) / radius;
+      offsets[3 * of[q] + 2] += 1;
+    }
+  }
+  for (int k = 0; k < l.count; k++)
+    if (offsets[3 * k + 2] > 0) offsets[3 * k] /= offsets[3 * k + 2], offsets[3 * k + 1] /= offsets[3 * k + 2];
+  memset(seg, 0, (size_t)l.count * (size_t)d->npos * sizeof *seg);
+  for (int64_t p = 0; p < d->npos; p++) {
+    const uint32_t *f = (const uint32_t *)d->frames + p * hw;
+    for (int64_t q = 0; q < hw; q++)
+      if (of[q] >= 0) seg[(size_t)of[q] * (size_t)d->npos + (size_t)p] += f[q];
+  }
+  free(of);
+  return l.count;
 }
 
 /* CoM (scan mean removed) and the ADF image (counts in the ring from 1.5 to
@@ -194,7 +239,8 @@ static inline double dpc_grid_bound(const synth_data *d, const double *cr, const
 }
 
 /* A case's fields in the cache directory: its name from the case's
- * parameters; rows, cols (int32), the bound, then cr, cc, adf (f64).
+ * parameters; rows, cols (int32), the bound, then cr, cc, adf (f64), the
+ * segment count (int32), the offsets (f64) and the segments (u64).
  * Reading returns false when the file is not there or not whole. With
  * SLUICE_DPC_GRID_CACHED_ONLY set, cases not in the cache are skipped (a
  * rule measured on what a running grid has made so far). */
@@ -202,23 +248,29 @@ static inline void dpc_grid_cache_name(char *name, size_t size, const char *dir,
                                        double df, const char *dose, int rot, int t, int scan,
                                        int seed) {
   const char *step = getenv("SLUICE_DPC_GRID_STEP"); /* in the name when not the default */
-  snprintf(name, size, "%s/a%.0f_df%+.0f_dose%s_r%d_t%d_scan%d_seed%d%s%s.f64", dir, alpha * 1e3,
+  snprintf(name, size, "%s/a%.0f_df%+.0f_dose%s_r%d_t%d_scan%d_seed%d%s%s.v2.f64", dir, alpha * 1e3,
            df, dose, rot, t, scan, seed, step ? "_step" : "", step ? step : "");
 }
 
-static inline bool dpc_grid_cache_read(const char *name, int scan, double *bound, double **f) {
+static inline bool dpc_grid_cache_read(const char *name, int scan, double *bound, double **f,
+                                       dpc_grid_fields *g) {
   FILE *fp = fopen(name, "rb");
   if (!fp) return false;
-  int32_t rc[2] = {0, 0};
+  int32_t rc[2] = {0, 0}, ns = 0;
   size_t np = (size_t)scan * (size_t)scan;
   bool ok = fread(rc, sizeof rc, 1, fp) == 1 && rc[0] == scan && rc[1] == scan &&
             fread(bound, sizeof *bound, 1, fp) == 1;
   for (int k = 0; k < 3 && ok; k++) ok = fread(f[k], 8, np, fp) == np;
+  ok = ok && fread(&ns, sizeof ns, 1, fp) == 1 && ns > 0 && ns <= DPC_GRID_SEGMENTS_MAX &&
+       fread(g->offsets, 8, 3 * (size_t)ns, fp) == 3 * (size_t)ns &&
+       fread(g->seg, 8, (size_t)ns * np, fp) == (size_t)ns * np;
+  g->n_seg = ns;
   fclose(fp);
   return ok;
 }
 
-static inline void dpc_grid_cache_write(const char *name, int scan, double bound, double **f) {
+static inline void dpc_grid_cache_write(const char *name, int scan, double bound, double **f,
+                                        const dpc_grid_fields *g) {
   char tmp[600];
   snprintf(tmp, sizeof tmp, "%s.tmp", name);
   FILE *fp = fopen(tmp, "wb");
@@ -227,6 +279,9 @@ static inline void dpc_grid_cache_write(const char *name, int scan, double bound
   size_t np = (size_t)scan * (size_t)scan;
   bool ok = fwrite(rc, sizeof rc, 1, fp) == 1 && fwrite(&bound, sizeof bound, 1, fp) == 1;
   for (int k = 0; k < 3 && ok; k++) ok = fwrite(f[k], 8, np, fp) == np;
+  int32_t ns = g->n_seg;
+  ok = ok && fwrite(&ns, sizeof ns, 1, fp) == 1 && fwrite(g->offsets, 8, 3 * (size_t)ns, fp) == 3 * (size_t)ns &&
+       fwrite(g->seg, 8, (size_t)ns * np, fp) == (size_t)ns * np;
   ok &= fclose(fp) == 0;
   if (ok) rename(tmp, name);
   else remove(tmp);
@@ -281,24 +336,33 @@ static inline dpc_grid_answer dpc_grid_case(double alpha, double df, const char 
   double dx, radius = dpc_grid_window(alpha, df, &H, &dx) * alpha / DPC_GRID_LAMBDA;
   size_t np = (size_t)scan * (size_t)scan;
   double *f[3] = {malloc(np * 8), malloc(np * 8), malloc(np * 8)}, bound = 0;
+  dpc_grid_fields g;
+  memset(&g, 0, sizeof g);
+  g.seg = malloc(DPC_GRID_SEGMENTS_MAX * np * 8);
+  const char *step_a = getenv("SLUICE_DPC_GRID_STEP");
+  g.alpha = alpha, g.step = step_a ? atof(step_a) : 0.4;
   char name[600] = "";
   if (cache)
     dpc_grid_cache_name(name, sizeof name, cache, alpha, df, dose, rot, transpose, scan, seed_no);
-  bool cached = cache && dpc_grid_cache_read(name, scan, &bound, f);
+  bool cached = cache && dpc_grid_cache_read(name, scan, &bound, f, &g);
   if (!cached && cache && getenv("SLUICE_DPC_GRID_CACHED_ONLY")) {
     for (int k = 0; k < 3; k++) free(f[k]);
-    return (dpc_grid_answer){NAN, -1, NAN, 0}; /* skipped: not made yet */
+    free(g.seg);
+    return (dpc_grid_answer){NAN, -1, NAN, 0, true}; /* skipped: not made yet */
   }
   if (!cached) {
     synth_data d = dpc_grid_generate(alpha, df, dose, rot, transpose, scan, seed_no);
     dpc_grid_products(&d, radius, f[0], f[1], f[2]);
+    g.n_seg = dpc_grid_segments(&d, radius, g.seg, g.offsets);
     bound = dpc_grid_bound(&d, f[0], f[1]);
     synth_free(&d);
-    if (cache) dpc_grid_cache_write(name, scan, bound, f);
+    if (cache) dpc_grid_cache_write(name, scan, bound, f, &g);
   }
-  dpc_grid_answer a = run(f[0], f[1], f[2], scan, scan);
+  g.cr = f[0], g.cc = f[1], g.adf = f[2];
+  dpc_grid_answer a = run(&g, scan, scan);
   a.bound = bound;
   for (int k = 0; k < 3; k++) free(f[k]);
+  free(g.seg);
   return a;
 }
 
@@ -332,7 +396,7 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
           dpc_grid_count(&cell->c, err, err180, a.transpose == t);
           dpc_grid_count(&s.all, err, err180, a.transpose == t);
           if (a.bound <= DPC_GRID_BRANCH_HELD) dpc_grid_count(&s.held, err, err180, a.transpose == t);
-          if (a.confidence >= DPC_GRID_SURE) dpc_grid_count(&s.sure, err, err180, a.transpose == t);
+          if (!a.warned) dpc_grid_count(&s.sure, err, err180, a.transpose == t);
           if (det) {
             dpc_grid_count(&s.det, err, err180, a.transpose == t);
             if (err180 > s.worst_det) s.worst_det = err180;
@@ -354,7 +418,7 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
   dpc_grid_print("all", &s.all);
   dpc_grid_print("determinable (Cramer-Rao bound <= 0.7 deg)", &s.det);
   dpc_grid_print("branch held by the data (bound <= 5 deg)", &s.held);
-  dpc_grid_print("no branch warning (confidence >= 4)", &s.sure);
+  dpc_grid_print("no branch warning", &s.sure);
   fprintf(stderr, "  worst determinable angle error %.2f deg\n", s.worst_det);
   dpc_grid_table(g, cells);
   for (int k = 0; k < n_cells; k++) free(cells[k].err180), free(cells[k].bound);

@@ -56,7 +56,7 @@ static sl_backend *g_cpu, *g_cuda;
 
 /* The notes compared between host and device, in this order. */
 static const char *const k_notes[] = {"rotation_deg", "transpose", "curl", "branch", "branch_confidence", "angle_uncertainty",
-                                      "warning"};
+                                      "warning", "parallax", "branch_com"};
 #define N_NOTES (sizeof k_notes / sizeof k_notes[0])
 
 typedef struct dpc_out {
@@ -79,6 +79,32 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 /* A dpc node on [R, C] with the ADF input of `adf_type` (SL_DT_INVALID:
  * none) and params `over`, prepared. */
+/* The segments of a run (n 0: not connected). */
+typedef struct seg_inputs {
+  const uint64_t *seg;
+  const double *offsets;
+  int n;
+} seg_inputs;
+
+/* A dpc node on an R x C field, with an ADF image of adf_type (or none) and
+ * n_seg segments (0: none). */
+static void make_dpc_seg(sl_node *n, int64_t R, int64_t C, sl_dtype adf_type, int n_seg, const kv *over,
+                         int n_over) {
+  int64_t dims[2] = {R, C}, sdims[3] = {n_seg ? n_seg : 1, R, C}, odims[2] = {n_seg ? n_seg : 1, 3};
+  sl_tensor_desc in[5] = {sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
+                          sl_desc_make(adf_type == SL_DT_INVALID ? SL_F64 : adf_type, 2, dims, 0),
+                          sl_desc_make(SL_U64, 3, sdims, 0), sl_desc_make(SL_F64, 2, odims, 0)};
+  sl_error e;
+  sl_code rc = node_make(n, &sl_node_dpc, over, n_over, in, n_seg ? 5 : adf_type == SL_DT_INVALID ? 2 : 3, &e);
+  if (rc == SL_OK && n_seg && adf_type == SL_DT_INVALID) { /* input 2 unconnected */
+    n->in_src[2] = (sl_edge_src){SL_SRC_NONE, 0};
+    rc = n->desc->infer(n, &e);
+  }
+  if (rc == SL_OK) rc = sl_node_dpc.prepare(n, &e);
+  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+}
+
 static void make_dpc(sl_node *n, int64_t R, int64_t C, sl_dtype adf_type, const kv *over, int n_over) {
   int64_t dims[2] = {R, C};
   sl_tensor_desc in[3] = {sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
@@ -93,7 +119,8 @@ static void make_dpc(sl_node *n, int64_t R, int64_t C, sl_dtype adf_type, const 
 /* Runs the node's kernel for backend b as the executor does (device buffers
  * and the node's device table, upload, one batch, download; then the device
  * state goes with the table) on (cr, cc, adf). */
-static dpc_out run_on(sl_backend *b, sl_node *n, const double *cr, const double *cc, const void *adf) {
+static dpc_out run_on_seg(sl_backend *b, sl_node *n, const double *cr, const double *cc, const void *adf,
+                          const seg_inputs *sg) {
   const sl_backend_ops *o = b->ops;
   const int64_t R = n->in[0].dims[0], C = n->in[0].dims[1];
   const size_t bytes = (size_t)(R * C) * sizeof(double);
@@ -110,6 +137,14 @@ static dpc_out run_on(sl_backend *b, sl_node *n, const double *cr, const double 
   assert_int_equal(o->upload(b, din[0], cr, bytes, &e), SL_OK);
   assert_int_equal(o->upload(b, din[1], cc, bytes, &e), SL_OK);
   if (adf) assert_int_equal(o->upload(b, din[2], adf, bytes, &e), SL_OK);
+  void *dseg = NULL, *doff = NULL;
+  const size_t seg_bytes = sg ? (size_t)sg->n * (size_t)(R * C) * 8 : 0, off_bytes = sg ? (size_t)sg->n * 24 : 0;
+  if (sg) {
+    assert_int_equal(o->alloc(b, seg_bytes, &dseg, &e), SL_OK);
+    assert_int_equal(o->alloc(b, off_bytes, &doff, &e), SL_OK);
+    assert_int_equal(o->upload(b, dseg, sg->seg, seg_bytes, &e), SL_OK);
+    assert_int_equal(o->upload(b, doff, sg->offsets, off_bytes, &e), SL_OK);
+  }
   sl_kernel_args a;
   memset(&a, 0, sizeof a);
   a.backend = b;
@@ -121,6 +156,7 @@ static dpc_out run_on(sl_backend *b, sl_node *n, const double *cr, const double 
   a.in[0] = din[0];
   a.in[1] = din[1];
   a.in[2] = adf ? din[2] : NULL;
+  a.in[3] = dseg, a.in[4] = doff;
   for (int k = 0; k < 6; k++) a.out[k] = dout[k];
   a.err = &e;
   test_table table = {0};
@@ -144,10 +180,15 @@ static dpc_out run_on(sl_backend *b, sl_node *n, const double *cr, const double 
   test_table_give_back(&table, &n->dev_state, &n->dev_state_free);
   for (int k = 0; k < 3; k++) o->free(b, din[k], bytes);
   for (int k = 0; k < 6; k++) o->free(b, dout[k], out_bytes[k]);
+  if (sg) o->free(b, dseg, seg_bytes), o->free(b, doff, off_bytes);
   /* The node's notes start afresh for the next run. */
   for (int i = 0; i < n->n_notes; i++) free(n->notes[i]);
   n->n_notes = 0;
   return r;
+}
+
+static dpc_out run_on(sl_backend *b, sl_node *n, const double *cr, const double *cc, const void *adf) {
+  return run_on_seg(b, n, cr, cc, adf, NULL);
 }
 
 /* max |x - y| / max |y| over n, and where the largest |x - y| is. */
@@ -336,19 +377,28 @@ static void test_large(void **st) {
 
 static bool g_grid_ok = true;
 
-/* dpc_grid's runner: both backends on the case, compared; the host's answer. */
-static dpc_grid_answer grid_both(const double *cr, const double *cc, const double *adf, int R, int C) {
+/* dpc_grid's runner: both backends on the case, compared; the host's
+ * answer. Cases alternate with and without the ADF image; every case has
+ * the segments and the probe (the parallax decides where the CoM's rule is
+ * a guess: the device's path downloads the segments and fits on the host). */
+static dpc_grid_answer grid_both(const dpc_grid_fields *f, int R, int C) {
   static int no;
-  char label[64];
+  char label[64], alpha[32], step[32];
   snprintf(label, sizeof label, "atomic columns case %d%s", no, no % 2 ? ", no adf" : ", adf");
   const bool with_adf = no++ % 2 == 0;
+  snprintf(alpha, sizeof alpha, "%.9g", f->alpha * 1e3);
+  snprintf(step, sizeof step, "%.9g", f->step);
+  const kv probe[] = {{"semiangle_mrad", alpha}, {"energy_kev", "300"}, {"step_angstrom", step}};
+  const seg_inputs sg = {f->seg, f->offsets, f->n_seg};
+  const double *cr = f->cr, *cc = f->cc, *adf = f->adf;
   sl_node nc, ng;
   sl_dtype ty = with_adf ? SL_F64 : SL_DT_INVALID;
-  make_dpc(&nc, R, C, ty, NULL, 0);
-  make_dpc(&ng, R, C, ty, NULL, 0);
-  dpc_out c = run_on(g_cpu, &nc, cr, cc, with_adf ? adf : NULL), g = run_on(g_cuda, &ng, cr, cc, with_adf ? adf : NULL);
+  make_dpc_seg(&nc, R, C, ty, sg.n, probe, 3);
+  make_dpc_seg(&ng, R, C, ty, sg.n, probe, 3);
+  dpc_out c = run_on_seg(g_cpu, &nc, cr, cc, with_adf ? adf : NULL, &sg),
+          g = run_on_seg(g_cuda, &ng, cr, cc, with_adf ? adf : NULL, &sg);
   g_grid_ok &= same_outputs(label, R, C, &c, &g);
-  dpc_grid_answer a = {c.angle, c.transpose, 0, 0};
+  dpc_grid_answer a = {c.angle, c.transpose, 0, 0, true};
   out_free(&c);
   out_free(&g);
   node_free(&nc);
@@ -362,7 +412,7 @@ static void test_atomic_columns(void **st) {
   const double defoci[] = {-100, 0, 200};
   const char *doses[] = {"1e4", "1e6"};
   const int rots[] = {17, 143, 251};
-  dpc_grid g = {alphas, 1, defoci, 3, doses, 2, rots, 3, 24, NULL};
+  dpc_grid g = {alphas, 1, defoci, 3, doses, 2, rots, 3, 32, NULL};
   (void)dpc_grid_run(&g, grid_both);
   assert_true(g_grid_ok);
 }

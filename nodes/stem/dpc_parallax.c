@@ -1,0 +1,379 @@
+/* The parallax of the BF disk's segments and the branch it gives. See
+ * dpc_parallax.h. */
+#include "nodes/stem/dpc_parallax.h"
+
+#include <fftw3.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sl_dpc_parallax {
+  int n;               /* segments (the port's count; empty ones are skipped at run time) */
+  int64_t rows, cols;  /* scan */
+  int64_t wr, wc;      /* the fit's window */
+  int64_t lr, lc;      /* the largest lags kept: half the window */
+  int64_t pr, pc;      /* the padded transform: window + lag, so that no lag wraps around */
+  fftw_complex *wspec; /* [n][pr * pc]: the window's spectra */
+  fftw_complex *work;  /* [max(pr * pc, rows * cols)] */
+  fftw_complex *acc;   /* [rows * cols]: the tcBF's spectrum */
+  double *xcorr;       /* [n (n - 1) / 2][(2 lr + 1) (2 lc + 1)]: the pairs' correlations */
+  double *ramp;        /* [2 (rows + cols)]: a segment's phase ramp along rows and columns */
+  fftw_plan wfwd, winv, fwd, inv;
+};
+
+static int64_t window_side(int64_t n) { return n < SL_DPC_PARALLAX_WINDOW ? n : SL_DPC_PARALLAX_WINDOW; }
+
+/* Lags kept per pair, and the padded transform's size. */
+static int64_t lag_elems(int64_t wr, int64_t wc) { return (2 * (wr / 2) + 1) * (2 * (wc / 2) + 1); }
+static int64_t padded_elems(int64_t wr, int64_t wc) { return (wr + wr / 2) * (wc + wc / 2); }
+
+int64_t sl_dpc_parallax_bytes(int n, int64_t rows, int64_t cols) {
+  const int64_t wr = window_side(rows), wc = window_side(cols), pw = padded_elems(wr, wc), np = rows * cols;
+  const int64_t pairs = (int64_t)n * (n - 1) / 2;
+  return 16 * ((int64_t)n * pw + (pw > np ? pw : np) + np) + 8 * (pairs * lag_elems(wr, wc) + 2 * (rows + cols));
+}
+
+int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols) {
+  const int64_t wr = window_side(rows), wc = window_side(cols);
+  double pw = (double)padded_elems(wr, wc), np = (double)(rows * cols);
+  double pairs = n * (n - 1) / 2.0, fft_w = 5 * pw * log2(pw > 2 ? pw : 2), fft = 5 * np * log2(np > 2 ? np : 2);
+  /* The window's transforms and pair correlations, the search (about 25
+   * (window / 4)^2 trial maps of 12 operations per pair), the tcBF. */
+  double trials = 25.0 * (double)(wr / 4) * (double)(wc / 4) + 400;
+  return (int64_t)((n + pairs) * (fft_w + 6 * pw) + 12 * pairs * trials + n * (fft + 8 * np) + fft + 4 * np);
+}
+
+void sl_dpc_parallax_free(sl_dpc_parallax *p) {
+  if (!p) return;
+  if (p->wfwd) fftw_destroy_plan(p->wfwd);
+  if (p->winv) fftw_destroy_plan(p->winv);
+  if (p->fwd) fftw_destroy_plan(p->fwd);
+  if (p->inv) fftw_destroy_plan(p->inv);
+  fftw_free(p->wspec);
+  fftw_free(p->work);
+  fftw_free(p->acc);
+  free(p->xcorr);
+  free(p->ramp);
+  free(p);
+}
+
+sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax **out, sl_error *err) {
+  *out = NULL;
+  sl_dpc_parallax *p = calloc(1, sizeof *p);
+  if (!p) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit");
+  p->n = n, p->rows = rows, p->cols = cols;
+  p->wr = window_side(rows), p->wc = window_side(cols);
+  p->lr = p->wr / 2, p->lc = p->wc / 2;
+  p->pr = p->wr + p->lr, p->pc = p->wc + p->lc;
+  const size_t pw = (size_t)(p->pr * p->pc), np = (size_t)(rows * cols);
+  const size_t pairs = (size_t)n * (size_t)(n - 1) / 2, lags = (size_t)lag_elems(p->wr, p->wc);
+  p->wspec = fftw_malloc((size_t)n * pw * sizeof(fftw_complex));
+  p->work = fftw_malloc((pw > np ? pw : np) * sizeof(fftw_complex));
+  p->acc = fftw_malloc(np * sizeof(fftw_complex));
+  p->xcorr = malloc((pairs ? pairs : 1) * lags * sizeof(double));
+  p->ramp = malloc((size_t)(2 * (rows + cols)) * sizeof(double));
+  if (!p->wspec || !p->work || !p->acc || !p->xcorr || !p->ramp) {
+    sl_dpc_parallax_free(p);
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit of %d segments on a %lldx%lld scan",
+                   n, (long long)rows, (long long)cols);
+  }
+  p->wfwd = fftw_plan_dft_2d((int)p->pr, (int)p->pc, p->work, p->work, FFTW_FORWARD, FFTW_ESTIMATE);
+  p->winv = fftw_plan_dft_2d((int)p->pr, (int)p->pc, p->work, p->work, FFTW_BACKWARD, FFTW_ESTIMATE);
+  p->fwd = fftw_plan_dft_2d((int)rows, (int)cols, p->work, p->work, FFTW_FORWARD, FFTW_ESTIMATE);
+  p->inv = fftw_plan_dft_2d((int)rows, (int)cols, p->acc, p->acc, FFTW_BACKWARD, FFTW_ESTIMATE);
+  if (!p->wfwd || !p->winv || !p->fwd || !p->inv) {
+    sl_dpc_parallax_free(p);
+    return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan the parallax fit's transforms");
+  }
+  *out = p;
+  return SL_OK;
+}
+
+double sl_electron_wavelength(double kilovolts) {
+  /* h / sqrt(2 m e V (1 + e V / (2 m c^2))): 12.2643 / sqrt(V (1 + 0.978476e-6 V)) A, V in volts. */
+  double v = kilovolts * 1e3;
+  return 12.264259 / sqrt(v * (1 + 0.978476e-6 * v));
+}
+
+/* M = s R(p) T^t as m[4] = row-major 2x2, p in radians. */
+static void parallax_matrix(double s, double p, int t, double m[4]) {
+  double c = cos(p), sn = sin(p);
+  if (!t) m[0] = s * c, m[1] = -s * sn, m[2] = s * sn, m[3] = s * c;
+  else m[0] = -s * sn, m[1] = s * c, m[2] = s * c, m[3] = s * sn; /* R T: columns swapped */
+}
+
+/* The segments that have pixels, their offsets and their pairs' offset differences. */
+typedef struct fit_set {
+  int used;     /* segments with pixels */
+  int *index;   /* [used]: their numbers */
+  double *pair; /* [pairs][2]: o_i - o_j, i < j over the used ones */
+  double omax;  /* largest |o| */
+  double dmax;  /* largest |o_i - o_j| */
+  double cell;  /* the segments' side, radii: the median nearest-neighbour distance */
+} fit_set;
+
+/* Keys' cubic convolution weights (a = -1/2) at fraction t of a step. */
+static void cubic_weights(double t, double w[4]) {
+  w[0] = ((-0.5 * t + 1) * t - 0.5) * t;
+  w[1] = (1.5 * t - 2.5) * t * t + 1;
+  w[2] = ((-1.5 * t + 2) * t + 0.5) * t;
+  w[3] = (0.5 * t - 0.5) * t * t;
+}
+
+/* The power of the shifted sum less its constant part: the sum over pairs
+ * of their correlation at the lag M (o_i - o_j), cubic between lags (a
+ * bilinear one has its maxima at whole lags: the fit snapped to them, 2-3
+ * degrees off). The search keeps every lag two inside the kept ones. */
+static double pair_power(const sl_dpc_parallax *p, const fit_set *fs, const double m[4]) {
+  const int64_t lr = p->lr, lc = p->lc, sc = 2 * lc + 1, lags = (2 * lr + 1) * sc;
+  const int pairs = fs->used * (fs->used - 1) / 2;
+  double sum = 0;
+  for (int k = 0; k < pairs; k++) {
+    const double a = fs->pair[2 * k], b = fs->pair[2 * k + 1];
+    const double y = m[0] * a + m[1] * b, x = m[2] * a + m[3] * b;
+    const double fy = floor(y), fx = floor(x);
+    int64_t r0 = (int64_t)fy + lr - 1, c0 = (int64_t)fx + lc - 1; /* the 4 x 4 block's corner */
+    if (r0 < 0 || c0 < 0 || r0 + 3 > 2 * lr || c0 + 3 > 2 * lc) continue; /* outside: never searched */
+    double wy[4], wx[4];
+    cubic_weights(y - fy, wy);
+    cubic_weights(x - fx, wx);
+    const double *xc = p->xcorr + (size_t)k * (size_t)lags + r0 * sc + c0;
+    for (int i = 0; i < 4; i++)
+      sum += wy[i] * (wx[0] * xc[i * sc] + wx[1] * xc[i * sc + 1] + wx[2] * xc[i * sc + 2] + wx[3] * xc[i * sc + 3]);
+  }
+  return sum;
+}
+
+/* The pairs' correlations over the central window, X_ij(d) = the mean of
+ * S_i(r + d) S_j(r) over the positions where both lie in the window (means
+ * removed; the transform zero padded so that no lag wraps around). Means,
+ * not sums: a sum's overlap falls with the lag and pulls the largest power
+ * towards small shifts (a Hann window did the same: 3-7% too small a
+ * defocus). Returns the diagonal's sum, sum_i X_ii(0). */
+static double correlate(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments) {
+  const int64_t wr = p->wr, wc = p->wc, pr = p->pr, pc = p->pc, pw = pr * pc;
+  const int64_t r0 = (p->rows - wr) / 2, c0 = (p->cols - wc) / 2, lr = p->lr, lc = p->lc;
+  const size_t np = (size_t)(p->rows * p->cols), lags = (size_t)((2 * lr + 1) * (2 * lc + 1));
+  double diag = 0;
+  for (int u = 0; u < fs->used; u++) {
+    const uint64_t *s = segments + (size_t)fs->index[u] * np;
+    double mean = 0;
+    for (int64_t i = 0; i < wr; i++)
+      for (int64_t j = 0; j < wc; j++) mean += (double)s[(r0 + i) * p->cols + c0 + j];
+    mean /= (double)(wr * wc);
+    memset(p->work, 0, (size_t)pw * sizeof(fftw_complex));
+    for (int64_t i = 0; i < wr; i++)
+      for (int64_t j = 0; j < wc; j++) {
+        double v = (double)s[(r0 + i) * p->cols + c0 + j] - mean;
+        p->work[i * pc + j][0] = v;
+        diag += v * v / (double)(wr * wc);
+      }
+    fftw_execute_dft(p->wfwd, p->work, p->work);
+    memcpy(p->wspec + (size_t)u * (size_t)pw, p->work, (size_t)pw * sizeof(fftw_complex));
+  }
+  int k = 0;
+  for (int i = 0; i < fs->used; i++)
+    for (int j = i + 1; j < fs->used; j++, k++) {
+      const fftw_complex *a = p->wspec + (size_t)i * (size_t)pw, *b = p->wspec + (size_t)j * (size_t)pw;
+      for (int64_t q = 0; q < pw; q++) { /* a conj(b) */
+        p->work[q][0] = a[q][0] * b[q][0] + a[q][1] * b[q][1];
+        p->work[q][1] = a[q][1] * b[q][0] - a[q][0] * b[q][1];
+      }
+      fftw_execute_dft(p->winv, p->work, p->work);
+      double *xc = p->xcorr + (size_t)k * lags;
+      for (int64_t dr = -lr; dr <= lr; dr++)
+        for (int64_t dc = -lc; dc <= lc; dc++) {
+          const int64_t q = ((dr + pr) % pr) * pc + (dc + pc) % pc;
+          const double overlap = (double)((wr - (dr < 0 ? -dr : dr)) * (wc - (dc < 0 ? -dc : dc)));
+          xc[(dr + lr) * (2 * lc + 1) + dc + lc] = p->work[q][0] / ((double)pw * overlap);
+        }
+    }
+  return diag;
+}
+
+/* The largest pair power over M = s R(p) T^t: a grid in steps of half a
+ * scan step at the outermost segment, then a pattern search. */
+static void search(const sl_dpc_parallax *p, const fit_set *fs, double *best_s, double *best_p,
+                   int *best_t, double *best_v, double *s_max) {
+  const double half = 0.5 / fs->omax; /* s step: half a scan step at the outermost segment */
+  *s_max = (double)((p->lr < p->lc ? p->lr : p->lc) - 2) / fs->dmax; /* every pair's lag kept */
+  double m[4];
+  *best_v = -INFINITY;
+  for (int t = 0; t < 2; t++)
+    for (double s = half; s <= *s_max; s += half) {
+      int n_p = (int)ceil(2 * M_PI * s / half);
+      for (int k = 0; k < n_p; k++) {
+        double ang = 2 * M_PI * k / n_p;
+        parallax_matrix(s, ang, t, m);
+        double v = pair_power(p, fs, m);
+        if (v > *best_v) *best_v = v, *best_s = s, *best_p = ang, *best_t = t;
+      }
+    }
+  double ds = half / 2, dp = half / 2 / *best_s;
+  for (int it = 0; it < 400 && ds > 1e-4 * half; it++) {
+    const double cand[4][2] = {{ds, 0}, {-ds, 0}, {0, dp}, {0, -dp}};
+    bool better = false;
+    for (int c = 0; c < 4; c++) {
+      double s = *best_s + cand[c][0], ang = *best_p + cand[c][1];
+      if (s <= 0) continue;
+      parallax_matrix(s, ang, *best_t, m);
+      double v = pair_power(p, fs, m);
+      if (v > *best_v) *best_v = v, *best_s = s, *best_p = ang, better = true;
+    }
+    if (!better) ds /= 2, dp /= 2;
+  }
+}
+
+/* Frequency k of an n-point transform, cycles per step, in [-1/2, 1/2]. */
+static double freq(int64_t k, int64_t n) { return (double)(k <= n / 2 ? k : k - n) / (double)n; }
+
+/* The tcBF, each frequency's sign turned by sign(sin(chi)) (chi = pi lambda
+ * |df| |k|^2), into p->acc (real part); returns the largest shift, steps. */
+static double sinc(double x) { return fabs(x) < 1e-12 ? 1 : sin(M_PI * x) / (M_PI * x); }
+
+static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments,
+                             const double *offsets, const double m[4], double chi_per_f2) {
+  const int64_t rows = p->rows, cols = p->cols, np = rows * cols;
+  memset(p->acc, 0, (size_t)np * sizeof(fftw_complex));
+  double shift_max = 0;
+  for (int u = 0; u < fs->used; u++) {
+    const int g = fs->index[u];
+    const uint64_t *s = segments + (size_t)g * (size_t)np;
+    double mean = 0;
+    for (int64_t q = 0; q < np; q++) mean += (double)s[q];
+    mean /= (double)np;
+    for (int64_t q = 0; q < np; q++) p->work[q][0] = (double)s[q] - mean, p->work[q][1] = 0;
+    fftw_execute_dft(p->fwd, p->work, p->work);
+    /* S_i(r + sh): the spectrum times exp(2 pi i f . sh), sh = M o_i. */
+    const double o0 = offsets[3 * g], o1 = offsets[3 * g + 1];
+    const double sh0 = m[0] * o0 + m[1] * o1, sh1 = m[2] * o0 + m[3] * o1;
+    shift_max = fmax(shift_max, fmax(fabs(sh0), fabs(sh1)));
+    /* exp(2 pi i (fi sh0 + fj sh1)) = a row factor times a column factor. */
+    double *er = p->ramp, *ec = p->ramp + 2 * rows;
+    for (int64_t i = 0; i < rows; i++) {
+      double ph = 2 * M_PI * freq(i, rows) * sh0;
+      er[2 * i] = cos(ph), er[2 * i + 1] = sin(ph);
+    }
+    for (int64_t j = 0; j < cols; j++) {
+      double ph = 2 * M_PI * freq(j, cols) * sh1;
+      ec[2 * j] = cos(ph), ec[2 * j + 1] = sin(ph);
+    }
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) {
+        const double c = er[2 * i] * ec[2 * j] - er[2 * i + 1] * ec[2 * j + 1];
+        const double sn = er[2 * i] * ec[2 * j + 1] + er[2 * i + 1] * ec[2 * j];
+        const double *x = p->work[i * cols + j];
+        p->acc[i * cols + j][0] += x[0] * c - x[1] * sn;
+        p->acc[i * cols + j][1] += x[0] * sn + x[1] * c;
+      }
+  }
+  for (int64_t i = 0; i < rows; i++) {
+    const double fi = freq(i, rows);
+    for (int64_t j = 0; j < cols; j++) {
+      const double fj = freq(j, cols);
+      /* The segment's own blur: its pixels' shifts spread over M times the
+       * cell, a box whose transfer is a product of sincs along M's images
+       * of the detector axes (M^T f); where it is negative the segment
+       * images' contrast is inverted too. */
+      const double g0 = m[0] * fi + m[2] * fj, g1 = m[1] * fi + m[3] * fj;
+      double sg = sin(chi_per_f2 * (fi * fi + fj * fj)) * sinc(fs->cell * g0) * sinc(fs->cell * g1);
+      double f = sg > 0 ? 1 : sg < 0 ? -1 : 0;
+      p->acc[i * cols + j][0] *= f, p->acc[i * cols + j][1] *= f;
+    }
+  }
+  fftw_execute_dft(p->inv, p->acc, p->acc);
+  return shift_max;
+}
+
+/* The skewness of the real part of p->acc over the interior `margin` away
+ * from the edges (the shifts wrap around there); the whole scan when that
+ * leaves fewer than 9 positions. */
+static double interior_skewness(const sl_dpc_parallax *p, int64_t margin) {
+  const int64_t rows = p->rows, cols = p->cols;
+  if (rows - 2 * margin < 3 || cols - 2 * margin < 3) margin = 0;
+  double s1 = 0, s2 = 0, s3 = 0, n = 0;
+  for (int64_t i = margin; i < rows - margin; i++)
+    for (int64_t j = margin; j < cols - margin; j++) s1 += p->acc[i * cols + j][0], n++;
+  const double mean = s1 / n;
+  for (int64_t i = margin; i < rows - margin; i++)
+    for (int64_t j = margin; j < cols - margin; j++) {
+      double d = p->acc[i * cols + j][0] - mean;
+      s2 += d * d, s3 += d * d * d;
+    }
+  s2 /= n, s3 /= n;
+  return s2 > 0 ? s3 / (s2 * sqrt(s2)) : 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The segments' side in radii: the median distance from a segment to its
+ * nearest neighbour (cells of one grid: interior neighbours are one side
+ * apart). */
+static double cell_side(const fit_set *fs, const double *offsets) {
+  double *nn = malloc((size_t)fs->used * sizeof *nn);
+  if (!nn) return 0;
+  for (int i = 0; i < fs->used; i++) {
+    nn[i] = INFINITY;
+    for (int j = 0; j < fs->used; j++)
+      if (j != i)
+        nn[i] = fmin(nn[i], hypot(offsets[3 * fs->index[i]] - offsets[3 * fs->index[j]],
+                                  offsets[3 * fs->index[i] + 1] - offsets[3 * fs->index[j] + 1]));
+  }
+  qsort(nn, (size_t)fs->used, sizeof *nn, cmp_double);
+  double c = nn[fs->used / 2];
+  free(nn);
+  return isfinite(c) ? c : 0;
+}
+
+static double wrap180(double d) {
+  d = fmod(d, 360.0);
+  if (d <= -180) d += 360;
+  if (d > 180) d -= 360;
+  return d;
+}
+
+void sl_dpc_parallax_run(sl_dpc_parallax *p, const uint64_t *segments, const double *offsets,
+                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
+  memset(r, 0, sizeof *r);
+  fit_set fs = {0, NULL, NULL, 0, 0, 0};
+  fs.index = malloc((size_t)(p->n ? p->n : 1) * sizeof *fs.index);
+  fs.pair = malloc((size_t)(p->n * (p->n > 1 ? p->n - 1 : 1) / 2 + 1) * 2 * sizeof *fs.pair);
+  if (!fs.index || !fs.pair) goto done; /* not found: the caller keeps the CoM's branch */
+  for (int g = 0; g < p->n; g++)
+    if (offsets[3 * g + 2] > 0) {
+      fs.index[fs.used++] = g;
+      fs.omax = fmax(fs.omax, hypot(offsets[3 * g], offsets[3 * g + 1]));
+    }
+  if (fs.used < 3 || !(fs.omax > 0)) goto done;
+  for (int i = 0, k = 0; i < fs.used; i++)
+    for (int j = i + 1; j < fs.used; j++, k++) {
+      const double *oi = offsets + 3 * fs.index[i], *oj = offsets + 3 * fs.index[j];
+      fs.pair[2 * k] = oi[0] - oj[0], fs.pair[2 * k + 1] = oi[1] - oj[1];
+      fs.dmax = fmax(fs.dmax, hypot(fs.pair[2 * k], fs.pair[2 * k + 1]));
+    }
+  fs.cell = cell_side(&fs, offsets);
+  const double diag = correlate(p, &fs, segments);
+  double s = 0, ang = 0, v = 0, s_max = 0, m[4], zero[4] = {0, 0, 0, 0};
+  int t = 0;
+  search(p, &fs, &s, &ang, &t, &v, &s_max);
+  const double v0 = pair_power(p, &fs, zero);
+  r->scale = s, r->transpose = t;
+  r->angle = fmod(ang * 180 / M_PI, 360.0);
+  if (r->angle < 0) r->angle += 360;
+  r->gain = diag + 2 * v0 > 0 ? (diag + 2 * v) / (diag + 2 * v0) : 0;
+  r->found = r->gain > SL_DPC_PARALLAX_GAIN && s < s_max;
+  r->defocus = s * probe->step / probe->semiangle;
+  parallax_matrix(s, ang, t, m);
+  const double chi_per_f2 = M_PI * probe->wavelength * r->defocus / (probe->step * probe->step);
+  const double shift_max = corrected_tcbf(p, &fs, segments, offsets, m, chi_per_f2);
+  r->skewness = interior_skewness(p, (int64_t)ceil(shift_max) + 1);
+  /* df < 0 (skewness < 0): theta = -p (t 0) or p (t 1); df > 0: plus 180. */
+  double theta = t ? r->angle : -r->angle;
+  r->theta = wrap180(r->skewness >= 0 ? theta + 180 : theta);
+done:
+  free(fs.index);
+  free(fs.pair);
+}
