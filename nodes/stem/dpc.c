@@ -120,6 +120,13 @@ static bool has_segments(const sl_node *n) { return n->in_src[3].node != SL_SRC_
 /* Segments of the 'segments' input (0 when not connected). */
 static int segment_count(const sl_node *n) { return has_segments(n) ? (int)n->in[3].dims[0] : 0; }
 
+/* Segments the parallax may fit: the input's count when it is connected
+ * and the probe's params are given, else 0 (nothing planned or made). */
+static int parallax_segments(const sl_node *n) {
+  const dpc_params *p = dpc_params_of(n);
+  return p->semiangle_mrad > 0 && p->energy_kev > 0 && p->step_angstrom > 0 ? segment_count(n) : 0;
+}
+
 /* The inputs of the parallax: both or neither; segments whole u64
  * [n, rows, cols], offsets whole f64 [n, 3]. */
 static sl_code segments_check(const sl_node *n, sl_error *err) {
@@ -177,8 +184,11 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->device_library_bytes = SL_CUFFT_HOST_BYTES;
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
                    2 * rc * 8 + rows * (1 + SL_DPC_ADF_SUMS) * 8;
-  const int ns = segment_count(n);
-  if (ns) { /* the parallax (and on CUDA the segments' host copies) */
+  const int ns = parallax_segments(n);
+  if (ns) {
+    /* The parallax (and on CUDA the segments' host copies), as if it ran:
+     * it runs only where the CoM's rule is a guess, which the plan cannot
+     * know. */
     c->ops += sl_dpc_parallax_ops(ns, rows, cols);
     c->bytes_read += (int64_t)ns * rc * 8;
     c->state_bytes += sl_dpc_parallax_bytes(ns, rows, cols);
@@ -233,7 +243,7 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   s->adf_of_row = malloc((size_t)(rows * SL_DPC_ADF_SUMS) * sizeof *s->adf_of_row);
   if (rc == SL_OK && (!s->phase || !s->div2_of_row || !s->adf || !s->adf_of_row))
     rc = sl_fail(err, SL_ERR_NOMEM, "out of memory");
-  const int ns = segment_count(n);
+  const int ns = parallax_segments(n);
   if (rc == SL_OK && ns) rc = sl_dpc_parallax_new(ns, rows, cols, &s->parallax, err);
 #ifdef SLUICE_HAVE_CUDA
   if (rc == SL_OK && ns) {
@@ -298,6 +308,24 @@ static void note_branch_guess(sl_node *n, const char *what, double value) {
 static double dpc_parallax_branch(sl_node *n, const dpc_config *cfg, const sl_dpc_parallax_result *px,
                                   double theta, int *t, const char *com_rule, double com_confidence);
 
+/* Where the parallax's inputs are (host pointers, or device ones that
+ * `a`'s backend downloads into the state's host copies first). It is run
+ * only when the CoM's rule is a guess: a 128 x 128 window's pair
+ * correlations and search and a transform per segment, 0.5 s on the build
+ * VM, for nothing where the CoM is sure. */
+typedef struct parallax_source {
+  sl_kernel_args *a;
+  const dpc_config *cfg;
+  dpc_state *st;
+  const uint64_t *segments;
+  const double *offsets;
+  bool on_device;
+  sl_code rc; /* of the download */
+  sl_dpc_parallax_result r;
+} parallax_source;
+
+static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps);
+
 static double dpc_branch_skewness(sl_node *n, double *theta, double score) {
   double sign = 1;
   if (score < 0) *theta += 180, sign = -1;
@@ -314,12 +342,11 @@ static double dpc_branch_skewness(sl_node *n, double *theta, double score) {
  * whose field correlates more strongly with the ADF gradient) and the angle
  * over the full turn from the ADF matched filter's totals, the curl fit's
  * axis kept where it agrees within 3 sigma. Where that branch is a guess
- * and the parallax `px` (NULL: none) was found, the parallax decides
+ * and the parallax (ps) is found, the parallax decides
  * (dpc_parallax_branch). Notes the evidence. Returns the angle, degrees;
  * *t the transpose. */
 static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_result *fit,
-                            const double *totals, int64_t positions, const sl_dpc_parallax_result *px,
-                            int *t) {
+                            const double *totals, int64_t positions, parallax_source *ps, int *t) {
   sl_dpc_adf_fit af;
   sl_dpc_adf_solve(totals, sl_dpc_adf_noise(fit, totals[SL_DPC_ADF_F2], positions), &af);
   *t = cfg->transpose >= 0 ? cfg->transpose : af.strength[1] > af.strength[0] ? 1 : 0;
@@ -330,7 +357,8 @@ static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_
   const double theta = keep_axis ? (fabs(wrap_deg(axis - adf)) <= 90 ? axis : axis + 180) : adf;
   /* The correlation at the angle taken, in sigmas of its noise. */
   const double z = isfinite(sigma) && sigma > 0 ? cos((theta - adf) * M_PI / 180.0) / (sigma * M_PI / 180.0) : 0;
-  const bool to_parallax = z < ADF_SIGMAS_SURE && px;
+  const sl_dpc_parallax_result *px = z < ADF_SIGMAS_SURE ? parallax_when_needed(ps) : NULL;
+  const bool to_parallax = px != NULL;
   sl_node_note(n, to_parallax ? "branch_com" : "branch",
                "%.4f, by the ADF matched filter (the field's correlation with the ADF image's gradient, "
                "largest at %.4f +- %.3g degrees; transposed %.4g, untransposed %.4g): %s (the curl fit's "
@@ -395,25 +423,58 @@ static double skewness_to_parallax(sl_node *n, const dpc_config *cfg, const sl_d
   return dpc_parallax_branch(n, cfg, px, theta, t, "iDPC skewness", fabs(score));
 }
 
+/* The segments and their offsets read back into the state's host copies
+ * (the parallax runs on the host: a few pair correlations of a 128 x 128
+ * window and one transform per segment). */
+static sl_code segments_download(sl_kernel_args *a, dpc_state *st) {
+  const sl_node *n = a->node;
+  const sl_backend_ops *o = a->backend->ops;
+  const size_t ns = (size_t)segment_count(n), np = (size_t)sl_desc_elems(&n->in[0]);
+  sl_code rc = o->download(a->backend, st->segments_host, a->in[3], ns * np * sizeof(uint64_t), a->err);
+  if (rc == SL_OK) rc = o->download(a->backend, st->offsets_host, a->in[4], ns * 3 * sizeof(double), a->err);
+  return rc;
+}
+
 /* The parallax of the segments, when it can decide: connected, the probe
- * known, the angle fitted, and found. Notes why not where it cannot.
- * Returns r, or NULL. */
-static const sl_dpc_parallax_result *parallax_of(sl_node *n, const dpc_config *cfg, dpc_state *st,
-                                                 const uint64_t *segments, const double *offsets,
-                                                 sl_dpc_parallax_result *r) {
+ * known, the angle fitted, and found; run on the first call (the CoM's rule
+ * was a guess). Notes why not where it cannot. Returns the result, or
+ * NULL (also when the download failed: ps->rc). */
+static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
+  sl_node *n = (sl_node *)ps->a->node;
+  const dpc_config *cfg = ps->cfg;
   if (!has_segments(n) || !cfg->fit_angle) return NULL;
   if (!cfg->probe_known) {
     sl_node_note(n, "parallax", "not used: give semiangle_mrad, energy_kev and step_angstrom (the "
                  "defocus in Angstrom needs them)");
     return NULL;
   }
-  sl_dpc_parallax_run(st->parallax, segments, offsets, &cfg->probe, r);
+  if (ps->on_device) {
+    ps->rc = segments_download(ps->a, ps->st);
+    if (ps->rc != SL_OK) return NULL;
+    ps->segments = ps->st->segments_host, ps->offsets = ps->st->offsets_host;
+  }
+  sl_dpc_parallax_result *r = &ps->r;
+  sl_dpc_parallax_run(ps->st->parallax, ps->segments, ps->offsets, &cfg->probe, r);
   sl_node_note(n, "parallax",
                "%s: %.4g scan steps per disk radius at %.2f degrees%s, power gain %.3f (found above %.2f); "
-               "defocus %.1f A; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",
+               "|defocus| %.1f A; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",
                r->found ? "found" : "not found", r->scale, r->angle, r->transpose ? ", transposed" : "",
                r->gain, SL_DPC_PARALLAX_GAIN, r->defocus, r->skewness, r->theta);
   return r->found ? r : NULL;
+}
+
+/* Whether the node has a note "key: ...". */
+static bool has_note(const sl_node *n, const char *key) {
+  size_t k = strlen(key);
+  for (int i = 0; i < n->n_notes; i++)
+    if (!strncmp(n->notes[i], key, k) && n->notes[i][k] == ':') return true;
+  return false;
+}
+
+/* The note of a parallax that was not needed (the CoM's rule was sure). */
+static void note_parallax_unused(sl_node *n, const dpc_config *cfg) {
+  if (has_segments(n) && cfg->fit_angle && !has_note(n, "parallax"))
+    sl_node_note(n, "parallax", "not needed: the CoM's rule was sure");
 }
 
 /* The transpose: given, or the one with the smaller residual. */
@@ -523,8 +584,7 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
   sl_dpc_fit_run(&st->fit, a->backend, cr, cc, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = dpc_transpose(&cfg, &fit);
   double theta = fit.angle[t], sign = 1;
-  sl_dpc_parallax_result pxr;
-  const sl_dpc_parallax_result *px = parallax_of(n, &cfg, st, a->in[3], a->in[4], &pxr);
+  parallax_source ps = {.a = a, .cfg = &cfg, .st = st, .segments = a->in[3], .offsets = a->in[4]};
   if (cfg.fit_angle && has_adf(n)) {
     const void *adf = a->in[2];
     for (int64_t k = 0; k < rows * cols; k++)
@@ -533,15 +593,17 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
     a->backend->ops->parallel_for(a->backend, rows, FIELD_ROWS_GRAIN, adf_rows, &aj);
     double totals[SL_DPC_ADF_SUMS];
     sl_dpc_adf_totals(st->adf_of_row, rows, totals);
-    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, px, &t);
+    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, &ps, &t);
   } else if (cfg.fit_angle) {
     sl_dpc_branch_sums v = branch_sums_of(st, a->backend, theta, t, rows * cols);
     const double score = sl_dpc_branch_score(&v, rows * cols);
-    if (px && fabs(score) < SKEWNESS_SURE)
+    const sl_dpc_parallax_result *px = fabs(score) < SKEWNESS_SURE ? parallax_when_needed(&ps) : NULL;
+    if (px)
       theta = skewness_to_parallax(n, &cfg, px, theta, &t, score);
     else
       sign = dpc_branch_skewness(n, &theta, score);
   }
+  note_parallax_unused(n, &cfg);
   /* Rotated field: c_scan = T^t R(-theta) c_det (the skewness rule's other
    * branch: the fitted angle's field negated, exactly). */
   double th = (sign < 0 ? fit.angle[t] : theta) * M_PI / 180.0;
@@ -556,18 +618,6 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
 }
 
 #ifdef SLUICE_HAVE_CUDA
-/* The segments and their offsets read back into the state's host copies
- * (the parallax runs on the host: a few pair correlations of a 128 x 128
- * window and one transform per segment). */
-static sl_code segments_download(sl_kernel_args *a, dpc_state *st) {
-  const sl_node *n = a->node;
-  const sl_backend_ops *o = a->backend->ops;
-  const size_t ns = (size_t)segment_count(n), np = (size_t)sl_desc_elems(&n->in[0]);
-  sl_code rc = o->download(a->backend, st->segments_host, a->in[3], ns * np * sizeof(uint64_t), a->err);
-  if (rc == SL_OK) rc = o->download(a->backend, st->offsets_host, a->in[4], ns * 3 * sizeof(double), a->err);
-  return rc;
-}
-
 /* CUDA without cuFFT: the host path on host copies of the device inputs and
  * outputs (the downloads wait for the inputs' producers; the upload of a
  * pageable buffer is staged before it returns, so the copies can go at
@@ -630,18 +680,12 @@ static sl_code dpc_cuda(sl_kernel_args *a) {
   sl_dpc_fit_solve(&st->fit, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = dpc_transpose(&cfg, &fit);
   double theta = fit.angle[t], sign = 1;
-  sl_dpc_parallax_result pxr;
-  const sl_dpc_parallax_result *px = NULL;
-  if (has_segments(n) && cfg.fit_angle && cfg.probe_known) {
-    if ((rc = segments_download(a, st)) != SL_OK) return rc;
-    px = parallax_of(n, &cfg, st, st->segments_host, st->offsets_host, &pxr);
-  } else {
-    px = parallax_of(n, &cfg, st, NULL, NULL, &pxr); /* notes why not, runs nothing */
-  }
+  parallax_source ps = {.a = a, .cfg = &cfg, .st = st, .on_device = true};
   if (adf_fit) {
     double totals[SL_DPC_ADF_SUMS];
     sl_dpc_adf_totals(st->adf_of_row, rows, totals);
-    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, px, &t);
+    theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, &ps, &t);
+    if (ps.rc != SL_OK) return ps.rc;
   }
   double th = theta * M_PI / 180.0;
   sl_dpc_branch_sums v = {0, 0};
@@ -649,7 +693,9 @@ static sl_code dpc_cuda(sl_kernel_args *a) {
   rc = sl_cuda_dpc_fields(&cp, a, cos(th), sin(th), t, skewness, st->div2_of_row, &v);
   if (rc != SL_OK) return rc;
   const double score = skewness ? sl_dpc_branch_score(&v, rows * cols) : 0;
-  if (skewness && px && fabs(score) < SKEWNESS_SURE) { /* the parallax decides: the fields again */
+  const sl_dpc_parallax_result *px = skewness && fabs(score) < SKEWNESS_SURE ? parallax_when_needed(&ps) : NULL;
+  if (ps.rc != SL_OK) return ps.rc;
+  if (px) { /* the parallax decides: the fields again */
     theta = skewness_to_parallax(n, &cfg, px, theta, &t, score);
     th = theta * M_PI / 180.0;
     rc = sl_cuda_dpc_fields(&cp, a, cos(th), sin(th), t, false, st->div2_of_row, &v);
@@ -657,6 +703,7 @@ static sl_code dpc_cuda(sl_kernel_args *a) {
   } else if (skewness) {
     sign = dpc_branch_skewness(n, &theta, score);
   }
+  note_parallax_unused(n, &cfg);
   theta = dpc_report(n, &cfg, t, theta, &fit, mean_div2(st, rows, cols));
   return sl_cuda_dpc_finish(&cp, a, sign < 0, theta, t);
 }

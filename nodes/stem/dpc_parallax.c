@@ -38,9 +38,10 @@ int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols) {
   double pw = (double)padded_elems(wr, wc), np = (double)(rows * cols);
   double pairs = n * (n - 1) / 2.0, fft_w = 5 * pw * log2(pw > 2 ? pw : 2), fft = 5 * np * log2(np > 2 ? np : 2);
   /* The window's transforms and pair correlations, the search (about 25
-   * (window / 4)^2 trial maps of 12 operations per pair), the tcBF. */
+   * (window / 4)^2 trial maps of 40 operations per pair: 16 look-ups and
+   * their cubic weights), the tcBF. */
   double trials = 25.0 * (double)(wr / 4) * (double)(wc / 4) + 400;
-  return (int64_t)((n + pairs) * (fft_w + 6 * pw) + 12 * pairs * trials + n * (fft + 8 * np) + fft + 4 * np);
+  return (int64_t)((n + pairs) * (fft_w + 6 * pw) + 40 * pairs * trials + n * (fft + 8 * np) + fft + 4 * np);
 }
 
 void sl_dpc_parallax_free(sl_dpc_parallax *p) {
