@@ -290,8 +290,14 @@ static double wrap_deg(double d) {
 #define ADF_SIGMAS_SURE 4.0
 
 /* The parallax's branch threshold: |skewness| of the sign-corrected tcBF
- * below it, a guess (docs/nodes/dpc.md, "The parallax"). */
+ * below it, a guess; and where the CoM's branch is sure, the parallax's
+ * axis replaces the CoM's when its power gain and scale (scan steps per
+ * disk radius) reach these: over the grid of docs/nodes/dpc.md that took
+ * the angles within 2 degrees from 78% to 92% of the cases, and every
+ * determinable one within 1 degree. */
 #define PARALLAX_SKEWNESS_SURE 0.5
+#define PARALLAX_AXIS_GAIN 1.5
+#define PARALLAX_AXIS_SCALE 2.0
 
 /* The warning of a weak branch decision. */
 static void note_branch_guess(sl_node *n, const char *what, double value) {
@@ -309,10 +315,10 @@ static double dpc_parallax_branch(sl_node *n, const dpc_config *cfg, const sl_dp
                                   double theta, int *t, const char *com_rule, double com_confidence);
 
 /* Where the parallax's inputs are (host pointers, or device ones that
- * `a`'s backend downloads into the state's host copies first). It is run
- * only when the CoM's rule is a guess: a 128 x 128 window's pair
- * correlations and search and a transform per segment, 0.5 s on the build
- * VM, for nothing where the CoM is sure. */
+ * `a`'s backend downloads into the state's host copies first); it is run
+ * on the first need (the branch where the CoM's rule is a guess, else the
+ * axis where it is sure) and not where there is none (no probe params, a
+ * given angle). */
 typedef struct parallax_source {
   sl_kernel_args *a;
   const dpc_config *cfg;
@@ -325,6 +331,7 @@ typedef struct parallax_source {
 } parallax_source;
 
 static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps);
+static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t);
 
 static double dpc_branch_skewness(sl_node *n, double *theta, double score) {
   double sign = 1;
@@ -374,7 +381,7 @@ static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_
                "%.3f (the ADF correlation at the angle taken, in sigmas of its noise; below %.1f the branch "
                "is a guess)", z, ADF_SIGMAS_SURE);
   if (z < ADF_SIGMAS_SURE) note_branch_guess(n, "ADF correlation in sigmas", z);
-  return theta;
+  return z < ADF_SIGMAS_SURE ? theta : parallax_axis(n, ps, theta, *t);
 }
 
 /* Where the CoM's branch rule (com_rule, its confidence) is a guess and the
@@ -463,6 +470,23 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
   return r->found ? r : NULL;
 }
 
+/* Where the CoM's branch is sure: the parallax's axis on that branch when
+ * the parallax is strong (gain and scale at least PARALLAX_AXIS_GAIN and
+ * PARALLAX_AXIS_SCALE) and has the same transpose; else theta. At large
+ * defocus the CoM keeps little of the lattice and its angle is off by
+ * degrees where the parallax's is not (docs/nodes/dpc.md). */
+static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t) {
+  const sl_dpc_parallax_result *px = parallax_when_needed(ps);
+  if (!px || px->gain < PARALLAX_AXIS_GAIN || px->scale < PARALLAX_AXIS_SCALE || px->transpose != t)
+    return theta;
+  const double d = wrap_deg(px->theta - theta);
+  const double out = fabs(d) <= 90 ? px->theta : px->theta + 180;
+  sl_node_note(n, "axis", "%.4f: the parallax's axis (gain %.3f, %.4g scan steps per disk radius) on the "
+               "CoM's branch, %.2f degrees from the CoM's %.4f", wrap_deg(out), px->gain, px->scale,
+               fabs(wrap_deg(out - theta)), wrap_deg(theta));
+  return out;
+}
+
 /* Whether the node has a note "key: ...". */
 static bool has_note(const sl_node *n, const char *key) {
   size_t k = strlen(key);
@@ -471,10 +495,10 @@ static bool has_note(const sl_node *n, const char *key) {
   return false;
 }
 
-/* The note of a parallax that was not needed (the CoM's rule was sure). */
+/* The note of a parallax that was not run. */
 static void note_parallax_unused(sl_node *n, const dpc_config *cfg) {
   if (has_segments(n) && cfg->fit_angle && !has_note(n, "parallax"))
-    sl_node_note(n, "parallax", "not needed: the CoM's rule was sure");
+    sl_node_note(n, "parallax", "not run");
 }
 
 /* The transpose: given, or the one with the smaller residual. */
@@ -598,10 +622,13 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
     sl_dpc_branch_sums v = branch_sums_of(st, a->backend, theta, t, rows * cols);
     const double score = sl_dpc_branch_score(&v, rows * cols);
     const sl_dpc_parallax_result *px = fabs(score) < SKEWNESS_SURE ? parallax_when_needed(&ps) : NULL;
-    if (px)
+    if (px) {
       theta = skewness_to_parallax(n, &cfg, px, theta, &t, score);
-    else
+    } else {
       sign = dpc_branch_skewness(n, &theta, score);
+      const double axis = fabs(score) >= SKEWNESS_SURE ? parallax_axis(n, &ps, theta, t) : theta;
+      if (axis != theta) theta = axis, sign = 1; /* the fields from the parallax's axis */
+    }
   }
   note_parallax_unused(n, &cfg);
   /* Rotated field: c_scan = T^t R(-theta) c_det (the skewness rule's other
@@ -702,6 +729,13 @@ static sl_code dpc_cuda(sl_kernel_args *a) {
     if (rc != SL_OK) return rc;
   } else if (skewness) {
     sign = dpc_branch_skewness(n, &theta, score);
+    const double axis = fabs(score) >= SKEWNESS_SURE ? parallax_axis(n, &ps, theta, t) : theta;
+    if (ps.rc != SL_OK) return ps.rc;
+    if (axis != theta) { /* the parallax's axis: the fields again */
+      theta = axis, sign = 1, th = theta * M_PI / 180.0;
+      rc = sl_cuda_dpc_fields(&cp, a, cos(th), sin(th), t, false, st->div2_of_row, &v);
+      if (rc != SL_OK) return rc;
+    }
   }
   note_parallax_unused(n, &cfg);
   theta = dpc_report(n, &cfg, t, theta, &fit, mean_div2(st, rows, cols));
