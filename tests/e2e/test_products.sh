@@ -101,6 +101,19 @@ for k in ("bf", "adf", "df"):
 for k in ("com_row", "com_col", "rotation_deg", "transpose", "curl", "divergence", "idpc"):
     assert sp[k][...].tobytes() == dpc[k][...].tobytes(), k
 P
+# with the probe's params the BF segments' parallax is fitted (and noted);
+# the images do not change; one param alone is refused at validation.
+expect 0 "wrote" "pipelines/stem_products.yaml with the probe's params" -- "$SLUICE" run "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --set semiangle_mrad=20 --set energy_kev=300 --set step_angstrom=0.4 --out spp
+$PY - sp/results.h5 spp <<'P' && ok "stem_products with the probe's params: parallax noted, images unchanged" || not_ok "stem_products with the probe's params"
+import json, sys, h5py
+sp, spp = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2] + "/results.h5", "r")
+for k in ("bf", "adf", "df"):
+    assert sp[k][...].tobytes() == spp[k][...].tobytes(), k
+notes = [n for n in json.load(open(sys.argv[2] + "/report.json"))["nodes"] if n["id"] == "dpc"][0]["notes"]
+assert any(x.startswith("parallax: ") for x in notes), notes
+assert any(x.startswith("branch_confidence: ") for x in notes), notes
+P
+expect 2 "go together" "stem_products.yaml with semiangle_mrad alone" -- "$SLUICE" run "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --set semiangle_mrad=20 --out spp1
 # resident_products: the corrected acquisition made resident, then streamed
 # again from memory: the same images bit for bit as virtual_image.yaml.
 expect 0 "wrote" "pipelines/resident_products.yaml" -- "$SLUICE" run "$SRC/pipelines/resident_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --chunk 7 --out res
