@@ -192,6 +192,7 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     c->ops += sl_dpc_parallax_ops(ns, rows, cols);
     c->bytes_read += (int64_t)ns * rc * 8;
     c->state_bytes += sl_dpc_parallax_bytes(ns, rows, cols);
+    c->per_worker_bytes = sl_dpc_parallax_worker_bytes(rows, cols);
 #ifdef SLUICE_HAVE_CUDA
     c->state_bytes += (int64_t)ns * (rc + 3) * 8;
 #endif
@@ -461,7 +462,9 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
     ps->segments = ps->st->segments_host, ps->offsets = ps->st->offsets_host;
   }
   sl_dpc_parallax_result *r = &ps->r;
-  sl_dpc_parallax_run(ps->st->parallax, ps->segments, ps->offsets, &cfg->probe, r);
+  sl_kernel_args *a = ps->a;
+  sl_dpc_parallax_run(ps->st->parallax, a->backend, a->worker_scratch, a->worker_scratch_stride, ps->segments,
+                      ps->offsets, &cfg->probe, r);
   sl_node_note(n, "parallax",
                "%s: %.4g scan steps per disk radius at %.2f degrees%s, power gain %.3f (found above %.2f); "
                "|defocus| %.1f A; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",

@@ -7,35 +7,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
+
 struct sl_dpc_parallax {
   int n;               /* segments (the port's count; empty ones are skipped at run time) */
   int64_t rows, cols;  /* scan */
   int64_t wr, wc;      /* the fit's window */
   int64_t lr, lc;      /* the largest lags kept: half the window */
   int64_t pr, pc;      /* the padded transform: window + lag, so that no lag wraps around */
+  int64_t tr, tc;      /* the tilt-corrected image's window (central, at most SL_DPC_PARALLAX_TCBF) */
   fftw_complex *wspec; /* [n][pr * pc]: the window's spectra */
-  fftw_complex *work;  /* [max(pr * pc, rows * cols)] */
-  fftw_complex *acc;   /* [rows * cols]: the tcBF's spectrum */
+  fftw_complex *work;  /* [max(pr * pc, tr * tc)]: the calling thread's transforms */
+  fftw_complex *acc;   /* [tr * tc]: the tcBF's spectrum */
   double *xcorr;       /* [n (n - 1) / 2][(2 lr + 1) (2 lc + 1)]: the pairs' correlations */
   double *ramp;        /* [2 (rows + cols)]: a segment's phase ramp along rows and columns */
   fftw_plan wfwd, winv, fwd, inv;
 };
 
 static int64_t window_side(int64_t n) { return n < SL_DPC_PARALLAX_WINDOW ? n : SL_DPC_PARALLAX_WINDOW; }
+static int64_t tcbf_side(int64_t n) { return n < SL_DPC_PARALLAX_TCBF ? n : SL_DPC_PARALLAX_TCBF; }
 
 /* Lags kept per pair, and the padded transform's size. */
 static int64_t lag_elems(int64_t wr, int64_t wc) { return (2 * (wr / 2) + 1) * (2 * (wc / 2) + 1); }
 static int64_t padded_elems(int64_t wr, int64_t wc) { return (wr + wr / 2) * (wc + wc / 2); }
 
+int64_t sl_dpc_parallax_worker_bytes(int64_t rows, int64_t cols) {
+  return 16 * padded_elems(window_side(rows), window_side(cols));
+}
+
 int64_t sl_dpc_parallax_bytes(int n, int64_t rows, int64_t cols) {
-  const int64_t wr = window_side(rows), wc = window_side(cols), pw = padded_elems(wr, wc), np = rows * cols;
+  const int64_t wr = window_side(rows), wc = window_side(cols), pw = padded_elems(wr, wc);
+  const int64_t np = tcbf_side(rows) * tcbf_side(cols);
   const int64_t pairs = (int64_t)n * (n - 1) / 2;
   return 16 * ((int64_t)n * pw + (pw > np ? pw : np) + np) + 8 * (pairs * lag_elems(wr, wc) + 2 * (rows + cols));
 }
 
 int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols) {
   const int64_t wr = window_side(rows), wc = window_side(cols);
-  double pw = (double)padded_elems(wr, wc), np = (double)(rows * cols);
+  double pw = (double)padded_elems(wr, wc), np = (double)(tcbf_side(rows) * tcbf_side(cols));
   double pairs = n * (n - 1) / 2.0, fft_w = 5 * pw * log2(pw > 2 ? pw : 2), fft = 5 * np * log2(np > 2 ? np : 2);
   /* The window's transforms and pair correlations, the search (about 25
    * (window / 4)^2 trial maps of 40 operations per pair: 16 look-ups and
@@ -66,13 +75,14 @@ sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax *
   p->wr = window_side(rows), p->wc = window_side(cols);
   p->lr = p->wr / 2, p->lc = p->wc / 2;
   p->pr = p->wr + p->lr, p->pc = p->wc + p->lc;
-  const size_t pw = (size_t)(p->pr * p->pc), np = (size_t)(rows * cols);
+  p->tr = tcbf_side(rows), p->tc = tcbf_side(cols);
+  const size_t pw = (size_t)(p->pr * p->pc), np = (size_t)(p->tr * p->tc);
   const size_t pairs = (size_t)n * (size_t)(n - 1) / 2, lags = (size_t)lag_elems(p->wr, p->wc);
   p->wspec = fftw_malloc((size_t)n * pw * sizeof(fftw_complex));
   p->work = fftw_malloc((pw > np ? pw : np) * sizeof(fftw_complex));
   p->acc = fftw_malloc(np * sizeof(fftw_complex));
   p->xcorr = malloc((pairs ? pairs : 1) * lags * sizeof(double));
-  p->ramp = malloc((size_t)(2 * (rows + cols)) * sizeof(double));
+  p->ramp = malloc((size_t)(2 * (p->tr + p->tc)) * sizeof(double));
   if (!p->wspec || !p->work || !p->acc || !p->xcorr || !p->ramp) {
     sl_dpc_parallax_free(p);
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit of %d segments on a %lldx%lld scan",
@@ -80,8 +90,8 @@ sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax *
   }
   p->wfwd = fftw_plan_dft_2d((int)p->pr, (int)p->pc, p->work, p->work, FFTW_FORWARD, FFTW_ESTIMATE);
   p->winv = fftw_plan_dft_2d((int)p->pr, (int)p->pc, p->work, p->work, FFTW_BACKWARD, FFTW_ESTIMATE);
-  p->fwd = fftw_plan_dft_2d((int)rows, (int)cols, p->work, p->work, FFTW_FORWARD, FFTW_ESTIMATE);
-  p->inv = fftw_plan_dft_2d((int)rows, (int)cols, p->acc, p->acc, FFTW_BACKWARD, FFTW_ESTIMATE);
+  p->fwd = fftw_plan_dft_2d((int)p->tr, (int)p->tc, p->work, p->work, FFTW_FORWARD, FFTW_ESTIMATE);
+  p->inv = fftw_plan_dft_2d((int)p->tr, (int)p->tc, p->acc, p->acc, FFTW_BACKWARD, FFTW_ESTIMATE);
   if (!p->wfwd || !p->winv || !p->fwd || !p->inv) {
     sl_dpc_parallax_free(p);
     return sl_fail(err, SL_ERR_INTERNAL, "FFTW could not plan the parallax fit's transforms");
@@ -145,71 +155,156 @@ static double pair_power(const sl_dpc_parallax *p, const fit_set *fs, const doub
   return sum;
 }
 
+/* The work of correlate() shared among the workers: each range takes
+ * whole segments (their spectra) or whole pairs (their correlations), in
+ * the worker's own buffer (the caller's when there are no workers), so the
+ * result does not depend on their number. */
+typedef struct corr_job {
+  sl_dpc_parallax *p;
+  const fit_set *fs;
+  const uint64_t *segments;
+  char *scratch;     /* workers' buffers (NULL: p->work) */
+  int64_t stride;
+  int (*pairs)[2];   /* [pairs]: the pair's two segments (used indices) */
+  double *diag;      /* [used]: each segment's sum of squares over the window, per position */
+} corr_job;
+
+static fftw_complex *job_buffer(const corr_job *j, int worker) {
+  return j->scratch ? (fftw_complex *)(j->scratch + (int64_t)worker * j->stride) : j->p->work;
+}
+
+/* The window's spectra of segments [begin, end). */
+static void spectra_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  const corr_job *j = ctx;
+  sl_dpc_parallax *p = j->p;
+  const int64_t wr = p->wr, wc = p->wc, pc = p->pc, pw = p->pr * pc;
+  const int64_t r0 = (p->rows - wr) / 2, c0 = (p->cols - wc) / 2;
+  const size_t np = (size_t)(p->rows * p->cols);
+  fftw_complex *work = job_buffer(j, worker);
+  for (int64_t u = begin; u < end; u++) {
+    const uint64_t *s = j->segments + (size_t)j->fs->index[u] * np;
+    double mean = 0, d = 0;
+    for (int64_t i = 0; i < wr; i++)
+      for (int64_t c = 0; c < wc; c++) mean += (double)s[(r0 + i) * p->cols + c0 + c];
+    mean /= (double)(wr * wc);
+    memset(work, 0, (size_t)pw * sizeof(fftw_complex));
+    for (int64_t i = 0; i < wr; i++)
+      for (int64_t c = 0; c < wc; c++) {
+        double v = (double)s[(r0 + i) * p->cols + c0 + c] - mean;
+        work[i * pc + c][0] = v;
+        d += v * v / (double)(wr * wc);
+      }
+    j->diag[u] = d;
+    fftw_execute_dft(p->wfwd, work, work);
+    memcpy(p->wspec + (size_t)u * (size_t)pw, work, (size_t)pw * sizeof(fftw_complex));
+  }
+}
+
+/* The correlations of pairs [begin, end). */
+static void pairs_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  const corr_job *j = ctx;
+  sl_dpc_parallax *p = j->p;
+  const int64_t wr = p->wr, wc = p->wc, pr = p->pr, pc = p->pc, pw = pr * pc, lr = p->lr, lc = p->lc;
+  const size_t lags = (size_t)((2 * lr + 1) * (2 * lc + 1));
+  fftw_complex *work = job_buffer(j, worker);
+  for (int64_t k = begin; k < end; k++) {
+    const fftw_complex *a = p->wspec + (size_t)j->pairs[k][0] * (size_t)pw;
+    const fftw_complex *b = p->wspec + (size_t)j->pairs[k][1] * (size_t)pw;
+    for (int64_t q = 0; q < pw; q++) { /* a conj(b) */
+      work[q][0] = a[q][0] * b[q][0] + a[q][1] * b[q][1];
+      work[q][1] = a[q][1] * b[q][0] - a[q][0] * b[q][1];
+    }
+    fftw_execute_dft(p->winv, work, work);
+    double *xc = p->xcorr + (size_t)k * lags;
+    for (int64_t dr = -lr; dr <= lr; dr++)
+      for (int64_t dc = -lc; dc <= lc; dc++) {
+        const int64_t q = ((dr + pr) % pr) * pc + (dc + pc) % pc;
+        const double overlap = (double)((wr - (dr < 0 ? -dr : dr)) * (wc - (dc < 0 ? -dc : dc)));
+        xc[(dr + lr) * (2 * lc + 1) + dc + lc] = work[q][0] / ((double)pw * overlap);
+      }
+  }
+}
+
 /* The pairs' correlations over the central window, X_ij(d) = the mean of
  * S_i(r + d) S_j(r) over the positions where both lie in the window (means
  * removed; the transform zero padded so that no lag wraps around). Means,
  * not sums: a sum's overlap falls with the lag and pulls the largest power
  * towards small shifts (a Hann window did the same: 3-7% too small a
- * defocus). Returns the diagonal's sum, sum_i X_ii(0). */
-static double correlate(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments) {
-  const int64_t wr = p->wr, wc = p->wc, pr = p->pr, pc = p->pc, pw = pr * pc;
-  const int64_t r0 = (p->rows - wr) / 2, c0 = (p->cols - wc) / 2, lr = p->lr, lc = p->lc;
-  const size_t np = (size_t)(p->rows * p->cols), lags = (size_t)((2 * lr + 1) * (2 * lc + 1));
-  double diag = 0;
-  for (int u = 0; u < fs->used; u++) {
-    const uint64_t *s = segments + (size_t)fs->index[u] * np;
-    double mean = 0;
-    for (int64_t i = 0; i < wr; i++)
-      for (int64_t j = 0; j < wc; j++) mean += (double)s[(r0 + i) * p->cols + c0 + j];
-    mean /= (double)(wr * wc);
-    memset(p->work, 0, (size_t)pw * sizeof(fftw_complex));
-    for (int64_t i = 0; i < wr; i++)
-      for (int64_t j = 0; j < wc; j++) {
-        double v = (double)s[(r0 + i) * p->cols + c0 + j] - mean;
-        p->work[i * pc + j][0] = v;
-        diag += v * v / (double)(wr * wc);
-      }
-    fftw_execute_dft(p->wfwd, p->work, p->work);
-    memcpy(p->wspec + (size_t)u * (size_t)pw, p->work, (size_t)pw * sizeof(fftw_complex));
+ * defocus). Returns the diagonal's sum, sum_i X_ii(0); -1 when out of
+ * memory. */
+static double correlate(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments,
+                        struct sl_backend *b, void *scratch, int64_t stride) {
+  const int pairs = fs->used * (fs->used - 1) / 2;
+  corr_job j = {p, fs, segments, scratch, stride, malloc((size_t)(pairs ? pairs : 1) * sizeof(int[2])),
+                malloc((size_t)fs->used * sizeof(double))};
+  if (!j.pairs || !j.diag) {
+    free(j.pairs), free(j.diag);
+    return -1;
   }
-  int k = 0;
-  for (int i = 0; i < fs->used; i++)
-    for (int j = i + 1; j < fs->used; j++, k++) {
-      const fftw_complex *a = p->wspec + (size_t)i * (size_t)pw, *b = p->wspec + (size_t)j * (size_t)pw;
-      for (int64_t q = 0; q < pw; q++) { /* a conj(b) */
-        p->work[q][0] = a[q][0] * b[q][0] + a[q][1] * b[q][1];
-        p->work[q][1] = a[q][1] * b[q][0] - a[q][0] * b[q][1];
-      }
-      fftw_execute_dft(p->winv, p->work, p->work);
-      double *xc = p->xcorr + (size_t)k * lags;
-      for (int64_t dr = -lr; dr <= lr; dr++)
-        for (int64_t dc = -lc; dc <= lc; dc++) {
-          const int64_t q = ((dr + pr) % pr) * pc + (dc + pc) % pc;
-          const double overlap = (double)((wr - (dr < 0 ? -dr : dr)) * (wc - (dc < 0 ? -dc : dc)));
-          xc[(dr + lr) * (2 * lc + 1) + dc + lc] = p->work[q][0] / ((double)pw * overlap);
-        }
-    }
+  for (int i = 0, k = 0; i < fs->used; i++)
+    for (int q = i + 1; q < fs->used; q++, k++) j.pairs[k][0] = i, j.pairs[k][1] = q;
+  if (b && scratch) {
+    b->ops->parallel_for(b, fs->used, 1, spectra_range, &j);
+    b->ops->parallel_for(b, pairs, 1, pairs_range, &j);
+  } else {
+    spectra_range(&j, 0, fs->used, 0);
+    pairs_range(&j, 0, pairs, 0);
+  }
+  double diag = 0;
+  for (int u = 0; u < fs->used; u++) diag += j.diag[u];
+  free(j.pairs), free(j.diag);
   return diag;
 }
 
+/* The grid search's best per value of s (each s a task of its own, so the
+ * result does not depend on the workers). */
+typedef struct search_job {
+  const sl_dpc_parallax *p;
+  const fit_set *fs;
+  double half;
+  double *best; /* [n_s][4]: value, s, p, t */
+} search_job;
+
+static void search_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const search_job *j = ctx;
+  double m[4];
+  for (int64_t k = begin; k < end; k++) {
+    const double s = j->half * (double)(k + 1);
+    double *b = j->best + 4 * k;
+    b[0] = -INFINITY;
+    const int n_p = (int)ceil(2 * M_PI * s / j->half);
+    for (int t = 0; t < 2; t++)
+      for (int q = 0; q < n_p; q++) {
+        const double ang = 2 * M_PI * q / n_p;
+        parallax_matrix(s, ang, t, m);
+        const double v = pair_power(j->p, j->fs, m);
+        if (v > b[0]) b[0] = v, b[1] = s, b[2] = ang, b[3] = t;
+      }
+  }
+}
+
 /* The largest pair power over M = s R(p) T^t: a grid in steps of half a
- * scan step at the outermost segment, then a pattern search. */
-static void search(const sl_dpc_parallax *p, const fit_set *fs, double *best_s, double *best_p,
-                   int *best_t, double *best_v, double *s_max) {
+ * scan step at the outermost segment (over s shared among the workers of
+ * b, NULL: this thread), then a pattern search. False when out of memory. */
+static bool search(const sl_dpc_parallax *p, const fit_set *fs, struct sl_backend *b, double *best_s,
+                   double *best_p, int *best_t, double *best_v, double *s_max) {
   const double half = 0.5 / fs->omax; /* s step: half a scan step at the outermost segment */
   *s_max = (double)((p->lr < p->lc ? p->lr : p->lc) - 2) / fs->dmax; /* every pair's lag kept */
+  const int64_t n_s = *s_max >= half ? (int64_t)floor(*s_max / half) : 0;
+  *best_v = -INFINITY, *best_s = half, *best_p = 0, *best_t = 0;
+  if (n_s > 0) {
+    search_job j = {p, fs, half, malloc((size_t)n_s * 4 * sizeof(double))};
+    if (!j.best) return false;
+    if (b) b->ops->parallel_for(b, n_s, 1, search_range, &j);
+    else search_range(&j, 0, n_s, 0);
+    for (int64_t k = 0; k < n_s; k++) /* in order of s: the first of equal values */
+      if (j.best[4 * k] > *best_v)
+        *best_v = j.best[4 * k], *best_s = j.best[4 * k + 1], *best_p = j.best[4 * k + 2],
+        *best_t = (int)j.best[4 * k + 3];
+    free(j.best);
+  }
   double m[4];
-  *best_v = -INFINITY;
-  for (int t = 0; t < 2; t++)
-    for (double s = half; s <= *s_max; s += half) {
-      int n_p = (int)ceil(2 * M_PI * s / half);
-      for (int k = 0; k < n_p; k++) {
-        double ang = 2 * M_PI * k / n_p;
-        parallax_matrix(s, ang, t, m);
-        double v = pair_power(p, fs, m);
-        if (v > *best_v) *best_v = v, *best_s = s, *best_p = ang, *best_t = t;
-      }
-    }
   double ds = half / 2, dp = half / 2 / *best_s;
   for (int it = 0; it < 400 && ds > 1e-4 * half; it++) {
     const double cand[4][2] = {{ds, 0}, {-ds, 0}, {0, dp}, {0, -dp}};
@@ -223,6 +318,7 @@ static void search(const sl_dpc_parallax *p, const fit_set *fs, double *best_s, 
     }
     if (!better) ds /= 2, dp /= 2;
   }
+  return true;
 }
 
 /* Frequency k of an n-point transform, cycles per step, in [-1/2, 1/2]. */
@@ -234,16 +330,20 @@ static double sinc(double x) { return fabs(x) < 1e-12 ? 1 : sin(M_PI * x) / (M_P
 
 static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments,
                              const double *offsets, const double m[4], double chi_per_f2) {
-  const int64_t rows = p->rows, cols = p->cols, np = rows * cols;
+  const int64_t rows = p->tr, cols = p->tc, np = rows * cols; /* the central window */
+  const int64_t r0 = (p->rows - rows) / 2, c0 = (p->cols - cols) / 2;
   memset(p->acc, 0, (size_t)np * sizeof(fftw_complex));
   double shift_max = 0;
   for (int u = 0; u < fs->used; u++) {
     const int g = fs->index[u];
-    const uint64_t *s = segments + (size_t)g * (size_t)np;
+    const uint64_t *s = segments + (size_t)g * (size_t)(p->rows * p->cols) + r0 * p->cols + c0;
     double mean = 0;
-    for (int64_t q = 0; q < np; q++) mean += (double)s[q];
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) mean += (double)s[i * p->cols + j];
     mean /= (double)np;
-    for (int64_t q = 0; q < np; q++) p->work[q][0] = (double)s[q] - mean, p->work[q][1] = 0;
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++)
+        p->work[i * cols + j][0] = (double)s[i * p->cols + j] - mean, p->work[i * cols + j][1] = 0;
     fftw_execute_dft(p->fwd, p->work, p->work);
     /* S_i(r + sh): the spectrum times exp(2 pi i f . sh), sh = M o_i. */
     const double o0 = offsets[3 * g], o1 = offsets[3 * g + 1];
@@ -290,7 +390,7 @@ static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64
  * from the edges (the shifts wrap around there); the whole scan when that
  * leaves fewer than 9 positions. */
 static double interior_skewness(const sl_dpc_parallax *p, int64_t margin) {
-  const int64_t rows = p->rows, cols = p->cols;
+  const int64_t rows = p->tr, cols = p->tc;
   if (rows - 2 * margin < 3 || cols - 2 * margin < 3) margin = 0;
   double s1 = 0, s2 = 0, s3 = 0, n = 0;
   for (int64_t i = margin; i < rows - margin; i++)
@@ -336,8 +436,9 @@ static double wrap180(double d) {
   return d;
 }
 
-void sl_dpc_parallax_run(sl_dpc_parallax *p, const uint64_t *segments, const double *offsets,
-                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
+void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
+                         const uint64_t *segments, const double *offsets, const sl_dpc_probe *probe,
+                         sl_dpc_parallax_result *r) {
   memset(r, 0, sizeof *r);
   fit_set fs = {0, NULL, NULL, 0, 0, 0};
   fs.index = malloc((size_t)(p->n ? p->n : 1) * sizeof *fs.index);
@@ -356,10 +457,10 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, const uint64_t *segments, const dou
       fs.dmax = fmax(fs.dmax, hypot(fs.pair[2 * k], fs.pair[2 * k + 1]));
     }
   fs.cell = cell_side(&fs, offsets);
-  const double diag = correlate(p, &fs, segments);
+  const double diag = correlate(p, &fs, segments, b, scratch, stride);
   double s = 0, ang = 0, v = 0, s_max = 0, m[4], zero[4] = {0, 0, 0, 0};
   int t = 0;
-  search(p, &fs, &s, &ang, &t, &v, &s_max);
+  if (diag < 0 || !search(p, &fs, b, &s, &ang, &t, &v, &s_max)) goto done; /* out of memory: not found */
   const double v0 = pair_power(p, &fs, zero);
   r->scale = s, r->transpose = t;
   r->angle = fmod(ang * 180 / M_PI, 360.0);

@@ -39,8 +39,10 @@
 
 #include "engine/core/status.h"
 
-/* The side of the scan window the parallax is fitted on (positions). */
+/* The side of the scan window the parallax is fitted on, and of the one
+ * its tilt-corrected image's skewness is taken on (positions; central). */
 #define SL_DPC_PARALLAX_WINDOW 128
+#define SL_DPC_PARALLAX_TCBF 256
 
 /* The probe, for the defocus in Angstrom. */
 typedef struct sl_dpc_probe {
@@ -65,8 +67,10 @@ typedef struct sl_dpc_parallax_result {
 
 typedef struct sl_dpc_parallax sl_dpc_parallax;
 
-/* Bytes and operations of a fit of n segments on a rows x cols scan. */
+/* Bytes and operations of a fit of n segments on a rows x cols scan, and
+ * the host scratch each worker needs (a padded window's transform). */
 int64_t sl_dpc_parallax_bytes(int n, int64_t rows, int64_t cols);
+int64_t sl_dpc_parallax_worker_bytes(int64_t rows, int64_t cols);
 int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols);
 
 /* The plans and buffers (FFTW planning is not thread safe: call from a
@@ -76,9 +80,15 @@ void sl_dpc_parallax_free(sl_dpc_parallax *p);
 
 /* The fit: segments [n][rows * cols] (exact sums), offsets [n][3] (row and
  * column offset in disk radii, pixel count: bf_segments' outputs; segments
- * without pixels are left out). */
-void sl_dpc_parallax_run(sl_dpc_parallax *p, const uint64_t *segments, const double *offsets,
-                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r);
+ * without pixels are left out). The transforms of the window and the
+ * search are shared among the workers of b, each with
+ * sl_dpc_parallax_worker_bytes of `scratch` (worker w's at scratch + w *
+ * stride); with b or scratch NULL, this thread does all. The result does
+ * not depend on the workers. */
+struct sl_backend;
+void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
+                         const uint64_t *segments, const double *offsets, const sl_dpc_probe *probe,
+                         sl_dpc_parallax_result *r);
 
 /* The electron wavelength (A) at an accelerating voltage in kV, relativistic. */
 double sl_electron_wavelength(double kilovolts);
