@@ -722,7 +722,7 @@ static void mark_used_outputs(sl_graph *g) {
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++) {
       sl_edge_src s = g->nodes[i].in_src[k];
-      if (s.node >= 0) g->nodes[s.node].out_used |= 1u << s.port;
+      if (s.node >= 0 && !(g->nodes[i].in_unread & (1u << k))) g->nodes[s.node].out_used |= 1u << s.port;
     }
   for (int o = 0; o < g->n_outputs; o++)
     if (g->outputs[o].node >= 0) g->nodes[g->outputs[o].node].out_used |= 1u << g->outputs[o].port;

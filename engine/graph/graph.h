@@ -44,6 +44,10 @@ typedef struct sl_node {
   /* Bit k: output k is read by a node or is a graph output (set once the
    * graph is built, after infer): a kernel may skip work for unread ports. */
   unsigned out_used;
+  /* Set by infer: bit k, input k is connected but the node will not read it
+   * with these params (dpc's segments without the probe's params), so the
+   * edge does not make its producer's output used. */
+  unsigned in_unread;
   /* Set by infer: the kernel does nothing for a chunk of a stream, its
    * finalize does the work (write_png of a streamed image: drawn from
    * results.h5 after the last chunk). The executor skips those calls (and a

@@ -174,10 +174,17 @@ static void bf_segments_release(sl_node *n) {
   n->state = NULL;
 }
 
+/* Neither output is read (dpc without the probe's params declares its
+ * segments inputs unread): the kernels do nothing. The unit tests that build
+ * the node alone set out_used as a graph would. */
+static bool outputs_unread(const sl_node *n) { return (n->out_used & 3u) == 0; }
+
 static sl_code bf_segments_prepare(sl_node *n, sl_error *err) {
   seg_geometry geom;
   sl_code rc = geometry_resolve(n, &geom, err);
   if (rc) return rc;
+  if (outputs_unread(n))
+    sl_node_note(n, "segments", "not read (dpc is not given the probe's params, or a rotation): nothing computed");
   seg_state *s = calloc(1, sizeof *s);
   int64_t cap = geom.g.h * geom.layout.grid; /* at most `grid` runs a row */
   if (s) s->runs = malloc((size_t)(cap ? cap : 1) * sizeof *s->runs);
@@ -219,6 +226,7 @@ static void frame_work(const sl_node *n, int64_t *read, int64_t *summed) {
 
 static void bf_segments_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
+  if (outputs_unread(n)) return;
   int64_t read, summed;
   frame_work(n, &read, &summed);
   const int64_t count = n->out[0].dims[0];
@@ -270,6 +278,7 @@ RUNS_SUM(runs_sum_u32, uint32_t)
 #undef RUNS_SUM
 
 static sl_code bf_segments_cpu(sl_kernel_args *a) {
+  if (outputs_unread(a->node)) return SL_OK;
   seg_state *s = a->state ? a->state : a->node->state;
   if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "bf_segments: kernel called before prepare");
   const int64_t npos = sl_desc_positions(&a->node->in[0]);
@@ -322,6 +331,7 @@ static sl_cuda_bf_segments_params bf_segments_cuda_params(const sl_kernel_args *
 }
 
 static sl_code bf_segments_cuda(sl_kernel_args *a) {
+  if (outputs_unread(a->node)) return SL_OK;
   if (!a->node->state)
     return sl_fail(a->err, SL_ERR_INTERNAL, "bf_segments: kernel called before prepare");
   const sl_cuda_bf_segments_params p = bf_segments_cuda_params(a);
@@ -329,6 +339,7 @@ static sl_code bf_segments_cuda(sl_kernel_args *a) {
 }
 
 static sl_code bf_segments_cuda_finalize(sl_kernel_args *a) {
+  if (outputs_unread(a->node)) return SL_OK;
   const sl_cuda_bf_segments_params p = bf_segments_cuda_params(a);
   return sl_cuda_bf_segments_finalize(&p, a);
 }

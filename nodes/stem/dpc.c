@@ -120,11 +120,15 @@ static bool has_segments(const sl_node *n) { return n->in_src[3].node != SL_SRC_
 /* Segments of the 'segments' input (0 when not connected). */
 static int segment_count(const sl_node *n) { return has_segments(n) ? (int)n->in[3].dims[0] : 0; }
 
-/* Segments the parallax may fit: the input's count when it is connected
- * and the probe's params are given, else 0 (nothing planned or made). */
+/* Segments the parallax may fit: the input's count when it is connected,
+ * the angle is fitted and the probe's params are given, else 0 (nothing
+ * planned or made, and the segments are not read: infer says so, so that
+ * bf_segments computes nothing). */
 static int parallax_segments(const sl_node *n) {
   const dpc_params *p = dpc_params_of(n);
-  return p->semiangle_mrad > 0 && p->energy_kev > 0 && p->step_angstrom > 0 ? segment_count(n) : 0;
+  return !strcmp(p->rotation_deg, "auto") && p->semiangle_mrad > 0 && p->energy_kev > 0 && p->step_angstrom > 0
+             ? segment_count(n)
+             : 0;
 }
 
 /* The inputs of the parallax: both or neither; segments whole u64
@@ -158,6 +162,7 @@ static sl_code dpc_infer(sl_node *n, sl_error *err) {
     return sl_input_refuse(err, "adf", "a whole f64 or u64 image of the scan's shape [rows, cols]",
                            adf);
   if ((rc = segments_check(n, err))) return rc;
+  n->in_unread = has_segments(n) && !parallax_segments(n) ? (1u << 3) | (1u << 4) : 0;
   int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1], one = 1;
   if ((c.fit_angle || c.transpose < 0) && (rows < 3 || cols < 3))
     return sl_fail(err, SL_ERR_PIPELINE,

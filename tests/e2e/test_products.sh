@@ -109,9 +109,17 @@ import json, sys, h5py
 sp, spp = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2] + "/results.h5", "r")
 for k in ("bf", "adf", "df"):
     assert sp[k][...].tobytes() == spp[k][...].tobytes(), k
-notes = [n for n in json.load(open(sys.argv[2] + "/report.json"))["nodes"] if n["id"] == "dpc"][0]["notes"]
+nodes = {n["id"]: n for n in json.load(open(sys.argv[2] + "/report.json"))["nodes"]}
+notes = nodes["dpc"]["notes"]
 assert any(x.startswith("parallax: ") for x in notes), notes
 assert any(x.startswith("branch_confidence: ") for x in notes), notes
+assert not any(x.startswith("segments: not read") for x in nodes["segments"]["notes"]), nodes["segments"]
+P
+$PY - sp <<'P' && ok "stem_products without the probe's params computes no segments" || not_ok "stem_products computed segments nobody reads"
+import json, sys
+nodes = {n["id"]: n for n in json.load(open(sys.argv[1] + "/report.json"))["nodes"]}
+assert any(x.startswith("segments: not read") for x in nodes["segments"]["notes"]), nodes["segments"]
+assert any(x.startswith("parallax: not used") for x in nodes["dpc"]["notes"]), nodes["dpc"]
 P
 expect 2 "go together" "stem_products.yaml with semiangle_mrad alone" -- "$SLUICE" run "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --set semiangle_mrad=20 --out spp1
 # resident_products: the corrected acquisition made resident, then streamed
