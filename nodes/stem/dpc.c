@@ -199,7 +199,9 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     c->state_bytes += sl_dpc_parallax_bytes(ns, rows, cols);
     c->per_worker_bytes = sl_dpc_parallax_worker_bytes(rows, cols);
 #ifdef SLUICE_HAVE_CUDA
-    c->state_bytes += (int64_t)ns * (rc + 3) * 8;
+    int64_t band0, band;
+    sl_dpc_parallax_band(rows, &band0, &band);
+    c->state_bytes += (int64_t)ns * (band * cols + 3) * 8;
 #endif
   }
 #ifdef SLUICE_HAVE_CUDA
@@ -217,8 +219,8 @@ typedef struct dpc_state {
   double *adf;         /* [rows * cols]: the ADF image as f64 */
   double *adf_of_row;  /* [rows][SL_DPC_ADF_SUMS]: the ADF matched filter's sums per row */
   sl_dpc_parallax *parallax; /* with the segments input */
-  uint64_t *segments_host;   /* CUDA: the segments and offsets read back for the parallax */
-  double *offsets_host;
+  uint64_t *segments_host;   /* CUDA: the segments' band (sl_dpc_parallax_band) and the offsets */
+  double *offsets_host;      /* read back for the parallax */
 } dpc_state;
 
 static void dpc_release(sl_node *n) {
@@ -253,7 +255,9 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   if (rc == SL_OK && ns) rc = sl_dpc_parallax_new(ns, rows, cols, &s->parallax, err);
 #ifdef SLUICE_HAVE_CUDA
   if (rc == SL_OK && ns) {
-    s->segments_host = malloc((size_t)ns * (size_t)(rows * cols) * sizeof *s->segments_host);
+    int64_t band0, band;
+    sl_dpc_parallax_band(rows, &band0, &band);
+    s->segments_host = malloc((size_t)ns * (size_t)(band * cols) * sizeof *s->segments_host);
     s->offsets_host = malloc((size_t)ns * 3 * sizeof *s->offsets_host);
     if (!s->segments_host || !s->offsets_host)
       rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for the segments' host copy");
@@ -444,8 +448,15 @@ static double skewness_to_parallax(sl_node *n, const dpc_config *cfg, const sl_d
 static sl_code segments_download(sl_kernel_args *a, dpc_state *st) {
   const sl_node *n = a->node;
   const sl_backend_ops *o = a->backend->ops;
-  const size_t ns = (size_t)segment_count(n), np = (size_t)sl_desc_elems(&n->in[0]);
-  sl_code rc = o->download(a->backend, st->segments_host, a->in[3], ns * np * sizeof(uint64_t), a->err);
+  const int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
+  int64_t band0, band;
+  sl_dpc_parallax_band(rows, &band0, &band);
+  const size_t ns = (size_t)segment_count(n), piece = (size_t)(band * cols) * sizeof(uint64_t);
+  sl_code rc = SL_OK;
+  for (size_t k = 0; k < ns && rc == SL_OK; k++) /* segment k's band: one contiguous piece */
+    rc = o->download(a->backend, (char *)st->segments_host + k * piece,
+                     (const char *)a->in[3] + (k * (size_t)rows + (size_t)band0) * (size_t)cols * sizeof(uint64_t),
+                     piece, a->err);
   if (rc == SL_OK) rc = o->download(a->backend, st->offsets_host, a->in[4], ns * 3 * sizeof(double), a->err);
   return rc;
 }
@@ -470,8 +481,11 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
   }
   sl_dpc_parallax_result *r = &ps->r;
   sl_kernel_args *a = ps->a;
+  const int64_t rows = n->in[0].dims[0];
+  int64_t row0 = 0, nrows = rows; /* the input: every row */
+  if (ps->segments == ps->st->segments_host) sl_dpc_parallax_band(rows, &row0, &nrows); /* read back: the band */
   sl_dpc_parallax_run(ps->st->parallax, a->backend, a->worker_scratch, a->worker_scratch_stride, ps->segments,
-                      ps->offsets, &cfg->probe, r);
+                      row0, nrows, ps->offsets, &cfg->probe, r);
   sl_node_note(n, "parallax",
                "%s: %.4g scan steps per disk radius at %.2f degrees%s, power gain %.3f (found above %.2f); "
                "|defocus| %.1f A; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",

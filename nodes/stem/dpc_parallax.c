@@ -16,6 +16,7 @@ struct sl_dpc_parallax {
   int64_t lr, lc;      /* the largest lags kept: half the window */
   int64_t pr, pc;      /* the padded transform: window + lag, so that no lag wraps around */
   int64_t tr, tc;      /* the tilt-corrected image's window (central, at most SL_DPC_PARALLAX_TCBF) */
+  int64_t seg_row0, seg_rows; /* this run's segment buffers: scan rows [seg_row0, + seg_rows) */
   fftw_complex *wspec; /* [n][pr * pc]: the window's spectra */
   fftw_complex *work;  /* [max(pr * pc, tr * tc)]: the calling thread's transforms */
   fftw_complex *acc;   /* [tr * tc]: the tcBF's spectrum */
@@ -30,6 +31,11 @@ static int64_t tcbf_side(int64_t n) { return n < SL_DPC_PARALLAX_TCBF ? n : SL_D
 /* Lags kept per pair, and the padded transform's size. */
 static int64_t lag_elems(int64_t wr, int64_t wc) { return (2 * (wr / 2) + 1) * (2 * (wc / 2) + 1); }
 static int64_t padded_elems(int64_t wr, int64_t wc) { return (wr + wr / 2) * (wc + wc / 2); }
+
+void sl_dpc_parallax_band(int64_t rows, int64_t *row0, int64_t *nrows) {
+  *nrows = tcbf_side(rows);
+  *row0 = (rows - *nrows) / 2;
+}
 
 int64_t sl_dpc_parallax_worker_bytes(int64_t rows, int64_t cols) {
   return 16 * padded_elems(window_side(rows), window_side(cols));
@@ -178,8 +184,8 @@ static void spectra_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const corr_job *j = ctx;
   sl_dpc_parallax *p = j->p;
   const int64_t wr = p->wr, wc = p->wc, pc = p->pc, pw = p->pr * pc;
-  const int64_t r0 = (p->rows - wr) / 2, c0 = (p->cols - wc) / 2;
-  const size_t np = (size_t)(p->rows * p->cols);
+  const int64_t r0 = (p->rows - wr) / 2 - p->seg_row0, c0 = (p->cols - wc) / 2; /* in the buffers */
+  const size_t np = (size_t)(p->seg_rows * p->cols);
   fftw_complex *work = job_buffer(j, worker);
   for (int64_t u = begin; u < end; u++) {
     const uint64_t *s = j->segments + (size_t)j->fs->index[u] * np;
@@ -331,12 +337,12 @@ static double sinc(double x) { return fabs(x) < 1e-12 ? 1 : sin(M_PI * x) / (M_P
 static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments,
                              const double *offsets, const double m[4], double chi_per_f2) {
   const int64_t rows = p->tr, cols = p->tc, np = rows * cols; /* the central window */
-  const int64_t r0 = (p->rows - rows) / 2, c0 = (p->cols - cols) / 2;
+  const int64_t r0 = (p->rows - rows) / 2 - p->seg_row0, c0 = (p->cols - cols) / 2; /* in the buffers */
   memset(p->acc, 0, (size_t)np * sizeof(fftw_complex));
   double shift_max = 0;
   for (int u = 0; u < fs->used; u++) {
     const int g = fs->index[u];
-    const uint64_t *s = segments + (size_t)g * (size_t)(p->rows * p->cols) + r0 * p->cols + c0;
+    const uint64_t *s = segments + (size_t)g * (size_t)(p->seg_rows * p->cols) + r0 * p->cols + c0;
     double mean = 0;
     for (int64_t i = 0; i < rows; i++)
       for (int64_t j = 0; j < cols; j++) mean += (double)s[i * p->cols + j];
@@ -437,9 +443,10 @@ static double wrap180(double d) {
 }
 
 void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
-                         const uint64_t *segments, const double *offsets, const sl_dpc_probe *probe,
-                         sl_dpc_parallax_result *r) {
+                         const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
+                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
   memset(r, 0, sizeof *r);
+  p->seg_row0 = seg_row0, p->seg_rows = seg_rows;
   fit_set fs = {0, NULL, NULL, 0, 0, 0};
   fs.index = malloc((size_t)(p->n ? p->n : 1) * sizeof *fs.index);
   fs.pair = malloc((size_t)(p->n * (p->n > 1 ? p->n - 1 : 1) / 2 + 1) * 2 * sizeof *fs.pair);

@@ -78,17 +78,23 @@ int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols);
 sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax **out, sl_error *err);
 void sl_dpc_parallax_free(sl_dpc_parallax *p);
 
-/* The fit: segments [n][rows * cols] (exact sums), offsets [n][3] (row and
- * column offset in disk radii, pixel count: bf_segments' outputs; segments
- * without pixels are left out). The transforms of the window and the
+/* The scan rows the fit reads (the tilt-corrected image's band, which holds
+ * the fit's window): [*row0, *row0 + *nrows). A caller that copies the
+ * segments (dpc on CUDA reads them back) copies those rows only. */
+void sl_dpc_parallax_band(int64_t rows, int64_t *row0, int64_t *nrows);
+
+/* The fit: segments [n][seg_rows * cols] holding scan rows [seg_row0,
+ * seg_row0 + seg_rows), at least the band (exact sums), offsets [n][3] (row
+ * and column offset in disk radii, pixel count: bf_segments' outputs;
+ * segments without pixels are left out). The transforms of the window and the
  * search are shared among the workers of b, each with
  * sl_dpc_parallax_worker_bytes of `scratch` (worker w's at scratch + w *
  * stride); with b or scratch NULL, this thread does all. The result does
  * not depend on the workers. */
 struct sl_backend;
 void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
-                         const uint64_t *segments, const double *offsets, const sl_dpc_probe *probe,
-                         sl_dpc_parallax_result *r);
+                         const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
+                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r);
 
 /* The electron wavelength (A) at an accelerating voltage in kV, relativistic. */
 double sl_electron_wavelength(double kilovolts);

@@ -396,13 +396,13 @@ static void test_parallax_model(void **st) {
     assert_int_equal(sl_dpc_parallax_new(n_seg, R, C, &p, &e), SL_OK);
     const sl_dpc_probe probe = {0.02, 0.019687, 0.4};
     sl_dpc_parallax_result r;
-    sl_dpc_parallax_run(p, NULL, NULL, 0, seg, offsets, &probe, &r);
+    sl_dpc_parallax_run(p, NULL, NULL, 0, seg, 0, R, offsets, &probe, &r);
     /* Shared among 3 workers, each with its scratch: the same bits. */
     sl_backend *b3 = backend(3);
     const int64_t stride = sl_dpc_parallax_worker_bytes(R, C);
     void *scratch = malloc((size_t)(3 * stride));
     sl_dpc_parallax_result r3;
-    sl_dpc_parallax_run(p, b3, scratch, stride, seg, offsets, &probe, &r3);
+    sl_dpc_parallax_run(p, b3, scratch, stride, seg, 0, R, offsets, &probe, &r3);
     free(scratch);
     sl_cpu_backend_ops.destroy(b3);
     assert_memory_equal(&r, &r3, sizeof r);
