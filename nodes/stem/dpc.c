@@ -27,7 +27,12 @@
  * (the iDPC phase, nodes/common/fourier_integral.h) and keeps the branch
  * whose phase is skewed towards positive peaks (atoms are sparse peaks of
  * positive phase): right near focus, wrong where the probe inverts the
- * contrast. The evidence is recorded ("branch", "branch_confidence",
+ * contrast. With the BF disk's segments (bf_segments) and the probe's
+ * params, the segments' parallax (nodes/stem/dpc_parallax.h) decides the
+ * branch, angle and transpose where either rule is a guess (low dose, large
+ * defocus: the CoM holds no lattice signal there), and gives the axis where
+ * it is strong and the CoM's branch sure. The evidence is recorded
+ * ("branch", "branch_com", "parallax", "axis", "branch_confidence",
  * "angle_uncertainty" notes), with a warning when it is weak; an explicit
  * rotation_deg wins.
  *
@@ -191,9 +196,9 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
                    2 * rc * 8 + rows * (1 + SL_DPC_ADF_SUMS) * 8;
   const int ns = parallax_segments(n);
   if (ns) {
-    /* The parallax (and on CUDA the segments' host copies), as if it ran:
-     * it runs only where the CoM's rule is a guess, which the plan cannot
-     * know. */
+    /* The parallax (and on CUDA the segments' host copies): it runs
+     * whenever the angle is fitted with the probe's params (for the branch
+     * where the CoM's rule is a guess, else for the axis). */
     c->ops += sl_dpc_parallax_ops(ns, rows, cols);
     c->bytes_read += (int64_t)ns * rc * 8;
     c->state_bytes += sl_dpc_parallax_bytes(ns, rows, cols);
