@@ -438,13 +438,16 @@ static void test_cost(void **st) {
   assert_true(c.device_state_bytes >= 64 * 64);
 #endif
   node_free(&n);
-  /* with the disk input, before the disk is known: the whole frame */
+  /* with the disk input, before the disk is known: a disk of a sixth of
+   * the side (radius 64 / 6, extent 0.9: the window of rows and columns
+   * floor(31.5 - 9.6) - 1 = 20 up to ceil(31.5 + 9.6) + 2 = 44, 24 of each) */
   int64_t dd[1] = {4};
   sl_tensor_desc ins[2] = {in, sl_desc_make(SL_F64, 1, dd, 0)};
   assert_int_equal(node_make(&n, &sl_node_bf_segments, NULL, 0, ins, 2, &e), SL_OK);
   n.out_used = 3u;
   n.desc->cost(&n, 10, &c);
-  assert_true(c.bytes_read == 10 * 64 * 64 * 2);
+  assert_true(c.bytes_read == 10 * 24 * 24 * 2);
+  assert_true(c.ops > 10 * 280 && c.ops < 10 * 300); /* pi 9.6^2 = 289.5 */
   node_free(&n);
 }
 
