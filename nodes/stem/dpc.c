@@ -694,7 +694,7 @@ static sl_code dpc_cuda_on_host(sl_kernel_args *a, const char *why) {
     ha.in[k] = h + (size_t)k * np;
   }
   dpc_state *st = dpc_state_of(a);
-  if (rc == SL_OK && has_segments(n)) { /* the parallax's inputs, into the state's host copies */
+  if (rc == SL_OK && parallax_segments(n)) { /* the parallax's inputs, into the state's host copies */
     rc = segments_download(a, st);
     ha.in[3] = st->segments_host, ha.in[4] = st->offsets_host;
   }
