@@ -62,11 +62,6 @@ sl_code sl_fourier_integral_init(sl_fourier_integral *f, int64_t rows, int64_t c
   return rc;
 }
 
-/* numpy.fft.fftfreq: cycles per sample of DFT index i of n. */
-static inline double freq(int64_t i, int64_t n) {
-  return (double)(i < (n + 1) / 2 ? i : i - n) / (double)n;
-}
-
 /* phi[k] = scale * v[k * step] less its mean, k < n (v may be phi). */
 static void scaled_less_mean(const double *v, int64_t step, int64_t n, double scale,
                              double *phi) {
@@ -111,9 +106,9 @@ static void run_periodic(sl_fourier_integral *f, const double *g_r, const double
   fftw_execute_dft(f->fwd, b, b);
   double h2 = highpass * highpass, norm = 1.0 / ((double)R * (double)C);
   for (int64_t i = 0; i < R; i++) {
-    double kr = freq(i, R);
+    double kr = sl_fft_freq(i, R);
     for (int64_t j = 0; j < C; j++) {
-      double kc = freq(j, C), k2 = kr * kr + kc * kc;
+      double kc = sl_fft_freq(j, C), k2 = kr * kr + kc * kc;
       double *z = a[i * C + j];
       const double *w = b[i * C + j];
       if (k2 == 0) {

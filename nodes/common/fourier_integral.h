@@ -50,6 +50,11 @@
 #define SL_CUFFT_HOST_BYTES ((int64_t)16 << 20)
 #include "nodes/common/mirror_spectrum.h"
 
+/* numpy.fft.fftfreq: cycles per sample of DFT index i of n. */
+static inline double sl_fft_freq(int64_t i, int64_t n) {
+  return (double)(i < (n + 1) / 2 ? i : i - n) / (double)n;
+}
+
 struct sl_backend;
 
 typedef struct sl_fourier_integral {

@@ -290,13 +290,6 @@ static sl_dpc_branch_sums branch_sums_of(dpc_state *s, sl_backend *b, double the
   return v;
 }
 
-static double wrap_deg(double d) {
-  d = fmod(d, 360.0);
-  if (d <= -180) d += 360;
-  if (d > 180) d -= 360;
-  return d;
-}
-
 /* The skewness rule's branch threshold (|skewness| below it: a guess; at
  * 0.3 the 64 x 64 grid had 20 wrong branches above it, up to 0.71, none
  * from 1 on), and
@@ -355,7 +348,7 @@ static double dpc_branch_skewness(sl_node *n, double *theta, double score) {
   if (score < 0) *theta += 180, sign = -1;
   double c = fabs(score);
   sl_node_note(n, "branch", "%.4f of the two 180-degree branches, by the skewness of its iDPC phase %.3f "
-               "(the other branch %+.3f; no ADF input)", wrap_deg(*theta), c, -c);
+               "(the other branch %+.3f; no ADF input)", sl_dpc_wrap_deg(*theta), c, -c);
   sl_node_note(n, "branch_confidence", "%.3f (|skewness| of iDPC, no ADF input; below %.2f the branch is a guess)",
                c, SKEWNESS_SURE);
   if (c < SKEWNESS_SURE) note_branch_guess(n, "iDPC skewness", c);
@@ -375,10 +368,10 @@ static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_
   sl_dpc_adf_solve(totals, sl_dpc_adf_noise(fit, totals[SL_DPC_ADF_F2], positions), &af);
   *t = cfg->transpose >= 0 ? cfg->transpose : af.strength[1] > af.strength[0] ? 1 : 0;
   const double adf = af.angle[*t], sigma = af.sigma[*t], axis = fit->angle[*t];
-  double off = fabs(wrap_deg(axis - adf)); /* the axis's distance from the ADF angle, mod 180 */
+  double off = fabs(sl_dpc_wrap_deg(axis - adf)); /* the axis's distance from the ADF angle, mod 180 */
   if (off > 90) off = 180 - off;
   const bool keep_axis = off < 3 * sigma;
-  const double theta = keep_axis ? (fabs(wrap_deg(axis - adf)) <= 90 ? axis : axis + 180) : adf;
+  const double theta = keep_axis ? (fabs(sl_dpc_wrap_deg(axis - adf)) <= 90 ? axis : axis + 180) : adf;
   /* The correlation at the angle taken, in sigmas of its noise. */
   const double z = isfinite(sigma) && sigma > 0 ? cos((theta - adf) * M_PI / 180.0) / (sigma * M_PI / 180.0) : 0;
   const sl_dpc_parallax_result *px = z < ADF_SIGMAS_SURE ? parallax_when_needed(ps) : NULL;
@@ -387,7 +380,7 @@ static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_
                "%.4f, by the ADF matched filter (the field's correlation with the ADF image's gradient, "
                "largest at %.4f +- %.3g degrees; transposed %.4g, untransposed %.4g): %s (the curl fit's "
                "axis %.4f is %.3g sigma from it)%s",
-               wrap_deg(theta), adf, sigma, af.strength[1], af.strength[0],
+               sl_dpc_wrap_deg(theta), adf, sigma, af.strength[1], af.strength[0],
                keep_axis ? "the curl fit's axis on the ADF's branch" : "the ADF's angle", axis,
                isfinite(sigma) && sigma > 0 ? off / sigma : INFINITY,
                to_parallax ? "; a guess, the parallax decides" : "");
@@ -414,12 +407,12 @@ static double dpc_parallax_branch(sl_node *n, const dpc_config *cfg, const sl_dp
                                   double theta, int *t, const char *com_rule, double com_confidence) {
   if (cfg->transpose >= 0 && px->transpose != cfg->transpose) {
     sl_node_note(n, "branch", "%.4f, by the CoM's rule (%s %.3f): the parallax's transpose contradicts "
-                 "the given one", wrap_deg(theta), com_rule, com_confidence);
+                 "the given one", sl_dpc_wrap_deg(theta), com_rule, com_confidence);
     sl_node_note(n, "branch_confidence", "%.3f (%s)", com_confidence, com_rule);
     note_branch_guess(n, com_rule, com_confidence);
     return theta;
   }
-  double off = fabs(wrap_deg(theta - px->theta));
+  double off = fabs(sl_dpc_wrap_deg(theta - px->theta));
   if (off > 90) off = 180 - off;
   const double c = fabs(px->skewness);
   sl_node_note(n, "branch",
@@ -427,8 +420,8 @@ static double dpc_parallax_branch(sl_node *n, const dpc_config *cfg, const sl_dp
                "%.2f degrees%s, power gain %.3f; |defocus| %.1f A; sign-corrected tcBF skewness %+.3f, the "
                "defocus's sign); the CoM's rule was a guess (%s %.3f; its axis %.4f, transposed %d, %.2f "
                "degrees from the parallax's)",
-               wrap_deg(px->theta), px->transpose, px->scale, px->angle, px->transpose ? ", transposed" : "",
-               px->gain, px->defocus, px->skewness, com_rule, com_confidence, wrap_deg(theta), *t, off);
+               sl_dpc_wrap_deg(px->theta), px->transpose, px->scale, px->angle, px->transpose ? ", transposed" : "",
+               px->gain, px->defocus, px->skewness, com_rule, com_confidence, sl_dpc_wrap_deg(theta), *t, off);
   sl_node_note(n, "branch_confidence",
                "%.3f (|skewness| of the parallax's sign-corrected tcBF image; below %.2f the branch is a guess)",
                c, PARALLAX_SKEWNESS_SURE);
@@ -443,7 +436,7 @@ static double skewness_to_parallax(sl_node *n, const dpc_config *cfg, const sl_d
                                    double theta, int *t, double score) {
   if (score < 0) theta += 180;
   sl_node_note(n, "branch_com", "%.4f of the two 180-degree branches, by the skewness of its iDPC phase "
-               "%.3f (no ADF input); a guess, the parallax decides", wrap_deg(theta), fabs(score));
+               "%.3f (no ADF input); a guess, the parallax decides", sl_dpc_wrap_deg(theta), fabs(score));
   return dpc_parallax_branch(n, cfg, px, theta, t, "iDPC skewness", fabs(score));
 }
 
@@ -508,11 +501,11 @@ static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t
   const sl_dpc_parallax_result *px = parallax_when_needed(ps);
   if (!px || px->gain < PARALLAX_AXIS_GAIN || px->scale < PARALLAX_AXIS_SCALE || px->transpose != t)
     return theta;
-  const double d = wrap_deg(px->theta - theta);
+  const double d = sl_dpc_wrap_deg(px->theta - theta);
   const double out = fabs(d) <= 90 ? px->theta : px->theta + 180;
   sl_node_note(n, "axis", "%.4f: the parallax's axis (gain %.3f, %.4g scan steps per disk radius) on the "
-               "CoM's branch, %.2f degrees from the CoM's %.4f", wrap_deg(out), px->gain, px->scale,
-               fabs(wrap_deg(out - theta)), wrap_deg(theta));
+               "CoM's branch, %.2f degrees from the CoM's %.4f", sl_dpc_wrap_deg(out), px->gain, px->scale,
+               fabs(sl_dpc_wrap_deg(out - theta)), sl_dpc_wrap_deg(theta));
   return out;
 }
 
@@ -546,7 +539,7 @@ static double mean_div2(const dpc_state *st, int64_t rows, int64_t cols) {
  * (-180, 180]. */
 static double dpc_report(sl_node *n, const dpc_config *cfg, int t, double theta, const sl_dpc_fit_result *fit,
                          double sd2) {
-  theta = wrap_deg(theta);
+  theta = sl_dpc_wrap_deg(theta);
   sl_node_note(n, "rotation_deg", "%.4f (%s)", theta, cfg->fit_angle ? "fitted" : "given");
   sl_node_note(n, "transpose",
                "%s (%s; transverse fraction of the weighted field power %.4g untransposed, %.4g "

@@ -41,6 +41,7 @@
 #ifndef SL_DPC_FIT_H
 #define SL_DPC_FIT_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "engine/core/status.h"
@@ -101,6 +102,14 @@ void sl_dpc_fit_solve(sl_dpc_fit *f, const double *given, sl_dpc_fit_result *r);
  * spectra sl_fourier_integral_from_spectra takes), each [rows * cols]. */
 void sl_dpc_fit_rotated_spectra(const sl_dpc_fit *f, double theta_deg, int t, double *x_r,
                                 double *x_c);
+
+/* An angle in degrees wrapped to (-180, 180]. */
+static inline double sl_dpc_wrap_deg(double d) {
+  d = fmod(d, 360.0);
+  if (d <= -180) d += 360;
+  if (d > 180) d -= 360;
+  return d;
+}
 
 /* The minimum of c^2 uu + 2 c s uv + s^2 vv over angles in [0, 180): degrees. */
 double sl_dpc_quad_argmin(const sl_dpc_quad *q);

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
+#include "nodes/common/fourier_integral.h"
+#include "nodes/stem/dpc_fit.h"
 
 struct sl_dpc_parallax {
   int n;               /* segments (the port's count; empty ones are skipped at run time) */
@@ -327,9 +329,6 @@ static bool search(const sl_dpc_parallax *p, const fit_set *fs, struct sl_backen
   return true;
 }
 
-/* Frequency k of an n-point transform, cycles per step, in [-1/2, 1/2]. */
-static double freq(int64_t k, int64_t n) { return (double)(k <= n / 2 ? k : k - n) / (double)n; }
-
 /* The tcBF, each frequency's sign turned by sign(sin(chi)) (chi = pi lambda
  * |df| |k|^2), into p->acc (real part); returns the largest shift, steps. */
 static double sinc(double x) { return fabs(x) < 1e-12 ? 1 : sin(M_PI * x) / (M_PI * x); }
@@ -358,11 +357,11 @@ static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64
     /* exp(2 pi i (fi sh0 + fj sh1)) = a row factor times a column factor. */
     double *er = p->ramp, *ec = p->ramp + 2 * rows;
     for (int64_t i = 0; i < rows; i++) {
-      double ph = 2 * M_PI * freq(i, rows) * sh0;
+      double ph = 2 * M_PI * sl_fft_freq(i, rows) * sh0;
       er[2 * i] = cos(ph), er[2 * i + 1] = sin(ph);
     }
     for (int64_t j = 0; j < cols; j++) {
-      double ph = 2 * M_PI * freq(j, cols) * sh1;
+      double ph = 2 * M_PI * sl_fft_freq(j, cols) * sh1;
       ec[2 * j] = cos(ph), ec[2 * j + 1] = sin(ph);
     }
     for (int64_t i = 0; i < rows; i++)
@@ -375,9 +374,9 @@ static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64
       }
   }
   for (int64_t i = 0; i < rows; i++) {
-    const double fi = freq(i, rows);
+    const double fi = sl_fft_freq(i, rows);
     for (int64_t j = 0; j < cols; j++) {
-      const double fj = freq(j, cols);
+      const double fj = sl_fft_freq(j, cols);
       /* The segment's own blur: its pixels' shifts spread over M times the
        * cell, a box whose transfer is a product of sincs along M's images
        * of the detector axes (M^T f); where it is negative the segment
@@ -435,13 +434,6 @@ static double cell_side(const fit_set *fs, const double *offsets) {
   return isfinite(c) ? c : 0;
 }
 
-static double wrap180(double d) {
-  d = fmod(d, 360.0);
-  if (d <= -180) d += 360;
-  if (d > 180) d -= 360;
-  return d;
-}
-
 void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
                          const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
                          const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
@@ -481,7 +473,7 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch
   r->skewness = interior_skewness(p, (int64_t)ceil(shift_max) + 1);
   /* df < 0 (skewness < 0): theta = -p (t 0) or p (t 1); df > 0: plus 180. */
   double theta = t ? r->angle : -r->angle;
-  r->theta = wrap180(r->skewness >= 0 ? theta + 180 : theta);
+  r->theta = sl_dpc_wrap_deg(r->skewness >= 0 ? theta + 180 : theta);
 done:
   free(fs.index);
   free(fs.pair);

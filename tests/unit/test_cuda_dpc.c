@@ -106,14 +106,7 @@ static void make_dpc_seg(sl_node *n, int64_t R, int64_t C, sl_dtype adf_type, in
 }
 
 static void make_dpc(sl_node *n, int64_t R, int64_t C, sl_dtype adf_type, const kv *over, int n_over) {
-  int64_t dims[2] = {R, C};
-  sl_tensor_desc in[3] = {sl_desc_make(SL_F64, 2, dims, 0), sl_desc_make(SL_F64, 2, dims, 0),
-                          sl_desc_make(adf_type == SL_DT_INVALID ? SL_F64 : adf_type, 2, dims, 0)};
-  sl_error e;
-  sl_code rc = node_make(n, &sl_node_dpc, over, n_over, in, adf_type == SL_DT_INVALID ? 2 : 3, &e);
-  if (rc == SL_OK) rc = sl_node_dpc.prepare(n, &e);
-  if (rc) fprintf(stderr, "unexpected: %s\n", e.msg);
-  assert_int_equal(rc, SL_OK);
+  make_dpc_seg(n, R, C, adf_type, 0, over, n_over);
 }
 
 /* Runs the node's kernel for backend b as the executor does (device buffers
