@@ -315,7 +315,7 @@ typedef struct model_peak {
 } model_peak;
 
 static void parallax_model(double theta, int t, double df, int R, int C, uint64_t *seg,
-                           double *offsets, int *n_seg, double *s_true) {
+                           double *offsets, int *n_seg, double *s_true, const double counts[2]) {
   const double lambda = 0.019687, alpha = 0.02, step = 0.4, sigma = 0.45 / step; /* steps */
   sl_bf_segment_layout l;
   assert_true(sl_bf_segment_layout_init(&l, 5, 0.9));
@@ -374,8 +374,22 @@ static void parallax_model(double theta, int t, double df, int R, int C, uint64_
         img[u * C + v][1] = spec[u * C + v][0] * sn + spec[u * C + v][1] * c;
       }
     fftw_execute(inv);
+    for (int i = 0; i < R * C; i++) img[i][0] /= R * C;
+    if (counts) { /* Poisson counts of mean counts[0], the image's sd counts[1] noise sds */
+      static double sd; /* the first segment's, for all: one contrast */
+      if (q == 0) {
+        double s1 = 0, s2 = 0;
+        for (int i = 0; i < R * C; i++) s1 += img[i][0], s2 += img[i][0] * img[i][0];
+        sd = sqrt(s2 / (R * C) - (s1 / (R * C)) * (s1 / (R * C)));
+      }
+      for (int i = 0; i < R * C; i++) {
+        double mean = counts[0] + counts[1] * sqrt(counts[0]) * img[i][0] / sd;
+        seg[(size_t)q * (size_t)(R * C) + (size_t)i] = poisson(mean > 0 ? mean : 0);
+      }
+      continue;
+    }
     for (int i = 0; i < R * C; i++)
-      seg[(size_t)q * (size_t)(R * C) + (size_t)i] = (uint64_t)llround(1e6 + 2e4 * img[i][0] / (R * C));
+      seg[(size_t)q * (size_t)(R * C) + (size_t)i] = (uint64_t)llround(1e6 + 2e4 * img[i][0]);
   }
   fftw_destroy_plan(inv);
   fftw_free(spec), fftw_free(img);
@@ -390,7 +404,7 @@ static void test_parallax_model(void **st) {
   for (size_t c = 0; c < SL_COUNT_OF(cases); c++) {
     int n_seg = 0, t = (int)cases[c][1];
     double s_true = 0, theta = cases[c][0], df = cases[c][2];
-    parallax_model(theta, t, df, R, C, seg, offsets, &n_seg, &s_true);
+    parallax_model(theta, t, df, R, C, seg, offsets, &n_seg, &s_true, NULL);
     sl_dpc_parallax *p = NULL;
     sl_error e;
     assert_int_equal(sl_dpc_parallax_new(n_seg, R, C, &p, &e), SL_OK);
@@ -416,6 +430,51 @@ static void test_parallax_model(void **st) {
     assert_true(ang_diff(r.theta, theta) < 0.2);
     assert_true(fabs(r.scale - s_true) < 0.01 * s_true);
     assert_true(fabs(r.defocus - fabs(df)) < 0.01 * fabs(df));
+  }
+  free(seg);
+}
+
+/* The model at a few electrons per segment and position (Poisson counts of
+ * mean 40, the image's sd 0.15 of the noise's): most frequencies are
+ * noise. Over 12 cases the axis must be within 2 degrees and its rms error
+ * under 1 degree. Measured: 1.30 and 0.75 degrees; without the refinement
+ * on weighted correlations (the plain correlations' optimum) 2.32 and
+ * 1.35, so this fails without it. */
+static void test_parallax_model_low_dose(void **st) {
+  (void)st;
+  const int R = 64, C = 66;
+  const double counts[2] = {40, getenv("PMODEL_SNR") ? atof(getenv("PMODEL_SNR")) : 0.15};
+  rng_state = 0x5EED; /* the counts' stream: the same whatever ran before */
+  const double cases[][3] = {{10, 0, -150}, {77, 1, 150}, {200, 0, 150}, {-35, 1, -150},
+                             {133, 0, -120}, {301, 1, 120}, {45, 0, 140}, {250, 1, -140},
+                             {-100, 0, -130}, {160, 1, 130}, {95, 0, 150}, {330, 1, -150}};
+  uint64_t *seg = malloc(21 * (size_t)(R * C) * sizeof *seg);
+  double offsets[3 * 21];
+  double sq = 0, worst = 0;
+  for (size_t c = 0; c < SL_COUNT_OF(cases); c++) {
+    int n_seg = 0, t = (int)cases[c][1];
+    double s_true = 0, theta = cases[c][0], df = cases[c][2];
+    parallax_model(theta, t, df, R, C, seg, offsets, &n_seg, &s_true, counts);
+    sl_dpc_parallax *p = NULL;
+    sl_error e;
+    assert_int_equal(sl_dpc_parallax_new(n_seg, R, C, &p, &e), SL_OK);
+    const sl_dpc_probe probe = {0.02, 0.019687, 0.4};
+    sl_dpc_parallax_result r;
+    sl_dpc_parallax_run(p, NULL, NULL, 0, seg, 0, R, offsets, &probe, &r);
+    sl_dpc_parallax_free(p);
+    double err = fmod(fabs(r.theta - theta), 180);
+    if (err > 90) err = 180 - err;
+    fprintf(stderr, "parallax model, 40 counts: theta %g t %d df %g: found %d s %.4f (true %.4f) p %.3f t %d "
+            "axis error %.3f gain %.3f\n", theta, t, df, r.found, r.scale, s_true, r.angle, r.transpose, err, r.gain);
+    assert_true(r.found);
+    assert_int_equal(r.transpose, t);
+    sq += err * err, worst = fmax(worst, err);
+  }
+  const double rms = sqrt(sq / SL_COUNT_OF(cases));
+  fprintf(stderr, "parallax model, 40 counts: rms axis error %.3f, worst %.3f\n", rms, worst);
+  if (!getenv("PMODEL_SOFT")) {
+    assert_true(worst < 2);
+    assert_true(rms < 1);
   }
   free(seg);
 }
@@ -664,6 +723,7 @@ int main(void) {
       cmocka_unit_test(test_synthetic_rotation),
       cmocka_unit_test(test_invalid),
       cmocka_unit_test(test_parallax_model),
+      cmocka_unit_test(test_parallax_model_low_dose),
       cmocka_unit_test(test_grid_atomic_columns),
       cmocka_unit_test(test_grid_parallax_corner),
   };
