@@ -126,9 +126,11 @@ typedef struct run_ctx {
 static const void *input_ptr(const run_ctx *c, sl_edge_src s);
 
 /* A buffer's data now: its slot, or for a view (the stream node) the
- * running chunk's positions of the whole input it windows. */
+ * running chunk's positions of the whole input it windows; NULL for an
+ * unread output (sl_plan_buffer.unread), which has none. */
 static void *buffer_ptr(const run_ctx *c, int node, int port) {
   const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[node * 8 + port]];
+  if (bf->unread) return NULL;
   if (c->produced[c->buf_of[node * 8 + port]]) return c->produced[c->buf_of[node * 8 + port]];
   if (!bf->view) return c->slot_ptr[bf->slot];
   const sl_node *n = &c->p->graph->nodes[node];
@@ -371,9 +373,10 @@ static int64_t concat_item_bytes(const run_ctx *c, const sl_node *n, int k) {
 /* Where output k of node i is written in a call: a declared reduction's
  * partial, or for a fixed-size concat the chunk's place in the whole
  * output; its buffer otherwise (and in a finalize call, which reads and
- * completes the accumulated result). */
+ * completes the accumulated result); nowhere (NULL) for an unread output. */
 static void *out_ptr(const run_ctx *c, int i, int k, int64_t pos_start, bool finalize) {
   const sl_plan_buffer *bf = plan_buffer(c, i, k);
+  if (bf->unread) return NULL;
   void *whole = buffer_ptr(c, i, k);
   if (finalize) return whole;
   if (c->partial[c->buf_of[i * 8 + k]]) return c->partial[c->buf_of[i * 8 + k]];
@@ -384,10 +387,11 @@ static void *out_ptr(const run_ctx *c, int i, int k, int64_t pos_start, bool fin
 
 /* Bytes of output k's data in a call over pos_count positions: a variable
  * port's bound, an element-wise partial's whole size, a fixed concat's
- * chunk, a streamed chunk or a whole tensor. */
+ * chunk, a streamed chunk or a whole tensor; 0 for an unread output. */
 static int64_t out_call_bytes(const run_ctx *c, int i, int k, int64_t pos_count, bool finalize) {
   const sl_node *n = &c->p->graph->nodes[i];
   const sl_plan_buffer *bf = plan_buffer(c, i, k);
+  if (bf->unread) return 0;
   if (finalize) return bf->bytes;
   if (bf->variable) return sl_node_out_bound(n, k, pos_count);
   if (bf->combine == SL_COMBINE_CONCAT) return pos_count * concat_item_bytes(c, n, k);
@@ -496,6 +500,7 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   for (int k = 0; k < n->n_out && rc == SL_OK; k++) {
     device_out[k] = a->out[k];
     const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[i * 8 + k]];
+    if (bf->unread) continue; /* no buffer on either side: out[k] stays NULL */
     rc = stage(c, &c->stage_out[i * 8 + k], &c->stage_out_bytes[i * 8 + k], (size_t)bf->bytes, c->err);
     a->out[k] = c->stage_out[i * 8 + k];
     /* finalize reads and completes the accumulated result. */
@@ -506,7 +511,7 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   }
   if (rc == SL_OK) rc = host_kernel(c, i, chunk);
   for (int k = 0; k < n->n_out && rc == SL_OK; k++)
-    rc = b->ops->upload(b, device_out[k], a->out[k], (size_t)a->out_bytes[k], c->err);
+    if (device_out[k]) rc = b->ops->upload(b, device_out[k], a->out[k], (size_t)a->out_bytes[k], c->err);
   return rc;
 }
 
@@ -962,7 +967,8 @@ static sl_code run_passes(run_ctx *c) {
      * size what the chunks wrote), so it is not filled first (the resident
      * acquisition: 18 GiB that would be zeroed to be overwritten). */
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
-      if (p->buffers[i].reduction && p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
+      if (p->buffers[i].reduction && !p->buffers[i].unread &&
+          p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
         int slot = p->buffers[i].node * 8 + p->buffers[i].port;
         const sl_tensor_desc *d = &p->graph->nodes[p->buffers[i].node].out[p->buffers[i].port];
         void *acc = buffer_ptr(c, p->buffers[i].node, p->buffers[i].port);

@@ -102,6 +102,10 @@ bool sl_node_worker_partial(const sl_node *n, int port) {
          sl_combine_exact(sl_node_out_combine(n, port), n->out[port].dtype);
 }
 
+bool sl_node_out_omitted(const sl_node *n, int port) {
+  return n->desc && (n->desc->omit_unread_outputs >> port & 1u) && !(n->out_used >> port & 1u);
+}
+
 int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions) {
   if (!n->desc || !n->desc->out_bound) return -1;
   return n->desc->out_bound(n, port, positions);

@@ -142,6 +142,10 @@ sl_combine sl_node_out_combine(const sl_node *n, int port);
 /* Whether output `port`'s declared combine is lent per worker of
  * parallel_for (sl_node_desc.worker_partial_outputs, exact combines only). */
 bool sl_node_worker_partial(const sl_node *n, int port);
+/* Whether output `port` has no buffer: nothing reads it (sl_node.out_used)
+ * and its node leaves it alone then (sl_node_desc.omit_unread_outputs).
+ * The plan gives it 0 bytes and no slot; kernels see out[port] == NULL. */
+bool sl_node_out_omitted(const sl_node *n, int port);
 /* The most bytes variable-size output `port` holds for `positions` scan
  * positions (sl_node_desc.out_bound), or -1 for a fixed-size port. */
 int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions);

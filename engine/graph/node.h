@@ -145,6 +145,15 @@ typedef struct sl_node_desc {
    * stream over a whole tensor). The executor points out[k] there and the
    * planner gives it no buffer of its own; the kernel does nothing. */
   unsigned view_outputs;
+  /* Bit k: a promise that, while output k is unread (its sl_node.out_used
+   * bit is clear), none of the node's kernels and finalizes on any backend
+   * reads or writes it. The planner then gives it no buffer (0 bytes, no
+   * slot, no partial, no staging) and the executor passes out[k] == NULL
+   * and out_bytes[k] == 0 (sl_node_out_omitted). Opt-in, port by port: a
+   * kernel that merely skips work for an unread port but may still touch
+   * its pointer (e.g. writes several ports when any one is read) must not
+   * set it. */
+  unsigned omit_unread_outputs;
   /* Per output port: the combine of a reduction (a whole output of a node
    * that streams; engine/core/combine.h). Declared, the kernel writes this
    * chunk's partial into a buffer holding the combine's identity (a

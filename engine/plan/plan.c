@@ -72,7 +72,7 @@ int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool p
   int64_t at = sat_add(per_worker_bytes, 63) / 64 * 64;
   for (int k = 0; k < 8; k++) offset[k] = -1;
   for (int k = 0; partials && k < n->n_out; k++)
-    if (sl_node_worker_partial(n, k)) {
+    if (sl_node_worker_partial(n, k) && !sl_node_out_omitted(n, k)) {
       offset[k] = at;
       at = sat_add(at, sat_add(sl_desc_bytes(&n->out[k]), 63) / 64 * 64);
     }
@@ -498,6 +498,7 @@ static void plan_declared(sl_plan *p, const sl_node *n, int k, const sl_plan_pas
   int64_t chunk = pp->chunk_positions, last_chunk = pp->positions - (pp->n_chunks - 1) * chunk;
   b->combine = sl_node_out_combine(n, k);
   b->variable = sl_node_out_bound(n, k, 1) >= 0;
+  if (b->unread) return; /* no buffer: no bound, no partial */
   int64_t bound = b->variable ? sl_node_out_bound(n, k, chunk) : 0;
   if (b->variable) {
     int64_t last = sl_node_out_bound(n, k, last_chunk);
@@ -525,7 +526,8 @@ static sl_code plan_buffers(sl_plan *p, const sl_graph *g, sl_error *err) {
       b->reduction = !b->streamed && n->phase == SL_PHASE_STREAM;
       const sl_plan_pass *pp = sl_plan_node_pass(p, i);
       b->view = b->streamed && n->desc && ((n->desc->view_outputs >> k) & 1u);
-      b->bytes = b->view ? 0 : sl_desc_buffer_bytes(&n->out[k], pp->chunk_positions);
+      b->unread = !b->view && sl_node_out_omitted(n, k);
+      b->bytes = b->view || b->unread ? 0 : sl_desc_buffer_bytes(&n->out[k], pp->chunk_positions);
       b->in_place_of = -1;
       plan_declared(p, n, k, pp, b);
       plan_buffer_lifetime(p, g, i, k, b);
@@ -551,7 +553,8 @@ static int in_place_source(const sl_plan *p, const sl_graph *g, int i, int k) {
   int s = sl_plan_buffer_index(p, src.node, src.port), b = sl_plan_buffer_index(p, i, k);
   if (s < 0 || b < 0) return -1;
   const sl_plan_buffer *sb = &p->buffers[s];
-  if (!sb->streamed || !p->buffers[b].streamed || sb->graph_output || sb->bytes != p->buffers[b].bytes)
+  if (!sb->streamed || !p->buffers[b].streamed || sb->graph_output || sb->unread || p->buffers[b].unread ||
+      sb->bytes != p->buffers[b].bytes)
     return -1;
   int readers = 0;
   for (int j = 0; j < g->n_nodes; j++)
@@ -589,7 +592,7 @@ static bool ring_wanted(const sl_plan *p, const sl_graph *g, int b) {
   const sl_plan_buffer *bf = &p->buffers[b];
   const sl_node *n = &g->nodes[bf->node];
   if (!p->caps.device_memory || !n->desc || !n->desc->produce || n->desc->host || bf->port != 0 ||
-      !bf->streamed || bf->view)
+      !bf->streamed || bf->view || bf->unread)
     return false;
   for (int o = 0; o < p->n_buffers; o++)
     if (p->buffers[o].in_place_of == b) return false;
@@ -652,10 +655,11 @@ static sl_code plan_slots(sl_plan *p, sl_error *err) {
     free(order);
     return sl_fail_nomem(err, "the slots of the plan");
   }
-  int n_own = 0; /* buffers with a slot of their own: in-place outputs come after */
+  int n_own = 0; /* buffers with a slot of their own: in-place outputs come after; views and
+                    unread outputs have none */
   for (int b = 0; b < p->n_buffers; b++) {
     p->buffers[b].slot = -1;
-    if (p->buffers[b].in_place_of < 0 && !p->buffers[b].view) order[n_own++] = b;
+    if (p->buffers[b].in_place_of < 0 && !p->buffers[b].view && !p->buffers[b].unread) order[n_own++] = b;
   }
   for (int a = 1; a < n_own; a++)
     for (int b = a; b > 0; b--) {

@@ -11,7 +11,8 @@
  * a pooled slot, assigned best fit by size (a slot is as large as its largest
  * occupant). An output that a node may write in place over its input
  * (sl_node_desc.in_place_outputs) shares the input's slot when nothing else
- * reads that input. */
+ * reads that input. An output nobody reads whose node promises to leave it
+ * alone then (sl_node_desc.omit_unread_outputs) has no buffer at all. */
 #ifndef SL_PLAN_H
 #define SL_PLAN_H
 
@@ -47,6 +48,10 @@ typedef struct sl_plan_buffer {
   /* A window of the node's whole input of the same index
    * (sl_node_desc.view_outputs): no bytes and no slot (-1) of its own. */
   bool view;
+  /* An output nobody reads whose node leaves it alone then
+   * (sl_node_out_omitted): no bytes, no slot (-1), no partial, not staged;
+   * the kernels get out == NULL. */
+  bool unread;
   /* A streamed output its node makes on the host ahead of the kernels
    * (sl_node_desc.produce) on a device backend: the second device buffer of
    * the executor's ring (the first is `slot`), a slot of its own; both live

@@ -246,4 +246,7 @@ const sl_node_desc sl_node_bslz4_decode = {
     .outputs = decode_out, .n_outputs = SL_COUNT_OF(decode_out),
     .infer = decode_infer, .cost = decode_cost,
     .kernel = {[SL_BACKEND_CPU] = decode_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(decode_cuda)},
+    /* flag_counts unread: both kernels leave out[1] alone (j.counts NULL,
+     * params.flag_counts false) */
+    .omit_unread_outputs = 2u,
 };

@@ -175,10 +175,13 @@ static void bf_segments_release(sl_node *n) {
   n->state = NULL;
 }
 
-/* Neither output is read (dpc without the probe's params declares its
- * segments inputs unread): the kernels do nothing. The unit tests that build
- * the node alone set out_used as a graph would. */
-static bool outputs_unread(const sl_node *n) { return (n->out_used & 3u) == 0; }
+/* Whether output k is read (sl_node.out_used). An unread one has no buffer
+ * (omit_unread_outputs: out[k] is NULL) and the kernels leave it alone;
+ * neither is read when dpc is not given the probe's params (it declares its
+ * segments inputs unread), and then the kernels do nothing. The unit tests
+ * that build the node alone set out_used as a graph would. */
+static bool output_read(const sl_node *n, int k) { return (n->out_used >> k) & 1u; }
+static bool outputs_unread(const sl_node *n) { return !output_read(n, 0) && !output_read(n, 1); }
 
 static sl_code bf_segments_prepare(sl_node *n, sl_error *err) {
   seg_geometry geom;
@@ -301,7 +304,8 @@ static sl_code bf_segments_cpu(sl_kernel_args *a) {
   sl_code rc = sl_disk_region_update(a, &s->geom.g, &s->region, segments_build_for_disk, s);
   if (rc) return rc;
   /* The same values on every call: valid after the run whichever call was last. */
-  memcpy(a->out[1], s->offsets, (size_t)s->geom.layout.count * 3 * sizeof(double));
+  if (output_read(a->node, 1)) memcpy(a->out[1], s->offsets, (size_t)s->geom.layout.count * 3 * sizeof(double));
+  if (!output_read(a->node, 0)) return SL_OK;
   seg_job j = {a, s, sl_desc_item_elems(&a->node->in[0]), npos};
   sl_dtype t = a->node->in[0].dtype;
   sl_range_fn fn = t == SL_U8 ? runs_sum_u8 : t == SL_U16 ? runs_sum_u16 : runs_sum_u32;
@@ -370,4 +374,6 @@ const sl_node_desc sl_node_bf_segments = {
     .kernel = {[SL_BACKEND_CPU] = bf_segments_cpu,
                [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(bf_segments_cuda)},
     .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(bf_segments_cuda_finalize)},
+    /* an unread output is neither written nor read, on either backend */
+    .omit_unread_outputs = 3u,
 };

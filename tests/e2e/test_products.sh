@@ -121,6 +121,27 @@ nodes = {n["id"]: n for n in json.load(open(sys.argv[1] + "/report.json"))["node
 assert any(x.startswith("segments: not read") for x in nodes["segments"]["notes"]), nodes["segments"]
 assert any(x.startswith("parallax: not used") for x in nodes["dpc"]["notes"]), nodes["dpc"]
 P
+# outputs nobody reads get no bytes: without the probe's params dpc declares
+# the segments unread, so bf_segments' outputs have no buffer (0 bytes, no
+# slot, shown as unread) and the planned live peak is lower by their bytes
+# (21 segments x 120 positions u64, and 21 x 3 f64) than with the params.
+"$SLUICE" plan "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --chunk 7 >plan_np.txt \
+  && "$SLUICE" plan "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --chunk 7 --json >plan_np.json \
+  && "$SLUICE" plan "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --chunk 7 --set semiangle_mrad=20 --set energy_kev=300 --set step_angstrom=0.4 --json >plan_p.json \
+  || not_ok "sluice plan stem_products.yaml"
+$PY - plan_np.json plan_p.json plan_np.txt <<'P' && ok "stem_products without the probe's params plans no bytes for bf_segments' unread outputs" || not_ok "stem_products plans bytes for outputs nobody reads"
+import json, re, sys
+np_, p = (json.load(open(f))["plan"] for f in sys.argv[1:3])
+text = open(sys.argv[3]).read()
+seg = 21 * 120 * 8 + 21 * 3 * 8
+for name in ("segments.segments", "segments.offsets"):
+    a = next(b for b in np_["buffers"] if b["name"] == name)
+    b = next(b for b in p["buffers"] if b["name"] == name)
+    assert a.get("unread") and a["bytes"] == 0 and a["slot"] == -1, a
+    assert not b.get("unread") and b["bytes"] > 0 and b["slot"] >= 0, b
+    assert re.search(r"^  " + re.escape(name) + r" .* unread ", text, re.M), name
+assert p["memory"]["live_peak_bytes"] - np_["memory"]["live_peak_bytes"] == seg, (p["memory"], np_["memory"])
+P
 expect 2 "go together" "stem_products.yaml with semiangle_mrad alone" -- "$SLUICE" run "$SRC/pipelines/stem_products.yaml" --set input=acq1_master.h5 --set scan_shape=[12,10] --set semiangle_mrad=20 --out spp1
 # resident_products: the corrected acquisition made resident, then streamed
 # again from memory: the same images bit for bit as virtual_image.yaml.

@@ -7,7 +7,7 @@
  * that do not divide it, 1 and 2 threads; segment counts and a small case
  * counted by hand; param validation; the cost; and a pipeline run through
  * the engine (disk_fit feeding the disk) on the CPU and, where there is a
- * device, on CUDA. */
+ * device, on CUDA, also with one output of each node unread (no buffer). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -509,12 +509,68 @@ static void test_pipeline(void **st) {
   for (size_t c = 0; c < SL_COUNT_OF(chunks); c++) run_pipeline(path, SL_BACKEND_CUDA, chunks[c]);
 }
 
+/* One output of each node read: fitted's segments and given's offsets. The
+ * other ones have no buffer (omit_unread_outputs: the kernels leave them
+ * alone) and the read ones are the bytes of a run that reads all four. */
+static const char *k_pipeline_half =
+    "pipeline: bf_segments_half\n"
+    "nodes:\n"
+    "  src: {type: synthetic_4dstem, params: {scan_shape: [7, 9], detector_shape: [29, 31],\n"
+    "        disk_radius: 9.5, dose: 20000}}\n"
+    "  pattern: {type: sum, inputs: {x: src.frames}}\n"
+    "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
+    "  fitted: {type: bf_segments, inputs: {frames: src.frames, disk: disk.disk},\n"
+    "           params: {grid: 7, extent: 0.5}}\n"
+    "  given: {type: bf_segments, inputs: {frames: src.frames}, params: {radius: 8.6, center: [13.3, 16.8]}}\n"
+    "outputs: {fitted: fitted.segments, given_offsets: given.offsets}\n";
+
+static void expect_unread(const sl_run *run, const char *node, int port) {
+  int i = sl_graph_find(run->graph, node);
+  assert_true(i >= 0);
+  const sl_plan_buffer *b = &run->plan->buffers[sl_plan_buffer_index(run->plan, i, port)];
+  assert_true(b->unread);
+  assert_int_equal(b->bytes, 0);
+  assert_int_equal(b->slot, -1);
+}
+
+static void expect_same_output(const sl_run *a, const sl_run *b, const char *name, const char *what) {
+  const sl_output_data *x = output(a, name), *y = output(b, name);
+  assert_int_equal(sl_desc_bytes(&x->desc), sl_desc_bytes(&y->desc));
+  if (memcmp(x->data, y->data, (size_t)sl_desc_bytes(&x->desc)) != 0) fail_msg("%s: %s differs", what, name);
+}
+
+static void test_one_output_read(void **st) {
+  (void)st;
+  char all_path[512], half_path[512];
+  write_temp_file(all_path, sizeof all_path, "bf_segments_all.yaml", k_pipeline);
+  write_temp_file(half_path, sizeof half_path, "bf_segments_half.yaml", k_pipeline_half);
+  const int backends[] = {SL_BACKEND_CPU, SL_BACKEND_CUDA};
+  for (size_t k = 0; k < SL_COUNT_OF(backends); k++) {
+    if (backends[k] == SL_BACKEND_CUDA && !sl_test_cuda_available()) return;
+    sl_run all, half;
+    sl_error err;
+    sl_run_request req = {.file = all_path, .registry = sl_nodes_registry(), .backend = backends[k],
+                          .chunk_positions = 10, .threads = 2};
+    sl_error_clear(&err);
+    if (sl_run_pipeline(&req, &all, &err) != SL_OK) fail_msg("all: %s", err.msg);
+    req.file = half_path;
+    if (sl_run_pipeline(&req, &half, &err) != SL_OK) fail_msg("half: %s", err.msg);
+    expect_unread(&half, "fitted", 1);
+    expect_unread(&half, "given", 0);
+    const char *what = sl_backend_kind_name(backends[k]);
+    expect_same_output(&all, &half, "fitted", what);
+    expect_same_output(&all, &half, "given_offsets", what);
+    sl_run_free(&all);
+    sl_run_free(&half);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_params_geometry), cmocka_unit_test(test_clipped_segments_empty),
       cmocka_unit_test(test_small_by_hand),   cmocka_unit_test(test_disk_input),
       cmocka_unit_test(test_invalid_params),  cmocka_unit_test(test_cost),
-      cmocka_unit_test(test_pipeline),
+      cmocka_unit_test(test_pipeline),        cmocka_unit_test(test_one_output_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

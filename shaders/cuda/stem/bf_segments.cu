@@ -57,7 +57,8 @@ extern "C" int64_t sl_cuda_bf_segments_table_bytes(const sl_cuda_frame_shape *fr
  * the CPU checks it (a bad one: recorded, empty box, offsets 0); then per
  * pixel of the window (sl_bf_window) its segment, d2 as sl_disk_d2 computes
  * it on the host (no FMA: __d*_rn); per segment the exact sums n, sum r,
- * sum c; the box; offsets[3k..3k+2] = mean row, mean col offset (radii), n. */
+ * sum c; the box; offsets[3k..3k+2] = mean row, mean col offset (radii), n
+ * (offsets NULL: unread, not written). */
 __global__ void sl_k_bf_segments_table(sl_bf_segment_layout layout, int h, int w, int use_disk, double pcr,
                                        double pcc, double pradius, const double *disk, uint8_t *seg,
                                        bf_box *box, double *offsets, sl_cuda_error_word *err) {
@@ -109,7 +110,7 @@ __global__ void sl_k_bf_segments_table(sl_bf_segment_layout layout, int h, int w
     box->r0 = empty ? 0 : bb[0], box->r1 = empty ? 0 : bb[1];
     box->c0 = empty ? 0 : bb[2], box->c1 = empty ? 0 : bb[3];
   }
-  for (int k = threadIdx.x; k < l.count; k += blockDim.x) {
+  for (int k = threadIdx.x; offsets && k < l.count; k += blockDim.x) { /* NULL: unread */
     offsets[3 * k + 0] = n[k] ? sl_bf_offset_mean(sr[k], n[k], cr, radius) : 0;
     offsets[3 * k + 1] = n[k] ? sl_bf_offset_mean(sc[k], n[k], cc, radius) : 0;
     offsets[3 * k + 2] = (double)n[k];
@@ -224,7 +225,7 @@ extern "C" sl_code sl_cuda_bf_segments(const sl_cuda_bf_segments_params *p, sl_k
       p->layout, (int)f->height, (int)f->width, p->use_disk, p->cr, p->cc, p->radius, (const double *)a->in[1],
       s->seg, s->box, (double *)a->out[1], s->err.device);
   if ((rc = sl_cuda_check_launch(a, "sl_k_bf_segments_table"))) return rc;
-  if (a->pos_count > 0) {
+  if (a->pos_count > 0 && a->out[0]) { /* out[0] NULL: the segments are unread */
     switch (f->dtype) {
       case SL_U8: rc = launch_sums<uint8_t>(p, a, s); break;
       case SL_U16: rc = launch_sums<uint16_t>(p, a, s); break;

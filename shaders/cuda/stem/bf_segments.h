@@ -34,7 +34,8 @@ typedef struct sl_cuda_bf_segments_params {
 int64_t sl_cuda_bf_segments_table_bytes(const sl_cuda_frame_shape *frames);
 
 /* out[0][k * positions + pos_start + p] = frame p's sum over segment k (u64);
- * out[1] = the offsets [n][3]. */
+ * out[1] = the offsets [n][3]. Either may be NULL (an unread output: the
+ * node's omit_unread_outputs), and is then left alone. */
 sl_code sl_cuda_bf_segments(const sl_cuda_bf_segments_params *p, sl_kernel_args *a);
 /* After the last chunk: waits once and reports a recorded disk error. */
 sl_code sl_cuda_bf_segments_finalize(const sl_cuda_bf_segments_params *p, sl_kernel_args *a);
