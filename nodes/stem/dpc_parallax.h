@@ -14,13 +14,16 @@
  * 1. M = s R(p) T^t is found by the largest power of the shifted sum. The
  *    power is a sum over segment pairs of their cross-correlations at the
  *    lags M (o_i - o_j), so the correlations of a central window of the scan
- *    (at most SL_DPC_PARALLAX_WINDOW a side, Hann weighted) are computed
+ *    (at most SL_DPC_PARALLAX_WINDOW a side, means over the overlap) are computed
  *    once and every trial M costs one interpolated look-up per pair: a grid
  *    over s (shift steps of half a scan step at the outermost segment, up to
  *    a quarter of the window), p (the same half step) and t, then a local
  *    refinement. A lattice makes single cross-correlation peaks ambiguous
  *    (a shift of one period fits as well); the joint fit of all pairs
- *    through one linear map is not.
+ *    through one linear map is not. Where a parallax is found, the fit is
+ *    refined once more on correlations with each frequency weighted by its
+ *    signal's share (1 - noise / power): at low dose most frequencies are
+ *    shot noise.
  * 2. The same M comes from (A, df) and (-A, -df), and with a symmetric
  *    aperture and a phase object (A, df, phi) and (-A, -df, -phi) give the
  *    same frames: the data alone cannot tell the branch. The prior that
