@@ -24,9 +24,19 @@ struct sl_dpc_parallax {
   fftw_complex *acc;   /* [tr * tc]: the tcBF's spectrum */
   double *xcorr;       /* [n (n - 1) / 2][(2 lr + 1) (2 lc + 1)]: the pairs' correlations */
   double *weight;      /* [pr * pc]: each frequency's weight in the correlations (noise_weights) */
-  double *ramp;        /* [2 (rows + cols)]: a segment's phase ramp along rows and columns */
+  double *ramp;        /* [TCBF_GROUPS][2 (tr + tc)]: a segment's phase ramp along rows and columns */
+  fftw_complex *gbuf;  /* [TCBF_GROUPS][2][tr * tc]: each group's transform and partial sum */
   fftw_plan wfwd, winv, fwd, inv;
 };
+
+/* The tcBF's segments are shifted and summed in this many fixed groups
+ * (grid 5's 21 segments: 3 each), each on one worker, their partial sums
+ * added in order: the same bits on any number of workers. */
+#define TCBF_GROUPS 7
+
+/* A group buffer's elements: whole 64-byte lines, so that every group's
+ * transform buffer has the alignment FFTW planned for. */
+static int64_t group_elems(int64_t np) { return (np + 3) / 4 * 4; }
 
 static int64_t window_side(int64_t n) { return n < SL_DPC_PARALLAX_WINDOW ? n : SL_DPC_PARALLAX_WINDOW; }
 static int64_t tcbf_side(int64_t n) { return n < SL_DPC_PARALLAX_TCBF ? n : SL_DPC_PARALLAX_TCBF; }
@@ -48,7 +58,9 @@ int64_t sl_dpc_parallax_bytes(int n, int64_t rows, int64_t cols) {
   const int64_t wr = window_side(rows), wc = window_side(cols), pw = padded_elems(wr, wc);
   const int64_t np = tcbf_side(rows) * tcbf_side(cols);
   const int64_t pairs = (int64_t)n * (n - 1) / 2;
-  return 16 * ((int64_t)n * pw + (pw > np ? pw : np) + np) + 8 * (pairs * lag_elems(wr, wc) + 2 * (rows + cols) + pw);
+  const int64_t ramp = 2 * (tcbf_side(rows) + tcbf_side(cols));
+  return 16 * ((int64_t)n * pw + (pw > np ? pw : np) + np + TCBF_GROUPS * 2 * group_elems(np)) +
+         8 * (pairs * lag_elems(wr, wc) + TCBF_GROUPS * ramp + pw);
 }
 
 int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols) {
@@ -75,6 +87,7 @@ void sl_dpc_parallax_free(sl_dpc_parallax *p) {
   fftw_free(p->wspec);
   fftw_free(p->work);
   fftw_free(p->acc);
+  fftw_free(p->gbuf);
   free(p->xcorr);
   free(p->weight);
   free(p->ramp);
@@ -96,9 +109,10 @@ sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax *
   p->work = fftw_malloc((pw > np ? pw : np) * sizeof(fftw_complex));
   p->acc = fftw_malloc(np * sizeof(fftw_complex));
   p->xcorr = malloc((pairs ? pairs : 1) * lags * sizeof(double));
-  p->ramp = malloc((size_t)(2 * (p->tr + p->tc)) * sizeof(double));
+  p->ramp = malloc((size_t)(TCBF_GROUPS * 2 * (p->tr + p->tc)) * sizeof(double));
+  p->gbuf = fftw_malloc((size_t)(TCBF_GROUPS * 2 * group_elems((int64_t)np)) * sizeof(fftw_complex));
   p->weight = malloc(pw * sizeof(double));
-  if (!p->wspec || !p->work || !p->acc || !p->xcorr || !p->ramp || !p->weight) {
+  if (!p->wspec || !p->work || !p->acc || !p->xcorr || !p->ramp || !p->weight || !p->gbuf) {
     sl_dpc_parallax_free(p);
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit of %d segments on a %lldx%lld scan",
                    n, (long long)rows, (long long)cols);
@@ -397,50 +411,82 @@ static void pattern_search(const sl_dpc_parallax *p, const fit_set *fs, double h
  * |df| |k|^2), into p->acc (real part); returns the largest shift, steps. */
 static double sinc(double x) { return fabs(x) < 1e-12 ? 1 : sin(M_PI * x) / (M_PI * x); }
 
-static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments,
-                             const double *offsets, const double m[4], double chi_per_f2) {
+/* The shifted spectra of segments [begin, end) of a group: its transform
+ * buffer and partial sum in p->gbuf, its ramps in p->ramp. */
+typedef struct tcbf_job {
+  sl_dpc_parallax *p;
+  const fit_set *fs;
+  const uint64_t *segments;
+  const double *offsets;
+  const double *m;
+} tcbf_job;
+
+static void tcbf_groups(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const tcbf_job *j = ctx;
+  sl_dpc_parallax *p = j->p;
   const int64_t rows = p->tr, cols = p->tc, np = rows * cols; /* the central window */
   const int64_t r0 = (p->rows - rows) / 2 - p->seg_row0, c0 = (p->cols - cols) / 2; /* in the buffers */
-  memset(p->acc, 0, (size_t)np * sizeof(fftw_complex));
+  for (int64_t grp = begin; grp < end; grp++) {
+    const int64_t ge = group_elems(np);
+    fftw_complex *work = p->gbuf + (size_t)(grp * 2 * ge), *part = work + ge;
+    double *er = p->ramp + grp * 2 * (rows + cols), *ec = er + 2 * rows;
+    memset(part, 0, (size_t)np * sizeof(fftw_complex));
+    const int u0 = (int)(j->fs->used * grp / TCBF_GROUPS), u1 = (int)(j->fs->used * (grp + 1) / TCBF_GROUPS);
+    for (int u = u0; u < u1; u++) {
+      const int g = j->fs->index[u];
+      const uint64_t *s = j->segments + (size_t)g * (size_t)(p->seg_rows * p->cols) + r0 * p->cols + c0;
+      double mean = 0;
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t c = 0; c < cols; c++) mean += (double)s[i * p->cols + c];
+      mean /= (double)np;
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t c = 0; c < cols; c++)
+          work[i * cols + c][0] = (double)s[i * p->cols + c] - mean, work[i * cols + c][1] = 0;
+      fftw_execute_dft(p->fwd, work, work);
+      /* S_i(r + sh): the spectrum times exp(2 pi i f . sh), sh = M o_i,
+       * a row factor times a column factor. */
+      const double *m = j->m, o0 = j->offsets[3 * g], o1 = j->offsets[3 * g + 1];
+      const double sh0 = m[0] * o0 + m[1] * o1, sh1 = m[2] * o0 + m[3] * o1;
+      for (int64_t i = 0; i < rows; i++) {
+        double ph = 2 * M_PI * sl_fft_freq(i, rows) * sh0;
+        er[2 * i] = cos(ph), er[2 * i + 1] = sin(ph);
+      }
+      for (int64_t c = 0; c < cols; c++) {
+        double ph = 2 * M_PI * sl_fft_freq(c, cols) * sh1;
+        ec[2 * c] = cos(ph), ec[2 * c + 1] = sin(ph);
+      }
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t c = 0; c < cols; c++) {
+          const double cs = er[2 * i] * ec[2 * c] - er[2 * i + 1] * ec[2 * c + 1];
+          const double sn = er[2 * i] * ec[2 * c + 1] + er[2 * i + 1] * ec[2 * c];
+          const double *x = work[i * cols + c];
+          part[i * cols + c][0] += x[0] * cs - x[1] * sn;
+          part[i * cols + c][1] += x[0] * sn + x[1] * cs;
+        }
+    }
+  }
+}
+
+static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments,
+                             const double *offsets, const double m[4], double chi_per_f2, struct sl_backend *b) {
+  const int64_t rows = p->tr, cols = p->tc, ge = group_elems(rows * cols); /* the central window */
   double shift_max = 0;
   for (int u = 0; u < fs->used; u++) {
-    const int g = fs->index[u];
-    const uint64_t *s = segments + (size_t)g * (size_t)(p->seg_rows * p->cols) + r0 * p->cols + c0;
-    double mean = 0;
-    for (int64_t i = 0; i < rows; i++)
-      for (int64_t j = 0; j < cols; j++) mean += (double)s[i * p->cols + j];
-    mean /= (double)np;
-    for (int64_t i = 0; i < rows; i++)
-      for (int64_t j = 0; j < cols; j++)
-        p->work[i * cols + j][0] = (double)s[i * p->cols + j] - mean, p->work[i * cols + j][1] = 0;
-    fftw_execute_dft(p->fwd, p->work, p->work);
-    /* S_i(r + sh): the spectrum times exp(2 pi i f . sh), sh = M o_i. */
-    const double o0 = offsets[3 * g], o1 = offsets[3 * g + 1];
-    const double sh0 = m[0] * o0 + m[1] * o1, sh1 = m[2] * o0 + m[3] * o1;
-    shift_max = fmax(shift_max, fmax(fabs(sh0), fabs(sh1)));
-    /* exp(2 pi i (fi sh0 + fj sh1)) = a row factor times a column factor. */
-    double *er = p->ramp, *ec = p->ramp + 2 * rows;
-    for (int64_t i = 0; i < rows; i++) {
-      double ph = 2 * M_PI * sl_fft_freq(i, rows) * sh0;
-      er[2 * i] = cos(ph), er[2 * i + 1] = sin(ph);
-    }
-    for (int64_t j = 0; j < cols; j++) {
-      double ph = 2 * M_PI * sl_fft_freq(j, cols) * sh1;
-      ec[2 * j] = cos(ph), ec[2 * j + 1] = sin(ph);
-    }
-    for (int64_t i = 0; i < rows; i++)
-      for (int64_t j = 0; j < cols; j++) {
-        const double c = er[2 * i] * ec[2 * j] - er[2 * i + 1] * ec[2 * j + 1];
-        const double sn = er[2 * i] * ec[2 * j + 1] + er[2 * i + 1] * ec[2 * j];
-        const double *x = p->work[i * cols + j];
-        p->acc[i * cols + j][0] += x[0] * c - x[1] * sn;
-        p->acc[i * cols + j][1] += x[0] * sn + x[1] * c;
-      }
+    const double o0 = offsets[3 * fs->index[u]], o1 = offsets[3 * fs->index[u] + 1];
+    shift_max = fmax(shift_max, fmax(fabs(m[0] * o0 + m[1] * o1), fabs(m[2] * o0 + m[3] * o1)));
   }
+  tcbf_job j = {p, fs, segments, offsets, m};
+  if (b) b->ops->parallel_for(b, TCBF_GROUPS, 1, tcbf_groups, &j);
+  else tcbf_groups(&j, 0, TCBF_GROUPS, 0);
   for (int64_t i = 0; i < rows; i++) {
     const double fi = sl_fft_freq(i, rows);
-    for (int64_t j = 0; j < cols; j++) {
-      const double fj = sl_fft_freq(j, cols);
+    for (int64_t c = 0; c < cols; c++) {
+      const int64_t q = i * cols + c;
+      double re = 0, im = 0;
+      for (int grp = 0; grp < TCBF_GROUPS; grp++) /* in order: the same bits on any workers */
+        re += p->gbuf[(grp * 2 + 1) * ge + q][0], im += p->gbuf[(grp * 2 + 1) * ge + q][1];
+      const double fj = sl_fft_freq(c, cols);
       /* The segment's own blur: its pixels' shifts spread over M times the
        * cell, a box whose transfer is a product of sincs along M's images
        * of the detector axes (M^T f); where it is negative the segment
@@ -448,7 +494,7 @@ static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64
       const double g0 = m[0] * fi + m[2] * fj, g1 = m[1] * fi + m[3] * fj;
       double sg = sin(chi_per_f2 * (fi * fi + fj * fj)) * sinc(fs->cell * g0) * sinc(fs->cell * g1);
       double f = sg > 0 ? 1 : sg < 0 ? -1 : 0;
-      p->acc[i * cols + j][0] *= f, p->acc[i * cols + j][1] *= f;
+      p->acc[q][0] = re * f, p->acc[q][1] = im * f;
     }
   }
   fftw_execute_dft(p->inv, p->acc, p->acc);
@@ -548,7 +594,7 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch
   r->defocus = s * probe->step / probe->semiangle;
   parallax_matrix(s, ang, t, m);
   const double chi_per_f2 = M_PI * probe->wavelength * r->defocus / (probe->step * probe->step);
-  const double shift_max = corrected_tcbf(p, &fs, segments, offsets, m, chi_per_f2);
+  const double shift_max = corrected_tcbf(p, &fs, segments, offsets, m, chi_per_f2, b);
   r->skewness = interior_skewness(p, (int64_t)ceil(shift_max) + 1);
   /* df < 0 (skewness < 0): theta = -p (t 0) or p (t 1); df > 0: plus 180. */
   double theta = t ? r->angle : -r->angle;
