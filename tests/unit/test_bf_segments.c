@@ -453,16 +453,20 @@ static void test_cost(void **st) {
 
 /* ---- through the engine -------------------------------------------------------------------- */
 
+/* The nodes of the two pipelines below. */
+#define SEGMENTS_TEST_NODES                                                                          \
+  "nodes:\n"                                                                                         \
+  "  src: {type: synthetic_4dstem, params: {scan_shape: [7, 9], detector_shape: [29, 31],\n"         \
+  "        disk_radius: 9.5, dose: 20000}}\n"                                                        \
+  "  pattern: {type: sum, inputs: {x: src.frames}}\n"                                                \
+  "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"                                     \
+  "  fitted: {type: bf_segments, inputs: {frames: src.frames, disk: disk.disk},\n"                   \
+  "           params: {grid: 7, extent: 0.5}}\n"                                                     \
+  "  given: {type: bf_segments, inputs: {frames: src.frames}, params: {radius: 8.6, center: [13.3, 16.8]}}\n"
+
 static const char *k_pipeline =
     "pipeline: bf_segments_test\n"
-    "nodes:\n"
-    "  src: {type: synthetic_4dstem, params: {scan_shape: [7, 9], detector_shape: [29, 31],\n"
-    "        disk_radius: 9.5, dose: 20000}}\n"
-    "  pattern: {type: sum, inputs: {x: src.frames}}\n"
-    "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
-    "  fitted: {type: bf_segments, inputs: {frames: src.frames, disk: disk.disk},\n"
-    "           params: {grid: 7, extent: 0.5}}\n"
-    "  given: {type: bf_segments, inputs: {frames: src.frames}, params: {radius: 8.6, center: [13.3, 16.8]}}\n"
+    SEGMENTS_TEST_NODES
     "outputs: {frames: src.frames, disk: disk.disk, fitted: fitted.segments, fitted_offsets: fitted.offsets,\n"
     "          given: given.segments, given_offsets: given.offsets}\n";
 
@@ -514,14 +518,7 @@ static void test_pipeline(void **st) {
  * alone) and the read ones are the bytes of a run that reads all four. */
 static const char *k_pipeline_half =
     "pipeline: bf_segments_half\n"
-    "nodes:\n"
-    "  src: {type: synthetic_4dstem, params: {scan_shape: [7, 9], detector_shape: [29, 31],\n"
-    "        disk_radius: 9.5, dose: 20000}}\n"
-    "  pattern: {type: sum, inputs: {x: src.frames}}\n"
-    "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
-    "  fitted: {type: bf_segments, inputs: {frames: src.frames, disk: disk.disk},\n"
-    "           params: {grid: 7, extent: 0.5}}\n"
-    "  given: {type: bf_segments, inputs: {frames: src.frames}, params: {radius: 8.6, center: [13.3, 16.8]}}\n"
+    SEGMENTS_TEST_NODES
     "outputs: {fitted: fitted.segments, given_offsets: given.offsets}\n";
 
 static void expect_unread(const sl_run *run, const char *node, int port) {

@@ -395,6 +395,22 @@ static void parallax_model(double theta, int t, double df, int R, int C, uint64_
   fftw_free(spec), fftw_free(img);
 }
 
+/* The model's probe: 20 mrad, 300 kV, 0.4 A steps. */
+static const sl_dpc_probe k_model_probe = {0.02, 0.019687, 0.4};
+
+/* The model's segments (noiseless, or Poisson `counts`) fitted on this
+ * thread: the result in *r, the fit's state returned (the caller frees it). */
+static sl_dpc_parallax *fit_model(double theta, int t, double df, int R, int C, uint64_t *seg, double *offsets,
+                                  double *s_true, const double counts[2], sl_dpc_parallax_result *r) {
+  int n_seg = 0;
+  parallax_model(theta, t, df, R, C, seg, offsets, &n_seg, s_true, counts);
+  sl_dpc_parallax *p = NULL;
+  sl_error e;
+  assert_int_equal(sl_dpc_parallax_new(n_seg, R, C, &p, &e), SL_OK);
+  sl_dpc_parallax_run(p, NULL, NULL, 0, seg, 0, R, offsets, &k_model_probe, r);
+  return p;
+}
+
 static void test_parallax_model(void **st) {
   (void)st;
   const int R = getenv("PMODEL_N") ? atoi(getenv("PMODEL_N")) : 64, C = R + 2;
@@ -402,21 +418,16 @@ static void test_parallax_model(void **st) {
   uint64_t *seg = malloc(21 * (size_t)(R * C) * sizeof *seg);
   double offsets[3 * 21];
   for (size_t c = 0; c < SL_COUNT_OF(cases); c++) {
-    int n_seg = 0, t = (int)cases[c][1];
+    const int t = (int)cases[c][1];
     double s_true = 0, theta = cases[c][0], df = cases[c][2];
-    parallax_model(theta, t, df, R, C, seg, offsets, &n_seg, &s_true, NULL);
-    sl_dpc_parallax *p = NULL;
-    sl_error e;
-    assert_int_equal(sl_dpc_parallax_new(n_seg, R, C, &p, &e), SL_OK);
-    const sl_dpc_probe probe = {0.02, 0.019687, 0.4};
     sl_dpc_parallax_result r;
-    sl_dpc_parallax_run(p, NULL, NULL, 0, seg, 0, R, offsets, &probe, &r);
+    sl_dpc_parallax *p = fit_model(theta, t, df, R, C, seg, offsets, &s_true, NULL, &r);
     /* Shared among 3 workers, each with its scratch: the same bits. */
     sl_backend *b3 = backend(3);
     const int64_t stride = sl_dpc_parallax_worker_bytes(R, C);
     void *scratch = malloc((size_t)(3 * stride));
     sl_dpc_parallax_result r3;
-    sl_dpc_parallax_run(p, b3, scratch, stride, seg, 0, R, offsets, &probe, &r3);
+    sl_dpc_parallax_run(p, b3, scratch, stride, seg, 0, R, offsets, &k_model_probe, &r3);
     free(scratch);
     sl_cpu_backend_ops.destroy(b3);
     assert_memory_equal(&r, &r3, sizeof r);
@@ -452,16 +463,10 @@ static void test_parallax_model_low_dose(void **st) {
   double offsets[3 * 21];
   double sq = 0, worst = 0;
   for (size_t c = 0; c < SL_COUNT_OF(cases); c++) {
-    int n_seg = 0, t = (int)cases[c][1];
+    const int t = (int)cases[c][1];
     double s_true = 0, theta = cases[c][0], df = cases[c][2];
-    parallax_model(theta, t, df, R, C, seg, offsets, &n_seg, &s_true, counts);
-    sl_dpc_parallax *p = NULL;
-    sl_error e;
-    assert_int_equal(sl_dpc_parallax_new(n_seg, R, C, &p, &e), SL_OK);
-    const sl_dpc_probe probe = {0.02, 0.019687, 0.4};
     sl_dpc_parallax_result r;
-    sl_dpc_parallax_run(p, NULL, NULL, 0, seg, 0, R, offsets, &probe, &r);
-    sl_dpc_parallax_free(p);
+    sl_dpc_parallax_free(fit_model(theta, t, df, R, C, seg, offsets, &s_true, counts, &r));
     double err = fmod(fabs(r.theta - theta), 180);
     if (err > 90) err = 180 - err;
     fprintf(stderr, "parallax model, 40 counts: theta %g t %d df %g: found %d s %.4f (true %.4f) p %.3f t %d "
