@@ -475,6 +475,11 @@ static void read_blocks(void *ctx, int64_t begin, int64_t end, int worker) {
   j->sums[8 * worker] += a + b + c + d;
 }
 
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
 /* The first touch of a fresh buffer (zeroing it) less zeroing it again,
  * per byte; the buffer is given back after. */
 static sl_code first_touch_sample(const sl_backend_ops *ops, sl_backend *b, size_t bytes, double *per_byte,
@@ -546,7 +551,8 @@ static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, doub
   if (b) ops->destroy(b);
   if (rc == SL_OK) {
     *bps = best, *read_bps = best_read, *pool_per_byte = (t_alloc + t_free) / (2.0 * (double)bytes);
-    *first_touch_per_byte = fmax(fmin(touch[0], touch[1]), fmin(fmax(touch[0], touch[1]), touch[2])); /* median */
+    qsort(touch, 3, sizeof *touch, cmp_double);
+    *first_touch_per_byte = touch[1]; /* the median */
   }
   return rc;
 }
@@ -707,11 +713,6 @@ static bool fit_type(const sample *s, int n, bool per_op, double call_default, d
   r->call_seconds = best[1];
   r->seconds_per_unit = best[2];
   return true;
-}
-
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
 }
 
 /* Every node type's rate from its samples; iterate loops afterwards, from

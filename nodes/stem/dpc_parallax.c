@@ -20,7 +20,7 @@ struct sl_dpc_parallax {
   int64_t tr, tc;      /* the tilt-corrected image's window (central, at most SL_DPC_PARALLAX_TCBF) */
   int64_t seg_row0, seg_rows; /* this run's segment buffers: scan rows [seg_row0, + seg_rows) */
   fftw_complex *wspec; /* [n][pr * pc]: the window's spectra */
-  fftw_complex *work;  /* [max(pr * pc, tr * tc)]: the calling thread's transforms */
+  fftw_complex *work;  /* [pr * pc]: the calling thread's window transforms */
   fftw_complex *acc;   /* [tr * tc]: the tcBF's spectrum */
   double *xcorr;       /* [n (n - 1) / 2][(2 lr + 1) (2 lc + 1)]: the pairs' correlations */
   double *weight;      /* [pr * pc]: each frequency's weight in the correlations (noise_weights) */
@@ -59,7 +59,7 @@ int64_t sl_dpc_parallax_bytes(int n, int64_t rows, int64_t cols) {
   const int64_t np = tcbf_side(rows) * tcbf_side(cols);
   const int64_t pairs = (int64_t)n * (n - 1) / 2;
   const int64_t ramp = 2 * (tcbf_side(rows) + tcbf_side(cols));
-  return 16 * ((int64_t)n * pw + (pw > np ? pw : np) + np + TCBF_GROUPS * 2 * group_elems(np)) +
+  return 16 * ((int64_t)n * pw + pw + np + TCBF_GROUPS * 2 * group_elems(np)) +
          8 * (pairs * lag_elems(wr, wc) + TCBF_GROUPS * ramp + pw);
 }
 
@@ -106,7 +106,7 @@ sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax *
   const size_t pw = (size_t)(p->pr * p->pc), np = (size_t)(p->tr * p->tc);
   const size_t pairs = (size_t)n * (size_t)(n - 1) / 2, lags = (size_t)lag_elems(p->wr, p->wc);
   p->wspec = fftw_malloc((size_t)n * pw * sizeof(fftw_complex));
-  p->work = fftw_malloc((pw > np ? pw : np) * sizeof(fftw_complex));
+  p->work = fftw_malloc(pw * sizeof(fftw_complex));
   p->acc = fftw_malloc(np * sizeof(fftw_complex));
   p->xcorr = malloc((pairs ? pairs : 1) * lags * sizeof(double));
   p->ramp = malloc((size_t)(TCBF_GROUPS * 2 * (p->tr + p->tc)) * sizeof(double));
@@ -119,7 +119,7 @@ sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax *
   }
   p->wfwd = fftw_plan_dft_2d((int)p->pr, (int)p->pc, p->work, p->work, FFTW_FORWARD, FFTW_ESTIMATE);
   p->winv = fftw_plan_dft_2d((int)p->pr, (int)p->pc, p->work, p->work, FFTW_BACKWARD, FFTW_ESTIMATE);
-  p->fwd = fftw_plan_dft_2d((int)p->tr, (int)p->tc, p->work, p->work, FFTW_FORWARD, FFTW_ESTIMATE);
+  p->fwd = fftw_plan_dft_2d((int)p->tr, (int)p->tc, p->gbuf, p->gbuf, FFTW_FORWARD, FFTW_ESTIMATE);
   p->inv = fftw_plan_dft_2d((int)p->tr, (int)p->tc, p->acc, p->acc, FFTW_BACKWARD, FFTW_ESTIMATE);
   if (!p->wfwd || !p->winv || !p->fwd || !p->inv) {
     sl_dpc_parallax_free(p);
@@ -259,6 +259,11 @@ static void pairs_range(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* Each frequency's weight in the refinement's correlations (the Wiener
  * factor), W = 1 - N / P where P is the segments' mean power there and N
  * the noise's (0 where P <= N). At a few thousand electrons a frame most
@@ -268,8 +273,6 @@ static void pairs_range(void *ctx, int64_t begin, int64_t end, int worker) {
  * mean). Data that are not plain counts (scaled, or noiseless models) are
  * caught by the median power, the noise's where the signal is sparse. The
  * powers are sorted for the median in p->work (free here). */
-static int cmp_double(const void *a, const void *b);
-
 static void noise_weights(sl_dpc_parallax *p, const fit_set *fs) {
   const int used = fs->used;
   const int64_t pw = p->pr * p->pc;
@@ -360,8 +363,25 @@ static void search_range(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
+/* From (s, p), the pattern search: steps of a quarter scan step at the
+ * outermost segment, halved until 1e-4 of it. */
 static void pattern_search(const sl_dpc_parallax *p, const fit_set *fs, double half, double *best_s,
-                           double *best_p, int best_t, double *best_v);
+                           double *best_p, int best_t, double *best_v) {
+  double m[4];
+  double ds = half / 2, dp = half / 2 / *best_s;
+  for (int it = 0; it < 400 && ds > 1e-4 * half; it++) {
+    const double cand[4][2] = {{ds, 0}, {-ds, 0}, {0, dp}, {0, -dp}};
+    bool better = false;
+    for (int c = 0; c < 4; c++) {
+      double s = *best_s + cand[c][0], ang = *best_p + cand[c][1];
+      if (s <= 0) continue;
+      parallax_matrix(s, ang, best_t, m);
+      double v = pair_power(p, fs, m);
+      if (v > *best_v) *best_v = v, *best_s = s, *best_p = ang, better = true;
+    }
+    if (!better) ds /= 2, dp /= 2;
+  }
+}
 
 /* The largest pair power over M = s R(p) T^t: a grid in steps of half a
  * scan step at the outermost segment (over s shared among the workers of
@@ -387,25 +407,6 @@ static bool search(const sl_dpc_parallax *p, const fit_set *fs, struct sl_backen
   return true;
 }
 
-/* From (s, p), the pattern search: steps of a quarter scan step at the
- * outermost segment, halved until 1e-4 of it. */
-static void pattern_search(const sl_dpc_parallax *p, const fit_set *fs, double half, double *best_s,
-                           double *best_p, int best_t, double *best_v) {
-  double m[4];
-  double ds = half / 2, dp = half / 2 / *best_s;
-  for (int it = 0; it < 400 && ds > 1e-4 * half; it++) {
-    const double cand[4][2] = {{ds, 0}, {-ds, 0}, {0, dp}, {0, -dp}};
-    bool better = false;
-    for (int c = 0; c < 4; c++) {
-      double s = *best_s + cand[c][0], ang = *best_p + cand[c][1];
-      if (s <= 0) continue;
-      parallax_matrix(s, ang, best_t, m);
-      double v = pair_power(p, fs, m);
-      if (v > *best_v) *best_v = v, *best_s = s, *best_p = ang, better = true;
-    }
-    if (!better) ds /= 2, dp /= 2;
-  }
-}
 
 /* The tcBF, each frequency's sign turned by sign(sin(chi)) (chi = pi lambda
  * |df| |k|^2), into p->acc (real part); returns the largest shift, steps. */
@@ -427,8 +428,8 @@ static void tcbf_groups(void *ctx, int64_t begin, int64_t end, int worker) {
   sl_dpc_parallax *p = j->p;
   const int64_t rows = p->tr, cols = p->tc, np = rows * cols; /* the central window */
   const int64_t r0 = (p->rows - rows) / 2 - p->seg_row0, c0 = (p->cols - cols) / 2; /* in the buffers */
+  const int64_t ge = group_elems(np);
   for (int64_t grp = begin; grp < end; grp++) {
-    const int64_t ge = group_elems(np);
     fftw_complex *work = p->gbuf + (size_t)(grp * 2 * ge), *part = work + ge;
     double *er = p->ramp + grp * 2 * (rows + cols), *ec = er + 2 * rows;
     memset(part, 0, (size_t)np * sizeof(fftw_complex));
@@ -518,11 +519,6 @@ static double interior_skewness(const sl_dpc_parallax *p, int64_t margin) {
     }
   s2 /= n, s3 /= n;
   return s2 > 0 ? s3 / (s2 * sqrt(s2)) : 0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 /* The segments' side in radii: the median distance from a segment to its

@@ -9,6 +9,10 @@
 #include "engine/exec/run.h"
 #include "nodes/registry.h"
 
+/* The ramp node's element e of position p with `item` elements a
+ * position: (p item + e) mod 1024 (docs/nodes/ramp.md). */
+static inline double ramp_expected(int64_t p, int64_t item, int64_t e) { return (double)((p * item + e) % 1024); }
+
 static inline sl_code run_file(const char *path, const sl_setting *sets, size_t n_sets, int64_t chunk,
                                int threads, uint64_t limit, const sl_backend_ops *ops, sl_run *run,
                                sl_error *err) {

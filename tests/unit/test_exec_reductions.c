@@ -22,8 +22,6 @@
 #define NPOS 37
 #define ITEM 6
 
-static double ramp_value(int64_t p, int64_t e) { return (double)((p * ITEM + e) & 1023); }
-
 /* ---- extremes: per element, the sum, least and largest over the scan. The
  * kernel only folds its chunk into out[]; the executor merges. */
 static sl_code extremes_infer(sl_node *n, sl_error *err) {
@@ -232,7 +230,7 @@ static const sl_node_desc packjoin = {
 #define WRAP_BASE 0xFFFFFFFFFFFFF000ull
 #define WRAP_STEP 0x9E3779B97F4A7C15ull
 
-static uint64_t wrap_value(int64_t p, int64_t e) { return WRAP_BASE + (uint64_t)ramp_value(p, e) * WRAP_STEP; }
+static uint64_t wrap_value(int64_t p, int64_t e) { return WRAP_BASE + (uint64_t)ramp_expected(p, ITEM, e) * WRAP_STEP; }
 
 static sl_code ints_infer(sl_node *n, sl_error *err) {
   if (!n->in[0].stream_rank || n->in[0].dtype != SL_F64) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed f64");
@@ -393,7 +391,7 @@ static void test_sum_min_max_merged_by_executor(void **state) {
   for (int e = 0; e < ITEM; e++) x.lo[e] = INFINITY, x.hi[e] = -INFINITY;
   for (int64_t p = 0; p < NPOS; p++)
     for (int e = 0; e < ITEM; e++) {
-      double v = ramp_value(p, e);
+      double v = ramp_expected(p, ITEM, e);
       x.sum[e] += v; /* integers below 2^53: exact in any order */
       x.lo[e] = fmin(x.lo[e], v);
       x.hi[e] = fmax(x.hi[e], v);
@@ -418,7 +416,7 @@ static void check_worker_partials(const sl_run *run, int64_t chunk, int threads,
     if (t[e] != x->sum[e] || s[e] != x->sum[e] || s2[e] != x->sum[e] || l[e] != x->lo[e] || h[e] != x->hi[e])
       fail_msg("chunk %lld, %d threads, element %d", (long long)chunk, threads, e);
     double want = 0;
-    for (int64_t p = 0; p < NPOS; p++) want += ramp_value(p, e);
+    for (int64_t p = 0; p < NPOS; p++) want += ramp_expected(p, ITEM, e);
     assert_true(ft[e] == want);
   }
   /* Planned: t_wextremes's three partials of 6 u64 each (64 bytes
@@ -471,7 +469,7 @@ static void test_worker_partials_merged_by_executor(void **state) {
 static int64_t expected_stream(uint8_t *out, int64_t from, int64_t to) {
   int64_t w = 0;
   for (int64_t p = from; p < to; p++) {
-    int64_t v = (int64_t)ramp_value(p, 0), n = v % 5;
+    int64_t v = (int64_t)ramp_expected(p, ITEM, 0), n = v % 5;
     for (int64_t j = 0; j < n; j++) out[w + j] = (uint8_t)(v + j);
     w += n;
   }

@@ -22,8 +22,6 @@
 #define ITEM 6
 #define CHUNK 7
 
-static double ramp_value(int64_t p, int64_t e) { return (double)((p * ITEM + e) & 1023); }
-
 /* ---- t_trio: from streamed f64 x, three outputs, each computed only when
  * read: 0 `sum` whole f64[item] accumulated by the kernel, 1 `twice`
  * streamed 2x, 2 `total` whole f64[item] with a declared sum (a partial per
@@ -199,14 +197,14 @@ static void expect_values(const sl_run *run, bool twice, bool total) {
   const double *sum = output(run, "sum")->data;
   for (int e = 0; e < ITEM; e++) {
     double want = 0;
-    for (int64_t p = 0; p < NPOS; p++) want += ramp_value(p, e);
+    for (int64_t p = 0; p < NPOS; p++) want += ramp_expected(p, ITEM, e);
     assert_true(sum[e] == want);
     if (total) assert_true(((const double *)output(run, "total")->data)[e] == want);
   }
   if (twice) {
     const double *t = output(run, "twice")->data;
     for (int64_t p = 0; p < NPOS; p++)
-      for (int e = 0; e < ITEM; e++) assert_true(t[p * ITEM + e] == 2 * ramp_value(p, e));
+      for (int e = 0; e < ITEM; e++) assert_true(t[p * ITEM + e] == 2 * ramp_expected(p, ITEM, e));
   }
 }
 

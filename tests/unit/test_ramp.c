@@ -14,12 +14,11 @@
 #include <cmocka.h>
 
 #include "tests/unit/basic_node_checks.h"
+#include "tests/unit/run_support.h"
 
 extern const sl_node_desc sl_node_ramp;
 
-/* The reference value, from integer arithmetic. */
-static double ramp_value(int64_t p, int64_t item, int64_t e) { return (double)((p * item + e) % 1024); }
-
+/* The reference value: ramp_expected (run_support.h), from integer arithmetic. */
 static void check_ramp(const char *dtype, sl_dtype want) {
   /* 5 x 7 positions of 3 x 50 elements: the values wrap at 1024 several times */
   const int64_t npos = 35, item = 150;
@@ -45,7 +44,7 @@ static void check_ramp(const char *dtype, sl_dtype want) {
         for (int64_t e = 0; e < item; e++) {
           double got = want == SL_F32 ? ((const float *)y)[p * item + e]
                                       : ((const double *)y)[p * item + e];
-          if (got != ramp_value(p, item, e))
+          if (got != ramp_expected(p, item, e))
             fail_msg("%s chunk %lld: [%lld, %lld] = %g", dtype, (long long)chunks[c],
                      (long long)p, (long long)e, got);
         }
@@ -103,7 +102,7 @@ static void test_large_chunk_two_threads(void **st) {
   float *y = malloc((size_t)(npos * item) * sizeof *y);
   run_chunked(&n, NULL, NULL, y, npos, npos, 2);
   for (int64_t p = 0; p < npos; p++)
-    for (int64_t e = 0; e < item; e++) assert_true(y[p * item + e] == ramp_value(p, item, e));
+    for (int64_t e = 0; e < item; e++) assert_true(y[p * item + e] == ramp_expected(p, item, e));
   free(y);
   node_free(&n);
 }
