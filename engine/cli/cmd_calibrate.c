@@ -1013,8 +1013,11 @@ static int first_run_only(calibration *c, const own_opts *own) {
   return rc == SL_OK ? 0 : cli_fail(&err);
 }
 
+/* Removes calibrate's folder: every file write_file may have put there
+ * (detector_input.yaml is the template detector.yaml uses), then the folder. */
 static void remove_dir(const char *dir) {
-  const char *names[] = {"overhead.yaml", "step.yaml", "basic.yaml", "stem.yaml", "image.yaml", "detector.yaml"};
+  const char *names[] = {"overhead.yaml", "step.yaml",     "basic.yaml",         "stem.yaml",
+                         "image.yaml",    "detector.yaml", "detector_input.yaml"};
   char path[512];
   for (size_t k = 0; k < SL_COUNT_OF(names); k++) {
     snprintf(path, sizeof path, "%s/%s", dir, names[k]);

@@ -70,8 +70,12 @@ expect 2 "--budget" "calibrate refuses a bad budget" -- "$SLUICE" calibrate --bu
 if $PY -c 'import h5py' 2>/dev/null && $PY "$SRC/tests/data/make_dectris.py" acq --scan 8 8 --detector 48 48 \
      --frames-per-file 32 --bad-pixels 5 >/dev/null 2>&1; then
   rm -rf "$WORK/cache"
+  mkdir -p "$WORK/tmp"
   expect 0 "wrote $WORK/cache/sluice/cpu-" "calibrate with an acquisition" -- \
-    "$SLUICE" calibrate --backend cpu --budget 0.2 --input acq_master.h5
+    env TMPDIR="$WORK/tmp" "$SLUICE" calibrate --backend cpu --budget 0.2 --input acq_master.h5
+  # calibrate's own folder (its pipelines, the template, the outputs) is gone
+  left=$(ls -A "$WORK/tmp")
+  [ -z "$left" ] && ok "calibrate leaves nothing in TMPDIR" || not_ok "calibrate left in TMPDIR: $left"
   profile=$(ls "$WORK"/cache/sluice/cpu-*.json 2>/dev/null | head -1)
   if [ -n "$profile" ] && $PY - "$profile" <<'PY'
 import json, sys

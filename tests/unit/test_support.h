@@ -22,13 +22,19 @@ static inline int temp_dir_remove(const char *dir) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
-/* Writes `text` to a fresh file under a per-process temp directory and returns
- * its path (static buffer per call site is not needed: the caller copies). */
+/* The per-process directory of write_temp_file, removed at exit. */
+static char g_temp_file_dir[256];
+static inline void temp_file_dir_remove(void) { (void)temp_dir_remove(g_temp_file_dir); }
+
+/* Writes `text` to a fresh file under a per-process temp directory (removed
+ * when the test program exits) and returns its path (static buffer per call
+ * site is not needed: the caller copies). */
 static inline void write_temp_file(char *path, size_t n, const char *name, const char *text) {
-  static char dir[256];
+  char *dir = g_temp_file_dir;
   if (!dir[0]) {
-    snprintf(dir, sizeof dir, "/tmp/sluice-test-XXXXXX");
+    snprintf(dir, sizeof g_temp_file_dir, "/tmp/sluice-test-XXXXXX");
     if (!mkdtemp(dir)) abort();
+    atexit(temp_file_dir_remove);
   }
   snprintf(path, n, "%s/%s", dir, name);
   FILE *f = fopen(path, "w");
