@@ -398,7 +398,7 @@ static void note_first_calls(calibration *c, const sl_run *run) {
 /* The first call of rate key `key` (its own samples, or for a bare type
  * its dtypes'), fitted as a + b x bytes up to the largest extra
  * (sl_cost_fit_first_call). */
-static void first_call_of(const calibration *c, const char *key, double *a, double *b, double *most) {
+static void first_call_of(const calibration *c, const char *key, sl_cost_rate *r) {
   size_t len = strlen(key);
   double x[CALIBRATE_MAX_FIRST], y[CALIBRATE_MAX_FIRST];
   int n = 0;
@@ -407,7 +407,8 @@ static void first_call_of(const calibration *c, const char *key, double *a, doub
     if (strncmp(f->type, key, len) || !(f->type[len] == 0 || (!strchr(key, '/') && f->type[len] == '/'))) continue;
     for (int q = 0; q < f->n && n < CALIBRATE_MAX_FIRST; q++) x[n] = f->bytes[q], y[n++] = f->seconds[q];
   }
-  sl_cost_fit_first_call(x, y, n, a, b, most);
+  sl_cost_fit_first_call(x, y, n, &r->first_call_seconds, &r->first_call_seconds_per_byte,
+                         &r->first_call_seconds_most, &r->first_call_bytes_least);
 }
 
 /* Runs pipeline `file` with `sets` and `chunk`; keeps the run and adds a
@@ -739,7 +740,7 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
       r.per_op = per_op;
       bool fitted = fit_type(same, n, per_op, prof->call_seconds, prof->bytes_per_second, &r);
       free(same);
-      first_call_of(c, key, &r.first_call_seconds, &r.first_call_seconds_per_byte, &r.first_call_seconds_most);
+      first_call_of(c, key, &r);
       if (!fitted) return sl_fail_nomem(err, "the calibration's fit");
       sl_cost_profile_set_rate(prof, &r);
     }

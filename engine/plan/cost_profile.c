@@ -80,19 +80,27 @@ double sl_cost_work(const sl_node_cost *c, bool per_op) {
 
 double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost) {
   if (!r) return 0;
-  double s = r->first_call_seconds + r->first_call_seconds_per_byte * sl_cost_work(cost, false);
-  return r->first_call_seconds_most > 0 && s > r->first_call_seconds_most ? r->first_call_seconds_most : s;
+  /* A fresh process's extra (files opened, index read, windows and buffers
+   * faulted in, threads started) is measured on calibrate's inputs; a run
+   * smaller than all of them pays its share of the smallest one's. A
+   * constant taken from inputs of megabytes priced a 1 MB run's source and
+   * preview at several times their whole time. */
+  const double work = sl_cost_work(cost, false), least = r->first_call_bytes_least;
+  const double x = least > 0 && work < least ? least : work;
+  double s = r->first_call_seconds + r->first_call_seconds_per_byte * x;
+  if (r->first_call_seconds_most > 0 && s > r->first_call_seconds_most) s = r->first_call_seconds_most;
+  return x > work ? s * work / x : s;
 }
 
 void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b,
-                            double *most_out) {
+                            double *most_out, double *least) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0, most = 0, lo = INFINITY, hi = -INFINITY;
   for (int k = 0; k < n; k++) {
     double x = bytes[k], y = seconds[k];
     sx += x, sy += y, sxx += x * x, sxy += x * y;
     most = fmax(most, y), lo = fmin(lo, x), hi = fmax(hi, x);
   }
-  *a = most, *b = 0, *most_out = 0;
+  *a = most, *b = 0, *most_out = 0, *least = n > 0 && lo > 0 ? lo : 0;
   if (n < 2 || !(hi > lo)) return;
   double var = sxx - sx * sx / n, cov = sxy - sx * sy / n;
   if (!(var > 0) || !(cov > 0)) return; /* no growth with the bytes */
@@ -177,6 +185,7 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
     if (r->first_call_seconds_per_byte > 0)
       sl_json_kv_double(j, "first_call_seconds_per_byte", r->first_call_seconds_per_byte);
     if (r->first_call_seconds_most > 0) sl_json_kv_double(j, "first_call_seconds_most", r->first_call_seconds_most);
+    if (r->first_call_bytes_least > 0) sl_json_kv_double(j, "first_call_bytes_least", r->first_call_bytes_least);
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
@@ -302,6 +311,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
                 : !strcmp(key, "first_call_seconds") ? read_number(r, &rate->first_call_seconds)
                 : !strcmp(key, "first_call_seconds_per_byte") ? read_number(r, &rate->first_call_seconds_per_byte)
                 : !strcmp(key, "first_call_seconds_most") ? read_number(r, &rate->first_call_seconds_most)
+                : !strcmp(key, "first_call_bytes_least") ? read_number(r, &rate->first_call_bytes_least)
                                                    : skip_value(r);
       if (!ok) return false;
     } while (eat(r, ','));
@@ -310,7 +320,8 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
   rate->per_op = !strcmp(unit, "op");
   return rate->type[0] && (rate->per_op || !strcmp(unit, "byte")) && rate->call_seconds >= 0 &&
          rate->seconds_per_unit >= 0 && rate->run_seconds >= 0 && rate->first_call_seconds >= 0 &&
-         rate->first_call_seconds_per_byte >= 0 && rate->first_call_seconds_most >= 0;
+         rate->first_call_seconds_per_byte >= 0 && rate->first_call_seconds_most >= 0 &&
+         rate->first_call_bytes_least >= 0;
 }
 
 static sl_code parse_fail(sl_error *err, const json_reader *r, const char *start, const char *what) {

@@ -54,20 +54,28 @@ typedef struct sl_cost_rate {
   double first_call_seconds_most; /* with a part per byte: at most this (the
                               largest extra calibrate saw: no extrapolation
                               past its inputs); 0: no bound */
+  double first_call_bytes_least; /* the fewest bytes calibrate saw a first
+                              call move: below them the extra shrinks in
+                              proportion (a run smaller than every input
+                              calibrated, no extrapolation of a constant
+                              there either); 0: none */
 } sl_cost_rate;
 
 /* What the first node of a rate pays once per process (sl_cost_rate):
  * first_call_seconds + first_call_seconds_per_byte x its bytes moved in a
- * call, at most first_call_seconds_most when that is set. */
+ * call, at most first_call_seconds_most when that is set; for a node that
+ * moves fewer bytes than first_call_bytes_least, that at the least bytes
+ * scaled down by its share of them. */
 double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost);
-/* Fits a first call (sl_cost_rate.first_call_seconds, _per_byte and _most)
- * to n samples of (bytes moved in a call, extra seconds of a fresh process's
- * first call): least squares with a, b >= 0 (through the origin when the
- * intercept would be negative), bounded by the largest extra. Samples that
- * do not grow with the bytes (all of the same size, or a slope of 0 or less)
- * give b = 0 and a their largest: a fresh process pays at least that much. */
+/* Fits a first call (sl_cost_rate.first_call_seconds, _per_byte, _most and
+ * _bytes_least) to n samples of (bytes moved in a call, extra seconds of a
+ * fresh process's first call): least squares with a, b >= 0 (through the
+ * origin when the intercept would be negative), bounded by the largest
+ * extra. Samples that do not grow with the bytes (all of the same size, or a
+ * slope of 0 or less) give b = 0 and a their largest: a fresh process pays at
+ * least that much at those sizes. *least: the smallest sample's bytes. */
 void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b,
-                            double *most);
+                            double *most, double *least);
 
 /* The built-in process_bytes (see sl_cost_profile): on the CPU backend, and
  * on a device backend (its context's host side included). On the CPU the

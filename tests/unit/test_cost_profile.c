@@ -40,11 +40,11 @@ static sl_cost_profile hand_made(void) {
   p.run_seconds = 2.0;
   p.first_touch_seconds_per_byte = 0; /* the closed forms below leave it out; test_pool_estimate has it */
   snprintf(p.created, sizeof p.created, "2024-01-02T03:04:05Z");
-  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0, 0, 0, 0};
-  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0, 0, 0, 0};
+  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0, 0, 0, 0, 0};
+  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0, 0, 0, 0, 0};
   /* and a setup once per run, and a first call once per process (a
    * constant and a part per byte moved) */
-  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0, 0.75, 1.0 / 1024, 2.0};
+  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0, 0.75, 1.0 / 1024, 2.0, 4096};
   assert_true(sl_cost_profile_set_rate(&p, &sum));
   assert_true(sl_cost_profile_set_rate(&p, &sum_u16));
   assert_true(sl_cost_profile_set_rate(&p, &gather));
@@ -93,6 +93,7 @@ static void test_json_round_trip(void **state) {
   assert_true(q.rates[2].first_call_seconds == 0.75); /* gather's, written and read back */
   assert_true(q.rates[2].first_call_seconds_per_byte == 1.0 / 1024);
   assert_true(q.rates[2].first_call_seconds_most == 2.0);
+  assert_true(q.rates[2].first_call_bytes_least == 4096);
   for (int i = 0; i < p.n_rates; i++)
     assert_true(q.rates[i].first_call_seconds_per_byte == p.rates[i].first_call_seconds_per_byte);
 }
@@ -370,7 +371,7 @@ static void test_first_calls(void **state) {
       "outputs: {y: b.y}\n";
   sl_backend_caps gpu = pretend_gpu();
   sl_cost_profile prof = hand_made(), without = hand_made();
-  sl_cost_rate affine = {"affine", true, 0.125, 1.0 / 64, 0, 0, 0, 0};
+  sl_cost_rate affine = {"affine", true, 0.125, 1.0 / 64, 0, 0, 0, 0, 0};
   assert_true(sl_cost_profile_set_rate(&without, &affine));
   affine.first_call_seconds = 5.0;
   assert_true(sl_cost_profile_set_rate(&prof, &affine));
@@ -420,35 +421,49 @@ static void test_first_calls(void **state) {
 /* calibrate's fit of a first call: a + b x bytes, a and b >= 0. */
 static void test_first_call_fit(void **state) {
   (void)state;
-  double a, b, most;
+  double a, b, most, least;
   /* on a line: 1 ms + 2 ns a byte, at most the largest extra */
   const double x1[] = {1e5, 1e6, 4e6}, y1[] = {1e-3 + 2e-4, 1e-3 + 2e-3, 1e-3 + 8e-3};
-  sl_cost_fit_first_call(x1, y1, 3, &a, &b, &most);
-  assert_true(fabs(a - 1e-3) < 1e-12 && fabs(b - 2e-9) < 1e-18 && most == y1[2]);
+  sl_cost_fit_first_call(x1, y1, 3, &a, &b, &most, &least);
+  assert_true(fabs(a - 1e-3) < 1e-12 && fabs(b - 2e-9) < 1e-18 && most == y1[2] && least == 1e5);
   /* all of one size: the largest, nothing per byte */
   const double x2[] = {5e5, 5e5}, y2[] = {3e-3, 4e-3};
-  sl_cost_fit_first_call(x2, y2, 2, &a, &b, &most);
-  assert_true(a == 4e-3 && b == 0 && most == 0);
+  sl_cost_fit_first_call(x2, y2, 2, &a, &b, &most, &least);
+  assert_true(a == 4e-3 && b == 0 && most == 0 && least == 5e5);
   /* shrinking with the bytes: the largest, nothing per byte */
   const double x3[] = {1e5, 1e6}, y3[] = {5e-3, 1e-3};
-  sl_cost_fit_first_call(x3, y3, 2, &a, &b, &most);
-  assert_true(a == 5e-3 && b == 0 && most == 0);
+  sl_cost_fit_first_call(x3, y3, 2, &a, &b, &most, &least);
+  assert_true(a == 5e-3 && b == 0 && most == 0 && least == 1e5);
   /* an intercept that would be negative: through the origin */
   const double x4[] = {1e6, 2e6}, y4[] = {1e-3, 3e-3};
-  sl_cost_fit_first_call(x4, y4, 2, &a, &b, &most);
+  sl_cost_fit_first_call(x4, y4, 2, &a, &b, &most, &least);
   assert_true(a == 0 && fabs(b - (1e-3 * 1e6 + 3e-3 * 2e6) / (1e12 + 4e12)) < 1e-20 && most == 3e-3);
   /* one sample, or none */
-  sl_cost_fit_first_call(x1, y1, 1, &a, &b, &most);
-  assert_true(a == y1[0] && b == 0);
-  sl_cost_fit_first_call(NULL, NULL, 0, &a, &b, &most);
-  assert_true(a == 0 && b == 0);
-  /* the rate it makes: a small node pays the constant and its bytes, a big
-   * one no more than the largest extra */
-  sl_cost_rate r = {"x", false, 0, 0, 0, 0, 0, 0};
-  sl_cost_fit_first_call(x1, y1, 3, &r.first_call_seconds, &r.first_call_seconds_per_byte, &r.first_call_seconds_most);
-  sl_node_cost small = {.bytes_read = 50000, .bytes_written = 0}, big = {.bytes_read = 1 << 30};
-  assert_true(fabs(sl_cost_first_call_seconds(&r, &small) - (1e-3 + 1e-4)) < 1e-12);
+  sl_cost_fit_first_call(x1, y1, 1, &a, &b, &most, &least);
+  assert_true(a == y1[0] && b == 0 && least == x1[0]);
+  sl_cost_fit_first_call(NULL, NULL, 0, &a, &b, &most, &least);
+  assert_true(a == 0 && b == 0 && least == 0);
+  /* the rate it makes: a node within the samples pays the constant and its
+   * bytes, a big one no more than the largest extra, one smaller than every
+   * sample its share of the smallest sample's extra */
+  sl_cost_rate r = {"x", false, 0, 0, 0, 0, 0, 0, 0};
+  sl_cost_fit_first_call(x1, y1, 3, &r.first_call_seconds, &r.first_call_seconds_per_byte,
+                         &r.first_call_seconds_most, &r.first_call_bytes_least);
+  sl_node_cost mid = {.bytes_read = 500000, .bytes_written = 0}, big = {.bytes_read = 1 << 30};
+  sl_node_cost small = {.bytes_read = 20000, .bytes_written = 5000};
+  assert_true(fabs(sl_cost_first_call_seconds(&r, &mid) - (1e-3 + 1e-3)) < 1e-12);
   assert_true(sl_cost_first_call_seconds(&r, &big) == y1[2]);
+  assert_true(fabs(sl_cost_first_call_seconds(&r, &small) - y1[0] / 4) < 1e-12);
+  /* a constant (no growth seen) is the same: the largest at and above the
+   * smallest sample, a share of it below */
+  sl_cost_rate c = {"c", false, 0, 0, 0, 0, 0, 0, 0};
+  sl_cost_fit_first_call(x2, y2, 2, &c.first_call_seconds, &c.first_call_seconds_per_byte,
+                         &c.first_call_seconds_most, &c.first_call_bytes_least);
+  assert_true(sl_cost_first_call_seconds(&c, &mid) == 4e-3);
+  assert_true(fabs(sl_cost_first_call_seconds(&c, &small) - 4e-3 * 25000 / 5e5) < 1e-15);
+  /* a profile without the least bytes (older files): no scaling */
+  c.first_call_bytes_least = 0;
+  assert_true(sl_cost_first_call_seconds(&c, &small) == 4e-3);
 }
 
 /* A node streaming a whole buffer of 64 MiB or more again (a view: no
@@ -468,7 +483,7 @@ static void test_cold_reads(void **state) {
       "outputs: {total: s.total}\n";
   sl_cost_profile prof = hand_made();
   prof.bytes_per_second = 1e9; /* 64 MiB in 0.067 s */
-  sl_cost_rate fast = {"sum", true, 0, 1e-15, 0, 0, 0, 0};
+  sl_cost_rate fast = {"sum", true, 0, 1e-15, 0, 0, 0, 0, 0};
   assert_true(sl_cost_profile_set_rate(&prof, &fast));
   sl_backend_caps cpu = cpu_caps(2);
   sl_graph *g0, *g1;
