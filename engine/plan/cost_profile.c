@@ -78,7 +78,7 @@ double sl_cost_work(const sl_node_cost *c, bool per_op) {
   return per_op ? (double)c->ops : (double)c->bytes_read + (double)c->bytes_written;
 }
 
-double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost) {
+double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost, bool host) {
   if (!r) return 0;
   /* A fresh process's extra (files opened, index read, windows and buffers
    * faulted in, threads started) is measured on calibrate's inputs; a run
@@ -86,7 +86,7 @@ double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cos
    * constant taken from inputs of megabytes priced a 1 MB run's source and
    * preview at several times their whole time. */
   const double work = sl_cost_work(cost, false), least = r->first_call_bytes_least;
-  const double x = least > 0 && work < least ? least : work;
+  const double x = host && least > 0 && work < least ? least : work;
   double s = r->first_call_seconds + r->first_call_seconds_per_byte * x;
   if (r->first_call_seconds_most > 0 && s > r->first_call_seconds_most) s = r->first_call_seconds_most;
   return x > work ? s * work / x : s;

@@ -64,9 +64,11 @@ typedef struct sl_cost_rate {
 /* What the first node of a rate pays once per process (sl_cost_rate):
  * first_call_seconds + first_call_seconds_per_byte x its bytes moved in a
  * call, at most first_call_seconds_most when that is set; for a node that
- * moves fewer bytes than first_call_bytes_least, that at the least bytes
- * scaled down by its share of them. */
-double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost);
+ * moves fewer bytes than first_call_bytes_least, with `host` (a node that
+ * runs on the host), that at the least bytes scaled down by its share of
+ * them. A device kernel's first launch loads its module, whatever the
+ * bytes (1.6 ms for mask_correct's on the H200): not scaled. */
+double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost, bool host);
 /* Fits a first call (sl_cost_rate.first_call_seconds, _per_byte, _most and
  * _bytes_least) to n samples of (bytes moved in a call, extra seconds of a
  * fresh process's first call): least squares with a, b >= 0 (through the

@@ -451,19 +451,21 @@ static void test_first_call_fit(void **state) {
                          &r.first_call_seconds_most, &r.first_call_bytes_least);
   sl_node_cost mid = {.bytes_read = 500000, .bytes_written = 0}, big = {.bytes_read = 1 << 30};
   sl_node_cost small = {.bytes_read = 20000, .bytes_written = 5000};
-  assert_true(fabs(sl_cost_first_call_seconds(&r, &mid) - (1e-3 + 1e-3)) < 1e-12);
-  assert_true(sl_cost_first_call_seconds(&r, &big) == y1[2]);
-  assert_true(fabs(sl_cost_first_call_seconds(&r, &small) - y1[0] / 4) < 1e-12);
+  assert_true(fabs(sl_cost_first_call_seconds(&r, &mid, true) - (1e-3 + 1e-3)) < 1e-12);
+  assert_true(sl_cost_first_call_seconds(&r, &big, true) == y1[2]);
+  assert_true(fabs(sl_cost_first_call_seconds(&r, &small, true) - y1[0] / 4) < 1e-12);
+  /* a device kernel's first launch (its module loaded): not scaled */
+  assert_true(fabs(sl_cost_first_call_seconds(&r, &small, false) - (1e-3 + 2e-9 * 25000)) < 1e-12);
   /* a constant (no growth seen) is the same: the largest at and above the
    * smallest sample, a share of it below */
   sl_cost_rate c = {"c", false, 0, 0, 0, 0, 0, 0, 0};
   sl_cost_fit_first_call(x2, y2, 2, &c.first_call_seconds, &c.first_call_seconds_per_byte,
                          &c.first_call_seconds_most, &c.first_call_bytes_least);
-  assert_true(sl_cost_first_call_seconds(&c, &mid) == 4e-3);
-  assert_true(fabs(sl_cost_first_call_seconds(&c, &small) - 4e-3 * 25000 / 5e5) < 1e-15);
+  assert_true(sl_cost_first_call_seconds(&c, &mid, true) == 4e-3);
+  assert_true(fabs(sl_cost_first_call_seconds(&c, &small, true) - 4e-3 * 25000 / 5e5) < 1e-15);
   /* a profile without the least bytes (older files): no scaling */
   c.first_call_bytes_least = 0;
-  assert_true(sl_cost_first_call_seconds(&c, &small) == 4e-3);
+  assert_true(sl_cost_first_call_seconds(&c, &small, true) == 4e-3);
 }
 
 /* A node streaming a whole buffer of 64 MiB or more again (a view: no
