@@ -48,8 +48,44 @@ static int have_popcnt(void) {
 static int have_popcnt(void) { return 0; }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+_Static_assert(SL_FLAG_GROUP_PIXELS == 1024, "a group is two 64-byte vectors of bits");
+/* With AVX-512 VPOPCNTDQ, a frame whose bits start on a byte: each whole
+ * group is two 64-byte loads counted 64 bits a lane, summed once (the
+ * scalar loop's 16 loads and popcnts a group cost about 8 ns, 2% of the
+ * decode, for counts that only mask_correct reads); the last, short group
+ * as before. */
+__attribute__((target("popcnt,avx512f,avx512vpopcntdq"))) static void counts_avx512(
+    const uint8_t *ones, uint64_t first, int64_t pixels, uint32_t *counts) {
+  const uint8_t *p = ones + (first >> 3);
+  int64_t g0 = 0, k = 0;
+  for (; g0 + SL_FLAG_GROUP_PIXELS <= pixels; g0 += SL_FLAG_GROUP_PIXELS, k++, p += 128) {
+    const __m512i a = _mm512_popcnt_epi64(_mm512_loadu_si512((const void *)p));
+    const __m512i b = _mm512_popcnt_epi64(_mm512_loadu_si512((const void *)(p + 64)));
+    counts[k] = (uint32_t)_mm512_reduce_add_epi64(_mm512_add_epi64(a, b));
+  }
+  if (g0 < pixels) counts[k] = popcount_range_hw(ones, first + (uint64_t)g0, first + (uint64_t)pixels);
+}
+static int have_vpopcntdq(void) {
+  static int have = -1;
+  int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+  if (h < 0) {
+    h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq") ? 1 : 0;
+    __atomic_store_n(&have, h, __ATOMIC_RELAXED);
+  }
+  return h;
+}
+#endif
+
 void sl_flag_counts_from_bitmap(const uint8_t *ones, uint64_t first, int64_t pixels,
                                 uint32_t *counts) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if ((first & 7) == 0 && have_vpopcntdq()) {
+    counts_avx512(ones, first, pixels, counts);
+    return;
+  }
+#endif
   uint32_t (*count)(const uint8_t *, uint64_t, uint64_t) =
       have_popcnt() ? popcount_range_hw : popcount_range_plain;
   for (int64_t g0 = 0, k = 0; g0 < pixels; g0 += SL_FLAG_GROUP_PIXELS, k++) {
