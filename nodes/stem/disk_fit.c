@@ -394,10 +394,26 @@ static sl_code disk_verify(const double *p, int64_t h, int64_t w, const int32_t 
                            int32_t best_lab, const disk_fit_result *f, sl_error *err) {
   const double cy = f->cr, cx = f->cc, rad = f->r;
   int64_t inside = 0, inside_on = 0, outside_comp = 0;
-  for (int64_t i = 0; i < h * w; i++) {
-    double d = hypot((double)(i / w) - cy, (double)(i % w) - cx);
-    if (d <= rad - 1) inside++, inside_on += p[i] >= f->level;
-    if (d > rad + 1.5 && label[i] == best_lab) outside_comp++;
+  /* A pixel's distance is compared through its square where that is clear
+   * by a margin far above the rounding of either form, and through hypot
+   * (the comparison the counts were defined by) only near the two radii:
+   * the same counts, without a hypot and two divisions a pixel (about 1.4
+   * ms of a 192 x 192 pattern's 1.8). */
+  const double r_in = rad - 1, r_out = rad + 1.5, tol = 1e-9;
+  const double in_lo = r_in > 0 ? r_in * r_in * (1 - tol) : -1, in_hi = r_in > 0 ? r_in * r_in * (1 + tol) : -1;
+  const double out_lo = r_out * r_out * (1 - tol), out_hi = r_out * r_out * (1 + tol);
+  for (int64_t r = 0; r < h; r++) {
+    const double dy = (double)r - cy;
+    for (int64_t c = 0; c < w; c++) {
+      const int64_t i = r * w + c;
+      const double dx = (double)c - cx, d2 = dy * dy + dx * dx;
+      const bool near = (d2 >= in_lo && d2 <= in_hi) || (d2 >= out_lo && d2 <= out_hi);
+      const double d = near ? hypot(dy, dx) : 0;
+      const bool in = near ? d <= r_in : r_in >= 0 && d2 < in_lo;
+      const bool out = near ? d > r_out : d2 > out_hi;
+      if (in) inside++, inside_on += p[i] >= f->level;
+      if (out && label[i] == best_lab) outside_comp++;
+    }
   }
   if ((inside > 0 && (double)inside_on < 0.8 * (double)inside) ||
       (double)outside_comp > 0.15 * (double)f->area || !(rad < (double)(h > w ? h : w)))
