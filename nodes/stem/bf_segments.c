@@ -241,12 +241,14 @@ static void frame_work(const sl_node *n, int64_t *read, int64_t *summed) {
 static void bf_segments_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   if (outputs_unread(n)) return;
-  int64_t read, summed;
-  frame_work(n, &read, &summed);
   const int64_t count = n->out[0].dims[0];
-  c->bytes_read = positions * read * (int64_t)sl_dtype_size(n->in[0].dtype);
-  c->bytes_written = positions * count * 8;
-  c->ops = positions * summed;
+  if (output_read(n, 0)) { /* the sums: each frame's box read; only the offsets: no frame */
+    int64_t read, summed;
+    frame_work(n, &read, &summed);
+    c->bytes_read = positions * read * (int64_t)sl_dtype_size(n->in[0].dtype);
+    c->bytes_written = positions * count * 8;
+    c->ops = positions * summed;
+  }
   /* prepare's runs: at most `grid` a detector row */
   c->state_bytes = n->in[0].dims[n->in[0].rank - 2] * bf_segments_params_of(n)->grid *
                        (int64_t)sizeof(seg_run) +
