@@ -304,15 +304,14 @@ static void plan_first_calls(sl_plan *p, const sl_graph *g) {
       sl_plan_node *pn = &p->nodes[i];
       const sl_cost_rate *r = pn->rate;
       const bool host = !p->caps.device_memory || (g->nodes[i].desc && g->nodes[i].desc->host);
-      if (pn->calls <= 0 || g->nodes[i].body || !r || !(sl_cost_first_call_seconds(r, &pn->cost, host) > 0) ||
-          first_exec_level(p, i) != l)
-        continue;
+      const double extra = r ? sl_cost_first_call_seconds(r, &pn->cost, host) : 0;
+      if (pn->calls <= 0 || g->nodes[i].body || !(extra > 0) || first_exec_level(p, i) != l) continue;
       /* paid already by an earlier node of the rate (the payers so far are
        * the nodes with a first call set) */
       bool paid = false;
       for (int q = 0; q < g->n_nodes && !paid; q++) paid = p->nodes[q].first_call_seconds > 0 && p->nodes[q].rate == r;
       if (paid) continue;
-      pn->first_call_seconds = sl_cost_first_call_seconds(r, &pn->cost, host);
+      pn->first_call_seconds = extra;
       add_once(p, i, l, pn->first_call_seconds);
     }
 }

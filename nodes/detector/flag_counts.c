@@ -1,6 +1,7 @@
 /* Flag counts from a ones bitmap or from the values (flag_counts.h). */
 #include "nodes/detector/flag_counts.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 /* Set bits of `ones` in [b, e); POPCOUNT counts the bits of a 64-bit word.
@@ -67,14 +68,9 @@ __attribute__((target("popcnt,avx512f,avx512vpopcntdq"))) static void counts_avx
   }
   if (g0 < pixels) counts[k] = popcount_range_hw(ones, first + (uint64_t)g0, first + (uint64_t)pixels);
 }
-static int have_vpopcntdq(void) {
-  static int have = -1;
-  int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
-  if (h < 0) {
-    h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq") ? 1 : 0;
-    __atomic_store_n(&have, h, __ATOMIC_RELAXED);
-  }
-  return h;
+/* (libgcc reads the CPU's features once at start-up: a load, no cache needed) */
+static bool have_vpopcntdq(void) {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");
 }
 #endif
 
