@@ -10,6 +10,7 @@
 #include "engine/backend/backend.h"
 #include "nodes/common/fourier_integral.h"
 #include "nodes/stem/dpc_fit.h"
+#include "nodes/stem/dpc_pair_power.h"
 
 struct sl_dpc_parallax {
   int n;               /* segments (the port's count; empty ones are skipped at run time) */
@@ -67,15 +68,17 @@ int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols) {
   const int64_t wr = window_side(rows), wc = window_side(cols);
   double pw = (double)padded_elems(wr, wc), np = (double)(tcbf_side(rows) * tcbf_side(cols));
   double pairs = n * (n - 1) / 2.0, fft_w = 5 * pw * log2(pw > 2 ? pw : 2), fft = 5 * np * log2(np > 2 ? np : 2);
-  /* The window's transforms and pair correlations, the search (about 25
-   * (window / 4)^2 trial maps of 40 operations per pair: 16 look-ups and
-   * their cubic weights), the tcBF. The refinement's weighted correlations
-   * and pattern search run only when a parallax is found, which the plan
+  /* The window's transforms and pair correlations (two pairs a transform),
+   * the search (about 25 (window / 4)^2 trial maps of 40 operations per
+   * pair: 16 look-ups and their cubic weights; four maps at once, counted
+   * at a quarter), the tcBF. The refinement's weighted correlations and
+   * pattern search run only when a parallax is found, which the plan
    * cannot know: counted at half (the dev VM's 256 x 256 run took 0.39 s
-   * without them and about 0.55 s with them). */
+   * without them and about 0.55 s with them, before the pairs shared
+   * transforms and the search took four maps at once). */
   double trials = 25.0 * (double)(wr / 4) * (double)(wc / 4) + 400 + 200;
-  return (int64_t)((n + 1.5 * pairs) * (fft_w + 6 * pw) + 0.5 * pw * (2.0 * n + 20 * log2(pw > 2 ? pw : 2)) +
-                   40 * pairs * trials + n * (fft + 8 * np) + fft + 4 * np);
+  return (int64_t)((n + 0.75 * pairs) * (fft_w + 6 * pw) + 0.5 * pw * (2.0 * n + 20 * log2(pw > 2 ? pw : 2)) +
+                   10 * pairs * trials + n * (fft + 8 * np) + fft + 4 * np);
 }
 
 void sl_dpc_parallax_free(sl_dpc_parallax *p) {
@@ -153,36 +156,16 @@ typedef struct fit_set {
   double *sum;  /* [used]: their counts over the fit's window */
 } fit_set;
 
-/* Keys' cubic convolution weights (a = -1/2) at fraction t of a step. */
-static void cubic_weights(double t, double w[4]) {
-  w[0] = ((-0.5 * t + 1) * t - 0.5) * t;
-  w[1] = (1.5 * t - 2.5) * t * t + 1;
-  w[2] = ((-1.5 * t + 2) * t + 0.5) * t;
-  w[3] = (0.5 * t - 0.5) * t * t;
+/* The objective's tables (dpc_pair_power.h) of a fit set. */
+static sl_pair_lags pair_lags(const sl_dpc_parallax *p, const fit_set *fs) {
+  return (sl_pair_lags){p->xcorr, p->lr, p->lc, fs->pair, fs->used * (fs->used - 1) / 2};
 }
 
-/* The power of the shifted sum less its constant part: the sum over pairs
- * of their correlation at the lag M (o_i - o_j), cubic between lags (a
- * bilinear one has its maxima at whole lags: the fit snapped to them, 2-3
- * degrees off). The search keeps every lag two inside the kept ones. */
+/* The power of the shifted sum less its constant part at M. The search
+ * keeps every lag two inside the kept ones. */
 static double pair_power(const sl_dpc_parallax *p, const fit_set *fs, const double m[4]) {
-  const int64_t lr = p->lr, lc = p->lc, sc = 2 * lc + 1, lags = (2 * lr + 1) * sc;
-  const int pairs = fs->used * (fs->used - 1) / 2;
-  double sum = 0;
-  for (int k = 0; k < pairs; k++) {
-    const double a = fs->pair[2 * k], b = fs->pair[2 * k + 1];
-    const double y = m[0] * a + m[1] * b, x = m[2] * a + m[3] * b;
-    const double fy = floor(y), fx = floor(x);
-    int64_t r0 = (int64_t)fy + lr - 1, c0 = (int64_t)fx + lc - 1; /* the 4 x 4 block's corner */
-    if (r0 < 0 || c0 < 0 || r0 + 3 > 2 * lr || c0 + 3 > 2 * lc) continue; /* outside: never searched */
-    double wy[4], wx[4];
-    cubic_weights(y - fy, wy);
-    cubic_weights(x - fx, wx);
-    const double *xc = p->xcorr + (size_t)k * (size_t)lags + r0 * sc + c0;
-    for (int i = 0; i < 4; i++)
-      sum += wy[i] * (wx[0] * xc[i * sc] + wx[1] * xc[i * sc + 1] + wx[2] * xc[i * sc + 2] + wx[3] * xc[i * sc + 3]);
-  }
-  return sum;
+  const sl_pair_lags l = pair_lags(p, fs);
+  return sl_pair_power(&l, m);
 }
 
 /* The work of correlate() shared among the workers: each range takes
@@ -233,29 +216,53 @@ static void spectra_range(void *ctx, int64_t begin, int64_t end, int worker) {
 }
 
 /* The correlations of pairs [begin, end). */
+/* Pair k's lags from the real (part 0) or imaginary (part 1) part of an
+ * inverse transform, each divided by the transform's size and the lag's
+ * overlap (a mean over the positions where both segments lie). */
+static void lags_out(const sl_dpc_parallax *p, const fftw_complex *work, int part, double *xc) {
+  const int64_t wr = p->wr, wc = p->wc, pr = p->pr, pc = p->pc, pw = pr * pc, lr = p->lr, lc = p->lc;
+  for (int64_t dr = -lr; dr <= lr; dr++)
+    for (int64_t dc = -lc; dc <= lc; dc++) {
+      const int64_t q = ((dr + pr) % pr) * pc + (dc + pc) % pc;
+      const double overlap = (double)((wr - (dr < 0 ? -dr : dr)) * (wc - (dc < 0 ? -dc : dc)));
+      xc[(dr + lr) * (2 * lc + 1) + dc + lc] = work[q][part] / ((double)pw * overlap);
+    }
+}
+
+/* Tasks [begin, end): task t correlates pairs 2t and 2t + 1 in one
+ * transform. Both products a conj(b) (weighted) are Hermitian, the
+ * segments being real, so their correlations are real: the first goes in
+ * as the real part, the second as the imaginary part, and the inverse
+ * transform's real and imaginary parts are the two correlations (half the
+ * transforms of one a pair, which were most of the fit's time; the same
+ * values within rounding). Tasks, not ranges, fix which pairs share a
+ * transform: the same bits on any number of workers. */
 static void pairs_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const corr_job *j = ctx;
   sl_dpc_parallax *p = j->p;
-  const int64_t wr = p->wr, wc = p->wc, pr = p->pr, pc = p->pc, pw = pr * pc, lr = p->lr, lc = p->lc;
-  const size_t lags = (size_t)((2 * lr + 1) * (2 * lc + 1));
+  const int64_t pw = p->pr * p->pc;
+  const size_t lags = (size_t)((2 * p->lr + 1) * (2 * p->lc + 1));
+  const int pairs = j->fs->used * (j->fs->used - 1) / 2;
   fftw_complex *work = job_buffer(j, worker);
-  for (int64_t k = begin; k < end; k++) {
+  const double *w = j->weight;
+  for (int64_t t = begin; t < end; t++) {
+    const int64_t k = 2 * t;
+    const bool two = k + 1 < pairs;
     const fftw_complex *a = p->wspec + (size_t)j->pairs[k][0] * (size_t)pw;
     const fftw_complex *b = p->wspec + (size_t)j->pairs[k][1] * (size_t)pw;
-    const double *w = j->weight;
-    for (int64_t q = 0; q < pw; q++) { /* a conj(b), weighted */
+    const fftw_complex *c = two ? p->wspec + (size_t)j->pairs[k + 1][0] * (size_t)pw : a;
+    const fftw_complex *d = two ? p->wspec + (size_t)j->pairs[k + 1][1] * (size_t)pw : a;
+    for (int64_t q = 0; q < pw; q++) { /* a conj(b) + i c conj(d), weighted */
       const double g = w ? w[q] : 1;
-      work[q][0] = g * (a[q][0] * b[q][0] + a[q][1] * b[q][1]);
-      work[q][1] = g * (a[q][1] * b[q][0] - a[q][0] * b[q][1]);
+      const double re1 = a[q][0] * b[q][0] + a[q][1] * b[q][1], im1 = a[q][1] * b[q][0] - a[q][0] * b[q][1];
+      const double re2 = two ? c[q][0] * d[q][0] + c[q][1] * d[q][1] : 0;
+      const double im2 = two ? c[q][1] * d[q][0] - c[q][0] * d[q][1] : 0;
+      work[q][0] = g * (re1 - im2);
+      work[q][1] = g * (im1 + re2);
     }
     fftw_execute_dft(p->winv, work, work);
-    double *xc = p->xcorr + (size_t)k * lags;
-    for (int64_t dr = -lr; dr <= lr; dr++)
-      for (int64_t dc = -lc; dc <= lc; dc++) {
-        const int64_t q = ((dr + pr) % pr) * pc + (dc + pc) % pc;
-        const double overlap = (double)((wr - (dr < 0 ? -dr : dr)) * (wc - (dc < 0 ? -dc : dc)));
-        xc[(dr + lr) * (2 * lc + 1) + dc + lc] = work[q][0] / ((double)pw * overlap);
-      }
+    lags_out(p, work, 0, p->xcorr + (size_t)k * lags);
+    if (two) lags_out(p, work, 1, p->xcorr + (size_t)(k + 1) * lags);
   }
 }
 
@@ -299,8 +306,9 @@ static bool correlate_pairs(corr_job *j, struct sl_backend *b) {
   if (!j->pairs) return false;
   for (int i = 0, k = 0; i < used; i++)
     for (int q = i + 1; q < used; q++, k++) j->pairs[k][0] = i, j->pairs[k][1] = q;
-  if (b && j->scratch) b->ops->parallel_for(b, pairs, 1, pairs_range, j);
-  else pairs_range(j, 0, pairs, 0);
+  const int64_t tasks = (pairs + 1) / 2; /* two pairs a transform (pairs_range) */
+  if (b && j->scratch) b->ops->parallel_for(b, tasks, 1, pairs_range, j);
+  else pairs_range(j, 0, tasks, 0);
   free(j->pairs);
   j->pairs = NULL;
   return true;
@@ -342,11 +350,13 @@ typedef struct search_job {
   const fit_set *fs;
   double half;
   double *best; /* [n_s][4]: value, s, p, t */
+  bool four;    /* sl_pair_power4 runs here */
 } search_job;
 
 static void search_range(void *ctx, int64_t begin, int64_t end, int worker) {
   (void)worker;
   const search_job *j = ctx;
+  const sl_pair_lags lags = pair_lags(j->p, j->fs);
   double m[4];
   for (int64_t k = begin; k < end; k++) {
     const double s = j->half * (double)(k + 1);
@@ -354,11 +364,21 @@ static void search_range(void *ctx, int64_t begin, int64_t end, int worker) {
     b[0] = -INFINITY;
     const int n_p = (int)ceil(2 * M_PI * s / j->half);
     for (int t = 0; t < 2; t++)
-      for (int q = 0; q < n_p; q++) {
-        const double ang = 2 * M_PI * q / n_p;
-        parallax_matrix(s, ang, t, m);
-        const double v = pair_power(j->p, j->fs, m);
-        if (v > b[0]) b[0] = v, b[1] = s, b[2] = ang, b[3] = t;
+      for (int q = 0; q < n_p;) {
+        double v[4], ang[4];
+        int n = j->four && n_p - q >= 4 ? 4 : 1;
+        for (int e = 0; e < n; e++) ang[e] = 2 * M_PI * (q + e) / n_p;
+        if (n == 4) {
+          double m4[4][4];
+          for (int e = 0; e < 4; e++) parallax_matrix(s, ang[e], t, m4[e]);
+          sl_pair_power4(&lags, m4, v);
+        } else {
+          parallax_matrix(s, ang[0], t, m);
+          v[0] = sl_pair_power(&lags, m);
+        }
+        for (int e = 0; e < n; e++) /* in order of the angle: the first of equal values */
+          if (v[e] > b[0]) b[0] = v[e], b[1] = s, b[2] = ang[e], b[3] = t;
+        q += n;
       }
   }
 }
@@ -393,7 +413,7 @@ static bool search(const sl_dpc_parallax *p, const fit_set *fs, struct sl_backen
   const int64_t n_s = *s_max >= half ? (int64_t)floor(*s_max / half) : 0;
   *best_v = -INFINITY, *best_s = half, *best_p = 0, *best_t = 0;
   if (n_s > 0) {
-    search_job j = {p, fs, half, malloc((size_t)n_s * 4 * sizeof(double))};
+    search_job j = {p, fs, half, malloc((size_t)n_s * 4 * sizeof(double)), sl_pair_power4_available()};
     if (!j.best) return false;
     if (b) b->ops->parallel_for(b, n_s, 1, search_range, &j);
     else search_range(&j, 0, n_s, 0);

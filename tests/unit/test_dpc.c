@@ -17,8 +17,11 @@
 #include <cmocka.h>
 #include <fftw3.h>
 
+#include "engine/core/settings.h"
+#include "engine/core/simd.h"
 #include "engine/core/util.h"
 #include "nodes/stem/dpc_fit.h"
+#include "nodes/stem/dpc_pair_power.h"
 #include "nodes/stem/dpc_parallax.h"
 #include "tests/unit/dpc_grid.h"
 #include "tests/unit/stem_test_data.h"
@@ -411,6 +414,42 @@ static sl_dpc_parallax *fit_model(double theta, int t, double df, int R, int C, 
   return p;
 }
 
+/* sl_pair_power4 against sl_pair_power lane by lane, bit for bit: random
+ * correlations, pair offsets and maps, some lanes' lags outside the kept
+ * ones (left out, as the scalar one leaves them). */
+static void test_pair_power_lanes(void **st) {
+  (void)st;
+  if (!sl_pair_power4_available()) skip();
+  enum { PAIRS = 13, LR = 9, LC = 7 };
+  static double xcorr[PAIRS * (2 * LR + 1) * (2 * LC + 1)], pair[2 * PAIRS];
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+#define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, (double)(x >> 11) / 9007199254740992.0)
+  for (size_t i = 0; i < SL_COUNT_OF(xcorr); i++) xcorr[i] = NEXT() * 2 - 1;
+  for (size_t i = 0; i < SL_COUNT_OF(pair); i++) pair[i] = NEXT() * 4 - 2;
+  const sl_pair_lags l = {xcorr, LR, LC, pair, PAIRS};
+  int outside = 0, inside = 0;
+  for (int trial = 0; trial < 2000; trial++) {
+    double m[4][4], v[4];
+    /* up to 5 x 4 = 20 steps, past the lags (7 and 9): some pairs of a
+     * lane in, some out; every other time lane 3 far out (every pair) */
+    for (int k = 0; k < 4; k++) {
+      const double s = k == 3 && trial % 2 ? 100 : NEXT() * 5;
+      for (int e = 0; e < 4; e++) m[k][e] = s * (NEXT() * 2 - 1);
+    }
+    sl_pair_power4(&l, m, v);
+    for (int k = 0; k < 4; k++) {
+      const double want = sl_pair_power(&l, m[k]);
+      assert_memory_equal(&v[k], &want, sizeof want);
+      if (want == 0) outside++;
+      else inside++;
+    }
+  }
+#undef NEXT
+  fprintf(stderr, "pair power lanes: %d maps with every pair outside, %d with some inside\n", outside, inside);
+  /* both kinds of lanes were met: every pair outside, and some inside */
+  assert_true(outside > 0 && inside > 1000);
+}
+
 static void test_parallax_model(void **st) {
   (void)st;
   const int R = getenv("PMODEL_N") ? atoi(getenv("PMODEL_N")) : 64, C = R + 2;
@@ -431,6 +470,20 @@ static void test_parallax_model(void **st) {
     free(scratch);
     sl_cpu_backend_ops.destroy(b3);
     assert_memory_equal(&r, &r3, sizeof r);
+    /* The grid search's four lanes at once (sl_pair_power4, where the CPU
+     * has AVX2) against the scalar objective alone (simd=scalar): the same
+     * bits, so the same optimum on any CPU. */
+    if (sl_simd_supported(SL_SIMD_AVX2)) {
+      sl_error e;
+      const char *scalar[] = {"simd=scalar"};
+      assert_int_equal(sl_settings_init(scalar, 1, &e), SL_OK);
+      assert_false(sl_pair_power4_available());
+      sl_dpc_parallax_result rs;
+      sl_dpc_parallax_run(p, NULL, NULL, 0, seg, 0, R, offsets, &k_model_probe, &rs);
+      assert_int_equal(sl_settings_init(NULL, 0, &e), SL_OK);
+      assert_true(sl_pair_power4_available());
+      assert_memory_equal(&r, &rs, sizeof r);
+    }
     sl_dpc_parallax_free(p);
     fprintf(stderr, "parallax model: theta %g t %d df %g: found %d s %.4f (true %.4f) p %.3f t %d theta %.3f "
             "defocus %.1f skewness %+.3f gain %.2f\n", theta, t, df, r.found, r.scale, s_true, r.angle,
@@ -727,6 +780,7 @@ int main(void) {
       cmocka_unit_test(test_same_bits_on_workers),
       cmocka_unit_test(test_synthetic_rotation),
       cmocka_unit_test(test_invalid),
+      cmocka_unit_test(test_pair_power_lanes),
       cmocka_unit_test(test_parallax_model),
       cmocka_unit_test(test_parallax_model_low_dose),
       cmocka_unit_test(test_grid_atomic_columns),
