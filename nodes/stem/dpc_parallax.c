@@ -221,12 +221,15 @@ static void spectra_range(void *ctx, int64_t begin, int64_t end, int worker) {
  * overlap (a mean over the positions where both segments lie). */
 static void lags_out(const sl_dpc_parallax *p, const fftw_complex *work, int part, double *xc) {
   const int64_t wr = p->wr, wc = p->wc, pr = p->pr, pc = p->pc, pw = pr * pc, lr = p->lr, lc = p->lc;
-  for (int64_t dr = -lr; dr <= lr; dr++)
+  for (int64_t dr = -lr; dr <= lr; dr++) {
+    const fftw_complex *row = work + (dr < 0 ? dr + pr : dr) * pc; /* lags wrap around (lr, lc < pr, pc) */
+    double *out = xc + (dr + lr) * (2 * lc + 1) + lc;
+    const int64_t ov_r = wr - (dr < 0 ? -dr : dr);
     for (int64_t dc = -lc; dc <= lc; dc++) {
-      const int64_t q = ((dr + pr) % pr) * pc + (dc + pc) % pc;
-      const double overlap = (double)((wr - (dr < 0 ? -dr : dr)) * (wc - (dc < 0 ? -dc : dc)));
-      xc[(dr + lr) * (2 * lc + 1) + dc + lc] = work[q][part] / ((double)pw * overlap);
+      const double overlap = (double)(ov_r * (wc - (dc < 0 ? -dc : dc)));
+      out[dc] = row[dc < 0 ? dc + pc : dc][part] / ((double)pw * overlap);
     }
+  }
 }
 
 /* Tasks [begin, end): task t correlates pairs 2t and 2t + 1 in one
