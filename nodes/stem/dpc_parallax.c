@@ -215,7 +215,6 @@ static void spectra_range(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
-/* The correlations of pairs [begin, end). */
 /* Pair k's lags from the real (part 0) or imaginary (part 1) part of an
  * inverse transform, each divided by the transform's size and the lag's
  * overlap (a mean over the positions where both segments lie). */
@@ -236,9 +235,9 @@ static void lags_out(const sl_dpc_parallax *p, const fftw_complex *work, int par
  * transform. Both products a conj(b) (weighted) are Hermitian, the
  * segments being real, so their correlations are real: the first goes in
  * as the real part, the second as the imaginary part, and the inverse
- * transform's real and imaginary parts are the two correlations (half the
- * transforms of one a pair, which were most of the fit's time; the same
- * values within rounding). Tasks, not ranges, fix which pairs share a
+ * transform's real and imaginary parts are the two correlations: half as
+ * many transforms as one a pair (they were most of the fit's time), the
+ * same correlations within rounding. Tasks, not ranges, fix which pairs share a
  * transform: the same bits on any number of workers. */
 static void pairs_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const corr_job *j = ctx;
