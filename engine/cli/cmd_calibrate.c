@@ -713,6 +713,13 @@ static bool fit_type(const sample *s, int n, bool per_op, double call_default, d
   r->run_seconds = best[0];
   r->call_seconds = best[1];
   r->seconds_per_unit = best[2];
+  /* The setup was seen on runs of this much work at least: below it the
+   * estimate scales it down (sl_cost_rate.run_work_least). */
+  r->run_work_least = 0;
+  for (int k = 0; best[0] > 0 && k < n; k++) {
+    const double w = sl_cost_work(&s[k].cost, per_op);
+    if (s[k].calls > 0 && w > 0 && (r->run_work_least == 0 || w < r->run_work_least)) r->run_work_least = w;
+  }
   return true;
 }
 

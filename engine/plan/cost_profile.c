@@ -113,9 +113,11 @@ void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, d
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls) {
   const sl_cost_rate *r = sl_cost_rate_for(p, type);
-  if (r)
-    return (calls > 0 ? r->run_seconds : 0) + (double)calls * r->call_seconds +
-           sl_cost_work(c, r->per_op) * r->seconds_per_unit;
+  if (r) {
+    const double work = sl_cost_work(c, r->per_op);
+    const double share = r->run_work_least > 0 && work < r->run_work_least ? work / r->run_work_least : 1;
+    return (calls > 0 ? r->run_seconds * share : 0) + (double)calls * r->call_seconds + work * r->seconds_per_unit;
+  }
   double t_mem = p->bytes_per_second > 0
                      ? ((double)c->bytes_read + (double)c->bytes_written) / p->bytes_per_second
                      : 0;
@@ -186,6 +188,7 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
       sl_json_kv_double(j, "first_call_seconds_per_byte", r->first_call_seconds_per_byte);
     if (r->first_call_seconds_most > 0) sl_json_kv_double(j, "first_call_seconds_most", r->first_call_seconds_most);
     if (r->first_call_bytes_least > 0) sl_json_kv_double(j, "first_call_bytes_least", r->first_call_bytes_least);
+    if (r->run_work_least > 0) sl_json_kv_double(j, "run_work_least", r->run_work_least);
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
@@ -312,6 +315,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
                 : !strcmp(key, "first_call_seconds_per_byte") ? read_number(r, &rate->first_call_seconds_per_byte)
                 : !strcmp(key, "first_call_seconds_most") ? read_number(r, &rate->first_call_seconds_most)
                 : !strcmp(key, "first_call_bytes_least") ? read_number(r, &rate->first_call_bytes_least)
+                : !strcmp(key, "run_work_least") ? read_number(r, &rate->run_work_least)
                                                    : skip_value(r);
       if (!ok) return false;
     } while (eat(r, ','));
@@ -321,7 +325,7 @@ static bool read_rate(json_reader *r, sl_cost_rate *rate) {
   return rate->type[0] && (rate->per_op || !strcmp(unit, "byte")) && rate->call_seconds >= 0 &&
          rate->seconds_per_unit >= 0 && rate->run_seconds >= 0 && rate->first_call_seconds >= 0 &&
          rate->first_call_seconds_per_byte >= 0 && rate->first_call_seconds_most >= 0 &&
-         rate->first_call_bytes_least >= 0;
+         rate->first_call_bytes_least >= 0 && rate->run_work_least >= 0;
 }
 
 static sl_code parse_fail(sl_error *err, const json_reader *r, const char *start, const char *what) {

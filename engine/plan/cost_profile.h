@@ -59,6 +59,12 @@ typedef struct sl_cost_rate {
                               proportion (a run smaller than every input
                               calibrated, no extrapolation of a constant
                               there either); 0: none */
+  double run_work_least;   /* the least work of the runs it was fitted on:
+                              a run with less pays run_seconds scaled down by
+                              its share of it (setups grow with the input: a
+                              source's windows, a preview's frames; no
+                              extrapolation of a constant below the inputs
+                              calibrated); 0: none */
 } sl_cost_rate;
 
 /* What the first node of a rate pays once per process (sl_cost_rate):

@@ -40,11 +40,11 @@ static sl_cost_profile hand_made(void) {
   p.run_seconds = 2.0;
   p.first_touch_seconds_per_byte = 0; /* the closed forms below leave it out; test_pool_estimate has it */
   snprintf(p.created, sizeof p.created, "2024-01-02T03:04:05Z");
-  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0, 0, 0, 0, 0};
-  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0, 0, 0, 0, 0};
+  sl_cost_rate sum = {"sum", true, 0.125, 1.0 / 64, 0, 0, 0, 0, 0, 0};
+  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, 1.0 / 32, 0, 0, 0, 0, 0, 0};
   /* and a setup once per run, and a first call once per process (a
    * constant and a part per byte moved) */
-  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0, 0.75, 1.0 / 1024, 2.0, 4096};
+  sl_cost_rate gather = {"gather", false, 1.0, 1.0 / 128, 3.0, 0.75, 1.0 / 1024, 2.0, 4096, 0};
   assert_true(sl_cost_profile_set_rate(&p, &sum));
   assert_true(sl_cost_profile_set_rate(&p, &sum_u16));
   assert_true(sl_cost_profile_set_rate(&p, &gather));
@@ -205,6 +205,44 @@ static void test_estimate_closed_form(void **state) {
   assert_true(sl_cost_estimate(&p, "affine", &c, 3) == 3 * 0.5 + 4000.0 / 1024);
   sl_node_cost heavy = {.bytes_read = 1024, .ops = 2560};
   assert_true(sl_cost_estimate(&p, "affine", &heavy, 1) == 0.5 + 2560.0 / 256);
+}
+
+/* A setup once per run fitted on calibrate's inputs (run_seconds) is
+ * scaled down by the run's share of the least work it was fitted on
+ * (run_work_least), never up; 0 keeps it whole; the field is written and
+ * read back. */
+static void test_run_setup_below_least(void **state) {
+  (void)state;
+  sl_cost_profile p = hand_made();
+  sl_cost_rate src = {"src", false, 0, 1.0 / 128, 3.0, 0, 0, 0, 0, 8000};
+  assert_true(sl_cost_profile_set_rate(&p, &src));
+  sl_node_cost half = {.bytes_read = 3000, .bytes_written = 1000}, at = {.bytes_read = 8000},
+               past = {.bytes_read = 16000};
+  assert_true(sl_cost_estimate(&p, "src", &half, 1) == 3.0 * 0.5 + 4000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "src", &at, 1) == 3.0 + 8000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "src", &past, 1) == 3.0 + 16000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "src", &half, 0) == 4000.0 / 128); /* never called: no setup */
+  src.run_work_least = 0; /* an older profile: the setup whole */
+  assert_true(sl_cost_profile_set_rate(&p, &src));
+  assert_true(sl_cost_estimate(&p, "src", &half, 1) == 3.0 + 4000.0 / 128);
+  src.run_work_least = 8000;
+  assert_true(sl_cost_profile_set_rate(&p, &src));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  sl_json j;
+  sl_json_init(&j, f, true);
+  sl_cost_profile_json(&j, &p);
+  sl_json_finish(&j);
+  fclose(f);
+  sl_cost_profile q;
+  sl_error err;
+  assert_int_equal(sl_cost_profile_parse(buf, len, &q, &err), SL_OK);
+  free(buf);
+  const sl_cost_rate *r = sl_cost_profile_rate(&q, "src");
+  assert_non_null(r);
+  assert_true(r->run_work_least == 8000 && r->run_seconds == 3.0);
+  assert_true(sl_cost_profile_rate(&q, "gather")->run_work_least == 0);
 }
 
 /* A plan's estimate: ramp -> sum over 4 chunks; ramp has no rate (the
@@ -371,7 +409,7 @@ static void test_first_calls(void **state) {
       "outputs: {y: b.y}\n";
   sl_backend_caps gpu = pretend_gpu();
   sl_cost_profile prof = hand_made(), without = hand_made();
-  sl_cost_rate affine = {"affine", true, 0.125, 1.0 / 64, 0, 0, 0, 0, 0};
+  sl_cost_rate affine = {"affine", true, 0.125, 1.0 / 64, 0, 0, 0, 0, 0, 0};
   assert_true(sl_cost_profile_set_rate(&without, &affine));
   affine.first_call_seconds = 5.0;
   assert_true(sl_cost_profile_set_rate(&prof, &affine));
@@ -446,7 +484,7 @@ static void test_first_call_fit(void **state) {
   /* the rate it makes: a node within the samples pays the constant and its
    * bytes, a big one no more than the largest extra, one smaller than every
    * sample its share of the smallest sample's extra */
-  sl_cost_rate r = {"x", false, 0, 0, 0, 0, 0, 0, 0};
+  sl_cost_rate r = {"x", false, 0, 0, 0, 0, 0, 0, 0, 0};
   sl_cost_fit_first_call(x1, y1, 3, &r.first_call_seconds, &r.first_call_seconds_per_byte,
                          &r.first_call_seconds_most, &r.first_call_bytes_least);
   sl_node_cost mid = {.bytes_read = 500000, .bytes_written = 0}, big = {.bytes_read = 1 << 30};
@@ -458,7 +496,7 @@ static void test_first_call_fit(void **state) {
   assert_true(fabs(sl_cost_first_call_seconds(&r, &small, false) - (1e-3 + 2e-9 * 25000)) < 1e-12);
   /* a constant (no growth seen) is the same: the largest at and above the
    * smallest sample, a share of it below */
-  sl_cost_rate c = {"c", false, 0, 0, 0, 0, 0, 0, 0};
+  sl_cost_rate c = {"c", false, 0, 0, 0, 0, 0, 0, 0, 0};
   sl_cost_fit_first_call(x2, y2, 2, &c.first_call_seconds, &c.first_call_seconds_per_byte,
                          &c.first_call_seconds_most, &c.first_call_bytes_least);
   assert_true(sl_cost_first_call_seconds(&c, &mid, true) == 4e-3);
@@ -485,7 +523,7 @@ static void test_cold_reads(void **state) {
       "outputs: {total: s.total}\n";
   sl_cost_profile prof = hand_made();
   prof.bytes_per_second = 1e9; /* 64 MiB in 0.067 s */
-  sl_cost_rate fast = {"sum", true, 0, 1e-15, 0, 0, 0, 0, 0};
+  sl_cost_rate fast = {"sum", true, 0, 1e-15, 0, 0, 0, 0, 0, 0};
   assert_true(sl_cost_profile_set_rate(&prof, &fast));
   sl_backend_caps cpu = cpu_caps(2);
   sl_graph *g0, *g1;
@@ -558,6 +596,7 @@ int main(void) {
       cmocka_unit_test(test_cache_key),
       cmocka_unit_test(test_corrupt_and_foreign_ignored),
       cmocka_unit_test(test_estimate_closed_form),
+      cmocka_unit_test(test_run_setup_below_least),
       cmocka_unit_test(test_plan_estimate),
       cmocka_unit_test(test_warm_up_wait),
       cmocka_unit_test(test_first_calls),
