@@ -111,11 +111,12 @@ void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, d
 }
 
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
-                        int64_t calls) {
+                        int64_t calls, bool device) {
   const sl_cost_rate *r = sl_cost_rate_for(p, type);
   if (r) {
     const double work = sl_cost_work(c, r->per_op);
-    const double share = r->run_work_least > 0 && work < r->run_work_least ? work / r->run_work_least : 1;
+    const double share =
+        device && r->run_work_least > 0 && work < r->run_work_least ? work / r->run_work_least : 1;
     return (calls > 0 ? r->run_seconds * share : 0) + (double)calls * r->call_seconds + work * r->seconds_per_unit;
   }
   double t_mem = p->bytes_per_second > 0

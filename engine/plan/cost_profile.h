@@ -60,11 +60,9 @@ typedef struct sl_cost_rate {
                               calibrated, no extrapolation of a constant
                               there either); 0: none */
   double run_work_least;   /* the least work of the runs it was fitted on:
-                              a run with less pays run_seconds scaled down by
-                              its share of it (setups grow with the input: a
-                              source's windows, a preview's frames; no
-                              extrapolation of a constant below the inputs
-                              calibrated); 0: none */
+                              below it a node on a device pays run_seconds
+                              scaled down by its share of it
+                              (sl_cost_estimate); 0: none */
 } sl_cost_rate;
 
 /* What the first node of a rate pays once per process (sl_cost_rate):
@@ -160,9 +158,16 @@ double sl_cost_work(const sl_node_cost *c, bool per_op);
 /* The key of node n's rate: "type/dtype of input 0", or "type". */
 void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
 /* Seconds for `calls` calls of a node whose rate key is `type` ("t/dtype"
- * falls back to "t", then to the bandwidth model) that together cost `c`. */
+ * falls back to "t", then to the bandwidth model) that together cost `c`.
+ * `device`: the node runs on a device backend's device (not a host node
+ * there); its setup once per run is scaled down below the rate's
+ * run_work_least, for what it sets up is sized to the run's data (the
+ * source's pinned windows: 2.9 ms fitted on calibrate's 32 x 32 and 128 x
+ * 128 scans on the H200, 0.8-1.6 ms for a whole 24 x 20 run). A host node's
+ * setup (file opens, reader threads, plans) is kept whole: scaled, the
+ * preview's fell to half of what a small run measured on the dev VM. */
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
-                        int64_t calls);
+                        int64_t calls, bool device);
 /* The rate that estimates a node of rate key `type` (as sl_cost_estimate
  * finds it), or NULL when the bandwidth model does. */
 const sl_cost_rate *sl_cost_rate_for(const sl_cost_profile *p, const char *type);

@@ -201,7 +201,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     sl_node_cost loop;
     sl_plan_loop_carry_cost(n, &loop);
     pn->est_seconds = (pn->body->est_seconds - pn->body->profile.run_seconds) * (double)iters +
-                      sl_cost_estimate(&p->profile, "iterate", &loop, iters);
+                      sl_cost_estimate(&p->profile, "iterate", &loop, iters, false);
     int64_t carry = 0;
     for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
     int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
@@ -225,7 +225,8 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     char key[96];
     sl_cost_rate_key(n, key, sizeof key);
     pn->rate = sl_cost_rate_for(&p->profile, key);
-    pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls);
+    const bool device = p->caps.device_memory && !(n->desc && n->desc->host);
+    pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls, device);
   }
   return SL_OK;
 }

@@ -194,23 +194,23 @@ static void test_estimate_closed_form(void **state) {
   sl_cost_profile p = hand_made();
   sl_node_cost c = {.bytes_read = 3000, .bytes_written = 1000, .ops = 640};
   /* a rate: calls x per call + ops x per op */
-  assert_true(sl_cost_estimate(&p, "sum", &c, 4) == 4 * 0.125 + 640.0 / 64);
+  assert_true(sl_cost_estimate(&p, "sum", &c, 4, false) == 4 * 0.125 + 640.0 / 64);
   /* a dtype's own rate wins, another dtype falls back to the type's */
-  assert_true(sl_cost_estimate(&p, "sum/u16", &c, 4) == 4 * 0.0625 + 640.0 / 32);
-  assert_true(sl_cost_estimate(&p, "sum/f32", &c, 4) == 4 * 0.125 + 640.0 / 64);
+  assert_true(sl_cost_estimate(&p, "sum/u16", &c, 4, false) == 4 * 0.0625 + 640.0 / 32);
+  assert_true(sl_cost_estimate(&p, "sum/f32", &c, 4, false) == 4 * 0.125 + 640.0 / 64);
   /* per byte: bytes moved */
-  assert_true(sl_cost_estimate(&p, "gather", &c, 2) == 3.0 + 2 * 1.0 + 4000.0 / 128);
-  assert_true(sl_cost_estimate(&p, "gather", &c, 0) == 4000.0 / 128); /* never called: no setup */
+  assert_true(sl_cost_estimate(&p, "gather", &c, 2, false) == 3.0 + 2 * 1.0 + 4000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "gather", &c, 0, false) == 4000.0 / 128); /* never called: no setup */
   /* no rate: calls x call_seconds + max(bytes / bandwidth, ops / op rate) */
-  assert_true(sl_cost_estimate(&p, "affine", &c, 3) == 3 * 0.5 + 4000.0 / 1024);
+  assert_true(sl_cost_estimate(&p, "affine", &c, 3, false) == 3 * 0.5 + 4000.0 / 1024);
   sl_node_cost heavy = {.bytes_read = 1024, .ops = 2560};
-  assert_true(sl_cost_estimate(&p, "affine", &heavy, 1) == 0.5 + 2560.0 / 256);
+  assert_true(sl_cost_estimate(&p, "affine", &heavy, 1, false) == 0.5 + 2560.0 / 256);
 }
 
-/* A setup once per run fitted on calibrate's inputs (run_seconds) is
- * scaled down by the run's share of the least work it was fitted on
- * (run_work_least), never up; 0 keeps it whole; the field is written and
- * read back. */
+/* A setup once per run fitted on calibrate's inputs (run_seconds) of a
+ * node on a device is scaled down by the run's share of the least work it
+ * was fitted on (run_work_least), never up; a host node's is kept whole, and
+ * so is any with 0 there; the field is written and read back. */
 static void test_run_setup_below_least(void **state) {
   (void)state;
   sl_cost_profile p = hand_made();
@@ -218,13 +218,14 @@ static void test_run_setup_below_least(void **state) {
   assert_true(sl_cost_profile_set_rate(&p, &src));
   sl_node_cost half = {.bytes_read = 3000, .bytes_written = 1000}, at = {.bytes_read = 8000},
                past = {.bytes_read = 16000};
-  assert_true(sl_cost_estimate(&p, "src", &half, 1) == 3.0 * 0.5 + 4000.0 / 128);
-  assert_true(sl_cost_estimate(&p, "src", &at, 1) == 3.0 + 8000.0 / 128);
-  assert_true(sl_cost_estimate(&p, "src", &past, 1) == 3.0 + 16000.0 / 128);
-  assert_true(sl_cost_estimate(&p, "src", &half, 0) == 4000.0 / 128); /* never called: no setup */
+  assert_true(sl_cost_estimate(&p, "src", &half, 1, true) == 3.0 * 0.5 + 4000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "src", &at, 1, true) == 3.0 + 8000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "src", &past, 1, true) == 3.0 + 16000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "src", &half, 0, true) == 4000.0 / 128); /* never called: no setup */
+  assert_true(sl_cost_estimate(&p, "src", &half, 1, false) == 3.0 + 4000.0 / 128); /* on the host: whole */
   src.run_work_least = 0; /* an older profile: the setup whole */
   assert_true(sl_cost_profile_set_rate(&p, &src));
-  assert_true(sl_cost_estimate(&p, "src", &half, 1) == 3.0 + 4000.0 / 128);
+  assert_true(sl_cost_estimate(&p, "src", &half, 1, true) == 3.0 + 4000.0 / 128);
   src.run_work_least = 8000;
   assert_true(sl_cost_profile_set_rate(&p, &src));
   char *buf = NULL;
