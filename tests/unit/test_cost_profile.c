@@ -159,6 +159,10 @@ static void test_corrupt_and_foreign_ignored(void **state) {
       "\"batch_seconds\":0,\"run_seconds\":0,\"rates\":[{\"type\":\"sum\",\"unit\":\"op\","
       "\"call_seconds\":0,\"seconds_per_unit\":-1}]}",
       "{\"format\":\"sluice-cost-profile\",\"version\":1,\"backend\":\"cpu\",\"device\":\"d\","
+      "\"threads\":1,\"bytes_per_second\":1,\"ops_per_second\":1,\"call_seconds\":0,"
+      "\"batch_seconds\":0,\"run_seconds\":0,\"rates\":[{\"type\":\"sum\",\"unit\":\"op\","
+      "\"call_seconds\":0,\"seconds_per_unit\":1,\"run_work_least\":-1}]}",
+      "{\"format\":\"sluice-cost-profile\",\"version\":1,\"backend\":\"cpu\",\"device\":\"d\","
       "\"threads\":1,\"bytes_per_second\":1,\"read_bytes_per_second\":-1,\"ops_per_second\":1,"
       "\"call_seconds\":0,\"batch_seconds\":0,\"run_seconds\":0,\"rates\":[]}",
       "{\"format\":\"other\",\"version\":1}",
