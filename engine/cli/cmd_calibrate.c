@@ -671,9 +671,10 @@ static bool fit_terms(const sample *s, int n, bool per_op, unsigned use, double 
 /* A node type's rate: of every combination of a cost once per run (setup:
  * pinned windows, FFT plans) and per call with the cost per unit of work,
  * the non-negative fit with the least relative error; fewer terms win a tie
- * within 1%. The work term is always in: a fit without it would predict the
- * same time for any size (the calibration's sizes are small). With nothing
- * that fits, the generic call cost and the rate through it. */
+ * within 1%. The work term is in unless the times do not grow with the
+ * work (a setup with a rate did not fit): otherwise a fit without it would
+ * predict the same time for any size (the calibration's sizes are small).
+ * With nothing that fits, the generic call cost and the rate through it. */
 /* False when out of memory. */
 static bool fit_type(const sample *s, int n, bool per_op, double call_default, double bytes_per_second,
                      sl_cost_rate *r) {
@@ -692,11 +693,23 @@ static bool fit_type(const sample *s, int n, bool per_op, double call_default, d
     rest[k] = s[k];
     rest[k].seconds = fmax(s[k].seconds - sl_cost_work(&s[k].cost, per_op) / bytes_per_second, 1e-7);
   }
-  for (unsigned use = tiny ? 1 : 4; use < (tiny ? 4u : 8u); use++) {
-    int terms = __builtin_popcount(use);
+  /* A setup and a rate that did not fit (the rate came out negative, or
+   * the samples' work did not differ): the times do not grow with the work,
+   * so a setup alone competes too. Through the origin instead, a preview of
+   * 32 and of 256 frames that both took 2.3-3.4 ms on the H200 was priced
+   * at 0.28 ns an op, and a small run's preview at a tenth of its time. */
+  bool flat = false;
+  for (unsigned use = tiny ? 1 : 4; use < (tiny ? 4u : 8u) || (flat && use < 12u); use++) {
+    const unsigned terms_of = use & 7u; /* 8..11: the setup-alone pass, terms 0..3 */
+    if (use >= 8 && !(terms_of & 1u)) continue;
+    int terms = __builtin_popcount(terms_of);
     if (terms > n) continue;
     double coef[3], resid;
-    if (!fit_terms(tiny ? rest : s, n, per_op, use, coef, &resid) || (!tiny && !(coef[2] > 0))) continue;
+    if (!fit_terms(tiny ? rest : s, n, per_op, terms_of, coef, &resid)) {
+      flat |= !tiny && terms_of == 5u && n >= 2;
+      continue;
+    }
+    if (!tiny && use < 8 && !(coef[2] > 0)) continue;
     if (tiny) coef[2] = 1.0 / bytes_per_second;
     bool better = resid < best_resid * 0.99 || (resid <= best_resid * 1.01 && terms < best_terms);
     if (better) memcpy(best, coef, sizeof best), best_resid = resid, best_terms = terms;
