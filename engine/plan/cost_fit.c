@@ -1,0 +1,135 @@
+/* Fitting a node type's rate to calibrate's samples (cost_fit.h). */
+#include "engine/plan/cost_fit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core/alloc.h"
+
+/* Weighted least squares of seconds over the terms in `use` (bit 0: once per
+ * run, bit 1: per call, bit 2: per unit of work), weights 1 / max(seconds,
+ * 1 ms)^2: relative error where a node takes a millisecond or more (where the
+ * estimate must hold), absolute below (many sub-millisecond samples of a
+ * type's tiny runs otherwise outweighed its few large ones, and fitted
+ * write_png's rate at half of what the products' PNGs take); false when the
+ * terms cannot be told apart (singular) or a coefficient comes out
+ * negative. *resid: the weighted squared residual. */
+static double fit_scale(double seconds) { return seconds > 1e-3 ? seconds : 1e-3; }
+
+static bool fit_terms(const sl_cost_sample *s, int n, bool per_op, unsigned use, double coef[3], double *resid) {
+  double A[3][3] = {{0}}, y[3] = {0};
+  int idx[3], m = 0;
+  for (int t = 0; t < 3; t++)
+    if (use >> t & 1u) idx[m++] = t;
+  for (int k = 0; k < n; k++) {
+    double t = fit_scale(s[k].seconds), wgt = 1.0 / (t * t);
+    double x[3] = {s[k].calls > 0 ? 1.0 : 0.0, (double)s[k].calls, sl_cost_work(&s[k].cost, per_op)};
+    for (int r = 0; r < m; r++) {
+      y[r] += wgt * x[idx[r]] * s[k].seconds;
+      for (int c = 0; c < m; c++) A[r][c] += wgt * x[idx[r]] * x[idx[c]];
+    }
+  }
+  /* Gauss-Jordan on the m x m normal equations */
+  double sol[3] = {0};
+  for (int c = 0; c < m; c++) {
+    int piv = c;
+    for (int r = c + 1; r < m; r++)
+      if (fabs(A[r][c]) > fabs(A[piv][c])) piv = r;
+    if (!(fabs(A[piv][c]) > 1e-9 * (fabs(A[c][c]) + 1e-300))) return false;
+    for (int q = 0; q < m; q++) {
+      double tmp = A[c][q];
+      A[c][q] = A[piv][q], A[piv][q] = tmp;
+    }
+    double tmp = y[c];
+    y[c] = y[piv], y[piv] = tmp;
+    for (int r = 0; r < m; r++) {
+      if (r == c) continue;
+      double f = A[r][c] / A[c][c];
+      for (int q = 0; q < m; q++) A[r][q] -= f * A[c][q];
+      y[r] -= f * y[c];
+    }
+  }
+  for (int r = 0; r < m; r++) {
+    sol[r] = y[r] / A[r][r];
+    if (!(sol[r] >= 0) || !isfinite(sol[r])) return false;
+  }
+  coef[0] = coef[1] = coef[2] = 0;
+  for (int r = 0; r < m; r++) coef[idx[r]] = sol[r];
+  *resid = 0;
+  for (int k = 0; k < n; k++) {
+    double t = fit_scale(s[k].seconds);
+    double e = coef[0] * (s[k].calls > 0) + coef[1] * (double)s[k].calls +
+               coef[2] * sl_cost_work(&s[k].cost, per_op) - s[k].seconds;
+    *resid += e * e / (t * t);
+  }
+  return true;
+}
+
+/* A node type's rate: of every combination of a cost once per run (setup:
+ * pinned windows, FFT plans) and per call with the cost per unit of work,
+ * the non-negative fit with the least relative error; fewer terms win a tie
+ * within 1%. The work term is in unless the times do not grow with the
+ * work (a setup with a rate did not fit): otherwise a fit without it would
+ * predict the same time for any size (the calibration's sizes are small).
+ * With nothing that fits, the generic call cost and the rate through it. */
+bool sl_cost_fit_rate(const sl_cost_sample *s, int n, bool per_op, double call_default, double bytes_per_second,
+                      sl_cost_rate *r) {
+  double best[3] = {0}, best_resid = INFINITY;
+  int best_terms = 4;
+  /* Bytes that move in under a millisecond at copy bandwidth in every
+   * sample (gather of a scan image): their times are overheads, not a
+   * throughput. The work then costs the copy's rate, and setup and per
+   * call are fitted to what is left. */
+  double most = 0;
+  for (int k = 0; k < n; k++) most = fmax(most, sl_cost_work(&s[k].cost, per_op));
+  bool tiny = !per_op && bytes_per_second > 0 && most / bytes_per_second < 1e-3;
+  sl_cost_sample *rest = tiny ? sl_calloc((size_t)n, sizeof *rest) : NULL;
+  if (tiny && !rest) return false;
+  for (int k = 0; tiny && k < n; k++) {
+    rest[k] = s[k];
+    rest[k].seconds = fmax(s[k].seconds - sl_cost_work(&s[k].cost, per_op) / bytes_per_second, 1e-7);
+  }
+  /* A setup and a rate that did not fit (the rate came out negative, or
+   * the samples' work did not differ): the times do not grow with the work,
+   * so a setup alone competes too. Through the origin instead, a preview of
+   * 32 and of 256 frames that both took 2.3-3.4 ms on the H200 was priced
+   * at 0.28 ns an op, and a small run's preview at a tenth of its time. */
+  bool flat = false;
+  for (unsigned use = tiny ? 1 : 4; use < (tiny ? 4u : 8u) || (flat && use < 12u); use++) {
+    const unsigned terms_of = use & 7u; /* 8..11: the setup-alone pass, terms 0..3 */
+    if (use >= 8 && !(terms_of & 1u)) continue;
+    int terms = __builtin_popcount(terms_of);
+    if (terms > n) continue;
+    double coef[3], resid;
+    if (!fit_terms(tiny ? rest : s, n, per_op, terms_of, coef, &resid)) {
+      flat |= !tiny && terms_of == 5u && n >= 2;
+      continue;
+    }
+    if (!tiny && use < 8 && !(coef[2] > 0)) continue;
+    if (tiny) coef[2] = 1.0 / bytes_per_second;
+    bool better = resid < best_resid * 0.99 || (resid <= best_resid * 1.01 && terms < best_terms);
+    if (better) memcpy(best, coef, sizeof best), best_resid = resid, best_terms = terms;
+  }
+  free(rest);
+  if (!isfinite(best_resid)) {
+    double sw = 0, swt = 0;
+    for (int k = 0; k < n; k++) {
+      double w = sl_cost_work(&s[k].cost, per_op), t = s[k].seconds - call_default * (double)s[k].calls;
+      sw += w * w, swt += w * (t > 0 ? t : 0);
+    }
+    best[0] = 0, best[1] = call_default, best[2] = sw > 0 ? swt / sw : 0;
+  }
+  r->run_seconds = best[0];
+  r->call_seconds = best[1];
+  r->seconds_per_unit = best[2];
+  /* The setup was seen on runs of this much work at least: below it the
+   * estimate scales it down (sl_cost_rate.run_work_least). */
+  r->run_work_least = 0;
+  for (int k = 0; best[0] > 0 && k < n; k++) {
+    const double w = sl_cost_work(&s[k].cost, per_op);
+    if (s[k].calls > 0 && w > 0 && (r->run_work_least == 0 || w < r->run_work_least)) r->run_work_least = w;
+  }
+  return true;
+}
+
