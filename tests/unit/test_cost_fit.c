@@ -27,16 +27,22 @@ static double estimate(const sl_cost_rate *r, int64_t calls, int64_t ops) {
   return sl_cost_estimate(&p, r->type, &c, calls, false);
 }
 
+/* The rate "x" of per-op samples s[0..n). */
+static sl_cost_rate fitted(const sl_cost_sample *s, int n) {
+  sl_cost_rate r;
+  memset(&r, 0, sizeof r);
+  snprintf(r.type, sizeof r.type, "x");
+  assert_true(sl_cost_fit_rate(s, n, true, 1e-6, 0, &r));
+  return r;
+}
+
 /* seconds = 2 ms once + 1 ns an op, exactly: the fit finds both, and the
  * least work it saw. */
 static void test_setup_and_rate(void **state) {
   (void)state;
   const sl_cost_sample s[] = {op_sample(1, 1000000, 0.003), op_sample(4, 1000000, 0.003),
                               op_sample(9, 16000000, 0.018), op_sample(35, 16000000, 0.018)};
-  sl_cost_rate r;
-  memset(&r, 0, sizeof r);
-  snprintf(r.type, sizeof r.type, "x");
-  assert_true(sl_cost_fit_rate(s, 4, true, 1e-6, 0, &r));
+  const sl_cost_rate r = fitted(s, 4);
   assert_true(fabs(r.run_seconds - 0.002) < 1e-9);
   assert_true(fabs(r.seconds_per_unit - 1e-9) < 1e-15);
   assert_true(r.call_seconds < 1e-12);
@@ -51,10 +57,7 @@ static void test_flat_times_are_a_setup(void **state) {
   (void)state;
   const sl_cost_sample s[] = {op_sample(1, 9437184, 0.002294), op_sample(1, 1179648, 0.002349),
                               op_sample(1, 9437184, 0.002515), op_sample(1, 1179648, 0.003397)};
-  sl_cost_rate r;
-  memset(&r, 0, sizeof r);
-  snprintf(r.type, sizeof r.type, "x");
-  assert_true(sl_cost_fit_rate(s, 4, true, 1e-6, 0, &r));
+  const sl_cost_rate r = fitted(s, 4);
   assert_true(r.seconds_per_unit == 0);
   assert_true(r.run_seconds > 0.0023 && r.run_seconds < 0.0034);
   const double small = estimate(&r, 1, 491520);
@@ -67,10 +70,7 @@ static void test_growing_times_keep_the_rate(void **state) {
   (void)state;
   const sl_cost_sample s[] = {op_sample(1, 45298483, 0.000075), op_sample(4, 45298480, 0.000153),
                               op_sample(9, 724775726, 0.000724), op_sample(35, 724775724, 0.001398)};
-  sl_cost_rate r;
-  memset(&r, 0, sizeof r);
-  snprintf(r.type, sizeof r.type, "x");
-  assert_true(sl_cost_fit_rate(s, 4, true, 1e-6, 0, &r));
+  const sl_cost_rate r = fitted(s, 4);
   assert_true(r.seconds_per_unit > 0);
   const double big = estimate(&r, 35, 724775724);
   assert_true(big > 0.0007 && big < 0.0028);
