@@ -66,6 +66,30 @@ static bool fit_terms(const sl_cost_sample *s, int n, bool per_op, unsigned use,
   return true;
 }
 
+/* The best fit so far: its coefficients, weighted residual and terms. */
+typedef struct fit_best {
+  double coef[3];
+  double resid;
+  int terms;
+} fit_best;
+
+/* One combination of terms (fit_terms' `use`) against the best so far; it
+ * wins with a residual 1% smaller, or within 1% with fewer terms. With
+ * `bandwidth` the work's rate is the copy's (its samples' seconds are what
+ * is left after the copy); with `need_work` a fit whose rate is not positive
+ * does not compete. False when the terms did not fit at all. */
+static bool try_terms(const sl_cost_sample *s, int n, bool per_op, unsigned use, double bandwidth, bool need_work,
+                      fit_best *b) {
+  int terms = __builtin_popcount(use);
+  double coef[3], resid;
+  if (terms > n || !fit_terms(s, n, per_op, use, coef, &resid)) return false;
+  if (need_work && !(coef[2] > 0)) return true;
+  if (bandwidth > 0) coef[2] = 1.0 / bandwidth;
+  if (resid < b->resid * 0.99 || (resid <= b->resid * 1.01 && terms < b->terms))
+    memcpy(b->coef, coef, sizeof coef), b->resid = resid, b->terms = terms;
+  return true;
+}
+
 /* A node type's rate: of every combination of a cost once per run (setup:
  * pinned windows, FFT plans) and per call with the cost per unit of work,
  * the non-negative fit with the least relative error; fewer terms win a tie
@@ -75,8 +99,6 @@ static bool fit_terms(const sl_cost_sample *s, int n, bool per_op, unsigned use,
  * With nothing that fits, the generic call cost and the rate through it. */
 bool sl_cost_fit_rate(const sl_cost_sample *s, int n, bool per_op, double call_default, double bytes_per_second,
                       sl_cost_rate *r) {
-  double best[3] = {0}, best_resid = INFINITY;
-  int best_terms = 4;
   /* Bytes that move in under a millisecond at copy bandwidth in every
    * sample (gather of a scan image): their times are overheads, not a
    * throughput. The work then costs the copy's rate, and setup and per
@@ -92,27 +114,19 @@ bool sl_cost_fit_rate(const sl_cost_sample *s, int n, bool per_op, double call_d
   }
   /* A setup and a rate that did not fit (the rate came out negative, or
    * the samples' work did not differ): the times do not grow with the work,
-   * so a setup alone competes too. Through the origin instead, a preview of
-   * 32 and of 256 frames that both took 2.3-3.4 ms on the H200 was priced
-   * at 0.28 ns an op, and a small run's preview at a tenth of its time. */
+   * so a setup alone (and a setup with a cost per call) competes too.
+   * Through the origin instead, a preview of 32 and of 256 frames that both
+   * took 2.3-3.4 ms on the H200 was priced at 0.28 ns an op, and a small
+   * run's preview at a tenth of its time. */
+  fit_best b = {.resid = INFINITY, .terms = 4};
   bool flat = false;
-  for (unsigned use = tiny ? 1 : 4; use < (tiny ? 4u : 8u) || (flat && use < 12u); use++) {
-    const unsigned terms_of = use & 7u; /* 8..11: the setup-alone pass, terms 0..3 */
-    if (use >= 8 && !(terms_of & 1u)) continue;
-    int terms = __builtin_popcount(terms_of);
-    if (terms > n) continue;
-    double coef[3], resid;
-    if (!fit_terms(tiny ? rest : s, n, per_op, terms_of, coef, &resid)) {
-      flat |= !tiny && terms_of == 5u && n >= 2;
-      continue;
-    }
-    if (!tiny && use < 8 && !(coef[2] > 0)) continue;
-    if (tiny) coef[2] = 1.0 / bytes_per_second;
-    bool better = resid < best_resid * 0.99 || (resid <= best_resid * 1.01 && terms < best_terms);
-    if (better) memcpy(best, coef, sizeof best), best_resid = resid, best_terms = terms;
-  }
+  for (unsigned use = tiny ? 1 : 4; use < (tiny ? 4u : 8u); use++)
+    if (!try_terms(tiny ? rest : s, n, per_op, use, tiny ? bytes_per_second : 0, !tiny, &b))
+      flat |= !tiny && use == 5u && n >= 2;
+  for (unsigned use = 1; flat && use < 4; use += 2) try_terms(s, n, per_op, use, 0, false, &b);
   free(rest);
-  if (!isfinite(best_resid)) {
+  double *best = b.coef;
+  if (!isfinite(b.resid)) {
     double sw = 0, swt = 0;
     for (int k = 0; k < n; k++) {
       double w = sl_cost_work(&s[k].cost, per_op), t = s[k].seconds - call_default * (double)s[k].calls;
