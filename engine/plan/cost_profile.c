@@ -78,6 +78,11 @@ double sl_cost_work(const sl_node_cost *c, bool per_op) {
   return per_op ? (double)c->ops : (double)c->bytes_read + (double)c->bytes_written;
 }
 
+/* A run's share of the least work calibrate measured (what it pays of a
+ * cost measured there: no constant extrapolated below calibrate's inputs);
+ * 1 at or above it, or with no least recorded (0). */
+static double share_below(double work, double least) { return least > 0 && work < least ? work / least : 1; }
+
 double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cost, bool host) {
   if (!r) return 0;
   /* A fresh process's extra (files opened, index read, windows and buffers
@@ -85,11 +90,11 @@ double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cos
    * smaller than all of them pays its share of the smallest one's. A
    * constant taken from inputs of megabytes priced a 1 MB run's source and
    * preview at several times their whole time. */
-  const double work = sl_cost_work(cost, false), least = r->first_call_bytes_least;
-  const double x = host && least > 0 && work < least ? least : work;
+  const double work = sl_cost_work(cost, false), share = host ? share_below(work, r->first_call_bytes_least) : 1;
+  const double x = share < 1 ? r->first_call_bytes_least : work;
   double s = r->first_call_seconds + r->first_call_seconds_per_byte * x;
   if (r->first_call_seconds_most > 0 && s > r->first_call_seconds_most) s = r->first_call_seconds_most;
-  return x > work ? s * work / x : s;
+  return s * share;
 }
 
 void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b,
@@ -115,8 +120,7 @@ double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_nod
   const sl_cost_rate *r = sl_cost_rate_for(p, type);
   if (r) {
     const double work = sl_cost_work(c, r->per_op);
-    const double share =
-        device && r->run_work_least > 0 && work < r->run_work_least ? work / r->run_work_least : 1;
+    const double share = device ? share_below(work, r->run_work_least) : 1;
     return (calls > 0 ? r->run_seconds * share : 0) + (double)calls * r->call_seconds + work * r->seconds_per_unit;
   }
   double t_mem = p->bytes_per_second > 0

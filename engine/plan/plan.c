@@ -166,6 +166,12 @@ static sl_code plan_levels(sl_plan *p, const sl_graph *g, sl_error *err) {
 static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
                                sl_plan **out, sl_error *err);
 
+/* Whether node n's kernel runs on the host: every node on a backend
+ * without device memory, a host node (sl_node_desc.host) on one with. */
+static bool runs_on_host(const sl_plan *p, const sl_node *n) {
+  return !p->caps.device_memory || (n->desc && n->desc->host);
+}
+
 /* The cost of node i for the whole run: an iterate body planned once and
  * run `times` times, a stream node per chunk (the last one holds last_chunk
  * positions) in every pass it runs in, a whole node once. */
@@ -225,8 +231,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     char key[96];
     sl_cost_rate_key(n, key, sizeof key);
     pn->rate = sl_cost_rate_for(&p->profile, key);
-    const bool device = p->caps.device_memory && !(n->desc && n->desc->host);
-    pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls, device);
+    pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, n));
   }
   return SL_OK;
 }
@@ -304,8 +309,7 @@ static void plan_first_calls(sl_plan *p, const sl_graph *g) {
       int i = p->levels[l].nodes[k];
       sl_plan_node *pn = &p->nodes[i];
       const sl_cost_rate *r = pn->rate;
-      const bool host = !p->caps.device_memory || (g->nodes[i].desc && g->nodes[i].desc->host);
-      const double extra = r ? sl_cost_first_call_seconds(r, &pn->cost, host) : 0;
+      const double extra = r ? sl_cost_first_call_seconds(r, &pn->cost, runs_on_host(p, &g->nodes[i])) : 0;
       if (pn->calls <= 0 || g->nodes[i].body || !(extra > 0) || first_exec_level(p, i) != l) continue;
       /* paid already by an earlier node of the rate (the payers so far are
        * the nodes with a first call set) */
@@ -406,7 +410,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     int64_t *ws = host_ws ? &p->host_workspace_bytes : &p->lent_workspace_bytes;
     if (pn->cost.workspace_bytes > *ws) *ws = pn->cost.workspace_bytes;
     if (!host_ws && pn->cost.workspace_bytes > p->workspace_bytes) p->workspace_bytes = pn->cost.workspace_bytes;
-    bool host_kernel = !p->caps.device_memory || (g->nodes[i].desc && g->nodes[i].desc->host);
+    bool host_kernel = runs_on_host(p, &g->nodes[i]);
     int64_t stride = sl_plan_worker_layout(&g->nodes[i], pn->cost.per_worker_bytes, host_kernel,
                                            p->nodes[i].worker_partial_offset);
     if (stride > p->worker_scratch_stride) p->worker_scratch_stride = stride;
