@@ -375,6 +375,14 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
   dpc_grid_stats s;
   memset(&s, 0, sizeof s);
   int case_no = 0;
+  /* SLUICE_DPC_GRID_PART "k/n": only the cases whose number is k modulo n
+   * (the same numbers, seeds and transposes as the whole grid), so that n
+   * processes can share a large grid; their verbose lines together are the
+   * whole grid's. */
+  int part_k = 0, part_n = 1;
+  const char *part = getenv("SLUICE_DPC_GRID_PART");
+  if (part && (sscanf(part, "%d/%d", &part_k, &part_n) != 2 || part_n < 1 || part_k < 0 || part_k >= part_n))
+    part_k = 0, part_n = 1;
   const int n_cells = g->n_doses * g->n_defoci, per_cell = g->n_alphas * g->n_rotations;
   dpc_grid_cell *cells = calloc((size_t)n_cells, sizeof *cells);
   for (int k = 0; k < n_cells; k++) {
@@ -386,6 +394,10 @@ static inline dpc_grid_stats dpc_grid_run(const dpc_grid *g, dpc_grid_runner run
       for (int ido = 0; ido < g->n_doses; ido++)
         for (int ir = 0; ir < g->n_rotations; ir++) {
           int rot = g->rotations[ir], t = case_no % 5 == 4;
+          if (case_no % part_n != part_k) {
+            case_no++;
+            continue;
+          }
           dpc_grid_answer a = dpc_grid_case(g->alphas[ia], g->defoci[id], g->doses[ido], rot, t,
                                             g->scan, 1 + case_no++, g->cache, run);
           if (a.transpose < 0) continue; /* not in the cache (SLUICE_DPC_GRID_CACHED_ONLY) */
