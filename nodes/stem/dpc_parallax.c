@@ -46,6 +46,13 @@ static int64_t tcbf_side(int64_t n) { return n < SL_DPC_PARALLAX_TCBF ? n : SL_D
 static int64_t lag_elems(int64_t wr, int64_t wc) { return (2 * (wr / 2) + 1) * (2 * (wc / 2) + 1); }
 static int64_t padded_elems(int64_t wr, int64_t wc) { return (wr + wr / 2) * (wc + wc / 2); }
 
+void sl_dpc_parallax_geometry_of(int64_t rows, int64_t cols, sl_dpc_parallax_geometry *g) {
+  g->wr = window_side(rows), g->wc = window_side(cols);
+  g->lr = g->wr / 2, g->lc = g->wc / 2;
+  g->pr = g->wr + g->lr, g->pc = g->wc + g->lc;
+  g->tr = tcbf_side(rows), g->tc = tcbf_side(cols);
+}
+
 void sl_dpc_parallax_band(int64_t rows, int64_t *row0, int64_t *nrows) {
   *nrows = tcbf_side(rows);
   *row0 = (rows - *nrows) / 2;
@@ -102,10 +109,9 @@ sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax *
   sl_dpc_parallax *p = calloc(1, sizeof *p);
   if (!p) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit");
   p->n = n, p->rows = rows, p->cols = cols;
-  p->wr = window_side(rows), p->wc = window_side(cols);
-  p->lr = p->wr / 2, p->lc = p->wc / 2;
-  p->pr = p->wr + p->lr, p->pc = p->wc + p->lc;
-  p->tr = tcbf_side(rows), p->tc = tcbf_side(cols);
+  sl_dpc_parallax_geometry g;
+  sl_dpc_parallax_geometry_of(rows, cols, &g);
+  p->wr = g.wr, p->wc = g.wc, p->lr = g.lr, p->lc = g.lc, p->pr = g.pr, p->pc = g.pc, p->tr = g.tr, p->tc = g.tc;
   const size_t pw = (size_t)(p->pr * p->pc), np = (size_t)(p->tr * p->tc);
   const size_t pairs = (size_t)n * (size_t)(n - 1) / 2, lags = (size_t)lag_elems(p->wr, p->wc);
   p->wspec = fftw_malloc((size_t)n * pw * sizeof(fftw_complex));
@@ -145,16 +151,7 @@ static void parallax_matrix(double s, double p, int t, double m[4]) {
   else m[0] = -s * sn, m[1] = s * c, m[2] = s * c, m[3] = s * sn; /* R T: columns swapped */
 }
 
-/* The segments that have pixels, their offsets and their pairs' offset differences. */
-typedef struct fit_set {
-  int used;     /* segments with pixels */
-  int *index;   /* [used]: their numbers */
-  double *pair; /* [pairs][2]: o_i - o_j, i < j over the used ones */
-  double omax;  /* largest |o| */
-  double dmax;  /* largest |o_i - o_j| */
-  double cell;  /* the segments' side, radii: the median nearest-neighbour distance */
-  double *sum;  /* [used]: their counts over the fit's window */
-} fit_set;
+typedef sl_dpc_parallax_set fit_set;
 
 /* The objective's tables (dpc_pair_power.h) of a fit set. */
 static sl_pair_lags pair_lags(const sl_dpc_parallax *p, const fit_set *fs) {
@@ -274,33 +271,35 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Each frequency's weight in the refinement's correlations (the Wiener
- * factor), W = 1 - N / P where P is the segments' mean power there and N
- * the noise's (0 where P <= N). At a few thousand electrons a frame most
- * frequencies of a segment image are shot noise; correlating them adds only
- * noise to the fit. Counts are Poisson, so N is a segment's mean count over
- * the window times its positions (the variance of a sum of counts is its
- * mean). Data that are not plain counts (scaled, or noiseless models) are
- * caught by the median power, the noise's where the signal is sparse. The
- * powers are sorted for the median in p->work (free here). */
-static void noise_weights(sl_dpc_parallax *p, const fit_set *fs) {
+ * factor), W = 1 - N / P where P is the segments' mean power there (`power`,
+ * sorted here for its median) and N the noise's (0 where P <= N). At a few
+ * thousand electrons a frame most frequencies of a segment image are shot
+ * noise; correlating them adds only noise to the fit. Counts are Poisson,
+ * so N is a segment's mean count over the window times its positions (the
+ * variance of a sum of counts is its mean). Data that are not plain counts
+ * (scaled, or noiseless models) are caught by the median power, the
+ * noise's where the signal is sparse. */
+static void noise_weights(double *power, double *weight, int64_t pw, const fit_set *fs) {
   const int used = fs->used;
-  const int64_t pw = p->pr * p->pc;
-  double *power = (double *)p->work, noise = 0;
-  for (int64_t q = 0; q < pw; q++) {
-    double e = 0;
-    for (int u = 0; u < used; u++) {
-      const fftw_complex *x = p->wspec + (size_t)u * (size_t)pw + q;
-      e += (*x)[0] * (*x)[0] + (*x)[1] * (*x)[1];
-    }
-    p->weight[q] = power[q] = e / used;
-  }
+  double noise = 0;
+  memcpy(weight, power, (size_t)pw * sizeof *weight);
   for (int u = 0; u < used; u++) noise += fs->sum[u] / used;
   qsort(power, (size_t)pw, sizeof *power, cmp_double);
   if (power[pw / 2] < noise) noise = power[pw / 2];
-  for (int64_t q = 0; q < pw; q++) p->weight[q] = p->weight[q] > noise ? 1 - noise / p->weight[q] : 0;
+  for (int64_t q = 0; q < pw; q++) weight[q] = weight[q] > noise ? 1 - noise / weight[q] : 0;
 }
 
-/* The pairs' correlations from the window's spectra in p->wspec (j->weight
+/* ---- the host's steps (FFTW, the backend's workers) ------------------------------ */
+
+typedef struct host_steps {
+  sl_dpc_parallax *p;
+  struct sl_backend *b;
+  void *scratch; /* the workers' buffers (NULL: this thread does all) */
+  int64_t stride;
+  const uint64_t *segments;
+} host_steps;
+
+/* The pairs' correlations from the window's spectra in p->wspec (weight
  * set: weighted). False when out of memory. */
 static bool correlate_pairs(corr_job *j, struct sl_backend *b) {
   const int used = j->fs->used, pairs = used * (used - 1) / 2;
@@ -316,33 +315,39 @@ static bool correlate_pairs(corr_job *j, struct sl_backend *b) {
   return true;
 }
 
-/* The pairs' correlations over the central window, X_ij(d) = the mean of
- * S_i(r + d) S_j(r) over the positions where both lie in the window (means
- * removed; the transform zero padded so that no lag wraps around). Means,
- * not sums: a sum's overlap falls with the lag and pulls the largest power
- * towards small shifts (a Hann window did the same: 3-7% too small a
- * defocus). Keeps the window's spectra and each segment's counts
- * (fs->sum). Returns the diagonal's sum, sum_i X_ii(0); -1 when out of
- * memory. */
-static double correlate(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments,
-                        struct sl_backend *b, void *scratch, int64_t stride) {
-  corr_job j = {p, fs, segments, scratch, stride, NULL, malloc((size_t)fs->used * sizeof(double)), NULL};
-  if (!j.diag) return -1;
-  if (b && scratch) b->ops->parallel_for(b, fs->used, 1, spectra_range, &j);
-  else spectra_range(&j, 0, fs->used, 0);
-  double diag = 0;
-  for (int u = 0; u < fs->used; u++) diag += j.diag[u];
-  free(j.diag);
-  return correlate_pairs(&j, b) ? diag : -1;
+/* Plain: the window's spectra first (zero padded, so that no lag wraps
+ * around) and each segment's counts (fs->sum). Means, not sums: a sum's
+ * overlap falls with the lag and pulls the largest power towards small
+ * shifts (a Hann window did the same: 3-7% too small a defocus). */
+static bool host_correlate(void *ctx, fit_set *fs, const double *weight, double *diag) {
+  host_steps *h = ctx;
+  corr_job j = {h->p, fs, h->segments, h->scratch, h->stride, NULL, NULL, weight};
+  if (!weight) {
+    if (!(j.diag = malloc((size_t)fs->used * sizeof(double)))) return false;
+    if (h->b && h->scratch) h->b->ops->parallel_for(h->b, fs->used, 1, spectra_range, &j);
+    else spectra_range(&j, 0, fs->used, 0);
+    double d = 0;
+    for (int u = 0; u < fs->used; u++) d += j.diag[u];
+    free(j.diag);
+    j.diag = NULL;
+    *diag = d;
+  }
+  return correlate_pairs(&j, h->b);
 }
 
-/* The pairs' correlations again, each frequency weighted by its signal's
- * share (noise_weights), for the refinement. False when out of memory. */
-static bool correlate_weighted(sl_dpc_parallax *p, const fit_set *fs, struct sl_backend *b, void *scratch,
-                               int64_t stride) {
-  noise_weights(p, fs);
-  corr_job j = {p, fs, NULL, scratch, stride, NULL, NULL, p->weight};
-  return correlate_pairs(&j, b);
+static bool host_power(void *ctx, const fit_set *fs, double *power) {
+  const sl_dpc_parallax *p = ((host_steps *)ctx)->p;
+  const int used = fs->used;
+  const int64_t pw = p->pr * p->pc;
+  for (int64_t q = 0; q < pw; q++) {
+    double e = 0;
+    for (int u = 0; u < used; u++) {
+      const fftw_complex *x = p->wspec + (size_t)u * (size_t)pw + q;
+      e += (*x)[0] * (*x)[0] + (*x)[1] * (*x)[1];
+    }
+    power[q] = e / used;
+  }
+  return true;
 }
 
 /* The grid search's best per value of s (each s a task of its own, so the
@@ -385,10 +390,22 @@ static void search_range(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
-/* From (s, p), the pattern search: steps of a quarter scan step at the
- * outermost segment, halved until 1e-4 of it. */
-static void pattern_search(const sl_dpc_parallax *p, const fit_set *fs, double half, double *best_s,
-                           double *best_p, int best_t, double *best_v) {
+static bool host_grid(void *ctx, const fit_set *fs, double half, int64_t n_s, double *best) {
+  host_steps *h = ctx;
+  search_job j = {h->p, fs, half, best, sl_pair_power4_available()};
+  if (h->b) h->b->ops->parallel_for(h->b, n_s, 1, search_range, &j);
+  else search_range(&j, 0, n_s, 0);
+  return true;
+}
+
+static bool host_value(void *ctx, const fit_set *fs, const double m[4], double *v) {
+  *v = pair_power(((host_steps *)ctx)->p, fs, m);
+  return true;
+}
+
+static bool host_pattern(void *ctx, const fit_set *fs, double half, double *best_s, double *best_p, int best_t,
+                         double *best_v) {
+  const sl_dpc_parallax *p = ((host_steps *)ctx)->p;
   double m[4];
   double ds = half / 2, dp = half / 2 / *best_s;
   for (int it = 0; it < 400 && ds > 1e-4 * half; it++) {
@@ -403,35 +420,11 @@ static void pattern_search(const sl_dpc_parallax *p, const fit_set *fs, double h
     }
     if (!better) ds /= 2, dp /= 2;
   }
-}
-
-/* The largest pair power over M = s R(p) T^t: a grid in steps of half a
- * scan step at the outermost segment (over s shared among the workers of
- * b, NULL: this thread), then a pattern search. False when out of memory. */
-static bool search(const sl_dpc_parallax *p, const fit_set *fs, struct sl_backend *b, double *best_s,
-                   double *best_p, int *best_t, double *best_v, double *s_max) {
-  const double half = 0.5 / fs->omax; /* s step: half a scan step at the outermost segment */
-  *s_max = (double)((p->lr < p->lc ? p->lr : p->lc) - 2) / fs->dmax; /* every pair's lag kept */
-  const int64_t n_s = *s_max >= half ? (int64_t)floor(*s_max / half) : 0;
-  *best_v = -INFINITY, *best_s = half, *best_p = 0, *best_t = 0;
-  if (n_s > 0) {
-    search_job j = {p, fs, half, malloc((size_t)n_s * 4 * sizeof(double)), sl_pair_power4_available()};
-    if (!j.best) return false;
-    if (b) b->ops->parallel_for(b, n_s, 1, search_range, &j);
-    else search_range(&j, 0, n_s, 0);
-    for (int64_t k = 0; k < n_s; k++) /* in order of s: the first of equal values */
-      if (j.best[4 * k] > *best_v)
-        *best_v = j.best[4 * k], *best_s = j.best[4 * k + 1], *best_p = j.best[4 * k + 2],
-        *best_t = (int)j.best[4 * k + 3];
-    free(j.best);
-  }
-  pattern_search(p, fs, half, best_s, best_p, *best_t, best_v);
   return true;
 }
 
-
 /* The tcBF, each frequency's sign turned by sign(sin(chi)) (chi = pi lambda
- * |df| |k|^2), into p->acc (real part); returns the largest shift, steps. */
+ * |df| |k|^2), into p->acc (real part). */
 static double sinc(double x) { return fabs(x) < 1e-12 ? 1 : sin(M_PI * x) / (M_PI * x); }
 
 /* The shifted spectra of segments [begin, end) of a group: its transform
@@ -491,14 +484,9 @@ static void tcbf_groups(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
-static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments,
-                             const double *offsets, const double m[4], double chi_per_f2, struct sl_backend *b) {
+static void corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64_t *segments, const double *offsets,
+                           const double m[4], double chi_per_f2, struct sl_backend *b) {
   const int64_t rows = p->tr, cols = p->tc, ge = group_elems(rows * cols); /* the central window */
-  double shift_max = 0;
-  for (int u = 0; u < fs->used; u++) {
-    const double o0 = offsets[3 * fs->index[u]], o1 = offsets[3 * fs->index[u] + 1];
-    shift_max = fmax(shift_max, fmax(fabs(m[0] * o0 + m[1] * o1), fabs(m[2] * o0 + m[3] * o1)));
-  }
   tcbf_job j = {p, fs, segments, offsets, m};
   if (b) b->ops->parallel_for(b, TCBF_GROUPS, 1, tcbf_groups, &j);
   else tcbf_groups(&j, 0, TCBF_GROUPS, 0);
@@ -521,7 +509,6 @@ static double corrected_tcbf(sl_dpc_parallax *p, const fit_set *fs, const uint64
     }
   }
   fftw_execute_dft(p->inv, p->acc, p->acc);
-  return shift_max;
 }
 
 /* The skewness of the real part of p->acc over the interior `margin` away
@@ -543,6 +530,16 @@ static double interior_skewness(const sl_dpc_parallax *p, int64_t margin) {
   return s2 > 0 ? s3 / (s2 * sqrt(s2)) : 0;
 }
 
+static bool host_tcbf(void *ctx, const fit_set *fs, const double *offsets, const double m[4], double chi_per_f2,
+                      int64_t margin, double *skewness) {
+  host_steps *h = ctx;
+  corrected_tcbf(h->p, fs, h->segments, offsets, m, chi_per_f2, h->b);
+  *skewness = interior_skewness(h->p, margin);
+  return true;
+}
+
+/* ---- the fit ------------------------------------------------------------------------ */
+
 /* The segments' side in radii: the median distance from a segment to its
  * nearest neighbour (cells of one grid: interior neighbours are one side
  * apart). */
@@ -562,12 +559,33 @@ static double cell_side(const fit_set *fs, const double *offsets) {
   return isfinite(c) ? c : 0;
 }
 
-void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
-                         const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
+/* The largest objective over M = s R(p) T^t: the grid in steps of half a
+ * scan step at the outermost segment, the first of equal values in the
+ * order of s, then the pattern search. False when a step failed. */
+static bool search(const sl_dpc_parallax_steps *st, const fit_set *fs, int64_t lr, int64_t lc, double *best_s,
+                   double *best_p, int *best_t, double *best_v, double *s_max) {
+  const double half = 0.5 / fs->omax; /* s step: half a scan step at the outermost segment */
+  *s_max = (double)((lr < lc ? lr : lc) - 2) / fs->dmax; /* every pair's lag kept */
+  const int64_t n_s = *s_max >= half ? (int64_t)floor(*s_max / half) : 0;
+  *best_v = -INFINITY, *best_s = half, *best_p = 0, *best_t = 0;
+  if (n_s > 0) {
+    double *best = malloc((size_t)n_s * 4 * sizeof(double));
+    if (!best) return false;
+    bool ok = st->grid(st->ctx, fs, half, n_s, best);
+    for (int64_t k = 0; ok && k < n_s; k++) /* in order of s: the first of equal values */
+      if (best[4 * k] > *best_v)
+        *best_v = best[4 * k], *best_s = best[4 * k + 1], *best_p = best[4 * k + 2], *best_t = (int)best[4 * k + 3];
+    free(best);
+    if (!ok) return false;
+  }
+  return st->pattern(st->ctx, fs, half, best_s, best_p, *best_t, best_v);
+}
+
+bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, const double *offsets,
                          const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
   memset(r, 0, sizeof *r);
-  p->seg_row0 = seg_row0, p->seg_rows = seg_rows;
-  fit_set fs = {0, NULL, NULL, 0, 0, 0, NULL};
+  bool ok = false;
+  fit_set fs = {0, NULL, NULL, 0, 0, 0, 0, NULL};
   fs.index = malloc((size_t)(p->n ? p->n : 1) * sizeof *fs.index);
   fs.sum = malloc((size_t)(p->n ? p->n : 1) * sizeof *fs.sum);
   fs.pair = malloc((size_t)(p->n * (p->n > 1 ? p->n - 1 : 1) / 2 + 1) * 2 * sizeof *fs.pair);
@@ -577,34 +595,39 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch
       fs.index[fs.used++] = g;
       fs.omax = fmax(fs.omax, hypot(offsets[3 * g], offsets[3 * g + 1]));
     }
-  if (fs.used < 3 || !(fs.omax > 0)) goto done;
+  if (fs.used < 3 || !(fs.omax > 0)) {
+    ok = true;
+    goto done;
+  }
   for (int i = 0, k = 0; i < fs.used; i++)
     for (int j = i + 1; j < fs.used; j++, k++) {
       const double *oi = offsets + 3 * fs.index[i], *oj = offsets + 3 * fs.index[j];
       fs.pair[2 * k] = oi[0] - oj[0], fs.pair[2 * k + 1] = oi[1] - oj[1];
       fs.dmax = fmax(fs.dmax, hypot(fs.pair[2 * k], fs.pair[2 * k + 1]));
     }
+  fs.pairs = fs.used * (fs.used - 1) / 2;
   fs.cell = cell_side(&fs, offsets);
-  const double diag = correlate(p, &fs, segments, b, scratch, stride);
-  double s = 0, ang = 0, v = 0, s_max = 0, m[4], zero[4] = {0, 0, 0, 0};
+  double diag = 0, s = 0, ang = 0, v = 0, v0 = 0, s_max = 0, m[4], zero[4] = {0, 0, 0, 0};
   int t = 0;
-  if (diag < 0 || !search(p, &fs, b, &s, &ang, &t, &v, &s_max)) goto done; /* out of memory: not found */
-  const double v0 = pair_power(p, &fs, zero);
+  if (!st->correlate(st->ctx, &fs, NULL, &diag) || !search(st, &fs, p->lr, p->lc, &s, &ang, &t, &v, &s_max) ||
+      !st->value(st->ctx, &fs, zero, &v0))
+    goto done; /* out of memory (or a device's error): not found */
   r->gain = diag + 2 * v0 > 0 ? (diag + 2 * v) / (diag + 2 * v0) : 0;
   r->found = r->gain > SL_DPC_PARALLAX_GAIN && s < s_max;
   /* Refined on the weighted correlations from the plain fit's optimum:
    * the plain ones find the basin (weighted towards the lattice's peaks
    * alone, a shift by a lattice vector fits as well), the weighted ones
    * place its bottom (at 1e3 e/frame on issue 11's grid: angles within 2
-   * degrees 92.3% -> 95.0%; docs/nodes/dpc.md). */
+   * degrees 92.3% -> 95.0%; docs/nodes/dpc.md). The powers are sorted for
+   * their median in p->work (free here). */
   if (r->found) {
-    if (!correlate_weighted(p, &fs, b, scratch, stride)) {
-      r->found = false; /* out of memory: the caller keeps the CoM's branch */
-      goto done;
-    }
+    double *power = (double *)p->work, wv = 0;
     parallax_matrix(s, ang, t, m);
-    double wv = pair_power(p, &fs, m);
-    pattern_search(p, &fs, 0.5 / fs.omax, &s, &ang, t, &wv);
+    if (!st->power(st->ctx, &fs, power)) goto refined_not;
+    noise_weights(power, p->weight, p->pr * p->pc, &fs);
+    if (!st->correlate(st->ctx, &fs, p->weight, NULL) || !st->value(st->ctx, &fs, m, &wv) ||
+        !st->pattern(st->ctx, &fs, 0.5 / fs.omax, &s, &ang, t, &wv))
+      goto refined_not;
   }
   r->scale = s, r->transpose = t;
   r->angle = fmod(ang * 180 / M_PI, 360.0);
@@ -612,13 +635,33 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch
   r->defocus = s * probe->step / probe->semiangle;
   parallax_matrix(s, ang, t, m);
   const double chi_per_f2 = M_PI * probe->wavelength * r->defocus / (probe->step * probe->step);
-  const double shift_max = corrected_tcbf(p, &fs, segments, offsets, m, chi_per_f2, b);
-  r->skewness = interior_skewness(p, (int64_t)ceil(shift_max) + 1);
+  /* the shifts wrap around at the window's edges: the skewness is taken
+   * inside the largest */
+  double shift_max = 0;
+  for (int u = 0; u < fs.used; u++) {
+    const double o0 = offsets[3 * fs.index[u]], o1 = offsets[3 * fs.index[u] + 1];
+    shift_max = fmax(shift_max, fmax(fabs(m[0] * o0 + m[1] * o1), fabs(m[2] * o0 + m[3] * o1)));
+  }
+  if (!st->tcbf(st->ctx, &fs, offsets, m, chi_per_f2, (int64_t)ceil(shift_max) + 1, &r->skewness)) goto refined_not;
   /* df < 0 (skewness < 0): theta = -p (t 0) or p (t 1); df > 0: plus 180. */
   double theta = t ? r->angle : -r->angle;
   r->theta = sl_dpc_wrap_deg(r->skewness >= 0 ? theta + 180 : theta);
+  ok = true;
+  goto done;
+refined_not:
+  r->found = false; /* out of memory (or a device's error): the caller keeps the CoM's branch */
 done:
   free(fs.sum);
   free(fs.index);
   free(fs.pair);
+  return ok;
+}
+
+void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
+                         const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
+                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
+  p->seg_row0 = seg_row0, p->seg_rows = seg_rows;
+  host_steps h = {p, b, scratch, stride, segments};
+  const sl_dpc_parallax_steps st = {&h, host_correlate, host_power, host_grid, host_value, host_pattern, host_tcbf};
+  (void)sl_dpc_parallax_fit(p, &st, offsets, probe, r);
 }

@@ -86,6 +86,72 @@ void sl_dpc_parallax_free(sl_dpc_parallax *p);
  * segments (dpc on CUDA reads them back) copies those rows only. */
 void sl_dpc_parallax_band(int64_t rows, int64_t *row0, int64_t *nrows);
 
+/* The windows of a fit on a rows x cols scan: the pairs' correlations are
+ * of the central wr x wc positions, zero padded to pr x pc (so that no lag
+ * up to lr, lc wraps around); the tilt-corrected image is of the central
+ * tr x tc. The host's fit and a device's (dpc on CUDA) use the same. */
+typedef struct sl_dpc_parallax_geometry {
+  int64_t wr, wc; /* the fit's window */
+  int64_t lr, lc; /* the largest lags kept: half the window */
+  int64_t pr, pc; /* the padded transform */
+  int64_t tr, tc; /* the tilt-corrected image's window */
+} sl_dpc_parallax_geometry;
+void sl_dpc_parallax_geometry_of(int64_t rows, int64_t cols, sl_dpc_parallax_geometry *g);
+
+/* The segments a fit uses (those with pixels) and their geometry, from the
+ * offsets. */
+typedef struct sl_dpc_parallax_set {
+  int used;     /* segments with pixels */
+  int *index;   /* [used]: their numbers */
+  double *pair; /* [pairs][2]: o_i - o_j, i < j over the used ones */
+  int pairs;
+  double omax;  /* largest |o| */
+  double dmax;  /* largest |o_i - o_j| */
+  double cell;  /* the segments' side, radii: the median nearest-neighbour distance */
+  double *sum;  /* [used]: their counts over the fit's window (the plain correlation fills it) */
+} sl_dpc_parallax_set;
+
+/* The fit's heavy steps, where the segments are: on the host (FFTW and the
+ * backend's workers, sl_dpc_parallax_run) or on a device (dpc on CUDA:
+ * shaders/cuda/stem/dpc_parallax.h). sl_dpc_parallax_fit drives them, so
+ * the decisions (search, threshold, refinement, branch) are one code. Each
+ * returns false when it failed (out of memory; a device error, which the
+ * device's context keeps). */
+typedef struct sl_dpc_parallax_steps {
+  void *ctx;
+  /* The pairs' correlations over the window, X_ij(d) = the mean of
+   * S_i(r + d) S_j(r) over the positions where both lie in the window
+   * (means removed). weight NULL: plain, and then also set->sum and the
+   * diagonal's sum, sum_i X_ii(0), into *diag; else [pr pc]: each
+   * frequency of the products weighted. */
+  bool (*correlate)(void *ctx, sl_dpc_parallax_set *set, const double *weight, double *diag);
+  /* The window spectra's mean power per frequency over the used
+   * segments, [pr pc]. */
+  bool (*power)(void *ctx, const sl_dpc_parallax_set *set, double *power);
+  /* The grid: for each s = half (k + 1), k < n_s, the largest objective
+   * over p = 2 pi q / ceil(2 pi s / half) and t, the first of equal values
+   * in the order (t, q): best[4 k ..] = value, s, p, t. */
+  bool (*grid)(void *ctx, const sl_dpc_parallax_set *set, double half, int64_t n_s, double *best);
+  /* The objective at M (sl_pair_power). */
+  bool (*value)(void *ctx, const sl_dpc_parallax_set *set, const double m[4], double *v);
+  /* The pattern search from (s, p), t fixed, best value v: steps of a
+   * quarter scan step at the outermost segment, halved until 1e-4 of it. */
+  bool (*pattern)(void *ctx, const sl_dpc_parallax_set *set, double half, double *s, double *p, int t, double *v);
+  /* The skewness of the tcBF (segments shifted back by M o and summed),
+   * each frequency's sign turned by sign(sin(chi_per_f2 |f|^2)) times the
+   * segment's blur (sincs of set->cell along M^T f), over the interior
+   * `margin` positions away from the edges (the whole window when that
+   * leaves fewer than 3 a side). */
+  bool (*tcbf)(void *ctx, const sl_dpc_parallax_set *set, const double *offsets, const double m[4],
+               double chi_per_f2, int64_t margin, double *skewness);
+} sl_dpc_parallax_steps;
+
+/* The fit by `steps` on the geometry of p (its host buffers hold the
+ * noise weights), offsets [n][3] on the host; false when a step failed
+ * (r not found). */
+bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *steps, const double *offsets,
+                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r);
+
 /* The fit: segments [n][seg_rows * cols] holding scan rows [seg_row0,
  * seg_row0 + seg_rows), at least the band (exact sums), offsets [n][3] (row
  * and column offset in disk radii, pixel count: bf_segments' outputs;
