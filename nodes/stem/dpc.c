@@ -136,6 +136,15 @@ static int parallax_segments(const sl_node *n) {
              : 0;
 }
 
+#ifdef SLUICE_HAVE_CUDA
+/* The parallax's windows as the device takes them: the host's. */
+static sl_cuda_parallax_geometry device_geometry(int64_t rows, int64_t cols) {
+  sl_dpc_parallax_geometry h;
+  sl_dpc_parallax_geometry_of(rows, cols, &h);
+  return (sl_cuda_parallax_geometry){h.wr, h.wc, h.lr, h.lc, h.pr, h.pc, h.tr, h.tc};
+}
+#endif
+
 /* The inputs of the parallax: both or neither; segments whole u64
  * [n, rows, cols], offsets whole f64 [n, 3]. */
 static sl_code segments_check(const sl_node *n, sl_error *err) {
@@ -210,7 +219,9 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 #endif
   }
 #ifdef SLUICE_HAVE_CUDA
-  c->device_state_bytes = sl_cuda_dpc_state_bytes(rows, cols);
+  /* On the device the parallax's pieces follow dpc's own (it fits there) */
+  const sl_cuda_parallax_geometry g = device_geometry(rows, cols);
+  c->device_state_bytes = sl_cuda_dpc_state_bytes_with(rows, cols, ns, &g);
 #endif
 }
 
@@ -336,7 +347,10 @@ typedef struct parallax_source {
   const uint64_t *segments;
   const double *offsets;
   bool on_device;
-  sl_code rc; /* of the download */
+#ifdef SLUICE_HAVE_CUDA
+  const sl_cuda_dpc_params *device; /* on_device: dpc's device state (the parallax fits there) */
+#endif
+  sl_code rc; /* of the download, or of the device's fit */
   sl_dpc_parallax_result r;
 } parallax_source;
 
@@ -459,6 +473,81 @@ static sl_code segments_download(sl_kernel_args *a, dpc_state *st) {
   return rc;
 }
 
+#ifdef SLUICE_HAVE_CUDA
+/* The parallax's steps on the device (shaders/cuda/stem/dpc_parallax.h),
+ * behind the host's driver (sl_dpc_parallax_fit): its error in rc. */
+typedef struct device_steps {
+  sl_cuda_dpc_parallax *x;
+  sl_code rc;
+} device_steps;
+
+static bool dev_correlate(void *ctx, sl_dpc_parallax_set *s, const double *weight, double *diag) {
+  device_steps *d = ctx;
+  return (d->rc = sl_cuda_dpc_parallax_correlate(d->x, s->index, s->used, s->pair, weight, s->sum, diag)) == SL_OK;
+}
+
+static bool dev_power(void *ctx, const sl_dpc_parallax_set *s, double *power) {
+  device_steps *d = ctx;
+  return (d->rc = sl_cuda_dpc_parallax_power(d->x, s->used, power)) == SL_OK;
+}
+
+static bool dev_grid(void *ctx, const sl_dpc_parallax_set *s, double half, int64_t n_s, double *best) {
+  (void)s;
+  device_steps *d = ctx;
+  return (d->rc = sl_cuda_dpc_parallax_grid(d->x, half, n_s, best)) == SL_OK;
+}
+
+static bool dev_value(void *ctx, const sl_dpc_parallax_set *s, const double m[4], double *v) {
+  (void)s;
+  device_steps *d = ctx;
+  return (d->rc = sl_cuda_dpc_parallax_value(d->x, m, v)) == SL_OK;
+}
+
+static bool dev_pattern(void *ctx, const sl_dpc_parallax_set *s, double half, double *sc, double *p, int t,
+                        double *v) {
+  (void)s;
+  device_steps *d = ctx;
+  return (d->rc = sl_cuda_dpc_parallax_pattern(d->x, half, sc, p, t, v)) == SL_OK;
+}
+
+/* The shifts M o of the used segments (the host's expressions, tcbf_groups). */
+static bool dev_tcbf(void *ctx, const sl_dpc_parallax_set *s, const double *offsets, const double m[4],
+                     double chi_per_f2, int64_t margin, double *skewness) {
+  device_steps *d = ctx;
+  double *sh = malloc((size_t)s->used * 2 * sizeof *sh);
+  if (!sh) return false;
+  for (int u = 0; u < s->used; u++) {
+    const double o0 = offsets[3 * s->index[u]], o1 = offsets[3 * s->index[u] + 1];
+    sh[2 * u] = m[0] * o0 + m[1] * o1, sh[2 * u + 1] = m[2] * o0 + m[3] * o1;
+  }
+  d->rc = sl_cuda_dpc_parallax_tcbf(d->x, s->index, s->used, sh, m, s->cell, chi_per_f2, margin, skewness);
+  free(sh);
+  return d->rc == SL_OK;
+}
+
+/* The fit on the device where the segments are (their offsets read back:
+ * n x 3 doubles). *ran false, with why, when it cannot run there (the host
+ * fits then); ps->rc a device error. */
+static void parallax_on_device(parallax_source *ps, bool *ran, char *why, size_t why_size) {
+  sl_kernel_args *a = ps->a;
+  const sl_node *n = a->node;
+  const int ns = segment_count(n);
+  *ran = false;
+  const sl_cuda_parallax_geometry g = device_geometry(n->in[0].dims[0], n->in[0].dims[1]);
+  sl_cuda_dpc_parallax *x = NULL;
+  ps->rc = sl_cuda_dpc_parallax_of(ps->device, a, ns, &g, a->in[3], &x, why, why_size);
+  if (ps->rc != SL_OK || !x) return;
+  ps->rc = a->backend->ops->download(a->backend, ps->st->offsets_host, a->in[4], (size_t)ns * 3 * sizeof(double),
+                                     a->err);
+  if (ps->rc != SL_OK) return;
+  device_steps d = {x, SL_OK};
+  const sl_dpc_parallax_steps st = {&d, dev_correlate, dev_power, dev_grid, dev_value, dev_pattern, dev_tcbf};
+  (void)sl_dpc_parallax_fit(ps->st->parallax, &st, ps->st->offsets_host, &ps->cfg->probe, &ps->r);
+  ps->rc = d.rc;
+  *ran = ps->rc == SL_OK;
+}
+#endif
+
 /* The parallax of the segments, when it can decide: connected, the probe
  * known, the angle fitted, and found; run on the first call (the CoM's rule
  * was a guess). Notes why not where it cannot. Returns the result, or
@@ -472,18 +561,29 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
                  "defocus in Angstrom needs them)");
     return NULL;
   }
+  sl_dpc_parallax_result *r = &ps->r;
+  sl_kernel_args *a = ps->a;
+  bool ran = false;
+#ifdef SLUICE_HAVE_CUDA
   if (ps->on_device) {
+    char why[300] = "";
+    parallax_on_device(ps, &ran, why, sizeof why);
+    if (ps->rc != SL_OK) return NULL;
+    if (!ran) sl_node_note(n, "parallax_backend", "fitted on the host: %s", why);
+  }
+#endif
+  if (ps->on_device && !ran) {
     ps->rc = segments_download(ps->a, ps->st);
     if (ps->rc != SL_OK) return NULL;
     ps->segments = ps->st->segments_host, ps->offsets = ps->st->offsets_host;
   }
-  sl_dpc_parallax_result *r = &ps->r;
-  sl_kernel_args *a = ps->a;
-  const int64_t rows = n->in[0].dims[0];
-  int64_t row0 = 0, nrows = rows; /* the input: every row */
-  if (ps->segments == ps->st->segments_host) sl_dpc_parallax_band(rows, &row0, &nrows); /* read back: the band */
-  sl_dpc_parallax_run(ps->st->parallax, a->backend, a->worker_scratch, a->worker_scratch_stride, ps->segments,
-                      row0, nrows, ps->offsets, &cfg->probe, r);
+  if (!ran) {
+    const int64_t rows = n->in[0].dims[0];
+    int64_t row0 = 0, nrows = rows; /* the input: every row */
+    if (ps->segments == ps->st->segments_host) sl_dpc_parallax_band(rows, &row0, &nrows); /* read back: the band */
+    sl_dpc_parallax_run(ps->st->parallax, a->backend, a->worker_scratch, a->worker_scratch_stride, ps->segments,
+                        row0, nrows, ps->offsets, &cfg->probe, r);
+  }
   sl_node_note(n, "parallax",
                "%s: %.4g scan steps per disk radius at %.2f degrees%s, power gain %.3f (found above %.2f); "
                "|defocus| %.1f A; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",
@@ -729,7 +829,7 @@ static sl_code dpc_cuda(sl_kernel_args *a) {
   sl_dpc_fit_solve(&st->fit, cfg.fit_angle ? NULL : &cfg.angle, &fit);
   int t = dpc_transpose(&cfg, &fit);
   double theta = fit.angle[t], sign = 1;
-  parallax_source ps = {.a = a, .cfg = &cfg, .st = st, .on_device = true};
+  parallax_source ps = {.a = a, .cfg = &cfg, .st = st, .on_device = true, .device = &cp};
   if (adf_fit) {
     double totals[SL_DPC_ADF_SUMS];
     sl_dpc_adf_totals(st->adf_of_row, rows, totals);

@@ -56,7 +56,7 @@ static sl_backend *g_cpu, *g_cuda;
 
 /* The notes compared between host and device, in this order. */
 static const char *const k_notes[] = {"rotation_deg", "transpose", "curl", "branch", "branch_confidence", "angle_uncertainty",
-                                      "warning", "parallax", "branch_com"};
+                                      "warning", "parallax", "branch_com", "parallax_backend"};
 #define N_NOTES (sizeof k_notes / sizeof k_notes[0])
 
 typedef struct dpc_out {
@@ -372,8 +372,10 @@ static bool g_grid_ok = true;
 
 /* dpc_grid's runner: both backends on the case, compared; the host's
  * answer. Cases alternate with and without the ADF image; every case has
- * the segments and the probe (the parallax decides where the CoM's rule is
- * a guess: the device's path downloads the segments and fits on the host). */
+ * the segments and the probe (the parallax runs for the branch where the
+ * CoM's rule is a guess, else for the axis: on the device its steps run
+ * there, shaders/cuda/stem/dpc_parallax.cu, and a fit on the host instead
+ * would differ in the note "parallax_backend"). */
 static dpc_grid_answer grid_both(const dpc_grid_fields *f, int R, int C) {
   static int no;
   char label[64], alpha[32], step[32];
@@ -407,6 +409,14 @@ static void test_atomic_columns(void **st) {
   const int rots[] = {17, 143, 251};
   dpc_grid g = {alphas, 1, defoci, 3, doses, 2, rots, 3, 32, NULL};
   (void)dpc_grid_run(&g, grid_both);
+  assert_true(g_grid_ok);
+  /* On 64 x 64 scans at +-200 A the parallax is found and refined (its
+   * weighted correlations and second pattern search): the device's too. */
+  const double far[] = {-200, 200};
+  const char *dose4[] = {"1e4"};
+  const int rot60[] = {60};
+  dpc_grid big = {alphas, 1, far, 2, dose4, 1, rot60, 1, 64, NULL};
+  (void)dpc_grid_run(&big, grid_both);
   assert_true(g_grid_ok);
 }
 

@@ -32,7 +32,17 @@ typedef struct dpc_pieces {
 typedef struct dpc_device_state {
   sl_cuda_integral in;
   dpc_pieces mem;
+  sl_cuda_dpc_parallax *parallax; /* made on the parallax's first need (sl_cuda_dpc_parallax_of) */
 } dpc_device_state;
+
+/* The state's release: the parallax's context too. */
+static void dpc_state_release(void *p) {
+  dpc_device_state *s = (dpc_device_state *)p;
+  if (!s) return;
+  sl_cuda_dpc_parallax_free(s->parallax);
+  sl_cuda_integral_free(&s->in);
+  free(s);
+}
 
 /* dpc integrates the mirrored field: `mirror` is always true here. */
 static void dpc_layout(sl_table *t, int64_t R, int64_t C, bool mirror, sl_cuda_integral_pieces *integral,
@@ -235,6 +245,11 @@ extern "C" int64_t sl_cuda_dpc_state_bytes(int64_t rows, int64_t cols) {
   return t.used;
 }
 
+extern "C" int64_t sl_cuda_dpc_state_bytes_with(int64_t rows, int64_t cols, int n_segments,
+                                                const sl_cuda_parallax_geometry *g) {
+  return sl_cuda_dpc_state_bytes(rows, cols) + (n_segments > 0 ? sl_cuda_dpc_parallax_bytes(n_segments, g) : 0);
+}
+
 /* The state step 1 made. */
 static sl_code state_of(const sl_cuda_dpc_params *p, sl_kernel_args *a, dpc_device_state **out) {
   *out = (dpc_device_state *)*p->device_state.state;
@@ -259,6 +274,7 @@ extern "C" sl_code sl_cuda_dpc_rings(const sl_cuda_dpc_params *p, sl_kernel_args
                                       dpc_layout, k_node, &state, why, why_size);
   if (rc != SL_OK || !state) return rc;
   dpc_device_state *s = (dpc_device_state *)state;
+  *p->device_state.release = dpc_state_release; /* the parallax's context goes with it */
   *on_device = true;
   if ((rc = sl_cuda_integral_bind(&s->in, a, k_node))) return rc;
   cudaStream_t st = sl_cuda_queue(a);
@@ -332,4 +348,19 @@ extern "C" sl_code sl_cuda_dpc_finish(const sl_cuda_dpc_params *p, sl_kernel_arg
   }
   sl_k_dpc_scalars<<<1, 32, 0, st>>>((double *)a->out[2], (unsigned char *)a->out[3], theta_deg, t);
   return sl_cuda_check_launch(a, "sl_k_dpc_scalars");
+}
+
+extern "C" sl_code sl_cuda_dpc_parallax_of(const sl_cuda_dpc_params *p, sl_kernel_args *a, int n_segments,
+                                           const sl_cuda_parallax_geometry *g, const uint64_t *segments,
+                                           sl_cuda_dpc_parallax **out, char *why, size_t why_size) {
+  *out = NULL;
+  dpc_device_state *ds = NULL;
+  sl_code rc = state_of(p, a, &ds);
+  if (rc == SL_OK && !ds->parallax)
+    rc = sl_cuda_dpc_parallax_new(a, n_segments, p->rows, p->cols, g, sl_cuda_dpc_state_bytes(p->rows, p->cols),
+                                  &ds->parallax, why, why_size);
+  if (rc != SL_OK || !ds->parallax) return rc;
+  if ((rc = sl_cuda_dpc_parallax_bind(ds->parallax, a, segments))) return rc;
+  *out = ds->parallax;
+  return SL_OK;
 }

@@ -33,6 +33,7 @@
 
 #include "shaders/cuda/common/launcher.h"
 #include "shaders/cuda/stem/dpc_math.h"
+#include "shaders/cuda/stem/dpc_parallax.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,19 @@ typedef struct sl_cuda_dpc_params {
  * forward spectra), the four spectra [(R + 1)(C + 1)], the ring sums, the
  * phase, the reductions' partial sums and the rows' squared divergence. */
 int64_t sl_cuda_dpc_state_bytes(int64_t rows, int64_t cols);
+
+/* The same with the parallax's pieces after dpc's own, for n_segments
+ * segments (0: none; dpc_parallax.h). */
+int64_t sl_cuda_dpc_state_bytes_with(int64_t rows, int64_t cols, int n_segments, const sl_cuda_parallax_geometry *g);
+
+/* After step 1: the parallax's device context of this run, made on the
+ * first call that needs it over the pieces after dpc's own and kept (and
+ * freed) with dpc's state, bound to this call and its segments (device).
+ * SL_OK with *out NULL and the reason in why when it cannot run there
+ * (the node fits on the host then). */
+sl_code sl_cuda_dpc_parallax_of(const sl_cuda_dpc_params *p, sl_kernel_args *a, int n_segments,
+                                const sl_cuda_parallax_geometry *g, const uint64_t *segments,
+                                sl_cuda_dpc_parallax **out, char *why, size_t why_size);
 
 /* Step 1: ring_totals[sl_dpc_rings(rows, cols) * SL_DPC_RING_SUMS] (host)
  * from the field in[0], in[1]; with adf_of_row (host, non-NULL: the ADF
