@@ -112,6 +112,23 @@ static const char k_stem_yaml[] =
     "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
     "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row}\n";
 
+/* dpc and idpc alone on fields of a scan's size, up to 512 x 512 (stem.yaml
+ * gives them scans of 8 x 8 to 64 x 64, where a device's transforms take
+ * about their launches' time whatever the size: a per-operation rate from
+ * those priced the H200's dpc of a 512 x 512 scan several times over). The
+ * field is a hash of the position (gathered whole, as the CoM is). */
+static const char k_fields_yaml[] =
+    "pipeline: calibrate_fields\n"
+    "params: {side: {type: int, default: 64}}\n"
+    "nodes:\n"
+    "  ramp: {type: ramp, params: {positions: [\"${side}\"], item_shape: [\"${side}\"], dtype: f64, values: hash}}\n"
+    "  row: {type: gather, inputs: {x: ramp.out}}\n"
+    "  scaled: {type: affine, inputs: {x: ramp.out}, params: {scale: -0.5, offset: 1}}\n"
+    "  col: {type: gather, inputs: {x: scaled.y}}\n"
+    "  dpc: {type: dpc, inputs: {com_row: row.whole, com_col: col.whole}}\n"
+    "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
+    "outputs: {idpc: idpc.phase}\n";
+
 /* A streamed image of a scan's size as the products' are: its writers read
  * it back from results.h5 (write_png twice), which small scans' images do
  * not show (their time is the writers' calls). Its values are noise (ramp's
@@ -194,7 +211,23 @@ typedef struct calibration {
   int n_first;
   sample *warm;       /* a first run's nodes in a fresh process (first_run_in_child) */
   int n_warm;
+  /* While set (NULL-terminated), the runs keep the samples and first calls
+   * of these node types only (and of their dtypes' keys): fields.yaml
+   * makes its fields with ramp, affine and gather, whose rates come from
+   * their own pipelines (its 512 x 512 affine gave affine a setup 17 times
+   * its own, and the shipped loops estimates 4-10 times their time). */
+  const char *const *only;
 } calibration;
+
+/* Whether rate key `key` is kept (calibration.only). */
+static bool kept_type(const calibration *c, const char *key) {
+  if (!c->only) return true;
+  for (const char *const *t = c->only; *t; t++) {
+    size_t len = strlen(*t);
+    if (!strncmp(key, *t, len) && (key[len] == 0 || key[len] == '/')) return true;
+  }
+  return false;
+}
 
 static sl_code write_file(const char *dir, const char *name, const char *text, char *path,
                           size_t len, sl_error *err) {
@@ -363,6 +396,7 @@ static void note_first_calls(calibration *c, const sl_run *run) {
     char key[48];
     sl_cost_rate_key(&g->nodes[i], key, sizeof key);
     if (strcmp(key, c->warm[i].type)) break; /* not the same graph: nothing learnt */
+    if (!kept_type(c, key)) continue;
     bool earlier = false; /* a node of the type before it in this run paid */
     for (int q = 0; q < i && !earlier; q++) earlier = !strcmp(c->warm[q].type, key);
     if (earlier) continue;
@@ -450,6 +484,10 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
     }
     sl_run_free(&again);
   }
+  int k = 0; /* the kept types' samples (calibration.only) */
+  for (int i = 0; i < g->n_nodes; i++)
+    if (kept_type(c, s[i].type)) s[k++] = s[i];
+  c->n_samples -= g->n_nodes - k;
   if (kept) *kept = run;
   return rc;
 }
@@ -699,6 +737,12 @@ typedef void (*size_fn)(double scale, char *value, size_t len);
 static void stem_size(double scale, char *v, size_t len) {
   int side = 1 << (int)lround(log2(8.0 * sqrt(scale)));
   snprintf(v, len, "[%d, %d]", side, side);
+}
+
+/* 64 x 64 and powers of two up to 512 x 512 (stem_size says why powers of two). */
+static void fields_size(double scale, char *v, size_t len) {
+  int side = 1 << (int)lround(log2(64.0 * sqrt(scale)));
+  snprintf(v, len, "%d", side < 512 ? side : 512);
 }
 
 /* 128 x 128 and up to 1024 x 1024 (the products' scans). */
@@ -980,6 +1024,10 @@ int cmd_calibrate(int argc, char **argv) {
   if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, own.budget / 8, &err);
   if (st == SL_OK) st = two_sizes(&c, "stem.yaml", k_stem_yaml, "scan", stem_size, own.budget / 4, &err);
   if (st == SL_OK) st = two_sizes(&c, "image.yaml", k_image_yaml, "side", image_size, own.budget / 16, &err);
+  static const char *const fields_types[] = {"dpc", "idpc", NULL};
+  c.only = fields_types;
+  if (st == SL_OK) st = two_sizes(&c, "fields.yaml", k_fields_yaml, "side", fields_size, own.budget / 16, &err);
+  c.only = NULL;
   for (int k = 0; k < own.n_inputs && st == SL_OK; k++) st = detector_runs(&c, own.inputs[k], &err);
   if (st == SL_OK) st = fit_rates(&c, &prof, &err);
   for (int r = 0; r < c.n_runs; r++) sl_run_free(&c.runs[r]);
