@@ -5,6 +5,7 @@
  * pipelines on synthetic data (and on a given acquisition) at two sizes, from
  * which each node type's seconds per call and per unit of declared work are
  * fitted. Prints a table and writes the cache (or --out FILE). */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <spawn.h>
@@ -947,15 +948,18 @@ static int first_run_only(calibration *c, const own_opts *own) {
   return rc == SL_OK ? 0 : cli_fail(&err);
 }
 
-/* Removes calibrate's folder: every file write_file may have put there
- * (detector_input.yaml is the template detector.yaml uses), then the folder. */
+/* The folder calibrate made (mkdtemp) with the pipeline files it wrote
+ * there: every file in it, then the folder. */
 static void remove_dir(const char *dir) {
-  const char *names[] = {"overhead.yaml", "step.yaml",     "basic.yaml",         "stem.yaml",
-                         "image.yaml",    "detector.yaml", "detector_input.yaml"};
-  char path[512];
-  for (size_t k = 0; k < SL_COUNT_OF(names); k++) {
-    snprintf(path, sizeof path, "%s/%s", dir, names[k]);
-    remove(path);
+  DIR *d = opendir(dir);
+  if (d) {
+    char path[512];
+    for (struct dirent *e; (e = readdir(d));) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      remove(path);
+    }
+    closedir(d);
   }
   rmdir(dir);
 }
