@@ -44,6 +44,12 @@ typedef struct sl_node_cost {
   int64_t device_state_bytes; /* what the node holds in device memory for the
                                  whole run on a device backend (its device
                                  table); ignored on the CPU backend */
+  int64_t host_fallback_bytes; /* the part of state_bytes that only the
+                                  node's host path uses, made when it first
+                                  runs: on a device backend, where the device
+                                  kernel does that work, it is not planned
+                                  (made only if the device path cannot run,
+                                  which the node notes) */
 } sl_node_cost;
 
 struct sl_node;

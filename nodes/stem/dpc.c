@@ -210,12 +210,19 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
      * where the CoM's rule is a guess, else for the axis). */
     c->ops += sl_dpc_parallax_ops(ns, rows, cols);
     c->bytes_read += (int64_t)ns * rc * 8;
-    c->state_bytes += sl_dpc_parallax_bytes(ns, rows, cols);
+    /* The host steps' plans and buffers are made on their first need: on a
+     * device, whose steps run there, only the driver's weights are (unless
+     * the device's fit cannot run: a note says so). */
+    const int64_t host = sl_dpc_parallax_bytes(ns, rows, cols), driver = sl_dpc_parallax_driver_bytes(rows, cols);
+    c->state_bytes += host;
+    c->host_fallback_bytes = host - driver;
     c->per_worker_bytes = sl_dpc_parallax_worker_bytes(rows, cols);
 #ifdef SLUICE_HAVE_CUDA
+    /* the segments' band read back for the host's fit, and their offsets */
     int64_t band0, band;
     sl_dpc_parallax_band(rows, &band0, &band);
     c->state_bytes += (int64_t)ns * (band * cols + 3) * 8;
+    c->host_fallback_bytes += (int64_t)ns * band * cols * 8;
 #endif
   }
 #ifdef SLUICE_HAVE_CUDA
@@ -234,9 +241,9 @@ typedef struct dpc_state {
   double *div2_of_row; /* [rows]: squared divergence summed per row */
   double *adf;         /* [rows * cols]: the ADF image as f64 */
   double *adf_of_row;  /* [rows][SL_DPC_ADF_SUMS]: the ADF matched filter's sums per row */
-  sl_dpc_parallax *parallax; /* with the segments input */
-  uint64_t *segments_host;   /* CUDA: the segments' band (sl_dpc_parallax_band) and the offsets */
-  double *offsets_host;      /* read back for the parallax */
+  sl_dpc_parallax *parallax; /* with the segments input, made on first need (parallax_state) */
+  uint64_t *segments_host;   /* CUDA: the segments' band (sl_dpc_parallax_band), made on first need, */
+  double *offsets_host;      /* and their offsets, read back for the parallax */
 } dpc_state;
 
 static void dpc_release(sl_node *n) {
@@ -267,17 +274,11 @@ static sl_code dpc_prepare(sl_node *n, sl_error *err) {
   s->adf_of_row = malloc((size_t)(rows * SL_DPC_ADF_SUMS) * sizeof *s->adf_of_row);
   if (rc == SL_OK && (!s->phase || !s->div2_of_row || !s->adf || !s->adf_of_row))
     rc = sl_fail(err, SL_ERR_NOMEM, "out of memory");
-  const int ns = parallax_segments(n);
-  if (rc == SL_OK && ns) rc = sl_dpc_parallax_new(ns, rows, cols, &s->parallax, err);
 #ifdef SLUICE_HAVE_CUDA
-  if (rc == SL_OK && ns) {
-    int64_t band0, band;
-    sl_dpc_parallax_band(rows, &band0, &band);
-    s->segments_host = malloc((size_t)ns * (size_t)(band * cols) * sizeof *s->segments_host);
-    s->offsets_host = malloc((size_t)ns * 3 * sizeof *s->offsets_host);
-    if (!s->segments_host || !s->offsets_host)
-      rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for the segments' host copy");
-  }
+  /* the parallax's state and the segments' host copy are made on first need */
+  const int ns = parallax_segments(n);
+  if (rc == SL_OK && ns && !(s->offsets_host = malloc((size_t)ns * 3 * sizeof *s->offsets_host)))
+    rc = sl_fail(err, SL_ERR_NOMEM, "out of memory for the segments' offsets");
 #endif
   n->state = s;
   if (rc != SL_OK) dpc_release(n);
@@ -464,6 +465,8 @@ static sl_code segments_download(sl_kernel_args *a, dpc_state *st) {
   int64_t band0, band;
   sl_dpc_parallax_band(rows, &band0, &band);
   const size_t ns = (size_t)segment_count(n), piece = (size_t)(band * cols) * sizeof(uint64_t);
+  if (!st->segments_host && !(st->segments_host = malloc(ns * piece)))
+    return sl_fail(a->err, SL_ERR_NOMEM, "dpc: out of memory for the segments' host copy");
   sl_code rc = SL_OK;
   for (size_t k = 0; k < ns && rc == SL_OK; k++) /* segment k's band: one contiguous piece */
     rc = o->download(a->backend, (char *)st->segments_host + k * piece,
@@ -471,6 +474,19 @@ static sl_code segments_download(sl_kernel_args *a, dpc_state *st) {
                      piece, a->err);
   if (rc == SL_OK) rc = o->download(a->backend, st->offsets_host, a->in[4], ns * 3 * sizeof(double), a->err);
   return rc;
+}
+
+/* The parallax's host state, made on its first need: `steps` for the host
+ * steps (FFTW's plans, made here on the executor's thread, where no other
+ * node plans), else the driver's buffers only (the steps run on a device). */
+static sl_code parallax_state(const sl_node *n, dpc_state *st, bool steps, sl_error *err) {
+  if (st->parallax && (!steps || sl_dpc_parallax_has_host_steps(st->parallax))) return SL_OK;
+  sl_dpc_parallax_free(st->parallax);
+  st->parallax = NULL;
+  const int ns = parallax_segments(n);
+  const int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
+  return steps ? sl_dpc_parallax_new(ns, rows, cols, &st->parallax, err)
+               : sl_dpc_parallax_new_driver(ns, rows, cols, &st->parallax, err);
 }
 
 #ifdef SLUICE_HAVE_CUDA
@@ -539,6 +555,7 @@ static void parallax_on_device(parallax_source *ps, bool *ran, char *why, size_t
   if (ps->rc != SL_OK || !x) return;
   ps->rc = a->backend->ops->download(a->backend, ps->st->offsets_host, a->in[4], (size_t)ns * 3 * sizeof(double),
                                      a->err);
+  if (ps->rc == SL_OK) ps->rc = parallax_state(n, ps->st, false, a->err);
   if (ps->rc != SL_OK) return;
   device_steps d = {x, SL_OK};
   const sl_dpc_parallax_steps st = {&d, dev_correlate, dev_power, dev_grid, dev_value, dev_pattern, dev_tcbf};
@@ -578,6 +595,7 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
     ps->segments = ps->st->segments_host, ps->offsets = ps->st->offsets_host;
   }
   if (!ran) {
+    if ((ps->rc = parallax_state(n, ps->st, true, a->err)) != SL_OK) return NULL;
     const int64_t rows = n->in[0].dims[0];
     int64_t row0 = 0, nrows = rows; /* the input: every row */
     if (ps->segments == ps->st->segments_host) sl_dpc_parallax_band(rows, &row0, &nrows); /* read back: the band */
@@ -740,15 +758,18 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
     double totals[SL_DPC_ADF_SUMS];
     sl_dpc_adf_totals(st->adf_of_row, rows, totals);
     theta = dpc_adf_angle(n, &cfg, &fit, totals, rows * cols, &ps, &t);
+    if (ps.rc != SL_OK) return ps.rc; /* out of memory for the parallax's state */
   } else if (cfg.fit_angle) {
     sl_dpc_branch_sums v = branch_sums_of(st, a->backend, theta, t, rows * cols);
     const double score = sl_dpc_branch_score(&v, rows * cols);
     const sl_dpc_parallax_result *px = fabs(score) < SKEWNESS_SURE ? parallax_when_needed(&ps) : NULL;
+    if (ps.rc != SL_OK) return ps.rc;
     if (px) {
       theta = skewness_to_parallax(n, &cfg, px, theta, &t, score);
     } else {
       sign = dpc_branch_skewness(n, &theta, score);
       const double axis = fabs(score) >= SKEWNESS_SURE ? parallax_axis(n, &ps, theta, t) : theta;
+      if (ps.rc != SL_OK) return ps.rc;
       if (axis != theta) theta = axis, sign = 1; /* the fields from the parallax's axis */
     }
   }

@@ -138,6 +138,31 @@ sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax *
   return SL_OK;
 }
 
+int64_t sl_dpc_parallax_driver_bytes(int64_t rows, int64_t cols) {
+  return 24 * padded_elems(window_side(rows), window_side(cols));
+}
+
+sl_code sl_dpc_parallax_new_driver(int n, int64_t rows, int64_t cols, sl_dpc_parallax **out, sl_error *err) {
+  *out = NULL;
+  sl_dpc_parallax *p = calloc(1, sizeof *p);
+  if (!p) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit");
+  p->n = n, p->rows = rows, p->cols = cols;
+  sl_dpc_parallax_geometry g;
+  sl_dpc_parallax_geometry_of(rows, cols, &g);
+  p->wr = g.wr, p->wc = g.wc, p->lr = g.lr, p->lc = g.lc, p->pr = g.pr, p->pc = g.pc, p->tr = g.tr, p->tc = g.tc;
+  const size_t pw = (size_t)(p->pr * p->pc);
+  p->work = fftw_malloc(pw * sizeof(fftw_complex)); /* the powers, sorted for their median */
+  p->weight = malloc(pw * sizeof(double));
+  if (!p->work || !p->weight) {
+    sl_dpc_parallax_free(p);
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit's weights");
+  }
+  *out = p;
+  return SL_OK;
+}
+
+bool sl_dpc_parallax_has_host_steps(const sl_dpc_parallax *p) { return p && p->wfwd; }
+
 double sl_electron_wavelength(double kilovolts) {
   /* h / sqrt(2 m e V (1 + e V / (2 m c^2))): 12.2643 / sqrt(V (1 + 0.978476e-6 V)) A, V in volts. */
   double v = kilovolts * 1e3;
@@ -660,6 +685,10 @@ done:
 void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
                          const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
                          const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
+  if (!sl_dpc_parallax_has_host_steps(p)) { /* a driver's state only: nothing to run the steps with */
+    memset(r, 0, sizeof *r);
+    return;
+  }
   p->seg_row0 = seg_row0, p->seg_rows = seg_rows;
   host_steps h = {p, b, scratch, stride, segments};
   const sl_dpc_parallax_steps st = {&h, host_correlate, host_power, host_grid, host_value, host_pattern, host_tcbf};

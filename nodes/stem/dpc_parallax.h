@@ -76,9 +76,17 @@ int64_t sl_dpc_parallax_bytes(int n, int64_t rows, int64_t cols);
 int64_t sl_dpc_parallax_worker_bytes(int64_t rows, int64_t cols);
 int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols);
 
-/* The plans and buffers (FFTW planning is not thread safe: call from a
- * node's prepare). */
+/* The plans and buffers (FFTW planning is not thread safe: call where no
+ * other thread plans, a node's prepare or its kernel on the executor's
+ * thread). */
 sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax **out, sl_error *err);
+/* Only what sl_dpc_parallax_fit itself needs (the geometry and the noise
+ * weights' buffers), for steps that run elsewhere (a device): no plans, and
+ * sl_dpc_parallax_run finds nothing with it. */
+sl_code sl_dpc_parallax_new_driver(int n, int64_t rows, int64_t cols, sl_dpc_parallax **out, sl_error *err);
+int64_t sl_dpc_parallax_driver_bytes(int64_t rows, int64_t cols);
+/* Whether p has the host steps' plans and buffers (sl_dpc_parallax_new). */
+bool sl_dpc_parallax_has_host_steps(const sl_dpc_parallax *p);
 void sl_dpc_parallax_free(sl_dpc_parallax *p);
 
 /* The scan rows the fit reads (the tilt-corrected image's band, which holds
