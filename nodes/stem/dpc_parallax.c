@@ -104,24 +104,39 @@ void sl_dpc_parallax_free(sl_dpc_parallax *p) {
   free(p);
 }
 
-sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax **out, sl_error *err) {
-  *out = NULL;
+/* What every state holds: the geometry and the driver's buffers (the
+ * powers, sorted for their median, and the noise weights); NULL when out
+ * of memory. */
+static sl_dpc_parallax *parallax_base(int n, int64_t rows, int64_t cols) {
   sl_dpc_parallax *p = calloc(1, sizeof *p);
-  if (!p) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit");
+  if (!p) return NULL;
   p->n = n, p->rows = rows, p->cols = cols;
   sl_dpc_parallax_geometry g;
   sl_dpc_parallax_geometry_of(rows, cols, &g);
   p->wr = g.wr, p->wc = g.wc, p->lr = g.lr, p->lc = g.lc, p->pr = g.pr, p->pc = g.pc, p->tr = g.tr, p->tc = g.tc;
-  const size_t pw = (size_t)(p->pr * p->pc), np = (size_t)(p->tr * p->tc);
-  const size_t pairs = (size_t)n * (size_t)(n - 1) / 2, lags = (size_t)lag_elems(p->wr, p->wc);
-  p->wspec = fftw_malloc((size_t)n * pw * sizeof(fftw_complex));
+  const size_t pw = (size_t)(p->pr * p->pc);
   p->work = fftw_malloc(pw * sizeof(fftw_complex));
-  p->acc = fftw_malloc(np * sizeof(fftw_complex));
-  p->xcorr = malloc((pairs ? pairs : 1) * lags * sizeof(double));
-  p->ramp = malloc((size_t)(TCBF_GROUPS * 2 * (p->tr + p->tc)) * sizeof(double));
-  p->gbuf = fftw_malloc((size_t)(TCBF_GROUPS * 2 * group_elems((int64_t)np)) * sizeof(fftw_complex));
   p->weight = malloc(pw * sizeof(double));
-  if (!p->wspec || !p->work || !p->acc || !p->xcorr || !p->ramp || !p->weight || !p->gbuf) {
+  if (!p->work || !p->weight) {
+    sl_dpc_parallax_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax **out, sl_error *err) {
+  *out = NULL;
+  sl_dpc_parallax *p = parallax_base(n, rows, cols);
+  if (p) {
+    const size_t pw = (size_t)(p->pr * p->pc), np = (size_t)(p->tr * p->tc);
+    const size_t pairs = (size_t)n * (size_t)(n - 1) / 2, lags = (size_t)lag_elems(p->wr, p->wc);
+    p->wspec = fftw_malloc((size_t)n * pw * sizeof(fftw_complex));
+    p->acc = fftw_malloc(np * sizeof(fftw_complex));
+    p->xcorr = malloc((pairs ? pairs : 1) * lags * sizeof(double));
+    p->ramp = malloc((size_t)(TCBF_GROUPS * 2 * (p->tr + p->tc)) * sizeof(double));
+    p->gbuf = fftw_malloc((size_t)(TCBF_GROUPS * 2 * group_elems((int64_t)np)) * sizeof(fftw_complex));
+  }
+  if (!p || !p->wspec || !p->acc || !p->xcorr || !p->ramp || !p->gbuf) {
     sl_dpc_parallax_free(p);
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit of %d segments on a %lldx%lld scan",
                    n, (long long)rows, (long long)cols);
@@ -143,22 +158,8 @@ int64_t sl_dpc_parallax_driver_bytes(int64_t rows, int64_t cols) {
 }
 
 sl_code sl_dpc_parallax_new_driver(int n, int64_t rows, int64_t cols, sl_dpc_parallax **out, sl_error *err) {
-  *out = NULL;
-  sl_dpc_parallax *p = calloc(1, sizeof *p);
-  if (!p) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit");
-  p->n = n, p->rows = rows, p->cols = cols;
-  sl_dpc_parallax_geometry g;
-  sl_dpc_parallax_geometry_of(rows, cols, &g);
-  p->wr = g.wr, p->wc = g.wc, p->lr = g.lr, p->lc = g.lc, p->pr = g.pr, p->pc = g.pc, p->tr = g.tr, p->tc = g.tc;
-  const size_t pw = (size_t)(p->pr * p->pc);
-  p->work = fftw_malloc(pw * sizeof(fftw_complex)); /* the powers, sorted for their median */
-  p->weight = malloc(pw * sizeof(double));
-  if (!p->work || !p->weight) {
-    sl_dpc_parallax_free(p);
-    return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit's weights");
-  }
-  *out = p;
-  return SL_OK;
+  *out = parallax_base(n, rows, cols);
+  return *out ? SL_OK : sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit's weights");
 }
 
 bool sl_dpc_parallax_has_host_steps(const sl_dpc_parallax *p) { return p && p->wfwd; }
