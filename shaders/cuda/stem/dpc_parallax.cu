@@ -298,29 +298,24 @@ __device__ double px_block_value(const double *__restrict__ xcorr, long long lr,
 }
 
 /* The pattern search (the host's host_pattern) in one block: out[0..2] =
- * s, p, v. */
+ * s, p, v. Every thread keeps the search's state in its own registers and
+ * makes the same moves (px_block_value gives each the same value): no
+ * shared state to hand over between candidates. */
 __global__ void sl_k_px_pattern(const double *__restrict__ xcorr, long long lr, long long lc,
                                 const double *__restrict__ pair, int pairs, double half, double s0, double p0, int t,
                                 double v0, double *__restrict__ out) {
-  __shared__ double bs, bp, bv, ds, dp;
-  __shared__ bool better;
-  if (threadIdx.x == 0) bs = s0, bp = p0, bv = v0, ds = half / 2, dp = half / 2 / s0;
-  __syncthreads();
-  for (int it = 0; it < 400; it++) {
-    if (!(ds > 1e-4 * half)) break;
-    if (threadIdx.x == 0) better = false;
+  double bs = s0, bp = p0, bv = v0, ds = half / 2, dp = half / 2 / s0;
+  for (int it = 0; it < 400 && ds > 1e-4 * half; it++) {
+    bool better = false;
     for (int c = 0; c < 4; c++) {
-      __syncthreads();
       const double s = bs + (c == 0 ? ds : c == 1 ? -ds : 0), p = bp + (c == 2 ? dp : c == 3 ? -dp : 0);
       if (s <= 0) continue; /* the same for every thread */
       double m[4];
       px_matrix(s, p, t, m);
       const double v = px_block_value(xcorr, lr, lc, pair, pairs, m);
-      if (threadIdx.x == 0 && v > bv) bv = v, bs = s, bp = p, better = true;
+      if (v > bv) bv = v, bs = s, bp = p, better = true;
     }
-    __syncthreads();
-    if (threadIdx.x == 0 && !better) ds /= 2, dp /= 2;
-    __syncthreads();
+    if (!better) ds /= 2, dp /= 2;
   }
   if (threadIdx.x == 0) out[0] = bs, out[1] = bp, out[2] = bv;
 }
