@@ -551,7 +551,7 @@ static bool dev_tcbf(void *ctx, const sl_dpc_parallax_set *s, const double *offs
     const double o0 = offsets[3 * s->index[u]], o1 = offsets[3 * s->index[u] + 1];
     sh[2 * u] = m[0] * o0 + m[1] * o1, sh[2 * u + 1] = m[2] * o0 + m[3] * o1;
   }
-  d->rc = sl_cuda_dpc_parallax_tcbf(d->x, s->index, s->used, sh, m, s->cell, chi_per_f2, margin, skewness);
+  d->rc = sl_cuda_dpc_parallax_tcbf(d->x, s->used, sh, m, s->cell, chi_per_f2, margin, skewness);
   free(sh);
   return d->rc == SL_OK;
 }

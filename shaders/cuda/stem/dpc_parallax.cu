@@ -591,10 +591,9 @@ extern "C" sl_code sl_cuda_dpc_parallax_pattern(sl_cuda_dpc_parallax *x, double 
   return rc;
 }
 
-extern "C" sl_code sl_cuda_dpc_parallax_tcbf(sl_cuda_dpc_parallax *x, const int *index, int used, const double *shifts,
+extern "C" sl_code sl_cuda_dpc_parallax_tcbf(sl_cuda_dpc_parallax *x, int used, const double *shifts,
                                              const double m[4], double cell, double chi_per_f2, int64_t margin,
                                              double *skewness) {
-  (void)index; /* uploaded by the plain correlation, the same set */
   sl_kernel_args *a = x->a;
   cudaStream_t st = sl_cuda_queue(a);
   const sl_cuda_parallax_geometry *g = &x->g;

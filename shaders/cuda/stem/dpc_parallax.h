@@ -72,11 +72,11 @@ sl_code sl_cuda_dpc_parallax_power(sl_cuda_dpc_parallax *x, int used, double *po
 sl_code sl_cuda_dpc_parallax_grid(sl_cuda_dpc_parallax *x, double half, int64_t n_s, double *best);
 sl_code sl_cuda_dpc_parallax_value(sl_cuda_dpc_parallax *x, const double m[4], double *v);
 sl_code sl_cuda_dpc_parallax_pattern(sl_cuda_dpc_parallax *x, double half, double *s, double *p, int t, double *v);
-/* shifts[used][2]: M o of each used segment (rows, columns of the scan);
- * blur: the segment's cell times M (sincs along M^T f). */
-sl_code sl_cuda_dpc_parallax_tcbf(sl_cuda_dpc_parallax *x, const int *index, int used, const double *shifts,
-                                  const double m[4], double cell, double chi_per_f2, int64_t margin,
-                                  double *skewness);
+/* The used segments are the plain correlation's; shifts[used][2]: M o of
+ * each (rows, columns of the scan); cell: the segments' side in radii (its
+ * blur, sincs along M^T f). */
+sl_code sl_cuda_dpc_parallax_tcbf(sl_cuda_dpc_parallax *x, int used, const double *shifts, const double m[4],
+                                  double cell, double chi_per_f2, int64_t margin, double *skewness);
 
 #ifdef __cplusplus
 }
