@@ -220,13 +220,18 @@ typedef struct calibration {
   const char *const *only;
 } calibration;
 
+/* Whether rate key `type` is `key`, or one of its dtypes' keys
+ * (key/dtype) where `key` is a bare type. */
+static bool key_of_type(const char *type, const char *key) {
+  size_t len = strlen(key);
+  return !strncmp(type, key, len) && (type[len] == 0 || (!strchr(key, '/') && type[len] == '/'));
+}
+
 /* Whether rate key `key` is kept (calibration.only). */
 static bool kept_type(const calibration *c, const char *key) {
   if (!c->only) return true;
-  for (const char *const *t = c->only; *t; t++) {
-    size_t len = strlen(*t);
-    if (!strncmp(key, *t, len) && (key[len] == 0 || key[len] == '/')) return true;
-  }
+  for (const char *const *t = c->only; *t; t++)
+    if (key_of_type(key, *t)) return true;
   return false;
 }
 
@@ -430,12 +435,11 @@ static void note_first_calls(calibration *c, const sl_run *run) {
  * its dtypes'), fitted as a + b x bytes up to the largest extra
  * (sl_cost_fit_first_call). */
 static void first_call_of(const calibration *c, const char *key, sl_cost_rate *r) {
-  size_t len = strlen(key);
   double x[CALIBRATE_MAX_FIRST], y[CALIBRATE_MAX_FIRST];
   int n = 0;
   for (int k = 0; k < c->n_first; k++) {
     const first_call *f = &c->first[k];
-    if (strncmp(f->type, key, len) || !(f->type[len] == 0 || (!strchr(key, '/') && f->type[len] == '/'))) continue;
+    if (!key_of_type(f->type, key)) continue;
     for (int q = 0; q < f->n && n < CALIBRATE_MAX_FIRST; q++) x[n] = f->bytes[q], y[n++] = f->seconds[q];
   }
   sl_cost_fit_first_call(x, y, n, &r->first_call_seconds, &r->first_call_seconds_per_byte,

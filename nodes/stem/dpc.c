@@ -208,10 +208,10 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
    * transform of the integral's three) and the rotated spectra. */
   c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) / 3 + sl_dpc_fit_ops(rows, cols);
   c->library_bytes = SL_FFTW_PLANNER_BYTES;
-  c->device_library_bytes = SL_CUFFT_HOST_BYTES + (parallax_segments(n) ? PARALLAX_CUFFT_HOST_BYTES : 0);
+  const int ns = parallax_segments(n);
+  c->device_library_bytes = SL_CUFFT_HOST_BYTES + (ns ? PARALLAX_CUFFT_HOST_BYTES : 0);
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
                    2 * rc * 8 + rows * (1 + SL_DPC_ADF_SUMS) * 8;
-  const int ns = parallax_segments(n);
   if (ns) {
     /* The parallax (and on CUDA the segments' host copies): it runs
      * whenever the angle is fitted with the probe's params (for the branch
