@@ -130,6 +130,30 @@ static const char k_fields_yaml[] =
     "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
     "outputs: {idpc: idpc.phase}\n";
 
+/* dpc fitting the BF segments' parallax (its own rate: dpc's
+ * rate_variant), on simulated atomic columns under a defocus whose
+ * parallax (about 4 scan steps per disk radius) is found at every size, so
+ * that the refinement and the tilt-corrected image run as in a run that
+ * finds one. The probe params only scale the reported defocus. */
+static const char k_parallax_yaml[] =
+    "pipeline: calibrate_parallax\n"
+    "params: {scan: {type: shape, default: [32, 32]}}\n"
+    "nodes:\n"
+    "  source:\n"
+    "    type: synthetic_4dstem\n"
+    "    params: {scan_shape: \"${scan}\", detector_shape: [64, 64], disk_radius: 12, defocus: 3, dose: 10000,\n"
+    "             atom_spacing: 6}\n"
+    "  pattern: {type: sum, inputs: {x: source.frames}}\n"
+    "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
+    "  com: {type: com, inputs: {frames: source.frames}}\n"
+    "  segments: {type: bf_segments, inputs: {frames: source.frames, disk: disk.disk}}\n"
+    "  dpc:\n"
+    "    type: dpc\n"
+    "    inputs: {com_row: com.com_row, com_col: com.com_col, segments: segments.segments,\n"
+    "             segment_offsets: segments.offsets}\n"
+    "    params: {semiangle_mrad: 20, energy_kev: 300, step_angstrom: 0.4}\n"
+    "outputs: {rot: dpc.com_row_rot}\n";
+
 /* A streamed image of a scan's size as the products' are: its writers read
  * it back from results.h5 (write_png twice), which small scans' images do
  * not show (their time is the writers' calls). Its values are noise (ramp's
@@ -750,6 +774,15 @@ static void fields_size(double scale, char *v, size_t len) {
   snprintf(v, len, "%d", side < 512 ? side : 512);
 }
 
+/* 32 x 32 and powers of two up to 128 x 128, the parallax's largest fit
+ * window (the simulation takes most of a run: 1.2 s at 128 x 128 on two
+ * of the build VM's cores). */
+static void parallax_size(double scale, char *v, size_t len) {
+  int side = 1 << (int)lround(log2(32.0 * sqrt(scale)));
+  side = side < 128 ? side : 128;
+  snprintf(v, len, "[%d, %d]", side, side);
+}
+
 /* 128 x 128 and up to 1024 x 1024 (the products' scans). */
 static void image_size(double scale, char *v, size_t len) {
   snprintf(v, len, "%d", (int)fmin(1024, 128 * lround(sqrt(scale))));
@@ -1035,6 +1068,10 @@ int cmd_calibrate(int argc, char **argv) {
   static const char *const fields_types[] = {"dpc", "idpc", NULL};
   c.only = fields_types;
   if (st == SL_OK) st = two_sizes(&c, "fields.yaml", k_fields_yaml, "side", fields_size, own.budget / 16, &err);
+  static const char *const parallax_types[] = {"dpc", NULL};
+  c.only = parallax_types;
+  if (st == SL_OK)
+    st = two_sizes(&c, "parallax.yaml", k_parallax_yaml, "scan", parallax_size, own.budget / 16, &err);
   c.only = NULL;
   for (int k = 0; k < own.n_inputs && st == SL_OK; k++) st = detector_runs(&c, own.inputs[k], &err);
   if (st == SL_OK) st = fit_rates(&c, &prof, &err);

@@ -135,6 +135,13 @@ typedef struct sl_node_desc {
    * whatever happened; both idempotent, process-wide). */
   void (*device_warm_up_begin)(void);
   void (*device_warm_up_wait)(void);
+  /* Optional: a variant of the node's rate key (sl_cost_rate_key appends
+   * "/variant") when its work is of another kind than its plain calls',
+   * so that calibrate fits it a rate of its own (dpc with the probe params
+   * fits the BF segments' parallax: on a device its transforms and
+   * searches run at another rate per operation than the rotation's). NULL,
+   * or a NULL return: the plain key. */
+  const char *(*rate_variant)(const struct sl_node *n);
   /* The node writes a graph output where the run keeps it (results.h5, a
    * PNG: nodes/io, appended by the run for each output). The executor does
    * not assemble an output that a sink reads, and the plan does not count

@@ -49,19 +49,22 @@ const sl_cost_rate *sl_cost_profile_rate(const sl_cost_profile *p, const char *t
 
 /* The rate of "type/dtype", else of "type". */
 const sl_cost_rate *sl_cost_rate_for(const sl_cost_profile *p, const char *key) {
-  const sl_cost_rate *r = sl_cost_profile_rate(p, key);
-  const char *slash = key ? strchr(key, '/') : NULL;
-  if (r || !slash) return r;
-  for (int i = 0; i < p->n_rates; i++)
-    if (strlen(p->rates[i].type) == (size_t)(slash - key) && !strncmp(p->rates[i].type, key, (size_t)(slash - key)))
-      return &p->rates[i];
+  /* "t/dtype/variant", then "t/dtype", then "t": each time without the last part */
+  for (size_t len = key ? strlen(key) : 0; len > 0;) {
+    for (int i = 0; i < p->n_rates; i++)
+      if (strlen(p->rates[i].type) == len && !strncmp(p->rates[i].type, key, len)) return &p->rates[i];
+    while (len > 0 && key[len - 1] != '/') len--;
+    if (len > 0) len--; /* the '/' */
+  }
   return NULL;
 }
 
 void sl_cost_rate_key(const sl_node *n, char *buf, size_t len) {
   const char *type = sl_node_type_name(n);
-  if (n->desc && n->n_in > 0) snprintf(buf, len, "%s/%s", type, sl_dtype_name(n->in[0].dtype));
-  else snprintf(buf, len, "%s", type);
+  const char *variant = n->desc && n->desc->rate_variant ? n->desc->rate_variant(n) : NULL;
+  int k = n->desc && n->n_in > 0 ? snprintf(buf, len, "%s/%s", type, sl_dtype_name(n->in[0].dtype))
+                                 : snprintf(buf, len, "%s", type);
+  if (variant && k >= 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, "/%s", variant);
 }
 
 bool sl_cost_profile_set_rate(sl_cost_profile *p, const sl_cost_rate *rate) {

@@ -155,10 +155,12 @@ bool sl_cost_profile_set_rate(sl_cost_profile *p, const sl_cost_rate *rate);
 
 /* A node's declared work in its type's unit: ops, or bytes moved. */
 double sl_cost_work(const sl_node_cost *c, bool per_op);
-/* The key of node n's rate: "type/dtype of input 0", or "type". */
+/* The key of node n's rate: "type/dtype of input 0", or "type"; then
+ * "/variant" where the node's type names one (sl_node_desc.rate_variant). */
 void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
-/* Seconds for `calls` calls of a node whose rate key is `type` ("t/dtype"
- * falls back to "t", then to the bandwidth model) that together cost `c`.
+/* Seconds for `calls` calls of a node whose rate key is `type`
+ * ("t/dtype/variant" falls back to "t/dtype", that to "t", then to the
+ * bandwidth model) that together cost `c`.
  * `device`: the node runs on a device backend's device (not a host node
  * there); its setup once per run is scaled down below the rate's
  * run_work_least, for what it sets up is sized to the run's data (the

@@ -136,6 +136,12 @@ static int parallax_segments(const sl_node *n) {
              : 0;
 }
 
+/* The rate of a dpc that may fit the parallax is calibrated apart
+ * (calibrate's parallax.yaml): on the H200 its device steps took 16.5-17.4
+ * ms on a 512 x 512 scan where its operations at the rotation's rate gave
+ * 5.4 ms (docs/performance.md). */
+static const char *dpc_rate_variant(const sl_node *n) { return parallax_segments(n) ? "parallax" : NULL; }
+
 #ifdef SLUICE_HAVE_CUDA
 /* The parallax's windows as the device takes them: the host's. */
 static sl_cuda_parallax_geometry device_geometry(int64_t rows, int64_t cols) {
@@ -936,5 +942,6 @@ const sl_node_desc sl_node_dpc = {
     .infer = dpc_infer, .cost = dpc_cost, .prepare = dpc_prepare, .release = dpc_release,
     .kernel = {[SL_BACKEND_CPU] = dpc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(dpc_cuda)},
     .device_warm_up_begin = sl_cufft_warm_up_begin, .device_warm_up_wait = sl_cufft_warm_up_wait,
+    .rate_variant = dpc_rate_variant,
     .scan_image_outputs = 0x33u /* com_row_rot, com_col_rot, curl, divergence */,
 };

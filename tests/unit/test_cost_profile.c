@@ -208,6 +208,11 @@ static void test_estimate_closed_form(void **state) {
   /* a dtype's own rate wins, another dtype falls back to the type's */
   assert_true(sl_cost_estimate(&p, "sum/u16", &c, 4, false) == 4 * 0.0625 + 640.0 / 32);
   assert_true(sl_cost_estimate(&p, "sum/f32", &c, 4, false) == 4 * 0.125 + 640.0 / 64);
+  /* a variant (sl_node_desc.rate_variant) without its own rate: its dtype's, else its type's */
+  assert_true(sl_cost_estimate(&p, "sum/u16/parallax", &c, 4, false) == 4 * 0.0625 + 640.0 / 32);
+  assert_true(sl_cost_estimate(&p, "sum/f32/parallax", &c, 4, false) == 4 * 0.125 + 640.0 / 64);
+  assert_true(sl_cost_rate_for(&p, "sum/u16/parallax") == sl_cost_rate_for(&p, "sum/u16"));
+  assert_null(sl_cost_rate_for(&p, "affine/u16/parallax"));
   /* per byte: bytes moved */
   assert_true(sl_cost_estimate(&p, "gather", &c, 2, false) == 3.0 + 2 * 1.0 + 4000.0 / 128);
   assert_true(sl_cost_estimate(&p, "gather", &c, 0, false) == 4000.0 / 128); /* never called: no setup */

@@ -20,6 +20,7 @@
 #include "engine/core/settings.h"
 #include "engine/core/simd.h"
 #include "engine/core/util.h"
+#include "engine/plan/cost_profile.h"
 #include "nodes/stem/dpc_fit.h"
 #include "nodes/stem/dpc_pair_power.h"
 #include "nodes/stem/dpc_parallax.h"
@@ -96,6 +97,11 @@ static dpc_result run_dpc_inputs(const double *cr, const double *cc, const doubl
   const char *num = conf ? strchr(conf, ':') : NULL; /* the note reads "branch_confidence: 0.123 (...)" */
   r.confidence = num ? atof(num + 1) : 0;
   r.warned = note(&n, "warning") != NULL;
+  /* a dpc that may fit the parallax has a rate of its own (calibrate's parallax.yaml) */
+  char key[64];
+  sl_cost_rate_key(&n, key, sizeof key);
+  const char *px = note(&n, "parallax");
+  assert_string_equal(key, px && !strstr(px, "not used") ? "dpc/f64/parallax" : "dpc/f64");
   node_free(&n);
   assert_true(t <= 1);
   r.angle = angle;
