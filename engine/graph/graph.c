@@ -386,6 +386,7 @@ static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *e
   for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
   if (!strcmp(ns->type, "iterate")) {
     n->times = ns->times;
+    n->expect = ns->expect;
     n->n_in = (int)ns->body->n_inputs;
     n->n_out = (int)ns->body->n_outputs;
     if (n->n_in > 8 || n->n_out > 8) {

@@ -82,6 +82,8 @@ typedef struct sl_node {
   struct sl_graph *body;
   int64_t times;  /* iterations; with until_out, the most */
   int until_out;  /* body output (u8[1]) that stops the loop once nonzero, or -1 */
+  int64_t expect; /* with until_out: the iterations the plan expects where no
+                     earlier run's count is known (0: times) */
   int n_carry;
   int carry_in[8];  /* body input index fed by ... */
   int carry_out[8]; /* ... this body output on the next iteration */

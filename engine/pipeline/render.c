@@ -60,6 +60,10 @@ sl_yaml *sl_spec_to_yaml(const sl_spec *s) {
         ok &= sl_yaml_append(e, "carry", c);
       }
       if (n->until) ok &= sl_yaml_append(e, "until", text(n->until, l));
+      if (n->expect > 0) {
+        snprintf(buf, sizeof buf, "%" PRId64, n->expect);
+        ok &= sl_yaml_append(e, "expect", text(buf, l));
+      }
     }
     if (n->n_inputs) {
       sl_yaml *in = sl_yaml_new_map(l);

@@ -56,6 +56,8 @@ typedef struct sl_node_spec {
   char *until;          /* NULL, or a body output (u8[1]): the loop stops after an
                            iteration that made it nonzero */
   sl_loc until_loc;
+  int64_t expect;       /* with until: the iterations the plan expects where no
+                           earlier run's count is known (0: times) */
   size_t n_carry;
   char **carry; /* names that are both body inputs and body outputs */
 } sl_node_spec;

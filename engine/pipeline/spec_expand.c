@@ -9,8 +9,8 @@
 #include "engine/core/util.h"
 #include "engine/pipeline/spec_loader.h"
 
-static const char *const k_node_keys[] = {"type",  "use",   "iterate", "inputs",
-                                          "params", "times", "carry",   "until"};
+static const char *const k_node_keys[] = {"type",  "use",   "iterate", "inputs", "params",
+                                          "times", "carry", "until",   "expect"};
 
 /* A new zeroed node of s; NULL when out of memory. */
 static sl_node_spec *add_node(sl_spec *s) {
@@ -177,6 +177,27 @@ static sl_code parse_until(sl_node_spec *n, const sl_yaml *until, const char *id
   return sl_spec_fail_at(err, until->loc);
 }
 
+/* expect: (with until:) the iterations the plan expects before the loop
+ * has run once: an integer from 1 to times, or 0 for times (a template's
+ * param may leave it unset so). */
+static sl_code parse_expect(sl_node_spec *n, const sl_yaml *expect, const char *id, sl_error *err) {
+  if (!n->until) {
+    sl_fail(err, SL_ERR_PIPELINE,
+            "expect: of node '%s' needs until: (without a stop condition the loop runs times: iterations)", id);
+    return sl_spec_fail_at(err, expect->loc);
+  }
+  int64_t v;
+  if (expect->kind != SL_Y_SCALAR || !sl_parse_i64(expect->scalar, &v) || v < 0 || v > n->times) {
+    char *shown = sl_yaml_flow_string(expect);
+    sl_fail(err, SL_ERR_PIPELINE, "expect: of node '%s' must be an integer from 0 (none) to times (%lld), found '%s'", id,
+            (long long)n->times, shown ? shown : "...");
+    free(shown);
+    return sl_spec_fail_at(err, expect->loc);
+  }
+  n->expect = v;
+  return SL_OK;
+}
+
 static sl_code expand_use(sl_spec_loader *L, sl_spec *s, sl_aliases *as, const char *id,
                           const sl_yaml *e, const char *base_dir, sl_error *err) {
   sl_code rc;
@@ -255,6 +276,7 @@ static sl_code expand_iterate(sl_spec_loader *L, sl_spec *s, const char *id, sl_
   const sl_yaml *times = sl_yaml_get(e, "times");
   const sl_yaml *carry = sl_yaml_get(e, "carry");
   const sl_yaml *until = sl_yaml_get(e, "until");
+  const sl_yaml *expect = sl_yaml_get(e, "expect");
   if ((rc = entry_file(e, "iterate", id, "a body file", &it, err))) return rc;
   if (!times) {
     sl_fail(err, SL_ERR_PIPELINE,
@@ -291,6 +313,7 @@ static sl_code expand_iterate(sl_spec_loader *L, sl_spec *s, const char *id, sl_
     return rc;
   if (carry && (rc = parse_carry(n, carry, id, err))) return rc;
   if (until && (rc = parse_until(n, until, id, err))) return rc;
+  if (expect && (rc = parse_expect(n, expect, id, err))) return rc;
   for (size_t k = 0; k < n->body->n_sources; k++)
     if ((rc = sl_spec_add_source(s, n->body->sources[k], err))) return rc;
   return SL_OK;
@@ -329,7 +352,7 @@ sl_code sl_spec_expand_entry(sl_spec_loader *L, sl_spec *s, sl_aliases *as, cons
   bool is_iter = sl_yaml_get(raw, "iterate") != NULL;
   if (!is_iter) {
     const char *bad = NULL;
-    for (const char *const *k = (const char *const[]){"times", "carry", "until", NULL}; *k && !bad; k++)
+    for (const char *const *k = (const char *const[]){"times", "carry", "until", "expect", NULL}; *k && !bad; k++)
       if (sl_yaml_get(raw, *k)) bad = *k;
     if (bad) {
       long k = sl_yaml_find(raw, bad);

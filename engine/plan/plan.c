@@ -193,11 +193,13 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     sl_code rc = sl_plan_build(n->body, &body_opts, &pn->body, err);
     if (rc != SL_OK) return rc;
     /* An until-loop runs at most `times` iterations: estimated by what it
-     * ran the last time this pipeline ran, when known. */
+     * ran the last time this pipeline ran, when known, else by its
+     * `expect:` (the pipeline's author's), else at the most. */
     int64_t iters = n->times;
+    if (n->until_out >= 0 && n->expect > 0) iters = n->expect, pn->calls_expected = true;
     if (n->until_out >= 0 && !opts->body) {
       int64_t last = opts->loop_iterations ? opts->loop_iterations[i] : -1;
-      if (last >= 1 && last <= n->times) iters = last, pn->calls_from_history = true;
+      if (last >= 1 && last <= n->times) iters = last, pn->calls_from_history = true, pn->calls_expected = false;
     }
     pn->cost.bytes_read = sat_mul(pn->body->bytes_read, iters);
     pn->cost.bytes_written = sat_mul(pn->body->bytes_written, iters);

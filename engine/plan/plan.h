@@ -74,9 +74,11 @@ typedef struct sl_plan_level {
 typedef struct sl_plan_node {
   sl_node_cost cost; /* for the whole run */
   int64_t calls;     /* kernel calls in the whole run (iterate: iterations
-                        estimated: times, or an until-loop's last run) */
+                        estimated: times, or an until-loop's last run, else
+                        its expect:) */
   bool calls_from_history; /* an until-loop estimated by its last run
                               (engine/plan/loop_history.h) */
+  bool calls_expected;     /* ... by its expect: (it never ran) */
   double est_seconds; /* sl_cost_estimate of cost and calls, plus the
                          wait below */
   /* A device library's load its first call waits for (sl_cost_warm_up_wait;

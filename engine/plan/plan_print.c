@@ -80,6 +80,8 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
       char est[96] = "";
       if (p->nodes[i].calls_from_history)
         snprintf(est, sizeof est, " (estimated at %lld: its last run)", (long long)p->nodes[i].calls);
+      else if (p->nodes[i].calls_expected)
+        snprintf(est, sizeof est, " (estimated at %lld: its expect, never ran)", (long long)p->nodes[i].calls);
       else if (g->nodes[i].until_out >= 0)
         snprintf(est, sizeof est, " (estimated at the most: never ran)");
       fprintf(f, "%siterate node '%s': body planned once, run %s%lld times%s%s%s%s:\n", ind,
@@ -216,6 +218,8 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
       if (n->until_out >= 0) {
         sl_json_kv_string(j, "until", n->out_names[n->until_out]);
         sl_json_kv_bool(j, "estimated_from_last_run", pn->calls_from_history);
+        if (n->expect > 0) sl_json_kv_int(j, "expect", n->expect);
+        sl_json_kv_bool(j, "estimated_from_expect", pn->calls_expected);
       }
       sl_json_key(j, "body");
       sl_plan_json(j, pn->body);
