@@ -8,6 +8,7 @@
 #define SL_ONCE_THREAD_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -16,6 +17,8 @@ typedef struct sl_once_thread {
   pthread_t thread;
   bool started; /* once per process */
   bool running; /* started and not joined */
+  void *(*fn)(void *);
+  atomic_bool finished; /* fn has returned */
   _Alignas(16) unsigned char arg[64];
 } sl_once_thread;
 
@@ -26,5 +29,8 @@ typedef struct sl_once_thread {
  * as started (the warm-up is then simply not done). */
 void sl_once_thread_start(sl_once_thread *t, void *(*fn)(void *), const void *arg, size_t arg_size);
 void sl_once_thread_join(sl_once_thread *t);
+/* Whether a thread was started and its function has returned (joined or
+ * not): the plan's estimate of a wait for it is then 0. Never blocks. */
+bool sl_once_thread_finished(sl_once_thread *t);
 
 #endif

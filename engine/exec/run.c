@@ -101,6 +101,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     prepared = rc == SL_OK;
   }
   double t_prepared = sl_now();
+  if (rc == SL_OK && kind != SL_BACKEND_CPU) sl_plan_refresh_warm_up_waits(out->plan, t_prepared - t_created);
   if (rc == SL_OK) {
     sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel};
     rc = sl_execute(out->plan, b, &eo, &out->result, err);

@@ -135,6 +135,9 @@ typedef struct sl_node_desc {
    * whatever happened; both idempotent, process-wide). */
   void (*device_warm_up_begin)(void);
   void (*device_warm_up_wait)(void);
+  /* Optional, with them: whether the background load has finished
+   * (never blocks; the run's plan then expects no wait for it). */
+  bool (*device_warm_up_done)(void);
   /* Optional: a variant of the node's rate key (sl_cost_rate_key appends
    * "/variant") when its work is of another kind than its plain calls',
    * so that calibrate fits it a rate of its own (dpc with the probe params

@@ -284,18 +284,31 @@ static void add_once(sl_plan *p, int i, int level, double seconds) {
  * with the library loaded): the wait is added to the node's, its level's
  * and the run's estimates. In execution order, so that a later node sees
  * the load already done. Iterate bodies are not looked into. */
-static void plan_warm_up_waits(sl_plan *p, const sl_graph *g) {
-  if (p->caps.kind == SL_BACKEND_CPU || !(p->profile.library_load_seconds > 0)) return;
+static void plan_warm_up_waits(sl_plan *p, const sl_graph *g, double load_seconds) {
+  if (p->caps.kind == SL_BACKEND_CPU || !(load_seconds > 0)) return;
   for (int l = 0; l < p->n_levels; l++)
     for (int k = 0; k < p->levels[l].n_nodes; k++) {
       int i = p->levels[l].nodes[k];
       const sl_node_desc *d = g->nodes[i].desc;
       if (!d || d->host || !d->device_warm_up_wait || p->nodes[i].calls <= 0 || first_exec_level(p, i) != l)
         continue;
-      double wait = sl_cost_warm_up_wait(p->profile.library_load_seconds, plan_started_seconds(p, i, l));
+      double wait = sl_cost_warm_up_wait(load_seconds, plan_started_seconds(p, i, l));
       p->nodes[i].warm_up_wait_seconds = wait;
       add_once(p, i, l, wait);
     }
+}
+
+void sl_plan_refresh_warm_up_waits(sl_plan *p, double since_backend_seconds) {
+  const sl_graph *g = p->graph;
+  bool done = true; /* every library the waits are for has loaded */
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (!(p->nodes[i].warm_up_wait_seconds > 0)) continue;
+    const sl_node_desc *d = g->nodes[i].desc;
+    done = done && d->device_warm_up_done && d->device_warm_up_done();
+    add_once(p, i, first_exec_level(p, i), -p->nodes[i].warm_up_wait_seconds);
+    p->nodes[i].warm_up_wait_seconds = 0;
+  }
+  if (!done) plan_warm_up_waits(p, g, p->profile.library_load_seconds - since_backend_seconds);
 }
 
 /* The first node of each rate (execution order) pays its type's
@@ -445,7 +458,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     p->levels[l].est_seconds += (double)runs * p->profile.batch_seconds;
     p->est_seconds += (double)runs * p->profile.batch_seconds;
   }
-  if (!opts->body) plan_warm_up_waits(p, g), plan_first_calls(p, g);
+  if (!opts->body) plan_warm_up_waits(p, g, p->profile.library_load_seconds), plan_first_calls(p, g);
   p->est_seconds += p->profile.run_seconds;
   return SL_OK;
 }

@@ -203,6 +203,14 @@ void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c);
 /* SL_ERR_BUDGET with a typed estimate (what needs how much) when the planned
  * peak exceeds the plan's memory limit. */
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err);
+/* The waits for the device libraries' background load estimated again
+ * when execution is about to start (sl_plan_build assumes it starts as the
+ * backend comes up, with the profile's library_load_seconds left): none
+ * where the loads have finished (sl_node_desc.device_warm_up_done), else
+ * what is left after since_backend_seconds (the backend's creation to
+ * now: the nodes' prepare). The node's, its level's and the run's
+ * estimates follow. */
+void sl_plan_refresh_warm_up_waits(sl_plan *p, double since_backend_seconds);
 void sl_plan_print(FILE *f, const sl_plan *p);
 /* The plan's tree of schedule regions (plan_regions.c): whole and stream
  * regions of each pass, loops holding their bodies' regions. */

@@ -942,6 +942,7 @@ const sl_node_desc sl_node_dpc = {
     .infer = dpc_infer, .cost = dpc_cost, .prepare = dpc_prepare, .release = dpc_release,
     .kernel = {[SL_BACKEND_CPU] = dpc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(dpc_cuda)},
     .device_warm_up_begin = sl_cufft_warm_up_begin, .device_warm_up_wait = sl_cufft_warm_up_wait,
+    .device_warm_up_done = sl_cufft_warm_up_done,
     .rate_variant = dpc_rate_variant,
     .scan_image_outputs = 0x33u /* com_row_rot, com_col_rot, curl, divergence */,
 };

@@ -174,5 +174,6 @@ const sl_node_desc sl_node_idpc = {
     .prepare = idpc_prepare, .release = idpc_release,
     .kernel = {[SL_BACKEND_CPU] = idpc_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(idpc_cuda)},
     .device_warm_up_begin = sl_cufft_warm_up_begin, .device_warm_up_wait = sl_cufft_warm_up_wait,
+    .device_warm_up_done = sl_cufft_warm_up_done,
     .scan_image_outputs = 0x1u /* phase */,
 };

@@ -374,6 +374,19 @@ static void test_warm_up_wait(void **state) {
   assert_true(fabs(p1->est_seconds - (p0->est_seconds + 10)) < 1e-9);
   assert_true(p1->nodes[idpc].est_seconds == p0->nodes[idpc].est_seconds);
   assert_true(p1->nodes[idpc].warm_up_wait_seconds == 0);
+  /* estimated again as execution starts, 4 s after the backend came up
+   * (the load has not finished: nothing started it here): 6 s are left */
+  const double est1 = p1->est_seconds, node1 = p1->nodes[dpc].est_seconds;
+  sl_plan_refresh_warm_up_waits(p1, 4);
+  assert_true(fabs(p1->nodes[dpc].warm_up_wait_seconds - 6) < 1e-9);
+  assert_true(fabs(p1->nodes[dpc].est_seconds - (node1 - 4)) < 1e-9);
+  assert_true(fabs(p1->levels[level].est_seconds - (p0->levels[level].est_seconds + 6)) < 1e-9);
+  assert_true(fabs(p1->est_seconds - (est1 - 4)) < 1e-9);
+  /* 20 s after it: none left, the estimates without the wait */
+  sl_plan_refresh_warm_up_waits(p1, 20);
+  assert_true(p1->nodes[dpc].warm_up_wait_seconds == 0);
+  assert_true(fabs(p1->nodes[dpc].est_seconds - p0->nodes[dpc].est_seconds) < 1e-9);
+  assert_true(fabs(p1->est_seconds - p0->est_seconds) < 1e-9);
 
   /* a load over before dpc starts */
   prof.library_load_seconds = started * 0.5;

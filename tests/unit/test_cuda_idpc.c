@@ -28,6 +28,7 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "shaders/cuda/common/cufft_loader.h"
+#include "shaders/cuda/common/cufft_warm_up.h"
 #include "tests/unit/cuda_probe.h"
 #include "tests/unit/cufft_test_main.h"
 #include "tests/unit/device_table_lend.h"
@@ -101,6 +102,19 @@ static void test_loader_default(void **st) {
   assert_int_equal(api.get_version(&v), SL_CUFFT_SUCCESS);
   print_message("cuFFT %d from %s\n", v, api.library);
   assert_true(v >= 10000);
+}
+
+/* The background load's state for the plan's refreshed wait
+ * (sl_plan_refresh_warm_up_waits): not finished before anything began it,
+ * finished once joined (whether or not the library loaded: the helper has
+ * returned). Needs no GPU. */
+static void test_warm_up_done(void **st) {
+  (void)st;
+  cufft_setting(NULL);
+  assert_false(sl_cufft_warm_up_done());
+  sl_cufft_warm_up_begin();
+  sl_cufft_warm_up_wait();
+  assert_true(sl_cufft_warm_up_done());
 }
 
 static void test_result_names(void **st) {
@@ -304,6 +318,7 @@ int main(void) {
   const struct CMUnitTest loader_tests[] = {
       cmocka_unit_test(test_loader_refusals),
       cmocka_unit_test(test_loader_default),
+      cmocka_unit_test(test_warm_up_done),
       cmocka_unit_test(test_result_names),
   };
   int rc = cmocka_run_group_tests_name("cufft_loader", loader_tests, NULL, NULL);

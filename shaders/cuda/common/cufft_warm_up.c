@@ -52,3 +52,5 @@ void sl_cufft_warm_up_begin(void) {
 }
 
 void sl_cufft_warm_up_wait(void) { sl_once_thread_join(&g_warm_up); }
+
+bool sl_cufft_warm_up_done(void) { return sl_once_thread_finished(&g_warm_up); }

@@ -13,12 +13,16 @@
 #ifndef SL_CUDA_CUFFT_WARM_UP_H
 #define SL_CUDA_CUFFT_WARM_UP_H
 
+#include <stdbool.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 void sl_cufft_warm_up_begin(void);
 void sl_cufft_warm_up_wait(void);
+/* Whether the background load has finished (never blocks). */
+bool sl_cufft_warm_up_done(void);
 
 #ifdef __cplusplus
 }
