@@ -229,6 +229,11 @@ typedef struct calibration {
   sl_run runs[CALIBRATE_MAX_RUNS]; /* kept until the loops' bodies are re-estimated */
   int n_runs;
   double overhead_residuals[CALIBRATE_MAX_RUNS]; /* seconds outside levels, per run */
+  struct {
+    char pipeline[48];
+    int64_t positions, pooled_bytes;
+    double seconds;
+  } run_info[CALIBRATE_MAX_RUNS]; /* what --samples prints of each run */
   double first_process_load; /* the library load a fresh process of this command met; < 0: none */
   int argc;                  /* this command's arguments left by own_options, for its children */
   char **argv;
@@ -487,6 +492,9 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   double *residual = &c->overhead_residuals[c->n_runs - 1];
   *residual = run->result.seconds - in_levels;
   *seconds = run->result.seconds;
+  snprintf(c->run_info[c->n_runs - 1].pipeline, sizeof c->run_info[0].pipeline, "%s", run->spec->name);
+  c->run_info[c->n_runs - 1].positions = p->positions;
+  c->run_info[c->n_runs - 1].pooled_bytes = sl_plan_pooled_bytes(p);
   if (!sl_resize(&c->samples, (size_t)(c->n_samples + g->n_nodes), sizeof *c->samples))
     return sl_fail_nomem(err, "the calibration's samples");
   sample *s = &c->samples[c->n_samples];
@@ -513,6 +521,7 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
     }
     sl_run_free(&again);
   }
+  c->run_info[c->n_runs - 1].seconds = *seconds;
   int k = 0; /* the kept types' samples (calibration.only) */
   for (int i = 0; i < g->n_nodes; i++)
     if (kept_type(c, s[i].type)) s[k++] = s[i];
@@ -887,6 +896,13 @@ static void print_samples(const calibration *c) {
     printf("  %-24s %10lld %16.0f %12.6f\n", s->type, (long long)s->calls,
            sl_cost_work(&s->cost, s->cost.ops > 0), s->seconds);
   }
+  /* each run's time outside its levels, which run_seconds is the median
+   * of (less the pooled bytes' share), and the scan it streamed (0: none) */
+  printf("  %-24s %10s %16s %12s %12s\n", "run", "positions", "pooled bytes", "seconds", "outside");
+  for (int r = 0; r < c->n_runs; r++)
+    if (c->run_info[r].pipeline[0])
+      printf("  %-24s %10lld %16lld %12.6f %12.6f\n", c->run_info[r].pipeline, (long long)c->run_info[r].positions,
+             (long long)c->run_info[r].pooled_bytes, c->run_info[r].seconds, c->overhead_residuals[r]);
 }
 
 /* Acquisitions of different sizes let the fit tell a node's setup (once
