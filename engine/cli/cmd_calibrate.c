@@ -232,6 +232,7 @@ typedef struct calibration {
   struct {
     char pipeline[48];
     int64_t positions, pooled_bytes;
+    int nodes;
     double seconds;
   } run_info[CALIBRATE_MAX_RUNS]; /* what --samples prints of each run */
   double first_process_load; /* the library load a fresh process of this command met; < 0: none */
@@ -494,6 +495,7 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   *seconds = run->result.seconds;
   snprintf(c->run_info[c->n_runs - 1].pipeline, sizeof c->run_info[0].pipeline, "%s", run->spec->name);
   c->run_info[c->n_runs - 1].positions = p->positions;
+  c->run_info[c->n_runs - 1].nodes = g->n_nodes;
   c->run_info[c->n_runs - 1].pooled_bytes = sl_plan_pooled_bytes(p);
   if (!sl_resize(&c->samples, (size_t)(c->n_samples + g->n_nodes), sizeof *c->samples))
     return sl_fail_nomem(err, "the calibration's samples");
@@ -898,11 +900,12 @@ static void print_samples(const calibration *c) {
   }
   /* each run's time outside its levels, which run_seconds is the median
    * of (less the pooled bytes' share), and the scan it streamed (0: none) */
-  printf("  %-24s %10s %16s %12s %12s\n", "run", "positions", "pooled bytes", "seconds", "outside");
+  printf("  %-24s %6s %10s %16s %12s %12s\n", "run", "nodes", "positions", "pooled bytes", "seconds", "outside");
   for (int r = 0; r < c->n_runs; r++)
     if (c->run_info[r].pipeline[0])
-      printf("  %-24s %10lld %16lld %12.6f %12.6f\n", c->run_info[r].pipeline, (long long)c->run_info[r].positions,
-             (long long)c->run_info[r].pooled_bytes, c->run_info[r].seconds, c->overhead_residuals[r]);
+      printf("  %-24s %6d %10lld %16lld %12.6f %12.6f\n", c->run_info[r].pipeline, c->run_info[r].nodes,
+             (long long)c->run_info[r].positions, (long long)c->run_info[r].pooled_bytes, c->run_info[r].seconds,
+             c->overhead_residuals[r]);
 }
 
 /* Acquisitions of different sizes let the fit tell a node's setup (once
