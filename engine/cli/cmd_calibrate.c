@@ -198,9 +198,13 @@ static const char k_detector_yaml[] =
 /* One node's measurement: its plan's calls and declared cost, its time. */
 typedef sl_cost_sample sample;
 
-/* The runs a calibration keeps: overheads, bandwidth-free pipelines at two
- * sizes each, and two per acquisition given with --input. */
-#define CALIBRATE_MAX_RUNS 16
+/* Acquisitions given with --input, at most (of different sizes they let the
+ * fit tell a node's setup, once per run, from its rate). */
+#define CALIBRATE_MAX_INPUTS 4
+/* The runs a calibration keeps: overheads (1), bandwidth-free pipelines at
+ * two sizes each (basic, stem, image, fields, parallax: 10), and two per
+ * acquisition given with --input. */
+#define CALIBRATE_MAX_RUNS (11 + 2 * CALIBRATE_MAX_INPUTS)
 /* Each measured run is repeated and each node's least time kept: a shared
  * machine's other jobs only ever add time (a descheduled worker at a
  * fork/join fitted as 100 us per call on a loaded 2-core VM). */
@@ -909,10 +913,6 @@ static void print_samples(const calibration *c) {
              (long long)c->run_info[r].positions, (long long)c->run_info[r].pooled_bytes, c->run_info[r].seconds,
              c->overhead_residuals[r]);
 }
-
-/* Acquisitions of different sizes let the fit tell a node's setup (once
- * per run) from its rate. */
-#define CALIBRATE_MAX_INPUTS 4
 
 /* calibrate's own options (cli_parse knows the rest). The children it runs
  * of itself take --libraries-only (load_libraries_in_child) or --first-run

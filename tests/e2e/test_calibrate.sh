@@ -92,6 +92,13 @@ for r in p["rates"]:
     assert most == 0 or (r.get("first_call_seconds_per_byte", 0) > 0 and most >= r.get("first_call_seconds", 0)), r
 PY
   then ok "the detector chain's types have rates"; else not_ok "detector rates"; fi
+  # the most acquisitions it takes: four (each two runs beside its own pipelines' eleven)
+  expect 0 "wrote $WORK/four.json" "calibrate with four acquisitions" -- \
+    "$SLUICE" calibrate --backend cpu --budget 0.2 --out "$WORK/four.json" \
+    --input acq_master.h5 --input acq_master.h5 --input acq_master.h5 --input acq_master.h5
+  expect 2 "--input" "a fifth is refused" -- \
+    "$SLUICE" calibrate --backend cpu --budget 0.2 --out "$WORK/five.json" \
+    --input acq_master.h5 --input acq_master.h5 --input acq_master.h5 --input acq_master.h5 --input acq_master.h5
 else
   echo "SKIP: calibrate --input needs python3-h5py for a sample acquisition"
 fi
