@@ -6,9 +6,12 @@
  * planning and the streamed passes. sl_cufft_load joins it.
  *
  * The helper thread loads the library named by the setting cufft (read on
- * the caller's thread), makes the device of the setting cuda_device
- * current, and makes and destroys a small plan without a work area (no
- * device memory of the run's). Its failures are ignored: the kernel's own
+ * the caller's thread), asks the kernel to read the library's file into the
+ * page cache in the background (posix_fadvise WILLNEED: each transform
+ * size's first plan loads its kernels from the file, and a cold file made
+ * a first odd-sized dpc 50 times slower), makes the device of the setting
+ * cuda_device current, and makes and destroys a small plan without a work
+ * area (no device memory of the run's). Its failures are ignored: the kernel's own
  * load reports them. Once per process; both calls are idempotent. */
 #ifndef SL_CUDA_CUFFT_WARM_UP_H
 #define SL_CUDA_CUFFT_WARM_UP_H
