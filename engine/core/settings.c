@@ -50,6 +50,10 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
                               "huge (2 MiB pages registered with cudaHostRegister: fewer pages to "
                               "pin; 29 -> 10 ms for two 25 MiB windows on the H200's host) or runtime "
                               "(cudaMallocHost)"},
+    [SL_SET_CUFFT_READ_AHEAD] = {"cufft_read_ahead", "SLUICE_CUFFT_READ_AHEAD", BOOL_CHOICES, "true",
+                                 "cuda: when cuFFT loads, ask the kernel to read its library's file (286 MB) "
+                                 "into the page cache in the background, so that a transform size's first "
+                                 "plan finds its kernels there; false: only the pages cuFFT touches are read"},
 };
 
 typedef struct setting_value {

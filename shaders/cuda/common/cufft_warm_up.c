@@ -24,6 +24,7 @@ typedef struct warm_up_args {
   const char *const *names;
   size_t n_names;
   int device;
+  bool read_ahead; /* the setting cufft_read_ahead */
 } warm_up_args;
 
 static sl_once_thread g_warm_up = SL_ONCE_THREAD_INIT;
@@ -52,7 +53,7 @@ static void *warm_up_main(void *arg) {
   sl_cufft_api api;
   char why[256];
   if (!sl_cufft_load_names(w->names, w->n_names, &api, why, sizeof why)) return NULL;
-  read_ahead_library(&api);
+  if (w->read_ahead) read_ahead_library(&api);
 #ifdef SLUICE_HAVE_CUDA
   if (cudaSetDevice(w->device) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -75,7 +76,7 @@ void sl_cufft_warm_up_begin(void) {
   char why[256];
   if (!sl_cufft_names(&names, &n_names, why, sizeof why)) return;
   int64_t device = sl_setting_int(SL_SET_CUDA_DEVICE);
-  const warm_up_args args = {names, n_names, (int)device};
+  const warm_up_args args = {names, n_names, (int)device, sl_setting_bool(SL_SET_CUFFT_READ_AHEAD)};
   if (device >= 0 && device < 1 << 20) sl_once_thread_start(&g_warm_up, warm_up_main, &args, sizeof args);
 }
 
