@@ -233,12 +233,7 @@ typedef struct calibration {
   sl_run runs[CALIBRATE_MAX_RUNS]; /* kept until the loops' bodies are re-estimated */
   int n_runs;
   double overhead_residuals[CALIBRATE_MAX_RUNS]; /* seconds outside levels, per run */
-  struct {
-    char pipeline[48];
-    int64_t positions, pooled_bytes;
-    int nodes;
-    double seconds;
-  } run_info[CALIBRATE_MAX_RUNS]; /* what --samples prints of each run */
+  double run_seconds[CALIBRATE_MAX_RUNS]; /* each run's least of its repeats */
   double first_process_load; /* the library load a fresh process of this command met; < 0: none */
   int argc;                  /* this command's arguments left by own_options, for its children */
   char **argv;
@@ -497,10 +492,6 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
   double *residual = &c->overhead_residuals[c->n_runs - 1];
   *residual = run->result.seconds - in_levels;
   *seconds = run->result.seconds;
-  snprintf(c->run_info[c->n_runs - 1].pipeline, sizeof c->run_info[0].pipeline, "%s", run->spec->name);
-  c->run_info[c->n_runs - 1].positions = p->positions;
-  c->run_info[c->n_runs - 1].nodes = g->n_nodes;
-  c->run_info[c->n_runs - 1].pooled_bytes = sl_plan_pooled_bytes(p);
   if (!sl_resize(&c->samples, (size_t)(c->n_samples + g->n_nodes), sizeof *c->samples))
     return sl_fail_nomem(err, "the calibration's samples");
   sample *s = &c->samples[c->n_samples];
@@ -527,7 +518,7 @@ static sl_code run_one(calibration *c, const char *file, const sl_setting *sets,
     }
     sl_run_free(&again);
   }
-  c->run_info[c->n_runs - 1].seconds = *seconds;
+  c->run_seconds[c->n_runs - 1] = *seconds;
   int k = 0; /* the kept types' samples (calibration.only) */
   for (int i = 0; i < g->n_nodes; i++)
     if (kept_type(c, s[i].type)) s[k++] = s[i];
@@ -897,6 +888,12 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
 }
 
 /* What the fit was given: every node of every measured run. */
+/* The kept runs (--samples prints them), the samples and first calls. */
+static void calibration_free(calibration *c) {
+  for (int r = 0; r < c->n_runs; r++) sl_run_free(&c->runs[r]);
+  free(c->samples), free(c->warm);
+}
+
 static void print_samples(const calibration *c) {
   printf("  %-24s %10s %16s %12s\n", "sample", "calls", "work (ops|bytes)", "seconds");
   for (int k = 0; k < c->n_samples; k++) {
@@ -908,10 +905,11 @@ static void print_samples(const calibration *c) {
    * of (less the pooled bytes' share), and the scan it streamed (0: none) */
   printf("  %-24s %6s %10s %16s %12s %12s\n", "run", "nodes", "positions", "pooled bytes", "seconds", "outside");
   for (int r = 0; r < c->n_runs; r++)
-    if (c->run_info[r].pipeline[0])
-      printf("  %-24s %6d %10lld %16lld %12.6f %12.6f\n", c->run_info[r].pipeline, c->run_info[r].nodes,
-             (long long)c->run_info[r].positions, (long long)c->run_info[r].pooled_bytes, c->run_info[r].seconds,
-             c->overhead_residuals[r]);
+    if (c->runs[r].executed) {
+      const sl_plan *p = c->runs[r].plan;
+      printf("  %-24s %6d %10lld %16lld %12.6f %12.6f\n", c->runs[r].spec->name, p->graph->n_nodes,
+             (long long)p->positions, (long long)sl_plan_pooled_bytes(p), c->run_seconds[r], c->overhead_residuals[r]);
+    }
 }
 
 /* calibrate's own options (cli_parse knows the rest). The children it runs
@@ -1096,10 +1094,9 @@ int cmd_calibrate(int argc, char **argv) {
   c.only = NULL;
   for (int k = 0; k < own.n_inputs && st == SL_OK; k++) st = detector_runs(&c, own.inputs[k], &err);
   if (st == SL_OK) st = fit_rates(&c, &prof, &err);
-  for (int r = 0; r < c.n_runs; r++) sl_run_free(&c.runs[r]);
   remove_dir(c.dir);
   if (st != SL_OK) {
-    free(c.samples), free(c.warm);
+    calibration_free(&c);
     return cli_fail(&err);
   }
   time_t now = time(NULL);
@@ -1108,7 +1105,7 @@ int cmd_calibrate(int argc, char **argv) {
   strftime(prof.created, sizeof prof.created, "%Y-%m-%dT%H:%M:%SZ", &tm);
   snprintf(prof.source, sizeof prof.source, "%s", path);
   if (sl_cost_profile_save(path, &prof, &err) != SL_OK) {
-    free(c.samples), free(c.warm);
+    calibration_free(&c);
     return cli_fail(&err);
   }
   if (o.json) {
@@ -1120,6 +1117,6 @@ int cmd_calibrate(int argc, char **argv) {
     print_table(&c, &prof, path);
     if (own.samples) print_samples(&c);
   }
-  free(c.samples), free(c.warm);
+  calibration_free(&c);
   return 0;
 }
