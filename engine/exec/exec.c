@@ -98,6 +98,7 @@ typedef struct run_ctx {
   int64_t **concat_chunks;
   double *node_seconds;
   double *node_device_seconds;
+  double *node_copy_wait_seconds;
   int64_t *node_calls;
   double *level_seconds;
   exec_call *calls; /* per node, reused by every batch */
@@ -237,7 +238,8 @@ static void sink_lag_free(run_ctx *c, sink_lag *l) {
 /* Whether ctx_begin made every table of the context (ctx_end frees any that
  * were made). */
 static bool ctx_tables_made(const run_ctx *c) {
-  return c->slot_ptr && c->buf_of && c->node_seconds && c->node_device_seconds && c->node_calls &&
+  return c->slot_ptr && c->buf_of && c->node_seconds && c->node_device_seconds && c->node_copy_wait_seconds &&
+         c->node_calls &&
          c->level_seconds && c->calls && c->device_table && c->partial && c->actual &&
          c->concat_chunks && c->stage_in && c->stage_out && c->stage_in_bytes && c->stage_out_bytes &&
          c->prefetch && c->produced && c->lag;
@@ -256,6 +258,7 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->buf_of = sl_calloc((size_t)n * 8, sizeof *c->buf_of);
   c->node_seconds = sl_calloc((size_t)n, sizeof *c->node_seconds);
   c->node_device_seconds = sl_calloc((size_t)n, sizeof *c->node_device_seconds);
+  c->node_copy_wait_seconds = sl_calloc((size_t)n, sizeof *c->node_copy_wait_seconds);
   c->node_calls = sl_calloc((size_t)n, sizeof *c->node_calls);
   c->level_seconds = sl_calloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *c->level_seconds);
   c->calls = sl_calloc((size_t)n, sizeof *c->calls);
@@ -355,6 +358,7 @@ static void ctx_end(run_ctx *c) {
   free(c->buf_of);
   free(c->node_seconds);
   free(c->node_device_seconds);
+  free(c->node_copy_wait_seconds);
   free(c->node_calls);
   free(c->level_seconds);
   free(c->calls);
@@ -906,7 +910,7 @@ static sl_code prefetch_give_back(run_ctx *c, int64_t ch) {
 static void prefetch_end_all(run_ctx *c) {
   for (int i = 0; i < c->p->graph->n_nodes; i++) {
     if (!c->prefetch[i]) continue;
-    sl_prefetch_end(c->prefetch[i], &c->node_seconds[i], &c->node_calls[i]);
+    sl_prefetch_end(c->prefetch[i], &c->node_seconds[i], &c->node_calls[i], &c->node_copy_wait_seconds[i]);
     c->prefetch[i] = NULL;
     c->produced[ring_buffer(c, i)] = NULL;
   }
@@ -1055,6 +1059,7 @@ void sl_exec_result_free(sl_exec_result *r) {
   free(r->outputs);
   free(r->node_seconds);
   free(r->node_device_seconds);
+  free(r->node_copy_wait_seconds);
   free(r->node_calls);
   free(r->level_seconds);
   free(r->pass_end_seconds);
@@ -1174,14 +1179,18 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     res->node_calls = sl_calloc((size_t)n, sizeof *res->node_calls);
     res->level_seconds = sl_calloc((size_t)(p->n_levels ? p->n_levels : 1), sizeof *res->level_seconds);
     res->node_device_seconds = sl_calloc((size_t)n, sizeof *res->node_device_seconds);
+    res->node_copy_wait_seconds = sl_calloc((size_t)n, sizeof *res->node_copy_wait_seconds);
     sl_error ignored; /* device times are added once the kernels completed */
     sl_error_clear(&ignored);
     (void)b->ops->sync(b, &ignored);
-    if (!res->node_seconds || !res->node_calls || !res->level_seconds || !res->node_device_seconds) {
+    if (!res->node_seconds || !res->node_calls || !res->level_seconds || !res->node_device_seconds ||
+        !res->node_copy_wait_seconds) {
       if (rc == SL_OK) rc = sl_fail_nomem(err, "the run's timings");
     } else {
       memcpy(res->node_device_seconds, c.node_device_seconds, (size_t)g->n_nodes * sizeof *res->node_device_seconds);
       memcpy(res->node_seconds, c.node_seconds, (size_t)g->n_nodes * sizeof *res->node_seconds);
+      memcpy(res->node_copy_wait_seconds, c.node_copy_wait_seconds,
+             (size_t)g->n_nodes * sizeof *res->node_copy_wait_seconds);
       memcpy(res->node_calls, c.node_calls, (size_t)g->n_nodes * sizeof *res->node_calls);
       memcpy(res->level_seconds, c.level_seconds, (size_t)p->n_levels * sizeof *res->level_seconds);
     }

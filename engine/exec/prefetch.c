@@ -21,6 +21,10 @@ struct sl_prefetch {
   bool record_lost; /* a record failed: end() syncs the whole backend */
   uint8_t *dst;
   double seconds;
+  /* produce's waits for the copies out of its memory (piece_wait): the
+   * copies queue behind the consumers of the ring's chunk two back, so this
+   * is the consumers' pace, not produce's work (left out of `seconds`) */
+  double copy_wait_seconds;
   int64_t calls;
   /* ---- overlap: shared with the helper thread, under mu ---- */
   pthread_mutex_t mu;
@@ -101,7 +105,10 @@ static sl_code piece_wait(sl_produce_args *a, int piece, sl_error *err) {
   if (rc == SL_OK) rc = record_piece(p, piece, err);
   if (rc != SL_OK || !p->in_flight[piece]) return rc;
   p->in_flight[piece] = false;
-  return ops_of(p)->event_wait(p->s.backend, p->piece_ev[piece], err);
+  double t0 = sl_now();
+  rc = ops_of(p)->event_wait(p->s.backend, p->piece_ev[piece], err);
+  p->copy_wait_seconds += sl_now() - t0;
+  return rc;
 }
 
 /* Chunk j: produce, its copies into ring[j % 2], then the pieces' events
@@ -121,9 +128,10 @@ static sl_code produce_chunk(sl_prefetch *p, int64_t j, int64_t *bytes, sl_error
                    (long long)a.out_capacity, (long long)p->s.ring_bytes);
   a.out_bytes = a.out_capacity;
   p->dst = p->s.ring[k];
-  double t0 = sl_now(), gate0 = p->gate_seconds;
+  double t0 = sl_now(), gate0 = p->gate_seconds, wait0 = p->copy_wait_seconds;
   sl_code rc = n->desc->produce(&a);
-  p->seconds += sl_now() - t0 - (p->gate_seconds - gate0); /* the wait for the prologue is not produce's */
+  /* the waits for the prologue and for the copies are not produce's work */
+  p->seconds += sl_now() - t0 - (p->gate_seconds - gate0) - (p->copy_wait_seconds - wait0);
   p->calls++;
   if (rc != SL_OK && err->code == SL_OK) sl_fail(err, rc, "produce failed");
   sl_error rec_err;
@@ -225,7 +233,7 @@ sl_code sl_prefetch_begin(const sl_prefetch_setup *s, sl_prefetch **out, sl_erro
       p->have_thread = true;
   }
   if (rc != SL_OK) {
-    sl_prefetch_end(p, NULL, NULL);
+    sl_prefetch_end(p, NULL, NULL, NULL);
     return rc;
   }
   *out = p;
@@ -273,7 +281,7 @@ sl_code sl_prefetch_give_back(sl_prefetch *p, int64_t j, sl_error *err) {
   return SL_OK;
 }
 
-void sl_prefetch_end(sl_prefetch *p, double *seconds, int64_t *calls) {
+void sl_prefetch_end(sl_prefetch *p, double *seconds, int64_t *calls, double *copy_wait_seconds) {
   if (!p) return;
   const sl_backend_ops *ops = ops_of(p);
   sl_backend *b = p->s.backend;
@@ -302,5 +310,6 @@ void sl_prefetch_end(sl_prefetch *p, double *seconds, int64_t *calls) {
   }
   if (seconds) *seconds += p->seconds;
   if (calls) *calls += p->calls;
+  if (copy_wait_seconds) *copy_wait_seconds += p->copy_wait_seconds;
   free(p);
 }

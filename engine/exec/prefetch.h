@@ -68,7 +68,9 @@ sl_code sl_prefetch_take(sl_prefetch *p, int64_t j, void **data, int64_t *bytes,
  * once they have run. */
 sl_code sl_prefetch_give_back(sl_prefetch *p, int64_t j, sl_error *err);
 /* Stops the thread, waits for every copy the stage enqueued, adds the time
- * produce took and its calls, and frees the stage. NULL is a no-op. */
-void sl_prefetch_end(sl_prefetch *p, double *seconds, int64_t *calls);
+ * produce took (less its waits for the copies out of its memory) and its
+ * calls, and those waits, and frees the stage. NULL is a no-op (and so is a
+ * NULL out-pointer). */
+void sl_prefetch_end(sl_prefetch *p, double *seconds, int64_t *calls, double *copy_wait_seconds);
 
 #endif

@@ -213,6 +213,9 @@ static void nodes_json(sl_json *j, const sl_run_info *info) {
     double measured = sl_report_node_seconds(p, r, i);
     sl_json_kv_double(j, "seconds", measured);
     if (is_device_node(p, r, i)) sl_json_kv_double(j, "launch_seconds", r->node_seconds[i]);
+    /* a producer's waits for its copies, not in its seconds (exec.h) */
+    if (r->node_copy_wait_seconds && r->node_copy_wait_seconds[i] > 0)
+      sl_json_kv_double(j, "copy_wait_seconds", r->node_copy_wait_seconds[i]);
     sl_json_kv_int(j, "calls", r->node_calls[i]);
     sl_json_kv_int(j, "estimated_calls", p->nodes[i].calls);
     sl_json_kv_int(j, "bytes_read", p->nodes[i].cost.bytes_read);

@@ -3,7 +3,8 @@
  * but its "device" memory is host memory, and it runs the CPU kernels (its
  * kind is the CPU's). Its compute queue is the caller's thread (everything
  * on it runs at once, in order); its copy queue is a thread of its own that
- * performs each copy_async after a random delay (0-200 us), so a missing
+ * performs each copy_async after a random delay (0-200 us, after a floor a
+ * test may set: copy_floor_us), so a missing
  * wait shows: a kernel reading a ring buffer before its copy landed, a copy
  * overwriting a ring buffer or reading a node's memory too early. Events
  * are counters: record takes a ticket, the queue reaches it in order;
@@ -49,6 +50,7 @@ static struct {
   int64_t enqueued, done; /* copy-queue ops */
   unsigned seed;
   int64_t copies, waits_on_copy_queue, events_alive;
+  int copy_floor_us; /* a copy's least delay (a slow link), 0 unless a test sets it */
 } g_mock = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* A random delay of 0-max_us microseconds (rand_r under the mock's lock). */
@@ -70,7 +72,9 @@ static inline void *mock_copy_queue(void *arg) {
     if (op->kind == MOCK_WAIT) { /* holds what follows until the ticket is reached */
       while (op->ev->reached < op->ticket) pthread_cond_wait(&g_mock.cv, &g_mock.mu);
     } else if (op->kind == MOCK_COPY) {
+      const int floor_us = g_mock.copy_floor_us;
       pthread_mutex_unlock(&g_mock.mu);
+      if (floor_us > 0) nanosleep(&(struct timespec){floor_us / 1000000, (long)(floor_us % 1000000) * 1000}, NULL);
       mock_delay(200);
       memcpy(op->dst, op->src, op->bytes);
       pthread_mutex_lock(&g_mock.mu);
