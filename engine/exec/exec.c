@@ -377,10 +377,11 @@ static int64_t concat_item_bytes(const run_ctx *c, const sl_node *n, int k) {
 /* Where output k of node i is written in a call: a declared reduction's
  * partial, or for a fixed-size concat the chunk's place in the whole
  * output; its buffer otherwise (and in a finalize call, which reads and
- * completes the accumulated result); nowhere (NULL) for an unread output. */
+ * completes the accumulated result); nowhere (NULL) for an unread output,
+ * and for a lent one, which the kernel points at its own bytes. */
 static void *out_ptr(const run_ctx *c, int i, int k, int64_t pos_start, bool finalize) {
   const sl_plan_buffer *bf = plan_buffer(c, i, k);
-  if (bf->unread) return NULL;
+  if (bf->unread || bf->lent) return NULL;
   void *whole = buffer_ptr(c, i, k);
   if (finalize) return whole;
   if (c->partial[c->buf_of[i * 8 + k]]) return c->partial[c->buf_of[i * 8 + k]];
@@ -617,7 +618,8 @@ static sl_code start_partials(run_ctx *c, int i) {
   return SL_OK;
 }
 
-/* After a node's call in a chunk: what its variable-size outputs wrote is
+/* After a node's call in a chunk: a lent output's pointer goes to its
+ * readers; what its variable-size outputs wrote is
  * checked against their bound and recorded; declared partials are merged
  * into the run's result (element-wise, or appended for a variable-size
  * concat). The executor merges; the kernel only wrote its chunk's share. */
@@ -629,6 +631,15 @@ static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
     int bi = c->buf_of[i * 8 + k];
     const sl_plan_buffer *bf = &c->p->buffers[bi];
     sl_code rc = SL_OK;
+    if (bf->lent) {
+      if (!a->out[k]) {
+        sl_fail(c->err, SL_ERR_INTERNAL, "node '%s' lent no bytes for '%s'", n->id, n->out_names[k]);
+        sl_error_node(c->err, n->id);
+        sl_error_chunk(c->err, chunk);
+        return SL_ERR_INTERNAL;
+      }
+      c->produced[bi] = a->out[k]; /* until the node's next call */
+    }
     if (bf->variable) {
       int64_t bound = sl_node_out_bound(n, k, a->pos_count);
       if (a->out_bytes[k] < 0 || a->out_bytes[k] > bound) {

@@ -161,6 +161,16 @@ typedef struct sl_node_desc {
    * stream over a whole tensor). The executor points out[k] there and the
    * planner gives it no buffer of its own; the kernel does nothing. */
   unsigned view_outputs;
+  /* Whether streamed output `port` is lent from the node's own memory on
+   * the CPU backend: the kernel then gets out[port] == NULL and points it at
+   * the chunk's bytes it holds (out_bytes[port]: their size, within the
+   * port's bound), which stay as they are until its next call; the planner
+   * gives the port no buffer and the executor hands that pointer to its
+   * readers. A kernel must also work when given a buffer (out[port] !=
+   * NULL: another backend's plan). NULL: never. (hdf5_source: the packed
+   * stored chunks in its read-ahead window, not copied: one pass over the
+   * compressed bytes fewer.) */
+  bool (*lends_output)(const struct sl_node *n, int port);
   /* Bit k: a promise that, while output k is unread (its sl_node.out_used
    * bit is clear), none of the node's kernels and finalizes on any backend
    * reads or writes it. The planner then gives it no buffer (0 bytes, no

@@ -521,6 +521,10 @@ static void plan_declared(sl_plan *p, const sl_node *n, int k, const sl_plan_pas
   b->combine = sl_node_out_combine(n, k);
   b->variable = sl_node_out_bound(n, k, 1) >= 0;
   if (b->unread) return; /* no buffer: no bound, no partial */
+  if (b->lent) { /* the node's memory: no bytes of the pool's, no partial */
+    b->bytes = 0;
+    return;
+  }
   int64_t bound = b->variable ? sl_node_out_bound(n, k, chunk) : 0;
   if (b->variable) {
     int64_t last = sl_node_out_bound(n, k, last_chunk);
@@ -549,6 +553,8 @@ static sl_code plan_buffers(sl_plan *p, const sl_graph *g, sl_error *err) {
       const sl_plan_pass *pp = sl_plan_node_pass(p, i);
       b->view = b->streamed && n->desc && ((n->desc->view_outputs >> k) & 1u);
       b->unread = !b->view && sl_node_out_omitted(n, k);
+      b->lent = b->streamed && !b->view && !b->unread && !p->caps.device_memory && n->desc &&
+                n->desc->lends_output && n->desc->lends_output(n, k);
       b->bytes = b->view || b->unread ? 0 : sl_desc_buffer_bytes(&n->out[k], pp->chunk_positions);
       b->in_place_of = -1;
       plan_declared(p, n, k, pp, b);
@@ -576,7 +582,7 @@ static int in_place_source(const sl_plan *p, const sl_graph *g, int i, int k) {
   if (s < 0 || b < 0) return -1;
   const sl_plan_buffer *sb = &p->buffers[s];
   if (!sb->streamed || !p->buffers[b].streamed || sb->graph_output || sb->unread || p->buffers[b].unread ||
-      sb->bytes != p->buffers[b].bytes)
+      sb->lent || sb->bytes != p->buffers[b].bytes)
     return -1;
   int readers = 0;
   for (int j = 0; j < g->n_nodes; j++)
@@ -677,11 +683,12 @@ static sl_code plan_slots(sl_plan *p, sl_error *err) {
     free(order);
     return sl_fail_nomem(err, "the slots of the plan");
   }
-  int n_own = 0; /* buffers with a slot of their own: in-place outputs come after; views and
-                    unread outputs have none */
+  int n_own = 0; /* buffers with a slot of their own: in-place outputs come after; views, lent
+                    and unread outputs have none */
   for (int b = 0; b < p->n_buffers; b++) {
     p->buffers[b].slot = -1;
-    if (p->buffers[b].in_place_of < 0 && !p->buffers[b].view && !p->buffers[b].unread) order[n_own++] = b;
+    if (p->buffers[b].in_place_of < 0 && !p->buffers[b].view && !p->buffers[b].unread && !p->buffers[b].lent)
+      order[n_own++] = b;
   }
   for (int a = 1; a < n_own; a++)
     for (int b = a; b > 0; b--) {

@@ -48,6 +48,10 @@ typedef struct sl_plan_buffer {
   /* A window of the node's whole input of the same index
    * (sl_node_desc.view_outputs): no bytes and no slot (-1) of its own. */
   bool view;
+  /* Lent by its node from its own memory (sl_node_desc.lends_output, the
+   * CPU backend): no bytes and no slot (-1); the executor passes the
+   * kernel's pointer on. */
+  bool lent;
   /* An output nobody reads whose node leaves it alone then
    * (sl_node_out_omitted): no bytes, no slot (-1), no partial, not staged;
    * the kernels get out == NULL. */

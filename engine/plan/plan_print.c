@@ -49,7 +49,8 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
     buffer_label(p, bf, name, sizeof name, desc, sizeof desc);
     sl_format_bytes((uint64_t)bf->bytes, a, sizeof a);
     char slot[32];
-    snprintf(slot, sizeof slot, bf->view ? "view   " : bf->unread ? "unread " : "slot %d", bf->slot);
+    snprintf(slot, sizeof slot, bf->view ? "view   " : bf->unread ? "unread " : bf->lent ? "lent   " : "slot %d",
+             bf->slot);
     fprintf(f, "%s  %-28s %-26s %10s%s  L%d-L%d  %s%s%s%s%s%s\n", ind, name, desc, a,
             bf->streamed ? "/chunk" : "      ", bf->first_level, bf->last_level, slot,
             bf->reduction ? "  reduction" : "", bf->graph_output ? "  output" : "",
@@ -246,6 +247,7 @@ static void buffers_json(sl_json *j, const sl_plan *p) {
     if (bf->combine != SL_COMBINE_NONE) sl_json_kv_string(j, "combine", sl_combine_name(bf->combine));
     if (bf->variable) sl_json_kv_bool(j, "variable_size", true);
     if (bf->view) sl_json_kv_bool(j, "view", true);
+    if (bf->lent) sl_json_kv_bool(j, "lent", true);
     if (bf->unread) sl_json_kv_bool(j, "unread", true);
     if (bf->partial_bytes) sl_json_kv_int(j, "partial_bytes", bf->partial_bytes);
     JSON_INTS(j, {"first_level", bf->first_level}, {"last_level", bf->last_level},

@@ -212,7 +212,14 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
     w->max_chunks = 0; /* the offsets may be short: resized again before use */
     return sl_fail_nomem(err, "the offsets of the source's windows");
   }
-  sl_chunk_reader_opts opts = {.threads = w->read_threads};
+  /* No more threads than the pieces of the windows in flight can keep busy:
+   * a small acquisition's window of 0.1 MB was read by one thread of the
+   * H200 host's 16, after all 16 had been started (about half of its 1.2 ms
+   * source). */
+  int threads = w->read_threads > 0 ? w->read_threads : sl_chunk_reader_default_threads();
+  uint64_t piece = sl_chunk_reader_piece_bytes(), pieces = (SL_SRC_WINDOWS * w->capacity + piece - 1) / piece;
+  if (pieces < (uint64_t)threads) threads = pieces > 0 ? (int)pieces : 1;
+  sl_chunk_reader_opts opts = {.threads = threads};
   if (!w->reader) return open_with_windows(w, &opts, err);
   return SL_OK; /* the windows are made when first read into (alloc_window) */
 }
@@ -275,7 +282,7 @@ static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
   window_of(ix, pos_start, pos_count, &call_first, &call_count);
   /* Only malloc'd windows serve a later call: a pinned window may still be
    * copied from asynchronously, and its header is rewritten per call. */
-  if (!w->al.alloc && w->cur_valid && call_first >= w->cur_first &&
+  if (!w->al.alloc && w->cur_valid && call_first >= w->cur_intact_first &&
       call_first + call_count <= w->cur_first + w->cur_count) {
     sub_window(w, call_first, call_count, out); /* read with an earlier call's window */
     return SL_OK;
@@ -346,6 +353,7 @@ static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
   w->cur_buffer = b;
   w->cur_first = first;
   w->cur_count = count;
+  w->cur_intact_first = first;
   sub_window(w, call_first, call_count, out);
   return SL_OK;
 }
@@ -407,14 +415,28 @@ static sl_code check_capacity(const sl_src_window *win, uint64_t data, uint64_t 
 
 sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity, const uint8_t **packed,
                     uint64_t *bytes, sl_error *err) {
-  uint64_t data = sizeof(sl_packed_items) + (uint64_t)win->count * sizeof(sl_packed_entry);
+  /* The header's fields are 8-byte words: aligned down (a call inside a
+   * spanning window starts at any byte); the entries' offsets skip the gap,
+   * which the bound's 8 bytes of slack an item cover. The window's prefix
+   * holds a header of its most chunks, so the header stays inside it. */
+  uint64_t hdr = sizeof(sl_packed_items) + (uint64_t)win->count * sizeof(sl_packed_entry);
+  uintptr_t at = ((uintptr_t)win->data - (uintptr_t)hdr) & ~(uintptr_t)7;
+  uint64_t data = (uint64_t)((uintptr_t)win->data - at);
   sl_code rc = check_capacity(win, data, capacity, err);
   if (rc != SL_OK) return rc;
-  sl_packed_items *pk = (sl_packed_items *)(win->data - data);
+  sl_packed_items *pk = (sl_packed_items *)at;
   fill_header(pk, data, win, ix);
   *packed = (const uint8_t *)pk;
   *bytes = data + win->offsets[win->count];
   return SL_OK;
+}
+
+sl_code sl_src_lend(sl_src_windows *w, const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity,
+                    const uint8_t **packed, uint64_t *bytes, sl_error *err) {
+  sl_code rc = sl_src_pack(win, ix, capacity, packed, bytes, err);
+  if (rc == SL_OK && w->cur_valid && win->buffer == w->cur_buffer && win->first > w->cur_intact_first)
+    w->cur_intact_first = win->first;
+  return rc;
 }
 
 sl_code sl_src_pack_to(const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity, void *dst,

@@ -6,10 +6,12 @@
  * asynchronous copies: engine/exec/prefetch.h).
  *
  * With malloc'd windows (the CPU kernel) a window holds the stored chunks of
- * several consecutive calls (about SL_SRC_WINDOW_BYTES), and each call's
- * header is written into its output buffer, in front of a copy of its bytes
- * (sl_src_pack_to). Windows from an allocator (produce: copied
- * asynchronously) hold one call and get the header in place (sl_src_pack).
+ * several consecutive calls (about SL_SRC_WINDOW_BYTES). An encoded output
+ * is lent from the window (sl_node_desc.lends_output): each call's header is
+ * written in place just before its bytes (sl_src_pack), over bytes of the
+ * window's earlier calls, whose chunks are done by then; a plain one is
+ * copied into the output buffer. Windows from an allocator (produce: copied
+ * asynchronously) hold one call and get the header in place too.
  *
  * Window layout: each window is one allocation of `prefix + capacity` bytes.
  * The reader writes the stored chunks at base + prefix (chunk first+j at
@@ -88,6 +90,11 @@ typedef struct sl_src_windows {
   bool cur_valid;
   int cur_buffer;
   int64_t cur_first, cur_count;
+  /* The first stored chunk of the current window whose bytes are intact: a
+   * lent call's header (sl_src_lend) is written over the bytes before its
+   * own, so a later call that needs earlier chunks (a second pass over a
+   * scan that fits one window) reads them again. */
+  int64_t cur_intact_first;
   uint64_t *cur_offsets; /* max_chunks + 1 */
   /* Where the calls waited (seconds, summed since the windows were made):
    * for the reader to finish a window, and in the reuse hook for the copies
@@ -141,11 +148,18 @@ void sl_src_windows_stats(sl_src_windows *w, sl_chunk_reader_stats *st);
 void sl_src_windows_free(sl_src_windows *w);
 
 /* Encoded output: writes the packed header and entries just before the
- * window's bytes; *packed and *bytes are the whole packed buffer (header,
- * entries, stored bytes) for the output. SL_ERR_INTERNAL when it exceeds
- * capacity (the planned output buffer). */
+ * call's bytes in the window (at the 8-byte boundary at or below; in a window
+ * that spans calls, over the end of the call before, which must be done
+ * with); *packed and *bytes are the whole packed buffer (header, entries,
+ * stored bytes) for the output. SL_ERR_INTERNAL when it exceeds capacity
+ * (the port's bound). */
 sl_code sl_src_pack(const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity, const uint8_t **packed,
                     uint64_t *bytes, sl_error *err);
+/* sl_src_pack for an output lent from the current window (the CPU kernel):
+ * the window's chunks before this call's are no longer served (their bytes
+ * are under the header). */
+sl_code sl_src_lend(sl_src_windows *w, const sl_src_window *win, const sl_h5_index *ix, uint64_t capacity,
+                    const uint8_t **packed, uint64_t *bytes, sl_error *err);
 /* Encoded output into dst (the output buffer): the packed header and entries,
  * then a copy of the window's bytes; *bytes: what was written. Same errors as
  * sl_src_pack. */

@@ -9,6 +9,8 @@
  * - a test node "tick" whose produce rewrites two pieces of its own memory
  *   every other chunk and emits each chunk in several ranges: its frames
  *   against their closed form, and their sum, on both backends;
+ * - a lent output (the CPU kernel's own memory, no buffer in the plan):
+ *   the closed form, and the mock device's bytes;
  * - copies slower than produce: produce's waits for them reported apart
  *   (node_copy_wait_seconds), not in the node's seconds;
  * - a produce error at chunk k: reported with the node and chunk k, earlier
@@ -47,7 +49,8 @@ static uint32_t tick_value(int64_t p, int64_t e) { return (uint32_t)(p * 7919 + 
   P(INT, positions, "60", "scan positions", NULL)                                        \
   P(INT, fail_at, "-1", "chunk whose produce fails, -1: none", NULL)                      \
   P(INT, cancel_at, "-1", "chunk whose produce raises the cancel flag, -1: none", NULL)       \
-  P(INT, pieces, "2", "pieces of its memory it takes turns with (1: each chunk rewrites the last one's)", NULL)
+  P(INT, pieces, "2", "pieces of its memory it takes turns with (1: each chunk rewrites the last one's)", NULL) \
+  P(INT, lend, "0", "1: on the CPU its frames are lent from its own memory (sl_node_desc.lends_output)", NULL)
 SL_NODE_PARAMS(tick_params, TICK_PARAMS)
 
 static volatile sig_atomic_t g_cancel;
@@ -78,6 +81,8 @@ typedef struct tick_state {
   sl_backend *backend;
   uint32_t *piece[2];
   size_t piece_bytes;
+  uint32_t *lent[2]; /* the CPU kernel's lent frames, malloc'd */
+  size_t lent_bytes;
 } tick_state;
 
 static sl_code tick_prepare(sl_node *n, sl_error *err) {
@@ -87,8 +92,10 @@ static sl_code tick_prepare(sl_node *n, sl_error *err) {
 
 static void tick_release(sl_node *n) {
   tick_state *s = n->state;
-  for (int k = 0; s && k < 2; k++)
+  for (int k = 0; s && k < 2; k++) {
     if (s->piece[k]) s->backend->ops->host_free(s->backend, s->piece[k], s->piece_bytes);
+    free(s->lent[k]);
+  }
   free(s);
   n->state = NULL;
 }
@@ -98,10 +105,30 @@ static void tick_fill(uint32_t *y, int64_t pos_start, int64_t pos_count) {
     for (int64_t e = 0; e < TICK_ITEM; e++) y[p * TICK_ITEM + e] = tick_value(pos_start + p, e);
 }
 
+/* Lent (out[0] == NULL): the frames in one of two buffers of its own, the
+ * other one overwritten with 0xab bytes, so that a reader of the chunk
+ * before (whose bytes needed to last only until this call) sees garbage. */
 static sl_code tick_cpu(sl_kernel_args *a) {
-  tick_fill(a->out[0], a->pos_start, a->pos_count);
+  if (a->out[0]) {
+    tick_fill(a->out[0], a->pos_start, a->pos_count);
+    return SL_OK;
+  }
+  tick_state *s = a->state;
+  size_t bytes = (size_t)a->pos_count * TICK_ITEM * sizeof(uint32_t);
+  if (!s->lent[0]) {
+    s->lent_bytes = bytes; /* the first chunk is the largest */
+    for (int k = 0; k < 2; k++)
+      if (!(s->lent[k] = malloc(bytes))) return sl_fail_nomem(a->err, "tick's lent frames");
+  }
+  uint32_t *y = s->lent[a->chunk % 2];
+  memset(s->lent[(a->chunk + 1) % 2], 0xab, s->lent_bytes);
+  tick_fill(y, a->pos_start, a->pos_count);
+  a->out[0] = y;
+  a->out_bytes[0] = (int64_t)bytes;
   return SL_OK;
 }
+
+static bool tick_lends(const sl_node *n, int port) { return port == 0 && tick_params_of(n)->lend; }
 
 static sl_code tick_produce(sl_produce_args *a) {
   tick_state *s = a->state;
@@ -144,6 +171,7 @@ static const sl_node_desc sl_node_tick = {
     .prepare = tick_prepare, .release = tick_release,
     .kernel = {[SL_BACKEND_CPU] = tick_cpu},
     .produce = tick_produce,
+    .lends_output = tick_lends,
 };
 
 /* The built-in families and a test family holding tick. */
@@ -384,6 +412,33 @@ static void t_copy_waits_apart(void **state) {
   sl_run_free(&got);
 }
 
+/* A lent output (lends_output) on the CPU: no buffer in the plan (lent, no
+ * slot), the frames and their sum from the node's own memory equal to the
+ * closed form at every chunking; on the mock device the same node's output
+ * is not lent (a ring, from produce) and gives the same bytes. */
+static void t_lent_output(void **state) {
+  (void)state;
+  char path[512];
+  write_tick(path, sizeof path, "positions: 61, lend: 1");
+  static const int64_t chunks[] = {1, 4, 7, 61};
+  sl_error err;
+  for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++) {
+    char what[64];
+    snprintf(what, sizeof what, "lent, chunks of %lld", (long long)chunks[c]);
+    sl_run got, dev;
+    if (run(path, "cpu", chunks[c], &got, &err) != SL_OK) fail_msg("%s: %s", what, err.msg);
+    const sl_plan_buffer *bf = &got.plan->buffers[sl_plan_buffer_index(got.plan, sl_graph_find(got.graph, "tick"), 0)];
+    if (!bf->lent || bf->slot != -1 || bf->bytes != 0) fail_msg("%s: the plan gave the lent frames a buffer", what);
+    expect_closed_form(&got, 61, what);
+    if (run(path, "mock", chunks[c], &dev, &err) != SL_OK) fail_msg("%s on the mock: %s", what, err.msg);
+    bf = &dev.plan->buffers[sl_plan_buffer_index(dev.plan, sl_graph_find(dev.graph, "tick"), 0)];
+    if (bf->lent) fail_msg("%s: lent on a device backend", what);
+    expect_same(&got, &dev, what);
+    sl_run_free(&dev);
+    sl_run_free(&got);
+  }
+}
+
 /* A run that must fail with `want`: its error into err; no helper thread
  * or event outlives it. */
 static void expect_failed_run(const char *path, const char *mode, int64_t chunk, sl_code want, sl_error *err) {
@@ -486,6 +541,7 @@ int main(void) {
       cmocka_unit_test(t_source_before_the_prologue),
       cmocka_unit_test(t_tick_closed_form),
       cmocka_unit_test(t_copy_waits_apart),
+      cmocka_unit_test(t_lent_output),
       cmocka_unit_test(t_produce_error),
       cmocka_unit_test(t_cancel),
   };
