@@ -239,8 +239,7 @@ static void sink_lag_free(run_ctx *c, sink_lag *l) {
  * were made). */
 static bool ctx_tables_made(const run_ctx *c) {
   return c->slot_ptr && c->buf_of && c->node_seconds && c->node_device_seconds && c->node_copy_wait_seconds &&
-         c->node_calls &&
-         c->level_seconds && c->calls && c->device_table && c->partial && c->actual &&
+         c->node_calls && c->level_seconds && c->calls && c->device_table && c->partial && c->actual &&
          c->concat_chunks && c->stage_in && c->stage_out && c->stage_in_bytes && c->stage_out_bytes &&
          c->prefetch && c->produced && c->lag;
 }

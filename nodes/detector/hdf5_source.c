@@ -310,12 +310,14 @@ static sl_code source_cpu(sl_kernel_args *a) {
   return rc;
 }
 
-/* The encoded stream is lent from the read-ahead window on the CPU: the
- * window's bytes stay until the call after next (three windows, the next one
- * being read ahead), and the kernel writes each call's header in front of
- * its bytes. On the dev VM (2 CPUs, 128 x 128 scan) the copy it saves was
- * most of the source's own time. Plain frames are copied (a file's last
- * stored chunk may be padded, so a call's frames are not one range). */
+/* The encoded stream is lent from the read-ahead window on the CPU, each
+ * call's header written in front of its bytes. They stay as they are until
+ * the next call, which writes its own header over the end of them when it
+ * reads the same window; the reader rewrites a window only two windows on
+ * (three, the next one being read ahead). On the dev VM (2 CPUs, 128 x 128
+ * scan) the copy it saves was most of the source's own time. Plain frames
+ * are copied (a file's last stored chunk may be padded, so a call's frames
+ * are not one range). */
 static bool source_lends(const sl_node *n, int port) { return n->out[port].encoding != SL_ENC_NONE; }
 
 /* ---- produce (device backends): windows in the backend's pinned host memory ---- */
