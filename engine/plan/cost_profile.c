@@ -485,8 +485,17 @@ void sl_cost_profile_for(const sl_backend_caps *caps, sl_cost_profile *out, char
   }
   if (!cached) snprintf(path, sizeof path, "%s", choice);
   if (cached && access(path, F_OK) != 0) {
-    snprintf(note, note_len, "cost model: built-in guesses (not calibrated: run `sluice calibrate%s`)",
-             caps->kind == SL_BACKEND_CPU ? "" : " --backend cuda");
+    /* A profile is per device and CPU thread count: the command that makes
+     * this one (a CPU run at 1 thread after a calibration at the default
+     * count was told to run `sluice calibrate`, which made the other one
+     * again). */
+    if (caps->kind == SL_BACKEND_CPU)
+      snprintf(note, note_len,
+               "cost model: built-in guesses (not calibrated for %d thread%s: run `sluice calibrate --threads %d`)",
+               caps->compute_units, caps->compute_units == 1 ? "" : "s", caps->compute_units);
+    else
+      snprintf(note, note_len, "cost model: built-in guesses (not calibrated: run `sluice calibrate --backend %s`)",
+               sl_backend_kind_name(caps->kind));
     return;
   }
   sl_error err;
