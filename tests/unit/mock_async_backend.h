@@ -4,7 +4,7 @@
  * kind is the CPU's). Its compute queue is the caller's thread (everything
  * on it runs at once, in order); its copy queue is a thread of its own that
  * performs each copy_async after a random delay (0-200 us, after a floor a
- * test may set: copy_floor_us), so a missing
+ * test may set: mock_copy_floor), so a missing
  * wait shows: a kernel reading a ring buffer before its copy landed, a copy
  * overwriting a ring buffer or reading a node's memory too early. Events
  * are counters: record takes a ticket, the queue reaches it in order;
@@ -52,6 +52,14 @@ static struct {
   int64_t copies, waits_on_copy_queue, events_alive;
   int copy_floor_us; /* a copy's least delay (a slow link), 0 unless a test sets it */
 } g_mock = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* Sets every later copy's least delay (under the mock's lock: the copy
+ * queue's thread reads it). */
+static inline void mock_copy_floor(int us) {
+  pthread_mutex_lock(&g_mock.mu);
+  g_mock.copy_floor_us = us;
+  pthread_mutex_unlock(&g_mock.mu);
+}
 
 /* A random delay of 0-max_us microseconds (rand_r under the mock's lock). */
 static inline void mock_delay(int max_us) {

@@ -399,9 +399,9 @@ static void t_copy_waits_apart(void **state) {
   write_tick(path, sizeof path, "positions: 30, pieces: 1");
   sl_error err;
   sl_run got;
-  g_mock.copy_floor_us = 3000;
+  mock_copy_floor(3000);
   sl_code rc = run(path, "mock", 3, &got, &err);
-  g_mock.copy_floor_us = 0;
+  mock_copy_floor(0);
   if (rc != SL_OK) fail_msg("mock: %s", err.msg);
   expect_closed_form(&got, 30, "slow copies");
   expect_prefetched(&got, "tick", 1, "slow copies");
