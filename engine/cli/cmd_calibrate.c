@@ -882,13 +882,13 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("wrote %s\n", path);
 }
 
-/* What the fit was given: every node of every measured run. */
 /* The kept runs (--samples prints them), the samples and first calls. */
 static void calibration_free(calibration *c) {
   for (int r = 0; r < c->n_runs; r++) sl_run_free(&c->runs[r]);
   free(c->samples), free(c->warm);
 }
 
+/* What the fit was given: every node of every measured run. */
 static void print_samples(const calibration *c) {
   printf("  %-24s %10s %16s %12s\n", "sample", "calls", "work (ops|bytes)", "seconds");
   for (int k = 0; k < c->n_samples; k++) {

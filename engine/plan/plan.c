@@ -520,11 +520,7 @@ static void plan_declared(sl_plan *p, const sl_node *n, int k, const sl_plan_pas
   int64_t chunk = pp->chunk_positions, last_chunk = pp->positions - (pp->n_chunks - 1) * chunk;
   b->combine = sl_node_out_combine(n, k);
   b->variable = sl_node_out_bound(n, k, 1) >= 0;
-  if (b->unread) return; /* no buffer: no bound, no partial */
-  if (b->lent) { /* the node's memory: no bytes of the pool's, no partial */
-    b->bytes = 0;
-    return;
-  }
+  if (b->unread || b->lent) return; /* no buffer (a lent one is the node's memory): no bound, no partial */
   int64_t bound = b->variable ? sl_node_out_bound(n, k, chunk) : 0;
   if (b->variable) {
     int64_t last = sl_node_out_bound(n, k, last_chunk);
@@ -555,7 +551,7 @@ static sl_code plan_buffers(sl_plan *p, const sl_graph *g, sl_error *err) {
       b->unread = !b->view && sl_node_out_omitted(n, k);
       b->lent = b->streamed && !b->view && !b->unread && !p->caps.device_memory && n->desc &&
                 n->desc->lends_output && n->desc->lends_output(n, k);
-      b->bytes = b->view || b->unread ? 0 : sl_desc_buffer_bytes(&n->out[k], pp->chunk_positions);
+      b->bytes = b->view || b->unread || b->lent ? 0 : sl_desc_buffer_bytes(&n->out[k], pp->chunk_positions);
       b->in_place_of = -1;
       plan_declared(p, n, k, pp, b);
       plan_buffer_lifetime(p, g, i, k, b);
