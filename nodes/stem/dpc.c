@@ -27,11 +27,13 @@
  * (the iDPC phase, nodes/common/fourier_integral.h) and keeps the branch
  * whose phase is skewed towards positive peaks (atoms are sparse peaks of
  * positive phase): right near focus, wrong where the probe inverts the
- * contrast. With the BF disk's segments (bf_segments) and the probe's
- * params, the segments' parallax (nodes/stem/dpc_parallax.h) decides the
- * branch, angle and transpose where either rule is a guess (low dose, large
- * defocus: the CoM holds no lattice signal there), and gives the axis where
- * it is strong and the CoM's branch sure. The evidence is recorded
+ * contrast. With the BF disk's segments (bf_segments), the segments'
+ * parallax (nodes/stem/dpc_parallax.h) decides the branch, angle and
+ * transpose where either rule is a guess (low dose, large defocus: the CoM
+ * holds no lattice signal there); with the probe's params it also gives
+ * the axis where it is strong and the CoM's branch sure, without them it
+ * runs only for a guessed branch and estimates its sign correction's
+ * cut-off (alpha step / lambda) from the segments. The evidence is recorded
  * ("branch", "branch_com", "parallax", "axis", "branch_confidence",
  * "angle_uncertainty" notes), with a warning when it is weak; an explicit
  * rotation_deg wins.
@@ -71,7 +73,7 @@ enum { TRANSPOSE_AUTO, TRANSPOSE_TRUE, TRANSPOSE_FALSE };
     "auto|true|false")                                                                          \
   P(FLOAT, semiangle_mrad, "0",                                                                 \
     "the probe's convergence semi-angle in mrad, for the parallax of the segments input (0: "   \
-    "unknown)", NULL)                                                                           \
+    "unknown: the parallax estimates its sign correction's cut-off from the segments)", NULL)   \
   P(FLOAT, energy_kev, "0", "the beam energy in keV, for the parallax (0: unknown)", NULL)      \
   P(FLOAT, step_angstrom, "0", "the scan step in Angstrom, for the parallax (0: unknown)", NULL)
 SL_NODE_PARAMS(dpc_params, DPC_PARAMS)
@@ -125,22 +127,30 @@ static bool has_segments(const sl_node *n) { return n->in_src[3].node != SL_SRC_
 /* Segments of the 'segments' input (0 when not connected). */
 static int segment_count(const sl_node *n) { return has_segments(n) ? (int)n->in[3].dims[0] : 0; }
 
-/* Segments the parallax may fit: the input's count when it is connected,
- * the angle is fitted and the probe's params are given, else 0 (nothing
- * planned or made, and the segments are not read: infer says so, so that
- * bf_segments computes nothing). */
-static int parallax_segments(const sl_node *n) {
+/* Whether the probe's three params are given. */
+static bool probe_given(const sl_node *n) {
   const dpc_params *p = dpc_params_of(n);
-  return !strcmp(p->rotation_deg, "auto") && p->semiangle_mrad > 0 && p->energy_kev > 0 && p->step_angstrom > 0
-             ? segment_count(n)
-             : 0;
+  return p->semiangle_mrad > 0 && p->energy_kev > 0 && p->step_angstrom > 0;
 }
 
-/* The rate of a dpc that may fit the parallax is calibrated apart
+/* Segments the parallax may fit: the input's count when it is connected
+ * and the angle is fitted, else 0 (nothing planned or made, and the
+ * segments are not read: infer says so, so that bf_segments computes
+ * nothing). With the probe's params it always runs (the branch where the
+ * CoM's rule is a guess, else the axis); without them only where the
+ * CoM's rule is a guess, f_max estimated from the segments (dpc_parallax.h). */
+static int parallax_segments(const sl_node *n) {
+  return !strcmp(dpc_params_of(n)->rotation_deg, "auto") ? segment_count(n) : 0;
+}
+
+/* Whether every run fits the parallax: with the probe's params. */
+static bool parallax_always(const sl_node *n) { return parallax_segments(n) && probe_given(n); }
+
+/* The rate of a dpc that fits the parallax is calibrated apart
  * (calibrate's parallax.yaml): on the H200 its device steps took 16.5-17.4
  * ms on a 512 x 512 scan where its operations at the rotation's rate gave
  * 5.4 ms (docs/performance.md). */
-static const char *dpc_rate_variant(const sl_node *n) { return parallax_segments(n) ? "parallax" : NULL; }
+static const char *dpc_rate_variant(const sl_node *n) { return parallax_always(n) ? "parallax" : NULL; }
 
 #ifdef SLUICE_HAVE_CUDA
 /* The parallax's windows as the device takes them: the host's. */
@@ -221,8 +231,12 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   if (ns) {
     /* The parallax (and on CUDA the segments' host copies): it runs
      * whenever the angle is fitted with the probe's params (for the branch
-     * where the CoM's rule is a guess, else for the axis). */
-    c->ops += sl_dpc_parallax_ops(ns, rows, cols);
+     * where the CoM's rule is a guess, else for the axis). Without them it
+     * runs only where the CoM's rule is a guess, which no plan can know:
+     * its bytes are planned, its operations not counted (the estimate is
+     * the usual run's; a guess's run takes the fit's time more, 0.1-0.2 s
+     * on a 128 x 128 scan at 2 threads, docs/nodes/dpc.md). */
+    if (probe_given(n)) c->ops += sl_dpc_parallax_ops(ns, rows, cols);
     c->bytes_read += (int64_t)ns * rc * 8;
     /* The host steps' plans and buffers are made on their first need: on a
      * device, whose steps run there, only the driver's weights are (unless
@@ -339,14 +353,13 @@ static sl_dpc_branch_sums branch_sums_of(dpc_state *s, sl_backend *b, double the
  * connected but the probe is unknown it says what would decide (their
  * parallax: 96-98% of issue 11's grid against 90-92% without, dpc.md). */
 static void note_branch_guess(sl_node *n, const char *what, double value) {
-  const bool parallax_could = has_segments(n) && !parallax_segments(n) &&
-                              !strcmp(dpc_params_of(n)->rotation_deg, "auto");
+  const bool parallax_could = parallax_segments(n) && !probe_given(n);
   sl_node_note(n, "warning",
                "the 180-degree branch of the rotation is a guess (%s %.3f): check the "
                "contrast of the iDPC image, or give rotation_deg%s",
                what, value,
                parallax_could ? ", or the probe's semiangle_mrad, energy_kev and step_angstrom (the BF segments' "
-                                "parallax then decides)"
+                                "parallax's sign correction then needs no estimate of its cut-off)"
                               : "");
 }
 
@@ -451,13 +464,16 @@ static double dpc_parallax_branch(sl_node *n, const dpc_config *cfg, const sl_dp
   double off = fabs(sl_dpc_wrap_deg(theta - px->theta));
   if (off > 90) off = 180 - off;
   const double c = fabs(px->skewness);
+  char scale[96];
+  if (px->fmax_estimated) snprintf(scale, sizeof scale, "f_max %.4g cycles per scan step, estimated", px->fmax);
+  else snprintf(scale, sizeof scale, "|defocus| %.1f A", px->defocus);
   sl_node_note(n, "branch",
                "%.4f, transposed %d, by the parallax of the BF segments (%.4g scan steps per disk radius at "
-               "%.2f degrees%s, power gain %.3f; |defocus| %.1f A; sign-corrected tcBF skewness %+.3f, the "
+               "%.2f degrees%s, power gain %.3f; %s; sign-corrected tcBF skewness %+.3f, the "
                "defocus's sign); the CoM's rule was a guess (%s %.3f; its axis %.4f, transposed %d, %.2f "
                "degrees from the parallax's)",
                sl_dpc_wrap_deg(px->theta), px->transpose, px->scale, px->angle, px->transpose ? ", transposed" : "",
-               px->gain, px->defocus, px->skewness, com_rule, com_confidence, sl_dpc_wrap_deg(theta), *t, off);
+               px->gain, scale, px->skewness, com_rule, com_confidence, sl_dpc_wrap_deg(theta), *t, off);
   sl_node_note(n, "branch_confidence",
                "%.3f (|skewness| of the parallax's sign-corrected tcBF image; below %.2f the branch is a guess)",
                c, PARALLAX_SKEWNESS_SURE);
@@ -579,7 +595,9 @@ static void parallax_on_device(parallax_source *ps, bool *ran, char *why, size_t
   if (ps->rc == SL_OK) ps->rc = parallax_state(n, ps->st, false, a->err);
   if (ps->rc != SL_OK) return;
   device_steps d = {x, SL_OK};
-  const sl_dpc_parallax_steps st = {&d, dev_correlate, dev_power, dev_grid, dev_value, dev_pattern, dev_tcbf};
+  /* no fmax: without the probe the host fits (parallax_when_needed) */
+  const sl_dpc_parallax_steps st = {&d,        dev_correlate, dev_power, dev_grid,
+                                     dev_value, dev_pattern,   dev_tcbf,  NULL};
   (void)sl_dpc_parallax_fit(ps->st->parallax, &st, ps->st->offsets_host, &ps->cfg->probe, &ps->r);
   ps->rc = d.rc;
   *ran = ps->rc == SL_OK;
@@ -594,16 +612,13 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
   sl_node *n = (sl_node *)ps->a->node;
   const dpc_config *cfg = ps->cfg;
   if (!has_segments(n) || !cfg->fit_angle) return NULL;
-  if (!cfg->probe_known) {
-    sl_node_note(n, "parallax", "not used: give semiangle_mrad, energy_kev and step_angstrom (the "
-                 "defocus in Angstrom needs them)");
-    return NULL;
-  }
   sl_dpc_parallax_result *r = &ps->r;
   sl_kernel_args *a = ps->a;
   bool ran = false;
 #ifdef SLUICE_HAVE_CUDA
-  if (ps->on_device) {
+  /* Without the probe the estimate of f_max is the host's step (the
+   * segments' band read back): the same bits as the CPU backend's. */
+  if (ps->on_device && cfg->probe_known) {
     char why[300] = "";
     parallax_on_device(ps, &ran, why, sizeof why);
     if (ps->rc != SL_OK) return NULL;
@@ -621,13 +636,19 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
     int64_t row0 = 0, nrows = rows; /* the input: every row */
     if (ps->segments == ps->st->segments_host) sl_dpc_parallax_band(rows, &row0, &nrows); /* read back: the band */
     sl_dpc_parallax_run(ps->st->parallax, a->backend, a->worker_scratch, a->worker_scratch_stride, ps->segments,
-                        row0, nrows, ps->offsets, &cfg->probe, r);
+                        row0, nrows, ps->offsets, cfg->probe_known ? &cfg->probe : NULL, r);
   }
+  char scale[256];
+  if (r->fmax_estimated)
+    snprintf(scale, sizeof scale, "the aperture's cut-off %.4g cycles per scan step estimated from the segments' "
+             "spectra (%.4g frequencies above noise; the probe's params not given, |defocus| unknown)",
+             r->fmax, r->fmax_energy);
+  else snprintf(scale, sizeof scale, "|defocus| %.1f A", r->defocus);
   sl_node_note(n, "parallax",
                "%s: %.4g scan steps per disk radius at %.2f degrees%s, power gain %.3f (found above %.2f); "
-               "|defocus| %.1f A; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",
+               "%s; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",
                r->found ? "found" : "not found", r->scale, r->angle, r->transpose ? ", transposed" : "",
-               r->gain, SL_DPC_PARALLAX_GAIN, r->defocus, r->skewness, r->theta);
+               r->gain, SL_DPC_PARALLAX_GAIN, scale, r->skewness, r->theta);
   return r->found ? r : NULL;
 }
 
@@ -637,6 +658,7 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
  * defocus the CoM keeps little of the lattice and its angle is off by
  * degrees where the parallax's is not (docs/nodes/dpc.md). */
 static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t) {
+  if (!ps->cfg->probe_known) return theta; /* without the probe it runs for a guessed branch only */
   const sl_dpc_parallax_result *px = parallax_when_needed(ps);
   if (!px || px->gain < PARALLAX_AXIS_GAIN || px->scale < PARALLAX_AXIS_SCALE || px->transpose != t)
     return theta;

@@ -564,6 +564,199 @@ static bool host_tcbf(void *ctx, const fit_set *fs, const double *offsets, const
   return true;
 }
 
+/* f_max's matched sums (dpc_parallax.h, item 3), on the padded window
+ * spectra S_o in p->wspec. A segment's transfer under a candidate
+ * (f_max, M scaled by k) is
+ *   T_o(f) = e^{-i 2 pi (k M o).f} [in1 e^{+i chi} - in2 e^{-i chi}],
+ * in1 where the disk shifted by g = M^T f / (s f_max) covers o, in2 where
+ * the one shifted by -g does, chi = pi k s |f|^2 / f_max. This pairing of
+ * chi's sign with the shifts' is the physical one whichever of (A, df) and
+ * (-A, -df) made M (the other pairing, chi's sign flipped, is no scan's:
+ * on issue 11's grid its sums peaked at wrong f_max, 0.72 for 0.51 at 25
+ * mrad, and as high as the right pairing's). With each segment shifted
+ * back and weighted by the inverse of its Poisson variance (its window
+ * mean count), Q_o = w_o e^{+i 2 pi (k M o).f} S_o (the phase a row factor
+ * times a column factor), and A1, A2 the sums of Q_o over the segments
+ * in1 and in2:
+ *   |sum_o w_o T_o^* S_o|^2 = |A1|^2 + |A2|^2 - 2 Re(e^{-2 i chi} A1 A2^*),
+ *   sum_o w_o |T_o|^2 = sum_{o in 1} w_o + sum_{o in 2} w_o - 2 cos(2 chi) sum_{o in both} w_o,
+ * and the excess of their ratio over its noise expectation (the padded
+ * transform of N positions: N per frequency) is summed. The segment's own
+ * blur (dpc's tcBF) is the same factor on both, so it cancels. */
+/* The frequencies the matched sums are taken over: those where the
+ * segments' mean power is at least this many times their Poisson noise.
+ * A frequency of noise alone adds 0 to every candidate's sum on average
+ * but its spread to each; at 1e3 e/frame most are. Over issue 11's 64 x
+ * 64 grid without the probe's params (docs/nodes/dpc.md), branch right:
+ * every frequency 95.2%, above 1x the noise 96.2%, 2x 96.5%, 4x 95.6%, 8x
+ * 94.8%. */
+#define FMAX_POWER_OVER_NOISE 2.0
+
+typedef struct fmax_job {
+  const sl_dpc_parallax *p;
+  const fit_set *fs;
+  const double *offsets, *m, *cand, *scale, *w;
+  double s;
+  double *energy;
+  double *ramps; /* per worker: [used][2 (pr + pc)] */
+  int64_t ramp_stride;
+  const int32_t *freqs; /* the frequencies summed (row * pc + col) */
+  int64_t n_freqs;
+} fmax_job;
+
+static void fmax_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  const fmax_job *j = ctx;
+  const sl_dpc_parallax *p = j->p;
+  const int64_t pr = p->pr, pc = p->pc, pw = pr * pc;
+  const double n_pos = (double)(p->wr * p->wc), *m = j->m;
+  const int used = j->fs->used;
+  double *ramps = j->ramps + (int64_t)worker * j->ramp_stride;
+  for (int64_t k = begin; k < end; k++) {
+    const double sk = j->s * j->scale[k];
+    const double gs = 1.0 / (j->s * j->cand[k]), chi_per_f2 = M_PI * sk / j->cand[k];
+    for (int u = 0; u < used; u++) { /* the shift back by k M o: a row and a column factor */
+      const double o0 = j->offsets[3 * j->fs->index[u]], o1 = j->offsets[3 * j->fs->index[u] + 1];
+      const double sh0 = j->scale[k] * (m[0] * o0 + m[1] * o1), sh1 = j->scale[k] * (m[2] * o0 + m[3] * o1);
+      double *er = ramps + (int64_t)u * 2 * (pr + pc), *ec = er + 2 * pr;
+      for (int64_t i = 0; i < pr; i++) {
+        const double ph = 2 * M_PI * sl_fft_freq(i, pr) * sh0;
+        er[2 * i] = cos(ph), er[2 * i + 1] = sin(ph);
+      }
+      for (int64_t c = 0; c < pc; c++) {
+        const double ph = 2 * M_PI * sl_fft_freq(c, pc) * sh1;
+        ec[2 * c] = j->w[u] * cos(ph), ec[2 * c + 1] = j->w[u] * sin(ph);
+      }
+    }
+    double e = 0;
+    for (int64_t fq = 0; fq < j->n_freqs; fq++) {
+      const int64_t i = j->freqs[fq] / pc, c = j->freqs[fq] % pc;
+      const double fi = sl_fft_freq(i, pr), fj = sl_fft_freq(c, pc);
+      const double g0 = (m[0] * fi + m[2] * fj) * gs, g1 = (m[1] * fi + m[3] * fj) * gs;
+      if (g0 * g0 + g1 * g1 > 4.0) continue; /* no segment (|o| <= 1) is covered */
+      double a1r = 0, a1i = 0, a2r = 0, a2i = 0, w1 = 0, w2 = 0, w12 = 0;
+      for (int u = 0; u < used; u++) {
+        const double o0 = j->offsets[3 * j->fs->index[u]], o1 = j->offsets[3 * j->fs->index[u] + 1];
+        const bool in1 = (o0 - g0) * (o0 - g0) + (o1 - g1) * (o1 - g1) <= 1.0;
+        const bool in2 = (o0 + g0) * (o0 + g0) + (o1 + g1) * (o1 + g1) <= 1.0;
+        if (!in1 && !in2) continue;
+        const double *er = ramps + (int64_t)u * 2 * (pr + pc) + 2 * i, *ec = er - 2 * i + 2 * pr + 2 * c;
+        const double ph_r = er[0] * ec[0] - er[1] * ec[1], ph_i = er[0] * ec[1] + er[1] * ec[0];
+        const fftw_complex *x = p->wspec + (size_t)u * (size_t)pw + i * pc + c;
+        const double qr = (*x)[0] * ph_r - (*x)[1] * ph_i, qi = (*x)[0] * ph_i + (*x)[1] * ph_r;
+        if (in1) a1r += qr, a1i += qi, w1 += j->w[u];
+        if (in2) a2r += qr, a2i += qi, w2 += j->w[u];
+        if (in1 && in2) w12 += j->w[u];
+      }
+      const double chi2 = 2 * chi_per_f2 * (fi * fi + fj * fj), cs = cos(chi2), sn = sin(chi2);
+      const double den = w1 + w2 - 2 * cs * w12;
+      if (!(den > 1e-12 * (w1 + w2))) continue;
+      const double xr = a1r * a2r + a1i * a2i, xi = a1i * a2r - a1r * a2i; /* A1 A2^* */
+      const double num = a1r * a1r + a1i * a1i + a2r * a2r + a2i * a2i - 2 * (cs * xr + sn * xi);
+      e += num / (n_pos * den) - 1;
+    }
+    j->energy[k] = e;
+  }
+}
+
+static bool host_fmax(void *ctx, const fit_set *fs, const double *offsets, const double m[4], double s,
+                      const double *cand, const double *scale, int n, double *energy) {
+  host_steps *h = ctx;
+  sl_dpc_parallax *p = h->p;
+  const int workers = h->b && h->scratch ? h->b->ops->workers(h->b) : 1;
+  const int64_t stride = (int64_t)(fs->used ? fs->used : 1) * 2 * (p->pr + p->pc);
+  double *w = malloc((size_t)(fs->used ? fs->used : 1) * sizeof *w);
+  double *ramps = malloc((size_t)(workers * stride) * sizeof *ramps);
+  if (!w || !ramps) {
+    free(w);
+    free(ramps);
+    return false;
+  }
+  double noise = 0;
+  for (int u = 0; u < fs->used; u++) { /* sum: the window's counts; a mean count per position */
+    const double mean = fs->sum[u] / (double)(p->wr * p->wc);
+    w[u] = mean > 0 ? 1 / mean : 0;
+    noise += fs->sum[u] / fs->used; /* a segment's Poisson power per frequency: its window count */
+  }
+  const int64_t pw = p->pr * p->pc;
+  int32_t *freqs = malloc((size_t)pw * sizeof *freqs);
+  if (!freqs) {
+    free(w), free(ramps);
+    return false;
+  }
+  int64_t nf = 0;
+  for (int64_t q = 1; q < pw; q++) { /* 0: the means, removed */
+    double e = 0;
+    for (int u = 0; u < fs->used; u++) {
+      const fftw_complex *x = p->wspec + (size_t)u * (size_t)pw + q;
+      e += ((*x)[0] * (*x)[0] + (*x)[1] * (*x)[1]) / fs->used;
+    }
+    if (e > FMAX_POWER_OVER_NOISE * noise) freqs[nf++] = (int32_t)q;
+  }
+  fmax_job j = {p, fs, offsets, m, cand, scale, w, s, energy, ramps, stride, freqs, nf};
+  if (workers > 1) h->b->ops->parallel_for(h->b, n, 1, fmax_range, &j);
+  else fmax_range(&j, 0, n, 0);
+  free(w);
+  free(ramps);
+  free(freqs);
+  return true;
+}
+
+/* The best of n candidates (f_max[k], scale[k]): its index, *e its
+ * excess. False when the step failed. */
+static bool fmax_best(const sl_dpc_parallax_steps *st, const fit_set *fs, const double *offsets,
+                      const double m[4], double s, const double *cand, const double *scale, int n, int *best,
+                      double *e) {
+  double *en = malloc((size_t)n * sizeof *en);
+  if (!en || !st->fmax(st->ctx, fs, offsets, m, s, cand, scale, n, en)) {
+    free(en);
+    return false;
+  }
+  *best = 0, *e = -INFINITY;
+  for (int k = 0; k < n; k++) /* the first of equal values */
+    if (en[k] > *e) *e = en[k], *best = k;
+  free(en);
+  return true;
+}
+
+/* f_max and M's scale by the largest matched sum: a grid of f_max over
+ * [SL_DPC_FMAX_MIN, SL_DPC_FMAX_MAX] in ratios of 1.1 times the scale over
+ * 0.9-1.1 in steps of 0.02, then both in turns in finer steps about the
+ * best. The scale is searched because the shifts' phases must match to the
+ * highest frequencies: the pair correlations' fit was 5% short at 25 mrad
+ * and -200 A on issue 11's grid, and with that 5% a wrong f_max (0.95, true
+ * 0.51) had the largest sum; jointly, the true one does (docs/nodes/dpc.md).
+ * False when a step failed; *fmax 0 where no candidate stands above the
+ * noise. */
+static bool estimate_fmax(const sl_dpc_parallax_steps *st, const fit_set *fs, const double *offsets,
+                          const double m[4], double s, double *fmax, double *scale_out, double *energy_out) {
+  enum { MAX = 1024 };
+  double *cand = malloc(2 * MAX * sizeof *cand), *scale = cand + MAX, f = 0, k = 1, e = -INFINITY;
+  if (!cand) return false;
+  int n = 0, best = 0;
+  for (double c = SL_DPC_FMAX_MIN; c <= SL_DPC_FMAX_MAX * 1.0001; c *= 1.1)
+    for (int q = -5; q <= 5; q++) cand[n] = c, scale[n++] = 1 + 0.02 * q;
+  bool ok = fmax_best(st, fs, offsets, m, s, cand, scale, n, &best, &e);
+  /* the turns about the best: f_max's steps, then the scale's */
+  static const struct { bool fmax; double lo, hi, step; } turn[] = {
+      {true, 0.9, 1.1, 1.01}, {false, 0.985, 1.015, 0.0025}, {true, 0.97, 1.03, 1.0025}};
+  for (size_t t = 0; ok && t < sizeof turn / sizeof turn[0]; t++) {
+    f = cand[best], k = scale[best], n = 0;
+    if (turn[t].fmax)
+      for (double c = f * turn[t].lo; c <= f * turn[t].hi * 1.0001 && n < MAX; c *= turn[t].step)
+        cand[n] = c, scale[n++] = k;
+    else
+      for (double c = k * turn[t].lo; c <= k * turn[t].hi + 1e-9 && n < MAX; c += k * turn[t].step)
+        cand[n] = f, scale[n++] = c;
+    ok = fmax_best(st, fs, offsets, m, s, cand, scale, n, &best, &e);
+  }
+  if (ok) f = cand[best], k = scale[best];
+  free(cand);
+  *fmax = e > 0 ? f : 0;
+  *scale_out = k;
+  *energy_out = e;
+  return ok;
+}
+
 /* ---- the fit ------------------------------------------------------------------------ */
 
 /* The segments' side in radii: the median distance from a segment to its
@@ -658,9 +851,20 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
   r->scale = s, r->transpose = t;
   r->angle = fmod(ang * 180 / M_PI, 360.0);
   if (r->angle < 0) r->angle += 360;
-  r->defocus = s * probe->step / probe->semiangle;
   parallax_matrix(s, ang, t, m);
-  const double chi_per_f2 = M_PI * probe->wavelength * r->defocus / (probe->step * probe->step);
+  if (probe) {
+    r->defocus = s * probe->step / probe->semiangle;
+    r->fmax = probe->semiangle * probe->step / probe->wavelength;
+  } else { /* unknown: f_max from the segments' spectra, |defocus| unknown (0) */
+    r->fmax_estimated = true;
+    double k = 1;
+    if (!st->fmax || !estimate_fmax(st, &fs, offsets, m, s, &r->fmax, &k, &r->fmax_energy)) goto refined_not;
+    if (!(r->fmax > 0)) r->found = false; /* nothing above the noise: no sign correction to trust */
+    s *= k, r->scale = s; /* the matched sums' scale */
+    parallax_matrix(s, ang, t, m);
+  }
+  /* chi = pi lambda |df| |k|^2 = pi s |f|^2 / f_max (f in cycles per scan step) */
+  const double chi_per_f2 = r->fmax > 0 ? M_PI * s / r->fmax : 0;
   /* the shifts wrap around at the window's edges: the skewness is taken
    * inside the largest */
   double shift_max = 0;
@@ -692,6 +896,7 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch
   }
   p->seg_row0 = seg_row0, p->seg_rows = seg_rows;
   host_steps h = {p, b, scratch, stride, segments};
-  const sl_dpc_parallax_steps st = {&h, host_correlate, host_power, host_grid, host_value, host_pattern, host_tcbf};
+  const sl_dpc_parallax_steps st = {&h,        host_correlate, host_power, host_grid,
+                                     host_value, host_pattern,   host_tcbf,  host_fmax};
   (void)sl_dpc_parallax_fit(p, &st, offsets, probe, r);
 }

@@ -33,7 +33,20 @@
  *    semi-angle, wavelength and the scan step) is the phase blurred by
  *    |sin(chi)| times the sign of df. Its skewness (columns are sparse
  *    positive peaks) gives the sign of df, and with it A:
- *    theta = -p (t = 0) or p (t = 1) for df < 0, plus 180 for df > 0. */
+ *    theta = -p (t = 0) or p (t = 1) for df < 0, plus 180 for df > 0.
+ * 3. Without the probe's params the sign correction's one unknown,
+ *    f_max = alpha step / lambda (the aperture's cut-off in cycles per scan
+ *    step: chi = pi s |f|^2 / f_max), is estimated from the segments'
+ *    spectra: a segment at offset o sees scan frequency f only where the
+ *    disk shifted by g = M^T f / (s f_max) covers o (term e^{-i chi}) or
+ *    the one shifted by -g does (term -e^{+i chi}), so each f_max predicts
+ *    every segment's transfer T_o(f) up to the object's spectrum, and the
+ *    one whose matched sum sum_f |sum_o w_o T_o^* S_o|^2 / sum_o w_o |T_o|^2
+ *    (w_o: the inverse of the segment's Poisson variance), over the
+ *    frequencies that hold power above the noise, stands highest above
+ *    the noise's expectation (1 a frequency) is taken, with M's scale
+ *    searched beside it. The sums are the same for (A, df) and (-A, -df):
+ *    the branch is the skewness's as above. */
 #ifndef SL_DPC_PARALLAX_H
 #define SL_DPC_PARALLAX_H
 
@@ -63,7 +76,18 @@ typedef struct sl_dpc_parallax_result {
   double defocus;   /* |df|, A (s step / alpha) */
   double skewness;  /* of the sign-corrected tcBF over the scan's interior */
   double theta;     /* degrees in (-180, 180]: A's angle on the branch of the skewness's sign */
+  double fmax;      /* alpha step / lambda, cycles per scan step: from the probe, or estimated (and
+                       then s refined with it: the matched sums place the shifts more sharply) */
+  bool fmax_estimated; /* no probe: fmax from the segments' spectra (then defocus is 0: unknown) */
+  double fmax_energy;  /* estimated: the matched sum's excess over the noise at fmax, in frequencies */
 } sl_dpc_parallax_result;
+
+/* The range of f_max = alpha step / lambda an estimate searches (cycles per
+ * scan step): 5-40 mrad, 0.1-4 A steps, 60-300 kV span about 0.01-8; below
+ * 0.05 the BF disk's lunes are narrower than a frequency of a 128-wide
+ * window, above 2 the scan undersamples the BF image fourfold. */
+#define SL_DPC_FMAX_MIN 0.05
+#define SL_DPC_FMAX_MAX 2.0
 
 /* The least gain of a parallax that is taken as found. */
 #define SL_DPC_PARALLAX_GAIN 1.05
@@ -152,11 +176,18 @@ typedef struct sl_dpc_parallax_steps {
    * leaves fewer than 3 a side). */
   bool (*tcbf)(void *ctx, const sl_dpc_parallax_set *set, const double *offsets, const double m[4],
                double chi_per_f2, int64_t margin, double *skewness);
+  /* Without the probe: the matched sums' excess over the noise, energy[k]
+   * for f_max = fmax[k] and M scaled by scale[k] (item 3 above), on the
+   * window's spectra of the plain correlation. NULL where the steps cannot
+   * (a device's: the caller runs the host's instead). */
+  bool (*fmax)(void *ctx, const sl_dpc_parallax_set *set, const double *offsets, const double m[4], double s,
+               const double *fmax, const double *scale, int n, double *energy);
 } sl_dpc_parallax_steps;
 
 /* The fit by `steps` on the geometry of p (its host buffers hold the
  * noise weights), offsets [n][3] on the host; false when a step failed
- * (r not found). */
+ * (r not found). probe NULL: unknown, f_max estimated (steps->fmax; r not
+ * found where the steps have none or the estimate stands below the noise). */
 bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *steps, const double *offsets,
                          const sl_dpc_probe *probe, sl_dpc_parallax_result *r);
 
@@ -167,7 +198,7 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *steps,
  * search are shared among the workers of b, each with
  * sl_dpc_parallax_worker_bytes of `scratch` (worker w's at scratch + w *
  * stride); with b or scratch NULL, this thread does all. The result does
- * not depend on the workers. */
+ * not depend on the workers. probe NULL: unknown (as sl_dpc_parallax_fit). */
 struct sl_backend;
 void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
                          const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
