@@ -253,7 +253,7 @@ static sl_code bf_segments_prepare(sl_node *n, sl_error *err) {
   sl_code rc = geometry_resolve(n, &geom, err);
   if (rc) return rc;
   if (outputs_unread(n))
-    sl_node_note(n, "segments", "not read (dpc is not given the probe's params, or a rotation): nothing computed");
+    sl_node_note(n, "segments", "not read (dpc is given its rotation, or nothing reads them): nothing computed");
   seg_state *s = calloc(1, sizeof *s);
   int64_t cap = geom.g.h * geom.layout.grid; /* at most `grid` runs a row */
   if (s) {

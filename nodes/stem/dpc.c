@@ -225,7 +225,7 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) / 3 + sl_dpc_fit_ops(rows, cols);
   c->library_bytes = SL_FFTW_PLANNER_BYTES;
   const int ns = parallax_segments(n);
-  c->device_library_bytes = SL_CUFFT_HOST_BYTES + (ns ? PARALLAX_CUFFT_HOST_BYTES : 0);
+  c->device_library_bytes = SL_CUFFT_HOST_BYTES + (ns && probe_given(n) ? PARALLAX_CUFFT_HOST_BYTES : 0);
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
                    2 * rc * 8 + rows * (1 + SL_DPC_ADF_SUMS) * 8;
   if (ns) {
@@ -256,7 +256,9 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 #ifdef SLUICE_HAVE_CUDA
   /* On the device the parallax's pieces follow dpc's own (it fits there) */
   const sl_cuda_parallax_geometry g = device_geometry(rows, cols);
-  c->device_state_bytes = sl_cuda_dpc_state_bytes_with(rows, cols, ns, &g);
+  /* without the probe the parallax fits on the host (a guessed branch's
+   * rare path, like the host fallback below: host_fallback_bytes) */
+  c->device_state_bytes = sl_cuda_dpc_state_bytes_with(rows, cols, probe_given(n) ? ns : 0, &g);
 #endif
 }
 
@@ -350,8 +352,9 @@ static sl_dpc_branch_sums branch_sums_of(dpc_state *s, sl_backend *b, double the
 #define PARALLAX_AXIS_SCALE 2.0
 
 /* The warning of a weak branch decision; where the BF segments are
- * connected but the probe is unknown it says what would decide (their
- * parallax: 96-98% of issue 11's grid against 90-92% without, dpc.md). */
+ * connected but the probe is unknown it names the params (the parallax's
+ * exact sign correction: 96-98% of issue 11's grid against 94-96.5% with
+ * its cut-off estimated, dpc.md). */
 static void note_branch_guess(sl_node *n, const char *what, double value) {
   const bool parallax_could = parallax_segments(n) && !probe_given(n);
   sl_node_note(n, "warning",
@@ -626,6 +629,9 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
   }
 #endif
   if (ps->on_device && !ran) {
+    if (!cfg->probe_known)
+      sl_node_note(n, "parallax_backend", "fitted on the host: the probe's params not given (the estimate of "
+                   "its cut-off is the host's; its state is not in a device run's plan, as the fallback's)");
     ps->rc = segments_download(ps->a, ps->st);
     if (ps->rc != SL_OK) return NULL;
     ps->segments = ps->st->segments_host, ps->offsets = ps->st->offsets_host;
