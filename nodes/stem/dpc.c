@@ -645,7 +645,9 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
                         row0, nrows, ps->offsets, cfg->probe_known ? &cfg->probe : NULL, r);
   }
   char scale[256];
-  if (r->fmax_estimated)
+  if (r->fmax_estimated && !r->found)
+    snprintf(scale, sizeof scale, "the aperture's cut-off not estimated (no parallax; the probe's params not given)");
+  else if (r->fmax_estimated)
     snprintf(scale, sizeof scale, "the aperture's cut-off %.4g cycles per scan step estimated from the segments' "
              "spectra (%.4g frequencies above noise; the probe's params not given, |defocus| unknown)",
              r->fmax, r->fmax_energy);

@@ -858,6 +858,7 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
   } else { /* unknown: f_max from the segments' spectra, |defocus| unknown (0) */
     r->fmax_estimated = true;
     double k = 1;
+    if (!r->found) goto done_ok; /* no parallax: nothing to correct (ok, not found) */
     if (!st->fmax || !estimate_fmax(st, &fs, offsets, m, s, &r->fmax, &k, &r->fmax_energy)) goto refined_not;
     if (!(r->fmax > 0)) r->found = false; /* nothing above the noise: no sign correction to trust */
     s *= k, r->scale = s; /* the matched sums' scale */
@@ -876,6 +877,7 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
   /* df < 0 (skewness < 0): theta = -p (t 0) or p (t 1); df > 0: plus 180. */
   double theta = t ? r->angle : -r->angle;
   r->theta = sl_dpc_wrap_deg(r->skewness >= 0 ? theta + 180 : theta);
+done_ok:
   ok = true;
   goto done;
 refined_not:
