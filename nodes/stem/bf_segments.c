@@ -8,7 +8,7 @@
  * radii (row, col), and its pixel count; it follows from the geometry alone.
  *
  * As virtual_image does with its spans, the segments are turned into row
- * runs of one segment each in prepare(), or with the `disk` input (disk_fit's
+ * spans and column runs in prepare(), or with the `disk` input (disk_fit's
  * values, known only at run time) on the first kernel call and whenever the
  * disk changes; only the bounding box of the extent circle is visited, so a
  * frame's read is the disk's rows, not the whole frame. The kernel is a loop
@@ -46,13 +46,6 @@ SL_NODE_PARAMS(bf_segments_params, BF_SEGMENTS_PARAMS)
 
 #define MAX_SEGMENTS (SL_BF_SEGMENTS_MAX_GRID * SL_BF_SEGMENTS_MAX_GRID)
 
-/* A run of pixels of one row in one segment. */
-typedef struct seg_run {
-  int64_t offset; /* first pixel, r * W + c */
-  int32_t length;
-  int32_t segment;
-} seg_run;
-
 /* Everything infer() checks. */
 typedef struct seg_geometry {
   sl_disk_geometry g; /* centre and radius from the params (g.radius 0: unset) */
@@ -72,8 +65,6 @@ typedef struct band_run {
 
 typedef struct seg_state {
   seg_geometry geom;
-  seg_run *runs;
-  int64_t n_runs, cap;
   row_span *rows;           /* [h] */
   band_run *bands;          /* [grid * grid] at most: a cell row crosses each cell once */
   int n_bands;
@@ -81,7 +72,7 @@ typedef struct seg_state {
   int64_t n_pixels;         /* pixels in segments */
   int64_t box_rows, box_cols; /* bounding box of those pixels */
   double offsets[MAX_SEGMENTS * 3]; /* the output `offsets` */
-  sl_disk_region region;    /* the runs hold the segments (with a disk input: of that disk) */
+  sl_disk_region region;    /* rows and bands hold the segments (with a disk input: of that disk) */
 } seg_state;
 
 static sl_code geometry_resolve(const sl_node *n, seg_geometry *geom, sl_error *err) {
@@ -139,44 +130,15 @@ static int band_of(const sl_bf_segment_layout *l, int k) {
   return -1;
 }
 
-/* From the runs: each row's span and cell row, and each cell row's column
- * runs of one segment (a column's segment within a cell row is fixed: its
- * cell column depends on the column alone; columns no row of the cell row
- * has in a segment belong to none). */
-static sl_code bands_build(seg_state *s, sl_error *err) {
-  const sl_bf_segment_layout *l = &s->geom.layout;
-  const int64_t h = s->geom.g.h, bw = s->box_cols > 0 ? s->box_cols : 1;
-  int16_t *col_seg = malloc((size_t)(l->grid * bw) * sizeof *col_seg); /* [band][box column] */
-  if (!col_seg) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the segment bands");
-  for (int64_t q = 0; q < l->grid * bw; q++) col_seg[q] = -1;
-  for (int64_t r = 0; r < h; r++) s->rows[r] = (row_span){-1, 0, 0};
-  for (int64_t k = 0; k < s->n_runs; k++) {
-    const seg_run *u = &s->runs[k];
-    const int64_t r = u->offset / s->geom.g.w, c = u->offset % s->geom.g.w;
-    const int band = band_of(l, u->segment);
-    row_span *rs = &s->rows[r];
-    if (rs->band < 0) *rs = (row_span){band, (int32_t)c, (int32_t)(c + u->length)};
-    if (c < rs->lo) rs->lo = (int32_t)c;
-    if (c + u->length > rs->hi) rs->hi = (int32_t)(c + u->length);
-    for (int64_t i = 0; i < u->length; i++) col_seg[band * bw + c - s->col0 + i] = (int16_t)u->segment;
-  }
-  s->n_bands = 0;
-  for (int b = 0; b < l->grid; b++)
-    for (int64_t c = 0; c < s->box_cols;) {
-      const int k = col_seg[b * bw + c];
-      int64_t e = c + 1;
-      while (e < s->box_cols && col_seg[b * bw + e] == k) e++;
-      if (k >= 0) s->bands[s->n_bands++] = (band_run){b, (int32_t)(s->col0 + c), (int32_t)(e - c), k};
-      c = e;
-    }
-  free(col_seg);
-  return SL_OK;
-}
-
-/* Builds the runs, the bounding box, the pixel count and the offsets for
- * the disk (cr, cc, radius), visiting the window of the extent circle only.
- * The offsets come from exact integer sums of the coordinates (the device
- * sums them in any order and gets the same). */
+/* Builds each row's span and cell row, each cell row's column runs of one
+ * segment, the bounding box, the pixel count and the offsets for the disk
+ * (cr, cc, radius), visiting the window of the extent circle only. Within
+ * a cell row a column's segment is fixed (its cell column depends on the
+ * column alone) and a row's segment pixels are contiguous (the circle's
+ * chord, corner cells only at its ends), so a span and the column runs
+ * select exactly the segment pixels. The offsets come from exact integer
+ * sums of the coordinates (the device sums them in any order and gets the
+ * same). */
 static sl_code segments_build(seg_state *s, double cr, double cc, double radius, sl_error *err) {
   const sl_bf_segment_layout *l = &s->geom.layout;
   const int64_t h = s->geom.g.h, w = s->geom.g.w;
@@ -184,26 +146,19 @@ static sl_code segments_build(seg_state *s, double cr, double cc, double radius,
   int64_t r_lo, r_hi, c_lo, c_hi;
   sl_bf_window(cr, lim, h, &r_lo, &r_hi);
   sl_bf_window(cc, lim, w, &c_lo, &c_hi);
+  const int64_t ww = c_hi > c_lo ? c_hi - c_lo : 1;
+  int16_t *col_seg = malloc((size_t)(l->grid * ww) * sizeof *col_seg); /* [cell row][window column] */
+  if (!col_seg) return sl_fail(err, SL_ERR_NOMEM, "out of memory for the segment bands");
+  for (int64_t q = 0; q < l->grid * ww; q++) col_seg[q] = -1;
+  int band[MAX_SEGMENTS];
+  for (int k = 0; k < l->count; k++) band[k] = band_of(l, k);
   uint64_t n[MAX_SEGMENTS] = {0}, sr[MAX_SEGMENTS] = {0}, sc[MAX_SEGMENTS] = {0};
   int64_t r0 = h, r1 = 0, c0 = w, c1 = 0; /* bounding box, empty */
-  s->n_runs = 0;
   s->n_pixels = 0;
-  for (int64_t r = r_lo; r < r_hi; r++) {
-    int open = -1; /* segment of the open run, -1 = none */
-    int64_t start = 0;
-    for (int64_t c = c_lo; c <= c_hi; c++) {
-      int k = c < c_hi ? segment_at(l, r, c, cr, cc, radius) : -1;
-      if (k != open) {
-        if (open >= 0) {
-          /* A row crosses each cell once, so at most `grid` runs a row. */
-          if (s->n_runs == s->cap)
-            return sl_fail(err, SL_ERR_INTERNAL, "bf_segments: more than %lld runs",
-                           (long long)s->cap);
-          s->runs[s->n_runs++] = (seg_run){r * w + start, (int32_t)(c - start), open};
-        }
-        open = k;
-        start = c;
-      }
+  for (int64_t r = 0; r < h; r++) s->rows[r] = (row_span){-1, 0, 0};
+  for (int64_t r = r_lo; r < r_hi; r++)
+    for (int64_t c = c_lo; c < c_hi; c++) {
+      const int k = segment_at(l, r, c, cr, cc, radius);
       if (k < 0) continue;
       n[k]++, sr[k] += (uint64_t)r, sc[k] += (uint64_t)c;
       s->n_pixels++;
@@ -211,21 +166,34 @@ static sl_code segments_build(seg_state *s, double cr, double cc, double radius,
       if (r >= r1) r1 = r + 1;
       if (c < c0) c0 = c;
       if (c >= c1) c1 = c + 1;
+      row_span *rs = &s->rows[r];
+      if (rs->band < 0) *rs = (row_span){band[k], (int32_t)c, (int32_t)c};
+      rs->hi = (int32_t)(c + 1);
+      col_seg[band[k] * ww + c - c_lo] = (int16_t)k;
     }
-  }
   s->box_rows = r1 > r0 ? r1 - r0 : 0;
   s->box_cols = c1 > c0 ? c1 - c0 : 0;
   s->row0 = r0, s->col0 = c0;
+  s->n_bands = 0;
+  for (int b = 0; b < l->grid; b++)
+    for (int64_t c = 0; c < c_hi - c_lo;) {
+      const int k = col_seg[b * ww + c];
+      int64_t e = c + 1;
+      while (e < c_hi - c_lo && col_seg[b * ww + e] == k) e++;
+      if (k >= 0) s->bands[s->n_bands++] = (band_run){b, (int32_t)(c_lo + c), (int32_t)(e - c), k};
+      c = e;
+    }
+  free(col_seg);
   for (int k = 0; k < l->count; k++) {
     double *o = s->offsets + 3 * k;
     o[0] = n[k] ? sl_bf_offset_mean(sr[k], n[k], cr, radius) : 0;
     o[1] = n[k] ? sl_bf_offset_mean(sc[k], n[k], cc, radius) : 0;
     o[2] = (double)n[k];
   }
-  return bands_build(s, err);
+  return SL_OK;
 }
 
-/* sl_disk_region_build: the runs around the disk input's values. */
+/* sl_disk_region_build: the spans and runs around the disk input's values. */
 static sl_code segments_build_for_disk(void *state, const double disk[3], sl_error *err) {
   return segments_build(state, disk[0], disk[1], disk[2], err);
 }
@@ -233,7 +201,6 @@ static sl_code segments_build_for_disk(void *state, const double disk[3], sl_err
 static void bf_segments_release(sl_node *n) {
   seg_state *s = n->state;
   if (!s) return;
-  free(s->runs);
   free(s->rows);
   free(s->bands);
   free(s);
@@ -255,18 +222,15 @@ static sl_code bf_segments_prepare(sl_node *n, sl_error *err) {
   if (outputs_unread(n))
     sl_node_note(n, "segments", "not read (dpc is given its rotation, or nothing reads them): nothing computed");
   seg_state *s = calloc(1, sizeof *s);
-  int64_t cap = geom.g.h * geom.layout.grid; /* at most `grid` runs a row */
   if (s) {
-    s->runs = malloc((size_t)(cap ? cap : 1) * sizeof *s->runs);
     s->rows = malloc((size_t)(geom.g.h ? geom.g.h : 1) * sizeof *s->rows);
     s->bands = malloc((size_t)(geom.layout.grid * geom.layout.grid) * sizeof *s->bands);
   }
-  if (!s || !s->runs || !s->rows || !s->bands) {
-    if (s) free(s->runs), free(s->rows), free(s->bands);
+  if (!s || !s->rows || !s->bands) {
+    if (s) free(s->rows), free(s->bands);
     free(s);
-    return sl_fail(err, SL_ERR_NOMEM, "out of memory for the segment runs");
+    return sl_fail(err, SL_ERR_NOMEM, "out of memory for the segment spans");
   }
-  s->cap = cap;
   s->geom = geom;
   n->state = s;
   if (!geom.g.use_disk) {
@@ -319,12 +283,13 @@ static void bf_segments_cost(const sl_node *n, int64_t positions, sl_node_cost *
     c->bytes_written = positions * count * 8;
     c->ops = positions * summed;
   }
-  /* prepare's runs (at most `grid` a detector row), the rows' spans, the
-   * cell rows' column runs; a cell row's column sums per worker */
+  /* the rows' spans, the cell rows' column runs (the build's column table,
+   * a few hundred bytes, is freed before it returns); a cell row's column
+   * sums per worker */
   const int64_t h = n->in[0].dims[n->in[0].rank - 2], w = n->in[0].dims[n->in[0].rank - 1];
   const int64_t grid = bf_segments_params_of(n)->grid;
-  c->state_bytes = h * grid * (int64_t)sizeof(seg_run) + h * (int64_t)sizeof(row_span) +
-                   grid * grid * (int64_t)sizeof(band_run) + (int64_t)sizeof(seg_state);
+  c->state_bytes = h * (int64_t)sizeof(row_span) + grid * grid * (int64_t)sizeof(band_run) +
+                   (int64_t)sizeof(seg_state);
   if (output_read(n, 0)) c->per_worker_bytes = grid * w * (int64_t)sizeof(uint64_t);
 #ifdef SLUICE_HAVE_CUDA
   const sl_cuda_frame_shape f = sl_glue_frame_shape(&n->in[0]);

@@ -305,11 +305,17 @@ static int cmp_double(const void *a, const void *b) {
  * variance of a sum of counts is its mean). Data that are not plain counts
  * (scaled, or noiseless models) are caught by the median power, the
  * noise's where the signal is sparse. */
-static void noise_weights(double *power, double *weight, int64_t pw, const fit_set *fs) {
-  const int used = fs->used;
+/* The segments' mean Poisson power per frequency: a segment's is its count
+ * over the window (set->sum). */
+static double poisson_noise(const fit_set *fs) {
   double noise = 0;
+  for (int u = 0; u < fs->used; u++) noise += fs->sum[u] / fs->used;
+  return noise;
+}
+
+static void noise_weights(double *power, double *weight, int64_t pw, const fit_set *fs) {
+  double noise = poisson_noise(fs);
   memcpy(weight, power, (size_t)pw * sizeof *weight);
-  for (int u = 0; u < used; u++) noise += fs->sum[u] / used;
   qsort(power, (size_t)pw, sizeof *power, cmp_double);
   if (power[pw / 2] < noise) noise = power[pw / 2];
   for (int64_t q = 0; q < pw; q++) weight[q] = weight[q] > noise ? 1 - noise / weight[q] : 0;
@@ -664,34 +670,24 @@ static bool host_fmax(void *ctx, const fit_set *fs, const double *offsets, const
   sl_dpc_parallax *p = h->p;
   const int workers = h->b && h->scratch ? h->b->ops->workers(h->b) : 1;
   const int64_t stride = (int64_t)(fs->used ? fs->used : 1) * 2 * (p->pr + p->pc);
+  const int64_t pw = p->pr * p->pc;
   double *w = malloc((size_t)(fs->used ? fs->used : 1) * sizeof *w);
   double *ramps = malloc((size_t)(workers * stride) * sizeof *ramps);
-  if (!w || !ramps) {
-    free(w);
-    free(ramps);
+  double *power = malloc((size_t)pw * sizeof *power);
+  int32_t *freqs = malloc((size_t)pw * sizeof *freqs);
+  if (!w || !ramps || !power || !freqs || !host_power(ctx, fs, power)) {
+    free(w), free(ramps), free(power), free(freqs);
     return false;
   }
-  double noise = 0;
   for (int u = 0; u < fs->used; u++) { /* sum: the window's counts; a mean count per position */
     const double mean = fs->sum[u] / (double)(p->wr * p->wc);
     w[u] = mean > 0 ? 1 / mean : 0;
-    noise += fs->sum[u] / fs->used; /* a segment's Poisson power per frequency: its window count */
   }
-  const int64_t pw = p->pr * p->pc;
-  int32_t *freqs = malloc((size_t)pw * sizeof *freqs);
-  if (!freqs) {
-    free(w), free(ramps);
-    return false;
-  }
+  const double noise = poisson_noise(fs);
   int64_t nf = 0;
-  for (int64_t q = 1; q < pw; q++) { /* 0: the means, removed */
-    double e = 0;
-    for (int u = 0; u < fs->used; u++) {
-      const fftw_complex *x = p->wspec + (size_t)u * (size_t)pw + q;
-      e += ((*x)[0] * (*x)[0] + (*x)[1] * (*x)[1]) / fs->used;
-    }
-    if (e > FMAX_POWER_OVER_NOISE * noise) freqs[nf++] = (int32_t)q;
-  }
+  for (int64_t q = 1; q < pw; q++) /* 0: the means, removed */
+    if (power[q] > FMAX_POWER_OVER_NOISE * noise) freqs[nf++] = (int32_t)q;
+  free(power);
   fmax_job j = {p, fs, offsets, m, cand, scale, w, s, energy, ramps, stride, freqs, nf};
   if (workers > 1) h->b->ops->parallel_for(h->b, n, 1, fmax_range, &j);
   else fmax_range(&j, 0, n, 0);
@@ -734,7 +730,7 @@ static bool estimate_fmax(const sl_dpc_parallax_steps *st, const fit_set *fs, co
   if (!cand) return false;
   int n = 0, best = 0;
   for (double c = SL_DPC_FMAX_MIN; c <= SL_DPC_FMAX_MAX * 1.0001; c *= 1.1)
-    for (int q = -5; q <= 5; q++) cand[n] = c, scale[n++] = 1 + 0.02 * q;
+    for (int q = -5; q <= 5 && n < MAX; q++) cand[n] = c, scale[n++] = 1 + 0.02 * q;
   bool ok = fmax_best(st, fs, offsets, m, s, cand, scale, n, &best, &e);
   /* the turns about the best: f_max's steps, then the scale's */
   static const struct { bool fmax; double lo, hi, step; } turn[] = {
