@@ -64,7 +64,7 @@ int cmd_plan(int argc, char **argv) {
     cli_plan_opts(&o, &caps, &po);
     sl_cost_profile profile;
     char warning[1200];
-    sl_cost_profile_for(&caps, &profile, NULL, 0, warning, sizeof warning);
+    sl_cost_profile_for(&caps, g->registry, &profile, NULL, 0, warning, sizeof warning);
     if (warning[0]) fprintf(stderr, "sluice: warning: %s\n", warning);
     po.profile = &profile;
     uint64_t loop_key = 0;

@@ -71,7 +71,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
      * device and thread count, else the built-in guesses. */
     sl_cost_profile profile;
     if (req->cost_profile) profile = *req->cost_profile;
-    else sl_cost_profile_for(&caps, &profile, NULL, 0, out->cost_warning, sizeof out->cost_warning);
+    else sl_cost_profile_for(&caps, out->graph->registry, &profile, NULL, 0, out->cost_warning, sizeof out->cost_warning);
     po.profile = &profile;
     po.chunk_positions = req->chunk_positions;
     po.memory_limit = req->memory_limit;

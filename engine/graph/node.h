@@ -128,6 +128,11 @@ typedef struct sl_node_desc {
    * executor moves its inputs and outputs through host staging buffers, and
    * the plan and report say so; its CPU kernel is used. */
   bool host;
+  /* Its CPU kernel runs on the calling thread alone (never parallel_for: a
+   * fit, a file written, a source whose reads run on its own threads), so
+   * its time does not follow the worker count: a cost profile derived for
+   * another thread count keeps its rate (engine/plan/cost_threads.h). */
+  bool cpu_serial;
   /* Optional: start in the background what the node's device kernel loads
    * at its first call (a library such as cuFFT), called by the run once a
    * device backend is chosen, so that it overlaps loading, planning and

@@ -11,6 +11,7 @@
 
 #include "engine/core/settings.h"
 #include "engine/core/util.h"
+#include "engine/plan/cost_threads.h"
 
 void sl_cost_profile_builtin(const sl_backend_caps *caps, sl_cost_profile *out) {
   memset(out, 0, sizeof *out);
@@ -465,8 +466,8 @@ sl_code sl_cost_profile_save(const char *path, const sl_cost_profile *p, sl_erro
   return SL_OK;
 }
 
-void sl_cost_profile_for(const sl_backend_caps *caps, sl_cost_profile *out, char *note,
-                         size_t note_len, char *warning, size_t warning_len) {
+void sl_cost_profile_for(const sl_backend_caps *caps, const sl_node_registry *reg, sl_cost_profile *out,
+                         char *note, size_t note_len, char *warning, size_t warning_len) {
   char scratch[4];
   if (!note) note = scratch, note_len = sizeof scratch;
   if (!warning) warning = scratch, warning_len = sizeof scratch;
@@ -485,10 +486,25 @@ void sl_cost_profile_for(const sl_backend_caps *caps, sl_cost_profile *out, char
   }
   if (!cached) snprintf(path, sizeof path, "%s", choice);
   if (cached && access(path, F_OK) != 0) {
-    /* A profile is per device and CPU thread count: the command that makes
-     * this one (a CPU run at 1 thread after a calibration at the default
-     * count was told to run `sluice calibrate`, which made the other one
-     * again). */
+    /* A profile is per device and CPU thread count: on the CPU one derived
+     * from the counts that were calibrated, else the guesses; and the
+     * command that makes this one (a CPU run at 1 thread after a
+     * calibration at the default count was told to run `sluice calibrate`,
+     * which made the other one again). */
+    char dir[900];
+    if (caps->kind == SL_BACKEND_CPU && sl_cost_cache_dir(dir, sizeof dir) &&
+        sl_cost_profile_derived_for(dir, caps, reg, out)) {
+      char from[64];
+      if (out->derived_from[1])
+        snprintf(from, sizeof from, "%d and %d threads", out->derived_from[0], out->derived_from[1]);
+      else
+        snprintf(from, sizeof from, "%d thread%s", out->derived_from[0], out->derived_from[0] == 1 ? "" : "s");
+      snprintf(note, note_len,
+               "cost model: derived for %d thread%s from the profiles calibrated at %s (%s): run `sluice "
+               "calibrate --threads %d` for a measured one",
+               caps->compute_units, caps->compute_units == 1 ? "" : "s", from, out->source, caps->compute_units);
+      return;
+    }
     if (caps->kind == SL_BACKEND_CPU)
       snprintf(note, note_len,
                "cost model: built-in guesses (not calibrated for %d thread%s: run `sluice calibrate --threads %d`)",

@@ -102,6 +102,10 @@ typedef struct sl_cost_profile {
   int threads;        /* compute units the profile was measured with */
   char created[32];   /* UTC, ISO 8601; "" for the built-in guesses */
   char source[1024];  /* the file it was read from, or "built-in" */
+  /* Thread counts of the calibrated profiles a CPU profile was derived
+   * from for a count never calibrated (cost_threads.h; source: the nearer
+   * one's file); {0, 0}: measured at `threads`, or the built-in guesses. */
+  int derived_from[2];
   double bytes_per_second; /* copy bandwidth (bytes read + written per second) */
   /* Bytes a node's workers read per second, side by side, from a buffer
    * larger than the caches (the resident acquisition streamed again): on
@@ -203,10 +207,12 @@ sl_code sl_cost_profile_save(const char *path, const sl_cost_profile *p, sl_erro
 
 /* The profile a plan for `caps` uses, as the setting cost_profile says: the
  * cached one when there is one (a file that cannot be used: the built-in
- * guesses, and `warning` says why), the named file, or the built-in guesses
- * (none). `note` says which one it is and why (for the command line to print
+ * guesses, and `warning` says why; on the CPU with none for its thread count,
+ * one derived from those of other counts, cost_threads.h), the named file,
+ * or the built-in guesses (none); `reg`: the node types, for the derived
+ * one (NULL: none known). `note` says which one it is and why (for the command line to print
  * when the guesses are used); either may be NULL. */
-void sl_cost_profile_for(const sl_backend_caps *caps, sl_cost_profile *out, char *note,
-                         size_t note_len, char *warning, size_t warning_len);
+void sl_cost_profile_for(const sl_backend_caps *caps, const sl_node_registry *reg, sl_cost_profile *out,
+                         char *note, size_t note_len, char *warning, size_t warning_len);
 
 #endif

@@ -142,9 +142,17 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
     snprintf(hint, sizeof hint, " guesses, see `sluice calibrate --threads %d`", p->caps.compute_units);
   else if (builtin)
     snprintf(hint, sizeof hint, " guesses, see `sluice calibrate`");
+  else if (p->profile.derived_from[0] && p->profile.derived_from[1])
+    snprintf(hint, sizeof hint, ", derived from %d and %d threads, calibrated ", p->profile.derived_from[0],
+             p->profile.derived_from[1]);
+  else if (p->profile.derived_from[0])
+    snprintf(hint, sizeof hint, ", derived from %d thread%s, calibrated ", p->profile.derived_from[0],
+             p->profile.derived_from[0] == 1 ? "" : "s");
+  else
+    snprintf(hint, sizeof hint, ", calibrated ");
   fprintf(f, "%sestimated time: %.4g s on %s%s (%lld batches; cost profile: %s%s%s)\n", ind, p->est_seconds,
-          p->caps.device, workers, (long long)p->batches, p->profile.source, builtin ? hint : ", calibrated ",
-          p->profile.created);
+          p->caps.device, workers, (long long)p->batches, p->profile.source, hint,
+          builtin ? "" : p->profile.created);
 }
 
 void sl_plan_print(FILE *f, const sl_plan *p) {
@@ -287,5 +295,11 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_double(j, "estimated_seconds", p->est_seconds);
   sl_json_kv_int(j, "batches", p->batches);
   sl_json_kv_string(j, "cost_profile", p->profile.source);
+  if (p->profile.derived_from[0]) { /* not measured at this thread count (cost_threads.h) */
+    sl_json_key(j, "cost_profile_derived_from_threads");
+    sl_json_begin_array(j);
+    for (int k = 0; k < 2 && p->profile.derived_from[k]; k++) sl_json_int(j, p->profile.derived_from[k]);
+    sl_json_end_array(j);
+  }
   sl_json_end_object(j);
 }

@@ -48,4 +48,5 @@ const sl_node_desc sl_node_constant = {
     .infer = constant_infer, .cost = constant_cost,
     .kernel = {[SL_BACKEND_CPU] = constant_cpu},
     .host = true,
+    .cpu_serial = true,
 };

@@ -70,4 +70,5 @@ const sl_node_desc sl_node_converged = {
     .infer = converged_infer, .cost = converged_cost,
     .kernel = {[SL_BACKEND_CPU] = converged_cpu},
     .host = true,
+    .cpu_serial = true,
 };

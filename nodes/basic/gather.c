@@ -54,4 +54,5 @@ const sl_node_desc sl_node_gather = {
     .kernel = {[SL_BACKEND_CPU] = gather_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(gather_cuda)},
     .scan_image_outputs = 0x1u,
     .combine = {SL_COMBINE_CONCAT},
+    .cpu_serial = true,
 };

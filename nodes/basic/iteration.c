@@ -47,4 +47,5 @@ const sl_node_desc sl_node_iteration = {
     .infer = iteration_infer, .cost = iteration_cost,
     .kernel = {[SL_BACKEND_CPU] = iteration_cpu},
     .host = true,
+    .cpu_serial = true,
 };

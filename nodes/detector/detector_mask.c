@@ -77,4 +77,5 @@ const sl_node_desc sl_node_detector_mask = {
     .infer = mask_infer, .cost = mask_cost,
     .kernel = {[SL_BACKEND_CPU] = mask_cpu},
     .host = true,
+    .cpu_serial = true,
 };

@@ -416,4 +416,5 @@ const sl_node_desc sl_node_hdf5_source = {
      * staging, no host copy of the bytes). */
     .kernel = {[SL_BACKEND_CPU] = source_cpu},
     .produce = source_produce,
+    .cpu_serial = true,
 };

@@ -63,4 +63,5 @@ const sl_node_desc sl_node_write_h5 = {
     .kernel = {[SL_BACKEND_CPU] = write_h5_cpu},
     .host = true,
     .sink = true,
+    .cpu_serial = true,
 };

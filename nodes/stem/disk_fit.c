@@ -545,4 +545,5 @@ const sl_node_desc sl_node_disk_fit = {
     .infer = disk_fit_infer, .cost = disk_fit_cost,
     .kernel = {[SL_BACKEND_CPU] = disk_fit_cpu},
     .host = true,
+    .cpu_serial = true,
 };

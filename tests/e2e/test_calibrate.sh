@@ -47,13 +47,26 @@ expect 0 "cost profile: $profile" "sluice plan says which profile" -- \
   "$SLUICE" plan "$PIPE" "${small[@]}" --setting cost_profile="$profile"
 # sluice plan --threads N plans as sluice run --threads N: the profile of
 # that count from the cache (the one calibrated above, with all CPUs), and
-# for another count the guesses and how to calibrate it.
+# for another count one derived from it (engine/plan/cost_threads.h), which
+# plan and report.json name; with the cache moved away, the guesses and how
+# to calibrate.
 threads=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["threads"])' "$profile")
 expect 0 "cost profile: $profile" "plan --threads finds that count's profile" -- \
   "$SLUICE" plan "$PIPE" "${small[@]}" --threads "$threads"
-expect 0 "cost profile: built-in guesses, see \`sluice calibrate --threads $((threads + 1))\`" \
-  "plan --threads with no profile of that count says how to make one" -- \
+expect 0 "cost profile: $profile, derived from $threads thread" \
+  "plan --threads with no profile of that count derives one from the calibrated count" -- \
   "$SLUICE" plan "$PIPE" "${small[@]}" --threads $((threads + 1))
+"$SLUICE" run "$PIPE" "${small[@]}" --threads $((threads + 1)) --out o3 --quiet &&
+  python3 - o3/report.json "$threads" <<'PY' && ok "report.json says the profile was derived" || not_ok "derived profile in report.json"
+import json, sys
+m = json.load(open(sys.argv[1]))["cost_model"]
+assert m["derived_from_threads"] == [int(sys.argv[2])], m
+PY
+mv "$profile" "$profile.away"
+expect 0 "cost profile: built-in guesses, see \`sluice calibrate --threads $((threads + 1))\`" \
+  "plan --threads with no profile at all says how to make one" -- \
+  "$SLUICE" plan "$PIPE" "${small[@]}" --threads $((threads + 1))
+mv "$profile.away" "$profile"
 expect 0 ", $((threads + 1)) workers (" "plan --threads plans for that many workers" -- \
   "$SLUICE" plan "$PIPE" "${small[@]}" --threads $((threads + 1))
 

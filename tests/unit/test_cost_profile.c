@@ -138,14 +138,14 @@ static void test_corrupt_and_foreign_ignored(void **state) {
   /* not calibrated: the guesses, no warning */
   sl_cost_profile got;
   char note[512], warning[1200];
-  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  sl_cost_profile_for(&caps, NULL, &got, note, sizeof note, warning, sizeof warning);
   assert_true(sl_cost_profile_is_builtin(&got));
   assert_string_equal(warning, "");
   assert_non_null(strstr(note, "sluice calibrate --threads 2`"));
   /* a saved profile is used */
   sl_cost_profile p = hand_made();
   assert_int_equal(sl_cost_profile_save(path, &p, &err), SL_OK);
-  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  sl_cost_profile_for(&caps, NULL, &got, note, sizeof note, warning, sizeof warning);
   assert_string_equal(got.source, path);
   assert_string_equal(warning, "");
   assert_int_equal(got.n_rates, 3);
@@ -154,7 +154,7 @@ static void test_corrupt_and_foreign_ignored(void **state) {
   assert_non_null(f);
   assert_int_equal(ftruncate(fileno(f), 40), 0);
   fclose(f);
-  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  sl_cost_profile_for(&caps, NULL, &got, note, sizeof note, warning, sizeof warning);
   assert_true(sl_cost_profile_is_builtin(&got));
   assert_non_null(strstr(warning, "not a sluice cost profile"));
   /* garbage, a negative rate, another format: refused by the parser */
@@ -184,13 +184,13 @@ static void test_corrupt_and_foreign_ignored(void **state) {
   /* measured with another thread count (a foreign file): ignored with a warning */
   p.threads = 3;
   assert_int_equal(sl_cost_profile_save(path, &p, &err), SL_OK);
-  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  sl_cost_profile_for(&caps, NULL, &got, note, sizeof note, warning, sizeof warning);
   assert_true(sl_cost_profile_is_builtin(&got));
   assert_non_null(strstr(warning, "3 threads"));
   /* cost_profile=none: the guesses whatever the cache holds */
   const char *none[] = {"cost_profile=none"};
   assert_int_equal(sl_settings_init(none, 1, &err), SL_OK);
-  sl_cost_profile_for(&caps, &got, note, sizeof note, warning, sizeof warning);
+  sl_cost_profile_for(&caps, NULL, &got, note, sizeof note, warning, sizeof warning);
   assert_true(sl_cost_profile_is_builtin(&got));
   assert_string_equal(warning, "");
   assert_int_equal(sl_settings_init(NULL, 0, &err), SL_OK);
@@ -608,6 +608,107 @@ static void test_pool_estimate(void **state) {
   free_plan_text(p1, g1, s1);
 }
 
+/* A profile of `threads` on "test CPU, 16 CPUs" whose sum/u16 rate takes
+ * spu seconds per op, with a disk_fit rate (a serial node type) of 1/8 and
+ * bandwidths in proportion to the threads, saved in the cache folder. */
+static void save_at(int threads, double spu, sl_error *err) {
+  sl_backend_caps caps = cpu_caps(threads);
+  snprintf(caps.device, sizeof caps.device, "test CPU, 16 CPUs");
+  sl_cost_profile p = hand_made();
+  snprintf(p.device, sizeof p.device, "%s", caps.device);
+  p.threads = threads;
+  p.bytes_per_second = 1024.0 * threads;
+  p.read_bytes_per_second = 2048.0 * threads;
+  p.ops_per_second = 256.0 * threads;
+  sl_cost_rate sum_u16 = {"sum/u16", true, 0.0625, spu, 0, 0, 0, 0, 0, 0};
+  sl_cost_rate fit = {"disk_fit/u64", true, 0.5, 1.0 / 8, 0, 0, 0, 0, 0, 0};
+  assert_true(sl_cost_profile_set_rate(&p, &sum_u16));
+  assert_true(sl_cost_profile_set_rate(&p, &fit));
+  char path[512];
+  assert_true(sl_cost_cache_path(&caps, path, sizeof path));
+  assert_int_equal(sl_cost_profile_save(path, &p, err), SL_OK);
+}
+
+/* What a run at `threads` gets from the cache. */
+static sl_cost_profile profile_at(int threads, char *note, size_t note_len) {
+  sl_backend_caps caps = cpu_caps(threads);
+  snprintf(caps.device, sizeof caps.device, "test CPU, 16 CPUs");
+  sl_cost_profile got;
+  char warning[1200];
+  sl_cost_profile_for(&caps, sl_nodes_registry(), &got, note, note_len, warning, sizeof warning);
+  assert_string_equal(warning, "");
+  return got;
+}
+
+/* A CPU thread count never calibrated gets a profile derived from the
+ * counts that were (cost_threads.h): one profile spreads the work evenly,
+ * two fit a + b / t through both, a serial node type keeps its rate, the
+ * bandwidths never rise above the nearest profile's, and a profile for
+ * the count itself wins. Every number is exact in binary. */
+static void test_derived_for_threads(void **state) {
+  (void)state;
+  char dir[256], note[1024];
+  assert_int_equal(temp_dir_make(dir, sizeof dir, "/tmp/sluice-costXXXXXX"), 0);
+  setenv("XDG_CACHE_HOME", dir, 1);
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_settings_init(NULL, 0, &err), SL_OK);
+  /* nothing calibrated: the guesses */
+  sl_cost_profile none = profile_at(4, note, sizeof note);
+  assert_true(sl_cost_profile_is_builtin(&none));
+  /* seconds per op a + b / t with a = 1/64, b = 1/4: 1/8 at 2 threads, 3/64 at 8 */
+  save_at(2, 1.0 / 64 + 1.0 / 8, &err);
+  /* one profile, at 2 threads: the work spread over 1 and over 8 */
+  sl_cost_profile one = profile_at(1, note, sizeof note);
+  assert_false(sl_cost_profile_is_builtin(&one));
+  assert_int_equal(one.threads, 1);
+  assert_int_equal(one.derived_from[0], 2);
+  assert_int_equal(one.derived_from[1], 0);
+  assert_non_null(strstr(note, "derived for 1 thread from the profiles calibrated at 2 threads"));
+  assert_true(sl_cost_profile_rate(&one, "sum/u16")->seconds_per_unit == 2 * (1.0 / 64 + 1.0 / 8));
+  assert_true(sl_cost_profile_rate(&one, "sum/u16")->call_seconds == 0.0625);
+  assert_true(sl_cost_profile_rate(&one, "disk_fit/u64")->seconds_per_unit == 1.0 / 8); /* serial */
+  assert_true(sl_cost_profile_rate(&one, "sum")->seconds_per_unit == 2.0 / 64);     /* hand_made's 1/64 */
+  assert_true(one.bytes_per_second == 1024.0 && one.read_bytes_per_second == 2048.0);
+  assert_true(one.ops_per_second == 256.0);
+  sl_cost_profile up = profile_at(8, note, sizeof note);
+  assert_true(sl_cost_profile_rate(&up, "sum/u16")->seconds_per_unit == (1.0 / 64 + 1.0 / 8) / 4);
+  assert_true(up.bytes_per_second == 2048.0 && up.read_bytes_per_second == 4096.0); /* not raised */
+  assert_true(up.ops_per_second == 256.0 * 8);
+  /* two profiles (2 and 8): a + b / t at 4, between them, and at 1, below */
+  save_at(8, 1.0 / 64 + 1.0 / 32, &err);
+  save_at(16, 1.0, &err); /* farther from 4 than both, and not on the line: unused */
+  sl_cost_profile two = profile_at(4, note, sizeof note);
+  assert_int_equal(two.derived_from[0], 2); /* 2 and 8 are as near to 4: the fewer first */
+  assert_int_equal(two.derived_from[1], 8);
+  assert_non_null(strstr(note, "at 2 and 8 threads"));
+  assert_true(sl_cost_profile_rate(&two, "sum/u16")->seconds_per_unit == 1.0 / 64 + 1.0 / 16);
+  assert_true(sl_cost_profile_rate(&two, "disk_fit/u64")->seconds_per_unit == 1.0 / 8);
+  assert_true(sl_cost_profile_rate(&two, "sum")->seconds_per_unit == 1.0 / 64); /* 1/64 at both: b = 0 */
+  sl_cost_profile below = profile_at(1, note, sizeof note);
+  assert_true(sl_cost_profile_rate(&below, "sum/u16")->seconds_per_unit == 1.0 / 64 + 1.0 / 4);
+  /* a node type that got slower with more threads keeps the nearer's rate */
+  save_at(8, 1.0, &err);
+  sl_cost_profile slower = profile_at(4, note, sizeof note);
+  assert_true(sl_cost_profile_rate(&slower, "sum/u16")->seconds_per_unit == 1.0 / 64 + 1.0 / 8);
+  /* another device's profiles are not this machine's */
+  sl_backend_caps other = cpu_caps(3);
+  snprintf(other.device, sizeof other.device, "other CPU, 4 CPUs");
+  sl_cost_profile got;
+  char warning[1200];
+  sl_cost_profile_for(&other, sl_nodes_registry(), &got, note, sizeof note, warning, sizeof warning);
+  assert_true(sl_cost_profile_is_builtin(&got));
+  /* a profile for the count itself wins */
+  save_at(4, 1.0 / 2, &err);
+  sl_cost_profile exact = profile_at(4, note, sizeof note);
+  assert_int_equal(exact.derived_from[0], 0);
+  assert_true(sl_cost_profile_rate(&exact, "sum/u16")->seconds_per_unit == 1.0 / 2);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  unsetenv("XDG_CACHE_HOME");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_round_trip),
@@ -621,6 +722,7 @@ int main(void) {
       cmocka_unit_test(test_first_call_fit),
       cmocka_unit_test(test_cold_reads),
       cmocka_unit_test(test_pool_estimate),
+      cmocka_unit_test(test_derived_for_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
