@@ -698,10 +698,14 @@ static bool host_fmax(void *ctx, const fit_set *fs, const double *offsets, const
 }
 
 /* The best of n candidates (f_max[k], scale[k]): its index, *e its
- * excess. False when the step failed. */
+ * excess. False when the step failed. With `per` (the coarse grid: `per`
+ * scales for each f_max, in order), the smallest peak (fmax_smallest_peak)
+ * instead of the largest sum. */
+static int fmax_smallest_peak(const double *en, int n, int per, double largest);
+
 static bool fmax_best(const sl_dpc_parallax_steps *st, const fit_set *fs, const double *offsets,
-                      const double m[4], double s, const double *cand, const double *scale, int n, int *best,
-                      double *e) {
+                      const double m[4], double s, const double *cand, const double *scale, int n, int per,
+                      int *best, double *e) {
   double *en = malloc((size_t)n * sizeof *en);
   if (!en || !st->fmax(st->ctx, fs, offsets, m, s, cand, scale, n, en)) {
     free(en);
@@ -710,14 +714,50 @@ static bool fmax_best(const sl_dpc_parallax_steps *st, const fit_set *fs, const 
   *best = 0, *e = -INFINITY;
   for (int k = 0; k < n; k++) /* the first of equal values */
     if (en[k] > *e) *e = en[k], *best = k;
+  if (per > 0 && *e > 0) *best = fmax_smallest_peak(en, n, per, *e), *e = en[*best];
   free(en);
   return true;
 }
 
-/* f_max and M's scale by the largest matched sum: a grid of f_max over
+/* Above the true cut-off the matched sum can stay nearly flat: a larger
+ * cut-off's supports take in the segments' power beyond the linear model's
+ * at no charge. On issue 11's 128 x 128 grid at 25 mrad, +-200 A and 1e4 -
+ * 1e5 e/frame it stayed within 1-3% of its largest from f_max 0.8 to 2,
+ * and where that plateau outweighed the true 0.51's peak (estimates of
+ * 0.74-0.99) the sign correction was wrong. So the coarse grid's answer is the
+ * smallest f_max at a local peak (each f_max at its best scale, no lower
+ * than its neighbours') whose sum is within this share of the largest:
+ * the smallest cut-off that explains the segments as well as any. Branch
+ * right without the probe's params (docs/nodes/dpc.md): 128 x 128 grid
+ * 94.4% -> 97.9% at 0.03 (97.7% at 0.02 and 0.05), 64 x 64 96.5% -> 97.3%
+ * (97.5% at 0.02, 96.9% at 0.01). */
+#define FMAX_PEAK_SHARE 0.03
+
+/* The index (into en, per scales for each f_max) of the smallest f_max's
+ * local peak within FMAX_PEAK_SHARE of `largest` (the largest of en, > 0):
+ * at worst the largest's own f_max. */
+static int fmax_smallest_peak(const double *en, int n, int per, double largest) {
+  const int nf = n / per;
+  for (int i = 0; i < nf; i++) {
+    double here = -INFINITY, below = -INFINITY, above = -INFINITY;
+    int at = i * per;
+    for (int q = 0; q < per; q++) {
+      if (en[i * per + q] > here) here = en[i * per + q], at = i * per + q;
+      if (i > 0 && en[(i - 1) * per + q] > below) below = en[(i - 1) * per + q];
+      if (i + 1 < nf && en[(i + 1) * per + q] > above) above = en[(i + 1) * per + q];
+    }
+    if (here >= below && here >= above && here >= (1 - FMAX_PEAK_SHARE) * largest) return at;
+  }
+  for (int k = 0; k < n; k++) /* not reached: the largest is a peak within the share */
+    if (en[k] == largest) return k;
+  return 0;
+}
+
+/* f_max and M's scale by the matched sum: a grid of f_max over
  * [SL_DPC_FMAX_MIN, SL_DPC_FMAX_MAX] in ratios of 1.1 times the scale over
- * 0.9-1.1 in steps of 0.02, then both in turns in finer steps about the
- * best. The scale is searched because the shifts' phases must match to the
+ * 0.9-1.1 in steps of 0.02 (its smallest peak near the largest sum,
+ * FMAX_PEAK_SHARE), then both in turns in finer steps about it, each turn
+ * to its largest sum. The scale is searched because the shifts' phases must match to the
  * highest frequencies: the pair correlations' fit was 5% short at 25 mrad
  * and -200 A on issue 11's grid, and with that 5% a wrong f_max (0.95, true
  * 0.51) had the largest sum; jointly, the true one does (docs/nodes/dpc.md).
@@ -729,9 +769,10 @@ static bool estimate_fmax(const sl_dpc_parallax_steps *st, const fit_set *fs, co
   double *cand = malloc(2 * MAX * sizeof *cand), *scale = cand + MAX, f = 0, k = 1, e = -INFINITY;
   if (!cand) return false;
   int n = 0, best = 0;
-  for (double c = SL_DPC_FMAX_MIN; c <= SL_DPC_FMAX_MAX * 1.0001; c *= 1.1)
-    for (int q = -5; q <= 5 && n < MAX; q++) cand[n] = c, scale[n++] = 1 + 0.02 * q;
-  bool ok = fmax_best(st, fs, offsets, m, s, cand, scale, n, &best, &e);
+  enum { SCALES = 11 }; /* 0.9-1.1 in steps of 0.02 */
+  for (double c = SL_DPC_FMAX_MIN; c <= SL_DPC_FMAX_MAX * 1.0001 && n + SCALES <= MAX; c *= 1.1)
+    for (int q = 0; q < SCALES; q++) cand[n] = c, scale[n++] = 1 + 0.02 * (q - SCALES / 2);
+  bool ok = fmax_best(st, fs, offsets, m, s, cand, scale, n, SCALES, &best, &e);
   /* the turns about the best: f_max's steps, then the scale's */
   static const struct { bool fmax; double lo, hi, step; } turn[] = {
       {true, 0.9, 1.1, 1.01}, {false, 0.985, 1.015, 0.0025}, {true, 0.97, 1.03, 1.0025}};
@@ -743,7 +784,7 @@ static bool estimate_fmax(const sl_dpc_parallax_steps *st, const fit_set *fs, co
     else
       for (double c = k * turn[t].lo; c <= k * turn[t].hi + 1e-9 && n < MAX; c += k * turn[t].step)
         cand[n] = f, scale[n++] = c;
-    ok = fmax_best(st, fs, offsets, m, s, cand, scale, n, &best, &e);
+    ok = fmax_best(st, fs, offsets, m, s, cand, scale, n, 0, &best, &e);
   }
   if (ok) f = cand[best], k = scale[best];
   free(cand);
