@@ -32,9 +32,8 @@
  * transpose where either rule is a guess (low dose, large defocus: the CoM
  * holds no lattice signal there); with the probe's params it also gives
  * the axis where it is strong and the CoM's branch sure, without them it
- * runs only for a guessed branch (estimating its sign correction's cut-off,
- * alpha step / lambda, from the segments) or a weak axis (the ADF matched
- * filter's angle more than PARALLAX_AXIS_SIGMA uncertain). The evidence is recorded
+ * runs only for a guessed branch and estimates its sign correction's
+ * cut-off (alpha step / lambda) from the segments. The evidence is recorded
  * ("branch", "branch_com", "parallax", "axis", "branch_confidence",
  * "angle_uncertainty" notes), with a warning when it is weak; an explicit
  * rotation_deg wins.
@@ -139,8 +138,7 @@ static bool probe_given(const sl_node *n) {
  * segments are not read: infer says so, so that bf_segments computes
  * nothing). With the probe's params it always runs (the branch where the
  * CoM's rule is a guess, else the axis); without them only where the
- * CoM's rule is a guess (f_max estimated from the segments, dpc_parallax.h)
- * or its angle is weak (PARALLAX_AXIS_SIGMA). */
+ * CoM's rule is a guess, f_max estimated from the segments (dpc_parallax.h). */
 static int parallax_segments(const sl_node *n) {
   return !strcmp(dpc_params_of(n)->rotation_deg, "auto") ? segment_count(n) : 0;
 }
@@ -234,10 +232,10 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     /* The parallax (and on CUDA the segments' host copies): it runs
      * whenever the angle is fitted with the probe's params (for the branch
      * where the CoM's rule is a guess, else for the axis). Without them it
-     * runs only where the CoM's rule is a guess or its angle weak, which no
-     * plan can know: its bytes are planned, its operations not counted (the
-     * estimate is the usual run's; such a run takes the fit's time more,
-     * 0.1-0.4 s on a 128 x 128 scan, docs/nodes/dpc.md). */
+     * runs only where the CoM's rule is a guess, which no plan can know:
+     * its bytes are planned, its operations not counted (the estimate is
+     * the usual run's; a guess's run takes the fit's time more, 0.1-0.2 s
+     * on a 128 x 128 scan at 2 threads, docs/nodes/dpc.md). */
     if (probe_given(n)) c->ops += sl_dpc_parallax_ops(ns, rows, cols);
     c->bytes_read += (int64_t)ns * rc * 8;
     /* The host steps' plans and buffers are made on their first need: on a
@@ -352,14 +350,6 @@ static sl_dpc_branch_sums branch_sums_of(dpc_state *s, sl_backend *b, double the
 #define PARALLAX_SKEWNESS_SURE 0.5
 #define PARALLAX_AXIS_GAIN 1.5
 #define PARALLAX_AXIS_SCALE 2.0
-/* Without the probe's params the parallax is fitted for the axis too where
- * the CoM's branch is sure but the ADF matched filter's angle has a 1 sigma
- * over this many degrees (the harness's determinable bound, issue 11's
- * grid): angles within 2 degrees 80.6% -> 95.0% at 64 x 64 and 83.5% ->
- * 97.5% at 128 x 128, the same as with the params, none made worse
- * (docs/nodes/dpc.md). Where the angle is surer the fit's 0.1-0.4 s is not
- * spent. Without an ADF image there is no such sigma: not fitted. */
-#define PARALLAX_AXIS_SIGMA 0.7
 
 /* The warning of a weak branch decision; where the BF segments are
  * connected but the probe is unknown it names the params (the parallax's
@@ -403,7 +393,7 @@ typedef struct parallax_source {
 } parallax_source;
 
 static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps);
-static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t, double sigma);
+static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t);
 
 static double dpc_branch_skewness(sl_node *n, double *theta, double score) {
   double sign = 1;
@@ -453,7 +443,7 @@ static double dpc_adf_angle(sl_node *n, const dpc_config *cfg, const sl_dpc_fit_
                "%.3f (the ADF correlation at the angle taken, in sigmas of its noise; below %.1f the branch "
                "is a guess)", z, ADF_SIGMAS_SURE);
   if (z < ADF_SIGMAS_SURE) note_branch_guess(n, "ADF correlation in sigmas", z);
-  return z < ADF_SIGMAS_SURE ? theta : parallax_axis(n, ps, theta, *t, sigma);
+  return z < ADF_SIGMAS_SURE ? theta : parallax_axis(n, ps, theta, *t);
 }
 
 /* Where the CoM's branch rule (com_rule, its confidence) is a guess and the
@@ -674,15 +664,9 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
  * the parallax is strong (gain and scale at least PARALLAX_AXIS_GAIN and
  * PARALLAX_AXIS_SCALE) and has the same transpose; else theta. At large
  * defocus the CoM keeps little of the lattice and its angle is off by
- * degrees where the parallax's is not (docs/nodes/dpc.md). sigma: the
- * CoM's angle's 1 sigma in degrees (0: not known); without the probe's
- * params the parallax is fitted for the axis only above
- * PARALLAX_AXIS_SIGMA. */
-static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t, double sigma) {
-  if (!ps->cfg->probe_known && !(sigma > PARALLAX_AXIS_SIGMA)) return theta;
-  if (!ps->cfg->probe_known)
-    sl_node_note(n, "parallax_for", "the axis: the CoM's angle is %.3g degrees uncertain (1 sigma), over %.2g",
-                 sigma, PARALLAX_AXIS_SIGMA);
+ * degrees where the parallax's is not (docs/nodes/dpc.md). */
+static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t) {
+  if (!ps->cfg->probe_known) return theta; /* without the probe it runs for a guessed branch only */
   const sl_dpc_parallax_result *px = parallax_when_needed(ps);
   if (!px || px->gain < PARALLAX_AXIS_GAIN || px->scale < PARALLAX_AXIS_SCALE || px->transpose != t)
     return theta;
@@ -835,7 +819,7 @@ static sl_code dpc_cpu(sl_kernel_args *a) {
       theta = skewness_to_parallax(n, &cfg, px, theta, &t, score);
     } else {
       sign = dpc_branch_skewness(n, &theta, score);
-      const double axis = fabs(score) >= SKEWNESS_SURE ? parallax_axis(n, &ps, theta, t, 0) : theta;
+      const double axis = fabs(score) >= SKEWNESS_SURE ? parallax_axis(n, &ps, theta, t) : theta;
       if (ps.rc != SL_OK) return ps.rc;
       if (axis != theta) theta = axis, sign = 1; /* the fields from the parallax's axis */
     }
@@ -939,7 +923,7 @@ static sl_code dpc_cuda(sl_kernel_args *a) {
     if (rc != SL_OK) return rc;
   } else if (skewness) {
     sign = dpc_branch_skewness(n, &theta, score);
-    const double axis = fabs(score) >= SKEWNESS_SURE ? parallax_axis(n, &ps, theta, t, 0) : theta;
+    const double axis = fabs(score) >= SKEWNESS_SURE ? parallax_axis(n, &ps, theta, t) : theta;
     if (ps.rc != SL_OK) return ps.rc;
     if (axis != theta) { /* the parallax's axis: the fields again */
       theta = axis, sign = 1, th = theta * M_PI / 180.0;
