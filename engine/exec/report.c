@@ -180,12 +180,7 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
     sl_json_key(j, "created");
     sl_json_null(j);
   }
-  if (cp->derived_from[0]) { /* not measured at this thread count (cost_threads.h) */
-    sl_json_key(j, "derived_from_threads");
-    sl_json_begin_array(j);
-    for (int k = 0; k < 2 && cp->derived_from[k]; k++) sl_json_int(j, cp->derived_from[k]);
-    sl_json_end_array(j);
-  }
+  sl_cost_profile_derived_json(j, "derived_from_threads", cp);
   sl_json_kv_int(j, "calibrated_node_types", cp->n_rates);
   sl_json_kv_double(j, "bytes_per_second", cp->bytes_per_second);
   if (cp->read_bytes_per_second > 0) sl_json_kv_double(j, "read_bytes_per_second", cp->read_bytes_per_second);

@@ -204,6 +204,14 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
   sl_json_end_object(j);
 }
 
+void sl_cost_profile_derived_json(sl_json *j, const char *key, const sl_cost_profile *p) {
+  if (!p->derived_from[0]) return;
+  sl_json_key(j, key);
+  sl_json_begin_array(j);
+  for (int k = 0; k < 2 && p->derived_from[k]; k++) sl_json_int(j, p->derived_from[k]);
+  sl_json_end_array(j);
+}
+
 /* A small strict JSON reader, enough for the profile: objects, arrays,
  * strings (escapes kept simple: non-ASCII \u becomes '?'), numbers, true,
  * false, null; nesting is bounded. */

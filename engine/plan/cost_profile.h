@@ -195,6 +195,9 @@ bool sl_cost_cache_dir(char *buf, size_t len);
 bool sl_cost_cache_path(const sl_backend_caps *caps, char *buf, size_t len);
 
 void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p);
+/* `key`: the thread counts a derived profile came from (cost_threads.h), as
+ * an array; nothing for a measured profile or the guesses. */
+void sl_cost_profile_derived_json(sl_json *j, const char *key, const sl_cost_profile *p);
 /* Parses a profile written by sl_cost_profile_json; SL_ERR_PARSE on
  * anything else (source is left for the caller). */
 sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out, sl_error *err);

@@ -13,10 +13,10 @@
  *   - with one, the work spreads evenly: b / t, a = 0.
  * A node type whose CPU kernel runs on one thread (sl_node_desc.cpu_serial:
  * a fit, a file written, a source reading on its own threads) keeps the
- * nearest profile's rate. What does not grow with the work (per call, per batch, per run, first
- * calls, memory beyond the plan) is the nearest profile's. The copy and
- * read bandwidths scale down with fewer threads and are never extrapolated
- * up. Only profiles of the same backend and device are used (on the CPU
+ * nearest profile's rate. What does not grow with the work (per call, per
+ * batch, per run, first calls, memory beyond the plan) is the nearest
+ * profile's. The copy and read bandwidths scale down with fewer threads
+ * and are never extrapolated up. Only profiles of the same backend and device are used (on the CPU
  * the device string names the CPUs the process may use, whatever the
  * workers: the same machine, or the same quota). */
 #ifndef SL_COST_THREADS_H

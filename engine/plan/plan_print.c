@@ -295,11 +295,6 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_double(j, "estimated_seconds", p->est_seconds);
   sl_json_kv_int(j, "batches", p->batches);
   sl_json_kv_string(j, "cost_profile", p->profile.source);
-  if (p->profile.derived_from[0]) { /* not measured at this thread count (cost_threads.h) */
-    sl_json_key(j, "cost_profile_derived_from_threads");
-    sl_json_begin_array(j);
-    for (int k = 0; k < 2 && p->profile.derived_from[k]; k++) sl_json_int(j, p->profile.derived_from[k]);
-    sl_json_end_array(j);
-  }
+  sl_cost_profile_derived_json(j, "cost_profile_derived_from_threads", &p->profile);
   sl_json_end_object(j);
 }

@@ -724,10 +724,10 @@ static bool fmax_best(const sl_dpc_parallax_steps *st, const fit_set *fs, const 
  * at no charge. On issue 11's 128 x 128 grid at 25 mrad, +-200 A and 1e4 -
  * 1e5 e/frame it stayed within 1-3% of its largest from f_max 0.8 to 2,
  * and where that plateau outweighed the true 0.51's peak (estimates of
- * 0.74-0.99) the sign correction was wrong. So the coarse grid's answer is the
- * smallest f_max at a local peak (each f_max at its best scale, no lower
- * than its neighbours') whose sum is within this share of the largest:
- * the smallest cut-off that explains the segments as well as any. Branch
+ * 0.74-0.99) the sign correction was wrong. So the coarse grid's answer is
+ * the smallest f_max at a local peak (each f_max at its best scale, no
+ * lower than its neighbours') whose sum is within this share of the
+ * largest: the smallest cut-off that explains the segments as well as any. Branch
  * right without the probe's params (docs/nodes/dpc.md): 128 x 128 grid
  * 94.4% -> 97.9% at 0.03 (97.7% at 0.02 and 0.05), 64 x 64 96.5% -> 97.3%
  * (97.5% at 0.02, 96.9% at 0.01). */
@@ -757,10 +757,11 @@ static int fmax_smallest_peak(const double *en, int n, int per, double largest) 
  * [SL_DPC_FMAX_MIN, SL_DPC_FMAX_MAX] in ratios of 1.1 times the scale over
  * 0.9-1.1 in steps of 0.02 (its smallest peak near the largest sum,
  * FMAX_PEAK_SHARE), then both in turns in finer steps about it, each turn
- * to its largest sum. The scale is searched because the shifts' phases must match to the
- * highest frequencies: the pair correlations' fit was 5% short at 25 mrad
- * and -200 A on issue 11's grid, and with that 5% a wrong f_max (0.95, true
- * 0.51) had the largest sum; jointly, the true one does (docs/nodes/dpc.md).
+ * to its largest sum. The scale is searched because the shifts' phases
+ * must match to the highest frequencies: the pair correlations' fit was 5%
+ * short at 25 mrad and -200 A on issue 11's grid, and with that 5% a wrong
+ * f_max (0.95, true 0.51) had the largest sum; jointly, the true one does
+ * (docs/nodes/dpc.md).
  * False when a step failed; *fmax 0 where no candidate stands above the
  * noise. */
 static bool estimate_fmax(const sl_dpc_parallax_steps *st, const fit_set *fs, const double *offsets,
