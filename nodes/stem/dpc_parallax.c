@@ -697,12 +697,42 @@ static bool host_fmax(void *ctx, const fit_set *fs, const double *offsets, const
   return true;
 }
 
+/* Above the true cut-off the matched sum can stay nearly flat: a larger
+ * cut-off's supports take in the segments' power beyond the linear model's
+ * at no charge. On issue 11's 128 x 128 grid at 25 mrad, +-200 A and 1e4 -
+ * 1e5 e/frame it stayed within 1-3% of its largest from f_max 0.8 to 2,
+ * and where that plateau outweighed the true 0.51's peak (estimates of
+ * 0.74-0.99) the sign correction was wrong. So the coarse grid's answer is
+ * the smallest f_max at a local peak (each f_max at its best scale, no
+ * lower than its neighbours') whose sum is within this share of the
+ * largest: the smallest cut-off that explains the segments as well as
+ * any. Branch right without the probe's params (docs/nodes/dpc.md): 128 x
+ * 128 grid 94.4% -> 97.9% at 0.03 (97.7% at 0.02 and 0.05), 64 x 64 96.5%
+ * -> 97.3% (97.5% at 0.02, 96.9% at 0.01). */
+#define FMAX_PEAK_SHARE 0.03
+
+/* The index (into en, per scales for each f_max) of the smallest f_max's
+ * local peak within FMAX_PEAK_SHARE of en[largest], the largest of en
+ * (> 0): at worst `largest`, a peak within the share itself. */
+static int fmax_smallest_peak(const double *en, int n, int per, int largest) {
+  const int nf = n / per;
+  for (int i = 0; i < nf; i++) {
+    double here = -INFINITY, below = -INFINITY, above = -INFINITY;
+    int at = i * per;
+    for (int q = 0; q < per; q++) {
+      if (en[i * per + q] > here) here = en[i * per + q], at = i * per + q;
+      if (i > 0 && en[(i - 1) * per + q] > below) below = en[(i - 1) * per + q];
+      if (i + 1 < nf && en[(i + 1) * per + q] > above) above = en[(i + 1) * per + q];
+    }
+    if (here >= below && here >= above && here >= (1 - FMAX_PEAK_SHARE) * en[largest]) return at;
+  }
+  return largest;
+}
+
 /* The best of n candidates (f_max[k], scale[k]): its index, *e its
  * excess. False when the step failed. With `per` (the coarse grid: `per`
  * scales for each f_max, in order), the smallest peak (fmax_smallest_peak)
  * instead of the largest sum. */
-static int fmax_smallest_peak(const double *en, int n, int per, double largest);
-
 static bool fmax_best(const sl_dpc_parallax_steps *st, const fit_set *fs, const double *offsets,
                       const double m[4], double s, const double *cand, const double *scale, int n, int per,
                       int *best, double *e) {
@@ -714,43 +744,9 @@ static bool fmax_best(const sl_dpc_parallax_steps *st, const fit_set *fs, const 
   *best = 0, *e = -INFINITY;
   for (int k = 0; k < n; k++) /* the first of equal values */
     if (en[k] > *e) *e = en[k], *best = k;
-  if (per > 0 && *e > 0) *best = fmax_smallest_peak(en, n, per, *e), *e = en[*best];
+  if (per > 0 && *e > 0) *best = fmax_smallest_peak(en, n, per, *best), *e = en[*best];
   free(en);
   return true;
-}
-
-/* Above the true cut-off the matched sum can stay nearly flat: a larger
- * cut-off's supports take in the segments' power beyond the linear model's
- * at no charge. On issue 11's 128 x 128 grid at 25 mrad, +-200 A and 1e4 -
- * 1e5 e/frame it stayed within 1-3% of its largest from f_max 0.8 to 2,
- * and where that plateau outweighed the true 0.51's peak (estimates of
- * 0.74-0.99) the sign correction was wrong. So the coarse grid's answer is
- * the smallest f_max at a local peak (each f_max at its best scale, no
- * lower than its neighbours') whose sum is within this share of the
- * largest: the smallest cut-off that explains the segments as well as any. Branch
- * right without the probe's params (docs/nodes/dpc.md): 128 x 128 grid
- * 94.4% -> 97.9% at 0.03 (97.7% at 0.02 and 0.05), 64 x 64 96.5% -> 97.3%
- * (97.5% at 0.02, 96.9% at 0.01). */
-#define FMAX_PEAK_SHARE 0.03
-
-/* The index (into en, per scales for each f_max) of the smallest f_max's
- * local peak within FMAX_PEAK_SHARE of `largest` (the largest of en, > 0):
- * at worst the largest's own f_max. */
-static int fmax_smallest_peak(const double *en, int n, int per, double largest) {
-  const int nf = n / per;
-  for (int i = 0; i < nf; i++) {
-    double here = -INFINITY, below = -INFINITY, above = -INFINITY;
-    int at = i * per;
-    for (int q = 0; q < per; q++) {
-      if (en[i * per + q] > here) here = en[i * per + q], at = i * per + q;
-      if (i > 0 && en[(i - 1) * per + q] > below) below = en[(i - 1) * per + q];
-      if (i + 1 < nf && en[(i + 1) * per + q] > above) above = en[(i + 1) * per + q];
-    }
-    if (here >= below && here >= above && here >= (1 - FMAX_PEAK_SHARE) * largest) return at;
-  }
-  for (int k = 0; k < n; k++) /* not reached: the largest is a peak within the share */
-    if (en[k] == largest) return k;
-  return 0;
 }
 
 /* f_max and M's scale by the matched sum: a grid of f_max over
