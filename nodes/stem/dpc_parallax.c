@@ -835,7 +835,7 @@ static bool search(const sl_dpc_parallax_steps *st, const fit_set *fs, int64_t l
 }
 
 bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, const double *offsets,
-                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
+                         const sl_dpc_probe *probe, bool axis_only, sl_dpc_parallax_result *r) {
   memset(r, 0, sizeof *r);
   bool ok = false;
   fit_set fs = {0, NULL, NULL, 0, 0, 0, 0, NULL};
@@ -886,6 +886,11 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
   r->angle = fmod(ang * 180 / M_PI, 360.0);
   if (r->angle < 0) r->angle += 360;
   parallax_matrix(s, ang, t, m);
+  if (axis_only) { /* M's rotation alone: no sign correction, theta on the df < 0 branch */
+    r->axis_only = true;
+    r->theta = sl_dpc_wrap_deg(t ? r->angle : -r->angle);
+    goto done_ok;
+  }
   if (probe) {
     r->defocus = s * probe->step / probe->semiangle;
     r->fmax = probe->semiangle * probe->step / probe->wavelength;
@@ -925,7 +930,7 @@ done:
 
 void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
                          const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
-                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r) {
+                         const sl_dpc_probe *probe, bool axis_only, sl_dpc_parallax_result *r) {
   if (!sl_dpc_parallax_has_host_steps(p)) { /* a driver's state only: nothing to run the steps with */
     memset(r, 0, sizeof *r);
     return;
@@ -934,5 +939,61 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch
   host_steps h = {p, b, scratch, stride, segments};
   const sl_dpc_parallax_steps st = {&h,        host_correlate, host_power, host_grid,
                                      host_value, host_pattern,   host_tcbf,  host_fmax};
-  (void)sl_dpc_parallax_fit(p, &st, offsets, probe, r);
+  (void)sl_dpc_parallax_fit(p, &st, offsets, probe, axis_only, r);
+}
+
+/* The bound of sl_dpc_parallax_gain_bound. The shifted sum's power at M
+ * is sum_o P_o (each segment's power over the window, means removed, per
+ * position: measured) plus the pairs' cross terms, which hold signal
+ * alone (noise is independent between segments): at most sqrt(p_o p_o')
+ * each, and so in all at most (n - 1) sum_o p_o (Cauchy-Schwarz), p the
+ * signal's powers. Their sum is estimated together (a segment's alone is
+ * as noisy as its signal at low dose): sum_o (P_o - N_o), N_o the noise's.
+ * Counts are Poisson, a position's variance its mean, so where the powers
+ * together reach the means (within five of their sds: no object leaves
+ * power and mean equal) the mean is the noise. Data whose powers stay
+ * below their means are not plain counts (a model, scaled counts): their
+ * noise is unknown and taken as 0, which can only raise the bound. */
+double sl_dpc_parallax_gain_bound(int n, int64_t rows, int64_t cols, const uint64_t *segments, int64_t seg_row0,
+                                  int64_t seg_rows, const double *offsets) {
+  sl_dpc_parallax_geometry g;
+  sl_dpc_parallax_geometry_of(rows, cols, &g);
+  const int64_t r0 = (rows - g.wr) / 2 - seg_row0, c0 = (cols - g.wc) / 2, npos = g.wr * g.wc;
+  const size_t np = (size_t)(seg_rows * cols);
+  double *sum = calloc((size_t)npos, sizeof *sum);
+  if (!sum) return INFINITY; /* out of memory: no bound (the fit decides, and fails as it does) */
+  double means = 0, means2 = 0, powers = 0;
+  int used = 0;
+  for (int u = 0; u < n; u++) {
+    if (!(offsets[3 * u + 2] > 0)) continue; /* no pixels: not in the fit */
+    const uint64_t *s = segments + (size_t)u * np + r0 * cols + c0;
+    double mean = 0, sq = 0;
+    for (int64_t i = 0; i < g.wr; i++)
+      for (int64_t c = 0; c < g.wc; c++) {
+        const double v = (double)s[i * cols + c];
+        mean += v, sq += v * v, sum[i * g.wc + c] += v;
+      }
+    mean /= (double)npos;
+    powers += fmax(0, sq / (double)npos - mean * mean), means += mean, means2 += mean * mean, used++;
+  }
+  double m = 0, sq = 0;
+  for (int64_t q = 0; q < npos; q++) m += sum[q], sq += sum[q] * sum[q];
+  free(sum);
+  m /= (double)npos;
+  const double plain = sq / (double)npos - m * m;
+  const bool counts = powers >= (1 - 5 * sqrt(2.0 / (double)npos)) * means;
+  const double noise = counts ? means : 0, noise2 = counts ? means2 : 0;
+  /* The signal's powers, high by two sds of the noise's (a power's
+   * estimate over npos positions has an sd of N sqrt(2 / npos)). */
+  const double signal = fmax(0, powers - noise) + 2 * sqrt(2 * noise2 / (double)npos);
+  /* The fit's correlations are means over the overlap of the two shifted
+   * windows, whose power can be a little above the whole window's (5% on
+   * the noiseless model of test_gain_bound): allowed for at 25%. Its
+   * largest objective also holds the noise of the pairs' correlations at
+   * its M, picked as the largest of many: each pair's has an sd of
+   * sqrt(N_o N_o' / overlap), the overlap at least a quarter of the window
+   * at the kept lags; allowed for at three sds of their sum. */
+  const double pairs_noise = 2 * sqrt(4 * (noise * noise - noise2) / 2 / (double)npos);
+  const double best = powers + 1.25 * (used - 1) * signal + 3 * pairs_noise;
+  return plain > 0 ? best / plain : INFINITY;
 }

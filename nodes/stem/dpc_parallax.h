@@ -80,6 +80,8 @@ typedef struct sl_dpc_parallax_result {
                        then s refined with it: the matched sums place the shifts more sharply) */
   bool fmax_estimated; /* no probe: fmax from the segments' spectra (then defocus is 0: unknown) */
   double fmax_energy;  /* estimated: the matched sum's excess over the noise at fmax, in frequencies */
+  bool axis_only;      /* fitted for the axis alone: no sign correction (theta on the df < 0 branch, skewness
+                          0, no f_max) */
 } sl_dpc_parallax_result;
 
 /* The range of f_max = alpha step / lambda an estimate searches (cycles per
@@ -187,9 +189,12 @@ typedef struct sl_dpc_parallax_steps {
 /* The fit by `steps` on the geometry of p (its host buffers hold the
  * noise weights), offsets [n][3] on the host; false when a step failed
  * (r not found). probe NULL: unknown, f_max estimated (steps->fmax; r not
- * found where the steps have none or the estimate stands below the noise). */
+ * found where the steps have none or the estimate stands below the noise).
+ * axis_only: M alone (steps 1 only; the caller knows the branch), without
+ * the sign correction and the estimate of f_max (a third of a fit's time
+ * without the probe's params). */
 bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *steps, const double *offsets,
-                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r);
+                         const sl_dpc_probe *probe, bool axis_only, sl_dpc_parallax_result *r);
 
 /* The fit: segments [n][seg_rows * cols] holding scan rows [seg_row0,
  * seg_row0 + seg_rows), at least the band (exact sums), offsets [n][3] (row
@@ -202,7 +207,20 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *steps,
 struct sl_backend;
 void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch, int64_t stride,
                          const uint64_t *segments, int64_t seg_row0, int64_t seg_rows, const double *offsets,
-                         const sl_dpc_probe *probe, sl_dpc_parallax_result *r);
+                         const sl_dpc_probe *probe, bool axis_only, sl_dpc_parallax_result *r);
+
+/* An upper bound of the gain (sl_dpc_parallax_result.gain) any M can give
+ * the segments (as sl_dpc_parallax_run's), in a pass over the fit's window
+ * and no transform: the shifted sum's power is at most its signal parts'
+ * aligned, (sum_o sqrt(signal power_o))^2, plus the noise's, over the
+ * plain sum's power. In focus (every segment the same image) it is 1; on
+ * data without a parallax above the noise it stays near 1 (bench_mask_
+ * cost.sh's synthetic acquisition: 1.13). A caller that takes a parallax
+ * only above some gain skips the fit below it (dpc's axis without the
+ * probe's params). Expectations: a statistic, so such a caller leaves a
+ * margin. INFINITY when out of memory or the plain sum has no power. */
+double sl_dpc_parallax_gain_bound(int n, int64_t rows, int64_t cols, const uint64_t *segments, int64_t seg_row0,
+                                  int64_t seg_rows, const double *offsets);
 
 /* The electron wavelength (A) at an accelerating voltage in kV, relativistic. */
 double sl_electron_wavelength(double kilovolts);
