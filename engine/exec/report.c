@@ -194,8 +194,29 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
   sl_json_end_object(j);
 }
 
+/* The estimate of the work node i decided on from the data
+ * (sl_node_decided_work), at the rate of its key plus the variant; 0 when
+ * none. Known only once it ran: report.json adds it to the plan's. */
+static double decided_seconds(const sl_plan *p, int i) {
+  const sl_node *n = &p->graph->nodes[i];
+  if (n->decided_ops <= 0) return 0;
+  char key[128];
+  sl_cost_rate_key(n, key, sizeof key);
+  const size_t k = strlen(key);
+  if (n->decided_variant) snprintf(key + k, sizeof key - k, "/%s", n->decided_variant);
+  const sl_node_cost c = {.ops = n->decided_ops};
+  return sl_cost_estimate(&p->profile, key, &c, 0, false);
+}
+
+static double decided_seconds_all(const sl_plan *p) {
+  double s = 0;
+  for (int i = 0; i < p->graph->n_nodes; i++) s += decided_seconds(p, i);
+  return s;
+}
+
 /* Per node: what it is, where it ran, its measured time and calls beside the
- * plan's cost and estimate, and its provenance notes. */
+ * plan's cost and estimate (with the work it decided on from the data), and
+ * its provenance notes. */
 static void nodes_json(sl_json *j, const sl_run_info *info) {
   const sl_plan *p = info->plan;
   const sl_graph *g = p->graph;
@@ -221,15 +242,16 @@ static void nodes_json(sl_json *j, const sl_run_info *info) {
     sl_json_kv_int(j, "estimated_calls", p->nodes[i].calls);
     sl_json_kv_int(j, "bytes_read", p->nodes[i].cost.bytes_read);
     sl_json_kv_int(j, "bytes_written", p->nodes[i].cost.bytes_written);
-    sl_json_kv_double(j, "estimated_seconds", p->nodes[i].est_seconds);
+    const double decided = decided_seconds(p, i), est = p->nodes[i].est_seconds + decided;
+    sl_json_kv_double(j, "estimated_seconds", est);
+    if (decided > 0) sl_json_kv_double(j, "estimated_decided_seconds", decided);
     /* of which the wait for a device library's load (sl_cost_warm_up_wait) */
     if (p->nodes[i].warm_up_wait_seconds > 0)
       sl_json_kv_double(j, "estimated_warm_up_wait_seconds", p->nodes[i].warm_up_wait_seconds);
     if (p->nodes[i].first_call_seconds > 0)
       sl_json_kv_double(j, "estimated_first_call_seconds", p->nodes[i].first_call_seconds);
     /* measured / estimated: the cost model holds where this is near 1 */
-    if (p->nodes[i].est_seconds > 0)
-      sl_json_kv_double(j, "measured_over_estimated", measured / p->nodes[i].est_seconds);
+    if (est > 0) sl_json_kv_double(j, "measured_over_estimated", measured / est);
     sl_json_key(j, "notes");
     sl_json_begin_array(j);
     for (int k = 0; k < n->n_notes; k++) sl_json_string(j, n->notes[k]);
@@ -296,8 +318,11 @@ bool sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_string(j, "device", p->caps.device);
   bool ok = provenance_json(j, info);
   sl_json_kv_double(j, "seconds", r->seconds);
-  sl_json_kv_double(j, "estimated_seconds", p->est_seconds);
-  if (p->est_seconds > 0) sl_json_kv_double(j, "measured_over_estimated", r->seconds / p->est_seconds);
+  /* the plan's estimate, plus the work nodes decided on from the data */
+  const double decided = decided_seconds_all(p), est = p->est_seconds + decided;
+  sl_json_kv_double(j, "estimated_seconds", est);
+  if (decided > 0) sl_json_kv_double(j, "estimated_decided_seconds", decided);
+  if (est > 0) sl_json_kv_double(j, "measured_over_estimated", r->seconds / est);
   sl_json_key(j, "cost_model");
   sl_report_cost_profile_json(j, p);
   sl_json_kv_int(j, "chunks", r->chunks);

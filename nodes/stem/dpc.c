@@ -240,7 +240,8 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
      * that can hold a strong parallax, which no plan can know: its bytes
      * are planned, its operations not counted (the estimate is the usual
      * run's; such a run takes the fit's time more, 0.2-0.4 s at 1 thread
-     * on a 128 x 128 scan, docs/nodes/dpc.md). */
+     * on a 128 x 128 scan, docs/nodes/dpc.md), and report.json adds them
+     * once it ran (sl_node_decided_work). */
     if (probe_given(n)) c->ops += sl_dpc_parallax_ops(ns, rows, cols);
     c->bytes_read += (int64_t)ns * rc * 8;
     /* The host steps' plans and buffers are made on their first need: on a
@@ -672,6 +673,14 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
       return NULL;
     sl_dpc_parallax_run(ps->st->parallax, a->backend, a->worker_scratch, a->worker_scratch_stride, ps->segments,
                         row0, nrows, ps->offsets, cfg->probe_known ? &cfg->probe : NULL, ps->axis_only, r);
+    /* Without the params the fit ran because of the data, which the plan
+     * could not see: its work is estimated now, at the fit's rate (the
+     * variant calibrate measures with the params), beside the plan's. */
+    if (!cfg->probe_known)
+      sl_node_decided_work(n, "parallax",
+                           sl_dpc_parallax_ops_of(segment_count(n), n->in[0].dims[0], n->in[0].dims[1],
+                                                  ps->axis_only ? SL_DPC_PARALLAX_OPS_AXIS
+                                                                : SL_DPC_PARALLAX_OPS_NO_PROBE));
   }
   char scale[256];
   if (r->axis_only)

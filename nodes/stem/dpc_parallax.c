@@ -72,6 +72,10 @@ int64_t sl_dpc_parallax_bytes(int n, int64_t rows, int64_t cols) {
 }
 
 int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols) {
+  return sl_dpc_parallax_ops_of(n, rows, cols, SL_DPC_PARALLAX_OPS_PROBE);
+}
+
+int64_t sl_dpc_parallax_ops_of(int n, int64_t rows, int64_t cols, sl_dpc_parallax_ops_kind kind) {
   const int64_t wr = window_side(rows), wc = window_side(cols);
   double pw = (double)padded_elems(wr, wc), np = (double)(tcbf_side(rows) * tcbf_side(cols));
   double pairs = n * (n - 1) / 2.0, fft_w = 5 * pw * log2(pw > 2 ? pw : 2), fft = 5 * np * log2(np > 2 ? np : 2);
@@ -84,8 +88,19 @@ int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols) {
    * without them and about 0.55 s with them, before the pairs shared
    * transforms and the search took four maps at once). */
   double trials = 25.0 * (double)(wr / 4) * (double)(wc / 4) + 400 + 200;
-  return (int64_t)((n + 0.75 * pairs) * (fft_w + 6 * pw) + 0.5 * pw * (2.0 * n + 20 * log2(pw > 2 ? pw : 2)) +
-                   10 * pairs * trials + n * (fft + 8 * np) + fft + 4 * np);
+  const double fit = (n + 0.75 * pairs) * (fft_w + 6 * pw) + 0.5 * pw * (2.0 * n + 20 * log2(pw > 2 ? pw : 2)) +
+                     10 * pairs * trials;
+  const double tcbf = n * (fft + 8 * np) + fft + 4 * np;
+  /* Without the probe f_max is estimated: about 490 candidates, each with
+   * every segment's shift ramps (a sincos, ~40 operations, per padded row
+   * and column); its sums over the frequencies above the noise depend on
+   * the data and are not counted. */
+  const double ramps = 490.0 * n * 2 * (double)(wr + wr / 2 + wc + wc / 2) * 40;
+  switch (kind) {
+  case SL_DPC_PARALLAX_OPS_AXIS: return (int64_t)fit;
+  case SL_DPC_PARALLAX_OPS_NO_PROBE: return (int64_t)(fit + tcbf + ramps);
+  default: return (int64_t)(fit + tcbf);
+  }
 }
 
 void sl_dpc_parallax_free(sl_dpc_parallax *p) {

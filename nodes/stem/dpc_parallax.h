@@ -101,6 +101,15 @@ typedef struct sl_dpc_parallax sl_dpc_parallax;
 int64_t sl_dpc_parallax_bytes(int n, int64_t rows, int64_t cols);
 int64_t sl_dpc_parallax_worker_bytes(int64_t rows, int64_t cols);
 int64_t sl_dpc_parallax_ops(int n, int64_t rows, int64_t cols);
+/* The operations of a fit of each kind: with the probe's params (as
+ * sl_dpc_parallax_ops), without them (f_max estimated), or for the axis
+ * alone (sl_dpc_parallax_fit's axis_only). */
+typedef enum {
+  SL_DPC_PARALLAX_OPS_PROBE,
+  SL_DPC_PARALLAX_OPS_NO_PROBE,
+  SL_DPC_PARALLAX_OPS_AXIS
+} sl_dpc_parallax_ops_kind;
+int64_t sl_dpc_parallax_ops_of(int n, int64_t rows, int64_t cols, sl_dpc_parallax_ops_kind kind);
 
 /* The plans and buffers (FFTW planning is not thread safe: call where no
  * other thread plans, a node's prepare or its kernel on the executor's

@@ -62,6 +62,26 @@ import json, sys
 m = json.load(open(sys.argv[1]))["cost_model"]
 assert m["derived_from_threads"] == [int(sys.argv[2])], m
 PY
+# Work a node decided on from the data (dpc's parallax without the probe's
+# params, fitted for a weak axis) is estimated once known at the profile's
+# parallax rate and added to the node's and the run's estimates.
+MAKE="$(dirname "$SLUICE")/bench/make_acquisition"
+if [ -x "$MAKE" ] && "$MAKE" acq 64 64 96 96 1000 1 >/dev/null 2>&1; then
+  "$SLUICE" run "$SRC/pipelines/stem_products.yaml" --set input=acq_master.h5 --out o4 --quiet &&
+    python3 - o4/report.json <<'PY' && ok "a fit decided from the data is in report.json's estimates" || not_ok "decided work's estimate"
+import json, sys
+r = json.load(open(sys.argv[1]))
+dpc = [n for n in r["nodes"] if n["type"] == "dpc"][0]
+assert any(x.startswith("parallax_for: the axis") for x in dpc["notes"]), dpc["notes"]
+d = dpc["estimated_decided_seconds"]
+assert d > 0 and dpc["estimated_seconds"] > d, dpc
+assert abs(dpc["measured_over_estimated"] * dpc["estimated_seconds"] - dpc["seconds"]) < 1e-9 * max(1, dpc["seconds"])
+assert r["estimated_decided_seconds"] == d and r["estimated_seconds"] > d, r["estimated_seconds"]
+assert all("estimated_decided_seconds" not in n for n in r["nodes"] if n["type"] != "dpc")
+PY
+else
+  echo "# SKIP: the decided work's estimate needs bench/make_acquisition (built with sluice) and the bitshuffle plugin"
+fi
 mv "$profile" "$profile.away"
 expect 0 "cost profile: built-in guesses, see \`sluice calibrate --threads $((threads + 1))\`" \
   "plan --threads with no profile at all says how to make one" -- \

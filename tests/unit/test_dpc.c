@@ -54,6 +54,10 @@ typedef struct dpc_segments {
   int n;
 } dpc_segments;
 
+/* The last run's sl_node.decided_ops (the parallax fitted without the
+ * probe's params). */
+static int64_t last_decided_ops;
+
 /* dpc on the field (cr, cc) [R, C], with the ADF image adf and the
  * segments when not NULL. */
 static dpc_result run_dpc_inputs(const double *cr, const double *cc, const double *adf,
@@ -109,6 +113,12 @@ static dpc_result run_dpc_inputs(const double *cr, const double *cc, const doubl
   for (int k = 0; k < n_over; k++) probe |= !strcmp(over[k].name, "step_angstrom") && atof(over[k].yaml) > 0;
   const bool always = sg && probe && strstr(note(&n, "rotation_deg"), "fitted");
   assert_string_equal(key, always ? "dpc/f64/parallax" : "dpc/f64");
+  /* With the params the fit is in the plan; without them, where it ran,
+   * its work is recorded for report.json at that rate (the fit's kind:
+   * the axis alone, or the branch with f_max estimated). */
+  last_decided_ops = n.decided_ops;
+  if (n.decided_ops) assert_string_equal(n.decided_variant, "parallax");
+  if (probe) assert_int_equal(n.decided_ops, 0);
   node_free(&n);
   assert_true(t <= 1);
   r.angle = angle;
@@ -945,6 +955,8 @@ static void test_parallax_axis_no_probe(void **st) {
                                       64, cases[k].case_no + 1, getenv("SLUICE_DPC_GRID_CACHE"), grid_runner_no_probe);
     const double err = dpc_grid_diff(a.angle, cases[k].rot), err180 = err > 90 ? 180 - err : err;
     within += err180 < 1.0 && a.transpose == cases[k].transpose;
+    /* the fit for the axis alone ran (the CoM's branch sure): its work recorded */
+    assert_int_equal(last_decided_ops, sl_dpc_parallax_ops_of(21, 64, 64, SL_DPC_PARALLAX_OPS_AXIS));
     fprintf(stderr, "axis: case %d rotation %d: fitted %.3f t %d (%.2f degrees off, mod 180)\n", cases[k].case_no,
             cases[k].rot, a.angle, a.transpose, err180);
   }
