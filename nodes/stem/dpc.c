@@ -150,6 +150,12 @@ static int parallax_segments(const sl_node *n) {
 /* Whether every run fits the parallax: with the probe's params. */
 static bool parallax_always(const sl_node *n) { return parallax_segments(n) && probe_given(n); }
 
+/* Whether a run may fit the parallax for the axis alone (without the
+ * probe's params, with the ADF image whose matched filter gives the CoM's
+ * angle its sigma: parallax_axis). On a device that fit runs there and
+ * the gain bound reads the segments' band on the host: both planned. */
+static bool axis_fit_possible(const sl_node *n) { return parallax_segments(n) && !probe_given(n) && has_adf(n); }
+
 /* The rate of a dpc that fits the parallax is calibrated apart
  * (calibrate's parallax.yaml): on the H200 its device steps took 16.5-17.4
  * ms on a 512 x 512 scan where its operations at the rotation's rate gave
@@ -229,7 +235,8 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->ops = 40 * rc + sl_fourier_integral_ops(rows, cols, true) / 3 + sl_dpc_fit_ops(rows, cols);
   c->library_bytes = SL_FFTW_PLANNER_BYTES;
   const int ns = parallax_segments(n);
-  c->device_library_bytes = SL_CUFFT_HOST_BYTES + (ns && probe_given(n) ? PARALLAX_CUFFT_HOST_BYTES : 0);
+  const bool device_fit = ns && (probe_given(n) || axis_fit_possible(n));
+  c->device_library_bytes = SL_CUFFT_HOST_BYTES + (device_fit ? PARALLAX_CUFFT_HOST_BYTES : 0);
   c->state_bytes = sl_fourier_integral_bytes(rows, cols, true) + sl_dpc_fit_bytes(rows, cols) +
                    2 * rc * 8 + rows * (1 + SL_DPC_ADF_SUMS) * 8;
   if (ns) {
@@ -252,19 +259,21 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     c->host_fallback_bytes = host - driver;
     c->per_worker_bytes = sl_dpc_parallax_worker_bytes(rows, cols);
 #ifdef SLUICE_HAVE_CUDA
-    /* the segments' band read back for the host's fit, and their offsets */
+    /* the segments' band read back for the host's fit (a fallback), or
+     * for the gain bound of the axis's fit, and their offsets */
     int64_t band0, band;
     sl_dpc_parallax_band(rows, &band0, &band);
     c->state_bytes += (int64_t)ns * (band * cols + 3) * 8;
-    c->host_fallback_bytes += (int64_t)ns * band * cols * 8;
+    if (!axis_fit_possible(n)) c->host_fallback_bytes += (int64_t)ns * band * cols * 8;
 #endif
   }
 #ifdef SLUICE_HAVE_CUDA
   /* On the device the parallax's pieces follow dpc's own (it fits there) */
   const sl_cuda_parallax_geometry g = device_geometry(rows, cols);
-  /* without the probe the parallax fits on the host (a guessed branch's
-   * rare path, like the host fallback below: host_fallback_bytes) */
-  c->device_state_bytes = sl_cuda_dpc_state_bytes_with(rows, cols, probe_given(n) ? ns : 0, &g);
+  /* without the probe the parallax fits on the host for a guessed branch
+   * (its cut-off's estimate is the host's: a rare path, like the host
+   * fallback above), on the device for the axis alone */
+  c->device_state_bytes = sl_cuda_dpc_state_bytes_with(rows, cols, device_fit ? ns : 0, &g);
 #endif
 }
 
@@ -619,10 +628,12 @@ static void parallax_on_device(parallax_source *ps, bool *ran, char *why, size_t
   if (ps->rc == SL_OK) ps->rc = parallax_state(n, ps->st, false, a->err);
   if (ps->rc != SL_OK) return;
   device_steps d = {x, SL_OK};
-  /* no fmax: without the probe the host fits (parallax_when_needed) */
+  /* no fmax: without the probe the host fits a guessed branch
+   * (parallax_when_needed); the axis alone needs none */
   const sl_dpc_parallax_steps st = {&d,        dev_correlate, dev_power, dev_grid,
                                      dev_value, dev_pattern,   dev_tcbf,  NULL};
-  (void)sl_dpc_parallax_fit(ps->st->parallax, &st, ps->st->offsets_host, &ps->cfg->probe, false, &ps->r);
+  (void)sl_dpc_parallax_fit(ps->st->parallax, &st, ps->st->offsets_host,
+                            ps->cfg->probe_known ? &ps->cfg->probe : NULL, ps->axis_only, &ps->r);
   ps->rc = d.rc;
   *ran = ps->rc == SL_OK;
 }
@@ -656,8 +667,9 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
   bool ran = false;
 #ifdef SLUICE_HAVE_CUDA
   /* Without the probe the estimate of f_max is the host's step (the
-   * segments' band read back): the same bits as the CPU backend's. */
-  if (ps->on_device && cfg->probe_known) {
+   * segments' band read back): the same bits as the CPU backend's. The
+   * axis alone needs no estimate: the device fits it. */
+  if (ps->on_device && (cfg->probe_known || ps->axis_only)) {
     char why[300] = "";
     parallax_on_device(ps, &ran, why, sizeof why);
     if (ps->rc != SL_OK) return NULL;
@@ -673,15 +685,17 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
       return NULL;
     sl_dpc_parallax_run(ps->st->parallax, a->backend, a->worker_scratch, a->worker_scratch_stride, ps->segments,
                         row0, nrows, ps->offsets, cfg->probe_known ? &cfg->probe : NULL, ps->axis_only, r);
-    /* Without the params the fit ran because of the data, which the plan
-     * could not see: its work is estimated now, at the fit's rate (the
-     * variant calibrate measures with the params), beside the plan's. */
-    if (!cfg->probe_known)
-      sl_node_decided_work(n, "parallax",
-                           sl_dpc_parallax_ops_of(segment_count(n), n->in[0].dims[0], n->in[0].dims[1],
-                                                  ps->axis_only ? SL_DPC_PARALLAX_OPS_AXIS
-                                                                : SL_DPC_PARALLAX_OPS_NO_PROBE));
   }
+  /* Without the params the fit ran because of the data, which the plan
+   * could not see: its work is estimated now, at the fit's rate (the
+   * variant calibrate measures with the params), beside the plan's. Not
+   * for a device run's fit on the host (a guessed branch): no rate of the
+   * profile is the host's. */
+  if (!cfg->probe_known && (ran || !ps->on_device))
+    sl_node_decided_work(n, "parallax",
+                         sl_dpc_parallax_ops_of(segment_count(n), n->in[0].dims[0], n->in[0].dims[1],
+                                                ps->axis_only ? SL_DPC_PARALLAX_OPS_AXIS
+                                                              : SL_DPC_PARALLAX_OPS_NO_PROBE));
   char scale[256];
   if (r->axis_only)
     snprintf(scale, sizeof scale, "fitted for the axis alone (the branch the CoM's; no sign correction)");

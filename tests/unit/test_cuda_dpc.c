@@ -56,7 +56,7 @@ static sl_backend *g_cpu, *g_cuda;
 
 /* The notes compared between host and device, in this order. */
 static const char *const k_notes[] = {"rotation_deg", "transpose", "curl", "branch", "branch_confidence", "angle_uncertainty",
-                                      "warning", "parallax", "branch_com", "parallax_backend"};
+                                      "warning", "parallax", "branch_com", "parallax_backend", "parallax_for"};
 #define N_NOTES (sizeof k_notes / sizeof k_notes[0])
 
 typedef struct dpc_out {
@@ -407,6 +407,30 @@ static dpc_grid_answer grid_both(const dpc_grid_fields *f, int R, int C) {
   return a;
 }
 
+/* dpc_grid's runner for the axis's fit without the probe's params: the
+ * ADF image always (its matched filter's sigma selects the fit), the
+ * segments, no params; both backends compared (the device fits the axis
+ * there, parallax_for and parallax notes and all). */
+static dpc_grid_answer axis_both(const dpc_grid_fields *f, int R, int C) {
+  const seg_inputs sg = {f->seg, f->offsets, f->n_seg};
+  sl_node nc, ng;
+  make_dpc_seg(&nc, R, C, SL_F64, sg.n, NULL, 0);
+  make_dpc_seg(&ng, R, C, SL_F64, sg.n, NULL, 0);
+  dpc_out c = run_on_seg(g_cpu, &nc, f->cr, f->cc, f->adf, &sg), g = run_on_seg(g_cuda, &ng, f->cr, f->cc, f->adf, &sg);
+  const char *why = c.notes[N_NOTES - 1];
+  if (!why || strncmp(why, "parallax_for: the axis", 22)) {
+    fprintf(stderr, "axis case: the axis was not fitted: %s\n", why ? why : "(no parallax_for note)");
+    g_grid_ok = false;
+  }
+  g_grid_ok &= same_outputs("atomic columns, the axis without the params", R, C, &c, &g);
+  dpc_grid_answer a = {c.angle, c.transpose, 0, 0, true};
+  out_free(&c);
+  out_free(&g);
+  node_free(&nc);
+  node_free(&ng);
+  return a;
+}
+
 static void test_atomic_columns(void **st) {
   (void)st;
   const double alphas[] = {0.02};
@@ -429,6 +453,13 @@ static void test_atomic_columns(void **st) {
   g_no_probe = true;
   (void)dpc_grid_run(&big, grid_both);
   g_no_probe = false;
+  assert_true(g_grid_ok);
+  /* Without them, where the CoM's branch is sure but its angle weak, the
+   * device fits the axis alone (two of test_dpc's
+   * test_parallax_axis_no_probe cases: grid numbers 12 and 426): the same
+   * bits as the host's fit. */
+  (void)dpc_grid_case(0.015, -200, "1e4", 240, 0, 64, 13, NULL, axis_both);
+  (void)dpc_grid_case(0.025, 100, "1e4", 120, 0, 64, 427, NULL, axis_both);
   assert_true(g_grid_ok);
 }
 
@@ -517,6 +548,30 @@ static void test_cost_counts_device_table(void **st) {
 #endif
     node_free(&n);
   }
+  /* The axis's fit without the probe's params runs on the device where the
+   * ADF image can call for it: its tables are planned as with the params;
+   * without the ADF image (no axis's fit) they are not. */
+  const kv probe[] = {{"semiangle_mrad", "20"}, {"energy_kev", "300"}, {"step_angstrom", "0.4"}};
+  sl_node adf, given, none;
+  sl_node_cost c_adf, c_given, c_none;
+  make_dpc_seg(&adf, 64, 64, SL_F64, 21, NULL, 0);
+  make_dpc_seg(&given, 64, 64, SL_F64, 21, probe, 3);
+  make_dpc_seg(&none, 64, 64, SL_DT_INVALID, 21, NULL, 0);
+  sl_node_dpc.cost(&adf, 1, &c_adf);
+  sl_node_dpc.cost(&given, 1, &c_given);
+  sl_node_dpc.cost(&none, 1, &c_none);
+#ifdef SLUICE_HAVE_CUDA
+  assert_int_equal(c_adf.device_state_bytes, c_given.device_state_bytes);
+  assert_int_equal(c_adf.device_library_bytes, c_given.device_library_bytes);
+  assert_true(c_none.device_state_bytes < c_adf.device_state_bytes);
+  /* and the segments' band for the gain bound: host state, not a fallback */
+  assert_true(c_adf.host_fallback_bytes < c_none.host_fallback_bytes);
+#else
+  assert_int_equal(c_adf.device_state_bytes, 0);
+#endif
+  node_free(&adf);
+  node_free(&given);
+  node_free(&none);
 }
 
 int main(void) {
