@@ -374,30 +374,23 @@ static void test_large(void **st) {
 static bool g_grid_ok = true;
 static bool g_no_probe; /* grid_both without the probe's params */
 
-/* dpc_grid's runner: both backends on the case, compared; the host's
- * answer. Cases alternate with and without the ADF image; every case has
- * the segments and the probe (the parallax runs for the branch where the
- * CoM's rule is a guess, else for the axis: on the device its steps run
- * there, shaders/cuda/stem/dpc_parallax.cu, and a fit on the host instead
- * would differ in the note "parallax_backend"); with g_no_probe the
- * parallax runs on the host for a guessed branch only, which that note says
- * (same_outputs lets it differ there). */
-static dpc_grid_answer grid_both(const dpc_grid_fields *f, int R, int C) {
-  static int no;
-  char label[64], alpha[32], step[32];
-  snprintf(label, sizeof label, "atomic columns case %d%s", no, no % 2 ? ", no adf" : ", adf");
-  const bool with_adf = no++ % 2 == 0;
-  snprintf(alpha, sizeof alpha, "%.9g", f->alpha * 1e3);
-  snprintf(step, sizeof step, "%.9g", f->step);
-  const kv probe[] = {{"semiangle_mrad", alpha}, {"energy_kev", "300"}, {"step_angstrom", step}};
+/* A grid case through both backends, the ADF image of type ty (SL_DT_INVALID:
+ * none) and the params `over`, compared (into g_grid_ok); the host's
+ * answer. want_axis: the host must have fitted the axis alone (its
+ * parallax_for note says so). */
+static dpc_grid_answer both_on_case(const char *label, const dpc_grid_fields *f, int R, int C, sl_dtype ty,
+                                    const kv *over, int n_over, bool want_axis) {
   const seg_inputs sg = {f->seg, f->offsets, f->n_seg};
-  const double *cr = f->cr, *cc = f->cc, *adf = f->adf;
+  const double *adf = ty == SL_DT_INVALID ? NULL : f->adf;
   sl_node nc, ng;
-  sl_dtype ty = with_adf ? SL_F64 : SL_DT_INVALID;
-  make_dpc_seg(&nc, R, C, ty, sg.n, probe, g_no_probe ? 0 : 3);
-  make_dpc_seg(&ng, R, C, ty, sg.n, probe, g_no_probe ? 0 : 3);
-  dpc_out c = run_on_seg(g_cpu, &nc, cr, cc, with_adf ? adf : NULL, &sg),
-          g = run_on_seg(g_cuda, &ng, cr, cc, with_adf ? adf : NULL, &sg);
+  make_dpc_seg(&nc, R, C, ty, sg.n, over, n_over);
+  make_dpc_seg(&ng, R, C, ty, sg.n, over, n_over);
+  dpc_out c = run_on_seg(g_cpu, &nc, f->cr, f->cc, adf, &sg), g = run_on_seg(g_cuda, &ng, f->cr, f->cc, adf, &sg);
+  const char *why = c.notes[N_NOTES - 1]; /* parallax_for */
+  if (want_axis && (!why || strncmp(why, "parallax_for: the axis", 22))) {
+    fprintf(stderr, "%s: the axis was not fitted: %s\n", label, why ? why : "(no parallax_for note)");
+    g_grid_ok = false;
+  }
   g_grid_ok &= same_outputs(label, R, C, &c, &g);
   dpc_grid_answer a = {c.angle, c.transpose, 0, 0, true};
   out_free(&c);
@@ -407,28 +400,31 @@ static dpc_grid_answer grid_both(const dpc_grid_fields *f, int R, int C) {
   return a;
 }
 
+/* dpc_grid's runner: both backends on the case, compared; the host's
+ * answer. Cases alternate with and without the ADF image; every case has
+ * the segments and the probe (the parallax runs for the branch where the
+ * CoM's rule is a guess, else for the axis: on the device its steps run
+ * there, shaders/cuda/stem/dpc_parallax.cu, and a fit on the host instead
+ * would differ in the note "parallax_backend"); with g_no_probe the
+ * parallax runs on the host for a guessed branch, which that note says
+ * (same_outputs lets it differ there). */
+static dpc_grid_answer grid_both(const dpc_grid_fields *f, int R, int C) {
+  static int no;
+  char label[64], alpha[32], step[32];
+  snprintf(label, sizeof label, "atomic columns case %d%s", no, no % 2 ? ", no adf" : ", adf");
+  const bool with_adf = no++ % 2 == 0;
+  snprintf(alpha, sizeof alpha, "%.9g", f->alpha * 1e3);
+  snprintf(step, sizeof step, "%.9g", f->step);
+  const kv probe[] = {{"semiangle_mrad", alpha}, {"energy_kev", "300"}, {"step_angstrom", step}};
+  return both_on_case(label, f, R, C, with_adf ? SL_F64 : SL_DT_INVALID, probe, g_no_probe ? 0 : 3, false);
+}
+
 /* dpc_grid's runner for the axis's fit without the probe's params: the
  * ADF image always (its matched filter's sigma selects the fit), the
  * segments, no params; both backends compared (the device fits the axis
  * there, parallax_for and parallax notes and all). */
 static dpc_grid_answer axis_both(const dpc_grid_fields *f, int R, int C) {
-  const seg_inputs sg = {f->seg, f->offsets, f->n_seg};
-  sl_node nc, ng;
-  make_dpc_seg(&nc, R, C, SL_F64, sg.n, NULL, 0);
-  make_dpc_seg(&ng, R, C, SL_F64, sg.n, NULL, 0);
-  dpc_out c = run_on_seg(g_cpu, &nc, f->cr, f->cc, f->adf, &sg), g = run_on_seg(g_cuda, &ng, f->cr, f->cc, f->adf, &sg);
-  const char *why = c.notes[N_NOTES - 1];
-  if (!why || strncmp(why, "parallax_for: the axis", 22)) {
-    fprintf(stderr, "axis case: the axis was not fitted: %s\n", why ? why : "(no parallax_for note)");
-    g_grid_ok = false;
-  }
-  g_grid_ok &= same_outputs("atomic columns, the axis without the params", R, C, &c, &g);
-  dpc_grid_answer a = {c.angle, c.transpose, 0, 0, true};
-  out_free(&c);
-  out_free(&g);
-  node_free(&nc);
-  node_free(&ng);
-  return a;
+  return both_on_case("atomic columns, the axis without the params", f, R, C, SL_F64, NULL, 0, true);
 }
 
 static void test_atomic_columns(void **st) {
