@@ -199,13 +199,7 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
  * none. Known only once it ran: report.json adds it to the plan's. */
 static double decided_seconds(const sl_plan *p, int i) {
   const sl_node *n = &p->graph->nodes[i];
-  if (n->decided_ops <= 0) return 0;
-  char key[128];
-  sl_cost_rate_key(n, key, sizeof key);
-  const size_t k = strlen(key);
-  if (n->decided_variant) snprintf(key + k, sizeof key - k, "/%s", n->decided_variant);
-  const sl_node_cost c = {.ops = n->decided_ops};
-  return sl_cost_estimate(&p->profile, key, &c, 0, false);
+  return sl_cost_decided_seconds(&p->profile, n, n->decided_variant, n->decided_ops);
 }
 
 static double decided_seconds_all(const sl_plan *p) {

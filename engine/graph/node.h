@@ -50,6 +50,10 @@ typedef struct sl_node_cost {
                                   kernel does that work, it is not planned
                                   (made only if the device path cannot run,
                                   which the node notes) */
+  int64_t decided_ops_most;    /* work a kernel may decide on from the data
+                                  (sl_node_decided_work), at most: not in ops
+                                  nor the estimate; `sluice plan` shows it */
+  const char *decided_variant; /* its rate's variant (a static string) */
 } sl_node_cost;
 
 struct sl_node;

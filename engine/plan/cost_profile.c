@@ -134,6 +134,16 @@ double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_nod
   return (double)calls * p->call_seconds + (t_mem > t_ops ? t_mem : t_ops);
 }
 
+double sl_cost_decided_seconds(const sl_cost_profile *p, const sl_node *n, const char *variant, int64_t ops) {
+  if (ops <= 0) return 0;
+  char key[128];
+  sl_cost_rate_key(n, key, sizeof key);
+  const size_t k = strlen(key);
+  if (variant) snprintf(key + k, sizeof key - k, "/%s", variant);
+  const sl_node_cost c = {.ops = ops};
+  return sl_cost_estimate(p, key, &c, 0, false);
+}
+
 double sl_cost_warm_up_wait(double load_seconds, double started_seconds) {
   double left = load_seconds - (started_seconds > 0 ? started_seconds : 0);
   return left > 0 ? left : 0;

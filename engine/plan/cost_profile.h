@@ -172,6 +172,10 @@ void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
  * 128 scans on the H200, 0.8-1.6 ms for a whole 24 x 20 run). A host node's
  * setup (file opens, reader threads, plans) is kept whole: scaled, the
  * preview's fell to half of what a small run measured on the dev VM. */
+/* The seconds of `ops` that node n decided on (or may decide on) from the
+ * data, at the rate of its key plus "/" variant (sl_node_decided_work); 0
+ * for none. */
+double sl_cost_decided_seconds(const sl_cost_profile *p, const sl_node *n, const char *variant, int64_t ops);
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls, bool device);
 /* The rate that estimates a node of rate key `type` (as sl_cost_estimate

@@ -90,6 +90,8 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   if (b->host_fallback_bytes > a->host_fallback_bytes) a->host_fallback_bytes = b->host_fallback_bytes;
   if (b->library_bytes > a->library_bytes) a->library_bytes = b->library_bytes;
   if (b->device_library_bytes > a->device_library_bytes) a->device_library_bytes = b->device_library_bytes;
+  if (b->decided_ops_most > a->decided_ops_most)
+    a->decided_ops_most = b->decided_ops_most, a->decided_variant = b->decided_variant;
 }
 
 void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c) {
@@ -235,6 +237,8 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     sl_cost_rate_key(n, key, sizeof key);
     pn->rate = sl_cost_rate_for(&p->profile, key);
     pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, n));
+    pn->decided_seconds_most =
+        sl_cost_decided_seconds(&p->profile, n, pn->cost.decided_variant, pn->cost.decided_ops_most);
   }
   return SL_OK;
 }

@@ -91,6 +91,9 @@ typedef struct sl_plan_node {
   /* The rate's first_call_seconds when this node is the first of its rate
    * in the run (a fresh process's kernel loading; part of est_seconds). */
   double first_call_seconds;
+  /* The most the work the node may decide on from the data takes
+   * (sl_node_cost.decided_ops_most; not in est_seconds). */
+  double decided_seconds_most;
   /* The profile's rate that estimates it (in the plan's own profile), or
    * NULL: the bandwidth model. */
   const sl_cost_rate *rate;

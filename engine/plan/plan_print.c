@@ -153,6 +153,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   fprintf(f, "%sestimated time: %.4g s on %s%s (%lld batches; cost profile: %s%s%s)\n", ind, p->est_seconds,
           p->caps.device, workers, (long long)p->batches, p->profile.source, hint,
           builtin ? "" : p->profile.created);
+  for (int i = 0; i < p->graph->n_nodes; i++)
+    if (p->nodes[i].decided_seconds_most > 0)
+      fprintf(f, "%s  node '%s' may add up to %.3g s, decided from the data (report.json estimates it if it "
+              "runs)\n", ind, p->graph->nodes[i].id, p->nodes[i].decided_seconds_most);
 }
 
 void sl_plan_print(FILE *f, const sl_plan *p) {
@@ -221,6 +225,8 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
     if (pn->warm_up_wait_seconds > 0)
       sl_json_kv_double(j, "estimated_warm_up_wait_seconds", pn->warm_up_wait_seconds);
     if (pn->first_call_seconds > 0) sl_json_kv_double(j, "estimated_first_call_seconds", pn->first_call_seconds);
+    if (pn->decided_seconds_most > 0)
+      sl_json_kv_double(j, "estimated_decided_seconds_most", pn->decided_seconds_most);
     sl_json_kv_int(j, "estimated_calls", pn->calls);
     if (pn->body) {
       sl_json_kv_int(j, "times", n->times);

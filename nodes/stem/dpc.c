@@ -159,8 +159,10 @@ static bool axis_fit_possible(const sl_node *n) { return parallax_segments(n) &&
 /* The rate of a dpc that fits the parallax is calibrated apart
  * (calibrate's parallax.yaml): on the H200 its device steps took 16.5-17.4
  * ms on a 512 x 512 scan where its operations at the rotation's rate gave
- * 5.4 ms (docs/performance.md). */
-static const char *dpc_rate_variant(const sl_node *n) { return parallax_always(n) ? "parallax" : NULL; }
+ * 5.4 ms (docs/performance.md). A fit the data decide on (without the
+ * probe's params) is priced at it too. */
+#define PARALLAX_VARIANT "parallax"
+static const char *dpc_rate_variant(const sl_node *n) { return parallax_always(n) ? PARALLAX_VARIANT : NULL; }
 
 #ifdef SLUICE_HAVE_CUDA
 /* The parallax's windows as the device takes them: the host's. */
@@ -250,6 +252,9 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
      * on a 128 x 128 scan, docs/nodes/dpc.md), and report.json adds them
      * once it ran (sl_node_decided_work). */
     if (probe_given(n)) c->ops += sl_dpc_parallax_ops(ns, rows, cols);
+    else /* at most the fit of a guessed branch, f_max estimated (the axis's is less) */
+      c->decided_ops_most = sl_dpc_parallax_ops_of(ns, rows, cols, SL_DPC_PARALLAX_OPS_NO_PROBE),
+      c->decided_variant = PARALLAX_VARIANT;
     c->bytes_read += (int64_t)ns * rc * 8;
     /* The host steps' plans and buffers are made on their first need: on a
      * device, whose steps run there, only the driver's weights are (unless
@@ -692,7 +697,7 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
    * for a device run's fit on the host (a guessed branch): no rate of the
    * profile is the host's. */
   if (!cfg->probe_known && (ran || !ps->on_device))
-    sl_node_decided_work(n, "parallax",
+    sl_node_decided_work(n, PARALLAX_VARIANT,
                          sl_dpc_parallax_ops_of(segment_count(n), n->in[0].dims[0], n->in[0].dims[1],
                                                 ps->axis_only ? SL_DPC_PARALLAX_OPS_AXIS
                                                               : SL_DPC_PARALLAX_OPS_NO_PROBE));

@@ -79,6 +79,8 @@ assert abs(dpc["measured_over_estimated"] * dpc["estimated_seconds"] - dpc["seco
 assert r["estimated_decided_seconds"] == d and r["estimated_seconds"] > d, r["estimated_seconds"]
 assert all("estimated_decided_seconds" not in n for n in r["nodes"] if n["type"] != "dpc")
 PY
+  expect 0 "node 'dpc' may add up to" "sluice plan shows the most a decided fit may add" -- \
+    "$SLUICE" plan "$SRC/pipelines/stem_products.yaml" --set input=acq_master.h5
 else
   echo "# SKIP: the decided work's estimate needs bench/make_acquisition (built with sluice) and the bitshuffle plugin"
 fi

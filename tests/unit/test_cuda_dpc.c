@@ -34,6 +34,7 @@
 #include "engine/core/settings.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
+#include "nodes/stem/dpc_parallax.h"
 #include "shaders/cuda/common/cufft_loader.h"
 #include "tests/unit/cuda_probe.h"
 #include "tests/unit/cufft_test_main.h"
@@ -565,6 +566,13 @@ static void test_cost_counts_device_table(void **st) {
 #else
   assert_int_equal(c_adf.device_state_bytes, 0);
 #endif
+  /* Without the params the fit is the data's decision: not in ops, but its
+   * most (a guessed branch's, f_max estimated) for `sluice plan`; with
+   * them it is in ops. */
+  assert_int_equal(c_adf.decided_ops_most, sl_dpc_parallax_ops_of(21, 64, 64, SL_DPC_PARALLAX_OPS_NO_PROBE));
+  assert_string_equal(c_adf.decided_variant, "parallax");
+  assert_int_equal(c_given.decided_ops_most, 0);
+  assert_true(c_given.ops >= c_adf.ops + sl_dpc_parallax_ops(21, 64, 64));
   node_free(&adf);
   node_free(&given);
   node_free(&none);
