@@ -220,14 +220,15 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch
 
 /* An upper bound of the gain (sl_dpc_parallax_result.gain) any M can give
  * the segments (as sl_dpc_parallax_run's), in a pass over the fit's window
- * and no transform: the shifted sum's power is at most its signal parts'
- * aligned, (sum_o sqrt(signal power_o))^2, plus the noise's, over the
- * plain sum's power. In focus (every segment the same image) it is 1; on
- * data without a parallax above the noise it stays near 1 (bench_mask_
- * cost.sh's synthetic acquisition: 1.13). A caller that takes a parallax
- * only above some gain skips the fit below it (dpc's axis without the
- * probe's params). Expectations: a statistic, so such a caller leaves a
- * margin. INFINITY when out of memory or the plain sum has no power. */
+ * and no transform: the segments' powers plus the most their cross terms
+ * can hold, (n - 1) times their signal's power (the power above the
+ * Poisson noise's), over the plain sum's power, with allowances for the
+ * estimate's noise and the fit's (dpc_parallax.c). Near 1 where no
+ * parallax can gain: no object (bench_mask_cost.sh's acquisition: 1.31),
+ * near focus (every segment the same image). A caller that takes a
+ * parallax only above some gain skips the fit below it (dpc's axis
+ * without the probe's params, at 1.5). INFINITY when out of memory or the
+ * plain sum has no power. */
 double sl_dpc_parallax_gain_bound(int n, int64_t rows, int64_t cols, const uint64_t *segments, int64_t seg_row0,
                                   int64_t seg_rows, const double *offsets);
 
