@@ -195,11 +195,11 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
 }
 
 /* The estimate of the work node i decided on from the data
- * (sl_node_decided_work), at the rate of its key plus the variant; 0 when
- * none. Known only once it ran: report.json adds it to the plan's. */
+ * (sl_node_decided_work), at the rate of the variant its cost declares; 0
+ * when none. Known only once it ran: report.json adds it to the plan's. */
 static double decided_seconds(const sl_plan *p, int i) {
-  const sl_node *n = &p->graph->nodes[i];
-  return sl_cost_decided_seconds(&p->profile, n, n->decided_variant, n->decided_ops);
+  return sl_cost_decided_seconds(&p->profile, &p->graph->nodes[i], p->nodes[i].cost.decided_variant,
+                                 p->graph->nodes[i].decided_ops);
 }
 
 static double decided_seconds_all(const sl_plan *p) {

@@ -33,10 +33,7 @@ int sl_graph_find(const sl_graph *g, const char *id) {
   return -1;
 }
 
-void sl_node_decided_work(sl_node *n, const char *variant, int64_t ops) {
-  n->decided_ops += ops;
-  n->decided_variant = variant;
-}
+void sl_node_decided_work(sl_node *n, int64_t ops) { n->decided_ops += ops; }
 
 void sl_node_note(sl_node *n, const char *key, const char *fmt, ...) {
   char value[1024];

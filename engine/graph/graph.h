@@ -80,11 +80,10 @@ typedef struct sl_node {
   bool records_lost;
   /* Work a kernel decided on from the data, which no plan could count
    * (dpc's parallax without the probe's params runs only where the CoM's
-   * angle is weak): operations at the rate of the node's key plus "/"
-   * decided_variant (sl_cost_rate_key). report.json estimates them once
-   * known, beside the plan's estimate (sl_node_decided_work). */
+   * angle is weak): operations at the rate of the variant the node's cost
+   * declares (sl_node_cost.decided_variant). report.json estimates them
+   * once known, beside the plan's estimate (sl_node_decided_work). */
   int64_t decided_ops;
-  const char *decided_variant; /* a static string */
   /* iterate nodes only */
   struct sl_graph *body;
   int64_t times;  /* iterations; with until_out, the most */
@@ -168,10 +167,10 @@ sl_code sl_graph_add_output_reader(sl_graph *g, const sl_node_desc *desc, const 
 /* Does a sink node (sl_node_desc.sink) read graph output o? */
 bool sl_graph_output_written(const sl_graph *g, int o);
 
-/* Records operations a kernel decided on from the data (sl_node.decided_ops),
- * to be costed at the rate of the node's key plus "/" variant (a static
- * string). */
-void sl_node_decided_work(sl_node *n, const char *variant, int64_t ops);
+/* Records operations a kernel decided on from the data (sl_node.decided_ops);
+ * its cost declares the most of them and their rate's variant
+ * (sl_node_cost.decided_ops_most, decided_variant). */
+void sl_node_decided_work(sl_node *n, int64_t ops);
 
 /* Records that the node reads `path` (once per path). Out of memory sets
  * n->records_lost. */

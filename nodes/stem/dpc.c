@@ -693,14 +693,14 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
   }
   /* Without the params the fit ran because of the data, which the plan
    * could not see: its work is estimated now, at the fit's rate (the
-   * variant calibrate measures with the params), beside the plan's. Not
+   * variant calibrate measures with the params, which dpc_cost declares),
+   * beside the plan's. Not
    * for a device run's fit on the host (a guessed branch): no rate of the
    * profile is the host's. */
   if (!cfg->probe_known && (ran || !ps->on_device))
-    sl_node_decided_work(n, PARALLAX_VARIANT,
-                         sl_dpc_parallax_ops_of(segment_count(n), n->in[0].dims[0], n->in[0].dims[1],
-                                                ps->axis_only ? SL_DPC_PARALLAX_OPS_AXIS
-                                                              : SL_DPC_PARALLAX_OPS_NO_PROBE));
+    sl_node_decided_work(n, sl_dpc_parallax_ops_of(segment_count(n), n->in[0].dims[0], n->in[0].dims[1],
+                                                   ps->axis_only ? SL_DPC_PARALLAX_OPS_AXIS
+                                                                 : SL_DPC_PARALLAX_OPS_NO_PROBE));
   char scale[256];
   if (r->axis_only)
     snprintf(scale, sizeof scale, "fitted for the axis alone (the branch the CoM's; no sign correction)");
