@@ -1206,7 +1206,12 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     }
     ctx_end(&c);
   }
-  res->planned_host_bytes = p->peak_host_bytes;
+  /* the planned host peak of the path the data took: with the decided
+   * state the nodes made */
+  res->planned_decided_host_bytes = sl_plan_decided_host_bytes(p);
+  res->planned_host_bytes = p->peak_host_bytes + res->planned_decided_host_bytes;
+  res->planned_most_host_bytes = p->peak_host_bytes_most;
+  if (!p->caps.device_memory) res->planned_peak_bytes = res->planned_host_bytes;
   res->measured_host_bytes = host_bytes + c_staging_bytes;
   res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;
   res->chunks = p->n_chunks;

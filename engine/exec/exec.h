@@ -57,6 +57,11 @@ typedef struct sl_exec_result {
   /* Device backends: host memory measured (outputs, staging) and planned. */
   int64_t measured_host_bytes;
   int64_t planned_host_bytes;
+  /* Of the planned host bytes, the decided state nodes made (the plan's
+   * peak covers the path the data took; sl_plan_decided_host_bytes), and
+   * the plan's host peak with every decided state (what the budget held). */
+  int64_t planned_decided_host_bytes;
+  int64_t planned_most_host_bytes;
   /* The process as the OS sees it (everything: code, libraries, file
    * indexes, allocator slack): resident bytes when the run started and the
    * high-water mark at its end. */

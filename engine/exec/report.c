@@ -194,10 +194,15 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
   sl_json_end_object(j);
 }
 
+static double decided_seconds_all(const sl_plan *p);
+
 /* The estimate of the work node i decided on from the data
  * (sl_node_decided_work), at the rate of the variant its cost declares; 0
- * when none. Known only once it ran: report.json adds it to the plan's. */
+ * when none; an iterate node's is its body's nodes' over every iteration
+ * (they ran in the body's graph, which holds their records). Known only
+ * once it ran: report.json adds it to the plan's. */
 static double decided_seconds(const sl_plan *p, int i) {
+  if (p->nodes[i].body) return decided_seconds_all(p->nodes[i].body);
   return sl_cost_decided_seconds(&p->profile, &p->graph->nodes[i], p->nodes[i].cost.decided_variant,
                                  p->graph->nodes[i].decided_ops);
 }
@@ -357,7 +362,13 @@ bool sl_report_json(sl_json *j, const sl_run_info *info) {
    * buffers (planned and measured by the pool) and, for the host, the whole
    * process as the OS counts it. */
   bool dev = p->caps.device_memory;
-  sl_json_kv_int(j, "planned_peak_host_bytes", dev ? r->planned_host_bytes : r->planned_peak_bytes);
+  sl_json_kv_int(j, "planned_peak_host_bytes", r->planned_host_bytes);
+  /* state nodes made because the data decided (in the planned peak above),
+   * and the planned peak had every node decided so (what the budget held) */
+  if (r->planned_most_host_bytes > r->planned_host_bytes - r->planned_decided_host_bytes) {
+    sl_json_kv_int(j, "planned_decided_host_bytes", r->planned_decided_host_bytes);
+    sl_json_kv_int(j, "planned_most_host_bytes", r->planned_most_host_bytes);
+  }
   int64_t engine_host = dev ? r->measured_host_bytes : r->measured_peak_bytes;
   sl_json_kv_int(j, "measured_peak_host_bytes", sl_report_measured_host_bytes(r, dev));
   sl_json_kv_int(j, "measured_engine_host_bytes", engine_host);

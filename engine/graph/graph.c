@@ -34,6 +34,9 @@ int sl_graph_find(const sl_graph *g, const char *id) {
 }
 
 void sl_node_decided_work(sl_node *n, int64_t ops) { n->decided_ops += ops; }
+void sl_node_decided_state(sl_node *n, int64_t bytes) {
+  if (bytes > n->decided_state_bytes) n->decided_state_bytes = bytes;
+}
 
 void sl_node_note(sl_node *n, const char *key, const char *fmt, ...) {
   char value[1024];

@@ -84,6 +84,10 @@ typedef struct sl_node {
    * declares (sl_node_cost.decided_variant). report.json estimates them
    * once known, beside the plan's estimate (sl_node_decided_work). */
   int64_t decided_ops;
+  /* The most of the state it makes only where the data decide
+   * (sl_node_cost.decided_state_bytes) the kernel held at once, in the
+   * bytes its cost counts (sl_node_decided_state). */
+  int64_t decided_state_bytes;
   /* iterate nodes only */
   struct sl_graph *body;
   int64_t times;  /* iterations; with until_out, the most */
@@ -171,6 +175,11 @@ bool sl_graph_output_written(const sl_graph *g, int o);
  * its cost declares the most of them and their rate's variant
  * (sl_node_cost.decided_ops_most, decided_variant). */
 void sl_node_decided_work(sl_node *n, int64_t ops);
+/* Records that the kernel holds `bytes` (as its cost counts them) of the
+ * state its cost declares as decided from the data
+ * (sl_node_cost.decided_state_bytes, at most): report.json's planned peak
+ * counts the most it held. */
+void sl_node_decided_state(sl_node *n, int64_t bytes);
 
 /* Records that the node reads `path` (once per path). Out of memory sets
  * n->records_lost. */

@@ -54,6 +54,12 @@ typedef struct sl_node_cost {
                                   (sl_node_decided_work), at most: not in ops
                                   nor the estimate; `sluice plan` shows it */
   const char *decided_variant; /* its rate's variant (a static string) */
+  int64_t decided_state_bytes; /* host state a kernel makes only where it
+                                  decides on work from the data, at most
+                                  (sl_node_decided_state records what it
+                                  made): not in state_bytes; the budget
+                                  holds it (sl_plan.peak_host_bytes_most),
+                                  report.json's planned peak what was made */
 } sl_node_cost;
 
 struct sl_node;

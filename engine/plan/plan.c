@@ -92,6 +92,7 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   if (b->device_library_bytes > a->device_library_bytes) a->device_library_bytes = b->device_library_bytes;
   if (b->decided_ops_most > a->decided_ops_most)
     a->decided_ops_most = b->decided_ops_most, a->decided_variant = b->decided_variant;
+  if (b->decided_state_bytes > a->decided_state_bytes) a->decided_state_bytes = b->decided_state_bytes;
 }
 
 void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c) {
@@ -215,7 +216,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
                       sl_cost_estimate(&p->profile, "iterate", &loop, iters, false);
     int64_t carry = 0;
     for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
-    int64_t need = pn->body->peak_host_bytes + pn->body->peak_device_bytes + carry;
+    int64_t need = pn->body->peak_host_bytes_most + pn->body->peak_device_bytes + carry;
     if (need > p->body_bytes) p->body_bytes = need;
     int64_t lib = pn->body->library_bytes > pn->body->body_library_bytes ? pn->body->library_bytes
                                                                           : pn->body->body_library_bytes;
@@ -436,6 +437,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     if (stride > p->worker_scratch_stride) p->worker_scratch_stride = stride;
     /* a node whose device kernel runs makes no state of its host path */
     p->state_bytes += pn->cost.state_bytes - (host_kernel ? 0 : pn->cost.host_fallback_bytes);
+    p->decided_state_bytes += pn->cost.decided_state_bytes;
     /* a node whose device kernel runs loads its device library instead */
     int64_t lib = p->caps.device_memory && pn->cost.device_library_bytes ? pn->cost.device_library_bytes
                                                                           : pn->cost.library_bytes;
@@ -757,6 +759,16 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
    * iterate body's count in its parent: its libraries are the process's) */
   int64_t libs = p->library_bytes > p->body_library_bytes ? p->library_bytes : p->body_library_bytes;
   p->peak_host_bytes += p->process_bytes + (p->process_bytes ? libs : 0);
+  p->peak_host_bytes_most = p->peak_host_bytes + p->decided_state_bytes;
+}
+
+int64_t sl_plan_decided_host_bytes(const sl_plan *p) {
+  int64_t made = 0;
+  for (int i = 0; i < p->graph->n_nodes; i++) {
+    const int64_t held = p->graph->nodes[i].decided_state_bytes, most = p->nodes[i].cost.decided_state_bytes;
+    made += held < most ? held : most;
+  }
+  return made;
 }
 
 /* The chunk of stream `axis`: `requested` positions (the scan's, from
@@ -853,11 +865,11 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
  * on a device backend); a device backend's host side (staging, assembled
  * outputs) must also fit the host's available memory. */
 static bool fits(const sl_plan *p) {
-  uint64_t need = (uint64_t)(p->caps.device_memory ? p->peak_device_bytes : p->peak_host_bytes);
+  uint64_t need = (uint64_t)(p->caps.device_memory ? p->peak_device_bytes : p->peak_host_bytes_most);
   if (p->memory_limit != 0 && need > p->memory_limit) return false;
   if (p->caps.device_memory) {
     uint64_t host = sl_available_memory();
-    if (host && (uint64_t)p->peak_host_bytes > host) return false;
+    if (host && (uint64_t)p->peak_host_bytes_most > host) return false;
   }
   return true;
 }
@@ -919,18 +931,24 @@ sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
   if (fits(p)) return SL_OK;
   if (p->caps.device_memory && (p->memory_limit == 0 || (uint64_t)p->peak_device_bytes <= p->memory_limit)) {
     char host[32], avail[32];
-    sl_format_bytes((uint64_t)p->peak_host_bytes, host, sizeof host);
+    sl_format_bytes((uint64_t)p->peak_host_bytes_most, host, sizeof host);
     sl_format_bytes(sl_available_memory(), avail, sizeof avail);
     return sl_fail(err, SL_ERR_BUDGET,
                    "the plan fits device memory but needs %s of host memory (assembled outputs, "
-                   "staging, node state) and %s is available; nothing was allocated",
+                   "staging, node state, and state the data may decide on) and %s is available; "
+                   "nothing was allocated",
                    host, avail);
   }
-  char need[32], limit[32], slots[32], ws[32], outs[32], body[32], state[32], proc[32];
+  char need[32], limit[32], slots[32], ws[32], outs[32], body[32], state[32], proc[32], decided[32];
   bool dev = p->caps.device_memory;
   /* On a device the state that counts is the nodes' device state. */
   sl_format_bytes((uint64_t)(dev ? p->device_state_bytes : p->state_bytes), state, sizeof state);
-  sl_format_bytes((uint64_t)(dev ? p->peak_device_bytes : p->peak_host_bytes), need, sizeof need);
+  char decided_part[64] = "";
+  if (!dev && p->decided_state_bytes > 0) {
+    sl_format_bytes((uint64_t)p->decided_state_bytes, decided, sizeof decided);
+    snprintf(decided_part, sizeof decided_part, " (and %s the data may decide on)", decided);
+  }
+  sl_format_bytes((uint64_t)(dev ? p->peak_device_bytes : p->peak_host_bytes_most), need, sizeof need);
   sl_format_bytes(p->memory_limit, limit, sizeof limit);
   sl_format_bytes((uint64_t)p->slot_bytes, slots, sizeof slots);
   sl_format_bytes((uint64_t)p->workspace_bytes, ws, sizeof ws);
@@ -939,9 +957,9 @@ sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err) {
   sl_format_bytes((uint64_t)(dev ? 0 : p->process_bytes), proc, sizeof proc);
   return sl_fail(err, SL_ERR_BUDGET,
                  "the plan needs %s of %s memory but the budget is %s: pooled buffers %s "
-                 "(%d slots, chunks of %lld positions), node workspace %s, node %sstate %s, "
+                 "(%d slots, chunks of %lld positions), node workspace %s, node %sstate %s%s, "
                  "assembled outputs %s, iterate bodies %s, the process itself %s; nothing was "
                  "allocated (raise --memory-limit or shrink the scan or outputs)",
                  need, dev ? "device" : "host", limit, slots, p->n_slots,
-                 (long long)p->chunk_positions, ws, dev ? "device " : "", state, outs, body, proc);
+                 (long long)p->chunk_positions, ws, dev ? "device " : "", state, decided_part, outs, body, proc);
 }

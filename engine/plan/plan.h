@@ -174,8 +174,15 @@ typedef struct sl_plan {
                               (profile.process_bytes; 0 in iterate bodies) */
   int64_t library_bytes;   /* the largest node library start-up (FFTW), once */
   int64_t body_library_bytes; /* the same of the iterate bodies */
-  int64_t peak_host_bytes;
+  int64_t peak_host_bytes; /* without decided_state_bytes */
   int64_t peak_device_bytes;
+  /* Host state kernels make only where the data decide (their costs'
+   * decided_state_bytes, sum; an iterate body's in body_bytes already):
+   * peak_host_bytes_most = peak_host_bytes + that is what the budget
+   * holds, so that no decision can overrun it; a run's planned peak counts
+   * what its nodes made (sl_plan_decided_host_bytes). */
+  int64_t decided_state_bytes;
+  int64_t peak_host_bytes_most;
   int64_t bytes_read, bytes_written, ops;
   int64_t batches;    /* level batches in the whole run (iterate bodies' included) */
   /* nodes + batches x batch_seconds + run_seconds (cost_profile.h) */
@@ -210,6 +217,11 @@ void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c);
 /* SL_ERR_BUDGET with a typed estimate (what needs how much) when the planned
  * peak exceeds the plan's memory limit. */
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err);
+/* The decided state (sl_node_cost.decided_state_bytes) the plan's nodes
+ * held (sl_node.decided_state_bytes, each at most its cost's): a run adds
+ * it to its planned host peak (peak_host_bytes), which then covers the
+ * path the data took. */
+int64_t sl_plan_decided_host_bytes(const sl_plan *p);
 /* The waits for the device libraries' background load estimated again
  * when execution is about to start (sl_plan_build assumes it starts as the
  * backend comes up, with the profile's library_load_seconds left): none

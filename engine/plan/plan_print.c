@@ -63,7 +63,9 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   bool held = false;
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node_cost *nc = &p->nodes[i].cost;
-    if (nc->state_bytes <= 0 && (nc->device_state_bytes <= 0 || !p->caps.device_memory)) continue;
+    if (nc->state_bytes <= 0 && nc->decided_state_bytes <= 0 &&
+        (nc->device_state_bytes <= 0 || !p->caps.device_memory))
+      continue;
     char lab[256];
     node_label(&g->nodes[i], lab, sizeof lab);
     if (!held) fprintf(f, "%snode state (held for the run):\n", ind);
@@ -73,6 +75,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
     if (nc->device_state_bytes > 0 && p->caps.device_memory) {
       sl_format_bytes((uint64_t)nc->device_state_bytes, b, sizeof b);
       fprintf(f, ", %s device", b);
+    }
+    if (nc->decided_state_bytes > 0) {
+      sl_format_bytes((uint64_t)nc->decided_state_bytes, b, sizeof b);
+      fprintf(f, ", and %s host if the data decide", b);
     }
     fprintf(f, "%s\n", g->nodes[i].desc && g->nodes[i].desc->sink ? "  (writes an output)" : "");
   }
@@ -111,6 +117,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
     sl_format_bytes((uint64_t)p->device_state_bytes, a, sizeof a);
     fprintf(f, "%s  node device state  %s\n", ind, a);
   }
+  if (p->decided_state_bytes) {
+    sl_format_bytes((uint64_t)p->decided_state_bytes, a, sizeof a);
+    fprintf(f, "%s  decided state      %s (host; made only where the data decide, in the budget)\n", ind, a);
+  }
   if (p->partial_bytes) {
     sl_format_bytes((uint64_t)p->partial_bytes, a, sizeof a);
     fprintf(f, "%s  reduction partials %s\n", ind, a);
@@ -129,6 +139,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
   sl_format_bytes((uint64_t)p->peak_device_bytes, b, sizeof b);
   sl_format_bytes(p->memory_limit, c, sizeof c);
   fprintf(f, "%s  peak host %s, peak device %s, budget %s\n", ind, a, b, c);
+  if (p->decided_state_bytes) {
+    sl_format_bytes((uint64_t)p->peak_host_bytes_most, a, sizeof a);
+    fprintf(f, "%s  peak host with every decided state %s\n", ind, a);
+  }
   sl_format_bytes((uint64_t)p->bytes_read, a, sizeof a);
   sl_format_bytes((uint64_t)p->bytes_written, b, sizeof b);
   fprintf(f, "%straffic: read %s, written %s, work %lld ops\n", ind, a, b, (long long)p->ops);
@@ -219,6 +233,7 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
               {"per_worker_bytes", pn->cost.per_worker_bytes}, {"state_bytes", pn->cost.state_bytes},
               {"device_state_bytes", pn->cost.device_state_bytes});
     if (pn->cost.host_fallback_bytes > 0) sl_json_kv_int(j, "host_fallback_bytes", pn->cost.host_fallback_bytes);
+    if (pn->cost.decided_state_bytes > 0) sl_json_kv_int(j, "decided_state_bytes", pn->cost.decided_state_bytes);
     sl_json_kv_bool(j, "host", n->desc && n->desc->host);
     sl_json_kv_bool(j, "sink", n->desc && n->desc->sink);
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
@@ -294,7 +309,8 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
             {"output_bytes", p->output_bytes}, {"partial_bytes", p->partial_bytes},
             {"process_bytes", p->process_bytes},
             {"body_bytes", p->body_bytes},
-            {"peak_host_bytes", p->peak_host_bytes}, {"peak_device_bytes", p->peak_device_bytes});
+            {"peak_host_bytes", p->peak_host_bytes}, {"peak_device_bytes", p->peak_device_bytes},
+            {"decided_state_bytes", p->decided_state_bytes}, {"peak_host_bytes_most", p->peak_host_bytes_most});
   sl_json_kv_uint(j, "budget_bytes", p->memory_limit);
   sl_json_end_object(j);
   JSON_INTS(j, {"bytes_read", p->bytes_read}, {"bytes_written", p->bytes_written}, {"ops", p->ops});

@@ -247,10 +247,11 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
      * where the CoM's rule is a guess, else for the axis). Without them it
      * runs only where the CoM's rule is a guess or its angle weak on data
      * that can hold a strong parallax, which no plan can know: its bytes
-     * are planned, its operations not counted (the estimate is the usual
-     * run's; such a run takes the fit's time more, 0.2-0.4 s at 1 thread
-     * on a 128 x 128 scan, docs/nodes/dpc.md), and report.json adds them
-     * once it ran (sl_node_decided_work). */
+     * and operations are the decided ones (the budget holds them, the
+     * estimate and the planned peak are the usual run's; such a run takes
+     * the fit's time more, 0.2-0.4 s at 1 thread on a 128 x 128 scan,
+     * docs/nodes/dpc.md, and report.json adds both once it ran:
+     * sl_node_decided_work, sl_node_decided_state). */
     if (probe_given(n)) c->ops += sl_dpc_parallax_ops(ns, rows, cols);
     else /* at most the fit of a guessed branch, f_max estimated (the axis's is less) */
       c->decided_ops_most = sl_dpc_parallax_ops_of(ns, rows, cols, SL_DPC_PARALLAX_OPS_NO_PROBE),
@@ -258,10 +259,13 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     c->bytes_read += (int64_t)ns * rc * 8;
     /* The host steps' plans and buffers are made on their first need: on a
      * device, whose steps run there, only the driver's weights are (unless
-     * the device's fit cannot run: a note says so). */
+     * the device's fit cannot run: a note says so). Without the params
+     * the steps run only where the data decide: their bytes are decided
+     * state (on a bench acquisition without an object the fit does not
+     * run, and planning its 47 MiB put the plan at 3.5x the run's 19 MiB). */
     const int64_t host = sl_dpc_parallax_bytes(ns, rows, cols), driver = sl_dpc_parallax_driver_bytes(rows, cols);
-    c->state_bytes += host;
-    c->host_fallback_bytes = host - driver;
+    if (probe_given(n)) c->state_bytes += host, c->host_fallback_bytes = host - driver;
+    else c->decided_state_bytes = host; /* a device's fit makes the driver's part */
     c->per_worker_bytes = sl_dpc_parallax_worker_bytes(rows, cols);
 #ifdef SLUICE_HAVE_CUDA
     /* the segments' band read back for the host's fit (a fallback), or
@@ -554,14 +558,18 @@ static sl_code segments_download(sl_kernel_args *a, dpc_state *st) {
 /* The parallax's host state, made on its first need: `steps` for the host
  * steps (FFTW's plans, made here on the executor's thread, where no other
  * node plans), else the driver's buffers only (the steps run on a device). */
-static sl_code parallax_state(const sl_node *n, dpc_state *st, bool steps, sl_error *err) {
+static sl_code parallax_state(sl_node *n, dpc_state *st, bool steps, sl_error *err) {
   if (st->parallax && (!steps || sl_dpc_parallax_has_host_steps(st->parallax))) return SL_OK;
   sl_dpc_parallax_free(st->parallax);
   st->parallax = NULL;
   const int ns = parallax_segments(n);
   const int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
-  return steps ? sl_dpc_parallax_new(ns, rows, cols, &st->parallax, err)
-               : sl_dpc_parallax_new_driver(ns, rows, cols, &st->parallax, err);
+  sl_code rc = steps ? sl_dpc_parallax_new(ns, rows, cols, &st->parallax, err)
+                     : sl_dpc_parallax_new_driver(ns, rows, cols, &st->parallax, err);
+  /* without the params this state is decided by the data (dpc_cost) */
+  if (rc == SL_OK && !probe_given(n))
+    sl_node_decided_state(n, steps ? sl_dpc_parallax_bytes(ns, rows, cols) : sl_dpc_parallax_driver_bytes(rows, cols));
+  return rc;
 }
 
 #ifdef SLUICE_HAVE_CUDA
@@ -621,7 +629,7 @@ static bool dev_tcbf(void *ctx, const sl_dpc_parallax_set *s, const double *offs
  * fits then); ps->rc a device error. */
 static void parallax_on_device(parallax_source *ps, bool *ran, char *why, size_t why_size) {
   sl_kernel_args *a = ps->a;
-  const sl_node *n = a->node;
+  sl_node *n = (sl_node *)a->node; /* its notes and decided state */
   const int ns = segment_count(n);
   *ran = false;
   const sl_cuda_parallax_geometry g = device_geometry(n->in[0].dims[0], n->in[0].dims[1]);
@@ -683,7 +691,7 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
 #endif
   if (ps->on_device && !ran && !cfg->probe_known)
     sl_node_note(n, "parallax_backend", "fitted on the host: the probe's params not given (the estimate of "
-                 "its cut-off is the host's; its state is not in a device run's plan, as the fallback's)");
+                 "its cut-off is the host's; its state is the plan's decided state)");
   if (!ran) {
     int64_t row0, nrows;
     if (!host_segments(ps, &row0, &nrows) || (ps->rc = parallax_state(n, ps->st, true, a->err)) != SL_OK)

@@ -78,6 +78,15 @@ assert d > 0 and dpc["estimated_seconds"] > d, dpc
 assert abs(dpc["measured_over_estimated"] * dpc["estimated_seconds"] - dpc["seconds"]) < 1e-9 * max(1, dpc["seconds"])
 assert r["estimated_decided_seconds"] == d and r["estimated_seconds"] > d, r["estimated_seconds"]
 assert all("estimated_decided_seconds" not in n for n in r["nodes"] if n["type"] != "dpc")
+# the fit's state is the plan's decided state: held by the budget, in the
+# planned peak once made, and the measured peak within it
+m, pm = r["memory"], r["plan"]["memory"]
+made = [n for n in r["plan"]["nodes"] if n["type"] == "dpc"][0]["decided_state_bytes"]
+assert made > 0 and pm["decided_state_bytes"] == made, pm
+assert pm["peak_host_bytes_most"] == pm["peak_host_bytes"] + made, pm
+assert m["planned_decided_host_bytes"] == made and m["planned_most_host_bytes"] == pm["peak_host_bytes_most"], m
+assert m["planned_peak_host_bytes"] == pm["peak_host_bytes"] + made, m
+assert m["measured_peak_host_bytes"] <= m["planned_peak_host_bytes"], m
 PY
   expect 0 "node 'dpc' may add up to" "sluice plan shows the most a decided fit may add" -- \
     "$SLUICE" plan "$SRC/pipelines/stem_products.yaml" --set input=acq_master.h5

@@ -23,6 +23,21 @@ static inline sl_code run_file(const char *path, const sl_setting *sets, size_t 
   return sl_run_pipeline(&req, run, err);
 }
 
+/* The built-in nodes and a test's own family (once per test program). */
+static inline const sl_node_registry *registry_with(const sl_node_family *family) {
+  static const sl_node_family *families[32];
+  static sl_node_registry r;
+  if (!r.n_families) {
+    const sl_node_registry *base = sl_nodes_registry();
+    if (base->n_families >= 31) fail_msg("too many node families for the test registry");
+    for (int i = 0; i < base->n_families; i++) families[i] = base->families[i];
+    families[base->n_families] = family;
+    r.families = families;
+    r.n_families = base->n_families + 1;
+  }
+  return &r;
+}
+
 static inline const sl_output_data *output(const sl_run *r, const char *name) {
   for (int i = 0; i < r->result.n_outputs; i++)
     if (!strcmp(r->result.outputs[i].name, name)) return &r->result.outputs[i];

@@ -573,6 +573,12 @@ static void test_cost_counts_device_table(void **st) {
   assert_string_equal(c_adf.decided_variant, "parallax");
   assert_int_equal(c_given.decided_ops_most, 0);
   assert_true(c_given.ops >= c_adf.ops + sl_dpc_parallax_ops(21, 64, 64));
+  /* and so are its host bytes: without the params the fit's state is the
+   * decided state (held by the budget, planned once made), with them the
+   * node's state */
+  assert_int_equal(c_adf.decided_state_bytes, sl_dpc_parallax_bytes(21, 64, 64));
+  assert_int_equal(c_given.decided_state_bytes, 0);
+  assert_int_equal(c_given.state_bytes - c_adf.state_bytes, sl_dpc_parallax_bytes(21, 64, 64));
   node_free(&adf);
   node_free(&given);
   node_free(&none);

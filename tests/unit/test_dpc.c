@@ -121,8 +121,12 @@ static dpc_result run_dpc_inputs(const double *cr, const double *cc, const doubl
     sl_node_cost c;
     n.desc->cost(&n, 1, &c);
     assert_string_equal(c.decided_variant, "parallax");
+    /* and its state (the host's fit here) is the decided state, all of it */
+    assert_int_equal(n.decided_state_bytes, c.decided_state_bytes);
+    assert_true(c.decided_state_bytes > 0);
   }
   if (probe) assert_int_equal(n.decided_ops, 0);
+  if (probe || !n.decided_ops) assert_int_equal(n.decided_state_bytes, 0);
   node_free(&n);
   assert_true(t <= 1);
   r.angle = angle;

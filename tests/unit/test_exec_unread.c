@@ -114,19 +114,7 @@ static const sl_node_desc t_ignore = {
 static const sl_node_desc *const test_nodes[] = {&t_trio, &t_trio_kept, &t_trio_host, &t_trio_host_kept, &t_ignore};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
-static const sl_node_registry *registry(void) {
-  static const sl_node_family *families[32];
-  static sl_node_registry r;
-  if (!r.n_families) {
-    const sl_node_registry *base = sl_nodes_registry();
-    assert_true(base->n_families < 31);
-    for (int i = 0; i < base->n_families; i++) families[i] = base->families[i];
-    families[base->n_families] = &test_family;
-    r.families = families;
-    r.n_families = base->n_families + 1;
-  }
-  return &r;
-}
+static const sl_node_registry *registry(void) { return registry_with(&test_family); }
 
 /* ---- runs ------------------------------------------------------------------------------- */
 
