@@ -309,18 +309,7 @@ static const sl_node_desc *const test_nodes[] = {&extremes, &encode,    &liar, &
                                                  &packstream, &packjoin, &ints, &wextremes, &wfloat};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
-static const sl_node_registry *registry(void) {
-  static const sl_node_family *families[16];
-  static sl_node_registry r;
-  if (!r.n_families) {
-    const sl_node_registry *base = sl_nodes_registry();
-    for (int i = 0; i < base->n_families; i++) families[i] = base->families[i];
-    families[base->n_families] = &test_family;
-    r.families = families;
-    r.n_families = base->n_families + 1;
-  }
-  return &r;
-}
+static const sl_node_registry *registry(void) { return registry_with(&test_family); }
 
 /* The run of a pipeline; with `target`, its outputs written by the run's
  * writer nodes there. */
