@@ -724,6 +724,11 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
                "%s; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",
                r->found ? "found" : "not found", r->scale, r->angle, r->transpose ? ", transposed" : "",
                r->gain, SL_DPC_PARALLAX_GAIN, scale, r->skewness, r->theta);
+  const double *sec = r->step_seconds;
+  sl_node_note(n, "parallax_seconds", "correlations %.4f, search %.4f, refinement %.4f, cut-off %.4f, tcBF %.4f (%s)",
+               sec[SL_DPC_PARALLAX_STEP_CORRELATE], sec[SL_DPC_PARALLAX_STEP_SEARCH],
+               sec[SL_DPC_PARALLAX_STEP_REFINE], sec[SL_DPC_PARALLAX_STEP_FMAX], sec[SL_DPC_PARALLAX_STEP_TCBF],
+               ran ? "on the device, as the host waited for each" : "on the host");
   return r->found ? r : NULL;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
+#include "engine/core/util.h"
 #include "nodes/common/fourier_integral.h"
 #include "nodes/stem/dpc_fit.h"
 #include "nodes/stem/dpc_pair_power.h"
@@ -918,9 +919,12 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
   fs.cell = cell_side(&fs, offsets);
   double diag = 0, s = 0, ang = 0, v = 0, v0 = 0, s_max = 0, m[4], zero[4] = {0, 0, 0, 0};
   int t = 0;
-  if (!st->correlate(st->ctx, &fs, NULL, &diag) || !search(st, &fs, p->lr, p->lc, &s, &ang, &t, &v, &s_max) ||
-      !st->value(st->ctx, &fs, zero, &v0))
+  double *secs = r->step_seconds, t0 = sl_now();
+  if (!st->correlate(st->ctx, &fs, NULL, &diag) || !st->value(st->ctx, &fs, zero, &v0)) goto done;
+  secs[SL_DPC_PARALLAX_STEP_CORRELATE] = sl_now() - t0, t0 = sl_now();
+  if (!search(st, &fs, p->lr, p->lc, &s, &ang, &t, &v, &s_max))
     goto done; /* out of memory (or a device's error): not found */
+  secs[SL_DPC_PARALLAX_STEP_SEARCH] = sl_now() - t0, t0 = sl_now();
   r->gain = diag + 2 * v0 > 0 ? (diag + 2 * v) / (diag + 2 * v0) : 0;
   r->found = r->gain > SL_DPC_PARALLAX_GAIN && s < s_max;
   /* Refined on the weighted correlations from the plain fit's optimum:
@@ -937,6 +941,7 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
     if (!st->correlate(st->ctx, &fs, p->weight, NULL) || !st->value(st->ctx, &fs, m, &wv) ||
         !st->pattern(st->ctx, &fs, 0.5 / fs.omax, &s, &ang, t, &wv))
       goto refined_not;
+    secs[SL_DPC_PARALLAX_STEP_REFINE] = sl_now() - t0;
   }
   r->scale = s, r->transpose = t;
   r->angle = fmod(ang * 180 / M_PI, 360.0);
@@ -954,7 +959,9 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
     r->fmax_estimated = true;
     double k = 1;
     if (!r->found) goto done_ok; /* no parallax: nothing to correct (ok, not found) */
+    t0 = sl_now();
     if (!st->fmax || !estimate_fmax(st, &fs, offsets, m, s, &r->fmax, &k, &r->fmax_energy)) goto refined_not;
+    secs[SL_DPC_PARALLAX_STEP_FMAX] = sl_now() - t0;
     if (!(r->fmax > 0)) r->found = false; /* nothing above the noise: no sign correction to trust */
     s *= k, r->scale = s; /* the matched sums' scale */
     parallax_matrix(s, ang, t, m);
@@ -968,7 +975,9 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
     const double o0 = offsets[3 * fs.index[u]], o1 = offsets[3 * fs.index[u] + 1];
     shift_max = fmax(shift_max, fmax(fabs(m[0] * o0 + m[1] * o1), fabs(m[2] * o0 + m[3] * o1)));
   }
+  t0 = sl_now();
   if (!st->tcbf(st->ctx, &fs, offsets, m, chi_per_f2, (int64_t)ceil(shift_max) + 1, &r->skewness)) goto refined_not;
+  secs[SL_DPC_PARALLAX_STEP_TCBF] = sl_now() - t0;
   /* df < 0 (skewness < 0): theta = -p (t 0) or p (t 1); df > 0: plus 180. */
   double theta = t ? r->angle : -r->angle;
   r->theta = sl_dpc_wrap_deg(r->skewness >= 0 ? theta + 180 : theta);

@@ -82,7 +82,21 @@ typedef struct sl_dpc_parallax_result {
   double fmax_energy;  /* estimated: the matched sum's excess over the noise at fmax, in frequencies */
   bool axis_only;      /* fitted for the axis alone: no sign correction (theta on the df < 0 branch, skewness
                           0, no f_max) */
+  /* Wall seconds of the fit's steps (SL_DPC_PARALLAX_STEP_*; a device's
+   * steps as its host waits for them), for the node's notes. */
+  double step_seconds[5];
 } sl_dpc_parallax_result;
+
+/* The fit's steps, in sl_dpc_parallax_result.step_seconds: the plain
+ * correlations, the search (grid and pattern), the refinement on the
+ * weighted correlations, the estimate of f_max, the sign-corrected tcBF. */
+enum {
+  SL_DPC_PARALLAX_STEP_CORRELATE,
+  SL_DPC_PARALLAX_STEP_SEARCH,
+  SL_DPC_PARALLAX_STEP_REFINE,
+  SL_DPC_PARALLAX_STEP_FMAX,
+  SL_DPC_PARALLAX_STEP_TCBF
+};
 
 /* The range of f_max = alpha step / lambda an estimate searches (cycles per
  * scan step): 5-40 mrad, 0.1-4 A steps, 60-300 kV span about 0.01-8; below
