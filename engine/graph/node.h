@@ -50,6 +50,10 @@ typedef struct sl_node_cost {
                                   kernel does that work, it is not planned
                                   (made only if the device path cannot run,
                                   which the node notes) */
+  int64_t device_host_bytes;   /* host state that only the node's device
+                                  path makes (a device's results read back
+                                  for a host step): planned where its device
+                                  kernel runs, not on the CPU backend */
   int64_t decided_ops_most;    /* work a kernel may decide on from the data
                                   (sl_node_decided_work), at most: not in ops
                                   nor the estimate; `sluice plan` shows it */

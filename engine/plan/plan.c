@@ -88,6 +88,7 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   if (b->state_bytes > a->state_bytes) a->state_bytes = b->state_bytes;
   if (b->device_state_bytes > a->device_state_bytes) a->device_state_bytes = b->device_state_bytes;
   if (b->host_fallback_bytes > a->host_fallback_bytes) a->host_fallback_bytes = b->host_fallback_bytes;
+  if (b->device_host_bytes > a->device_host_bytes) a->device_host_bytes = b->device_host_bytes;
   if (b->library_bytes > a->library_bytes) a->library_bytes = b->library_bytes;
   if (b->device_library_bytes > a->device_library_bytes) a->device_library_bytes = b->device_library_bytes;
   if (b->decided_ops_most > a->decided_ops_most)
@@ -435,8 +436,10 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     int64_t stride = sl_plan_worker_layout(&g->nodes[i], pn->cost.per_worker_bytes, host_kernel,
                                            p->nodes[i].worker_partial_offset);
     if (stride > p->worker_scratch_stride) p->worker_scratch_stride = stride;
-    /* a node whose device kernel runs makes no state of its host path */
-    p->state_bytes += pn->cost.state_bytes - (host_kernel ? 0 : pn->cost.host_fallback_bytes);
+    /* a node whose device kernel runs makes no state of its host path,
+     * and one whose host kernel runs none of its device path */
+    p->state_bytes += pn->cost.state_bytes +
+                      (host_kernel ? 0 : pn->cost.device_host_bytes - pn->cost.host_fallback_bytes);
     p->decided_state_bytes += pn->cost.decided_state_bytes;
     /* a node whose device kernel runs loads its device library instead */
     int64_t lib = p->caps.device_memory && pn->cost.device_library_bytes ? pn->cost.device_library_bytes

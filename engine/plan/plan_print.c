@@ -233,6 +233,7 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
               {"per_worker_bytes", pn->cost.per_worker_bytes}, {"state_bytes", pn->cost.state_bytes},
               {"device_state_bytes", pn->cost.device_state_bytes});
     if (pn->cost.host_fallback_bytes > 0) sl_json_kv_int(j, "host_fallback_bytes", pn->cost.host_fallback_bytes);
+    if (pn->cost.device_host_bytes > 0) sl_json_kv_int(j, "device_host_bytes", pn->cost.device_host_bytes);
     if (pn->cost.decided_state_bytes > 0) sl_json_kv_int(j, "decided_state_bytes", pn->cost.decided_state_bytes);
     sl_json_kv_bool(j, "host", n->desc && n->desc->host);
     sl_json_kv_bool(j, "sink", n->desc && n->desc->sink);

@@ -31,6 +31,7 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "nodes/common/frame_ports.h"
+#include "nodes/common/select_kth.h"
 
 #define DISK_FIT_PARAMS(P)                                                                    \
   P(FLOAT, threshold, "0.5",                                                                  \
@@ -95,7 +96,7 @@ static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
 }
 
 /* The kernel's working memory, lent by the executor as its workspace: the
- * pattern as f64, a copy select_kth reorders, labels, the flood fill's
+ * pattern as f64, a copy sl_select_kth reorders, labels, the flood fill's
  * stack, the edge points and the histogram (fit_scratch). */
 #define MAX_RAYS 1440
 static int64_t disk_fit_work_bytes(int64_t px) {
@@ -117,32 +118,6 @@ static void swapd(double *a, double *b) {
   double t = *a;
   *a = *b;
   *b = t;
-}
-
-/* k-th smallest (0-based) of v[0..n) (reorders v). */
-static double select_kth(double *v, int64_t n, int64_t k) {
-  int64_t lo = 0, hi = n - 1;
-  while (hi > lo) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (v[mid] < v[lo]) swapd(&v[mid], &v[lo]);
-    if (v[hi] < v[lo]) swapd(&v[hi], &v[lo]);
-    if (v[hi] < v[mid]) swapd(&v[hi], &v[mid]);
-    double piv = v[mid];
-    int64_t i = lo, j = hi;
-    while (i <= j) {
-      while (v[i] < piv) i++;
-      while (v[j] > piv) j--;
-      if (i <= j) {
-        swapd(&v[i], &v[j]);
-        i++;
-        j--;
-      }
-    }
-    if (k <= j) hi = j;
-    else if (k >= i) lo = i;
-    else return v[k];
-  }
-  return v[k];
 }
 
 /* Median of the histogram bins [b0, b1), linear within a bin. */
@@ -268,7 +243,7 @@ static int edge_points(const double *p, int64_t h, int64_t w, double level, doub
 
 /* Working memory of one fit. */
 typedef struct fit_scratch {
-  double *tmp;    /* a copy of the pattern, reordered by select_kth */
+  double *tmp;    /* a copy of the pattern, reordered by sl_select_kth */
   int32_t *label; /* per pixel: -1 below the level, else its region */
   int64_t *stack; /* the flood fill's */
   double *ey, *ex; /* edge points, MAX_RAYS */
@@ -283,7 +258,7 @@ static sl_code levels_find(const double *p, int64_t n, double mn, double mx, dou
   int64_t *hist = s->hist;
   memcpy(s->tmp, p, (size_t)n * sizeof *s->tmp);
   int64_t k = n > 64 ? 16 : 0;
-  double lo = select_kth(s->tmp, n, k), hi = select_kth(s->tmp, n, n - 1 - k);
+  double lo = sl_select_kth(s->tmp, n, k), hi = sl_select_kth(s->tmp, n, n - 1 - k);
   if (!(hi > lo)) lo = mn, hi = mx;
   double bw = (hi - lo) / HIST_BINS;
   for (int64_t i = 0; i < n; i++) {

@@ -10,6 +10,7 @@
 #include "engine/backend/backend.h"
 #include "engine/core/util.h"
 #include "nodes/common/fourier_integral.h"
+#include "nodes/common/select_kth.h"
 #include "nodes/stem/dpc_fit.h"
 #include "nodes/stem/dpc_pair_power.h"
 
@@ -121,7 +122,7 @@ void sl_dpc_parallax_free(sl_dpc_parallax *p) {
 }
 
 /* What every state holds: the geometry and the driver's buffers (the
- * powers, sorted for their median, and the noise weights); NULL when out
+ * powers, reordered for their median, and the noise weights); NULL when out
  * of memory. */
 static sl_dpc_parallax *parallax_base(int n, int64_t rows, int64_t cols) {
   sl_dpc_parallax *p = calloc(1, sizeof *p);
@@ -307,14 +308,9 @@ static void pairs_range(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Each frequency's weight in the refinement's correlations (the Wiener
  * factor), W = 1 - N / P where P is the segments' mean power there (`power`,
- * sorted here for its median) and N the noise's (0 where P <= N). At a few
+ * reordered here for its median) and N the noise's (0 where P <= N). At a few
  * thousand electrons a frame most frequencies of a segment image are shot
  * noise; correlating them adds only noise to the fit. Counts are Poisson,
  * so N is a segment's mean count over the window times its positions (the
@@ -332,8 +328,8 @@ static double poisson_noise(const fit_set *fs) {
 static void noise_weights(double *power, double *weight, int64_t pw, const fit_set *fs) {
   double noise = poisson_noise(fs);
   memcpy(weight, power, (size_t)pw * sizeof *weight);
-  qsort(power, (size_t)pw, sizeof *power, cmp_double);
-  if (power[pw / 2] < noise) noise = power[pw / 2];
+  const double median = sl_select_kth(power, pw, pw / 2); /* a sort's power[pw / 2] */
+  if (median < noise) noise = median;
   for (int64_t q = 0; q < pw; q++) weight[q] = weight[q] > noise ? 1 - noise / weight[q] : 0;
 }
 
@@ -863,8 +859,7 @@ static double cell_side(const fit_set *fs, const double *offsets) {
         nn[i] = fmin(nn[i], hypot(offsets[3 * fs->index[i]] - offsets[3 * fs->index[j]],
                                   offsets[3 * fs->index[i] + 1] - offsets[3 * fs->index[j] + 1]));
   }
-  qsort(nn, (size_t)fs->used, sizeof *nn, cmp_double);
-  double c = nn[fs->used / 2];
+  double c = sl_select_kth(nn, fs->used, fs->used / 2);
   free(nn);
   return isfinite(c) ? c : 0;
 }
@@ -931,7 +926,7 @@ bool sl_dpc_parallax_fit(sl_dpc_parallax *p, const sl_dpc_parallax_steps *st, co
    * the plain ones find the basin (weighted towards the lattice's peaks
    * alone, a shift by a lattice vector fits as well), the weighted ones
    * place its bottom (at 1e3 e/frame on issue 11's grid: angles within 2
-   * degrees 92.3% -> 95.0%; docs/nodes/dpc.md). The powers are sorted for
+   * degrees 92.3% -> 95.0%; docs/nodes/dpc.md). The powers are reordered for
    * their median in p->work (free here). */
   if (r->found) {
     double *power = (double *)p->work, wv = 0;
