@@ -431,6 +431,11 @@ typedef struct parallax_source {
   sl_code rc; /* of the download, or of the device's fit */
   bool axis_only; /* the fit for the axis alone (sl_dpc_parallax_fit) */
   sl_dpc_parallax_result r;
+  /* wall seconds around the fit's steps, in its parallax_seconds note:
+   * the segments' gain bound (with the band's read back on a device), and
+   * the fit's set-up (a device's plans and the offsets read back, or the
+   * host's state made) */
+  double bound_seconds, setup_seconds;
 } parallax_source;
 
 static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps);
@@ -636,12 +641,14 @@ static void parallax_on_device(parallax_source *ps, bool *ran, char *why, size_t
   *ran = false;
   const sl_cuda_parallax_geometry g = device_geometry(n->in[0].dims[0], n->in[0].dims[1]);
   sl_cuda_dpc_parallax *x = NULL;
+  const double t0 = sl_now();
   ps->rc = sl_cuda_dpc_parallax_of(ps->device, a, ns, &g, a->in[3], &x, why, why_size);
   if (ps->rc != SL_OK || !x) return;
   ps->rc = a->backend->ops->download(a->backend, ps->st->offsets_host, a->in[4], (size_t)ns * 3 * sizeof(double),
                                      a->err);
   if (ps->rc == SL_OK) ps->rc = parallax_state(n, ps->st, false, a->err);
   if (ps->rc != SL_OK) return;
+  ps->setup_seconds = sl_now() - t0;
   device_steps d = {x, SL_OK};
   /* no fmax: without the probe the host fits a guessed branch
    * (parallax_when_needed); the axis alone needs none */
@@ -696,8 +703,10 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
                  "its cut-off is the host's; its state is the plan's decided state)");
   if (!ran) {
     int64_t row0, nrows;
+    const double t0 = sl_now();
     if (!host_segments(ps, &row0, &nrows) || (ps->rc = parallax_state(n, ps->st, true, a->err)) != SL_OK)
       return NULL;
+    ps->setup_seconds = sl_now() - t0;
     sl_dpc_parallax_run(ps->st->parallax, a->backend, a->worker_scratch, a->worker_scratch_stride, ps->segments,
                         row0, nrows, ps->offsets, cfg->probe_known ? &cfg->probe : NULL, ps->axis_only, r);
   }
@@ -727,7 +736,8 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
                r->found ? "found" : "not found", r->scale, r->angle, r->transpose ? ", transposed" : "",
                r->gain, SL_DPC_PARALLAX_GAIN, scale, r->skewness, r->theta);
   const double *sec = r->step_seconds;
-  sl_node_note(n, "parallax_seconds", "correlations %.4f, search %.4f, refinement %.4f, cut-off %.4f, tcBF %.4f (%s)",
+  sl_node_note(n, "parallax_seconds", "gain bound %.4f, set-up %.4f, correlations %.4f, search %.4f, refinement "
+               "%.4f, cut-off %.4f, tcBF %.4f (%s)", ps->bound_seconds, ps->setup_seconds,
                sec[SL_DPC_PARALLAX_STEP_CORRELATE], sec[SL_DPC_PARALLAX_STEP_SEARCH],
                sec[SL_DPC_PARALLAX_STEP_REFINE], sec[SL_DPC_PARALLAX_STEP_FMAX], sec[SL_DPC_PARALLAX_STEP_TCBF],
                ran ? "on the device, as the host waited for each" : "on the host");
@@ -748,9 +758,11 @@ static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t
     return theta;
   if (!ps->cfg->probe_known) {
     int64_t row0, nrows;
+    const double t0 = sl_now();
     if (!host_segments(ps, &row0, &nrows)) return theta;
     const double bound = sl_dpc_parallax_gain_bound(segment_count(n), n->in[0].dims[0], n->in[0].dims[1],
                                                     ps->segments, row0, nrows, ps->offsets);
+    ps->bound_seconds = sl_now() - t0;
     if (!(bound >= PARALLAX_AXIS_GAIN)) {
       sl_node_note(n, "parallax_for", "not fitted for the axis: the CoM's angle is %.3g degrees uncertain (1 "
                    "sigma, over %.2g), but the segments' power can gain at most %.3f under any parallax (below %.2f)",
