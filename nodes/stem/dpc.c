@@ -435,7 +435,7 @@ typedef struct parallax_source {
    * the segments' gain bound (with the band's read back on a device), and
    * the fit's set-up (a device's plans and the offsets read back, or the
    * host's state made) */
-  double bound_seconds, setup_seconds;
+  double bound_seconds, band_seconds, setup_seconds;
 } parallax_source;
 
 static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps);
@@ -669,7 +669,9 @@ static bool host_segments(parallax_source *ps, int64_t *row0, int64_t *nrows) {
   *row0 = 0, *nrows = rows;
   if (!ps->on_device) return true;
   if (!ps->downloaded) {
+    const double t0 = sl_now();
     if ((ps->rc = segments_download(ps->a, ps->st)) != SL_OK) return false;
+    ps->band_seconds = sl_now() - t0;
     ps->segments = ps->st->segments_host, ps->offsets = ps->st->offsets_host, ps->downloaded = true;
   }
   sl_dpc_parallax_band(rows, row0, nrows);
@@ -680,6 +682,27 @@ static bool host_segments(parallax_source *ps, int64_t *row0, int64_t *nrows) {
  * known, the angle fitted, and found; run on the first call (the CoM's rule
  * was a guess). Notes why not where it cannot. Returns the result, or
  * NULL (also when the download failed: ps->rc). */
+/* The parallax_seconds note: the wall seconds of the gain bound (where it
+ * ran) and of the fit's set-up and steps (where it ran; on_device: the
+ * host waited for each step there). */
+static void note_parallax_seconds(sl_node *n, const parallax_source *ps, bool fitted, bool on_device) {
+  char bound[96] = "";
+  if (ps->bound_seconds > 0 && ps->band_seconds > 0)
+    snprintf(bound, sizeof bound, "gain bound %.4f (the band read back %.4f)", ps->bound_seconds, ps->band_seconds);
+  else if (ps->bound_seconds > 0)
+    snprintf(bound, sizeof bound, "gain bound %.4f", ps->bound_seconds);
+  if (!fitted) {
+    if (bound[0]) sl_node_note(n, "parallax_seconds", "%s; not fitted", bound);
+    return;
+  }
+  const double *sec = ps->r.step_seconds;
+  sl_node_note(n, "parallax_seconds", "%s%sset-up %.4f, correlations %.4f, search %.4f, refinement %.4f, cut-off "
+               "%.4f, tcBF %.4f (%s)", bound, bound[0] ? ", " : "", ps->setup_seconds,
+               sec[SL_DPC_PARALLAX_STEP_CORRELATE], sec[SL_DPC_PARALLAX_STEP_SEARCH], sec[SL_DPC_PARALLAX_STEP_REFINE],
+               sec[SL_DPC_PARALLAX_STEP_FMAX], sec[SL_DPC_PARALLAX_STEP_TCBF],
+               on_device ? "on the device, as the host waited for each" : "on the host");
+}
+
 static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
   sl_node *n = (sl_node *)ps->a->node;
   const dpc_config *cfg = ps->cfg;
@@ -735,12 +758,7 @@ static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
                "%s; sign-corrected tcBF skewness %+.3f; rotation on its branch %.4f",
                r->found ? "found" : "not found", r->scale, r->angle, r->transpose ? ", transposed" : "",
                r->gain, SL_DPC_PARALLAX_GAIN, scale, r->skewness, r->theta);
-  const double *sec = r->step_seconds;
-  sl_node_note(n, "parallax_seconds", "gain bound %.4f, set-up %.4f, correlations %.4f, search %.4f, refinement "
-               "%.4f, cut-off %.4f, tcBF %.4f (%s)", ps->bound_seconds, ps->setup_seconds,
-               sec[SL_DPC_PARALLAX_STEP_CORRELATE], sec[SL_DPC_PARALLAX_STEP_SEARCH],
-               sec[SL_DPC_PARALLAX_STEP_REFINE], sec[SL_DPC_PARALLAX_STEP_FMAX], sec[SL_DPC_PARALLAX_STEP_TCBF],
-               ran ? "on the device, as the host waited for each" : "on the host");
+  note_parallax_seconds(n, ps, true, ran);
   return r->found ? r : NULL;
 }
 
@@ -764,6 +782,7 @@ static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t
                                                     ps->segments, row0, nrows, ps->offsets);
     ps->bound_seconds = sl_now() - t0;
     if (!(bound >= PARALLAX_AXIS_GAIN)) {
+      note_parallax_seconds(n, ps, false, false);
       sl_node_note(n, "parallax_for", "not fitted for the axis: the CoM's angle is %.3g degrees uncertain (1 "
                    "sigma, over %.2g), but the segments' power can gain at most %.3f under any parallax (below %.2f)",
                    sigma, PARALLAX_AXIS_SIGMA, bound, PARALLAX_AXIS_GAIN);
