@@ -268,14 +268,14 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     else c->decided_state_bytes = host; /* a device's fit makes the driver's part */
     c->per_worker_bytes = sl_dpc_parallax_worker_bytes(rows, cols);
 #ifdef SLUICE_HAVE_CUDA
-    /* on a device, the segments' band read back for the gain bound of the
-     * axis's fit (or for the host's fit, a fallback not planned), and
-     * their offsets; the CPU backend reads the segments where they are
-     * (planned there, 11 MiB at a 256 x 256 scan put stem_products' host
-     * plan at 1.34x the measured peak) */
-    int64_t band0, band;
-    sl_dpc_parallax_band(rows, &band0, &band);
-    c->device_host_bytes = (int64_t)ns * ((axis_fit_possible(n) ? band * cols : 0) + 3) * 8;
+    /* on a device, the fit's window of the segments read back for the gain
+     * bound of the axis's fit (the band for the host's fit is a fallback
+     * not planned), and their offsets; the CPU backend reads the segments
+     * where they are (planned there, 11 MiB at a 256 x 256 scan put
+     * stem_products' host plan at 1.34x the measured peak) */
+    sl_dpc_parallax_geometry g;
+    sl_dpc_parallax_geometry_of(rows, cols, &g);
+    c->device_host_bytes = (int64_t)ns * ((axis_fit_possible(n) ? g.wr * g.wc : 0) + 3) * 8;
 #endif
   }
 #ifdef SLUICE_HAVE_CUDA
@@ -300,6 +300,7 @@ typedef struct dpc_state {
   sl_dpc_parallax *parallax; /* with the segments input, made on first need (parallax_state) */
   uint64_t *segments_host;   /* CUDA: the segments' band (sl_dpc_parallax_band), made on first need, */
   double *offsets_host;      /* and their offsets, read back for the parallax */
+  uint64_t *window_host;     /* CUDA: the fit's window of the segments, read back for the gain bound */
 } dpc_state;
 
 static void dpc_release(sl_node *n) {
@@ -314,6 +315,7 @@ static void dpc_release(sl_node *n) {
   sl_dpc_parallax_free(s->parallax);
   free(s->segments_host);
   free(s->offsets_host);
+  free(s->window_host);
   free(s);
   n->state = NULL;
 }
@@ -432,10 +434,10 @@ typedef struct parallax_source {
   bool axis_only; /* the fit for the axis alone (sl_dpc_parallax_fit) */
   sl_dpc_parallax_result r;
   /* wall seconds around the fit's steps, in its parallax_seconds note:
-   * the segments' gain bound (with the band's read back on a device), and
+   * the segments' gain bound (with their window's read back on a device), and
    * the fit's set-up (a device's plans and the offsets read back, or the
    * host's state made) */
-  double bound_seconds, band_seconds, setup_seconds;
+  double bound_seconds, window_seconds, setup_seconds;
 } parallax_source;
 
 static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps);
@@ -669,12 +671,47 @@ static bool host_segments(parallax_source *ps, int64_t *row0, int64_t *nrows) {
   *row0 = 0, *nrows = rows;
   if (!ps->on_device) return true;
   if (!ps->downloaded) {
-    const double t0 = sl_now();
     if ((ps->rc = segments_download(ps->a, ps->st)) != SL_OK) return false;
-    ps->band_seconds = sl_now() - t0;
     ps->segments = ps->st->segments_host, ps->offsets = ps->st->offsets_host, ps->downloaded = true;
   }
   sl_dpc_parallax_band(rows, row0, nrows);
+  return true;
+}
+
+/* The segments' gain bound (sl_dpc_parallax_gain_bound): on a device
+ * over their fit's window read back (a 2D copy a segment; the band, a
+ * quarter more at 256 x 256 and 8 times the bytes at 512 x 512, took 9-10 ms
+ * to read back on the H200 at 256 x 256), else where they are. False with
+ * ps->rc set when the read back failed. */
+static bool segments_gain_bound(parallax_source *ps, double *bound) {
+  const sl_node *n = ps->a->node;
+  const int ns = segment_count(n);
+  const int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
+#ifdef SLUICE_HAVE_CUDA
+  if (ps->on_device) {
+    sl_kernel_args *a = ps->a;
+    dpc_state *st = ps->st;
+    sl_dpc_parallax_geometry g;
+    sl_dpc_parallax_geometry_of(rows, cols, &g);
+    const double t0 = sl_now();
+    if (!st->window_host && !(st->window_host = malloc((size_t)ns * (size_t)(g.wr * g.wc) * sizeof(uint64_t)))) {
+      ps->rc = sl_fail(a->err, SL_ERR_NOMEM, "dpc: out of memory for the segments' window");
+      return false;
+    }
+    ps->rc = sl_cuda_dpc_segments_window(a, a->in[3], ns, rows, cols, (rows - g.wr) / 2, (cols - g.wc) / 2, g.wr,
+                                         g.wc, st->window_host);
+    if (ps->rc == SL_OK)
+      ps->rc = a->backend->ops->download(a->backend, st->offsets_host, a->in[4], (size_t)ns * 3 * sizeof(double),
+                                         a->err);
+    if (ps->rc != SL_OK) return false;
+    ps->window_seconds = sl_now() - t0;
+    *bound = sl_dpc_parallax_gain_bound_window(ns, g.wr, g.wc, st->window_host, g.wc, g.wr * g.wc, st->offsets_host);
+    return true;
+  }
+#endif
+  int64_t row0, nrows;
+  if (!host_segments(ps, &row0, &nrows)) return false;
+  *bound = sl_dpc_parallax_gain_bound(ns, rows, cols, ps->segments, row0, nrows, ps->offsets);
   return true;
 }
 
@@ -687,8 +724,9 @@ static bool host_segments(parallax_source *ps, int64_t *row0, int64_t *nrows) {
  * host waited for each step there). */
 static void note_parallax_seconds(sl_node *n, const parallax_source *ps, bool fitted, bool on_device) {
   char bound[96] = "";
-  if (ps->bound_seconds > 0 && ps->band_seconds > 0)
-    snprintf(bound, sizeof bound, "gain bound %.4f (the band read back %.4f)", ps->bound_seconds, ps->band_seconds);
+  if (ps->bound_seconds > 0 && ps->window_seconds > 0)
+    snprintf(bound, sizeof bound, "gain bound %.4f (the window read back %.4f)", ps->bound_seconds,
+             ps->window_seconds);
   else if (ps->bound_seconds > 0)
     snprintf(bound, sizeof bound, "gain bound %.4f", ps->bound_seconds);
   if (!fitted) {
@@ -775,11 +813,9 @@ static double parallax_axis(sl_node *n, parallax_source *ps, double theta, int t
   if (!has_segments(n) || !ps->cfg->fit_angle || (!ps->cfg->probe_known && !(sigma > PARALLAX_AXIS_SIGMA)))
     return theta;
   if (!ps->cfg->probe_known) {
-    int64_t row0, nrows;
     const double t0 = sl_now();
-    if (!host_segments(ps, &row0, &nrows)) return theta;
-    const double bound = sl_dpc_parallax_gain_bound(segment_count(n), n->in[0].dims[0], n->in[0].dims[1],
-                                                    ps->segments, row0, nrows, ps->offsets);
+    double bound;
+    if (!segments_gain_bound(ps, &bound)) return theta;
     ps->bound_seconds = sl_now() - t0;
     if (!(bound >= PARALLAX_AXIS_GAIN)) {
       note_parallax_seconds(n, ps, false, false);

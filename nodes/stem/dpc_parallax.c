@@ -1018,20 +1018,25 @@ double sl_dpc_parallax_gain_bound(int n, int64_t rows, int64_t cols, const uint6
                                   int64_t seg_rows, const double *offsets) {
   sl_dpc_parallax_geometry g;
   sl_dpc_parallax_geometry_of(rows, cols, &g);
-  const int64_t r0 = (rows - g.wr) / 2 - seg_row0, c0 = (cols - g.wc) / 2, npos = g.wr * g.wc;
-  const size_t np = (size_t)(seg_rows * cols);
+  const int64_t r0 = (rows - g.wr) / 2 - seg_row0, c0 = (cols - g.wc) / 2;
+  return sl_dpc_parallax_gain_bound_window(n, g.wr, g.wc, segments + r0 * cols + c0, cols, seg_rows * cols, offsets);
+}
+
+double sl_dpc_parallax_gain_bound_window(int n, int64_t wr, int64_t wc, const uint64_t *window, int64_t row_stride,
+                                         int64_t segment_stride, const double *offsets) {
+  const int64_t npos = wr * wc;
   double *sum = calloc((size_t)npos, sizeof *sum);
   if (!sum) return INFINITY; /* out of memory: no bound (the fit decides, and fails as it does) */
   double means = 0, means2 = 0, powers = 0;
   int used = 0;
   for (int u = 0; u < n; u++) {
     if (!(offsets[3 * u + 2] > 0)) continue; /* no pixels: not in the fit */
-    const uint64_t *s = segments + (size_t)u * np + r0 * cols + c0;
+    const uint64_t *s = window + (size_t)u * (size_t)segment_stride;
     double mean = 0, sq = 0;
-    for (int64_t i = 0; i < g.wr; i++)
-      for (int64_t c = 0; c < g.wc; c++) {
-        const double v = (double)s[i * cols + c];
-        mean += v, sq += v * v, sum[i * g.wc + c] += v;
+    for (int64_t i = 0; i < wr; i++)
+      for (int64_t c = 0; c < wc; c++) {
+        const double v = (double)s[i * row_stride + c];
+        mean += v, sq += v * v, sum[i * wc + c] += v;
       }
     mean /= (double)npos;
     powers += fmax(0, sq / (double)npos - mean * mean), means += mean, means2 += mean * mean, used++;

@@ -245,6 +245,11 @@ void sl_dpc_parallax_run(sl_dpc_parallax *p, struct sl_backend *b, void *scratch
  * plain sum has no power. */
 double sl_dpc_parallax_gain_bound(int n, int64_t rows, int64_t cols, const uint64_t *segments, int64_t seg_row0,
                                   int64_t seg_rows, const double *offsets);
+/* The same over the fit's window alone (wr x wc of the geometry, its first
+ * element at `window`; rows row_stride apart, segments segment_stride
+ * apart): on a device the node reads back only the window, not the band. */
+double sl_dpc_parallax_gain_bound_window(int n, int64_t wr, int64_t wc, const uint64_t *window, int64_t row_stride,
+                                         int64_t segment_stride, const double *offsets);
 
 /* The electron wavelength (A) at an accelerating voltage in kV, relativistic. */
 double sl_electron_wavelength(double kilovolts);

@@ -561,11 +561,11 @@ static void test_cost_counts_device_table(void **st) {
   assert_int_equal(c_adf.device_state_bytes, c_given.device_state_bytes);
   assert_int_equal(c_adf.device_library_bytes, c_given.device_library_bytes);
   assert_true(c_none.device_state_bytes < c_adf.device_state_bytes);
-  /* and the segments' band for the gain bound: host state of the device
-   * path (not a fallback, not the CPU backend's) */
-  int64_t band0, band;
-  sl_dpc_parallax_band(64, &band0, &band);
-  assert_int_equal(c_adf.device_host_bytes, 21 * (band * 64 + 3) * 8);
+  /* and the segments' window for the gain bound: host state of the
+   * device path (not a fallback, not the CPU backend's) */
+  sl_dpc_parallax_geometry g;
+  sl_dpc_parallax_geometry_of(64, 64, &g);
+  assert_int_equal(c_adf.device_host_bytes, 21 * (g.wr * g.wc + 3) * 8);
   assert_int_equal(c_none.device_host_bytes, 21 * 3 * 8);
   assert_int_equal(c_adf.host_fallback_bytes, 0);
 #else

@@ -625,6 +625,49 @@ static void test_gain_bound(void **st) {
   free(seg);
 }
 
+/* The gain bound is the same number from the whole segments, from their
+ * band (what the host's fit reads back on a device) and from the fit's
+ * window packed alone (what dpc reads back on a device for the bound):
+ * on a scan larger than the window, taller than the band and not square,
+ * so that every offset and stride differs. */
+static void test_gain_bound_window(void **st) {
+  (void)st;
+  const int R = 300, C = 200;
+  const double counts[2] = {400, 1};
+  uint64_t *seg = malloc(21 * (size_t)(R * C) * sizeof *seg);
+  double offsets[3 * 21], s_true = 0;
+  int n_seg = 0;
+  rng_state = 0xB0D;
+  parallax_model(37, 1, -120, R, C, seg, offsets, &n_seg, &s_true, counts);
+  sl_dpc_parallax_geometry g;
+  sl_dpc_parallax_geometry_of(R, C, &g);
+  int64_t band0, band;
+  sl_dpc_parallax_band(R, &band0, &band);
+  assert_true(g.wr < band && band < R && g.wc < C);
+  uint64_t *rows = malloc((size_t)n_seg * (size_t)(band * C) * sizeof *rows);
+  uint64_t *win = malloc((size_t)n_seg * (size_t)(g.wr * g.wc) * sizeof *win);
+  const int64_t r0 = (R - g.wr) / 2, c0 = (C - g.wc) / 2;
+  for (int u = 0; u < n_seg; u++) {
+    memcpy(rows + (size_t)u * (size_t)(band * C), seg + ((size_t)u * R + (size_t)band0) * C,
+           (size_t)(band * C) * sizeof *rows);
+    for (int64_t i = 0; i < g.wr; i++)
+      memcpy(win + ((size_t)u * (size_t)g.wr + (size_t)i) * (size_t)g.wc, seg + ((size_t)u * R + (size_t)(r0 + i)) * C + c0,
+             (size_t)g.wc * sizeof *win);
+  }
+  const double whole = sl_dpc_parallax_gain_bound(n_seg, R, C, seg, 0, R, offsets);
+  assert_true(isfinite(whole) && whole > 1);
+  assert_true(sl_dpc_parallax_gain_bound(n_seg, R, C, rows, band0, band, offsets) == whole);
+  assert_true(sl_dpc_parallax_gain_bound_window(n_seg, g.wr, g.wc, win, g.wc, g.wr * g.wc, offsets) == whole);
+  /* a segment without pixels is left out in every form */
+  offsets[3 * 4 + 2] = 0;
+  const double fewer = sl_dpc_parallax_gain_bound(n_seg, R, C, seg, 0, R, offsets);
+  assert_true(fewer != whole);
+  assert_true(sl_dpc_parallax_gain_bound_window(n_seg, g.wr, g.wc, win, g.wc, g.wr * g.wc, offsets) == fewer);
+  free(win);
+  free(rows);
+  free(seg);
+}
+
 /* ---- the grid of issue 11 ------------------------------------------------------ */
 
 /* dpc on a grid case: the CoM, the ADF image (unless DPC_NO_ADF) and the
@@ -995,6 +1038,7 @@ int main(void) {
       cmocka_unit_test(test_parallax_plateau_no_probe),
       cmocka_unit_test(test_parallax_axis_no_probe),
       cmocka_unit_test(test_gain_bound),
+      cmocka_unit_test(test_gain_bound_window),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

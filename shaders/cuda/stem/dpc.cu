@@ -336,6 +336,21 @@ extern "C" sl_code sl_cuda_dpc_fields(const sl_cuda_dpc_params *p, sl_kernel_arg
   return rc;
 }
 
+extern "C" sl_code sl_cuda_dpc_segments_window(sl_kernel_args *a, const uint64_t *segments, int n, int64_t rows,
+                                               int64_t cols, int64_t r0, int64_t c0, int64_t wr, int64_t wc,
+                                               uint64_t *host) {
+  const size_t row = (size_t)wc * sizeof(uint64_t), pitch = (size_t)cols * sizeof(uint64_t);
+  for (int u = 0; u < n; u++) {
+    const uint64_t *src = segments + ((size_t)u * (size_t)rows + (size_t)r0) * (size_t)cols + (size_t)c0;
+    const sl_code rc = sl_cuda_runtime_fail(a, cudaMemcpy2DAsync(host + (size_t)u * (size_t)(wr * wc), row, src, pitch,
+                                                                 row, (size_t)wr, cudaMemcpyDeviceToHost,
+                                                                 sl_cuda_queue(a)),
+                                            k_node, "reading the segments' window back");
+    if (rc != SL_OK) return rc;
+  }
+  return sl_cuda_wait(a);
+}
+
 extern "C" sl_code sl_cuda_dpc_finish(const sl_cuda_dpc_params *p, sl_kernel_args *a, bool negate, double theta_deg,
                                       int t) {
   cudaStream_t st = sl_cuda_queue(a);

@@ -81,6 +81,13 @@ sl_code sl_cuda_dpc_rings(const sl_cuda_dpc_params *p, sl_kernel_args *a, double
 sl_code sl_cuda_dpc_fields(const sl_cuda_dpc_params *p, sl_kernel_args *a, double c, double s, int t, bool branch,
                            double *div2_of_row, sl_dpc_branch_sums *sums);
 
+/* The fit's window of n segments [n][rows][cols] (device), rows r0 .. r0 +
+ * wr and columns c0 .. c0 + wc, read back into host[n][wr][wc] (the gain
+ * bound's input: a 2D copy each, a quarter of the band's bytes at 256 x 256
+ * and less on larger scans). Waits for the device. */
+sl_code sl_cuda_dpc_segments_window(sl_kernel_args *a, const uint64_t *segments, int n, int64_t rows, int64_t cols,
+                                    int64_t r0, int64_t c0, int64_t wr, int64_t wc, uint64_t *host);
+
 /* Step 3: negates out[0], out[1], out[4], out[5] when `negate`; writes
  * out[2] = theta_deg, out[3] = t. Enqueued only. */
 sl_code sl_cuda_dpc_finish(const sl_cuda_dpc_params *p, sl_kernel_args *a, bool negate, double theta_deg, int t);
