@@ -268,14 +268,13 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     else c->decided_state_bytes = host; /* a device's fit makes the driver's part */
     c->per_worker_bytes = sl_dpc_parallax_worker_bytes(rows, cols);
 #ifdef SLUICE_HAVE_CUDA
-    /* on a device, the fit's window of the segments read back for the gain
-     * bound of the axis's fit (the band for the host's fit is a fallback
-     * not planned), and their offsets; the CPU backend reads the segments
-     * where they are (planned there, 11 MiB at a 256 x 256 scan put
-     * stem_products' host plan at 1.34x the measured peak) */
-    sl_dpc_parallax_geometry g;
-    sl_dpc_parallax_geometry_of(rows, cols, &g);
-    c->device_host_bytes = (int64_t)ns * ((axis_fit_possible(n) ? g.wr * g.wc : 0) + 3) * 8;
+    /* on a device, the gain bound's sums read back for the axis's fit (the
+     * segments' band for the host's fit is a fallback not planned), and
+     * their offsets; the CPU backend reads the segments where they are
+     * (planned there, 11 MiB at a 256 x 256 scan put stem_products' host
+     * plan at 1.34x the measured peak) */
+    const sl_cuda_parallax_geometry g = device_geometry(rows, cols);
+    c->device_host_bytes = (int64_t)ns * 3 * 8 + (axis_fit_possible(n) ? sl_cuda_dpc_gain_sums_bytes(ns, g.wr, g.wc) : 0);
 #endif
   }
 #ifdef SLUICE_HAVE_CUDA
@@ -300,7 +299,7 @@ typedef struct dpc_state {
   sl_dpc_parallax *parallax; /* with the segments input, made on first need (parallax_state) */
   uint64_t *segments_host;   /* CUDA: the segments' band (sl_dpc_parallax_band), made on first need, */
   double *offsets_host;      /* and their offsets, read back for the parallax */
-  uint64_t *window_host;     /* CUDA: the fit's window of the segments, read back for the gain bound */
+  uint64_t *gain_sums_host;  /* CUDA: the gain bound's sums, read back (dpc_gain_bound.h) */
 } dpc_state;
 
 static void dpc_release(sl_node *n) {
@@ -315,7 +314,7 @@ static void dpc_release(sl_node *n) {
   sl_dpc_parallax_free(s->parallax);
   free(s->segments_host);
   free(s->offsets_host);
-  free(s->window_host);
+  free(s->gain_sums_host);
   free(s);
   n->state = NULL;
 }
@@ -434,10 +433,10 @@ typedef struct parallax_source {
   bool axis_only; /* the fit for the axis alone (sl_dpc_parallax_fit) */
   sl_dpc_parallax_result r;
   /* wall seconds around the fit's steps, in its parallax_seconds note:
-   * the segments' gain bound (with their window's read back on a device), and
+   * the segments' gain bound (with its sums made on a device), and
    * the fit's set-up (a device's plans and the offsets read back, or the
    * host's state made) */
-  double bound_seconds, window_seconds, setup_seconds;
+  double bound_seconds, sums_seconds, setup_seconds;
 } parallax_source;
 
 static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps);
@@ -678,11 +677,11 @@ static bool host_segments(parallax_source *ps, int64_t *row0, int64_t *nrows) {
   return true;
 }
 
-/* The segments' gain bound (sl_dpc_parallax_gain_bound): on a device
- * over their fit's window read back (a 2D copy a segment; the band, a
- * quarter more at 256 x 256 and 8 times the bytes at 512 x 512, took 9-10 ms
- * to read back on the H200 at 256 x 256), else where they are. False with
- * ps->rc set when the read back failed. */
+/* The segments' gain bound (sl_dpc_parallax_gain_bound): on a device from
+ * the sums of their fit's window made there and read back (130 KB at 21
+ * segments; the band, 11 MB at 256 x 256, took 9-10 ms to read back on the
+ * H200), else where they are. False with ps->rc set when the device
+ * failed. */
 static bool segments_gain_bound(parallax_source *ps, double *bound) {
   const sl_node *n = ps->a->node;
   const int ns = segment_count(n);
@@ -691,21 +690,21 @@ static bool segments_gain_bound(parallax_source *ps, double *bound) {
   if (ps->on_device) {
     sl_kernel_args *a = ps->a;
     dpc_state *st = ps->st;
-    sl_dpc_parallax_geometry g;
-    sl_dpc_parallax_geometry_of(rows, cols, &g);
+    const sl_cuda_parallax_geometry g = device_geometry(rows, cols);
     const double t0 = sl_now();
-    if (!st->window_host && !(st->window_host = malloc((size_t)ns * (size_t)(g.wr * g.wc) * sizeof(uint64_t)))) {
-      ps->rc = sl_fail(a->err, SL_ERR_NOMEM, "dpc: out of memory for the segments' window");
+    if (!st->gain_sums_host &&
+        !(st->gain_sums_host = malloc((size_t)sl_cuda_dpc_gain_sums_bytes(ns, g.wr, g.wc)))) {
+      ps->rc = sl_fail(a->err, SL_ERR_NOMEM, "dpc: out of memory for the gain bound's sums");
       return false;
     }
-    ps->rc = sl_cuda_dpc_segments_window(a, a->in[3], ns, rows, cols, (rows - g.wr) / 2, (cols - g.wc) / 2, g.wr,
-                                         g.wc, st->window_host);
+    uint64_t *seg = st->gain_sums_host, *pos = seg + (size_t)ns * SL_DPC_GAIN_SEGMENT_SUMS;
+    ps->rc = sl_cuda_dpc_gain_bound_sums(ps->device, a, ns, &g, seg, pos);
     if (ps->rc == SL_OK)
       ps->rc = a->backend->ops->download(a->backend, st->offsets_host, a->in[4], (size_t)ns * 3 * sizeof(double),
                                          a->err);
     if (ps->rc != SL_OK) return false;
-    ps->window_seconds = sl_now() - t0;
-    *bound = sl_dpc_parallax_gain_bound_window(ns, g.wr, g.wc, st->window_host, g.wc, g.wr * g.wc, st->offsets_host);
+    ps->sums_seconds = sl_now() - t0;
+    *bound = sl_dpc_parallax_gain_bound_of_sums(ns, g.wr * g.wc, seg, pos, st->offsets_host);
     return true;
   }
 #endif
@@ -724,9 +723,9 @@ static bool segments_gain_bound(parallax_source *ps, double *bound) {
  * host waited for each step there). */
 static void note_parallax_seconds(sl_node *n, const parallax_source *ps, bool fitted, bool on_device) {
   char bound[96] = "";
-  if (ps->bound_seconds > 0 && ps->window_seconds > 0)
-    snprintf(bound, sizeof bound, "gain bound %.4f (the window read back %.4f)", ps->bound_seconds,
-             ps->window_seconds);
+  if (ps->bound_seconds > 0 && ps->sums_seconds > 0)
+    snprintf(bound, sizeof bound, "gain bound %.4f (its sums on the device %.4f)", ps->bound_seconds,
+             ps->sums_seconds);
   else if (ps->bound_seconds > 0)
     snprintf(bound, sizeof bound, "gain bound %.4f", ps->bound_seconds);
   if (!fitted) {

@@ -1024,26 +1024,52 @@ double sl_dpc_parallax_gain_bound(int n, int64_t rows, int64_t cols, const uint6
 
 double sl_dpc_parallax_gain_bound_window(int n, int64_t wr, int64_t wc, const uint64_t *window, int64_t row_stride,
                                          int64_t segment_stride, const double *offsets) {
-  const int64_t npos = wr * wc;
-  double *sum = calloc((size_t)npos, sizeof *sum);
-  if (!sum) return INFINITY; /* out of memory: no bound (the fit decides, and fails as it does) */
+  uint64_t *seg = malloc((size_t)n * SL_DPC_GAIN_SEGMENT_SUMS * sizeof *seg);
+  uint64_t *pos = malloc((size_t)(wr * wc) * sizeof *pos);
+  double bound = INFINITY; /* out of memory: no bound (the fit decides, and fails as it does) */
+  if (seg && pos) {
+    sl_dpc_parallax_gain_sums(n, wr, wc, window, row_stride, segment_stride, offsets, seg, pos);
+    bound = sl_dpc_parallax_gain_bound_of_sums(n, wr * wc, seg, pos, offsets);
+  }
+  free(pos);
+  free(seg);
+  return bound;
+}
+
+void sl_dpc_parallax_gain_sums(int n, int64_t wr, int64_t wc, const uint64_t *window, int64_t row_stride,
+                               int64_t segment_stride, const double *offsets, uint64_t *segment_sums,
+                               uint64_t *position_sums) {
+  memset(position_sums, 0, (size_t)(wr * wc) * sizeof *position_sums);
+  for (int u = 0; u < n; u++) {
+    uint64_t *out = segment_sums + (size_t)u * SL_DPC_GAIN_SEGMENT_SUMS;
+    unsigned __int128 sq = 0;
+    uint64_t sum = 0;
+    if (offsets[3 * u + 2] > 0) /* no pixels: not in the fit */
+      for (int64_t i = 0; i < wr; i++) {
+        const uint64_t *s = window + (size_t)u * (size_t)segment_stride + i * row_stride;
+        for (int64_t c = 0; c < wc; c++)
+          sum += s[c], sq += (unsigned __int128)s[c] * s[c], position_sums[i * wc + c] += s[c];
+      }
+    out[0] = sum, out[1] = (uint64_t)sq, out[2] = (uint64_t)(sq >> 64);
+  }
+}
+
+double sl_dpc_parallax_gain_bound_of_sums(int n, int64_t npos, const uint64_t *segment_sums,
+                                          const uint64_t *position_sums, const double *offsets) {
   double means = 0, means2 = 0, powers = 0;
   int used = 0;
   for (int u = 0; u < n; u++) {
-    if (!(offsets[3 * u + 2] > 0)) continue; /* no pixels: not in the fit */
-    const uint64_t *s = window + (size_t)u * (size_t)segment_stride;
-    double mean = 0, sq = 0;
-    for (int64_t i = 0; i < wr; i++)
-      for (int64_t c = 0; c < wc; c++) {
-        const double v = (double)s[i * row_stride + c];
-        mean += v, sq += v * v, sum[i * wc + c] += v;
-      }
-    mean /= (double)npos;
+    if (!(offsets[3 * u + 2] > 0)) continue;
+    const uint64_t *g = segment_sums + (size_t)u * SL_DPC_GAIN_SEGMENT_SUMS;
+    const double mean = (double)g[0] / (double)npos;
+    const double sq = (double)((unsigned __int128)g[2] << 64 | g[1]);
     powers += fmax(0, sq / (double)npos - mean * mean), means += mean, means2 += mean * mean, used++;
   }
   double m = 0, sq = 0;
-  for (int64_t q = 0; q < npos; q++) m += sum[q], sq += sum[q] * sum[q];
-  free(sum);
+  for (int64_t q = 0; q < npos; q++) {
+    const double v = (double)position_sums[q];
+    m += v, sq += v * v;
+  }
   m /= (double)npos;
   const double plain = sq / (double)npos - m * m;
   const bool counts = powers >= (1 - 5 * sqrt(2.0 / (double)npos)) * means;

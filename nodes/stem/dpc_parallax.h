@@ -54,6 +54,7 @@
 #include <stdint.h>
 
 #include "engine/core/status.h"
+#include "shaders/cuda/stem/dpc_gain_bound.h"
 
 /* The side of the scan window the parallax is fitted on, and of the one
  * its tilt-corrected image's skewness is taken on (positions; central). */
@@ -247,9 +248,22 @@ double sl_dpc_parallax_gain_bound(int n, int64_t rows, int64_t cols, const uint6
                                   int64_t seg_rows, const double *offsets);
 /* The same over the fit's window alone (wr x wc of the geometry, its first
  * element at `window`; rows row_stride apart, segments segment_stride
- * apart): on a device the node reads back only the window, not the band. */
+ * apart). */
 double sl_dpc_parallax_gain_bound_window(int n, int64_t wr, int64_t wc, const uint64_t *window, int64_t row_stride,
                                          int64_t segment_stride, const double *offsets);
+
+/* The bound in two steps, the first of which a device also takes
+ * (shaders/cuda/stem/dpc_gain_bound.h, the same bits): the window's
+ * integer sums, exact in any order (segment_sums [n][SL_DPC_GAIN_SEGMENT_SUMS]:
+ * the counts' sum and their squares' as 128 bits, zeros for a segment not
+ * used; position_sums [wr wc]: over the used segments), then the bound
+ * from them (as doubles: the numbers of a double's sums wherever those are
+ * exact, below 2^53). */
+void sl_dpc_parallax_gain_sums(int n, int64_t wr, int64_t wc, const uint64_t *window, int64_t row_stride,
+                               int64_t segment_stride, const double *offsets, uint64_t *segment_sums,
+                               uint64_t *position_sums);
+double sl_dpc_parallax_gain_bound_of_sums(int n, int64_t npos, const uint64_t *segment_sums,
+                                          const uint64_t *position_sums, const double *offsets);
 
 /* The electron wavelength (A) at an accelerating voltage in kV, relativistic. */
 double sl_electron_wavelength(double kilovolts);

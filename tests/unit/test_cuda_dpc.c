@@ -561,11 +561,11 @@ static void test_cost_counts_device_table(void **st) {
   assert_int_equal(c_adf.device_state_bytes, c_given.device_state_bytes);
   assert_int_equal(c_adf.device_library_bytes, c_given.device_library_bytes);
   assert_true(c_none.device_state_bytes < c_adf.device_state_bytes);
-  /* and the segments' window for the gain bound: host state of the
-   * device path (not a fallback, not the CPU backend's) */
+  /* and the gain bound's sums read back: host state of the device path
+   * (not a fallback, not the CPU backend's) */
   sl_dpc_parallax_geometry g;
   sl_dpc_parallax_geometry_of(64, 64, &g);
-  assert_int_equal(c_adf.device_host_bytes, 21 * (g.wr * g.wc + 3) * 8);
+  assert_int_equal(c_adf.device_host_bytes, 21 * 3 * 8 + (21 * SL_DPC_GAIN_SEGMENT_SUMS + g.wr * g.wc) * 8);
   assert_int_equal(c_none.device_host_bytes, 21 * 3 * 8);
   assert_int_equal(c_adf.host_fallback_bytes, 0);
 #else
@@ -589,6 +589,77 @@ static void test_cost_counts_device_table(void **st) {
   node_free(&none);
 }
 
+#ifdef SLUICE_HAVE_CUDA
+typedef struct gain_call {
+  const uint64_t *window;
+  int64_t row_stride, segment_stride, wr, wc;
+  int n;
+  const double *offsets;
+  uint64_t *scratch, *segment_sums, *position_sums;
+} gain_call;
+
+/* The launcher with its arguments in a->state, as a kernel function. */
+static sl_code gain_sums_on_cuda(sl_kernel_args *a) {
+  const gain_call *c = a->state;
+  return sl_cuda_dpc_gain_sums(a, c->window, c->row_stride, c->segment_stride, c->n, c->wr, c->wc, c->offsets,
+                               c->scratch, c->segment_sums, c->position_sums);
+}
+#endif
+
+/* The gain bound's sums on the device are the host's to the bit: 21
+ * segments of a 150 x 170 scan (its 128 x 128 window off the corner), counts
+ * small and large (up to 2^32 - 1, whose squares need the 128-bit sums),
+ * two segments without pixels (zeros, and not in the positions' sums). */
+static void test_gain_sums(void **st) {
+  (void)st;
+#ifdef SLUICE_HAVE_CUDA
+  const int n = 21;
+  const int64_t R = 150, C = 170, np = R * C;
+  sl_dpc_parallax_geometry g;
+  sl_dpc_parallax_geometry_of(R, C, &g);
+  uint64_t *seg = malloc((size_t)(n * np) * sizeof *seg);
+  double offsets[3 * 21];
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int64_t k = 0; k < n * np; k++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    seg[k] = (x & 0xFF) == 0 ? 0xFFFFFFFFull - (x >> 40 & 0xFFF) : (x >> 20) % 900;
+  }
+  for (int u = 0; u < n; u++) offsets[3 * u] = u, offsets[3 * u + 1] = -u, offsets[3 * u + 2] = u % 9 == 4 ? 0 : 100 + u;
+  const int64_t r0 = (R - g.wr) / 2, c0 = (C - g.wc) / 2, npos = g.wr * g.wc;
+  const size_t sums = (size_t)n * SL_DPC_GAIN_SEGMENT_SUMS;
+  uint64_t *host_seg = malloc(sums * 8), *host_pos = malloc((size_t)npos * 8);
+  uint64_t *dev_seg = malloc(sums * 8), *dev_pos = malloc((size_t)npos * 8);
+  sl_dpc_parallax_gain_sums(n, g.wr, g.wc, seg + r0 * C + c0, C, np, offsets, host_seg, host_pos);
+  assert_int_equal(host_seg[3 * 4], 0); /* a segment without pixels */
+  sl_backend *b = g_cuda;
+  sl_error e;
+  sl_error_clear(&e);
+  void *dseg = NULL, *doff = NULL, *dscratch = NULL;
+  const size_t scratch = (size_t)sl_cuda_dpc_gain_sums_bytes(n, g.wr, g.wc);
+  assert_int_equal(b->ops->alloc(b, (size_t)(n * np) * 8, &dseg, &e), SL_OK);
+  assert_int_equal(b->ops->alloc(b, sizeof offsets, &doff, &e), SL_OK);
+  assert_int_equal(b->ops->alloc(b, scratch, &dscratch, &e), SL_OK);
+  assert_int_equal(b->ops->upload(b, dseg, seg, (size_t)(n * np) * 8, &e), SL_OK);
+  assert_int_equal(b->ops->upload(b, doff, offsets, sizeof offsets, &e), SL_OK);
+  gain_call c = {(const uint64_t *)dseg + r0 * C + c0, C, np, g.wr, g.wc, n, doff, dscratch, dev_seg, dev_pos};
+  sl_kernel_args a = {.backend = b, .node_id = "dpc", .state = &c, .pos_count = 1, .n_chunks = 1, .err = &e};
+  sl_code rc = b->ops->batch_begin(b, &e);
+  if (rc == SL_OK) rc = b->ops->batch_encode(b, gain_sums_on_cuda, &a, &e);
+  if (rc == SL_OK) rc = b->ops->batch_commit(b, &e);
+  if (rc == SL_OK) rc = b->ops->batch_wait(b, &e);
+  if (rc) fprintf(stderr, "gain sums on the device: %s\n", e.msg);
+  assert_int_equal(rc, SL_OK);
+  assert_memory_equal(dev_seg, host_seg, sums * 8);
+  assert_memory_equal(dev_pos, host_pos, (size_t)npos * 8);
+  assert_true(sl_dpc_parallax_gain_bound_of_sums(n, npos, dev_seg, dev_pos, offsets) ==
+              sl_dpc_parallax_gain_bound(n, R, C, seg, 0, R, offsets));
+  b->ops->free(b, dseg, (size_t)(n * np) * 8);
+  b->ops->free(b, doff, sizeof offsets);
+  b->ops->free(b, dscratch, scratch);
+  free(host_seg), free(host_pos), free(dev_seg), free(dev_pos), free(seg);
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest cost_tests[] = {cmocka_unit_test(test_cost_counts_device_table)};
   int rc = cmocka_run_group_tests_name("dpc_cuda_cost", cost_tests, NULL, NULL);
@@ -596,7 +667,7 @@ int main(void) {
   const struct CMUnitTest fallback_tests[] = {cmocka_unit_test(test_fallback_without_cufft)};
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_analytic_grid), cmocka_unit_test(test_given),        cmocka_unit_test(test_large),
-      cmocka_unit_test(test_atomic_columns), cmocka_unit_test(test_state_reused),
+      cmocka_unit_test(test_atomic_columns), cmocka_unit_test(test_state_reused), cmocka_unit_test(test_gain_sums),
   };
   return sl_test_cufft_device_groups("dpc", &g_cuda, &g_cpu, fallback_tests, SL_COUNT_OF(fallback_tests),
                                      tests, SL_COUNT_OF(tests));

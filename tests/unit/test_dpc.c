@@ -668,6 +668,31 @@ static void test_gain_bound_window(void **st) {
   free(seg);
 }
 
+/* The bound's sums are exact integers where a double's would round: a
+ * segment of counts 2^32 - 1 over a 128 x 128 window (its squares' sum
+ * 2^78: 128 bits), against the closed form; a segment without pixels gives
+ * zeros and stays out of the positions' sums. */
+static void test_gain_sums_exact(void **st) {
+  (void)st;
+  const int64_t W = 128, npos = W * W;
+  uint64_t *seg = malloc(3 * (size_t)npos * sizeof *seg), sums[3 * SL_DPC_GAIN_SEGMENT_SUMS];
+  uint64_t *pos = malloc((size_t)npos * sizeof *pos);
+  const uint64_t big = 0xFFFFFFFFull;
+  for (int64_t q = 0; q < npos; q++) seg[q] = big, seg[npos + q] = 7, seg[2 * npos + q] = (uint64_t)q;
+  const double offsets[9] = {0, 0, 10, 1, 1, 0, 2, 2, 10}; /* the second: no pixels */
+  sl_dpc_parallax_gain_sums(3, W, W, seg, W, npos, offsets, sums, pos);
+  const unsigned __int128 sq = (unsigned __int128)big * big * (unsigned __int128)npos;
+  assert_true(sums[0] == big * (uint64_t)npos);
+  assert_true(sums[1] == (uint64_t)sq && sums[2] == (uint64_t)(sq >> 64) && sums[2] > 0);
+  assert_true(sums[3] == 0 && sums[4] == 0 && sums[5] == 0);
+  const uint64_t ramp = (uint64_t)(npos * (npos - 1) / 2);
+  const unsigned __int128 ramp2 = (unsigned __int128)(npos - 1) * (uint64_t)npos * (uint64_t)(2 * npos - 1) / 6;
+  assert_true(sums[6] == ramp && sums[7] == (uint64_t)ramp2 && sums[8] == (uint64_t)(ramp2 >> 64));
+  for (int64_t q = 0; q < npos; q++) assert_true(pos[q] == big + (uint64_t)q);
+  free(pos);
+  free(seg);
+}
+
 /* ---- the grid of issue 11 ------------------------------------------------------ */
 
 /* dpc on a grid case: the CoM, the ADF image (unless DPC_NO_ADF) and the
@@ -1039,6 +1064,7 @@ int main(void) {
       cmocka_unit_test(test_parallax_axis_no_probe),
       cmocka_unit_test(test_gain_bound),
       cmocka_unit_test(test_gain_bound_window),
+      cmocka_unit_test(test_gain_sums_exact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -247,7 +247,9 @@ extern "C" int64_t sl_cuda_dpc_state_bytes(int64_t rows, int64_t cols) {
 
 extern "C" int64_t sl_cuda_dpc_state_bytes_with(int64_t rows, int64_t cols, int n_segments,
                                                 const sl_cuda_parallax_geometry *g) {
-  return sl_cuda_dpc_state_bytes(rows, cols) + (n_segments > 0 ? sl_cuda_dpc_parallax_bytes(n_segments, g) : 0);
+  return sl_cuda_dpc_state_bytes(rows, cols) +
+         (n_segments > 0 ? sl_cuda_dpc_parallax_bytes(n_segments, g) + sl_cuda_dpc_gain_sums_bytes(n_segments, g->wr, g->wc)
+                         : 0);
 }
 
 /* The state step 1 made. */
@@ -336,19 +338,18 @@ extern "C" sl_code sl_cuda_dpc_fields(const sl_cuda_dpc_params *p, sl_kernel_arg
   return rc;
 }
 
-extern "C" sl_code sl_cuda_dpc_segments_window(sl_kernel_args *a, const uint64_t *segments, int n, int64_t rows,
-                                               int64_t cols, int64_t r0, int64_t c0, int64_t wr, int64_t wc,
-                                               uint64_t *host) {
-  const size_t row = (size_t)wc * sizeof(uint64_t), pitch = (size_t)cols * sizeof(uint64_t);
-  for (int u = 0; u < n; u++) {
-    const uint64_t *src = segments + ((size_t)u * (size_t)rows + (size_t)r0) * (size_t)cols + (size_t)c0;
-    const sl_code rc = sl_cuda_runtime_fail(a, cudaMemcpy2DAsync(host + (size_t)u * (size_t)(wr * wc), row, src, pitch,
-                                                                 row, (size_t)wr, cudaMemcpyDeviceToHost,
-                                                                 sl_cuda_queue(a)),
-                                            k_node, "reading the segments' window back");
-    if (rc != SL_OK) return rc;
-  }
-  return sl_cuda_wait(a);
+extern "C" sl_code sl_cuda_dpc_gain_bound_sums(const sl_cuda_dpc_params *p, sl_kernel_args *a, int n_segments,
+                                               const sl_cuda_parallax_geometry *g, uint64_t *segment_sums,
+                                               uint64_t *position_sums) {
+  sl_table t = sl_table_lent(a);
+  t.used = sl_cuda_dpc_state_bytes(p->rows, p->cols) + sl_cuda_dpc_parallax_bytes(n_segments, g);
+  uint64_t *scratch = (uint64_t *)sl_table_take(&t, sl_cuda_dpc_gain_sums_bytes(n_segments, g->wr, g->wc));
+  sl_code rc = sl_table_check(&t, a, k_node);
+  if (rc != SL_OK) return rc;
+  const int64_t r0 = (p->rows - g->wr) / 2, c0 = (p->cols - g->wc) / 2;
+  const uint64_t *window = (const uint64_t *)a->in[3] + r0 * p->cols + c0;
+  return sl_cuda_dpc_gain_sums(a, window, p->cols, p->rows * p->cols, n_segments, g->wr, g->wc,
+                               (const double *)a->in[4], scratch, segment_sums, position_sums);
 }
 
 extern "C" sl_code sl_cuda_dpc_finish(const sl_cuda_dpc_params *p, sl_kernel_args *a, bool negate, double theta_deg,

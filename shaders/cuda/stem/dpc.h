@@ -33,6 +33,7 @@
 
 #include "shaders/cuda/common/launcher.h"
 #include "shaders/cuda/stem/dpc_math.h"
+#include "shaders/cuda/stem/dpc_gain_bound.h"
 #include "shaders/cuda/stem/dpc_parallax.h"
 
 #ifdef __cplusplus
@@ -51,8 +52,9 @@ typedef struct sl_cuda_dpc_params {
  * phase, the reductions' partial sums and the rows' squared divergence. */
 int64_t sl_cuda_dpc_state_bytes(int64_t rows, int64_t cols);
 
-/* The same with the parallax's pieces after dpc's own, for n_segments
- * segments (0: none; dpc_parallax.h). */
+/* The same with the parallax's pieces after dpc's own, and the gain
+ * bound's scratch after them, for n_segments segments (0: none;
+ * dpc_parallax.h, dpc_gain_bound.h). */
 int64_t sl_cuda_dpc_state_bytes_with(int64_t rows, int64_t cols, int n_segments, const sl_cuda_parallax_geometry *g);
 
 /* After step 1: the parallax's device context of this run, made on the
@@ -81,12 +83,13 @@ sl_code sl_cuda_dpc_rings(const sl_cuda_dpc_params *p, sl_kernel_args *a, double
 sl_code sl_cuda_dpc_fields(const sl_cuda_dpc_params *p, sl_kernel_args *a, double c, double s, int t, bool branch,
                            double *div2_of_row, sl_dpc_branch_sums *sums);
 
-/* The fit's window of n segments [n][rows][cols] (device), rows r0 .. r0 +
- * wr and columns c0 .. c0 + wc, read back into host[n][wr][wc] (the gain
- * bound's input: a 2D copy each, a quarter of the band's bytes at 256 x 256
- * and less on larger scans). Waits for the device. */
-sl_code sl_cuda_dpc_segments_window(sl_kernel_args *a, const uint64_t *segments, int n, int64_t rows, int64_t cols,
-                                    int64_t r0, int64_t c0, int64_t wr, int64_t wc, uint64_t *host);
+/* The gain bound's sums (dpc_gain_bound.h) of the fit's window of the
+ * n_segments segments in[3] (offsets in[4]), on the device's scratch after
+ * the parallax's pieces; segment_sums and position_sums are host memory,
+ * read back. Waits for the device. */
+sl_code sl_cuda_dpc_gain_bound_sums(const sl_cuda_dpc_params *p, sl_kernel_args *a, int n_segments,
+                                    const sl_cuda_parallax_geometry *g, uint64_t *segment_sums,
+                                    uint64_t *position_sums);
 
 /* Step 3: negates out[0], out[1], out[4], out[5] when `negate`; writes
  * out[2] = theta_deg, out[3] = t. Enqueued only. */
