@@ -36,6 +36,7 @@
 #include "engine/graph/node.h"
 #include "nodes/stem/dpc_parallax.h"
 #include "shaders/cuda/common/cufft_loader.h"
+#include "shaders/cuda/common/device_table.h"
 #include "tests/unit/cuda_probe.h"
 #include "tests/unit/cufft_test_main.h"
 #include "tests/unit/device_table_lend.h"
@@ -559,6 +560,9 @@ static void test_cost_counts_device_table(void **st) {
   sl_node_dpc.cost(&none, 1, &c_none);
 #ifdef SLUICE_HAVE_CUDA
   assert_int_equal(c_adf.device_state_bytes, c_given.device_state_bytes);
+  /* whole pieces of the table, as the launchers take them (the gain
+   * bound's sums after the parallax's) */
+  assert_int_equal(c_adf.device_state_bytes % SL_TABLE_ALIGN, 0);
   assert_int_equal(c_adf.device_library_bytes, c_given.device_library_bytes);
   assert_true(c_none.device_state_bytes < c_adf.device_state_bytes);
   /* and the gain bound's sums read back: host state of the device path

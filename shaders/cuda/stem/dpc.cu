@@ -248,7 +248,8 @@ extern "C" int64_t sl_cuda_dpc_state_bytes(int64_t rows, int64_t cols) {
 extern "C" int64_t sl_cuda_dpc_state_bytes_with(int64_t rows, int64_t cols, int n_segments,
                                                 const sl_cuda_parallax_geometry *g) {
   return sl_cuda_dpc_state_bytes(rows, cols) +
-         (n_segments > 0 ? sl_cuda_dpc_parallax_bytes(n_segments, g) + sl_cuda_dpc_gain_sums_bytes(n_segments, g->wr, g->wc)
+         (n_segments > 0 ? sl_cuda_dpc_parallax_bytes(n_segments, g) +
+                               sl_table_round(sl_cuda_dpc_gain_sums_bytes(n_segments, g->wr, g->wc))
                          : 0);
 }
 
