@@ -203,8 +203,9 @@ static double decided_seconds_all(const sl_plan *p);
  * once it ran: report.json adds it to the plan's. */
 static double decided_seconds(const sl_plan *p, int i) {
   if (p->nodes[i].body) return decided_seconds_all(p->nodes[i].body);
-  return sl_cost_decided_seconds(&p->profile, &p->graph->nodes[i], p->nodes[i].cost.decided_variant,
-                                 p->graph->nodes[i].decided_ops);
+  const sl_node *n = &p->graph->nodes[i];
+  return sl_cost_decided_seconds(&p->profile, n, p->nodes[i].cost.decided_variant, n->decided_ops,
+                                 p->caps.device_memory && n->desc && !n->desc->host);
 }
 
 static double decided_seconds_all(const sl_plan *p) {

@@ -250,6 +250,34 @@ static void test_run_setup_below_least(void **state) {
   assert_true(sl_cost_profile_rate(&q, "gather")->run_work_least == 0);
 }
 
+/* Work a node decided on from the data, at its variant's rate: the
+ * operations at the variant's per-op rate, and the variant's run constant
+ * over the node's own (on a device scaled below calibrate's least work,
+ * as a run's); none where the variant's constant is below the node's. */
+static void test_decided_seconds(void **state) {
+  (void)state;
+  sl_cost_profile p = hand_made();
+  const sl_cost_rate own = {"fit", true, 0, 1e-9, 0.001, 0, 0, 0, 0, 0};
+  sl_cost_rate variant = {"fit/deep", true, 0, 2e-9, 0.007, 0, 0, 0, 0, 4000000};
+  assert_true(sl_cost_profile_set_rate(&p, &own));
+  assert_true(sl_cost_profile_set_rate(&p, &variant));
+  const sl_node_desc desc = {.type = "fit"};
+  sl_node n;
+  memset(&n, 0, sizeof n);
+  n.desc = &desc; /* no inputs: the key is the type's */
+  assert_true(sl_cost_decided_seconds(&p, &n, "deep", 0, true) == 0);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, false) - (0.016 + 0.006)) < 1e-15);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, true) - (0.016 + 0.006)) < 1e-15);
+  /* below the least work a device run pays its share of the constant */
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 2000000, true) - (0.004 + 0.0035 - 0.001)) < 1e-15);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 2000000, false) - (0.004 + 0.006)) < 1e-15);
+  /* without a variant: the node's own rate, no constant */
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, NULL, 1000000, true) - 0.001) < 1e-15);
+  variant.run_seconds = 0.0005; /* below the node's own: nothing more */
+  assert_true(sl_cost_profile_set_rate(&p, &variant));
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, false) - 0.016) < 1e-15);
+}
+
 /* A plan's estimate: ramp -> sum over 4 chunks; ramp has no rate (the
  * bandwidth model), sum/f32 falls back to sum's rate; 4 stream levels... */
 static void test_plan_estimate(void **state) {
@@ -716,6 +744,7 @@ int main(void) {
       cmocka_unit_test(test_corrupt_and_foreign_ignored),
       cmocka_unit_test(test_estimate_closed_form),
       cmocka_unit_test(test_run_setup_below_least),
+      cmocka_unit_test(test_decided_seconds),
       cmocka_unit_test(test_plan_estimate),
       cmocka_unit_test(test_warm_up_wait),
       cmocka_unit_test(test_first_calls),
