@@ -4,6 +4,7 @@
 #ifndef SL_TESTS_RUN_SUPPORT_H
 #define SL_TESTS_RUN_SUPPORT_H
 
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/exec/run.h"
@@ -43,6 +44,16 @@ static inline const sl_output_data *output(const sl_run *r, const char *name) {
     if (!strcmp(r->result.outputs[i].name, name)) return &r->result.outputs[i];
   fail_msg("no output %s", name);
   return NULL;
+}
+
+/* What `sluice plan` prints of a run's plan (sl_plan_print), into *text,
+ * a string the caller frees. */
+static inline void plan_text(const sl_run *r, char **text) {
+  size_t len = 0;
+  FILE *f = open_memstream(text, &len);
+  if (!f) fail_msg("open_memstream failed");
+  sl_plan_print(f, r->plan);
+  fclose(f);
 }
 
 /* The note `key` of node `id` ("key: value"), or NULL. */

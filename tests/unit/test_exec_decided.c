@@ -213,15 +213,13 @@ static void test_plan_shows_decided_state(void **state) {
   sl_run run;
   run_ok(1e300, 0, 0, &run);
   char *text = NULL;
+  plan_text(&run, &text);
   size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  sl_plan_print(f, run.plan);
-  fclose(f);
   assert_non_null(strstr(text, "and 8.00 MiB host if the data decide"));
   assert_non_null(strstr(text, "decided state      8.00 MiB"));
   assert_non_null(strstr(text, "peak host with every decided state"));
   free(text);
-  f = open_memstream(&text, &len);
+  FILE *f = open_memstream(&text, &len);
   sl_json j;
   sl_json_init(&j, f, false);
   sl_plan_json(&j, run.plan);

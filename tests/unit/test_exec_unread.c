@@ -321,11 +321,7 @@ static void test_plan_shows_unread(void **state) {
   sl_run run;
   run_ok("t_trio", "", "sum: t.sum", false, CHUNK, 1, &run);
   char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  assert_non_null(f);
-  sl_plan_print(f, run.plan);
-  fclose(f);
+  plan_text(&run, &text);
   assert_false(line_says_unread(text, "t.sum"));
   assert_true(line_says_unread(text, "t.twice"));
   assert_true(line_says_unread(text, "t.total"));
