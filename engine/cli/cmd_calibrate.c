@@ -105,13 +105,14 @@ static const char k_stem_yaml[] =
     "  pattern: {type: sum, inputs: {x: source.frames}}\n"
     "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
     "  images: {type: virtual_detectors, inputs: {frames: source.frames, disk: disk.disk}}\n"
+    "  segments: {type: bf_segments, inputs: {frames: source.frames, disk: disk.disk}}\n"
     "  com: {type: com, inputs: {frames: source.frames}}\n"
     "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
     "  bf: {type: virtual_image, inputs: {frames: source.frames}, params: {kind: bf, radius: 12}}\n"
     "  adf: {type: gather, inputs: {x: images.adf}}\n"
     "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col, adf: adf.whole}}\n"
     "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
-    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row}\n";
+    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row, segments: segments.segments}\n";
 
 /* dpc and idpc alone on fields of a scan's size, up to 512 x 512 (stem.yaml
  * gives them scans of 8 x 8 to 64 x 64, where a device's transforms take
