@@ -240,7 +240,8 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     pn->rate = sl_cost_rate_for(&p->profile, key);
     pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, n));
     pn->decided_seconds_most =
-        sl_cost_decided_seconds(&p->profile, n, pn->cost.decided_variant, pn->cost.decided_ops_most, !runs_on_host(p, n));
+        sl_cost_decided_seconds(&p->profile, n, pn->cost.decided_variant, pn->cost.decided_ops_most,
+                                !runs_on_host(p, n));
   }
   return SL_OK;
 }

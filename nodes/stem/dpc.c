@@ -274,7 +274,8 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
      * (planned there, 11 MiB at a 256 x 256 scan put stem_products' host
      * plan at 1.34x the measured peak) */
     const sl_cuda_parallax_geometry g = device_geometry(rows, cols);
-    c->device_host_bytes = (int64_t)ns * 3 * 8 + (axis_fit_possible(n) ? sl_cuda_dpc_gain_sums_bytes(ns, g.wr, g.wc) : 0);
+    c->device_host_bytes =
+        (int64_t)ns * 3 * 8 + (axis_fit_possible(n) ? sl_cuda_dpc_gain_sums_bytes(ns, g.wr, g.wc) : 0);
 #endif
   }
 #ifdef SLUICE_HAVE_CUDA
@@ -714,10 +715,6 @@ static bool segments_gain_bound(parallax_source *ps, double *bound) {
   return true;
 }
 
-/* The parallax of the segments, when it can decide: connected, the probe
- * known, the angle fitted, and found; run on the first call (the CoM's rule
- * was a guess). Notes why not where it cannot. Returns the result, or
- * NULL (also when the download failed: ps->rc). */
 /* The parallax_seconds note: the wall seconds of the gain bound (where it
  * ran) and of the fit's set-up and steps (where it ran; on_device: the
  * host waited for each step there). */
@@ -740,6 +737,10 @@ static void note_parallax_seconds(sl_node *n, const parallax_source *ps, bool fi
                on_device ? "on the device, as the host waited for each" : "on the host");
 }
 
+/* The parallax of the segments, when it can decide: connected, the probe
+ * known, the angle fitted, and found; run on the first call (the CoM's rule
+ * was a guess). Notes why not where it cannot. Returns the result, or
+ * NULL (also when the download failed: ps->rc). */
 static const sl_dpc_parallax_result *parallax_when_needed(parallax_source *ps) {
   sl_node *n = (sl_node *)ps->a->node;
   const dpc_config *cfg = ps->cfg;

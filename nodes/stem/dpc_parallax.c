@@ -455,7 +455,8 @@ static void search_range(void *ctx, int64_t begin, int64_t end, int worker) {
 static bool host_grid(void *ctx, const fit_set *fs, double half, int64_t n_s, double *best) {
   host_steps *h = ctx;
   int64_t tasks = 0;
-  for (int64_t k = 0; k < n_s; k++) tasks += 2 * ((search_angles(half * (double)(k + 1), half) + SEARCH_BLOCK - 1) / SEARCH_BLOCK);
+  for (int64_t k = 0; k < n_s; k++)
+    tasks += 2 * ((search_angles(half * (double)(k + 1), half) + SEARCH_BLOCK - 1) / SEARCH_BLOCK);
   search_task *task = malloc((size_t)(tasks ? tasks : 1) * sizeof *task);
   double *part = malloc((size_t)(tasks ? tasks : 1) * 4 * sizeof *part);
   if (!task || !part) {

@@ -628,7 +628,8 @@ static void test_gain_sums(void **st) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     seg[k] = (x & 0xFF) == 0 ? 0xFFFFFFFFull - (x >> 40 & 0xFFF) : (x >> 20) % 900;
   }
-  for (int u = 0; u < n; u++) offsets[3 * u] = u, offsets[3 * u + 1] = -u, offsets[3 * u + 2] = u % 9 == 4 ? 0 : 100 + u;
+  for (int u = 0; u < n; u++)
+    offsets[3 * u] = u, offsets[3 * u + 1] = -u, offsets[3 * u + 2] = u % 9 == 4 ? 0 : 100 + u;
   const int64_t r0 = (R - g.wr) / 2, c0 = (C - g.wc) / 2, npos = g.wr * g.wc;
   const size_t sums = (size_t)n * SL_DPC_GAIN_SEGMENT_SUMS;
   uint64_t *host_seg = malloc(sums * 8), *host_pos = malloc((size_t)npos * 8);

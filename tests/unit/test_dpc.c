@@ -651,8 +651,8 @@ static void test_gain_bound_window(void **st) {
     memcpy(rows + (size_t)u * (size_t)(band * C), seg + ((size_t)u * R + (size_t)band0) * C,
            (size_t)(band * C) * sizeof *rows);
     for (int64_t i = 0; i < g.wr; i++)
-      memcpy(win + ((size_t)u * (size_t)g.wr + (size_t)i) * (size_t)g.wc, seg + ((size_t)u * R + (size_t)(r0 + i)) * C + c0,
-             (size_t)g.wc * sizeof *win);
+      memcpy(win + ((size_t)u * (size_t)g.wr + (size_t)i) * (size_t)g.wc,
+             seg + ((size_t)u * R + (size_t)(r0 + i)) * C + c0, (size_t)g.wc * sizeof *win);
   }
   const double whole = sl_dpc_parallax_gain_bound(n_seg, R, C, seg, 0, R, offsets);
   assert_true(isfinite(whole) && whole > 1);
