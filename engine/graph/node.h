@@ -64,6 +64,10 @@ typedef struct sl_node_cost {
                                   made): not in state_bytes; the budget
                                   holds it (sl_plan.peak_host_bytes_most),
                                   report.json's planned peak what was made */
+  int64_t device_decided_state_bytes; /* the part of it only the node's
+                                  device path makes (a device's results read
+                                  back for a host step the data decide on):
+                                  planned where its device kernel runs */
 } sl_node_cost;
 
 struct sl_node;

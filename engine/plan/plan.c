@@ -94,6 +94,8 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
   if (b->decided_ops_most > a->decided_ops_most)
     a->decided_ops_most = b->decided_ops_most, a->decided_variant = b->decided_variant;
   if (b->decided_state_bytes > a->decided_state_bytes) a->decided_state_bytes = b->decided_state_bytes;
+  if (b->device_decided_state_bytes > a->device_decided_state_bytes)
+    a->device_decided_state_bytes = b->device_decided_state_bytes;
 }
 
 void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c) {
@@ -177,6 +179,13 @@ static bool runs_on_host(const sl_plan *p, const sl_node *n) {
   return !p->caps.device_memory || (n->desc && n->desc->host);
 }
 
+/* A call's cost of node n on the plan's backend: the decided state only
+ * its device path makes is decided state where its device kernel runs. */
+static void node_cost(const sl_plan *p, const sl_node *n, int64_t positions, sl_node_cost *c) {
+  n->desc->cost(n, positions, c);
+  if (!runs_on_host(p, n)) c->decided_state_bytes += c->device_decided_state_bytes;
+}
+
 /* The cost of node i for the whole run: an iterate body planned once and
  * run `times` times, a stream node per chunk (the last one holds last_chunk
  * positions) in every pass it runs in, a whole node once. */
@@ -224,13 +233,13 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     if (lib > p->body_library_bytes) p->body_library_bytes = lib;
   } else if (n->phase == SL_PHASE_STREAM) {
     int runs = __builtin_popcount(n->pass_mask);
-    n->desc->cost(n, chunk, &c);
+    node_cost(p, n, chunk, &c);
     add_cost(&pn->cost, &c, (n_chunks - 1) * runs);
-    n->desc->cost(n, last_chunk, &c);
+    node_cost(p, n, last_chunk, &c);
     add_cost(&pn->cost, &c, runs);
     pn->calls = n_chunks * runs;
   } else {
-    n->desc->cost(n, 1, &c);
+    node_cost(p, n, 1, &c);
     add_cost(&pn->cost, &c, 1);
     pn->calls = 1;
   }

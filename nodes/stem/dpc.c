@@ -226,6 +226,14 @@ static sl_code dpc_infer(sl_node *n, sl_error *err) {
  * library); counted so that the plan holds that first run too. */
 #define PARALLAX_CUFFT_HOST_BYTES ((int64_t)32 << 20)
 
+/* Bytes of the segments' band (sl_dpc_parallax_band) that a device reads
+ * back for a fit on the host. */
+static int64_t band_bytes(const sl_node *n) {
+  int64_t band0, band;
+  sl_dpc_parallax_band(n->in[0].dims[0], &band0, &band);
+  return (int64_t)segment_count(n) * band * n->in[0].dims[1] * (int64_t)sizeof(uint64_t);
+}
+
 static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   (void)positions;
   memset(c, 0, sizeof *c);
@@ -269,13 +277,17 @@ static void dpc_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
     c->per_worker_bytes = sl_dpc_parallax_worker_bytes(rows, cols);
 #ifdef SLUICE_HAVE_CUDA
     /* on a device, the gain bound's sums read back for the axis's fit (the
-     * segments' band for the host's fit is a fallback not planned), and
+     * segments' band for the host's fit with the params is a fallback not
+     * planned), and
      * their offsets; the CPU backend reads the segments where they are
      * (planned there, 11 MiB at a 256 x 256 scan put stem_products' host
      * plan at 1.34x the measured peak) */
     const sl_cuda_parallax_geometry g = device_geometry(rows, cols);
     c->device_host_bytes =
         (int64_t)ns * 3 * 8 + (axis_fit_possible(n) ? sl_cuda_dpc_gain_sums_bytes(ns, g.wr, g.wc) : 0);
+    /* without the params, a guessed branch fits on the host on the band
+     * read back: decided with the fit's state */
+    if (!probe_given(n)) c->device_decided_state_bytes = band_bytes(n);
 #endif
   }
 #ifdef SLUICE_HAVE_CUDA
@@ -575,9 +587,11 @@ static sl_code parallax_state(sl_node *n, dpc_state *st, bool steps, sl_error *e
   const int64_t rows = n->in[0].dims[0], cols = n->in[0].dims[1];
   sl_code rc = steps ? sl_dpc_parallax_new(ns, rows, cols, &st->parallax, err)
                      : sl_dpc_parallax_new_driver(ns, rows, cols, &st->parallax, err);
-  /* without the params this state is decided by the data (dpc_cost) */
+  /* without the params this state is decided by the data (dpc_cost), with
+   * the band a device read back for the host's steps */
   if (rc == SL_OK && !probe_given(n))
-    sl_node_decided_state(n, steps ? sl_dpc_parallax_bytes(ns, rows, cols) : sl_dpc_parallax_driver_bytes(rows, cols));
+    sl_node_decided_state(n, steps ? sl_dpc_parallax_bytes(ns, rows, cols) + (st->segments_host ? band_bytes(n) : 0)
+                                   : sl_dpc_parallax_driver_bytes(rows, cols));
   return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "engine/exec/run.h"
 #include "nodes/registry.h"
 
@@ -44,6 +45,28 @@ static inline const sl_output_data *output(const sl_run *r, const char *name) {
     if (!strcmp(r->result.outputs[i].name, name)) return &r->result.outputs[i];
   fail_msg("no output %s", name);
   return NULL;
+}
+
+/* The CPU backend with device memory as far as the plan and the executor
+ * care (sl_run_request.ops_override): host nodes (sl_node_desc.host) have
+ * their inputs and outputs staged, and nodes' device-path costs count. */
+static inline sl_code device_like_probe(sl_backend_caps *caps, sl_error *err) {
+  sl_code rc = sl_cpu_backend_ops.probe(caps, err);
+  caps->device_memory = true;
+  return rc;
+}
+
+static inline sl_code device_like_create(int threads, sl_backend **out, sl_error *err) {
+  sl_code rc = sl_cpu_backend_ops.create(threads, out, err);
+  if (rc == SL_OK) (*out)->caps.device_memory = true;
+  return rc;
+}
+
+static inline const sl_backend_ops *device_like_ops(void) {
+  static sl_backend_ops ops;
+  ops = sl_cpu_backend_ops;
+  ops.probe = device_like_probe, ops.create = device_like_create;
+  return &ops;
 }
 
 /* What `sluice plan` prints of a run's plan (sl_plan_print), into *text,

@@ -570,6 +570,12 @@ static void test_cost_counts_device_table(void **st) {
   sl_dpc_parallax_geometry g;
   sl_dpc_parallax_geometry_of(64, 64, &g);
   assert_int_equal(c_adf.device_host_bytes, 21 * 3 * 8 + (21 * SL_DPC_GAIN_SEGMENT_SUMS + g.wr * g.wc) * 8);
+  /* the band a guessed branch's host fit reads back without the params:
+   * decided with the fit's state; with the params a fallback's */
+  int64_t band0, band;
+  sl_dpc_parallax_band(64, &band0, &band);
+  assert_int_equal(c_adf.device_decided_state_bytes, 21 * band * 64 * 8);
+  assert_int_equal(c_given.device_decided_state_bytes, 0);
   assert_int_equal(c_none.device_host_bytes, 21 * 3 * 8);
   assert_int_equal(c_adf.host_fallback_bytes, 0);
 #else

@@ -46,10 +46,13 @@ static sl_code decide_infer(sl_node *n, sl_error *err) {
   return SL_OK;
 }
 
+#define DEVICE_MOST ((int64_t)3 << 20) /* and what only its device path would make */
+
 static void decide_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   (void)n, (void)positions;
   memset(c, 0, sizeof *c);
   c->decided_state_bytes = MOST;
+  c->device_decided_state_bytes = DEVICE_MOST;
 }
 
 static sl_code decide_prepare(sl_node *n, sl_error *err) {
@@ -120,8 +123,8 @@ static const sl_node_desc t_work = {
 static const sl_node_desc *const test_nodes[] = {&t_decide, &t_work};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
-static sl_code run_decide(double threshold, int64_t make, int64_t record, uint64_t limit, sl_run *run,
-                          sl_error *err) {
+static sl_code run_decide_on(double threshold, int64_t make, int64_t record, uint64_t limit, bool device,
+                             sl_run *run, sl_error *err) {
   char path[512];
   write_temp_file(path, sizeof path, "decide.yaml",
                   "pipeline: decide\nnodes:\n"
@@ -130,10 +133,16 @@ static sl_code run_decide(double threshold, int64_t make, int64_t record, uint64
                   "outputs: {total: t.total}\n");
   g_threshold = threshold, g_make = make, g_record = record, g_calls = 0;
   sl_run_request req = {.file = path, .registry = registry_with(&test_family), .backend = SL_BACKEND_CPU,
-                        .chunk_positions = 8, .threads = 2, .memory_limit = limit};
+                        .chunk_positions = 8, .threads = 2, .memory_limit = limit,
+                        .ops_override = device ? device_like_ops() : NULL};
   sl_error_clear(err);
   memset(run, 0, sizeof *run);
   return sl_run_pipeline(&req, run, err);
+}
+
+static sl_code run_decide(double threshold, int64_t make, int64_t record, uint64_t limit, sl_run *run,
+                          sl_error *err) {
+  return run_decide_on(threshold, make, record, limit, false, run, err);
 }
 
 static void run_ok(double threshold, int64_t make, int64_t record, sl_run *run) {
@@ -154,6 +163,23 @@ static void test_plan_holds_decided_state_apart(void **state) {
   assert_int_equal(p->decided_state_bytes, MOST);
   assert_int_equal(p->peak_host_bytes_most, p->peak_host_bytes + MOST);
   assert_true(p->peak_host_bytes < MOST); /* the usual peak: ramp chunks, no decided state */
+  sl_run_free(&run);
+}
+
+/* Where the node's device kernel runs, the decided state only its device
+ * path makes is decided state too (dpc's band read back for a host fit
+ * without the probe's params); on the CPU backend it is not. */
+static void test_device_decided_state(void **state) {
+  (void)state;
+  sl_run run;
+  sl_error err;
+  if (run_decide_on(1e300, 0, 0, 0, true, &run, &err) != SL_OK) fail_msg("run failed: %s", err.msg);
+  assert_int_equal(run.plan->decided_state_bytes, MOST + DEVICE_MOST);
+  assert_int_equal(run.plan->nodes[sl_graph_find(run.graph, "t")].cost.decided_state_bytes, MOST + DEVICE_MOST);
+  assert_int_equal(run.plan->peak_host_bytes_most, run.plan->peak_host_bytes + MOST + DEVICE_MOST);
+  sl_run_free(&run);
+  run_ok(1e300, 0, 0, &run);
+  assert_int_equal(run.plan->decided_state_bytes, MOST);
   sl_run_free(&run);
 }
 
@@ -296,6 +322,7 @@ int main(void) {
       cmocka_unit_test(test_plan_holds_decided_state_apart),
       cmocka_unit_test(test_undecided_run_plans_usual_peak),
       cmocka_unit_test(test_decided_run_plans_what_was_made),
+      cmocka_unit_test(test_device_decided_state),
       cmocka_unit_test(test_budget_holds_decided_state),
       cmocka_unit_test(test_plan_shows_decided_state),
       cmocka_unit_test(test_decided_work_in_iterate_body),

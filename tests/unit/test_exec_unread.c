@@ -118,22 +118,6 @@ static const sl_node_registry *registry(void) { return registry_with(&test_famil
 
 /* ---- runs ------------------------------------------------------------------------------- */
 
-/* The CPU backend with device memory as far as the plan and the executor
- * care: host nodes (sl_node_desc.host) have their inputs and outputs staged. */
-static sl_code device_probe(sl_backend_caps *caps, sl_error *err) {
-  sl_code rc = sl_cpu_backend_ops.probe(caps, err);
-  caps->device_memory = true;
-  return rc;
-}
-
-static sl_code device_create(int threads, sl_backend **out, sl_error *err) {
-  sl_code rc = sl_cpu_backend_ops.create(threads, out, err);
-  if (rc == SL_OK) (*out)->caps.device_memory = true;
-  return rc;
-}
-
-static sl_backend_ops g_device_ops;
-
 /* Runs pipeline `text` (named `name`) with the node `type` as t and the
  * given outputs, on the CPU backend or the device-like one. */
 static sl_code run_trio(const char *type, const char *extra_nodes, const char *outputs, bool device,
@@ -147,12 +131,9 @@ static sl_code run_trio(const char *type, const char *extra_nodes, const char *o
            NPOS, ITEM, type, extra_nodes, outputs);
   snprintf(name, sizeof name, "%s.yaml", type);
   write_temp_file(path, sizeof path, name, text);
-  g_device_ops = sl_cpu_backend_ops;
-  g_device_ops.probe = device_probe;
-  g_device_ops.create = device_create;
   sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU,
                         .chunk_positions = chunk, .threads = threads,
-                        .ops_override = device ? &g_device_ops : NULL};
+                        .ops_override = device ? device_like_ops() : NULL};
   sl_error_clear(err);
   memset(run, 0, sizeof *run);
   return sl_run_pipeline(&req, run, err);
