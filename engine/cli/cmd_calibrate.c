@@ -105,14 +105,13 @@ static const char k_stem_yaml[] =
     "  pattern: {type: sum, inputs: {x: source.frames}}\n"
     "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
     "  images: {type: virtual_detectors, inputs: {frames: source.frames, disk: disk.disk}}\n"
-    "  segments: {type: bf_segments, inputs: {frames: source.frames, disk: disk.disk}}\n"
     "  com: {type: com, inputs: {frames: source.frames}}\n"
     "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
     "  bf: {type: virtual_image, inputs: {frames: source.frames}, params: {kind: bf, radius: 12}}\n"
     "  adf: {type: gather, inputs: {x: images.adf}}\n"
     "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col, adf: adf.whole}}\n"
     "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
-    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row, segments: segments.segments}\n";
+    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row}\n";
 
 /* dpc and idpc alone on fields of a scan's size, up to 512 x 512 (stem.yaml
  * gives them scans of 8 x 8 to 64 x 64, where a device's transforms take
@@ -170,7 +169,9 @@ static const char k_image_yaml[] =
 
 /* The shipped detector chain, the template itself (embedded at build time:
  * detector_input_template.h; the decoder's flag counts spare mask_correct
- * its scan of every frame), and the products' nodes after it. The summed
+ * its scan of every frame), and the products' nodes after it (bf_segments
+ * only here: on stem.yaml's small synthetic frames its rate priced the dev
+ * VM's segments of a 128 x 128 scan at 4 times their time). The summed
  * pattern is not an output (a disk fit of it is): drawn as a PNG, a smooth,
  * mostly dark pattern compresses and draws several times faster per pixel
  * than the products, and its samples pulled write_png's u64 rate to a third
@@ -191,10 +192,11 @@ static const char k_detector_yaml[] =
     "  pattern: {type: sum, inputs: {x: detector.frames}}\n"
     "  pattern_disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
     "  images: {type: virtual_detectors, inputs: {frames: detector.frames, disk: disk.disk}}\n"
+    "  segments: {type: bf_segments, inputs: {frames: detector.frames, disk: disk.disk}}\n"
     "  com: {type: com, inputs: {frames: detector.frames}}\n"
     "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
     "outputs: {bf: images.bf, adf: images.adf, df: images.df, pattern_disk: pattern_disk.disk, com: com.com_row,\n"
-    "          com_m: com_m.com_row}\n";
+    "          com_m: com_m.com_row, segments: segments.segments}\n";
 
 /* One node's measurement: its plan's calls and declared cost, its time. */
 typedef sl_cost_sample sample;
