@@ -105,6 +105,51 @@ static void t_contiguous(void **state) { check_layout("pvcontig", FX_CONTIG, fal
 static void t_bitshuffle(void **state) { check_layout("pvbs", FX_BITSHUFFLE, true); }
 static void t_bslz4(void **state) { check_layout("pvlz4", FX_BSLZ4, true); }
 
+/* A stored chunk that does not decode, in a later window than the first
+ * (the preview reads its chunks in up to SL_CHUNK_READER_DEPTH windows and
+ * decodes each as it arrives, the later ones still being read): the run
+ * fails with a format error that names the data file and the chunk, at 1
+ * and 3 workers, and nothing leaks (the outstanding windows are dropped;
+ * the sanitizer build checks). Chunk 4 of 9 is in the second of three
+ * windows. */
+static void t_corrupt_later_chunk(void **state) {
+  fx_require_bitshuffle();
+  const int64_t h = 9, w = 11;
+  fx_opts o = {.n_files = 2, .frames = {5, 4}, .h = h, .w = w, .k = 1, .layout = FX_BSLZ4};
+  char m[512];
+  sl_h5_index *ix = fx_index("pvbad", &o, m, sizeof m);
+  assert_int_equal(ix->n_chunks, 9);
+  const sl_h5_chunk *c = &ix->chunks[4];
+  char data[512];
+  snprintf(data, sizeof data, "%s", ix->files[c->file]);
+  /* bitshuffle's header: the chunk's decoded size, big-endian u64 */
+  FILE *f = fopen(data, "r+b");
+  assert_non_null(f);
+  const uint8_t bogus[8] = {0, 0, 0, 0, 0, 1, 0, 0};
+  assert_int_equal(fseek(f, (long)c->file_offset, SEEK_SET), 0);
+  assert_int_equal(fwrite(bogus, 1, 8, f), 8);
+  assert_int_equal(fclose(f), 0);
+  sl_h5_index_free(ix);
+  for (int threads = 1; threads <= 3; threads += 2) {
+    double got[9 * 11];
+    sl_node n;
+    sl_error e;
+    sl_error_clear(&e);
+    sl_code rc = preview_run(m, 9, NULL, h, w, threads, got, &n, &e);
+    char fmt[2048];
+    sl_error_format(&e, fmt, sizeof fmt);
+    print_message("expected error: %s\n", fmt);
+    assert_int_equal(rc, SL_ERR_FORMAT);
+    assert_string_equal(e.file, data);
+    assert_int_equal(e.chunk, 4);
+    node_free(&n);
+    /* the frames before the bad chunk still make a preview */
+    rc = preview_run(m, 4, NULL, h, w, threads, got, &n, &e);
+    assert_int_equal(rc, SL_OK);
+    node_free(&n);
+  }
+}
+
 static void t_errors(void **state) {
   kv empty[] = {{"path", "''"}};
   expect_node_error(&sl_node_detector_preview, empty, 1, NULL, 0, SL_ERR_PIPELINE,
@@ -133,6 +178,7 @@ int main(void) {
       cmocka_unit_test(t_contiguous),
       cmocka_unit_test(t_bitshuffle),
       cmocka_unit_test(t_bslz4),
+      cmocka_unit_test(t_corrupt_later_chunk),
       cmocka_unit_test(t_errors),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
