@@ -10,6 +10,7 @@
 #ifndef SL_KERNEL_ABI_H
 #define SL_KERNEL_ABI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -138,16 +139,22 @@ typedef void (*sl_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 
 /* One device kernel compiled into the binary: its name, the __global__
  * function's address (the backend asks the driver whether code for the
- * device exists) and the ABI version it was built with. */
+ * device exists), the ABI version it was built with, and the node types
+ * that launch it (space-separated; set by the registry from the kernel
+ * file's registration: the backend loads a run's kernels before its first
+ * call, sl_backend_ops.warm_up_nodes). */
 typedef struct sl_device_kernel {
   const char *name;
   const void *func;
   int abi;
+  const char *nodes;
 } sl_device_kernel;
 
 /* Every CUDA kernel compiled into the binary (shaders/cuda/registry.cu;
  * each kernel file adds its table there when it is linked in). */
 const sl_device_kernel *sl_cuda_kernels(int *count);
+/* Whether k's `nodes` names node type `type` (a whole word). */
+bool sl_device_kernel_serves(const sl_device_kernel *k, const char *type);
 
 #ifdef __cplusplus
 }

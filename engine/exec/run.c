@@ -31,6 +31,19 @@ static void node_warm_ups(const sl_graph *g, bool begin) {
   }
 }
 
+/* The node types of the graph and its iterate bodies, each once, into
+ * types (at most max); returns how many. */
+static int node_types(const sl_graph *g, const char **types, int n, int max) {
+  for (int i = 0; g && i < g->n_nodes; i++) {
+    const sl_node_desc *d = g->nodes[i].desc;
+    bool seen = !d || !d->type;
+    for (int t = 0; t < n && !seen; t++) seen = !strcmp(types[t], d->type);
+    if (!seen && n < max) types[n++] = d->type;
+    n = node_types(g->nodes[i].body, types, n, max);
+  }
+  return n;
+}
+
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   memset(out, 0, sizeof *out);
   int64_t rss_before = (int64_t)sl_process_rss();
@@ -62,6 +75,10 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   sl_backend_caps caps;
   if (rc == SL_OK) rc = sl_graph_check_backend(out->graph, kind, err);
   if (rc == SL_OK && kind != SL_BACKEND_CPU) node_warm_ups(out->graph, true);
+  if (rc == SL_OK && ops->warm_up_nodes) { /* the device code of its nodes, while the host plans */
+    const char *types[64];
+    ops->warm_up_nodes(types, node_types(out->graph, types, 0, 64));
+  }
   if (rc == SL_OK) rc = sl_run_caps(ops, req->threads, &caps, err);
   if (rc == SL_OK) {
     sl_plan_opts po;

@@ -17,14 +17,18 @@ struct registry {
   std::vector<sl_device_kernel> entries;
   registry() {
     for (const sl_cuda_kernel_table *t = g_tables; t; t = t->next)
-      for (int i = 0; i < t->count; i++) entries.push_back(t->kernels[i]);
+      for (int i = 0; i < t->count; i++) {
+        entries.push_back(t->kernels[i]);
+        entries.back().nodes = t->nodes;
+      }
   }
 };
 
 }  // namespace
 
-sl_cuda_kernel_registrar::sl_cuda_kernel_registrar(const sl_device_kernel *kernels, int count)
-    : table{kernels, count, g_tables} {
+sl_cuda_kernel_registrar::sl_cuda_kernel_registrar(const sl_device_kernel *kernels, int count,
+                                                   const char *nodes)
+    : table{kernels, count, nodes, g_tables} {
   g_tables = &table;
 }
 

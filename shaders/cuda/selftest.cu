@@ -20,7 +20,7 @@ static const sl_device_kernel selftest_kernels[] = {
     SL_CUDA_KERNEL_ENTRY("sl_k_fill_u32", sl_k_fill_u32),
     SL_CUDA_KERNEL_ENTRY("sl_k_selftest_trap", sl_k_selftest_trap),
 };
-SL_CUDA_REGISTER_KERNELS(selftest_kernels)
+SL_CUDA_REGISTER_KERNELS(selftest_kernels, "")
 
 static unsigned fill_blocks(size_t n) {
   size_t blocks = (n + 255) / 256;

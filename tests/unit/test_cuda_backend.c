@@ -143,6 +143,57 @@ static void test_registry_table(void **state) {
   assert_int_equal(again, n);
 }
 
+/* Every kernel file says which node types launch its kernels (the run
+ * loads those before the first call, sl_backend_ops.warm_up_nodes): each
+ * type named is a registered node with a CUDA kernel, and every node type
+ * with a CUDA kernel is named by some file, except those whose CUDA path
+ * launches none of the registry's kernels (copies, cuFFT plans, host
+ * work). A node whose kernels are not named still runs; its first call
+ * loads them, inside the run. */
+static void test_registry_node_types(void **state) {
+  (void)state;
+  const sl_node_registry *reg = sl_nodes_registry();
+  int n = 0;
+  const sl_device_kernel *k = sl_cuda_kernels(&n);
+  for (int i = 0; i < n; i++) {
+    if (!k[i].nodes) fail_msg("kernel '%s': its file names no node types (SL_CUDA_REGISTER_KERNELS)", k[i].name);
+    char word[128];
+    for (const char *p = k[i].nodes; *p;) {
+      while (*p == ' ') p++;
+      size_t w = strcspn(p, " ");
+      if (!w) break;
+      snprintf(word, sizeof word, "%.*s", (int)w, p);
+      const sl_node_desc *d = sl_registry_find(reg, word);
+      if (!d) fail_msg("kernel '%s' names node type '%s', which is not registered", k[i].name, word);
+      if (!d->kernel[SL_BACKEND_CUDA])
+        fail_msg("kernel '%s' names node type '%s', which has no CUDA kernel", k[i].name, word);
+      p += w;
+    }
+  }
+  /* the CUDA node types that launch no registered kernel: device copies
+   * (gather) and views (stream) */
+  const char *none = " gather stream ";
+  for (const char *t = "gather\0stream\0"; *t; t += strlen(t) + 1) {
+    const sl_node_desc *d = sl_registry_find(reg, t);
+    assert_non_null(d);
+    assert_non_null(d->kernel[SL_BACKEND_CUDA]);
+  }
+  int count = 0;
+  const sl_node_desc **all = sl_registry_list(reg, &count);
+  for (int t = 0; t < count; t++) {
+    if (!all[t]->kernel[SL_BACKEND_CUDA]) continue;
+    bool named = false;
+    for (int i = 0; i < n && !named; i++) named = sl_device_kernel_serves(&k[i], all[t]->type);
+    char key[160];
+    snprintf(key, sizeof key, " %s ", all[t]->type);
+    if (!named && !strstr(none, key))
+      fail_msg("node type '%s' has a CUDA kernel but no kernel file names it (SL_CUDA_REGISTER_KERNELS)",
+               all[t]->type);
+    if (named && strstr(none, key)) fail_msg("node type '%s' is named by a kernel file: take it off the list", all[t]->type);
+  }
+  free(all);
+}
+
 static void test_no_device_is_a_clear_error(void **state) {
   (void)state;
   if (g_have_device) {
@@ -746,6 +797,7 @@ int main(void) {
   if (child && !strcmp(child, "fault")) return child_fault();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_registry_table),
+      cmocka_unit_test(test_registry_node_types),
       cmocka_unit_test(test_no_device_is_a_clear_error),
       cmocka_unit_test(test_probe_fields),
       cmocka_unit_test(test_round_trip_zero_copy),

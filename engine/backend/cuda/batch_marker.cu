@@ -18,6 +18,7 @@ extern "C" int sl_cuda_batch_marker_write(void *stream, void *dst, uint32_t valu
 }
 
 extern "C" const sl_device_kernel *sl_cuda_batch_marker_kernel(void) {
-  static const sl_device_kernel k = {"sl_k_batch_marker", (const void *)sl_k_batch_marker, SL_KERNEL_ABI_VERSION};
+  static const sl_device_kernel k = {"sl_k_batch_marker", (const void *)sl_k_batch_marker, SL_KERNEL_ABI_VERSION,
+                                     nullptr};
   return &k;
 }

@@ -492,6 +492,7 @@ const sl_backend_ops sl_cuda_backend_ops = {
     .probe = cuda_probe,
     .warm_up_begin = sl_cuda_warm_up_begin,
     .warm_up_wait = sl_cuda_warm_up_wait,
+    .warm_up_nodes = sl_cuda_warm_up_nodes,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .alloc = cuda_alloc,

@@ -121,5 +121,8 @@ int sl_cuda_combine_merge(void *stream, int c, int dtype, void *acc, const void 
  * calls it first; sl_run_pipeline before it returns). */
 void sl_cuda_warm_up_begin(void);
 void sl_cuda_warm_up_wait(void);
+/* The kernels of these node types (sl_device_kernel.nodes) loaded on a
+ * second helper once the context is made; wait joins it too. */
+void sl_cuda_warm_up_nodes(const char *const *types, int n);
 
 #endif

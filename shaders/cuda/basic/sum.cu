@@ -44,7 +44,7 @@ static const sl_device_kernel sum_kernels[] = {
     ENTRY("sum_f32", sl_k_sum_float<float>),  ENTRY("sum_f64", sl_k_sum_float<double>),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(sum_kernels)
+SL_CUDA_REGISTER_KERNELS(sum_kernels, "sum")
 
 extern "C" sl_code sl_cuda_sum(const sl_cuda_sum_params *p, sl_kernel_args *a) {
   const long long item = p->item_elems, npos = a->pos_count;

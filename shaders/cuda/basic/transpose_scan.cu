@@ -33,7 +33,7 @@ static const sl_device_kernel transpose_kernels[] = {
     ENTRY("transpose_scan_8", sl_k_transpose_scan<unsigned long long>),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(transpose_kernels)
+SL_CUDA_REGISTER_KERNELS(transpose_kernels, "transpose_scan")
 
 template <typename T>
 static void launch(const sl_cuda_transpose_scan_params *p, sl_kernel_args *a, dim3 grid, cudaStream_t st) {

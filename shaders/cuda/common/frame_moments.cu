@@ -78,7 +78,7 @@ static const sl_device_kernel frame_moment_kernels[] = {
     ENTRY("frame_com_u32", (sl_k_frame_moments<uint32_t, 1, 1>)),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(frame_moment_kernels)
+SL_CUDA_REGISTER_KERNELS(frame_moment_kernels, "com moments")
 
 /* COM 0: S, Sr, Sc into a->out[first_out .. first_out + 2]; COM 1: the CoM. */
 template <int COM>

@@ -207,7 +207,7 @@ static const sl_device_kernel pixel_class_kernels[] = {
     ENTRY("masked_sums_moments_u32", (sl_k_masked_sums<uint32_t, 1, 2>)),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(pixel_class_kernels)
+SL_CUDA_REGISTER_KERNELS(pixel_class_kernels, "virtual_detectors virtual_image")
 
 /* ---- state ----------------------------------------------------------------------- */
 

@@ -103,7 +103,7 @@ static const sl_device_kernel bin_detector_kernels[] = {
     ENTRY("bin_audit_commit_u32", sl_k_bin_audit_commit<uint32_t>),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(bin_detector_kernels)
+SL_CUDA_REGISTER_KERNELS(bin_detector_kernels, "bin_detector")
 
 /* ---- state and errors ------------------------------------------------------------ */
 

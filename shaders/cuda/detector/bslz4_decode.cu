@@ -411,7 +411,7 @@ static const sl_device_kernel bslz4_decode_kernels[] = {
 };
 /* Entries [1, DECODE_KERNELS) are the decode kernels (their shared memory carveout). */
 enum { DECODE_KERNELS = 4 };
-SL_CUDA_REGISTER_KERNELS(bslz4_decode_kernels)
+SL_CUDA_REGISTER_KERNELS(bslz4_decode_kernels, "bslz4_decode")
 
 /* ------------------------------------------------------------ host --- */
 

@@ -326,7 +326,7 @@ static const sl_device_kernel mask_correct_kernels[] = {
 };
 #undef PER_TYPE
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(mask_correct_kernels)
+SL_CUDA_REGISTER_KERNELS(mask_correct_kernels, "mask_correct")
 
 /* ---- launcher -------------------------------------------------------------------- */
 

@@ -155,7 +155,7 @@ static const sl_device_kernel bf_segments_kernels[] = {
     ENTRY("bf_segments_sums_u32", sl_k_bf_segments_sums<uint32_t>),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(bf_segments_kernels)
+SL_CUDA_REGISTER_KERNELS(bf_segments_kernels, "bf_segments")
 
 /* ---- launchers ------------------------------------------------------------------- */
 

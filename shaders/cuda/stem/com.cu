@@ -188,7 +188,7 @@ static const sl_device_kernel com_kernels[] = {
     ENTRY("com_descan_apply", sl_k_descan_apply),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(com_kernels)
+SL_CUDA_REGISTER_KERNELS(com_kernels, "com")
 
 /* ---- launchers ------------------------------------------------------------------- */
 

@@ -234,7 +234,7 @@ static const sl_device_kernel dpc_kernels[] = {
     ENTRY("dpc_scalars", sl_k_dpc_scalars),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(dpc_kernels)
+SL_CUDA_REGISTER_KERNELS(dpc_kernels, "dpc")
 
 /* ---- state ----------------------------------------------------------------------- */
 

@@ -56,7 +56,7 @@ static const sl_device_kernel gain_kernels[] = {
     ENTRY("dpc_gain_position_sums", sl_k_dpc_gain_position_sums),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(gain_kernels)
+SL_CUDA_REGISTER_KERNELS(gain_kernels, "dpc")
 
 extern "C" int64_t sl_cuda_dpc_gain_sums_bytes(int n, int64_t wr, int64_t wc) {
   return ((int64_t)n * SL_DPC_GAIN_SEGMENT_SUMS + wr * wc) * (int64_t)sizeof(uint64_t);

@@ -393,7 +393,7 @@ static const sl_device_kernel parallax_kernels[] = {
     ENTRY("px_skewness", sl_k_px_skewness),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(parallax_kernels)
+SL_CUDA_REGISTER_KERNELS(parallax_kernels, "dpc")
 
 /* ---- context ---------------------------------------------------------------------- */
 

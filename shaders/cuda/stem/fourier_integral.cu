@@ -90,7 +90,7 @@ static const sl_device_kernel integral_kernels[] = {
     ENTRY("integral_remove_mean", sl_k_integral_remove_mean),
 };
 #undef ENTRY
-SL_CUDA_REGISTER_KERNELS(integral_kernels)
+SL_CUDA_REGISTER_KERNELS(integral_kernels, "dpc idpc")
 
 /* ---- pieces and plans ------------------------------------------------------------- */
 
