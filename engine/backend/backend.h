@@ -40,9 +40,10 @@ typedef struct sl_backend_ops {
   void (*warm_up_begin)(void);
   void (*warm_up_wait)(void);
   /* Optional: also load, in the background once the context is made, the
-   * device code of these node types (the kernels their launchers run), so
-   * that no node's first call waits for it; warm_up_wait joins it too. The
-   * strings must outlive the run (node descriptors' types). */
+   * device code of these node types (the kernels their launchers run), in
+   * their order, so that no node's first call waits for it; create does
+   * not wait for it, warm_up_wait joins it. The strings must outlive the
+   * run (node descriptors' types). */
   void (*warm_up_nodes)(const char *const *types, int n);
   /* threads: 0 = all available. */
   sl_code (*create)(int threads, sl_backend **out, sl_error *err);

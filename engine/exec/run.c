@@ -75,9 +75,11 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   sl_backend_caps caps;
   if (rc == SL_OK) rc = sl_graph_check_backend(out->graph, kind, err);
   if (rc == SL_OK && kind != SL_BACKEND_CPU) node_warm_ups(out->graph, true);
-  if (rc == SL_OK && ops->warm_up_nodes) { /* the device code of its nodes, while the host plans */
+  /* the device code of its nodes, while the host plans (the helper is
+   * joined below with the backend's warm-up) */
+  if (rc == SL_OK && warming[kind] && warming[kind]->warm_up_nodes) {
     const char *types[64];
-    ops->warm_up_nodes(types, node_types(out->graph, types, 0, 64));
+    warming[kind]->warm_up_nodes(types, node_types(out->graph, types, 0, 64));
   }
   if (rc == SL_OK) rc = sl_run_caps(ops, req->threads, &caps, err);
   if (rc == SL_OK) {

@@ -226,7 +226,9 @@ static void cuda_destroy(sl_backend *b);
 
 static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   *out = NULL;
-  sl_cuda_warm_up_wait(); /* the context and modules it made are used below */
+  /* the context it made is used below; the run's kernels may still be
+   * loading (sl_cuda_warm_up_nodes) */
+  sl_cuda_warm_up_context_wait();
   int device = 0;
   sl_code rc = select_device(&device, err);
   if (rc != SL_OK) return rc;

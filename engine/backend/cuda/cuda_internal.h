@@ -122,7 +122,9 @@ int sl_cuda_combine_merge(void *stream, int c, int dtype, void *acc, const void 
 void sl_cuda_warm_up_begin(void);
 void sl_cuda_warm_up_wait(void);
 /* The kernels of these node types (sl_device_kernel.nodes) loaded on a
- * second helper once the context is made; wait joins it too. */
+ * second helper once the context is made; wait joins it too, context_wait
+ * (create) only the context. */
 void sl_cuda_warm_up_nodes(const char *const *types, int n);
+void sl_cuda_warm_up_context_wait(void);
 
 #endif

@@ -11,7 +11,11 @@
  * which repeats every call with full error handling.
  *
  * Once the graph is known (its node types), a second helper loads the
- * kernels those types launch (sl_cuda_warm_up_nodes), after the context:
+ * kernels those types launch (sl_cuda_warm_up_nodes), after the context,
+ * in the graph's order; create waits for the context only, so the loads
+ * go on beside the run's start (the H200 took 6-8 ms to load
+ * stem_products' kernels, which create's wait for them added to its
+ * critical path), and the run's end joins the helper:
  * CUDA loads a module lazily, at its first use, and on the H200 that took
  * 0.8-2.0 ms of a node's first call (bslz4_decode 0.8, mask_correct 1.7-2.0,
  * virtual_detectors 0.9-1.2 in runs of stem_products with lazy against
@@ -76,13 +80,19 @@ static void *load_main(void *arg) {
   }
   int n = 0;
   const sl_device_kernel *k = sl_cuda_kernels(&n);
-  for (int i = 0; i < n; i++) {
-    bool wanted = false;
-    for (int t = 0; t < l->n_types && !wanted && k[i].func; t++) wanted = sl_device_kernel_serves(&k[i], l->types[t]);
-    struct cudaFuncAttributes attr;
-    /* asking for its attributes loads the kernel (and its module) */
-    if (wanted && cudaFuncGetAttributes(&attr, k[i].func) != cudaSuccess) (void)cudaGetLastError();
-  }
+  /* type by type, in the graph's order: the run may have started, and its
+   * first nodes' kernels are wanted first (a kernel launched before its
+   * turn loads itself, as without this helper) */
+  for (int t = 0; t < l->n_types; t++)
+    for (int i = 0; i < n; i++) {
+      bool first = true; /* not already loaded for an earlier type */
+      for (int u = 0; u < t && first; u++) first = !sl_device_kernel_serves(&k[i], l->types[u]);
+      struct cudaFuncAttributes attr;
+      /* asking for its attributes loads the kernel (and its module) */
+      if (k[i].func && first && sl_device_kernel_serves(&k[i], l->types[t]) &&
+          cudaFuncGetAttributes(&attr, k[i].func) != cudaSuccess)
+        (void)cudaGetLastError();
+    }
   return NULL;
 }
 
@@ -107,6 +117,8 @@ void sl_cuda_warm_up_nodes(const char *const *types, int n) {
   g_loader.running = pthread_create(&g_loader.thread, NULL, load_main, &g_loader) == 0;
   pthread_mutex_unlock(&g_loader.mu);
 }
+
+void sl_cuda_warm_up_context_wait(void) { sl_once_thread_join(&g_warm_up); }
 
 void sl_cuda_warm_up_wait(void) {
   sl_once_thread_join(&g_warm_up);
