@@ -2,13 +2,7 @@
  * is not available is an error; `auto` picks the best available. */
 #include "engine/backend/backend.h"
 
-#include <stdatomic.h>
 #include <string.h>
-
-static atomic_bool g_device_context;
-
-bool sl_backend_device_context_made(void) { return atomic_load(&g_device_context); }
-void sl_backend_note_device_context(void) { atomic_store(&g_device_context, true); }
 
 const sl_backend_ops *sl_backend_ops_for(sl_backend_kind k) {
   switch (k) {

@@ -115,14 +115,6 @@ struct sl_backend {
   void *impl;
 };
 
-/* Whether this process made a device context (the CUDA backend notes it
- * when its warm-up or create makes one). The command line then ends the
- * process with _exit once everything is written and flushed: the CUDA
- * runtime's teardown at exit took about a fifth of the H200's half-second
- * runs, and the driver frees the context with the process anyway. */
-bool sl_backend_device_context_made(void);
-void sl_backend_note_device_context(void);
-
 /* The backend table for a kind, or NULL when it is not compiled in. */
 const sl_backend_ops *sl_backend_ops_for(sl_backend_kind k);
 /* Parses "auto", "cpu", "cuda". */

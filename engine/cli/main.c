@@ -1,9 +1,7 @@
 /* sluice: the command line. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "engine/backend/backend.h"
 #include "engine/core/fd_table.h"
 #include "engine/cli/cli.h"
 #include "engine/exec/sinks.h"
@@ -40,22 +38,6 @@ static void help(FILE *f) {
           "  3  over the memory budget (nothing was allocated)\n");
 }
 
-/* A command's exit. Everything it writes is closed by the time it returns
- * (results.h5 and the PNGs published, report.json written; HDF5 keeps no
- * exit handler, sl_h5_writer_process_init): a process that made a device
- * context leaves with _exit after flushing stdio, skipping the CUDA
- * runtime's teardown (sl_backend_device_context_made says why). Not under
- * AddressSanitizer, whose leak check runs at exit. */
-static int leave(int rc) {
-#ifndef __SANITIZE_ADDRESS__
-  if (sl_backend_device_context_made()) {
-    fflush(NULL);
-    _exit(rc);
-  }
-#endif
-  return rc;
-}
-
 int main(int argc, char **argv) {
   sl_fd_table_grow_early(); /* before any thread: engine/core/fd_table.h says why */
   sl_h5_writer_process_init(); /* before anything touches HDF5 */
@@ -72,7 +54,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-    if (!strcmp(argv[1], k_commands[i].name)) return leave(k_commands[i].run(argc - 1, argv + 1));
+    if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].run(argc - 1, argv + 1);
   fprintf(stderr, "sluice: error: unknown command '%s' (see sluice --help)\n", argv[1]);
   return 2;
 }

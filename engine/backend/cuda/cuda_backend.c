@@ -286,7 +286,6 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
     cuda_destroy(b);
     return rc;
   }
-  sl_backend_note_device_context();
   *out = b;
   return SL_OK;
 }

@@ -26,7 +26,6 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_internal.h"
 #include "engine/core/kernel_abi.h"
 #include "engine/core/once_thread.h"
@@ -42,7 +41,6 @@ static void *warm_up_main(void *arg) {
     (void)cudaGetLastError();
     return NULL;
   }
-  sl_backend_note_device_context();
   struct cudaFuncAttributes attr;
   const sl_device_kernel *marker = sl_cuda_batch_marker_kernel();
   if (cudaFuncGetAttributes(&attr, marker->func) != cudaSuccess) (void)cudaGetLastError();
