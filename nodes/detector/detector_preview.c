@@ -95,6 +95,18 @@ static sl_code preview_infer(sl_node *n, sl_error *err) {
   return rc;
 }
 
+/* The workspace's layout: the window (64-byte aligned), a status per chunk,
+ * then an error per chunk at sl_error's alignment (its int64_t chunk field:
+ * right after the 4-byte statuses it was misaligned). */
+static int64_t status_at(int64_t window_bytes) { return (window_bytes + 63) / 64 * 64; }
+static int64_t errors_at(int64_t window_bytes, int64_t chunks) {
+  const int64_t a = (int64_t)_Alignof(sl_error), end = status_at(window_bytes) + (chunks + 1) * (int64_t)sizeof(sl_code);
+  return (end + a - 1) / a * a;
+}
+static int64_t preview_workspace_bytes(int64_t window_bytes, int64_t chunks) {
+  return errors_at(window_bytes, chunks) + (chunks + 1) * (int64_t)sizeof(sl_error);
+}
+
 static void preview_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   int64_t frames = detector_preview_params_of(n)->frames, item = sl_desc_elems(&n->out[0]);
@@ -105,7 +117,7 @@ static void preview_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
    * each worker decodes a stored chunk at a time into its scratch and adds
    * it into its own u64 partial sum. */
   const preview_params_and_facts *f = facts_of(n);
-  c->workspace_bytes = f->window_bytes + (f->chunks + 1) * (int64_t)(sizeof(sl_code) + sizeof(sl_error));
+  c->workspace_bytes = preview_workspace_bytes(f->window_bytes, f->chunks);
   c->per_worker_bytes = (f->stored_chunk_bytes + 63) / 64 * 64 + item * (int64_t)sizeof(uint64_t);
 }
 
@@ -254,8 +266,8 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
                    ix->source);
   /* The workspace: the window, then a status and an error per chunk. */
   uint8_t *raw = a->workspace;
-  sl_code *status = (sl_code *)(raw + ((size_t)f->window_bytes + 63) / 64 * 64);
-  sl_error *errs = (sl_error *)(status + count + 1);
+  sl_code *status = (sl_code *)(raw + status_at(f->window_bytes));
+  sl_error *errs = (sl_error *)(raw + errors_at(f->window_bytes, f->chunks));
   uint64_t *offsets = malloc((size_t)(count + 1) * sizeof *offsets);
   int64_t *first = malloc((size_t)(count + 1) * sizeof *first);
   sl_chunk_reader *reader = NULL;
