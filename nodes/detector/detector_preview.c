@@ -95,6 +95,8 @@ static sl_code preview_infer(sl_node *n, sl_error *err) {
   return rc;
 }
 
+#define PREVIEW_PIECE_BYTES (256 << 10)
+
 /* The workspace's layout: the window (64-byte aligned), a status per chunk,
  * then an error per chunk at sl_error's alignment (its int64_t chunk field:
  * right after the 4-byte statuses it was misaligned). */
@@ -282,8 +284,13 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
    * bytes back to back, so the pieces of the whole window tile it): the
    * first piece is decoded while the reader reads the rest. Read whole and
    * then decoded, the dev VM's 256 frames (1.8 MB) took 2.0 ms to read
-   * before the 5.2 ms of decoding could start, at 1 thread. */
-  const int64_t pieces = count < SL_CHUNK_READER_DEPTH ? count : SL_CHUNK_READER_DEPTH;
+   * before the 5.2 ms of decoding could start, at 1 thread. A window of at
+   * least PREVIEW_PIECE_BYTES: cut smaller, the handoffs cost more than the
+   * overlap gives (the test acquisition's 122 kB preview took 1.3-1.6 ms
+   * in four windows against 0.9-1.1 in one). */
+  int64_t pieces = (int64_t)(window / PREVIEW_PIECE_BYTES);
+  pieces = pieces < 1 ? 1 : pieces > SL_CHUNK_READER_DEPTH ? SL_CHUNK_READER_DEPTH : pieces;
+  if (pieces > count) pieces = count;
   const int64_t per_piece = pieces > 0 ? (count + pieces - 1) / pieces : 0;
   if (rc == SL_OK) {
     sl_h5_window_offsets(ix, 0, count, offsets);

@@ -111,14 +111,17 @@ static void t_bslz4(void **state) { check_layout("pvlz4", FX_BSLZ4, true); }
  * fails with a format error that names the data file and the chunk, at 1
  * and 3 workers, and nothing leaks (the outstanding windows are dropped;
  * the sanitizer build checks). Chunk 4 of 9 is in the second of three
- * windows. */
+ * windows (frames of 256 x 512, big enough to be cut into windows). */
 static void t_corrupt_later_chunk(void **state) {
   fx_require_bitshuffle();
-  const int64_t h = 9, w = 11;
+  const int64_t h = 256, w = 512;
   fx_opts o = {.n_files = 2, .frames = {5, 4}, .h = h, .w = w, .k = 1, .layout = FX_BSLZ4};
   char m[512];
   sl_h5_index *ix = fx_index("pvbad", &o, m, sizeof m);
   assert_int_equal(ix->n_chunks, 9);
+  /* windows of at least 256 KiB (PREVIEW_PIECE_BYTES), so these stored
+   * bytes make three windows of three chunks */
+  assert_true(sl_h5_window_bytes(ix, 0, 9) >= 3 * (256 << 10));
   const sl_h5_chunk *c = &ix->chunks[4];
   char data[512];
   snprintf(data, sizeof data, "%s", ix->files[c->file]);
@@ -130,8 +133,9 @@ static void t_corrupt_later_chunk(void **state) {
   assert_int_equal(fwrite(bogus, 1, 8, f), 8);
   assert_int_equal(fclose(f), 0);
   sl_h5_index_free(ix);
+  double *got = malloc((size_t)(h * w) * sizeof *got);
+  assert_non_null(got);
   for (int threads = 1; threads <= 3; threads += 2) {
-    double got[9 * 11];
     sl_node n;
     sl_error e;
     sl_error_clear(&e);
@@ -148,6 +152,7 @@ static void t_corrupt_later_chunk(void **state) {
     assert_int_equal(rc, SL_OK);
     node_free(&n);
   }
+  free(got);
 }
 
 static void t_errors(void **state) {
