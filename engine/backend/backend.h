@@ -29,21 +29,25 @@ typedef enum sl_queue { SL_QUEUE_COMPUTE = 0, SL_QUEUE_COPY = 1 } sl_queue;
 /* A point in a queue's work (a cudaEvent_t on CUDA); opaque. */
 typedef struct sl_event sl_event;
 
+/* The most node types a run hands warm_up_nodes (the rest load lazily). */
+#define SL_WARM_UP_TYPES_MAX 64
+
 typedef struct sl_backend_ops {
   sl_backend_kind kind;
   /* Capabilities without creating a context; may touch the device (only
    * `sluice devices` and backend selection call it). */
   sl_code (*probe)(sl_backend_caps *caps, sl_error *err);
-  /* Optional (NULL on the CPU): start the device's initialisation (context,
-   * kernel modules) in the background, so that it overlaps loading and
-   * planning the pipeline; wait joins it. create waits by itself. */
+  /* Optional (NULL on the CPU): start the device's initialisation (the
+   * context) in the background, so that it overlaps loading and planning
+   * the pipeline; wait joins it (and warm_up_nodes' loads). create waits
+   * for the context by itself. */
   void (*warm_up_begin)(void);
   void (*warm_up_wait)(void);
   /* Optional: also load, in the background once the context is made, the
    * device code of these node types (the kernels their launchers run), in
    * their order, so that no node's first call waits for it; create does
-   * not wait for it, warm_up_wait joins it. The strings must outlive the
-   * run (node descriptors' types). */
+   * not wait for it, warm_up_wait joins it. At most SL_WARM_UP_TYPES_MAX
+   * types; the strings must outlive the run (node descriptors' types). */
   void (*warm_up_nodes)(const char *const *types, int n);
   /* threads: 0 = all available. */
   sl_code (*create)(int threads, sl_backend **out, sl_error *err);

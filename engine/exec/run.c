@@ -78,8 +78,8 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   /* the device code of its nodes, while the host plans (the helper is
    * joined below with the backend's warm-up) */
   if (rc == SL_OK && warming[kind] && warming[kind]->warm_up_nodes) {
-    const char *types[64];
-    warming[kind]->warm_up_nodes(types, node_types(out->graph, types, 0, 64));
+    const char *types[SL_WARM_UP_TYPES_MAX];
+    warming[kind]->warm_up_nodes(types, node_types(out->graph, types, 0, SL_WARM_UP_TYPES_MAX));
   }
   if (rc == SL_OK) rc = sl_run_caps(ops, req->threads, &caps, err);
   if (rc == SL_OK) {

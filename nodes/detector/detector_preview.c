@@ -143,6 +143,7 @@ typedef struct preview_job {
   sl_code *status;      /* per chunk */
   sl_error *errs;       /* per chunk */
   const uint8_t *mask;
+  int64_t window_first; /* the chunk of the window being decoded that a range's 0 is */
 } preview_job;
 
 /* Adds n frames of T at x (frame_bytes apart) into a worker's partial sum
@@ -179,12 +180,13 @@ static int64_t narrow_frames_max(int elem_size) {
   return elem_size == 1 ? UINT32_MAX / 0xFE : elem_size == 2 ? UINT32_MAX / 0xFFFE : 0;
 }
 
+/* Chunks [begin, end) of the window that starts at chunk j->window_first. */
 static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const preview_job *j = ctx;
   const sl_h5_index *ix = j->ix;
   uint8_t *scratch = sl_worker_scratch(j->a, worker);
   void *sum = scratch + j->partial_at;
-  for (int64_t k = begin; k < end; k++) {
+  for (int64_t k = j->window_first + begin; k < j->window_first + end; k++) {
     const sl_h5_chunk *c = &ix->chunks[k];
     const uint8_t *src = j->raw + j->offsets[k], *x = src;
     int64_t n = c->n_frames < j->want - j->first[k] ? c->n_frames : j->want - j->first[k];
@@ -225,22 +227,6 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
     j->status[k] = rc;
   }
 }
-/* decode_add_range over one window's chunks [first, first + n): the range
- * a worker gets is relative to the window. */
-typedef struct piece_job {
-  const preview_job *j;
-  int64_t first;
-} piece_job;
-
-static void decode_add_piece(void *ctx, int64_t begin, int64_t end, int worker) {
-  const piece_job *pj = ctx;
-  decode_add_range((void *)pj->j, pj->first + begin, pj->first + end, worker);
-}
-
-/* The stored chunks that hold the first `want` frames, read with the
- * project's chunk reader (into the lent workspace, a few windows in
- * flight), decoded and summed in parallel into sum, each window as it
- * arrives. */
 /* Where a preview's time went (report.json's notes: it runs before the
  * scan, on the critical path of every run that fits its geometry). */
 typedef struct preview_times {
@@ -249,6 +235,15 @@ typedef struct preview_times {
   int workers, readers;
 } preview_times;
 
+/* How many of `count` chunks the window that starts at chunk c0 holds. */
+static int64_t window_chunks(int64_t count, int64_t per_window, int64_t c0) {
+  return count - c0 < per_window ? count - c0 : per_window;
+}
+
+/* The stored chunks that hold the first `want` frames, read with the
+ * project's chunk reader (into the lent workspace, a few windows in
+ * flight), decoded and summed in parallel into sum, each window as it
+ * arrives. */
 static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, int64_t want, double *sum,
                                 preview_times *times, sl_error *err) {
   const preview_params_and_facts *f = facts_of(a->node);
@@ -297,7 +292,7 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
     for (int64_t k = 0, fr = 0; k < count; fr += ix->chunks[k].n_frames, k++) first[k] = fr, status[k] = SL_OK;
   }
   for (int64_t c0 = 0; rc == SL_OK && c0 < count; c0 += per_piece) {
-    const int64_t n = count - c0 < per_piece ? count - c0 : per_piece;
+    const int64_t n = window_chunks(count, per_piece, c0);
     rc = sl_chunk_reader_request(reader, c0, n, raw + offsets[c0], (size_t)(offsets[c0 + n] - offsets[c0]), err);
   }
   const double opened = sl_now() - t0; /* the files opened, every window requested */
@@ -309,14 +304,14 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   }
   double waited = 0, decoded = 0;
   for (int64_t c0 = 0; rc == SL_OK && c0 < count; c0 += per_piece) {
-    const int64_t n = count - c0 < per_piece ? count - c0 : per_piece;
+    const int64_t n = window_chunks(count, per_piece, c0);
     double tw = sl_now();
     rc = sl_chunk_reader_wait(reader, err);
     double td = sl_now();
     waited += td - tw;
     if (rc == SL_OK) {
-      piece_job pj = {&j, c0};
-      b->ops->parallel_for(b, n, 1, decode_add_piece, &pj);
+      j.window_first = c0;
+      b->ops->parallel_for(b, n, 1, decode_add_range, &j);
       for (int64_t k = c0; k < c0 + n && rc == SL_OK; k++)
         if (status[k] != SL_OK) *err = errs[k], rc = status[k];
     }
@@ -362,8 +357,8 @@ static sl_code preview_cpu(sl_kernel_args *a) {
     sl_node_note((sl_node *)a->node, "preview", "mean of the first %lld frames of %s", (long long)done,
                  ix->source);
     sl_node_note((sl_node *)a->node, "preview_seconds",
-                 "index %.4f, read %.4f (not hidden behind decoding: opening, and waits for the reader; %lld stored chunks, %lld bytes, %d reader threads), decode and add %.4f "
-                 "(%d workers), merge %.4f",
+                 "index %.4f, read %.4f (not hidden behind decoding: opening, and waits for the reader; "
+                 "%lld stored chunks, %lld bytes, %d reader threads), decode and add %.4f (%d workers), merge %.4f",
                  t_index, t.read, (long long)t.chunks, (long long)t.bytes, t.readers, t.decode, t.workers, t.merge);
   }
   sl_h5_index_put(ix);

@@ -117,14 +117,14 @@ int sl_cuda_combine_identity(void *stream, int c, int dtype, void *dst, int64_t 
 int sl_cuda_combine_merge(void *stream, int c, int dtype, void *acc, const void *partial, int64_t n);
 
 /* Device initialisation on a helper thread, overlapping the host's planning
- * (cuda_warm_up.c): begin starts it once per process, wait joins it (create
- * calls it first; sl_run_pipeline before it returns). */
+ * (cuda_warm_up.c): begin starts it once per process; context_wait joins it
+ * (create calls it first). */
 void sl_cuda_warm_up_begin(void);
-void sl_cuda_warm_up_wait(void);
-/* The kernels of these node types (sl_device_kernel.nodes) loaded on a
- * second helper once the context is made; wait joins it too, context_wait
- * (create) only the context. */
-void sl_cuda_warm_up_nodes(const char *const *types, int n);
 void sl_cuda_warm_up_context_wait(void);
+/* The kernels of these node types (sl_device_kernel.nodes) loaded on a
+ * second helper once the context is made. */
+void sl_cuda_warm_up_nodes(const char *const *types, int n);
+/* Joins both helpers (sl_run_pipeline before it returns). */
+void sl_cuda_warm_up_wait(void);
 
 #endif

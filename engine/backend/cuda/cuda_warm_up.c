@@ -5,23 +5,21 @@
  * and none of it depends on the pipeline. `sluice run` starts it on a helper
  * thread before it loads and plans the pipeline (sl_run_pipeline calls the
  * backend's warm_up_begin), so it overlaps the host's planning and chunk
- * listing; create waits for it (warm_up_wait) and then finds the context
- * made and the modules loaded. The helper only makes the runtime's
+ * listing; create waits for it (sl_cuda_warm_up_context_wait) and then
+ * finds the context made. The helper only makes the runtime's
  * process-wide state: failures are ignored here and reported by create,
  * which repeats every call with full error handling.
  *
- * Once the graph is known (its node types), a second helper loads the
- * kernels those types launch (sl_cuda_warm_up_nodes), after the context,
- * in the graph's order; create waits for the context only, so the loads
- * go on beside the run's start (the H200 took 6-8 ms to load
- * stem_products' kernels, which create's wait for them added to its
- * critical path), and the run's end joins the helper:
- * CUDA loads a module lazily, at its first use, and on the H200 that took
+ * CUDA loads a module lazily, at its first use: on the H200 that took
  * 0.8-2.0 ms of a node's first call (bslz4_decode 0.8, mask_correct 1.7-2.0,
  * virtual_detectors 0.9-1.2 in runs of stem_products with lazy against
- * eager loading), on the run's critical path and in no estimate's reach.
- * Loading every kernel of the binary instead would take about a tenth of
- * a second. */
+ * eager loading), inside the run and in no estimate's reach. So once the
+ * graph is known, a second helper loads the kernels its node types launch
+ * (sl_cuda_warm_up_nodes), after the context, type by type in the graph's
+ * order. create does not wait for it (waited for there, stem_products'
+ * 6-8 ms of loads sat on the critical path); the run's end joins it
+ * (sl_cuda_warm_up_wait). Loading every kernel of the binary instead would
+ * take about a tenth of a second. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -57,16 +55,15 @@ void sl_cuda_warm_up_begin(void) {
 }
 
 /* The second helper: the node types whose kernels it loads (pointers into
- * the node descriptors; a run with more types than this loads the rest
- * lazily, as before). */
-enum { LOADER_TYPES = 64 };
+ * the node descriptors; a run with more types than SL_WARM_UP_TYPES_MAX
+ * loads the rest lazily, as before). */
 typedef struct kernel_loader {
   pthread_mutex_t mu;
   pthread_t thread;
   bool running;
   int device;
   int n_types;
-  const char *types[LOADER_TYPES];
+  const char *types[SL_WARM_UP_TYPES_MAX];
 } kernel_loader;
 
 static kernel_loader g_loader = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -82,14 +79,13 @@ static void *load_main(void *arg) {
   const sl_device_kernel *k = sl_cuda_kernels(&n);
   /* type by type, in the graph's order: the run may have started, and its
    * first nodes' kernels are wanted first (a kernel launched before its
-   * turn loads itself, as without this helper) */
+   * turn loads itself, as without this helper). Asking for a kernel's
+   * attributes loads it and its module; asked again (a kernel that serves
+   * two of the types), it is already loaded. */
   for (int t = 0; t < l->n_types; t++)
     for (int i = 0; i < n; i++) {
-      bool first = true; /* not already loaded for an earlier type */
-      for (int u = 0; u < t && first; u++) first = !sl_device_kernel_serves(&k[i], l->types[u]);
       struct cudaFuncAttributes attr;
-      /* asking for its attributes loads the kernel (and its module) */
-      if (k[i].func && first && sl_device_kernel_serves(&k[i], l->types[t]) &&
+      if (k[i].func && sl_device_kernel_serves(&k[i], l->types[t]) &&
           cudaFuncGetAttributes(&attr, k[i].func) != cudaSuccess)
         (void)cudaGetLastError();
     }
@@ -111,7 +107,7 @@ void sl_cuda_warm_up_nodes(const char *const *types, int n) {
   loader_join(); /* a previous run's, if any */
   pthread_mutex_lock(&g_loader.mu);
   g_loader.device = (int)setting;
-  g_loader.n_types = n < LOADER_TYPES ? n : LOADER_TYPES;
+  g_loader.n_types = n < SL_WARM_UP_TYPES_MAX ? n : SL_WARM_UP_TYPES_MAX;
   for (int t = 0; t < g_loader.n_types; t++) g_loader.types[t] = types[t];
   /* a thread that cannot be made leaves the kernels to load lazily */
   g_loader.running = pthread_create(&g_loader.thread, NULL, load_main, &g_loader) == 0;
