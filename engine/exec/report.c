@@ -201,11 +201,27 @@ static double decided_seconds_all(const sl_plan *p);
  * when none; an iterate node's is its body's nodes' over every iteration
  * (they ran in the body's graph, which holds their records). Known only
  * once it ran: report.json adds it to the plan's. */
+/* Node i's decided rate key (its rate key and "/" variant); false when it
+ * decided on no work. */
+static bool decided_key(const sl_plan *p, int i, char *buf, size_t len) {
+  const sl_node *n = &p->graph->nodes[i];
+  const char *variant = p->nodes[i].cost.decided_variant;
+  if (!(n->decided_ops > 0) || p->nodes[i].body) return false;
+  char base[96];
+  sl_cost_rate_key(n, base, sizeof base);
+  snprintf(buf, len, "%s%s%.30s", base, variant ? "/" : "", variant ? variant : "");
+  return true;
+}
+
 static double decided_seconds(const sl_plan *p, int i) {
   if (p->nodes[i].body) return decided_seconds_all(p->nodes[i].body);
   const sl_node *n = &p->graph->nodes[i];
+  /* the variant's first call is paid by the first node that decided on it */
+  char key[128], other[128];
+  bool first = decided_key(p, i, key, sizeof key);
+  for (int q = 0; q < i && first; q++) first = !decided_key(p, q, other, sizeof other) || strcmp(key, other);
   return sl_cost_decided_seconds(&p->profile, n, p->nodes[i].cost.decided_variant, n->decided_ops,
-                                 p->caps.device_memory && n->desc && !n->desc->host);
+                                 &p->nodes[i].cost, first, p->caps.device_memory && n->desc && !n->desc->host);
 }
 
 static double decided_seconds_all(const sl_plan *p) {

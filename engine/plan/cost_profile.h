@@ -176,9 +176,12 @@ void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
  * data, at the rate of its key plus "/" variant (sl_node_decided_work),
  * with what that variant's run costs over the node's own (device: the node
  * runs on a device, whose run constants scale below calibrate's least
- * work); 0 for none. */
+ * work) and, with `first` (no earlier node of the run decided on the
+ * variant), what its first call in a process costs over the node's own
+ * (sl_cost_first_call_seconds of `cost`, the node's planned work); 0 for
+ * none. */
 double sl_cost_decided_seconds(const sl_cost_profile *p, const sl_node *n, const char *variant, int64_t ops,
-                               bool device);
+                               const sl_node_cost *cost, bool first, bool device);
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls, bool device);
 /* The rate that estimates a node of rate key `type` (as sl_cost_estimate

@@ -265,17 +265,48 @@ static void test_decided_seconds(void **state) {
   sl_node n;
   memset(&n, 0, sizeof n);
   n.desc = &desc; /* no inputs: the key is the type's */
-  assert_true(sl_cost_decided_seconds(&p, &n, "deep", 0, true) == 0);
-  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, false) - (0.016 + 0.006)) < 1e-15);
-  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, true) - (0.016 + 0.006)) < 1e-15);
+  const sl_node_cost none = {0};
+  assert_true(sl_cost_decided_seconds(&p, &n, "deep", 0, &none, false, true) == 0);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, &none, false, false) - (0.016 + 0.006)) < 1e-15);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, &none, false, true) - (0.016 + 0.006)) < 1e-15);
   /* below the least work a device run pays its share of the constant */
-  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 2000000, true) - (0.004 + 0.0035 - 0.001)) < 1e-15);
-  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 2000000, false) - (0.004 + 0.006)) < 1e-15);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 2000000, &none, false, true) - (0.004 + 0.0035 - 0.001)) < 1e-15);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 2000000, &none, false, false) - (0.004 + 0.006)) < 1e-15);
   /* without a variant: the node's own rate, no constant */
-  assert_true(fabs(sl_cost_decided_seconds(&p, &n, NULL, 1000000, true) - 0.001) < 1e-15);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, NULL, 1000000, &none, false, true) - 0.001) < 1e-15);
   variant.run_seconds = 0.0005; /* below the node's own: nothing more */
   assert_true(sl_cost_profile_set_rate(&p, &variant));
-  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, false) - 0.016) < 1e-15);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 8000000, &none, false, false) - 0.016) < 1e-15);
+}
+
+/* The first node of a run that decides on a variant pays the variant's
+ * first call over the node's own (sl_cost_first_call_seconds of the node's
+ * planned work: on the host a share of it below the variant's least
+ * bytes); later nodes, and a variant whose first call is below the node's
+ * own, add nothing. */
+static void test_decided_first_call(void **state) {
+  (void)state;
+  sl_cost_profile p = hand_made();
+  const sl_cost_rate own = {"fit", true, 0, 1e-9, 0, 0.0001, 0, 0, 0, 0};
+  sl_cost_rate variant = {"fit/deep", true, 0, 2e-9, 0, 0.0025, 0, 0, 200000, 0};
+  assert_true(sl_cost_profile_set_rate(&p, &own));
+  assert_true(sl_cost_profile_set_rate(&p, &variant));
+  const sl_node_desc desc = {.type = "fit"};
+  sl_node n;
+  memset(&n, 0, sizeof n);
+  n.desc = &desc;
+  const sl_node_cost big = {.bytes_read = 300000}, half = {.bytes_read = 100000};
+  const double ops = 0.002; /* 1e6 operations at the variant's rate */
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 1000000, &big, true, false) - (ops + 0.0024)) < 1e-15);
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 1000000, &big, false, false) - ops) < 1e-15);
+  /* on the host below the least bytes: the share of both first calls */
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 1000000, &half, true, false) -
+                   (ops + 0.5 * 0.0025 - 0.0001)) < 1e-15);
+  /* on a device a first call is not scaled */
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 1000000, &half, true, true) - (ops + 0.0024)) < 1e-15);
+  variant.first_call_seconds = 0.00005; /* below the node's own */
+  assert_true(sl_cost_profile_set_rate(&p, &variant));
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 1000000, &big, true, false) - ops) < 1e-15);
 }
 
 /* A plan's estimate: ramp -> sum over 4 chunks; ramp has no rate (the
@@ -609,8 +640,10 @@ static void test_cold_reads(void **state) {
 
 /* The pooled buffers taken and given back, and their first touch: the
  * run's estimate grows by pool_seconds_per_byte + first_touch_seconds_per_byte
- * times the bytes of its slots, its workspace and its reductions' partials,
- * outside every node and level. */
+ * times the bytes of its slots, its workspace and its reductions' partials;
+ * the first touch of each slot is also the estimate of the node that first
+ * writes it, in the level of its first call (the ramp's chunk: its first
+ * call writes the slot's pages), and the levels grow by exactly that. */
 static void test_pool_estimate(void **state) {
   (void)state;
   static const char yaml[] =
@@ -631,7 +664,20 @@ static void test_pool_estimate(void **state) {
   for (int k = 0; k < p1->n_slots; k++) pooled += (double)p1->slots[k].bytes;
   assert_true(pooled >= 16 * 256 * 4); /* a chunk of 16 ramp rows at least */
   assert_true(fabs(p1->est_seconds - (p0->est_seconds + 1.5 * pooled / 1048576)) <= 1e-9 * p1->est_seconds);
-  for (int l = 0; l < p1->n_levels; l++) assert_true(p1->levels[l].est_seconds == p0->levels[l].est_seconds);
+  double touched = 0, levels = 0, ramp_out = 0;
+  for (int k = 0; k < p1->n_slots; k++) {
+    int64_t most = 0; /* the slot's largest occupant */
+    for (int b = 0; b < p1->n_buffers; b++)
+      if (p1->buffers[b].slot == k && p1->buffers[b].bytes > most) most = p1->buffers[b].bytes;
+    touched += (double)most;
+  }
+  for (int b = 0; b < p1->n_buffers; b++)
+    if (p1->buffers[b].node == sl_graph_find(g1, "r")) ramp_out += (double)p1->buffers[b].bytes;
+  assert_true(ramp_out >= 16 * 256 * 4);
+  for (int l = 0; l < p1->n_levels; l++) levels += p1->levels[l].est_seconds - p0->levels[l].est_seconds;
+  assert_true(fabs(levels - 0.5 * touched / 1048576) <= 1e-12);
+  const int r = sl_graph_find(g1, "r");
+  assert_true(fabs(p1->nodes[r].est_seconds - p0->nodes[r].est_seconds - 0.5 * ramp_out / 1048576) <= 1e-12);
   free_plan_text(p0, g0, s0);
   free_plan_text(p1, g1, s1);
 }
@@ -745,6 +791,7 @@ int main(void) {
       cmocka_unit_test(test_estimate_closed_form),
       cmocka_unit_test(test_run_setup_below_least),
       cmocka_unit_test(test_decided_seconds),
+      cmocka_unit_test(test_decided_first_call),
       cmocka_unit_test(test_plan_estimate),
       cmocka_unit_test(test_warm_up_wait),
       cmocka_unit_test(test_first_calls),

@@ -295,7 +295,8 @@ static void test_decided_work_in_iterate_body(void **state) {
   assert_non_null(bp);
   const int w = sl_graph_find(bp->graph, "w");
   assert_int_equal(bp->graph->nodes[w].decided_ops, 3 * DECIDED_OPS);
-  const double once = sl_cost_decided_seconds(&bp->profile, &bp->graph->nodes[w], NULL, DECIDED_OPS, false);
+  const double once = sl_cost_decided_seconds(&bp->profile, &bp->graph->nodes[w], NULL, DECIDED_OPS,
+                                            &bp->nodes[w].cost, false, false);
   assert_true(once > 0);
   char *json = NULL;
   size_t len = 0;
