@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -240,6 +241,7 @@ typedef struct calibration {
   double first_process_load; /* the library load a fresh process of this command met; < 0: none */
   int argc;                  /* this command's arguments left by own_options, for its children */
   char **argv;
+  double host_first_touch; /* device backends: the measured host_first_touch_seconds_per_byte */
   first_call first[CALIBRATE_MAX_FIRST]; /* per rate key, in the order first met */
   int n_first;
   sample *warm;       /* a first run's nodes in a fresh process (first_run_in_child) */
@@ -441,7 +443,11 @@ static void note_first_calls(calibration *c, const sl_run *run) {
     /* A cuFFT user's first call in the child came after the library had
      * loaded (first_run_only): its extra is the rest of a first call, which
      * the plan adds to the load's own wait. */
-    double extra = fmax(0, c->warm[i].seconds - sl_report_node_seconds(run->plan, &run->result, i));
+    /* Less the host memory the node is first to touch on a device backend,
+     * which this process reuses from run to run and a run's plan adds on
+     * its own (sl_plan_node.first_touch_bytes). */
+    double extra = fmax(0, c->warm[i].seconds - sl_report_node_seconds(run->plan, &run->result, i) -
+                               (double)run->plan->nodes[i].first_touch_bytes * c->host_first_touch);
     first_call *f = NULL;
     for (int k = 0; k < c->n_first && !f; k++)
       if (!strcmp(c->first[k].type, key)) f = &c->first[k];
@@ -565,6 +571,31 @@ static sl_code first_touch_sample(const sl_backend_ops *ops, sl_backend *b, size
   if (z) ops->free(b, z, bytes);
   *per_byte = fmax(0, t_fresh - t_warm) / (double)bytes;
   return rc;
+}
+
+/* Device backends: the first touch of fresh host memory, per byte (the
+ * median of three fresh mappings: writing one against writing it again),
+ * what the executor's host memory for host nodes costs a fresh process
+ * (sl_cost_profile.host_first_touch_seconds_per_byte). Mapped here rather
+ * than allocated, so that each sample is fresh whatever the allocator
+ * keeps; the executor's buffers of a megabyte and more are mappings too. */
+static sl_code measure_host_first_touch(size_t bytes, double *per_byte, sl_error *err) {
+  double touch[3];
+  for (int k = 0; k < 3; k++) {
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return sl_fail(err, SL_ERR_NOMEM, "cannot map %zu bytes to time their first touch", bytes);
+    double t_fresh = sl_now();
+    memset(m, 1, bytes);
+    t_fresh = sl_now() - t_fresh;
+    double t_warm = sl_now();
+    memset(m, 2, bytes);
+    t_warm = sl_now() - t_warm;
+    touch[k] = fmax(0, t_fresh - t_warm) / (double)bytes;
+    munmap(m, bytes); /* m escapes to munmap: both memsets stay */
+  }
+  qsort(touch, 3, sizeof *touch, cmp_double);
+  *per_byte = touch[1];
+  return SL_OK;
 }
 
 /* Bandwidth: a copy between two device buffers, read + written bytes per
@@ -862,6 +893,8 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("  first touch      %8.4f ns per byte (fresh buffers faulted in by the kernel that writes them first)\n",
          p->first_touch_seconds_per_byte * 1e9);
   if (p->kind != SL_BACKEND_CPU) {
+    printf("  host first touch %8.4f ns per byte (host nodes' scratch and workspace, faulted in by the first to write them)\n",
+           p->host_first_touch_seconds_per_byte * 1e9);
     printf("  library load     %8.2f ms (left once the backend is up; a first cuFFT call waits for it)\n",
            p->library_load_seconds * 1e3);
     if (c->first_process_load >= 0)
@@ -1097,6 +1130,9 @@ int cmd_calibrate(int argc, char **argv) {
   if (st == SL_OK) st = measure_bandwidth(&c, copy_bytes, &prof.bytes_per_second, &prof.read_bytes_per_second,
                                         &prof.pool_seconds_per_byte,
                                         &prof.first_touch_seconds_per_byte, &err);
+  if (st == SL_OK && c.kind != SL_BACKEND_CPU)
+    st = measure_host_first_touch(copy_bytes, &prof.host_first_touch_seconds_per_byte, &err);
+  c.host_first_touch = prof.host_first_touch_seconds_per_byte;
   if (st == SL_OK) st = measure_overheads(&c, chunks, &prof, &err);
   if (st == SL_OK) st = write_file(c.dir, "step.yaml", k_step_yaml, step, sizeof step, &err);
   if (st == SL_OK) st = two_sizes(&c, "basic.yaml", k_basic_yaml, "n", basic_size, own.budget / 8, &err);

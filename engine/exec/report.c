@@ -189,6 +189,8 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_double(j, "run_seconds", cp->run_seconds);
   sl_json_kv_double(j, "pool_seconds_per_byte", cp->pool_seconds_per_byte);
   sl_json_kv_double(j, "first_touch_seconds_per_byte", cp->first_touch_seconds_per_byte);
+  if (p->caps.kind != SL_BACKEND_CPU)
+    sl_json_kv_double(j, "host_first_touch_seconds_per_byte", cp->host_first_touch_seconds_per_byte);
   if (p->caps.kind != SL_BACKEND_CPU) sl_json_kv_double(j, "library_load_seconds", cp->library_load_seconds);
   sl_json_kv_int(j, "batches", p->batches);
   sl_json_end_object(j);
@@ -266,6 +268,8 @@ static void nodes_json(sl_json *j, const sl_run_info *info) {
       sl_json_kv_double(j, "estimated_warm_up_wait_seconds", p->nodes[i].warm_up_wait_seconds);
     if (p->nodes[i].first_call_seconds > 0)
       sl_json_kv_double(j, "estimated_first_call_seconds", p->nodes[i].first_call_seconds);
+    if (p->nodes[i].first_touch_seconds > 0)
+      sl_json_kv_double(j, "estimated_first_touch_seconds", p->nodes[i].first_touch_seconds);
     /* measured / estimated: the cost model holds where this is near 1 */
     if (est > 0) sl_json_kv_double(j, "measured_over_estimated", measured / est);
     sl_json_key(j, "notes");

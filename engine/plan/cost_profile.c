@@ -33,6 +33,7 @@ void sl_cost_profile_builtin(const sl_backend_caps *caps, sl_cost_profile *out) 
   out->library_load_seconds = device ? 0.27 : 0;
   /* dev's VM: 302 MB faulted in 0.17-0.38 s (docs/performance.md). */
   out->first_touch_seconds_per_byte = device ? 0 : 0.8e-9;
+  out->host_first_touch_seconds_per_byte = device ? 0.8e-9 : 0;
   /* dev, iterate_affine and iterate_until: 3.9 MiB of growth from before
    * the pipeline was loaded to the run's peak; the H200: 96-116 MiB beyond
    * the plan on the shipped pipelines, the CUDA context's host side
@@ -213,6 +214,7 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
   sl_json_kv_double(j, "library_load_seconds", p->library_load_seconds);
   sl_json_kv_double(j, "pool_seconds_per_byte", p->pool_seconds_per_byte);
   sl_json_kv_double(j, "first_touch_seconds_per_byte", p->first_touch_seconds_per_byte);
+  sl_json_kv_double(j, "host_first_touch_seconds_per_byte", p->host_first_touch_seconds_per_byte);
   sl_json_key(j, "rates");
   sl_json_begin_array(j);
   for (int i = 0; i < p->n_rates; i++) {
@@ -422,6 +424,7 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
              : !strcmp(key, "library_load_seconds") ? read_number(&r, &p.library_load_seconds)
              : !strcmp(key, "pool_seconds_per_byte") ? read_number(&r, &p.pool_seconds_per_byte)
              : !strcmp(key, "first_touch_seconds_per_byte") ? read_number(&r, &p.first_touch_seconds_per_byte)
+             : !strcmp(key, "host_first_touch_seconds_per_byte") ? read_number(&r, &p.host_first_touch_seconds_per_byte)
                                                 : skip_value(&r);
       }
       if (!ok) return parse_fail(err, &r, text, key);
@@ -439,7 +442,8 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
   if (threads < 1 || threads > 1e6 || threads != floor(threads)) return parse_fail(err, &r, text, "threads");
   if (!(p.bytes_per_second > 0) || !(p.ops_per_second > 0) || p.call_seconds < 0 ||
       p.batch_seconds < 0 || p.run_seconds < 0 || p.library_load_seconds < 0 ||
-      p.pool_seconds_per_byte < 0 || p.first_touch_seconds_per_byte < 0 || p.read_bytes_per_second < 0)
+      p.pool_seconds_per_byte < 0 || p.first_touch_seconds_per_byte < 0 || p.read_bytes_per_second < 0 ||
+      p.host_first_touch_seconds_per_byte < 0)
     return parse_fail(err, &r, text, "a missing or non-positive number");
   p.kind = (sl_backend_kind)kind;
   if (p.process_bytes < 0)

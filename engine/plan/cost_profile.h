@@ -137,6 +137,14 @@ typedef struct sl_cost_profile {
    * backends (their allocator hands out mapped memory) and in profiles
    * measured before it was. */
   double first_touch_seconds_per_byte;
+  /* Device backends: the first touch of the host memory the executor takes
+   * for host nodes (the workers' scratch and the host nodes' workspace,
+   * sl_plan_node.first_touch_seconds), per byte: the H200 host's first
+   * preview of 192 x 192 frames faulted in 16 workers' partial sums of a
+   * frame, 2.5 ms of a fresh process's first call that smaller frames do
+   * not pay. 0 on the CPU (that scratch is in the rates there) and in
+   * profiles measured before it was. */
+  double host_first_touch_seconds_per_byte;
   /* Host memory a run takes beyond its plan's buffers and node state: the
    * parsed pipeline and graph, HDF5's library state and the results writer,
    * FFTW's plans, thread stacks, allocator slack (and on a device backend

@@ -241,6 +241,7 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
     if (pn->warm_up_wait_seconds > 0)
       sl_json_kv_double(j, "estimated_warm_up_wait_seconds", pn->warm_up_wait_seconds);
     if (pn->first_call_seconds > 0) sl_json_kv_double(j, "estimated_first_call_seconds", pn->first_call_seconds);
+    if (pn->first_touch_seconds > 0) sl_json_kv_double(j, "estimated_first_touch_seconds", pn->first_touch_seconds);
     if (pn->decided_seconds_most > 0)
       sl_json_kv_double(j, "estimated_decided_seconds_most", pn->decided_seconds_most);
     sl_json_kv_int(j, "estimated_calls", pn->calls);

@@ -682,6 +682,59 @@ static void test_pool_estimate(void **state) {
   free_plan_text(p1, g1, s1);
 }
 
+/* On a device backend the host nodes' memory the executor takes (the
+ * workers' scratch, a stride each; the host nodes' workspace) is faulted in
+ * by the first host node to write it: that node's estimate, its level's and
+ * the run's grow by the fresh bytes x host_first_touch_seconds_per_byte,
+ * every worker's stride; a later host node pays only for bytes beyond what
+ * was touched; a CPU plan and a device node pay none. */
+static void test_host_first_touch(void **state) {
+  (void)state;
+  static const char yaml[] =
+      "pipeline: host_touch\n"
+      "nodes:\n"
+      "  src: {type: synthetic_4dstem, params: {scan_shape: [8, 8], detector_shape: [32, 32], disk_radius: 4}}\n"
+      "  pat: {type: sum, inputs: {x: src.frames}}\n"
+      "  disk: {type: disk_fit, inputs: {pattern: pat.total}}\n"
+      "outputs: {disk: disk.disk}\n";
+  sl_backend_caps gpu = pretend_gpu(), cpu = cpu_caps(2);
+  sl_cost_profile prof = hand_made();
+  prof.library_load_seconds = 0;
+  sl_graph *g0, *g1, *g2;
+  sl_spec *s0, *s1, *s2;
+  prof.host_first_touch_seconds_per_byte = 0;
+  sl_plan *p0 = plan_text(yaml, &gpu, &prof, &g0, &s0);
+  prof.host_first_touch_seconds_per_byte = 1e-6;
+  sl_plan *p1 = plan_text(yaml, &gpu, &prof, &g1, &s1);
+  sl_plan *p2 = plan_text(yaml, &cpu, &prof, &g2, &s2);
+  const int src = sl_graph_find(g1, "src"), pat = sl_graph_find(g1, "pat"), disk = sl_graph_find(g1, "disk");
+  const int workers = sl_caps_host_workers(&gpu);
+  assert_true(workers >= 2);
+  /* the source (40 bytes a detector pixel a worker) is the first host node
+   * with scratch: every worker's stride, at the rate; nothing without one */
+  const int64_t stride = (40 * 32 * 32 + 63) / 64 * 64;
+  assert_int_equal(p0->nodes[src].first_touch_bytes, stride * workers);
+  assert_true(p0->nodes[src].first_touch_seconds == 0);
+  assert_int_equal(p1->nodes[src].first_touch_bytes, stride * workers);
+  assert_true(fabs(p1->nodes[src].first_touch_seconds - 1e-6 * (double)(stride * workers)) < 1e-15);
+  assert_true(fabs(p1->nodes[src].est_seconds - p0->nodes[src].est_seconds - p1->nodes[src].first_touch_seconds) <
+              1e-12);
+  /* disk_fit, a host node, is the first to write the host workspace */
+  const int64_t ws = p1->nodes[disk].cost.workspace_bytes;
+  assert_true(ws > 0 && p1->nodes[disk].cost.per_worker_bytes * 1 <= stride);
+  assert_int_equal(p1->nodes[disk].first_touch_bytes, ws);
+  assert_true(fabs(p1->est_seconds - p0->est_seconds - 1e-6 * (double)(stride * workers + ws)) < 1e-9);
+  /* the rate is kept by a profile's file */
+  assert_true(round_trip(&prof).host_first_touch_seconds_per_byte == 1e-6);
+  /* the sum runs on the device: none */
+  assert_true(p1->nodes[pat].first_touch_bytes == 0);
+  /* on the CPU the scratch is pooled and in the rates: no term */
+  for (int i = 0; i < g2->n_nodes; i++) assert_true(p2->nodes[i].first_touch_bytes == 0);
+  free_plan_text(p0, g0, s0);
+  free_plan_text(p1, g1, s1);
+  free_plan_text(p2, g2, s2);
+}
+
 /* A profile of `threads` on "test CPU, 16 CPUs" whose sum/u16 rate takes
  * spu seconds per op, with a disk_fit rate (a serial node type) of 1/8 and
  * bandwidths in proportion to the threads, saved in the cache folder. */
@@ -792,6 +845,7 @@ int main(void) {
       cmocka_unit_test(test_run_setup_below_least),
       cmocka_unit_test(test_decided_seconds),
       cmocka_unit_test(test_decided_first_call),
+      cmocka_unit_test(test_host_first_touch),
       cmocka_unit_test(test_plan_estimate),
       cmocka_unit_test(test_warm_up_wait),
       cmocka_unit_test(test_first_calls),
