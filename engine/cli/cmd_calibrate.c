@@ -554,6 +554,12 @@ static int cmp_double(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
+/* The median of three samples (sorts them). */
+static double median3(double t[3]) {
+  qsort(t, 3, sizeof *t, cmp_double);
+  return t[1];
+}
+
 /* The first touch of a fresh buffer (zeroing it) less zeroing it again,
  * per byte; the buffer is given back after. */
 static sl_code first_touch_sample(const sl_backend_ops *ops, sl_backend *b, size_t bytes, double *per_byte,
@@ -593,8 +599,7 @@ static sl_code measure_host_first_touch(size_t bytes, double *per_byte, sl_error
     touch[k] = fmax(0, t_fresh - t_warm) / (double)bytes;
     munmap(m, bytes); /* m escapes to munmap: both memsets stay */
   }
-  qsort(touch, 3, sizeof *touch, cmp_double);
-  *per_byte = touch[1];
+  *per_byte = median3(touch);
   return SL_OK;
 }
 
@@ -650,8 +655,7 @@ static sl_code measure_bandwidth(calibration *c, size_t bytes, double *bps, doub
   if (b) ops->destroy(b);
   if (rc == SL_OK) {
     *bps = best, *read_bps = best_read, *pool_per_byte = (t_alloc + t_free) / (2.0 * (double)bytes);
-    qsort(touch, 3, sizeof *touch, cmp_double);
-    *first_touch_per_byte = touch[1]; /* the median */
+    *first_touch_per_byte = median3(touch);
   }
   return rc;
 }

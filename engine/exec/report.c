@@ -189,32 +189,30 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_double(j, "run_seconds", cp->run_seconds);
   sl_json_kv_double(j, "pool_seconds_per_byte", cp->pool_seconds_per_byte);
   sl_json_kv_double(j, "first_touch_seconds_per_byte", cp->first_touch_seconds_per_byte);
-  if (p->caps.kind != SL_BACKEND_CPU)
+  if (p->caps.kind != SL_BACKEND_CPU) {
     sl_json_kv_double(j, "host_first_touch_seconds_per_byte", cp->host_first_touch_seconds_per_byte);
-  if (p->caps.kind != SL_BACKEND_CPU) sl_json_kv_double(j, "library_load_seconds", cp->library_load_seconds);
+    sl_json_kv_double(j, "library_load_seconds", cp->library_load_seconds);
+  }
   sl_json_kv_int(j, "batches", p->batches);
   sl_json_end_object(j);
 }
 
 static double decided_seconds_all(const sl_plan *p);
 
+/* Node i's decided rate key (its rate key and "/" variant); false when it
+ * decided on no work. */
+static bool decided_key(const sl_plan *p, int i, char *buf, size_t len) {
+  const sl_node *n = &p->graph->nodes[i];
+  if (!(n->decided_ops > 0) || p->nodes[i].body) return false;
+  sl_cost_decided_key(n, p->nodes[i].cost.decided_variant, buf, len);
+  return true;
+}
+
 /* The estimate of the work node i decided on from the data
  * (sl_node_decided_work), at the rate of the variant its cost declares; 0
  * when none; an iterate node's is its body's nodes' over every iteration
  * (they ran in the body's graph, which holds their records). Known only
  * once it ran: report.json adds it to the plan's. */
-/* Node i's decided rate key (its rate key and "/" variant); false when it
- * decided on no work. */
-static bool decided_key(const sl_plan *p, int i, char *buf, size_t len) {
-  const sl_node *n = &p->graph->nodes[i];
-  const char *variant = p->nodes[i].cost.decided_variant;
-  if (!(n->decided_ops > 0) || p->nodes[i].body) return false;
-  char base[96];
-  sl_cost_rate_key(n, base, sizeof base);
-  snprintf(buf, len, "%s%s%.30s", base, variant ? "/" : "", variant ? variant : "");
-  return true;
-}
-
 static double decided_seconds(const sl_plan *p, int i) {
   if (p->nodes[i].body) return decided_seconds_all(p->nodes[i].body);
   const sl_node *n = &p->graph->nodes[i];

@@ -135,12 +135,18 @@ double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_nod
   return (double)calls * p->call_seconds + (t_mem > t_ops ? t_mem : t_ops);
 }
 
+void sl_cost_decided_key(const sl_node *n, const char *variant, char *buf, size_t len) {
+  char base[96];
+  sl_cost_rate_key(n, base, sizeof base);
+  snprintf(buf, len, "%s%s%.30s", base, variant ? "/" : "", variant ? variant : "");
+}
+
 double sl_cost_decided_seconds(const sl_cost_profile *p, const sl_node *n, const char *variant, int64_t ops,
                                const sl_node_cost *cost, bool first, bool device) {
   if (ops <= 0) return 0;
   char key[128], base[96];
   sl_cost_rate_key(n, base, sizeof base);
-  snprintf(key, sizeof key, "%s%s%.30s", base, variant ? "/" : "", variant ? variant : "");
+  sl_cost_decided_key(n, variant, key, sizeof key);
   const sl_node_cost c = {.ops = ops};
   double s = sl_cost_estimate(p, key, &c, 0, false);
   /* A run that fits pays the variant's constant in place of the node's

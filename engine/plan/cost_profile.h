@@ -190,6 +190,9 @@ void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
  * none. */
 double sl_cost_decided_seconds(const sl_cost_profile *p, const sl_node *n, const char *variant, int64_t ops,
                                const sl_node_cost *cost, bool first, bool device);
+/* The rate key of work node n decided on at `variant` (its rate key, then
+ * "/" and the variant; the rate key alone without one). */
+void sl_cost_decided_key(const sl_node *n, const char *variant, char *buf, size_t len);
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls, bool device);
 /* The rate that estimates a node of rate key `type` (as sl_cost_estimate
