@@ -144,6 +144,8 @@ typedef struct preview_job {
   sl_error *errs;       /* per chunk */
   const uint8_t *mask;
   int64_t window_first; /* the chunk of the window being decoded that a range's 0 is */
+  size_t acc_bytes;     /* bytes of a partial sum's pixel: 4 (narrow) or 8 */
+  bool *used;           /* per worker: its partial sum zeroed and added into */
 } preview_job;
 
 /* Adds n frames of T at x (frame_bytes apart) into a worker's partial sum
@@ -186,6 +188,11 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
   const sl_h5_index *ix = j->ix;
   uint8_t *scratch = sl_worker_scratch(j->a, worker);
   void *sum = scratch + j->partial_at;
+  /* A worker zeroes its own partial sum when it first takes chunks, in
+   * parallel with the others; one that never does is neither zeroed nor
+   * merged (16 workers' frames of 192 x 192 were 2.4 MB zeroed and read
+   * back on one thread on the H200's host, whatever the frames). */
+  if (!j->used[worker]) memset(sum, 0, (size_t)j->npix * j->acc_bytes), j->used[worker] = true;
   for (int64_t k = j->window_first + begin; k < j->window_first + end; k++) {
     const sl_h5_chunk *c = &ix->chunks[k];
     const uint8_t *src = j->raw + j->offsets[k], *x = src;
@@ -227,6 +234,29 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
     j->status[k] = rc;
   }
 }
+/* The workers' partial sums that were added into, merged over a range of
+ * pixels (integers: the same sum in any order). */
+typedef struct merge_job {
+  const preview_job *j;
+  const int *workers; /* the workers that added into their partial sums */
+  int n_workers;
+  double *sum;
+} merge_job;
+
+static void merge_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const merge_job *m = ctx;
+  const preview_job *j = m->j;
+  for (int64_t i = begin; i < end; i++) {
+    uint64_t t = 0;
+    for (int k = 0; k < m->n_workers; k++) {
+      const void *partial = (uint8_t *)sl_worker_scratch(j->a, m->workers[k]) + j->partial_at;
+      t += j->narrow ? ((const uint32_t *)partial)[i] : ((const uint64_t *)partial)[i];
+    }
+    m->sum[i] = (double)t;
+  }
+}
+
 /* Where a preview's time went (report.json's notes: it runs before the
  * scan, on the critical path of every run that fits its geometry). */
 typedef struct preview_times {
@@ -256,7 +286,7 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   j.stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
   j.partial_at = ((int64_t)j.stored + 63) / 64 * 64;
   j.narrow = want <= narrow_frames_max(ix->elem_size); /* a worker adds at most `want` frames */
-  const size_t acc_bytes = j.narrow ? sizeof(uint32_t) : sizeof(uint64_t);
+  j.acc_bytes = j.narrow ? sizeof(uint32_t) : sizeof(uint64_t);
   if (!a->workspace || !a->worker_scratch || count > f->chunks || (int64_t)window > f->window_bytes ||
       (int64_t)j.stored > f->stored_chunk_bytes)
     return sl_fail(err, SL_ERR_IO, "%s changed since the pipeline was planned (or no workspace was lent)",
@@ -267,9 +297,12 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   sl_error *errs = (sl_error *)(raw + errors_at(f->window_bytes, f->chunks));
   uint64_t *offsets = malloc((size_t)(count + 1) * sizeof *offsets);
   int64_t *first = malloc((size_t)(count + 1) * sizeof *first);
+  const int workers = b->ops->workers(b) > 0 ? b->ops->workers(b) : 1;
+  j.used = calloc((size_t)workers, sizeof *j.used);
+  int *merged = malloc((size_t)workers * sizeof *merged);
   sl_chunk_reader *reader = NULL;
   double t0 = sl_now();
-  if (!offsets || !first) rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
+  if (!offsets || !first || !j.used || !merged) rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
   /* only the files of its chunks are opened (one of an acquisition's
    * hundreds: opening them all took 15-30 ms on the H200's host) */
   const sl_chunk_reader_opts ro = {.first_chunk = 0, .chunk_count = count};
@@ -296,12 +329,7 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
     rc = sl_chunk_reader_request(reader, c0, n, raw + offsets[c0], (size_t)(offsets[c0 + n] - offsets[c0]), err);
   }
   const double opened = sl_now() - t0; /* the files opened, every window requested */
-  int workers = b->ops->workers(b);
-  if (rc == SL_OK) {
-    for (int w = 0; w < workers; w++)
-      memset((uint8_t *)sl_worker_scratch(a, w) + j.partial_at, 0, (size_t)j.npix * acc_bytes);
-    j.raw = raw, j.offsets = offsets, j.first = first, j.status = status, j.errs = errs;
-  }
+  if (rc == SL_OK) j.raw = raw, j.offsets = offsets, j.first = first, j.status = status, j.errs = errs;
   double waited = 0, decoded = 0;
   for (int64_t c0 = 0; rc == SL_OK && c0 < count; c0 += per_piece) {
     const int64_t n = window_chunks(count, per_piece, c0);
@@ -323,18 +351,19 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
                            .bytes = (int64_t)window, .chunks = count, .workers = workers,
                            .readers = st.threads};
   double t2 = sl_now();
-  for (int64_t i = 0; i < j.npix && rc == SL_OK; i++) {
-    uint64_t t = 0;
-    for (int w = 0; w < workers; w++) {
-      const void *partial = (uint8_t *)sl_worker_scratch(a, w) + j.partial_at;
-      t += j.narrow ? ((const uint32_t *)partial)[i] : ((const uint64_t *)partial)[i];
-    }
-    sum[i] = (double)t;
+  if (rc == SL_OK) {
+    merge_job m = {&j, merged, 0, sum};
+    for (int w = 0; w < workers; w++)
+      if (j.used[w]) merged[m.n_workers++] = w;
+    /* ~4k pixels a range: a 48 x 40 frame stays on one thread */
+    b->ops->parallel_for(b, j.npix, 4096, merge_range, &m);
   }
   times->merge = sl_now() - t2;
   sl_chunk_reader_close(reader);
   free(offsets);
   free(first);
+  free(j.used);
+  free(merged);
   return rc;
 }
 
