@@ -93,10 +93,13 @@ typedef struct sl_plan_node {
   double first_call_seconds;
   /* On a device backend, the host memory this node is the first to write
    * (the workers' scratch beyond what earlier host nodes touched, the host
-   * nodes' workspace likewise) faulted in: bytes x the profile's
+   * nodes' workspace likewise) faulted in: first_touch_bytes x the profile's
    * host_first_touch_seconds_per_byte (part of est_seconds). */
   double first_touch_seconds;
-  int64_t first_touch_bytes; /* those bytes (device backends, whatever the profile's rate) */
+  int64_t first_touch_bytes; /* those bytes on the node's critical path: a worker's
+                                stride (the workers fault theirs in side by side)
+                                and the workspace (device backends, whatever the
+                                profile's rate) */
   /* The most the work the node may decide on from the data takes
    * (sl_node_cost.decided_ops_most; not in est_seconds). */
   double decided_seconds_most;

@@ -686,8 +686,9 @@ static void test_pool_estimate(void **state) {
  * workers' scratch, a stride each; the host nodes' workspace) is faulted in
  * by the first host node to write it: that node's estimate, its level's and
  * the run's grow by the fresh bytes x host_first_touch_seconds_per_byte,
- * every worker's stride; a later host node pays only for bytes beyond what
- * was touched; a CPU plan and a device node pay none. */
+ * of the scratch one worker's stride (the workers fault theirs in side by
+ * side); a later host node pays only for bytes beyond what was touched; a
+ * CPU plan and a device node pay none. */
 static void test_host_first_touch(void **state) {
   (void)state;
   static const char yaml[] =
@@ -709,21 +710,21 @@ static void test_host_first_touch(void **state) {
   sl_plan *p2 = plan_text(yaml, &cpu, &prof, &g2, &s2);
   const int src = sl_graph_find(g1, "src"), pat = sl_graph_find(g1, "pat"), disk = sl_graph_find(g1, "disk");
   const int workers = sl_caps_host_workers(&gpu);
-  assert_true(workers >= 2);
+  assert_true(workers >= 2); /* several strides, of which one is priced */
   /* the source (40 bytes a detector pixel a worker) is the first host node
-   * with scratch: every worker's stride, at the rate; nothing without one */
+   * with scratch: a worker's stride, at the rate; nothing without one */
   const int64_t stride = (40 * 32 * 32 + 63) / 64 * 64;
-  assert_int_equal(p0->nodes[src].first_touch_bytes, stride * workers);
+  assert_int_equal(p0->nodes[src].first_touch_bytes, stride);
   assert_true(p0->nodes[src].first_touch_seconds == 0);
-  assert_int_equal(p1->nodes[src].first_touch_bytes, stride * workers);
-  assert_true(fabs(p1->nodes[src].first_touch_seconds - 1e-6 * (double)(stride * workers)) < 1e-15);
+  assert_int_equal(p1->nodes[src].first_touch_bytes, stride);
+  assert_true(fabs(p1->nodes[src].first_touch_seconds - 1e-6 * (double)stride) < 1e-15);
   assert_true(fabs(p1->nodes[src].est_seconds - p0->nodes[src].est_seconds - p1->nodes[src].first_touch_seconds) <
-              1e-12);
+              1e-9);
   /* disk_fit, a host node, is the first to write the host workspace */
   const int64_t ws = p1->nodes[disk].cost.workspace_bytes;
-  assert_true(ws > 0 && p1->nodes[disk].cost.per_worker_bytes * 1 <= stride);
+  assert_true(ws > 0 && p1->nodes[disk].cost.per_worker_bytes <= stride);
   assert_int_equal(p1->nodes[disk].first_touch_bytes, ws);
-  assert_true(fabs(p1->est_seconds - p0->est_seconds - 1e-6 * (double)(stride * workers + ws)) < 1e-9);
+  assert_true(fabs(p1->est_seconds - p0->est_seconds - 1e-6 * (double)(stride + ws)) < 1e-9);
   /* the rate is kept by a profile's file */
   assert_true(round_trip(&prof).host_first_touch_seconds_per_byte == 1e-6);
   /* the sum runs on the device: none */
