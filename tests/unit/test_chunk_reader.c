@@ -8,6 +8,7 @@
 #include "test_h5_index.c"
 
 #include "nodes/hdf5/chunk_reader.h"
+#include "tests/unit/expect_error.h"
 
 /* All frames of the acquisition through HDF5 (H5Dread of every data file),
  * as uint32. */
@@ -228,12 +229,7 @@ static void t_truncated_after_open(void **state) {
   uint8_t *buf = malloc(cap);
   assert_int_equal(sl_chunk_reader_request(r, 0, ix->n_chunks, buf, cap, &e), SL_OK);
   sl_code rc = sl_chunk_reader_wait(r, &e);
-  char fmt[2048];
-  sl_error_format(&e, fmt, sizeof fmt);
-  print_message("expected error: %s\n", fmt);
-  assert_int_equal(rc, SL_ERR_FORMAT);
-  assert_string_equal(e.file, d2);
-  assert_int_equal(e.chunk, 23);
+  expect_error_at(&e, rc, SL_ERR_FORMAT, d2, 23);
   char off[64];
   snprintf(off, sizeof off, "offset %llu", (unsigned long long)(c->file_offset + 100));
   assert_non_null(strstr(e.msg, off));
@@ -369,9 +365,7 @@ static void t_parallel_truncated(void **state) {
       assert_int_equal(sl_chunk_reader_request(r, 0, ix->n_chunks, buf, cap, &e), SL_OK);
       assert_int_equal(sl_chunk_reader_wait(r, &e), SL_OK);
       sl_code rc = sl_chunk_reader_wait(r, &e);
-      assert_int_equal(rc, SL_ERR_FORMAT);
-      assert_string_equal(e.file, d2);
-      assert_int_equal(e.chunk, 23);
+      expect_error_at(&e, rc, SL_ERR_FORMAT, d2, 23);
       char off[64];
       snprintf(off, sizeof off, "offset %llu", (unsigned long long)cut);
       if (!strstr(e.msg, off)) fail_msg("threads %d: expected '%s' in: %s", threads, off, e.msg);

@@ -9,6 +9,7 @@
 #include "test_h5_index.c"
 
 #include "nodes/registry.h"
+#include "tests/unit/expect_error.h"
 #include "tests/unit/node_harness.h"
 
 extern const sl_node_desc sl_node_detector_preview;
@@ -140,12 +141,7 @@ static void t_corrupt_later_chunk(void **state) {
     sl_error e;
     sl_error_clear(&e);
     sl_code rc = preview_run(m, 9, NULL, h, w, threads, got, &n, &e);
-    char fmt[2048];
-    sl_error_format(&e, fmt, sizeof fmt);
-    print_message("expected error: %s\n", fmt);
-    assert_int_equal(rc, SL_ERR_FORMAT);
-    assert_string_equal(e.file, data);
-    assert_int_equal(e.chunk, 4);
+    expect_error_at(&e, rc, SL_ERR_FORMAT, data, 4);
     node_free(&n);
     /* the frames before the bad chunk still make a preview */
     rc = preview_run(m, 4, NULL, h, w, threads, got, &n, &e);
