@@ -8,6 +8,8 @@
  * Bad pixels do not bias the pattern: pixels the optional `mask` input flags
  * (the detector's pixel mask) and pixels at the dtype's maximum in a frame
  * (the detector's flag value) count as 0 in that frame. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,29 +99,17 @@ static sl_code preview_infer(sl_node *n, sl_error *err) {
 
 #define PREVIEW_PIECE_BYTES (256 << 10)
 
-/* The workspace's layout: the window (64-byte aligned), a status per chunk,
- * then an error per chunk at sl_error's alignment (its int64_t chunk field:
- * right after the 4-byte statuses it was misaligned). */
-static int64_t status_at(int64_t window_bytes) { return (window_bytes + 63) / 64 * 64; }
-static int64_t errors_at(int64_t window_bytes, int64_t chunks) {
-  const int64_t a = (int64_t)_Alignof(sl_error), end = status_at(window_bytes) + (chunks + 1) * (int64_t)sizeof(sl_code);
-  return (end + a - 1) / a * a;
-}
-static int64_t preview_workspace_bytes(int64_t window_bytes, int64_t chunks) {
-  return errors_at(window_bytes, chunks) + (chunks + 1) * (int64_t)sizeof(sl_error);
-}
-
 static void preview_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   int64_t frames = detector_preview_params_of(n)->frames, item = sl_desc_elems(&n->out[0]);
   c->bytes_written = sl_desc_bytes(&n->out[0]);
   c->bytes_read = frames * item * 2; /* about: the stored frames, u16 */
   c->ops = frames * item;
-  /* While it runs: the stored bytes of the chunks read, a status per chunk;
-   * each worker decodes a stored chunk at a time into its scratch and adds
-   * it into its own u64 partial sum. */
+  /* While it runs: the stored bytes of the chunks read; each worker
+   * decodes a stored chunk at a time into its scratch and adds it into its
+   * own u64 partial sum. */
   const preview_params_and_facts *f = facts_of(n);
-  c->workspace_bytes = preview_workspace_bytes(f->window_bytes, f->chunks);
+  c->workspace_bytes = f->window_bytes;
   c->per_worker_bytes = (f->stored_chunk_bytes + 63) / 64 * 64 + item * (int64_t)sizeof(uint64_t);
 }
 
@@ -140,8 +130,13 @@ typedef struct preview_job {
   size_t stored;        /* bytes a stored chunk decodes to */
   int64_t partial_at;   /* offset of a worker's partial sum in its scratch */
   bool narrow;          /* the partial sums are u32 (narrow_frames_max), else u64 */
-  sl_code *status;      /* per chunk */
-  sl_error *errs;       /* per chunk */
+  /* The failed chunk of the lowest index in the window and its error (a
+   * window's chunks run in parallel; the lowest is the one a serial run
+   * meets first), under `lock`: one error, not one per chunk (256 of 1.7
+   * kB each were a workspace to fault in on every run). */
+  pthread_mutex_t *lock;
+  int64_t *bad_chunk; /* INT64_MAX: none */
+  sl_error *bad;
   const uint8_t *mask;
   int64_t window_first; /* the chunk of the window being decoded that a range's 0 is */
   size_t acc_bytes;     /* bytes of a partial sum's pixel: 4 (narrow) or 8 */
@@ -197,7 +192,7 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
     const sl_h5_chunk *c = &ix->chunks[k];
     const uint8_t *src = j->raw + j->offsets[k], *x = src;
     int64_t n = c->n_frames < j->want - j->first[k] ? c->n_frames : j->want - j->first[k];
-    sl_error *err = &j->errs[k];
+    sl_error why_here, *err = &why_here;
     sl_error_clear(err);
     sl_code rc = SL_OK;
     if (j->enc == SL_ENC_NONE || (c->filter_mask & 1u)) { /* stored as they are */
@@ -216,12 +211,15 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
     }
     if (rc != SL_OK) { /* where: the data file, the stored chunk, its frames */
       char why[sizeof err->msg];
-      snprintf(why, sizeof why, "%s", err->msg);
+      snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, err->msg);
       sl_fail(err, rc, "the stored chunk of frames %lld-%lld, at byte %llu: %s",
               (long long)j->first[k], (long long)(j->first[k] + c->n_frames - 1),
               (unsigned long long)c->file_offset, why);
       sl_error_at(err, ix->files[c->file], 0, 0);
       sl_error_chunk(err, k);
+      pthread_mutex_lock(j->lock);
+      if (k < *j->bad_chunk) *j->bad_chunk = k, *j->bad = *err;
+      pthread_mutex_unlock(j->lock);
     }
     if (rc == SL_OK) {
       const size_t fb = ix->frame_bytes;
@@ -231,7 +229,6 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
       else if (ix->elem_size == 2) preview_add_u16_64(sum, x, n, fb, j->npix, j->mask);
       else preview_add_u32_64(sum, x, n, fb, j->npix, j->mask);
     }
-    j->status[k] = rc;
   }
 }
 /* The workers' partial sums that were added into, merged over a range of
@@ -291,10 +288,12 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
       (int64_t)j.stored > f->stored_chunk_bytes)
     return sl_fail(err, SL_ERR_IO, "%s changed since the pipeline was planned (or no workspace was lent)",
                    ix->source);
-  /* The workspace: the window, then a status and an error per chunk. */
-  uint8_t *raw = a->workspace;
-  sl_code *status = (sl_code *)(raw + status_at(f->window_bytes));
-  sl_error *errs = (sl_error *)(raw + errors_at(f->window_bytes, f->chunks));
+  uint8_t *raw = a->workspace; /* the window */
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  int64_t bad_chunk = INT64_MAX;
+  sl_error bad;
+  sl_error_clear(&bad);
+  j.lock = &lock, j.bad_chunk = &bad_chunk, j.bad = &bad;
   uint64_t *offsets = malloc((size_t)(count + 1) * sizeof *offsets);
   int64_t *first = malloc((size_t)(count + 1) * sizeof *first);
   const int workers = b->ops->workers(b) > 0 ? b->ops->workers(b) : 1;
@@ -322,14 +321,14 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   const int64_t per_piece = pieces > 0 ? (count + pieces - 1) / pieces : 0;
   if (rc == SL_OK) {
     sl_h5_window_offsets(ix, 0, count, offsets);
-    for (int64_t k = 0, fr = 0; k < count; fr += ix->chunks[k].n_frames, k++) first[k] = fr, status[k] = SL_OK;
+    for (int64_t k = 0, fr = 0; k < count; fr += ix->chunks[k].n_frames, k++) first[k] = fr;
   }
   for (int64_t c0 = 0; rc == SL_OK && c0 < count; c0 += per_piece) {
     const int64_t n = window_chunks(count, per_piece, c0);
     rc = sl_chunk_reader_request(reader, c0, n, raw + offsets[c0], (size_t)(offsets[c0 + n] - offsets[c0]), err);
   }
   const double opened = sl_now() - t0; /* the files opened, every window requested */
-  if (rc == SL_OK) j.raw = raw, j.offsets = offsets, j.first = first, j.status = status, j.errs = errs;
+  if (rc == SL_OK) j.raw = raw, j.offsets = offsets, j.first = first;
   double waited = 0, decoded = 0;
   for (int64_t c0 = 0; rc == SL_OK && c0 < count; c0 += per_piece) {
     const int64_t n = window_chunks(count, per_piece, c0);
@@ -340,8 +339,7 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
     if (rc == SL_OK) {
       j.window_first = c0;
       b->ops->parallel_for(b, n, 1, decode_add_range, &j);
-      for (int64_t k = c0; k < c0 + n && rc == SL_OK; k++)
-        if (status[k] != SL_OK) *err = errs[k], rc = status[k];
+      if (bad_chunk != INT64_MAX) *err = bad, rc = bad.code;
     }
     decoded += sl_now() - td;
   }
