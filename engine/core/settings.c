@@ -25,10 +25,13 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
                          "how a chunked dataset's chunks are listed: sluice's own B-tree reader, or "
                          "the HDF5 library's chunk iteration"},
     [SL_SET_READ_THREADS] = {"read_threads", "SLUICE_READ_THREADS", NULL, "0",
-                             "threads reading detector files, 0 = automatic (up to 4 on the CPU, 16 feeding a device)"},
+                             "threads reading detector files, 0 = automatic (on the CPU none where the workers hold "
+                             "every usable CPU: they read each window when it is needed; else up to 4; "
+                             "16 feeding a device)"},
     [SL_SET_READ_PIECE] = {"read_piece", "SLUICE_READ_PIECE", NULL, "0",
                            "bytes: the smallest piece a read of detector files is cut into for the "
-                           "reader threads, 0 = automatic (1 MiB)"},
+                           "threads that read it, 0 = automatic (1 MiB for reader threads, 64 KiB where the "
+                           "workers read)"},
     [SL_SET_CUFFT] = {"cufft", "SLUICE_CUFFT", SL_SETTING_TEXT, "",
                       "cuda: the cuFFT library iDPC loads at run time (a name or path), none (iDPC "
                       "on the host), or empty for libcufft.so.12 in its usual places"},

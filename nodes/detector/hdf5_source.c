@@ -268,12 +268,13 @@ static void note_reading(const sl_node *n, sl_src_state *s, int64_t pos_end, int
   sl_chunk_reader_stats st;
   sl_src_windows_stats(&s->win, &st);
   sl_node_note((sl_node *)n, "reading",
-               "%llu windows, %.3f GB in %.4f s of windows (%.1f GB/s), pread %.4f s summed over %d threads "
+               "%llu windows, %.3f GB in %.4f s of windows (%.1f GB/s), pread %.4f s summed over %d %s "
                "(%llu reads, %llu pieces); calls waited %.4f s for the reader and %.4f s for copies out of a window, "
                "allocated windows in %.4f s, handed copies over in %.4f s; sized windows and opened the reader "
                "(pinned windows made meanwhile) in %.4f s; %.4f s in all getting windows",
                (unsigned long long)st.requests, (double)st.bytes / 1e9, st.window_seconds,
                st.window_seconds > 0 ? (double)st.bytes / 1e9 / st.window_seconds : 0.0, st.read_seconds, st.threads,
+               s->win.run ? "workers, in the calls' waits" : "reader threads",
                (unsigned long long)st.reads, (unsigned long long)st.pieces, s->win.wait_read_seconds,
                s->win.wait_reuse_seconds, s->win.alloc_seconds, s->emit_seconds, s->win.sizing_seconds,
                s->win.get_seconds);
@@ -285,9 +286,22 @@ static sl_code copy_host(void *ctx, uint64_t dst_offset, const uint8_t *src, uin
   return SL_OK;
 }
 
+/* sl_chunk_reader_run_fn on the backend's workers. */
+static void run_on_workers(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ctx) {
+  sl_backend *b = run_ctx;
+  b->ops->parallel_for(b, n, 1, fn, fn_ctx);
+}
+
 static sl_code source_cpu(sl_kernel_args *a) {
   sl_src_state *s = a->state;
   const sl_tensor_desc *d = &a->node->out[0];
+  if (!s->win.reader) { /* the reader is opened with the first window */
+    const int workers = sl_caps_host_workers(&a->backend->caps);
+    const bool in_wait = sl_chunk_reader_reads_in_wait(workers);
+    s->win.run = in_wait ? run_on_workers : NULL;
+    s->win.run_ctx = in_wait ? a->backend : NULL;
+    s->win.run_workers = workers;
+  }
   sl_src_window win;
   sl_code rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(d), &win, a->err);
   if (rc != SL_OK) return rc;

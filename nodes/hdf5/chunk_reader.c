@@ -72,6 +72,9 @@ struct sl_chunk_reader {
   sl_code fail_rc;
   sl_error fail_err;
   bool quit;
+  /* Reading in the wait (sl_chunk_reader_opts.run): no thread of its own. */
+  sl_chunk_reader_run_fn run;
+  void *run_ctx;
 };
 
 /* Reads len bytes at off of chunk-run [i0, ...) into dst. */
@@ -223,6 +226,12 @@ static int64_t plan_pieces(sl_chunk_reader *r, const req *q) {
   return np;
 }
 
+/* The caller's workers each take pieces until none is left. */
+static void take_pieces_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)begin, (void)end, (void)worker;
+  take_pieces(ctx);
+}
+
 static sl_code read_window(sl_chunk_reader *r, const req *q, sl_error *err) {
   if (stopping(r)) return sl_fail(err, SL_ERR_IO, "chunk reader closed");
   double t0 = sl_now();
@@ -236,7 +245,10 @@ static sl_code read_window(sl_chunk_reader *r, const req *q, sl_error *err) {
   r->fail_rc = SL_OK;
   if (r->n_helpers > 0 && r->n_pieces > 1) pthread_cond_broadcast(&r->cv_piece);
   pthread_mutex_unlock(&r->pmu);
-  take_pieces(r);
+  if (r->run && np > 1)
+    r->run(r->run_ctx, np, take_pieces_range, r);
+  else
+    take_pieces(r);
   pthread_mutex_lock(&r->pmu);
   while (r->pieces_done < r->n_pieces) pthread_cond_wait(&r->cv_pieces_done, &r->pmu);
   sl_code rc = r->fail_rc;
@@ -251,7 +263,8 @@ static sl_code read_window(sl_chunk_reader *r, const req *q, sl_error *err) {
   return rc;
 }
 
-/* Tells the kernel which bytes the next window of the same size will need. */
+/* Tells the kernel which bytes chunks [first, first + count) hold: the next
+ * window of the same size, or (reading in the wait) a request's own. */
 static void hint_next(sl_chunk_reader *r, int64_t first, int64_t count) {
   const sl_h5_index *ix = r->ix;
   int64_t end = first + count < ix->n_chunks ? first + count : ix->n_chunks;
@@ -311,6 +324,10 @@ static void *worker(void *arg) {
   }
   pthread_mutex_unlock(&r->mu);
   return NULL;
+}
+
+bool sl_chunk_reader_reads_in_wait(int workers) {
+  return sl_setting_int(SL_SET_READ_THREADS) <= 0 && workers >= sl_usable_cpus();
 }
 
 int sl_chunk_reader_default_threads(void) {
@@ -418,7 +435,14 @@ sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chun
   r->max_window = max_window_chunks;
   r->threads = opts && opts->threads > 0 ? opts->threads : sl_chunk_reader_default_threads();
   if (r->threads > SL_CHUNK_READER_MAX_THREADS) r->threads = SL_CHUNK_READER_MAX_THREADS;
-  r->piece_bytes = opts && opts->piece_bytes > 0 ? opts->piece_bytes : sl_chunk_reader_piece_bytes();
+  if (opts && opts->run) {
+    r->run = opts->run;
+    r->run_ctx = opts->run_ctx;
+    r->threads = opts->run_workers > 0 ? opts->run_workers : 1;
+  }
+  r->piece_bytes = opts && opts->piece_bytes > 0 ? opts->piece_bytes
+                   : r->run && sl_setting_int(SL_SET_READ_PIECE) <= 0 ? SL_CHUNK_READER_WAIT_PIECE_BYTES
+                                                                      : sl_chunk_reader_piece_bytes();
   r->stats.threads = r->threads;
   r->fds = sl_calloc((size_t)(ix->n_files > 0 ? ix->n_files : 1), sizeof *r->fds);
   r->helpers = sl_calloc((size_t)r->threads, sizeof *r->helpers);
@@ -448,6 +472,10 @@ sl_code sl_chunk_reader_open_opts(const sl_h5_index *ix, int64_t max_window_chun
   if (rc != SL_OK) {
     sl_chunk_reader_close(r);
     return rc;
+  }
+  if (r->run) { /* reads in the wait: no thread */
+    *out = r;
+    return SL_OK;
   }
   for (int t = 0; t + 1 < r->threads; t++) {
     int e = pthread_create(&r->helpers[t], NULL, helper, r);
@@ -495,6 +523,7 @@ sl_code sl_chunk_reader_request(sl_chunk_reader *r, int64_t first, int64_t count
   r->n++;
   pthread_cond_signal(&r->cv_work);
   pthread_mutex_unlock(&r->mu);
+  if (r->run) hint_next(r, first, count); /* read in the wait: the kernel reads ahead */
   return SL_OK;
 }
 
@@ -506,6 +535,19 @@ sl_code sl_chunk_reader_wait_window(sl_chunk_reader *r, int64_t *first, int64_t 
     return sl_fail(err, SL_ERR_USAGE, "chunk reader: nothing requested");
   }
   req *q = &r->q[r->head];
+  if (r->run && q->state == REQ_QUEUED) { /* no reader thread: read it now */
+    q->state = REQ_READING;
+    req work = *q;
+    pthread_mutex_unlock(&r->mu);
+    sl_error e;
+    sl_error_clear(&e);
+    sl_code rc = read_window(r, &work, &e);
+    pthread_mutex_lock(&r->mu);
+    q->rc = rc;
+    q->err = e;
+    q->state = REQ_DONE;
+    r->stats.requests++;
+  }
   while (q->state != REQ_DONE) pthread_cond_wait(&r->cv_done, &r->mu);
   req done = *q;
   q->state = 0;
@@ -525,6 +567,24 @@ sl_code sl_chunk_reader_wait_window(sl_chunk_reader *r, int64_t *first, int64_t 
 
 sl_code sl_chunk_reader_wait(sl_chunk_reader *r, sl_error *err) {
   return sl_chunk_reader_wait_window(r, NULL, NULL, NULL, err);
+}
+
+void sl_chunk_reader_abandon_oldest(sl_chunk_reader *r) {
+  pthread_mutex_lock(&r->mu);
+  if (r->n > 0 && r->q[r->head].state == REQ_QUEUED) {
+    r->q[r->head].state = 0;
+    r->head = (r->head + 1) % SL_CHUNK_READER_DEPTH;
+    r->n--;
+    pthread_mutex_unlock(&r->mu);
+    return;
+  }
+  bool waiting = r->n > 0;
+  pthread_mutex_unlock(&r->mu);
+  if (waiting) {
+    sl_error ignored;
+    sl_error_clear(&ignored);
+    (void)sl_chunk_reader_wait(r, &ignored);
+  }
 }
 
 int sl_chunk_reader_pending(const sl_chunk_reader *r) {

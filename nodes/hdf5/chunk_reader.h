@@ -1,7 +1,8 @@
 /* Raw chunk reader for an sl_h5_index: positioned reads (pread) on file
  * descriptors opened once, neighbouring chunks that are adjacent in the same
  * file merged into one read, on a background thread with read-ahead (and a
- * few helper threads that read parts of a window in parallel).
+ * few helper threads that read parts of a window in parallel), or in the
+ * waiting thread on its own workers (sl_chunk_reader_opts.run).
  *
  * Window layout: the bytes of chunks [first, first+count) land in the
  * caller's buffer consecutively in chunk order, chunk first+j at
@@ -29,9 +30,11 @@
 #ifndef SL_HDF5_CHUNK_READER_H
 #define SL_HDF5_CHUNK_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/core/kernel_abi.h"
 #include "engine/core/status.h"
 #include "nodes/hdf5/h5_index.h"
 
@@ -46,13 +49,22 @@ typedef struct sl_chunk_reader_stats {
   uint64_t pieces;       /* pieces read (merged reads, cut for the threads) */
   double read_seconds;   /* time spent in pread, summed over the threads */
   double window_seconds; /* wall time from starting a window to its end */
-  int threads;           /* threads that read (the reader thread included) */
+  int threads;           /* threads that read (the reader thread included; the
+                            caller's workers when they read in the wait) */
 } sl_chunk_reader_stats;
 
 /* Threads that read a window at once. */
 #define SL_CHUNK_READER_MAX_THREADS 64
 /* Default smallest piece a merged read is cut into for the threads. */
 #define SL_CHUNK_READER_PIECE_BYTES ((uint64_t)1 << 20)
+/* The same when the waiting thread's workers read (sl_chunk_reader_opts.run):
+ * a CPU source's window is about 1 MiB, which pieces of 1 MiB would leave
+ * to one worker. */
+#define SL_CHUNK_READER_WAIT_PIECE_BYTES ((uint64_t)64 << 10)
+
+/* Runs fn over [0, n) on the caller's workers and returns when every range
+ * is done (a backend's parallel_for with a grain of 1). */
+typedef void (*sl_chunk_reader_run_fn)(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ctx);
 
 typedef struct sl_chunk_reader_opts {
   /* Threads reading a window (the reader thread included); <= 0: the
@@ -66,11 +78,28 @@ typedef struct sl_chunk_reader_opts {
    * first frames: one file of an acquisition's hundreds); count 0: every
    * chunk, every file. Requests outside them are refused. */
   int64_t first_chunk, chunk_count;
+  /* Read in the thread that waits instead of on reader threads: none is
+   * started; a request only asks the kernel to read its bytes ahead
+   * (POSIX_FADV_WILLNEED, so that a disk's reads still overlap the caller's
+   * work) and the wait reads the window, its pieces spread over the
+   * caller's `run_workers` workers by `run`. For a caller whose workers
+   * already hold every CPU the process may use: reader threads would only
+   * take turns with them (hdf5_source on the CPU backend). NULL: threads. */
+  sl_chunk_reader_run_fn run;
+  void *run_ctx;
+  int run_workers;
 } sl_chunk_reader_opts;
 
 /* The default thread count (the read_threads setting: SLUICE_READ_THREADS or
  * --setting; else min(4, the CPUs this process may use)). */
 int sl_chunk_reader_default_threads(void);
+/* Whether a caller whose `workers` run its kernels should read in its wait
+ * (sl_chunk_reader_opts.run) rather than on reader threads: when the
+ * read_threads setting is not set and the workers hold every CPU this
+ * process may use (on the 2-CPU dev VM at 2 workers, two reader threads
+ * took turns with them: the source's waits 1.9-8.5 ms a run of the same
+ * 64 x 64 acquisition, the decode slower by as much). */
+bool sl_chunk_reader_reads_in_wait(int workers);
 /* The same for a source feeding a device backend, whose host CPUs have
  * nothing else to do while the device decodes: the read_threads setting if
  * set, else every CPU this process may use, at most 16 (the H200 host read
@@ -102,13 +131,19 @@ sl_code sl_chunk_reader_request(sl_chunk_reader *r, int64_t first, int64_t count
                                 size_t dst_capacity, sl_error *err);
 
 /* Waits for the oldest outstanding request (with one outstanding: the last
- * one) and returns its status. I/O errors (SL_ERR_IO, or SL_ERR_FORMAT for a
+ * one; read now by the caller's workers when the reader reads in the wait)
+ * and returns its status. I/O errors (SL_ERR_IO, or SL_ERR_FORMAT for a
  * short read at end of file) name the file, the offset and the chunk
  * (err->file, err->chunk). Optional out parameters (may be NULL) say which
  * window finished. SL_ERR_USAGE when nothing is outstanding. */
 sl_code sl_chunk_reader_wait_window(sl_chunk_reader *r, int64_t *first, int64_t *count, uint8_t **dst,
                                     sl_error *err);
 sl_code sl_chunk_reader_wait(sl_chunk_reader *r, sl_error *err);
+
+/* Gives up the oldest outstanding request: forgotten when no thread has
+ * started reading it (always so when the reader reads in the wait), else
+ * waited for, its error ignored. No-op when nothing is outstanding. */
+void sl_chunk_reader_abandon_oldest(sl_chunk_reader *r);
 
 /* Requests queued and not yet waited for. */
 int sl_chunk_reader_pending(const sl_chunk_reader *r);

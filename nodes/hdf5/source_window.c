@@ -62,12 +62,11 @@ static void free_window(sl_src_windows *w, int b) {
   w->base[b] = NULL;
 }
 
-/* Abandons the read-ahead (waits for it: the reader is writing a window). */
+/* Abandons the read-ahead (waits for it when the reader is writing the
+ * window; forgets it when no read has started). */
 static void drain(sl_src_windows *w) {
   if (!w->pending) return;
-  sl_error ignored;
-  sl_error_clear(&ignored);
-  (void)sl_chunk_reader_wait(w->reader, &ignored);
+  sl_chunk_reader_abandon_oldest(w->reader);
   w->pending = false;
 }
 
@@ -220,6 +219,7 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   uint64_t piece = sl_chunk_reader_piece_bytes(), pieces = (SL_SRC_WINDOWS * w->capacity + piece - 1) / piece;
   if (pieces < (uint64_t)threads) threads = pieces > 0 ? (int)pieces : 1;
   sl_chunk_reader_opts opts = {.threads = threads};
+  if (w->run) opts = (sl_chunk_reader_opts){.run = w->run, .run_ctx = w->run_ctx, .run_workers = w->run_workers};
   if (!w->reader) return open_with_windows(w, &opts, err);
   return SL_OK; /* the windows are made when first read into (alloc_window) */
 }

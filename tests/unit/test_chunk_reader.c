@@ -4,6 +4,9 @@
  * after indexing, usage errors, close with requests outstanding.
  * Fixtures come from test_h5_index.c (written with the HDF5 C API). */
 #define SL_H5_FIXTURES_ONLY
+#include <pthread.h>
+
+#include "engine/core/cpus.h"
 #include "engine/core/settings.h"
 #include "test_h5_index.c"
 
@@ -387,6 +390,167 @@ static void t_parallel_truncated(void **state) {
   sl_h5_index_free(ix);
 }
 
+/* A caller's workers for reading in the wait (sl_chunk_reader_opts.run):
+ * `workers` threads that each call fn over a share of [0, n), joined
+ * before it returns, as a backend's parallel_for; counts its calls. */
+typedef struct test_runner {
+  int workers;
+  int calls;
+} test_runner;
+
+typedef struct runner_share {
+  sl_range_fn fn;
+  void *fn_ctx;
+  int64_t begin, end;
+  int worker;
+} runner_share;
+
+static void *runner_thread(void *p) {
+  runner_share *sh = p;
+  if (sh->begin < sh->end) sh->fn(sh->fn_ctx, sh->begin, sh->end, sh->worker);
+  return NULL;
+}
+
+static void test_run(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ctx) {
+  test_runner *t = run_ctx;
+  t->calls++;
+  pthread_t th[8];
+  runner_share sh[8];
+  assert_true(t->workers >= 1 && t->workers <= 8);
+  for (int w = 0; w < t->workers; w++) {
+    sh[w] = (runner_share){fn, fn_ctx, n * w / t->workers, n * (w + 1) / t->workers, w};
+    assert_int_equal(pthread_create(&th[w], NULL, runner_thread, &sh[w]), 0);
+  }
+  for (int w = 0; w < t->workers; w++) pthread_join(th[w], NULL);
+}
+
+/* Reading in the wait: the same bytes as the reader threads' (tiny pieces
+ * spread over 1-3 workers, windows of 1-9 chunks, chunks cut across pieces);
+ * nothing is read until the wait (no thread of the reader's own: a window
+ * requested and not waited for stays untouched); the pieces go to the
+ * caller's runner. */
+static void t_read_in_wait(void **state) {
+  fx_opts o = {.n_files = 3, .frames = {10, 10, 7}, .h = 12, .w = 20, .k = 4};
+  char m[512];
+  sl_h5_index *ix = fx_index("rwait", &o, m, sizeof m);
+  for (int workers = 1; workers <= 3; workers++)
+    for (uint64_t piece = 1; piece <= 4096; piece *= 64) {
+      test_runner t = {.workers = workers};
+      sl_chunk_reader_opts opts = {.run = test_run, .run_ctx = &t, .run_workers = workers, .piece_bytes = piece};
+      sl_chunk_reader_stats st;
+      for (int64_t win = 1; win <= 9; win += 4) read_all_and_check_opts(ix, win, &opts, &st);
+      assert_int_equal(st.threads, workers);
+      if (piece == 1 && workers == 3) {
+        assert_true(st.pieces > (uint64_t)ix->n_chunks); /* chunks were cut */
+        assert_true(t.calls > 0);                          /* ... and read by the runner */
+      }
+    }
+  /* Requested, not waited for: nothing read. */
+  test_runner t = {.workers = 2};
+  sl_chunk_reader_opts opts = {.run = test_run, .run_ctx = &t, .run_workers = 2, .piece_bytes = 16};
+  sl_error e;
+  sl_chunk_reader *r = reader_open(ix, ix->n_chunks, &opts, &e);
+  size_t cap = (size_t)sl_h5_window_bytes(ix, 0, ix->n_chunks);
+  uint8_t *buf = malloc(cap), *b2 = malloc(cap);
+  memset(buf, 0xA5, cap);
+  assert_int_equal(sl_chunk_reader_request(r, 0, 5, buf, cap, &e), SL_OK);
+  usleep(20000);
+  for (size_t i = 0; i < cap; i++)
+    if (buf[i] != 0xA5) fail_msg("byte %zu written before the wait", i);
+  assert_int_equal(t.calls, 0);
+  assert_int_equal(sl_chunk_reader_wait(r, &e), SL_OK);
+  assert_true(t.calls > 0);
+  uint64_t *offs = malloc(6 * sizeof *offs);
+  sl_h5_window_offsets(ix, 0, 5, offs);
+  uint8_t *chunk = fx_read_chunk(ix->files[0], "/entry/data/data", 0, &(size_t){0}, &(uint32_t){0});
+  assert_memory_equal(chunk, buf + offs[0], ix->chunks[0].size);
+  free(chunk);
+  /* The oldest request given up: forgotten (never read); the next is
+   * the one waited for. */
+  memset(buf, 0xA5, cap);
+  assert_int_equal(sl_chunk_reader_request(r, 0, 3, buf, cap, &e), SL_OK);
+  assert_int_equal(sl_chunk_reader_request(r, 3, 2, b2, cap, &e), SL_OK);
+  sl_chunk_reader_abandon_oldest(r);
+  assert_int_equal(sl_chunk_reader_pending(r), 1);
+  int64_t first = -1, count = -1;
+  uint8_t *dst = NULL;
+  assert_int_equal(sl_chunk_reader_wait_window(r, &first, &count, &dst, &e), SL_OK);
+  assert_int_equal(first, 3);
+  assert_int_equal(count, 2);
+  assert_ptr_equal(dst, b2);
+  for (size_t i = 0; i < cap; i++)
+    if (buf[i] != 0xA5) fail_msg("byte %zu of the abandoned window written", i);
+  sl_chunk_reader_abandon_oldest(r); /* nothing outstanding: no-op */
+  assert_int_equal(sl_chunk_reader_pending(r), 0);
+  sl_chunk_reader_close(r);
+  /* With reader threads: the abandoned window is waited for or forgotten,
+   * and the next is still the one waited for. */
+  sl_chunk_reader_opts th = {.threads = 3, .piece_bytes = 16};
+  r = reader_open(ix, ix->n_chunks, &th, &e);
+  assert_int_equal(sl_chunk_reader_request(r, 0, 3, buf, cap, &e), SL_OK);
+  assert_int_equal(sl_chunk_reader_request(r, 3, 2, b2, cap, &e), SL_OK);
+  sl_chunk_reader_abandon_oldest(r);
+  assert_int_equal(sl_chunk_reader_wait_window(r, &first, &count, &dst, &e), SL_OK);
+  assert_int_equal(first, 3);
+  assert_ptr_equal(dst, b2);
+  sl_chunk_reader_close(r);
+  free(offs);
+  free(b2);
+  free(buf);
+  sl_h5_index_free(ix);
+}
+
+/* A truncated file read in the wait by several workers in tiny pieces: the
+ * error is the first failing byte's (file, offset, chunk), as with the
+ * reader's threads; the windows before and after it read fine. */
+static void t_read_in_wait_truncated(void **state) {
+  fx_opts o = {.n_files = 2, .frames = {3, 30}, .h = 32, .w = 32, .k = 1};
+  char m[512], d2[512];
+  sl_h5_index *ix = fx_index("rwtrunc", &o, m, sizeof m);
+  fx_data_path("rwtrunc", 2, d2, sizeof d2);
+  const sl_h5_chunk *c = &ix->chunks[23];
+  uint64_t cut = c->file_offset + 100;
+  assert_int_equal(truncate(d2, (off_t)cut), 0);
+  size_t cap = (size_t)sl_h5_window_bytes(ix, 0, ix->n_chunks);
+  uint8_t *buf = malloc(cap);
+  for (int workers = 1; workers <= 4; workers++) {
+    test_runner t = {.workers = workers};
+    sl_chunk_reader_opts opts = {.run = test_run, .run_ctx = &t, .run_workers = workers,
+                                 .piece_bytes = workers % 2 ? 512 : 3000};
+    sl_error e;
+    sl_chunk_reader *r = reader_open(ix, ix->n_chunks, &opts, &e);
+    assert_int_equal(sl_chunk_reader_request(r, 0, 3, buf, cap, &e), SL_OK);
+    assert_int_equal(sl_chunk_reader_request(r, 0, ix->n_chunks, buf, cap, &e), SL_OK);
+    assert_int_equal(sl_chunk_reader_wait(r, &e), SL_OK);
+    sl_code rc = sl_chunk_reader_wait(r, &e);
+    expect_error_at(&e, rc, SL_ERR_FORMAT, d2, 23);
+    char off[64];
+    snprintf(off, sizeof off, "offset %llu", (unsigned long long)cut);
+    if (!strstr(e.msg, off)) fail_msg("workers %d: expected '%s' in: %s", workers, off, e.msg);
+    assert_int_equal(sl_chunk_reader_request(r, 1, 2, buf, cap, &e), SL_OK);
+    assert_int_equal(sl_chunk_reader_wait(r, &e), SL_OK);
+    sl_chunk_reader_close(r);
+  }
+  free(buf);
+  sl_h5_index_free(ix);
+}
+
+/* Who reads: in the wait when the caller's workers hold every CPU the
+ * process may use and read_threads is not set; else reader threads. */
+static void t_reads_in_wait_rule(void **state) {
+  sl_error e;
+  unsetenv("SLUICE_READ_THREADS");
+  assert_int_equal(sl_settings_init(NULL, 0, &e), SL_OK);
+  const int cpus = sl_usable_cpus();
+  assert_true(sl_chunk_reader_reads_in_wait(cpus));
+  assert_true(sl_chunk_reader_reads_in_wait(cpus + 1));
+  if (cpus > 1) assert_false(sl_chunk_reader_reads_in_wait(cpus - 1));
+  const char *two[] = {"read_threads=2"};
+  assert_int_equal(sl_settings_init(two, 1, &e), SL_OK);
+  assert_false(sl_chunk_reader_reads_in_wait(cpus));
+  assert_int_equal(sl_settings_init(NULL, 0, &e), SL_OK);
+}
+
 /* The read_threads setting: from SLUICE_READ_THREADS or --setting (which
  * wins), capped; a bad value is refused when the settings are read. */
 static void t_default_threads(void **state) {
@@ -422,6 +586,9 @@ int main(void) {
       cmocka_unit_test(t_parallel_pieces),
       cmocka_unit_test(t_parallel_truncated),
       cmocka_unit_test(t_default_threads),
+      cmocka_unit_test(t_read_in_wait),
+      cmocka_unit_test(t_read_in_wait_truncated),
+      cmocka_unit_test(t_reads_in_wait_rule),
   };
   return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }
