@@ -304,7 +304,10 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   if (!offsets || !first || !j.used || !merged) rc = sl_fail(err, SL_ERR_NOMEM, "detector_preview: out of memory");
   /* only the files of its chunks are opened (one of an acquisition's
    * hundreds: opening them all took 15-30 ms on the H200's host) */
-  const sl_chunk_reader_opts ro = {.first_chunk = 0, .chunk_count = count};
+  sl_chunk_reader_opts ro = {.first_chunk = 0, .chunk_count = count};
+  /* where the workers hold every CPU, they read each window as it is
+   * waited for (reader threads would take turns with them) */
+  sl_chunk_reader_read_on_workers(&ro, b);
   if (rc == SL_OK) rc = sl_chunk_reader_open_opts(ix, count, &ro, &reader, err);
   /* The chunks in up to SL_CHUNK_READER_DEPTH windows, all requested at
    * once, each at its place in `raw` (a window's bytes are its chunks'
@@ -385,7 +388,7 @@ static sl_code preview_cpu(sl_kernel_args *a) {
                  ix->source);
     sl_node_note((sl_node *)a->node, "preview_seconds",
                  "index %.4f, read %.4f (not hidden behind decoding: opening, and waits for the reader; "
-                 "%lld stored chunks, %lld bytes, %d reader threads), decode and add %.4f (%d workers), merge %.4f",
+                 "%lld stored chunks, %lld bytes, %d reading threads), decode and add %.4f (%d workers), merge %.4f",
                  t_index, t.read, (long long)t.chunks, (long long)t.bytes, t.readers, t.decode, t.workers, t.merge);
   }
   sl_h5_index_put(ix);

@@ -286,21 +286,13 @@ static sl_code copy_host(void *ctx, uint64_t dst_offset, const uint8_t *src, uin
   return SL_OK;
 }
 
-/* sl_chunk_reader_run_fn on the backend's workers. */
-static void run_on_workers(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ctx) {
-  sl_backend *b = run_ctx;
-  b->ops->parallel_for(b, n, 1, fn, fn_ctx);
-}
-
 static sl_code source_cpu(sl_kernel_args *a) {
   sl_src_state *s = a->state;
   const sl_tensor_desc *d = &a->node->out[0];
   if (!s->win.reader) { /* the reader is opened with the first window */
-    const int workers = sl_caps_host_workers(&a->backend->caps);
-    const bool in_wait = sl_chunk_reader_reads_in_wait(workers);
-    s->win.run = in_wait ? run_on_workers : NULL;
-    s->win.run_ctx = in_wait ? a->backend : NULL;
-    s->win.run_workers = workers;
+    sl_chunk_reader_opts o = {0};
+    sl_chunk_reader_read_on_workers(&o, a->backend);
+    s->win.run = o.run, s->win.run_ctx = o.run_ctx, s->win.run_workers = o.run_workers;
   }
   sl_src_window win;
   sl_code rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(d), &win, a->err);

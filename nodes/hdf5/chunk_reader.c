@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/backend/backend.h"
 #include "engine/core/cpus.h"
 #include "engine/core/settings.h"
 #include "engine/core/util.h"
@@ -328,6 +329,19 @@ static void *worker(void *arg) {
 
 bool sl_chunk_reader_reads_in_wait(int workers) {
   return sl_setting_int(SL_SET_READ_THREADS) <= 0 && workers >= sl_usable_cpus();
+}
+
+static void run_on_backend(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ctx) {
+  sl_backend *b = run_ctx;
+  b->ops->parallel_for(b, n, 1, fn, fn_ctx);
+}
+
+void sl_chunk_reader_read_on_workers(sl_chunk_reader_opts *o, sl_backend *b) {
+  const int workers = b->ops->workers(b) > 0 ? b->ops->workers(b) : 1;
+  if (!sl_chunk_reader_reads_in_wait(workers)) return;
+  o->run = run_on_backend;
+  o->run_ctx = b;
+  o->run_workers = workers;
 }
 
 int sl_chunk_reader_default_threads(void) {

@@ -100,6 +100,11 @@ int sl_chunk_reader_default_threads(void);
  * took turns with them: the source's waits 1.9-8.5 ms a run of the same
  * 64 x 64 acquisition, the decode slower by as much). */
 bool sl_chunk_reader_reads_in_wait(int workers);
+struct sl_backend;
+/* Sets o's run, run_ctx and run_workers to read on backend b's workers
+ * (its parallel_for) where sl_chunk_reader_reads_in_wait says so, else
+ * leaves o as it is (reader threads). */
+void sl_chunk_reader_read_on_workers(sl_chunk_reader_opts *o, struct sl_backend *b);
 /* The same for a source feeding a device backend, whose host CPUs have
  * nothing else to do while the device decodes: the read_threads setting if
  * set, else every CPU this process may use, at most 16 (the H200 host read
