@@ -283,6 +283,23 @@ static void hint_next(sl_chunk_reader *r, int64_t first, int64_t count) {
   }
 }
 
+/* Reads queued request q (called with mu held, which it releases while
+ * reading) and marks it done with its status, which it returns. */
+static sl_code read_request(sl_chunk_reader *r, req *q) {
+  q->state = REQ_READING;
+  req work = *q;
+  pthread_mutex_unlock(&r->mu);
+  sl_error e;
+  sl_error_clear(&e);
+  sl_code rc = read_window(r, &work, &e);
+  pthread_mutex_lock(&r->mu);
+  q->rc = rc;
+  q->err = e;
+  q->state = REQ_DONE;
+  r->stats.requests++;
+  return rc;
+}
+
 static void *worker(void *arg) {
   sl_chunk_reader *r = arg;
   pthread_mutex_lock(&r->mu);
@@ -300,19 +317,8 @@ static void *worker(void *arg) {
       pthread_cond_wait(&r->cv_work, &r->mu);
     }
     if (r->stop) break;
-    q->state = REQ_READING;
     req work = *q;
-    pthread_mutex_unlock(&r->mu);
-
-    sl_error e;
-    sl_error_clear(&e);
-    sl_code rc = read_window(r, &work, &e);
-
-    pthread_mutex_lock(&r->mu);
-    q->rc = rc;
-    q->err = e;
-    q->state = REQ_DONE;
-    r->stats.requests++;
+    sl_code rc = read_request(r, q);
     bool more = false;
     for (int k = 0; k < r->n; k++)
       if (r->q[(r->head + k) % SL_CHUNK_READER_DEPTH].state == REQ_QUEUED) more = true;
@@ -549,19 +555,7 @@ sl_code sl_chunk_reader_wait_window(sl_chunk_reader *r, int64_t *first, int64_t 
     return sl_fail(err, SL_ERR_USAGE, "chunk reader: nothing requested");
   }
   req *q = &r->q[r->head];
-  if (r->run && q->state == REQ_QUEUED) { /* no reader thread: read it now */
-    q->state = REQ_READING;
-    req work = *q;
-    pthread_mutex_unlock(&r->mu);
-    sl_error e;
-    sl_error_clear(&e);
-    sl_code rc = read_window(r, &work, &e);
-    pthread_mutex_lock(&r->mu);
-    q->rc = rc;
-    q->err = e;
-    q->state = REQ_DONE;
-    r->stats.requests++;
-  }
+  if (r->run && q->state == REQ_QUEUED) (void)read_request(r, q); /* no reader thread: read it now */
   while (q->state != REQ_DONE) pthread_cond_wait(&r->cv_done, &r->mu);
   req done = *q;
   q->state = 0;
