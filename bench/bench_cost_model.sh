@@ -80,11 +80,16 @@ fi
 if [ "$CALIBRATE" = 1 ]; then
   # The detector-input nodes are calibrated on acquisitions of their own
   # (16 x 16 and 48 x 48 frames of 192 x 192; on a GPU 32 x 32 and 128 x 128,
-  # where the source's pinned windows reach their full size), not on the
-  # ones measured below; two sizes tell a node's setup from its rate.
+  # where the source's pinned windows reach their full size, and so on a CPU
+  # of more than 4 workers: the 48 x 48 scan gave each of the H200 host's 16
+  # workers 144 frames, whose first calls set the rate: virtual_detectors
+  # fitted at 0.0087 ns an operation there, 0.0055 in its 256 x 256 runs),
+  # not on the ones measured below; two sizes tell a node's setup from its
+  # rate.
   CAL_INPUTS=()
   CAL_SIDES="16 48"
-  [ "$BACKEND" = cuda ] && CAL_SIDES="32 128"
+  WORKERS=${THREADS:-$(nproc)}
+  if [ "$BACKEND" = cuda ] || [ "$WORKERS" -gt 4 ]; then CAL_SIDES="32 128"; fi
   for side in $CAL_SIDES; do
     CAL=$WORK/calib${side}_bad73_master.h5
     [ -e "$CAL" ] || "$MAKE_ACQ" --bad-pixels 73 "$WORK/calib${side}_bad73" $side $side 192 192 1000 >/dev/null
