@@ -760,7 +760,7 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
       sl_plan *body = NULL;
       sl_error ignored;
       if (sl_plan_build(n->body, &po, &body, &ignored) != SL_OK) continue;
-      double body_s = (body->est_seconds - prof->run_seconds) * (double)n->times;
+      double body_s = sl_plan_loop_seconds(body, n->times);
       sl_plan_free(body);
       sample *l = &loops[n_loops++];
       memset(l, 0, sizeof *l);

@@ -195,6 +195,12 @@ double sl_cost_decided_seconds(const sl_cost_profile *p, const sl_node *n, const
 void sl_cost_decided_key(const sl_node *n, const char *variant, char *buf, size_t len);
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls, bool device);
+/* Of sl_cost_estimate's seconds, the part a run pays once however many
+ * calls it makes: the rate's run_seconds (scaled as there); 0 under the
+ * bandwidth model. A loop's body pays it once, not per iteration
+ * (sl_plan_loop_seconds). */
+double sl_cost_estimate_once(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
+                             int64_t calls, bool device);
 /* The rate that estimates a node of rate key `type` (as sl_cost_estimate
  * finds it), or NULL when the bandwidth model does. */
 const sl_cost_rate *sl_cost_rate_for(const sl_cost_profile *p, const char *type);

@@ -222,8 +222,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     pn->calls = iters;
     sl_node_cost loop;
     sl_plan_loop_carry_cost(n, &loop);
-    pn->est_seconds = (pn->body->est_seconds - pn->body->profile.run_seconds) * (double)iters +
-                      sl_cost_estimate(&p->profile, "iterate", &loop, iters, false);
+    pn->est_seconds = sl_plan_loop_seconds(pn->body, iters) + sl_cost_estimate(&p->profile, "iterate", &loop, iters, false);
     int64_t carry = 0;
     for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
     int64_t need = pn->body->peak_host_bytes_most + pn->body->peak_device_bytes + carry;
@@ -248,6 +247,7 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     sl_cost_rate_key(n, key, sizeof key);
     pn->rate = sl_cost_rate_for(&p->profile, key);
     pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, n));
+    pn->est_once_seconds = sl_cost_estimate_once(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, n));
     pn->decided_seconds_most =
         sl_cost_decided_seconds(&p->profile, n, pn->cost.decided_variant, pn->cost.decided_ops_most,
                                 &pn->cost, true, !runs_on_host(p, n));
@@ -510,6 +510,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     p->bytes_written = sat_add(p->bytes_written, pn->cost.bytes_written);
     p->ops = sat_add(p->ops, pn->cost.ops);
     p->est_seconds += pn->est_seconds;
+    p->est_once_seconds += pn->est_once_seconds;
     int runs = 0;
     for (int pass = 0; pass < np; pass++) runs += p->exec_level[i * np + pass] >= 0;
     for (int pass = 0; pass < np; pass++)
@@ -534,6 +535,11 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
   }
   p->est_seconds += p->profile.run_seconds;
   return SL_OK;
+}
+
+double sl_plan_loop_seconds(const sl_plan *body, int64_t iters) {
+  const double each = body->est_seconds - body->profile.run_seconds - body->est_once_seconds;
+  return (each > 0 ? each : 0) * (double)iters + (iters > 0 ? body->est_once_seconds : 0);
 }
 
 /* The lifetime of output k of node i, in levels: from its producer's first

@@ -85,6 +85,8 @@ typedef struct sl_plan_node {
   bool calls_expected;     /* ... by its expect: (it never ran) */
   double est_seconds; /* sl_cost_estimate of cost and calls, plus the
                          wait below */
+  double est_once_seconds; /* of est_seconds, its rate's setup once per run
+                              (sl_cost_estimate_once) */
   /* A device library's load its first call waits for (sl_cost_warm_up_wait;
    * 0: none left or none waited for). */
   double warm_up_wait_seconds;
@@ -196,6 +198,8 @@ typedef struct sl_plan {
   int64_t batches;    /* level batches in the whole run (iterate bodies' included) */
   /* nodes + batches x batch_seconds + run_seconds (cost_profile.h) */
   double est_seconds;
+  /* of est_seconds, the nodes' setups once per run (est_once_seconds) */
+  double est_once_seconds;
   uint64_t memory_limit;
   sl_cost_profile profile; /* the estimate's numbers */
 } sl_plan;
@@ -223,6 +227,12 @@ int64_t sl_plan_pooled_bytes(const sl_plan *p);
  * carried values copied back each iteration (the cost model's "iterate"
  * work; its bodies are estimated from their own plans). */
 void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c);
+/* A loop's `iters` runs of its body's plan: each iteration runs the body's
+ * levels as batches (not a run: the run's own overhead is left out, the
+ * loop's iterations are its calls) and its nodes' kernels; the nodes'
+ * setups once per run (est_once_seconds) are paid once, in the first
+ * iteration: the body's nodes are prepared once for the whole loop. */
+double sl_plan_loop_seconds(const sl_plan *body, int64_t iters);
 /* SL_ERR_BUDGET with a typed estimate (what needs how much) when the planned
  * peak exceeds the plan's memory limit. */
 sl_code sl_plan_check_budget(const sl_plan *p, sl_error *err);
