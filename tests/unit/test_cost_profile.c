@@ -353,61 +353,6 @@ static void test_plan_estimate(void **state) {
   sl_spec_free(spec);
 }
 
-/* A loop pays its body's setups once: a body node's rate's run_seconds in
- * the first iteration only (the body's nodes are prepared once for the
- * loop), its calls, work and batches every iteration, the run's own
- * overhead never (the loop's iterations are its calls); with a loop's
- * iterations x (setup + call + work + batch) the shipped iterate_until's
- * loop was estimated at 5 times its time. */
-static void test_loop_setup_once(void **state) {
-  (void)state;
-  char path[512], step[512];
-  write_temp_file(step, sizeof step, "once_step.yaml",
-                  "pipeline: once_step\n"
-                  "inputs: [x]\n"
-                  "nodes:\n"
-                  "  step: {type: affine, inputs: {x: inputs.x}, params: {scale: 0.5, offset: 1}}\n"
-                  "outputs: {x: step.y}\n");
-  write_temp_file(path, sizeof path, "once.yaml",
-                  "pipeline: once\n"
-                  "nodes:\n"
-                  "  init: {type: constant, params: {shape: [256], value: 0}}\n"
-                  "  loop: {iterate: once_step.yaml, times: 5, inputs: {x: init.out}, carry: [x]}\n"
-                  "outputs: {x: loop.x}\n");
-  sl_error err;
-  sl_error_clear(&err);
-  sl_spec *spec;
-  sl_graph *g;
-  assert_int_equal(sl_spec_load(path, NULL, 0, &spec, &err), SL_OK);
-  assert_int_equal(sl_graph_build(spec, NULL, sl_nodes_registry(), &g, &err), SL_OK);
-  sl_cost_profile prof = hand_made();
-  sl_cost_rate affine = {"affine", true, 0.5, 1.0 / 64, 4.0, 0, 0, 0, 0, 0}; /* setup 4 s a run */
-  assert_true(sl_cost_profile_set_rate(&prof, &affine));
-  sl_plan_opts po;
-  memset(&po, 0, sizeof po);
-  po.caps = cpu_caps(2);
-  po.profile = &prof;
-  sl_plan *p;
-  assert_int_equal(sl_plan_build(g, &po, &p, &err), SL_OK);
-  const int loop = sl_graph_find(g, "loop");
-  const sl_plan *body = p->nodes[loop].body;
-  assert_non_null(body);
-  assert_int_equal(p->nodes[loop].calls, 5);
-  /* the body: affine's one call and its ops (two an element), its setup;
-   * one batch; the run */
-  assert_int_equal(body->nodes[0].cost.ops, 512);
-  const double work = 0.5 + 512.0 / 64, setup = 4.0;
-  assert_true(fabs(body->est_seconds - (setup + work + 0.25 + 2.0)) <= 1e-9);
-  assert_true(fabs(body->est_once_seconds - setup) <= 1e-12);
-  sl_node_cost carry;
-  sl_plan_loop_carry_cost(&g->nodes[loop], &carry);
-  const double loop_s = 5 * (work + 0.25) + setup + sl_cost_estimate(&prof, "iterate", &carry, 5, false);
-  assert_true(fabs(p->nodes[loop].est_seconds - loop_s) <= 1e-9 * loop_s);
-  sl_plan_free(p);
-  sl_graph_free(g);
-  sl_spec_free(spec);
-}
-
 /* Plans pipeline text `yaml` with `prof` on `caps` (a device backend's
  * plan is pure: no device is needed). */
 static sl_plan *plan_text(const char *yaml, const sl_backend_caps *caps, const sl_cost_profile *prof,
@@ -433,6 +378,51 @@ static void free_plan_text(sl_plan *p, sl_graph *g, sl_spec *spec) {
   sl_graph_free(g);
   sl_spec_free(spec);
 }
+
+/* A loop pays its body's setups once: a body node's rate's run_seconds in
+ * the first iteration only (the body's nodes are prepared once for the
+ * loop), its calls, work and batches every iteration, the run's own
+ * overhead never (the loop's iterations are its calls); with a loop's
+ * iterations x (setup + call + work + batch) the shipped iterate_until's
+ * loop was estimated at 5 times its time. */
+static void test_loop_setup_once(void **state) {
+  (void)state;
+  char step[512];
+  write_temp_file(step, sizeof step, "once_step.yaml",
+                  "pipeline: once_step\n"
+                  "inputs: [x]\n"
+                  "nodes:\n"
+                  "  step: {type: affine, inputs: {x: inputs.x}, params: {scale: 0.5, offset: 1}}\n"
+                  "outputs: {x: step.y}\n");
+  sl_cost_profile prof = hand_made();
+  sl_cost_rate affine = {"affine", true, 0.5, 1.0 / 64, 4.0, 0, 0, 0, 0, 0}; /* setup 4 s a run */
+  assert_true(sl_cost_profile_set_rate(&prof, &affine));
+  const sl_backend_caps cpu = cpu_caps(2);
+  sl_graph *g;
+  sl_spec *spec;
+  sl_plan *p = plan_text("pipeline: once\n"
+                         "nodes:\n"
+                         "  init: {type: constant, params: {shape: [256], value: 0}}\n"
+                         "  loop: {iterate: once_step.yaml, times: 5, inputs: {x: init.out}, carry: [x]}\n"
+                         "outputs: {x: loop.x}\n",
+                         &cpu, &prof, &g, &spec);
+  const int loop = sl_graph_find(g, "loop");
+  const sl_plan *body = p->nodes[loop].body;
+  assert_non_null(body);
+  assert_int_equal(p->nodes[loop].calls, 5);
+  /* the body: affine's one call and its ops (two an element), its setup;
+   * one batch; the run */
+  assert_int_equal(body->nodes[0].cost.ops, 512);
+  const double work = 0.5 + 512.0 / 64, setup = 4.0;
+  assert_true(fabs(body->est_seconds - (setup + work + 0.25 + 2.0)) <= 1e-9);
+  assert_true(fabs(body->est_once_seconds - setup) <= 1e-12);
+  sl_node_cost carry;
+  sl_plan_loop_carry_cost(&g->nodes[loop], &carry);
+  const double loop_s = 5 * (work + 0.25) + setup + sl_cost_estimate(&prof, "iterate", &carry, 5, false);
+  assert_true(fabs(p->nodes[loop].est_seconds - loop_s) <= 1e-9 * loop_s);
+  free_plan_text(p, g, spec);
+}
+
 
 /* The wait for a device library's background load (cuFFT: dpc's first call
  * joins it): on a device backend dpc's estimate grows by what is left of
