@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "engine/backend/backend.h"
 #include "engine/exec/sinks.h"
 #include "engine/core/util.h"
 
@@ -81,6 +82,39 @@ void sl_values_range(sl_dtype t, const void *data, int64_t n, double *lo, double
     PNG_DTYPES(PNG_RANGE)
 #undef PNG_RANGE
     default: break;
+  }
+}
+
+/* sl_values_range_on: ranges of at least RANGE_GRAIN values, each worker's
+ * folded into its own 64-byte slot, the slots folded at the end. */
+#define RANGE_GRAIN ((int64_t)1 << 16)
+#define RANGE_SLOTS 64
+
+typedef struct range_job {
+  sl_dtype t;
+  const uint8_t *data;
+  double (*slot)[8]; /* lo, hi, then padding to a cache line */
+} range_job;
+
+static void range_part(void *ctx, int64_t begin, int64_t end, int worker) {
+  const range_job *j = ctx;
+  sl_values_range(j->t, j->data + begin * (int64_t)sl_dtype_size(j->t), end - begin, &j->slot[worker][0],
+                  &j->slot[worker][1]);
+}
+
+void sl_values_range_on(sl_backend *b, sl_dtype t, const void *data, int64_t n, double *lo, double *hi) {
+  const int workers = b ? b->ops->workers(b) : 1;
+  if (workers <= 1 || workers > RANGE_SLOTS || n < 2 * RANGE_GRAIN) {
+    sl_values_range(t, data, n, lo, hi);
+    return;
+  }
+  double slot[RANGE_SLOTS][8];
+  for (int w = 0; w < workers; w++) slot[w][0] = INFINITY, slot[w][1] = -INFINITY;
+  range_job j = {t, data, slot};
+  b->ops->parallel_for(b, n, RANGE_GRAIN, range_part, &j);
+  for (int w = 0; w < workers; w++) {
+    if (slot[w][0] < *lo) *lo = slot[w][0];
+    if (slot[w][1] > *hi) *hi = slot[w][1];
   }
 }
 

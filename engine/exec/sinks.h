@@ -122,5 +122,11 @@ int64_t sl_png_bands_bytes(const sl_tensor_desc *d);
 /* The smallest and largest finite values among n values of dtype t, folded
  * into *lo and *hi (left as they are when there are none). */
 void sl_values_range(sl_dtype t, const void *data, int64_t n, double *lo, double *hi);
+/* The same over backend b's workers (parallel_for) when n is large (a 512 x
+ * 512 f64 image took 0.5-0.7 ms on one of the H200 host's threads, five
+ * of them in stem_products' epilogue); the same values whatever the split
+ * (min and max do not depend on the order). */
+struct sl_backend;
+void sl_values_range_on(struct sl_backend *b, sl_dtype t, const void *data, int64_t n, double *lo, double *hi);
 
 #endif

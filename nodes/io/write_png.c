@@ -104,7 +104,7 @@ static sl_code write_png_cpu(sl_kernel_args *a) {
   const sl_tensor_desc *d = &a->node->in[0];
   if (d->stream_rank) return SL_OK;
   double t0 = sl_now(), lo = INFINITY, hi = -INFINITY;
-  sl_values_range(d->dtype, a->in[0], sl_desc_elems(d), &lo, &hi);
+  sl_values_range_on(a->backend, d->dtype, a->in[0], sl_desc_elems(d), &lo, &hi);
   const sl_output_target *t = a->state;
   if (!t) return no_target(a);
   char path[4352];
