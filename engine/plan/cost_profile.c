@@ -120,17 +120,17 @@ void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, d
   *most_out = *b > 0 ? most : 0;
 }
 
-/* Rate r's setup once per run for `calls` calls of cost c (scaled down
- * below its least work on a device). */
-static double run_part(const sl_cost_rate *r, const sl_node_cost *c, int64_t calls, bool device) {
-  const double share = device ? share_below(sl_cost_work(c, r->per_op), r->run_work_least) : 1;
+/* Rate r's setup once per run for `calls` calls of `work` in its unit
+ * (scaled down below its least work on a device). */
+static double run_part(const sl_cost_rate *r, double work, int64_t calls, bool device) {
+  const double share = device ? share_below(work, r->run_work_least) : 1;
   return calls > 0 ? r->run_seconds * share : 0;
 }
 
 double sl_cost_estimate_once(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                              int64_t calls, bool device) {
   const sl_cost_rate *r = sl_cost_rate_for(p, type);
-  return r ? run_part(r, c, calls, device) : 0;
+  return r ? run_part(r, sl_cost_work(c, r->per_op), calls, device) : 0;
 }
 
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
@@ -138,7 +138,7 @@ double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_nod
   const sl_cost_rate *r = sl_cost_rate_for(p, type);
   if (r) {
     const double work = sl_cost_work(c, r->per_op);
-    return run_part(r, c, calls, device) + (double)calls * r->call_seconds + work * r->seconds_per_unit;
+    return run_part(r, work, calls, device) + (double)calls * r->call_seconds + work * r->seconds_per_unit;
   }
   double t_mem = p->bytes_per_second > 0
                      ? ((double)c->bytes_read + (double)c->bytes_written) / p->bytes_per_second

@@ -274,7 +274,7 @@ static void note_reading(const sl_node *n, sl_src_state *s, int64_t pos_end, int
                "(pinned windows made meanwhile) in %.4f s; %.4f s in all getting windows",
                (unsigned long long)st.requests, (double)st.bytes / 1e9, st.window_seconds,
                st.window_seconds > 0 ? (double)st.bytes / 1e9 / st.window_seconds : 0.0, st.read_seconds, st.threads,
-               s->win.run ? "workers, in the calls' waits" : "reader threads",
+               s->win.wait_opts.run ? "workers, in the calls' waits" : "reader threads",
                (unsigned long long)st.reads, (unsigned long long)st.pieces, s->win.wait_read_seconds,
                s->win.wait_reuse_seconds, s->win.alloc_seconds, s->emit_seconds, s->win.sizing_seconds,
                s->win.get_seconds);
@@ -289,11 +289,8 @@ static sl_code copy_host(void *ctx, uint64_t dst_offset, const uint8_t *src, uin
 static sl_code source_cpu(sl_kernel_args *a) {
   sl_src_state *s = a->state;
   const sl_tensor_desc *d = &a->node->out[0];
-  if (!s->win.reader) { /* the reader is opened with the first window */
-    sl_chunk_reader_opts o = {0};
-    sl_chunk_reader_read_on_workers(&o, a->backend);
-    s->win.run = o.run, s->win.run_ctx = o.run_ctx, s->win.run_workers = o.run_workers;
-  }
+  if (!s->win.reader) /* the reader is opened with the first window */
+    sl_chunk_reader_read_on_workers(&s->win.wait_opts, a->backend);
   sl_src_window win;
   sl_code rc = sl_src_windows_get(&s->win, a->pos_start, a->pos_count, sl_desc_positions(d), &win, a->err);
   if (rc != SL_OK) return rc;

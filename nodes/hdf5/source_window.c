@@ -218,8 +218,7 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   int threads = w->read_threads > 0 ? w->read_threads : sl_chunk_reader_default_threads();
   uint64_t piece = sl_chunk_reader_piece_bytes(), pieces = (SL_SRC_WINDOWS * w->capacity + piece - 1) / piece;
   if (pieces < (uint64_t)threads) threads = pieces > 0 ? (int)pieces : 1;
-  sl_chunk_reader_opts opts = {.threads = threads};
-  if (w->run) opts = (sl_chunk_reader_opts){.run = w->run, .run_ctx = w->run_ctx, .run_workers = w->run_workers};
+  sl_chunk_reader_opts opts = w->wait_opts.run ? w->wait_opts : (sl_chunk_reader_opts){.threads = threads};
   if (!w->reader) return open_with_windows(w, &opts, err);
   return SL_OK; /* the windows are made when first read into (alloc_window) */
 }

@@ -61,12 +61,10 @@ typedef struct sl_src_windows {
   sl_src_alloc al;
   /* Threads of the chunk reader; 0: sl_chunk_reader_default_threads(). */
   int read_threads;
-  /* Or, with `run` set before the first window, no reader threads: each
-   * window is read when the call that needs it waits, on the caller's
-   * workers (sl_chunk_reader_opts.run). */
-  sl_chunk_reader_run_fn run;
-  void *run_ctx;
-  int run_workers;
+  /* Or, with wait_opts.run set before the first window, no reader
+   * threads: each window is read when the call that needs it waits, on
+   * the caller's workers (sl_chunk_reader_read_on_workers). */
+  sl_chunk_reader_opts wait_opts;
   sl_chunk_reader *reader;
   uint8_t *base[SL_SRC_WINDOWS];
   /* With an allocator (pinned memory, 5-14 ms a window on the H200's host):
