@@ -170,34 +170,58 @@ static const char k_image_yaml[] =
 
 /* The shipped detector chain, the template itself (embedded at build time:
  * detector_input_template.h; the decoder's flag counts spare mask_correct
- * its scan of every frame), and the products' nodes after it (bf_segments
- * only here: on stem.yaml's small synthetic frames its rate priced the dev
- * VM's segments of a 128 x 128 scan at 4 times their time). The summed
- * pattern is not an output (a disk fit of it is): drawn as a PNG, a smooth,
- * mostly dark pattern compresses and draws several times faster per pixel
- * than the products, and its samples pulled write_png's u64 rate to a third
- * of what the products' PNGs take. */
-static const char k_detector_yaml[] =
-    "pipeline: calibrate_detector\n"
-    "params:\n"
-    "  input: {type: path, required: true}\n"
-    "  scan_shape: {type: shape, default: []}\n"
-    "  preview_frames: {type: int, default: 256}\n"
-    "nodes:\n"
-    "  detector:\n"
-    "    use: detector_input.yaml\n"
-    "    params: {path: \"${input}\", scan_shape: \"${scan_shape}\"}\n"
+ * its scan of every frame), and the products' nodes after it, in three
+ * pipelines shaped like the shipped ones, because a node's time over a
+ * chunk depends on what else sweeps the chunk in its level:
+ *  - the products, as stem_products.yaml and virtual_image.yaml sweep the
+ *    frames: the preview and its disk fit, the virtual detectors with their
+ *    moments, and the BF segments (bf_segments only here: on stem.yaml's
+ *    small synthetic frames its rate priced the dev VM's segments of a
+ *    128 x 128 scan at 4 times their time);
+ *  - the pattern, as mean_pattern.yaml and virtual_image_fit.yaml's first
+ *    pass: the summed pattern and its disk fit;
+ *  - the centre of mass from the frames, as dpc.yaml.
+ * One pipeline with all of them measured the virtual detectors 1.3-1.5
+ * times slower than stem_products does (dev VM, 2 threads, 48 x 48 and
+ * 64 x 64 scans: the sum's per-worker pattern and com's sweep in the same
+ * level evicted the chunk's frames) and priced a 64 x 64 virtual_image's at
+ * 2.1 times their time; with the sum beside it, com took 1.3 times as long
+ * as in dpc.yaml. The summed pattern is not an output (a disk fit of it
+ * is): drawn as a PNG, a smooth, mostly dark pattern compresses and draws
+ * several times faster per pixel than the products, and its samples pulled
+ * write_png's u64 rate to a third of what the products' PNGs take. */
+#define DETECTOR_YAML_HEAD(name)                                                  \
+  "pipeline: " name "\n"                                                          \
+  "params:\n"                                                                     \
+  "  input: {type: path, required: true}\n"                                       \
+  "  scan_shape: {type: shape, default: []}\n"                                    \
+  "  preview_frames: {type: int, default: 256}\n"                                 \
+  "nodes:\n"                                                                      \
+  "  detector:\n"                                                                 \
+  "    use: detector_input.yaml\n"                                                \
+  "    params: {path: \"${input}\", scan_shape: \"${scan_shape}\"}\n"
+
+static const char k_products_yaml[] =
+    DETECTOR_YAML_HEAD("calibrate_products")
     "  preview: {type: detector_preview, inputs: {mask: detector.mask},\n"
     "            params: {path: \"${input}\", frames: \"${preview_frames}\"}}\n"
     "  disk: {type: disk_fit, inputs: {pattern: preview.pattern}}\n"
-    "  pattern: {type: sum, inputs: {x: detector.frames}}\n"
-    "  pattern_disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
     "  images: {type: virtual_detectors, inputs: {frames: detector.frames, disk: disk.disk}}\n"
     "  segments: {type: bf_segments, inputs: {frames: detector.frames, disk: disk.disk}}\n"
-    "  com: {type: com, inputs: {frames: detector.frames}}\n"
     "  com_m: {type: com, inputs: {s: images.s, sr: images.sr, sc: images.sc}}\n"
-    "outputs: {bf: images.bf, adf: images.adf, df: images.df, pattern_disk: pattern_disk.disk, com: com.com_row,\n"
-    "          com_m: com_m.com_row, segments: segments.segments}\n";
+    "outputs: {bf: images.bf, adf: images.adf, df: images.df, com_m: com_m.com_row,\n"
+    "          segments: segments.segments}\n";
+
+static const char k_pattern_yaml[] =
+    DETECTOR_YAML_HEAD("calibrate_pattern")
+    "  pattern: {type: sum, inputs: {x: detector.frames}}\n"
+    "  pattern_disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
+    "outputs: {pattern_disk: pattern_disk.disk}\n";
+
+static const char k_com_yaml[] =
+    DETECTOR_YAML_HEAD("calibrate_com")
+    "  com: {type: com, inputs: {frames: detector.frames}}\n"
+    "outputs: {com: com.com_row}\n";
 
 /* One node's measurement: its plan's calls and declared cost, its time. */
 typedef sl_cost_sample sample;
@@ -206,9 +230,9 @@ typedef sl_cost_sample sample;
  * fit tell a node's setup, once per run, from its rate). */
 #define CALIBRATE_MAX_INPUTS 4
 /* The runs a calibration keeps: overheads (1), bandwidth-free pipelines at
- * two sizes each (basic, stem, image, fields, parallax: 10), and two per
- * acquisition given with --input. */
-#define CALIBRATE_MAX_RUNS (11 + 2 * CALIBRATE_MAX_INPUTS)
+ * two sizes each (basic, stem, image, fields, parallax: 10), and six per
+ * acquisition given with --input (three pipelines, two chunkings each). */
+#define CALIBRATE_MAX_RUNS (11 + 6 * CALIBRATE_MAX_INPUTS)
 /* Each measured run is repeated and each node's least time kept: a shared
  * machine's other jobs only ever add time (a descheduled worker at a
  * fork/join fitted as 100 us per call on a loaded 2-core VM). */
@@ -857,16 +881,15 @@ static sl_code two_sizes(calibration *c, const char *name, const char *yaml, con
   return run_one(c, path, sets, n_sets, 0, &t_big, NULL, err);
 }
 
-/* The detector chain on a given acquisition: automatic chunks, then a
+/* Pipeline `name` (`yaml`) on a given acquisition: automatic chunks, then a
  * quarter of them (more calls for the same work). The preview averages its
  * default 256 first frames, then 32 (on every acquisition of 256 frames or
  * more it would read the same frames each time, and its setup could not be
  * told from its rate). */
-static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
+static sl_code detector_pipeline_runs(calibration *c, const char *input, const char *name,
+                                      const char *yaml, sl_error *err) {
   char path[512];
-  char tpl[512];
-  sl_code rc = write_file(c->dir, "detector_input.yaml", k_detector_input_template, tpl, sizeof tpl, err);
-  if (rc == SL_OK) rc = write_file(c->dir, "detector.yaml", k_detector_yaml, path, sizeof path, err);
+  sl_code rc = write_file(c->dir, name, yaml, path, sizeof path, err);
   sl_setting sets[CLI_MAX_SETS + 2] = {{"input", input}, {"preview_frames", "256"}};
   size_t n_sets = 2;
   for (int k = 0; k < c->o->n_sets; k++) sets[n_sets++] = c->o->sets[k];
@@ -885,6 +908,17 @@ static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
    * in) now shows as a part per byte where it is there to see. */
   first_run_in_child(c, path, sets, n_sets, chunk > 0 ? chunk : 1);
   return run_one(c, path, sets, n_sets, chunk > 0 ? chunk : 1, &t, NULL, err);
+}
+
+/* The detector chain and the products on a given acquisition, in the
+ * shipped pipelines' shapes (k_products_yaml, k_pattern_yaml, k_com_yaml). */
+static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
+  char tpl[512];
+  sl_code rc = write_file(c->dir, "detector_input.yaml", k_detector_input_template, tpl, sizeof tpl, err);
+  if (rc == SL_OK) rc = detector_pipeline_runs(c, input, "products.yaml", k_products_yaml, err);
+  if (rc == SL_OK) rc = detector_pipeline_runs(c, input, "pattern.yaml", k_pattern_yaml, err);
+  if (rc == SL_OK) rc = detector_pipeline_runs(c, input, "com.yaml", k_com_yaml, err);
+  return rc;
 }
 
 static void print_table(const calibration *c, const sl_cost_profile *p, const char *path) {
