@@ -53,7 +53,8 @@ const char *const cli_help_calibrate =
     "  --out FILE         write the profile to FILE instead of the cache\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
     "  --json             print the profile as JSON on stdout instead of the table\n"
-    "  --samples          also print every measured node (type, calls, work, seconds)\n"
+    "  --samples          also print every measured node (type, calls, work, seconds),\n"
+    "                     the first-call extras (bytes, seconds) and the runs\n"
     "  --libraries-only   only load the device libraries and print the seconds left\n"
     "                     once the backend is up (calibrate runs itself so first)\n"
     "  --first-run FILE [--first-chunk N] [--first-set NAME=VALUE]...\n"
@@ -974,6 +975,12 @@ static void print_samples(const calibration *c) {
     printf("  %-24s %10lld %16.0f %12.6f\n", s->type, (long long)s->calls,
            sl_cost_work(&s->cost, s->cost.ops > 0), s->seconds);
   }
+  /* each rate key's extras in a fresh process's first run, with the bytes
+   * its first node moved in a call (first_call_of fits them) */
+  printf("  %-24s %10s %16s %12s\n", "first call", "", "bytes", "extra s");
+  for (int k = 0; k < c->n_first; k++)
+    for (int q = 0; q < c->first[k].n; q++)
+      printf("  %-24s %10s %16.0f %12.6f\n", c->first[k].type, "", c->first[k].bytes[q], c->first[k].seconds[q]);
   /* each run's time outside its levels, which run_seconds is the least
    * of (less the pooled bytes' share), and the scan it streamed (0: none) */
   printf("  %-24s %6s %10s %16s %12s %12s\n", "run", "nodes", "positions", "pooled bytes", "seconds", "outside");
