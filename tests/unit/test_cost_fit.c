@@ -105,6 +105,16 @@ static void test_two_flat_samples_are_a_setup(void **state) {
   assert_true(small > 0.0022 && small < 0.0026);
 }
 
+/* Samples of 0 s (a loop whose time calibrate's body estimates account
+ * for), here of the same work, so that a setup alone competes: they say
+ * nothing costs anything, and the generic call cost stands. */
+static void test_nothing_measured_keeps_the_call_cost(void **state) {
+  (void)state;
+  const sl_cost_sample s[] = {op_sample(4, 32768, 0), op_sample(16, 32768, 0)};
+  const sl_cost_rate r = fitted(s, 2);
+  assert_true(r.call_seconds == 1e-6);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_setup_and_rate),
@@ -112,6 +122,7 @@ int main(void) {
       cmocka_unit_test(test_growing_times_keep_the_rate),
       cmocka_unit_test(test_two_samples_no_call_cost),
       cmocka_unit_test(test_two_flat_samples_are_a_setup),
+      cmocka_unit_test(test_nothing_measured_keeps_the_call_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
