@@ -274,7 +274,9 @@ static void note_reading(const sl_node *n, sl_src_state *s, int64_t pos_end, int
                "(pinned windows made meanwhile) in %.4f s; %.4f s in all getting windows",
                (unsigned long long)st.requests, (double)st.bytes / 1e9, st.window_seconds,
                st.window_seconds > 0 ? (double)st.bytes / 1e9 / st.window_seconds : 0.0, st.read_seconds, st.threads,
-               s->win.wait_opts.run ? "workers, in the calls' waits" : "reader threads",
+               s->win.wait_opts.run ? "workers, in the calls' waits"
+               : s->win.one_window  ? "thread, the call's own (one window)"
+                                    : "reader threads",
                (unsigned long long)st.reads, (unsigned long long)st.pieces, s->win.wait_read_seconds,
                s->win.wait_reuse_seconds, s->win.alloc_seconds, s->emit_seconds, s->win.sizing_seconds,
                s->win.get_seconds);

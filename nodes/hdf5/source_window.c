@@ -162,6 +162,10 @@ static void *open_reader(void *arg) {
  * they are made when first read into. */
 static sl_code open_with_windows(sl_src_windows *w, const sl_chunk_reader_opts *opts, sl_error *err) {
   if (!w->al.alloc) return sl_chunk_reader_open_opts(w->ix, w->max_chunks, opts, &w->reader, err);
+  if (w->one_window) { /* window 0 alone, and nothing to overlap it with */
+    sl_code rc = sl_chunk_reader_open_opts(w->ix, w->max_chunks, opts, &w->reader, err);
+    return rc == SL_OK ? alloc_window(w, 0, err) : rc;
+  }
   reader_open j = {.w = w, .opts = *opts};
   pthread_t th;
   bool started = pthread_create(&th, NULL, open_reader, &j) == 0;
@@ -184,6 +188,13 @@ static sl_code open_with_windows(sl_src_windows *w, const sl_chunk_reader_opts *
 static void free_windows(sl_src_windows *w) {
   (void)join_spare(w, NULL);
   for (int b = 0; b < SL_SRC_WINDOWS; b++) free_window(w, b);
+}
+
+/* Reads a window's pieces in the thread that waits for it (one window:
+ * sl_src_windows.one_window). */
+static void run_in_caller(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ctx) {
+  (void)run_ctx;
+  fn(fn_ctx, 0, n, 0);
 }
 
 /* (Re)allocates the windows for at least `chunks` chunks of `bytes` bytes in
@@ -219,6 +230,7 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   uint64_t piece = sl_chunk_reader_piece_bytes(), pieces = (SL_SRC_WINDOWS * w->capacity + piece - 1) / piece;
   if (pieces < (uint64_t)threads) threads = pieces > 0 ? (int)pieces : 1;
   sl_chunk_reader_opts opts = w->wait_opts.run ? w->wait_opts : (sl_chunk_reader_opts){.threads = threads};
+  if (w->one_window && !opts.run) opts = (sl_chunk_reader_opts){.run = run_in_caller, .run_workers = 1};
   if (!w->reader) return open_with_windows(w, &opts, err);
   return SL_OK; /* the windows are made when first read into (alloc_window) */
 }
@@ -292,6 +304,7 @@ static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
     int64_t chunks = max_chunks_for(ix, wpos);
     uint64_t bytes = max_bytes_for(ix, wpos, total_positions);
     w->sized_positions = wpos;
+    w->one_window = wpos >= total_positions;
     if (chunks > w->max_chunks || bytes > w->capacity || !w->reader) rc = resize(w, chunks, bytes, err);
     w->sizing_seconds += sl_now() - t0;
     if (rc != SL_OK) return rc;
@@ -312,7 +325,7 @@ static sl_code windows_get(sl_src_windows *w, int64_t pos_start, int64_t pos_cou
     drain(w); /* a read-ahead we no longer need (a new pass) */
     rc = start_read(w, first, count, 0, err);
     /* The next window (first call) while this one is read. */
-    if (rc == SL_OK && pos_start + pos_count < total_positions) rc = alloc_window(w, 1, err);
+    if (rc == SL_OK && !w->one_window && pos_start + pos_count < total_positions) rc = alloc_window(w, 1, err);
     if (rc != SL_OK) {
       drain(w);
       return rc;
