@@ -102,15 +102,46 @@ double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cos
   return s * share;
 }
 
+static int by_value(const void *pa, const void *pb) {
+  const double a = *(const double *)pa, b = *(const double *)pb;
+  return (a > b) - (a < b);
+}
+
+/* The samples of each size (equal bytes) as one: their upper median (of
+ * two, the larger). Returns the sizes, into x and y (n each at most). */
+static int size_medians(const double *bytes, const double *seconds, int n, double *x, double *y) {
+  int m = 0;
+  for (int k = 0; k < n; k++) {
+    bool seen = false;
+    for (int q = 0; q < m && !seen; q++) seen = x[q] == bytes[k];
+    if (seen) continue;
+    int c = 0;
+    for (int q = k; q < n; q++)
+      if (bytes[q] == bytes[k]) y[m + c++] = seconds[q]; /* scratch after the sizes so far */
+    qsort(y + m, (size_t)c, sizeof *y, by_value);
+    x[m] = bytes[k], y[m] = y[m + c / 2];
+    m++;
+  }
+  return m;
+}
+
 void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b,
                             double *most_out, double *least) {
+  double *xs = n > 0 ? malloc(2 * (size_t)n * sizeof *xs) : NULL, *ys = xs ? xs + n : NULL;
+  *a = 0, *b = 0, *most_out = 0, *least = 0;
+  if (!xs) { /* out of memory (or nothing): the largest, nothing per byte */
+    for (int k = 0; k < n; k++) *a = fmax(*a, seconds[k]);
+    return;
+  }
+  n = size_medians(bytes, seconds, n, xs, ys);
   double sx = 0, sy = 0, sxx = 0, sxy = 0, most = 0, lo = INFINITY, hi = -INFINITY;
   for (int k = 0; k < n; k++) {
-    double x = bytes[k], y = seconds[k];
+    double x = xs[k], y = ys[k];
     sx += x, sy += y, sxx += x * x, sxy += x * y;
     most = fmax(most, y), lo = fmin(lo, x), hi = fmax(hi, x);
   }
-  *a = most, *b = 0, *most_out = 0, *least = n > 0 && lo > 0 ? lo : 0;
+  free(xs);
+  *a = most, *least = n > 0 && lo > 0 ? lo : 0;
   if (n < 2 || !(hi > lo)) return;
   double var = sxx - sx * sx / n, cov = sxy - sx * sy / n;
   if (!(var > 0) || !(cov > 0)) return; /* no growth with the bytes */

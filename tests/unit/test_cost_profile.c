@@ -578,7 +578,8 @@ static void test_first_calls(void **state) {
   free_plan_text(p3, g3, s3);
 }
 
-/* calibrate's fit of a first call: a + b x bytes, a and b >= 0. */
+/* calibrate's fit of a first call: a + b x bytes, a and b >= 0, over each
+ * size's median. */
 static void test_first_call_fit(void **state) {
   (void)state;
   double a, b, most, least;
@@ -598,6 +599,11 @@ static void test_first_call_fit(void **state) {
   const double x4[] = {1e6, 2e6}, y4[] = {1e-3, 3e-3};
   sl_cost_fit_first_call(x4, y4, 2, &a, &b, &most, &least);
   assert_true(a == 0 && fabs(b - (1e-3 * 1e6 + 3e-3 * 2e6) / (1e12 + 4e12)) < 1e-20 && most == 3e-3);
+  /* three samples of each size, one of them far off: each size's median */
+  const double x5[] = {1e6, 1e6, 1e6, 1e7, 1e7, 1e7}, y5[] = {7e-3, 5e-4, 6e-4, 6e-4, 8e-4, 7e-4};
+  sl_cost_fit_first_call(x5, y5, 6, &a, &b, &most, &least);
+  assert_true(fabs(a - (6e-4 - 1e6 * (1e-4 / 9e6))) < 1e-12 && fabs(b - 1e-4 / 9e6) < 1e-18);
+  assert_true(most == 7e-4 && least == 1e6);
   /* one sample, or none */
   sl_cost_fit_first_call(x1, y1, 1, &a, &b, &most, &least);
   assert_true(a == y1[0] && b == 0 && least == x1[0]);
