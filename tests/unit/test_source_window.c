@@ -50,6 +50,16 @@ static sl_code copy_out(void *ctx, uint64_t dst_offset, const uint8_t *src, uint
   return SL_OK;
 }
 
+/* Windows over ix (malloc'd until an allocator is set) whose reader would
+ * start `read_threads` threads. */
+static sl_src_windows windows_for(const sl_h5_index *ix, int read_threads) {
+  sl_src_windows w;
+  memset(&w, 0, sizeof w);
+  w.ix = ix;
+  w.read_threads = read_threads;
+  return w;
+}
+
 /* Reads the whole scan of ix through w in calls of `call` positions and
  * checks every pixel against the fixture's values (u32 frames). Returns
  * the most threads the process had during the reads. */
@@ -89,10 +99,7 @@ static void t_one_window_reads_in_the_call(void **state) {
   char m[512];
   sl_h5_index *ix = fx_index("sw1", &o, m, sizeof m);
   for (int64_t call = 1; call <= 26; call += 5) {
-    sl_src_windows w;
-    memset(&w, 0, sizeof w);
-    w.ix = ix;
-    w.read_threads = 3; /* would start them */
+    sl_src_windows w = windows_for(ix, 3); /* would start them */
     const int before = thread_count();
     assert_int_equal(read_scan(&w, ix, call), before);
     assert_true(w.one_window);
@@ -114,11 +121,8 @@ static void t_one_window_with_an_allocator(void **state) {
   sl_h5_index *ix = fx_index("sw2", &o, m, sizeof m);
   for (int whole = 1; whole >= 0; whole--) {
     counting_alloc ca = {0};
-    sl_src_windows w;
-    memset(&w, 0, sizeof w);
-    w.ix = ix;
+    sl_src_windows w = windows_for(ix, 2);
     w.al = (sl_src_alloc){.alloc = count_alloc, .free = count_free, .ctx = &ca};
-    w.read_threads = 2;
     const int before = thread_count();
     const int most = read_scan(&w, ix, whole ? ix->n_frames : 4);
     assert_int_equal(w.one_window, whole);
@@ -142,10 +146,7 @@ static void t_many_windows_read_ahead(void **state) {
   fx_opts o = {.n_files = 2, .frames = {40, 40}, .h = 64, .w = 64, .k = 4, .dtype = H5T_STD_U32LE};
   char m[512];
   sl_h5_index *ix = fx_index("sw3", &o, m, sizeof m);
-  sl_src_windows w;
-  memset(&w, 0, sizeof w);
-  w.ix = ix;
-  w.read_threads = 2;
+  sl_src_windows w = windows_for(ix, 2);
   const int before = thread_count();
   assert_true(read_scan(&w, ix, 8) > before);
   assert_false(w.one_window);
