@@ -127,21 +127,20 @@ static int size_medians(const double *bytes, const double *seconds, int n, doubl
 
 void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b,
                             double *most_out, double *least) {
-  double *xs = n > 0 ? malloc(2 * (size_t)n * sizeof *xs) : NULL, *ys = xs ? xs + n : NULL;
-  *a = 0, *b = 0, *most_out = 0, *least = 0;
-  if (!xs) { /* out of memory (or nothing): the largest, nothing per byte */
-    for (int k = 0; k < n; k++) *a = fmax(*a, seconds[k]);
-    return;
+  double *med = n > 0 ? malloc(2 * (size_t)n * sizeof *med) : NULL;
+  const double *xs = bytes, *ys = seconds; /* out of memory: the samples themselves */
+  if (med) {
+    xs = med, ys = med + n;
+    n = size_medians(bytes, seconds, n, med, med + n);
   }
-  n = size_medians(bytes, seconds, n, xs, ys);
   double sx = 0, sy = 0, sxx = 0, sxy = 0, most = 0, lo = INFINITY, hi = -INFINITY;
   for (int k = 0; k < n; k++) {
     double x = xs[k], y = ys[k];
     sx += x, sy += y, sxx += x * x, sxy += x * y;
     most = fmax(most, y), lo = fmin(lo, x), hi = fmax(hi, x);
   }
-  free(xs);
-  *a = most, *least = n > 0 && lo > 0 ? lo : 0;
+  free(med);
+  *a = most, *b = 0, *most_out = 0, *least = n > 0 && lo > 0 ? lo : 0;
   if (n < 2 || !(hi > lo)) return;
   double var = sxx - sx * sx / n, cov = sxy - sx * sy / n;
   if (!(var > 0) || !(cov > 0)) return; /* no growth with the bytes */

@@ -342,6 +342,17 @@ static void run_on_backend(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ct
   b->ops->parallel_for(b, n, 1, fn, fn_ctx);
 }
 
+static void run_in_caller(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ctx) {
+  (void)run_ctx;
+  fn(fn_ctx, 0, n, 0);
+}
+
+void sl_chunk_reader_read_in_caller(sl_chunk_reader_opts *o) {
+  o->run = run_in_caller;
+  o->run_ctx = NULL;
+  o->run_workers = 1;
+}
+
 void sl_chunk_reader_read_on_workers(sl_chunk_reader_opts *o, sl_backend *b) {
   const int workers = b->ops->workers(b) > 0 ? b->ops->workers(b) : 1;
   if (!sl_chunk_reader_reads_in_wait(workers)) return;

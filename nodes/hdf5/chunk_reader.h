@@ -105,6 +105,11 @@ struct sl_backend;
  * (its parallel_for) where sl_chunk_reader_reads_in_wait says so, else
  * leaves o as it is (reader threads). */
 void sl_chunk_reader_read_on_workers(sl_chunk_reader_opts *o, struct sl_backend *b);
+/* Sets o to read in the waiting thread alone (no reader thread, no
+ * workers): for a caller with nothing to read ahead (hdf5_source's scan in
+ * one window), where a thread's start and hand-over cost more than the
+ * read. */
+void sl_chunk_reader_read_in_caller(sl_chunk_reader_opts *o);
 /* The same for a source feeding a device backend, whose host CPUs have
  * nothing else to do while the device decodes: the read_threads setting if
  * set, else every CPU this process may use, at most 16 (the H200 host read

@@ -190,13 +190,6 @@ static void free_windows(sl_src_windows *w) {
   for (int b = 0; b < SL_SRC_WINDOWS; b++) free_window(w, b);
 }
 
-/* Reads a window's pieces in the thread that waits for it (one window:
- * sl_src_windows.one_window). */
-static void run_in_caller(void *run_ctx, int64_t n, sl_range_fn fn, void *fn_ctx) {
-  (void)run_ctx;
-  fn(fn_ctx, 0, n, 0);
-}
-
 /* (Re)allocates the windows for at least `chunks` chunks of `bytes` bytes in
  * all; the reader is reopened when the chunk count grows. */
 static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_error *err) {
@@ -230,7 +223,7 @@ static sl_code resize(sl_src_windows *w, int64_t chunks, uint64_t bytes, sl_erro
   uint64_t piece = sl_chunk_reader_piece_bytes(), pieces = (SL_SRC_WINDOWS * w->capacity + piece - 1) / piece;
   if (pieces < (uint64_t)threads) threads = pieces > 0 ? (int)pieces : 1;
   sl_chunk_reader_opts opts = w->wait_opts.run ? w->wait_opts : (sl_chunk_reader_opts){.threads = threads};
-  if (w->one_window && !opts.run) opts = (sl_chunk_reader_opts){.run = run_in_caller, .run_workers = 1};
+  if (w->one_window && !opts.run) sl_chunk_reader_read_in_caller(&opts);
   if (!w->reader) return open_with_windows(w, &opts, err);
   return SL_OK; /* the windows are made when first read into (alloc_window) */
 }
