@@ -119,7 +119,10 @@ static const char k_stem_yaml[] =
  * gives them scans of 8 x 8 to 64 x 64, where a device's transforms take
  * about their launches' time whatever the size: a per-operation rate from
  * those priced the H200's dpc of a 512 x 512 scan several times over). The
- * field is a hash of the position (gathered whole, as the CoM is). */
+ * field is a hash of the position (gathered whole, as the CoM is). dpc
+ * runs twice, with each of its branch rules (each its own rate, dpc's
+ * rate_variant): the iDPC's skewness, as in dpc.yaml, and the ADF matched
+ * filter, as in stem_products.yaml (the ADF image here the row field). */
 static const char k_fields_yaml[] =
     "pipeline: calibrate_fields\n"
     "params: {side: {type: int, default: 64}}\n"
@@ -130,7 +133,8 @@ static const char k_fields_yaml[] =
     "  col: {type: gather, inputs: {x: scaled.y}}\n"
     "  dpc: {type: dpc, inputs: {com_row: row.whole, com_col: col.whole}}\n"
     "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
-    "outputs: {idpc: idpc.phase}\n";
+    "  dpc_adf: {type: dpc, inputs: {com_row: row.whole, com_col: col.whole, adf: row.whole}}\n"
+    "outputs: {idpc: idpc.phase, rotation_adf: dpc_adf.rotation_deg}\n";
 
 /* dpc fitting the BF segments' parallax (its own rate: dpc's
  * rate_variant), on simulated atomic columns under a defocus whose
@@ -281,20 +285,13 @@ typedef struct calibration {
   const char *const *except;
 } calibration;
 
-/* Whether rate key `type` is `key`, or one of its dtypes' keys
- * (key/dtype) where `key` is a bare type. */
-static bool key_of_type(const char *type, const char *key) {
-  size_t len = strlen(key);
-  return !strncmp(type, key, len) && (type[len] == 0 || (!strchr(key, '/') && type[len] == '/'));
-}
-
 /* Whether rate key `key` is kept (calibration.only, calibration.except). */
 static bool kept_type(const calibration *c, const char *key) {
   for (const char *const *t = c->except; t && *t; t++)
-    if (key_of_type(key, *t)) return false;
+    if (sl_cost_key_of_type(key, *t)) return false;
   if (!c->only) return true;
   for (const char *const *t = c->only; *t; t++)
-    if (key_of_type(key, *t)) return true;
+    if (sl_cost_key_of_type(key, *t)) return true;
   return false;
 }
 
@@ -501,7 +498,7 @@ static void first_call_of(const calibration *c, const char *key, sl_cost_rate *r
   int n = 0;
   for (int k = 0; k < c->n_first; k++) {
     const first_call *f = &c->first[k];
-    if (!key_of_type(f->type, key)) continue;
+    if (!sl_cost_key_of_type(f->type, key)) continue;
     for (int q = 0; q < f->n && n < CALIBRATE_MAX_FIRST; q++) x[n] = f->bytes[q], y[n++] = f->seconds[q];
   }
   sl_cost_fit_first_call(x, y, n, &r->first_call_seconds, &r->first_call_seconds_per_byte,

@@ -61,12 +61,21 @@ const sl_cost_rate *sl_cost_rate_for(const sl_cost_profile *p, const char *key) 
   return NULL;
 }
 
-void sl_cost_rate_key(const sl_node *n, char *buf, size_t len) {
+/* "type/dtype of input 0" (or "type"), then "/variant" when one is given. */
+static void key_with(const sl_node *n, const char *variant, char *buf, size_t len) {
   const char *type = sl_node_type_name(n);
-  const char *variant = n->desc && n->desc->rate_variant ? n->desc->rate_variant(n) : NULL;
   int k = n->desc && n->n_in > 0 ? snprintf(buf, len, "%s/%s", type, sl_dtype_name(n->in[0].dtype))
                                  : snprintf(buf, len, "%s", type);
-  if (variant && k >= 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, "/%s", variant);
+  if (variant && k >= 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, "/%.30s", variant);
+}
+
+bool sl_cost_key_of_type(const char *type, const char *key) {
+  size_t len = strlen(key);
+  return !strncmp(type, key, len) && (type[len] == 0 || (!strchr(key, '/') && type[len] == '/'));
+}
+
+void sl_cost_rate_key(const sl_node *n, char *buf, size_t len) {
+  key_with(n, n->desc && n->desc->rate_variant ? n->desc->rate_variant(n) : NULL, buf, len);
 }
 
 bool sl_cost_profile_set_rate(sl_cost_profile *p, const sl_cost_rate *rate) {
@@ -177,10 +186,13 @@ double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_nod
   return (double)calls * p->call_seconds + (t_mem > t_ops ? t_mem : t_ops);
 }
 
+/* The decided variant in place of the node's own (dpc's ADF branch rule's
+ * rate, "dpc/f64/adf", is not the parallax fit's: its decided fit is
+ * "dpc/f64/parallax", not "dpc/f64/adf/parallax", which fell back to the
+ * branch rule's rate and priced the test set's fit at half its time). */
 void sl_cost_decided_key(const sl_node *n, const char *variant, char *buf, size_t len) {
-  char base[96];
-  sl_cost_rate_key(n, base, sizeof base);
-  snprintf(buf, len, "%s%s%.30s", base, variant ? "/" : "", variant ? variant : "");
+  if (variant) key_with(n, variant, buf, len);
+  else sl_cost_rate_key(n, buf, len);
 }
 
 double sl_cost_decided_seconds(const sl_cost_profile *p, const sl_node *n, const char *variant, int64_t ops,

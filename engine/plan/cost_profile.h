@@ -168,6 +168,9 @@ const sl_cost_rate *sl_cost_profile_rate(const sl_cost_profile *p, const char *t
 /* Adds or replaces the rate of rate->type; false when the table is full. */
 bool sl_cost_profile_set_rate(sl_cost_profile *p, const sl_cost_rate *rate);
 
+/* Whether rate key `type` is `key`, or one of its dtypes' keys (key/dtype,
+ * key/dtype/variant) where `key` is a bare type. */
+bool sl_cost_key_of_type(const char *type, const char *key);
 /* A node's declared work in its type's unit: ops, or bytes moved. */
 double sl_cost_work(const sl_node_cost *c, bool per_op);
 /* The key of node n's rate: "type/dtype of input 0", or "type"; then
@@ -193,8 +196,8 @@ void sl_cost_rate_key(const sl_node *n, char *buf, size_t len);
  * none. */
 double sl_cost_decided_seconds(const sl_cost_profile *p, const sl_node *n, const char *variant, int64_t ops,
                                const sl_node_cost *cost, bool first, bool device);
-/* The rate key of work node n decided on at `variant` (its rate key, then
- * "/" and the variant; the rate key alone without one). */
+/* The rate key of work node n decided on at `variant` ("type/dtype/variant",
+ * in place of the node's own variant; its rate key without one). */
 void sl_cost_decided_key(const sl_node *n, const char *variant, char *buf, size_t len);
 double sl_cost_estimate(const sl_cost_profile *p, const char *type, const sl_node_cost *c,
                         int64_t calls, bool device);

@@ -23,8 +23,11 @@ for k in ("call_seconds", "batch_seconds", "run_seconds"):
 types = {r["type"] for r in p["rates"]}
 for t in ("synthetic_4dstem", "virtual_image", "sum", "idpc", "dpc", "com", "iterate"):
     assert t in types, t
-# dpc fitting the BF segments' parallax has a rate of its own (parallax.yaml)
-assert "dpc/f64/parallax" in types, sorted(types)
+# dpc fitting the BF segments' parallax has a rate of its own (parallax.yaml),
+# and so has each of its branch rules (fields.yaml): the ADF matched filter's
+# and the iDPC skewness's
+for t in ("dpc/f64/parallax", "dpc/f64/adf", "dpc/f64"):
+    assert t in types, (t, sorted(types))
 for r in p["rates"]:
     assert math.isfinite(r["seconds_per_unit"]) and r["seconds_per_unit"] >= 0, r
     assert math.isfinite(r["call_seconds"]) and r["call_seconds"] >= 0, r

@@ -309,6 +309,42 @@ static void test_decided_first_call(void **state) {
   assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 1000000, &big, true, false) - ops) < 1e-15);
 }
 
+/* A node with a rate variant of its own (dpc's ADF branch rule) that
+ * decides on work of another variant (the parallax fit): the decided key
+ * is the type and dtype with the decided variant in place of the node's
+ * ("fit/f64/deep", not "fit/f64/wide/deep", which fell back to the node's
+ * own rate), and its first call and run constant are over the node's own. */
+static const char *wide_variant(const sl_node *n) {
+  (void)n;
+  return "wide";
+}
+
+static void test_decided_over_own_variant(void **state) {
+  (void)state;
+  sl_cost_profile p = hand_made();
+  const sl_cost_rate own = {"fit/f64/wide", true, 0, 1e-9, 0.001, 0.0001, 0, 0, 0, 0};
+  const sl_cost_rate variant = {"fit/f64/deep", true, 0, 2e-9, 0.007, 0.0025, 0, 0, 0, 0};
+  assert_true(sl_cost_profile_set_rate(&p, &own));
+  assert_true(sl_cost_profile_set_rate(&p, &variant));
+  const sl_node_desc desc = {.type = "fit", .rate_variant = wide_variant};
+  sl_node n;
+  memset(&n, 0, sizeof n);
+  n.desc = &desc;
+  n.n_in = 1;
+  n.in[0].dtype = SL_F64;
+  char key[128];
+  sl_cost_rate_key(&n, key, sizeof key);
+  assert_string_equal(key, "fit/f64/wide");
+  sl_cost_decided_key(&n, "deep", key, sizeof key);
+  assert_string_equal(key, "fit/f64/deep");
+  sl_cost_decided_key(&n, NULL, key, sizeof key);
+  assert_string_equal(key, "fit/f64/wide");
+  const sl_node_cost big = {.bytes_read = 300000};
+  /* 1e6 operations at the variant's rate, its constant and first call over the node's own */
+  assert_true(fabs(sl_cost_decided_seconds(&p, &n, "deep", 1000000, &big, true, false) -
+                   (0.002 + 0.006 + 0.0024)) < 1e-15);
+}
+
 /* A plan's estimate: ramp -> sum over 4 chunks; ramp has no rate (the
  * bandwidth model), sum/f32 falls back to sum's rate; 4 stream levels... */
 static void test_plan_estimate(void **state) {
@@ -576,6 +612,46 @@ static void test_first_calls(void **state) {
   free_plan_text(p1, g1, s1);
   free_plan_text(p2, g2, s2);
   free_plan_text(p3, g3, s3);
+}
+
+/* A node whose rate is its bare type's (no rate of its dtype: a first call
+ * fitted over every dtype's, most of it the type's start in the process)
+ * pays no first call after an earlier node of the type paid its own
+ * dtype's (iterate_until's two writers of results.h5); one with its own
+ * dtype's rate pays it whatever came before. */
+static void test_first_call_type_start(void **state) {
+  (void)state;
+  static const char yaml[] =
+      "pipeline: first_types\n"
+      "nodes:\n"
+      "  r64: {type: ramp, params: {positions: [64], item_shape: [8], dtype: f64}}\n"
+      "  r32: {type: ramp, params: {positions: [64], item_shape: [8]}}\n"
+      "  a: {type: affine, inputs: {x: r64.out}, params: {scale: 2}}\n"
+      "  b: {type: affine, inputs: {x: r32.out}, params: {scale: 3}}\n"
+      "outputs: {a: a.y, b: b.y}\n";
+  sl_backend_caps cpu = cpu_caps(2);
+  sl_cost_profile prof = hand_made();
+  const sl_cost_rate bare = {"affine", true, 0.125, 1.0 / 64, 0, 4.0, 0, 0, 0, 0};
+  const sl_cost_rate f64 = {"affine/f64", true, 0.125, 1.0 / 64, 0, 5.0, 0, 0, 0, 0};
+  assert_true(sl_cost_profile_set_rate(&prof, &bare));
+  assert_true(sl_cost_profile_set_rate(&prof, &f64));
+  sl_graph *g;
+  sl_spec *s;
+  sl_plan *p = plan_text(yaml, &cpu, &prof, &g, &s);
+  const int a = sl_graph_find(g, "a"), b = sl_graph_find(g, "b");
+  assert_true(p->exec_level[a * p->n_passes] == p->exec_level[b * p->n_passes] && a < b);
+  assert_string_equal(p->nodes[a].rate->type, "affine/f64");
+  assert_string_equal(p->nodes[b].rate->type, "affine");
+  assert_true(p->nodes[a].first_call_seconds == 5.0);
+  assert_true(p->nodes[b].first_call_seconds == 0);
+  free_plan_text(p, g, s);
+  /* b with a rate of its own dtype pays it */
+  const sl_cost_rate f32 = {"affine/f32", true, 0.125, 1.0 / 64, 0, 3.0, 0, 0, 0, 0};
+  assert_true(sl_cost_profile_set_rate(&prof, &f32));
+  p = plan_text(yaml, &cpu, &prof, &g, &s);
+  assert_true(p->nodes[a].first_call_seconds == 5.0);
+  assert_true(p->nodes[b].first_call_seconds == 3.0);
+  free_plan_text(p, g, s);
 }
 
 /* calibrate's fit of a first call: a + b x bytes, a and b >= 0, over each
@@ -897,11 +973,13 @@ int main(void) {
       cmocka_unit_test(test_run_setup_below_least),
       cmocka_unit_test(test_decided_seconds),
       cmocka_unit_test(test_decided_first_call),
+      cmocka_unit_test(test_decided_over_own_variant),
       cmocka_unit_test(test_host_first_touch),
       cmocka_unit_test(test_plan_estimate),
       cmocka_unit_test(test_loop_setup_once),
       cmocka_unit_test(test_warm_up_wait),
       cmocka_unit_test(test_first_calls),
+      cmocka_unit_test(test_first_call_type_start),
       cmocka_unit_test(test_first_call_fit),
       cmocka_unit_test(test_cold_reads),
       cmocka_unit_test(test_pool_estimate),

@@ -106,13 +106,14 @@ static dpc_result run_dpc_inputs(const double *cr, const double *cc, const doubl
   r.fmax = cut ? atof(cut + strlen("cut-off ")) : 0;
   /* a dpc that fits the parallax in every run (the probe's params given)
    * has a rate of its own (calibrate's parallax.yaml); without them it fits
-   * only where the CoM's rule is a guess, and takes dpc's */
+   * only where the CoM's rule is a guess, and takes the rate of its branch
+   * rule: the ADF matched filter's with the ADF image, else dpc's */
   char key[64];
   sl_cost_rate_key(&n, key, sizeof key);
   bool probe = false;
   for (int k = 0; k < n_over; k++) probe |= !strcmp(over[k].name, "step_angstrom") && atof(over[k].yaml) > 0;
   const bool always = sg && probe && strstr(note(&n, "rotation_deg"), "fitted");
-  assert_string_equal(key, always ? "dpc/f64/parallax" : "dpc/f64");
+  assert_string_equal(key, always ? "dpc/f64/parallax" : adf ? "dpc/f64/adf" : "dpc/f64");
   /* With the params the fit is in the plan; without them, where it ran,
    * its work is recorded for report.json at that rate (the fit's kind:
    * the axis alone, or the branch with f_max estimated). */
