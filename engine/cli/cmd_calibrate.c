@@ -97,6 +97,11 @@ static const char k_basic_yaml[] =
     "  loop: {iterate: step.yaml, times: \"${times}\", inputs: {x: init.out}, carry: [x]}\n"
     "outputs: {total: total.total, x: loop.x}\n";
 
+/* The products of synthetic frames at small scans; dpc with each of its
+ * branch rules (their own rates, dpc's rate_variant), as fields.yaml at
+ * large ones: a device's dpc takes about its launches' time at these sizes,
+ * which fields.yaml's two sizes alone could not tell from its rate (the
+ * H200's dpc of a 24 x 20 scan was priced at 0.1 ms for its 1.4). */
 static const char k_stem_yaml[] =
     "pipeline: calibrate_stem\n"
     "params: {scan: {type: shape, default: [8, 8]}}\n"
@@ -113,7 +118,9 @@ static const char k_stem_yaml[] =
     "  adf: {type: gather, inputs: {x: images.adf}}\n"
     "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col, adf: adf.whole}}\n"
     "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
-    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row}\n";
+    "  dpc_skew: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col}}\n"
+    "outputs: {bf: bf.image, df: images.df, idpc: idpc.phase, com_m: com_m.com_row,\n"
+    "          rotation_skew: dpc_skew.rotation_deg}\n";
 
 /* dpc and idpc alone on fields of a scan's size, up to 512 x 512 (stem.yaml
  * gives them scans of 8 x 8 to 64 x 64, where a device's transforms take
