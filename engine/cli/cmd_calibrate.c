@@ -282,11 +282,6 @@ typedef struct calibration {
   int n_first;
   sample *warm;       /* a first run's nodes in a fresh process (first_run_in_child) */
   int n_warm;
-  double warm_outside; /* that run's seconds outside its nodes; < 0: not known */
-  /* Per pipeline, a fresh process's seconds outside the nodes over this
-   * process's (note_first_calls): the profile's first_run_seconds. */
-  double first_run_extra[CALIBRATE_MAX_RUNS];
-  int n_first_run_extra;
   /* While set (NULL-terminated), the runs keep the samples and first calls
    * of these node types only (and of their dtypes' keys): fields.yaml
    * makes its fields with ramp, affine and gather, whose rates come from
@@ -406,18 +401,6 @@ static double load_libraries_in_child(const calibration *c) {
   return ok ? seconds : -1;
 }
 
-/* The seconds of a run's execution that none of its nodes' seconds hold
- * (levels' batches and waits, the run's pools and final sync). */
-static double seconds_outside_nodes(const sl_run *run) {
-  double t = run->result.seconds;
-  for (int i = 0; i < run->plan->graph->n_nodes; i++) t -= sl_report_node_seconds(run->plan, &run->result, i);
-  return t;
-}
-
-/* The `--first-run` child's last line: "@outside SECONDS" (no rate key
- * starts with '@'). */
-#define OUTSIDE_NODES_LINE "@outside"
-
 /* A pipeline's first run in a fresh process, as `sluice run` makes it: each
  * node's seconds (`--first-run`: the child runs it once and prints "RATE-KEY
  * SECONDS" per node, in graph order) into c->warm. What a run pays once per
@@ -426,7 +409,6 @@ static double seconds_outside_nodes(const sl_run *run) {
 static void first_run_in_child(calibration *c, const char *file, const sl_setting *sets, size_t n_sets,
                                int64_t chunk) {
   c->n_warm = 0;
-  c->warm_outside = -1;
   enum { MAX_EXTRA = 4 + 2 * (CLI_MAX_SETS + 2) };
   const char *extra[MAX_EXTRA];
   char chunk_v[32], set_v[CLI_MAX_SETS + 2][600];
@@ -448,12 +430,7 @@ static void first_run_in_child(calibration *c, const char *file, const sl_settin
     for (char *line = text && count ? strtok_r(text, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
       sample w;
       memset(&w, 0, sizeof w);
-      if (sscanf(line, "%47s %lf", w.type, &w.seconds) != 2) break;
-      if (!strcmp(w.type, OUTSIDE_NODES_LINE)) { /* each repeat's least */
-        c->warm_outside = c->warm_outside < 0 ? w.seconds : fmin(c->warm_outside, w.seconds);
-        continue;
-      }
-      if (!(w.seconds >= 0)) break;
+      if (sscanf(line, "%47s %lf", w.type, &w.seconds) != 2 || !(w.seconds >= 0)) break;
       if (rep == 0 && got < count) c->warm[got] = w;
       else if (rep == 1 && got < c->n_warm && !strcmp(c->warm[got].type, w.type))
         c->warm[got].seconds = fmin(c->warm[got].seconds, w.seconds);
@@ -488,9 +465,6 @@ static sl_code warm_up(calibration *c, const char *file, const sl_setting *sets,
  * a constant and a part per byte to them. */
 static void note_first_calls(calibration *c, const sl_run *run) {
   const sl_graph *g = run->plan->graph;
-  /* and what it spent outside its nodes more than this process's run */
-  if (c->n_warm == g->n_nodes && c->warm_outside >= 0 && c->n_first_run_extra < CALIBRATE_MAX_RUNS)
-    c->first_run_extra[c->n_first_run_extra++] = fmax(0, c->warm_outside - seconds_outside_nodes(run));
   for (int i = 0; c->n_warm == g->n_nodes && i < g->n_nodes; i++) {
     char key[48];
     sl_cost_rate_key(&g->nodes[i], key, sizeof key);
@@ -847,14 +821,6 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
       if (least < 0 || res < least) least = res;
     }
   if (least >= 0) prof->run_seconds = least;
-  /* A fresh process's extra outside the nodes: the median over the
-   * pipelines (each one child run's least of two against a run here). */
-  if (c->n_first_run_extra > 0) {
-    double x[CALIBRATE_MAX_RUNS];
-    memcpy(x, c->first_run_extra, (size_t)c->n_first_run_extra * sizeof x[0]);
-    qsort(x, (size_t)c->n_first_run_extra, sizeof x[0], cmp_double);
-    prof->first_run_seconds = x[c->n_first_run_extra / 2];
-  }
   /* Ops of node types without a rate: the simplest kernel's. */
   const sl_cost_rate *affine = sl_cost_profile_rate(prof, "affine/f32");
   if (affine && affine->per_op && affine->seconds_per_unit > 0) prof->ops_per_second = 1.0 / affine->seconds_per_unit;
@@ -969,8 +935,6 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
   printf("  kernel call      %8.2f us (node types without their own rate)\n", p->call_seconds * 1e6);
   printf("  batch            %8.2f us\n", p->batch_seconds * 1e6);
   printf("  run              %8.2f us\n", p->run_seconds * 1e6);
-  printf("  first run        %8.2f us (a fresh process's run outside its nodes, more than a warm one's)\n",
-         p->first_run_seconds * 1e6);
   printf("  pooled buffers   %8.4f ns per byte (taken and given back, outside the nodes)\n",
          p->pool_seconds_per_byte * 1e9);
   printf("  first touch      %8.4f ns per byte (fresh buffers faulted in by the kernel that writes them first)\n",
@@ -1136,7 +1100,6 @@ static int first_run_only(calibration *c, const own_opts *own) {
     sl_cost_rate_key(&run.plan->graph->nodes[i], key, sizeof key);
     printf("%s %.9f\n", key, sl_report_node_seconds(run.plan, &run.result, i));
   }
-  if (rc == SL_OK) printf("%s %.9f\n", OUTSIDE_NODES_LINE, seconds_outside_nodes(&run));
   sl_run_free(&run);
   char outputs[600];
   snprintf(outputs, sizeof outputs, "%s/outputs", c->dir);

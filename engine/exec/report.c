@@ -187,7 +187,6 @@ void sl_report_cost_profile_json(sl_json *j, const sl_plan *p) {
   sl_json_kv_double(j, "call_seconds", cp->call_seconds);
   sl_json_kv_double(j, "batch_seconds", cp->batch_seconds);
   sl_json_kv_double(j, "run_seconds", cp->run_seconds);
-  sl_json_kv_double(j, "first_run_seconds", cp->first_run_seconds);
   sl_json_kv_double(j, "pool_seconds_per_byte", cp->pool_seconds_per_byte);
   sl_json_kv_double(j, "first_touch_seconds_per_byte", cp->first_touch_seconds_per_byte);
   if (p->caps.kind != SL_BACKEND_CPU) {

@@ -270,7 +270,6 @@ void sl_cost_profile_json(sl_json *j, const sl_cost_profile *p) {
   sl_json_kv_double(j, "call_seconds", p->call_seconds);
   sl_json_kv_double(j, "batch_seconds", p->batch_seconds);
   sl_json_kv_double(j, "run_seconds", p->run_seconds);
-  sl_json_kv_double(j, "first_run_seconds", p->first_run_seconds);
   sl_json_kv_double(j, "process_bytes", p->process_bytes);
   sl_json_kv_double(j, "library_load_seconds", p->library_load_seconds);
   sl_json_kv_double(j, "pool_seconds_per_byte", p->pool_seconds_per_byte);
@@ -481,7 +480,6 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
              : !strcmp(key, "call_seconds")     ? read_number(&r, &p.call_seconds)
              : !strcmp(key, "batch_seconds")    ? read_number(&r, &p.batch_seconds)
              : !strcmp(key, "run_seconds")      ? read_number(&r, &p.run_seconds)
-             : !strcmp(key, "first_run_seconds") ? read_number(&r, &p.first_run_seconds)
              : !strcmp(key, "process_bytes")    ? read_number(&r, &p.process_bytes)
              : !strcmp(key, "library_load_seconds") ? read_number(&r, &p.library_load_seconds)
              : !strcmp(key, "pool_seconds_per_byte") ? read_number(&r, &p.pool_seconds_per_byte)
@@ -503,7 +501,7 @@ sl_code sl_cost_profile_parse(const char *text, size_t len, sl_cost_profile *out
   if (kind < 0) return parse_fail(err, &r, text, "unknown backend");
   if (threads < 1 || threads > 1e6 || threads != floor(threads)) return parse_fail(err, &r, text, "threads");
   if (!(p.bytes_per_second > 0) || !(p.ops_per_second > 0) || p.call_seconds < 0 ||
-      p.batch_seconds < 0 || p.run_seconds < 0 || p.first_run_seconds < 0 || p.library_load_seconds < 0 ||
+      p.batch_seconds < 0 || p.run_seconds < 0 || p.library_load_seconds < 0 ||
       p.pool_seconds_per_byte < 0 || p.first_touch_seconds_per_byte < 0 || p.read_bytes_per_second < 0 ||
       p.host_first_touch_seconds_per_byte < 0)
     return parse_fail(err, &r, text, "a missing or non-positive number");

@@ -121,15 +121,6 @@ typedef struct sl_cost_profile {
   double call_seconds;     /* per kernel call, for node types without a rate */
   double batch_seconds;    /* per batch: begin, commit, wait */
   double run_seconds;      /* per run: pools, outputs, final sync */
-  /* Per run, what a fresh process spends outside its nodes more than a
-   * warm one (calibrate's runs in its own process against the same runs
-   * in a fresh one, `--first-run`; the median over its pipelines): on the
-   * H200 the test set's runs spent 0.7-4.5 ms outside their nodes against
-   * 0.6 estimated from calibrate's warm runs, their nodes within 10% of
-   * their estimates. A device backend's plans add it (plan.c); measured on
-   * the CPU too, where it is not added. 0 in profiles measured before it
-   * was. */
-  double first_run_seconds;
   /* Device backends: what is left, once the backend is up, of the
    * background load of the device libraries that nodes' first calls wait
    * for (sl_node_desc.device_warm_up_begin: cuFFT for dpc and idpc); 0 on

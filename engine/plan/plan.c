@@ -541,13 +541,6 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     plan_warm_up_waits(p, g, p->profile.library_load_seconds);
     plan_first_calls(p, g);
     plan_host_first_touch(p, g);
-    /* A run is a process's first (`sluice run`): on a device, what such a
-     * run spends outside its nodes more than calibrate's warm ones. Not on
-     * the CPU, where it is about 0.1 ms (dev VM: 77-129 us), the spread of
-     * the runs it would price: the test set's whole runs went from
-     * 0.76-0.90 to 0.83-1.07 of their time, but the shipped loops'
-     * (0.1-0.2 ms, no files read) from 0.6-0.9 to 0.46-0.55. */
-    if (p->caps.kind != SL_BACKEND_CPU) p->est_seconds += p->profile.first_run_seconds;
   }
   p->est_seconds += p->profile.run_seconds;
   return SL_OK;

@@ -18,7 +18,7 @@ p = json.load(open(sys.argv[1]))
 assert p["format"] == "sluice-cost-profile" and p["backend"] == "cpu" and p["threads"] >= 1
 for k in ("bytes_per_second", "ops_per_second", "read_bytes_per_second"):
     assert math.isfinite(p[k]) and p[k] > 0, k
-for k in ("call_seconds", "batch_seconds", "run_seconds", "first_run_seconds"):
+for k in ("call_seconds", "batch_seconds", "run_seconds"):
     assert math.isfinite(p[k]) and p[k] >= 0, k
 types = {r["type"] for r in p["rates"]}
 for t in ("synthetic_4dstem", "virtual_image", "sum", "idpc", "dpc", "com", "iterate"):

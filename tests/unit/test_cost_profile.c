@@ -76,7 +76,6 @@ static void test_json_round_trip(void **state) {
   p.pool_seconds_per_byte = 0.5e-9;
   p.first_touch_seconds_per_byte = 0.25e-9;
   p.read_bytes_per_second = 12.5e9;
-  p.first_run_seconds = 0.00125;
   sl_cost_profile q = round_trip(&p);
   assert_int_equal(q.kind, p.kind);
   assert_string_equal(q.device, p.device);
@@ -88,7 +87,6 @@ static void test_json_round_trip(void **state) {
   assert_true(q.library_load_seconds == 0.375 && q.pool_seconds_per_byte == 0.5e-9 &&
               q.first_touch_seconds_per_byte == 0.25e-9);
   assert_true(q.read_bytes_per_second == 12.5e9);
-  assert_true(q.first_run_seconds == 0.00125);
   assert_int_equal(q.n_rates, p.n_rates);
   for (int i = 0; i < p.n_rates; i++) {
     assert_string_equal(q.rates[i].type, p.rates[i].type);
@@ -616,31 +614,6 @@ static void test_first_calls(void **state) {
   free_plan_text(p3, g3, s3);
 }
 
-/* A fresh process's run outside its nodes (first_run_seconds): once in a
- * device backend's whole-run estimate, in no node's and no level's; not on
- * the CPU. */
-static void test_first_run(void **state) {
-  (void)state;
-  static const char yaml[] =
-      "pipeline: first_run\n"
-      "nodes:\n"
-      "  r: {type: ramp, params: {positions: [64], item_shape: [8]}}\n"
-      "  a: {type: affine, inputs: {x: r.out}, params: {scale: 2}}\n"
-      "outputs: {y: a.y}\n";
-  sl_cost_profile without = hand_made(), with = hand_made();
-  with.first_run_seconds = 0.25;
-  const sl_backend_caps gpu = pretend_gpu(), cpu = cpu_caps(2);
-  sl_graph *g[4];
-  sl_spec *s[4];
-  sl_plan *p[4] = {plan_text(yaml, &gpu, &without, &g[0], &s[0]), plan_text(yaml, &gpu, &with, &g[1], &s[1]),
-                   plan_text(yaml, &cpu, &without, &g[2], &s[2]), plan_text(yaml, &cpu, &with, &g[3], &s[3])};
-  assert_true(fabs(p[1]->est_seconds - (p[0]->est_seconds + 0.25)) < 1e-12);
-  for (int l = 0; l < p[0]->n_levels; l++) assert_true(p[1]->levels[l].est_seconds == p[0]->levels[l].est_seconds);
-  for (int i = 0; i < g[0]->n_nodes; i++) assert_true(p[1]->nodes[i].est_seconds == p[0]->nodes[i].est_seconds);
-  assert_true(p[3]->est_seconds == p[2]->est_seconds);
-  for (int k = 0; k < 4; k++) free_plan_text(p[k], g[k], s[k]);
-}
-
 /* A node whose rate is its bare type's (no rate of its dtype: a first call
  * fitted over every dtype's, most of it the type's start in the process)
  * pays no first call after an earlier node of the type paid its own
@@ -1007,7 +980,6 @@ int main(void) {
       cmocka_unit_test(test_warm_up_wait),
       cmocka_unit_test(test_first_calls),
       cmocka_unit_test(test_first_call_type_start),
-      cmocka_unit_test(test_first_run),
       cmocka_unit_test(test_first_call_fit),
       cmocka_unit_test(test_cold_reads),
       cmocka_unit_test(test_pool_estimate),
