@@ -160,11 +160,12 @@ static bool axis_fit_possible(const sl_node *n) { return parallax_segments(n) &&
  * (calibrate's parallax.yaml): on the H200 its device steps took 16.5-17.4
  * ms on a 512 x 512 scan where its operations at the rotation's rate gave
  * 5.4 ms (docs/performance.md). A fit the data decide on (without the
- * probe's params) is priced at it too. So is one whose branch the ADF
- * matched filter decides (calibrate's fields.yaml runs both branch rules):
- * on the H200 stem_products' dpc of a 256 x 256 scan took 1.9-2.3 ms and
- * dpc.yaml's, which decides by the iDPC's skewness, 1.4-1.6, where one
- * rate for both priced each at 1.1-1.3 ms. */
+ * probe's params) is priced at it too. A dpc whose branch the ADF matched
+ * filter decides has a rate of its own as well (calibrate's stem.yaml and
+ * fields.yaml run dpc with each branch rule): on the H200 stem_products'
+ * dpc of a 256 x 256 scan took 1.9-2.3 ms and dpc.yaml's, which decides by
+ * the iDPC's skewness, 1.4-1.6, where one rate for both priced each at
+ * 1.1-1.3 ms. */
 #define PARALLAX_VARIANT "parallax"
 #define ADF_VARIANT "adf"
 static const char *dpc_rate_variant(const sl_node *n) {
