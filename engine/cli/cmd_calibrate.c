@@ -954,10 +954,10 @@ static void print_table(const calibration *c, const sl_cost_profile *p, const ch
     const sl_cost_rate *rt = &p->rates[r];
     int n = 0;
     double t = 0;
+    /* the samples the rate was fitted on (fit_rates): a bare type's are
+     * all of its keys', a key's its own (dpc/f64's are not its variants') */
     for (int k = 0; k < c->n_samples; k++)
-      if (!strncmp(c->samples[k].type, rt->type, strlen(rt->type)) &&
-          (c->samples[k].type[strlen(rt->type)] == 0 || c->samples[k].type[strlen(rt->type)] == '/'))
-        n++, t += c->samples[k].seconds;
+      if (sl_cost_key_of_type(c->samples[k].type, rt->type)) n++, t += c->samples[k].seconds;
     printf("  %-24s %5s %12.2f %14.4f %8d %10.4f", rt->type, rt->per_op ? "op" : "byte", rt->call_seconds * 1e6,
            rt->seconds_per_unit * 1e9, n, t);
     printf("  %14.2f %14.5f\n", rt->first_call_seconds * 1e6, rt->first_call_seconds_per_byte * 1e9);
