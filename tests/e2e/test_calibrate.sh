@@ -24,8 +24,8 @@ types = {r["type"] for r in p["rates"]}
 for t in ("synthetic_4dstem", "virtual_image", "sum", "idpc", "dpc", "com", "iterate"):
     assert t in types, t
 # dpc fitting the BF segments' parallax has a rate of its own (parallax.yaml),
-# and so has each of its branch rules (fields.yaml): the ADF matched filter's
-# and the iDPC skewness's
+# and so has each of its branch rules (stem.yaml and fields.yaml): the ADF
+# matched filter's and the iDPC skewness's
 for t in ("dpc/f64/parallax", "dpc/f64/adf", "dpc/f64"):
     assert t in types, (t, sorted(types))
 for r in p["rates"]:
