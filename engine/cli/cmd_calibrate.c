@@ -582,14 +582,9 @@ static void read_blocks(void *ctx, int64_t begin, int64_t end, int worker) {
   j->sums[8 * worker] += a + b + c + d;
 }
 
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
-}
-
 /* The median of three samples (sorts them). */
 static double median3(double t[3]) {
-  qsort(t, 3, sizeof *t, cmp_double);
+  qsort(t, 3, sizeof *t, sl_compare_doubles);
   return t[1];
 }
 
@@ -760,8 +755,7 @@ static sl_code fit_rates(calibration *c, sl_cost_profile *prof, sl_error *err) {
       int n = 0;
       bool per_op = false;
       for (int q = k; q < c->n_samples; q++)
-        if (!strncmp(s[q].type, key, klen) && (s[q].type[klen] == 0 || (bare && s[q].type[klen] == '/')))
-          same[n++] = s[q], per_op |= s[q].cost.ops > 0;
+        if (sl_cost_key_of_type(s[q].type, key)) same[n++] = s[q], per_op |= s[q].cost.ops > 0;
       sl_cost_rate r;
       memset(&r, 0, sizeof r);
       snprintf(r.type, sizeof r.type, "%s", key);

@@ -147,6 +147,11 @@ double sl_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int sl_compare_doubles(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 uint64_t sl_available_memory(void) {
   FILE *f = fopen("/proc/meminfo", "r");
   if (!f) return 0;

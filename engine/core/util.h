@@ -38,6 +38,8 @@ bool sl_parse_f64(const char *s, double *out);
 bool sl_parse_bool(const char *s, bool *out);
 /* Monotonic seconds. */
 double sl_now(void);
+/* qsort's comparison of two doubles, ascending. */
+int sl_compare_doubles(const void *a, const void *b);
 /* Available physical memory in bytes (MemAvailable), 0 if unknown. */
 uint64_t sl_available_memory(void);
 /* This process's resident memory now and its high-water mark (VmRSS, VmHWM

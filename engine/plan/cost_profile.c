@@ -111,11 +111,6 @@ double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cos
   return s * share;
 }
 
-static int by_value(const void *pa, const void *pb) {
-  const double a = *(const double *)pa, b = *(const double *)pb;
-  return (a > b) - (a < b);
-}
-
 /* The samples of each size (equal bytes) as one: their upper median (of
  * two, the larger). Returns the sizes, into x and y (n each at most). */
 static int size_medians(const double *bytes, const double *seconds, int n, double *x, double *y) {
@@ -127,7 +122,7 @@ static int size_medians(const double *bytes, const double *seconds, int n, doubl
     int c = 0;
     for (int q = k; q < n; q++)
       if (bytes[q] == bytes[k]) y[m + c++] = seconds[q]; /* scratch after the sizes so far */
-    qsort(y + m, (size_t)c, sizeof *y, by_value);
+    qsort(y + m, (size_t)c, sizeof *y, sl_compare_doubles);
     x[m] = bytes[k], y[m] = y[m + c / 2];
     m++;
   }

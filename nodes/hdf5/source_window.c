@@ -161,10 +161,11 @@ static void *open_reader(void *arg) {
  * other, inside the source's first call. With malloc'd windows (the CPU)
  * they are made when first read into. */
 static sl_code open_with_windows(sl_src_windows *w, const sl_chunk_reader_opts *opts, sl_error *err) {
-  if (!w->al.alloc) return sl_chunk_reader_open_opts(w->ix, w->max_chunks, opts, &w->reader, err);
-  if (w->one_window) { /* window 0 alone, and nothing to overlap it with */
+  /* malloc'd windows (made when first read into), or window 0 alone with
+   * nothing to overlap it with: opened here */
+  if (!w->al.alloc || w->one_window) {
     sl_code rc = sl_chunk_reader_open_opts(w->ix, w->max_chunks, opts, &w->reader, err);
-    return rc == SL_OK ? alloc_window(w, 0, err) : rc;
+    return rc == SL_OK && w->al.alloc ? alloc_window(w, 0, err) : rc;
   }
   reader_open j = {.w = w, .opts = *opts};
   pthread_t th;
