@@ -96,11 +96,10 @@ static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
 }
 
 /* The kernel's working memory, lent by the executor as its workspace: the
- * pattern as f64, a copy sl_select_kth reorders, labels, the flood fill's
- * stack, the edge points and the histogram (fit_scratch). */
+ * pattern as f64, labels, the flood fill's stack, the edge points and the histogram (fit_scratch). */
 #define MAX_RAYS 1440
 static int64_t disk_fit_work_bytes(int64_t px) {
-  return px * (8 + 8 + 4 + 8) + 2 * MAX_RAYS * 8 + HIST_BINS * 8 + 64;
+  return px * (8 + 4 + 8) + 2 * MAX_RAYS * 8 + HIST_BINS * 8 + 64;
 }
 
 static void disk_fit_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
@@ -243,7 +242,6 @@ static int edge_points(const double *p, int64_t h, int64_t w, double level, doub
 
 /* Working memory of one fit. */
 typedef struct fit_scratch {
-  double *tmp;    /* a copy of the pattern, reordered by sl_select_kth */
   int32_t *label; /* per pixel: -1 below the level, else its region */
   int64_t *stack; /* the flood fill's */
   double *ey, *ex; /* edge points, MAX_RAYS */
@@ -256,9 +254,8 @@ static sl_code levels_find(const double *p, int64_t n, double mn, double mx, dou
                            const fit_scratch *s, disk_fit_result *f, double *hi_out,
                            sl_error *err) {
   int64_t *hist = s->hist;
-  memcpy(s->tmp, p, (size_t)n * sizeof *s->tmp);
-  int64_t k = n > 64 ? 16 : 0;
-  double lo = sl_select_kth(s->tmp, n, k), hi = sl_select_kth(s->tmp, n, n - 1 - k);
+  double lo, hi;
+  sl_select_extremes(p, n, n > 64 ? 16 : 0, &lo, &hi);
   if (!(hi > lo)) lo = mn, hi = mx;
   double bw = (hi - lo) / HIST_BINS;
   for (int64_t i = 0; i < n; i++) {
@@ -424,8 +421,7 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   /* Carved from the lent workspace, 8-byte items first (disk_fit_work_bytes;
    * the pattern itself took its first n doubles). */
   fit_scratch s;
-  s.tmp = work;
-  s.stack = (int64_t *)(s.tmp + n);
+  s.stack = work;
   s.ey = (double *)(s.stack + n);
   s.ex = s.ey + MAX_RAYS;
   s.hist = (int64_t *)(s.ex + MAX_RAYS);
