@@ -121,8 +121,17 @@ typedef struct run_ctx {
   /* Top level only: when each pass ended, seconds after t_start (NULL in
    * iterate bodies). */
   double *pass_end;
+  double *outside; /* [pass * SL_PASS_OUTSIDE_N + part], or NULL */
   double t_start;
 } run_ctx;
+
+const char *const sl_pass_outside_names[SL_PASS_OUTSIDE_N] = {"stage_start", "stage_wait", "stage_end",
+                                                               "sync", "identity"};
+
+/* Adds the seconds since t0 to part `part` of pass `pass` (top level). */
+static void outside_add(run_ctx *c, int pass, int part, double t0) {
+  if (c->outside) c->outside[pass * SL_PASS_OUTSIDE_N + part] += sl_now() - t0;
+}
 
 static const void *input_ptr(const run_ctx *c, sl_edge_src s);
 
@@ -937,7 +946,9 @@ static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t c
   if (c->cancel && *c->cancel)
     return sl_fail(c->err, SL_ERR_INTERRUPTED, "interrupted at chunk %lld of %lld", (long long)ch,
                    (long long)pp->n_chunks);
+  double t0 = sl_now();
   sl_code rc = prefetch_take(c, ch);
+  outside_add(c, pass, SL_PASS_OUTSIDE_STAGE_WAIT, t0);
   if (rc == SL_OK) rc = run_levels(c, pp->stream_first, pp->stream_last, ch, start, count);
   for (int o = 0; c->outputs && o < g->n_outputs && rc == SL_OK; o++) {
     const sl_graph_output *go = &g->outputs[o];
@@ -966,7 +977,9 @@ static sl_code run_passes(run_ctx *c) {
     /* A source's setup and first reads overlap the prologue (e.g. the
      * preview and disk fit before virtual detectors); its copies wait for it. */
     bool early = prefetch_early(c, pass);
+    double t0 = sl_now();
     if (early) rc = prefetch_begin(c, pass, true);
+    outside_add(c, pass, SL_PASS_OUTSIDE_STAGE_START, t0);
     if (rc == SL_OK) rc = run_levels(c, pp->prologue_first, pp->prologue_last, 0, 0, 1);
     if (early && rc == SL_OK) rc = prefetch_open_gates(c);
     if (rc != SL_OK && early) prefetch_end_all(c);
@@ -980,6 +993,7 @@ static sl_code run_passes(run_ctx *c) {
      * every byte of it that is output (a fixed size is all of it, a variable
      * size what the chunks wrote), so it is not filled first (the resident
      * acquisition: 18 GiB that would be zeroed to be overwritten). */
+    t0 = sl_now();
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
       if (p->buffers[i].reduction && !p->buffers[i].unread &&
           p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
@@ -994,13 +1008,20 @@ static sl_code run_passes(run_ctx *c) {
         c->actual[i] = 0;
         if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
       }
+    outside_add(c, pass, SL_PASS_OUTSIDE_IDENTITY, t0);
+    t0 = sl_now();
     if (rc == SL_OK) rc = prefetch_begin(c, pass, false); /* those not started before the prologue */
+    outside_add(c, pass, SL_PASS_OUTSIDE_STAGE_START, t0);
     for (int64_t ch = 0; ch < pp->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
+    t0 = sl_now();
     rc = sink_lags_flush(c, rc);
     prefetch_end_all(c); /* also after an error or a cancel */
+    outside_add(c, pass, SL_PASS_OUTSIDE_STAGE_END, t0);
     /* Phase boundary: the pass's batches ran ahead of the host; a device
      * error in any of them is reported here with its batch. */
+    t0 = sl_now();
     if (rc == SL_OK) rc = b->ops->sync(b, c->err);
+    outside_add(c, pass, SL_PASS_OUTSIDE_SYNC, t0);
     for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
       rc = run_level(c, l, pp->n_chunks - 1, 0, 0, true);
     if (rc == SL_OK && c->progress && pp->epilogue_first <= pp->epilogue_last)
@@ -1073,6 +1094,7 @@ void sl_exec_result_free(sl_exec_result *r) {
   free(r->node_calls);
   free(r->level_seconds);
   free(r->pass_end_seconds);
+  free(r->pass_outside_seconds);
   memset(r, 0, sizeof *r);
 }
 
@@ -1146,10 +1168,14 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     c.cancel = opts ? opts->cancel : NULL;
     c.t_start = t_start;
     c.pass_end = res->pass_end_seconds = sl_calloc((size_t)(p->n_passes ? p->n_passes : 1), sizeof(double));
+    c.outside = res->pass_outside_seconds =
+        sl_calloc((size_t)(p->n_passes ? p->n_passes : 1) * SL_PASS_OUTSIDE_N, sizeof(double));
     res->n_passes = p->n_passes;
-    if (!c.pass_end) rc = sl_fail_nomem(err, "the run's timings");
+    if (!c.pass_end || !c.outside) rc = sl_fail_nomem(err, "the run's timings");
+    res->setup_seconds = sl_now() - t_start;
     if (rc == SL_OK) rc = run_passes(&c);
   }
+  const double t_passes_end = sl_now();
   sl_progress_end(&progress);
   if (rc == SL_OK) rc = b->ops->sync(b, err);
   for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
@@ -1216,8 +1242,10 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;
   res->chunks = p->n_chunks;
   res->process_rss_peak_bytes = (int64_t)sl_process_peak_rss();
+  res->pool_blocks = pool.n_blocks;
   sl_pool_destroy(&pool);
   res->seconds = sl_now() - t_start;
+  res->finish_seconds = sl_now() - t_passes_end;
   if (rc != SL_OK) sl_exec_result_free(res);
   return rc;
 }

@@ -30,6 +30,17 @@ typedef struct sl_output_data {
   bool written;
 } sl_output_data;
 
+/* The parts of a pass outside its levels (sl_exec_result.pass_outside_seconds). */
+enum {
+  SL_PASS_OUTSIDE_STAGE_START, /* prefetch stages started (threads, windows) */
+  SL_PASS_OUTSIDE_STAGE_WAIT,  /* waits for a stage's chunks (its reads not hidden) */
+  SL_PASS_OUTSIDE_STAGE_END,   /* the lagged sinks' last calls, the stages stopped */
+  SL_PASS_OUTSIDE_SYNC,        /* the pass's wait for its batches (a device's queue) */
+  SL_PASS_OUTSIDE_IDENTITY,    /* reductions set to their identity */
+  SL_PASS_OUTSIDE_N
+};
+extern const char *const sl_pass_outside_names[SL_PASS_OUTSIDE_N];
+
 typedef struct sl_exec_result {
   int n_outputs;
   sl_output_data *outputs;
@@ -48,6 +59,16 @@ typedef struct sl_exec_result {
    * epilogue and every wait included: the level seconds leave out the
    * waits for a prefetch stage's reads). */
   double *pass_end_seconds;
+  /* Per pass, what the executor spent outside every level
+   * (SL_PASS_OUTSIDE_* of pass k at [k * SL_PASS_OUTSIDE_N + i]): where
+   * a run's time outside its nodes goes (report.json's passes). */
+  double *pass_outside_seconds;
+  /* Outside every pass: from the start of execution to the first pass
+   * (outputs, the pool's blocks, tables, scratch) and from the last pass's
+   * end to the result (the final sync, outputs down, the blocks given
+   * back); and how many blocks the pool allocated. */
+  double setup_seconds, finish_seconds;
+  int pool_blocks;
   int n_passes;
   /* The budgeted memory (device memory on a device backend, host memory
    * otherwise): measured is the pool's peak (plus the host outputs on the

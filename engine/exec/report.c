@@ -293,6 +293,14 @@ static void measured_json(sl_json *j, const sl_run_info *info) {
     sl_json_end_object(j);
   }
   sl_json_end_array(j);
+  /* What the run spent outside its passes: setting up (the pool's blocks,
+   * tables) and finishing (the final sync, outputs, blocks given back). */
+  sl_json_key(j, "outside_passes_seconds");
+  sl_json_begin_object(j);
+  sl_json_kv_double(j, "setup", r->setup_seconds);
+  sl_json_kv_double(j, "finish", r->finish_seconds);
+  sl_json_end_object(j);
+  sl_json_kv_int(j, "pool_blocks", r->pool_blocks);
   /* When each pass's results were usable, from the start of execution
    * (the resident acquisition's "first usable" is pass 0's). */
   sl_json_key(j, "passes");
@@ -301,6 +309,14 @@ static void measured_json(sl_json *j, const sl_run_info *info) {
     sl_json_begin_object(j);
     sl_json_kv_int(j, "pass", k);
     sl_json_kv_double(j, "ends_at_seconds", r->pass_end_seconds[k]);
+    /* where its time outside the levels went */
+    if (r->pass_outside_seconds) {
+      sl_json_key(j, "outside_levels_seconds");
+      sl_json_begin_object(j);
+      for (int i = 0; i < SL_PASS_OUTSIDE_N; i++)
+        sl_json_kv_double(j, sl_pass_outside_names[i], r->pass_outside_seconds[k * SL_PASS_OUTSIDE_N + i]);
+      sl_json_end_object(j);
+    }
     sl_json_end_object(j);
   }
   sl_json_end_array(j);

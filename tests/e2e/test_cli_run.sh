@@ -42,6 +42,20 @@ assert [q["pass"] for q in r["passes"]] == list(range(r["plan"]["passes"])), r["
 assert ends == sorted(ends) and 0 < ends[-1] <= r["seconds"], (ends, r["seconds"])
 for q in r["passes"]:
     assert q["ends_at_seconds"] >= sum(l["seconds"] for l in r["levels"] if l["pass"] <= q["pass"]) - 1e-9, q
+# what each pass spent between its levels: every part, none negative, and
+# together no more than the run's time outside its levels
+parts = ("stage_start", "stage_wait", "stage_end", "sync", "identity")
+outside = 0.0
+for q in r["passes"]:
+    o = q["outside_levels_seconds"]
+    assert sorted(o) == sorted(parts) and all(v >= 0 for v in o.values()), o
+    outside += sum(o.values())
+# ... and outside every pass: setting up and finishing the run
+o = r["outside_passes_seconds"]
+assert sorted(o) == ["finish", "setup"] and all(v >= 0 for v in o.values()), o
+outside += o["setup"] + o["finish"]
+assert outside <= r["seconds"] - sum(l["seconds"] for l in r["levels"]) + 1e-9, (outside, r["seconds"])
+assert r["pool_blocks"] >= 1, r["pool_blocks"]
 P
 
 expect 2 "exists" "existing output directory is kept" -- "$SLUICE" run "$SRC/pipelines/synthetic_virtual_image.yaml" --out out1 --quiet
