@@ -1137,6 +1137,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   sl_pool_init(&pool, b);
   run_ctx c;
   bool began = false;
+  /* the run's blocks in one allocation (a device's cost a block: pool.h) */
+  if (rc == SL_OK && sl_plan_arena_bytes(p) > 0) rc = sl_pool_reserve(&pool, sl_plan_arena_bytes(p), err);
   if (rc == SL_OK) {
     rc = ctx_begin(&c, p, b, &pool, NULL, err);
     began = true;
@@ -1242,7 +1244,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;
   res->chunks = p->n_chunks;
   res->process_rss_peak_bytes = (int64_t)sl_process_peak_rss();
-  res->pool_blocks = pool.n_blocks;
+  res->pool_allocations = pool.allocations;
   sl_pool_destroy(&pool);
   res->seconds = sl_now() - t_start;
   res->finish_seconds = sl_now() - t_passes_end;

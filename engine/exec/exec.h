@@ -66,9 +66,9 @@ typedef struct sl_exec_result {
   /* Outside every pass: from the start of execution to the first pass
    * (outputs, the pool's blocks, tables, scratch) and from the last pass's
    * end to the result (the final sync, outputs down, the blocks given
-   * back); and how many blocks the pool allocated. */
+   * back); and how many allocations the pool made (its arena one). */
   double setup_seconds, finish_seconds;
-  int pool_blocks;
+  int pool_allocations;
   int n_passes;
   /* The budgeted memory (device memory on a device backend, host memory
    * otherwise): measured is the pool's peak (plus the host outputs on the

@@ -300,7 +300,7 @@ static void measured_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_double(j, "setup", r->setup_seconds);
   sl_json_kv_double(j, "finish", r->finish_seconds);
   sl_json_end_object(j);
-  sl_json_kv_int(j, "pool_blocks", r->pool_blocks);
+  sl_json_kv_int(j, "pool_allocations", r->pool_allocations);
   /* When each pass's results were usable, from the start of execution
    * (the resident acquisition's "first usable" is pass 0's). */
   sl_json_key(j, "passes");

@@ -460,6 +460,27 @@ static void plan_cold_reads(sl_plan *p, const sl_graph *g) {
  * without). The rest (workspace, partials) is counted on the run only. */
 int64_t sl_plan_pooled_bytes(const sl_plan *p) { return p->slot_bytes + p->lent_workspace_bytes + p->partial_bytes; }
 
+/* A block's share of the arena: its size class, up to the carving's alignment. */
+static int64_t arena_block(int64_t bytes) {
+  return (sl_size_class(bytes) + SL_PLAN_ARENA_ALIGN - 1) / SL_PLAN_ARENA_ALIGN * SL_PLAN_ARENA_ALIGN;
+}
+
+/* What the executor acquires for the whole run, in ctx_begin's order: every
+ * slot, the lent workspace, each reduction's partial, each device table of a
+ * node that runs on the device. */
+int64_t sl_plan_arena_bytes(const sl_plan *p) {
+  if (!p->caps.device_memory) return 0;
+  int64_t a = 0;
+  for (int s = 0; s < p->n_slots; s++) a = sat_add(a, arena_block(p->slots[s].bytes));
+  if (p->lent_workspace_bytes > 0) a = sat_add(a, arena_block(p->lent_workspace_bytes));
+  for (int b = 0; b < p->n_buffers; b++)
+    if (p->buffers[b].partial_bytes > 0) a = sat_add(a, arena_block(p->buffers[b].partial_bytes));
+  for (int i = 0; i < p->graph->n_nodes; i++)
+    if (!runs_on_host(p, &p->graph->nodes[i]) && p->nodes[i].cost.device_state_bytes > 0)
+      a = sat_add(a, arena_block(p->nodes[i].cost.device_state_bytes));
+  return a;
+}
+
 static sl_code plan_pool_estimate(sl_plan *p, sl_error *err) {
   const double ft = p->profile.first_touch_seconds_per_byte;
   double pooled = (double)sl_plan_pooled_bytes(p);
@@ -834,6 +855,10 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
                          p->host_workspace_bytes;
     p->peak_device_bytes -= p->state_bytes; /* node state lives on the host */
     p->peak_device_bytes += p->device_state_bytes;
+    /* the arena's padding between its carved blocks (held with it) */
+    int64_t counted = p->slot_bytes + p->workspace_bytes + p->partial_bytes + p->device_state_bytes;
+    int64_t arena = sl_plan_arena_bytes(p);
+    if (arena > counted) p->peak_device_bytes += arena - counted;
   } else {
     p->peak_host_bytes = engine + p->output_bytes + p->worker_scratch_bytes;
   }

@@ -223,6 +223,14 @@ const sl_plan_pass *sl_plan_node_pass(const sl_plan *p, int node);
  * slots, lent workspace, reductions' partials (the cost model's pool and
  * first-touch terms are per byte of these). */
 int64_t sl_plan_pooled_bytes(const sl_plan *p);
+/* On a device backend, the arena the executor reserves for the run's pooled
+ * blocks (slots, lent workspace, partials and the nodes' device tables,
+ * each carved SL_POOL_ARENA_ALIGN bytes apart: engine/exec/pool.h), whose
+ * padding the planned device peak includes; 0 on the CPU. */
+int64_t sl_plan_arena_bytes(const sl_plan *p);
+/* Bytes between carved blocks of the arena (engine/exec/pool.h's
+ * SL_POOL_ARENA_ALIGN: cudaMalloc's alignment). */
+#define SL_PLAN_ARENA_ALIGN 256
 /* What an iterate node's loop itself moves over all its iterations: the
  * carried values copied back each iteration (the cost model's "iterate"
  * work; its bodies are estimated from their own plans). */

@@ -55,7 +55,7 @@ o = r["outside_passes_seconds"]
 assert sorted(o) == ["finish", "setup"] and all(v >= 0 for v in o.values()), o
 outside += o["setup"] + o["finish"]
 assert outside <= r["seconds"] - sum(l["seconds"] for l in r["levels"]) + 1e-9, (outside, r["seconds"])
-assert r["pool_blocks"] >= 1, r["pool_blocks"]
+assert r["pool_allocations"] >= 1, r["pool_allocations"]
 P
 
 expect 2 "exists" "existing output directory is kept" -- "$SLUICE" run "$SRC/pipelines/synthetic_virtual_image.yaml" --out out1 --quiet
