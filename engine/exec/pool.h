@@ -6,11 +6,12 @@
  *
  * A pool may first reserve an arena (sl_pool_reserve): one allocation of
  * the backend that the next acquisitions are carved from, SL_PLAN_ARENA_ALIGN
- * (cudaMalloc's alignment) apart, until it is used up; later ones take blocks of their own. On a
- * device each allocation and its free cost the driver about 80 us (the
- * H200: 23 blocks were 2 of a 13 ms stem_products run on the test set),
- * so the executor reserves the run's buffers, workspace, partials and
- * tables at once (sl_plan_arena_bytes). */
+ * (cudaMalloc's alignment) apart, until it is used up; later ones take
+ * blocks of their own. On a device each allocation costs the driver tens
+ * of microseconds (the H200: the test set's stem_products took 0.9-1.1 ms
+ * to set up its 23 blocks, 0.3 with one arena), so the executor reserves
+ * the run's buffers, workspace, partials and tables at once
+ * (sl_plan_arena_bytes). */
 #ifndef SL_POOL_H
 #define SL_POOL_H
 
