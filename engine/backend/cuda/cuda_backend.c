@@ -247,7 +247,6 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   b->ops = &sl_cuda_backend_ops;
   b->impl = c;
   b->caps = caps;
-  sl_cuda_slab_init(&c->slab);
   c->device = device;
   c->compute_capability = cc;
   c->smem_per_block = smem;
@@ -314,7 +313,6 @@ static void cuda_destroy(sl_backend *b) {
       free(c->ring_t[k]);
     }
     if (c->mark_host) (void)cudaFreeHost(c->mark_host);
-    sl_cuda_slab_destroy(&c->slab);
     (void)cudaGetLastError();
     if (c->cpu) c->cpu->ops->destroy(c->cpu);
     free(c->batch_nodes);
@@ -374,10 +372,7 @@ static sl_code held_alloc(cuda_impl *c, bool pinned, size_t bytes, void **ptr, s
   if (pinned && huge_pinned_size(c, bytes)) {
     p = huge_pinned(huge_len(bytes), &e);
   } else {
-    /* small pinned blocks from the slab, on their own once it is full */
-    e = pinned && sl_cuda_slab_takes(bytes) ? sl_cuda_slab_alloc(&c->slab, bytes, &p) : cudaErrorMemoryAllocation;
-    if (e != cudaSuccess)
-      e = pinned ? cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) : cudaMalloc(&p, bytes ? bytes : 1);
+    e = pinned ? cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) : cudaMalloc(&p, bytes ? bytes : 1);
   }
   if (e != cudaSuccess)
     return sl_cuda_backend_fail_sized(err, e, "cannot allocate", bytes,
@@ -415,8 +410,6 @@ static void cuda_host_free(sl_backend *b, void *ptr, size_t bytes) {
   if (huge_pinned_size(c, bytes)) {
     if (cudaHostUnregister(ptr) != cudaSuccess) (void)cudaGetLastError();
     munmap(ptr, huge_len(bytes));
-  } else if (sl_cuda_slab_takes(bytes) && sl_cuda_slab_owns(&c->slab, ptr)) {
-    sl_cuda_slab_free(&c->slab, ptr, bytes);
   } else if (cudaFreeHost(ptr) != cudaSuccess) {
     (void)cudaGetLastError();
   }

@@ -1,12 +1,11 @@
 /* Internals of the CUDA backend shared by its files (cuda_backend.c: device,
  * memory, transfers; cuda_batch.c: batches, errors, the launchers'
- * services; cuda_async.c: events and asynchronous copies; cuda_pinned_slab.c:
- * small pinned host blocks; batch_marker.cu: the batch marker kernel). Not for use outside engine/backend/cuda. */
+ * services; cuda_async.c: events and asynchronous copies; batch_marker.cu:
+ * the batch marker kernel). Not for use outside engine/backend/cuda. */
 #ifndef SL_CUDA_BACKEND_INTERNAL_H
 #define SL_CUDA_BACKEND_INTERNAL_H
 
 #include <cuda_runtime_api.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -21,33 +20,6 @@ typedef struct cuda_timing {
   cudaEvent_t start, end;
   double *target;
 } cuda_timing;
-
-/* Small pinned host blocks from chunks pinned once (cuda_pinned_slab.c):
- * requests of at most SL_CUDA_SLAB_MAX bytes, in size classes of powers of
- * two from SL_CUDA_SLAB_MIN; up to SL_CUDA_SLAB_CHUNKS chunks of 256 KiB. */
-#define SL_CUDA_SLAB_MIN 64
-#define SL_CUDA_SLAB_MAX ((size_t)64 << 10)
-#define SL_CUDA_SLAB_CLASSES 11 /* 64 B .. 64 KiB */
-#define SL_CUDA_SLAB_CHUNKS 64
-typedef struct sl_cuda_slab {
-  pthread_mutex_t mu;
-  void *free[SL_CUDA_SLAB_CLASSES]; /* per class: freed blocks, linked through their first bytes */
-  void *chunks[SL_CUDA_SLAB_CHUNKS];
-  int n_chunks;
-  char *cur;   /* the current chunk's first unused byte */
-  size_t left; /* ... and how many follow it */
-} sl_cuda_slab;
-bool sl_cuda_slab_takes(size_t bytes);
-void sl_cuda_slab_init(sl_cuda_slab *s);
-/* A block of at least `bytes` (sl_cuda_slab_takes), or the error of pinning
- * a new chunk (cudaErrorMemoryAllocation when every chunk is in use). */
-cudaError_t sl_cuda_slab_alloc(sl_cuda_slab *s, size_t bytes, void **ptr);
-/* Whether ptr is a block of the slab's chunks. */
-bool sl_cuda_slab_owns(sl_cuda_slab *s, const void *ptr);
-/* Gives back a block of `bytes` (the size it was asked for). */
-void sl_cuda_slab_free(sl_cuda_slab *s, void *ptr, size_t bytes);
-/* Unpins every chunk (no block may be in use). */
-void sl_cuda_slab_destroy(sl_cuda_slab *s);
 
 typedef struct cuda_impl {
   int device;
@@ -94,7 +66,6 @@ typedef struct cuda_impl {
   /* what this backend holds now */
   int64_t device_allocs, pinned_allocs;
   uint64_t device_bytes, pinned_bytes;
-  sl_cuda_slab slab; /* small pinned blocks (host_alloc of at most SL_CUDA_SLAB_MAX) */
 } cuda_impl;
 
 /* Fills err from a CUDA error and clears the runtime's last-error state, so
