@@ -1138,7 +1138,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   run_ctx c;
   bool began = false;
   /* the run's blocks in one allocation (a device's cost a block: pool.h) */
-  if (rc == SL_OK && sl_plan_arena_bytes(p) > 0) rc = sl_pool_reserve(&pool, sl_plan_arena_bytes(p), err);
+  const int64_t arena = sl_plan_arena_bytes(p);
+  if (rc == SL_OK && arena > 0) rc = sl_pool_reserve(&pool, arena, err);
   if (rc == SL_OK) {
     rc = ctx_begin(&c, p, b, &pool, NULL, err);
     began = true;

@@ -51,7 +51,7 @@ sl_code sl_pool_acquire(sl_pool *p, int64_t bytes, void **ptr, sl_error *err) {
     *ptr = p->blocks[best].ptr;
     return SL_OK;
   }
-  const int64_t carve = (cls + SL_PLAN_ARENA_ALIGN - 1) / SL_PLAN_ARENA_ALIGN * SL_PLAN_ARENA_ALIGN;
+  const int64_t carve = sl_plan_arena_block(cls);
   if (p->arena && p->arena_bytes - p->arena_used >= carve) { /* held already, with the arena */
     sl_code rc = add_block(p, p->arena + p->arena_used, cls, true, err);
     if (rc != SL_OK) return rc;

@@ -460,8 +460,7 @@ static void plan_cold_reads(sl_plan *p, const sl_graph *g) {
  * without). The rest (workspace, partials) is counted on the run only. */
 int64_t sl_plan_pooled_bytes(const sl_plan *p) { return p->slot_bytes + p->lent_workspace_bytes + p->partial_bytes; }
 
-/* A block's share of the arena: its size class, up to the carving's alignment. */
-static int64_t arena_block(int64_t bytes) {
+int64_t sl_plan_arena_block(int64_t bytes) {
   return (sl_size_class(bytes) + SL_PLAN_ARENA_ALIGN - 1) / SL_PLAN_ARENA_ALIGN * SL_PLAN_ARENA_ALIGN;
 }
 
@@ -471,13 +470,13 @@ static int64_t arena_block(int64_t bytes) {
 int64_t sl_plan_arena_bytes(const sl_plan *p) {
   if (!p->caps.device_memory) return 0;
   int64_t a = 0;
-  for (int s = 0; s < p->n_slots; s++) a = sat_add(a, arena_block(p->slots[s].bytes));
-  if (p->lent_workspace_bytes > 0) a = sat_add(a, arena_block(p->lent_workspace_bytes));
+  for (int s = 0; s < p->n_slots; s++) a = sat_add(a, sl_plan_arena_block(p->slots[s].bytes));
+  if (p->lent_workspace_bytes > 0) a = sat_add(a, sl_plan_arena_block(p->lent_workspace_bytes));
   for (int b = 0; b < p->n_buffers; b++)
-    if (p->buffers[b].partial_bytes > 0) a = sat_add(a, arena_block(p->buffers[b].partial_bytes));
+    if (p->buffers[b].partial_bytes > 0) a = sat_add(a, sl_plan_arena_block(p->buffers[b].partial_bytes));
   for (int i = 0; i < p->graph->n_nodes; i++)
     if (!runs_on_host(p, &p->graph->nodes[i]) && p->nodes[i].cost.device_state_bytes > 0)
-      a = sat_add(a, arena_block(p->nodes[i].cost.device_state_bytes));
+      a = sat_add(a, sl_plan_arena_block(p->nodes[i].cost.device_state_bytes));
   return a;
 }
 

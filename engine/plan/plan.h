@@ -228,9 +228,11 @@ int64_t sl_plan_pooled_bytes(const sl_plan *p);
  * each carved SL_POOL_ARENA_ALIGN bytes apart: engine/exec/pool.h), whose
  * padding the planned device peak includes; 0 on the CPU. */
 int64_t sl_plan_arena_bytes(const sl_plan *p);
-/* Bytes between carved blocks of the arena (engine/exec/pool.h's
- * SL_POOL_ARENA_ALIGN: cudaMalloc's alignment). */
+/* Carved blocks of the arena start this many bytes apart (cudaMalloc's
+ * alignment); a block of `bytes` takes sl_plan_arena_block(bytes) of it
+ * (its size class, rounded up to that). */
 #define SL_PLAN_ARENA_ALIGN 256
+int64_t sl_plan_arena_block(int64_t bytes);
 /* What an iterate node's loop itself moves over all its iterations: the
  * carried values copied back each iteration (the cost model's "iterate"
  * work; its bodies are estimated from their own plans). */

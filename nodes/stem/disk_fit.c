@@ -96,7 +96,8 @@ static sl_code disk_fit_infer(sl_node *n, sl_error *err) {
 }
 
 /* The kernel's working memory, lent by the executor as its workspace: the
- * pattern as f64, labels, the flood fill's stack, the edge points and the histogram (fit_scratch). */
+ * pattern as f64, labels, the flood fill's stack, the edge points and the
+ * histogram (fit_scratch). */
 #define MAX_RAYS 1440
 static int64_t disk_fit_work_bytes(int64_t px) {
   return px * (8 + 4 + 8) + 2 * MAX_RAYS * 8 + HIST_BINS * 8 + 64;
