@@ -31,27 +31,30 @@ static sl_code preview_run(const char *path, int64_t frames, const uint8_t *mask
   return run_whole_threads(n, threads, ins, 1, outs, e);
 }
 
-/* The reference: frames [0, min(frames, total)) of fx_value, masked pixels and
- * pixels at the dtype maximum counted as 0. */
-static void reference(int64_t frames, int64_t total, const uint8_t *mask, int64_t h, int64_t w,
+/* The reference: frames [0, min(frames, total)) of the fixture's pixels
+ * (fx_pixel), masked pixels and pixels at the dtype maximum counted as 0. */
+static void reference(const fx_opts *o, int64_t frames, int64_t total, const uint8_t *mask, int64_t h, int64_t w,
                       size_t elem, double *want) {
   int64_t n = frames < total ? frames : total;
   uint64_t flag = elem == 1 ? 0xFF : elem == 2 ? 0xFFFF : 0xFFFFFFFFu;
   for (int64_t i = 0; i < h * w; i++) {
     double s = 0;
     for (int64_t f = 0; f < n; f++) {
-      uint32_t v = fx_value(f, i / w, i % w, elem);
+      uint32_t v = fx_pixel(o, f, i / w, i % w, elem);
       if (!(mask && mask[i]) && v != flag) s += (double)v;
     }
     want[i] = s / (double)n;
   }
 }
 
-/* elem: bytes per pixel of the file type dtype (0: u16). */
-static void check_layout_type(const char *name, int layout, bool need_plugin, hid_t dtype, size_t elem) {
+/* elem: bytes per pixel of the file type dtype (0: u16); flagged: about a
+ * pixel in eleven at the flag value (fx_pixel). */
+static void check_layout_flags(const char *name, int layout, bool need_plugin, hid_t dtype, size_t elem,
+                               bool flagged) {
   if (need_plugin) fx_require_bitshuffle();
   const int64_t h = 9, w = 11, total = 3 + 4 + 2;
-  fx_opts o = {.n_files = 3, .frames = {3, 4, 2}, .h = h, .w = w, .k = 2, .layout = layout, .dtype = dtype};
+  fx_opts o = {.n_files = 3, .frames = {3, 4, 2}, .h = h, .w = w, .k = 2, .layout = layout, .dtype = dtype,
+               .flagged = flagged};
   char m[512];
   fx_write(name, &o, m, sizeof m);
   uint8_t mask[9 * 11] = {0};
@@ -66,11 +69,15 @@ static void check_layout_type(const char *name, int layout, bool need_plugin, hi
       sl_code rc = preview_run(m, counts[k], with_mask & 1 ? mask : NULL, h, w, with_mask < 2 ? 1 : 3, got, &n, &e);
       if (rc) print_error("%s, %lld frames: %s\n", name, (long long)counts[k], e.msg);
       assert_int_equal(rc, SL_OK);
-      reference(counts[k], total, with_mask & 1 ? mask : NULL, h, w, elem, want);
+      reference(&o, counts[k], total, with_mask & 1 ? mask : NULL, h, w, elem, want);
       assert_memory_equal(got, want, sizeof want);
       assert_non_null(strstr(note(&n, "preview"), "mean of the first"));
       node_free(&n);
     }
+}
+
+static void check_layout_type(const char *name, int layout, bool need_plugin, hid_t dtype, size_t elem) {
+  check_layout_flags(name, layout, need_plugin, dtype, elem, false);
 }
 
 static void check_layout(const char *name, int layout, bool need_plugin) {
@@ -97,7 +104,7 @@ static void t_many_frames(void **state) {
     sl_code rc = preview_run(m, total, NULL, h, w, threads, got, &n, &e);
     if (rc) print_error("pvmany: %s\n", e.msg);
     assert_int_equal(rc, SL_OK);
-    reference(total, total, NULL, h, w, 2, want);
+    reference(&o, total, total, NULL, h, w, 2, want);
     assert_memory_equal(got, want, sizeof want);
     node_free(&n);
   }
@@ -105,6 +112,14 @@ static void t_many_frames(void **state) {
 static void t_contiguous(void **state) { check_layout("pvcontig", FX_CONTIG, false); }
 static void t_bitshuffle(void **state) { check_layout("pvbs", FX_BITSHUFFLE, true); }
 static void t_bslz4(void **state) { check_layout("pvlz4", FX_BSLZ4, true); }
+/* Pixels at the dtype's maximum (the detector's flag value) count as 0 in
+ * their frame, stored raw or encoded, for each dtype. */
+static void t_flagged(void **state) {
+  check_layout_flags("pvflag16", FX_CHUNKED, false, 0, 2, true);
+  check_layout_flags("pvflag8", FX_CHUNKED, false, H5T_STD_U8LE, 1, true);
+  check_layout_flags("pvflag32", FX_CHUNKED, false, H5T_STD_U32LE, 4, true);
+  check_layout_flags("pvflaglz4", FX_BSLZ4, true, 0, 2, true);
+}
 
 /* A stored chunk that does not decode, in a later window than the first
  * (the preview reads its chunks in up to SL_CHUNK_READER_DEPTH windows and
@@ -183,6 +198,7 @@ int main(void) {
       cmocka_unit_test(t_contiguous),
       cmocka_unit_test(t_bitshuffle),
       cmocka_unit_test(t_bslz4),
+      cmocka_unit_test(t_flagged),
       cmocka_unit_test(t_corrupt_later_chunk),
       cmocka_unit_test(t_errors),
   };

@@ -55,6 +55,7 @@ typedef struct fx_opts {
   const char *dataset;        /* single-file layout: dataset path (NULL = /entry/data/data) */
   bool skip_link2;            /* write data_000001 and data_000003 only */
   bool unwritten;             /* datasets declare their frames but store no chunk */
+  bool flagged;               /* about one pixel in eleven at the dtype's maximum (fx_pixel) */
 } fx_opts;
 
 static char g_tmp[256];
@@ -73,6 +74,13 @@ FX_HELPER uint32_t fx_value(int64_t f, int64_t r, int64_t c, size_t elem) {
   if (elem == 1) return (uint32_t)(v % 251);
   if (elem == 2) return (uint32_t)(v % 60000);
   return (uint32_t)(v * 65537u % 4000000000u);
+}
+
+/* The pixel the fixture writes: fx_value, or with o->flagged the dtype's
+ * maximum (a detector's flag value) where (f + 3r + 5c) % 11 == 0. */
+FX_HELPER uint32_t fx_pixel(const fx_opts *o, int64_t f, int64_t r, int64_t c, size_t elem) {
+  if (o->flagged && (f + 3 * r + 5 * c) % 11 == 0) return elem == 1 ? 0xFFu : elem == 2 ? 0xFFFFu : 0xFFFFFFFFu;
+  return fx_value(f, r, c, elem);
 }
 
 FX_HELPER void fx_mkgroups(hid_t f, const char *path) {
@@ -135,7 +143,7 @@ FX_HELPER void fx_data(hid_t f, const char *path, const fx_opts *o, int64_t firs
     for (int64_t i = 0; i < n; i++)
       for (int64_t r = 0; r < o->h; r++)
         for (int64_t c = 0; c < o->w; c++)
-          buf[(i * o->h + r) * o->w + c] = fx_value(first_frame + i, r, c, elem);
+          buf[(i * o->h + r) * o->w + c] = fx_pixel(o, first_frame + i, r, c, elem);
     assert_true(H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
     free(buf);
   }
