@@ -37,6 +37,7 @@ SL_NODE_PARAMS(detector_preview_params, DETECTOR_PREVIEW_PARAMS)
 typedef struct preview_params_and_facts {
   detector_preview_params params; /* first: detector_preview_params_of reads it */
   int64_t stored_chunk_bytes;     /* what one stored chunk decodes to */
+  int64_t stored_chunk_elems;     /* ... in pixels (its flag bitmap's bits) */
   int64_t window_bytes;           /* the stored bytes of the chunks read: exact when the
                                      index is listed, else their bound */
   int64_t chunks;                 /* how many stored chunks hold the frames */
@@ -84,6 +85,7 @@ static sl_code preview_infer(sl_node *n, sl_error *err) {
     int64_t want = f->params.frames < ix->n_frames ? f->params.frames : ix->n_frames, count = 0;
     int64_t per = ix->frames_per_chunk > 0 ? ix->frames_per_chunk : 1;
     f->stored_chunk_bytes = per * ix->frame_bytes;
+    f->stored_chunk_elems = per * ix->frame_rows * ix->frame_cols;
     if (ix->listed) {
       count = chunks_holding(ix, want);
       f->window_bytes = (int64_t)sl_h5_window_bytes(ix, 0, count);
@@ -99,6 +101,22 @@ static sl_code preview_infer(sl_node *n, sl_error *err) {
 
 #define PREVIEW_PIECE_BYTES (256 << 10)
 
+/* A worker's scratch: the decoded stored chunk, its partial sum (u64 a
+ * pixel at most) and the chunk's flag bitmap (sl_bslz4_opts.ones), each
+ * 64-byte aligned; the bitmap has 8 bytes to spare, so that its last
+ * pixels are read a 64-bit word at a time. */
+typedef struct worker_scratch_layout {
+  int64_t partial_at, ones_at, bytes;
+} worker_scratch_layout;
+
+static worker_scratch_layout worker_layout(int64_t stored_bytes, int64_t stored_elems, int64_t npix) {
+  worker_scratch_layout l;
+  l.partial_at = (stored_bytes + 63) / 64 * 64;
+  l.ones_at = l.partial_at + (npix * (int64_t)sizeof(uint64_t) + 63) / 64 * 64;
+  l.bytes = l.ones_at + (int64_t)sl_ones_bitmap_bytes((size_t)stored_elems) + 8;
+  return l;
+}
+
 static void preview_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   int64_t frames = detector_preview_params_of(n)->frames, item = sl_desc_elems(&n->out[0]);
@@ -106,11 +124,12 @@ static void preview_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_read = frames * item * 2; /* about: the stored frames, u16 */
   c->ops = frames * item;
   /* While it runs: the stored bytes of the chunks read; each worker
-   * decodes a stored chunk at a time into its scratch and adds it into its
-   * own u64 partial sum. */
+   * decodes a stored chunk at a time into its scratch, with the bitmap of
+   * its pixels at the flag value, and adds it into its own u64 partial
+   * sum (worker_layout). */
   const preview_params_and_facts *f = facts_of(n);
   c->workspace_bytes = f->window_bytes;
-  c->per_worker_bytes = (f->stored_chunk_bytes + 63) / 64 * 64 + item * (int64_t)sizeof(uint64_t);
+  c->per_worker_bytes = worker_layout(f->stored_chunk_bytes, f->stored_chunk_elems, item).bytes;
 }
 
 /* The first frames' decoding and sum, spread over the backend's workers by
@@ -129,6 +148,7 @@ typedef struct preview_job {
   const int64_t *first; /* frame index of chunk k's first frame */
   size_t stored;        /* bytes a stored chunk decodes to */
   int64_t partial_at;   /* offset of a worker's partial sum in its scratch */
+  int64_t ones_at;      /* ... and of its stored chunk's flag bitmap */
   bool narrow;          /* the partial sums are u32 (narrow_frames_max), else u64 */
   /* The failed chunk of the lowest index in the window and its error (a
    * window's chunks run in parallel; the lowest is the one a serial run
@@ -144,22 +164,30 @@ typedef struct preview_job {
 } preview_job;
 
 /* Adds n frames of T at x (frame_bytes apart) into a worker's partial sum
- * of ACC, a masked pixel or one at the dtype's maximum (the detector's flag
- * value) as 0, without a branch; the AVX2 clone widens 8 or 16 pixels at a
- * time. */
+ * of ACC: every pixel (a loop the vectoriser widens 8 or 16 pixels at a
+ * time, with no test), then for each bit of the chunk's flag bitmap
+ * (`ones`, one bit a pixel of the chunk, LSB first) the flag value back out
+ * of its pixel: a pixel at the dtype's maximum (the detector's flag value)
+ * counts as 0. Masked pixels are zeroed when the partial sums are merged.
+ * The sums wrap in ACC and come back exact: the flag value is taken out of
+ * what it was added to, and the true sum fits (narrow_frames_max). The
+ * masked add per pixel this replaced was a quarter of the preview's time
+ * (perf, 1 thread, 16,384 frames through the preview alone). */
 #define PREVIEW_ADD(S, T, ACC, FLAG)                                                               \
   SL_HOT_CLONES static void preview_add_##S(ACC *restrict sum, const uint8_t *x, int64_t n,       \
                                             size_t frame_bytes, int64_t npix,                     \
-                                            const uint8_t *restrict mask) {                       \
+                                            const uint8_t *restrict ones) {                       \
     for (int64_t f = 0; f < n; f++) {                                                             \
       const T *restrict v = (const T *)(const void *)(x + (size_t)f * frame_bytes);               \
-      /* the pixel ANDed with all ones or zero: no condition for the                          \
-       * vectoriser to keep (a && made the mask's load conditional: scalar) */                  \
-      if (mask)                                                                                   \
-        for (int64_t i = 0; i < npix; i++)                                                        \
-          sum[i] += (ACC)v[i] & (ACC)-(ACC)((v[i] != (T)(FLAG)) & (mask[i] == 0));                \
-      else                                                                                        \
-        for (int64_t i = 0; i < npix; i++) sum[i] += (ACC)v[i] & (ACC)-(ACC)(v[i] != (T)(FLAG));  \
+      for (int64_t i = 0; i < npix; i++) sum[i] += (ACC)v[i];                                     \
+      const int64_t e0 = f * npix, e1 = e0 + npix;                                                \
+      for (int64_t w = e0 / 64; w * 64 < e1; w++) {                                               \
+        uint64_t bits;                                                                            \
+        memcpy(&bits, ones + 8 * w, sizeof bits); /* little-endian: bit e of byte e / 8 */        \
+        if (w * 64 < e0) bits &= ~(uint64_t)0 << (e0 - w * 64);                                   \
+        if (e1 < w * 64 + 64) bits &= ~(~(uint64_t)0 << (e1 - w * 64));                           \
+        for (; bits; bits &= bits - 1) sum[w * 64 + __builtin_ctzll(bits) - e0] -= (ACC)(FLAG);   \
+      }                                                                                           \
     }                                                                                             \
   }
 /* u8 and u16 into u32 while a worker adds at most narrow_frames_max frames
@@ -195,16 +223,20 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
     sl_error why_here, *err = &why_here;
     sl_error_clear(err);
     sl_code rc = SL_OK;
+    uint8_t *ones = scratch + j->ones_at;
     if (j->enc == SL_ENC_NONE || (c->filter_mask & 1u)) { /* stored as they are */
       if (c->size < (uint64_t)c->n_frames * ix->frame_bytes)
         rc = sl_fail(err, SL_ERR_FORMAT, "it holds %llu bytes, fewer than its frames need",
                      (unsigned long long)c->size);
+      else
+        sl_ones_bitmap_of_elements(src, (size_t)(n * j->npix), (size_t)ix->elem_size, ones, 0);
     } else {
       /* A stored chunk decodes whole (a file's last one may be padded past
-       * its n_frames). */
+       * its n_frames), its flag bitmap taken while each block is in cache. */
       size_t got = 0;
-      rc = sl_encoded_chunk_decode(src, c->size, j->enc, (size_t)ix->elem_size, (size_t)j->block, SL_SIMD_AUTO,
-                                   scratch, j->stored, &got, err);
+      const sl_bslz4_opts opts = {.simd = SL_SIMD_AUTO, .ones = ones};
+      rc = sl_encoded_chunk_decode_opts(src, c->size, j->enc, (size_t)ix->elem_size, (size_t)j->block, scratch,
+                                        j->stored, &got, &opts, err);
       if (rc == SL_OK && got != j->stored)
         rc = sl_fail(err, SL_ERR_FORMAT, "it decodes to %zu bytes, expected %zu", got, j->stored);
       x = scratch;
@@ -223,11 +255,13 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
     }
     if (rc == SL_OK) {
       const size_t fb = ix->frame_bytes;
-      if (j->narrow && ix->elem_size == 1) preview_add_u8_32(sum, x, n, fb, j->npix, j->mask);
-      else if (j->narrow) preview_add_u16_32(sum, x, n, fb, j->npix, j->mask);
-      else if (ix->elem_size == 1) preview_add_u8_64(sum, x, n, fb, j->npix, j->mask);
-      else if (ix->elem_size == 2) preview_add_u16_64(sum, x, n, fb, j->npix, j->mask);
-      else preview_add_u32_64(sum, x, n, fb, j->npix, j->mask);
+      /* the bits past the frames added, read with the last word, cleared */
+      memset(ones + sl_ones_bitmap_bytes((size_t)(n * j->npix)), 0, 8);
+      if (j->narrow && ix->elem_size == 1) preview_add_u8_32(sum, x, n, fb, j->npix, ones);
+      else if (j->narrow) preview_add_u16_32(sum, x, n, fb, j->npix, ones);
+      else if (ix->elem_size == 1) preview_add_u8_64(sum, x, n, fb, j->npix, ones);
+      else if (ix->elem_size == 2) preview_add_u16_64(sum, x, n, fb, j->npix, ones);
+      else preview_add_u32_64(sum, x, n, fb, j->npix, ones);
     }
   }
 }
@@ -250,7 +284,7 @@ static void merge_range(void *ctx, int64_t begin, int64_t end, int worker) {
       const void *partial = (uint8_t *)sl_worker_scratch(j->a, m->workers[k]) + j->partial_at;
       t += j->narrow ? ((const uint32_t *)partial)[i] : ((const uint64_t *)partial)[i];
     }
-    m->sum[i] = (double)t;
+    m->sum[i] = j->mask && j->mask[i] ? 0.0 : (double)t; /* a masked pixel counts as 0 in every frame */
   }
 }
 
@@ -281,7 +315,9 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   int64_t count = chunks_holding(ix, want);
   uint64_t window = sl_h5_window_bytes(ix, 0, count);
   j.stored = (size_t)ix->frames_per_chunk * ix->frame_bytes;
-  j.partial_at = ((int64_t)j.stored + 63) / 64 * 64;
+  const worker_scratch_layout wl = worker_layout((int64_t)j.stored, ix->frames_per_chunk * j.npix, j.npix);
+  j.partial_at = wl.partial_at;
+  j.ones_at = wl.ones_at;
   j.narrow = want <= narrow_frames_max(ix->elem_size); /* a worker adds at most `want` frames */
   j.acc_bytes = j.narrow ? sizeof(uint32_t) : sizeof(uint64_t);
   if (!a->workspace || !a->worker_scratch || count > f->chunks || (int64_t)window > f->window_bytes ||
