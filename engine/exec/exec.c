@@ -1245,7 +1245,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;
   res->chunks = p->n_chunks;
   res->process_rss_peak_bytes = (int64_t)sl_process_peak_rss();
-  res->pool_allocations = pool.allocations;
+  res->pool_allocations = sl_pool_allocations(&pool);
   sl_pool_destroy(&pool);
   res->seconds = sl_now() - t_start;
   res->finish_seconds = sl_now() - t_passes_end;

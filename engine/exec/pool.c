@@ -21,7 +21,6 @@ sl_code sl_pool_reserve(sl_pool *p, int64_t bytes, sl_error *err) {
   if (rc != SL_OK) return rc;
   p->arena = mem;
   p->arena_bytes = bytes;
-  p->allocations++;
   p->held_bytes += bytes;
   if (p->held_bytes > p->peak_bytes) p->peak_bytes = p->held_bytes;
   return SL_OK;
@@ -66,7 +65,6 @@ sl_code sl_pool_acquire(sl_pool *p, int64_t bytes, void **ptr, sl_error *err) {
     p->backend->ops->free(p->backend, mem, (size_t)cls);
     return rc;
   }
-  p->allocations++;
   p->held_bytes += cls;
   if (p->held_bytes > p->peak_bytes) p->peak_bytes = p->held_bytes;
   *ptr = mem;
@@ -81,6 +79,12 @@ void sl_pool_release(sl_pool *p, void *ptr) {
       return;
     }
   assert(!"released a buffer the pool does not own");
+}
+
+int sl_pool_allocations(const sl_pool *p) {
+  int n = p->arena != NULL;
+  for (int i = 0; i < p->n_blocks; i++) n += !p->blocks[i].carved;
+  return n;
 }
 
 void sl_pool_destroy(sl_pool *p) {

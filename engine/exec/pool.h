@@ -31,7 +31,6 @@ typedef struct sl_pool {
   int64_t held_bytes, peak_bytes;
   char *arena;                  /* NULL: none reserved */
   int64_t arena_bytes, arena_used;
-  int allocations;              /* the backend's allocations: blocks of their own and the arena */
 } sl_pool;
 
 
@@ -42,6 +41,9 @@ sl_code sl_pool_reserve(sl_pool *p, int64_t bytes, sl_error *err);
 /* A buffer of at least `bytes`, reusing the smallest free block that holds it. */
 sl_code sl_pool_acquire(sl_pool *p, int64_t bytes, void **ptr, sl_error *err);
 void sl_pool_release(sl_pool *p, void *ptr);
+/* The backend's allocations the pool holds: its blocks of their own and
+ * the arena. */
+int sl_pool_allocations(const sl_pool *p);
 /* Returns every block to the backend (all must be released). */
 void sl_pool_destroy(sl_pool *p);
 
