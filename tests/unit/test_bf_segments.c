@@ -240,6 +240,34 @@ static void test_params_geometry(void **st) {
   check_case(o, 4, NULL, SL_U16, 2, 3, 40, 42, &g);
 }
 
+/* u16 frames wide enough for the kernel's vector path (boxes of one to
+ * four vectors of 32 columns, a box at the right edge whose vectors start
+ * left of it, a box at the left edge), and a box wider than four vectors
+ * (the scalar path), against the same reference. */
+static void test_wide_frames(void **st) {
+  (void)st;
+  const struct {
+    const char *radius, *center, *grid, *extent;
+    double cr, cc, r, ext;
+    int g;
+    int64_t h, w;
+  } k[] = {
+      {"9.6", "[40.2, 50.7]", "5", "0.9", 40.2, 50.7, 9.6, 0.9, 5, 83, 96},      /* 1 vector */
+      {"20.3", "[44.5, 47.25]", "5", "0.9", 44.5, 47.25, 20.3, 0.9, 5, 90, 100}, /* 2 */
+      {"18.4", "[35.1, 63.4]", "7", "0.9", 35.1, 63.4, 18.4, 0.9, 7, 71, 70},    /* right edge */
+      {"17.9", "[30.6, 3.2]", "5", "1", 30.6, 3.2, 17.9, 1, 5, 64, 72},          /* left edge */
+      {"40.7", "[50.3, 52.8]", "9", "1", 50.3, 52.8, 40.7, 1, 9, 104, 110},      /* 3 */
+      {"58.2", "[62.5, 66.1]", "15", "1", 62.5, 66.1, 58.2, 1, 15, 126, 134},    /* 4 */
+      {"70.4", "[72.2, 80.5]", "5", "1", 72.2, 80.5, 70.4, 1, 5, 146, 162},      /* 5: scalar */
+  };
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+    kv o[] = {{"radius", k[i].radius}, {"center", k[i].center}, {"grid", k[i].grid},
+              {"extent", k[i].extent}};
+    ref_geom g = {k[i].cr, k[i].cc, k[i].r, k[i].ext, k[i].g};
+    check_case(o, 4, NULL, SL_U16, 2, 3, k[i].h, k[i].w, &g);
+  }
+}
+
 /* The edge-clipped case's empty segments are really there (and 0, 0, 0). */
 static void test_clipped_segments_empty(void **st) {
   (void)st;
@@ -569,7 +597,8 @@ static void test_one_output_read(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_params_geometry), cmocka_unit_test(test_clipped_segments_empty),
+      cmocka_unit_test(test_params_geometry), cmocka_unit_test(test_wide_frames),
+      cmocka_unit_test(test_clipped_segments_empty),
       cmocka_unit_test(test_small_by_hand),   cmocka_unit_test(test_disk_input),
       cmocka_unit_test(test_invalid_params),  cmocka_unit_test(test_cost),
       cmocka_unit_test(test_pipeline),        cmocka_unit_test(test_one_output_read),
