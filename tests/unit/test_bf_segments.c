@@ -241,8 +241,8 @@ static void test_params_geometry(void **st) {
 }
 
 /* u16 frames wide enough for the kernel's vector path (boxes of one to
- * four vectors of 32 columns, a box at the right edge whose vectors start
- * left of it, a box at the left edge), and a box wider than four vectors
+ * eight vectors of 16 columns, a box at the right edge whose vectors start
+ * left of it, a box at the left edge), and a box wider than eight vectors
  * (the scalar path), against the same reference. */
 static void test_wide_frames(void **st) {
   (void)st;
@@ -252,13 +252,14 @@ static void test_wide_frames(void **st) {
     int g;
     int64_t h, w;
   } k[] = {
-      {"9.6", "[40.2, 50.7]", "5", "0.9", 40.2, 50.7, 9.6, 0.9, 5, 83, 96},      /* 1 vector */
-      {"20.3", "[44.5, 47.25]", "5", "0.9", 44.5, 47.25, 20.3, 0.9, 5, 90, 100}, /* 2 */
+      {"6.8", "[20.4, 30.1]", "3", "0.9", 20.4, 30.1, 6.8, 0.9, 3, 40, 48},      /* 1 vector */
+      {"9.6", "[40.2, 50.7]", "5", "0.9", 40.2, 50.7, 9.6, 0.9, 5, 83, 96},      /* 2 */
+      {"20.3", "[44.5, 47.25]", "5", "0.9", 44.5, 47.25, 20.3, 0.9, 5, 90, 100}, /* 3 */
       {"18.4", "[35.1, 63.4]", "7", "0.9", 35.1, 63.4, 18.4, 0.9, 7, 71, 70},    /* right edge */
       {"17.9", "[30.6, 3.2]", "5", "1", 30.6, 3.2, 17.9, 1, 5, 64, 72},          /* left edge */
-      {"40.7", "[50.3, 52.8]", "9", "1", 50.3, 52.8, 40.7, 1, 9, 104, 110},      /* 3 */
-      {"58.2", "[62.5, 66.1]", "15", "1", 62.5, 66.1, 58.2, 1, 15, 126, 134},    /* 4 */
-      {"70.4", "[72.2, 80.5]", "5", "1", 72.2, 80.5, 70.4, 1, 5, 146, 162},      /* 5: scalar */
+      {"40.7", "[50.3, 52.8]", "9", "1", 50.3, 52.8, 40.7, 1, 9, 104, 110},      /* 6 */
+      {"58.2", "[62.5, 66.1]", "15", "1", 62.5, 66.1, 58.2, 1, 15, 126, 134},    /* 8 */
+      {"70.4", "[72.2, 80.5]", "5", "1", 72.2, 80.5, 70.4, 1, 5, 146, 162},      /* 9: scalar */
   };
   for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
     kv o[] = {{"radius", k[i].radius}, {"center", k[i].center}, {"grid", k[i].grid},
