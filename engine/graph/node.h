@@ -223,6 +223,16 @@ typedef struct sl_node_desc {
    * bits would follow how parallel_for split the range); a port whose
    * combine is NONE for the node's types gets none. CPU kernels only. */
   unsigned worker_partial_outputs;
+  /* Bit k: output k's element-wise combine is folded by the kernel itself:
+   * it combines its chunk's share into out[k] (out[k] = combine(out[k],
+   * share)) whatever out[k] holds, on every backend it has a kernel for. The
+   * executor then hands it the run's accumulator (at the identity from the
+   * pass's start) instead of a chunk's partial at the identity that it
+   * fills and merges at every chunk: for an item-shaped sum of 192 x 192
+   * frames that was 295 KB filled and 590 KB merged per 28-frame chunk,
+   * 17 ms of mean_pattern's 55 at 1 thread. Worker partials, if also
+   * declared, are merged into the accumulator. */
+  unsigned fold_outputs;
   /* Optional: variable-size outputs. For output `port` and a call over
    * `positions` scan positions, the most bytes the kernel may write (like
    * ZSTD_compressBound), or -1 for a fixed-size port. The kernel writes the

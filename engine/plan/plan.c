@@ -635,7 +635,8 @@ static void plan_declared(sl_plan *p, const sl_node *n, int k, const sl_plan_pas
     b->bytes = b->streamed ? bound
                            : sat_add(sat_mul(bound, pp->n_chunks - 1 > 0 ? pp->n_chunks - 1 : 0), last);
   }
-  if (sl_combine_elementwise(b->combine)) b->partial_bytes = b->bytes;
+  /* a kernel that folds into the accumulator needs no chunk partial */
+  if (sl_combine_elementwise(b->combine) && !((n->desc->fold_outputs >> k) & 1u)) b->partial_bytes = b->bytes;
   else if (b->combine == SL_COMBINE_CONCAT && b->variable) b->partial_bytes = bound;
   p->partial_bytes = sat_add(p->partial_bytes, b->partial_bytes ? sl_size_class(b->partial_bytes) : 0);
 }

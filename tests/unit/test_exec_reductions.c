@@ -61,6 +61,14 @@ static const sl_node_desc extremes = {
     .kernel = {[SL_BACKEND_CPU] = extremes_cpu},
     .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}};
 
+/* t_extremes' kernel folds into out[]: declared so (fold_outputs), it is
+ * handed the run's accumulators instead of chunk partials. */
+static const sl_node_desc fold = {
+    .type = "t_fold", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = extremes_out,
+    .n_outputs = 3, .infer = extremes_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = extremes_cpu},
+    .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .fold_outputs = 7u};
+
 /* ---- encoded: position p emits (v mod 5) bytes v, v+1, ... where v is its
  * element 0: a variable number of bytes per position, at most 4. As a whole
  * concat (t_encode) or as a stream of variable-size chunks (t_spill) that
@@ -304,9 +312,19 @@ static const sl_node_desc wfloat = {
     .kernel = {[SL_BACKEND_CPU] = wextremes_cpu},
     .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .worker_partial_outputs = 2u};
 
+/* t_wextremes folded: its workers' partials are merged into the run's
+ * accumulators, not into chunk partials. */
+static const sl_node_desc wfold_node = {
+    .type = "t_wfold", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = extremes_out,
+    .n_outputs = 3, .infer = wextremes_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = wextremes_cpu},
+    .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .worker_partial_outputs = 7u,
+    .fold_outputs = 7u};
+
 /* The project's node families and this test's. */
-static const sl_node_desc *const test_nodes[] = {&extremes, &encode,    &liar, &spill,     &join,   &pack,
-                                                 &packstream, &packjoin, &ints, &wextremes, &wfloat};
+static const sl_node_desc *const test_nodes[] = {&extremes,   &fold,     &encode, &liar,      &spill,
+                                                 &join,       &pack,     &packstream, &packjoin, &ints,
+                                                 &wextremes, &wfloat, &wfold_node};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
 static const sl_node_registry *registry(void) { return registry_with(&test_family); }
@@ -409,19 +427,80 @@ static void check_worker_partials(const sl_run *run, int64_t chunk, int threads,
     assert_true(ft[e] == want);
   }
   /* Planned: t_wextremes's three partials of 6 u64 each (64 bytes
-   * apiece) per worker, the largest block; sum's is one of them. */
+   * apiece) per worker, the largest block; sum needs none (its tiles
+   * share no element) and folds into the accumulator (no chunk partial). */
   const sl_plan *p = run->plan;
   assert_int_equal(p->worker_scratch_stride, 3 * 64);
   assert_int_equal(p->worker_scratch_bytes, 3 * 64 * threads);
   for (int i = 0; i < p->graph->n_nodes; i++) {
     const sl_node *n = &p->graph->nodes[i];
     const int64_t *off = p->nodes[i].worker_partial_offset;
-    if (!strcmp(n->id, "s")) assert_true(off[0] == 0 && off[1] == -1);
+    if (!strcmp(n->id, "s")) assert_true(off[0] == -1);
     else if (!strcmp(n->id, "w") || !strcmp(n->id, "v")) assert_true(off[0] == 0 && off[1] == 64 && off[2] == 128);
     else assert_true(off[0] == -1);
     if (!strcmp(n->id, "f")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_NONE);
     if (!strcmp(n->id, "s")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_SUM);
   }
+  for (int b = 0; b < p->n_buffers; b++) {
+    const char *id = p->graph->nodes[p->buffers[b].node].id;
+    if (!strcmp(id, "s")) assert_int_equal(p->buffers[b].partial_bytes, 0);
+    if (!strcmp(id, "w")) assert_int_equal(p->buffers[b].partial_bytes, ITEM * 8);
+  }
+}
+
+/* Folded reductions (fold_outputs) against the same closed forms: t_fold's
+ * kernel into the accumulators itself, t_wfold's workers' partials merged
+ * into them, with t_extremes (chunk partials) beside them; over chunk
+ * sizes and 1-3 workers. Planned: no chunk partial for the folded nodes.
+ * An executor that handed the folded kernels a fresh buffer at each chunk
+ * (or merged nothing) would leave the last chunk's values. */
+typedef struct folded {
+  float_extremes f;
+  wrapped w;
+} folded;
+
+static void check_folded(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  const folded *x = ctx;
+  const double *s = output(run, "sum")->data, *l = output(run, "lo")->data, *h = output(run, "hi")->data,
+               *s0 = output(run, "sum0")->data;
+  const uint64_t *ws = output(run, "wsum")->data, *wl = output(run, "wlo")->data, *wh = output(run, "whi")->data;
+  for (int e = 0; e < ITEM; e++)
+    if (s[e] != x->f.sum[e] || l[e] != x->f.lo[e] || h[e] != x->f.hi[e] || s0[e] != x->f.sum[e] ||
+        ws[e] != x->w.sum[e] || wl[e] != x->w.lo[e] || wh[e] != x->w.hi[e])
+      fail_msg("chunk %lld, %d threads, element %d", (long long)chunk, threads, e);
+  const sl_plan *p = run->plan;
+  for (int b = 0; b < p->n_buffers; b++) {
+    const char *id = p->graph->nodes[p->buffers[b].node].id;
+    if (!strcmp(id, "r") || !strcmp(id, "w")) assert_int_equal(p->buffers[b].partial_bytes, 0);
+    if (!strcmp(id, "e")) assert_int_equal(p->buffers[b].partial_bytes, ITEM * 8);
+  }
+}
+
+static void test_folded_reductions(void **state) {
+  (void)state;
+  folded x;
+  memset(&x, 0, sizeof x);
+  for (int e = 0; e < ITEM; e++)
+    x.f.lo[e] = INFINITY, x.f.hi[e] = -INFINITY, x.w.lo[e] = UINT64_MAX, x.w.hi[e] = 0;
+  for (int64_t p = 0; p < NPOS; p++)
+    for (int e = 0; e < ITEM; e++) {
+      double v = ramp_expected(p, ITEM, e);
+      x.f.sum[e] += v;
+      x.f.lo[e] = fmin(x.f.lo[e], v);
+      x.f.hi[e] = fmax(x.f.hi[e], v);
+      uint64_t u = wrap_value(p, e);
+      x.w.sum[e] += u;
+      x.w.lo[e] = u < x.w.lo[e] ? u : x.w.lo[e];
+      x.w.hi[e] = u > x.w.hi[e] ? u : x.w.hi[e];
+    }
+  each_chunking("folded.yaml",
+                "pipeline: folded\nnodes:\n" RAMP_NODE
+                "  ints: {type: t_ints, inputs: {x: src.out}}\n"
+                "  r: {type: t_fold, inputs: {x: src.out}}\n"
+                "  e: {type: t_extremes, inputs: {x: src.out}}\n"
+                "  w: {type: t_wfold, inputs: {x: ints.y}}\n"
+                "outputs: {sum: r.sum, lo: r.lo, hi: r.hi, sum0: e.sum, wsum: w.sum, wlo: w.lo, whi: w.hi}\n",
+                3, check_folded, &x);
 }
 
 /* Partials per worker, through the whole engine with 1, 2 and 3 workers and
@@ -692,6 +771,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sum_min_max_merged_by_executor),
       cmocka_unit_test(test_worker_partials_merged_by_executor),
+      cmocka_unit_test(test_folded_reductions),
       cmocka_unit_test(test_float_worker_partials_refused),
       cmocka_unit_test(test_variable_size_concat),
       cmocka_unit_test(test_variable_size_concat_written),

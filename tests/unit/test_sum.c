@@ -86,6 +86,16 @@ static void test_all_dtypes(void **st) {
   }
 }
 
+/* u16 sums go through u32 sums of up to 65,537 positions: one call over
+ * 66,000 positions of 65,280..65,535 (each element's sum passes 2^32 after
+ * 65,794 positions at most) in one group of positions (an item of four
+ * blocks on one worker), which a u32 sum without that limit wraps. 270 MB
+ * of frames. */
+static void test_u16_sums_past_u32(void **st) {
+  (void)st;
+  check_sum(SL_U16, 66000, 2048, 66000, 1);
+}
+
 /* A stream of scalars (no item axes) sums to a tensor of one element. */
 static void test_scalar_item(void **st) {
   int64_t d[1] = {10};
@@ -131,6 +141,7 @@ static void test_cost_and_descriptor(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_dtypes),
+      cmocka_unit_test(test_u16_sums_past_u32),
       cmocka_unit_test(test_scalar_item),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_cost_and_descriptor),
