@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # What bad-pixel correction and the products cost on top of read + decode
 # (issue 12: products under 20% on top of read + decode): the shipped
-# product pipelines (PIPELINES, default pipelines/virtual_image.yaml and
-# pipelines/stem_products.yaml) with their shipped defaults (median
-# policy, automatic chunk) on a SCAN x SCAN acquisition of 192 x 192 u16 frames with 73 pixels
-# in the detector's pixel mask (stored at the flag value in every frame), at
-# 1 and 2 threads. From each run's report.json (same data, same run):
+# detector pipelines (PIPELINES, default virtual_image, stem_products, dpc,
+# mean_pattern and virtual_image_fit from pipelines/) with their shipped
+# defaults (median policy, automatic chunk) on a SCAN x SCAN acquisition of
+# 192 x 192 u16 frames with 73 pixels in the detector's pixel mask (stored
+# at the flag value in every frame), at 1 and 2 threads. From each run's
+# report.json (same data, same run):
 #   read+decode   hdf5_source + bslz4_decode seconds
 #   + mask        ... + mask_correct (median)
-#   + products    the whole run (preview, disk fit, virtual detectors, and
-#                 for stem_products the centre of mass, DPC and iDPC too)
+#   + products    the whole run (virtual_image: the preview, disk fit and
+#                 virtual detectors; stem_products: also the BF segments,
+#                 centre of mass, DPC and iDPC; dpc: the centre of mass,
+#                 DPC and iDPC; mean_pattern: the summed pattern;
+#                 virtual_image_fit: the mean pattern, its disk fit and the
+#                 virtual detectors in a second pass)
 # each as a ratio to read+decode; and the wall time of the same pipeline with
 # mask_policy=none beside it. Medians of REPS runs of each policy,
 # interleaved; page cache warm. The shipped pipeline wires bslz4_decode's
@@ -31,7 +36,11 @@ ACQ=acq${SCAN}_bad73
   --detector 192 192 --frames-per-file 4096 --dtype u16 --compress bslz4 --bad-pixels 73 >/dev/null
 cat ${ACQ}_data_*.h5 >/dev/null
 
-PIPELINES=${PIPELINES:-virtual_image stem_products}
+PIPELINES=${PIPELINES:-virtual_image stem_products dpc mean_pattern virtual_image_fit}
+
+# Whether pipeline $1 has the mask_policy param (every shipped detector
+# pipeline does; its template's default is median).
+has_policy() { grep -q '^  mask_policy:' "$SRC/pipelines/$1.yaml"; }
 
 # One run; prints "wall read_decode mask products_total" (seconds).
 run_once() { # pipeline threads policy
@@ -40,7 +49,7 @@ run_once() { # pipeline threads policy
   s=$(date +%s.%N)
   "$SLUICE" run "$SRC/pipelines/$1.yaml" --set input="$DIR/${ACQ}_master.h5" \
     --set mask_policy="$3" --threads "$2" --out "$DIR/out" --quiet >/dev/null 2>"$DIR/run.err" ||
-    { cat "$DIR/run.err" >&2; echo "bench_mask_cost: run failed" >&2; exit 1; }
+    { cat "$DIR/run.err" >&2; echo "bench_mask_cost: $1 failed" >&2; return 1; }
   e=$(date +%s.%N)
   $PY - "$DIR/out/report.json" "$(echo "$e - $s" | bc -l)" <<'EOF'
 import json, sys
@@ -55,24 +64,38 @@ EOF
 
 # Median of each column over REPS runs of each policy, interleaved (median,
 # none, median, ...: a loaded machine slows both alike); prints the median
-# policy's medians, then the none policy's.
+# policy's medians, then the none policy's (nan for a pipeline without the
+# mask_policy param, whose template corrects by the median, or whose runs
+# with none fail: virtual_image_fit's disk fit on the summed pattern, where
+# the flagged pixels outshine the disk). A failed median run stops the
+# benchmark.
 median_runs() { # pipeline threads
-  for _ in $(seq "$REPS"); do echo "m $(run_once "$1" "$2" median)"; echo "n $(run_once "$1" "$2" none)"; done |
-    $PY -c 'import sys, statistics as s
+  local rows="$DIR/rows.txt" r
+  : >"$rows"
+  for _ in $(seq "$REPS"); do
+    r=$(run_once "$1" "$2" median) || return 1
+    echo "m $r" >>"$rows"
+    if has_policy "$1" && r=$(run_once "$1" "$2" none 2>/dev/null); then echo "n $r" >>"$rows"; fi
+  done
+  $PY -c 'import sys, statistics as s
 rows = [l.split() for l in sys.stdin]
 for p in "mn":
-    cols = zip(*[list(map(float, r[1:])) for r in rows if r[0] == p])
-    print(*[s.median(c) for c in cols], end=" ")
-print()'
+    cols = list(zip(*[list(map(float, r[1:])) for r in rows if r[0] == p]))
+    print(*([s.median(c) for c in cols] if cols else ["nan"] * 4), end=" ")
+print()' <"$rows"
 }
 
 echo "sluice $("$SLUICE" --version 2>/dev/null | head -1); $SCAN x $SCAN frames of 192x192 u16, 73 bad pixels; $(nproc) CPUs; median of $REPS; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-15s %-8s %12s %18s %22s %16s %16s\n' pipeline threads "read+decode" "+ mask (median)" "+ products (run)" "wall median" "wall none"
+printf '%-17s %-8s %12s %18s %22s %16s %18s\n' pipeline threads "read+decode" "+ mask (median)" "+ products (run)" "wall median" "wall none"
 for p in $PIPELINES; do
   for th in 1 2; do
-    read -r wall rd mask total wall_none _ _ _ < <(median_runs "$p" $th)
-    printf '%-15s %-8s %10.3f s %9.3f s %5.2fx %13.3f s %5.2fx %12.3f s %12.3f s (%.2fx)\n' "$p" "$th" "$rd" \
+    res=$(median_runs "$p" $th) || exit 1
+    read -r wall rd mask total wall_none _ _ _ <<<"$res"
+    none="-"
+    if [ "$wall_none" = nan ]; then has_policy "$p" && none="failed"
+    else none=$(printf '%.3f s (%.2fx)' "$wall_none" "$(echo "$wall / $wall_none" | bc -l)"); fi
+    printf '%-17s %-8s %10.3f s %9.3f s %5.2fx %13.3f s %5.2fx %12.3f s %18s\n' "$p" "$th" "$rd" \
       "$(echo "$rd + $mask" | bc -l)" "$(echo "($rd + $mask) / $rd" | bc -l)" "$total" \
-      "$(echo "$total / $rd" | bc -l)" "$wall" "$wall_none" "$(echo "$wall / $wall_none" | bc -l)"
+      "$(echo "$total / $rd" | bc -l)" "$wall" "$none"
   done
 done
