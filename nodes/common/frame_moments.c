@@ -22,8 +22,9 @@ bool sl_frame_moments_fit(sl_dtype t, int64_t h, int64_t w) {
          m * hh * ww <= lim;
 }
 
-/* Column sums of u64, or (AVX2) W + 32 int16 weights, which fit in 8 * W
- * bytes for the widths that path takes (W >= 16). */
+/* Column sums of u64, or (AVX2) W + 32 int16 weights, or (AVX-512) W
+ * rounded up to 32, which fit in 8 * W bytes for the widths those paths
+ * take (W >= 16). */
 int64_t sl_frame_moments_scratch(int64_t w) { return w * 8; }
 
 /* Column and row sums in ACC: u32 is exact when max * H and max * W fit in
@@ -137,6 +138,65 @@ SL_MADD_AVX2 static void sweep_u16_madd(const uint16_t *f, int64_t h, int64_t w,
   out[1] = sr + 32768u * uw * (uh * (uh - 1) / 2);
   out[2] = sc + 32768u * uh * (uw * (uw - 1) / 2);
 }
+
+/* The same moments with vpdpwssd, 32 pixels a vector, where the AVX-512
+ * variants run (sl_madd_avx512_used): `cw` holds the column index of every
+ * column of the nvec vectors (0 past W; sl_frame_moments_madd512_weights);
+ * a row's last partial vector is a masked load, its other lanes 0 (not
+ * biased). The same blocks of rows, bounds and spills as the AVX2 sweep;
+ * two accumulators of each sum so that vpdpwssd's latency does not chain
+ * one vector to the next. dpc.yaml's com sweep of 192 x 192 frames:
+ * see performance.md (twenty-ninth session). */
+SL_MADD_AVX512 static void sweep_u16_madd512(const uint16_t *f, int64_t h, int64_t w,
+                                             const int16_t *cw, uint64_t out[3]) {
+  const int64_t full = w / 32, nvec = (w + 31) / 32;
+  const __mmask32 tmask = (__mmask32)((1u << (w % 32)) - 1u);
+  const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
+  const int64_t kc = sl_madd_spill_every(w - 1), k1 = sl_madd_spill_every(1);
+  const bool wide = kc < nvec;
+  int64_t rb = 1;
+  while ((rb + 1) * (rb + 2) / 2 * nvec <= k1 && (wide || (rb + 1) * nvec <= kc)) rb++;
+  __m512i c64 = zero;
+  uint64_t s = 0, sr = 0; /* biased, wrapping */
+/* One vector x of column vector v into the S chain T and the Sc chain C. */
+#define MOM512(x, v, T, C)                                                  \
+  do {                                                                      \
+    T = sl_madd512_acc(T, x, ones);                                         \
+    C = sl_madd512_acc(C, x, _mm512_loadu_si512(cw + 32 * (v)));            \
+    if (wide) c64 = sl_madd512_spill(c64, C), C = zero;                     \
+  } while (0)
+  for (int64_t r0 = 0; r0 < h; r0 += rb) {
+    const int64_t n = h - r0 < rb ? h - r0 : rb;
+    __m512i t0 = zero, t1 = zero, c0 = zero, c1 = zero, p = zero;
+    for (int64_t r = r0; r < r0 + n; r++) {
+      const uint16_t *row = f + r * w;
+      int64_t v = 0;
+      for (; v + 2 <= full; v += 2) {
+        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32);
+        MOM512(x, v, t0, c0);
+        MOM512(y, v + 1, t1, c1);
+      }
+      if (v < full) MOM512(sl_madd512_bias(row + 32 * v), v, t0, c0);
+      if (nvec > full) MOM512(sl_madd512_bias_masked(row + 32 * full, tmask), full, t1, c1);
+      p = _mm512_add_epi32(p, _mm512_add_epi32(t0, t1));
+    }
+    c64 = sl_madd512_spill(sl_madd512_spill(c64, c0), c1);
+    /* Rows r0 + i, i < n: sum (r0 + i) S_i = (r0 + n) * sum S_i - sum_i (n - i) S_i. */
+    const uint64_t sb = sl_madd512_hsum32(_mm512_add_epi32(t0, t1)), pb = sl_madd512_hsum32(p);
+    s += sb;
+    sr += (uint64_t)(r0 + n) * sb - pb;
+  }
+#undef MOM512
+  const uint64_t uh = (uint64_t)h, uw = (uint64_t)w;
+  out[0] = s + 32768u * uh * uw;
+  out[1] = sr + 32768u * uw * (uh * (uh - 1) / 2);
+  out[2] = sl_madd512_hsum64(c64) + 32768u * uh * (uw * (uw - 1) / 2);
+}
+
+void sl_frame_moments_madd512_weights(int16_t *cw, int64_t w) {
+  const int64_t nvec = (w + 31) / 32;
+  for (int64_t c = 0; c < 32 * nvec; c++) cw[c] = c < w ? (int16_t)c : 0;
+}
 #endif
 
 typedef struct moments_job {
@@ -144,7 +204,7 @@ typedef struct moments_job {
   sl_frame_moments_emit emit;
   void *ctx;
   int64_t h, w, item_bytes;
-  bool madd;
+  bool madd, madd512;
 } moments_job;
 
 static void moments_range(void *ctx, int64_t begin, int64_t end, int worker) {
@@ -153,12 +213,14 @@ static void moments_range(void *ctx, int64_t begin, int64_t end, int worker) {
   sl_dtype t = j->a->node->in[0].dtype;
   const char *x = j->a->in[0];
 #if SL_MADD_X86
-  if (j->madd) sl_frame_moments_madd_weights(scratch, j->w);
+  if (j->madd512) sl_frame_moments_madd512_weights(scratch, j->w);
+  else if (j->madd) sl_frame_moments_madd_weights(scratch, j->w);
 #endif
   for (int64_t p = begin; p < end; p++) {
     uint64_t m[3];
 #if SL_MADD_X86
-    if (j->madd) sweep_u16_madd((const uint16_t *)(x + p * j->item_bytes), j->h, j->w, scratch, m);
+    if (j->madd512) sweep_u16_madd512((const uint16_t *)(x + p * j->item_bytes), j->h, j->w, scratch, m);
+    else if (j->madd) sweep_u16_madd((const uint16_t *)(x + p * j->item_bytes), j->h, j->w, scratch, m);
     else
 #endif
       sweep_portable(x + p * j->item_bytes, t, j->h, j->w, scratch, m);
@@ -170,7 +232,7 @@ sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_simd simd, sl_frame_m
                                void *ctx) {
   const sl_tensor_desc *x = &a->node->in[0];
   moments_job j = {a, emit, ctx, x->dims[x->rank - 2], x->dims[x->rank - 1], sl_desc_item_bytes(x),
-              false};
+                   false, false};
   if (!a->worker_scratch || a->worker_scratch_stride < sl_frame_moments_scratch(j.w))
     return sl_fail(a->err, SL_ERR_INTERNAL, "%s: called without %lld bytes of scratch per worker",
                    a->node->desc->type, (long long)sl_frame_moments_scratch(j.w));
@@ -178,6 +240,7 @@ sl_code sl_frame_moments_chunk(const sl_kernel_args *a, sl_simd simd, sl_frame_m
   sl_code rc = sl_simd_resolve(simd, &path, a->err);
   if (rc) return rc;
   j.madd = SL_MADD_X86 && path == SL_SIMD_AVX2 && madd_fits(x->dtype, j.w);
+  j.madd512 = j.madd && sl_madd_avx512_used();
   int64_t grain = 65536 / (j.h * j.w + 1) + 1;
   a->backend->ops->parallel_for(a->backend, a->pos_count, grain, moments_range, &j);
   return SL_OK;

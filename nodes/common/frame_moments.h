@@ -45,6 +45,9 @@ typedef void (*sl_frame_moments_emit)(const sl_kernel_args *a, void *ctx, int64_
  * virtual_detectors' fused sweep, which reads Sc's weights from the same
  * table. Defined in x86-64 builds, the only ones with the AVX2 sweeps. */
 void sl_frame_moments_madd_weights(int16_t *wt, int64_t w);
+/* The AVX-512 sweep's weights (sl_madd_avx512_used): the column index of
+ * every column of the (W + 31) / 32 vectors of 32, 0 past W. */
+void sl_frame_moments_madd512_weights(int16_t *cw, int64_t w);
 
 /* Computes the moments of every frame of the chunk (input 0 of a->node,
  * H x W frames) in parallel over the positions, each worker with its own

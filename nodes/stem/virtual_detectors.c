@@ -550,15 +550,6 @@ SL_MADD_AVX2 static void madd_mom_sum_u16(void *ctx, int64_t begin, int64_t end,
 /* --- AVX-512: {S, BF, ADF} and, when the moments outputs are read, Sr and
  * Sc too, in one sweep over each frame (the band's vw 32 layout) --- */
 
-/* Column weights of the moments' Sc: column 32v + l in lane l of vector v,
- * for every vector of a row (the masked lanes past the row's end read 0, so
- * their weights do not matter). In the worker's scratch: W * 8 bytes
- * (sl_frame_moments_scratch, the node's per_worker_bytes when the moments
- * are read) hold ceil(W / 32) * 32 int16 for W >= 16. */
-static void column_weights(int16_t *cw, int64_t w) {
-  for (int64_t c = 0; c < (w + 31) / 32 * 32; c++) cw[c] = (int16_t)(c < 32768 ? c : 0);
-}
-
 /* The sums of one frame into m: {S, BF, ADF, Sr, Sc}, biased (madd_u16.h);
  * Sr and Sc only with `mom`. Every row: each vector's S (against ones) and
  * with `mom` its Sc (against the column weights); in the band's rows and
@@ -678,7 +669,10 @@ SL_MADD_AVX512 static void madd512_sum_u16(void *ctx, int64_t begin, int64_t end
   uint64_t bias[5];
   sweep_biases(st, bias);
   int16_t *cw = NULL;
-  if (j->moments) column_weights(cw = sl_worker_scratch(j->a, worker), st->g.w);
+  /* Sc's weights, column 32v + l in lane l of vector v, in the worker's
+   * scratch (sl_frame_moments_scratch: the node's per_worker_bytes when the
+   * moments are read) */
+  if (j->moments) sl_frame_moments_madd512_weights(cw = sl_worker_scratch(j->a, worker), st->g.w);
   const bool wide = sl_madd_spill_every(st->g.w - 1) < (st->g.w + 31) / 32;
   for (int64_t p = begin; p < end; p++) {
     uint64_t m[5];

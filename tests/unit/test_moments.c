@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "engine/core/simd.h"
+#include "nodes/common/madd_u16.h"
 #include "tests/unit/stem_test_data.h"
 
 extern const sl_node_desc sl_node_moments;
@@ -128,17 +129,22 @@ static void check_u16_path(const char *path, const uint16_t *f, int64_t npos, in
   node_free(&n);
 }
 
-/* Both sweeps against the plain loops. Widths: 16 to 200 with and without a
- * partial last vector; 1030, where a row needs several Sc spills; 32768, the
- * widest the AVX2 sweep takes (Sc spilled after every vector); 15 and 32769,
- * which it leaves to the portable loops. 300 x 16: the row blocks of T and P
- * at their bound; 80 x 192: several row blocks, each at its Sc bound. */
+/* The sweeps against the plain loops: the portable one, the AVX2 one and
+ * its AVX-512 variant where the CPU has it (sl_madd_allow_avx512). Widths:
+ * 16 to 200 with and without a partial last vector (of 16 or of 32); 1030,
+ * where a row needs several Sc spills; 32768, the widest the AVX2 sweeps
+ * take (Sc spilled after every vector); 15 and 32769, which they leave to
+ * the portable loops. 300 x 16: the row blocks of T and P at their bound;
+ * 80 x 192: several row blocks, each at its Sc bound. */
 static void test_moments_u16_paths(void **st) {
-  const int64_t sizes[][2] = {{5, 16},   {7, 17},    {6, 37},    {9, 192}, {80, 192}, {4, 200},
+  const int64_t sizes[][2] = {{5, 16},   {7, 17},    {6, 37},    {9, 192},  {80, 192}, {4, 200},
                               {3, 1030}, {40, 1030}, {300, 16}, {2, 32768}, {3, 15},  {2, 32769},
-                              {1, 48}};
+                              {1, 48},   {5, 32},    {4, 64},    {3, 95},   {150, 33}};
   const bool avx2 = sl_simd_supported(SL_SIMD_AVX2);
   if (!avx2) print_message("no AVX2 on this CPU: the AVX2 sweep is not exercised\n");
+  sl_madd_allow_avx512(true);
+  const bool avx512 = sl_madd_avx512_used();
+  if (avx2 && !avx512) print_message("no AVX-512 BW/VNNI on this CPU: its sweep is not exercised\n");
   for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
     for (int pattern = 0; pattern < 4; pattern++) {
       const int64_t h = sizes[si][0], w = sizes[si][1], npos = 5;
@@ -147,7 +153,11 @@ static void test_moments_u16_paths(void **st) {
       for (int k = 0; k < 3; k++) want[k] = malloc((size_t)npos * 8);
       ref_moments(f, SL_U16, npos, h, w, want[0], want[1], want[2]);
       check_u16_path("scalar", f, npos, h, w, (const uint64_t *const *)want);
-      if (avx2) check_u16_path("avx2", f, npos, h, w, (const uint64_t *const *)want);
+      for (int wide = 0; avx2 && wide <= avx512; wide++) {
+        sl_madd_allow_avx512(wide);
+        check_u16_path("avx2", f, npos, h, w, (const uint64_t *const *)want);
+      }
+      sl_madd_allow_avx512(true);
       for (int k = 0; k < 3; k++) free(want[k]);
       free(f);
     }
