@@ -14,8 +14,13 @@
  * Off under AddressSanitizer (ifunc resolvers run before it is set up). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define SL_HOT_CLONES __attribute__((target_clones("avx2", "default")))
+/* ... and an AVX-512 (x86-64-v4) clone too, for widening loops that gain
+ * from twice the lanes (sum's u16 -> u32 adds: 38 -> 26 ms over 16,384
+ * frames of 192 x 192 on the dev VM). */
+#define SL_HOT_CLONES_512 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define SL_HOT_CLONES
+#define SL_HOT_CLONES_512
 #endif
 
 /* Interned string that lives for the whole process (for locations); NULL when
