@@ -114,7 +114,8 @@ typedef struct sl_kernel_args {
    * its ranges reduce into its own, with no atomics. After the call the
    * executor merges them, worker 0, 1, ... in order, into out[k] (itself
    * the chunk's partial, which the kernel may also write), then out[k]
-   * into the run's result. Lent on the host only (CPU kernels; NULL in
+   * into the run's result (for a folded output, fold_outputs, out[k] is
+   * the run's result). Lent on the host only (CPU kernels; NULL in
    * finalize calls and on device backends' device kernels). */
   void *worker_partial[8];
 } sl_kernel_args;

@@ -207,8 +207,9 @@ typedef struct sl_node_desc {
    * that streams; engine/core/combine.h). Declared, the kernel writes this
    * chunk's partial into a buffer holding the combine's identity (a
    * fixed-size concat: the chunk's positions of the output) and the executor
-   * merges it; SL_COMBINE_NONE (the default), the kernel accumulates into
-   * the whole output by itself. */
+   * merges it (unless the kernel folds into the run's result itself:
+   * fold_outputs); SL_COMBINE_NONE (the default), the kernel accumulates
+   * into the whole output by itself. */
   sl_combine combine[8];
   /* Optional: the combine of output `port` for this node's inferred types,
    * in place of combine[]: a reduction that may leave its merging to the
