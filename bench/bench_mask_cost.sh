@@ -66,9 +66,7 @@ EOF
 # none, median, ...: a loaded machine slows both alike); prints the median
 # policy's medians, then the none policy's (nan for a pipeline without the
 # mask_policy param, whose template corrects by the median, or whose runs
-# with none fail: virtual_image_fit's disk fit on the summed pattern, where
-# the flagged pixels outshine the disk). A failed median run stops the
-# benchmark.
+# with none fail). A failed median run stops the benchmark.
 median_runs() { # pipeline threads
   local rows="$DIR/rows.txt" r
   : >"$rows"

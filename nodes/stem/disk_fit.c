@@ -53,6 +53,8 @@ typedef struct disk_fit_result {
   double bg, plateau, level;
   int64_t area;
   int n_edge, n_rays;
+  int64_t clipped;  /* outlying pixels clipped (clip_outliers), and to what */
+  double clipped_to;
 } disk_fit_result;
 
 /* The explicit centre (param 'center'), or false when it is empty. */
@@ -399,8 +401,34 @@ static sl_code disk_verify(const double *p, int64_t h, int64_t w, const int32_t 
   return SL_OK;
 }
 
-/* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found. */
-static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, void *work,
+/* After a level that only isolated pixels reach (the region found has
+ * fewer than 3 pixels): when they are few (at most OUTLIERS_MAX(n)), they
+ * are outliers far above the disk, hot pixels or flagged ones summed as
+ * stored (a sum of 16,384 frames with 73 pixels at 65535 put the level at
+ * 5.4e8, the disk's plateau at 3.3e5), not the disk: they are clipped to
+ * the largest value below the level, so that the disk sets the next level
+ * (only isolated pixels are above that level: they are no disk, however
+ * many, up to OUTLIERS_MAX, 1.6% of the pixels).
+ * Returns how many were clipped (0: none, or too many to be outliers). A
+ * pattern whose fit succeeds never comes here: its results do not change. */
+#define OUTLIER_ROUNDS 3
+#define OUTLIERS_MAX(n) ((n) / 64 > 16 ? (n) / 64 : 16)
+static int64_t clip_outliers(double *p, int64_t n, double level, double *to) {
+  int64_t above = 0;
+  double below = -INFINITY;
+  for (int64_t i = 0; i < n; i++)
+    if (p[i] >= level) above++;
+    else if (p[i] > below) below = p[i];
+  if (above == 0 || above > OUTLIERS_MAX(n) || !isfinite(below)) return 0;
+  for (int64_t i = 0; i < n; i++)
+    if (p[i] >= level) p[i] = below;
+  *to = below;
+  return above;
+}
+
+/* The fit; on failure fills `err` (SL_ERR_FORMAT) with why no disk was found.
+ * p is the kernel's own copy of the pattern: outliers may be clipped in it. */
+static sl_code disk_fit_run(double *p, int64_t h, int64_t w, double frac, void *work,
                             disk_fit_result *f, sl_error *err) {
   int64_t n = h * w;
   memset(f, 0, sizeof *f);
@@ -427,14 +455,33 @@ static sl_code disk_fit_run(const double *p, int64_t h, int64_t w, double frac, 
   s.ex = s.ey + MAX_RAYS;
   s.hist = (int64_t *)(s.ex + MAX_RAYS);
   s.label = (int32_t *)(s.hist + HIST_BINS);
-  memset(s.hist, 0, HIST_BINS * sizeof *s.hist);
   sl_code rc;
   double hi = 0, cy = 0, cx = 0, rad = 0;
   int32_t best_lab = -1;
-  if ((rc = levels_find(p, n, mn, mx, frac, &s, f, &hi, err)) == SL_OK &&
-      (rc = region_find(p, h, w, hi, &s, f, &best_lab, &cy, &cx, &rad, err)) == SL_OK &&
-      (rc = circle_refine(p, h, w, &s, cy, cx, rad, f, err)) == SL_OK)
+  int64_t clipped = 0;
+  double clipped_to = 0;
+  for (int round = 0;; round++) {
+    memset(s.hist, 0, HIST_BINS * sizeof *s.hist);
+    if ((rc = levels_find(p, n, mn, mx, frac, &s, f, &hi, err)) != SL_OK) break;
+    rc = region_find(p, h, w, hi, &s, f, &best_lab, &cy, &cx, &rad, err);
+    if (rc == SL_OK || f->area >= 3 || round == OUTLIER_ROUNDS) break;
+    int64_t k = clip_outliers(p, n, f->level, &clipped_to);
+    if (!k) break;
+    clipped += k;
+    mx = clipped_to;
+    memset(f, 0, sizeof *f);
+    if (!(mx > mn)) {
+      rc = sl_fail(err, SL_ERR_FORMAT,
+                   "disk_fit: no disk found: apart from %lld isolated pixel(s) far above the rest, "
+                   "the pattern is flat (%g)",
+                   (long long)clipped, mn);
+      break;
+    }
+    sl_error_clear(err);
+  }
+  if (rc == SL_OK && (rc = circle_refine(p, h, w, &s, cy, cx, rad, f, err)) == SL_OK)
     rc = disk_verify(p, h, w, s.label, best_lab, f, err);
+  f->clipped = clipped, f->clipped_to = clipped_to;
   return rc;
 }
 
@@ -494,6 +541,12 @@ static sl_code disk_fit_cpu(sl_kernel_args *a) {
                  "rays; level %.6g (background %.6g, plateau %.6g, threshold %g), region %lld px",
                  f.cr, f.cc, f.r, f.resid, f.n_edge, f.n_rays, f.level, f.bg, f.plateau,
                  threshold, (long long)f.area);
+    if (f.clipped)
+      sl_node_note((sl_node *)a->node, "outliers",
+                   "%lld isolated pixel(s) far above the disk (hot, or flagged and summed as stored) "
+                   "clipped to %.6g before the level was set; correct them upstream (mask_correct) "
+                   "for products that read them",
+                   (long long)f.clipped, f.clipped_to);
   } else if (rc == SL_ERR_NOMEM) {
     return rc;
   }
