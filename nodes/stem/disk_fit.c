@@ -288,6 +288,11 @@ static sl_code levels_find(const double *p, int64_t n, double mn, double mx, dou
   return SL_OK;
 }
 
+/* The fewest pixels a disk's region may have: a disk of radius 2 px has
+ * 12 or 13. Fewer are hot pixels, alone or in a cluster (a cluster of 3
+ * passed as a disk of radius 0.9 px where 300 hot pixels lay on 64 x 64). */
+#define DISK_MIN_AREA 12
+
 /* 2. The brightest 4-connected region above the level (pixels clipped at
  * `hi`): its label, and its weighted centroid and area into (*cy, *cx, *rad). */
 static sl_code region_find(const double *p, int64_t h, int64_t w, double hi, const fit_scratch *s,
@@ -325,11 +330,11 @@ static sl_code region_find(const double *p, int64_t h, int64_t w, double hi, con
       sy += wt * (double)(i / w);
       sx += wt * (double)(i % w);
     }
-  if (f->area < 3 || !(sw > 0))
+  if (f->area < DISK_MIN_AREA || !(sw > 0))
     return sl_fail(err, SL_ERR_FORMAT,
                    "disk_fit: no disk found: the largest region above the level %g has %lld "
-                   "pixel(s)",
-                   f->level, (long long)f->area);
+                   "pixel(s) (a disk has at least %d)",
+                   f->level, (long long)f->area, DISK_MIN_AREA);
   *best_out = best_lab;
   *cy = sy / sw, *cx = sx / sw, *rad = sqrt((double)f->area / M_PI);
   return SL_OK;
@@ -402,13 +407,14 @@ static sl_code disk_verify(const double *p, int64_t h, int64_t w, const int32_t 
 }
 
 /* After a level that only isolated pixels reach (the region found has
- * fewer than 3 pixels): when they are few (at most OUTLIERS_MAX(n)), they
+ * fewer than DISK_MIN_AREA pixels): when they are few (at most
+ * OUTLIERS_MAX(n)), they
  * are outliers far above the disk, hot pixels or flagged ones summed as
  * stored (a sum of 16,384 frames with 73 pixels at 65535 put the level at
  * 5.4e8, the disk's plateau at 3.3e5), not the disk: they are clipped to
  * the largest value below the level, so that the disk sets the next level
- * (only isolated pixels are above that level: they are no disk, however
- * many, up to OUTLIERS_MAX, 1.6% of the pixels).
+ * (only pixels in regions too small for a disk are above that level: they
+ * are no disk, however many, up to OUTLIERS_MAX, 1.6% of the pixels).
  * Returns how many were clipped (0: none, or too many to be outliers). A
  * pattern whose fit succeeds never comes here: its results do not change. */
 #define OUTLIER_ROUNDS 3
@@ -464,7 +470,7 @@ static sl_code disk_fit_run(double *p, int64_t h, int64_t w, double frac, void *
     memset(s.hist, 0, HIST_BINS * sizeof *s.hist);
     if ((rc = levels_find(p, n, mn, mx, frac, &s, f, &hi, err)) != SL_OK) break;
     rc = region_find(p, h, w, hi, &s, f, &best_lab, &cy, &cx, &rad, err);
-    if (rc == SL_OK || f->area >= 3 || round == OUTLIER_ROUNDS) break;
+    if (rc == SL_OK || f->area >= DISK_MIN_AREA || round == OUTLIER_ROUNDS) break;
     int64_t k = clip_outliers(p, n, f->level, &clipped_to);
     if (!k) break;
     clipped += k;

@@ -225,7 +225,8 @@ static void test_hot_pixels(void **st) {
 }
 
 /* More hot pixels than the robust bounds ignore (16): a level first set by
- * them finds a region of one pixel; they are clipped as outliers and the
+ * them finds a region too small for a disk (DISK_MIN_AREA, 12 pixels); they
+ * are clipped as outliers, clusters of them too, and the
  * disk is found, with a note, over a grid of disks (radius 6-20 px,
  * centres off the detector's), 20-60 hot pixels of summed flag values
  * scattered outside the disk, on 64 x 64 and 96 x 80 detectors. More
@@ -283,6 +284,30 @@ static void test_many_hot_pixels(void **st) {
   assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_ERR_FORMAT);
   assert_non_null(strstr(e.msg, "no disk found"));
   assert_non_null(strstr(e.msg, "has 1 pixel(s)"));
+  /* clusters of hot pixels (2 x 2 and a row of 3) among 30 hot pixels are
+   * clipped as outliers too, and the disk found */
+  render(img, h, w, 33.4, 29.8, 10.5, 30, 800, 1);
+  const int64_t cluster[] = {5 * w + 5,  5 * w + 6,  6 * w + 5,  6 * w + 6, 58 * w + 50,
+                             58 * w + 51, 58 * w + 52};
+  for (size_t q = 0; q < sizeof cluster / sizeof cluster[0]; q++) img[cluster[q]] = 65535ull * 16384;
+  for (int placed = 0; placed < 23;) {
+    int64_t i = (int64_t)(rnd() % (uint64_t)(h * w));
+    if (hypot((double)(i / w) - 33.4, (double)(i % w) - 29.8) < 13.5 || img[i] > 1000000) continue;
+    img[i] = 65535ull * 16384, placed++;
+  }
+  assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_OK);
+  assert_true(hypot(out[0] - 33.4, out[1] - 29.8) < 0.15 && fabs(out[2] - 10.5) < 0.25);
+  /* 300 hot pixels, clusters among them: no disk made up of a cluster (one
+   * of 3 passed as a disk of radius 0.9 px) */
+  render(img, h, w, 33.4, 29.8, 10.5, 30, 800, 1);
+  for (int placed = 0; placed < 300;) {
+    int64_t i = (int64_t)(rnd() % (uint64_t)(h * w));
+    if (hypot((double)(i / w) - 33.4, (double)(i % w) - 29.8) < 13.5 || img[i] > 1000000) continue;
+    img[i] = 65535ull * 16384, placed++;
+  }
+  assert_int_equal(fit(img, SL_U64, h, w, NULL, 0, out, NULL, &e), SL_ERR_FORMAT);
+  assert_non_null(strstr(e.msg, "no disk found"));
+  assert_non_null(strstr(e.msg, "a disk has at least 12"));
   free(img);
 }
 
