@@ -1,8 +1,8 @@
 /* sum: the sum over scan positions of a streamed tensor, item-shaped: a
  * reduction that accumulates across chunks. Unsigned integers sum exactly in
- * u64 (a declared SUM: the executor merges the chunks' and the workers'
- * partials), floats in f64, each element adding its positions in scan order
- * in the kernel (no declared combine). */
+ * u64 (a declared SUM, which the kernel folds into the run's accumulator:
+ * fold_outputs), floats in f64, each element adding its positions in scan
+ * order in the kernel (no declared combine). */
 #include <stdint.h>
 #include <string.h>
 
