@@ -152,8 +152,9 @@ static int band_of(const sl_bf_segment_layout *l, int k) {
 /* The vector path's geometry for the built box: nv vectors of columns
  * from vcol0 that hold the box within the frame's row, and each box row's
  * span as a mask of those columns; nv 0 (the scalar path) without vmask
- * (not u16 frames), for a box wider than SEG_VEC_MAX vectors or a frame
- * narrower than the vectors, or on a big-endian host (the kernel splits
+ * (not u16 frames), for a box wider than SEG_VEC_MAX vectors or taller
+ * than SEG_VEC_ROWS rows, a frame narrower than the vectors, or on a
+ * big-endian host (the kernel splits
  * pairs of u16 columns by their place in a u32). */
 static void vector_path_build(seg_state *s) {
   const int64_t w = s->geom.g.w;
@@ -418,8 +419,8 @@ typedef uint16_t seg_u16v __attribute__((vector_size(2 * SEG_VEC_COLS)));
 typedef uint32_t seg_u32v __attribute__((vector_size(2 * SEG_VEC_COLS)));
 
 /* Cell row `band`'s sums over the box rows [r, r_end) into acc: its
- * column sums in registers (nv a constant where it is inlined), stored once
- * to the stack, and added up over its runs. */
+ * column sums in registers (nv a constant where it is inlined), then each
+ * of its runs added from the vectors it overlaps. */
 static inline __attribute__((always_inline)) void vec_cell_row(const seg_state *s, const uint16_t *f,
                                                                int band, int64_t r, int64_t r_end,
                                                                const int nv, uint64_t *acc) {
