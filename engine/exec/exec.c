@@ -516,13 +516,14 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
     if (bf->unread) continue; /* no buffer on either side: out[k] stays NULL */
     rc = stage(c, &c->stage_out[i * 8 + k], &c->stage_out_bytes[i * 8 + k], (size_t)bf->bytes, c->err);
     a->out[k] = c->stage_out[i * 8 + k];
+    const bool partial = c->partial[c->buf_of[i * 8 + k]] != NULL;
+    const bool elementwise = sl_combine_elementwise(bf->combine);
     /* finalize reads and completes the accumulated result; a kernel that
      * folds into the accumulator (no partial) folds into its copy. */
-    const bool folds = !c->partial[c->buf_of[i * 8 + k]] && sl_combine_elementwise(bf->combine);
-    if (rc == SL_OK && (finalize || folds))
+    if (rc == SL_OK && (finalize || (elementwise && !partial)))
       rc = b->ops->download(b, a->out[k], device_out[k], (size_t)bf->bytes, c->err);
     /* A declared element-wise reduction's partial starts from its identity. */
-    if (rc == SL_OK && !finalize && c->partial[c->buf_of[i * 8 + k]] && sl_combine_elementwise(bf->combine))
+    if (rc == SL_OK && !finalize && partial && elementwise)
       sl_combine_identity_host(bf->combine, n->out[k].dtype, a->out[k], 0, sl_desc_elems(&n->out[k]));
   }
   if (rc == SL_OK) rc = host_kernel(c, i, chunk);

@@ -33,7 +33,6 @@ typedef struct sl_pool {
   int64_t arena_bytes, arena_used;
 } sl_pool;
 
-
 void sl_pool_init(sl_pool *p, sl_backend *b);
 /* Reserves an arena of `bytes` (a multiple of SL_PLAN_ARENA_ALIGN) before
  * any acquisition; held from now on. */

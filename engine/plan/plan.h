@@ -225,7 +225,7 @@ const sl_plan_pass *sl_plan_node_pass(const sl_plan *p, int node);
 int64_t sl_plan_pooled_bytes(const sl_plan *p);
 /* On a device backend, the arena the executor reserves for the run's pooled
  * blocks (slots, lent workspace, partials and the nodes' device tables,
- * each carved SL_POOL_ARENA_ALIGN bytes apart: engine/exec/pool.h), whose
+ * each carved SL_PLAN_ARENA_ALIGN bytes apart: engine/exec/pool.h), whose
  * padding the planned device peak includes; 0 on the CPU. */
 int64_t sl_plan_arena_bytes(const sl_plan *p);
 /* Carved blocks of the arena start this many bytes apart (cudaMalloc's

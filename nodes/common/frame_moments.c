@@ -87,6 +87,15 @@ void sl_frame_moments_madd_weights(int16_t *wt, int64_t w) {
   }
 }
 
+/* S, Sr, Sc of an H x W frame from the madd sweeps' sums of x - 32768
+ * (wrapping u64): 32768 times each sum's weights added back. */
+static void unbias(uint64_t s, uint64_t sr, uint64_t sc, int64_t h, int64_t w, uint64_t out[3]) {
+  const uint64_t uh = (uint64_t)h, uw = (uint64_t)w;
+  out[0] = s + 32768u * uh * uw;
+  out[1] = sr + 32768u * uw * (uh * (uh - 1) / 2);
+  out[2] = sc + 32768u * uh * (uw * (uw - 1) / 2);
+}
+
 /* S, Sr, Sc of a u16 frame with vpmaddwd (madd_u16.h, frame_moments.h). */
 SL_MADD_AVX2 static void sweep_u16_madd(const uint16_t *f, int64_t h, int64_t w,
                                         const int16_t *wt, uint64_t out[3]) {
@@ -132,11 +141,7 @@ SL_MADD_AVX2 static void sweep_u16_madd(const uint16_t *f, int64_t h, int64_t w,
     s += sb;
     sr += (uint64_t)(r0 + n) * sb - pb;
   }
-  const uint64_t sc = sl_madd_hsum64(c64);
-  const uint64_t uh = (uint64_t)h, uw = (uint64_t)w;
-  out[0] = s + 32768u * uh * uw;
-  out[1] = sr + 32768u * uw * (uh * (uh - 1) / 2);
-  out[2] = sc + 32768u * uh * (uw * (uw - 1) / 2);
+  unbias(s, sr, sl_madd_hsum64(c64), h, w, out);
 }
 
 /* The same moments with vpdpwssd, 32 pixels a vector, where the AVX-512
@@ -187,10 +192,7 @@ SL_MADD_AVX512 static void sweep_u16_madd512(const uint16_t *f, int64_t h, int64
     sr += (uint64_t)(r0 + n) * sb - pb;
   }
 #undef MOM512
-  const uint64_t uh = (uint64_t)h, uw = (uint64_t)w;
-  out[0] = s + 32768u * uh * uw;
-  out[1] = sr + 32768u * uw * (uh * (uh - 1) / 2);
-  out[2] = sl_madd512_hsum64(c64) + 32768u * uh * (uw * (uw - 1) / 2);
+  unbias(s, sr, sl_madd512_hsum64(c64), h, w, out);
 }
 
 void sl_frame_moments_madd512_weights(int16_t *cw, int64_t w) {

@@ -406,17 +406,15 @@ static sl_code disk_verify(const double *p, int64_t h, int64_t w, const int32_t 
   return SL_OK;
 }
 
-/* After a level that only isolated pixels reach (the region found has
- * fewer than DISK_MIN_AREA pixels): when they are few (at most
- * OUTLIERS_MAX(n)), they
- * are outliers far above the disk, hot pixels or flagged ones summed as
- * stored (a sum of 16,384 frames with 73 pixels at 65535 put the level at
- * 5.4e8, the disk's plateau at 3.3e5), not the disk: they are clipped to
- * the largest value below the level, so that the disk sets the next level
- * (only pixels in regions too small for a disk are above that level: they
- * are no disk, however many, up to OUTLIERS_MAX, 1.6% of the pixels).
- * Returns how many were clipped (0: none, or too many to be outliers). A
- * pattern whose fit succeeds never comes here: its results do not change. */
+/* After a level that only regions too small for a disk reach (fewer than
+ * DISK_MIN_AREA pixels): when their pixels are few (at most OUTLIERS_MAX(n),
+ * 1.6% of the pattern), they are outliers far above the disk, hot pixels or
+ * flagged ones summed as stored (a sum of 16,384 frames with 73 pixels at
+ * 65535 put the level at 5.4e8, the disk's plateau at 3.3e5), not the
+ * disk: they are clipped to the largest value below the level, so that the
+ * disk sets the next level. Returns how many were clipped (0: none, or too
+ * many to be outliers). A pattern whose fit succeeds never comes here: its
+ * results do not change. */
 #define OUTLIER_ROUNDS 3
 #define OUTLIERS_MAX(n) ((n) / 64 > 16 ? (n) / 64 : 16)
 static int64_t clip_outliers(double *p, int64_t n, double level, double *to) {
