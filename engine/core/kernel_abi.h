@@ -115,7 +115,10 @@ typedef struct sl_kernel_args {
    * executor merges them, worker 0, 1, ... in order, into out[k] (itself
    * the chunk's partial, which the kernel may also write), then out[k]
    * into the run's result (for a folded output, fold_outputs, out[k] is
-   * the run's result). Lent on the host only (CPU kernels; NULL in
+   * the run's result). A partial kept for the pass
+   * (SL_WORKER_PARTIALS_PASS, sl_plan_node.pass_partials) starts from the
+   * identity at the pass's start instead and is merged into the run's
+   * result after its last chunk; the kernel treats both the same. Lent on the host only (CPU kernels; NULL in
    * finalize calls and on device backends' device kernels). */
   void *worker_partial[8];
 } sl_kernel_args;

@@ -17,6 +17,7 @@ typedef struct exec_call {
   sl_kernel_fn fn;
   double *seconds;
   int64_t *calls;
+  unsigned pass_partials; /* worker partials kept for the pass: not per call */
 } exec_call;
 
 /* A call's partials per worker (sl_kernel_args.worker_partial, host
@@ -49,8 +50,9 @@ static sl_code worker_partials(const sl_kernel_args *a, bool merge) {
   const sl_node *n = a->node;
   sl_backend *b = a->backend;
   int workers = b->ops->workers(b);
+  const unsigned pass = ((const exec_call *)a)->pass_partials;
   for (int k = 0; k < n->n_out; k++) {
-    if (!a->worker_partial[k]) continue;
+    if (!a->worker_partial[k] || (pass >> k & 1u)) continue;
     partials_job j = {a, k, workers > 0 ? workers : 1, sl_node_out_combine(n, k), n->out[k].dtype, merge};
     int64_t elems = sl_desc_elems(&n->out[k]);
     if (b->caps.device_memory) partials_range(&j, 0, elems, 0);
@@ -449,6 +451,7 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
     int64_t at = c->p->nodes[i].worker_partial_offset[k];
     a->worker_partial[k] = at >= 0 ? (char *)c->worker_scratch + at : NULL;
   }
+  call->pass_partials = c->p->nodes[i].pass_partials;
   a->device_table = c->device_table[i];
   a->device_table_bytes = c->device_table[i] ? device_table_bytes(c, i) : 0;
   a->err = &c->kernel_err;
@@ -941,6 +944,31 @@ static void prefetch_end_all(run_ctx *c) {
 
 /* One chunk of a pass: its stream levels, then (top level) the chunk's
  * items of streamed graph outputs go to their place. */
+/* The worker partials kept for the pass (sl_plan_node.pass_partials) of
+ * the nodes that stream in `pass`: at its start (!merge) each worker's is
+ * set to the combine's identity; after its last chunk they are merged into
+ * the run's result, worker 0, 1, ... in order. Host memory on the CPU
+ * backend, the only one that grants them. */
+static void pass_partials(run_ctx *c, int pass, bool merge) {
+  const sl_plan *p = c->p;
+  const int workers = c->b->ops->workers(c->b) > 0 ? c->b->ops->workers(c->b) : 1;
+  for (int i = 0; i < p->graph->n_nodes; i++) {
+    const sl_node *n = &p->graph->nodes[i];
+    if (!p->nodes[i].pass_partials || p->exec_level[i * p->n_passes + pass] < 0) continue;
+    for (int k = 0; k < n->n_out; k++) {
+      if (!(p->nodes[i].pass_partials >> k & 1u)) continue;
+      const sl_combine cb = sl_node_out_combine(n, k);
+      const int64_t elems = sl_desc_elems(&n->out[k]);
+      for (int w = 0; w < workers; w++) {
+        void *part = (char *)c->worker_scratch + p->nodes[i].worker_partial_offset[k] +
+                     (int64_t)w * p->worker_scratch_stride;
+        if (merge) sl_combine_merge_host(cb, n->out[k].dtype, buffer_ptr(c, i, k), part, 0, elems);
+        else sl_combine_identity_host(cb, n->out[k].dtype, part, 0, elems);
+      }
+    }
+  }
+}
+
 static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t ch) {
   const sl_plan *p = c->p;
   const sl_graph *g = p->graph;
@@ -1012,6 +1040,7 @@ static sl_code run_passes(run_ctx *c) {
         c->actual[i] = 0;
         if (c->stage_out[slot]) memset(c->stage_out[slot], 0, c->stage_out_bytes[slot]);
       }
+    if (rc == SL_OK) pass_partials(c, pass, false);
     outside_add(c, pass, SL_PASS_OUTSIDE_IDENTITY, t0);
     t0 = sl_now();
     if (rc == SL_OK) rc = prefetch_begin(c, pass, false); /* those not started before the prologue */
@@ -1025,6 +1054,7 @@ static sl_code run_passes(run_ctx *c) {
      * error in any of them is reported here with its batch. */
     t0 = sl_now();
     if (rc == SL_OK) rc = b->ops->sync(b, c->err);
+    if (rc == SL_OK) pass_partials(c, pass, true);
     outside_add(c, pass, SL_PASS_OUTSIDE_SYNC, t0);
     for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
       rc = run_level(c, l, pp->n_chunks - 1, 0, 0, true);

@@ -102,9 +102,21 @@ sl_combine sl_node_out_combine(const sl_node *n, int port) {
   return n->desc->combine_of ? n->desc->combine_of(n, port) : n->desc->combine[port];
 }
 
+/* The node's declared lending of output `port`'s partial per worker, exact
+ * or not (check_port_contracts refuses inexact ones). */
+static sl_worker_partials declared_worker_partials(const sl_node *n, int port) {
+  if (!n->desc) return SL_WORKER_PARTIALS_NONE;
+  if (n->desc->worker_partials_of) return n->desc->worker_partials_of(n, port);
+  return (n->desc->worker_partial_outputs >> port & 1u) ? SL_WORKER_PARTIALS_CALL : SL_WORKER_PARTIALS_NONE;
+}
+
 bool sl_node_worker_partial(const sl_node *n, int port) {
-  return n->desc && (n->desc->worker_partial_outputs >> port & 1u) &&
+  return declared_worker_partials(n, port) != SL_WORKER_PARTIALS_NONE &&
          sl_combine_exact(sl_node_out_combine(n, port), n->out[port].dtype);
+}
+
+bool sl_node_pass_partial(const sl_node *n, int port) {
+  return declared_worker_partials(n, port) == SL_WORKER_PARTIALS_PASS && sl_node_worker_partial(n, port);
 }
 
 bool sl_node_out_omitted(const sl_node *n, int port) {
@@ -127,7 +139,7 @@ static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_erro
     sl_combine c = sl_node_out_combine(n, k);
     bool variable = sl_node_out_bound(n, k, 1) >= 0;
     sl_code rc = sl_combine_check(c, d->dtype, err);
-    if (rc == SL_OK && n->desc && (n->desc->worker_partial_outputs >> k & 1u) && sl_combine_elementwise(c) &&
+    if (rc == SL_OK && declared_worker_partials(n, k) != SL_WORKER_PARTIALS_NONE && sl_combine_elementwise(c) &&
         !sl_combine_exact(c, d->dtype))
       rc = sl_fail(err, SL_ERR_INTERNAL,
                    "output '%s' asks for per-worker partials, but merging %s of %s values depends on how "

@@ -152,8 +152,12 @@ int sl_graph_output_scan_axes(const sl_graph *g, int node, int port);
  * output of a node that streams), else SL_COMBINE_NONE. */
 sl_combine sl_node_out_combine(const sl_node *n, int port);
 /* Whether output `port`'s declared combine is lent per worker of
- * parallel_for (sl_node_desc.worker_partial_outputs, exact combines only). */
+ * parallel_for (sl_node_desc.worker_partial_outputs or worker_partials_of,
+ * exact combines only). */
 bool sl_node_worker_partial(const sl_node *n, int port);
+/* Whether that partial is asked to be kept for a whole pass
+ * (SL_WORKER_PARTIALS_PASS; the plan decides where it is). */
+bool sl_node_pass_partial(const sl_node *n, int port);
 /* Whether output `port` has no buffer: nothing reads it (sl_node.out_used)
  * and its node leaves it alone then (sl_node_desc.omit_unread_outputs).
  * The plan gives it 0 bytes and no slot; kernels see out[port] == NULL. */

@@ -110,6 +110,14 @@ typedef struct sl_produce_args {
   void *exec;    /* the executor's; nodes leave it alone */
 } sl_produce_args;
 
+/* How a reduction's partial is lent per worker of parallel_for
+ * (sl_node_desc.worker_partials_of). */
+typedef enum sl_worker_partials {
+  SL_WORKER_PARTIALS_NONE = 0,
+  SL_WORKER_PARTIALS_CALL, /* from the identity before each call, merged after it */
+  SL_WORKER_PARTIALS_PASS  /* from the identity at a pass's start, merged after its last chunk */
+} sl_worker_partials;
+
 typedef struct sl_node_desc {
   const char *type;
   const char *doc;
@@ -224,6 +232,19 @@ typedef struct sl_node_desc {
    * bits would follow how parallel_for split the range); a port whose
    * combine is NONE for the node's types gets none. CPU kernels only. */
   unsigned worker_partial_outputs;
+  /* Optional: how output `port`'s combine is lent per worker for this
+   * node's inferred types, in place of worker_partial_outputs (exact
+   * combines only, as there): none, for one call (as the bits above), or
+   * kept for the whole pass (SL_WORKER_PARTIALS_PASS: where the node's CPU
+   * kernel runs on the CPU backend in a pass's stream, each worker's
+   * partial starts from the identity when the pass starts, gathers every
+   * chunk's ranges of that worker, and is merged into the run's result once
+   * after the pass's last chunk; elsewhere it is lent per call). A pass's
+   * partials take their own place in each worker's scratch for the whole
+   * run, so a node asks for them only where the partial is small: sum's
+   * u64 frame sums, each worker adding the positions it decoded, which
+   * then stay in its core's cache. */
+  sl_worker_partials (*worker_partials_of)(const struct sl_node *n, int port);
   /* Bit k: output k's element-wise combine is folded by the kernel itself:
    * it combines its chunk's share into out[k] (out[k] = combine(out[k],
    * share)) whatever out[k] holds, on every backend it has a kernel for. The

@@ -68,11 +68,12 @@ static int64_t sat_add(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, int64_t offset[8]) {
+int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, unsigned apart,
+                              int64_t offset[8]) {
   int64_t at = sat_add(per_worker_bytes, 63) / 64 * 64;
   for (int k = 0; k < 8; k++) offset[k] = -1;
   for (int k = 0; partials && k < n->n_out; k++)
-    if (sl_node_worker_partial(n, k) && !sl_node_out_omitted(n, k)) {
+    if (sl_node_worker_partial(n, k) && !sl_node_out_omitted(n, k) && !(apart >> k & 1u)) {
       offset[k] = at;
       at = sat_add(at, sat_add(sl_desc_bytes(&n->out[k]), 63) / 64 * 64);
     }
@@ -387,7 +388,7 @@ static void plan_host_first_touch(sl_plan *p, const sl_graph *g) {
       sl_plan_node *pn = &p->nodes[i];
       if (pn->calls <= 0 || n->body || first_exec_level(p, i) != l || !runs_on_host(p, n)) continue;
       int64_t offsets[8];
-      const int64_t stride = sl_plan_worker_layout(n, pn->cost.per_worker_bytes, true, offsets);
+      const int64_t stride = sl_plan_worker_layout(n, pn->cost.per_worker_bytes, true, pn->pass_partials, offsets);
       int64_t fresh = 0;
       if (stride > stride_touched) fresh += stride - stride_touched, stride_touched = stride;
       const int64_t ws = n->desc && n->desc->host ? pn->cost.workspace_bytes : 0;
@@ -505,6 +506,32 @@ static sl_code plan_pool_estimate(sl_plan *p, sl_error *err) {
   return SL_OK;
 }
 
+/* The outputs of node n whose worker partials are kept for the pass: asked
+ * for (SL_WORKER_PARTIALS_PASS), in a stream on the CPU backend (a device
+ * backend's host node, and a node called once, get them per call). */
+static unsigned pass_partials_granted(const sl_plan *p, const sl_node *n) {
+  unsigned bits = 0;
+  if (p->caps.device_memory || n->phase != SL_PHASE_STREAM || n->body) return 0u;
+  for (int k = 0; k < n->n_out; k++)
+    if (sl_node_pass_partial(n, k) && !sl_node_out_omitted(n, k)) bits |= 1u << k;
+  return bits;
+}
+
+/* The pass's partials of every node after the largest per-call block, one
+ * after another: every node's lie in each worker's scratch for the whole
+ * run (the per-call blocks of the nodes overlap, as only one node's call
+ * uses them at a time). */
+static void place_pass_partials(sl_plan *p, const sl_graph *g) {
+  int64_t at = p->worker_scratch_stride;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++)
+      if (p->nodes[i].pass_partials >> k & 1u) {
+        p->nodes[i].worker_partial_offset[k] = at;
+        at = sat_add(at, sat_add(sl_desc_bytes(&g->nodes[i].out[k]), 63) / 64 * 64);
+      }
+  p->worker_scratch_stride = at;
+}
+
 /* Costs and estimates of every node, added up into the plan's totals and
  * its levels' estimates. */
 static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opts, sl_error *err) {
@@ -522,8 +549,9 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     if (pn->cost.workspace_bytes > *ws) *ws = pn->cost.workspace_bytes;
     if (!host_ws && pn->cost.workspace_bytes > p->workspace_bytes) p->workspace_bytes = pn->cost.workspace_bytes;
     bool host_kernel = runs_on_host(p, &g->nodes[i]);
+    p->nodes[i].pass_partials = host_kernel ? pass_partials_granted(p, &g->nodes[i]) : 0u;
     int64_t stride = sl_plan_worker_layout(&g->nodes[i], pn->cost.per_worker_bytes, host_kernel,
-                                           p->nodes[i].worker_partial_offset);
+                                           p->nodes[i].pass_partials, p->nodes[i].worker_partial_offset);
     if (stride > p->worker_scratch_stride) p->worker_scratch_stride = stride;
     /* a node whose device kernel runs makes no state of its host path,
      * and one whose host kernel runs none of its device path */
@@ -547,6 +575,7 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
         p->levels[p->exec_level[i * np + pass]].est_seconds += pn->est_seconds / runs;
     if (pn->body) p->batches = sat_add(p->batches, sat_mul(pn->body->batches, pn->calls));
   }
+  place_pass_partials(p, g);
   int workers = sl_caps_host_workers(&p->caps);
   p->worker_scratch_bytes = sat_mul(p->worker_scratch_stride, workers > 0 ? workers : 1);
   /* Each level is one batch, per chunk in a stream block. */

@@ -112,6 +112,11 @@ typedef struct sl_plan_node {
   /* Per output port: where in each worker's block of worker scratch the
    * port's partial per worker lies (sl_plan_worker_layout), or -1. */
   int64_t worker_partial_offset[8];
+  /* Bit k: output k's worker partials are kept for the pass
+   * (SL_WORKER_PARTIALS_PASS, granted where the node's CPU kernel streams
+   * on the CPU backend): they lie after every node's per-call block, at
+   * worker_partial_offset[k], for the whole run. */
+  unsigned pass_partials;
 } sl_plan_node;
 
 /* The levels of one pass over the data: prologue, stream (run once per
@@ -211,9 +216,11 @@ void sl_plan_free(sl_plan *p);
 /* A node's block of worker scratch, the same for every worker: its
  * per_worker_bytes of scratch at 0, then, when `partials` (the node runs
  * its CPU kernel on the host), each output port lent a partial per worker
- * (sl_node_worker_partial), whole-sized, at offset[port] (-1 for the
+ * (sl_node_worker_partial) but those in `apart` (laid out for the pass,
+ * sl_plan_node.pass_partials), whole-sized, at offset[port] (-1 for the
  * others); each part rounded up to 64 bytes. Returns the block's bytes. */
-int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, int64_t offset[8]);
+int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, unsigned apart,
+                              int64_t offset[8]);
 /* The index in p->buffers of output `port` of node `node`, or -1. */
 int sl_plan_buffer_index(const sl_plan *p, int node, int port);
 /* The pass a stream node's chunks follow (its home pass); its chunking is

@@ -19,7 +19,7 @@ static inline void *lend_scratch(const sl_node *n, sl_backend *b, int64_t positi
   memset(&c, 0, sizeof c);
   if (n->desc->cost) n->desc->cost(n, positions, &c);
   int64_t ws = (c.workspace_bytes + 63) / 64 * 64, offset[8];
-  a->worker_scratch_stride = sl_plan_worker_layout(n, c.per_worker_bytes, true, offset);
+  a->worker_scratch_stride = sl_plan_worker_layout(n, c.per_worker_bytes, true, 0u, offset);
   int64_t bytes = ws + a->worker_scratch_stride * b->ops->workers(b);
   char *block = bytes ? aligned_alloc(64, (size_t)bytes) : NULL;
   /* not zero, as the executor's reused scratch need not be: a kernel that

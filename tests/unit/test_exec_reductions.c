@@ -321,10 +321,25 @@ static const sl_node_desc wfold_node = {
     .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .worker_partial_outputs = 7u,
     .fold_outputs = 7u};
 
+/* t_wfold with its workers' partials kept for the pass
+ * (SL_WORKER_PARTIALS_PASS): each worker's gathers its ranges of every
+ * chunk, merged into the accumulators once after the last. */
+static sl_worker_partials pfold_partials(const sl_node *n, int port) {
+  (void)n, (void)port;
+  return SL_WORKER_PARTIALS_PASS;
+}
+
+static const sl_node_desc pfold_node = {
+    .type = "t_pfold", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = extremes_out,
+    .n_outputs = 3, .infer = wextremes_infer, .cost = no_cost,
+    .kernel = {[SL_BACKEND_CPU] = wextremes_cpu},
+    .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .worker_partials_of = pfold_partials,
+    .fold_outputs = 7u};
+
 /* The project's node families and this test's. */
 static const sl_node_desc *const test_nodes[] = {&extremes,   &fold,     &encode, &liar,      &spill,
                                                  &join,       &pack,     &packstream, &packjoin, &ints,
-                                                 &wextremes, &wfloat, &wfold_node};
+                                                 &wextremes, &wfloat, &wfold_node, &pfold_node};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
 static const sl_node_registry *registry(void) { return registry_with(&test_family); }
@@ -427,15 +442,17 @@ static void check_worker_partials(const sl_run *run, int64_t chunk, int threads,
     assert_true(ft[e] == want);
   }
   /* Planned: t_wextremes's three partials of 6 u64 each (64 bytes
-   * apiece) per worker, the largest block; sum needs none (its tiles
-   * share no element) and folds into the accumulator (no chunk partial). */
+   * apiece) per worker, the largest per-call block; after it the integer
+   * sum's partial per worker, kept for the pass (a worker adds its own
+   * positions; no chunk partial: it folds). */
   const sl_plan *p = run->plan;
-  assert_int_equal(p->worker_scratch_stride, 3 * 64);
-  assert_int_equal(p->worker_scratch_bytes, 3 * 64 * threads);
+  assert_int_equal(p->worker_scratch_stride, 4 * 64);
+  assert_int_equal(p->worker_scratch_bytes, 4 * 64 * threads);
   for (int i = 0; i < p->graph->n_nodes; i++) {
     const sl_node *n = &p->graph->nodes[i];
     const int64_t *off = p->nodes[i].worker_partial_offset;
-    if (!strcmp(n->id, "s")) assert_true(off[0] == -1);
+    assert_int_equal(p->nodes[i].pass_partials, !strcmp(n->id, "s") ? 1u : 0u);
+    if (!strcmp(n->id, "s")) assert_true(off[0] == 3 * 64);
     else if (!strcmp(n->id, "w") || !strcmp(n->id, "v")) assert_true(off[0] == 0 && off[1] == 64 && off[2] == 128);
     else assert_true(off[0] == -1);
     if (!strcmp(n->id, "f")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_NONE);
@@ -464,11 +481,21 @@ static void check_folded(const sl_run *run, int64_t chunk, int threads, const vo
   const double *s = output(run, "sum")->data, *l = output(run, "lo")->data, *h = output(run, "hi")->data,
                *s0 = output(run, "sum0")->data;
   const uint64_t *ws = output(run, "wsum")->data, *wl = output(run, "wlo")->data, *wh = output(run, "whi")->data;
+  const uint64_t *ps = output(run, "psum")->data, *pl = output(run, "plo")->data, *ph = output(run, "phi")->data;
   for (int e = 0; e < ITEM; e++)
     if (s[e] != x->f.sum[e] || l[e] != x->f.lo[e] || h[e] != x->f.hi[e] || s0[e] != x->f.sum[e] ||
-        ws[e] != x->w.sum[e] || wl[e] != x->w.lo[e] || wh[e] != x->w.hi[e])
+        ws[e] != x->w.sum[e] || wl[e] != x->w.lo[e] || wh[e] != x->w.hi[e] || ps[e] != x->w.sum[e] ||
+        pl[e] != x->w.lo[e] || ph[e] != x->w.hi[e])
       fail_msg("chunk %lld, %d threads, element %d", (long long)chunk, threads, e);
   const sl_plan *p = run->plan;
+  /* t_pfold's three partials per worker lie after the per-call block
+   * (t_wfold's three), each worker's for the whole run. */
+  assert_int_equal(p->worker_scratch_stride, 6 * 64);
+  for (int i = 0; i < p->graph->n_nodes; i++) {
+    const bool pf = !strcmp(p->graph->nodes[i].id, "p");
+    assert_int_equal(p->nodes[i].pass_partials, pf ? 7u : 0u);
+    for (int k = 0; pf && k < 3; k++) assert_int_equal(p->nodes[i].worker_partial_offset[k], (3 + k) * 64);
+  }
   for (int b = 0; b < p->n_buffers; b++) {
     const char *id = p->graph->nodes[p->buffers[b].node].id;
     if (!strcmp(id, "r") || !strcmp(id, "w")) assert_int_equal(p->buffers[b].partial_bytes, 0);
@@ -499,8 +526,60 @@ static void test_folded_reductions(void **state) {
                 "  r: {type: t_fold, inputs: {x: src.out}}\n"
                 "  e: {type: t_extremes, inputs: {x: src.out}}\n"
                 "  w: {type: t_wfold, inputs: {x: ints.y}}\n"
-                "outputs: {sum: r.sum, lo: r.lo, hi: r.hi, sum0: e.sum, wsum: w.sum, wlo: w.lo, whi: w.hi}\n",
+                "  p: {type: t_pfold, inputs: {x: ints.y}}\n"
+                "outputs: {sum: r.sum, lo: r.lo, hi: r.hi, sum0: e.sum, wsum: w.sum, wlo: w.lo, whi: w.hi, "
+                "psum: p.sum, plo: p.lo, phi: p.hi}\n",
                 3, check_folded, &x);
+}
+
+/* Partials kept for the pass in a loop's streaming body, run 1, 2 and 5
+ * times: every iteration's pass starts them from the identity again, so
+ * the last iteration's sums, least and largest values (t_pfold, and the
+ * integer sum node's) are one pass's. An executor that left them as the
+ * previous iteration did would give k times the sums; one that did not
+ * merge them would give the identities. */
+static void test_pass_partials_in_a_loop(void **state) {
+  (void)state;
+  wrapped x;
+  memset(&x, 0, sizeof x);
+  for (int e = 0; e < ITEM; e++) x.lo[e] = UINT64_MAX, x.hi[e] = 0;
+  for (int64_t p = 0; p < NPOS; p++)
+    for (int e = 0; e < ITEM; e++) {
+      uint64_t v = wrap_value(p, e);
+      x.sum[e] += v;
+      x.lo[e] = v < x.lo[e] ? v : x.lo[e];
+      x.hi[e] = v > x.hi[e] ? v : x.hi[e];
+    }
+  char body[512];
+  write_temp_file(body, sizeof body, "pbody.yaml",
+                  "pipeline: pbody\ninputs: [c]\nnodes:\n" RAMP_NODE
+                  "  ints: {type: t_ints, inputs: {x: src.out}}\n"
+                  "  p: {type: t_pfold, inputs: {x: ints.y}}\n"
+                  "  s: {type: sum, inputs: {x: ints.y}}\n"
+                  "  next: {type: affine, inputs: {x: inputs.c}}\n"
+                  "outputs: {c: next.y, psum: p.sum, plo: p.lo, phi: p.hi, total: s.total}\n");
+  const int times[] = {1, 2, 5};
+  for (size_t t = 0; t < SL_COUNT_OF(times); t++)
+    for (int threads = 1; threads <= 3; threads++) {
+      char text[512];
+      snprintf(text, sizeof text,
+               "pipeline: ploop\nnodes:\n"
+               "  c0: {type: constant, params: {shape: [1], value: 0}}\n"
+               "  loop: {iterate: pbody.yaml, times: %d, inputs: {c: c0.out}, carry: [c]}\n"
+               "outputs: {psum: loop.psum, plo: loop.plo, phi: loop.phi, total: loop.total}\n",
+               times[t]);
+      sl_run run;
+      sl_error err;
+      if (run_text("ploop.yaml", text, 7, threads, &run, &err) != SL_OK)
+        fail_msg("%d times, %d threads: %s", times[t], threads, err.msg);
+      const uint64_t *ps = output(&run, "psum")->data, *pl = output(&run, "plo")->data,
+                     *ph = output(&run, "phi")->data, *tot = output(&run, "total")->data;
+      for (int e = 0; e < ITEM; e++)
+        if (ps[e] != x.sum[e] || pl[e] != x.lo[e] || ph[e] != x.hi[e] || tot[e] != x.sum[e])
+          fail_msg("%d times, %d threads, element %d: sum %llu (want %llu), total %llu", times[t], threads, e,
+                   (unsigned long long)ps[e], (unsigned long long)x.sum[e], (unsigned long long)tot[e]);
+      sl_run_free(&run);
+    }
 }
 
 /* Partials per worker, through the whole engine with 1, 2 and 3 workers and
@@ -772,6 +851,7 @@ int main(void) {
       cmocka_unit_test(test_sum_min_max_merged_by_executor),
       cmocka_unit_test(test_worker_partials_merged_by_executor),
       cmocka_unit_test(test_folded_reductions),
+      cmocka_unit_test(test_pass_partials_in_a_loop),
       cmocka_unit_test(test_float_worker_partials_refused),
       cmocka_unit_test(test_variable_size_concat),
       cmocka_unit_test(test_variable_size_concat_written),

@@ -2,7 +2,8 @@
  * data, f64 adding positions in scan order for floats, so float sums are
  * bit-identical), across chunk sizes and thread counts, with items longer
  * than the kernel's block and position counts that are not multiples of its
- * four-way sweep; an item of no axes; errors; cost. */
+ * four-way sweep, u16 with and without the AVX-512 tiles of a worker's
+ * positions; an item of no axes; errors; cost. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,8 @@
 
 #define NH_RNG_SEED 0xD1B54A32D192ED03ULL
 #include "tests/unit/basic_node_checks.h"
+
+#include "nodes/common/madd_u16.h"
 
 extern const sl_node_desc sl_node_sum;
 
@@ -71,9 +74,12 @@ static void check_sum(sl_dtype t, int64_t npos, int64_t item, int64_t chunk, int
   node_free(&n);
 }
 
+/* Each dtype; u16 twice: with the AVX-512 tiles (where the CPU has them)
+ * and without. */
 static void test_all_dtypes(void **st) {
-  const sl_dtype types[] = {SL_U8, SL_U16, SL_U32, SL_U64, SL_F32, SL_F64};
-  for (int k = 0; k < 6; k++) {
+  const sl_dtype types[] = {SL_U8, SL_U16, SL_U32, SL_U64, SL_F32, SL_F64, SL_U16};
+  for (int k = 0; k < 7; k++) {
+    sl_madd_allow_avx512(k != 6);
     check_sum(types[k], 1, 5, 1, 1);
     check_sum(types[k], 11, 37, 3, 1); /* 11 positions: not a multiple of 4 */
     check_sum(types[k], 11, 37, 11, 2);
@@ -84,6 +90,7 @@ static void test_all_dtypes(void **st) {
     check_sum(types[k], 29, 9000, 14, 16);
     check_sum(types[k], 14, 40000, 14, 5);
   }
+  sl_madd_allow_avx512(true);
 }
 
 /* u16 sums go through u32 sums of up to 65,537 positions: one call over
@@ -93,7 +100,10 @@ static void test_all_dtypes(void **st) {
  * of frames. */
 static void test_u16_sums_past_u32(void **st) {
   (void)st;
-  check_sum(SL_U16, 66000, 2048, 66000, 1);
+  for (int avx512 = 0; avx512 <= 1; avx512++) {
+    sl_madd_allow_avx512(avx512);
+    check_sum(SL_U16, 66000, 2048, 66000, 1);
+  }
 }
 
 /* A stream of scalars (no item axes) sums to a tensor of one element. */
