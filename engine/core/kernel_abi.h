@@ -118,8 +118,9 @@ typedef struct sl_kernel_args {
    * the run's result). A partial kept for the pass
    * (SL_WORKER_PARTIALS_PASS, sl_plan_node.pass_partials) starts from the
    * identity at the pass's start instead and is merged into the run's
-   * result after its last chunk; the kernel treats both the same. Lent on the host only (CPU kernels; NULL in
-   * finalize calls and on device backends' device kernels). */
+   * result after its last chunk; the kernel treats both the same. Lent on
+   * the host only (CPU kernels; NULL in finalize calls and on device
+   * backends' device kernels). */
   void *worker_partial[8];
 } sl_kernel_args;
 

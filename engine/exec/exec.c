@@ -942,8 +942,6 @@ static void prefetch_end_all(run_ctx *c) {
   }
 }
 
-/* One chunk of a pass: its stream levels, then (top level) the chunk's
- * items of streamed graph outputs go to their place. */
 /* The worker partials kept for the pass (sl_plan_node.pass_partials) of
  * the nodes that stream in `pass`: at its start (!merge) each worker's is
  * set to the combine's identity; after its last chunk they are merged into
@@ -969,6 +967,8 @@ static void pass_partials(run_ctx *c, int pass, bool merge) {
   }
 }
 
+/* One chunk of a pass: its stream levels, then (top level) the chunk's
+ * items of streamed graph outputs go to their place. */
 static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t ch) {
   const sl_plan *p = c->p;
   const sl_graph *g = p->graph;

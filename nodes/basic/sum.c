@@ -1,8 +1,9 @@
 /* sum: the sum over scan positions of a streamed tensor, item-shaped: a
  * reduction that accumulates across chunks. Unsigned integers sum exactly in
  * u64 (a declared SUM, which the kernel folds into the run's accumulator:
- * fold_outputs), floats in f64, each element adding its positions in scan
- * order in the kernel (no declared combine). */
+ * fold_outputs; small totals through each worker's partial kept for the
+ * pass), floats in f64, each element adding its positions in scan order in
+ * the kernel (no declared combine). */
 #include <stdint.h>
 #include <string.h>
 
@@ -118,12 +119,12 @@ SL_HOT_CLONES_512 static void sum_fold(sl_dtype t, const void *x_, int64_t item,
 /* u16 positions into y[e0, e1) (a multiple of 256 elements) on AVX-512 (where
  * sl_madd_avx512_used): 256 elements a tile, their sixteen u32 sums held in
  * registers over every position of a group (at most 65,537 positions: exact
- * in u32), then added into y. Over a worker's own frames (sum_positions)
- * sum_fold's four positions a sweep of its accumulator in L1 took 1.8 us a
- * 192 x 192 frame of 14 in L2, this 1.1-1.4 (a harness of both over the
- * same frames). Over every frame of a chunk (sum_tiles, half of them in the
- * other core's cache at 2 threads) it was slower than sum_fold: 24.5 ms
- * against 21.8 for mean_pattern's sum, so it runs over a worker's own. */
+ * in u32), then added into y. Over 14 frames of 192 x 192 in L2 it took
+ * 1.1-1.4 us a frame where sum_fold, four positions a sweep of its
+ * accumulator in L1, took 1.8 (a harness of both). It runs over a worker's
+ * own frames (sum_positions): over every frame of a chunk (sum_tiles, half
+ * of them in the other core's cache at 2 threads) it was slower than
+ * sum_fold, 24.5 ms against 21.8 for mean_pattern's sum. */
 #define SUM_REG_TILE 256
 SL_MADD_AVX512 static void sum_u16_tiles512(const uint16_t *x, int64_t item, uint64_t *y, int64_t p0,
                                             int64_t p1, int64_t e0, int64_t e1) {
@@ -173,14 +174,14 @@ static sl_combine sum_combine_of(const sl_node *n, int port) {
   return port == 0 && is_integer(n->in[0].dtype) ? SL_COMBINE_SUM : SL_COMBINE_NONE;
 }
 
-/* Where a worker's u64 partial of the total is at most this (a quarter of
- * a core's L2 on the dev VM; 192 x 192 frames: 295 KB), each worker sums
- * the positions parallel_for gives it into a partial kept for the pass
+/* Where a worker's u64 partial of the total is at most this (half a core's
+ * L2 on the dev VM; 192 x 192 frames: 295 KB), each worker sums the
+ * positions parallel_for gives it into a partial kept for the pass
  * (SL_WORKER_PARTIALS_PASS): the positions the decoder and the mask gave
  * the same worker, so their frames are in its core's cache, where summing
  * tiles of elements over every position read half of each chunk's frames
- * from the other core's (mean_pattern's sum at 2 threads: 17.2-17.9 ms
- * against 21-22). Larger items keep the tiles: a partial per worker of a
+ * from the other core's (mean_pattern's sum at 2 threads: 12.5 ms against
+ * 20.5-21.5). Larger items keep the tiles: a partial per worker of a
  * 4 Mpixel detector's u64 sums would be 36 MB. */
 #define SUM_PASS_PARTIAL_MAX ((int64_t)1 << 20)
 static sl_worker_partials sum_worker_partials_of(const sl_node *n, int port) {
