@@ -429,6 +429,20 @@ typedef struct wrapped {
   uint64_t sum[ITEM], lo[ITEM], hi[ITEM];
 } wrapped;
 
+/* The wrapping u64 sums, least and largest values of t_ints' output, from
+ * the closed form. */
+static void wrapped_expected(wrapped *x) {
+  memset(x, 0, sizeof *x);
+  for (int e = 0; e < ITEM; e++) x->lo[e] = UINT64_MAX, x->hi[e] = 0;
+  for (int64_t p = 0; p < NPOS; p++)
+    for (int e = 0; e < ITEM; e++) {
+      uint64_t v = wrap_value(p, e);
+      x->sum[e] += v;
+      x->lo[e] = v < x->lo[e] ? v : x->lo[e];
+      x->hi[e] = v > x->hi[e] ? v : x->hi[e];
+    }
+}
+
 static void check_worker_partials(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
   const wrapped *x = ctx;
   const uint64_t *t = output(run, "total")->data, *s = output(run, "sum")->data, *l = output(run, "lo")->data,
@@ -541,15 +555,7 @@ static void test_folded_reductions(void **state) {
 static void test_pass_partials_in_a_loop(void **state) {
   (void)state;
   wrapped x;
-  memset(&x, 0, sizeof x);
-  for (int e = 0; e < ITEM; e++) x.lo[e] = UINT64_MAX, x.hi[e] = 0;
-  for (int64_t p = 0; p < NPOS; p++)
-    for (int e = 0; e < ITEM; e++) {
-      uint64_t v = wrap_value(p, e);
-      x.sum[e] += v;
-      x.lo[e] = v < x.lo[e] ? v : x.lo[e];
-      x.hi[e] = v > x.hi[e] ? v : x.hi[e];
-    }
+  wrapped_expected(&x);
   char body[512];
   write_temp_file(body, sizeof body, "pbody.yaml",
                   "pipeline: pbody\ninputs: [c]\nnodes:\n" RAMP_NODE
@@ -591,15 +597,7 @@ static void test_pass_partials_in_a_loop(void **state) {
 static void test_worker_partials_merged_by_executor(void **state) {
   (void)state;
   wrapped x;
-  memset(&x, 0, sizeof x);
-  for (int e = 0; e < ITEM; e++) x.lo[e] = UINT64_MAX, x.hi[e] = 0;
-  for (int64_t p = 0; p < NPOS; p++)
-    for (int e = 0; e < ITEM; e++) {
-      uint64_t v = wrap_value(p, e);
-      x.sum[e] += v;
-      x.lo[e] = v < x.lo[e] ? v : x.lo[e];
-      x.hi[e] = v > x.hi[e] ? v : x.hi[e];
-    }
+  wrapped_expected(&x);
   each_chunking("wpartials.yaml",
                 "pipeline: wpartials\nnodes:\n" RAMP_NODE
                 "  ints: {type: t_ints, inputs: {x: src.out}}\n"
