@@ -35,7 +35,8 @@ enum {
   SL_PASS_OUTSIDE_STAGE_START, /* prefetch stages started (threads, windows) */
   SL_PASS_OUTSIDE_STAGE_WAIT,  /* waits for a stage's chunks (its reads not hidden) */
   SL_PASS_OUTSIDE_STAGE_END,   /* the lagged sinks' last calls, the stages stopped */
-  SL_PASS_OUTSIDE_SYNC,        /* the pass's wait for its batches (a device's queue) */
+  SL_PASS_OUTSIDE_SYNC,        /* the pass's wait for its batches (a device's queue), then
+                                  the workers' partials kept for the pass merged */
   SL_PASS_OUTSIDE_IDENTITY,    /* reductions set to their identity */
   SL_PASS_OUTSIDE_N
 };

@@ -68,6 +68,10 @@ static int64_t sat_add(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+/* Bytes a worker partial of output d takes in a worker's block: whole,
+ * rounded up to 64. */
+static int64_t worker_partial_bytes(const sl_tensor_desc *d) { return sat_add(sl_desc_bytes(d), 63) / 64 * 64; }
+
 int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, unsigned apart,
                               int64_t offset[8]) {
   int64_t at = sat_add(per_worker_bytes, 63) / 64 * 64;
@@ -75,7 +79,7 @@ int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool p
   for (int k = 0; partials && k < n->n_out; k++)
     if (sl_node_worker_partial(n, k) && !sl_node_out_omitted(n, k) && !(apart >> k & 1u)) {
       offset[k] = at;
-      at = sat_add(at, sat_add(sl_desc_bytes(&n->out[k]), 63) / 64 * 64);
+      at = sat_add(at, worker_partial_bytes(&n->out[k]));
     }
   return at;
 }
@@ -527,7 +531,7 @@ static void place_pass_partials(sl_plan *p, const sl_graph *g) {
     for (int k = 0; k < g->nodes[i].n_out; k++)
       if (p->nodes[i].pass_partials >> k & 1u) {
         p->nodes[i].worker_partial_offset[k] = at;
-        at = sat_add(at, sat_add(sl_desc_bytes(&g->nodes[i].out[k]), 63) / 64 * 64);
+        at = sat_add(at, worker_partial_bytes(&g->nodes[i].out[k]));
       }
   p->worker_scratch_stride = at;
 }

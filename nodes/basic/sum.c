@@ -166,9 +166,10 @@ static void sum_all_elements(sl_dtype t, const void *x, int64_t item, uint64_t *
 static bool is_integer(sl_dtype t) { return t == SL_U8 || t == SL_U16 || t == SL_U32 || t == SL_U64; }
 
 /* Integer sums are exact in any order, so the executor merges them (across
- * devices and ranks): the kernel folds its chunk into out[0], the run's
- * accumulator (fold_outputs), each tile of positions and elements into its
- * own elements. Float sums add every position in scan order, which no merge of
+ * workers, devices and ranks): the kernel folds its chunk into out[0], the
+ * run's accumulator (fold_outputs), each tile of positions and elements
+ * into its own elements, or into each worker's partial
+ * (sum_worker_partials_of). Float sums add every position in scan order, which no merge of
  * partials gives back: the kernel keeps them in the whole output itself. */
 static sl_combine sum_combine_of(const sl_node *n, int port) {
   return port == 0 && is_integer(n->in[0].dtype) ? SL_COMBINE_SUM : SL_COMBINE_NONE;
@@ -244,10 +245,10 @@ static sl_code sum_cpu(sl_kernel_args *a) {
     b->ops->parallel_for(b, j.item, SUM_TILE, sum_elements, &j);
     return SL_OK;
   }
-  int64_t workers = b->ops->workers(b), npos = a->pos_count;
+  const int64_t workers = b->ops->workers(b) > 0 ? b->ops->workers(b) : 1, npos = a->pos_count;
   if (a->worker_partial[0]) {
     /* one range a worker: each range adds its sums into the partial once */
-    b->ops->parallel_for(b, npos, (npos + workers - 1) / (workers > 0 ? workers : 1), sum_positions, &j);
+    b->ops->parallel_for(b, npos, (npos + workers - 1) / workers, sum_positions, &j);
     return SL_OK;
   }
   j.tile = j.item / (4 * workers) / SUM_TILE_MIN * SUM_TILE_MIN;

@@ -20,9 +20,8 @@
  * fewer operations than a short loop per run (a row crosses up to `grid`
  * runs of a few pixels each); for u16 frames of a box up to 128 columns
  * wide the column sums stay in registers (vec_sum_u16). Pixels at the
- * dtype's maximum (the
- * detector's flag value) are summed as stored: mask correction is a
- * separate node. */
+ * dtype's maximum (the detector's flag value) are summed as stored: mask
+ * correction is a separate node. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,9 +84,8 @@ typedef struct seg_state {
   /* The vector path (u16 frames, vec_sum_u16): a box row's pixels loaded
    * as nv vectors of SEG_VEC_COLS columns from column vcol0 (0 <= vcol0,
    * vcol0 + SEG_VEC_COLS nv <= w), its span kept by a 0/0xFFFF mask
-   * [box row][SEG_VEC_COLS nv]; nv 0: the
-   * scalar path. vmask is allocated at prepare for u16 frames (h rows of
-   * SEG_VEC_MAX vectors). */
+   * [box row][SEG_VEC_COLS nv]; nv 0: the scalar path. vmask is allocated
+   * at prepare for u16 frames (h rows of SEG_VEC_MAX vectors). */
   int nv;
   int64_t vcol0;
   uint16_t *vmask;
@@ -154,8 +152,8 @@ static int band_of(const sl_bf_segment_layout *l, int k) {
  * span as a mask of those columns; nv 0 (the scalar path) without vmask
  * (not u16 frames), for a box wider than SEG_VEC_MAX vectors or taller
  * than SEG_VEC_ROWS rows, a frame narrower than the vectors, or on a
- * big-endian host (the kernel splits
- * pairs of u16 columns by their place in a u32). */
+ * big-endian host (the kernel splits pairs of u16 columns by their place
+ * in a u32). */
 static void vector_path_build(seg_state *s) {
   const int64_t w = s->geom.g.w;
   const int nv = (int)((s->box_cols + SEG_VEC_COLS - 1) / SEG_VEC_COLS);
