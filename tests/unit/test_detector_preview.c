@@ -8,6 +8,7 @@
 #define SL_H5_FIXTURES_ONLY
 #include "test_h5_index.c"
 
+#include "nodes/common/madd_u16.h"
 #include "nodes/registry.h"
 #include "tests/unit/expect_error.h"
 #include "tests/unit/node_harness.h"
@@ -85,7 +86,7 @@ static void check_layout(const char *name, int layout, bool need_plugin) {
 }
 
 static void t_chunked(void **state) { check_layout("pvchunk", FX_CHUNKED, false); }
-/* u8 and u16 frames add into u32 partial sums, u32 frames into u64 */
+/* u8, u16 and u32 frames (each worker's partial sums are u64) */
 static void t_u8(void **state) { check_layout_type("pvu8", FX_CHUNKED, false, H5T_STD_U8LE, 1); }
 static void t_u32(void **state) { check_layout_type("pvu32", FX_CHUNKED, false, H5T_STD_U32LE, 4); }
 
@@ -120,6 +121,52 @@ static void t_flagged(void **state) {
   check_layout_flags("pvflag32", FX_CHUNKED, false, H5T_STD_U32LE, 4, true);
   check_layout_flags("pvflaglz4", FX_BSLZ4, true, 0, 2, true);
 }
+
+/* Frames large enough that a worker decodes a few stored chunks into its
+ * group and adds the group when the next might not fit (the preview's
+ * PREVIEW_GROUP_BYTES: 512 KiB; three 64 x 517 u16 frames a chunk, 198 KB,
+ * so two chunks a group), a file's last chunk padded (7 and 5 frames of
+ * three a chunk) and decoded before the next file's first: u16 pixels,
+ * some at the flag value, stored raw (added from the window) or as
+ * bitshuffle-LZ4 (decoded into the group), with and without a mask, on 1
+ * and 3 workers, with the AVX-512 tiles (517 columns: the last 64 pixels by
+ * the portable fold) and without. Fails when a group is added twice or not
+ * at all, when a padded chunk's frames are added, or when the flagged
+ * pixels are not taken out. */
+static void check_groups(const char *name, int layout, bool need_plugin) {
+  if (need_plugin) fx_require_bitshuffle();
+  const int64_t h = 64, w = 517, total = 7 + 5 + 8;
+  fx_opts o = {.n_files = 3, .frames = {7, 5, 8}, .h = h, .w = w, .k = 3, .layout = layout, .flagged = true};
+  char m[512];
+  fx_write(name, &o, m, sizeof m);
+  uint8_t *mask = calloc((size_t)(h * w), 1);
+  double *got = malloc((size_t)(h * w) * sizeof *got), *want = malloc((size_t)(h * w) * sizeof *want);
+  assert_true(mask && got && want);
+  mask[3] = mask[h * w / 2] = mask[h * w - 1] = 1;
+  const int64_t counts[] = {13, total};
+  for (int avx512 = 0; avx512 < 2; avx512++) {
+    sl_madd_allow_avx512(avx512 == 1);
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+      for (int with_mask = 0; with_mask < 2; with_mask++) {
+        reference(&o, counts[k], total, with_mask ? mask : NULL, h, w, 2, want);
+        for (int threads = 1; threads <= 3; threads += 2) {
+          sl_node n;
+          sl_error e;
+          sl_code rc = preview_run(m, counts[k], with_mask ? mask : NULL, h, w, threads, got, &n, &e);
+          if (rc) print_error("%s, %lld frames: %s\n", name, (long long)counts[k], e.msg);
+          assert_int_equal(rc, SL_OK);
+          assert_memory_equal(got, want, (size_t)(h * w) * sizeof *want);
+          node_free(&n);
+        }
+      }
+  }
+  sl_madd_allow_avx512(true);
+  free(mask);
+  free(got);
+  free(want);
+}
+static void t_groups_raw(void **state) { check_groups("pvgroup", FX_CHUNKED, false); }
+static void t_groups_bslz4(void **state) { check_groups("pvgrouplz4", FX_BSLZ4, true); }
 
 /* A stored chunk that does not decode, in a later window than the first
  * (the preview reads its chunks in up to SL_CHUNK_READER_DEPTH windows and
@@ -199,6 +246,8 @@ int main(void) {
       cmocka_unit_test(t_bitshuffle),
       cmocka_unit_test(t_bslz4),
       cmocka_unit_test(t_flagged),
+      cmocka_unit_test(t_groups_raw),
+      cmocka_unit_test(t_groups_bslz4),
       cmocka_unit_test(t_corrupt_later_chunk),
       cmocka_unit_test(t_errors),
   };
