@@ -32,6 +32,7 @@
 #include "engine/graph/node.h"
 #include "nodes/common/cuda_glue.h"
 #include "nodes/common/disk_geometry.h"
+#include "nodes/common/madd_u16.h"
 #include "nodes/stem/bf_segments_layout.h"
 #include "shaders/cuda/stem/bf_segments.h"
 
@@ -53,6 +54,12 @@ SL_NODE_PARAMS(bf_segments_params, BF_SEGMENTS_PARAMS)
 /* ... and at most this many rows: a run's lane then adds at most 2
  * SEG_VEC_MAX column sums of u16 over SEG_VEC_ROWS rows, below 2^32. */
 #define SEG_VEC_ROWS 4095
+/* The AVX-512 path: vectors of 32 u16 columns, a box of at most 4 of them
+ * (the same 128 columns); a lane's int32 sum of a cell row then adds at
+ * most 2 SEG_512_MAX of its biased column sums of at most SEG_VEC_ROWS
+ * rows, each of at most 32768 in magnitude a row: below 2^31. */
+#define SEG_512_COLS 32
+#define SEG_512_MAX 4
 
 /* Everything infer() checks. */
 typedef struct seg_geometry {
@@ -89,6 +96,20 @@ typedef struct seg_state {
   int nv;
   int64_t vcol0;
   uint16_t *vmask;
+  /* The AVX-512 path (vec512_sum_u16, where sl_madd_avx512_used): a box
+   * row's pixels loaded as nv512 vectors of SEG_512_COLS columns from
+   * column vcol512 (0 <= vcol512, vcol512 + SEG_512_COLS nv512 <= w), and
+   * for each vector two int16 weight vectors, 1 at the span's even columns
+   * then 1 at its odd ones, 0 elsewhere: w512 [box row][nv512][2][32]
+   * (allocated at prepare for u16 frames, h rows of SEG_512_MAX vectors);
+   * run_lanes[k][v]: the int32 lanes of vector v whose even (then odd)
+   * column is in run k. nv512 0: not this path. seg_pixels[k]: segment k's
+   * pixel count (the bias to add back: madd_u16.h). */
+  int nv512;
+  int64_t vcol512;
+  int16_t *w512;
+  uint16_t run_lanes[MAX_SEGMENTS][SEG_512_MAX][2];
+  uint64_t seg_pixels[MAX_SEGMENTS];
   sl_disk_region region;    /* rows and bands hold the segments (with a disk input: of that disk) */
 } seg_state;
 
@@ -147,6 +168,44 @@ static int band_of(const sl_bf_segment_layout *l, int k) {
   return -1;
 }
 
+/* The AVX-512 path's geometry for the built box (seg_state.nv512); nv512
+ * 0 without w512 (not u16 frames), for a box wider than SEG_512_MAX vectors
+ * or taller than SEG_VEC_ROWS rows, or a frame narrower than the vectors. */
+static void vector512_build(seg_state *s) {
+  const int64_t w = s->geom.g.w;
+  const int nv = (int)((s->box_cols + SEG_512_COLS - 1) / SEG_512_COLS);
+  const int64_t cols = SEG_512_COLS * nv;
+  s->nv512 = 0;
+  if (!s->w512 || s->box_rows == 0 || s->box_rows > SEG_VEC_ROWS || nv > SEG_512_MAX || cols > w) return;
+  s->nv512 = nv;
+  s->vcol512 = s->col0 + cols <= w ? s->col0 : w - cols;
+  for (int64_t i = 0; i < s->box_rows; i++) {
+    const row_span rs = s->rows[s->row0 + i];
+    for (int v = 0; v < nv; v++) {
+      int16_t *we = s->w512 + (i * nv + v) * 2 * SEG_512_COLS, *wo = we + SEG_512_COLS;
+      for (int l = 0; l < SEG_512_COLS; l++) {
+        const int64_t col = s->vcol512 + SEG_512_COLS * v + l;
+        const int16_t keep = rs.band >= 0 && col >= rs.lo && col < rs.hi;
+        we[l] = l % 2 ? 0 : keep;
+        wo[l] = l % 2 ? keep : 0;
+      }
+    }
+  }
+  for (int k = 0; k < s->n_bands; k++) {
+    const int64_t a = s->bands[k].col - s->vcol512, b = a + s->bands[k].length;
+    for (int v = 0; v < nv; v++) {
+      uint16_t even = 0, odd = 0;
+      for (int i = 0; i < SEG_512_COLS / 2; i++) {
+        const int64_t ce = SEG_512_COLS * v + 2 * i, co = ce + 1;
+        if (ce >= a && ce < b) even |= (uint16_t)(1u << i);
+        if (co >= a && co < b) odd |= (uint16_t)(1u << i);
+      }
+      s->run_lanes[k][v][0] = even;
+      s->run_lanes[k][v][1] = odd;
+    }
+  }
+}
+
 /* The vector path's geometry for the built box: nv vectors of columns
  * from vcol0 that hold the box within the frame's row, and each box row's
  * span as a mask of those columns; nv 0 (the scalar path) without vmask
@@ -158,6 +217,7 @@ static void vector_path_build(seg_state *s) {
   const int64_t w = s->geom.g.w;
   const int nv = (int)((s->box_cols + SEG_VEC_COLS - 1) / SEG_VEC_COLS);
   s->nv = 0;
+  vector512_build(s);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   const int64_t cols = SEG_VEC_COLS * nv;
   if (!s->vmask || s->box_rows == 0 || s->box_rows > SEG_VEC_ROWS || nv > SEG_VEC_MAX || cols > w)
@@ -238,6 +298,7 @@ static sl_code segments_build(seg_state *s, double cr, double cc, double radius,
     o[0] = n[k] ? sl_bf_offset_mean(sr[k], n[k], cr, radius) : 0;
     o[1] = n[k] ? sl_bf_offset_mean(sc[k], n[k], cc, radius) : 0;
     o[2] = (double)n[k];
+    s->seg_pixels[k] = n[k];
   }
   return SL_OK;
 }
@@ -253,6 +314,7 @@ static void bf_segments_release(sl_node *n) {
   free(s->rows);
   free(s->bands);
   free(s->vmask);
+  free(s->w512);
   free(s);
   n->state = NULL;
 }
@@ -271,6 +333,12 @@ static int64_t vmask_bytes(int64_t h) {
   return (h ? h : 1) * SEG_VEC_MAX * SEG_VEC_COLS * (int64_t)sizeof(uint16_t);
 }
 
+/* ... and the AVX-512 path's weights: every row of SEG_512_MAX vectors of
+ * two weight vectors. */
+static int64_t w512_bytes(int64_t h) {
+  return (h ? h : 1) * SEG_512_MAX * 2 * SEG_512_COLS * (int64_t)sizeof(int16_t);
+}
+
 static sl_code bf_segments_prepare(sl_node *n, sl_error *err) {
   seg_geometry geom;
   sl_code rc = geometry_resolve(n, &geom, err);
@@ -282,10 +350,10 @@ static sl_code bf_segments_prepare(sl_node *n, sl_error *err) {
   if (s) {
     s->rows = malloc((size_t)(geom.g.h ? geom.g.h : 1) * sizeof *s->rows);
     s->bands = malloc((size_t)(geom.layout.grid * geom.layout.grid) * sizeof *s->bands);
-    if (vec) s->vmask = malloc((size_t)vmask_bytes(geom.g.h));
+    if (vec) s->vmask = malloc((size_t)vmask_bytes(geom.g.h)), s->w512 = malloc((size_t)w512_bytes(geom.g.h));
   }
-  if (!s || !s->rows || !s->bands || (vec && !s->vmask)) {
-    if (s) free(s->rows), free(s->bands), free(s->vmask);
+  if (!s || !s->rows || !s->bands || (vec && (!s->vmask || !s->w512))) {
+    if (s) free(s->rows), free(s->bands), free(s->vmask), free(s->w512);
     free(s);
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for the segment spans");
   }
@@ -347,7 +415,7 @@ static void bf_segments_cost(const sl_node *n, int64_t positions, sl_node_cost *
   const int64_t h = n->in[0].dims[n->in[0].rank - 2], w = n->in[0].dims[n->in[0].rank - 1];
   const int64_t grid = bf_segments_params_of(n)->grid;
   c->state_bytes = h * (int64_t)sizeof(row_span) + grid * grid * (int64_t)sizeof(band_run) +
-                   (int64_t)sizeof(seg_state) + (n->in[0].dtype == SL_U16 ? vmask_bytes(h) : 0);
+                   (int64_t)sizeof(seg_state) + (n->in[0].dtype == SL_U16 ? vmask_bytes(h) + w512_bytes(h) : 0);
   if (output_read(n, 0)) c->per_worker_bytes = grid * w * (int64_t)sizeof(uint64_t);
 #ifdef SLUICE_HAVE_CUDA
   const sl_cuda_frame_shape f = sl_glue_frame_shape(&n->in[0]);
@@ -361,6 +429,17 @@ typedef struct seg_job {
   int64_t item;  /* pixels of a frame */
   int64_t npos;  /* positions of the scan: the stride of a segment's image */
 } seg_job;
+
+/* Asks for the lines of positions [begin, end) of every segment's image
+ * in y (for writing) before a range's frames are summed: the segment-major
+ * output's lines have left the cache since the last chunk (its frames
+ * streamed through), and the stores waiting for them took 1.3-1.6 of the
+ * node's 4.4-4.7 ms (the dev VM, 1 thread, 16,384 frames); asked for
+ * first, they arrive while the frames are summed. */
+static inline void prefetch_sums(uint64_t *y, int count, int64_t npos, int64_t begin, int64_t end) {
+  for (int k = 0; k < count; k++)
+    for (int64_t q = begin; q < end + 7; q += 8) __builtin_prefetch(y + k * npos + (q < end ? q : end - 1), 1, 3);
+}
 
 /* A frame's segment sums from its rows' spans: each row added into its
  * cell row's column sums (ACC: exact, a cell row has at most h rows of at
@@ -376,6 +455,7 @@ typedef struct seg_job {
     const int64_t w = s->geom.g.w, bw = s->box_cols, c0 = s->col0;                         \
     ACC *sums = sl_worker_scratch(j->a, worker); /* [grid][bw] */                          \
     uint64_t acc[MAX_SEGMENTS];                                                            \
+    prefetch_sums(y, count, j->npos, begin, end);                                          \
     for (int64_t p = begin; p < end; p++) {                                                \
       const T *f = x + p * j->item;                                                        \
       memset(sums, 0, (size_t)(grid * bw) * sizeof *sums);                                 \
@@ -478,6 +558,7 @@ SL_HOT_CLONES static void vec_sum_u16(void *ctx, int64_t begin, int64_t end, int
   const uint16_t *x = j->a->in[0];
   uint64_t *y = (uint64_t *)j->a->out[0] + j->a->pos_start;
   const int count = s->geom.layout.count;
+  prefetch_sums(y, count, j->npos, begin, end);
   for (int64_t p = begin; p < end; p++) {
     uint64_t acc[MAX_SEGMENTS];
     memset(acc, 0, (size_t)count * sizeof acc[0]);
@@ -495,6 +576,73 @@ SL_HOT_CLONES static void vec_sum_u16(void *ctx, int64_t begin, int64_t end, int
     for (int k = 0; k < count; k++) y[k * j->npos + p] = acc[k];
   }
 }
+
+#if SL_MADD_X86
+/* The AVX-512 path (u16 frames whose box is at most SEG_512_MAX vectors
+ * wide): a cell row's even and odd column sums as int32 lanes in registers,
+ * each vector's pixels biased (x - 32768: madd_u16.h) and multiplied by its
+ * row's 0/1 weights with vpdpwssd, one instruction a sum and 32 pixels
+ * where the AVX2 path takes four (mask, split, two adds) for 16; each run
+ * added from the lanes run_lanes names; every segment's bias added back
+ * once a frame. */
+SL_MADD_AVX512 static inline __attribute__((always_inline)) void vec512_cell_row(
+    const seg_state *s, const uint16_t *f, int band, int64_t r, int64_t r_end, const int nv, uint64_t *acc) {
+  const int64_t w = s->geom.g.w;
+  __m512i even[SEG_512_MAX], odd[SEG_512_MAX];
+  for (int v = 0; v < nv; v++) even[v] = odd[v] = _mm512_setzero_si512();
+  for (; r < r_end; r++) {
+    const uint16_t *q = f + r * w + s->vcol512;
+    const int16_t *wt = s->w512 + (r - s->row0) * nv * 2 * SEG_512_COLS;
+    for (int v = 0; v < nv; v++) {
+      const __m512i x = sl_madd512_bias(q + SEG_512_COLS * v);
+      even[v] = sl_madd512_acc(even[v], x, _mm512_loadu_si512(wt + 2 * SEG_512_COLS * v));
+      odd[v] = sl_madd512_acc(odd[v], x, _mm512_loadu_si512(wt + 2 * SEG_512_COLS * v + SEG_512_COLS));
+    }
+  }
+  for (int k = s->band_first[band]; k < s->band_first[band + 1]; k++) {
+    __m512i t = _mm512_setzero_si512();
+    for (int v = 0; v < nv; v++) {
+      t = _mm512_mask_add_epi32(t, s->run_lanes[k][v][0], t, even[v]);
+      t = _mm512_mask_add_epi32(t, s->run_lanes[k][v][1], t, odd[v]);
+    }
+    acc[s->bands[k].segment] += sl_madd512_hsum32(t);
+  }
+}
+
+SL_MADD_AVX512 static inline __attribute__((always_inline)) void vec512_frame(const seg_state *s, const uint16_t *f,
+                                                                              const int nv, uint64_t *acc) {
+  const int64_t r_end = s->row0 + s->box_rows;
+  for (int64_t r = s->row0; r < r_end;) {
+    const int band = s->rows[r].band;
+    int64_t e = r + 1;
+    while (e < r_end && s->rows[e].band == band) e++;
+    if (band >= 0) vec512_cell_row(s, f, band, r, e, nv, acc);
+    r = e;
+  }
+}
+
+SL_MADD_AVX512 static void vec512_sum_u16(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  const seg_job *j = ctx;
+  const seg_state *s = j->s;
+  const uint16_t *x = j->a->in[0];
+  uint64_t *y = (uint64_t *)j->a->out[0] + j->a->pos_start;
+  const int count = s->geom.layout.count;
+  prefetch_sums(y, count, j->npos, begin, end);
+  for (int64_t p = begin; p < end; p++) {
+    uint64_t acc[MAX_SEGMENTS];
+    for (int k = 0; k < count; k++) acc[k] = 32768u * s->seg_pixels[k]; /* the bias back */
+    const uint16_t *f = x + p * j->item;
+    switch (s->nv512) { /* each width its own inlined loop */
+    case 1: vec512_frame(s, f, 1, acc); break;
+    case 2: vec512_frame(s, f, 2, acc); break;
+    case 3: vec512_frame(s, f, 3, acc); break;
+    default: vec512_frame(s, f, 4, acc); break;
+    }
+    for (int k = 0; k < count; k++) y[k * j->npos + p] = acc[k];
+  }
+}
+#endif
 
 static sl_code bf_segments_cpu(sl_kernel_args *a) {
   if (outputs_unread(a->node)) return SL_OK;
@@ -518,6 +666,9 @@ static sl_code bf_segments_cpu(sl_kernel_args *a) {
   sl_range_fn fn = t == SL_U8 ? (narrow ? bands_sum_u8 : bands_sum_u8_wide)
                   : t == SL_U16 ? (narrow ? (s->nv ? vec_sum_u16 : bands_sum_u16) : bands_sum_u16_wide)
                                 : bands_sum_u32;
+#if SL_MADD_X86
+  if (t == SL_U16 && s->nv512 && sl_madd_avx512_used()) fn = vec512_sum_u16;
+#endif
   if (!a->worker_scratch)
     return sl_fail(a->err, SL_ERR_INTERNAL, "bf_segments: no worker scratch for the column sums");
   /* ~8k pixels of work per range at least (a few frames' disks): with 64k

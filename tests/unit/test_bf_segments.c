@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "nodes/common/madd_u16.h"
 #include "tests/unit/cuda_probe.h"
 #include "tests/unit/run_support.h"
 #include "tests/unit/stem_test_data.h"
@@ -240,10 +241,11 @@ static void test_params_geometry(void **st) {
   check_case(o, 4, NULL, SL_U16, 2, 3, 40, 42, &g);
 }
 
-/* u16 frames wide enough for the kernel's vector path (boxes of one to
- * eight vectors of 16 columns, a box at the right edge whose vectors start
- * left of it, a box at the left edge), and a box wider than eight vectors
- * (the scalar path), against the same reference. */
+/* u16 frames wide enough for the kernel's vector paths (boxes of one to
+ * eight vectors of 16 columns, one to four of 32 on AVX-512, a box at the
+ * right edge whose vectors start left of it, a box at the left edge), and a
+ * box wider than eight vectors (the scalar path), against the same
+ * reference; with the AVX-512 path where the CPU has it, and without. */
 static void test_wide_frames(void **st) {
   (void)st;
   const struct {
@@ -261,12 +263,16 @@ static void test_wide_frames(void **st) {
       {"58.2", "[62.5, 66.1]", "15", "1", 62.5, 66.1, 58.2, 1, 15, 126, 134},    /* 8 */
       {"70.4", "[72.2, 80.5]", "5", "1", 72.2, 80.5, 70.4, 1, 5, 146, 162},      /* 9: scalar */
   };
-  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-    kv o[] = {{"radius", k[i].radius}, {"center", k[i].center}, {"grid", k[i].grid},
-              {"extent", k[i].extent}};
-    ref_geom g = {k[i].cr, k[i].cc, k[i].r, k[i].ext, k[i].g};
-    check_case(o, 4, NULL, SL_U16, 2, 3, k[i].h, k[i].w, &g);
+  for (int avx512 = 0; avx512 < 2; avx512++) {
+    sl_madd_allow_avx512(avx512 == 1);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+      kv o[] = {{"radius", k[i].radius}, {"center", k[i].center}, {"grid", k[i].grid},
+                {"extent", k[i].extent}};
+      ref_geom g = {k[i].cr, k[i].cc, k[i].r, k[i].ext, k[i].g};
+      check_case(o, 4, NULL, SL_U16, 2, 3, k[i].h, k[i].w, &g);
+    }
   }
+  sl_madd_allow_avx512(true);
 }
 
 /* The edge-clipped case's empty segments are really there (and 0, 0, 0). */
