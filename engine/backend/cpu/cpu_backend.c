@@ -403,8 +403,22 @@ static sl_code cpu_copy(sl_backend *b, void *dst, const void *src, size_t bytes,
   return SL_OK;
 }
 
+/* Bytes a worker zeroes at least: a buffer below twice this is zeroed by
+ * the caller alone. */
+#define ZERO_GRAIN ((int64_t)256 << 10)
+
+static void zero_range(void *ctx, int64_t begin, int64_t end, int worker) {
+  (void)worker;
+  memset((uint8_t *)ctx + begin, 0, (size_t)(end - begin));
+}
+
+/* Spread over the workers, as the combines' identities are: a large buffer
+ * zeroed when a pass starts is mostly its pages' first touch (bf_segments'
+ * 2.75 MB on a 128 x 128 scan, 1.25 ms on one thread of the dev VM), which
+ * the workers' cores take in parallel. */
 static sl_code cpu_zero(sl_backend *b, void *dst, size_t bytes, sl_error *err) {
-  if (bytes) memset(dst, 0, bytes);
+  (void)err;
+  if (bytes) cpu_parallel_for(b, (int64_t)bytes, ZERO_GRAIN, zero_range, dst);
   return SL_OK;
 }
 
