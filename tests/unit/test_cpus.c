@@ -1,5 +1,7 @@
 /* CPUs the process may use (engine/core/cpus): the affinity mask and the
- * cgroup quota, and the CPU backend's default thread count that follows them. */
+ * cgroup quota, and the CPU backend's default thread count that follows them;
+ * its parallel_for's cover and participants, and its zero spread over the
+ * workers. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -8,6 +10,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -231,6 +235,30 @@ static void t_ranges_per_participant(void **state) {
   sl_cpu_backend_ops.destroy(b);
 }
 
+/* The backend's zero over 1-3 workers, for buffers below, at and above
+ * the size it spreads over the workers (ranges of at least 256 KiB) and not
+ * a multiple of anything: every byte zeroed, the bytes around untouched. */
+static void t_zero_spread(void **state) {
+  (void)state;
+  const size_t sizes[] = {1, 255 << 10, (512 << 10) + 13, (3 << 20) + 7};
+  for (int threads = 1; threads <= 3; threads++) {
+    sl_backend *b = NULL;
+    sl_error err;
+    assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &err), SL_OK);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      uint8_t *m = malloc(sizes[k] + 128);
+      assert_non_null(m);
+      memset(m, 0xAB, sizes[k] + 128);
+      assert_int_equal(b->ops->zero(b, m + 64, sizes[k], &err), SL_OK);
+      for (size_t i = 0; i < sizes[k] + 128; i++)
+        if (m[i] != (i < 64 || i >= sizes[k] + 64 ? 0xAB : 0))
+          fail_msg("%d threads, %zu bytes: byte %zu is %d", threads, sizes[k], i, m[i]);
+      free(m);
+    }
+    sl_cpu_backend_ops.destroy(b);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_cpu_max_text),
@@ -241,6 +269,7 @@ int main(void) {
       cmocka_unit_test(t_sleep_wake),
       cmocka_unit_test(t_participants_at_most_ranges),
       cmocka_unit_test(t_ranges_per_participant),
+      cmocka_unit_test(t_zero_spread),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
