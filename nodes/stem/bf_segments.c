@@ -543,45 +543,59 @@ static inline __attribute__((always_inline)) void vec_cell_row(const seg_state *
   }
 }
 
-/* One frame's segment sums into acc (zeroed by the caller), cell row by
- * cell row (a cell row's rows are consecutive). */
-static inline __attribute__((always_inline)) void vec_frame(const seg_state *s, const uint16_t *f,
-                                                            const int nv, uint64_t *acc) {
-  const int64_t r_end = s->row0 + s->box_rows;
-  for (int64_t r = s->row0; r < r_end;) {
-    const int band = s->rows[r].band;
-    int64_t e = r + 1;
-    while (e < r_end && s->rows[e].band == band) e++;
-    if (band >= 0) vec_cell_row(s, f, band, r, e, nv, acc);
-    r = e;
+/* A vector path's frame and range functions, for its cell-row function
+ * CELL_ROW (vec_cell_row, vec512_cell_row), with attributes FRAME_ATTR and
+ * RANGE_ATTR (its target, or its clones):
+ * FRAME adds one frame's segment sums into acc cell row by cell row (a cell
+ * row's rows are consecutive); RANGE sums each frame of a range from
+ * INIT(k) (a segment's sum before its pixels are added) and writes the sums
+ * to the segment-major output, FRAME inlined once per box width, 1 to
+ * MAXV vectors (s->NV). */
+#define SEG_VEC_FUNCS(FRAME, RANGE, FRAME_ATTR, RANGE_ATTR, CELL_ROW, NV, MAXV, INIT)            \
+  FRAME_ATTR static inline __attribute__((always_inline)) void FRAME(                             \
+      const seg_state *s, const uint16_t *f, const int nv, uint64_t *acc) {                      \
+    const int64_t r_end = s->row0 + s->box_rows;                                                 \
+    for (int64_t r = s->row0; r < r_end;) {                                                      \
+      const int band = s->rows[r].band;                                                          \
+      int64_t e = r + 1;                                                                         \
+      while (e < r_end && s->rows[e].band == band) e++;                                          \
+      if (band >= 0) CELL_ROW(s, f, band, r, e, nv, acc);                                        \
+      r = e;                                                                                     \
+    }                                                                                            \
+  }                                                                                              \
+  RANGE_ATTR static void RANGE(void *ctx, int64_t begin, int64_t end, int worker) {              \
+    (void)worker;                                                                                \
+    const seg_job *j = ctx;                                                                      \
+    const seg_state *s = j->s;                                                                   \
+    const uint16_t *x = j->a->in[0];                                                             \
+    uint64_t *y = (uint64_t *)j->a->out[0] + j->a->pos_start;                                    \
+    const int count = s->geom.layout.count;                                                      \
+    prefetch_sums(y, count, j->npos, begin, end);                                                \
+    for (int64_t p = begin; p < end; p++) {                                                      \
+      uint64_t acc[MAX_SEGMENTS];                                                                \
+      for (int k = 0; k < count; k++) acc[k] = INIT(k);                                          \
+      const uint16_t *f = x + p * j->item;                                                       \
+      switch (s->NV) { /* each width its own inlined loop */                                     \
+      case 1: FRAME(s, f, 1, acc); break;                                                        \
+      case 2: FRAME(s, f, 2, acc); break;                                                        \
+      case 3: FRAME(s, f, 3, acc); break;                                                        \
+      case 4: FRAME(s, f, 4 < MAXV ? 4 : MAXV, acc); break;                                      \
+      case 5: FRAME(s, f, 5 < MAXV ? 5 : MAXV, acc); break;                                      \
+      case 6: FRAME(s, f, 6 < MAXV ? 6 : MAXV, acc); break;                                      \
+      case 7: FRAME(s, f, 7 < MAXV ? 7 : MAXV, acc); break;                                      \
+      default: FRAME(s, f, MAXV, acc); break;                                                    \
+      }                                                                                          \
+      for (int k = 0; k < count; k++) y[k * j->npos + p] = acc[k];                               \
+    }                                                                                            \
   }
-}
 
-SL_HOT_CLONES static void vec_sum_u16(void *ctx, int64_t begin, int64_t end, int worker) {
-  (void)worker;
-  const seg_job *j = ctx;
-  const seg_state *s = j->s;
-  const uint16_t *x = j->a->in[0];
-  uint64_t *y = (uint64_t *)j->a->out[0] + j->a->pos_start;
-  const int count = s->geom.layout.count;
-  prefetch_sums(y, count, j->npos, begin, end);
-  for (int64_t p = begin; p < end; p++) {
-    uint64_t acc[MAX_SEGMENTS];
-    memset(acc, 0, (size_t)count * sizeof acc[0]);
-    const uint16_t *f = x + p * j->item;
-    switch (s->nv) { /* each width its own inlined loop */
-    case 1: vec_frame(s, f, 1, acc); break;
-    case 2: vec_frame(s, f, 2, acc); break;
-    case 3: vec_frame(s, f, 3, acc); break;
-    case 4: vec_frame(s, f, 4, acc); break;
-    case 5: vec_frame(s, f, 5, acc); break;
-    case 6: vec_frame(s, f, 6, acc); break;
-    case 7: vec_frame(s, f, 7, acc); break;
-    default: vec_frame(s, f, 8, acc); break;
-    }
-    for (int k = 0; k < count; k++) y[k * j->npos + p] = acc[k];
-  }
-}
+/* The AVX2 path's sums start from 0; its frame function is inlined into
+ * the range function's clones. */
+#define SEG_ZERO(k) 0
+#define SEG_NO_ATTR
+SEG_VEC_FUNCS(vec_frame, vec_sum_u16, SEG_NO_ATTR, SL_HOT_CLONES, vec_cell_row, nv, SEG_VEC_MAX, SEG_ZERO)
+#undef SEG_NO_ATTR
+#undef SEG_ZERO
 
 #if SL_MADD_X86
 /* The AVX-512 path (u16 frames whose box is at most SEG_512_MAX vectors
@@ -615,40 +629,13 @@ SL_MADD_AVX512 static inline __attribute__((always_inline)) void vec512_cell_row
   }
 }
 
-SL_MADD_AVX512 static inline __attribute__((always_inline)) void vec512_frame(const seg_state *s, const uint16_t *f,
-                                                                              const int nv, uint64_t *acc) {
-  const int64_t r_end = s->row0 + s->box_rows;
-  for (int64_t r = s->row0; r < r_end;) {
-    const int band = s->rows[r].band;
-    int64_t e = r + 1;
-    while (e < r_end && s->rows[e].band == band) e++;
-    if (band >= 0) vec512_cell_row(s, f, band, r, e, nv, acc);
-    r = e;
-  }
-}
-
-SL_MADD_AVX512 static void vec512_sum_u16(void *ctx, int64_t begin, int64_t end, int worker) {
-  (void)worker;
-  const seg_job *j = ctx;
-  const seg_state *s = j->s;
-  const uint16_t *x = j->a->in[0];
-  uint64_t *y = (uint64_t *)j->a->out[0] + j->a->pos_start;
-  const int count = s->geom.layout.count;
-  prefetch_sums(y, count, j->npos, begin, end);
-  for (int64_t p = begin; p < end; p++) {
-    uint64_t acc[MAX_SEGMENTS];
-    for (int k = 0; k < count; k++) acc[k] = 32768u * s->seg_pixels[k]; /* the bias back */
-    const uint16_t *f = x + p * j->item;
-    switch (s->nv512) { /* each width its own inlined loop */
-    case 1: vec512_frame(s, f, 1, acc); break;
-    case 2: vec512_frame(s, f, 2, acc); break;
-    case 3: vec512_frame(s, f, 3, acc); break;
-    default: vec512_frame(s, f, 4, acc); break;
-    }
-    for (int k = 0; k < count; k++) y[k * j->npos + p] = acc[k];
-  }
-}
+/* Each segment's sum starts from its bias (32768 times its pixels). */
+#define SEG_BIAS(k) (32768u * s->seg_pixels[k])
+SEG_VEC_FUNCS(vec512_frame, vec512_sum_u16, SL_MADD_AVX512, SL_MADD_AVX512, vec512_cell_row, nv512, SEG_512_MAX,
+              SEG_BIAS)
+#undef SEG_BIAS
 #endif
+#undef SEG_VEC_FUNCS
 
 static sl_code bf_segments_cpu(sl_kernel_args *a) {
   if (outputs_unread(a->node)) return SL_OK;
