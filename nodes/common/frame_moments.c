@@ -8,15 +8,12 @@
 #include "engine/core/simd.h"
 #include "engine/core/util.h"
 #include "engine/graph/graph.h"
+#include "nodes/common/frame_ports.h"
 #include "nodes/common/madd_u16.h"
-
-static uint64_t dtype_max(sl_dtype t) {
-  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
-}
 
 bool sl_frame_moments_fit(sl_dtype t, int64_t h, int64_t w) {
   /* Sr <= max * W * H(H-1)/2, Sc <= max * H * W(W-1)/2, S <= max * H * W. */
-  long double m = (long double)dtype_max(t), hh = (long double)h, ww = (long double)w;
+  long double m = (long double)sl_frame_max(t), hh = (long double)h, ww = (long double)w;
   long double lim = 18446744073709551615.0L;
   return m * ww * hh * (hh - 1) / 2 <= lim && m * hh * ww * (ww - 1) / 2 <= lim &&
          m * hh * ww <= lim;
@@ -57,7 +54,7 @@ SUMS_SWEEP(sweep_u32_64, uint32_t, uint64_t)
 
 static void sweep_portable(const void *f, sl_dtype t, int64_t h, int64_t w, void *scratch,
                            uint64_t out[3]) {
-  uint64_t m = dtype_max(t);
+  uint64_t m = sl_frame_max(t);
   bool narrow = t != SL_U32 && m * (uint64_t)h <= 0xFFFFFFFFu && m * (uint64_t)w <= 0xFFFFFFFFu;
   if (t == SL_U8) {
     if (narrow) sweep_u8_32(f, h, w, scratch, out);

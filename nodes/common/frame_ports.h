@@ -29,6 +29,12 @@ static inline uint64_t sl_frame_value_at(const void *x, sl_dtype t, int64_t i) {
   return ((const uint32_t *)x)[i];
 }
 
+/* The largest value of a u8, u16 or u32 (UINT64_MAX for any other dtype):
+ * the detector's flag value in frames of that dtype. */
+static inline uint64_t sl_frame_max(sl_dtype t) {
+  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : t == SL_U32 ? 0xFFFFFFFFu : UINT64_MAX;
+}
+
 /* Inputs 0 and 1 of `n`, 'com_row' and 'com_col': whole f64 [rows, cols] of
  * the same shape. */
 sl_code sl_com_field_check(const struct sl_node *n, sl_error *err);

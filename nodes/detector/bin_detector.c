@@ -52,15 +52,6 @@ typedef struct bin_cfg {
   int64_t h, w, ho, wo;
 } bin_cfg;
 
-static uint64_t dt_max(sl_dtype t) {
-  switch (t) {
-    case SL_U8: return 0xFFu;
-    case SL_U16: return 0xFFFFu;
-    case SL_U32: return 0xFFFFFFFFu;
-    default: return UINT64_MAX;
-  }
-}
-
 static sl_code bin_resolve(const sl_node *n, bin_cfg *c, sl_error *err) {
   const bin_detector_params *p = bin_detector_params_of(n);
   const sl_tensor_desc *x = &n->in[0];
@@ -68,7 +59,7 @@ static sl_code bin_resolve(const sl_node *n, bin_cfg *c, sl_error *err) {
   sl_code rc = sl_frames_check_decoded(x, err);
   if (rc != SL_OK) return rc;
   c->in = x->dtype;
-  c->in_max = dt_max(x->dtype);
+  c->in_max = sl_frame_max(x->dtype);
   c->h = x->dims[x->rank - 2];
   c->w = x->dims[x->rank - 1];
 
@@ -95,19 +86,19 @@ static sl_code bin_resolve(const sl_node *n, bin_cfg *c, sl_error *err) {
   if (p->dtype == DTYPE_AUTO) {
     for (int i = 0; i < SL_COUNT_OF(unsigned_types); i++)
       if (sl_dtype_size(unsigned_types[i]) >= sl_dtype_size(c->in) &&
-          dt_max(unsigned_types[i]) >= c->need) {
+          sl_frame_max(unsigned_types[i]) >= c->need) {
         c->out = unsigned_types[i];
         break;
       }
   } else {
     sl_dtype t = unsigned_types[p->dtype - DTYPE_U8];
     const char *ds = sl_dtype_name(t);
-    if (dt_max(t) < c->need)
+    if (sl_frame_max(t) < c->need)
       return sl_fail(err, SL_ERR_PIPELINE,
                      "param 'dtype' %s cannot hold the largest bin sum %lld * %llu = %llu (the %s "
                      "maximum is %llu); use auto%s",
                      ds, (long long)(f * f), (unsigned long long)c->max_value,
-                     (unsigned long long)c->need, ds, (unsigned long long)dt_max(t),
+                     (unsigned long long)c->need, ds, (unsigned long long)sl_frame_max(t),
                      c->audit ? "" : ", or set max_value if the data are known to stay lower");
     c->out = t;
     c->explicit_dtype = true;
@@ -176,7 +167,7 @@ static void bin_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_read = positions * sl_desc_item_bytes(&n->in[0]);
   c->bytes_written = positions * sl_desc_item_bytes(&n->out[0]);
   int64_t mv = bin_detector_params_of(n)->max_value;
-  bool audit = mv > 0 && (uint64_t)mv < dt_max(n->in[0].dtype);
+  bool audit = mv > 0 && (uint64_t)mv < sl_frame_max(n->in[0].dtype);
   c->ops = positions * item * (audit ? 2 : 1);
 #ifdef SLUICE_HAVE_CUDA
   c->device_state_bytes = sl_cuda_bin_detector_table_bytes(audit); /* CUDA: error and audit words */

@@ -194,9 +194,6 @@ static void take_out_flagged(uint64_t *sum, const uint8_t *ones, int64_t n, int6
   }
 }
 
-/* The dtype's maximum: the detector's flag value. */
-static uint64_t flag_value(sl_dtype t) { return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu; }
-
 /* Chunks [begin, end) of the window that starts at chunk j->window_first,
  * decoded into the worker's group (each chunk's frames right after the
  * previous chunk's: a stored chunk decodes whole, so a file's last one,
@@ -209,7 +206,7 @@ static void decode_add_range(void *ctx, int64_t begin, int64_t end, int worker) 
   uint8_t *scratch = sl_worker_scratch(j->a, worker), *ones = scratch + j->scratch.ones_at;
   uint64_t *sum = (uint64_t *)(void *)(scratch + j->scratch.partial_at);
   const size_t fb = ix->frame_bytes;
-  const uint64_t flag = flag_value(j->t);
+  const uint64_t flag = sl_frame_max(j->t);
   int64_t grouped = 0; /* frames decoded into the group, not added yet */
   /* A worker zeroes its own partial sum when it first takes chunks, in
    * parallel with the others; one that never does is neither zeroed nor
@@ -318,7 +315,7 @@ static sl_code add_first_frames(const sl_kernel_args *a, const sl_h5_index *ix, 
   /* as planned: the stored chunks are no larger than planned (checked below) */
   const worker_scratch_layout wl = worker_layout(f->stored_chunk_bytes, f->stored_chunk_elems, j.npix);
   j.scratch = wl;
-  j.t = ix->elem_size == 1 ? SL_U8 : ix->elem_size == 2 ? SL_U16 : SL_U32;
+  j.t = sl_h5_index_dtype(ix);
   if (!a->workspace || !a->worker_scratch || count > f->chunks || (int64_t)window > f->window_bytes ||
       (int64_t)j.stored > f->stored_chunk_bytes)
     return sl_fail(err, SL_ERR_IO, "%s changed since the pipeline was planned (or no workspace was lent)",

@@ -139,7 +139,7 @@ static sl_code source_infer(sl_node *n, sl_error *err) {
                  ix->source, ix->is_signed ? "signed " : "", ix->elem_size);
     goto done;
   }
-  d->dtype = ix->elem_size == 1 ? SL_U8 : (ix->elem_size == 2 ? SL_U16 : SL_U32);
+  d->dtype = sl_h5_index_dtype(ix);
   int64_t rows = 0, cols = 0;
   if ((rc = scan_shape(n, ix, &rows, &cols, err)) != SL_OK) goto done;
   d->rank = 4;

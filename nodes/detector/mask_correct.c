@@ -184,10 +184,6 @@ static const char *policy_text(correct_policy p) {
   }
 }
 
-static uint64_t dtype_max(sl_dtype t) {
-  return t == SL_U8 ? 0xFFu : t == SL_U16 ? 0xFFFFu : 0xFFFFFFFFu;
-}
-
 static sl_code correct_infer(sl_node *n, sl_error *err) {
   const mask_correct_params *p = mask_correct_params_of(n);
   correct_policy policy = (correct_policy)p->policy;
@@ -206,7 +202,7 @@ static sl_code correct_infer(sl_node *n, sl_error *err) {
   if (flagged)
     sl_node_note(n, "flagged", "pixels equal to %llu (the %s maximum) are bad in the frame that holds "
                  "them%s",
-                 (unsigned long long)dtype_max(x->dtype), sl_dtype_name(x->dtype),
+                 (unsigned long long)sl_frame_max(x->dtype), sl_dtype_name(x->dtype),
                  policy == POLICY_NONE ? " (policy none: left as they are)" : "");
   else
     sl_node_note(n, "flagged", "off: pixels at the %s maximum are kept as values",

@@ -150,6 +150,11 @@ uint64_t sl_h5_index_host_bytes(const sl_h5_index *ix);
  * compression. */
 sl_code sl_h5_index_encoding(const sl_h5_index *ix, sl_encoding *enc, int64_t *block_elems, sl_error *err);
 
+/* The frames' dtype: u8, u16 or u32 by elem_size. */
+static inline sl_dtype sl_h5_index_dtype(const sl_h5_index *ix) {
+  return ix->elem_size == 1 ? SL_U8 : ix->elem_size == 2 ? SL_U16 : SL_U32;
+}
+
 /* Chunk index holding global frame `frame`, or -1 when out of range. */
 int64_t sl_h5_index_chunk_of_frame(const sl_h5_index *ix, int64_t frame);
 
