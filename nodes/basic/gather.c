@@ -6,6 +6,7 @@
  * image over the scan (scan axes recorded like a streamed port's). */
 #include <string.h>
 
+#include "engine/backend/backend.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "shaders/cuda/basic/gather.h"
@@ -27,10 +28,12 @@ static void gather_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->bytes_written = c->bytes_read;
 }
 
+/* Through the backend's copy, which spreads a large chunk over the workers:
+ * the whole output is fresh memory, and its first touch is most of the
+ * copy's time. */
 static sl_code gather_cpu(sl_kernel_args *a) {
   const int64_t item = sl_desc_item_bytes(&a->node->in[0]);
-  memcpy(a->out[0], a->in[0], (size_t)(a->pos_count * item));
-  return SL_OK;
+  return a->backend->ops->copy(a->backend, a->out[0], a->in[0], (size_t)(a->pos_count * item), a->err);
 }
 
 #ifdef SLUICE_HAVE_CUDA

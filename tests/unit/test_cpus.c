@@ -259,6 +259,39 @@ static void t_zero_spread(void **state) {
   }
 }
 
+/* The copy spread over the workers like the zero: every byte copied, none
+ * around it touched, at sizes below, at and above the spread; overlapping
+ * buffers still copied as by memmove. */
+static void t_copy_spread(void **state) {
+  (void)state;
+  const size_t sizes[] = {1, 255 << 10, (512 << 10) + 13, (3 << 20) + 7};
+  for (int threads = 1; threads <= 3; threads++) {
+    sl_backend *b = NULL;
+    sl_error err;
+    assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &err), SL_OK);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      const size_t n = sizes[k];
+      uint8_t *src = malloc(n), *m = malloc(n + 128);
+      assert_non_null(src);
+      assert_non_null(m);
+      for (size_t i = 0; i < n; i++) src[i] = (uint8_t)(i * 131 + i / 251);
+      memset(m, 0xAB, n + 128);
+      assert_int_equal(b->ops->copy(b, m + 64, src, n, &err), SL_OK);
+      for (size_t i = 0; i < n + 128; i++)
+        if (m[i] != (i < 64 || i >= n + 64 ? 0xAB : src[i - 64]))
+          fail_msg("%d threads, %zu bytes: byte %zu is %d", threads, n, i, m[i]);
+      /* overlapping: m[0..n) moved up by 64 bytes within m */
+      for (size_t i = 0; i < n; i++) m[i] = src[i];
+      assert_int_equal(b->ops->copy(b, m + 64, m, n, &err), SL_OK);
+      for (size_t i = 0; i < n; i++)
+        if (m[i + 64] != src[i]) fail_msg("%d threads, %zu bytes overlapping: byte %zu is %d", threads, n, i, m[i + 64]);
+      free(src);
+      free(m);
+    }
+    sl_cpu_backend_ops.destroy(b);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_cpu_max_text),
@@ -270,6 +303,7 @@ int main(void) {
       cmocka_unit_test(t_participants_at_most_ranges),
       cmocka_unit_test(t_ranges_per_participant),
       cmocka_unit_test(t_zero_spread),
+      cmocka_unit_test(t_copy_spread),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
