@@ -235,61 +235,62 @@ static void t_ranges_per_participant(void **state) {
   sl_cpu_backend_ops.destroy(b);
 }
 
-/* The backend's zero over 1-3 workers, for buffers below, at and above
- * the size it spreads over the workers (ranges of at least 256 KiB) and not
- * a multiple of anything: every byte zeroed, the bytes around untouched. */
-static void t_zero_spread(void **state) {
-  (void)state;
+/* Sizes below, at and above the backend's spread (ranges of at least 256
+ * KiB a worker) at 1-3 workers, each checked by `check`. */
+static void each_spread_case(void (*check)(sl_backend *b, size_t n, int threads)) {
   const size_t sizes[] = {1, 255 << 10, (512 << 10) + 13, (3 << 20) + 7};
   for (int threads = 1; threads <= 3; threads++) {
     sl_backend *b = NULL;
     sl_error err;
     assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &err), SL_OK);
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-      uint8_t *m = malloc(sizes[k] + 128);
-      assert_non_null(m);
-      memset(m, 0xAB, sizes[k] + 128);
-      assert_int_equal(b->ops->zero(b, m + 64, sizes[k], &err), SL_OK);
-      for (size_t i = 0; i < sizes[k] + 128; i++)
-        if (m[i] != (i < 64 || i >= sizes[k] + 64 ? 0xAB : 0))
-          fail_msg("%d threads, %zu bytes: byte %zu is %d", threads, sizes[k], i, m[i]);
-      free(m);
-    }
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) check(b, sizes[k], threads);
     sl_cpu_backend_ops.destroy(b);
   }
 }
 
-/* The copy spread over the workers like the zero: every byte copied, none
- * around it touched, at sizes below, at and above the spread; overlapping
- * buffers still copied as by memmove. */
+/* The zero spread over the workers: every byte zeroed, none around it. */
+static void check_zero(sl_backend *b, size_t n, int threads) {
+  sl_error err;
+  uint8_t *m = malloc(n + 128);
+  assert_non_null(m);
+  memset(m, 0xAB, n + 128);
+  assert_int_equal(b->ops->zero(b, m + 64, n, &err), SL_OK);
+  for (size_t i = 0; i < n + 128; i++)
+    if (m[i] != (i < 64 || i >= n + 64 ? 0xAB : 0))
+      fail_msg("%d threads, %zu bytes: byte %zu is %d", threads, n, i, m[i]);
+  free(m);
+}
+
+/* The copy spread likewise: every byte copied, none around it touched;
+ * overlapping buffers still copied as by memmove. */
+static void check_copy(sl_backend *b, size_t n, int threads) {
+  sl_error err;
+  uint8_t *src = malloc(n), *m = malloc(n + 128);
+  assert_non_null(src);
+  assert_non_null(m);
+  for (size_t i = 0; i < n; i++) src[i] = (uint8_t)(i * 131 + i / 251);
+  memset(m, 0xAB, n + 128);
+  assert_int_equal(b->ops->copy(b, m + 64, src, n, &err), SL_OK);
+  for (size_t i = 0; i < n + 128; i++)
+    if (m[i] != (i < 64 || i >= n + 64 ? 0xAB : src[i - 64]))
+      fail_msg("%d threads, %zu bytes: byte %zu is %d", threads, n, i, m[i]);
+  /* overlapping: m[0..n) moved up by 64 bytes within m */
+  for (size_t i = 0; i < n; i++) m[i] = src[i];
+  assert_int_equal(b->ops->copy(b, m + 64, m, n, &err), SL_OK);
+  for (size_t i = 0; i < n; i++)
+    if (m[i + 64] != src[i]) fail_msg("%d threads, %zu bytes overlapping: byte %zu is %d", threads, n, i, m[i + 64]);
+  free(src);
+  free(m);
+}
+
+static void t_zero_spread(void **state) {
+  (void)state;
+  each_spread_case(check_zero);
+}
+
 static void t_copy_spread(void **state) {
   (void)state;
-  const size_t sizes[] = {1, 255 << 10, (512 << 10) + 13, (3 << 20) + 7};
-  for (int threads = 1; threads <= 3; threads++) {
-    sl_backend *b = NULL;
-    sl_error err;
-    assert_int_equal(sl_cpu_backend_ops.create(threads, &b, &err), SL_OK);
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-      const size_t n = sizes[k];
-      uint8_t *src = malloc(n), *m = malloc(n + 128);
-      assert_non_null(src);
-      assert_non_null(m);
-      for (size_t i = 0; i < n; i++) src[i] = (uint8_t)(i * 131 + i / 251);
-      memset(m, 0xAB, n + 128);
-      assert_int_equal(b->ops->copy(b, m + 64, src, n, &err), SL_OK);
-      for (size_t i = 0; i < n + 128; i++)
-        if (m[i] != (i < 64 || i >= n + 64 ? 0xAB : src[i - 64]))
-          fail_msg("%d threads, %zu bytes: byte %zu is %d", threads, n, i, m[i]);
-      /* overlapping: m[0..n) moved up by 64 bytes within m */
-      for (size_t i = 0; i < n; i++) m[i] = src[i];
-      assert_int_equal(b->ops->copy(b, m + 64, m, n, &err), SL_OK);
-      for (size_t i = 0; i < n; i++)
-        if (m[i + 64] != src[i]) fail_msg("%d threads, %zu bytes overlapping: byte %zu is %d", threads, n, i, m[i + 64]);
-      free(src);
-      free(m);
-    }
-    sl_cpu_backend_ops.destroy(b);
-  }
+  each_spread_case(check_copy);
 }
 
 int main(void) {
