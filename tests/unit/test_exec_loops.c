@@ -154,9 +154,9 @@ static void test_iteration_index_reaches_kernels(void **state) {
  * holds (p I + e) mod 1024) in every iteration, and moves its estimate c
  * halfway to the column means: c <- c + 0.5 mean_p(x - c). After k passes
  * c = m (1 - 2^-k), m the column means. A table of 1,000 rows fits one
- * chunk; one of 100,000 (29.6 MB) is streamed in several every iteration
- * whatever the cache (a worker's share is at most 4 MiB), so the sum's
- * partials are merged across chunks inside each pass of the loop. */
+ * chunk; on the CPU one of 100,000 (29.6 MB) is streamed in several every
+ * iteration whatever the cache (a worker's share is at most 4 MiB), so the
+ * sum's partials are merged across chunks inside each pass of the loop. */
 static void streaming_body(int64_t P, int64_t min_chunks) {
   const int64_t I = 37;
   char body[1024], path[512], text[1024];
@@ -204,11 +204,13 @@ static void streaming_body(int64_t P, int64_t min_chunks) {
           fail_msg("P=%lld k=%d column %lld: %.17g, expected %.17g", (long long)P, passes[t], (long long)e, c[e],
                    want);
       }
-      /* The body's plan streams its table in chunks, each iteration. */
+      /* The body's plan streams its table in chunks, each iteration (on
+       * the CPU; a device's chunk is sized by its memory, not a core's
+       * cache: the H200 streams the 100,000 rows in one). */
       const sl_plan *bp = run.plan->nodes[sl_graph_find(run.graph, "loop")].body;
       assert_non_null(bp);
       assert_int_equal(bp->positions, P);
-      if (bp->n_chunks < min_chunks)
+      if (!g_ops && bp->n_chunks < min_chunks)
         fail_msg("P=%lld: the body streamed %lld chunks, expected at least %lld", (long long)P,
                  (long long)bp->n_chunks, (long long)min_chunks);
       assert_true(run.result.measured_peak_bytes <= run.result.planned_peak_bytes);
