@@ -398,8 +398,9 @@ static sl_code cpu_alloc(sl_backend *b, size_t bytes, void **ptr, sl_error *err)
 
 static void cpu_free(sl_backend *b, void *ptr, size_t bytes) { free(ptr); }
 
-/* Bytes a worker zeroes or copies at least: a buffer below twice this is
- * done by the caller alone. */
+/* The zero's and the copy's grain: a buffer of at most this is done by the
+ * caller alone, a larger one by at most one participant per this many
+ * bytes (cpu_parallel_for). */
 #define SPREAD_GRAIN ((int64_t)256 << 10)
 
 typedef struct copy_job {
@@ -422,7 +423,7 @@ static void copy_range(void *ctx, int64_t begin, int64_t end, int worker) {
 static sl_code cpu_copy(sl_backend *b, void *dst, const void *src, size_t bytes, sl_error *err) {
   (void)err;
   if (!bytes) return SL_OK;
-  const uint8_t *d = dst, *s = src;
+  const uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
   if (d + bytes <= s || s + bytes <= d) {
     copy_job j = {dst, src};
     cpu_parallel_for(b, (int64_t)bytes, SPREAD_GRAIN, copy_range, &j);
