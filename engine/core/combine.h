@@ -14,6 +14,14 @@
  *                  fixed-size partial is the chunk's positions of the output
  *                  (written in place, nothing to merge); a variable-size one
  *                  (sl_node_desc.out_bound) is appended at the running size.
+ *   MERGE          the node's own merge (sl_node_desc.merge, one per backend
+ *                  it has a kernel for): partials that are not element-wise
+ *                  (a count, mean and sum of squared deviations merged by
+ *                  Chan's formula; a top-k list). Its identity is all-zero
+ *                  bytes: a node that declares MERGE makes zero mean "nothing
+ *                  seen yet". Partials are merged one chunk at a time in scan
+ *                  order, never per worker (nothing says the merge is exact
+ *                  in any grouping).
  */
 #ifndef SL_COMBINE_H
 #define SL_COMBINE_H
@@ -28,13 +36,14 @@ typedef enum sl_combine {
   SL_COMBINE_MIN,
   SL_COMBINE_MAX,
   SL_COMBINE_CONCAT,
+  SL_COMBINE_MERGE, /* the node's own merge kernel */
   SL_COMBINE_COUNT
 } sl_combine;
 
-/* "none", "sum", "min", "max", "concat". */
+/* "none", "sum", "min", "max", "concat", "merge". */
 const char *sl_combine_name(sl_combine c);
 
-/* SUM, MIN and MAX merge elements; NONE and CONCAT do not. */
+/* SUM, MIN and MAX merge elements; NONE, CONCAT and MERGE do not. */
 static inline int sl_combine_elementwise(sl_combine c) {
   return c == SL_COMBINE_SUM || c == SL_COMBINE_MIN || c == SL_COMBINE_MAX;
 }
@@ -51,7 +60,8 @@ static inline int sl_combine_exact(sl_combine c, sl_dtype t) {
 
 /* Host memory: elements [begin, end) of dst set to the combine's identity
  * (0 for SUM, the dtype's largest value for MIN, its smallest for MAX; 0 for
- * NONE and CONCAT), and acc[i] = acc[i] op partial[i] for [begin, end).
+ * NONE, CONCAT and MERGE), and acc[i] = acc[i] op partial[i] for [begin, end)
+ * (nothing for NONE, CONCAT and MERGE: the executor runs a node's merge).
  * SL_C64 sums its f32 pairs; MIN/MAX of complex values are refused by the
  * graph (sl_combine_check). */
 void sl_combine_identity_host(sl_combine c, sl_dtype t, void *dst, int64_t begin, int64_t end);

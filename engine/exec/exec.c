@@ -618,26 +618,72 @@ static sl_code sink_lags_flush(run_ctx *c, sl_code rc) {
   return rc;
 }
 
-/* Before a node's call in a chunk: its declared element-wise partials are
- * filled with the combine's identity (in order with the kernels). */
+/* Before a node's call in a chunk: its declared partials are filled with
+ * the combine's identity (in order with the kernels). */
 static sl_code start_partials(run_ctx *c, int i) {
   const sl_node *n = &c->p->graph->nodes[i];
   for (int k = 0; k < n->n_out; k++) {
     int bi = c->buf_of[i * 8 + k];
     const sl_plan_buffer *bf = &c->p->buffers[bi];
-    if (!c->partial[bi] || !sl_combine_elementwise(bf->combine)) continue;
-    sl_code rc = c->b->ops->combine_identity(c->b, bf->combine, n->out[k].dtype, c->partial[bi],
-                                             sl_desc_elems(&n->out[k]), c->err);
+    if (!c->partial[bi]) continue;
+    sl_code rc = SL_OK;
+    if (sl_combine_elementwise(bf->combine))
+      rc = c->b->ops->combine_identity(c->b, bf->combine, n->out[k].dtype, c->partial[bi],
+                                       sl_desc_elems(&n->out[k]), c->err);
+    else if (bf->combine == SL_COMBINE_MERGE) /* the node's merge: zero bytes are its identity */
+      rc = c->b->ops->zero(c->b, c->partial[bi], (size_t)bf->bytes, c->err);
     if (rc != SL_OK) return rc;
   }
   return SL_OK;
 }
 
+/* The node's merge kernel (sl_node_desc.merge) after chunk `chunk`'s call:
+ * each output combined by MERGE gets its partial in in[k] and the run's
+ * accumulator in out[k], in a batch of its own, timed as the node's. */
+static sl_code node_merge(run_ctx *c, int i, int64_t chunk) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  sl_backend *b = c->b;
+  exec_call m = c->calls[i]; /* the chunk's args: positions, state, table, iteration */
+  int64_t merges = 0;
+  m.fn = n->desc->merge[b->caps.kind];
+  m.calls = &merges; /* a merge is not one of the node's calls */
+  m.pass_partials = 0;
+  bool any = false;
+  for (int k = 0; k < SL_COUNT_OF(m.a.out); k++) {
+    m.a.in[k] = NULL, m.a.out[k] = NULL, m.a.in_bytes[k] = 0, m.a.out_bytes[k] = 0;
+    m.a.worker_partial[k] = NULL;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    int bi = c->buf_of[i * 8 + k];
+    if (!c->partial[bi] || c->p->buffers[bi].combine != SL_COMBINE_MERGE) continue;
+    m.a.in[k] = c->partial[bi];
+    m.a.out[k] = buffer_ptr(c, i, k);
+    m.a.in_bytes[k] = m.a.out_bytes[k] = c->p->buffers[bi].bytes;
+    any = true;
+  }
+  if (!any) return SL_OK;
+  if (!m.fn) return sl_fail(c->err, SL_ERR_INTERNAL, "node '%s' declares a merge it has no kernel for", n->id);
+  sl_error_clear(&c->kernel_err);
+  sl_code rc = b->ops->batch_begin(b, c->err);
+  if (rc == SL_OK) rc = b->ops->batch_encode(b, timed_kernel, &m.a, c->err);
+  if (rc == SL_OK) rc = b->ops->batch_commit(b, c->err);
+  sl_code wrc = b->ops->batch_wait(b, c->err);
+  if (rc == SL_OK) rc = wrc;
+  if (rc != SL_OK) {
+    if (c->kernel_err.code != SL_OK && c->err->code == SL_OK) *c->err = c->kernel_err;
+    if (c->err->code == SL_OK) sl_fail(c->err, rc, "node '%s': its merge failed", n->id);
+    sl_error_node(c->err, n->id);
+    sl_error_chunk(c->err, chunk);
+  }
+  return rc;
+}
+
 /* After a node's call in a chunk: a lent output's pointer goes to its
  * readers; what its variable-size outputs wrote is
  * checked against their bound and recorded; declared partials are merged
- * into the run's result (element-wise, or appended for a variable-size
- * concat). The executor merges; the kernel only wrote its chunk's share. */
+ * into the run's result (element-wise, appended for a variable-size
+ * concat, or by the node's merge kernel). The executor merges; the kernel
+ * only wrote its chunk's share. */
 static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
   const sl_node *n = &c->p->graph->nodes[i];
   const sl_kernel_args *a = &c->calls[i].a;
@@ -678,7 +724,7 @@ static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
     }
     if (rc != SL_OK) return rc;
   }
-  return SL_OK;
+  return node_merge(c, i, chunk);
 }
 
 /* One level: its kernels as one batch; iterate nodes run their bodies after. */

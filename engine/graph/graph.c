@@ -128,6 +128,27 @@ int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions) {
   return n->desc->out_bound(n, port, positions);
 }
 
+/* A node-supplied merge (SL_COMBINE_MERGE) of output k: a merge kernel for
+ * every backend the node has a kernel for, and none of what the executor
+ * does only for element-wise combines (a kernel folding into the
+ * accumulator, partials per worker), a variable size, or a host node's
+ * staging (its CPU merge would need the accumulator on the host). */
+static sl_code check_node_merge(const sl_node *n, int k, bool variable, sl_error *err) {
+  const sl_node_desc *d = n->desc;
+  for (int b = 0; b < SL_BACKEND_COUNT; b++)
+    if (d->kernel[b] && !d->merge[b])
+      return sl_fail(err, SL_ERR_INTERNAL, "output '%s' combines by the node's merge, which has no %s kernel",
+                     n->out_names[k], sl_backend_kind_name((sl_backend_kind)b));
+  const char *why = (d->fold_outputs >> k & 1u) ? "is folded by the kernel"
+                    : declared_worker_partials(n, k) != SL_WORKER_PARTIALS_NONE ? "asks for per-worker partials"
+                    : variable ? "has a variable size"
+                    : d->host ? "belongs to a host node"
+                    : NULL;
+  if (why)
+    return sl_fail(err, SL_ERR_INTERNAL, "output '%s' combines by the node's merge but %s", n->out_names[k], why);
+  return SL_OK;
+}
+
 /* Declared reductions and variable-size ports must be what the executor can
  * merge: a combine defined for the dtype; a fixed-size CONCAT whose whole
  * output is the scan's positions of an item (like gather's); a variable-size
@@ -145,6 +166,7 @@ static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_erro
                    "output '%s' asks for per-worker partials, but merging %s of %s values depends on how "
                    "the range was split",
                    n->out_names[k], sl_combine_name(c), sl_dtype_name(d->dtype));
+    if (rc == SL_OK && c == SL_COMBINE_MERGE) rc = check_node_merge(n, k, variable, err);
     /* An encoded stream is a variable-size output whose descriptor tells
      * what its packed items decode to. */
     bool encoded = d->encoding != SL_ENC_NONE;

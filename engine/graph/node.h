@@ -255,6 +255,17 @@ typedef struct sl_node_desc {
    * 17 ms of mean_pattern's 55 at 1 thread. Worker partials, if also
    * declared, are merged into the accumulator. */
   unsigned fold_outputs;
+  /* The node's own merge of the outputs whose combine is SL_COMBINE_MERGE,
+   * per backend it has a kernel for (the graph refuses a node without
+   * one). After each chunk's kernel the executor calls it once with, for
+   * every such port k, in[k] the chunk's partial (all-zero bytes before the
+   * kernel wrote it: the merge's identity) and out[k] the run's accumulator
+   * (all-zero bytes before the pass's first chunk); every other port is
+   * NULL. pos_start and pos_count are the chunk's, whose partial is merged:
+   * chunks come in scan order, one at a time, so a merge of floats gives
+   * the same bits for the same chunking. Its time is the node's. Not for
+   * host nodes, folded outputs or worker partials. */
+  sl_kernel_fn merge[SL_BACKEND_COUNT];
   /* Optional: variable-size outputs. For output `port` and a call over
    * `positions` scan positions, the most bytes the kernel may write (like
    * ZSTD_compressBound), or -1 for a fixed-size port. The kernel writes the

@@ -654,8 +654,9 @@ static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl
 
 /* A declared reduction's or variable-size port's sizes: a variable-size
  * buffer holds its bound (a concat: every chunk's, added up); a declared
- * reduction gets a partial per chunk (none for a fixed-size concat, whose
- * chunks are written in place at their positions). */
+ * reduction (element-wise or the node's merge) gets a partial per chunk
+ * (none for a fixed-size concat, whose chunks are written in place at
+ * their positions). */
 static void plan_declared(sl_plan *p, const sl_node *n, int k, const sl_plan_pass *pp,
                           sl_plan_buffer *b) {
   int64_t chunk = pp->chunk_positions, last_chunk = pp->positions - (pp->n_chunks - 1) * chunk;
@@ -669,7 +670,9 @@ static void plan_declared(sl_plan *p, const sl_node *n, int k, const sl_plan_pas
                            : sat_add(sat_mul(bound, pp->n_chunks - 1 > 0 ? pp->n_chunks - 1 : 0), last);
   }
   /* a kernel that folds into the accumulator needs no chunk partial */
-  if (sl_combine_elementwise(b->combine) && !((n->desc->fold_outputs >> k) & 1u)) b->partial_bytes = b->bytes;
+  if ((sl_combine_elementwise(b->combine) || b->combine == SL_COMBINE_MERGE) &&
+      !((n->desc->fold_outputs >> k) & 1u))
+    b->partial_bytes = b->bytes;
   else if (b->combine == SL_COMBINE_CONCAT && b->variable) b->partial_bytes = bound;
   p->partial_bytes = sat_add(p->partial_bytes, b->partial_bytes ? sl_size_class(b->partial_bytes) : 0);
 }

@@ -336,10 +336,105 @@ static const sl_node_desc pfold_node = {
     .combine = {SL_COMBINE_SUM, SL_COMBINE_MIN, SL_COMBINE_MAX}, .worker_partials_of = pfold_partials,
     .fold_outputs = 7u};
 
+/* ---- merged by the node (SL_COMBINE_MERGE). t_span's partial is i64
+ * (first position + 1, last position + 1, positions): its kernel fails
+ * unless the partial starts at zero bytes, and its merge fails unless the
+ * partial follows the accumulator in scan order, so the test sees the
+ * identity and the order. t_chan keeps per element a count, a mean and the
+ * sum of squared deviations of the chunk's values (f64 [3, item]), merged by
+ * Chan's formula: what no element-wise combine gives. */
+static sl_code span_infer(sl_node *n, sl_error *err) {
+  if (!n->in[0].stream_rank) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed");
+  int64_t three = 3;
+  n->out[0] = sl_desc_make(SL_I64, 1, &three, 0);
+  return SL_OK;
+}
+
+static sl_code span_cpu(sl_kernel_args *a) {
+  int64_t *s = a->out[0];
+  if (s[0] || s[1] || s[2]) return sl_fail(a->err, SL_ERR_INTERNAL, "partial not at the identity");
+  s[0] = a->pos_start + 1, s[1] = a->pos_start + a->pos_count, s[2] = a->pos_count;
+  return SL_OK;
+}
+
+static sl_code span_merge(sl_kernel_args *a) {
+  int64_t *acc = a->out[0];
+  const int64_t *p = a->in[0];
+  if (a->in_bytes[0] != 24 || a->out_bytes[0] != 24 || p[0] != a->pos_start + 1)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "merge given chunk %lld's args wrong", (long long)a->chunk);
+  if (acc[2] ? p[0] != acc[1] + 1 : p[0] != 1)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "partial from %lld merged after %lld", (long long)p[0], (long long)acc[1]);
+  if (!acc[0]) acc[0] = p[0];
+  acc[1] = p[1], acc[2] += p[2];
+  return SL_OK;
+}
+
+static const sl_port_def span_out[] = {{"span", "first + 1, last + 1, positions", NULL, false}};
+
+static const sl_node_desc span = {
+    .type = "t_span", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = span_out, .n_outputs = 1,
+    .infer = span_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = span_cpu},
+    .combine = {SL_COMBINE_MERGE}, .merge = {[SL_BACKEND_CPU] = span_merge}};
+
+/* The same without a merge kernel, and folded: both refused. */
+static const sl_node_desc span_unmerged = {
+    .type = "t_span_unmerged", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = span_out,
+    .n_outputs = 1, .infer = span_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = span_cpu},
+    .combine = {SL_COMBINE_MERGE}};
+static const sl_node_desc span_folded = {
+    .type = "t_span_folded", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = span_out,
+    .n_outputs = 1, .infer = span_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = span_cpu},
+    .combine = {SL_COMBINE_MERGE}, .merge = {[SL_BACKEND_CPU] = span_merge}, .fold_outputs = 1u};
+
+static sl_code chan_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (!x->stream_rank || x->dtype != SL_F64) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed f64");
+  int64_t dims[2] = {3, sl_desc_item_elems(x)};
+  n->out[0] = sl_desc_make(SL_F64, 2, dims, 0);
+  return SL_OK;
+}
+
+/* The chunk's count, mean and squared deviations, two passes. */
+static sl_code chan_cpu(sl_kernel_args *a) {
+  int64_t item = sl_desc_item_elems(&a->node->in[0]);
+  const double *x = a->in[0];
+  double *cnt = a->out[0], *mean = cnt + item, *m2 = mean + item;
+  for (int64_t e = 0; e < item; e++) {
+    double s = 0, q = 0;
+    for (int64_t p = 0; p < a->pos_count; p++) s += x[p * item + e];
+    double mu = s / (double)a->pos_count;
+    for (int64_t p = 0; p < a->pos_count; p++) q += (x[p * item + e] - mu) * (x[p * item + e] - mu);
+    cnt[e] = (double)a->pos_count, mean[e] = mu, m2[e] = q;
+  }
+  return SL_OK;
+}
+
+static sl_code chan_merge(sl_kernel_args *a) {
+  int64_t item = a->out_bytes[0] / 24;
+  double *n = a->out[0], *mean = n + item, *m2 = mean + item;
+  const double *pn = a->in[0], *pmean = pn + item, *pm2 = pmean + item;
+  for (int64_t e = 0; e < item; e++) {
+    double total = n[e] + pn[e], d = pmean[e] - mean[e];
+    if (total == 0) continue;
+    mean[e] += d * pn[e] / total;
+    m2[e] += pm2[e] + d * d * n[e] * pn[e] / total;
+    n[e] = total;
+  }
+  return SL_OK;
+}
+
+static const sl_port_def chan_out[] = {{"moments", "count, mean, squared deviations", NULL, false}};
+
+static const sl_node_desc chan = {
+    .type = "t_chan", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = chan_out, .n_outputs = 1,
+    .infer = chan_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = chan_cpu},
+    .combine = {SL_COMBINE_MERGE}, .merge = {[SL_BACKEND_CPU] = chan_merge}};
+
 /* The project's node families and this test's. */
 static const sl_node_desc *const test_nodes[] = {&extremes,   &fold,     &encode, &liar,      &spill,
                                                  &join,       &pack,     &packstream, &packjoin, &ints,
-                                                 &wextremes, &wfloat, &wfold_node, &pfold_node};
+                                                 &wextremes, &wfloat, &wfold_node, &pfold_node,
+                                                 &span,      &span_unmerged, &span_folded, &chan};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
 static const sl_node_registry *registry(void) { return registry_with(&test_family); }
@@ -773,6 +868,47 @@ static void test_packed_concat(void **state) {
                 2, check_packed_concats, NULL);
 }
 
+/* The node's merge (t_span, t_chan) against the closed form over every
+ * chunking: t_span's kernel and merge check the identity and the scan
+ * order themselves; t_chan's count, mean and variance against two passes
+ * over all positions in long double. Planned: one whole-sized partial. */
+static void check_node_merges(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  (void)ctx;
+  const int64_t *sp = output(run, "span")->data;
+  if (sp[0] != 1 || sp[1] != NPOS || sp[2] != NPOS)
+    fail_msg("chunk %lld, %d threads: span %lld %lld %lld", (long long)chunk, threads, (long long)sp[0],
+             (long long)sp[1], (long long)sp[2]);
+  const double *m = output(run, "moments")->data;
+  for (int e = 0; e < ITEM; e++) {
+    long double s = 0, q = 0;
+    for (int64_t p = 0; p < NPOS; p++) s += ramp_expected(p, ITEM, e);
+    long double mu = s / NPOS;
+    for (int64_t p = 0; p < NPOS; p++) q += (ramp_expected(p, ITEM, e) - mu) * (ramp_expected(p, ITEM, e) - mu);
+    if (m[e] != NPOS || fabsl(m[ITEM + e] - mu) > 1e-12L * fabsl(mu) || fabsl(m[2 * ITEM + e] - q) > 1e-12L * q)
+      fail_msg("chunk %lld, %d threads, element %d: %g %g %g against %d %Lg %Lg", (long long)chunk, threads, e,
+               m[e], m[ITEM + e], m[2 * ITEM + e], NPOS, mu, q);
+  }
+  int partials = 0;
+  for (int b = 0; b < run->plan->n_buffers; b++)
+    if (run->plan->buffers[b].partial_bytes) {
+      partials++;
+      assert_int_equal(run->plan->buffers[b].combine, SL_COMBINE_MERGE);
+      const sl_tensor_desc *d = &run->plan->graph->nodes[run->plan->buffers[b].node].out[0];
+      assert_int_equal(run->plan->buffers[b].partial_bytes, sl_desc_bytes(d));
+    }
+  assert_int_equal(partials, 2);
+}
+
+static void test_node_merge(void **state) {
+  (void)state;
+  each_chunking("merges.yaml",
+                "pipeline: merges\nnodes:\n" RAMP_NODE
+                "  s: {type: t_span, inputs: {x: src.out}}\n"
+                "  c: {type: t_chan, inputs: {x: src.out}}\n"
+                "outputs: {span: s.span, moments: c.moments}\n",
+                2, check_node_merges, NULL);
+}
+
 /* A pipeline of the test nodes that must fail with `code` and `needle` in
  * the message; the error as it came. */
 static sl_error run_refused(const char *name, const char *nodes, sl_code code, const char *needle) {
@@ -803,6 +939,17 @@ static void test_float_worker_partials_refused(void **state) {
                              SL_ERR_INTERNAL, "depends on how the range was split");
   assert_string_equal(err.node, "w");
   assert_non_null(strstr(err.msg, "min of f64"));
+}
+
+/* A node-supplied merge needs a merge kernel where the node has a kernel,
+ * and is never folded by the kernel. */
+static void test_node_merge_refused(void **state) {
+  (void)state;
+  sl_error err = run_refused("unmerged.yaml", "  u: {type: t_span_unmerged, inputs: {x: src.out}}\noutputs: {s: u.span}\n",
+                             SL_ERR_INTERNAL, "has no cpu kernel");
+  assert_string_equal(err.node, "u");
+  run_refused("folded.yaml", "  f: {type: t_span_folded, inputs: {x: src.out}}\noutputs: {s: f.span}\n",
+              SL_ERR_INTERNAL, "is folded by the kernel");
 }
 
 static void test_variable_stream_output_refused(void **state) {
@@ -842,6 +989,12 @@ static void test_host_merges(void **state) {
   assert_int_equal(sl_combine_check(SL_COMBINE_MAX, SL_C64, &err), SL_ERR_PIPELINE);
   assert_int_equal(sl_combine_check(SL_COMBINE_SUM, SL_C64, &err), SL_OK);
   assert_string_equal(sl_combine_name(SL_COMBINE_CONCAT), "concat");
+  assert_string_equal(sl_combine_name(SL_COMBINE_MERGE), "merge");
+  double z[2] = {7, 8}, zp[2] = {1, 1};
+  sl_combine_identity_host(SL_COMBINE_MERGE, SL_F64, z, 0, 2); /* a node's merge starts from zero bytes */
+  assert_true(z[0] == 0 && z[1] == 0);
+  sl_combine_merge_host(SL_COMBINE_MERGE, SL_F64, z, zp, 0, 2); /* the node merges, not the host */
+  assert_true(z[0] == 0 && z[1] == 0);
 }
 
 int main(void) {
@@ -857,6 +1010,8 @@ int main(void) {
       cmocka_unit_test(test_bound_overrun_is_an_error),
       cmocka_unit_test(test_variable_stream_output_refused),
       cmocka_unit_test(test_host_merges),
+      cmocka_unit_test(test_node_merge),
+      cmocka_unit_test(test_node_merge_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
