@@ -14,6 +14,7 @@
   X(stream)            \
   X(subtract)          \
   X(sum)               \
-  X(transpose_scan)
+  X(transpose_scan)    \
+  X(variance)
 
 SL_NODE_FAMILY(basic, BASIC_NODES)

@@ -1,5 +1,6 @@
 /* The engine's schedules on CUDA: the transpose region (transpose_scan and
- * the stream node's views), gather's concat reduction and streamed outputs
+ * the stream node's views), gather's concat reduction, variance's merge by
+ * the node (its CUDA merge kernel after each chunk) and streamed outputs
  * on a second stream give the CPU backend's bits. The CPU results are
  * themselves checked against closed forms (test_transpose_region.c,
  * test_exec_reductions.c); here every output of both backends must match
@@ -24,8 +25,10 @@ static const char *k_regions =
     "  back: {type: transpose_scan, inputs: {x: pixels.out}}\n"
     "  images: {type: virtual_detectors, inputs: {frames: src.frames}, params: {radius: 5, center: [11.5, 11.5]}}\n"
     "  adf: {type: gather, inputs: {x: images.adf}}\n"
+    "  var: {type: variance, inputs: {x: src.frames}, params: {ddof: 1}}\n"
     "outputs: {pixel_major: tp.pixel_major, per_position: per_position.total, back: back.pixel_major,\n"
-    "          adf: adf.whole, pixel_stream: pixels.out}\n";
+    "          adf: adf.whole, pixel_stream: pixels.out, moments: var.moments, mean: var.mean,\n"
+    "          variance: var.variance, normalized: var.normalized}\n";
 
 static sl_code run_on(const char *path, int backend, int64_t chunk, sl_run *run, sl_error *err) {
   sl_run_request req = {.file = path, .registry = sl_nodes_registry(), .backend = backend,
