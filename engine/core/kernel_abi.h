@@ -22,7 +22,12 @@ extern "C" {
 
 /* The version of this ABI compiled into each device kernel file. A device
  * backend refuses to start when a kernel was built for another one. */
-#define SL_KERNEL_ABI_VERSION 7
+#define SL_KERNEL_ABI_VERSION 8
+
+/* The most input and the most output ports a node has (a pipeline's inputs
+ * and an iterate body's too): a port is a bit of the descriptors' unsigned
+ * port masks (in_place_outputs, fold_outputs, ...), so at most 32. */
+#define SL_MAX_PORTS 32
 
 typedef enum sl_backend_kind { SL_BACKEND_CPU = 0, SL_BACKEND_CUDA, SL_BACKEND_COUNT } sl_backend_kind;
 
@@ -70,14 +75,14 @@ typedef struct sl_kernel_args {
    * zeroed by the executor before the first chunk and accumulate; one with
    * a declared combine (sl_node_desc.combine) is instead this chunk's
    * partial, from the combine's identity, which the executor merges. */
-  const void *in[8];
-  void *out[8];
+  const void *in[SL_MAX_PORTS];
+  void *out[SL_MAX_PORTS];
   /* Bytes of each port's data in this call. For variable-size ports
    * (sl_node_desc.out_bound) out_bytes[k] holds the bound when the kernel is
    * called and the kernel sets what it wrote; in_bytes[k] is what the
    * producer wrote. For every other port, the buffer's bytes for this call. */
-  int64_t in_bytes[8];
-  int64_t out_bytes[8];
+  int64_t in_bytes[SL_MAX_PORTS];
+  int64_t out_bytes[SL_MAX_PORTS];
   void *workspace; /* cost().workspace_bytes of scratch, or NULL */
   /* Host scratch of each worker of parallel_for: cost().per_worker_bytes at
    * worker_scratch + worker * worker_scratch_stride (sl_worker_scratch),
@@ -121,7 +126,7 @@ typedef struct sl_kernel_args {
    * result after its last chunk; the kernel treats both the same. Lent on
    * the host only (CPU kernels; NULL in finalize calls and on device
    * backends' device kernels). */
-  void *worker_partial[8];
+  void *worker_partial[SL_MAX_PORTS];
 } sl_kernel_args;
 
 typedef sl_code (*sl_kernel_fn)(sl_kernel_args *args);

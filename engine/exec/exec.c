@@ -77,7 +77,7 @@ typedef struct run_ctx {
   sl_backend *b;
   sl_pool *pool;
   void **slot_ptr;      /* per plan slot */
-  int *buf_of;          /* node * 8 + port -> plan buffer index */
+  int *buf_of;          /* node * SL_MAX_PORTS + port -> plan buffer index */
   const void **inputs;  /* graph inputs (iterate bodies) */
   void *workspace;
   /* The workers' host scratch (sl_plan.worker_scratch_*): from the pool on
@@ -104,7 +104,7 @@ typedef struct run_ctx {
   int64_t *node_calls;
   double *level_seconds;
   exec_call *calls; /* per node, reused by every batch */
-  /* Host staging of host nodes on a device backend: [node * 8 + port]. */
+  /* Host staging of host nodes on a device backend: [node * SL_MAX_PORTS + port]. */
   void **stage_in, **stage_out;
   size_t *stage_in_bytes, *stage_out_bytes;
   /* Per node: a streamed host sink's call one chunk behind (sink_lag). */
@@ -141,9 +141,9 @@ static const void *input_ptr(const run_ctx *c, sl_edge_src s);
  * running chunk's positions of the whole input it windows; NULL for an
  * unread output (sl_plan_buffer.unread), which has none. */
 static void *buffer_ptr(const run_ctx *c, int node, int port) {
-  const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[node * 8 + port]];
+  const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[node * SL_MAX_PORTS + port]];
   if (bf->unread) return NULL;
-  if (c->produced[c->buf_of[node * 8 + port]]) return c->produced[c->buf_of[node * 8 + port]];
+  if (c->produced[c->buf_of[node * SL_MAX_PORTS + port]]) return c->produced[c->buf_of[node * SL_MAX_PORTS + port]];
   if (!bf->view) return c->slot_ptr[bf->slot];
   const sl_node *n = &c->p->graph->nodes[node];
   return (char *)input_ptr(c, n->in_src[port]) + c->pos_start * sl_desc_item_bytes(&n->out[port]);
@@ -223,12 +223,12 @@ static sl_code worker_scratch_acquire(run_ctx *c, sl_error *err) {
  * runs when the pass's chunks are done (sink_lags_flush), before anything
  * that follows the scan. */
 typedef struct sink_lag {
-  void *ring[8][2];
-  size_t ring_bytes[8][2];
+  void *ring[SL_MAX_PORTS][2];
+  size_t ring_bytes[SL_MAX_PORTS][2];
   sl_event *ev[2];
   bool pending;
   int slot; /* the ring slot of the pending call */
-  int64_t chunk, pos_start, pos_count, in_bytes[8];
+  int64_t chunk, pos_start, pos_count, in_bytes[SL_MAX_PORTS];
 } sink_lag;
 
 static void sink_lag_free(run_ctx *c, sink_lag *l) {
@@ -240,7 +240,7 @@ static void sink_lag_free(run_ctx *c, sink_lag *l) {
       (void)c->b->ops->event_wait(c->b, l->ev[s], &ignored);
       c->b->ops->event_destroy(c->b, l->ev[s]);
     }
-  for (int k = 0; k < 8; k++)
+  for (int k = 0; k < SL_MAX_PORTS; k++)
     for (int s = 0; s < 2; s++)
       if (l->ring[k][s]) c->b->ops->host_free(c->b, l->ring[k][s], l->ring_bytes[k][s]);
   free(l);
@@ -265,7 +265,7 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->err = err;
   int n = p->graph->n_nodes ? p->graph->n_nodes : 1;
   c->slot_ptr = sl_calloc((size_t)(p->n_slots ? p->n_slots : 1), sizeof *c->slot_ptr);
-  c->buf_of = sl_calloc((size_t)n * 8, sizeof *c->buf_of);
+  c->buf_of = sl_calloc((size_t)n * SL_MAX_PORTS, sizeof *c->buf_of);
   c->node_seconds = sl_calloc((size_t)n, sizeof *c->node_seconds);
   c->node_device_seconds = sl_calloc((size_t)n, sizeof *c->node_device_seconds);
   c->node_copy_wait_seconds = sl_calloc((size_t)n, sizeof *c->node_copy_wait_seconds);
@@ -279,13 +279,13 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->concat_chunks = sl_calloc((size_t)nb, sizeof *c->concat_chunks);
   c->prefetch = sl_calloc((size_t)n, sizeof *c->prefetch);
   c->produced = sl_calloc((size_t)nb, sizeof *c->produced);
-  c->stage_in = sl_calloc((size_t)n * 8, sizeof *c->stage_in);
-  c->stage_out = sl_calloc((size_t)n * 8, sizeof *c->stage_out);
-  c->stage_in_bytes = sl_calloc((size_t)n * 8, sizeof *c->stage_in_bytes);
-  c->stage_out_bytes = sl_calloc((size_t)n * 8, sizeof *c->stage_out_bytes);
+  c->stage_in = sl_calloc((size_t)n * SL_MAX_PORTS, sizeof *c->stage_in);
+  c->stage_out = sl_calloc((size_t)n * SL_MAX_PORTS, sizeof *c->stage_out);
+  c->stage_in_bytes = sl_calloc((size_t)n * SL_MAX_PORTS, sizeof *c->stage_in_bytes);
+  c->stage_out_bytes = sl_calloc((size_t)n * SL_MAX_PORTS, sizeof *c->stage_out_bytes);
   c->lag = sl_calloc((size_t)n, sizeof *c->lag);
   if (!ctx_tables_made(c)) return sl_fail_nomem(err, "the executor's tables"); /* ctx_end frees */
-  for (int i = 0; i < p->n_buffers; i++) c->buf_of[p->buffers[i].node * 8 + p->buffers[i].port] = i;
+  for (int i = 0; i < p->n_buffers; i++) c->buf_of[p->buffers[i].node * SL_MAX_PORTS + p->buffers[i].port] = i;
   for (int s = 0; s < p->n_slots; s++) {
     sl_code rc = sl_pool_acquire(pool, p->slots[s].bytes, &c->slot_ptr[s], err);
     if (rc != SL_OK) return rc;
@@ -375,7 +375,7 @@ static void ctx_end(run_ctx *c) {
 }
 
 static const sl_plan_buffer *plan_buffer(const run_ctx *c, int node, int port) {
-  return &c->p->buffers[c->buf_of[node * 8 + port]];
+  return &c->p->buffers[c->buf_of[node * SL_MAX_PORTS + port]];
 }
 
 /* Bytes of one scan position's share of a fixed-size concat's whole output. */
@@ -394,7 +394,7 @@ static void *out_ptr(const run_ctx *c, int i, int k, int64_t pos_start, bool fin
   if (bf->unread || bf->lent) return NULL;
   void *whole = buffer_ptr(c, i, k);
   if (finalize) return whole;
-  if (c->partial[c->buf_of[i * 8 + k]]) return c->partial[c->buf_of[i * 8 + k]];
+  if (c->partial[c->buf_of[i * SL_MAX_PORTS + k]]) return c->partial[c->buf_of[i * SL_MAX_PORTS + k]];
   if (bf->combine == SL_COMBINE_CONCAT)
     return (char *)whole + pos_start * concat_item_bytes(c, &c->p->graph->nodes[i], k);
   return whole;
@@ -417,7 +417,7 @@ static int64_t out_call_bytes(const run_ctx *c, int i, int k, int64_t pos_count,
  * port's bytes for the call. */
 static int64_t in_call_bytes(const run_ctx *c, const sl_node *n, int k, int64_t pos_count) {
   sl_edge_src s = n->in_src[k];
-  if (s.node >= 0 && plan_buffer(c, s.node, s.port)->variable) return c->actual[c->buf_of[s.node * 8 + s.port]];
+  if (s.node >= 0 && plan_buffer(c, s.node, s.port)->variable) return c->actual[c->buf_of[s.node * SL_MAX_PORTS + s.port]];
   return n->in[k].stream_rank ? sl_desc_buffer_bytes(&n->in[k], pos_count) : sl_desc_bytes(&n->in[k]);
 }
 
@@ -508,18 +508,18 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
     if (!a->in[k]) continue;
     size_t bytes = (size_t)a->in_bytes[k];
-    rc = stage(c, &c->stage_in[i * 8 + k], &c->stage_in_bytes[i * 8 + k], bytes, c->err);
-    if (rc == SL_OK) rc = b->ops->download(b, c->stage_in[i * 8 + k], a->in[k], bytes, c->err);
-    a->in[k] = c->stage_in[i * 8 + k];
+    rc = stage(c, &c->stage_in[i * SL_MAX_PORTS + k], &c->stage_in_bytes[i * SL_MAX_PORTS + k], bytes, c->err);
+    if (rc == SL_OK) rc = b->ops->download(b, c->stage_in[i * SL_MAX_PORTS + k], a->in[k], bytes, c->err);
+    a->in[k] = c->stage_in[i * SL_MAX_PORTS + k];
   }
-  void *device_out[8];
+  void *device_out[SL_MAX_PORTS];
   for (int k = 0; k < n->n_out && rc == SL_OK; k++) {
     device_out[k] = a->out[k];
-    const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[i * 8 + k]];
+    const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[i * SL_MAX_PORTS + k]];
     if (bf->unread) continue; /* no buffer on either side: out[k] stays NULL */
-    rc = stage(c, &c->stage_out[i * 8 + k], &c->stage_out_bytes[i * 8 + k], (size_t)bf->bytes, c->err);
-    a->out[k] = c->stage_out[i * 8 + k];
-    const bool partial = c->partial[c->buf_of[i * 8 + k]] != NULL;
+    rc = stage(c, &c->stage_out[i * SL_MAX_PORTS + k], &c->stage_out_bytes[i * SL_MAX_PORTS + k], (size_t)bf->bytes, c->err);
+    a->out[k] = c->stage_out[i * SL_MAX_PORTS + k];
+    const bool partial = c->partial[c->buf_of[i * SL_MAX_PORTS + k]] != NULL;
     const bool elementwise = sl_combine_elementwise(bf->combine);
     /* finalize reads and completes the accumulated result; a kernel that
      * folds into the accumulator (no partial) folds into its copy. */
@@ -579,8 +579,8 @@ static sl_code run_lagged_sink(run_ctx *c, int i, int64_t chunk, int64_t pos_sta
   }
   sink_lag *l = c->lag[i];
   int s = l->pending ? 1 - l->slot : 0;
-  const void *in[8] = {0};
-  int64_t in_bytes[8] = {0};
+  const void *in[SL_MAX_PORTS] = {0};
+  int64_t in_bytes[SL_MAX_PORTS] = {0};
   for (int k = 0; k < n->n_in; k++) { /* what fill_args would pass this chunk's call */
     in[k] = input_ptr(c, n->in_src[k]);
     in_bytes[k] = in[k] ? in_call_bytes(c, n, k, pos_count) : 0;
@@ -623,7 +623,7 @@ static sl_code sink_lags_flush(run_ctx *c, sl_code rc) {
 static sl_code start_partials(run_ctx *c, int i) {
   const sl_node *n = &c->p->graph->nodes[i];
   for (int k = 0; k < n->n_out; k++) {
-    int bi = c->buf_of[i * 8 + k];
+    int bi = c->buf_of[i * SL_MAX_PORTS + k];
     const sl_plan_buffer *bf = &c->p->buffers[bi];
     if (!c->partial[bi]) continue;
     sl_code rc = SL_OK;
@@ -654,7 +654,7 @@ static sl_code node_merge(run_ctx *c, int i, int64_t chunk) {
     m.a.worker_partial[k] = NULL;
   }
   for (int k = 0; k < n->n_out; k++) {
-    int bi = c->buf_of[i * 8 + k];
+    int bi = c->buf_of[i * SL_MAX_PORTS + k];
     if (!c->partial[bi] || c->p->buffers[bi].combine != SL_COMBINE_MERGE) continue;
     m.a.in[k] = c->partial[bi];
     m.a.out[k] = buffer_ptr(c, i, k);
@@ -689,7 +689,7 @@ static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
   const sl_kernel_args *a = &c->calls[i].a;
   sl_backend *b = c->b;
   for (int k = 0; k < n->n_out; k++) {
-    int bi = c->buf_of[i * 8 + k];
+    int bi = c->buf_of[i * SL_MAX_PORTS + k];
     const sl_plan_buffer *bf = &c->p->buffers[bi];
     sl_code rc = SL_OK;
     if (bf->lent) {
@@ -828,8 +828,8 @@ static sl_code run_iterate(run_ctx *c, int i) {
   const sl_plan *bp = c->p->nodes[i].body;
   sl_backend *b = c->b;
   double t0 = sl_now();
-  void *carried[8] = {0};
-  const void *inputs[8] = {0};
+  void *carried[SL_MAX_PORTS] = {0};
+  const void *inputs[SL_MAX_PORTS] = {0};
   sl_code rc = SL_OK;
   for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
     int64_t bytes = sl_desc_bytes(&n->in[k]);
@@ -883,7 +883,7 @@ static sl_code run_iterate(run_ctx *c, int i) {
 static int ring_buffer(const run_ctx *c, int i) {
   const sl_node *n = &c->p->graph->nodes[i];
   if (!n->desc || !n->desc->produce || n->n_out < 1) return -1;
-  int bi = c->buf_of[i * 8];
+  int bi = c->buf_of[i * SL_MAX_PORTS];
   return c->p->buffers[bi].ring_slot >= 0 ? bi : -1;
 }
 
@@ -1075,7 +1075,7 @@ static sl_code run_passes(run_ctx *c) {
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
       if (p->buffers[i].reduction && !p->buffers[i].unread &&
           p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
-        int slot = p->buffers[i].node * 8 + p->buffers[i].port;
+        int slot = p->buffers[i].node * SL_MAX_PORTS + p->buffers[i].port;
         const sl_tensor_desc *d = &p->graph->nodes[p->buffers[i].node].out[p->buffers[i].port];
         void *acc = buffer_ptr(c, p->buffers[i].node, p->buffers[i].port);
         if (p->buffers[i].combine == SL_COMBINE_CONCAT) rc = SL_OK;
@@ -1265,7 +1265,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     const sl_graph_output *go = &g->outputs[o];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
     if (d->stream_rank) continue;
-    int bi = c.buf_of[go->node * 8 + go->port];
+    int bi = c.buf_of[go->node * SL_MAX_PORTS + go->port];
     int64_t bytes = sl_desc_bytes(d);
     if (p->buffers[bi].variable) { /* what the chunks wrote, and each one's share */
       bytes = c.actual[bi];
@@ -1288,10 +1288,10 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     if (!(res->outputs[o].provenance = sl_graph_provenance(g, g->outputs[o].node)))
       rc = sl_fail_nomem(err, "the provenance of an output");
   int64_t c_staging_bytes = 0;
-  for (int i = 0; began && i < g->n_nodes * 8; i++)
+  for (int i = 0; began && i < g->n_nodes * SL_MAX_PORTS; i++)
     c_staging_bytes += (int64_t)(c.stage_in_bytes[i] + c.stage_out_bytes[i]);
   for (int i = 0; began && i < g->n_nodes; i++)
-    for (int k = 0; c.lag[i] && k < 8; k++) c_staging_bytes += (int64_t)(c.lag[i]->ring_bytes[k][0] + c.lag[i]->ring_bytes[k][1]);
+    for (int k = 0; c.lag[i] && k < SL_MAX_PORTS; k++) c_staging_bytes += (int64_t)(c.lag[i]->ring_bytes[k][0] + c.lag[i]->ring_bytes[k][1]);
   if (began) {
     int n = g->n_nodes ? g->n_nodes : 1;
     res->node_seconds = sl_calloc((size_t)n, sizeof *res->node_seconds);

@@ -422,14 +422,15 @@ static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *e
     sl_fail_nomem(err, "a node id");
     return at(err, ns->loc, ns->id);
   }
-  for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
+  for (int k = 0; k < SL_MAX_PORTS; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
   if (!strcmp(ns->type, "iterate")) {
     n->times = ns->times;
     n->expect = ns->expect;
     n->n_in = (int)ns->body->n_inputs;
     n->n_out = (int)ns->body->n_outputs;
-    if (n->n_in > 8 || n->n_out > 8) {
-      sl_fail(err, SL_ERR_PIPELINE, "an iterate body has at most 8 inputs and 8 outputs");
+    if (n->n_in > SL_MAX_PORTS || n->n_out > SL_MAX_PORTS) {
+      sl_fail(err, SL_ERR_PIPELINE, "an iterate body has at most %d inputs and %d outputs, this one %d and %d",
+              SL_MAX_PORTS, SL_MAX_PORTS, n->n_in, n->n_out);
       return at(err, ns->loc, n->id);
     }
     for (int k = 0; k < n->n_out; k++) n->out_names[k] = ns->body->outputs[k].name;
@@ -445,6 +446,11 @@ static sl_code make_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error *e
     free(all); /* NULL (count 0) when out of memory: no suggestion */
     sl_fail(err, SL_ERR_PIPELINE, "unknown node type '%s'%s%s%s (see `sluice nodes`)", ns->type,
             best ? " (did you mean '" : "", best ? best : "", best ? "'?)" : "");
+    return at(err, ns->loc, n->id);
+  }
+  if (n->desc->n_inputs > SL_MAX_PORTS || n->desc->n_outputs > SL_MAX_PORTS) {
+    sl_fail(err, SL_ERR_INTERNAL, "node type '%s' declares %d inputs and %d outputs; a node has at most %d of each",
+            ns->type, n->desc->n_inputs, n->desc->n_outputs, SL_MAX_PORTS);
     return at(err, ns->loc, n->id);
   }
   /* The writers are the run's: one per output, bound to its results.h5 and
@@ -464,7 +470,7 @@ static sl_code connect_node(sl_graph *g, int i, const sl_node_spec *ns, sl_error
   for (size_t b = 0; b < ns->n_inputs; b++) {
     const sl_input_binding *ib = &ns->inputs[b];
     int k = -1;
-    const char *names[8];
+    const char *names[SL_MAX_PORTS];
     for (int p = 0; p < n->n_in; p++) {
       names[p] = n->desc ? n->desc->inputs[p].name : ns->body->inputs[p];
       if (!strcmp(names[p], ib->name)) k = p;
@@ -806,7 +812,8 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
   g->n_inputs = (int)spec->n_inputs;
   g->n_outputs = (int)spec->n_outputs;
   sl_code rc = SL_OK;
-  if (g->n_inputs > 8) rc = sl_fail(err, SL_ERR_PIPELINE, "a pipeline has at most 8 inputs");
+  if (g->n_inputs > SL_MAX_PORTS)
+    rc = sl_fail(err, SL_ERR_PIPELINE, "a pipeline has at most %d inputs, this one %d", SL_MAX_PORTS, g->n_inputs);
   for (int i = 0; i < g->n_inputs; i++) {
     g->input_names[i] = sl_strdup(spec->inputs[i]);
     if (rc == SL_OK && !g->input_names[i]) rc = sl_fail_nomem(err, "an input name");
@@ -932,7 +939,7 @@ sl_code sl_graph_add_output_reader(sl_graph *g, const sl_node_desc *desc, const 
   memset(n, 0, sizeof *n);
   if (!(n->id = sl_strdup(id))) return sl_fail_nomem(err, "a writer node's id");
   n->loc = go->loc;
-  for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
+  for (int k = 0; k < SL_MAX_PORTS; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
   take_desc(n, desc);
   sl_node_spec ns;
   memset(&ns, 0, sizeof ns);

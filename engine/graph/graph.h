@@ -31,10 +31,10 @@ typedef struct sl_node {
   sl_param_value *params; /* desc->n_params entries, in descriptor order */
   void *typed_params;     /* desc->params_size bytes filled by desc->params_bind */
   int n_in, n_out;
-  sl_edge_src in_src[8];
-  sl_tensor_desc in[8];
-  sl_tensor_desc out[8];
-  const char *out_names[8]; /* port names (descriptor's, or body outputs) */
+  sl_edge_src in_src[SL_MAX_PORTS];
+  sl_tensor_desc in[SL_MAX_PORTS];
+  sl_tensor_desc out[SL_MAX_PORTS];
+  const char *out_names[SL_MAX_PORTS]; /* port names (descriptor's, or body outputs) */
   sl_phase phase; /* of the node's home pass */
   int pass;       /* home pass over the data (0 = first) */
   /* Stream nodes: the passes the node runs in. Its home pass, plus every later
@@ -95,8 +95,8 @@ typedef struct sl_node {
   int64_t expect; /* with until_out: the iterations the plan expects where no
                      earlier run's count is known (0: times) */
   int n_carry;
-  int carry_in[8];  /* body input index fed by ... */
-  int carry_out[8]; /* ... this body output on the next iteration */
+  int carry_in[SL_MAX_PORTS];  /* body input index fed by ... */
+  int carry_out[SL_MAX_PORTS]; /* ... this body output on the next iteration */
 } sl_node;
 
 typedef struct sl_graph_output {
@@ -105,7 +105,7 @@ typedef struct sl_graph_output {
   sl_loc loc;
 } sl_graph_output;
 
-#define SL_MAX_PASSES 8
+#define SL_MAX_PASSES 32 /* a node's passes are bits of its unsigned pass_mask */
 
 typedef struct sl_graph {
   int n_passes; /* passes over the streamed data (1 when nothing streams) */
@@ -115,7 +115,7 @@ typedef struct sl_graph {
   sl_graph_output *outputs;
   int n_inputs; /* bodies: graph inputs */
   char **input_names;
-  sl_tensor_desc input_desc[8];
+  sl_tensor_desc input_desc[SL_MAX_PORTS];
   int n_levels;
   int scan_rank; /* axes of the acquisition's scan (0: nothing streams over it) */
   /* The stream each pass goes over (sl_tensor_desc.stream_axis: NULL is the

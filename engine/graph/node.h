@@ -218,7 +218,7 @@ typedef struct sl_node_desc {
    * merges it (unless the kernel folds into the run's result itself:
    * fold_outputs); SL_COMBINE_NONE (the default), the kernel accumulates
    * into the whole output by itself. */
-  sl_combine combine[8];
+  sl_combine combine[SL_MAX_PORTS];
   /* Optional: the combine of output `port` for this node's inferred types,
    * in place of combine[]: a reduction that may leave its merging to the
    * executor only for some dtypes (sum: exact integer sums; its float sums

@@ -73,9 +73,9 @@ static int64_t sat_add(int64_t a, int64_t b) {
 static int64_t worker_partial_bytes(const sl_tensor_desc *d) { return sat_add(sl_desc_bytes(d), 63) / 64 * 64; }
 
 int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, unsigned apart,
-                              int64_t offset[8]) {
+                              int64_t offset[SL_MAX_PORTS]) {
   int64_t at = sat_add(per_worker_bytes, 63) / 64 * 64;
-  for (int k = 0; k < 8; k++) offset[k] = -1;
+  for (int k = 0; k < SL_MAX_PORTS; k++) offset[k] = -1;
   for (int k = 0; partials && k < n->n_out; k++)
     if (sl_node_worker_partial(n, k) && !sl_node_out_omitted(n, k) && !(apart >> k & 1u)) {
       offset[k] = at;
@@ -391,7 +391,7 @@ static void plan_host_first_touch(sl_plan *p, const sl_graph *g) {
       const sl_node *n = &g->nodes[i];
       sl_plan_node *pn = &p->nodes[i];
       if (pn->calls <= 0 || n->body || first_exec_level(p, i) != l || !runs_on_host(p, n)) continue;
-      int64_t offsets[8];
+      int64_t offsets[SL_MAX_PORTS];
       const int64_t stride = sl_plan_worker_layout(n, pn->cost.per_worker_bytes, true, pn->pass_partials, offsets);
       int64_t fresh = 0;
       if (stride > stride_touched) fresh += stride - stride_touched, stride_touched = stride;

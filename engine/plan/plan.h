@@ -111,7 +111,7 @@ typedef struct sl_plan_node {
   struct sl_plan *body; /* iterate nodes: the body's plan, made once */
   /* Per output port: where in each worker's block of worker scratch the
    * port's partial per worker lies (sl_plan_worker_layout), or -1. */
-  int64_t worker_partial_offset[8];
+  int64_t worker_partial_offset[SL_MAX_PORTS];
   /* Bit k: output k's worker partials are kept for the pass
    * (SL_WORKER_PARTIALS_PASS, granted where the node's CPU kernel streams
    * on the CPU backend): they lie after every node's per-call block, at
@@ -220,7 +220,7 @@ void sl_plan_free(sl_plan *p);
  * sl_plan_node.pass_partials), whole-sized, at offset[port] (-1 for the
  * others); each part rounded up to 64 bytes. Returns the block's bytes. */
 int64_t sl_plan_worker_layout(const sl_node *n, int64_t per_worker_bytes, bool partials, unsigned apart,
-                              int64_t offset[8]);
+                              int64_t offset[SL_MAX_PORTS]);
 /* The index in p->buffers of output `port` of node `node`, or -1. */
 int sl_plan_buffer_index(const sl_plan *p, int node, int port);
 /* The pass a stream node's chunks follow (its home pass); its chunking is

@@ -18,7 +18,7 @@ static inline void *lend_scratch(const sl_node *n, sl_backend *b, int64_t positi
   sl_node_cost c;
   memset(&c, 0, sizeof c);
   if (n->desc->cost) n->desc->cost(n, positions, &c);
-  int64_t ws = (c.workspace_bytes + 63) / 64 * 64, offset[8];
+  int64_t ws = (c.workspace_bytes + 63) / 64 * 64, offset[SL_MAX_PORTS];
   a->worker_scratch_stride = sl_plan_worker_layout(n, c.per_worker_bytes, true, 0u, offset);
   int64_t bytes = ws + a->worker_scratch_stride * b->ops->workers(b);
   char *block = bytes ? aligned_alloc(64, (size_t)bytes) : NULL;
@@ -27,7 +27,7 @@ static inline void *lend_scratch(const sl_node *n, sl_backend *b, int64_t positi
   if (block) memset(block, 0xA5, (size_t)bytes);
   a->workspace = ws ? block : NULL;
   a->worker_scratch = a->worker_scratch_stride ? block + ws : NULL;
-  for (int k = 0; k < 8; k++) a->worker_partial[k] = offset[k] >= 0 ? block + ws + offset[k] : NULL;
+  for (int k = 0; k < SL_MAX_PORTS; k++) a->worker_partial[k] = offset[k] >= 0 ? block + ws + offset[k] : NULL;
   return block;
 }
 

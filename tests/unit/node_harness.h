@@ -53,7 +53,7 @@ static inline sl_code node_make(sl_node *n, const sl_node_desc *d, const kv *ove
   sl_error_clear(e);
   n->desc = d;
   n->id = "node";
-  for (int k = 0; k < 8; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
+  for (int k = 0; k < SL_MAX_PORTS; k++) n->in_src[k] = (sl_edge_src){SL_SRC_NONE, 0};
   n->params = calloc((size_t)(d->n_params ? d->n_params : 1), sizeof *n->params);
   for (int i = 0; i < d->n_params; i++) {
     const char *text = d->params[i].default_value;
@@ -189,7 +189,7 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
     /* Whole outputs with a declared combine, as the executor does it: a
      * concat's chunk is written at its positions, an element-wise
      * reduction's partial starts from the identity and is merged after. */
-    void *partial[8] = {0};
+    void *partial[SL_MAX_PORTS] = {0};
     for (int k = 0; k < n->n_out; k++) {
       sl_combine c = sl_node_out_combine(n, k);
       if (n->out[k].stream_rank) a.out[k] = (char *)out[k] + s * sl_desc_item_bytes(&n->out[k]);

@@ -192,6 +192,48 @@ static void test_second_pass(void **state) {
   }
 }
 
+/* Centering again and again: each stage subtracts the mean of the last,
+ * which is known only after a pass over it, so `stages` stages need
+ * stages + 1 passes (more than the 8 a graph once had). The first stage
+ * centres the ramp; the others subtract means of about 0. 32 stages would
+ * need 33 passes, one more than a graph may have: refused, naming the node. */
+static void centering_stages(char *text, size_t n, int stages) {
+  int at = snprintf(text, n, "pipeline: stages\nnodes:\n"
+                             "  d0: {type: ramp, params: {positions: [50], item_shape: [8], dtype: f64}}\n");
+  for (int k = 1; k <= stages; k++)
+    at += snprintf(text + at, n - (size_t)at,
+                   "  s%d: {type: sum, inputs: {x: d%d.out}}\n"
+                   "  m%d: {type: affine, inputs: {x: s%d.total}, params: {scale: 0.02}}\n"
+                   "  d%d: {type: subtract, inputs: {x: d%d.out, y: m%d.y}}\n",
+                   k, k - 1, k, k, k, k - 1, k);
+  snprintf(text + at, n - (size_t)at, "outputs: {centered: d%d.out}\n", stages);
+}
+
+static void test_many_passes(void **state) {
+  (void)state;
+  char text[16384], path[512];
+  centering_stages(text, sizeof text, 11);
+  write_temp_file(path, sizeof path, "stages.yaml", text);
+  sl_run run;
+  sl_error err;
+  if (run_file(path, NULL, 0, 7, 2, 0, NULL, &run, &err) != SL_OK) fail_msg("run failed: %s", err.msg);
+  assert_int_equal(run.graph->n_passes, 12);
+  const double *cv = output(&run, "centered")->data;
+  for (int e = 0; e < 8; e++) {
+    double mean = 0;
+    for (int p = 0; p < 50; p++) mean += (double)((p * 8 + e) % 1024) / 50;
+    for (int p = 0; p < 50; p++)
+      if (fabs(cv[p * 8 + e] - ((double)((p * 8 + e) % 1024) - mean)) > 1e-9)
+        fail_msg("position %d, element %d: %g", p, e, cv[p * 8 + e]);
+  }
+  sl_run_free(&run);
+  centering_stages(text, sizeof text, 32);
+  write_temp_file(path, sizeof path, "stages32.yaml", text);
+  if (run_file(path, NULL, 0, 7, 2, 0, NULL, &run, &err) == SL_OK || !strstr(err.msg, "at most 32"))
+    fail_msg("33 passes: expected a refusal, got '%s'", err.msg);
+  sl_run_free(&run);
+}
+
 static void test_repeated_runs(void **state) {
   char path[512];
   write_temp_file(path, sizeof path, "chain.yaml", k_chain);
@@ -223,6 +265,7 @@ int main(void) {
       cmocka_unit_test(test_iterate_closed_form),
       cmocka_unit_test(test_over_budget_allocates_nothing),
       cmocka_unit_test(test_second_pass),
+      cmocka_unit_test(test_many_passes),
       cmocka_unit_test(test_repeated_runs),
       cmocka_unit_test(test_failure_paths_release),
   };

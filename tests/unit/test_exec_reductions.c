@@ -430,11 +430,54 @@ static const sl_node_desc chan = {
     .infer = chan_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = chan_cpu},
     .combine = {SL_COMBINE_MERGE}, .merge = {[SL_BACKEND_CPU] = chan_merge}};
 
+/* ---- wide: 20 outputs (more than the 8 ports nodes once had), output k
+ * the sum over the scan of (k + 1) x, each merged by the executor; t_toowide
+ * declares 33, one more than a node may have. */
+#define WIDE 20
+static sl_code wide_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (!x->stream_rank || x->dtype != SL_F64) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed f64");
+  int64_t item = sl_desc_item_elems(x);
+  for (int k = 0; k < n->n_out; k++) n->out[k] = sl_desc_make(SL_F64, 1, &item, 0);
+  return SL_OK;
+}
+
+static sl_code wide_cpu(sl_kernel_args *a) {
+  int64_t item = sl_desc_item_elems(&a->node->in[0]);
+  const double *x = a->in[0];
+  for (int k = 0; k < a->node->n_out; k++)
+    for (int64_t p = 0; p < a->pos_count; p++)
+      for (int64_t e = 0; e < item; e++) ((double *)a->out[k])[e] += (k + 1) * x[p * item + e];
+  return SL_OK;
+}
+
+static const sl_port_def wide_out[33] = {
+    {"w0", "", NULL, false},  {"w1", "", NULL, false},  {"w2", "", NULL, false},  {"w3", "", NULL, false},
+    {"w4", "", NULL, false},  {"w5", "", NULL, false},  {"w6", "", NULL, false},  {"w7", "", NULL, false},
+    {"w8", "", NULL, false},  {"w9", "", NULL, false},  {"w10", "", NULL, false}, {"w11", "", NULL, false},
+    {"w12", "", NULL, false}, {"w13", "", NULL, false}, {"w14", "", NULL, false}, {"w15", "", NULL, false},
+    {"w16", "", NULL, false}, {"w17", "", NULL, false}, {"w18", "", NULL, false}, {"w19", "", NULL, false},
+    {"w20", "", NULL, false}, {"w21", "", NULL, false}, {"w22", "", NULL, false}, {"w23", "", NULL, false},
+    {"w24", "", NULL, false}, {"w25", "", NULL, false}, {"w26", "", NULL, false}, {"w27", "", NULL, false},
+    {"w28", "", NULL, false}, {"w29", "", NULL, false}, {"w30", "", NULL, false}, {"w31", "", NULL, false},
+    {"w32", "", NULL, false}};
+
+#define SUM4 SL_COMBINE_SUM, SL_COMBINE_SUM, SL_COMBINE_SUM, SL_COMBINE_SUM
+static const sl_node_desc wide = {
+    .type = "t_wide", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = wide_out, .n_outputs = WIDE,
+    .infer = wide_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = wide_cpu},
+    .combine = {SUM4, SUM4, SUM4, SUM4, SUM4}};
+static const sl_node_desc toowide = {
+    .type = "t_toowide", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = wide_out, .n_outputs = 33,
+    .infer = wide_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = wide_cpu}};
+#undef SUM4
+
 /* The project's node families and this test's. */
 static const sl_node_desc *const test_nodes[] = {&extremes,   &fold,     &encode, &liar,      &spill,
                                                  &join,       &pack,     &packstream, &packjoin, &ints,
                                                  &wextremes, &wfloat, &wfold_node, &pfold_node,
-                                                 &span,      &span_unmerged, &span_folded, &chan};
+                                                 &span,      &span_unmerged, &span_folded, &chan,
+                                                 &wide,      &toowide};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
 static const sl_node_registry *registry(void) { return registry_with(&test_family); }
@@ -909,6 +952,32 @@ static void test_node_merge(void **state) {
                 2, check_node_merges, NULL);
 }
 
+/* Twenty outputs, every one merged by the executor and named in the
+ * pipeline's outputs, against the closed form. */
+static void check_wide(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  (void)ctx;
+  for (int k = 0; k < WIDE; k++) {
+    char name[8];
+    snprintf(name, sizeof name, "w%d", k);
+    const double *w = output(run, name)->data;
+    for (int e = 0; e < ITEM; e++) {
+      double want = 0;
+      for (int64_t p = 0; p < NPOS; p++) want += (k + 1) * ramp_expected(p, ITEM, e);
+      if (w[e] != want) fail_msg("chunk %lld, %d threads, w%d[%d]: %g, not %g", (long long)chunk, threads, k, e, w[e], want);
+    }
+  }
+}
+
+static void test_twenty_ports(void **state) {
+  (void)state;
+  char text[2048];
+  int at = snprintf(text, sizeof text, "pipeline: wide\nnodes:\n" RAMP_NODE
+                    "  w: {type: t_wide, inputs: {x: src.out}}\noutputs: {");
+  for (int k = 0; k < WIDE; k++) at += snprintf(text + at, sizeof text - (size_t)at, "%sw%d: w.w%d", k ? ", " : "", k, k);
+  snprintf(text + at, sizeof text - (size_t)at, "}\n");
+  each_chunking("wide.yaml", text, 2, check_wide, NULL);
+}
+
 /* A pipeline of the test nodes that must fail with `code` and `needle` in
  * the message; the error as it came. */
 static sl_error run_refused(const char *name, const char *nodes, sl_code code, const char *needle) {
@@ -950,6 +1019,13 @@ static void test_node_merge_refused(void **state) {
   assert_string_equal(err.node, "u");
   run_refused("folded.yaml", "  f: {type: t_span_folded, inputs: {x: src.out}}\noutputs: {s: f.span}\n",
               SL_ERR_INTERNAL, "is folded by the kernel");
+}
+
+static void test_too_many_ports_refused(void **state) {
+  (void)state;
+  sl_error err = run_refused("toowide.yaml", "  t: {type: t_toowide, inputs: {x: src.out}}\noutputs: {w: t.w0}\n",
+                             SL_ERR_INTERNAL, "at most 32");
+  assert_string_equal(err.node, "t");
 }
 
 static void test_variable_stream_output_refused(void **state) {
@@ -1012,6 +1088,8 @@ int main(void) {
       cmocka_unit_test(test_host_merges),
       cmocka_unit_test(test_node_merge),
       cmocka_unit_test(test_node_merge_refused),
+      cmocka_unit_test(test_twenty_ports),
+      cmocka_unit_test(test_too_many_ports_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
