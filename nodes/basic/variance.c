@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
+#include "engine/core/util.h"
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "nodes/basic/tensor_helpers.h"
@@ -123,11 +124,48 @@ static void variance_tiles(void *ctx, int64_t begin, int64_t end, int worker) {
   }
 }
 
+/* u8 and u16 (detector counts): one pass of exact integer sums of the
+ * values and their squares per element, then sl_variance_from_sums: exact
+ * up to one rounding of each moment, and faster than the two passes (no
+ * conversion to double, no second pass; vector clones chosen at load). The
+ * one double sum of products it rounds (sl_variance_from_sums) gives the
+ * same bits fused or not. */
+#define VAR_EXACT_TILES(T)                                                          \
+  SL_HOT_CLONES_512 static void variance_exact_tiles_##T(void *ctx, int64_t begin, int64_t end, int worker) { \
+    (void)worker;                                                                   \
+    const variance_job *j = ctx;                                                    \
+    const sl_kernel_args *a = j->a;                                                 \
+    double *cnt = a->out[VAR_MOMENTS], *mean = cnt + j->item, *m2 = mean + j->item; \
+    const int64_t npos = a->pos_count;                                              \
+    for (int64_t t = begin; t < end; t++) {                                         \
+      const int64_t e0 = t * VAR_TILE, ne = e0 + VAR_TILE < j->item ? VAR_TILE : j->item - e0; \
+      uint64_t s[VAR_TILE] = {0}, q[VAR_TILE] = {0};                                \
+      for (int64_t p = 0; p < npos; p++) {                                          \
+        const T *row = (const T *)a->in[0] + p * j->item + e0;                      \
+        for (int64_t e = 0; e < ne; e++) {                                          \
+          const uint32_t v = row[e];                                                \
+          s[e] += v;                                                                \
+          q[e] += v * v;                                                            \
+        }                                                                           \
+      }                                                                             \
+      for (int64_t e = 0; e < ne; e++) {                                            \
+        cnt[e0 + e] = (double)npos;                                                 \
+        sl_variance_from_sums((uint64_t)npos, s[e], q[e], &mean[e0 + e], &m2[e0 + e]); \
+      }                                                                             \
+    }                                                                               \
+  }
+VAR_EXACT_TILES(uint8_t)
+VAR_EXACT_TILES(uint16_t)
+#undef VAR_EXACT_TILES
+
 static sl_code variance_cpu(sl_kernel_args *a) {
   sl_backend *b = a->backend;
   variance_job j = {a, a->node->in[0].dtype, sl_desc_item_elems(&a->node->in[0])};
   if (a->pos_count <= 0) return SL_OK; /* the partial stays the identity: nothing seen */
-  b->ops->parallel_for(b, (j.item + VAR_TILE - 1) / VAR_TILE, 1, variance_tiles, &j);
+  const sl_range_fn tiles = j.t == SL_U8    ? variance_exact_tiles_uint8_t
+                           : j.t == SL_U16 ? variance_exact_tiles_uint16_t
+                                           : variance_tiles;
+  b->ops->parallel_for(b, (j.item + VAR_TILE - 1) / VAR_TILE, 1, tiles, &j);
   return SL_OK;
 }
 

@@ -19,6 +19,24 @@ __global__ void sl_k_variance_chunk(const T *__restrict__ x, double *m, long lon
   }
 }
 
+/* u8 and u16: exact integer sums of the values and their squares, then
+ * sl_variance_from_sums (the CPU's arithmetic). */
+template <typename T>
+__global__ void sl_k_variance_exact(const T *__restrict__ x, double *m, long long npos, long long item) {
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < item;
+       e += (long long)gridDim.x * blockDim.x) {
+    unsigned long long s = 0, q = 0;
+    for (long long p = 0; p < npos; p++) {
+      const unsigned v = x[p * item + e];
+      s += v;
+      q += v * v;
+    }
+    double mean, m2;
+    sl_variance_from_sums((uint64_t)npos, s, q, &mean, &m2);
+    m[e] = (double)npos, m[item + e] = mean, m[2 * item + e] = m2;
+  }
+}
+
 __global__ void sl_k_variance_merge(double *m, const double *__restrict__ pm, long long item) {
   for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < item;
        e += (long long)gridDim.x * blockDim.x) {
@@ -47,8 +65,8 @@ __global__ void sl_k_variance_finalize(const double *__restrict__ m, double *om,
 
 #define ENTRY SL_CUDA_KERNEL_ENTRY
 static const sl_device_kernel variance_kernels[] = {
-    ENTRY("variance_u8", sl_k_variance_chunk<uint8_t>),
-    ENTRY("variance_u16", sl_k_variance_chunk<uint16_t>),
+    ENTRY("variance_u8", sl_k_variance_exact<uint8_t>),
+    ENTRY("variance_u16", sl_k_variance_exact<uint16_t>),
     ENTRY("variance_u32", sl_k_variance_chunk<uint32_t>),
     ENTRY("variance_u64", sl_k_variance_chunk<unsigned long long>),
     ENTRY("variance_i32", sl_k_variance_chunk<int32_t>),
@@ -71,8 +89,8 @@ extern "C" sl_code sl_cuda_variance_chunk(const sl_cuda_variance_params *p, sl_k
   switch (p->dtype) {
 #define VAR_LAUNCH(DT, T) \
   case DT: sl_k_variance_chunk<T><<<g, 256, 0, st>>>((const T *)x, m, npos, item); break;
-    VAR_LAUNCH(SL_U8, uint8_t)
-    VAR_LAUNCH(SL_U16, uint16_t)
+    case SL_U8: sl_k_variance_exact<uint8_t><<<g, 256, 0, st>>>((const uint8_t *)x, m, npos, item); break;
+    case SL_U16: sl_k_variance_exact<uint16_t><<<g, 256, 0, st>>>((const uint16_t *)x, m, npos, item); break;
     VAR_LAUNCH(SL_U32, uint32_t)
     VAR_LAUNCH(SL_U64, unsigned long long)
     VAR_LAUNCH(SL_I32, int32_t)
