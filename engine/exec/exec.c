@@ -354,9 +354,9 @@ static void ctx_end(run_ctx *c) {
   free(c->concat_chunks);
   free(c->prefetch);
   free(c->produced);
-  for (int i = 0; c->stage_in && c->stage_in_bytes && i < n * 8; i++)
+  for (int i = 0; c->stage_in && c->stage_in_bytes && i < n * SL_MAX_PORTS; i++)
     if (c->stage_in[i]) c->b->ops->host_free(c->b, c->stage_in[i], c->stage_in_bytes[i]);
-  for (int i = 0; c->stage_out && c->stage_out_bytes && i < n * 8; i++)
+  for (int i = 0; c->stage_out && c->stage_out_bytes && i < n * SL_MAX_PORTS; i++)
     if (c->stage_out[i]) c->b->ops->host_free(c->b, c->stage_out[i], c->stage_out_bytes[i]);
   for (int i = 0; c->lag && i < n; i++) sink_lag_free(c, c->lag[i]);
   free(c->lag);
