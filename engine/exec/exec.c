@@ -77,7 +77,7 @@ typedef struct run_ctx {
   sl_backend *b;
   sl_pool *pool;
   void **slot_ptr;      /* per plan slot */
-  int *buf_of;          /* node * SL_MAX_PORTS + port -> plan buffer index */
+  int *buf_of;          /* port_at(node, port) -> plan buffer index */
   const void **inputs;  /* graph inputs (iterate bodies) */
   void *workspace;
   /* The workers' host scratch (sl_plan.worker_scratch_*): from the pool on
@@ -104,7 +104,7 @@ typedef struct run_ctx {
   int64_t *node_calls;
   double *level_seconds;
   exec_call *calls; /* per node, reused by every batch */
-  /* Host staging of host nodes on a device backend: [node * SL_MAX_PORTS + port]. */
+  /* Host staging of host nodes on a device backend: [port_at(node, port)]. */
   void **stage_in, **stage_out;
   size_t *stage_in_bytes, *stage_out_bytes;
   /* Per node: a streamed host sink's call one chunk behind (sink_lag). */
@@ -135,15 +135,21 @@ static void outside_add(run_ctx *c, int pass, int part, double t0) {
   if (c->outside) c->outside[pass * SL_PASS_OUTSIDE_N + part] += sl_now() - t0;
 }
 
+/* A port's entry in the per-port tables (buf_of, the staging): node by
+ * node, SL_MAX_PORTS entries each. */
+static inline int port_at(int node, int port) { return node * SL_MAX_PORTS + port; }
+/* The plan buffer of a node's output port. */
+static inline int buf_index(const run_ctx *c, int node, int port) { return c->buf_of[port_at(node, port)]; }
+
 static const void *input_ptr(const run_ctx *c, sl_edge_src s);
 
 /* A buffer's data now: its slot, or for a view (the stream node) the
  * running chunk's positions of the whole input it windows; NULL for an
  * unread output (sl_plan_buffer.unread), which has none. */
 static void *buffer_ptr(const run_ctx *c, int node, int port) {
-  const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[node * SL_MAX_PORTS + port]];
+  const sl_plan_buffer *bf = &c->p->buffers[buf_index(c, node, port)];
   if (bf->unread) return NULL;
-  if (c->produced[c->buf_of[node * SL_MAX_PORTS + port]]) return c->produced[c->buf_of[node * SL_MAX_PORTS + port]];
+  if (c->produced[buf_index(c, node, port)]) return c->produced[buf_index(c, node, port)];
   if (!bf->view) return c->slot_ptr[bf->slot];
   const sl_node *n = &c->p->graph->nodes[node];
   return (char *)input_ptr(c, n->in_src[port]) + c->pos_start * sl_desc_item_bytes(&n->out[port]);
@@ -285,7 +291,7 @@ static sl_code ctx_begin(run_ctx *c, const sl_plan *p, sl_backend *b, sl_pool *p
   c->stage_out_bytes = sl_calloc((size_t)n * SL_MAX_PORTS, sizeof *c->stage_out_bytes);
   c->lag = sl_calloc((size_t)n, sizeof *c->lag);
   if (!ctx_tables_made(c)) return sl_fail_nomem(err, "the executor's tables"); /* ctx_end frees */
-  for (int i = 0; i < p->n_buffers; i++) c->buf_of[p->buffers[i].node * SL_MAX_PORTS + p->buffers[i].port] = i;
+  for (int i = 0; i < p->n_buffers; i++) c->buf_of[port_at(p->buffers[i].node, p->buffers[i].port)] = i;
   for (int s = 0; s < p->n_slots; s++) {
     sl_code rc = sl_pool_acquire(pool, p->slots[s].bytes, &c->slot_ptr[s], err);
     if (rc != SL_OK) return rc;
@@ -375,7 +381,7 @@ static void ctx_end(run_ctx *c) {
 }
 
 static const sl_plan_buffer *plan_buffer(const run_ctx *c, int node, int port) {
-  return &c->p->buffers[c->buf_of[node * SL_MAX_PORTS + port]];
+  return &c->p->buffers[buf_index(c, node, port)];
 }
 
 /* Bytes of one scan position's share of a fixed-size concat's whole output. */
@@ -394,7 +400,7 @@ static void *out_ptr(const run_ctx *c, int i, int k, int64_t pos_start, bool fin
   if (bf->unread || bf->lent) return NULL;
   void *whole = buffer_ptr(c, i, k);
   if (finalize) return whole;
-  if (c->partial[c->buf_of[i * SL_MAX_PORTS + k]]) return c->partial[c->buf_of[i * SL_MAX_PORTS + k]];
+  if (c->partial[buf_index(c, i, k)]) return c->partial[buf_index(c, i, k)];
   if (bf->combine == SL_COMBINE_CONCAT)
     return (char *)whole + pos_start * concat_item_bytes(c, &c->p->graph->nodes[i], k);
   return whole;
@@ -417,7 +423,7 @@ static int64_t out_call_bytes(const run_ctx *c, int i, int k, int64_t pos_count,
  * port's bytes for the call. */
 static int64_t in_call_bytes(const run_ctx *c, const sl_node *n, int k, int64_t pos_count) {
   sl_edge_src s = n->in_src[k];
-  if (s.node >= 0 && plan_buffer(c, s.node, s.port)->variable) return c->actual[c->buf_of[s.node * SL_MAX_PORTS + s.port]];
+  if (s.node >= 0 && plan_buffer(c, s.node, s.port)->variable) return c->actual[buf_index(c, s.node, s.port)];
   return n->in[k].stream_rank ? sl_desc_buffer_bytes(&n->in[k], pos_count) : sl_desc_bytes(&n->in[k]);
 }
 
@@ -508,18 +514,18 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
     if (!a->in[k]) continue;
     size_t bytes = (size_t)a->in_bytes[k];
-    rc = stage(c, &c->stage_in[i * SL_MAX_PORTS + k], &c->stage_in_bytes[i * SL_MAX_PORTS + k], bytes, c->err);
-    if (rc == SL_OK) rc = b->ops->download(b, c->stage_in[i * SL_MAX_PORTS + k], a->in[k], bytes, c->err);
-    a->in[k] = c->stage_in[i * SL_MAX_PORTS + k];
+    rc = stage(c, &c->stage_in[port_at(i, k)], &c->stage_in_bytes[port_at(i, k)], bytes, c->err);
+    if (rc == SL_OK) rc = b->ops->download(b, c->stage_in[port_at(i, k)], a->in[k], bytes, c->err);
+    a->in[k] = c->stage_in[port_at(i, k)];
   }
   void *device_out[SL_MAX_PORTS];
   for (int k = 0; k < n->n_out && rc == SL_OK; k++) {
     device_out[k] = a->out[k];
-    const sl_plan_buffer *bf = &c->p->buffers[c->buf_of[i * SL_MAX_PORTS + k]];
+    const sl_plan_buffer *bf = &c->p->buffers[buf_index(c, i, k)];
     if (bf->unread) continue; /* no buffer on either side: out[k] stays NULL */
-    rc = stage(c, &c->stage_out[i * SL_MAX_PORTS + k], &c->stage_out_bytes[i * SL_MAX_PORTS + k], (size_t)bf->bytes, c->err);
-    a->out[k] = c->stage_out[i * SL_MAX_PORTS + k];
-    const bool partial = c->partial[c->buf_of[i * SL_MAX_PORTS + k]] != NULL;
+    rc = stage(c, &c->stage_out[port_at(i, k)], &c->stage_out_bytes[port_at(i, k)], (size_t)bf->bytes, c->err);
+    a->out[k] = c->stage_out[port_at(i, k)];
+    const bool partial = c->partial[buf_index(c, i, k)] != NULL;
     const bool elementwise = sl_combine_elementwise(bf->combine);
     /* finalize reads and completes the accumulated result; a kernel that
      * folds into the accumulator (no partial) folds into its copy. */
@@ -623,7 +629,7 @@ static sl_code sink_lags_flush(run_ctx *c, sl_code rc) {
 static sl_code start_partials(run_ctx *c, int i) {
   const sl_node *n = &c->p->graph->nodes[i];
   for (int k = 0; k < n->n_out; k++) {
-    int bi = c->buf_of[i * SL_MAX_PORTS + k];
+    int bi = buf_index(c, i, k);
     const sl_plan_buffer *bf = &c->p->buffers[bi];
     if (!c->partial[bi]) continue;
     sl_code rc = SL_OK;
@@ -642,26 +648,30 @@ static sl_code start_partials(run_ctx *c, int i) {
  * accumulator in out[k], in a batch of its own, timed as the node's. */
 static sl_code node_merge(run_ctx *c, int i, int64_t chunk) {
   const sl_node *n = &c->p->graph->nodes[i];
+  unsigned merged = 0; /* the ports to merge: most nodes have none, and return here */
+  for (int k = 0; k < n->n_out; k++) {
+    int bi = buf_index(c, i, k);
+    if (c->partial[bi] && c->p->buffers[bi].combine == SL_COMBINE_MERGE) merged |= 1u << k;
+  }
+  if (!merged) return SL_OK;
   sl_backend *b = c->b;
   exec_call m = c->calls[i]; /* the chunk's args: positions, state, table, iteration */
   int64_t merges = 0;
   m.fn = n->desc->merge[b->caps.kind];
   m.calls = &merges; /* a merge is not one of the node's calls */
   m.pass_partials = 0;
-  bool any = false;
-  for (int k = 0; k < SL_COUNT_OF(m.a.out); k++) {
-    m.a.in[k] = NULL, m.a.out[k] = NULL, m.a.in_bytes[k] = 0, m.a.out_bytes[k] = 0;
-    m.a.worker_partial[k] = NULL;
-  }
+  memset(m.a.in, 0, sizeof m.a.in);
+  memset(m.a.out, 0, sizeof m.a.out);
+  memset(m.a.in_bytes, 0, sizeof m.a.in_bytes);
+  memset(m.a.out_bytes, 0, sizeof m.a.out_bytes);
+  memset(m.a.worker_partial, 0, sizeof m.a.worker_partial);
   for (int k = 0; k < n->n_out; k++) {
-    int bi = c->buf_of[i * SL_MAX_PORTS + k];
-    if (!c->partial[bi] || c->p->buffers[bi].combine != SL_COMBINE_MERGE) continue;
+    if (!(merged >> k & 1u)) continue;
+    int bi = buf_index(c, i, k);
     m.a.in[k] = c->partial[bi];
     m.a.out[k] = buffer_ptr(c, i, k);
     m.a.in_bytes[k] = m.a.out_bytes[k] = c->p->buffers[bi].bytes;
-    any = true;
   }
-  if (!any) return SL_OK;
   if (!m.fn) return sl_fail(c->err, SL_ERR_INTERNAL, "node '%s' declares a merge it has no kernel for", n->id);
   sl_error_clear(&c->kernel_err);
   sl_code rc = b->ops->batch_begin(b, c->err);
@@ -689,7 +699,7 @@ static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
   const sl_kernel_args *a = &c->calls[i].a;
   sl_backend *b = c->b;
   for (int k = 0; k < n->n_out; k++) {
-    int bi = c->buf_of[i * SL_MAX_PORTS + k];
+    int bi = buf_index(c, i, k);
     const sl_plan_buffer *bf = &c->p->buffers[bi];
     sl_code rc = SL_OK;
     if (bf->lent) {
@@ -883,7 +893,7 @@ static sl_code run_iterate(run_ctx *c, int i) {
 static int ring_buffer(const run_ctx *c, int i) {
   const sl_node *n = &c->p->graph->nodes[i];
   if (!n->desc || !n->desc->produce || n->n_out < 1) return -1;
-  int bi = c->buf_of[i * SL_MAX_PORTS];
+  int bi = buf_index(c, i, 0);
   return c->p->buffers[bi].ring_slot >= 0 ? bi : -1;
 }
 
@@ -1075,7 +1085,7 @@ static sl_code run_passes(run_ctx *c) {
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
       if (p->buffers[i].reduction && !p->buffers[i].unread &&
           p->exec_level[p->buffers[i].node * p->n_passes + pass] >= 0) {
-        int slot = p->buffers[i].node * SL_MAX_PORTS + p->buffers[i].port;
+        int slot = port_at(p->buffers[i].node, p->buffers[i].port);
         const sl_tensor_desc *d = &p->graph->nodes[p->buffers[i].node].out[p->buffers[i].port];
         void *acc = buffer_ptr(c, p->buffers[i].node, p->buffers[i].port);
         if (p->buffers[i].combine == SL_COMBINE_CONCAT) rc = SL_OK;
@@ -1265,7 +1275,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     const sl_graph_output *go = &g->outputs[o];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
     if (d->stream_rank) continue;
-    int bi = c.buf_of[go->node * SL_MAX_PORTS + go->port];
+    int bi = buf_index(&c, go->node, go->port);
     int64_t bytes = sl_desc_bytes(d);
     if (p->buffers[bi].variable) { /* what the chunks wrote, and each one's share */
       bytes = c.actual[bi];
