@@ -66,13 +66,15 @@ static void catch_stop_signals(void) {
 }
 
 /* What the outputs will take on disk, about: the graph outputs as HDF5
- * datasets plus a byte per pixel of each PNG. */
+ * datasets (an encoded one: its stored chunks, at most) plus a byte per
+ * pixel of each PNG. */
 static int64_t expected_output_bytes(const sl_plan *p) {
   int64_t total = 64 << 10;
   for (int o = 0; o < p->graph->n_outputs; o++) {
     const sl_graph_output *go = &p->graph->outputs[o];
     const sl_tensor_desc *d = &p->graph->nodes[go->node].out[go->port];
-    total += sl_desc_bytes(d) + sl_desc_elems(d);
+    if (d->encoding != SL_ENC_NONE) total += sl_desc_encoded_bound(d, sl_desc_positions(d));
+    else total += sl_desc_bytes(d) + (sl_output_is_image(d) ? sl_desc_elems(d) : 0);
   }
   return total;
 }

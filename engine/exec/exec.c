@@ -1215,6 +1215,13 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     if (bf->variable) bytes = bf->bytes; /* the bound */
     od->written = sl_graph_output_written(g, o);
     if (od->written) continue; /* never whole in host memory */
+    if (od->desc.encoding != SL_ENC_NONE) {
+      rc = sl_fail(err, SL_ERR_PIPELINE,
+                   "output '%s' is an encoded stream (%s): only a sink node writes it, as it streams (sluice "
+                   "run's results.h5); it is never assembled in memory",
+                   go->name, sl_encoding_name(od->desc.encoding));
+      break;
+    }
     od->data = malloc(bytes > 0 ? (size_t)bytes : 1);
     if (!od->data) {
       char h[32];

@@ -86,6 +86,9 @@ typedef struct dataset {
    * (`ranged` of them), so that its PNG needs no read back for it. */
   double lo, hi;
   int64_t ranged;
+  /* An encoded output's dataset (sl_h5_writer_stored): positions x item,
+   * in HDF5 chunks of the stored blocks, which it copies as they are. */
+  bool stored;
 } dataset;
 
 struct sl_h5_writer {
@@ -93,6 +96,7 @@ struct sl_h5_writer {
   hid_t file;
   int n, cap;
   dataset *sets;
+  bool stored_ready; /* prepare_for_stored done */
 };
 
 int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d) {
@@ -132,7 +136,91 @@ static dataset *find(sl_h5_writer *w, const char *name) {
   return NULL;
 }
 
-/* Dataset `name` with d's dtype and full shape: the one made before, or a
+/* The bitshuffle HDF5 filter (docs/formats/bitshuffle-lz4.md). Its chunks
+ * are read with the stored values [2] element size, [3] block size in
+ * elements (0: the default), [4] compression (2: LZ4, 0: none); [0] and [1]
+ * are the plugin's version, which readers ignore. */
+#define BITSHUFFLE_FILTER 32008
+
+/* The creation properties of an encoded output's dataset: chunks of the
+ * stored blocks' positions (`dims` the dataset's: positions x item) and the
+ * encoding's filter, optional so that the dataset can be made where the
+ * plugin is not installed (sluice writes the stored bytes, never through
+ * the filter); -1 for an encoding with no HDF5 layout. */
+static hid_t stored_dcpl(const sl_tensor_desc *d, int rank, const hsize_t *dims) {
+  hsize_t chunk[SL_MAX_RANK];
+  for (int k = 0; k < rank; k++) chunk[k] = dims[k];
+  chunk[0] = (hsize_t)(d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1);
+  unsigned compression;
+  switch (d->encoding) {
+    case SL_ENC_BSLZ4: compression = 2; break;
+    case SL_ENC_BITSHUFFLE: compression = 0; break;
+    case SL_ENC_RAW: compression = ~0u; break;
+    default: return -1;
+  }
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  herr_t h = dcpl < 0 ? -1 : H5Pset_chunk(dcpl, rank, chunk);
+  if (h >= 0 && compression != ~0u) {
+    /* Where HDF5 finds the plugin, its set_local prepends {version, element
+     * size} to what it is given when the dataset is made; elsewhere the
+     * values are stored as they are given, so they must be whole. */
+    const unsigned cd[5] = {0, 0, (unsigned)sl_dtype_size(d->dtype), (unsigned)d->encoded_block_elems, compression};
+    bool plugin = H5Zfilter_avail(BITSHUFFLE_FILTER) > 0;
+    h = H5Pset_filter(dcpl, BITSHUFFLE_FILTER, H5Z_FLAG_OPTIONAL, plugin ? 2 : 5, plugin ? cd + 3 : cd);
+  }
+  if (h < 0 && dcpl >= 0) H5Pclose(dcpl);
+  return h < 0 ? -1 : dcpl;
+}
+
+/* The attributes of an encoded output's dataset known when it is made: its
+ * scan's shape (the dataset has one axis of positions, as an acquisition's
+ * frames do) and the encoding of its chunks. */
+static herr_t put_stored_attrs(hid_t ds, const sl_tensor_desc *d) {
+  herr_t h = put_str_attr(ds, "encoding", sl_encoding_name(d->encoding));
+  if (h >= 0) h = put_int_array_attr(ds, "scan_shape", d->dims, d->stream_rank);
+  return h;
+}
+
+/* Before the first dataset of stored chunks: a dataset of one chunk per
+ * stored block has as many chunks as the acquisition (262,144 for a 512 x
+ * 512 scan in chunks of a frame), and what HDF5 keeps of them in memory
+ * must not grow with them. So objects made from here on take HDF5 1.10's
+ * format, whose fixed-array chunk index pages its entries (HDF5's default
+ * v1 B-tree took 7 MiB for 65,536 chunks), the file's metadata cache is
+ * held at SL_H5_METADATA_CACHE_BYTES (it grows to 32 MiB by default), and
+ * HDF5's free lists, which keep what it frees for reuse, are held to
+ * SL_H5_FREE_LIST_BYTES each. write_h5 plans them as its library_bytes.
+ * Readers need HDF5 1.10 or later (h5py, LiberTEM, Debian 12's HDF5). */
+static sl_code prepare_for_stored(sl_h5_writer *w, const char *name, sl_error *err) {
+  if (w->stored_ready) return SL_OK;
+  H5AC_cache_config_t mdc;
+  memset(&mdc, 0, sizeof mdc);
+  mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+  herr_t h = H5Fset_libver_bounds(w->file, H5F_LIBVER_V110, H5F_LIBVER_LATEST);
+  if (h >= 0) h = H5Fget_mdc_config(w->file, &mdc);
+  if (h >= 0) {
+    mdc.set_initial_size = 1;
+    mdc.initial_size = mdc.min_size = mdc.max_size = SL_H5_METADATA_CACHE_BYTES;
+    mdc.incr_mode = H5C_incr__off;
+    mdc.flash_incr_mode = H5C_flash_incr__off;
+    mdc.decr_mode = H5C_decr__off;
+    h = H5Fset_mdc_config(w->file, &mdc);
+  }
+  const int fl = (int)SL_H5_FREE_LIST_BYTES, each = fl / 4;
+  if (h >= 0) h = H5set_free_list_limits(fl, each, fl, each, fl, each);
+  if (h < 0)
+    return sl_fail(err, SL_ERR_IO, "%s: cannot set up HDF5 for the stored chunks of output '%s'", w->path, name);
+  w->stored_ready = true;
+  return SL_OK;
+}
+
+int64_t sl_h5_stored_library_bytes(int64_t chunks) {
+  const int64_t most = (int64_t)7 << 19, grown = ((int64_t)1 << 19) + 48 * (chunks > 0 ? chunks : 0);
+  return grown < most ? grown : most;
+}
+
+/* Dataset `name` with d's dtype and full shape (an encoded output: its
+ * positions in one axis, then the item's axes): the one made before, or a
  * new one. */
 static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, dataset **out,
                            sl_error *err) {
@@ -143,22 +231,40 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
       return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
     w->cap = cap;
   }
+  if (d->encoding != SL_ENC_NONE) {
+    sl_code rc = prepare_for_stored(w, name, err);
+    if (rc != SL_OK) return rc;
+  }
   dataset *s = &w->sets[w->n];
   memset(s, 0, sizeof *s);
   if (!(s->name = sl_strdup(name))) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
   s->desc = *d;
   s->lo = INFINITY, s->hi = -INFINITY;
+  s->stored = d->encoding != SL_ENC_NONE;
   hsize_t dims[SL_MAX_RANK];
+  int rank = d->rank;
   for (int k = 0; k < d->rank; k++) dims[k] = (hsize_t)d->dims[k];
+  if (s->stored) { /* positions x item */
+    rank = 1 + d->rank - d->stream_rank;
+    dims[0] = (hsize_t)sl_desc_positions(d);
+    for (int k = 1; k < rank; k++) dims[k] = (hsize_t)d->dims[d->stream_rank + k - 1];
+  }
+  hid_t dcpl = s->stored ? stored_dcpl(d, rank, dims) : H5P_DEFAULT;
   bool own;
   hid_t type = dataset_type(d->dtype, &own);
-  hid_t space = d->rank ? H5Screate_simple(d->rank, dims, NULL) : H5Screate(H5S_SCALAR);
-  s->id = H5Dcreate2(w->file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t space = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);
+  s->id = dcpl < 0 ? -1 : H5Dcreate2(w->file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   H5Sclose(space);
   if (own) H5Tclose(type);
+  if (dcpl > 0 && dcpl != H5P_DEFAULT) H5Pclose(dcpl);
+  if (s->id >= 0 && s->stored && put_stored_attrs(s->id, d) < 0) {
+    H5Dclose(s->id);
+    s->id = -1;
+  }
   if (s->id < 0) {
     free(s->name);
-    return sl_fail(err, SL_ERR_IO, "%s: cannot create dataset '%s'", w->path, name);
+    return sl_fail(err, SL_ERR_IO, "%s: cannot create dataset '%s'%s", w->path, name,
+                   s->stored ? " for the stored chunks of an encoded output" : "");
   }
   w->n++;
   *out = s;
@@ -257,6 +363,57 @@ sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tenso
   return SL_OK;
 }
 
+/* Bytes the stored block `bytes` (n of them) decodes to: bitshuffle-LZ4's
+ * header says (docs/formats/bitshuffle-lz4.md); stored without the codec,
+ * or bitshuffled without compression, it is as long as what it holds. */
+static uint64_t stored_decoded_bytes(sl_encoding e, uint32_t flags, const unsigned char *bytes, uint64_t n) {
+  if (e != SL_ENC_BSLZ4 || (flags & SL_PACKED_STORED_RAW)) return n;
+  if (n < 12) return 0;
+  uint64_t t = 0;
+  for (int k = 0; k < 8; k++) t = t << 8 | bytes[k];
+  return t;
+}
+
+sl_code sl_h5_writer_stored(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                            int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err) {
+  sl_code rc = sl_packed_check(packed, bytes, err);
+  if (rc != SL_OK) return rc;
+  dataset *s;
+  if ((rc = get_dataset(w, name, d, &s, err)) != SL_OK) return rc;
+  const sl_packed_items *pk = packed;
+  const int64_t per = d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1;
+  const int64_t total = sl_desc_positions(d);
+  const uint64_t full = (uint64_t)(per * sl_desc_item_bytes(d));
+  for (uint64_t i = 0; i < pk->n; i++) {
+    const sl_packed_entry *e = &pk->entries[i];
+    /* a block that began in an earlier call of the scan was written there */
+    if (e->first_position < start || e->first_position >= start + count) continue;
+    const unsigned char *at = (const unsigned char *)packed + e->offset;
+    /* A block is one HDF5 chunk of the dataset when it starts on the
+     * dataset's grid of `per` positions and holds a whole chunk's bytes
+     * (the last chunk of a dataset is stored whole, as HDF5 does). A data
+     * file's last block of fewer positions, in the middle of the scan, is
+     * neither: it would need decoding and encoding again. */
+    bool on_grid = e->first_position % per == 0 && (e->n_positions == per || e->first_position + e->n_positions == total);
+    if (!on_grid || stored_decoded_bytes(d->encoding, e->flags, at, e->size) != full) {
+      char what[512];
+      sl_packed_describe(d, e->origin, e->first_position, e->n_positions, what, sizeof what);
+      return sl_fail(err, SL_ERR_FORMAT,
+                     "output '%s' is written as the acquisition's stored chunks of %lld positions, and %s is "
+                     "not one of them (a data file whose frames are not a multiple of its chunks'): write the "
+                     "decoded frames instead",
+                     name, (long long)per, what);
+    }
+    hsize_t offset[SL_MAX_RANK] = {(hsize_t)e->first_position};
+    uint32_t skipped = (e->flags & SL_PACKED_STORED_RAW) ? 1u : 0u; /* the filter's bit: not applied */
+    if (H5Dwrite_chunk(s->id, H5P_DEFAULT, skipped, offset, (size_t)e->size, at) < 0)
+      return sl_fail(err, SL_ERR_IO, "%s: cannot write chunk %lld (positions %lld-%lld) of output '%s'", w->path,
+                     (long long)chunk, (long long)e->first_position,
+                     (long long)(e->first_position + e->n_positions - 1), name);
+  }
+  return SL_OK;
+}
+
 bool sl_h5_writer_range(sl_h5_writer *w, const char *name, double *lo, double *hi) {
   const dataset *s = find(w, name);
   if (!s || !sl_output_is_image(&s->desc) || !s->desc.stream_rank || s->ranged != sl_desc_positions(&s->desc))
@@ -320,7 +477,7 @@ static sl_code put_output_attrs(sl_h5_writer *w, hid_t ds, const sl_output_data 
   snprintf(src, sizeof src, "%s.%s", o->node_id, o->port);
   h |= put_str_attr(ds, "source", src);
   h |= put_str_attr(ds, "dtype", sl_dtype_name(o->desc.dtype));
-  h |= put_int_attr(ds, "scan_axes", o->scan_axes);
+  h |= put_int_attr(ds, "scan_axes", o->desc.encoding != SL_ENC_NONE ? 1 : o->scan_axes);
   if (o->provenance) h |= put_str_attr(ds, "provenance", o->provenance);
   if (o->chunk_bytes && o->n_chunk_bytes > 0)
     h |= put_int_array_attr(ds, "chunk_bytes", o->chunk_bytes, o->n_chunk_bytes);

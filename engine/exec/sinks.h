@@ -23,6 +23,18 @@ typedef struct sl_attr {
  * file gets it in one write when the run finishes results.h5. */
 #define SL_H5_IMAGE_BEHIND_BYTES ((int64_t)16 << 20)
 
+/* Where results.h5 holds an encoded output's stored chunks (one HDF5 chunk
+ * each, as many as the acquisition has), what HDF5 may keep in memory for
+ * them: the file's metadata cache (the chunk index's pages) and each of
+ * HDF5's free lists, whatever the number of chunks. */
+#define SL_H5_METADATA_CACHE_BYTES ((size_t)1 << 20)
+#define SL_H5_FREE_LIST_BYTES ((size_t)256 << 10)
+/* What HDF5 keeps in memory while it writes `chunks` stored chunks under
+ * those limits (write_h5's library_bytes): process RSS with the writes less
+ * without them, repack.yaml on the dev VM with HDF5 1.10.8, was 0.5 MiB for
+ * 4,096 chunks and 3.1 MiB for 65,536 and for 262,144 chunks (a 512 x 512
+ * scan): a little per chunk up to the limits. */
+int64_t sl_h5_stored_library_bytes(int64_t chunks);
 /* The write-behind buffer of a streamed output described by d. */
 int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d);
 
@@ -46,6 +58,18 @@ sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_att
  * `chunk` of the run: count items, contiguous in `data`. */
 sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
                                int64_t start, int64_t count, const void *data, sl_error *err);
+/* The stored blocks of encoded output `name` (d: its decoded dtype and
+ * shape, its encoding) that begin in scan positions [start, start + count),
+ * chunk `chunk` of the run, from `packed`, the call's packed buffer of
+ * `bytes` bytes (sl_packed_items): each is written as it is, as one HDF5
+ * chunk (no decoding, no encoding again), of a dataset of positions x item
+ * made with the encoding's filter (bitshuffle, HDF5 filter 32008), so that
+ * the dataset reads like the acquisition's own (attributes `scan_shape`
+ * and `encoding`). A block that is not one chunk of that dataset (a data
+ * file's last block of fewer positions, in the middle of the scan) is
+ * SL_ERR_FORMAT, naming it. */
+sl_code sl_h5_writer_stored(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                            int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err);
 /* All of output `name` (d: its dtype and shape) from data. */
 sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
                            sl_error *err);

@@ -886,13 +886,10 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
     rc = resolve_ref(g, &spec->outputs[o].ref, NULL, &s, err);
     g->outputs[o].node = s.node;
     g->outputs[o].port = s.port;
-    if (rc == SL_OK && s.node >= 0 && g->nodes[s.node].out[s.port].encoding != SL_ENC_NONE) {
-      sl_fail(err, SL_ERR_PIPELINE,
-              "output '%s' is an encoded stream of stored chunks (%s); decode it first",
-              spec->outputs[o].name, sl_encoding_name(g->nodes[s.node].out[s.port].encoding));
-      rc = at(err, spec->outputs[o].ref.loc, NULL);
-    } else if (rc == SL_OK && s.node >= 0 && g->nodes[s.node].out[s.port].stream_rank &&
-               sl_node_out_bound(&g->nodes[s.node], s.port, 1) >= 0) {
+    /* An encoded stream is an output that a sink writes as its stored
+     * chunks (write_h5); other variable-size chunks have no layout there. */
+    if (rc == SL_OK && s.node >= 0 && g->nodes[s.node].out[s.port].encoding == SL_ENC_NONE &&
+        g->nodes[s.node].out[s.port].stream_rank && sl_node_out_bound(&g->nodes[s.node], s.port, 1) >= 0) {
       sl_fail(err, SL_ERR_PIPELINE,
               "output '%s' is a stream of variable-size chunks; an output must be whole (a node "
               "whose output concatenates them)",

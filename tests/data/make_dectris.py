@@ -67,8 +67,9 @@ def main():
     ap.add_argument("--block-size", type=int, default=0,
                     help="bitshuffle block size in elements (0 = the filter's default)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="u16")
-    ap.add_argument("--compress", choices=["none", "bslz4", "contiguous"], default="bslz4",
-                    help="bslz4: bitshuffle+LZ4 chunks; none: uncompressed chunks; contiguous: no chunks")
+    ap.add_argument("--compress", choices=["none", "bslz4", "bitshuffle", "contiguous"], default="bslz4",
+                    help="bslz4: bitshuffle+LZ4 chunks; bitshuffle: bitshuffled chunks without LZ4; "
+                         "none: uncompressed chunks; contiguous: no chunks")
     ap.add_argument("--bf-mean", type=float, default=20.0)
     ap.add_argument("--df-mean", type=float, default=0.05)
     ap.add_argument("--bad-pixels", type=int, default=5)
@@ -79,7 +80,7 @@ def main():
     total = args.scan[0] * args.scan[1]
     if total <= 0 or h <= 0 or w <= 0 or args.frames_per_file <= 0 or args.chunk_frames <= 0:
         sys.exit("make_dectris: sizes must be positive")
-    if args.compress == "bslz4" and not h5py.h5z.filter_avail(BITSHUFFLE):
+    if args.compress in ("bslz4", "bitshuffle") and not h5py.h5z.filter_avail(BITSHUFFLE):
         sys.exit(f"make_dectris: bitshuffle HDF5 plugin not found (HDF5_PLUGIN_PATH={os.environ['HDF5_PLUGIN_PATH']})")
     dtype = DTYPES[args.dtype]
     rng = np.random.default_rng(args.seed)
@@ -106,10 +107,10 @@ def main():
                 if args.compress != "contiguous":
                     kw["chunks"] = (min(args.chunk_frames, n), h, w)
                     kw["maxshape"] = (None, h, w)
-                if args.compress == "bslz4":
+                if args.compress in ("bslz4", "bitshuffle"):
                     kw["compression"] = BITSHUFFLE
-                    # the plugin's user values: (block size, compression); 2 = LZ4
-                    kw["compression_opts"] = (args.block_size, 2)
+                    # the plugin's user values: (block size, compression); 2 = LZ4, 0 = none
+                    kw["compression_opts"] = (args.block_size, 2 if args.compress == "bslz4" else 0)
                 d = f.create_dataset("/entry/data/data", shape=(n, h, w), dtype=dtype, **kw)
                 step = 256
                 for s in range(0, n, step):

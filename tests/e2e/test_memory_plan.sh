@@ -22,7 +22,7 @@ if ! "$MAKE" "$WORK/acq" 64 64 192 192 1000 2 >make.txt 2>&1; then
   exit
 fi
 
-for pipe in virtual_image stem_products dpc mean_pattern virtual_image_fit resident_products; do
+for pipe in virtual_image stem_products dpc mean_pattern virtual_image_fit resident_products repack; do
   for threads in 1 2; do
     what="$pipe at $threads thread(s)"
     if ! "$SLUICE" run "$SRC/pipelines/$pipe.yaml" --set input="$WORK/acq_master.h5" --threads $threads \

@@ -333,6 +333,29 @@ static void t_corrupt_chunk_named_through_the_run(void **state) {
   }
 }
 
+/* An encoded stream is an output only where a sink node writes it as it
+ * streams (sluice run's write_h5, as stored chunks: tests/e2e/
+ * test_encoded_output.sh): a run that would assemble it in memory is
+ * refused, naming the output, before any data is read. */
+static void t_encoded_output_needs_a_sink(void **state) {
+  fx_require_bitshuffle();
+  fx_opts o = {.n_files = 1, .frames = {8}, .h = 16, .w = 12, .k = 2, .layout = FX_BSLZ4};
+  char m[512], text[1024], path[600];
+  fx_write("srcenc", &o, m, sizeof m);
+  snprintf(text, sizeof text,
+           "pipeline: p\nnodes:\n  src: {type: hdf5_source, params: {path: \"%s\", scan_shape: [2, 4]}}\n"
+           "outputs: {frames: src.frames}\n",
+           m);
+  write_temp_file(path, sizeof path, "srcenc.yaml", text);
+  sl_run run;
+  sl_error e;
+  sl_code rc = run_file(path, NULL, 0, 2, 1, 0, NULL, &run, &e);
+  print_message("expected error: %s\n", e.msg);
+  assert_int_equal(rc, SL_ERR_PIPELINE);
+  assert_non_null(strstr(e.msg, "output 'frames' is an encoded stream (bslz4): only a sink node writes it"));
+  sl_run_free(&run);
+}
+
 /* ---- errors ------------------------------------------------------------------- */
 
 static void t_scan_shape_and_input_errors(void **state) {
@@ -595,6 +618,7 @@ int main(void) {
       cmocka_unit_test(t_contiguous_u8_and_dataset_param),
       cmocka_unit_test(t_bitshuffle_stored_chunks),
       cmocka_unit_test(t_corrupt_chunk_named_through_the_run),
+      cmocka_unit_test(t_encoded_output_needs_a_sink),
       cmocka_unit_test(t_scan_shape_and_input_errors),
       cmocka_unit_test(t_changed_since_planning),
       cmocka_unit_test(t_plan_device_state),
