@@ -235,6 +235,28 @@ static const char k_com_yaml[] =
     "  com: {type: com, inputs: {frames: detector.frames}}\n"
     "outputs: {com: com.com_row}\n";
 
+/* FEM's per-pixel statistics over the scan (variance with its own merge),
+ * after the detector chain as the products sweep it. */
+static const char k_variance_yaml[] =
+    DETECTOR_YAML_HEAD("calibrate_variance")
+    "  fem: {type: variance, inputs: {x: detector.frames}}\n"
+    "outputs: {normalized: fem.normalized}\n";
+
+/* The acquisition's stored chunks copied into results.h5 (repack.yaml):
+ * write_h5's "stored" rate, which writes a byte of the file for each byte
+ * read (the plain rate was fitted on outputs a hundred times smaller than
+ * their inputs: it priced the dev VM's repack of a 256 x 256 scan at a
+ * quarter of its 0.44 s). */
+static const char k_stored_yaml[] =
+    "pipeline: calibrate_stored\n"
+    "params:\n"
+    "  input: {type: path, required: true}\n"
+    "  scan_shape: {type: shape, default: []}\n"
+    "  preview_frames: {type: int, default: 256}\n"
+    "nodes:\n"
+    "  source: {type: hdf5_source, params: {path: \"${input}\", scan_shape: \"${scan_shape}\"}}\n"
+    "outputs: {frames: source.frames}\n";
+
 /* One node's measurement: its plan's calls and declared cost, its time. */
 typedef sl_cost_sample sample;
 
@@ -242,9 +264,9 @@ typedef sl_cost_sample sample;
  * fit tell a node's setup, once per run, from its rate). */
 #define CALIBRATE_MAX_INPUTS 4
 /* The runs a calibration keeps: overheads (1), bandwidth-free pipelines at
- * two sizes each (basic, stem, image, fields, parallax: 10), and six per
- * acquisition given with --input (three pipelines, two chunkings each). */
-#define CALIBRATE_MAX_RUNS (11 + 6 * CALIBRATE_MAX_INPUTS)
+ * two sizes each (basic, stem, image, fields, parallax: 10), and ten per
+ * acquisition given with --input (five pipelines, two chunkings each). */
+#define CALIBRATE_MAX_RUNS (11 + 10 * CALIBRATE_MAX_INPUTS)
 /* Each measured run is repeated and each node's least time kept: a shared
  * machine's other jobs only ever add time (a descheduled worker at a
  * fork/join fitted as 100 us per call on a loaded 2-core VM). */
@@ -910,13 +932,26 @@ static sl_code detector_pipeline_runs(calibration *c, const char *input, const c
 }
 
 /* The detector chain and the products on a given acquisition, in the
- * shipped pipelines' shapes (k_products_yaml, k_pattern_yaml, k_com_yaml). */
+ * shipped pipelines' shapes (k_products_yaml, k_pattern_yaml, k_com_yaml),
+ * FEM's variance, and the stored chunks copied (k_stored_yaml), which an
+ * acquisition whose data files end inside a stored chunk cannot be: its
+ * refusal skips those samples and says so. */
 static sl_code detector_runs(calibration *c, const char *input, sl_error *err) {
   char tpl[512];
   sl_code rc = write_file(c->dir, "detector_input.yaml", k_detector_input_template, tpl, sizeof tpl, err);
   if (rc == SL_OK) rc = detector_pipeline_runs(c, input, "products.yaml", k_products_yaml, err);
   if (rc == SL_OK) rc = detector_pipeline_runs(c, input, "pattern.yaml", k_pattern_yaml, err);
   if (rc == SL_OK) rc = detector_pipeline_runs(c, input, "com.yaml", k_com_yaml, err);
+  if (rc == SL_OK) rc = detector_pipeline_runs(c, input, "variance.yaml", k_variance_yaml, err);
+  if (rc != SL_OK) return rc;
+  sl_error why;
+  sl_error_clear(&why);
+  rc = detector_pipeline_runs(c, input, "stored.yaml", k_stored_yaml, &why);
+  if (rc == SL_ERR_PIPELINE || rc == SL_ERR_FORMAT) {
+    fprintf(stderr, "sluice calibrate: no samples of stored chunks written from %s: %s\n", input, why.msg);
+    return SL_OK;
+  }
+  if (rc != SL_OK) *err = why;
   return rc;
 }
 

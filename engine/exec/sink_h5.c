@@ -96,7 +96,8 @@ struct sl_h5_writer {
   hid_t file;
   int n, cap;
   dataset *sets;
-  bool stored_ready; /* prepare_for_stored done */
+  bool stored_ready; /* sl_h5_writer_expect_stored done */
+  bool plugin;       /* ... and HDF5 found the bitshuffle plugin */
 };
 
 int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d) {
@@ -147,7 +148,7 @@ static dataset *find(sl_h5_writer *w, const char *name) {
  * encoding's filter, optional so that the dataset can be made where the
  * plugin is not installed (sluice writes the stored bytes, never through
  * the filter); -1 for an encoding with no HDF5 layout. */
-static hid_t stored_dcpl(const sl_tensor_desc *d, int rank, const hsize_t *dims) {
+static hid_t stored_dcpl(const sl_tensor_desc *d, int rank, const hsize_t *dims, bool plugin) {
   hsize_t chunk[SL_MAX_RANK];
   for (int k = 0; k < rank; k++) chunk[k] = dims[k];
   chunk[0] = (hsize_t)(d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1);
@@ -165,7 +166,6 @@ static hid_t stored_dcpl(const sl_tensor_desc *d, int rank, const hsize_t *dims)
      * size} to what it is given when the dataset is made; elsewhere the
      * values are stored as they are given, so they must be whole. */
     const unsigned cd[5] = {0, 0, (unsigned)sl_dtype_size(d->dtype), (unsigned)d->encoded_block_elems, compression};
-    bool plugin = H5Zfilter_avail(BITSHUFFLE_FILTER) > 0;
     h = H5Pset_filter(dcpl, BITSHUFFLE_FILTER, H5Z_FLAG_OPTIONAL, plugin ? 2 : 5, plugin ? cd + 3 : cd);
   }
   if (h < 0 && dcpl >= 0) H5Pclose(dcpl);
@@ -181,7 +181,7 @@ static herr_t put_stored_attrs(hid_t ds, const sl_tensor_desc *d) {
   return h;
 }
 
-/* Before the first dataset of stored chunks: a dataset of one chunk per
+/* Before the first dataset of stored chunks (sl_h5_writer_expect_stored): a dataset of one chunk per
  * stored block has as many chunks as the acquisition (262,144 for a 512 x
  * 512 scan in chunks of a frame), and what HDF5 keeps of them in memory
  * must not grow with them. So objects made from here on take HDF5 1.10's
@@ -190,8 +190,9 @@ static herr_t put_stored_attrs(hid_t ds, const sl_tensor_desc *d) {
  * held at SL_H5_METADATA_CACHE_BYTES (it grows to 32 MiB by default), and
  * HDF5's free lists, which keep what it frees for reuse, are held to
  * SL_H5_FREE_LIST_BYTES each. write_h5 plans them as its library_bytes.
- * Readers need HDF5 1.10 or later (h5py, LiberTEM, Debian 12's HDF5). */
-static sl_code prepare_for_stored(sl_h5_writer *w, const char *name, sl_error *err) {
+ * Readers need HDF5 1.10 or later (h5py, LiberTEM, Debian 12's HDF5). And
+ * whether HDF5 finds the bitshuffle plugin (stored_dcpl). */
+sl_code sl_h5_writer_expect_stored(sl_h5_writer *w, const char *name, sl_error *err) {
   if (w->stored_ready) return SL_OK;
   H5AC_cache_config_t mdc;
   memset(&mdc, 0, sizeof mdc);
@@ -210,6 +211,7 @@ static sl_code prepare_for_stored(sl_h5_writer *w, const char *name, sl_error *e
   if (h >= 0) h = H5set_free_list_limits(fl, each, fl, each, fl, each);
   if (h < 0)
     return sl_fail(err, SL_ERR_IO, "%s: cannot set up HDF5 for the stored chunks of output '%s'", w->path, name);
+  w->plugin = H5Zfilter_avail(BITSHUFFLE_FILTER) > 0;
   w->stored_ready = true;
   return SL_OK;
 }
@@ -232,7 +234,7 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
     w->cap = cap;
   }
   if (d->encoding != SL_ENC_NONE) {
-    sl_code rc = prepare_for_stored(w, name, err);
+    sl_code rc = sl_h5_writer_expect_stored(w, name, err);
     if (rc != SL_OK) return rc;
   }
   dataset *s = &w->sets[w->n];
@@ -249,7 +251,7 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
     dims[0] = (hsize_t)sl_desc_positions(d);
     for (int k = 1; k < rank; k++) dims[k] = (hsize_t)d->dims[d->stream_rank + k - 1];
   }
-  hid_t dcpl = s->stored ? stored_dcpl(d, rank, dims) : H5P_DEFAULT;
+  hid_t dcpl = s->stored ? stored_dcpl(d, rank, dims, w->plugin) : H5P_DEFAULT;
   bool own;
   hid_t type = dataset_type(d->dtype, &own);
   hid_t space = rank ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR);

@@ -58,6 +58,13 @@ sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_att
  * `chunk` of the run: count items, contiguous in `data`. */
 sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
                                int64_t start, int64_t count, const void *data, sl_error *err);
+/* Sets w up for the stored chunks of encoded output `name` (see
+ * sl_h5_writer_stored; done there at the first write when not before):
+ * HDF5's limits on what it keeps for many chunks, and whether the
+ * bitshuffle plugin is there (loading it takes 0.3-0.7 ms on the dev VM).
+ * `sluice run` calls it when it opens results.h5, so that this happens
+ * before any data is read. */
+sl_code sl_h5_writer_expect_stored(sl_h5_writer *w, const char *name, sl_error *err);
 /* The stored blocks of encoded output `name` (d: its decoded dtype and
  * shape, its encoding) that begin in scan positions [start, start + count),
  * chunk `chunk` of the run, from `packed`, the call's packed buffer of

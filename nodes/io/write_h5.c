@@ -60,6 +60,13 @@ static void write_h5_cost(const sl_node *n, int64_t positions, sl_node_cost *c) 
   c->state_bytes = d->stream_rank ? sl_h5_write_behind_bytes(d) : 0;
 }
 
+/* Stored chunks are priced apart: a byte written for every byte read, into
+ * a file as large as the acquisition's chunks, where plain outputs are small
+ * beside their inputs (sluice calibrate's stored.yaml). */
+static const char *write_h5_rate_variant(const sl_node *n) {
+  return n->in[0].encoding != SL_ENC_NONE ? "stored" : NULL;
+}
+
 static sl_code write_h5_cpu(sl_kernel_args *a) {
   const char *name = write_h5_params_of(a->node)->output;
   sl_output_target *t = a->state;
@@ -87,7 +94,7 @@ const sl_node_desc sl_node_write_h5 = {
            "outputs chunk by chunk; an encoded stream as its stored chunks, copied as they are).",
     SL_PARAMS_DESC(write_h5_params),
     .inputs = write_h5_in, .n_inputs = SL_COUNT_OF(write_h5_in),
-    .infer = write_h5_infer, .cost = write_h5_cost,
+    .infer = write_h5_infer, .cost = write_h5_cost, .rate_variant = write_h5_rate_variant,
     .kernel = {[SL_BACKEND_CPU] = write_h5_cpu},
     .host = true,
     .sink = true,

@@ -133,14 +133,20 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 types = {r["type"] for r in p["rates"]}
 for t in ("hdf5_source", "detector_mask", "bslz4_decode", "mask_correct", "detector_preview", "disk_fit",
-          "virtual_detectors"):
+          "virtual_detectors", "variance/u16", "write_h5/u16/stored"):
     assert t in types, t
 for r in p["rates"]:
     assert r.get("first_call_seconds", 0) >= 0 and r.get("first_call_seconds_per_byte", 0) >= 0, r
     most = r.get("first_call_seconds_most", 0)
     assert most == 0 or (r.get("first_call_seconds_per_byte", 0) > 0 and most >= r.get("first_call_seconds", 0)), r
 PY
-  then ok "the detector chain's types have rates"; else not_ok "detector rates"; fi
+  then ok "the detector chain's types have rates (variance and stored chunks among them)"; else not_ok "detector rates"; fi
+  # data files of 10 frames in chunks of 4 cannot be copied as stored
+  # chunks: calibrate says so and calibrates the rest
+  $PY "$SRC/tests/data/make_dectris.py" odd --scan 8 8 --detector 48 48 --frames-per-file 10 --chunk-frames 4 \
+    >/dev/null 2>&1
+  expect 0 "no samples of stored chunks written from odd_master.h5" "calibrate skips the stored chunks it cannot copy" -- \
+    "$SLUICE" calibrate --backend cpu --budget 0.2 --out "$WORK/odd.json" --input odd_master.h5
   # the most acquisitions it takes: four (each two runs beside its own pipelines' eleven)
   expect 0 "wrote $WORK/four.json" "calibrate with four acquisitions" -- \
     "$SLUICE" calibrate --backend cpu --budget 0.2 --out "$WORK/four.json" \
