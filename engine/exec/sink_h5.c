@@ -181,17 +181,18 @@ static herr_t put_stored_attrs(hid_t ds, const sl_tensor_desc *d) {
   return h;
 }
 
-/* Before the first dataset of stored chunks (sl_h5_writer_expect_stored): a dataset of one chunk per
- * stored block has as many chunks as the acquisition (262,144 for a 512 x
- * 512 scan in chunks of a frame), and what HDF5 keeps of them in memory
- * must not grow with them. So objects made from here on take HDF5 1.10's
- * format, whose fixed-array chunk index pages its entries (HDF5's default
- * v1 B-tree took 7 MiB for 65,536 chunks), the file's metadata cache is
- * held at SL_H5_METADATA_CACHE_BYTES (it grows to 32 MiB by default), and
- * HDF5's free lists, which keep what it frees for reuse, are held to
- * SL_H5_FREE_LIST_BYTES each. write_h5 plans them as its library_bytes.
- * Readers need HDF5 1.10 or later (h5py, LiberTEM, Debian 12's HDF5). And
- * whether HDF5 finds the bitshuffle plugin (stored_dcpl). */
+/* Before the first dataset of stored chunks: such a dataset has a chunk per
+ * stored block, as many as the acquisition (262,144 for a 512 x 512 scan in
+ * chunks of a frame), and what HDF5 keeps of them in memory must not grow
+ * with them. So objects made from here on take HDF5 1.10's format, whose
+ * fixed-array chunk index pages its entries (HDF5's default v1 B-tree took
+ * 7 MiB for 65,536 chunks), the file's metadata cache is held at
+ * SL_H5_METADATA_CACHE_BYTES (it grows to 32 MiB by default), and HDF5's
+ * free lists, which keep what it frees for reuse, at SL_H5_FREE_LIST_BYTES
+ * for each kind and a quarter of that for one list. write_h5 plans what is
+ * left as its library_bytes. Readers need HDF5 1.10 or later (h5py,
+ * LiberTEM, Debian 12's HDF5). Also notes whether HDF5 finds the bitshuffle
+ * plugin (stored_dcpl). */
 sl_code sl_h5_writer_expect_stored(sl_h5_writer *w, const char *name, sl_error *err) {
   if (w->stored_ready) return SL_OK;
   H5AC_cache_config_t mdc;
@@ -258,7 +259,7 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
   s->id = dcpl < 0 ? -1 : H5Dcreate2(w->file, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   H5Sclose(space);
   if (own) H5Tclose(type);
-  if (dcpl > 0 && dcpl != H5P_DEFAULT) H5Pclose(dcpl);
+  if (s->stored && dcpl >= 0) H5Pclose(dcpl);
   if (s->id >= 0 && s->stored && put_stored_attrs(s->id, d) < 0) {
     H5Dclose(s->id);
     s->id = -1;
@@ -396,7 +397,8 @@ sl_code sl_h5_writer_stored(sl_h5_writer *w, const char *name, const sl_tensor_d
      * (the last chunk of a dataset is stored whole, as HDF5 does). A data
      * file's last block of fewer positions, in the middle of the scan, is
      * neither: it would need decoding and encoding again. */
-    bool on_grid = e->first_position % per == 0 && (e->n_positions == per || e->first_position + e->n_positions == total);
+    bool on_grid = e->first_position % per == 0 &&
+                   (e->n_positions == per || e->first_position + e->n_positions == total);
     if (!on_grid || stored_decoded_bytes(d->encoding, e->flags, at, e->size) != full) {
       char what[512];
       sl_packed_describe(d, e->origin, e->first_position, e->n_positions, what, sizeof what);

@@ -25,8 +25,8 @@ typedef struct sl_attr {
 
 /* Where results.h5 holds an encoded output's stored chunks (one HDF5 chunk
  * each, as many as the acquisition has), what HDF5 may keep in memory for
- * them: the file's metadata cache (the chunk index's pages) and each of
- * HDF5's free lists, whatever the number of chunks. */
+ * them: the file's metadata cache (the chunk index's pages) and each kind
+ * of HDF5's free lists, whatever the number of chunks. */
 #define SL_H5_METADATA_CACHE_BYTES ((size_t)1 << 20)
 #define SL_H5_FREE_LIST_BYTES ((size_t)256 << 10)
 /* What HDF5 keeps in memory while it writes `chunks` stored chunks under

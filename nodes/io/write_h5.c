@@ -28,8 +28,9 @@ static sl_code write_h5_infer(sl_node *n, sl_error *err) {
   if (d->encoding == SL_ENC_NONE) return SL_OK;
   const char *name = write_h5_params_of(n)->output;
   if (d->encoding != SL_ENC_BSLZ4 && d->encoding != SL_ENC_BITSHUFFLE && d->encoding != SL_ENC_RAW)
-    return sl_fail(err, SL_ERR_PIPELINE, "output '%s' is encoded (%s), which results.h5 has no layout for: decode it first",
-                   name, sl_encoding_name(d->encoding));
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "output '%s' is encoded (%s), which results.h5 has no layout for: decode it first", name,
+                   sl_encoding_name(d->encoding));
   const int64_t per = d->positions_per_stored_chunk > 0 ? d->positions_per_stored_chunk : 1;
   const int64_t fewest = d->min_positions_per_stored_chunk > 0 ? d->min_positions_per_stored_chunk : per;
   if (fewest < per && fewest != sl_desc_positions(d) % per)
