@@ -87,6 +87,20 @@ static sl_code scan_shape(sl_node *n, const sl_h5_index *ix, int64_t *rows, int6
     sl_node_note(n, "scan_shape", "[%lld, %lld] (from the param)", (long long)*rows, (long long)*cols);
     return SL_OK;
   }
+  /* a file that stores the scan's shape with its frames (sluice's repack) */
+  int64_t r = 0, c = 0;
+  if (sl_h5_index_scan_shape(ix, &r, &c)) {
+    int64_t positions = 0;
+    if (!sl_size_mul(r, c, &positions) || positions != ix->n_frames)
+      return sl_fail(err, SL_ERR_PIPELINE,
+                     "%s: the frames' scan_shape attribute [%lld, %lld] does not hold its %lld frames: give the "
+                     "scan shape with param 'scan_shape'",
+                     ix->source, (long long)r, (long long)c, (long long)ix->n_frames);
+    *rows = r;
+    *cols = c;
+    sl_node_note(n, "scan_shape", "[%lld, %lld] (the frames' scan_shape attribute)", (long long)r, (long long)c);
+    return SL_OK;
+  }
   int64_t s = 0;
   while ((s + 1) * (s + 1) <= ix->n_frames) s++;
   if (s * s != ix->n_frames)

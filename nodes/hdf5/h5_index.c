@@ -522,6 +522,11 @@ void sl_h5_window_offsets(const sl_h5_index *ix, int64_t first, int64_t count, u
   offsets[count < 0 ? 0 : count] = s;
 }
 
+bool sl_h5_index_scan_shape(const sl_h5_index *ix, int64_t *rows, int64_t *cols) {
+  if (ix->n_parts != 1 || !ix->parts[0].object) return false;
+  return sl_h5_dataset_scan_shape_attr(ix->files[ix->parts[0].file], ix->parts[0].object, rows, cols);
+}
+
 sl_code sl_h5_index_encoding(const sl_h5_index *ix, sl_encoding *enc, int64_t *block_elems, sl_error *err) {
   *enc = SL_ENC_NONE;
   *block_elems = 0;

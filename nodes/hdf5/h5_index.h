@@ -148,6 +148,10 @@ uint64_t sl_h5_index_host_bytes(const sl_h5_index *ix);
  * SL_ENC_BSLZ4 or SL_ENC_BITSHUFFLE, with the bitshuffle block size in
  * elements (0 = the default); SL_ERR_FORMAT for another bitshuffle
  * compression. */
+/* The scan's shape as the frames' dataset stores it (attribute scan_shape,
+ * which sluice's results.h5 gives an acquisition's stored chunks): true for
+ * a single dataset that has a valid one. Reads the file (not the index). */
+bool sl_h5_index_scan_shape(const sl_h5_index *ix, int64_t *rows, int64_t *cols);
 sl_code sl_h5_index_encoding(const sl_h5_index *ix, sl_encoding *enc, int64_t *block_elems, sl_error *err);
 
 /* The frames' dtype: u8, u16 or u32 by elem_size. */

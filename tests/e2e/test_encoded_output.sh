@@ -56,9 +56,9 @@ with h5py.File(master) as m, h5py.File(results) as r:
 P
 }
 
-# sluice reads the repacked file back: the corrected, summed pattern (the
-# detector-input chain with the mask beside the frames) equals the one of
-# the original acquisition.
+# sluice reads the repacked file back, the scan's shape from the frames'
+# attribute: the corrected, summed pattern (the detector-input chain with
+# the mask beside the frames) equals the one of the original acquisition.
 cat > pattern.yaml <<Y
 pipeline: pattern
 params:
@@ -75,8 +75,9 @@ outputs: {total: s.total}
 Y
 read_back() {
   "$SLUICE" run pattern.yaml --set path="$1_master.h5" --set scan_shape="[$3,$4]" --out "$2-orig" --quiet &&
-    "$SLUICE" run pattern.yaml --set path="$2/results.h5" --set dataset=/frames --set scan_shape="[$3,$4]" \
-      --set mask_file="$2/results.h5:/mask" --out "$2-back" --quiet &&
+    "$SLUICE" run pattern.yaml --set path="$2/results.h5" --set dataset=/frames \
+      --set mask_file="$2/results.h5:/mask" --out "$2-back" --json > "$2-back.json" &&
+    grep -qF "[$3, $4] (the frames' scan_shape attribute)" "$2-back.json" &&
     $PY - "$2-orig/results.h5" "$2-back/results.h5" <<'P'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1]) as a, h5py.File(sys.argv[2]) as b:
@@ -86,7 +87,7 @@ P
 }
 
 # name rows cols frames_per_file chunk dtype compress block
-for spec in "lz 16 16 100 4 u16 bslz4 0" "bs 12 12 100 1 u32 bitshuffle 256" "edge 15 15 1000 4 u8 bslz4 0"; do
+for spec in "lz 16 16 100 4 u16 bslz4 0" "bs 12 10 100 1 u32 bitshuffle 256" "edge 15 15 1000 4 u8 bslz4 0"; do
   set -- $spec
   make "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8"
   for threads in 1 2; do
@@ -103,6 +104,16 @@ for spec in "lz 16 16 100 4 u16 bslz4 0" "bs 12 12 100 1 u32 bitshuffle 256" "ed
   read_back "$1" "$1-t2-cauto" "$2" "$3" && ok "$1: sluice reads the repacked file as the original" ||
     not_ok "$1: read back differs"
 done
+
+# A scan_shape attribute that does not hold the frames is refused, naming it.
+$PY - lz-t1-cauto/results.h5 bad.h5 <<'P'
+import sys, shutil, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "a") as f:
+    f["frames"].attrs["scan_shape"] = [3, 3]
+P
+expect 2 "scan_shape attribute [3, 3] does not hold its 256 frames" "a wrong scan_shape attribute is refused" -- \
+  "$SLUICE" plan pattern.yaml --set path=bad.h5 --set dataset=/frames
 
 # The plan says what the writer does: no write-behind buffer (each stored
 # chunk goes to the file as it comes), bytes of the stored chunks.
