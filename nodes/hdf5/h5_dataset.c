@@ -199,23 +199,16 @@ sl_code sl_h5_dataset_inspect(sl_h5_dataset *d, const char *file, sl_error *err)
   return rc;
 }
 
-bool sl_h5_dataset_scan_shape_attr(const char *file, const char *object, int64_t *rows, int64_t *cols) {
-  hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) return false;
-  bool ok = false;
-  hid_t d = sl_h5_path_exists(f, object) ? H5Dopen2(f, object, H5P_DEFAULT) : H5I_INVALID_HID;
-  if (d >= 0 && H5Aexists(d, "scan_shape") > 0) {
-    hid_t a = H5Aopen(d, "scan_shape", H5P_DEFAULT);
-    hid_t sp = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
-    long long v[2] = {0, 0};
-    ok = sp >= 0 && H5Sget_simple_extent_npoints(sp) == 2 && H5Aread(a, H5T_NATIVE_LLONG, v) >= 0 && v[0] > 0 &&
-         v[1] > 0;
-    if (sp >= 0) H5Sclose(sp);
-    if (a >= 0) H5Aclose(a);
-    if (ok) *rows = v[0], *cols = v[1];
-  }
-  if (d >= 0) H5Dclose(d);
-  H5Fclose(f);
+bool sl_h5_dataset_scan_shape(const sl_h5_dataset *d, int64_t *rows, int64_t *cols) {
+  if (H5Aexists(d->did, "scan_shape") <= 0) return false;
+  hid_t a = H5Aopen(d->did, "scan_shape", H5P_DEFAULT);
+  hid_t sp = a >= 0 ? H5Aget_space(a) : H5I_INVALID_HID;
+  long long v[2] = {0, 0};
+  bool ok = sp >= 0 && H5Sget_simple_extent_npoints(sp) == 2 && H5Aread(a, H5T_NATIVE_LLONG, v) >= 0 && v[0] > 0 &&
+            v[1] > 0;
+  if (sp >= 0) H5Sclose(sp);
+  if (a >= 0) H5Aclose(a);
+  if (ok) *rows = v[0], *cols = v[1];
   return ok;
 }
 

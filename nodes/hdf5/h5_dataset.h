@@ -52,11 +52,11 @@ void sl_h5_error_wrap(sl_error *err, const char *prefix, const char *suffix);
 sl_code sl_h5_dataset_inspect(sl_h5_dataset *d, const char *file, sl_error *err);
 /* The optional Dectris attributes image_nr_low / image_nr_high (1-based,
  * inclusive) must agree with the frames the dataset holds. */
-/* The scan's rows and cols from attribute `scan_shape` of dataset `object`
- * in `file` (two positive integers: what sluice's results.h5 gives an
+/* The scan's rows and cols from attribute `scan_shape` of `d` (its did
+ * open; two positive integers: what sluice's results.h5 gives an
  * acquisition's stored chunks, pipelines/repack.yaml): true when it is
- * there and valid. Opens and closes the file (read only). */
-bool sl_h5_dataset_scan_shape_attr(const char *file, const char *object, int64_t *rows, int64_t *cols);
+ * there and valid. */
+bool sl_h5_dataset_scan_shape(const sl_h5_dataset *d, int64_t *rows, int64_t *cols);
 sl_code sl_h5_dataset_check_image_nr(const sl_h5_dataset *d, const char *file, int64_t first_frame,
                                      sl_error *err);
 

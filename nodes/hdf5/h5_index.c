@@ -293,7 +293,10 @@ static sl_code take_dataset(builder *b, sl_h5_dataset *d, sl_error *err) {
   sl_h5_index *ix = b->ix;
   const char *file = ix->files[d->file];
   sl_code rc = sl_h5_dataset_inspect(d, file, err);
-  if (rc == SL_OK && d == &b->datasets[0]) set_frame_facts(ix, d);
+  if (rc == SL_OK && d == &b->datasets[0]) {
+    set_frame_facts(ix, d);
+    ix->meta.has_scan_shape = sl_h5_dataset_scan_shape(d, &ix->meta.scan_rows, &ix->meta.scan_cols);
+  }
   if (rc == SL_OK) rc = check_agrees(d, &b->datasets[0], file, err);
   if (rc == SL_OK) rc = sl_h5_dataset_check_image_nr(d, file, b->frames, err);
   /* (inspect refused a dataset without a valid chunk shape: no division then) */
@@ -523,8 +526,9 @@ void sl_h5_window_offsets(const sl_h5_index *ix, int64_t first, int64_t count, u
 }
 
 bool sl_h5_index_scan_shape(const sl_h5_index *ix, int64_t *rows, int64_t *cols) {
-  if (ix->n_parts != 1 || !ix->parts[0].object) return false;
-  return sl_h5_dataset_scan_shape_attr(ix->files[ix->parts[0].file], ix->parts[0].object, rows, cols);
+  if (ix->n_parts != 1 || !ix->meta.has_scan_shape) return false;
+  *rows = ix->meta.scan_rows, *cols = ix->meta.scan_cols;
+  return true;
 }
 
 sl_code sl_h5_index_encoding(const sl_h5_index *ix, sl_encoding *enc, int64_t *block_elems, sl_error *err) {

@@ -57,6 +57,11 @@ typedef struct sl_h5_detector_meta {
   const char *saturation_source;       /* path the saturation value came from, NULL if none */
   uint32_t *pixel_mask;                /* frame_rows * frame_cols, row major, > 0 = bad; NULL if absent */
   int64_t n_bad_pixels;                /* pixels with mask > 0 */
+  /* The frames' dataset's attribute scan_shape (what sluice's results.h5
+   * gives an acquisition's stored chunks: pipelines/repack.yaml), of the
+   * first dataset: two positive integers, or has_scan_shape false. */
+  int64_t scan_rows, scan_cols;
+  bool has_scan_shape;
 } sl_h5_detector_meta;
 
 /* One dataset holding a run of consecutive frames (a data file of a master,
@@ -148,9 +153,8 @@ uint64_t sl_h5_index_host_bytes(const sl_h5_index *ix);
  * SL_ENC_BSLZ4 or SL_ENC_BITSHUFFLE, with the bitshuffle block size in
  * elements (0 = the default); SL_ERR_FORMAT for another bitshuffle
  * compression. */
-/* The scan's shape as the frames' dataset stores it (attribute scan_shape,
- * which sluice's results.h5 gives an acquisition's stored chunks): true for
- * a single dataset that has a valid one. Reads the file (not the index). */
+/* The scan's shape as the frames' dataset stores it (meta.scan_rows and
+ * scan_cols): true for a single dataset that has a valid one. */
 bool sl_h5_index_scan_shape(const sl_h5_index *ix, int64_t *rows, int64_t *cols);
 sl_code sl_h5_index_encoding(const sl_h5_index *ix, sl_encoding *enc, int64_t *block_elems, sl_error *err);
 

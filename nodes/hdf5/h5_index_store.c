@@ -4,7 +4,7 @@
  * machine that wrote it): a header naming the working directory, the master
  * path as given and the dataset (data file paths in the index are relative
  * to them), the master's identity, every data file with its identity, the
- * described index, its chunks, and an FNV-1a checksum of all that. Every
+ * described index, its chunks, and a checksum of all that (sl_checksum64). Every
  * read is bounds-checked: a short, foreign or corrupt entry is no entry. */
 #define _POSIX_C_SOURCE 200809L
 #include "nodes/hdf5/h5_index_store.h"
@@ -18,7 +18,7 @@
 #include "engine/core/settings.h"
 #include "engine/core/util.h"
 
-#define STORE_MAGIC "SLIDX01\n"
+#define STORE_MAGIC "SLIDX02\n"
 /* Entries above this are not kept (5 M chunks): the entry is built in memory
  * beside the index, and the cache has no eviction. */
 #define STORE_MAX_BYTES ((uint64_t)256 << 20)

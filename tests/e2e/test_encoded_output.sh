@@ -57,7 +57,7 @@ P
 }
 
 # sluice reads the repacked file back, the scan's shape from the frames'
-# attribute: the corrected, summed pattern (the detector-input chain with
+# attribute (again from the chunk index's cache in a second run): the corrected, summed pattern (the detector-input chain with
 # the mask beside the frames) equals the one of the original acquisition.
 cat > pattern.yaml <<Y
 pipeline: pattern
@@ -78,6 +78,9 @@ read_back() {
     "$SLUICE" run pattern.yaml --set path="$2/results.h5" --set dataset=/frames \
       --set mask_file="$2/results.h5:/mask" --out "$2-back" --json > "$2-back.json" &&
     grep -qF "[$3, $4] (the frames' scan_shape attribute)" "$2-back.json" &&
+    "$SLUICE" run pattern.yaml --set path="$2/results.h5" --set dataset=/frames \
+      --set mask_file="$2/results.h5:/mask" --out "$2-again" --json > "$2-again.json" &&
+    grep -qF "[$3, $4] (the frames' scan_shape attribute)" "$2-again.json" &&
     $PY - "$2-orig/results.h5" "$2-back/results.h5" <<'P'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1]) as a, h5py.File(sys.argv[2]) as b:

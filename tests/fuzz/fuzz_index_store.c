@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/util.h"
 #include "nodes/hdf5/h5_index_store.h"
 
 static bool any_file(const char *path, const void *identity, size_t n) {
@@ -18,8 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *bytes = malloc(size + 8);
   if (!bytes) return 0;
   memcpy(bytes, data, size);
-  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, as the store sums its entries */
-  for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 0x100000001b3ULL;
+  uint64_t h = sl_checksum64(data, size); /* as the store sums its entries */
   memcpy(bytes + size, &h, 8);
   /* the corpus entries were written in /fuzz for master /fuzz/m_master.h5 */
   sl_h5_index *ix = sl_h5_index_store_parse(bytes, size + 8, "/fuzz", "/fuzz/m_master.h5", "", any_file);

@@ -58,6 +58,7 @@ static void assert_same_index(const sl_h5_index *a, const sl_h5_index *b) {
   assert_int_equal(a->max_chunk_size, b->max_chunk_size);
   assert_int_equal(a->meta.nimages, b->meta.nimages);
   assert_int_equal(a->meta.has_pixel_mask, b->meta.has_pixel_mask);
+  assert_int_equal(a->meta.has_scan_shape, b->meta.has_scan_shape);
 }
 
 static void store_fresh(void) {
