@@ -246,18 +246,47 @@ uint64_t sl_fnv1a(const void *data, size_t n, uint64_t h) {
 
 static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
-uint64_t sl_checksum64(const void *data, size_t n) {
+#define CHECKSUM_K1 0x9e3779b185ebca87ULL
+#define CHECKSUM_K2 0xc2b2ae3d27d4eb4fULL
+
+void sl_checksum64_begin(sl_checksum64_state *s) {
+  *s = (sl_checksum64_state){.lane = {CHECKSUM_K1, CHECKSUM_K2, CHECKSUM_K1 ^ CHECKSUM_K2, CHECKSUM_K1 + CHECKSUM_K2}};
+}
+
+/* One 32-byte group into the four lanes. */
+static void checksum_group(uint64_t lane[4], const unsigned char *p) {
+  for (int l = 0; l < 4; l++) {
+    uint64_t w;
+    memcpy(&w, p + 8 * l, 8);
+    lane[l] = rotl64(lane[l] + w * CHECKSUM_K2, 31) * CHECKSUM_K1;
+  }
+}
+
+void sl_checksum64_add(sl_checksum64_state *s, const void *data, size_t n) {
   const unsigned char *p = data;
-  const uint64_t k1 = 0x9e3779b185ebca87ULL, k2 = 0xc2b2ae3d27d4eb4fULL;
-  uint64_t lane[4] = {k1, k2, k1 ^ k2, k1 + k2};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int l = 0; l < 4; l++) {
-      uint64_t w;
-      memcpy(&w, p + i + 8 * l, 8);
-      lane[l] = rotl64(lane[l] + w * k2, 31) * k1;
-    }
-  uint64_t h = (uint64_t)n * k1;
-  for (int l = 0; l < 4; l++) h = rotl64(h ^ lane[l], 27) * k1 + k2;
-  return sl_fnv1a(p + i, n - i, h) * k2; /* the tail (under 32 bytes) */
+  s->n += n;
+  if (s->held) { /* complete the group an earlier call began */
+    size_t take = 32 - s->held < n ? 32 - s->held : n;
+    memcpy(s->group + s->held, p, take);
+    s->held += (unsigned)take, p += take, n -= take;
+    if (s->held < 32) return;
+    checksum_group(s->lane, s->group);
+    s->held = 0;
+  }
+  for (; n >= 32; p += 32, n -= 32) checksum_group(s->lane, p);
+  memcpy(s->group, p, n);
+  s->held = (unsigned)n;
+}
+
+uint64_t sl_checksum64_end(const sl_checksum64_state *s) {
+  uint64_t h = s->n * CHECKSUM_K1;
+  for (int l = 0; l < 4; l++) h = rotl64(h ^ s->lane[l], 27) * CHECKSUM_K1 + CHECKSUM_K2;
+  return sl_fnv1a(s->group, s->held, h) * CHECKSUM_K2; /* the tail (under 32 bytes) */
+}
+
+uint64_t sl_checksum64(const void *data, size_t n) {
+  sl_checksum64_state s;
+  sl_checksum64_begin(&s);
+  sl_checksum64_add(&s, data, n);
+  return sl_checksum64_end(&s);
 }

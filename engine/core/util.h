@@ -69,6 +69,17 @@ uint64_t sl_fnv1a(const void *data, size_t n, uint64_t h);
  * per cycle where sl_fnv1a does one (a 6 MB chunk index took 6% of a short
  * run to check byte by byte). */
 uint64_t sl_checksum64(const void *data, size_t n);
+/* The same checksum over bytes given in pieces (a file written as it is
+ * made): begin, add each piece in order, end. */
+typedef struct sl_checksum64_state {
+  uint64_t lane[4];
+  uint64_t n;               /* bytes added */
+  unsigned char group[32];  /* a 32-byte group not yet complete */
+  unsigned held;            /* its bytes */
+} sl_checksum64_state;
+void sl_checksum64_begin(sl_checksum64_state *s);
+void sl_checksum64_add(sl_checksum64_state *s, const void *data, size_t n);
+uint64_t sl_checksum64_end(const sl_checksum64_state *s);
 /* Creates `dir` and its parents (mode 0777 less the umask); false on
  * failure. */
 bool sl_make_dirs(const char *dir);

@@ -19,8 +19,8 @@
 #include "engine/core/util.h"
 
 #define STORE_MAGIC "SLIDX02\n"
-/* Entries above this are not kept (5 M chunks): the entry is built in memory
- * beside the index, and the cache has no eviction. */
+/* Entries above this are not kept (5 M chunks): a load holds the whole
+ * entry in memory, and the cache has no eviction. */
 #define STORE_MAX_BYTES ((uint64_t)256 << 20)
 
 typedef struct identity {
@@ -47,28 +47,26 @@ bool sl_h5_index_store_path(const char *path, const char *dataset, char *buf, si
   return n > 0 && (size_t)n < len;
 }
 
-/* ---- writing: into a growing buffer, then one file ----------------------- */
+/* ---- writing: straight into the entry's file ---------------------------- */
 
-/* The entry grows with the acquisition: out of memory, it is not kept
- * (failed is set and the rest ignored), and the run goes on. */
+/* The entry goes to a temporary file as it is made, summed on the way: no
+ * copy of the index (12 MB at 262,144 chunks) beside the index itself,
+ * which the plan does not count. A failed write leaves failed set and the
+ * rest ignored; the run goes on. */
 typedef struct wbuf {
-  unsigned char *p;
-  size_t n, cap;
+  FILE *f;
+  sl_checksum64_state sum;
+  uint64_t n;
   bool failed;
 } wbuf;
 
 static void put(wbuf *b, const void *v, size_t n) {
   if (b->failed) return;
-  if (b->n + n > b->cap) {
-    size_t cap = (b->n + n) * 2;
-    unsigned char *p = realloc(b->p, cap);
-    if (!p) {
-      b->failed = true;
-      return;
-    }
-    b->p = p, b->cap = cap;
+  if (b->n + n >= STORE_MAX_BYTES || fwrite(v, 1, n, b->f) != n) {
+    b->failed = true;
+    return;
   }
-  memcpy(b->p + b->n, v, n);
+  sl_checksum64_add(&b->sum, v, n);
   b->n += n;
 }
 
@@ -88,58 +86,57 @@ static void put_header(wbuf *b, const char *cwd, const char *path, const char *d
   PUT(b, *master);
 }
 
+static void put_entry(wbuf *b, const char *cwd, const char *path, const char *dataset, const identity *master,
+                      const sl_h5_index *ix) {
+  put_header(b, cwd, path, dataset, master);
+  int32_t nf = ix->n_files;
+  PUT(b, nf);
+  for (int i = 0; i < ix->n_files; i++) {
+    identity id;
+    if (!identity_of(ix->files[i], &id)) {
+      b->failed = true;
+      return;
+    }
+    put_str(b, ix->files[i]);
+    PUT(b, id);
+  }
+  put_str(b, ix->source);
+  put_str(b, ix->layout);
+  /* the described index's scalars, then its parts, metadata and chunks */
+  sl_h5_index s = *ix;
+  s.files = NULL, s.source = NULL, s.layout = NULL, s.parts = NULL, s.chunks = NULL;
+  s.meta.pixel_mask = NULL, s.meta.saturation_source = NULL;
+  PUT(b, s);
+  for (int i = 0; i < ix->n_parts; i++) {
+    sl_h5_part p = ix->parts[i];
+    put_str(b, p.object);
+    put_str(b, p.link);
+    p.object = p.link = NULL;
+    PUT(b, p);
+  }
+  put_str(b, ix->meta.saturation_source);
+  if (ix->meta.pixel_mask) put(b, ix->meta.pixel_mask, (size_t)(ix->frame_rows * ix->frame_cols) * sizeof(uint32_t));
+  put(b, ix->chunks, (size_t)ix->n_chunks * sizeof *ix->chunks);
+  uint64_t sum = sl_checksum64_end(&b->sum);
+  put(b, &sum, sizeof sum);
+}
+
 void sl_h5_index_store_save(const char *path, const char *dataset, const sl_h5_index *ix) {
-  char file[4096], tmp[4200], cwd[2048];
+  char file[4096], tmp[4200], cwd[2048], dir[4096];
   identity master;
   if (!sl_setting_bool(SL_SET_INDEX_STORE) || !ix->listed ||
       (uint64_t)ix->n_chunks * sizeof *ix->chunks >= STORE_MAX_BYTES || !getcwd(cwd, sizeof cwd) ||
       !identity_of(path, &master) || !sl_h5_index_store_path(path, dataset, file, sizeof file))
     return;
-  wbuf b = {0};
-  put_header(&b, cwd, path, dataset, &master);
-  int32_t nf = ix->n_files;
-  PUT(&b, nf);
-  for (int i = 0; i < ix->n_files; i++) {
-    identity id;
-    if (!identity_of(ix->files[i], &id)) {
-      free(b.p);
-      return;
-    }
-    put_str(&b, ix->files[i]);
-    PUT(&b, id);
-  }
-  put_str(&b, ix->source);
-  put_str(&b, ix->layout);
-  /* the described index's scalars, then its parts, metadata and chunks */
-  sl_h5_index s = *ix;
-  s.files = NULL, s.source = NULL, s.layout = NULL, s.parts = NULL, s.chunks = NULL;
-  s.meta.pixel_mask = NULL, s.meta.saturation_source = NULL;
-  PUT(&b, s);
-  for (int i = 0; i < ix->n_parts; i++) {
-    sl_h5_part p = ix->parts[i];
-    put_str(&b, p.object);
-    put_str(&b, p.link);
-    p.object = p.link = NULL;
-    PUT(&b, p);
-  }
-  put_str(&b, ix->meta.saturation_source);
-  if (ix->meta.pixel_mask) put(&b, ix->meta.pixel_mask, (size_t)(ix->frame_rows * ix->frame_cols) * sizeof(uint32_t));
-  put(&b, ix->chunks, (size_t)ix->n_chunks * sizeof *ix->chunks);
-  if (b.failed) {
-    free(b.p);
-    return;
-  }
-  uint64_t sum = sl_checksum64(b.p, b.n);
-  PUT(&b, sum);
-  char dir[4096];
   snprintf(dir, sizeof dir, "%s", file);
   *strrchr(dir, '/') = 0;
   snprintf(tmp, sizeof tmp, "%s.tmp-%d", file, (int)getpid());
-  FILE *f = b.n < STORE_MAX_BYTES && sl_make_dirs(dir) ? fopen(tmp, "wb") : NULL;
-  bool ok = f && fwrite(b.p, 1, b.n, f) == b.n;
-  if (f && fclose(f) != 0) ok = false;
-  if (f && (!ok || rename(tmp, file) != 0)) remove(tmp); /* only the file this call made */
-  free(b.p);
+  wbuf b = {.f = sl_make_dirs(dir) ? fopen(tmp, "wb") : NULL};
+  if (!b.f) return;
+  sl_checksum64_begin(&b.sum);
+  put_entry(&b, cwd, path, dataset, &master, ix);
+  bool ok = fclose(b.f) == 0 && !b.failed;
+  if (!ok || rename(tmp, file) != 0) remove(tmp); /* only the file this call made */
 }
 
 /* ---- reading: every field checked against the bytes left ---------------- */

@@ -2,10 +2,12 @@
  * one process is read back by the next one as it was (compared field by
  * field with a fresh listing of the files, an independent reading), and is
  * not used once any file changed, from another working directory, or when
- * the entry is short or corrupt; the setting index_store turns it off. The
+ * the entry is short or corrupt; the setting index_store turns it off; the
+ * entry's checksum summed in pieces is the one-shot's. The
  * cache folder is a temp dir of this test (XDG_CACHE_HOME). */
 #define SL_H5_FIXTURES_ONLY
 #include "engine/core/settings.h"
+#include "engine/core/util.h"
 #include "nodes/hdf5/h5_index_store.h"
 #include "test_h5_index.c"
 
@@ -155,8 +157,38 @@ static void test_setting_off(void **state) {
   sl_h5_index_free(stored);
 }
 
+/* The entry's checksum, summed in pieces as the store writes it, is the
+ * one-shot sl_checksum64, and that is the function the store has used since
+ * SLIDX01 (values it gave before the pieces existed): entries kept by an
+ * earlier build still read. */
+static void test_checksum_in_pieces(void **state) {
+  (void)state;
+  unsigned char b[100];
+  for (int i = 0; i < 100; i++) b[i] = (unsigned char)(i * 37 + 11);
+  const struct {
+    size_t n;
+    uint64_t sum;
+  } known[] = {{0, 0x28216b3b05cad049ULL},  {1, 0xd6c3764ece64407cULL},  {31, 0x74be0471956a046fULL},
+               {32, 0x27fa835833b79718ULL}, {33, 0xb03f264a09a27f73ULL}, {63, 0xd1fd33d93634a07fULL},
+               {64, 0x66db1bb984634525ULL}, {100, 0x83e9ad278b9c9b49ULL}};
+  for (size_t k = 0; k < sizeof known / sizeof *known; k++) {
+    size_t n = known[k].n;
+    assert_true(sl_checksum64(b, n) == known[k].sum);
+    for (size_t cut1 = 0; cut1 <= n; cut1++)
+      for (size_t cut2 = cut1; cut2 <= n; cut2 += 7) {
+        sl_checksum64_state s;
+        sl_checksum64_begin(&s);
+        sl_checksum64_add(&s, b, cut1);
+        sl_checksum64_add(&s, b + cut1, cut2 - cut1);
+        sl_checksum64_add(&s, b + cut2, n - cut2);
+        assert_true(sl_checksum64_end(&s) == known[k].sum);
+      }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_checksum_in_pieces),
       cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_changed_file_not_used),
       cmocka_unit_test(test_other_directory_not_used),
