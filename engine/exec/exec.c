@@ -161,15 +161,23 @@ static const void *input_ptr(const run_ctx *c, sl_edge_src s) {
   return NULL;
 }
 
-static bool on_host(const run_ctx *c, const sl_node *n) {
-  return n->desc && n->desc->host && c->b->caps.device_memory;
+/* Whether node i's CPU kernel runs on the host of a device backend (a host
+ * node, or one that lends its outputs to host nodes alone: the plan's
+ * sl_plan_node.host). */
+static bool on_host(const run_ctx *c, int i) { return c->b->caps.device_memory && c->p->nodes[i].host; }
+
+/* Whether node i's input k is a lent buffer: host memory its producer
+ * holds (sl_plan_buffer.lent), read where it is. */
+static bool input_lent(const run_ctx *c, int i, int k) {
+  sl_edge_src s = c->p->graph->nodes[i].in_src[k];
+  return s.node >= 0 && c->p->buffers[buf_index(c, s.node, s.port)].lent;
 }
 
 /* Bytes of node i's device table: what its cost declared as device state,
  * on a device backend for a node that runs there. */
 static int64_t device_table_bytes(const run_ctx *c, int i) {
   const sl_node *n = &c->p->graph->nodes[i];
-  if (!c->b->caps.device_memory || !n->desc || on_host(c, n)) return 0;
+  if (!c->b->caps.device_memory || !n->desc || on_host(c, i)) return 0;
   return c->p->nodes[i].cost.device_state_bytes;
 }
 
@@ -512,7 +520,7 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
    * from the previous call (asynchronous, from pinned memory) must be done. */
   sl_code rc = b->ops->sync(b, c->err);
   for (int k = 0; k < n->n_in && rc == SL_OK; k++) {
-    if (!a->in[k]) continue;
+    if (!a->in[k] || input_lent(c, i, k)) continue; /* a lent input is host memory already */
     size_t bytes = (size_t)a->in_bytes[k];
     rc = stage(c, &c->stage_in[port_at(i, k)], &c->stage_in_bytes[port_at(i, k)], bytes, c->err);
     if (rc == SL_OK) rc = b->ops->download(b, c->stage_in[port_at(i, k)], a->in[k], bytes, c->err);
@@ -522,7 +530,7 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   for (int k = 0; k < n->n_out && rc == SL_OK; k++) {
     device_out[k] = a->out[k];
     const sl_plan_buffer *bf = &c->p->buffers[buf_index(c, i, k)];
-    if (bf->unread) continue; /* no buffer on either side: out[k] stays NULL */
+    if (bf->unread || bf->lent) continue; /* no buffer on either side: out[k] stays NULL */
     rc = stage(c, &c->stage_out[port_at(i, k)], &c->stage_out_bytes[port_at(i, k)], (size_t)bf->bytes, c->err);
     a->out[k] = c->stage_out[port_at(i, k)];
     const bool partial = c->partial[buf_index(c, i, k)] != NULL;
@@ -541,10 +549,15 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   return rc;
 }
 
-/* Whether node n's call runs one chunk behind (sink_lag). */
-static bool lagged(const run_ctx *c, const sl_node *n, bool finalize) {
+/* Whether node i's call runs one chunk behind (sink_lag): a sink whose
+ * inputs come from the device. One reading a lent input reads it where its
+ * producer holds it until the producer's next call: now. */
+static bool lagged(const run_ctx *c, int i, bool finalize) {
+  const sl_node *n = &c->p->graph->nodes[i];
   const sl_backend_ops *o = c->b->ops;
-  return !finalize && on_host(c, n) && n->desc->sink && n->desc->kernel[SL_BACKEND_CPU] &&
+  for (int k = 0; k < n->n_in; k++)
+    if (input_lent(c, i, k)) return false;
+  return !finalize && on_host(c, i) && n->desc->sink && n->desc->kernel[SL_BACKEND_CPU] &&
          n->phase == SL_PHASE_STREAM && o->copy_async &&
          o->event_create && o->event_record && o->event_wait;
 }
@@ -749,14 +762,14 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   if (rc != SL_OK) return rc;
   int encoded = 0;
   for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++)
-    if (on_host(c, &g->nodes[lv->nodes[k]]) && !(g->nodes[lv->nodes[k]].chunks_idle && !finalize))
-      rc = lagged(c, &g->nodes[lv->nodes[k]], finalize)
+    if (on_host(c, lv->nodes[k]) && !(g->nodes[lv->nodes[k]].chunks_idle && !finalize))
+      rc = lagged(c, lv->nodes[k], finalize)
                ? run_lagged_sink(c, lv->nodes[k], chunk, pos_start, pos_count)
                : run_host_node(c, lv->nodes[k], chunk, pos_start, pos_count, finalize);
   for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++) {
     int i = lv->nodes[k];
     const sl_node *n = &g->nodes[i];
-    if (n->body || on_host(c, n) || (c->prefetch[i] && !finalize)) continue; /* produce ran */
+    if (n->body || on_host(c, i) || (c->prefetch[i] && !finalize)) continue; /* produce ran */
     if (n->chunks_idle && !finalize) continue;
     sl_kernel_fn fn = finalize ? n->desc->finalize[b->caps.kind] : n->desc->kernel[b->caps.kind];
     if (!fn) continue;
@@ -773,7 +786,7 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize && lv->phase == SL_PHASE_STREAM; k++) {
     const sl_node *n = &g->nodes[lv->nodes[k]];
     if (!n->body && !c->prefetch[lv->nodes[k]] && !n->chunks_idle &&
-        (on_host(c, n) ? n->desc->kernel[SL_BACKEND_CPU] : n->desc->kernel[b->caps.kind]))
+        (on_host(c, lv->nodes[k]) ? n->desc->kernel[SL_BACKEND_CPU] : n->desc->kernel[b->caps.kind]))
       rc = finish_partials(c, lv->nodes[k], chunk);
   }
   for (int k = 0; k < lv->n_nodes && rc == SL_OK && !finalize; k++)

@@ -160,11 +160,12 @@ static bool provenance_json(sl_json *j, const sl_run_info *info) {
   return ok;
 }
 
-/* A node whose kernels run on the device: not a host node, nor a node with
- * produce (the executor runs that on the host and copies what it makes). */
+/* A node whose kernels run on the device: not one on the host
+ * (sl_plan_node.host), nor a node with produce (the executor runs that on
+ * the host and copies what it makes). */
 static bool is_device_node(const sl_plan *p, const sl_exec_result *r, int node) {
   const sl_node *n = &p->graph->nodes[node];
-  return p->caps.device_memory && n->desc && !n->desc->host && !n->desc->produce && r->node_device_seconds;
+  return p->caps.device_memory && n->desc && !p->nodes[node].host && !n->desc->produce && r->node_device_seconds;
 }
 
 double sl_report_node_seconds(const sl_plan *p, const sl_exec_result *r, int node) {
@@ -221,7 +222,7 @@ static double decided_seconds(const sl_plan *p, int i) {
   bool first = decided_key(p, i, key, sizeof key);
   for (int q = 0; q < i && first; q++) first = !decided_key(p, q, other, sizeof other) || strcmp(key, other);
   return sl_cost_decided_seconds(&p->profile, n, p->nodes[i].cost.decided_variant, n->decided_ops,
-                                 &p->nodes[i].cost, first, p->caps.device_memory && n->desc && !n->desc->host);
+                                 &p->nodes[i].cost, first, p->caps.device_memory && n->desc && !p->nodes[i].host);
 }
 
 static double decided_seconds_all(const sl_plan *p) {

@@ -193,7 +193,9 @@ typedef struct sl_node_desc {
    * planner gives it no buffer of its own; the kernel does nothing. */
   unsigned view_outputs;
   /* Whether streamed output `port` is lent from the node's own memory on
-   * the CPU backend: the kernel then gets out[port] == NULL and points it at
+   * the CPU backend, and on a device backend where host nodes alone read
+   * every output the node makes (its CPU kernel then runs on the host:
+   * sl_plan_node.host): the kernel then gets out[port] == NULL and points it at
    * the chunk's bytes it holds (out_bytes[port]: their size, within the
    * port's bound), which stay as they are until its next call; the planner
    * gives the port no buffer and the executor hands that pointer to its

@@ -178,17 +178,52 @@ static sl_code plan_levels(sl_plan *p, const sl_graph *g, sl_error *err) {
 static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int64_t chunk,
                                sl_plan **out, sl_error *err);
 
-/* Whether node n's kernel runs on the host: every node on a backend
- * without device memory, a host node (sl_node_desc.host) on one with. */
-static bool runs_on_host(const sl_plan *p, const sl_node *n) {
-  return !p->caps.device_memory || (n->desc && n->desc->host);
+/* Whether node i's kernel runs on the host (sl_plan_node.host, set by
+ * plan_hosts before anything else asks). */
+static bool runs_on_host(const sl_plan *p, int i) { return p->nodes[i].host; }
+
+/* Whether node i, on a device backend, lends every streamed output it makes
+ * to host nodes alone: a copy to the device would only come back to the
+ * host's staging (repack on CUDA: the stored chunks up and down again, 245
+ * MiB of staging for a 512 x 512 scan). Its CPU kernel then runs on the
+ * host as on the CPU backend, and its readers read its bytes where it holds
+ * them. An output assembled for a caller (no sink writes it) keeps its
+ * buffer. */
+static bool lends_to_host(const sl_plan *p, const sl_graph *g, int i) {
+  const sl_node *n = &g->nodes[i];
+  if (!p->caps.device_memory || n->body || !n->desc || n->desc->host || !n->desc->lends_output ||
+      !n->desc->kernel[SL_BACKEND_CPU])
+    return false;
+  bool lends = false;
+  for (int k = 0; k < n->n_out; k++) {
+    if (sl_node_out_omitted(n, k)) continue;
+    if (n->out[k].stream_rank <= 0 || ((n->desc->view_outputs >> k) & 1u) || !n->desc->lends_output(n, k))
+      return false;
+    for (int o = 0; o < g->n_outputs; o++)
+      if (g->outputs[o].node == i && g->outputs[o].port == k && !sl_graph_output_written(g, o)) return false;
+    for (int j = 0; j < g->n_nodes; j++)
+      for (int q = 0; q < g->nodes[j].n_in; q++)
+        if (g->nodes[j].in_src[q].node == i && g->nodes[j].in_src[q].port == k &&
+            !(g->nodes[j].desc && g->nodes[j].desc->host))
+          return false;
+    lends = true;
+  }
+  return lends;
+}
+
+static void plan_hosts(sl_plan *p, const sl_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    p->nodes[i].host = !p->caps.device_memory || (n->desc && n->desc->host) || lends_to_host(p, g, i);
+  }
 }
 
 /* A call's cost of node n on the plan's backend: the decided state only
  * its device path makes is decided state where its device kernel runs. */
-static void node_cost(const sl_plan *p, const sl_node *n, int64_t positions, sl_node_cost *c) {
+static void node_cost(const sl_plan *p, int i, int64_t positions, sl_node_cost *c) {
+  const sl_node *n = &p->graph->nodes[i];
   n->desc->cost(n, positions, c);
-  if (!runs_on_host(p, n)) c->decided_state_bytes += c->device_decided_state_bytes;
+  if (!runs_on_host(p, i)) c->decided_state_bytes += c->device_decided_state_bytes;
 }
 
 /* The cost of node i for the whole run: an iterate body planned once and
@@ -237,13 +272,13 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     if (lib > p->body_library_bytes) p->body_library_bytes = lib;
   } else if (n->phase == SL_PHASE_STREAM) {
     int runs = __builtin_popcount(n->pass_mask);
-    node_cost(p, n, chunk, &c);
+    node_cost(p, i, chunk, &c);
     add_cost(&pn->cost, &c, (n_chunks - 1) * runs);
-    node_cost(p, n, last_chunk, &c);
+    node_cost(p, i, last_chunk, &c);
     add_cost(&pn->cost, &c, runs);
     pn->calls = n_chunks * runs;
   } else {
-    node_cost(p, n, 1, &c);
+    node_cost(p, i, 1, &c);
     add_cost(&pn->cost, &c, 1);
     pn->calls = 1;
   }
@@ -251,11 +286,11 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     char key[96];
     sl_cost_rate_key(n, key, sizeof key);
     pn->rate = sl_cost_rate_for(&p->profile, key);
-    pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, n));
-    pn->est_once_seconds = sl_cost_estimate_once(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, n));
+    pn->est_seconds = sl_cost_estimate(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, i));
+    pn->est_once_seconds = sl_cost_estimate_once(&p->profile, key, &pn->cost, pn->calls, !runs_on_host(p, i));
     pn->decided_seconds_most =
         sl_cost_decided_seconds(&p->profile, n, pn->cost.decided_variant, pn->cost.decided_ops_most,
-                                &pn->cost, true, !runs_on_host(p, n));
+                                &pn->cost, true, !runs_on_host(p, i));
   }
   return SL_OK;
 }
@@ -346,7 +381,7 @@ static void plan_first_calls(sl_plan *p, const sl_graph *g) {
       int i = p->levels[l].nodes[k];
       sl_plan_node *pn = &p->nodes[i];
       const sl_cost_rate *r = pn->rate;
-      const double extra = r ? sl_cost_first_call_seconds(r, &pn->cost, runs_on_host(p, &g->nodes[i])) : 0;
+      const double extra = r ? sl_cost_first_call_seconds(r, &pn->cost, runs_on_host(p, i)) : 0;
       if (pn->calls <= 0 || g->nodes[i].body || !(extra > 0) || first_exec_level(p, i) != l) continue;
       /* paid already by an earlier node of the rate (the payers so far are
        * the nodes with a first call set), or, where the rate is the bare
@@ -390,12 +425,12 @@ static void plan_host_first_touch(sl_plan *p, const sl_graph *g) {
       const int i = p->levels[l].nodes[k];
       const sl_node *n = &g->nodes[i];
       sl_plan_node *pn = &p->nodes[i];
-      if (pn->calls <= 0 || n->body || first_exec_level(p, i) != l || !runs_on_host(p, n)) continue;
+      if (pn->calls <= 0 || n->body || first_exec_level(p, i) != l || !runs_on_host(p, i)) continue;
       int64_t offsets[SL_MAX_PORTS];
       const int64_t stride = sl_plan_worker_layout(n, pn->cost.per_worker_bytes, true, pn->pass_partials, offsets);
       int64_t fresh = 0;
       if (stride > stride_touched) fresh += stride - stride_touched, stride_touched = stride;
-      const int64_t ws = n->desc && n->desc->host ? pn->cost.workspace_bytes : 0;
+      const int64_t ws = pn->host ? pn->cost.workspace_bytes : 0;
       if (ws > workspace_touched) fresh += ws - workspace_touched, workspace_touched = ws;
       if (fresh <= 0) continue;
       pn->first_touch_bytes = fresh;
@@ -480,7 +515,7 @@ int64_t sl_plan_arena_bytes(const sl_plan *p) {
   for (int b = 0; b < p->n_buffers; b++)
     if (p->buffers[b].partial_bytes > 0) a = sat_add(a, sl_plan_arena_block(p->buffers[b].partial_bytes));
   for (int i = 0; i < p->graph->n_nodes; i++)
-    if (!runs_on_host(p, &p->graph->nodes[i]) && p->nodes[i].cost.device_state_bytes > 0)
+    if (!runs_on_host(p, i) && p->nodes[i].cost.device_state_bytes > 0)
       a = sat_add(a, sl_plan_arena_block(p->nodes[i].cost.device_state_bytes));
   return a;
 }
@@ -542,17 +577,18 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
   int np = p->n_passes;
   p->nodes = sl_calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->nodes);
   if (!p->nodes) return sl_fail_nomem(err, "the nodes of the plan");
+  plan_hosts(p, g);
   for (int i = 0; i < g->n_nodes; i++) {
     sl_code rc = plan_node_cost(p, g, i, opts, err);
     if (rc != SL_OK) return rc;
     const sl_plan_node *pn = &p->nodes[i];
     /* A host node's workspace is host memory; on a device backend the pooled
      * workspace is the device's, so host nodes get a host one of their own. */
-    bool host_ws = p->caps.device_memory && g->nodes[i].desc && g->nodes[i].desc->host;
+    bool host_ws = p->caps.device_memory && pn->host;
     int64_t *ws = host_ws ? &p->host_workspace_bytes : &p->lent_workspace_bytes;
     if (pn->cost.workspace_bytes > *ws) *ws = pn->cost.workspace_bytes;
     if (!host_ws && pn->cost.workspace_bytes > p->workspace_bytes) p->workspace_bytes = pn->cost.workspace_bytes;
-    bool host_kernel = runs_on_host(p, &g->nodes[i]);
+    bool host_kernel = runs_on_host(p, i);
     p->nodes[i].pass_partials = host_kernel ? pass_partials_granted(p, &g->nodes[i]) : 0u;
     int64_t stride = sl_plan_worker_layout(&g->nodes[i], pn->cost.per_worker_bytes, host_kernel,
                                            p->nodes[i].pass_partials, p->nodes[i].worker_partial_offset);
@@ -694,8 +730,8 @@ static sl_code plan_buffers(sl_plan *p, const sl_graph *g, sl_error *err) {
       const sl_plan_pass *pp = sl_plan_node_pass(p, i);
       b->view = b->streamed && n->desc && ((n->desc->view_outputs >> k) & 1u);
       b->unread = !b->view && sl_node_out_omitted(n, k);
-      b->lent = b->streamed && !b->view && !b->unread && !p->caps.device_memory && n->desc &&
-                n->desc->lends_output && n->desc->lends_output(n, k);
+      b->lent = b->streamed && !b->view && !b->unread && p->nodes[i].host && n->desc && n->desc->lends_output &&
+                n->desc->lends_output(n, k);
       b->bytes = b->view || b->unread || b->lent ? 0 : sl_desc_buffer_bytes(&n->out[k], pp->chunk_positions);
       b->in_place_of = -1;
       plan_declared(p, n, k, pp, b);
@@ -760,7 +796,7 @@ static void plan_in_place(sl_plan *p, const sl_graph *g) {
 static bool ring_wanted(const sl_plan *p, const sl_graph *g, int b) {
   const sl_plan_buffer *bf = &p->buffers[b];
   const sl_node *n = &g->nodes[bf->node];
-  if (!p->caps.device_memory || !n->desc || !n->desc->produce || n->desc->host || bf->port != 0 ||
+  if (!p->caps.device_memory || !n->desc || !n->desc->produce || p->nodes[bf->node].host || bf->port != 0 ||
       !bf->streamed || bf->view || bf->unread)
     return false;
   for (int o = 0; o < p->n_buffers; o++)
@@ -871,11 +907,10 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
   if (p->caps.device_memory)
     for (int b = 0; b < p->n_buffers; b++) {
       const sl_plan_buffer *bf = &p->buffers[b];
-      const sl_node *prod = &g->nodes[bf->node];
-      bool staged = prod->desc && prod->desc->host, lagged = false;
-      for (int j = 0; j < g->n_nodes; j++)
+      bool staged = p->nodes[bf->node].host && !bf->lent, lagged = false;
+      for (int j = 0; j < g->n_nodes && !bf->lent; j++)
         for (int q = 0; q < g->nodes[j].n_in; q++)
-          if (g->nodes[j].desc && g->nodes[j].desc->host && g->nodes[j].in_src[q].node == bf->node &&
+          if (p->nodes[j].host && g->nodes[j].in_src[q].node == bf->node &&
               g->nodes[j].in_src[q].port == bf->port) {
             staged = true;
             /* a streamed sink runs a chunk behind from two buffers (exec.c's sink_lag) */

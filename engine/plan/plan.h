@@ -48,9 +48,9 @@ typedef struct sl_plan_buffer {
   /* A window of the node's whole input of the same index
    * (sl_node_desc.view_outputs): no bytes and no slot (-1) of its own. */
   bool view;
-  /* Lent by its node from its own memory (sl_node_desc.lends_output, the
-   * CPU backend): no bytes and no slot (-1); the executor passes the
-   * kernel's pointer on. */
+  /* Lent by its node from its own memory (sl_node_desc.lends_output, where
+   * the node runs on the host: sl_plan_node.host): no bytes and no slot
+   * (-1); the executor passes the kernel's pointer on. */
   bool lent;
   /* An output nobody reads whose node leaves it alone then
    * (sl_node_out_omitted): no bytes, no slot (-1), no partial, not staged;
@@ -77,6 +77,12 @@ typedef struct sl_plan_level {
 
 typedef struct sl_plan_node {
   sl_node_cost cost; /* for the whole run */
+  /* Its kernel runs on the host: every node on a backend without device
+   * memory; on one with, a host node (sl_node_desc.host), and a node that
+   * lends each streamed output it makes to host nodes alone
+   * (sl_node_desc.lends_output): hdf5_source's stored chunks to write_h5
+   * go nowhere near the device. */
+  bool host;
   int64_t calls;     /* kernel calls in the whole run (iterate: iterations
                         estimated: times, or an until-loop's last run, else
                         its expect:) */

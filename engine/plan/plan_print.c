@@ -235,7 +235,7 @@ static void nodes_json(sl_json *j, const sl_plan *p) {
     if (pn->cost.host_fallback_bytes > 0) sl_json_kv_int(j, "host_fallback_bytes", pn->cost.host_fallback_bytes);
     if (pn->cost.device_host_bytes > 0) sl_json_kv_int(j, "device_host_bytes", pn->cost.device_host_bytes);
     if (pn->cost.decided_state_bytes > 0) sl_json_kv_int(j, "decided_state_bytes", pn->cost.decided_state_bytes);
-    sl_json_kv_bool(j, "host", n->desc && n->desc->host);
+    sl_json_kv_bool(j, "host", n->desc && (n->desc->host || (p->caps.device_memory && pn->host)));
     sl_json_kv_bool(j, "sink", n->desc && n->desc->sink);
     sl_json_kv_double(j, "estimated_seconds", pn->est_seconds);
     if (pn->warm_up_wait_seconds > 0)

@@ -19,7 +19,11 @@
  *   stopped within the ring's two chunks ahead;
  * - the run's writer nodes (write_h5) on the mock device: a streamed output's
  *   writer runs one chunk behind the device from two pinned buffers (exec.c's
- *   sink_lag), and results.h5 holds every frame's closed form.
+ *   sink_lag), and results.h5 holds every frame's closed form;
+ * - a lent output that only writers read (tick's, hdf5_source's stored
+ *   chunks as repack.yaml writes them): lent on the host as on the CPU, no
+ *   device buffer, ring or staging, results.h5 the closed form or the CPU
+ *   run's stored chunks byte for byte.
  * A missing wait (the compute queue on `uploaded`, the copy queue on
  * `consumed`, the node on its piece) shows as frames that differ. */
 #define SL_H5_FIXTURES_ONLY
@@ -488,6 +492,41 @@ static void t_cancel(void **state) {
 
 /* ---- the run's writers on a device backend ---------------------------------------- */
 
+/* A run of `path` on `mode` whose graph outputs go to results.h5 in a
+ * fresh temp dir (dir, for the caller to check and remove). */
+static void run_into_results(const char *path, const char *mode, int64_t chunk, const char *what, char *dir,
+                             size_t dir_len, sl_run *got) {
+  sl_output_target t;
+  memset(&t, 0, sizeof t);
+  assert_int_equal(temp_dir_make(dir, dir_len, "/tmp/sluice-prefetch-out-XXXXXX"), 0);
+  snprintf(t.dir, sizeof t.dir, "%s", dir);
+  char h5[300];
+  snprintf(h5, sizeof h5, "%s/results.h5", dir);
+  sl_error err;
+  assert_int_equal(sl_h5_writer_open(h5, NULL, 0, &t.results, &err), SL_OK);
+  if (run_to(path, mode, chunk, &t, got, &err) != SL_OK) fail_msg("%s: %s", what, err.msg);
+  assert_int_equal(sl_h5_writer_finish(t.results, got->result.outputs, got->result.n_outputs, &err), SL_OK);
+}
+
+/* results.h5's frames in dir against tick's closed form. */
+static void expect_closed_form_written(const char *dir, const char *what) {
+  char h5[300];
+  snprintf(h5, sizeof h5, "%s/results.h5", dir);
+  uint32_t *y = malloc(61 * TICK_ITEM * sizeof *y);
+  assert_non_null(y);
+  hid_t f = H5Fopen(h5, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, "frames", H5P_DEFAULT);
+  assert_true(d >= 0);
+  assert_true(H5Dread(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, y) >= 0);
+  H5Dclose(d);
+  H5Fclose(f);
+  for (int64_t p = 0; p < 61; p++)
+    for (int64_t e = 0; e < TICK_ITEM; e++)
+      if (y[p * TICK_ITEM + e] != tick_value(p, e))
+        fail_msg("%s: results.h5 frame %lld element %lld is %u, not %u", what, (long long)p, (long long)e,
+                 y[p * TICK_ITEM + e], tick_value(p, e));
+  free(y);
+}
+
 /* tick's frames written by write_h5 on the mock device, chunk by chunk one
  * chunk behind the kernels: results.h5 holds the closed form, for chunkings
  * with a short last chunk and with one chunk (the flush at the pass's end
@@ -500,44 +539,133 @@ static void t_writer_lags_on_device(void **state) {
   for (int rep = 0; rep < 2; rep++)
     for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
       for (int m = 0; m < 2; m++) {
-        char what[96], dir[256], h5[300];
+        char what[96], dir[256];
         snprintf(what, sizeof what, "%s, chunks of %lld", k_mock_modes[m], (long long)chunks[c]);
-        sl_output_target t;
-        memset(&t, 0, sizeof t);
-        assert_int_equal(temp_dir_make(dir, sizeof dir, "/tmp/sluice-prefetch-out-XXXXXX"), 0);
-        snprintf(t.dir, sizeof t.dir, "%s", dir);
-        snprintf(h5, sizeof h5, "%s/results.h5", dir);
-        sl_error err;
-        assert_int_equal(sl_h5_writer_open(h5, NULL, 0, &t.results, &err), SL_OK);
         sl_run got;
-        if (run_to(path, k_mock_modes[m], chunks[c], &t, &got, &err) != SL_OK) fail_msg("%s: %s", what, err.msg);
+        run_into_results(path, k_mock_modes[m], chunks[c], what, dir, sizeof dir, &got);
         int w = sl_graph_find(got.graph, "frames.h5");
         assert_true(w >= 0);
         assert_int_equal(got.result.node_calls[w], sl_plan_node_pass(got.plan, w)->n_chunks);
-        assert_int_equal(sl_h5_writer_finish(t.results, got.result.outputs, got.result.n_outputs, &err), SL_OK);
-        uint32_t *y = malloc(61 * TICK_ITEM * sizeof *y);
-        assert_non_null(y);
-        hid_t f = H5Fopen(h5, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, "frames", H5P_DEFAULT);
-        assert_true(d >= 0);
-        assert_true(H5Dread(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, y) >= 0);
-        H5Dclose(d);
-        H5Fclose(f);
-        for (int64_t p = 0; p < 61; p++)
-          for (int64_t e = 0; e < TICK_ITEM; e++)
-            if (y[p * TICK_ITEM + e] != tick_value(p, e))
-              fail_msg("%s: results.h5 frame %lld element %lld is %u, not %u", what, (long long)p, (long long)e,
-                       y[p * TICK_ITEM + e], tick_value(p, e));
-        free(y);
+        expect_closed_form_written(dir, what);
         assert_int_equal(g_mock.events_alive, 0);
         sl_run_free(&got);
         assert_int_equal(temp_dir_remove(dir), 0);
       }
 }
 
+/* A lent output read by host nodes alone on a device backend: its node runs
+ * on the host and lends it there, as on the CPU; nothing goes to the device
+ * (no buffer, no ring, no staging) and the writer reads each chunk before
+ * the node's next call poisons it (tick fills its other buffer with 0xab). */
+static void t_lent_to_a_writer_on_device(void **state) {
+  (void)state;
+  char path[512];
+  write_temp_file(path, sizeof path, "prefetch_tick_alone.yaml",
+                  "pipeline: t\nnodes:\n"
+                  "  tick: {type: tick, params: {positions: 61, lend: 1}}\n"
+                  "outputs: {frames: tick.frames}\n");
+  static const int64_t chunks[] = {1, 7, 61};
+  for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++) {
+    char what[96], dir[256];
+    snprintf(what, sizeof what, "lent to the writer, chunks of %lld", (long long)chunks[c]);
+    sl_run got;
+    run_into_results(path, "mock", chunks[c], what, dir, sizeof dir, &got);
+    int i = sl_graph_find(got.graph, "tick");
+    const sl_plan_buffer *bf = &got.plan->buffers[sl_plan_buffer_index(got.plan, i, 0)];
+    if (!got.plan->nodes[i].host || !bf->lent || bf->slot != -1 || bf->ring_slot != -1 || bf->bytes != 0)
+      fail_msg("%s: not lent on the host (host %d lent %d slot %d ring %d bytes %lld)", what,
+               got.plan->nodes[i].host, bf->lent, bf->slot, bf->ring_slot, (long long)bf->bytes);
+    assert_int_equal(got.plan->staging_bytes, 0);
+    assert_int_equal(got.plan->slot_bytes, 0);
+    assert_int_equal(got.result.node_calls[i], sl_plan_node_pass(got.plan, i)->n_chunks);
+    assert_int_equal(g_produced_max, -1); /* its CPU kernel ran, not produce */
+    expect_closed_form_written(dir, what);
+    assert_int_equal(g_mock.events_alive, 0);
+    sl_run_free(&got);
+    assert_int_equal(temp_dir_remove(dir), 0);
+  }
+}
+
+/* Every stored chunk of results.h5's `frames` in dir: its bytes, filter
+ * mask and offset, in order, as one string of bytes for comparison. */
+static size_t stored_chunks(const char *dir, uint8_t *buf, size_t cap) {
+  char h5[300];
+  snprintf(h5, sizeof h5, "%s/results.h5", dir);
+  hid_t f = H5Fopen(h5, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, "frames", H5P_DEFAULT);
+  assert_true(d >= 0);
+  hid_t sp = H5Dget_space(d);
+  hsize_t n = 0;
+  assert_true(H5Dget_num_chunks(d, sp, &n) >= 0);
+  assert_true(n > 0);
+  size_t at = 0;
+  for (hsize_t k = 0; k < n; k++) {
+    hsize_t off[3];
+    unsigned mask;
+    haddr_t addr;
+    hsize_t size;
+    assert_true(H5Dget_chunk_info(d, sp, k, off, &mask, &addr, &size) >= 0);
+    assert_true(at + sizeof off + sizeof mask + size <= cap);
+    memcpy(buf + at, off, sizeof off), at += sizeof off;
+    memcpy(buf + at, &mask, sizeof mask), at += sizeof mask;
+    uint32_t got_mask = 0;
+    assert_true(H5Dread_chunk(d, H5P_DEFAULT, off, &got_mask, buf + at) >= 0);
+    at += size;
+  }
+  H5Sclose(sp);
+  H5Dclose(d);
+  H5Fclose(f);
+  return at;
+}
+
+/* hdf5_source's stored chunks repacked on the mock device (repack.yaml's
+ * shape): lent on the host, and results.h5's stored chunks are the CPU
+ * run's, byte for byte, over chunkings that split stored chunks and span
+ * files. */
+static void t_source_lent_to_a_writer_on_device(void **state) {
+  (void)state;
+  if (!g_compressed) skip(); /* stored chunks need the bitshuffle plugin's dataset */
+  char path[512], text[1024];
+  snprintf(text, sizeof text,
+           "pipeline: p\nnodes:\n"
+           "  src: {type: hdf5_source, params: {path: \"%s\"}}\n"
+           "outputs: {frames: src.frames}\n",
+           g_master);
+  write_temp_file(path, sizeof path, "prefetch_repack.yaml", text);
+  static const int64_t chunks[] = {4, 8, 12, 100};
+  size_t cap = 4 << 20;
+  uint8_t *want = malloc(cap), *have = malloc(cap);
+  assert_non_null(want);
+  assert_non_null(have);
+  for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++) {
+    char what[96], dir[256];
+    sl_run ref, got;
+    snprintf(what, sizeof what, "repacked, chunks of %lld", (long long)chunks[c]);
+    run_into_results(path, "cpu", chunks[c], what, dir, sizeof dir, &ref);
+    size_t n_want = stored_chunks(dir, want, cap);
+    assert_int_equal(temp_dir_remove(dir), 0);
+    run_into_results(path, "mock", chunks[c], what, dir, sizeof dir, &got);
+    int i = sl_graph_find(got.graph, "src");
+    if (!got.plan->nodes[i].host || !got.plan->buffers[sl_plan_buffer_index(got.plan, i, 0)].lent)
+      fail_msg("%s: the source's stored chunks are not lent on the host", what);
+    assert_int_equal(got.plan->staging_bytes, 0);
+    size_t n_have = stored_chunks(dir, have, cap);
+    if (n_have != n_want || memcmp(want, have, n_want) != 0)
+      fail_msg("%s: results.h5's stored chunks differ from the CPU run's", what);
+    assert_int_equal(g_mock.events_alive, 0);
+    sl_run_free(&got);
+    sl_run_free(&ref);
+    assert_int_equal(temp_dir_remove(dir), 0);
+  }
+  free(want);
+  free(have);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_hdf5_source_against_cpu),
       cmocka_unit_test(t_writer_lags_on_device),
+      cmocka_unit_test(t_lent_to_a_writer_on_device),
+      cmocka_unit_test(t_source_lent_to_a_writer_on_device),
       cmocka_unit_test(t_source_before_the_prologue),
       cmocka_unit_test(t_tick_closed_form),
       cmocka_unit_test(t_copy_waits_apart),
