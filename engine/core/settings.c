@@ -44,6 +44,10 @@ static const sl_setting_info k_settings[SL_SET_COUNT] = {
                             "index), so that planning it again reads one file instead of every data "
                             "file; used only while the master and every data file are unchanged "
                             "(device, inode, size, modification time)"},
+    [SL_SET_INDEX_STORE_BYTES] = {"index_store_bytes", "SLUICE_INDEX_STORE_BYTES", NULL, "1073741824",
+                                  "bytes the chunk indexes kept in the user's cache may take: when keeping one "
+                                  "makes them more (or more than 4096 entries), the entries used longest ago are "
+                                  "removed (only sluice's own entry files there); 0 = no bound"},
     [SL_SET_LOOP_HISTORY] = {"loop_history", "SLUICE_LOOP_HISTORY", BOOL_CHOICES, "true",
                              "estimate an until-loop by the iterations it ran the last time the "
                              "same pipeline (same text and --set values) ran, kept in the user's "

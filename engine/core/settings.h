@@ -25,6 +25,7 @@ typedef enum sl_setting_id {
   SL_SET_CUFFT,          /* cuFFT library: a name or path, none, or empty (SLUICE_CUFFT) */
   SL_SET_COST_PROFILE,   /* the cost model's profile: cache, none or a file (SLUICE_COST_PROFILE) */
   SL_SET_INDEX_STORE,    /* keep chunk indexes in the user's cache: true|false (SLUICE_INDEX_STORE) */
+  SL_SET_INDEX_STORE_BYTES, /* bytes that cache may hold, 0 = no bound (SLUICE_INDEX_STORE_BYTES) */
   SL_SET_LOOP_HISTORY,   /* estimate until-loops by their last run: true|false (SLUICE_LOOP_HISTORY) */
   SL_SET_PINNED_MEMORY,  /* cuda: pinned host memory: huge|runtime (SLUICE_PINNED_MEMORY) */
   SL_SET_CUFFT_READ_AHEAD, /* cuda: read cuFFT's file into the page cache: true|false (SLUICE_CUFFT_READ_AHEAD) */

@@ -5,14 +5,20 @@
  * path as given and the dataset (data file paths in the index are relative
  * to them), the master's identity, every data file with its identity, the
  * described index, its chunks, and a checksum of all that (sl_checksum64). Every
- * read is bounds-checked: a short, foreign or corrupt entry is no entry. */
+ * read is bounds-checked: a short, foreign or corrupt entry is no entry.
+ * The cache is bounded (setting index_store_bytes, and a number of
+ * entries): keeping an entry removes those used longest ago. */
 #define _POSIX_C_SOURCE 200809L
 #include "nodes/hdf5/h5_index_store.h"
 
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/core/settings.h"
@@ -20,8 +26,14 @@
 
 #define STORE_MAGIC "SLIDX02\n"
 /* Entries above this are not kept (5 M chunks): a load holds the whole
- * entry in memory, and the cache has no eviction. */
+ * entry in memory. */
 #define STORE_MAX_BYTES ((uint64_t)256 << 20)
+/* The most entries the cache holds (besides the setting index_store_bytes):
+ * a bound for many small acquisitions, whose entries the bytes never reach. */
+#define STORE_MAX_ENTRIES 4096
+/* A temporary entry of a process that died before renaming it is removed
+ * once it is this old (a live writer renames its own within seconds). */
+#define STORE_TMP_STALE_SECONDS 3600
 
 typedef struct identity {
   uint64_t dev, ino;
@@ -121,6 +133,81 @@ static void put_entry(wbuf *b, const char *cwd, const char *path, const char *da
   put(b, &sum, sizeof sum);
 }
 
+/* ---- the cache's bound: the entries used longest ago go ------------------ */
+
+/* The name of an entry (sl_h5_index_store_path: 16 hex digits, ".idx"), or
+ * of an entry being written (".idx.tmp-" and a process id): the only files
+ * pruning removes. */
+static bool entry_name(const char *name, bool *tmp) {
+  for (int i = 0; i < 16; i++)
+    if (!isxdigit((unsigned char)name[i])) return false;
+  if (strncmp(name + 16, ".idx", 4) != 0) return false;
+  *tmp = name[20] != 0;
+  if (!*tmp) return true;
+  if (strncmp(name + 20, ".tmp-", 5) != 0 || !name[25]) return false;
+  for (const char *c = name + 25; *c; c++)
+    if (!isdigit((unsigned char)*c)) return false;
+  return true;
+}
+
+typedef struct entry_use {
+  char name[21];
+  int64_t bytes;
+  struct timespec used; /* modification time: written, or read (a load touches it) */
+} entry_use;
+
+static int used_earlier(const void *pa, const void *pb) {
+  const entry_use *a = pa, *b = pb;
+  if (a->used.tv_sec != b->used.tv_sec) return a->used.tv_sec < b->used.tv_sec ? -1 : 1;
+  if (a->used.tv_nsec != b->used.tv_nsec) return a->used.tv_nsec < b->used.tv_nsec ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+/* After entry `keep` was written into dir: while the entries there take more
+ * than index_store_bytes (0: no bound) or number more than
+ * STORE_MAX_ENTRIES, those used longest ago are removed (never `keep`); and
+ * temporary entries left by a process that died. Best effort: a failure
+ * leaves the cache as it is. */
+static void prune(const char *dir, const char *keep) {
+  const int64_t limit = sl_setting_int(SL_SET_INDEX_STORE_BYTES);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  entry_use *e = NULL;
+  size_t n = 0, cap = 0;
+  int64_t total = 0;
+  const time_t now = time(NULL);
+  for (struct dirent *de; (de = readdir(d));) {
+    bool tmp;
+    struct stat st;
+    if (!entry_name(de->d_name, &tmp) || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode))
+      continue;
+    if (tmp) {
+      if (now - st.st_mtim.tv_sec > STORE_TMP_STALE_SECONDS) (void)unlinkat(dirfd(d), de->d_name, 0);
+      continue;
+    }
+    if (n == cap) {
+      entry_use *grown = realloc(e, (cap = cap ? 2 * cap : 256) * sizeof *e);
+      if (!grown) break;
+      e = grown;
+    }
+    memcpy(e[n].name, de->d_name, 20); /* entry_name: 20 characters */
+    e[n].name[20] = 0;
+    e[n].bytes = (int64_t)st.st_size;
+    e[n].used = st.st_mtim;
+    total += e[n++].bytes;
+  }
+  if (n > 1) qsort(e, n, sizeof *e, used_earlier);
+  size_t left = n;
+  for (size_t i = 0; i < n && ((limit > 0 && total > limit) || left > STORE_MAX_ENTRIES); i++) {
+    if (strcmp(e[i].name, keep) == 0 || unlinkat(dirfd(d), e[i].name, 0) != 0) continue;
+    total -= e[i].bytes;
+    left--;
+  }
+  closedir(d);
+  free(e);
+}
+
 void sl_h5_index_store_save(const char *path, const char *dataset, const sl_h5_index *ix) {
   char file[4096], tmp[4200], cwd[2048], dir[4096];
   identity master;
@@ -136,7 +223,11 @@ void sl_h5_index_store_save(const char *path, const char *dataset, const sl_h5_i
   sl_checksum64_begin(&b.sum);
   put_entry(&b, cwd, path, dataset, &master, ix);
   bool ok = fclose(b.f) == 0 && !b.failed;
-  if (!ok || rename(tmp, file) != 0) remove(tmp); /* only the file this call made */
+  if (!ok || rename(tmp, file) != 0) {
+    remove(tmp); /* only the file this call made */
+    return;
+  }
+  prune(dir, strrchr(file, '/') + 1);
 }
 
 /* ---- reading: every field checked against the bytes left ---------------- */
@@ -313,6 +404,9 @@ sl_h5_index *sl_h5_index_store_load(const char *path, const char *dataset) {
   /* the index keeps the entry's buffer for its chunks: no second copy */
   sl_h5_index *ix = data && n > 16 ? parse(data, (size_t)n, cwd, path, dataset, same_file_on_disk, &data) : NULL;
   free(data);
-  if (ix) ix->from_store = true;
+  if (ix) {
+    ix->from_store = true;
+    (void)utimensat(AT_FDCWD, file, NULL, 0); /* used now: the last the cache's bound removes */
+  }
   return ix;
 }

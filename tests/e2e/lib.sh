@@ -4,6 +4,9 @@ set -u
 SLUICE=$1
 SRC=$2
 WORK=$(mktemp -d /tmp/sluice-e2e-XXXXXX)
+# The user's cache (chunk indexes, loop history, cost profiles) is not the
+# tests': each test has its own, removed with WORK.
+export XDG_CACHE_HOME=$WORK/cache
 trap 'rm -rf "$WORK"' EXIT
 PASSED=0
 FAILED=0

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # sluice calibrate on a tiny budget: it writes a profile into the cache folder
-# (XDG_CACHE_HOME) with finite positive numbers; plan and run then use it and
+# (XDG_CACHE_HOME, the test's own: lib.sh) with finite positive numbers; plan and run then use it and
 # report.json says which profile; a corrupt cache file is ignored with a
 # warning; cost_profile=none uses the built-in guesses. No timing is asserted.
 . "$(dirname "$0")/lib.sh"
 cd "$WORK"
-export XDG_CACHE_HOME=$WORK/cache
 PIPE="$SRC/pipelines/synthetic_virtual_image.yaml"
 small=(--set scan_shape=[8,8] --set detector_shape=[32,32])
 

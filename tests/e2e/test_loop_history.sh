@@ -7,10 +7,9 @@
 # 2^-(k-1), so it stops after 1 + ceil(log2(1/tolerance)) iterations (the
 # closed form, computed here independently). Another --set is another
 # pipeline; the setting loop_history=false and a corrupt entry count as no
-# history. The cache is this test's own (XDG_CACHE_HOME).
+# history. The cache is this test's own (XDG_CACHE_HOME: lib.sh).
 . "$(dirname "$0")/lib.sh"
 cd "$WORK"
-export XDG_CACHE_HOME=$WORK/cache
 P=$SRC/pipelines/iterate_until.yaml
 iters() { $PY -c "import math,sys; t=float(sys.argv[1]); print(1 + math.ceil(math.log2(1 / t)))" "$1"; }
 N9=$(iters 1e-9) N3=$(iters 1e-3)

@@ -11,10 +11,9 @@
 # A scan of many small frames (512 x 512 of 16 x 16: 262,144 chunks) holds
 # the promise where the chunk index is most of the memory: its first run
 # lists every data file and keeps the index in the cache (this test's own,
-# XDG_CACHE_HOME), its second reads the kept index.
+# XDG_CACHE_HOME: lib.sh), its second reads the kept index.
 . "$(dirname "$0")/lib.sh"
 cd "$WORK"
-export XDG_CACHE_HOME=$WORK/cache
 MAKE="$(dirname "$SLUICE")/bench/make_acquisition"
 if [ ! -x "$MAKE" ] || [ ! -e "$PLUGIN_DIR/libh5bshuf.so" ] || ! $PY -c 'import json' 2>/dev/null; then
   echo "SKIP: needs bench/make_acquisition (built with sluice) and the bitshuffle HDF5 plugin"

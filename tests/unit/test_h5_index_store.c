@@ -3,7 +3,8 @@
  * field with a fresh listing of the files, an independent reading), and is
  * not used once any file changed, from another working directory, or when
  * the entry is short or corrupt; the setting index_store turns it off; the
- * entry's checksum summed in pieces is the one-shot's. The
+ * entry's checksum summed in pieces is the one-shot's; the cache keeps to
+ * its bound by removing the entries used longest ago. The
  * cache folder is a temp dir of this test (XDG_CACHE_HOME). */
 #define SL_H5_FIXTURES_ONLY
 #include "engine/core/settings.h"
@@ -186,6 +187,128 @@ static void test_checksum_in_pieces(void **state) {
   }
 }
 
+/* ---- the cache's bound ------------------------------------------------------ */
+
+/* Acquisition k of the bound's tests (made once), kept as an entry. */
+static const char *bound_master(int k) {
+  static char masters[4][512];
+  if (!masters[k][0]) {
+    char name[16];
+    snprintf(name, sizeof name, "bound%d", k);
+    fx_opts o = {.n_files = 1, .frames = {4}, .h = 6, .w = 5, .layout = FX_CHUNKED, .k = 1, .meta = false};
+    fx_write(name, &o, masters[k], sizeof masters[k]);
+  }
+  return masters[k];
+}
+
+static void keep_entry(int k) {
+  sl_h5_index *ix = fx_open_index(bound_master(k), NULL);
+  sl_h5_index_store_save(bound_master(k), NULL, ix);
+  sl_h5_index_free(ix);
+}
+
+/* Entry k's file: its size (-1: none). */
+static int64_t entry_bytes(int k) {
+  char path[4096];
+  struct stat st;
+  assert_true(sl_h5_index_store_path(bound_master(k), NULL, path, sizeof path));
+  return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+}
+
+/* Entry k last used `age` seconds ago. */
+static void entry_used_ago(int k, int age) {
+  char path[4096];
+  assert_true(sl_h5_index_store_path(bound_master(k), NULL, path, sizeof path));
+  struct timespec t[2];
+  clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= age;
+  t[1] = t[0];
+  assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+static void set_bound(int64_t bytes) {
+  char kv[64];
+  snprintf(kv, sizeof kv, "index_store_bytes=%lld", (long long)bytes);
+  const char *settings[] = {kv};
+  sl_error err;
+  assert_int_equal(sl_settings_init(settings, 1, &err), SL_OK);
+}
+
+/* A file in the cache's folder that pruning must leave alone. */
+static void foreign_file(const char *name, int age) {
+  char dir[4096], path[4200];
+  assert_true(sl_h5_index_store_path(g_master, NULL, dir, sizeof dir));
+  *strrchr(dir, '/') = 0;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  fputs("not sluice's entry\n", f);
+  fclose(f);
+  struct timespec t[2];
+  clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= age;
+  t[1] = t[0];
+  assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+static bool foreign_left(const char *name) {
+  char dir[4096], path[4200];
+  assert_true(sl_h5_index_store_path(g_master, NULL, dir, sizeof dir));
+  *strrchr(dir, '/') = 0;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+/* Keeping an entry past index_store_bytes removes the entries used longest
+ * ago, never the one just kept; a load counts as a use; a temporary entry
+ * of a dead process goes once stale; files that are not sluice's entries
+ * stay whatever their age; 0 is no bound. Entries 0-3 are of one size S
+ * (equal acquisitions, names of one length); the bound is 3.5 S. */
+static void test_cache_bounded(void **state) {
+  (void)state;
+  const char *foreign[] = {"notes.txt", "0123456789abcdef.idx.bak", "0123456789abcdeg.idx", "readme.idx"};
+  for (int f = 0; f < 4; f++) foreign_file(foreign[f], 100000);
+  foreign_file("fedcba9876543210.idx.tmp-12345", 100000); /* a dead writer's */
+  foreign_file("fedcba9876543211.idx.tmp-12346", 10);     /* a live writer's */
+  set_bound(0);
+  store_fresh(); /* g_master's entry (the other tests'): the oldest */
+  char master_entry[4096];
+  assert_true(sl_h5_index_store_path(g_master, NULL, master_entry, sizeof master_entry));
+  struct timespec t[2];
+  clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= 500;
+  t[1] = t[0];
+  assert_int_equal(utimensat(AT_FDCWD, master_entry, t, 0), 0);
+  for (int k = 0; k < 3; k++) keep_entry(k);
+  entry_used_ago(0, 300), entry_used_ago(1, 200), entry_used_ago(2, 100);
+  const int64_t size = entry_bytes(0);
+  assert_true(size > 0 && entry_bytes(1) == size && entry_bytes(2) == size);
+  set_bound(3 * size + size / 2);
+  keep_entry(3);
+  assert_int_equal(entry_bytes(3), size);
+  assert_int_equal(access(master_entry, F_OK), -1); /* the oldest went first */
+  assert_int_equal(entry_bytes(0), -1);              /* then the next oldest, and no more */
+  assert_true(entry_bytes(1) == size && entry_bytes(2) == size);
+  /* entry 1 read: used now; keeping entry 0 again removes entry 2 (100 s) */
+  sl_h5_index *one = sl_h5_index_store_load(bound_master(1), NULL);
+  assert_non_null(one);
+  sl_h5_index_free(one);
+  entry_used_ago(3, 50);
+  keep_entry(0);
+  assert_int_equal(entry_bytes(2), -1);
+  assert_true(entry_bytes(0) == size && entry_bytes(1) == size && entry_bytes(3) == size);
+  for (int f = 0; f < 4; f++)
+    if (!foreign_left(foreign[f])) fail_msg("pruning removed '%s', not an entry", foreign[f]);
+  assert_false(foreign_left("fedcba9876543210.idx.tmp-12345"));
+  assert_true(foreign_left("fedcba9876543211.idx.tmp-12346"));
+  /* no bound: nothing goes */
+  set_bound(0);
+  keep_entry(2);
+  for (int k = 0; k < 4; k++) assert_int_equal(entry_bytes(k), size);
+  sl_error err;
+  assert_int_equal(sl_settings_init(NULL, 0, &err), SL_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_checksum_in_pieces),
@@ -194,6 +317,7 @@ int main(void) {
       cmocka_unit_test(test_other_directory_not_used),
       cmocka_unit_test(test_corrupt_not_used),
       cmocka_unit_test(test_setting_off),
+      cmocka_unit_test(test_cache_bounded),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
