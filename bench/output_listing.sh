@@ -22,11 +22,28 @@
 # --write writes LISTING: a first comment line (the binary's commit where
 # SLUICE lies in a git work tree, its date, the date written and this
 # command), then one line per dataset: PIPELINE THREADS DATASET DTYPE SHAPE
-# SHA256.
+# SHA256, and for a floating-point dataset VALUES: its sum and 64 of its
+# values (evenly spaced in its flat order), comma-separated, for a known
+# change within rounding (below).
 # --check runs the pipelines that both LISTING and PIPELINES_DIR have and
 # prints for each pipeline and thread count 'same' or the datasets that
 # differ (dtype, shape or bytes); datasets and pipelines on one side only
 # are reported as added or removed, and are no failure.
+# A check reads LISTING's known changes, LISTING with .known for .txt where
+# that file exists: changes made on purpose since the listing was written,
+# each line one of
+#   set PIPELINE NAME=VALUE REASON...   run PIPELINE with --set NAME=VALUE
+#                                       (the old default, where a default
+#                                       changed on purpose)
+#   differs PIPELINE DATASET REASON...  the dataset may differ ("*": every
+#                                       dataset of the pipeline)
+#   close PIPELINE DATASET RTOL REASON... its bytes may differ, its listed
+#                                       values not by more than RTOL times
+#                                       its largest magnitude (the sum: n
+#                                       times that)
+# ('#' starts a comment line). A difference it names is printed as known,
+# with its reason, and is no failure; an entry that no longer matches a
+# difference is printed as stale.
 # Exit: 0 no difference, 1 a dataset present on both sides differs or a run
 # failed, 2 usage, or the acquisition is not the listing's.
 #
@@ -65,6 +82,15 @@ ACQ_ARGS=(--scan 128 128 --detector 192 192 --frames-per-file 4096 --dtype u16 -
   --bad-pixels 73 --seed 1)
 $PY "$SRC/tests/data/make_dectris.py" "$DIR/acq" "${ACQ_ARGS[@]}" >/dev/null
 
+KNOWN=${LISTING%.txt}.known
+[ "$MODE" = --check ] && [ "$KNOWN" != "$LISTING" ] && [ -f "$KNOWN" ] || KNOWN=""
+
+# set_of PIPELINE: the --set arguments the known changes give it.
+set_of() {
+  [ -n "$KNOWN" ] || return 0
+  awk -v p="$1" '$1 == "set" && $2 == p { printf "--set\n%s\n", $3 }' "$KNOWN"
+}
+
 # The pipelines to run: every one of PIPELINES_DIR, or for a check those
 # the listing has too.
 pipelines=()
@@ -78,6 +104,8 @@ status=0
 for p in "${pipelines[@]}"; do
   set_input=()
   grep -q '^  input:' "$PIPES/$p.yaml" && set_input=(--set input="$DIR/acq_master.h5")
+  mapfile -t known_sets < <(set_of "$p")
+  set_input+=("${known_sets[@]}")
   for th in 1 2; do
     out="$DIR/runs/$p-$th"
     if ! "$SLUICE" run "$PIPES/$p.yaml" "${set_input[@]}" --threads $th --out "$out" --quiet \
@@ -98,12 +126,29 @@ commit=$(git -C "$bin_dir" rev-parse HEAD 2>/dev/null || echo unknown)
 commit_date=$(git -C "$bin_dir" log -1 --format=%cd --date=iso "$commit" 2>/dev/null || echo unknown)
 header="# sluice binary $SLUICE of commit $commit ($commit_date), pipelines $PIPES; written $(date -u '+%Y-%m-%d %H:%M:%S UTC'); command: $COMMAND"
 
-$PY - "$MODE" "$LISTING" "$DIR" "$header" "${ACQ_ARGS[*]}" "${pipelines[@]}" <<'PYEOF' || status=$?
+$PY - "$MODE" "$LISTING" "$DIR" "$header" "${ACQ_ARGS[*]}" "$KNOWN" "${pipelines[@]}" <<'PYEOF' || status=$?
 import hashlib, os, sys
 import h5py, numpy as np
 
-mode, listing, work, header, acq_args = sys.argv[1:6]
-pipelines = sys.argv[6:]
+mode, listing, work, header, acq_args, known_file = sys.argv[1:7]
+pipelines = sys.argv[7:]
+
+# (pipeline, dataset or "*") -> reason, from the known changes.
+known, close = {}, {}
+if known_file:
+    for line in open(known_file):
+        f = line.split(None, 3)
+        if not f or f[0].startswith("#"):
+            continue
+        if f[0] == "differs" and len(f) == 4:
+            known[(f[1], f[2])] = f[3].strip()
+        elif f[0] == "close" and len(f) == 4 and len(f[3].split(None, 1)) == 2:
+            rtol, why = f[3].split(None, 1)
+            close[(f[1], f[2])] = (float(rtol), why.strip())
+        elif f[0] != "set" or len(f) < 4:
+            print(f"{known_file}: not a known change: {line.strip()}")
+            sys.exit(2)
+used = set()
 
 
 def raw_bytes(a):
@@ -115,7 +160,29 @@ def raw_bytes(a):
 
 def entry(d):
     shape = "x".join(map(str, d.shape)) if d.shape else "scalar"
-    return d.dtype.str, shape, hashlib.sha256(raw_bytes(d[()])).hexdigest()
+    a = np.asarray(d[()])
+    values = "-"
+    if a.dtype.kind == "f" and a.size:
+        flat = a.ravel().astype(np.float64)
+        picks = flat[np.linspace(0, flat.size - 1, 64).astype(np.int64)]
+        values = ",".join(repr(float(x)) for x in [flat.sum(), *picks])
+    return d.dtype.str, shape, hashlib.sha256(raw_bytes(a)).hexdigest(), values
+
+
+def within(want_values, got_values, rtol):
+    """Whether two VALUES fields agree within rtol of the largest magnitude,
+    and by how much they differ (relative)."""
+    if want_values == "-" or got_values == "-":
+        return False, float("inf")
+    a = np.array([float(x) for x in want_values.split(",")])
+    b = np.array([float(x) for x in got_values.split(",")])
+    if a.shape != b.shape:
+        return False, float("inf")
+    scale = max(np.abs(a[1:]).max(), np.abs(b[1:]).max(), 1e-300)
+    n = len(a) - 1
+    err = np.abs(a - b) / scale
+    err[0] /= n  # the sum's error grows with its terms
+    return bool(err.max() <= rtol), float(err.max())
 
 
 def acquisition_hash(master):
@@ -151,11 +218,12 @@ if mode == "--write":
     with open(listing + ".tmp", "w") as out:
         out.write(header + "\n")
         out.write(f"# acquisition: tests/data/make_dectris.py ACQ {acq_args}\n")
-        out.write("# PIPELINE THREADS DATASET DTYPE SHAPE SHA256 (raw bytes); attributes not listed\n")
+        out.write("# PIPELINE THREADS DATASET DTYPE SHAPE SHA256 (raw bytes) VALUES (floating point: the sum and "
+                  "64 values, else -); attributes not listed\n")
         out.write(f"acquisition - - - - {acq}\n")
         for (p, th), ds in runs.items():
-            for n, (dt, shape, sha) in ds.items():
-                out.write(f"{p} {th} {n} {dt} {shape} {sha}\n")
+            for n, (dt, shape, sha, values) in ds.items():
+                out.write(f"{p} {th} {n} {dt} {shape} {sha} {values}\n")
     os.replace(listing + ".tmp", listing)
     print(f"wrote {listing}: {sum(map(len, runs.values()))} datasets of {len(runs)} runs")
     sys.exit(0)
@@ -165,11 +233,11 @@ want, want_acq = {}, None
 for line in open(listing):
     if line.startswith("#") or not line.strip():
         continue
-    p, th, n, dt, shape, sha = line.split()
+    p, th, n, dt, shape, sha, *values = line.split()
     if p == "acquisition":
         want_acq = sha
         continue
-    want.setdefault((p, th), {})[n] = (dt, shape, sha)
+    want.setdefault((p, th), {})[n] = (dt, shape, sha, values[0] if values else "-")
 if want_acq != acq:
     print(f"acquisition {acq} is not the listing's ({want_acq}): outputs not compared")
     sys.exit(2)
@@ -184,14 +252,24 @@ for key in sorted(k for k in set(want) | set(runs) if k[0] in pipelines):
         status = 1  # the run failed, said above
         continue
     a, b = want[key], runs[key]
-    differ = []
+    differ, excused = [], []
     for n in sorted(set(a) & set(b)):
-        if a[n] != b[n]:
+        if a[n][:3] != b[n][:3]:
             what = [w for w, x, y in zip(("dtype", "shape", "bytes"), a[n], b[n]) if x != y]
-            differ.append(f"{n} ({', '.join(what)})")
+            why = [k for k in ((p, n), (p, "*")) if k in known]
+            if not why and (p, n) in close and what == ["bytes"]:
+                ok, err = within(a[n][3], b[n][3], close[(p, n)][0])
+                what = [f"bytes, values within {err:.2g} of the largest"] if ok else [
+                    f"bytes, values {err:.2g} apart, more than {close[(p, n)][0]:g}"]
+                if ok:
+                    why = [(p, n)]
+            (excused if why else differ).append(f"{n} ({', '.join(what)})")
+            used.update(why)
     added = sorted(set(b) - set(a))
     removed = sorted(set(a) - set(b))
     parts = ["same" if not differ else "DIFFERENT: " + "; ".join(differ)]
+    if excused:
+        parts.append("known: " + "; ".join(excused))
     if added:
         parts.append("added: " + " ".join(added))
     if removed:
@@ -201,6 +279,11 @@ for key in sorted(k for k in set(want) | set(runs) if k[0] in pipelines):
         status = 1
 for p in sorted({p for p, _ in want} - set(pipelines)):
     print(f"{p}: removed (in the listing, not in the pipelines folder)")
+for (p, n), why in sorted(list(known.items()) + [(k, v[1]) for k, v in close.items()]):
+    if (p, n) in used:
+        print(f"known change, {p} {n}: {why}")
+    elif p in pipelines:
+        print(f"stale known change (no such difference): {p} {n}")
 sys.exit(status)
 PYEOF
 
