@@ -555,11 +555,12 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
 static bool lagged(const run_ctx *c, int i, bool finalize) {
   const sl_node *n = &c->p->graph->nodes[i];
   const sl_backend_ops *o = c->b->ops;
+  if (finalize || !on_host(c, i) || !n->desc->sink || !n->desc->kernel[SL_BACKEND_CPU] ||
+      n->phase != SL_PHASE_STREAM || !o->copy_async || !o->event_create || !o->event_record || !o->event_wait)
+    return false;
   for (int k = 0; k < n->n_in; k++)
     if (input_lent(c, i, k)) return false;
-  return !finalize && on_host(c, i) && n->desc->sink && n->desc->kernel[SL_BACKEND_CPU] &&
-         n->phase == SL_PHASE_STREAM && o->copy_async &&
-         o->event_create && o->event_record && o->event_wait;
+  return true;
 }
 
 /* The pending call of sink i: waits for its input's copy, then runs it. */

@@ -50,13 +50,13 @@ void sl_h5_error_wrap(sl_error *err, const char *prefix, const char *suffix);
 /* Fills shape, dtype, layout and filter of `d` (its did open) from `file`,
  * refusing what sluice cannot read (rank, dtype, chunk shape, filters). */
 sl_code sl_h5_dataset_inspect(sl_h5_dataset *d, const char *file, sl_error *err);
-/* The optional Dectris attributes image_nr_low / image_nr_high (1-based,
- * inclusive) must agree with the frames the dataset holds. */
 /* The scan's rows and cols from attribute `scan_shape` of `d` (its did
  * open; two positive integers: what sluice's results.h5 gives an
  * acquisition's stored chunks, pipelines/repack.yaml): true when it is
  * there and valid. */
 bool sl_h5_dataset_scan_shape(const sl_h5_dataset *d, int64_t *rows, int64_t *cols);
+/* The optional Dectris attributes image_nr_low / image_nr_high (1-based,
+ * inclusive) must agree with the frames the dataset holds. */
 sl_code sl_h5_dataset_check_image_nr(const sl_h5_dataset *d, const char *file, int64_t first_frame,
                                      sl_error *err);
 

@@ -215,15 +215,20 @@ static int64_t entry_bytes(int k) {
   return stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
 }
 
-/* Entry k last used `age` seconds ago. */
-static void entry_used_ago(int k, int age) {
-  char path[4096];
-  assert_true(sl_h5_index_store_path(bound_master(k), NULL, path, sizeof path));
+/* File `path` last used (modified) `age` seconds ago. */
+static void used_ago(const char *path, int age) {
   struct timespec t[2];
   clock_gettime(CLOCK_REALTIME, &t[0]);
   t[0].tv_sec -= age;
   t[1] = t[0];
   assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* Entry k last used `age` seconds ago. */
+static void entry_used_ago(int k, int age) {
+  char path[4096];
+  assert_true(sl_h5_index_store_path(bound_master(k), NULL, path, sizeof path));
+  used_ago(path, age);
 }
 
 static void set_bound(int64_t bytes) {
@@ -234,28 +239,28 @@ static void set_bound(int64_t bytes) {
   assert_int_equal(sl_settings_init(settings, 1, &err), SL_OK);
 }
 
-/* A file in the cache's folder that pruning must leave alone. */
-static void foreign_file(const char *name, int age) {
-  char dir[4096], path[4200];
+/* The path of file `name` in the cache's folder. */
+static void cache_file(const char *name, char *path, size_t len) {
+  char dir[4096];
   assert_true(sl_h5_index_store_path(g_master, NULL, dir, sizeof dir));
   *strrchr(dir, '/') = 0;
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(path, len, "%s/%s", dir, name);
+}
+
+/* A file in the cache's folder that pruning must leave alone. */
+static void foreign_file(const char *name, int age) {
+  char path[4200];
+  cache_file(name, path, sizeof path);
   FILE *f = fopen(path, "wb");
   assert_non_null(f);
   fputs("not sluice's entry\n", f);
   fclose(f);
-  struct timespec t[2];
-  clock_gettime(CLOCK_REALTIME, &t[0]);
-  t[0].tv_sec -= age;
-  t[1] = t[0];
-  assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+  used_ago(path, age);
 }
 
 static bool foreign_left(const char *name) {
-  char dir[4096], path[4200];
-  assert_true(sl_h5_index_store_path(g_master, NULL, dir, sizeof dir));
-  *strrchr(dir, '/') = 0;
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  char path[4200];
+  cache_file(name, path, sizeof path);
   return access(path, F_OK) == 0;
 }
 
@@ -274,11 +279,7 @@ static void test_cache_bounded(void **state) {
   store_fresh(); /* g_master's entry (the other tests'): the oldest */
   char master_entry[4096];
   assert_true(sl_h5_index_store_path(g_master, NULL, master_entry, sizeof master_entry));
-  struct timespec t[2];
-  clock_gettime(CLOCK_REALTIME, &t[0]);
-  t[0].tv_sec -= 500;
-  t[1] = t[0];
-  assert_int_equal(utimensat(AT_FDCWD, master_entry, t, 0), 0);
+  used_ago(master_entry, 500);
   for (int k = 0; k < 3; k++) keep_entry(k);
   entry_used_ago(0, 300), entry_used_ago(1, 200), entry_used_ago(2, 100);
   const int64_t size = entry_bytes(0);
