@@ -22,7 +22,7 @@ extern "C" {
 
 /* The version of this ABI compiled into each device kernel file. A device
  * backend refuses to start when a kernel was built for another one. */
-#define SL_KERNEL_ABI_VERSION 8
+#define SL_KERNEL_ABI_VERSION 9
 
 /* The most input and the most output ports a node has (a pipeline's inputs
  * and an iterate body's too): a port is a bit of the descriptors' unsigned

@@ -188,5 +188,6 @@ sl_tensor_desc sl_desc_decoded(const sl_tensor_desc *d) {
   out.encoded_block_elems = 0;
   out.describe_origin = NULL;
   out.origin_ctx = NULL;
+  out.variable = false;
   return out;
 }

@@ -76,6 +76,13 @@ typedef struct sl_tensor_desc {
    * state by it, and then checks it when it sees the data. */
   bool nonzero_known;
   int64_t nonzero_bound;
+  /* A variable-size port (its producer has out_bound; the graph sets this
+   * after the producer's infer, so its consumers' inputs carry it): a call's
+   * buffer holds what the producer wrote (args.in_bytes), at most the bound.
+   * For a plain (not encoded) streamed one the item axis is the bound's
+   * bytes per position, and a graph output of it must hold its calls' items
+   * in the packed layout below: results.h5 keeps them as ragged items. */
+  bool variable;
 } sl_tensor_desc;
 
 /* The packed layout: the variable-size items of one call (a chunk of a

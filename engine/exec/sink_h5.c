@@ -89,6 +89,9 @@ typedef struct dataset {
   /* An encoded output's dataset (sl_h5_writer_stored): positions x item,
    * in HDF5 chunks of the stored blocks, which it copies as they are. */
   bool stored;
+  /* A ragged output's group (`id` is the group's) and what waits to be
+   * appended to its datasets; NULL for any other output. */
+  struct ragged *rg;
 } dataset;
 
 struct sl_h5_writer {
@@ -96,7 +99,7 @@ struct sl_h5_writer {
   hid_t file;
   int n, cap;
   dataset *sets;
-  bool stored_ready; /* sl_h5_writer_expect_stored done */
+  bool stored_ready; /* sl_h5_writer_expect_chunked done */
   bool plugin;       /* ... and HDF5 found the bitshuffle plugin */
 };
 
@@ -193,7 +196,7 @@ static herr_t put_stored_attrs(hid_t ds, const sl_tensor_desc *d) {
  * left as its library_bytes. Readers need HDF5 1.10 or later (h5py,
  * LiberTEM, Debian 12's HDF5). Also notes whether HDF5 finds the bitshuffle
  * plugin (stored_dcpl). */
-sl_code sl_h5_writer_expect_stored(sl_h5_writer *w, const char *name, sl_error *err) {
+sl_code sl_h5_writer_expect_chunked(sl_h5_writer *w, const char *name, sl_error *err) {
   if (w->stored_ready) return SL_OK;
   H5AC_cache_config_t mdc;
   memset(&mdc, 0, sizeof mdc);
@@ -222,9 +225,16 @@ int64_t sl_h5_stored_library_bytes(int64_t chunks) {
   return grown < most ? grown : most;
 }
 
+static sl_code ragged_create(sl_h5_writer *w, dataset *s, sl_error *err);
+
+/* Whether d is a stream of variable-size items (results.h5's ragged layout). */
+static bool is_ragged(const sl_tensor_desc *d) {
+  return d->variable && d->stream_rank && d->encoding == SL_ENC_NONE;
+}
+
 /* Dataset `name` with d's dtype and full shape (an encoded output: its
- * positions in one axis, then the item's axes): the one made before, or a
- * new one. */
+ * positions in one axis, then the item's axes; a ragged output: its group,
+ * ragged_create): the one made before, or a new one. */
 static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, dataset **out,
                            sl_error *err) {
   if ((*out = find(w, name))) return SL_OK;
@@ -234,14 +244,24 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
       return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
     w->cap = cap;
   }
-  if (d->encoding != SL_ENC_NONE) {
-    sl_code rc = sl_h5_writer_expect_stored(w, name, err);
+  if (d->encoding != SL_ENC_NONE || is_ragged(d)) {
+    sl_code rc = sl_h5_writer_expect_chunked(w, name, err);
     if (rc != SL_OK) return rc;
   }
   dataset *s = &w->sets[w->n];
   memset(s, 0, sizeof *s);
   if (!(s->name = sl_strdup(name))) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
   s->desc = *d;
+  if (is_ragged(d)) {
+    sl_code rc = ragged_create(w, s, err);
+    if (rc != SL_OK) {
+      free(s->name);
+      return rc;
+    }
+    w->n++;
+    *out = s;
+    return SL_OK;
+  }
   s->lo = INFINITY, s->hi = -INFINITY;
   s->stored = d->encoding != SL_ENC_NONE;
   hsize_t dims[SL_MAX_RANK];
@@ -332,8 +352,11 @@ static sl_code write_positions(sl_h5_writer *w, dataset *s, int64_t first, int64
                  s->name);
 }
 
-/* Writes the dataset's waiting positions. */
+static sl_code ragged_flush(sl_h5_writer *w, dataset *s, sl_error *err);
+
+/* Writes the dataset's waiting positions (a ragged output's: its items). */
 static sl_code flush(sl_h5_writer *w, dataset *s, sl_error *err) {
+  if (s->rg) return ragged_flush(w, s, err);
   if (!s->count) return SL_OK;
   sl_code rc = write_positions(w, s, s->first_chunk, s->last_chunk, s->start, s->count, s->data, err);
   s->count = 0, s->bytes = 0;
@@ -418,6 +441,212 @@ sl_code sl_h5_writer_stored(sl_h5_writer *w, const char *name, const sl_tensor_d
   return SL_OK;
 }
 
+/* ---- Ragged outputs: streams of variable-size items (sl_h5_writer_ragged) */
+
+enum { RG_BYTES, RG_OFFSETS, RG_FIRST, RG_NPOS, RG_SETS };
+static const char *const ragged_set_names[RG_SETS] = {"bytes", "offsets", "first_position", "n_positions"};
+/* HDF5 chunks of the bytes and of the per-item datasets: HDF5 allocates
+ * whole chunks, so a small output's file stays small; a 1 GiB output is
+ * 16,384 of them. */
+#define RAGGED_BYTES_CHUNK ((int64_t)1 << 16)
+#define RAGGED_ITEMS_CHUNK ((int64_t)4096)
+
+typedef struct ragged {
+  hid_t sets[RG_SETS];
+  /* Items' bytes waiting (held of cap), and the waiting items: each one's
+   * end in the bytes dataset, first position and positions (items of icap). */
+  unsigned char *data;
+  int64_t cap, held;
+  uint64_t *ends;
+  int64_t *first, *npos;
+  int64_t icap, items;
+  uint64_t bytes_written; /* in the file */
+  int64_t items_written;  /* in the file (offsets holds one more) */
+  int64_t next_position;  /* the positions before it are written or waiting */
+  int64_t first_chunk, last_chunk; /* of what waits, for errors */
+} ragged;
+
+int64_t sl_h5_ragged_behind_bytes(const sl_tensor_desc *d) {
+  const int64_t whole = sl_desc_bytes(d), positions = sl_desc_positions(d);
+  const int64_t bytes = whole < SL_H5_WRITE_BEHIND_BYTES ? whole : SL_H5_WRITE_BEHIND_BYTES;
+  const int64_t items = positions < SL_H5_RAGGED_BEHIND_ITEMS ? positions : SL_H5_RAGGED_BEHIND_ITEMS;
+  return bytes + items * (int64_t)(sizeof(uint64_t) + 2 * sizeof(int64_t));
+}
+
+int64_t sl_h5_ragged_chunks(const sl_tensor_desc *d) {
+  const int64_t items = sl_desc_positions(d) + 1;
+  return (sl_desc_bytes(d) + RAGGED_BYTES_CHUNK - 1) / RAGGED_BYTES_CHUNK +
+         3 * ((items + RAGGED_ITEMS_CHUNK - 1) / RAGGED_ITEMS_CHUNK);
+}
+
+/* One of the group's datasets: 1-D, empty, growing, in chunks of `chunk`
+ * elements. Without a chunk cache and without fill values, each write goes
+ * straight to the file (the writer's buffers gather the small ones). */
+static hid_t ragged_set(hid_t group, const char *name, hid_t type, int64_t chunk) {
+  hsize_t zero = 0, most = H5S_UNLIMITED, c = (hsize_t)chunk;
+  hid_t space = H5Screate_simple(1, &zero, &most);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), dapl = H5Pcreate(H5P_DATASET_ACCESS);
+  herr_t h = space < 0 || dcpl < 0 || dapl < 0 ? -1 : H5Pset_chunk(dcpl, 1, &c);
+  if (h >= 0) h = H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+  if (h >= 0) h = H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 0, H5D_CHUNK_CACHE_W0_DEFAULT);
+  hid_t ds = h < 0 ? -1 : H5Dcreate2(group, name, type, space, H5P_DEFAULT, dcpl, dapl);
+  if (space >= 0) H5Sclose(space);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  if (dapl >= 0) H5Pclose(dapl);
+  return ds;
+}
+
+/* n elements of `type` from data, at element `at` of 1-D dataset ds,
+ * which grows to hold them. */
+static herr_t ragged_append(hid_t ds, hid_t type, uint64_t at, uint64_t n, const void *data) {
+  if (!n) return 0;
+  hsize_t end = (hsize_t)(at + n), off = (hsize_t)at, len = (hsize_t)n;
+  herr_t h = H5Dset_extent(ds, &end);
+  hid_t file_space = h < 0 ? -1 : H5Dget_space(ds);
+  hid_t mem_space = H5Screate_simple(1, &len, NULL);
+  if (file_space < 0 || mem_space < 0) h = -1;
+  if (h >= 0) h = H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &off, NULL, &len, NULL);
+  if (h >= 0) h = H5Dwrite(ds, type, mem_space, file_space, H5P_DEFAULT, data);
+  if (file_space >= 0) H5Sclose(file_space);
+  if (mem_space >= 0) H5Sclose(mem_space);
+  return h;
+}
+
+static void ragged_close(ragged *r) {
+  for (int k = 0; k < RG_SETS; k++)
+    if (r->sets[k] >= 0) H5Dclose(r->sets[k]);
+  free(r->data);
+  free(r->ends);
+  free(r->first);
+  free(r->npos);
+  free(r);
+}
+
+/* Output s's group, its datasets (offsets holding its leading 0) and the
+ * attributes known now; its write-behind buffers (write_h5's state). */
+static sl_code ragged_create(sl_h5_writer *w, dataset *s, sl_error *err) {
+  ragged *r = calloc(1, sizeof *r);
+  if (!r) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for output '%s'", w->path, s->name);
+  for (int k = 0; k < RG_SETS; k++) r->sets[k] = -1;
+  const int64_t whole = sl_desc_bytes(&s->desc), positions = sl_desc_positions(&s->desc);
+  r->cap = whole < SL_H5_WRITE_BEHIND_BYTES ? whole : SL_H5_WRITE_BEHIND_BYTES;
+  r->icap = positions < SL_H5_RAGGED_BEHIND_ITEMS ? positions : SL_H5_RAGGED_BEHIND_ITEMS;
+  if (r->icap < 1) r->icap = 1;
+  r->data = malloc((size_t)(r->cap > 0 ? r->cap : 1));
+  r->ends = malloc((size_t)r->icap * sizeof *r->ends);
+  r->first = malloc((size_t)r->icap * sizeof *r->first);
+  r->npos = malloc((size_t)r->icap * sizeof *r->npos);
+  if (!r->data || !r->ends || !r->first || !r->npos) {
+    ragged_close(r);
+    return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for the write-behind buffers of output '%s'", w->path,
+                   s->name);
+  }
+  s->id = H5Gcreate2(w->file, s->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  herr_t h = s->id < 0 ? -1 : 0;
+  const hid_t types[RG_SETS] = {H5T_NATIVE_UINT8, H5T_NATIVE_UINT64, H5T_NATIVE_INT64, H5T_NATIVE_INT64};
+  for (int k = 0; k < RG_SETS && h >= 0; k++)
+    if ((r->sets[k] = ragged_set(s->id, ragged_set_names[k], types[k],
+                                 k == RG_BYTES ? RAGGED_BYTES_CHUNK : RAGGED_ITEMS_CHUNK)) < 0)
+      h = -1;
+  const uint64_t zero = 0;
+  if (h >= 0) h = ragged_append(r->sets[RG_OFFSETS], H5T_NATIVE_UINT64, 0, 1, &zero);
+  if (h >= 0) h = put_str_attr(s->id, "layout", "ragged");
+  if (h >= 0) h = put_int_array_attr(s->id, "scan_shape", s->desc.dims, s->desc.stream_rank);
+  if (h < 0) {
+    ragged_close(r);
+    if (s->id >= 0) H5Gclose(s->id);
+    return sl_fail(err, SL_ERR_IO, "%s: cannot create group '%s' for the variable-size items of an output",
+                   w->path, s->name);
+  }
+  s->rg = r;
+  return SL_OK;
+}
+
+/* Appends what waits: the items' bytes, then their entries. */
+static sl_code ragged_flush(sl_h5_writer *w, dataset *s, sl_error *err) {
+  ragged *r = s->rg;
+  if (!r->held && !r->items) return SL_OK;
+  const uint64_t n = (uint64_t)r->items, at = (uint64_t)r->items_written;
+  herr_t h = ragged_append(r->sets[RG_BYTES], H5T_NATIVE_UINT8, r->bytes_written, (uint64_t)r->held, r->data);
+  if (h >= 0) h = ragged_append(r->sets[RG_OFFSETS], H5T_NATIVE_UINT64, at + 1, n, r->ends);
+  if (h >= 0) h = ragged_append(r->sets[RG_FIRST], H5T_NATIVE_INT64, at, n, r->first);
+  if (h >= 0) h = ragged_append(r->sets[RG_NPOS], H5T_NATIVE_INT64, at, n, r->npos);
+  if (h < 0)
+    return sl_fail(err, SL_ERR_IO, "%s: cannot write the items of chunks %lld-%lld of output '%s'", w->path,
+                   (long long)r->first_chunk, (long long)r->last_chunk, s->name);
+  r->bytes_written += (uint64_t)r->held;
+  r->items_written += r->items;
+  r->held = r->items = 0;
+  return SL_OK;
+}
+
+/* One item (entry e, its bytes at `at`) of chunk `chunk`: into the
+ * buffers, or, larger than the bytes' buffer, straight into the file after
+ * what waits. */
+static sl_code ragged_item(sl_h5_writer *w, dataset *s, int64_t chunk, const sl_packed_entry *e,
+                           const unsigned char *at, sl_error *err) {
+  ragged *r = s->rg;
+  const int64_t size = (int64_t)e->size;
+  sl_code rc = SL_OK;
+  if (r->items == r->icap || (r->held && r->held + size > r->cap)) rc = ragged_flush(w, s, err);
+  if (rc != SL_OK) return rc;
+  if (!r->items && !r->held) r->first_chunk = chunk;
+  r->last_chunk = chunk;
+  if (size > r->cap) {
+    if ((rc = ragged_flush(w, s, err)) != SL_OK) return rc;
+    if (ragged_append(r->sets[RG_BYTES], H5T_NATIVE_UINT8, r->bytes_written, (uint64_t)size, at) < 0)
+      return sl_fail(err, SL_ERR_IO, "%s: cannot write an item of chunk %lld (positions %lld-%lld) of output '%s'",
+                     w->path, (long long)chunk, (long long)e->first_position,
+                     (long long)(e->first_position + e->n_positions - 1), s->name);
+    r->bytes_written += (uint64_t)size;
+  } else {
+    memcpy(r->data + r->held, at, (size_t)size);
+    r->held += size;
+  }
+  r->ends[r->items] = r->bytes_written + (uint64_t)r->held;
+  r->first[r->items] = e->first_position;
+  r->npos[r->items] = e->n_positions;
+  r->items++;
+  r->next_position = e->first_position + e->n_positions;
+  return SL_OK;
+}
+
+sl_code sl_h5_writer_ragged(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                            int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err) {
+  sl_code rc = sl_packed_check(packed, bytes, err);
+  if (rc != SL_OK) {
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    return sl_fail(err, SL_ERR_INTERNAL,
+                   "output '%s' is a stream of variable-size items, and chunk %lld (positions %lld-%lld) is not "
+                   "in the packed layout its writer needs: %s",
+                   name, (long long)chunk, (long long)start, (long long)(start + count - 1), why);
+  }
+  dataset *s;
+  if ((rc = get_dataset(w, name, d, &s, err)) != SL_OK) return rc;
+  const sl_packed_items *pk = packed;
+  const int64_t total = sl_desc_positions(d);
+  for (uint64_t i = 0; i < pk->n && rc == SL_OK; i++) {
+    const sl_packed_entry *e = &pk->entries[i];
+    /* an item that began in an earlier call was written there */
+    if (e->first_position < start && e->first_position < s->rg->next_position) continue;
+    const char *why = e->n_positions < 1 || e->first_position < 0 || e->first_position > total - e->n_positions
+                          ? "holds no positions of the stream, or positions outside it"
+                      : e->first_position < start || e->first_position >= start + count
+                          ? "does not begin in the call's positions"
+                      : e->first_position < s->rg->next_position ? "overlaps an item written before it"
+                                                                  : NULL;
+    if (why) {
+      char what[512];
+      sl_packed_describe(d, e->origin, e->first_position, e->n_positions, what, sizeof what);
+      return sl_fail(err, SL_ERR_INTERNAL, "output '%s', chunk %lld (positions %lld-%lld): %s %s", name,
+                     (long long)chunk, (long long)start, (long long)(start + count - 1), what, why);
+    }
+    rc = ragged_item(w, s, chunk, e, (const unsigned char *)packed + e->offset, err);
+  }
+  return rc;
+}
+
 bool sl_h5_writer_range(sl_h5_writer *w, const char *name, double *lo, double *hi) {
   const dataset *s = find(w, name);
   if (!s || !sl_output_is_image(&s->desc) || !s->desc.stream_rank || s->ranged != sl_desc_positions(&s->desc))
@@ -452,7 +681,7 @@ const void *sl_h5_writer_rows_held(sl_h5_writer *w, const char *name, int64_t ro
 sl_code sl_h5_writer_read_rows(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows, void *data,
                                sl_error *err) {
   dataset *s = find(w, name);
-  if (!s || s->desc.rank != 2)
+  if (!s || s->rg || s->desc.rank != 2)
     return sl_fail(err, SL_ERR_INTERNAL, "%s: no 2-D dataset '%s' to read rows of", w->path, name);
   sl_code rc = flush(w, s, err);
   if (rc != SL_OK) return rc;
@@ -492,7 +721,12 @@ static sl_code put_output_attrs(sl_h5_writer *w, hid_t ds, const sl_output_data 
 /* Closes every dataset and the file; frees w. */
 static herr_t close_all(sl_h5_writer *w) {
   for (int k = 0; k < w->n; k++) {
-    H5Dclose(w->sets[k].id);
+    if (w->sets[k].rg) {
+      ragged_close(w->sets[k].rg);
+      H5Gclose(w->sets[k].id);
+    } else {
+      H5Dclose(w->sets[k].id);
+    }
     free(w->sets[k].name);
     free(w->sets[k].data);
   }

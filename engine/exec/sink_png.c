@@ -12,7 +12,7 @@
 #include "engine/core/util.h"
 
 bool sl_output_is_image(const sl_tensor_desc *d) {
-  return d->rank == 2 && d->dtype != SL_C64 && d->encoding == SL_ENC_NONE && d->dims[0] > 0 && d->dims[1] > 0;
+  return d->rank == 2 && d->dtype != SL_C64 && d->encoding == SL_ENC_NONE && !d->variable && d->dims[0] > 0 && d->dims[1] > 0;
 }
 
 /* lround(x) for the pixel of a finite value (x = (v - low) * scale, so

@@ -58,13 +58,13 @@ sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_att
  * `chunk` of the run: count items, contiguous in `data`. */
 sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
                                int64_t start, int64_t count, const void *data, sl_error *err);
-/* Sets w up for the stored chunks of encoded output `name` (see
- * sl_h5_writer_stored; done there at the first write when not before):
- * HDF5's limits on what it keeps for many chunks, and whether the
- * bitshuffle plugin is there (loading it takes 0.3-0.7 ms on the dev VM).
- * `sluice run` calls it when it opens results.h5, so that this happens
- * before any data is read. */
-sl_code sl_h5_writer_expect_stored(sl_h5_writer *w, const char *name, sl_error *err);
+/* Sets w up for the many HDF5 chunks of encoded output `name` (see
+ * sl_h5_writer_stored) or of a ragged one (sl_h5_writer_ragged); done
+ * there at the first write when not before: HDF5's limits on what it keeps
+ * for many chunks, and whether the bitshuffle plugin is there (loading it
+ * takes 0.3-0.7 ms on the dev VM). `sluice run` calls it when it opens
+ * results.h5, so that this happens before any data is read. */
+sl_code sl_h5_writer_expect_chunked(sl_h5_writer *w, const char *name, sl_error *err);
 /* The stored blocks of encoded output `name` (d: its decoded dtype and
  * shape, its encoding) that begin in scan positions [start, start + count),
  * chunk `chunk` of the run, from `packed`, the call's packed buffer of
@@ -77,6 +77,29 @@ sl_code sl_h5_writer_expect_stored(sl_h5_writer *w, const char *name, sl_error *
  * SL_ERR_FORMAT, naming it. */
 sl_code sl_h5_writer_stored(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
                             int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err);
+/* A stream of variable-size items (a plain variable-size streamed output,
+ * sl_tensor_desc.variable, d its descriptor): the items of the call's
+ * packed buffer (`packed`, `bytes` as its producer wrote them,
+ * sl_packed_items) whose first position is in [start, start + count),
+ * chunk `chunk` of the run, appended to output `name`'s ragged layout: a
+ * group NAME holding `bytes` (u8, every item's bytes in stream order),
+ * `offsets` (u64, items + 1: item k is bytes[offsets[k]:offsets[k+1]]),
+ * `first_position` and `n_positions` (i64, the stream positions each item
+ * holds), with attributes `layout` ("ragged") and `scan_shape`. Items come
+ * in stream order: one that overlaps positions written before is
+ * SL_ERR_INTERNAL naming it (an item that began in an earlier call, and
+ * was written there, is skipped). Consecutive items wait in write-behind
+ * buffers (sl_h5_ragged_behind_bytes). */
+sl_code sl_h5_writer_ragged(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                            int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err);
+/* The write-behind buffers of ragged output d: its items' bytes, at most
+ * SL_H5_WRITE_BEHIND_BYTES, and their entries, at most
+ * SL_H5_RAGGED_BEHIND_ITEMS (each at most what the whole output holds). */
+#define SL_H5_RAGGED_BEHIND_ITEMS 4096
+int64_t sl_h5_ragged_behind_bytes(const sl_tensor_desc *d);
+/* The HDF5 chunks a ragged output d may take at most (for what HDF5 keeps
+ * while writing them: sl_h5_stored_library_bytes). */
+int64_t sl_h5_ragged_chunks(const sl_tensor_desc *d);
 /* All of output `name` (d: its dtype and shape) from data. */
 sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
                            sl_error *err);

@@ -625,6 +625,13 @@ static void inherit_stream_axis(sl_node *n) {
     if (n->out[k].stream_rank) n->out[k].stream_axis = axis;
 }
 
+/* Which outputs are variable-size (out_bound), in their descriptors, so
+ * that consumers see it in their inputs; set for every port both ways, as
+ * an infer may copy a variable-size input's descriptor to a fixed output. */
+static void mark_variable_outputs(sl_node *n) {
+  for (int k = 0; k < n->n_out; k++) n->out[k].variable = sl_node_out_bound(n, k, 1) >= 0;
+}
+
 /* Every streamed port of the node is on one stream, with that stream's scan
  * axes; *axis is the stream's descriptor (NULL when nothing streams). */
 static sl_code check_streams(sl_node *n, stream_refs *refs, const sl_tensor_desc **axis,
@@ -858,6 +865,7 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
       if (rc != SL_OK) break;
     }
     inherit_stream_axis(n);
+    mark_variable_outputs(n);
     rc = assign_phase(g, n, &refs, pass_taken, err);
     if (rc == SL_OK) rc = check_port_contracts(g, n, err);
     if (rc != SL_OK) break;
@@ -886,16 +894,6 @@ sl_code sl_graph_build(const sl_spec *spec, const sl_tensor_desc *inputs,
     rc = resolve_ref(g, &spec->outputs[o].ref, NULL, &s, err);
     g->outputs[o].node = s.node;
     g->outputs[o].port = s.port;
-    /* An encoded stream is an output that a sink writes as its stored
-     * chunks (write_h5); other variable-size chunks have no layout there. */
-    if (rc == SL_OK && s.node >= 0 && g->nodes[s.node].out[s.port].encoding == SL_ENC_NONE &&
-        g->nodes[s.node].out[s.port].stream_rank && sl_node_out_bound(&g->nodes[s.node], s.port, 1) >= 0) {
-      sl_fail(err, SL_ERR_PIPELINE,
-              "output '%s' is a stream of variable-size chunks; an output must be whole (a node "
-              "whose output concatenates them)",
-              spec->outputs[o].name);
-      rc = at(err, spec->outputs[o].ref.loc, NULL);
-    }
   }
   if (rc == SL_OK) rc = sort_nodes(g, err);
   if (rc == SL_OK) {
@@ -955,6 +953,7 @@ sl_code sl_graph_add_output_reader(sl_graph *g, const sl_node_desc *desc, const 
   for (int k = 0; k < n->n_out && rc == SL_OK; k++) rc = sl_desc_check_size(&n->out[k], err);
   if (rc != SL_OK) return at(err, go->loc, n->id);
   inherit_stream_axis(n);
+  mark_variable_outputs(n);
   stream_refs refs = {{0}, 0};
   bool pass_taken[SL_MAX_PASSES] = {false};
   built_streams(g, &refs, pass_taken);

@@ -278,7 +278,10 @@ typedef struct sl_node_desc {
    * axis), except an encoded stream's (sl_tensor_desc.encoding): its type is
    * that of the decoded data, its buffers hold the packed layout (tensor.h,
    * sl_packed_items) and its bound is sl_desc_encoded_bound. A streamed
-   * variable-size port may hold several items per call in that layout too. */
+   * variable-size port may hold several items per call in that layout too,
+   * and must when it is a graph output: results.h5 keeps its items
+   * (sl_h5_writer_ragged); its item axis is then the bound's bytes for one
+   * position. The graph marks the port (sl_tensor_desc.variable). */
   int64_t (*out_bound)(const struct sl_node *n, int port, int64_t positions);
   /* Optional, for a stream source (a node with no inputs and one streamed
    * output): it can make its output's chunks on the host ahead of the

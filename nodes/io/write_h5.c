@@ -5,7 +5,8 @@
  * needs to fit in host memory (a streamed image's range is folded on the
  * way, for its PNG); a whole output is written when it is made; an encoded
  * stream (an acquisition's frames as read) is written as its stored chunks,
- * not decoded.
+ * not decoded; a stream of other variable-size items is appended to a
+ * ragged layout (sl_h5_writer_ragged) as they come.
  * The run appends one per output (sl_graph_add_writers); its state is the
  * run's sl_output_target. Attributes known only at the end (provenance,
  * notes) are written when the run finishes the file. */
@@ -68,6 +69,11 @@ static void write_h5_cost(const sl_node *n, int64_t positions, sl_node_cost *c) 
   }
   c->bytes_read = sl_desc_buffer_bytes(d, positions);
   c->bytes_written = c->bytes_read;
+  if (d->variable && d->stream_rank) { /* ragged items: at most the bound's bytes */
+    c->state_bytes = sl_h5_ragged_behind_bytes(d);
+    c->library_bytes = sl_h5_stored_library_bytes(sl_h5_ragged_chunks(d));
+    return;
+  }
   if (d->stream_rank && sl_output_is_image(d)) c->ops = positions * sl_desc_item_elems(d);
   c->state_bytes = d->stream_rank ? sl_h5_write_behind_bytes(d) : 0;
 }
@@ -89,6 +95,9 @@ static sl_code write_h5_cpu(sl_kernel_args *a) {
   if (d.encoding != SL_ENC_NONE)
     return sl_h5_writer_stored(t->results, name, &d, a->chunk, a->pos_start, a->pos_count, a->in[0], a->in_bytes[0],
                                a->err);
+  if (d.variable && d.stream_rank)
+    return sl_h5_writer_ragged(t->results, name, &d, a->chunk, a->pos_start, a->pos_count, a->in[0], a->in_bytes[0],
+                               a->err);
   if (d.stream_rank)
     return sl_h5_writer_positions(t->results, name, &d, a->chunk, a->pos_start, a->pos_count, a->in[0], a->err);
   /* A variable-size output holds what its producer wrote (its first axis). */
@@ -103,7 +112,8 @@ static const sl_port_def write_h5_in[] = {{"x", "the graph output, streamed, who
 const sl_node_desc sl_node_write_h5 = {
     .type = "write_h5",
     .doc = "A graph output into the run's results.h5 (appended by the run for every output; streamed "
-           "outputs chunk by chunk; an encoded stream as its stored chunks, copied as they are).",
+           "outputs chunk by chunk; an encoded stream as its stored chunks, copied as they are; a stream "
+           "of variable-size items as a ragged group: bytes, offsets, first_position, n_positions).",
     SL_PARAMS_DESC(write_h5_params),
     .inputs = write_h5_in, .n_inputs = SL_COUNT_OF(write_h5_in),
     .infer = write_h5_infer, .cost = write_h5_cost, .rate_variant = write_h5_rate_variant,

@@ -1028,10 +1028,12 @@ static void test_too_many_ports_refused(void **state) {
   assert_string_equal(err.node, "t");
 }
 
+/* A stream of variable-size chunks as an output with no sink to write it
+ * (test_ragged_output.c has the writer's side). */
 static void test_variable_stream_output_refused(void **state) {
   (void)state;
   run_refused("spilled.yaml", "  s: {type: t_spill, inputs: {x: src.out}}\noutputs: {b: s.bytes}\n",
-              SL_ERR_PIPELINE, "variable-size chunks");
+              SL_ERR_PIPELINE, "stream of variable-size items");
 }
 
 /* The host merges against values worked out by hand: wrapping integer sums,

@@ -32,7 +32,7 @@
 
 /* The kernel ABI this engine was written against; every registered kernel
  * must carry it, and so must the kernels' header (SL_KERNEL_ABI_VERSION). */
-#define SL_ENGINE_KERNEL_ABI 8 /* 8: ports up to SL_MAX_PORTS (32) in sl_kernel_args */
+#define SL_ENGINE_KERNEL_ABI 9 /* 8: ports up to SL_MAX_PORTS (32) in sl_kernel_args; 9: sl_tensor_desc.variable */
 
 enum { MIN_COMPUTE_CAPABILITY = 80 };
 sl_code sl_cuda_backend_fail(sl_error *err, cudaError_t e, const char *fmt, ...) {
