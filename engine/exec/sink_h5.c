@@ -99,7 +99,7 @@ struct sl_h5_writer {
   hid_t file;
   int n, cap;
   dataset *sets;
-  bool stored_ready; /* sl_h5_writer_expect_chunked done */
+  bool chunked_ready; /* sl_h5_writer_expect_chunked done */
   bool plugin;       /* ... and HDF5 found the bitshuffle plugin */
 };
 
@@ -184,10 +184,11 @@ static herr_t put_stored_attrs(hid_t ds, const sl_tensor_desc *d) {
   return h;
 }
 
-/* Before the first dataset of stored chunks: such a dataset has a chunk per
- * stored block, as many as the acquisition (262,144 for a 512 x 512 scan in
- * chunks of a frame), and what HDF5 keeps of them in memory must not grow
- * with them. So objects made from here on take HDF5 1.10's format, whose
+/* Before the first dataset of stored chunks (or group of ragged items):
+ * such a dataset has a chunk per stored block, as many as the acquisition
+ * (262,144 for a 512 x 512 scan in chunks of a frame), and what HDF5 keeps
+ * of them in memory must not grow with them (a ragged output's datasets
+ * grow chunk by chunk, likewise). So objects made from here on take HDF5 1.10's format, whose
  * fixed-array chunk index pages its entries (HDF5's default v1 B-tree took
  * 7 MiB for 65,536 chunks), the file's metadata cache is held at
  * SL_H5_METADATA_CACHE_BYTES (it grows to 32 MiB by default), and HDF5's
@@ -197,7 +198,7 @@ static herr_t put_stored_attrs(hid_t ds, const sl_tensor_desc *d) {
  * LiberTEM, Debian 12's HDF5). Also notes whether HDF5 finds the bitshuffle
  * plugin (stored_dcpl). */
 sl_code sl_h5_writer_expect_chunked(sl_h5_writer *w, const char *name, sl_error *err) {
-  if (w->stored_ready) return SL_OK;
+  if (w->chunked_ready) return SL_OK;
   H5AC_cache_config_t mdc;
   memset(&mdc, 0, sizeof mdc);
   mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
@@ -216,7 +217,7 @@ sl_code sl_h5_writer_expect_chunked(sl_h5_writer *w, const char *name, sl_error 
   if (h < 0)
     return sl_fail(err, SL_ERR_IO, "%s: cannot set up HDF5 for the stored chunks of output '%s'", w->path, name);
   w->plugin = H5Zfilter_avail(BITSHUFFLE_FILTER) > 0;
-  w->stored_ready = true;
+  w->chunked_ready = true;
   return SL_OK;
 }
 
