@@ -140,6 +140,9 @@ void sl_desc_format(const sl_tensor_desc *d, char *buf, size_t n) {
   if (d->encoding != SL_ENC_NONE) {
     size_t len = strlen(buf);
     if (len < n) snprintf(buf + len, n - len, " %s", sl_encoding_name(d->encoding));
+  } else if (d->variable) { /* the last axis is a bound, not a size */
+    size_t len = strlen(buf);
+    if (len < n) snprintf(buf + len, n - len, " variable");
   }
 }
 

@@ -164,7 +164,10 @@ const char *sl_desc_axis_name(const sl_tensor_desc *d);
 /* Whether two streamed descriptors stream over the same axis (name). */
 bool sl_desc_same_axis(const sl_tensor_desc *a, const sl_tensor_desc *b);
 /* "u16[512,512|192,192]": the bar separates stream axes from item axes;
- * a stream other than the scan is named after: "f32[36864|4096] over pixels". */
+ * a stream other than the scan is named after: "f32[36864|4096] over pixels";
+ * an encoded stream's encoding after that ("u16[...] bitshuffle-lz4"), and a
+ * plain variable-size port is "variable" (its last axis is a bound):
+ * "u8[37|196] variable". */
 void sl_desc_format(const sl_tensor_desc *d, char *buf, size_t n);
 /* Convenience constructor: dims given as an array. */
 sl_tensor_desc sl_desc_make(sl_dtype t, int rank, const int64_t *dims, int stream_rank);

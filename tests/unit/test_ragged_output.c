@@ -252,6 +252,10 @@ static void test_ragged_items_written(void **state) {
         const sl_output_data *o = output(&run, "items");
         assert_true(o->written);
         assert_null(o->data);
+        char type[64], want[64];
+        sl_desc_format(&o->desc, type, sizeof type);
+        snprintf(want, sizeof want, "u8[%d|%lld] variable", NPOS, (long long)sl_packed_bound(4, 4 * BLOCK));
+        assert_string_equal(type, want);
         int w = sl_graph_find(run.graph, "items.h5");
         assert_true(w >= 0);
         sl_node_cost cost;
