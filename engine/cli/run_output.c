@@ -139,7 +139,7 @@ sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const 
   for (int k = 0; k < g->n_outputs && rc == SL_OK; k++) {
     const sl_graph_output *go = &g->outputs[k];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
-    if (d->encoding != SL_ENC_NONE || (d->variable && d->stream_rank))
+    if (d->encoding != SL_ENC_NONE || sl_desc_is_ragged(d))
       rc = sl_h5_writer_expect_chunked(o->target.results, go->name, err);
   }
   return rc;

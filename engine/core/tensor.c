@@ -182,6 +182,10 @@ int64_t sl_desc_encoded_bound(const sl_tensor_desc *d, int64_t positions) {
   return sl_packed_bound(sl_desc_encoded_entries(d, positions), d->max_stored_chunk_bytes);
 }
 
+bool sl_desc_is_ragged(const sl_tensor_desc *d) {
+  return d->variable && d->stream_rank > 0 && d->encoding == SL_ENC_NONE;
+}
+
 sl_tensor_desc sl_desc_decoded(const sl_tensor_desc *d) {
   sl_tensor_desc out = *d;
   out.encoding = SL_ENC_NONE;

@@ -155,6 +155,10 @@ int64_t sl_desc_encoded_entries(const sl_tensor_desc *d, int64_t positions);
 int64_t sl_desc_encoded_bound(const sl_tensor_desc *d, int64_t positions);
 /* The descriptor of `d`'s data once decoded: encoding and its facts cleared. */
 sl_tensor_desc sl_desc_decoded(const sl_tensor_desc *d);
+/* Whether d is a stream of plain variable-size items (variable, streamed,
+ * not encoded): results.h5 keeps it as ragged items (sl_h5_writer_ragged),
+ * and it is never assembled in memory. */
+bool sl_desc_is_ragged(const sl_tensor_desc *d);
 /* Elements and bytes of the whole logical tensor. */
 int64_t sl_desc_elems(const sl_tensor_desc *d);
 int64_t sl_desc_bytes(const sl_tensor_desc *d);

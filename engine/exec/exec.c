@@ -1236,7 +1236,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
                    go->name, sl_encoding_name(od->desc.encoding));
       break;
     }
-    if (od->desc.variable && od->desc.stream_rank) {
+    if (sl_desc_is_ragged(&od->desc)) {
       rc = sl_fail(err, SL_ERR_PIPELINE,
                    "output '%s' is a stream of variable-size items: only a sink node writes it, as it streams "
                    "(sluice run's results.h5, as ragged items); it is never assembled in memory",

@@ -228,11 +228,6 @@ int64_t sl_h5_stored_library_bytes(int64_t chunks) {
 
 static sl_code ragged_create(sl_h5_writer *w, dataset *s, sl_error *err);
 
-/* Whether d is a stream of variable-size items (results.h5's ragged layout). */
-static bool is_ragged(const sl_tensor_desc *d) {
-  return d->variable && d->stream_rank && d->encoding == SL_ENC_NONE;
-}
-
 /* Dataset `name` with d's dtype and full shape (an encoded output: its
  * positions in one axis, then the item's axes; a ragged output: its group,
  * ragged_create): the one made before, or a new one. */
@@ -245,7 +240,7 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
       return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
     w->cap = cap;
   }
-  if (d->encoding != SL_ENC_NONE || is_ragged(d)) {
+  if (d->encoding != SL_ENC_NONE || sl_desc_is_ragged(d)) {
     sl_code rc = sl_h5_writer_expect_chunked(w, name, err);
     if (rc != SL_OK) return rc;
   }
@@ -253,7 +248,7 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
   memset(s, 0, sizeof *s);
   if (!(s->name = sl_strdup(name))) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for dataset '%s'", w->path, name);
   s->desc = *d;
-  if (is_ragged(d)) {
+  if (sl_desc_is_ragged(d)) {
     sl_code rc = ragged_create(w, s, err);
     if (rc != SL_OK) {
       free(s->name);

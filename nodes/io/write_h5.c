@@ -69,7 +69,7 @@ static void write_h5_cost(const sl_node *n, int64_t positions, sl_node_cost *c) 
   }
   c->bytes_read = sl_desc_buffer_bytes(d, positions);
   c->bytes_written = c->bytes_read;
-  if (d->variable && d->stream_rank) { /* ragged items: at most the bound's bytes */
+  if (sl_desc_is_ragged(d)) { /* ragged items: at most the bound's bytes */
     c->state_bytes = sl_h5_ragged_behind_bytes(d);
     c->library_bytes = sl_h5_stored_library_bytes(sl_h5_ragged_chunks(d));
     return;
@@ -95,7 +95,7 @@ static sl_code write_h5_cpu(sl_kernel_args *a) {
   if (d.encoding != SL_ENC_NONE)
     return sl_h5_writer_stored(t->results, name, &d, a->chunk, a->pos_start, a->pos_count, a->in[0], a->in_bytes[0],
                                a->err);
-  if (d.variable && d.stream_rank)
+  if (sl_desc_is_ragged(&d))
     return sl_h5_writer_ragged(t->results, name, &d, a->chunk, a->pos_start, a->pos_count, a->in[0], a->in_bytes[0],
                                a->err);
   if (d.stream_rank)
