@@ -1,7 +1,8 @@
 /* results.h5's writer (engine/exec/sink_h5.c) as write_h5 and write_png use
  * it: streamed images written chunk by chunk, their range folded on the way
  * (sl_h5_writer_range) and their rows served from the write-behind buffer
- * (sl_h5_writer_rows_held) or read back from the file (sl_h5_writer_read_rows).
+ * (sl_h5_writer_rows_held) or read back from the file (sl_h5_writer_read_rows);
+ * ragged items past both of its write-behind buffers (sl_h5_writer_ragged).
  * Every check is against the test's own data and plain loops, and the file
  * is read back with HDF5 itself after the writer finished it. */
 #include <hdf5.h>
@@ -175,6 +176,92 @@ static void test_only_images(void **st) {
   free(x);
 }
 
+/* Ragged items straight into the writer, past both write-behind buffers:
+ * 10,000 items (more than SL_H5_RAGGED_BEHIND_ITEMS entries), some empty,
+ * some over SL_H5_WRITE_BEHIND_BYTES, in calls of 1 to 700 items with gaps
+ * between items (positions no item holds); read back with HDF5 against the
+ * items as made here. */
+#define RAGGED_ITEMS 10000
+static int64_t ragged_size(int64_t k) {
+  if (k % 3001 == 7) return SL_H5_WRITE_BEHIND_BYTES + 4097; /* larger than the bytes' buffer */
+  return k % 11 == 0 ? 0 : (k * 37) % 300;                   /* some empty */
+}
+static uint8_t ragged_byte(int64_t k, int64_t j) { return (uint8_t)(k * 13 + j); }
+
+static void test_ragged_items_past_the_buffers(void **st) {
+  (void)st;
+  path_make("ragged");
+  sl_error e;
+  sl_error_clear(&e);
+  sl_h5_writer *w = NULL;
+  assert_int_equal(sl_h5_writer_open(g_path, NULL, 0, &w, &e), SL_OK);
+  /* item k holds positions 3k and 3k + 1; position 3k + 2 has none */
+  int64_t dims[2] = {3 * RAGGED_ITEMS, 64};
+  sl_tensor_desc d = sl_desc_make(SL_U8, 2, dims, 1);
+  d.variable = true;
+  assert_true(sl_desc_is_ragged(&d));
+  int64_t k = 0, chunk = 0;
+  while (k < RAGGED_ITEMS) {
+    const int64_t m = RAGGED_ITEMS - k < 1 + chunk * 37 % 700 ? RAGGED_ITEMS - k : 1 + chunk * 37 % 700;
+    int64_t bytes = (int64_t)sizeof(sl_packed_items) + m * (int64_t)sizeof(sl_packed_entry);
+    for (int64_t i = k; i < k + m; i++) bytes += ragged_size(i);
+    sl_packed_items *pk = malloc((size_t)bytes);
+    assert_non_null(pk);
+    pk->n = (uint64_t)m, pk->reserved = 0;
+    uint64_t at = sizeof *pk + (uint64_t)m * sizeof(sl_packed_entry);
+    for (int64_t i = k; i < k + m; i++) {
+      for (int64_t j = 0; j < ragged_size(i); j++) ((uint8_t *)pk)[at + (uint64_t)j] = ragged_byte(i, j);
+      pk->entries[i - k] = (sl_packed_entry){.offset = at, .size = (uint64_t)ragged_size(i),
+                                             .first_position = 3 * i, .n_positions = 2, .origin = (uint64_t)i};
+      at += (uint64_t)ragged_size(i);
+    }
+    assert_int_equal(sl_h5_writer_ragged(w, "r", &d, chunk, 3 * k, 3 * m, pk, bytes, &e), SL_OK);
+    free(pk);
+    k += m, chunk++;
+  }
+  sl_output_data out;
+  memset(&out, 0, sizeof out);
+  out.name = "r", out.node_id = "n", out.port = "p", out.scan_axes = 1, out.desc = d;
+  assert_int_equal(sl_h5_writer_finish(w, &out, 1, &e), SL_OK);
+  hid_t f = H5Fopen(g_path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  assert_true(f >= 0);
+  uint64_t *off = malloc((RAGGED_ITEMS + 1) * sizeof *off);
+  int64_t *first = malloc(RAGGED_ITEMS * sizeof *first), *npos = malloc(RAGGED_ITEMS * sizeof *npos);
+  hid_t ds = H5Dopen2(f, "r/offsets", H5P_DEFAULT);
+  assert_true(ds >= 0 && H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, off) >= 0);
+  H5Dclose(ds);
+  ds = H5Dopen2(f, "r/first_position", H5P_DEFAULT);
+  assert_true(ds >= 0 && H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, first) >= 0);
+  H5Dclose(ds);
+  ds = H5Dopen2(f, "r/n_positions", H5P_DEFAULT);
+  assert_true(ds >= 0 && H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, npos) >= 0);
+  H5Dclose(ds);
+  ds = H5Dopen2(f, "r/bytes", H5P_DEFAULT);
+  assert_true(ds >= 0);
+  hid_t space = H5Dget_space(ds);
+  hsize_t total = 0;
+  H5Sget_simple_extent_dims(space, &total, NULL);
+  H5Sclose(space);
+  uint8_t *b = malloc(total + 1);
+  assert_true(H5Dread(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) >= 0);
+  H5Dclose(ds);
+  H5Fclose(f);
+  assert_int_equal(off[0], 0);
+  for (int64_t i = 0; i < RAGGED_ITEMS; i++) {
+    if (off[i + 1] - off[i] != (uint64_t)ragged_size(i) || first[i] != 3 * i || npos[i] != 2)
+      fail_msg("item %lld: %llu bytes at %lld (+%lld), not %lld at %lld (+2)", (long long)i,
+               (unsigned long long)(off[i + 1] - off[i]), (long long)first[i], (long long)npos[i],
+               (long long)ragged_size(i), (long long)(3 * i));
+    for (int64_t j = 0; j < ragged_size(i); j++)
+      if (b[off[i] + (uint64_t)j] != ragged_byte(i, j))
+        fail_msg("item %lld byte %lld: %u, not %u", (long long)i, (long long)j, b[off[i] + (uint64_t)j],
+                 ragged_byte(i, j));
+  }
+  assert_int_equal((int64_t)total, (int64_t)off[RAGGED_ITEMS]);
+  free(b), free(off), free(first), free(npos);
+  unlink(g_path);
+}
+
 int main(void) {
   sl_h5_writer_process_init();
   const struct CMUnitTest tests[] = {
@@ -182,6 +269,7 @@ int main(void) {
       cmocka_unit_test(test_out_of_order_read_back),
       cmocka_unit_test(test_large_image_read_back),
       cmocka_unit_test(test_only_images),
+      cmocka_unit_test(test_ragged_items_past_the_buffers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
