@@ -258,6 +258,7 @@ static void test_ragged_items_written(void **state) {
         assert_string_equal(type, want);
         int w = sl_graph_find(run.graph, "items.h5");
         assert_true(w >= 0);
+        assert_true(sl_graph_find(run.graph, "items.png") < 0); /* 2-D u8, but no image */
         sl_node_cost cost;
         run.graph->nodes[w].desc->cost(&run.graph->nodes[w], chunks[c], &cost);
         assert_int_equal(cost.state_bytes, sl_h5_ragged_behind_bytes(&run.graph->nodes[w].in[0]));
