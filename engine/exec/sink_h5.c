@@ -459,6 +459,7 @@ typedef struct ragged {
   uint64_t bytes_written; /* in the file */
   int64_t items_written;  /* in the file (offsets holds one more) */
   int64_t next_position;  /* the positions before it are written or waiting */
+  int64_t last_first, last_n; /* the last item taken (a call may send it again) */
   int64_t first_chunk, last_chunk; /* of what waits, for errors */
 } ragged;
 
@@ -604,6 +605,7 @@ static sl_code ragged_item(sl_h5_writer *w, dataset *s, int64_t chunk, const sl_
   r->npos[r->items] = e->n_positions;
   r->items++;
   r->next_position = e->first_position + e->n_positions;
+  r->last_first = e->first_position, r->last_n = e->n_positions;
   return SL_OK;
 }
 
@@ -622,16 +624,21 @@ sl_code sl_h5_writer_ragged(sl_h5_writer *w, const char *name, const sl_tensor_d
   if ((rc = get_dataset(w, name, d, &s, err)) != SL_OK) return rc;
   const sl_packed_items *pk = packed;
   const int64_t total = sl_desc_positions(d);
+  const ragged *r = s->rg;
   for (uint64_t i = 0; i < pk->n && rc == SL_OK; i++) {
     const sl_packed_entry *e = &pk->entries[i];
-    /* an item that began in an earlier call was written there */
-    if (e->first_position < start && e->first_position < s->rg->next_position) continue;
-    const char *why = e->n_positions < 1 || e->first_position < 0 || e->first_position > total - e->n_positions
-                          ? "holds no positions of the stream, or positions outside it"
-                      : e->first_position < start || e->first_position >= start + count
-                          ? "does not begin in the call's positions"
-                      : e->first_position < s->rg->next_position ? "overlaps an item written before it"
-                                                                  : NULL;
+    const bool in_stream = e->n_positions >= 1 && e->first_position >= 0 && e->first_position <= total - e->n_positions;
+    /* The item that began in the previous call and runs into this one is
+     * sent again: it was written there (only the last item taken can). */
+    const bool sent_again = in_stream && e->first_position < start && r->items_written + r->items > 0 &&
+                            e->first_position == r->last_first && e->n_positions == r->last_n;
+    if (sent_again) continue;
+    const char *why = !in_stream ? "holds no positions of the stream, or positions outside it"
+                      : e->first_position < start
+                          ? "begins before the call's positions and is not the item the previous call ended with"
+                      : e->first_position >= start + count ? "does not begin in the call's positions"
+                      : e->first_position < r->next_position ? "overlaps an item written before it"
+                                                             : NULL;
     if (why) {
       char what[512];
       sl_packed_describe(d, e->origin, e->first_position, e->n_positions, what, sizeof what);

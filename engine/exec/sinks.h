@@ -86,10 +86,11 @@ sl_code sl_h5_writer_stored(sl_h5_writer *w, const char *name, const sl_tensor_d
  * `offsets` (u64, items + 1: item k is bytes[offsets[k]:offsets[k+1]]),
  * `first_position` and `n_positions` (i64, the stream positions each item
  * holds), with attributes `layout` ("ragged") and `scan_shape`. Items come
- * in stream order: one that overlaps positions written before is
- * SL_ERR_INTERNAL naming it (an item that began in an earlier call, and
- * was written there, is skipped). Consecutive items wait in write-behind
- * buffers (sl_h5_ragged_behind_bytes). */
+ * in stream order: the item the previous call ended with, sent again
+ * because it runs into this call, is skipped; any other that begins before
+ * the call or after it, or overlaps positions written before, is
+ * SL_ERR_INTERNAL naming it. Consecutive items wait in write-behind buffers
+ * (sl_h5_ragged_behind_bytes). */
 sl_code sl_h5_writer_ragged(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
                             int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err);
 /* The write-behind buffers of ragged output d: its items' bytes, at most

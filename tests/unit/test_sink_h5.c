@@ -262,6 +262,73 @@ static void test_ragged_items_past_the_buffers(void **st) {
   unlink(g_path);
 }
 
+/* One call of entries {first position, positions} (items of 3 bytes) to
+ * ragged output "q" of 40 positions; its code, the message in e. */
+static sl_code ragged_call(sl_h5_writer *w, int64_t chunk, int64_t start, int64_t count, const int64_t (*ent)[2],
+                           int n, sl_error *e) {
+  int64_t dims[2] = {40, 8};
+  sl_tensor_desc d = sl_desc_make(SL_U8, 2, dims, 1);
+  d.variable = true;
+  uint8_t buf[16 + 8 * 48 + 8 * 3];
+  sl_packed_items *pk = (sl_packed_items *)(void *)buf;
+  pk->n = (uint64_t)n, pk->reserved = 0;
+  uint64_t at = 16 + (uint64_t)n * 48;
+  for (int i = 0; i < n; i++, at += 3) {
+    memset(buf + at, 'a' + i, 3);
+    pk->entries[i] = (sl_packed_entry){.offset = at, .size = 3, .first_position = ent[i][0], .n_positions = ent[i][1]};
+  }
+  sl_error_clear(e);
+  return sl_h5_writer_ragged(w, "q", &d, chunk, start, count, buf, (int64_t)at, e);
+}
+
+/* Which entries a call may hold: the item the previous call ended with,
+ * sent again, is skipped; one that begins before the call and is not that
+ * item, one outside the stream (a negative position too), one beginning
+ * after the call, or one overlapping what was written, is an internal error
+ * naming the output, the chunk and the item. */
+static void test_ragged_entries_refused(void **st) {
+  (void)st;
+  static const struct {
+    int64_t ent[2];
+    const char *why;
+  } bad[] = {
+      {{1, 1}, "is not the item the previous call ended with"}, /* began before, not the last item */
+      {{-3, 1}, "positions outside it"},
+      {{6, 0}, "holds no positions"},
+      {{39, 2}, "positions outside it"},
+      {{9, 1}, "does not begin in the call's positions"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    path_make("ragged-refused");
+    sl_error e;
+    sl_error_clear(&e);
+    sl_h5_writer *w = NULL;
+    assert_int_equal(sl_h5_writer_open(g_path, NULL, 0, &w, &e), SL_OK);
+    const int64_t first[2][2] = {{0, 2}, {2, 3}}; /* call 0: positions 0-3; item [2, 5) runs into call 1 */
+    assert_int_equal(ragged_call(w, 0, 0, 4, first, 2, &e), SL_OK);
+    const int64_t again[2][2] = {{2, 3}, {5, 1}}; /* call 1: positions 4-7, the item sent again, and the next */
+    if (ragged_call(w, 1, 4, 4, again, 2, &e) != SL_OK) fail_msg("the item sent again: %s", e.msg);
+    const int64_t one[1][2] = {{bad[k].ent[0], bad[k].ent[1]}};
+    assert_int_equal(ragged_call(w, 2, 8, 1, one, 1, &e), SL_ERR_INTERNAL);
+    if (!strstr(e.msg, bad[k].why) || !strstr(e.msg, "output 'q', chunk 2"))
+      fail_msg("entry %lld +%lld: '%s'", (long long)bad[k].ent[0], (long long)bad[k].ent[1], e.msg);
+    /* after the refusal the writer goes on: [5, 6) was the last item */
+    const int64_t overlap[1][2] = {{5, 1}};
+    assert_int_equal(ragged_call(w, 2, 4, 4, overlap, 1, &e), SL_ERR_INTERNAL);
+    assert_non_null(strstr(e.msg, "overlaps an item written before it"));
+    const int64_t next[1][2] = {{6, 1}};
+    assert_int_equal(ragged_call(w, 2, 6, 1, next, 1, &e), SL_OK);
+    assert_int_equal(ragged_call(w, 3, 7, 4, next, 1, &e), SL_OK); /* the last item, sent again: skipped */
+    const int64_t before[1][2] = {{5, 3}};
+    assert_int_equal(ragged_call(w, 3, 7, 4, before, 1, &e), SL_ERR_INTERNAL);
+    assert_non_null(strstr(e.msg, "is not the item the previous call ended with"));
+    const int64_t after[1][2] = {{7, 2}};
+    assert_int_equal(ragged_call(w, 3, 7, 4, after, 1, &e), SL_OK);
+    sl_h5_writer_abandon(w);
+    unlink(g_path);
+  }
+}
+
 int main(void) {
   sl_h5_writer_process_init();
   const struct CMUnitTest tests[] = {
@@ -270,6 +337,7 @@ int main(void) {
       cmocka_unit_test(test_large_image_read_back),
       cmocka_unit_test(test_only_images),
       cmocka_unit_test(test_ragged_items_past_the_buffers),
+      cmocka_unit_test(test_ragged_entries_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
