@@ -5,7 +5,7 @@
 #   run(command="bash bench/device/session.sh", carry=["device-bundle"], timeout_s=600)
 #   env: TEST_BUDGET (seconds for run_all.sh, default 240), SCAN (full-size
 #        scan side, default 512: 512 x 512 frames of 192 x 192 u16 = 18 GiB),
-#        SKIP_TESTS, SKIP_KERNEL_BENCH, SKIP_FULL_SIZE, SKIP_SANITIZERS (=1)
+#        SKIP_TESTS, SKIP_KERNEL_BENCH, SKIP_FULL_SIZE, SKIP_REPACK, SKIP_SANITIZERS (=1)
 # The shipped pipelines run on CUDA and on the device's CPU against the
 # listing pack.sh made on the build machine's CPU (shipped_outputs_device.sh).
 set -u
@@ -124,6 +124,12 @@ P
     done
   }
 done
+fi
+
+if [ "${SKIP_REPACK:-0}" != 1 ]; then
+log "repack on CUDA keeps the stored chunks on the host (db3054b): repack_memory.sh"
+timeout 240 bash "$BUNDLE/src/bench/device/repack_memory.sh" "$BUNDLE" "$SCAN"
+echo "repack_memory exit $?"
 fi
 
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
