@@ -56,8 +56,13 @@ void sl_packed_describe(const sl_tensor_desc *d, uint64_t origin, int64_t first_
     d->describe_origin(d->origin_ctx, origin, first_position, n_positions, buf, n);
     return;
   }
-  snprintf(buf, n, "item %llu (positions %lld-%lld)", (unsigned long long)origin, (long long)first_position,
-           (long long)(first_position + n_positions - 1));
+  int64_t last;
+  if (n_positions >= 1 && !__builtin_add_overflow(first_position, n_positions - 1, &last))
+    snprintf(buf, n, "item %llu (positions %lld-%lld)", (unsigned long long)origin, (long long)first_position,
+             (long long)last);
+  else /* a broken entry's numbers as they came (its last position may not even be a number) */
+    snprintf(buf, n, "item %llu (%lld positions from %lld)", (unsigned long long)origin, (long long)n_positions,
+             (long long)first_position);
 }
 
 bool sl_size_mul(int64_t a, int64_t b, int64_t *out) {
