@@ -284,6 +284,23 @@ static bool header_matches(rbuf *r, const char *cwd, const char *path, const cha
   return same;
 }
 
+/* Whether the bools of an index read as bytes hold 0 or 1: any other byte
+ * is no bool, and reading it as one is undefined (the store keeps the
+ * struct as it is in memory; a damaged or foreign entry may hold anything). */
+static bool index_bools_ok(const sl_h5_index *s) {
+  const bool *const fields[] = {&s->is_signed,          &s->contiguous,            &s->listed,
+                                &s->from_store,         &s->meta.has_x_pixels,     &s->meta.has_y_pixels,
+                                &s->meta.has_nimages,   &s->meta.has_ntrigger,     &s->meta.has_saturation_value,
+                                &s->meta.has_count_time, &s->meta.has_frame_time,  &s->meta.has_pixel_mask,
+                                &s->meta.has_scan_shape};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    unsigned char b;
+    memcpy(&b, fields[i], 1);
+    if (b > 1) return false;
+  }
+  return true;
+}
+
 /* The index after the header, or NULL when anything disagrees. */
 /* `own`, when not NULL, is the entry's buffer (r reads from it), which the
  * index may take for its chunks (they are its last field): the entry then
@@ -306,10 +323,13 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
   GET(r, s);
   sl_h5_index *ix = sl_calloc(1, sizeof *ix);
   if (!ix) r->ok = false; /* out of memory: no entry */
-  bool sane = ix && r->ok && same && s.n_files == nf && s.n_parts >= 0 && s.n_parts <= nf + 1 && s.n_chunks >= 0 &&
-              s.frame_rows > 0 && s.frame_cols > 0 && s.frame_rows * s.frame_cols < ((int64_t)1 << 32) && s.listed;
+  bool sane = ix && r->ok && same && index_bools_ok(&s) && s.n_files == nf && s.n_parts >= 0 &&
+              s.n_parts <= nf + 1 && s.n_chunks >= 0 && s.frame_rows > 0 && s.frame_cols > 0 &&
+              s.frame_rows * s.frame_cols < ((int64_t)1 << 32) && s.listed;
   if (sane) {
     *ix = s;
+    /* the stored pointers are the writer's: none is ours until set below */
+    ix->parts = NULL, ix->chunks = NULL, ix->meta.pixel_mask = NULL, ix->meta.saturation_source = NULL;
     ix->files = files, ix->source = source, ix->layout = layout;
     files = NULL, source = layout = NULL;
     ix->parts = sl_calloc((size_t)(s.n_parts ? s.n_parts : 1), sizeof *ix->parts);
@@ -327,9 +347,10 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
     ix->meta.saturation_source = sat ? sl_intern(sat) : NULL;
     if (sat && !ix->meta.saturation_source) r->ok = false;
     free(sat);
-    if (s.meta.has_pixel_mask) { /* out of memory: no entry (the acquisition is listed instead) */
+    if (s.meta.has_pixel_mask && r->ok) { /* out of memory: no entry (the acquisition is listed instead) */
       size_t n = (size_t)(s.frame_rows * s.frame_cols);
-      ix->meta.pixel_mask = calloc(n, sizeof *ix->meta.pixel_mask);
+      if ((size_t)(r->end - r->p) / sizeof *ix->meta.pixel_mask < n) r->ok = false; /* not there: no entry */
+      ix->meta.pixel_mask = r->ok ? calloc(n, sizeof *ix->meta.pixel_mask) : NULL;
       if (ix->meta.pixel_mask) get(r, ix->meta.pixel_mask, n * sizeof *ix->meta.pixel_mask);
       else r->ok = false;
     }
@@ -340,10 +361,12 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
       unsigned char *kept = realloc(*own, chunk_bytes);
       ix->chunks = (sl_h5_chunk *)(kept ? kept : *own);
       *own = NULL;
-    } else {
+    } else if (r->ok && (size_t)(r->end - r->p) >= chunk_bytes) { /* (a count past the entry: no entry) */
       ix->chunks = calloc((size_t)(s.n_chunks ? s.n_chunks : 1), sizeof *ix->chunks);
       if (ix->chunks) get(r, ix->chunks, chunk_bytes);
       else r->ok = false;
+    } else {
+      r->ok = false;
     }
     for (int i = 0; i < s.n_chunks && r->ok; i++)
       if (ix->chunks[i].file < 0 || ix->chunks[i].file >= nf) r->ok = false;
