@@ -451,6 +451,20 @@ static void put_quoted(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* Characters put_scalar writes for s. */
+static size_t scalar_width(const char *s, bool quoted) {
+  if (!quoted && plain_ok(s)) return strlen(s);
+  size_t n = 2;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    n += strchr("\"\\\n\t\r", *p) ? 2 : (*p < 0x20 || *p == 0x7f) ? 4 : 1;
+  return n;
+}
+
+/* A mapping key written longer than this is written as an explicit key
+ * ("? KEY" then ": VALUE"): YAML parsers (libyaml's) take an implicit key
+ * of at most 1024 characters. */
+#define IMPLICIT_KEY_MAX 1000
+
 static void put_scalar(FILE *f, const char *s, bool quoted) {
   if (!quoted && plain_ok(s))
     fputs(s, f);
@@ -499,7 +513,11 @@ static void emit_block(FILE *f, const sl_yaml *y, int indent) {
   for (size_t i = 0; i < y->n; i++) {
     const sl_yaml *v = y->items[i];
     fprintf(f, "%*s", indent, "");
-    if (y->kind == SL_Y_MAP) {
+    if (y->kind == SL_Y_MAP && scalar_width(y->keys[i], false) > IMPLICIT_KEY_MAX) {
+      fputs("? ", f);
+      put_scalar(f, y->keys[i], false);
+      fprintf(f, "\n%*s:", indent, "");
+    } else if (y->kind == SL_Y_MAP) {
       put_scalar(f, y->keys[i], false);
       fputc(':', f);
     } else {

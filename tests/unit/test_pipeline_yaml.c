@@ -122,6 +122,35 @@ static void test_load_file(void **state) {
   sl_yaml_free(y);
 }
 
+/* Keys longer than a YAML parser takes as implicit keys (1024 characters)
+ * are emitted as explicit keys ("? KEY" / ": VALUE"), with scalar, flow
+ * and block values, plain and quoted (the fuzzer's find: a 1,300-character
+ * key of quotes emitted implicitly did not parse back). */
+static void test_emit_long_keys(void **state) {
+  (void)state;
+  char plain[1200], quoted[700];
+  memset(plain, 'k', sizeof plain - 1), plain[sizeof plain - 1] = 0;
+  memset(quoted, '"', sizeof quoted - 1), quoted[sizeof quoted - 1] = 0; /* 1,400 characters escaped */
+  sl_yaml *y = sl_yaml_new_map((sl_loc){0});
+  assert_non_null(y);
+  assert_true(sl_yaml_append(y, plain, sl_yaml_new_scalar("v", (sl_loc){0})));
+  sl_yaml *inner = sl_yaml_new_map((sl_loc){0});
+  assert_true(sl_yaml_append(inner, "a", sl_yaml_new_scalar("1", (sl_loc){0})));
+  assert_true(sl_yaml_append(inner, "b", sl_yaml_new_map((sl_loc){0})));
+  assert_true(sl_yaml_append(y, quoted, inner));
+  assert_true(sl_yaml_append(y, "short", sl_yaml_new_scalar("s", (sl_loc){0})));
+  char *a = emit_str(y);
+  assert_non_null(strstr(a, "? kkk"));
+  sl_yaml *y2 = parse_ok(a);
+  char *b = emit_str(y2);
+  assert_string_equal(a, b);
+  assert_string_equal(sl_yaml_get(y2, plain)->scalar, "v");
+  assert_string_equal(sl_yaml_get(sl_yaml_get(y2, quoted), "a")->scalar, "1");
+  assert_string_equal(sl_yaml_get(y2, "short")->scalar, "s");
+  free(a), free(b);
+  sl_yaml_free(y), sl_yaml_free(y2);
+}
+
 static void test_emit_round_trip(void **state) {
   (void)state;
   const char *src =
@@ -189,6 +218,7 @@ int main(void) {
       cmocka_unit_test(test_locations),   cmocka_unit_test(test_errors),
       cmocka_unit_test(test_depth_bound), cmocka_unit_test(test_load_file),
       cmocka_unit_test(test_emit_round_trip), cmocka_unit_test(test_clone_flow),
+      cmocka_unit_test(test_emit_long_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
