@@ -323,9 +323,11 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
   GET(r, s);
   sl_h5_index *ix = sl_calloc(1, sizeof *ix);
   if (!ix) r->ok = false; /* out of memory: no entry */
+  int64_t pixels = 0; /* (a frame's sides may be anything here: multiplied with a check) */
   bool sane = ix && r->ok && same && index_bools_ok(&s) && s.n_files == nf && s.n_parts >= 0 &&
               s.n_parts <= nf + 1 && s.n_chunks >= 0 && s.frame_rows > 0 && s.frame_cols > 0 &&
-              s.frame_rows * s.frame_cols < ((int64_t)1 << 32) && s.listed;
+              !__builtin_mul_overflow(s.frame_rows, s.frame_cols, &pixels) && pixels < ((int64_t)1 << 32) &&
+              s.listed;
   if (sane) {
     *ix = s;
     /* the stored pointers are the writer's: none is ours until set below */
@@ -348,7 +350,7 @@ static sl_h5_index *read_index(rbuf *r, sl_h5_store_same_file same_file, unsigne
     if (sat && !ix->meta.saturation_source) r->ok = false;
     free(sat);
     if (s.meta.has_pixel_mask && r->ok) { /* out of memory: no entry (the acquisition is listed instead) */
-      size_t n = (size_t)(s.frame_rows * s.frame_cols);
+      size_t n = (size_t)pixels;
       if ((size_t)(r->end - r->p) / sizeof *ix->meta.pixel_mask < n) r->ok = false; /* not there: no entry */
       ix->meta.pixel_mask = r->ok ? calloc(n, sizeof *ix->meta.pixel_mask) : NULL;
       if (ix->meta.pixel_mask) get(r, ix->meta.pixel_mask, n * sizeof *ix->meta.pixel_mask);
