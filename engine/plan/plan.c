@@ -106,7 +106,7 @@ static void add_cost(sl_node_cost *a, const sl_node_cost *b, int64_t times) {
 void sl_plan_loop_carry_cost(const sl_node *n, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   int64_t carry = 0;
-  for (int q = 0; q < n->n_carry; q++) carry += sl_desc_bytes(&n->in[n->carry_in[q]]);
+  for (int q = 0; q < n->n_carry; q++) carry = sat_add(carry, sl_desc_bytes(&n->in[n->carry_in[q]]));
   c->bytes_read = c->bytes_written = sat_mul(carry, n->times);
 }
 
@@ -264,8 +264,8 @@ static sl_code plan_node_cost(sl_plan *p, const sl_graph *g, int i, const sl_pla
     sl_plan_loop_carry_cost(n, &loop);
     pn->est_seconds = sl_plan_loop_seconds(pn->body, iters) + sl_cost_estimate(&p->profile, "iterate", &loop, iters, false);
     int64_t carry = 0;
-    for (int k = 0; k < n->n_in; k++) carry += sl_desc_bytes(&n->in[k]);
-    int64_t need = pn->body->peak_host_bytes_most + pn->body->peak_device_bytes + carry;
+    for (int k = 0; k < n->n_in; k++) carry = sat_add(carry, sl_desc_bytes(&n->in[k]));
+    int64_t need = sat_add(sat_add(pn->body->peak_host_bytes_most, pn->body->peak_device_bytes), carry);
     if (need > p->body_bytes) p->body_bytes = need;
     int64_t lib = pn->body->library_bytes > pn->body->body_library_bytes ? pn->body->library_bytes
                                                                           : pn->body->body_library_bytes;
@@ -498,7 +498,9 @@ static void plan_cold_reads(sl_plan *p, const sl_graph *g) {
  * VM's decode of 480 frames of 48 x 40 in two chunks: 0.5-1.4 ms, 0.9 ms
  * of it first touch of its 1.8 MB of slots, against 0.2 ms estimated
  * without). The rest (workspace, partials) is counted on the run only. */
-int64_t sl_plan_pooled_bytes(const sl_plan *p) { return p->slot_bytes + p->lent_workspace_bytes + p->partial_bytes; }
+int64_t sl_plan_pooled_bytes(const sl_plan *p) {
+  return sat_add(sat_add(p->slot_bytes, p->lent_workspace_bytes), p->partial_bytes);
+}
 
 int64_t sl_plan_arena_block(int64_t bytes) {
   return (sl_size_class(bytes) + SL_PLAN_ARENA_ALIGN - 1) / SL_PLAN_ARENA_ALIGN * SL_PLAN_ARENA_ALIGN;
@@ -595,14 +597,15 @@ static sl_code plan_costs(sl_plan *p, const sl_graph *g, const sl_plan_opts *opt
     if (stride > p->worker_scratch_stride) p->worker_scratch_stride = stride;
     /* a node whose device kernel runs makes no state of its host path,
      * and one whose host kernel runs none of its device path */
-    p->state_bytes += pn->cost.state_bytes +
-                      (host_kernel ? 0 : pn->cost.device_host_bytes - pn->cost.host_fallback_bytes);
-    p->decided_state_bytes += pn->cost.decided_state_bytes;
+    p->state_bytes = sat_add(p->state_bytes, sat_add(pn->cost.state_bytes, host_kernel ? 0
+                                                                                       : pn->cost.device_host_bytes -
+                                                                                             pn->cost.host_fallback_bytes));
+    p->decided_state_bytes = sat_add(p->decided_state_bytes, pn->cost.decided_state_bytes);
     /* a node whose device kernel runs loads its device library instead */
     int64_t lib = p->caps.device_memory && pn->cost.device_library_bytes ? pn->cost.device_library_bytes
                                                                           : pn->cost.library_bytes;
     if (lib > p->library_bytes) p->library_bytes = lib;
-    if (p->caps.device_memory) p->device_state_bytes += pn->cost.device_state_bytes;
+    if (p->caps.device_memory) p->device_state_bytes = sat_add(p->device_state_bytes, pn->cost.device_state_bytes);
     p->bytes_read = sat_add(p->bytes_read, pn->cost.bytes_read);
     p->bytes_written = sat_add(p->bytes_written, pn->cost.bytes_written);
     p->ops = sat_add(p->ops, pn->cost.ops);
@@ -674,7 +677,7 @@ static void plan_buffer_lifetime(sl_plan *p, const sl_graph *g, int i, int k, sl
     int home_stream_last = p->passes[n->pass].stream_last;
     b->last_level = b->streamed ? (home_stream_last > b->last_level ? home_stream_last : b->last_level)
                                 : final_level;
-    p->output_bytes += b->variable ? b->bytes : sl_desc_bytes(&n->out[k]);
+    p->output_bytes = sat_add(p->output_bytes, b->variable ? b->bytes : sl_desc_bytes(&n->out[k]));
   }
   if (b->reduction && p->passes[first_pass].stream_last > b->last_level)
     b->last_level = p->passes[first_pass].stream_last;
@@ -832,7 +835,7 @@ static sl_code plan_ring_slots(sl_plan *p, const sl_graph *g, sl_error *err) {
     int s = p->n_slots++;
     p->slots[s].bytes = sl_size_class(p->buffers[b].bytes);
     p->buffers[b].ring_slot = s;
-    p->slot_bytes += p->slots[s].bytes;
+    p->slot_bytes = sat_add(p->slot_bytes, p->slots[s].bytes);
   }
   return SL_OK;
 }
@@ -890,12 +893,12 @@ static sl_code plan_slots(sl_plan *p, sl_error *err) {
   free(order);
   for (int b = 0; b < p->n_buffers; b++)
     if (p->buffers[b].in_place_of >= 0) p->buffers[b].slot = p->buffers[p->buffers[b].in_place_of].slot;
-  for (int s = 0; s < p->n_slots; s++) p->slot_bytes += p->slots[s].bytes;
+  for (int s = 0; s < p->n_slots; s++) p->slot_bytes = sat_add(p->slot_bytes, p->slots[s].bytes);
   for (int l = 0; l < p->n_levels; l++) {
     int64_t live = 0; /* an in-place output's bytes are its chain's first buffer's */
     for (int b = 0; b < p->n_buffers; b++)
       if (p->buffers[b].in_place_of < 0 && p->buffers[b].first_level <= l && l <= p->buffers[b].last_level)
-        live += p->buffers[b].bytes;
+        live = sat_add(live, p->buffers[b].bytes);
     if (live > p->live_peak_bytes) p->live_peak_bytes = live;
   }
   return SL_OK;
@@ -916,28 +919,32 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
             /* a streamed sink runs a chunk behind from two buffers (exec.c's sink_lag) */
             lagged |= g->nodes[j].desc->sink && g->nodes[j].phase == SL_PHASE_STREAM && !g->nodes[j].chunks_idle;
           }
-      if (staged) p->staging_bytes += bf->bytes;
-      if (lagged) p->staging_bytes += bf->bytes;
+      if (staged) p->staging_bytes = sat_add(p->staging_bytes, bf->bytes);
+      if (lagged) p->staging_bytes = sat_add(p->staging_bytes, bf->bytes);
     }
-  int64_t engine = p->slot_bytes + p->partial_bytes + p->workspace_bytes + p->body_bytes + p->state_bytes;
+  /* (sums saturate: a plan of absurd sizes is refused as over budget,
+   * never an overflow) */
+  int64_t device = sat_add(sat_add(sat_add(p->slot_bytes, p->partial_bytes), p->workspace_bytes), p->body_bytes);
+  int64_t engine = sat_add(device, p->state_bytes);
   if (p->caps.device_memory) {
-    p->peak_device_bytes = engine;
-    p->peak_host_bytes = p->output_bytes + p->staging_bytes + p->state_bytes + p->worker_scratch_bytes +
-                         p->host_workspace_bytes;
-    p->peak_device_bytes -= p->state_bytes; /* node state lives on the host */
-    p->peak_device_bytes += p->device_state_bytes;
+    /* node state lives on the host */
+    p->peak_host_bytes = sat_add(sat_add(sat_add(sat_add(p->output_bytes, p->staging_bytes), p->state_bytes),
+                                         p->worker_scratch_bytes),
+                                 p->host_workspace_bytes);
+    p->peak_device_bytes = sat_add(device, p->device_state_bytes);
     /* the arena's padding between its carved blocks (held with it) */
-    int64_t counted = p->slot_bytes + p->workspace_bytes + p->partial_bytes + p->device_state_bytes;
+    int64_t counted = sat_add(sat_add(sat_add(p->slot_bytes, p->workspace_bytes), p->partial_bytes),
+                              p->device_state_bytes);
     int64_t arena = sl_plan_arena_bytes(p);
-    if (arena > counted) p->peak_device_bytes += arena - counted;
+    if (arena > counted) p->peak_device_bytes = sat_add(p->peak_device_bytes, arena - counted);
   } else {
-    p->peak_host_bytes = engine + p->output_bytes + p->worker_scratch_bytes;
+    p->peak_host_bytes = sat_add(sat_add(engine, p->output_bytes), p->worker_scratch_bytes);
   }
   /* the process's own memory and, once, the largest library start-up (an
    * iterate body's count in its parent: its libraries are the process's) */
   int64_t libs = p->library_bytes > p->body_library_bytes ? p->library_bytes : p->body_library_bytes;
-  p->peak_host_bytes += p->process_bytes + (p->process_bytes ? libs : 0);
-  p->peak_host_bytes_most = p->peak_host_bytes + p->decided_state_bytes;
+  p->peak_host_bytes = sat_add(p->peak_host_bytes, sat_add(p->process_bytes, p->process_bytes ? libs : 0));
+  p->peak_host_bytes_most = sat_add(p->peak_host_bytes, p->decided_state_bytes);
 }
 
 int64_t sl_plan_decided_host_bytes(const sl_plan *p) {
