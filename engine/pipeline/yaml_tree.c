@@ -417,6 +417,19 @@ static bool plain_char(unsigned char c) {
   return strchr("_./+-=~()<>^;@ ", c) != NULL && c != 0;
 }
 
+/* How many bytes at p (UTF-8) are a character a YAML document may not hold
+ * as it is, or that a parser would take as a line break, which put_quoted
+ * writes as an escape: the C1 controls U+0080-U+009F (NEL among them),
+ * U+2028 and U+2029, the BOM U+FEFF, U+FFFE and U+FFFF; 0 for any other.
+ * (A scalar may hold them: "\x81" in a double-quoted one is U+0081.) */
+static int escaped_utf8(const unsigned char *p) {
+  if (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F) return 2;
+  if (p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9)) return 3;
+  if (p[0] == 0xEF && ((p[1] == 0xBB && p[2] == 0xBF) || (p[1] == 0xBF && (p[2] == 0xBE || p[2] == 0xBF))))
+    return 3;
+  return 0;
+}
+
 /* Whether `s` can be written plain (unquoted) in block and flow context and
  * read back as the same text. Conservative: anything unusual is quoted. */
 static bool plain_ok(const char *s) {
@@ -427,7 +440,7 @@ static bool plain_ok(const char *s) {
   if (s[0] == '~' && n == 1) return false; /* null */
   if (s[0] == '<' || s[0] == '@') return false;
   for (size_t i = 0; i < n; i++)
-    if (!plain_char((unsigned char)s[i])) return false;
+    if (!plain_char((unsigned char)s[i]) || escaped_utf8((const unsigned char *)s + i)) return false;
   if (!strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL")) return false;
   return true;
 }
@@ -435,6 +448,17 @@ static bool plain_ok(const char *s) {
 static void put_quoted(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    const int u = escaped_utf8(p);
+    if (u == 2) { /* U+0080-U+009F */
+      fprintf(f, "\\x%02x", p[1]);
+      p++;
+      continue;
+    }
+    if (u == 3) { /* U+2028, U+2029, U+FEFF, U+FFFE, U+FFFF */
+      fprintf(f, "\\u%04x", ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F));
+      p += 2;
+      continue;
+    }
     switch (*p) {
       case '"': fputs("\\\"", f); break;
       case '\\': fputs("\\\\", f); break;
@@ -455,8 +479,15 @@ static void put_quoted(FILE *f, const char *s) {
 static size_t scalar_width(const char *s, bool quoted) {
   if (!quoted && plain_ok(s)) return strlen(s);
   size_t n = 2;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    const int u = escaped_utf8(p);
+    if (u) { /* \xNN for 2 bytes, \uNNNN for 3 */
+      n += u == 2 ? 4 : 6;
+      p += u - 1;
+      continue;
+    }
     n += strchr("\"\\\n\t\r", *p) ? 2 : (*p < 0x20 || *p == 0x7f) ? 4 : 1;
+  }
   return n;
 }
 

@@ -151,6 +151,28 @@ static void test_emit_long_keys(void **state) {
   sl_yaml_free(y), sl_yaml_free(y2);
 }
 
+/* Characters a YAML document may not hold raw, or that a parser takes as a
+ * line break, are escaped when emitted (the fuzzer's find: "\x81", a C1
+ * control, was written raw and the output did not parse): C1 controls (NEL
+ * among them), U+2028, U+2029, the BOM, U+FFFE, U+FFFF; a plain scalar
+ * holding one is quoted. Other UTF-8 stays as it is. */
+static void test_emit_unicode_escapes(void **state) {
+  (void)state;
+  const char *src = "q: \"a\\x81b\\x85c\\u2028d\\u2029e\\ufeff\\uffff\xc3\xa9\"\n";
+  sl_yaml *y = parse_ok(src);
+  char *a = emit_str(y);
+  assert_null(strstr(a, "\xc2\x81"));
+  assert_non_null(strstr(a, "\xc3\xa9")); /* é as it is */
+  sl_yaml *y2 = parse_ok(a);
+  assert_string_equal(sl_yaml_get(y2, "q")->scalar, sl_yaml_get(y, "q")->scalar);
+  assert_string_equal(sl_yaml_get(y2, "q")->scalar,
+                      "a\xc2\x81" "b\xc2\x85" "c\xe2\x80\xa8" "d\xe2\x80\xa9" "e\xef\xbb\xbf" "\xef\xbf\xbf" "\xc3\xa9");
+  char *b = emit_str(y2);
+  assert_string_equal(a, b);
+  free(a), free(b);
+  sl_yaml_free(y), sl_yaml_free(y2);
+}
+
 static void test_emit_round_trip(void **state) {
   (void)state;
   const char *src =
@@ -218,7 +240,7 @@ int main(void) {
       cmocka_unit_test(test_locations),   cmocka_unit_test(test_errors),
       cmocka_unit_test(test_depth_bound), cmocka_unit_test(test_load_file),
       cmocka_unit_test(test_emit_round_trip), cmocka_unit_test(test_clone_flow),
-      cmocka_unit_test(test_emit_long_keys),
+      cmocka_unit_test(test_emit_long_keys),     cmocka_unit_test(test_emit_unicode_escapes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
