@@ -463,10 +463,18 @@ typedef struct ragged {
   int64_t first_chunk, last_chunk; /* of what waits, for errors */
 } ragged;
 
-int64_t sl_h5_ragged_behind_bytes(const sl_tensor_desc *d) {
+/* A ragged output's write-behind capacities: its items' bytes, at most
+ * the whole output's, and its entries, at least one. */
+static void ragged_caps(const sl_tensor_desc *d, int64_t *bytes, int64_t *items) {
   const int64_t whole = sl_desc_bytes(d), positions = sl_desc_positions(d);
-  const int64_t bytes = whole < SL_H5_WRITE_BEHIND_BYTES ? whole : SL_H5_WRITE_BEHIND_BYTES;
-  const int64_t items = positions < SL_H5_RAGGED_BEHIND_ITEMS ? positions : SL_H5_RAGGED_BEHIND_ITEMS;
+  *bytes = whole < SL_H5_WRITE_BEHIND_BYTES ? whole : SL_H5_WRITE_BEHIND_BYTES;
+  *items = positions < SL_H5_RAGGED_BEHIND_ITEMS ? positions : SL_H5_RAGGED_BEHIND_ITEMS;
+  if (*items < 1) *items = 1;
+}
+
+int64_t sl_h5_ragged_behind_bytes(const sl_tensor_desc *d) {
+  int64_t bytes, items;
+  ragged_caps(d, &bytes, &items);
   return bytes + items * (int64_t)(sizeof(uint64_t) + 2 * sizeof(int64_t));
 }
 
@@ -525,10 +533,7 @@ static sl_code ragged_create(sl_h5_writer *w, dataset *s, sl_error *err) {
   ragged *r = calloc(1, sizeof *r);
   if (!r) return sl_fail(err, SL_ERR_NOMEM, "%s: no memory for output '%s'", w->path, s->name);
   for (int k = 0; k < RG_SETS; k++) r->sets[k] = -1;
-  const int64_t whole = sl_desc_bytes(&s->desc), positions = sl_desc_positions(&s->desc);
-  r->cap = whole < SL_H5_WRITE_BEHIND_BYTES ? whole : SL_H5_WRITE_BEHIND_BYTES;
-  r->icap = positions < SL_H5_RAGGED_BEHIND_ITEMS ? positions : SL_H5_RAGGED_BEHIND_ITEMS;
-  if (r->icap < 1) r->icap = 1;
+  ragged_caps(&s->desc, &r->cap, &r->icap);
   r->data = malloc((size_t)(r->cap > 0 ? r->cap : 1));
   r->ends = malloc((size_t)r->icap * sizeof *r->ends);
   r->first = malloc((size_t)r->icap * sizeof *r->first);

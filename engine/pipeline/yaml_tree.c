@@ -445,50 +445,45 @@ static bool plain_ok(const char *s) {
   return true;
 }
 
-static void put_quoted(FILE *f, const char *s) {
-  fputc('"', f);
+/* Writes s double-quoted with its escapes into f, or with f NULL only
+ * counts; the characters written. */
+static size_t put_quoted(FILE *f, const char *s) {
+  size_t n = 0;
+#define PUT(...) (n += (size_t)(f ? fprintf(f, __VA_ARGS__) : snprintf(NULL, 0, __VA_ARGS__)))
+  PUT("\"");
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     const int u = escaped_utf8(p);
     if (u == 2) { /* U+0080-U+009F */
-      fprintf(f, "\\x%02x", p[1]);
+      PUT("\\x%02x", p[1]);
       p++;
       continue;
     }
     if (u == 3) { /* U+2028, U+2029, U+FEFF, U+FFFE, U+FFFF */
-      fprintf(f, "\\u%04x", ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F));
+      PUT("\\u%04x", ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F));
       p += 2;
       continue;
     }
     switch (*p) {
-      case '"': fputs("\\\"", f); break;
-      case '\\': fputs("\\\\", f); break;
-      case '\n': fputs("\\n", f); break;
-      case '\t': fputs("\\t", f); break;
-      case '\r': fputs("\\r", f); break;
+      case '"': PUT("\\\""); break;
+      case '\\': PUT("\\\\"); break;
+      case '\n': PUT("\\n"); break;
+      case '\t': PUT("\\t"); break;
+      case '\r': PUT("\\r"); break;
       default:
         if (*p < 0x20 || *p == 0x7f)
-          fprintf(f, "\\x%02x", *p);
+          PUT("\\x%02x", *p);
         else
-          fputc(*p, f);
+          PUT("%c", *p);
     }
   }
-  fputc('"', f);
+  PUT("\"");
+#undef PUT
+  return n;
 }
 
 /* Characters put_scalar writes for s. */
 static size_t scalar_width(const char *s, bool quoted) {
-  if (!quoted && plain_ok(s)) return strlen(s);
-  size_t n = 2;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    const int u = escaped_utf8(p);
-    if (u) { /* \xNN for 2 bytes, \uNNNN for 3 */
-      n += u == 2 ? 4 : 6;
-      p += u - 1;
-      continue;
-    }
-    n += strchr("\"\\\n\t\r", *p) ? 2 : (*p < 0x20 || *p == 0x7f) ? 4 : 1;
-  }
-  return n;
+  return !quoted && plain_ok(s) ? strlen(s) : put_quoted(NULL, s);
 }
 
 /* A mapping key written longer than this is written as an explicit key
