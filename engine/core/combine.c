@@ -8,7 +8,8 @@
 #include <string.h>
 
 const char *sl_combine_name(sl_combine c) {
-  static const char *const names[SL_COMBINE_COUNT] = {"none", "sum", "min", "max", "concat", "merge"};
+  static const char *const names[SL_COMBINE_COUNT] = {"none",   "sum",   "min",  "max",
+                                                      "concat", "merge", "concat_scan_last"};
   return c >= 0 && c < SL_COMBINE_COUNT ? names[c] : "unknown";
 }
 

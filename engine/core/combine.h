@@ -14,6 +14,14 @@
  *                  fixed-size partial is the chunk's positions of the output
  *                  (written in place, nothing to merge); a variable-size one
  *                  (sl_node_desc.out_bound) is appended at the running size.
+ *   CONCAT_SCAN_LAST  a fixed-size whole output whose last axes are the
+ *                  scan's ([item.., scan..]: pixel-major, segment-major):
+ *                  the chunk's positions are a column block of it, written
+ *                  in place. out[k] points at element (0, .., 0, pos_start),
+ *                  and element (i, p) of the chunk is out[k][i * positions +
+ *                  p], `positions` being the whole scan's. Nothing to merge
+ *                  within one device; across devices or ranks a partial is
+ *                  such a block, copied row by row.
  *   MERGE          the node's own merge (sl_node_desc.merge, one per backend
  *                  it has a kernel for): partials that are not element-wise
  *                  (a count, mean and sum of squared deviations merged by
@@ -37,15 +45,21 @@ typedef enum sl_combine {
   SL_COMBINE_MAX,
   SL_COMBINE_CONCAT,
   SL_COMBINE_MERGE, /* the node's own merge kernel */
+  SL_COMBINE_CONCAT_SCAN_LAST,
   SL_COMBINE_COUNT
 } sl_combine;
 
-/* "none", "sum", "min", "max", "concat", "merge". */
+/* "none", "sum", "min", "max", "concat", "merge", "concat_scan_last". */
 const char *sl_combine_name(sl_combine c);
 
-/* SUM, MIN and MAX merge elements; NONE, CONCAT and MERGE do not. */
+/* SUM, MIN and MAX merge elements; NONE, the concats and MERGE do not. */
 static inline int sl_combine_elementwise(sl_combine c) {
   return c == SL_COMBINE_SUM || c == SL_COMBINE_MIN || c == SL_COMBINE_MAX;
+}
+
+/* CONCAT and CONCAT_SCAN_LAST: each chunk writes its own positions. */
+static inline int sl_combine_concat(sl_combine c) {
+  return c == SL_COMBINE_CONCAT || c == SL_COMBINE_CONCAT_SCAN_LAST;
 }
 
 /* Whether merging partials of combine c over dtype t gives the same bits in
@@ -60,8 +74,9 @@ static inline int sl_combine_exact(sl_combine c, sl_dtype t) {
 
 /* Host memory: elements [begin, end) of dst set to the combine's identity
  * (0 for SUM, the dtype's largest value for MIN, its smallest for MAX; 0 for
- * NONE, CONCAT and MERGE), and acc[i] = acc[i] op partial[i] for [begin, end)
- * (nothing for NONE, CONCAT and MERGE: the executor runs a node's merge).
+ * NONE, the concats and MERGE), and acc[i] = acc[i] op partial[i] for [begin,
+ * end) (nothing for NONE, the concats and MERGE: the executor runs a node's
+ * merge).
  * SL_C64 sums its f32 pairs; MIN/MAX of complex values are refused by the
  * graph (sl_combine_check). */
 void sl_combine_identity_host(sl_combine c, sl_dtype t, void *dst, int64_t begin, int64_t end);

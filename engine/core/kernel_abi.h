@@ -71,10 +71,11 @@ typedef struct sl_kernel_args {
   int64_t iteration;
   /* Per input/output port: data pointers. Streamed ports point at this chunk's
    * pos_count items; whole ports at the whole tensor. Unconnected optional
-   * inputs are NULL. Reduction outputs (whole, fed by streamed inputs) are
-   * zeroed by the executor before the first chunk and accumulate; one with
-   * a declared combine (sl_node_desc.combine) is instead this chunk's
-   * partial, from the combine's identity, which the executor merges. */
+   * inputs are NULL. Reduction outputs (whole, fed by streamed inputs)
+   * declare their combine (sl_node_desc.combine): out[k] is this chunk's
+   * partial, from the combine's identity, which the executor merges; the
+   * run's accumulator for a folded one; the chunk's place for a concat; NULL
+   * in a chunk's call for an output finalize alone writes. */
   const void *in[SL_MAX_PORTS];
   void *out[SL_MAX_PORTS];
   /* Bytes of each port's data in this call. For variable-size ports

@@ -398,6 +398,13 @@ static int64_t concat_item_bytes(const run_ctx *c, const sl_node *n, int k) {
   return positions > 0 ? sl_desc_bytes(&n->out[k]) / positions : 0;
 }
 
+/* Whether output k of node i is written by its finalize alone
+ * (sl_node_desc.finalize_outputs): no chunk's call sees it. */
+static bool at_finalize_only(const run_ctx *c, int i, int k) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  return n->desc && (n->desc->finalize_outputs >> k & 1u) && n->phase == SL_PHASE_STREAM;
+}
+
 /* Where output k of node i is written in a call: a declared reduction's
  * partial, or for a fixed-size concat the chunk's place in the whole
  * output; its buffer otherwise (and in a finalize call, which reads and
@@ -405,25 +412,32 @@ static int64_t concat_item_bytes(const run_ctx *c, const sl_node *n, int k) {
  * and for a lent one, which the kernel points at its own bytes. */
 static void *out_ptr(const run_ctx *c, int i, int k, int64_t pos_start, bool finalize) {
   const sl_plan_buffer *bf = plan_buffer(c, i, k);
-  if (bf->unread || bf->lent) return NULL;
+  if (bf->unread || bf->lent || (!finalize && at_finalize_only(c, i, k))) return NULL;
   void *whole = buffer_ptr(c, i, k);
   if (finalize) return whole;
   if (c->partial[buf_index(c, i, k)]) return c->partial[buf_index(c, i, k)];
   if (bf->combine == SL_COMBINE_CONCAT)
     return (char *)whole + pos_start * concat_item_bytes(c, &c->p->graph->nodes[i], k);
+  if (bf->combine == SL_COMBINE_CONCAT_SCAN_LAST) /* element (0, .., 0, pos_start) */
+    return (char *)whole + pos_start * sl_dtype_size(c->p->graph->nodes[i].out[k].dtype);
   return whole;
 }
 
-/* Bytes of output k's data in a call over pos_count positions: a variable
- * port's bound, an element-wise partial's whole size, a fixed concat's
- * chunk, a streamed chunk or a whole tensor; 0 for an unread output. */
-static int64_t out_call_bytes(const run_ctx *c, int i, int k, int64_t pos_count, bool finalize) {
+/* Bytes of output k's data in a call over the positions [pos_start,
+ * pos_start + pos_count): a variable port's bound, an element-wise partial's
+ * whole size, a fixed concat's chunk (scan axes last: from the chunk's
+ * first element to the whole's end, the span its rows reach), a streamed
+ * chunk or a whole tensor; 0 for an unread output. */
+static int64_t out_call_bytes(const run_ctx *c, int i, int k, int64_t pos_start, int64_t pos_count,
+                              bool finalize) {
   const sl_node *n = &c->p->graph->nodes[i];
   const sl_plan_buffer *bf = plan_buffer(c, i, k);
-  if (bf->unread) return 0;
+  if (bf->unread || (!finalize && at_finalize_only(c, i, k))) return 0;
   if (finalize) return bf->bytes;
   if (bf->variable) return sl_node_out_bound(n, k, pos_count);
   if (bf->combine == SL_COMBINE_CONCAT) return pos_count * concat_item_bytes(c, n, k);
+  if (bf->combine == SL_COMBINE_CONCAT_SCAN_LAST)
+    return bf->bytes - pos_start * (int64_t)sl_dtype_size(n->out[k].dtype);
   return n->out[k].stream_rank ? sl_desc_buffer_bytes(&n->out[k], pos_count) : sl_desc_bytes(&n->out[k]);
 }
 
@@ -456,7 +470,7 @@ static void fill_args(run_ctx *c, int i, int64_t chunk, int64_t pos_start, int64
   }
   for (int k = 0; k < n->n_out; k++) {
     a->out[k] = out_ptr(c, i, k, pos_start, finalize);
-    a->out_bytes[k] = out_call_bytes(c, i, k, pos_count, finalize);
+    a->out_bytes[k] = out_call_bytes(c, i, k, pos_start, pos_count, finalize);
   }
   a->workspace = c->workspace;
   a->worker_scratch = c->worker_scratch;
@@ -530,15 +544,21 @@ static sl_code run_host_node(run_ctx *c, int i, int64_t chunk, int64_t pos_start
   for (int k = 0; k < n->n_out && rc == SL_OK; k++) {
     device_out[k] = a->out[k];
     const sl_plan_buffer *bf = &c->p->buffers[buf_index(c, i, k)];
-    if (bf->unread || bf->lent) continue; /* no buffer on either side: out[k] stays NULL */
+    /* no buffer on either side, or written at finalize alone: out[k] stays NULL */
+    if (bf->unread || bf->lent || !device_out[k]) continue;
     rc = stage(c, &c->stage_out[port_at(i, k)], &c->stage_out_bytes[port_at(i, k)], (size_t)bf->bytes, c->err);
     a->out[k] = c->stage_out[port_at(i, k)];
     const bool partial = c->partial[buf_index(c, i, k)] != NULL;
     const bool elementwise = sl_combine_elementwise(bf->combine);
     /* finalize reads and completes the accumulated result; a kernel that
-     * folds into the accumulator (no partial) folds into its copy. */
-    if (rc == SL_OK && (finalize || (elementwise && !partial)))
-      rc = b->ops->download(b, a->out[k], device_out[k], (size_t)bf->bytes, c->err);
+     * folds into the accumulator (no partial) folds into its copy; a
+     * concat with the scan axes last writes rows a scan apart into a span
+     * that holds other chunks' columns between them, which go back up with
+     * it as they were. */
+    size_t down = finalize || (elementwise && !partial) ? (size_t)bf->bytes
+                  : bf->combine == SL_COMBINE_CONCAT_SCAN_LAST ? (size_t)a->out_bytes[k]
+                                                                : 0;
+    if (rc == SL_OK && down) rc = b->ops->download(b, a->out[k], device_out[k], down, c->err);
     /* A declared element-wise reduction's partial starts from its identity. */
     if (rc == SL_OK && !finalize && partial && elementwise)
       sl_combine_identity_host(bf->combine, n->out[k].dtype, a->out[k], 0, sl_desc_elems(&n->out[k]));
@@ -1091,10 +1111,11 @@ static sl_code run_passes(run_ctx *c) {
       continue;
     }
     /* Reductions of the nodes this pass streams start from their identity
-     * (zero when none is declared). A concat starts empty: its chunks write
-     * every byte of it that is output (a fixed size is all of it, a variable
-     * size what the chunks wrote), so it is not filled first (the resident
-     * acquisition: 18 GiB that would be zeroed to be overwritten). */
+     * (zero when none is declared: a node without a kernel of its own). A
+     * concat starts empty: its chunks write every byte of it that is output
+     * (a fixed size is all of it, a variable size what the chunks wrote), so
+     * it is not filled first (the resident acquisition: 18 GiB that would be
+     * zeroed to be overwritten); nor is an output finalize alone writes. */
     t0 = sl_now();
     for (int i = 0; i < p->n_buffers && rc == SL_OK; i++)
       if (p->buffers[i].reduction && !p->buffers[i].unread &&
@@ -1102,7 +1123,9 @@ static sl_code run_passes(run_ctx *c) {
         int slot = port_at(p->buffers[i].node, p->buffers[i].port);
         const sl_tensor_desc *d = &p->graph->nodes[p->buffers[i].node].out[p->buffers[i].port];
         void *acc = buffer_ptr(c, p->buffers[i].node, p->buffers[i].port);
-        if (p->buffers[i].combine == SL_COMBINE_CONCAT) rc = SL_OK;
+        if (sl_combine_concat(p->buffers[i].combine) ||
+            at_finalize_only(c, p->buffers[i].node, p->buffers[i].port))
+          rc = SL_OK;
         else
           rc = sl_combine_elementwise(p->buffers[i].combine)
                    ? b->ops->combine_identity(b, p->buffers[i].combine, d->dtype, acc, sl_desc_elems(d), c->err)

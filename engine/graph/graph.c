@@ -149,9 +149,29 @@ static sl_code check_node_merge(const sl_node *n, int k, bool variable, sl_error
   return SL_OK;
 }
 
+/* The descriptor that carries a streaming node's scan: its first connected
+ * streamed input, else (a source) its first streamed output; NULL if none. */
+static const sl_tensor_desc *node_scan(const sl_node *n) {
+  for (int q = 0; q < n->n_in; q++)
+    if (n->in[q].stream_rank && n->in_src[q].node != SL_SRC_NONE) return &n->in[q];
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k].stream_rank) return &n->out[k];
+  return NULL;
+}
+
+/* Whether d's last axes are the scan axes of `scan` ([item.., scan..]). */
+static bool scan_axes_last(const sl_tensor_desc *d, const sl_tensor_desc *scan) {
+  const int s = scan->stream_rank;
+  if (d->rank < s) return false;
+  for (int i = 0; i < s; i++)
+    if (d->dims[d->rank - s + i] != scan->dims[i]) return false;
+  return true;
+}
+
 /* Declared reductions and variable-size ports must be what the executor can
  * merge: a combine defined for the dtype; a fixed-size CONCAT whose whole
- * output is the scan's positions of an item (like gather's); a variable-size
+ * output is the scan's positions of an item (like gather's), or
+ * CONCAT_SCAN_LAST whose last axes are the scan's; a variable-size
  * port of u8 bytes, one axis per call or whole, or an encoded stream (a
  * variable-size streamed port whose type is that of its decoded data). */
 static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_error *err) {
@@ -160,6 +180,23 @@ static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_erro
     sl_combine c = sl_node_out_combine(n, k);
     bool variable = sl_node_out_bound(n, k, 1) >= 0;
     sl_code rc = sl_combine_check(c, d->dtype, err);
+    /* The executor merges what accumulates across chunks, so that it can
+     * merge it per device and per rank as well: a node that streams has no
+     * whole output outside a declared combine. */
+    const bool at_finalize = n->desc && (n->desc->finalize_outputs >> k & 1u);
+    if (rc == SL_OK && n->desc && n->phase == SL_PHASE_STREAM && !d->stream_rank && c == SL_COMBINE_NONE &&
+        !at_finalize)
+      rc = sl_fail(err, SL_ERR_INTERNAL,
+                   "whole output '%s' of a node that streams declares no combine (sl_node_desc.combine: "
+                   "how the executor merges its chunks' shares; finalize_outputs: written at finalize alone)",
+                   n->out_names[k]);
+    if (rc == SL_OK && at_finalize && c != SL_COMBINE_NONE)
+      rc = sl_fail(err, SL_ERR_INTERNAL, "output '%s' is written at finalize alone but declares combine %s",
+                   n->out_names[k], sl_combine_name(c));
+    for (int b = 0; rc == SL_OK && at_finalize && b < SL_BACKEND_COUNT; b++)
+      if (n->desc->kernel[b] && !n->desc->finalize[b])
+        rc = sl_fail(err, SL_ERR_INTERNAL, "output '%s' is written at finalize alone, which has no %s kernel",
+                     n->out_names[k], sl_backend_kind_name((sl_backend_kind)b));
     if (rc == SL_OK && declared_worker_partials(n, k) != SL_WORKER_PARTIALS_NONE && sl_combine_elementwise(c) &&
         !sl_combine_exact(c, d->dtype))
       rc = sl_fail(err, SL_ERR_INTERNAL,
@@ -179,14 +216,19 @@ static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_erro
     if (rc == SL_OK && variable && !d->stream_rank && c != SL_COMBINE_CONCAT)
       rc = sl_fail(err, SL_ERR_INTERNAL, "variable-size whole output '%s' must combine by concat",
                    n->out_names[k]);
-    if (rc == SL_OK && c == SL_COMBINE_CONCAT && !variable) {
-      int64_t positions = 0;
-      for (int q = 0; q < n->n_in; q++)
-        if (n->in[q].stream_rank && n->in_src[q].node != SL_SRC_NONE) positions = sl_desc_positions(&n->in[q]);
+    if (rc == SL_OK && sl_combine_concat(c) && variable && c != SL_COMBINE_CONCAT)
+      rc = sl_fail(err, SL_ERR_INTERNAL, "variable-size output '%s' cannot combine by %s", n->out_names[k],
+                   sl_combine_name(c));
+    if (rc == SL_OK && sl_combine_concat(c) && !variable) {
+      const sl_tensor_desc *scan = node_scan(n);
+      int64_t positions = scan ? sl_desc_positions(scan) : 0;
       if (positions <= 0 || sl_desc_elems(d) % positions != 0)
         rc = sl_fail(err, SL_ERR_INTERNAL,
-                     "output '%s' combines by concat but does not hold a whole number of items per scan position",
-                     n->out_names[k]);
+                     "output '%s' combines by %s but does not hold a whole number of items per scan position",
+                     n->out_names[k], sl_combine_name(c));
+      else if (c == SL_COMBINE_CONCAT_SCAN_LAST && !scan_axes_last(d, scan))
+        rc = sl_fail(err, SL_ERR_INTERNAL, "output '%s' combines by %s but its last axes are not the scan's",
+                     n->out_names[k], sl_combine_name(c));
     }
     if (rc != SL_OK) {
       sl_error_node(err, n->id);

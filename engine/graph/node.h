@@ -218,8 +218,9 @@ typedef struct sl_node_desc {
    * chunk's partial into a buffer holding the combine's identity (a
    * fixed-size concat: the chunk's positions of the output) and the executor
    * merges it (unless the kernel folds into the run's result itself:
-   * fold_outputs); SL_COMBINE_NONE (the default), the kernel accumulates
-   * into the whole output by itself. */
+   * fold_outputs). A whole output of a node that streams must declare one
+   * (the graph refuses SL_COMBINE_NONE there) unless finalize alone writes
+   * it (finalize_outputs). */
   sl_combine combine[SL_MAX_PORTS];
   /* Optional: the combine of output `port` for this node's inferred types,
    * in place of combine[]: a reduction that may leave its merging to the
@@ -257,6 +258,15 @@ typedef struct sl_node_desc {
    * 17 ms of mean_pattern's 55 at 1 thread. Worker partials, if also
    * declared, are merged into the accumulator. */
   unsigned fold_outputs;
+  /* Bit k: whole output k of a node that streams is written by its finalize
+   * alone, from what its declared reductions gathered (variance's mean,
+   * from its merged moments); it accumulates nothing, so it declares no
+   * combine. The chunks' calls get out[k] == NULL and out_bytes[k] == 0,
+   * and the executor does not fill it at the pass's start: finalize writes
+   * every element. The graph refuses such a port on a node without a
+   * finalize for each backend it has a kernel for. Every other whole output
+   * of a node that streams must declare its combine. */
+  unsigned finalize_outputs;
   /* The node's own merge of the outputs whose combine is SL_COMBINE_MERGE,
    * per backend it has a kernel for (the graph refuses a node without
    * one). After each chunk's kernel the executor calls it once with, for

@@ -1,9 +1,10 @@
 /* sum: the sum over scan positions of a streamed tensor, item-shaped: a
- * reduction that accumulates across chunks. Unsigned integers sum exactly in
- * u64 (a declared SUM, which the kernel folds into the run's accumulator:
- * fold_outputs; small totals through each worker's partial kept for the
- * pass), floats in f64, each element adding its positions in scan order in
- * the kernel (no declared combine). */
+ * reduction that accumulates across chunks, a declared SUM that the kernel
+ * folds into the run's accumulator (fold_outputs). Unsigned integers sum
+ * exactly in u64 (small totals through each worker's partial kept for the
+ * pass), floats in f64, each element adding its positions in scan order
+ * into the accumulator (no partials per worker: their grouping would
+ * change the bits). */
 #include <stdint.h>
 #include <string.h>
 
@@ -40,14 +41,15 @@ static void sum_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 
 static bool is_integer(sl_dtype t) { return t == SL_U8 || t == SL_U16 || t == SL_U32 || t == SL_U64; }
 
-/* Integer sums are exact in any order, so the executor merges them (across
- * workers, devices and ranks): the kernel folds its chunk into out[0], the
- * run's accumulator (fold_outputs), each tile of positions and elements
- * into its own elements, or into each worker's partial
- * (sum_worker_partials_of). Float sums add every position in scan order, which no merge of
- * partials gives back: the kernel keeps them in the whole output itself. */
+/* A SUM for every dtype: the kernel folds its chunk into out[0], the run's
+ * accumulator (fold_outputs). Integer sums are exact in any order, so they
+ * also go through each worker's partial (sum_worker_partials_of) and merge
+ * across devices and ranks to the same bits. Float sums add every position
+ * in scan order into the accumulator; merged across devices or ranks they
+ * round as that grouping does (the graph lends floats no worker partials). */
 static sl_combine sum_combine_of(const sl_node *n, int port) {
-  return port == 0 && is_integer(n->in[0].dtype) ? SL_COMBINE_SUM : SL_COMBINE_NONE;
+  (void)n;
+  return port == 0 ? SL_COMBINE_SUM : SL_COMBINE_NONE;
 }
 
 /* Where a worker's u64 partial of the total is at most this (half a core's

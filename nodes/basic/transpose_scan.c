@@ -4,7 +4,10 @@
  * ([item.., scan..]), so that everything one detector pixel saw over the
  * scan is contiguous. With the stream node after it, the data streams again
  * over the pixels (SSB's FFT over the scan for each detector pixel): the
- * planned transpose region of the engine. The whole output is counted in the
+ * planned transpose region of the engine. The output is a declared
+ * concat_scan_last: each chunk writes its own column block, at the place
+ * the executor points out[0] at (another device's or rank's block would be
+ * placed the same way). The whole output is counted in the
  * plan like any buffer; the plan is refused before reading when it does not
  * fit. Transposing twice gives the input back bit for bit. */
 #include <string.h>
@@ -56,14 +59,14 @@ typedef struct transpose_job {
       for (int64_t p0 = 0; p0 < npos; p0 += TILE) {                                         \
         int64_t e1 = e0 + TILE < end ? e0 + TILE : end, p1 = p0 + TILE < npos ? p0 + TILE : npos; \
         for (int64_t e = e0; e < e1; e++)                                                   \
-          for (int64_t p = p0; p < p1; p++) y[e * j->scan + start + p] = x[p * j->item + e]; \
+          for (int64_t p = p0; p < p1; p++) y[e * j->scan + p] = x[p * j->item + e];         \
       }                                                                                     \
     break;                                                                                  \
   }
 
 static void transpose_range(void *ctx, int64_t begin, int64_t end, int worker) {
   const transpose_job *j = ctx;
-  const int64_t npos = j->a->pos_count, start = j->a->pos_start;
+  const int64_t npos = j->a->pos_count;
   (void)worker;
   switch (j->es) {
     case 1: TRANSPOSE_TILE(uint8_t)
@@ -105,4 +108,5 @@ const sl_node_desc sl_node_transpose_scan = {
     .outputs = transpose_out, .n_outputs = SL_COUNT_OF(transpose_out),
     .infer = transpose_infer, .cost = transpose_cost,
     .kernel = {[SL_BACKEND_CPU] = transpose_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(transpose_cuda)},
+    .combine = {SL_COMBINE_CONCAT_SCAN_LAST},
 };

@@ -254,5 +254,6 @@ const sl_node_desc sl_node_variance = {
     .finalize = {[SL_BACKEND_CPU] = variance_finalize_cpu,
                  [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(variance_finalize_cuda)},
     .combine = {SL_COMBINE_MERGE},
+    .finalize_outputs = (1u << VAR_MEAN) | (1u << VAR_VARIANCE) | (1u << VAR_NORMALIZED),
     .omit_unread_outputs = (1u << VAR_MEAN) | (1u << VAR_VARIANCE) | (1u << VAR_NORMALIZED),
 };

@@ -456,7 +456,7 @@ static inline void prefetch_sums(uint64_t *y, int count, int64_t npos, int64_t b
     const seg_job *j = ctx;                                                                \
     const seg_state *s = j->s;                                                             \
     const T *x = j->a->in[0];                                                              \
-    uint64_t *y = (uint64_t *)j->a->out[0] + j->a->pos_start;                              \
+    uint64_t *y = (uint64_t *)j->a->out[0];                                                \
     const int count = s->geom.layout.count, grid = s->geom.layout.grid;                    \
     const int64_t w = s->geom.g.w, bw = s->box_cols, c0 = s->col0;                         \
     ACC *sums = sl_worker_scratch(j->a, worker); /* [grid][bw] */                          \
@@ -568,7 +568,7 @@ static inline __attribute__((always_inline)) void vec_cell_row(const seg_state *
     const seg_job *j = ctx;                                                                      \
     const seg_state *s = j->s;                                                                   \
     const uint16_t *x = j->a->in[0];                                                             \
-    uint64_t *y = (uint64_t *)j->a->out[0] + j->a->pos_start;                                    \
+    uint64_t *y = (uint64_t *)j->a->out[0];                                                      \
     const int count = s->geom.layout.count;                                                      \
     prefetch_sums(y, count, j->npos, begin, end);                                                \
     for (int64_t p = begin; p < end; p++) {                                                      \
@@ -733,4 +733,10 @@ const sl_node_desc sl_node_bf_segments = {
     .finalize = {[SL_BACKEND_CUDA] = SL_CUDA_KERNEL(bf_segments_cuda_finalize)},
     /* an unread output is neither written nor read, on either backend */
     .omit_unread_outputs = 3u,
+    /* segments: each chunk writes its own column block of [n, scan]; offsets:
+     * every call writes the same values (from the disk's geometry), which
+     * is max(what the output holds, them) whether it holds the identity or
+     * an earlier call's: a fold, merged across devices by max */
+    .combine = {SL_COMBINE_CONCAT_SCAN_LAST, SL_COMBINE_MAX},
+    .fold_outputs = 2u,
 };

@@ -2,8 +2,12 @@
  * sweep computes S, Sr, Sc exactly in u64 (frame_moments.c: vpmaddwd on u16
  * frames where the CPU has AVX2, param 'simd') and each chunk
  * writes CoM = (Sr/S, Sc/S) (float64 division, detector pixels from pixel
- * (0, 0)) for its positions into the whole outputs com_row and com_col;
- * frames with S = 0 give 0. finalize() then removes the descan:
+ * (0, 0)) for its positions into the whole outputs com_row and com_col, a
+ * declared concat (each chunk writes its own positions, in place; the
+ * executor would place another device's or rank's). A frame with S = 0
+ * writes NaN, which no frame with S > 0 can give (u64 moments over a
+ * positive count): the outputs themselves say which positions count, so the
+ * node keeps no state beside them. finalize() then removes the descan:
  *  - descan none (default): the mean over the positions with S > 0;
  *  - descan plane: the least-squares plane a + b*row + c*col over those
  *    positions (row, col = scan indices; with one scan axis a line a + b*i).
@@ -34,11 +38,6 @@ typedef enum com_descan { COM_NONE, COM_PLANE } com_descan;
     "none|plane")                                                                             \
   P(ENUM, simd, "auto", SL_SIMD_PARAM_DOC, SL_SIMD_CHOICES)
 SL_NODE_PARAMS(com_params, COM_PARAMS)
-
-typedef struct com_state {
-  int64_t npos;
-  uint8_t *valid; /* per scan position: S > 0 */
-} com_state;
 
 /* The input that carries the scan: frames, or (moments inputs) s. */
 static const sl_tensor_desc *scan_desc(const sl_node *n) {
@@ -88,9 +87,8 @@ static void com_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   memset(c, 0, sizeof *c);
   const sl_tensor_desc *x = scan_desc(n);
   c->bytes_written = positions * 2 * 8;
-  c->state_bytes = sl_desc_positions(x);
 #ifdef SLUICE_HAVE_CUDA
-  c->device_state_bytes = sl_cuda_com_table_bytes(sl_desc_positions(x)); /* CUDA: valid flags, descan sums */
+  c->device_state_bytes = sl_cuda_com_table_bytes(sl_desc_positions(x)); /* CUDA: descan sums */
 #endif
   if (x != &n->in[0]) { /* the moments: three u64 per position */
     c->bytes_read = positions * 3 * 8;
@@ -102,59 +100,35 @@ static void com_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
   c->per_worker_bytes = sl_frame_moments_scratch(x->dims[x->rank - 1]);
 }
 
-static void com_release(sl_node *n) {
-  com_state *s = n->state;
-  if (!s) return;
-  free(s->valid);
-  free(s);
-  n->state = NULL;
-}
-
-static sl_code com_prepare(sl_node *n, sl_error *err) {
-  com_state *s = calloc(1, sizeof *s);
-  int64_t npos = sl_desc_positions(scan_desc(n));
-  if (s) s->valid = calloc((size_t)(npos ? npos : 1), 1);
-  if (!s || !s->valid) {
-    free(s);
-    return sl_fail(err, SL_ERR_NOMEM, "com: out of memory for %lld positions", (long long)npos);
-  }
-  s->npos = npos;
-  n->state = s;
-  return SL_OK;
-}
-
-/* CoM of frame p of the chunk into the whole outputs; S = 0 gives 0. */
+/* CoM of frame p of the chunk at its place (out[] points at the chunk's
+ * first position: the executor's concat); S = 0 gives NaN. */
 static void com_emit(const sl_kernel_args *a, void *ctx, int64_t p, const uint64_t m[3]) {
-  com_state *s = ctx;
+  (void)ctx;
   double *cr = a->out[0], *cc = a->out[1];
-  int64_t gp = a->pos_start + p;
   if (m[0] > 0) {
-    cr[gp] = (double)m[1] / (double)m[0];
-    cc[gp] = (double)m[2] / (double)m[0];
-    s->valid[gp] = 1;
+    cr[p] = (double)m[1] / (double)m[0];
+    cc[p] = (double)m[2] / (double)m[0];
   } else {
-    cr[gp] = cc[gp] = 0;
-    s->valid[gp] = 0;
+    cr[p] = cc[p] = NAN;
   }
 }
 
 static sl_code com_cpu(sl_kernel_args *a) {
-  com_state *s = a->state ? a->state : a->node->state;
-  if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "com: kernel called before prepare");
-  if (a->pos_start < 0 || a->pos_start + a->pos_count > s->npos)
+  const int64_t npos = sl_desc_positions(scan_desc(a->node));
+  if (a->pos_start < 0 || a->pos_start + a->pos_count > npos)
     return sl_fail(a->err, SL_ERR_INTERNAL, "com: positions [%lld, %lld) outside the scan of %lld",
-                   (long long)a->pos_start, (long long)(a->pos_start + a->pos_count),
-                   (long long)s->npos);
+                   (long long)a->pos_start, (long long)(a->pos_start + a->pos_count), (long long)npos);
   if (a->node->in[0].dtype != SL_DT_INVALID)
-    return sl_frame_moments_chunk(a, (sl_simd)com_params_of(a->node)->simd, com_emit, s);
+    return sl_frame_moments_chunk(a, (sl_simd)com_params_of(a->node)->simd, com_emit, NULL);
   const uint64_t *ms = a->in[1], *msr = a->in[2], *msc = a->in[3];
   for (int64_t p = 0; p < a->pos_count; p++)
-    com_emit(a, s, p, (const uint64_t[3]){ms[p], msr[p], msc[p]});
+    com_emit(a, NULL, p, (const uint64_t[3]){ms[p], msr[p], msc[p]});
   return SL_OK;
 }
 
-/* Removes the mean (or the least-squares plane) of v over the valid positions;
- * invalid positions are set to 0. `cols` is the length of the last scan axis
+/* Removes the mean (or the least-squares plane) of v over the valid positions
+ * (those not NaN: S > 0); invalid positions are set to 0. `cols` is the
+ * length of the last scan axis
  * (position i sits at row i / cols, col i % cols).
  *
  * Every sum runs in a fixed two-level order that the CUDA finalize
@@ -164,14 +138,13 @@ static sl_code com_cpu(sl_kernel_args *a) {
  * from 0, and the block sums are added in block order from 0. */
 #define COM_DESCAN_BLOCK 256 /* = DD_DESCAN_BLOCK in shaders/cuda/detector.cu */
 
-static void remove_descan(double *v, const uint8_t *valid, int64_t npos, int64_t cols,
-                          com_descan mode) {
+static void remove_descan(double *v, int64_t npos, int64_t cols, com_descan mode) {
   double n = 0, sy = 0, sr = 0, sc = 0;
   for (int64_t b0 = 0; b0 < npos; b0 += COM_DESCAN_BLOCK) {
     const int64_t b1 = npos - b0 < COM_DESCAN_BLOCK ? npos : b0 + COM_DESCAN_BLOCK;
     double pn = 0, py = 0, pr = 0, pc = 0;
     for (int64_t i = b0; i < b1; i++)
-      if (valid[i]) {
+      if (!isnan(v[i])) {
         pn += 1;
         py += v[i];
         pr += (double)(i / cols);
@@ -190,7 +163,7 @@ static void remove_descan(double *v, const uint8_t *valid, int64_t npos, int64_t
       const int64_t b1 = npos - b0 < COM_DESCAN_BLOCK ? npos : b0 + COM_DESCAN_BLOCK;
       double prr = 0, pcc = 0, prc = 0, pry = 0, pcy = 0;
       for (int64_t i = b0; i < b1; i++)
-        if (valid[i]) {
+        if (!isnan(v[i])) {
           double dr = (double)(i / cols) - mr, dc = (double)(i % cols) - mc, dy = v[i] - my;
           prr += dr * dr, pcc += dc * dc, prc += dr * dc, pry += dr * dy, pcy += dc * dy;
         }
@@ -207,17 +180,16 @@ static void remove_descan(double *v, const uint8_t *valid, int64_t npos, int64_t
     }
   }
   for (int64_t i = 0; i < npos; i++)
-    v[i] = valid[i] ? v[i] - my - b * ((double)(i / cols) - mr) - c * ((double)(i % cols) - mc)
+    v[i] = !isnan(v[i]) ? v[i] - my - b * ((double)(i / cols) - mr) - c * ((double)(i % cols) - mc)
                     : 0;
 }
 
 static sl_code com_finalize(sl_kernel_args *a) {
-  const com_state *s = a->state ? a->state : a->node->state;
-  if (!s) return sl_fail(a->err, SL_ERR_INTERNAL, "com: finalize called before prepare");
   const com_descan mode = (com_descan)com_params_of(a->node)->descan;
   const sl_tensor_desc *x = scan_desc(a->node);
   int64_t cols = x->dims[x->stream_rank - 1]; /* one scan axis: row 0, col i */
-  for (int k = 0; k < 2; k++) remove_descan(a->out[k], s->valid, s->npos, cols, mode);
+  const int64_t npos = sl_desc_positions(x);
+  for (int k = 0; k < 2; k++) remove_descan(a->out[k], npos, cols, mode);
   return SL_OK;
 }
 
@@ -270,9 +242,9 @@ const sl_node_desc sl_node_com = {
     .inputs = com_inputs, .n_inputs = SL_COUNT_OF(com_inputs),
     .outputs = com_outputs, .n_outputs = SL_COUNT_OF(com_outputs),
     .infer = com_infer, .cost = com_cost,
-    .prepare = com_prepare, .release = com_release,
     .kernel = {[SL_BACKEND_CPU] = com_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(com_cuda)},
     .finalize = {[SL_BACKEND_CPU] = com_finalize,
                  [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(com_cuda_finalize)},
+    .combine = {SL_COMBINE_CONCAT, SL_COMBINE_CONCAT},
     .scan_image_outputs = 0x3u /* com_row, com_col */,
 };

@@ -587,9 +587,10 @@ static void synthetic_range(void *ctx, int64_t begin, int64_t end, int worker) {
       sum += row;
       sr += ((double)r - cr) * row;
     }
-    phase[gp] = phi_at(s, yc, xc);
-    com[2 * gp] = sum > 0 ? sr / sum : 0;
-    com[2 * gp + 1] = sum > 0 ? sc / sum : 0;
+    /* phase and com_expected: declared concats, out[] at the chunk's place */
+    phase[p] = phi_at(s, yc, xc);
+    com[2 * p] = sum > 0 ? sr / sum : 0;
+    com[2 * p + 1] = sum > 0 ? sc / sum : 0;
     double scale = sum > 0 ? c->dose / sum : 0;
     xoshiro rng;
     rng_init(&rng, c->seed, (uint64_t)gp);
@@ -630,5 +631,6 @@ const sl_node_desc sl_node_synthetic_4dstem = {
     .prepare = synthetic_prepare, .release = synthetic_release,
     .kernel = {[SL_BACKEND_CPU] = synthetic_cpu},
     .host = true,
+    .combine = {SL_COMBINE_NONE, SL_COMBINE_CONCAT, SL_COMBINE_CONCAT},
     .scan_image_outputs = 0x6u /* phase, com_expected */,
 };

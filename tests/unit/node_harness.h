@@ -187,15 +187,18 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
     if (in0) a.in[0] = (const char *)in0 + s * ib;
     for (int k = 0; k < n_whole_in; k++) a.in[1 + k] = whole_in[k];
     /* Whole outputs with a declared combine, as the executor does it: a
-     * concat's chunk is written at its positions, an element-wise
-     * reduction's partial starts from the identity and is merged after. */
+     * concat's chunk is written at its positions (scan axes last: from
+     * element (0, .., 0, s), rows a scan apart), an element-wise
+     * reduction's partial starts from the identity and is merged after
+     * (one the kernel folds is handed the accumulator itself). */
     void *partial[SL_MAX_PORTS] = {0};
     for (int k = 0; k < n->n_out; k++) {
       sl_combine c = sl_node_out_combine(n, k);
       if (n->out[k].stream_rank) a.out[k] = (char *)out[k] + s * sl_desc_item_bytes(&n->out[k]);
       else if (c == SL_COMBINE_CONCAT) a.out[k] = (char *)out[k] + s * (sl_desc_bytes(&n->out[k]) / npos);
+      else if (c == SL_COMBINE_CONCAT_SCAN_LAST) a.out[k] = (char *)out[k] + s * (int64_t)sl_dtype_size(n->out[k].dtype);
       else a.out[k] = out[k];
-      if (sl_combine_elementwise(c)) {
+      if (sl_combine_elementwise(c) && !(n->desc->fold_outputs >> k & 1u)) { /* a fold: the accumulator */
         partial[k] = malloc((size_t)sl_desc_bytes(&n->out[k]));
         sl_combine_identity_host(c, n->out[k].dtype, partial[k], 0, sl_desc_elems(&n->out[k]));
         a.out[k] = partial[k];

@@ -82,7 +82,7 @@ static sl_code decide_cpu(sl_kernel_args *a) {
     memset(s->made, 1, (size_t)g_make);
     sl_node_decided_state(n, g_record);
   }
-  *(double *)a->out[0] += chunk; /* a whole output the kernel accumulates */
+  *(double *)a->out[0] += chunk; /* a whole output the kernel folds (a declared sum) */
   return SL_OK;
 }
 
@@ -91,7 +91,7 @@ static const sl_port_def total_out[] = {{"total", "their sum", NULL, false}};
 static const sl_node_desc t_decide = {
     .type = "t_decide", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = total_out, .n_outputs = 1,
     .infer = decide_infer, .cost = decide_cost, .prepare = decide_prepare, .release = decide_release,
-    .kernel = {[SL_BACKEND_CPU] = decide_cpu}};
+    .kernel = {[SL_BACKEND_CPU] = decide_cpu}, .combine = {SL_COMBINE_SUM}, .fold_outputs = 1u};
 
 /* t_work: y = x; each call records DECIDED_OPS of work decided from the
  * data (its cost declares them as its most), priced at its type's rate. */

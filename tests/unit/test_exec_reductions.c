@@ -472,12 +472,105 @@ static const sl_node_desc toowide = {
     .infer = wide_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = wide_cpu}};
 #undef SUM4
 
+/* ---- scan axes last: t_pixmajor writes its f64 input pixel-major, [item..,
+ * scan..] (a declared concat_scan_last): each chunk its own column block,
+ * at the place the executor points out[0] at, rows a scan apart. It checks
+ * the executor's side: out_bytes[0] spans from the chunk's first element
+ * to the whole output's end. t_pixmajor_bad declares the same for an
+ * output whose last axis is not the scan's; t_undeclared accumulates into
+ * a whole output it declares nothing for; t_finals writes its mean at
+ * finalize alone (finalize_outputs) from its folded sum, and checks that
+ * no chunk's call sees it; t_finals_nofin and t_finals_combined break
+ * that contract. */
+static sl_code pixmajor_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (!x->stream_rank || x->dtype != SL_F64) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed f64");
+  int64_t dims[SL_MAX_RANK];
+  int item_rank = x->rank - x->stream_rank;
+  for (int i = 0; i < item_rank; i++) dims[i] = x->dims[x->stream_rank + i];
+  for (int i = 0; i < x->stream_rank; i++) dims[item_rank + i] = x->dims[i];
+  n->out[0] = sl_desc_make(SL_F64, x->rank, dims, 0);
+  return SL_OK;
+}
+
+static sl_code pixmajor_cpu(sl_kernel_args *a) {
+  const int64_t item = sl_desc_item_elems(&a->node->in[0]), npos = sl_desc_positions(&a->node->in[0]);
+  if (a->out_bytes[0] != (item * npos - a->pos_start) * 8)
+    return sl_fail(a->err, SL_ERR_INTERNAL, "out_bytes %lld at position %lld", (long long)a->out_bytes[0],
+                   (long long)a->pos_start);
+  const double *x = a->in[0];
+  double *y = a->out[0];
+  for (int64_t p = 0; p < a->pos_count; p++)
+    for (int64_t e = 0; e < item; e++) y[e * npos + p] = x[p * item + e];
+  return SL_OK;
+}
+
+static sl_code scanfirst_infer(sl_node *n, sl_error *err) {
+  const sl_tensor_desc *x = &n->in[0];
+  if (!x->stream_rank) return sl_fail(err, SL_ERR_PIPELINE, "x: streamed");
+  n->out[0] = sl_desc_make(SL_F64, x->rank, x->dims, 0); /* scan axes first */
+  return SL_OK;
+}
+
+static const sl_port_def pixmajor_out[] = {{"pixel_major", "x, item axes first", NULL, false}};
+static const sl_node_desc pixmajor = {
+    .type = "t_pixmajor", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = pixmajor_out,
+    .n_outputs = 1, .infer = pixmajor_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = pixmajor_cpu},
+    .combine = {SL_COMBINE_CONCAT_SCAN_LAST}};
+static const sl_node_desc pixmajor_bad = {
+    .type = "t_pixmajor_bad", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = pixmajor_out,
+    .n_outputs = 1, .infer = scanfirst_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = pixmajor_cpu},
+    .combine = {SL_COMBINE_CONCAT_SCAN_LAST}};
+static const sl_node_desc undeclared = {
+    .type = "t_undeclared", .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = extremes_out,
+    .n_outputs = 1, .infer = extremes_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = extremes_cpu}};
+
+static sl_code finals_infer(sl_node *n, sl_error *err) {
+  sl_code rc = extremes_infer(n, err);
+  if (rc == SL_OK) n->out[1] = n->out[0];
+  return rc;
+}
+
+static sl_code finals_cpu(sl_kernel_args *a) {
+  if (a->out[1] || a->out_bytes[1])
+    return sl_fail(a->err, SL_ERR_INTERNAL, "the mean reached chunk %lld", (long long)a->chunk);
+  const int64_t item = sl_desc_item_elems(&a->node->in[0]);
+  const double *x = a->in[0];
+  double *sum = a->out[0];
+  for (int64_t p = 0; p < a->pos_count; p++)
+    for (int64_t e = 0; e < item; e++) sum[e] += x[p * item + e];
+  return SL_OK;
+}
+
+static sl_code finals_finalize(sl_kernel_args *a) {
+  const int64_t item = sl_desc_item_elems(&a->node->in[0]), npos = sl_desc_positions(&a->node->in[0]);
+  const double *sum = a->out[0];
+  double *mean = a->out[1];
+  if (!mean) return sl_fail(a->err, SL_ERR_INTERNAL, "finalize got no mean");
+  for (int64_t e = 0; e < item; e++) mean[e] = sum[e] / (double)npos;
+  return SL_OK;
+}
+
+static const sl_port_def finals_out[] = {{"sum", "sum over the scan", NULL, false},
+                                         {"mean", "sum / positions, at finalize", NULL, false}};
+#define FINALS(NAME, FIN, COMBINE1)                                                                   \
+  static const sl_node_desc NAME = {                                                                  \
+      .type = #NAME, .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = finals_out,             \
+      .n_outputs = 2, .infer = finals_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = finals_cpu}, \
+      .finalize = {[SL_BACKEND_CPU] = FIN}, .combine = {SL_COMBINE_SUM, COMBINE1}, .fold_outputs = 1u,  \
+      .finalize_outputs = 2u};
+FINALS(t_finals, finals_finalize, SL_COMBINE_NONE)
+FINALS(t_finals_nofin, NULL, SL_COMBINE_NONE)
+FINALS(t_finals_combined, finals_finalize, SL_COMBINE_MAX)
+#undef FINALS
+
 /* The project's node families and this test's. */
 static const sl_node_desc *const test_nodes[] = {&extremes,   &fold,     &encode, &liar,      &spill,
                                                  &join,       &pack,     &packstream, &packjoin, &ints,
                                                  &wextremes, &wfloat, &wfold_node, &pfold_node,
                                                  &span,      &span_unmerged, &span_folded, &chan,
-                                                 &wide,      &toowide};
+                                                 &wide,      &toowide,   &pixmajor, &pixmajor_bad,
+                                                 &undeclared, &t_finals, &t_finals_nofin, &t_finals_combined};
 static const sl_node_family test_family = {"test", test_nodes, SL_COUNT_OF(test_nodes)};
 
 static const sl_node_registry *registry(void) { return registry_with(&test_family); }
@@ -607,7 +700,7 @@ static void check_worker_partials(const sl_run *run, int64_t chunk, int threads,
     if (!strcmp(n->id, "s")) assert_true(off[0] == 3 * 64);
     else if (!strcmp(n->id, "w") || !strcmp(n->id, "v")) assert_true(off[0] == 0 && off[1] == 64 && off[2] == 128);
     else assert_true(off[0] == -1);
-    if (!strcmp(n->id, "f")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_NONE);
+    if (!strcmp(n->id, "f")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_SUM);
     if (!strcmp(n->id, "s")) assert_int_equal(sl_node_out_combine(n, 0), SL_COMBINE_SUM);
   }
   for (int b = 0; b < p->n_buffers; b++) {
@@ -1036,6 +1129,84 @@ static void test_variable_stream_output_refused(void **state) {
               SL_ERR_PIPELINE, "stream of variable-size items");
 }
 
+/* concat_scan_last through the executor: one scan axis and two, every
+ * chunking and 1-3 threads, each element against the ramp's closed form
+ * (a block written at the wrong column, or relative to the whole output's
+ * start, shows), and nothing planned or merged for it. */
+static void check_pixmajor(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  (void)threads;
+  const int64_t npos = *(const int64_t *)ctx;
+  const sl_output_data *o = output(run, "pm");
+  assert_int_equal(o->desc.rank, 1 + (npos == NPOS ? 1 : 2));
+  assert_int_equal(o->desc.dims[0], ITEM);
+  const double *y = o->data;
+  for (int64_t e = 0; e < ITEM; e++)
+    for (int64_t p = 0; p < npos; p++)
+      if (y[e * npos + p] != ramp_expected(p, ITEM, e))
+        fail_msg("chunk %lld: element %lld of position %lld is %g", (long long)chunk, (long long)e, (long long)p,
+                 y[e * npos + p]);
+  for (int b = 0; b < run->plan->n_buffers; b++)
+    if (!strcmp(run->plan->graph->nodes[run->plan->buffers[b].node].id, "t")) {
+      assert_int_equal(run->plan->buffers[b].combine, SL_COMBINE_CONCAT_SCAN_LAST);
+      assert_int_equal(run->plan->buffers[b].partial_bytes, 0);
+    }
+}
+
+static void test_concat_scan_last(void **state) {
+  (void)state;
+  const int64_t one = NPOS, two = 35;
+  each_chunking("pixmajor.yaml",
+                "pipeline: pm\nnodes:\n" RAMP_NODE "  t: {type: t_pixmajor, inputs: {x: src.out}}\n"
+                "outputs: {pm: t.pixel_major}\n",
+                3, check_pixmajor, &one);
+  each_chunking("pixmajor2.yaml",
+                "pipeline: pm\nnodes:\n"
+                "  src: {type: ramp, params: {positions: [5, 7], item_shape: [6], dtype: f64}}\n"
+                "  t: {type: t_pixmajor, inputs: {x: src.out}}\n"
+                "outputs: {pm: t.pixel_major}\n",
+                3, check_pixmajor, &two);
+  assert_string_equal(sl_combine_name(SL_COMBINE_CONCAT_SCAN_LAST), "concat_scan_last");
+}
+
+/* An output written at finalize alone: no chunk's call sees it, finalize
+ * has it (and the folded sum), the mean is right at every chunking. */
+static void check_finals(const sl_run *run, int64_t chunk, int threads, const void *ctx) {
+  (void)chunk, (void)threads, (void)ctx;
+  const double *sum = output(run, "sum")->data, *mean = output(run, "mean")->data;
+  for (int e = 0; e < ITEM; e++) {
+    double want = 0;
+    for (int64_t p = 0; p < NPOS; p++) want += ramp_expected(p, ITEM, e);
+    assert_true(sum[e] == want);
+    assert_true(mean[e] == want / NPOS);
+  }
+}
+
+static void test_finalize_outputs(void **state) {
+  (void)state;
+  each_chunking("finals.yaml",
+                "pipeline: f\nnodes:\n" RAMP_NODE "  f: {type: t_finals, inputs: {x: src.out}}\n"
+                "outputs: {sum: f.sum, mean: f.mean}\n",
+                2, check_finals, NULL);
+}
+
+/* What accumulates across chunks is the executor's to merge: a whole output
+ * of a node that streams with no combine is refused, as are a scan-last
+ * concat whose last axes are not the scan's and a finalize-only output
+ * without a finalize or with a combine. */
+static void test_undeclared_reductions_refused(void **state) {
+  (void)state;
+  sl_error err = run_refused("undeclared.yaml", "  u: {type: t_undeclared, inputs: {x: src.out}}\noutputs: {s: u.sum}\n",
+                             SL_ERR_INTERNAL, "declares no combine");
+  assert_string_equal(err.node, "u");
+  assert_non_null(strstr(err.msg, "'sum'"));
+  run_refused("pmbad.yaml", "  t: {type: t_pixmajor_bad, inputs: {x: src.out}}\noutputs: {p: t.pixel_major}\n",
+              SL_ERR_INTERNAL, "last axes are not the scan's");
+  run_refused("nofin.yaml", "  f: {type: t_finals_nofin, inputs: {x: src.out}}\noutputs: {m: f.mean}\n",
+              SL_ERR_INTERNAL, "written at finalize alone, which has no cpu kernel");
+  run_refused("combined.yaml", "  f: {type: t_finals_combined, inputs: {x: src.out}}\noutputs: {m: f.mean}\n",
+              SL_ERR_INTERNAL, "written at finalize alone but declares combine max");
+}
+
 /* The host merges against values worked out by hand: wrapping integer sums,
  * identities, NaN kept by min/max, complex sums, and the refusal of an
  * ordering of complex values. */
@@ -1080,6 +1251,9 @@ int main(void) {
       cmocka_unit_test(test_sum_min_max_merged_by_executor),
       cmocka_unit_test(test_worker_partials_merged_by_executor),
       cmocka_unit_test(test_folded_reductions),
+      cmocka_unit_test(test_concat_scan_last),
+      cmocka_unit_test(test_finalize_outputs),
+      cmocka_unit_test(test_undeclared_reductions_refused),
       cmocka_unit_test(test_pass_partials_in_a_loop),
       cmocka_unit_test(test_float_worker_partials_refused),
       cmocka_unit_test(test_variable_size_concat),

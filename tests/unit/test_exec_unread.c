@@ -23,7 +23,8 @@
 #define CHUNK 7
 
 /* ---- t_trio: from streamed f64 x, three outputs, each computed only when
- * read: 0 `sum` whole f64[item] accumulated by the kernel, 1 `twice`
+ * read: 0 `sum` whole f64[item] that the kernel folds into the run's
+ * accumulator (a declared sum, fold_outputs), 1 `twice`
  * streamed 2x, 2 `total` whole f64[item] with a declared sum (a partial per
  * chunk). Its kernel checks the executor's side of the promise: out[k] is
  * NULL (and out_bytes[k] 0) exactly when port k is unread and the node
@@ -75,7 +76,7 @@ static const sl_port_def trio_out[] = {{"sum", "sum over the scan", NULL, false}
   static const sl_node_desc NAME = {                                                                \
       .type = #NAME, .doc = "test", .inputs = x_in, .n_inputs = 1, .outputs = trio_out,             \
       .n_outputs = 3, .infer = trio_infer, .cost = no_cost, .kernel = {[SL_BACKEND_CPU] = trio_cpu}, \
-      .combine = {SL_COMBINE_NONE, SL_COMBINE_NONE, SL_COMBINE_SUM}, .host = HOST,                  \
+      .combine = {SL_COMBINE_SUM, SL_COMBINE_NONE, SL_COMBINE_SUM}, .fold_outputs = 1u, .host = HOST, \
       .omit_unread_outputs = OMIT};
 TRIO(t_trio, false, 7u)
 TRIO(t_trio_kept, false, 0u)

@@ -16,10 +16,10 @@ typedef struct sl_cuda_sum_params {
   int64_t item_elems; /* elements per scan position */
 } sl_cuda_sum_params;
 
-/* out[0][e] += the sum over the chunk's positions of in[0][p][e]. For
- * integers out[0] is the chunk's partial (the node declares SUM: the
- * executor zeroes it and merges it, sl_combine); for floats the run's
- * total, which keeps adding positions in scan order. */
+/* out[0][e] += the sum over the chunk's positions of in[0][p][e]: out[0] is
+ * the run's accumulator (the node declares SUM and folds: the executor sets
+ * it to 0 at the pass's start, sl_combine); floats keep adding positions
+ * in scan order. */
 sl_code sl_cuda_sum(const sl_cuda_sum_params *p, sl_kernel_args *a);
 
 #ifdef __cplusplus

@@ -11,7 +11,7 @@
 
 template <typename T>
 __global__ void sl_k_transpose_scan(const T *__restrict__ x, T *__restrict__ y, long long npos,
-                                    long long item, long long scan, long long start) {
+                                    long long item, long long scan) {
   __shared__ T tile[TT][TT + 1];
   long long e0 = (long long)blockIdx.x * TT, p0 = (long long)blockIdx.y * TT;
   for (int r = threadIdx.y; r < TT; r += blockDim.y) {
@@ -21,7 +21,7 @@ __global__ void sl_k_transpose_scan(const T *__restrict__ x, T *__restrict__ y, 
   __syncthreads();
   for (int r = threadIdx.y; r < TT; r += blockDim.y) {
     long long e = e0 + r, p = p0 + threadIdx.x;
-    if (p < npos && e < item) y[e * scan + start + p] = tile[threadIdx.x][r];
+    if (p < npos && e < item) y[e * scan + p] = tile[threadIdx.x][r];
   }
 }
 
@@ -38,7 +38,7 @@ SL_CUDA_REGISTER_KERNELS(transpose_kernels, "transpose_scan")
 template <typename T>
 static void launch(const sl_cuda_transpose_scan_params *p, sl_kernel_args *a, dim3 grid, cudaStream_t st) {
   sl_k_transpose_scan<T><<<grid, dim3(TT, 8), 0, st>>>((const T *)a->in[0], (T *)a->out[0], a->pos_count,
-                                                       p->item_elems, p->scan_positions, a->pos_start);
+                                                       p->item_elems, p->scan_positions);
 }
 
 extern "C" sl_code sl_cuda_transpose_scan(const sl_cuda_transpose_scan_params *p, sl_kernel_args *a) {

@@ -16,7 +16,8 @@ typedef struct sl_cuda_transpose_scan_params {
   int64_t scan_positions; /* positions of the whole scan: the output's row length */
 } sl_cuda_transpose_scan_params;
 
-/* out[0][e * scan_positions + pos_start + p] = in[0][p * item_elems + e]. */
+/* out[0][e * scan_positions + p] = in[0][p * item_elems + e]: out[0] points
+ * at the chunk's first position (the executor's concat_scan_last). */
 sl_code sl_cuda_transpose_scan(const sl_cuda_transpose_scan_params *p, sl_kernel_args *a);
 
 #ifdef __cplusplus

@@ -1,5 +1,8 @@
 /* See frame_moments.cuh. */
 #include "shaders/cuda/common/frame_moments.cuh"
+
+#include <math_constants.h>
+
 #include "shaders/cuda/common/frame_units.cuh"
 #include "shaders/cuda/common/kernel_registry.h"
 #include "shaders/cuda/common/launch.cuh"
@@ -8,13 +11,13 @@
 /* Per frame S, Sr, Sc (u64, any order: integers). A unit lies in one row
  * (V divides W in the vector path): S += s_u, Sr += r * s_u,
  * Sc += c0 * s_u + sum k * v_k. COM: writes Sr/S, Sc/S (f64 division of the
- * same u64 values as the CPU: identical doubles) and the valid flag. */
+ * same u64 values as the CPU: identical doubles), NaN where S = 0. */
 template <typename T, int V, int COM>
 __global__ void __launch_bounds__(32 * SL_FRAME_WARPS)
     sl_k_frame_moments(const T *__restrict__ x, long long nframes, int w, long long item,
                        unsigned long long *__restrict__ os, unsigned long long *__restrict__ osr,
                        unsigned long long *__restrict__ osc, double *__restrict__ ocr,
-                       double *__restrict__ occ, uint8_t *__restrict__ valid, long long pos_start) {
+                       double *__restrict__ occ) {
   typedef typename unit_sum_type<T>::t A;
   const int lane = threadIdx.x & 31;
   const long long nw = (long long)gridDim.x * SL_FRAME_WARPS;
@@ -47,13 +50,11 @@ __global__ void __launch_bounds__(32 * SL_FRAME_WARPS)
     sc = warp_sum(sc);
     if (lane == 0) {
       if (COM) {
-        long long gp = pos_start + f;
         if (s > 0) {
-          ocr[gp] = __ddiv_rn((double)sr, (double)s);
-          occ[gp] = __ddiv_rn((double)sc, (double)s);
-          valid[gp] = 1;
+          ocr[f] = __ddiv_rn((double)sr, (double)s);
+          occ[f] = __ddiv_rn((double)sc, (double)s);
         } else {
-          ocr[gp] = 0, occ[gp] = 0, valid[gp] = 0;
+          ocr[f] = CUDART_NAN, occ[f] = CUDART_NAN;
         }
       } else {
         os[f] = s, osr[f] = sr, osc[f] = sc;
@@ -82,7 +83,7 @@ SL_CUDA_REGISTER_KERNELS(frame_moment_kernels, "com moments")
 
 /* COM 0: S, Sr, Sc into a->out[first_out .. first_out + 2]; COM 1: the CoM. */
 template <int COM>
-static sl_code launch_moments(sl_kernel_args *a, const sl_cuda_frame_shape *f, uint8_t *valid, int first_out) {
+static sl_code launch_moments(sl_kernel_args *a, const sl_cuda_frame_shape *f, int first_out) {
   const int64_t h = f->height, w = f->width;
   const long long item = (long long)(h * w), nf = a->pos_count;
   if (item > 0x7FFFFFFF) return sl_fail(a->err, SL_ERR_FORMAT, "detector frames above 2^31 pixels");
@@ -96,8 +97,7 @@ static sl_code launch_moments(sl_kernel_args *a, const sl_cuda_frame_shape *f, u
   double *cr = COM ? (double *)a->out[0] : NULL, *cc = COM ? (double *)a->out[1] : NULL;
 #define LAUNCH(T, VV)                                                                                     \
   sl_k_frame_moments<T, VV, COM><<<grid, 32 * SL_FRAME_WARPS, 0, st>>>((const T *)a->in[0], nf, (int)w, item, \
-                                                                       o0, o1, o2, cr, cc, valid,          \
-                                                                       (long long)a->pos_start)
+                                                                       o0, o1, o2, cr, cc)
   switch (f->dtype) {
     case SL_U8: if (v > 1) LAUNCH(uint8_t, 16); else LAUNCH(uint8_t, 1); break;
     case SL_U16: if (v > 1) LAUNCH(uint16_t, 8); else LAUNCH(uint16_t, 1); break;
@@ -108,9 +108,9 @@ static sl_code launch_moments(sl_kernel_args *a, const sl_cuda_frame_shape *f, u
 }
 
 sl_code sl_cuda_frame_moments(sl_kernel_args *a, const sl_cuda_frame_shape *f, int first_out) {
-  return launch_moments<0>(a, f, NULL, first_out);
+  return launch_moments<0>(a, f, first_out);
 }
 
-sl_code sl_cuda_frame_centre_of_mass(sl_kernel_args *a, const sl_cuda_frame_shape *f, uint8_t *valid) {
-  return launch_moments<1>(a, f, valid, 0);
+sl_code sl_cuda_frame_centre_of_mass(sl_kernel_args *a, const sl_cuda_frame_shape *f) {
+  return launch_moments<1>(a, f, 0);
 }

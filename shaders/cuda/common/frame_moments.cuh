@@ -14,8 +14,9 @@
  * a->out[first_out + 1], a->out[first_out + 2]. */
 sl_code sl_cuda_frame_moments(sl_kernel_args *a, const sl_cuda_frame_shape *f, int first_out);
 /* The centre of mass of each frame: Sr/S into a->out[0], Sc/S into
- * a->out[1] and valid[p] = S > 0, at the scan positions of the chunk
- * (a->pos_start + frame); 0 and 0 where S = 0. */
-sl_code sl_cuda_frame_centre_of_mass(sl_kernel_args *a, const sl_cuda_frame_shape *f, uint8_t *valid);
+ * a->out[1], frame p of the chunk at element p (the executor points out[]
+ * at the chunk's place: com's outputs are a declared concat); NaN and NaN
+ * where S = 0. */
+sl_code sl_cuda_frame_centre_of_mass(sl_kernel_args *a, const sl_cuda_frame_shape *f);
 
 #endif

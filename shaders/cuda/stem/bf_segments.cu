@@ -157,7 +157,7 @@ template <typename T>
 __global__ void __launch_bounds__(SUM_THREADS)
     sl_k_bf_segments_sums(const T *__restrict__ x, long long nframes, long long item, int w,
                           const uint8_t *__restrict__ seg, const bf_box *__restrict__ box, int count,
-                          unsigned long long *__restrict__ out, long long npos, long long pos_start) {
+                          unsigned long long *__restrict__ out, long long npos) {
   extern __shared__ unsigned long long acc[]; /* [SUM_WARPS][count] */
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const bf_box b = *box;
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(SUM_THREADS)
     for (int k = threadIdx.x; k < count; k += blockDim.x) {
       unsigned long long s = 0;
       for (int v = 0; v < SUM_WARPS; v++) s += acc[v * count + k];
-      out[k * npos + pos_start + f] = s;
+      out[k * npos + f] = s; /* out: the chunk's first position (the executor's concat_scan_last) */
     }
     __syncthreads();
   }
@@ -251,7 +251,7 @@ static sl_code launch_sums(const sl_cuda_bf_segments_params *p, sl_kernel_args *
   const size_t shared = (size_t)SUM_WARPS * (size_t)count * sizeof(unsigned long long);
   sl_k_bf_segments_sums<T><<<(unsigned)grid, SUM_THREADS, shared, sl_cuda_queue(a)>>>(
       (const T *)a->in[0], nf, (long long)(p->frames.height * p->frames.width), (int)p->frames.width, s->seg,
-      s->box, count, (unsigned long long *)a->out[0], (long long)p->positions, (long long)a->pos_start);
+      s->box, count, (unsigned long long *)a->out[0], (long long)p->positions);
   return sl_cuda_check_launch(a, "sl_k_bf_segments_sums");
 }
 

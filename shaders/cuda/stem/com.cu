@@ -1,6 +1,7 @@
 /* com on CUDA. See com.h. The per-frame CoM comes from the shared moments
  * kernel (common/frame_moments.cuh); this file holds the CoM of moments
  * another node computed and the descan removal of finalize. */
+#include <math_constants.h>
 #include <stdlib.h>
 
 #include "shaders/cuda/common/device_table.h"
@@ -15,11 +16,11 @@ static const char k_node[] = "com";
  * nodes/stem/com.c (the CPU sums in the same blocks). */
 #define DESCAN_BLOCK 256
 
-/* The node's device state: which positions have S > 0, and the descan
- * results and block sums of finalize (both in the node's device table). */
+/* The node's device state: the descan results and block sums of finalize
+ * (in the node's device table). Which positions count (S > 0) the outputs
+ * say themselves: NaN where S = 0. */
 typedef struct com_device_state {
-  uint8_t *valid; /* per scan position */
-  double *fin;    /* per output {flag, my, mr, mc, b, c}, then block sums */
+  double *fin; /* per output {flag, my, mr, mc, b, c}, then block sums */
   int64_t npos;
 } com_device_state;
 
@@ -28,9 +29,8 @@ static long long descan_blocks(long long npos) {
   return nb < 1 ? 1 : nb;
 }
 
-/* The device table of a scan of npos positions: the valid flags, then fin. */
+/* The device table of a scan of npos positions: fin. */
 static void com_layout(sl_table *t, int64_t npos, com_device_state *o) {
-  o->valid = (uint8_t *)sl_table_take(t, npos ? npos : 1);
   o->fin = (double *)sl_table_take(t, (16 + 16 * (int64_t)descan_blocks(npos)) * (int64_t)sizeof(double));
   o->npos = npos;
 }
@@ -45,21 +45,19 @@ extern "C" int64_t sl_cuda_com_table_bytes(int64_t positions) {
 /* ---- kernels --------------------------------------------------------------------- */
 
 /* com from moments another node computed (inputs s, sr, sc): the same
- * division of the same u64 values as the frames kernel and the CPU. */
+ * division of the same u64 values as the frames kernel and the CPU, at the
+ * chunk's place (the executor's concat); NaN where S = 0. */
 __global__ void sl_k_com_from_moments(const unsigned long long *__restrict__ s,
                                       const unsigned long long *__restrict__ sr,
                                       const unsigned long long *__restrict__ sc, long long n,
-                                      double *__restrict__ ocr, double *__restrict__ occ,
-                                      uint8_t *__restrict__ valid, long long pos_start) {
+                                      double *__restrict__ ocr, double *__restrict__ occ) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
-    const long long gp = pos_start + i;
     if (s[i] > 0) {
-      ocr[gp] = __ddiv_rn((double)sr[i], (double)s[i]);
-      occ[gp] = __ddiv_rn((double)sc[i], (double)s[i]);
-      valid[gp] = 1;
+      ocr[i] = __ddiv_rn((double)sr[i], (double)s[i]);
+      occ[i] = __ddiv_rn((double)sc[i], (double)s[i]);
     } else {
-      ocr[gp] = 0, occ[gp] = 0, valid[gp] = 0;
+      ocr[i] = CUDART_NAN, occ[i] = CUDART_NAN;
     }
   }
 }
@@ -67,7 +65,8 @@ __global__ void sl_k_com_from_moments(const unsigned long long *__restrict__ s,
 /* remove_descan (com.c) exactly: the same two-level sums (blocks of
  * DESCAN_BLOCK positions summed in position order from 0, then the block
  * sums in block order from 0), the same expressions, no contraction (__d*_rn),
- * so the doubles equal the CPU's.
+ * so the doubles equal the CPU's. A position counts where its value is not
+ * NaN (S > 0).
  *  sl_k_descan_blocks<0>: one thread per (block, output): n, sy, sr, sc of the block;
  *  sl_k_descan_reduce<0>: one thread per output: the totals, then my, mr, mc;
  *  sl_k_descan_blocks<1>, sl_k_descan_reduce<1> (plane): rr, cc, rc, ry, cy, then b, c;
@@ -75,8 +74,8 @@ __global__ void sl_k_com_from_moments(const unsigned long long *__restrict__ s,
  * fin: per output k, fin[8k..8k+5] = {no valid position, my, mr, mc, b, c};
  * block sums at fin[16 + (k * nb + block) * 8 + j]. */
 template <int PASS>
-__global__ void sl_k_descan_blocks(const double *v0, const double *v1, const uint8_t *__restrict__ valid,
-                                   long long npos, long long cols, double *fin, long long nb) {
+__global__ void sl_k_descan_blocks(const double *v0, const double *v1, long long npos, long long cols, double *fin,
+                                   long long nb) {
   const long long blk = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (blk >= nb) return;
   const int k = blockIdx.y;
@@ -88,7 +87,7 @@ __global__ void sl_k_descan_blocks(const double *v0, const double *v1, const uin
   if (PASS == 0) {
     double pn = 0, py = 0, pr = 0, pc = 0;
     for (long long i = b0; i < b1; i++) {
-      if (valid[i]) {
+      if (!isnan(v[i])) {
         pn = __dadd_rn(pn, 1.0);
         py = __dadd_rn(py, v[i]);
         pr = __dadd_rn(pr, (double)r);
@@ -103,7 +102,7 @@ __global__ void sl_k_descan_blocks(const double *v0, const double *v1, const uin
     const double my = o[1], mr = o[2], mc = o[3];
     double prr = 0, pcc = 0, prc = 0, pry = 0, pcy = 0;
     for (long long i = b0; i < b1; i++) {
-      if (valid[i]) {
+      if (!isnan(v[i])) {
         const double dr = __dsub_rn((double)r, mr), dc = __dsub_rn((double)c, mc), dy = __dsub_rn(v[i], my);
         prr = __dadd_rn(prr, __dmul_rn(dr, dr));
         pcc = __dadd_rn(pcc, __dmul_rn(dc, dc));
@@ -159,15 +158,14 @@ __global__ void sl_k_descan_reduce(double *fin, long long nb) {
   }
 }
 
-__global__ void sl_k_descan_apply(double *v0, double *v1, const uint8_t *__restrict__ valid, long long npos,
-                                  long long cols, const double *fin) {
+__global__ void sl_k_descan_apply(double *v0, double *v1, long long npos, long long cols, const double *fin) {
   const double *o = fin + 8 * blockIdx.y;
   double *v = blockIdx.y ? v1 : v0;
   const bool none = o[0] != 0;
   const double my = o[1], mr = o[2], mc = o[3], b = o[4], c = o[5];
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < npos;
        i += (long long)gridDim.x * blockDim.x) {
-    if (none || !valid[i]) {
+    if (none || isnan(v[i])) {
       v[i] = 0;
       continue;
     }
@@ -204,8 +202,6 @@ static sl_code com_state_get(const sl_cuda_com_params *p, sl_kernel_args *a, com
     com_layout(&t, npos, &pieces);
     sl_code rc = sl_table_check(&t, a, k_node);
     if (rc != SL_OK) return rc;
-    cudaError_t e = cudaMemsetAsync(pieces.valid, 0, (size_t)(npos ? npos : 1), sl_cuda_queue(a));
-    if (e != cudaSuccess) return sl_cuda_runtime_fail(a, e, k_node, "com valid flags");
     s = (com_device_state *)calloc(1, sizeof *s);
     if (!s) return sl_fail(a->err, SL_ERR_NOMEM, "out of memory for device state");
     *s = pieces;
@@ -223,42 +219,38 @@ extern "C" sl_code sl_cuda_com(const sl_cuda_com_params *p, sl_kernel_args *a) {
   if (a->pos_start < 0 || a->pos_start + a->pos_count > s->npos)
     return sl_fail(a->err, SL_ERR_INTERNAL, "com: positions [%lld, %lld) outside the scan of %lld",
                    (long long)a->pos_start, (long long)(a->pos_start + a->pos_count), (long long)s->npos);
-  if (p->from_frames) return sl_cuda_frame_centre_of_mass(a, &p->frames, s->valid);
+  if (p->from_frames) return sl_cuda_frame_centre_of_mass(a, &p->frames);
   const long long n = a->pos_count;
   if (n <= 0) return SL_OK;
   const long long blocks = (n + 255) / 256 < 65535 ? (n + 255) / 256 : 65535;
   sl_k_com_from_moments<<<(unsigned)blocks, 256, 0, sl_cuda_queue(a)>>>(
       (const unsigned long long *)a->in[1], (const unsigned long long *)a->in[2],
-      (const unsigned long long *)a->in[3], n, (double *)a->out[0], (double *)a->out[1], s->valid,
-      (long long)a->pos_start);
+      (const unsigned long long *)a->in[3], n, (double *)a->out[0], (double *)a->out[1]);
   return sl_cuda_check_launch(a, "sl_k_com_from_moments");
 }
 
 extern "C" sl_code sl_cuda_com_finalize(const sl_cuda_com_params *p, sl_kernel_args *a) {
-  com_device_state *s = (com_device_state *)*p->device_state.state;
   const int64_t npos = p->positions, cols = p->scan_cols;
   if (p->descan != SL_CUDA_COM_DESCAN_NONE && p->descan != SL_CUDA_COM_DESCAN_PLANE)
     return sl_fail(a->err, SL_ERR_PIPELINE, "param 'descan' must be none or plane (mode %d)", p->descan);
   const bool plane = p->descan == SL_CUDA_COM_DESCAN_PLANE;
   cudaStream_t st = sl_cuda_queue(a);
-  if (!s || !s->valid) { /* no chunk ran: every position invalid -> 0 */
-    cudaError_t e = cudaMemsetAsync(a->out[0], 0, (size_t)npos * 8, st);
-    if (e == cudaSuccess) e = cudaMemsetAsync(a->out[1], 0, (size_t)npos * 8, st);
-    return sl_cuda_runtime_fail(a, e, k_node, "com finalize");
-  }
+  com_device_state *s = NULL; /* taken here when no chunk ran */
+  sl_code rc = com_state_get(p, a, &s);
+  if (rc) return rc;
   if (npos != s->npos)
     return sl_fail(a->err, SL_ERR_INTERNAL, "com finalize: %lld positions, the state has %lld", (long long)npos,
                    (long long)s->npos);
   double *v0 = (double *)a->out[0], *v1 = (double *)a->out[1];
   const long long nb = descan_blocks(npos);
   const dim3 bg((unsigned)((nb + 127) / 128), 2);
-  sl_k_descan_blocks<0><<<bg, 128, 0, st>>>(v0, v1, s->valid, npos, cols, s->fin, nb);
-  sl_code rc = sl_cuda_check_launch(a, "sl_k_descan_blocks");
+  sl_k_descan_blocks<0><<<bg, 128, 0, st>>>(v0, v1, npos, cols, s->fin, nb);
+  rc = sl_cuda_check_launch(a, "sl_k_descan_blocks");
   if (rc) return rc;
   sl_k_descan_reduce<0><<<2, 32, 0, st>>>(s->fin, nb);
   if ((rc = sl_cuda_check_launch(a, "sl_k_descan_reduce"))) return rc;
   if (plane) {
-    sl_k_descan_blocks<1><<<bg, 128, 0, st>>>(v0, v1, s->valid, npos, cols, s->fin, nb);
+    sl_k_descan_blocks<1><<<bg, 128, 0, st>>>(v0, v1, npos, cols, s->fin, nb);
     if ((rc = sl_cuda_check_launch(a, "sl_k_descan_blocks"))) return rc;
     sl_k_descan_reduce<1><<<2, 32, 0, st>>>(s->fin, nb);
     if ((rc = sl_cuda_check_launch(a, "sl_k_descan_reduce"))) return rc;
@@ -266,6 +258,6 @@ extern "C" sl_code sl_cuda_com_finalize(const sl_cuda_com_params *p, sl_kernel_a
   int64_t g = (npos + 255) / 256;
   if (g > 4096) g = 4096;
   if (g < 1) g = 1;
-  sl_k_descan_apply<<<dim3((unsigned)g, 2), 256, 0, st>>>(v0, v1, s->valid, npos, cols, s->fin);
+  sl_k_descan_apply<<<dim3((unsigned)g, 2), 256, 0, st>>>(v0, v1, npos, cols, s->fin);
   return sl_cuda_check_launch(a, "sl_k_descan_apply");
 }

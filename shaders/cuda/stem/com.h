@@ -25,12 +25,14 @@ typedef struct sl_cuda_com_params {
 } sl_cuda_com_params;
 
 /* Bytes of the node's device table (cost().device_state_bytes) for a scan of
- * `positions`: a valid flag per position and the descan sums of finalize. */
+ * `positions`: the descan sums of finalize. */
 int64_t sl_cuda_com_table_bytes(int64_t positions);
 
-/* out[0] com_row, out[1] com_col (whole f64 [scan]) at this chunk's positions. */
+/* out[0] com_row, out[1] com_col (whole f64 [scan], a declared concat: out[]
+ * points at this chunk's positions), NaN where S = 0. */
 sl_code sl_cuda_com(const sl_cuda_com_params *p, sl_kernel_args *a);
-/* After the last chunk: removes the descan in place (0 where S = 0). */
+/* After the last chunk: removes the descan over the positions that are not
+ * NaN, in place, and sets the NaN ones (S = 0) to 0. */
 sl_code sl_cuda_com_finalize(const sl_cuda_com_params *p, sl_kernel_args *a);
 
 #ifdef __cplusplus
