@@ -152,6 +152,19 @@ static inline void worker_partials(const sl_node *n, sl_backend *b, const sl_ker
     }
 }
 
+/* Where the executor points whole output k (`whole`: all of it) of a node
+ * that streams in its call over positions [s, ...) of a scan of npos: a
+ * concat's chunk place (scan axes last: element (0, .., 0, s)), NULL for an
+ * output finalize alone writes, else the whole buffer. n->phase must be
+ * SL_PHASE_STREAM (the declared combines are its reductions'). */
+static inline void *chunk_out(const sl_node *n, int k, void *whole, int64_t s, int64_t npos) {
+  const sl_combine c = sl_node_out_combine(n, k);
+  if (n->desc->finalize_outputs >> k & 1u) return NULL;
+  if (c == SL_COMBINE_CONCAT) return (char *)whole + s * (sl_desc_bytes(&n->out[k]) / npos);
+  if (c == SL_COMBINE_CONCAT_SCAN_LAST) return (char *)whole + s * (int64_t)sl_dtype_size(n->out[k].dtype);
+  return whole;
+}
+
 /* Runs a stream node over `npos` positions in chunks of `chunk`: input 0 is
  * streamed (`in0`, item_bytes per position; NULL for a source), inputs 1..
  * are whole (`whole_in`); streamed outputs advance with the chunk, whole
@@ -195,9 +208,7 @@ static inline sl_code run_stream(sl_node *n, sl_backend *b, const void *in0,
     for (int k = 0; k < n->n_out; k++) {
       sl_combine c = sl_node_out_combine(n, k);
       if (n->out[k].stream_rank) a.out[k] = (char *)out[k] + s * sl_desc_item_bytes(&n->out[k]);
-      else if (c == SL_COMBINE_CONCAT) a.out[k] = (char *)out[k] + s * (sl_desc_bytes(&n->out[k]) / npos);
-      else if (c == SL_COMBINE_CONCAT_SCAN_LAST) a.out[k] = (char *)out[k] + s * (int64_t)sl_dtype_size(n->out[k].dtype);
-      else a.out[k] = out[k];
+      else a.out[k] = chunk_out(n, k, out[k], s, npos);
       if (sl_combine_elementwise(c) && !(n->desc->fold_outputs >> k & 1u)) { /* a fold: the accumulator */
         partial[k] = malloc((size_t)sl_desc_bytes(&n->out[k]));
         sl_combine_identity_host(c, n->out[k].dtype, partial[k], 0, sl_desc_elems(&n->out[k]));

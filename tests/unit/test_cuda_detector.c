@@ -57,11 +57,14 @@ static sl_code run1(sl_backend *b, sl_kernel_fn fn, sl_kernel_args *a, sl_error 
 /* Runs node n on backend b over npos positions in chunks: input 0 streamed
  * (`in0`), inputs 1.. whole (`whole`, whole_bytes). Host outputs in out[k]
  * (full size). Device buffers as the executor: one chunk of each streamed
- * port, whole outputs zeroed before the first chunk, then finalize. */
+ * port, whole outputs zeroed before the first chunk and handed to each call
+ * where the executor would (a concat's chunk place: chunk_out), then
+ * finalize. */
 static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *whole,
                         size_t whole_bytes, void **out, int64_t npos, int64_t chunk, sl_error *e) {
   const sl_backend_ops *o = b->ops;
   sl_backend_kind kind = b->caps.kind;
+  n->phase = SL_PHASE_STREAM; /* as the graph makes it: the declared combines are its reductions' */
   int64_t ib = sl_desc_item_bytes(&n->in[0]);
   void *din = NULL, *dwhole = NULL, *dout[8] = {0};
   sl_code rc = o->alloc(b, (size_t)(chunk * ib) + 64, &din, e);
@@ -99,7 +102,7 @@ static sl_code run_node(sl_node *n, sl_backend *b, const void *in0, const void *
     if (rc) break;
     a.in[0] = din;
     a.in[1] = dwhole;
-    for (int k = 0; k < n->n_out; k++) a.out[k] = dout[k];
+    for (int k = 0; k < n->n_out; k++) a.out[k] = n->out[k].stream_rank ? dout[k] : chunk_out(n, k, dout[k], s, npos);
     a.err = e;
     rc = run1(b, n->desc->kernel[kind], &a, e);
     for (int k = 0; k < n->n_out && rc == SL_OK; k++)
