@@ -398,11 +398,10 @@ static int64_t concat_item_bytes(const run_ctx *c, const sl_node *n, int k) {
   return positions > 0 ? sl_desc_bytes(&n->out[k]) / positions : 0;
 }
 
-/* Whether output k of node i is written by its finalize alone
- * (sl_node_desc.finalize_outputs): no chunk's call sees it. */
-static bool at_finalize_only(const run_ctx *c, int i, int k) {
-  const sl_node *n = &c->p->graph->nodes[i];
-  return n->desc && (n->desc->finalize_outputs >> k & 1u) && n->phase == SL_PHASE_STREAM;
+/* Bytes from a concat_scan_last output's start to a call's first element,
+ * (0, .., 0, pos_start). */
+static int64_t scan_last_offset(const sl_node *n, int k, int64_t pos_start) {
+  return pos_start * (int64_t)sl_dtype_size(n->out[k].dtype);
 }
 
 /* Where output k of node i is written in a call: a declared reduction's
@@ -412,14 +411,14 @@ static bool at_finalize_only(const run_ctx *c, int i, int k) {
  * and for a lent one, which the kernel points at its own bytes. */
 static void *out_ptr(const run_ctx *c, int i, int k, int64_t pos_start, bool finalize) {
   const sl_plan_buffer *bf = plan_buffer(c, i, k);
-  if (bf->unread || bf->lent || (!finalize && at_finalize_only(c, i, k))) return NULL;
+  if (bf->unread || bf->lent || (!finalize && sl_node_out_finalize_only(&c->p->graph->nodes[i], k))) return NULL;
   void *whole = buffer_ptr(c, i, k);
   if (finalize) return whole;
   if (c->partial[buf_index(c, i, k)]) return c->partial[buf_index(c, i, k)];
   if (bf->combine == SL_COMBINE_CONCAT)
     return (char *)whole + pos_start * concat_item_bytes(c, &c->p->graph->nodes[i], k);
-  if (bf->combine == SL_COMBINE_CONCAT_SCAN_LAST) /* element (0, .., 0, pos_start) */
-    return (char *)whole + pos_start * sl_dtype_size(c->p->graph->nodes[i].out[k].dtype);
+  if (bf->combine == SL_COMBINE_CONCAT_SCAN_LAST)
+    return (char *)whole + scan_last_offset(&c->p->graph->nodes[i], k, pos_start);
   return whole;
 }
 
@@ -432,12 +431,11 @@ static int64_t out_call_bytes(const run_ctx *c, int i, int k, int64_t pos_start,
                               bool finalize) {
   const sl_node *n = &c->p->graph->nodes[i];
   const sl_plan_buffer *bf = plan_buffer(c, i, k);
-  if (bf->unread || (!finalize && at_finalize_only(c, i, k))) return 0;
+  if (bf->unread || (!finalize && sl_node_out_finalize_only(n, k))) return 0;
   if (finalize) return bf->bytes;
   if (bf->variable) return sl_node_out_bound(n, k, pos_count);
   if (bf->combine == SL_COMBINE_CONCAT) return pos_count * concat_item_bytes(c, n, k);
-  if (bf->combine == SL_COMBINE_CONCAT_SCAN_LAST)
-    return bf->bytes - pos_start * (int64_t)sl_dtype_size(n->out[k].dtype);
+  if (bf->combine == SL_COMBINE_CONCAT_SCAN_LAST) return bf->bytes - scan_last_offset(n, k, pos_start);
   return n->out[k].stream_rank ? sl_desc_buffer_bytes(&n->out[k], pos_count) : sl_desc_bytes(&n->out[k]);
 }
 
@@ -1124,7 +1122,7 @@ static sl_code run_passes(run_ctx *c) {
         const sl_tensor_desc *d = &p->graph->nodes[p->buffers[i].node].out[p->buffers[i].port];
         void *acc = buffer_ptr(c, p->buffers[i].node, p->buffers[i].port);
         if (sl_combine_concat(p->buffers[i].combine) ||
-            at_finalize_only(c, p->buffers[i].node, p->buffers[i].port))
+            sl_node_out_finalize_only(&p->graph->nodes[p->buffers[i].node], p->buffers[i].port))
           rc = SL_OK;
         else
           rc = sl_combine_elementwise(p->buffers[i].combine)

@@ -99,7 +99,7 @@ int sl_graph_output_scan_axes(const sl_graph *g, int node, int port) {
 sl_combine sl_node_out_combine(const sl_node *n, int port) {
   if (!n->desc || port >= n->desc->n_outputs || n->phase != SL_PHASE_STREAM || n->out[port].stream_rank)
     return SL_COMBINE_NONE;
-  return n->desc->combine_of ? n->desc->combine_of(n, port) : n->desc->combine[port];
+  return n->desc->combine[port];
 }
 
 /* The node's declared lending of output `port`'s partial per worker, exact
@@ -121,6 +121,10 @@ bool sl_node_pass_partial(const sl_node *n, int port) {
 
 bool sl_node_out_omitted(const sl_node *n, int port) {
   return n->desc && (n->desc->omit_unread_outputs >> port & 1u) && !(n->out_used >> port & 1u);
+}
+
+bool sl_node_out_finalize_only(const sl_node *n, int port) {
+  return n->desc && (n->desc->finalize_outputs >> port & 1u) && n->phase == SL_PHASE_STREAM;
 }
 
 int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions) {
@@ -149,11 +153,18 @@ static sl_code check_node_merge(const sl_node *n, int k, bool variable, sl_error
   return SL_OK;
 }
 
+/* A node's first connected streamed input, or NULL. */
+static const sl_tensor_desc *first_streamed_input(const sl_node *n) {
+  for (int q = 0; q < n->n_in; q++)
+    if (n->in[q].stream_rank && n->in_src[q].node != SL_SRC_NONE) return &n->in[q];
+  return NULL;
+}
+
 /* The descriptor that carries a streaming node's scan: its first connected
  * streamed input, else (a source) its first streamed output; NULL if none. */
 static const sl_tensor_desc *node_scan(const sl_node *n) {
-  for (int q = 0; q < n->n_in; q++)
-    if (n->in[q].stream_rank && n->in_src[q].node != SL_SRC_NONE) return &n->in[q];
+  const sl_tensor_desc *in = first_streamed_input(n);
+  if (in) return in;
   for (int k = 0; k < n->n_out; k++)
     if (n->out[k].stream_rank) return &n->out[k];
   return NULL;
@@ -183,7 +194,7 @@ static sl_code check_port_contracts(const sl_graph *g, const sl_node *n, sl_erro
     /* The executor merges what accumulates across chunks, so that it can
      * merge it per device and per rank as well: a node that streams has no
      * whole output outside a declared combine. */
-    const bool at_finalize = n->desc && (n->desc->finalize_outputs >> k & 1u);
+    const bool at_finalize = sl_node_out_finalize_only(n, k);
     if (rc == SL_OK && n->desc && n->phase == SL_PHASE_STREAM && !d->stream_rank && c == SL_COMBINE_NONE &&
         !at_finalize)
       rc = sl_fail(err, SL_ERR_INTERNAL,
@@ -659,12 +670,9 @@ typedef struct stream_refs {
  * (nodes build descriptors without naming streams); a node without
  * streamed inputs (a source, the stream node) names its own. */
 static void inherit_stream_axis(sl_node *n) {
-  const char *axis = NULL;
-  bool has = false;
-  for (int k = 0; k < n->n_in && !has; k++)
-    if (n->in[k].stream_rank && n->in_src[k].node != SL_SRC_NONE) axis = n->in[k].stream_axis, has = true;
-  for (int k = 0; k < n->n_out && has; k++)
-    if (n->out[k].stream_rank) n->out[k].stream_axis = axis;
+  const sl_tensor_desc *in = first_streamed_input(n);
+  for (int k = 0; k < n->n_out && in; k++)
+    if (n->out[k].stream_rank) n->out[k].stream_axis = in->stream_axis;
 }
 
 /* Which outputs are variable-size (out_bound), in their descriptors, so

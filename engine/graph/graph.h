@@ -162,6 +162,9 @@ bool sl_node_pass_partial(const sl_node *n, int port);
  * and its node leaves it alone then (sl_node_desc.omit_unread_outputs).
  * The plan gives it 0 bytes and no slot; kernels see out[port] == NULL. */
 bool sl_node_out_omitted(const sl_node *n, int port);
+/* Whether output `port` of a node that streams is written by its finalize
+ * alone (sl_node_desc.finalize_outputs): no chunk's call sees it. */
+bool sl_node_out_finalize_only(const sl_node *n, int port);
 /* The most bytes variable-size output `port` holds for `positions` scan
  * positions (sl_node_desc.out_bound), or -1 for a fixed-size port. */
 int64_t sl_node_out_bound(const sl_node *n, int port, int64_t positions);

@@ -222,11 +222,6 @@ typedef struct sl_node_desc {
    * (the graph refuses SL_COMBINE_NONE there) unless finalize alone writes
    * it (finalize_outputs). */
   sl_combine combine[SL_MAX_PORTS];
-  /* Optional: the combine of output `port` for this node's inferred types,
-   * in place of combine[]: a reduction that may leave its merging to the
-   * executor only for some dtypes (sum: exact integer sums; its float sums
-   * keep scan order in the kernel). */
-  sl_combine (*combine_of)(const struct sl_node *n, int port);
   /* Bit k: output k's element-wise combine, where it is exact for the
    * port's dtype (sl_combine_exact: integers), is also lent per worker of
    * parallel_for (sl_worker_partial): each worker folds its ranges into

@@ -41,17 +41,6 @@ static void sum_cost(const sl_node *n, int64_t positions, sl_node_cost *c) {
 
 static bool is_integer(sl_dtype t) { return t == SL_U8 || t == SL_U16 || t == SL_U32 || t == SL_U64; }
 
-/* A SUM for every dtype: the kernel folds its chunk into out[0], the run's
- * accumulator (fold_outputs). Integer sums are exact in any order, so they
- * also go through each worker's partial (sum_worker_partials_of) and merge
- * across devices and ranks to the same bits. Float sums add every position
- * in scan order into the accumulator; merged across devices or ranks they
- * round as that grouping does (the graph lends floats no worker partials). */
-static sl_combine sum_combine_of(const sl_node *n, int port) {
-  (void)n;
-  return port == 0 ? SL_COMBINE_SUM : SL_COMBINE_NONE;
-}
-
 /* Where a worker's u64 partial of the total is at most this (half a core's
  * L2 on the dev VM; 192 x 192 frames: 295 KB), each worker sums the
  * positions parallel_for gives it into a partial kept for the pass
@@ -164,8 +153,16 @@ const sl_node_desc sl_node_sum = {
     .outputs = sum_out, .n_outputs = SL_COUNT_OF(sum_out),
     .infer = sum_infer, .cost = sum_cost,
     .kernel = {[SL_BACKEND_CPU] = sum_cpu, [SL_BACKEND_CUDA] = SL_CUDA_KERNEL(sum_cuda)},
-    .combine_of = sum_combine_of,
+    /* A SUM for every dtype: the kernel folds its chunk into out[0], the
+     * run's accumulator. Integer sums are exact in any order, so they also
+     * go through each worker's partial (sum_worker_partials_of) and merge
+     * across devices and ranks to the same bits. Float sums add every
+     * position in scan order into the accumulator; merged across devices or
+     * ranks they round as that grouping does (the graph lends floats no
+     * worker partials). */
+    .combine = {SL_COMBINE_SUM},
     .worker_partials_of = sum_worker_partials_of,
-    /* integers: the CPU tiles add into out[0], the CUDA blocks atomicAdd */
+    /* integers: the CPU tiles add into out[0], the CUDA blocks atomicAdd;
+     * floats: each element adds its positions in scan order */
     .fold_outputs = 1u,
 };

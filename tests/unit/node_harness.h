@@ -159,7 +159,7 @@ static inline void worker_partials(const sl_node *n, sl_backend *b, const sl_ker
  * SL_PHASE_STREAM (the declared combines are its reductions'). */
 static inline void *chunk_out(const sl_node *n, int k, void *whole, int64_t s, int64_t npos) {
   const sl_combine c = sl_node_out_combine(n, k);
-  if (n->desc->finalize_outputs >> k & 1u) return NULL;
+  if (sl_node_out_finalize_only(n, k)) return NULL;
   if (c == SL_COMBINE_CONCAT) return (char *)whole + s * (sl_desc_bytes(&n->out[k]) / npos);
   if (c == SL_COMBINE_CONCAT_SCAN_LAST) return (char *)whole + s * (int64_t)sl_dtype_size(n->out[k].dtype);
   return whole;
