@@ -9,6 +9,7 @@
 #include "engine/core/util.h"
 #include "engine/exec/pool.h"
 #include "engine/exec/prefetch.h"
+#include "engine/exec/shard.h"
 
 /* One node's call in a batch: the kernel args first, so the backend's pointer
  * to the args is also a pointer to the call, which times the kernel. */
@@ -125,10 +126,16 @@ typedef struct run_ctx {
   double *pass_end;
   double *outside; /* [pass * SL_PASS_OUTSIDE_N + part], or NULL */
   double t_start;
+  /* Top level of a run split into shards (shard.h), else NULL: the
+   * shard's place, and the host buffer its merges gather into (grown to
+   * the largest, at most the plan's shard_exchange_bytes). */
+  const sl_exec_shard *shard;
+  void *gathered;
+  int64_t gathered_bytes;
 } run_ctx;
 
 const char *const sl_pass_outside_names[SL_PASS_OUTSIDE_N] = {"stage_start", "stage_wait", "stage_end",
-                                                               "sync", "identity"};
+                                                               "sync", "identity", "shard_merge"};
 
 /* Adds the seconds since t0 to part `part` of pass `pass` (top level). */
 static void outside_add(run_ctx *c, int pass, int part, double t0) {
@@ -675,19 +682,14 @@ static sl_code start_partials(run_ctx *c, int i) {
   return SL_OK;
 }
 
-/* The node's merge kernel (sl_node_desc.merge) after chunk `chunk`'s call:
- * each output combined by MERGE gets its partial in in[k] and the run's
- * accumulator in out[k], in a batch of its own, timed as the node's. */
-static sl_code node_merge(run_ctx *c, int i, int64_t chunk) {
+/* The node's merge kernel (sl_node_desc.merge) for the outputs in `ports`:
+ * each gets src[k] (a partial) in in[k] and the run's accumulator in
+ * out[k], in a batch of its own, timed as the node's. The args are those
+ * of the node's last call (positions, state, table, iteration). */
+static sl_code merge_call(run_ctx *c, int i, int64_t chunk, unsigned ports, void *const *src) {
   const sl_node *n = &c->p->graph->nodes[i];
-  unsigned merged = 0; /* the ports to merge: most nodes have none, and return here */
-  for (int k = 0; k < n->n_out; k++) {
-    int bi = buf_index(c, i, k);
-    if (c->partial[bi] && c->p->buffers[bi].combine == SL_COMBINE_MERGE) merged |= 1u << k;
-  }
-  if (!merged) return SL_OK;
   sl_backend *b = c->b;
-  exec_call m = c->calls[i]; /* the chunk's args: positions, state, table, iteration */
+  exec_call m = c->calls[i];
   int64_t merges = 0;
   m.fn = n->desc->merge[b->caps.kind];
   m.calls = &merges; /* a merge is not one of the node's calls */
@@ -698,11 +700,10 @@ static sl_code node_merge(run_ctx *c, int i, int64_t chunk) {
   memset(m.a.out_bytes, 0, sizeof m.a.out_bytes);
   memset(m.a.worker_partial, 0, sizeof m.a.worker_partial);
   for (int k = 0; k < n->n_out; k++) {
-    if (!(merged >> k & 1u)) continue;
-    int bi = buf_index(c, i, k);
-    m.a.in[k] = c->partial[bi];
+    if (!(ports >> k & 1u)) continue;
+    m.a.in[k] = src[k];
     m.a.out[k] = buffer_ptr(c, i, k);
-    m.a.in_bytes[k] = m.a.out_bytes[k] = c->p->buffers[bi].bytes;
+    m.a.in_bytes[k] = m.a.out_bytes[k] = plan_buffer(c, i, k)->bytes;
   }
   if (!m.fn) return sl_fail(c->err, SL_ERR_INTERNAL, "node '%s' declares a merge it has no kernel for", n->id);
   sl_error_clear(&c->kernel_err);
@@ -718,6 +719,22 @@ static sl_code node_merge(run_ctx *c, int i, int64_t chunk) {
     sl_error_chunk(c->err, chunk);
   }
   return rc;
+}
+
+/* The node's merge after chunk `chunk`'s call: each output combined by
+ * MERGE gets its partial merged into the run's accumulator. */
+static sl_code node_merge(run_ctx *c, int i, int64_t chunk) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  unsigned merged = 0; /* the ports to merge: most nodes have none, and return here */
+  void *src[SL_MAX_PORTS] = {0};
+  for (int k = 0; k < n->n_out; k++) {
+    int bi = buf_index(c, i, k);
+    if (c->partial[bi] && c->p->buffers[bi].combine == SL_COMBINE_MERGE) {
+      merged |= 1u << k;
+      src[k] = c->partial[bi];
+    }
+  }
+  return merged ? merge_call(c, i, chunk, merged, src) : SL_OK;
 }
 
 /* After a node's call in a chunk: a lent output's pointer goes to its
@@ -1055,6 +1072,122 @@ static void pass_partials(run_ctx *c, int pass, bool merge) {
   }
 }
 
+/* ---- A run split into shards (shard.h): the merge after each pass ---- */
+
+/* The positions [*p0, *p1) of pass pp that shard `s` streams. */
+static void shard_positions(const run_ctx *c, const sl_plan_pass *pp, int s, int64_t *p0, int64_t *p1) {
+  int64_t first, end;
+  sl_shard_chunks(pp->n_chunks, s, c->shard->count, &first, &end);
+  *p0 = first * pp->chunk_positions < pp->positions ? first * pp->chunk_positions : pp->positions;
+  *p1 = end * pp->chunk_positions < pp->positions ? end * pp->chunk_positions : pp->positions;
+}
+
+/* Every shard's `bytes` from `mine`, in shard order, into c->gathered. */
+static sl_code shard_gather(run_ctx *c, const void *mine, int64_t bytes, char **all) {
+  const int64_t need = bytes * c->shard->count;
+  if (need > c->gathered_bytes) {
+    void *g = realloc(c->gathered, (size_t)need);
+    if (!g) return sl_fail_nomem(c->err, "the shards' merge");
+    c->gathered = g;
+    c->gathered_bytes = need;
+  }
+  *all = c->gathered;
+  return c->shard->allgather(c->shard->ctx, mine, c->gathered, bytes, c->err);
+}
+
+/* A variable-size concat: each shard's bytes one after another, in shard
+ * order, and each shard's chunks' sizes. */
+static sl_code shard_merge_appended(run_ctx *c, const sl_plan_pass *pp, int bi) {
+  const int count = c->shard->count;
+  int64_t *sizes = sl_calloc((size_t)count, sizeof *sizes);
+  if (!sizes) return sl_fail_nomem(c->err, "the shards' merge");
+  char *all = NULL, *acc = buffer_ptr(c, c->p->buffers[bi].node, c->p->buffers[bi].port);
+  sl_code rc = shard_gather(c, &c->actual[bi], sizeof(int64_t), &all);
+  int64_t most = 0, total = 0;
+  if (rc == SL_OK) memcpy(sizes, all, (size_t)count * sizeof *sizes);
+  for (int s = 0; s < count; s++) {
+    most = sizes[s] > most ? sizes[s] : most;
+    total += sizes[s];
+  }
+  if (rc == SL_OK && total > c->p->buffers[bi].bytes)
+    rc = sl_fail(c->err, SL_ERR_INTERNAL, "the shards wrote %lld bytes, over the bound %lld", (long long)total,
+                 (long long)c->p->buffers[bi].bytes);
+  if (rc == SL_OK) rc = shard_gather(c, acc, most, &all);
+  int64_t at = 0;
+  for (int s = 0; s < count && rc == SL_OK; at += sizes[s], s++)
+    memcpy(acc + at, all + (int64_t)s * most, (size_t)sizes[s]);
+  c->actual[bi] = total;
+  int64_t *chunk_bytes = c->concat_chunks[bi];
+  if (rc == SL_OK) rc = shard_gather(c, chunk_bytes, pp->n_chunks * (int64_t)sizeof(int64_t), &all);
+  for (int s = 0; s < count && rc == SL_OK; s++) {
+    int64_t first, end;
+    sl_shard_chunks(pp->n_chunks, s, count, &first, &end);
+    const int64_t *theirs = (const int64_t *)(all + (int64_t)s * pp->n_chunks * (int64_t)sizeof(int64_t));
+    for (int64_t ch = first; ch < end; ch++) chunk_bytes[ch] = theirs[ch];
+  }
+  free(sizes);
+  return rc;
+}
+
+/* One reduction of pass pp merged across the shards by its combine. */
+static sl_code shard_merge_buffer(run_ctx *c, const sl_plan_pass *pp, int bi) {
+  const sl_plan_buffer *bf = &c->p->buffers[bi];
+  const int i = bf->node, k = bf->port, count = c->shard->count;
+  const sl_node *n = &c->p->graph->nodes[i];
+  const int64_t bytes = bf->bytes, elems = sl_desc_elems(&n->out[k]);
+  char *all = NULL, *acc = buffer_ptr(c, i, k);
+  if (bf->variable) return shard_merge_appended(c, pp, bi);
+  if (bf->combine == SL_COMBINE_NONE) return SL_OK; /* finalize alone writes it (graph.c) */
+  sl_code rc = shard_gather(c, acc, bytes, &all);
+  if (rc != SL_OK) return rc;
+  if (sl_combine_elementwise(bf->combine)) {
+    sl_combine_identity_host(bf->combine, n->out[k].dtype, acc, 0, elems);
+    for (int s = 0; s < count; s++) sl_combine_merge_host(bf->combine, n->out[k].dtype, acc, all + s * bytes, 0, elems);
+  } else if (bf->combine == SL_COMBINE_MERGE) {
+    memset(acc, 0, (size_t)bytes); /* the merge's identity */
+    void *src[SL_MAX_PORTS] = {0};
+    for (int s = 0; s < count && rc == SL_OK; s++) {
+      int64_t p0, p1; /* the merge's positions: those of shard s's partial */
+      shard_positions(c, pp, s, &p0, &p1);
+      if (p1 == p0) continue; /* no chunk: nothing to merge (a chunk is never empty either) */
+      fill_args(c, i, pp->n_chunks - 1, p0, p1 - p0, false);
+      src[k] = all + s * bytes;
+      rc = merge_call(c, i, pp->n_chunks - 1, 1u << k, src);
+    }
+  } else { /* the concats: each shard's positions from its copy */
+    const int64_t rows = bf->combine == SL_COMBINE_CONCAT ? 1 : bytes / (pp->positions * (int64_t)sl_dtype_size(n->out[k].dtype));
+    const int64_t item = bf->combine == SL_COMBINE_CONCAT ? concat_item_bytes(c, n, k) : (int64_t)sl_dtype_size(n->out[k].dtype);
+    const int64_t row = bf->combine == SL_COMBINE_CONCAT ? bytes : pp->positions * item;
+    for (int s = 0; s < count; s++) {
+      int64_t p0, p1;
+      shard_positions(c, pp, s, &p0, &p1);
+      for (int64_t r = 0; r < rows && s != c->shard->index && p1 > p0; r++)
+        memcpy(acc + r * row + p0 * item, all + s * bytes + r * row + p0 * item, (size_t)((p1 - p0) * item));
+    }
+  }
+  return rc;
+}
+
+/* After pass `pass`'s chunks (and its workers' partials): every reduction
+ * it accumulated, in the plan's buffer order (the same on every shard),
+ * merged across the shards, so that its finalize and epilogue see the
+ * whole scan. */
+static sl_code shard_merge(run_ctx *c, int pass) {
+  const sl_plan *p = c->p;
+  for (int bi = 0; bi < p->n_buffers; bi++) {
+    const sl_plan_buffer *bf = &p->buffers[bi];
+    if (!bf->reduction || bf->unread || p->exec_level[bf->node * p->n_passes + pass] < 0 ||
+        sl_node_out_finalize_only(&p->graph->nodes[bf->node], bf->port))
+      continue;
+    sl_code rc = shard_merge_buffer(c, &p->passes[pass], bi);
+    if (rc != SL_OK) {
+      sl_error_node(c->err, p->graph->nodes[bf->node].id);
+      return rc;
+    }
+  }
+  return SL_OK;
+}
+
 /* One chunk of a pass: its stream levels, then (top level) the chunk's
  * items of streamed graph outputs go to their place. */
 static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t ch) {
@@ -1136,7 +1269,9 @@ static sl_code run_passes(run_ctx *c) {
     t0 = sl_now();
     if (rc == SL_OK) rc = prefetch_begin(c, pass, false); /* those not started before the prologue */
     outside_add(c, pass, SL_PASS_OUTSIDE_STAGE_START, t0);
-    for (int64_t ch = 0; ch < pp->n_chunks && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
+    int64_t first = 0, end = pp->n_chunks; /* a shard streams its own range */
+    if (c->shard) sl_shard_chunks(pp->n_chunks, c->shard->index, c->shard->count, &first, &end);
+    for (int64_t ch = first; ch < end && rc == SL_OK; ch++) rc = run_chunk(c, pp, pass, ch);
     t0 = sl_now();
     rc = sink_lags_flush(c, rc);
     prefetch_end_all(c); /* also after an error or a cancel */
@@ -1147,6 +1282,9 @@ static sl_code run_passes(run_ctx *c) {
     if (rc == SL_OK) rc = b->ops->sync(b, c->err);
     if (rc == SL_OK) pass_partials(c, pass, true);
     outside_add(c, pass, SL_PASS_OUTSIDE_SYNC, t0);
+    t0 = sl_now();
+    if (rc == SL_OK && c->shard) rc = shard_merge(c, pass);
+    outside_add(c, pass, SL_PASS_OUTSIDE_SHARD_MERGE, t0);
     for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
       rc = run_level(c, l, pp->n_chunks - 1, 0, 0, true);
     if (rc == SL_OK && c->progress && pp->epilogue_first <= pp->epilogue_last)
@@ -1223,6 +1361,46 @@ void sl_exec_result_free(sl_exec_result *r) {
   memset(r, 0, sizeof *r);
 }
 
+/* Whether a node of g or of its iterate bodies writes outputs itself. */
+static bool graph_has_sink(const sl_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if ((g->nodes[i].body && graph_has_sink(g->nodes[i].body)) || (g->nodes[i].desc && g->nodes[i].desc->sink))
+      return true;
+  return false;
+}
+
+/* A split run: what this shard can run, and the same chunking of every
+ * pass and the same buffers on every shard (their merges pair up by it). */
+static sl_code shard_check(const sl_plan *p, const sl_backend *b, const sl_exec_shard *sh, sl_error *err) {
+  if (sh->count < 1 || sh->index < 0 || sh->index >= sh->count || !sh->allgather)
+    return sl_fail(err, SL_ERR_INTERNAL, "shard %d of %d", sh->index, sh->count);
+  if (p->shards != sh->count)
+    return sl_fail(err, SL_ERR_INTERNAL, "the plan counts %d shards, the run %d", p->shards, sh->count);
+  if (b->caps.device_memory)
+    return sl_fail(err, SL_ERR_BACKEND,
+                   "a run split into shards runs on the CPU backend only: merging in device memory is not built");
+  if (graph_has_sink(p->graph))
+    return sl_fail(err, SL_ERR_PIPELINE,
+                   "a run split into shards cannot have sink nodes: each shard's outputs are its caller's to write");
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over the chunking and the buffers */
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
+  MIX(p->n_passes);
+  for (int k = 0; k < p->n_passes; k++) MIX(p->passes[k].positions), MIX(p->passes[k].chunk_positions), MIX(p->passes[k].n_chunks);
+  MIX(p->n_buffers);
+  for (int k = 0; k < p->n_buffers; k++) MIX(p->buffers[k].bytes), MIX(p->buffers[k].combine), MIX(p->buffers[k].node);
+#undef MIX
+  uint64_t *all = sl_calloc((size_t)sh->count, sizeof *all);
+  if (!all) return sl_fail_nomem(err, "the shards' plans");
+  sl_code rc = sh->allgather(sh->ctx, &h, all, sizeof h, err);
+  for (int s = 0; s < sh->count && rc == SL_OK; s++)
+    if (all[s] != h)
+      rc = sl_fail(err, SL_ERR_INTERNAL,
+                   "shard %d planned differently from shard %d (chunks or buffers): shards must plan alike", s,
+                   sh->index);
+  free(all);
+  return rc;
+}
+
 sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
                    sl_exec_result *res, sl_error *err) {
   const sl_graph *g = p->graph;
@@ -1234,7 +1412,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->n_outputs = g->n_outputs;
   res->planned_peak_bytes = p->caps.device_memory ? p->peak_device_bytes : p->peak_host_bytes;
   int64_t host_bytes = 0;
-  sl_code rc = SL_OK;
+  const sl_exec_shard *shard = opts && opts->shard && opts->shard->count > 1 ? opts->shard : NULL;
+  sl_code rc = shard ? shard_check(p, b, shard, err) : SL_OK;
   for (int o = 0; o < g->n_outputs && rc == SL_OK; o++) {
     const sl_graph_output *go = &g->outputs[o];
     const sl_node *n = &g->nodes[go->node];
@@ -1309,6 +1488,7 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     c.progress = &progress;
     c.cancel = opts ? opts->cancel : NULL;
     c.t_start = t_start;
+    c.shard = shard;
     c.pass_end = res->pass_end_seconds = sl_calloc((size_t)(p->n_passes ? p->n_passes : 1), sizeof(double));
     c.outside = res->pass_outside_seconds =
         sl_calloc((size_t)(p->n_passes ? p->n_passes : 1) * SL_PASS_OUTSIDE_N, sizeof(double));
@@ -1380,6 +1560,10 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->planned_host_bytes = p->peak_host_bytes + res->planned_decided_host_bytes;
   res->planned_most_host_bytes = p->peak_host_bytes_most;
   if (!p->caps.device_memory) res->planned_peak_bytes = res->planned_host_bytes;
+  if (began) { /* a split run's merges held this too */
+    host_bytes += c.gathered_bytes;
+    free(c.gathered);
+  }
   res->measured_host_bytes = host_bytes + c_staging_bytes;
   res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;
   res->chunks = p->n_chunks;

@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include "engine/backend/backend.h"
+#include "engine/exec/shard.h"
 #include "engine/plan/plan.h"
 
 typedef struct sl_output_data {
@@ -38,6 +39,7 @@ enum {
   SL_PASS_OUTSIDE_SYNC,        /* the pass's wait for its batches (a device's queue), then
                                   the workers' partials kept for the pass merged */
   SL_PASS_OUTSIDE_IDENTITY,    /* reductions set to their identity */
+  SL_PASS_OUTSIDE_SHARD_MERGE, /* a split run: the reductions merged across the shards */
   SL_PASS_OUTSIDE_N
 };
 extern const char *const sl_pass_outside_names[SL_PASS_OUTSIDE_N];
@@ -109,6 +111,12 @@ typedef struct sl_exec_opts {
   /* When set and it becomes non-zero (a signal handler's flag), the run
    * stops at the next chunk or level with SL_ERR_INTERRUPTED. */
   const volatile sig_atomic_t *cancel;
+  /* A run split into shards (shard.h; planned with sl_plan_opts.shards =
+   * count), or NULL. This shard streams its own chunks of each pass, and
+   * each streamed graph output holds its own positions. Host-memory
+   * backends only, and no sink nodes (each shard's outputs are its
+   * caller's to write): both are refused. */
+  const sl_exec_shard *shard;
 } sl_exec_opts;
 
 /* Calls every node's prepare (recursively into iterate bodies); on failure

@@ -46,6 +46,7 @@ static int node_types(const sl_graph *g, const char **types, int n, int max) {
 
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   memset(out, 0, sizeof *out);
+  if (req->setup_lock) pthread_mutex_lock(req->setup_lock);
   int64_t rss_before = (int64_t)sl_process_rss();
   /* Device backends that may be chosen start initialising now, while the
    * host loads and plans (chunk listing can take a while on big
@@ -94,6 +95,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     po.profile = &profile;
     po.chunk_positions = req->chunk_positions;
     po.memory_limit = req->memory_limit;
+    po.shards = req->shard ? req->shard->count : 0;
     int64_t *loops = sl_loop_history_read(loop_key, out->graph);
     po.loop_iterations = loops;
     rc = sl_plan_build(out->graph, &po, &out->plan, err);
@@ -122,8 +124,10 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   double t_prepared = sl_now();
   if (rc == SL_OK && kind != SL_BACKEND_CPU) sl_plan_refresh_warm_up_waits(out->plan, t_prepared - t_created);
   if (rc == SL_OK) {
-    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel};
+    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel, .shard = req->shard};
+    if (req->setup_lock) pthread_mutex_unlock(req->setup_lock);
     rc = sl_execute(out->plan, b, &eo, &out->result, err);
+    if (req->setup_lock) pthread_mutex_lock(req->setup_lock);
     out->executed = rc == SL_OK;
   }
   double t_executed = sl_now();
@@ -143,6 +147,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   for (int k = 0; k < SL_BACKEND_COUNT; k++)
     if (warming[k]) warming[k]->warm_up_wait();
   node_warm_ups(out->graph, false);
+  if (req->setup_lock) pthread_mutex_unlock(req->setup_lock);
   return rc;
 }
 

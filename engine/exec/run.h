@@ -4,6 +4,8 @@
 #ifndef SL_RUN_H
 #define SL_RUN_H
 
+#include <pthread.h>
+
 #include "engine/exec/exec.h"
 #include "engine/exec/sinks.h"
 
@@ -31,6 +33,14 @@ typedef struct sl_run_request {
   /* The cost model's profile (calibrate measures with one it builds);
    * NULL: sl_cost_profile_for. */
   const sl_cost_profile *cost_profile;
+  /* One shard of a run split into shards (engine/exec/shard.h), or NULL;
+   * sl_run_pipeline_shards sets it for each of its own. */
+  const sl_exec_shard *shard;
+  /* Optional: held around everything but the execution (loading, chunk
+   * listing, planning, preparing, releasing). The shards of one process
+   * run side by side, and what those steps use is not all thread-safe
+   * (the HDF5 library, the chunk-index cache). */
+  pthread_mutex_t *setup_lock;
   /* Tests: use this backend table instead of the selected one. */
   const sl_backend_ops *ops_override;
 } sl_run_request;
@@ -54,5 +64,16 @@ sl_code sl_run_caps(const sl_backend_ops *ops, int threads, sl_backend_caps *cap
  * the failure (spec, graph, plan may be NULL); call sl_run_free either way. */
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err);
 void sl_run_free(sl_run *r);
+
+/* The pipeline split into `count` shards of this process (shard_local.h),
+ * each run by sl_run_pipeline on a thread of its own with the request's
+ * threads shared out (at least one each) and its memory limit, when it has
+ * one, shared out too. runs[0 .. count) hold each shard's run (call
+ * sl_run_free on each, either way); on success runs[0]'s streamed graph
+ * outputs are completed with every other shard's positions, so runs[0]
+ * holds the whole result. The first shard that failed says why (the
+ * others stop at their next merge). CPU backend, no outputs target
+ * (sl_exec_opts.shard). */
+sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err);
 
 #endif

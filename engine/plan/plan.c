@@ -922,6 +922,16 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
       if (staged) p->staging_bytes = sat_add(p->staging_bytes, bf->bytes);
       if (lagged) p->staging_bytes = sat_add(p->staging_bytes, bf->bytes);
     }
+  /* A split run's merge gathers every shard's copy of one reduction at a
+   * time, on the host (exec.c's shard_merge). */
+  if (p->shards > 1)
+    for (int b = 0; b < p->n_buffers; b++)
+      if (p->buffers[b].reduction && !p->buffers[b].unread) {
+        int64_t each = p->buffers[b].bytes; /* a variable size's chunk sizes are gathered too */
+        int64_t sizes = p->buffers[b].variable ? sat_mul(sl_plan_node_pass(p, p->buffers[b].node)->n_chunks, 8) : 0;
+        int64_t gathered = sat_mul(each > sizes ? each : sizes, p->shards);
+        if (gathered > p->shard_exchange_bytes) p->shard_exchange_bytes = gathered;
+      }
   /* (sums saturate: a plan of absurd sizes is refused as over budget,
    * never an overflow) */
   int64_t device = sat_add(sat_add(sat_add(p->slot_bytes, p->partial_bytes), p->workspace_bytes), p->body_bytes);
@@ -930,7 +940,7 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
     /* node state lives on the host */
     p->peak_host_bytes = sat_add(sat_add(sat_add(sat_add(p->output_bytes, p->staging_bytes), p->state_bytes),
                                          p->worker_scratch_bytes),
-                                 p->host_workspace_bytes);
+                                 sat_add(p->host_workspace_bytes, p->shard_exchange_bytes));
     p->peak_device_bytes = sat_add(device, p->device_state_bytes);
     /* the arena's padding between its carved blocks (held with it) */
     int64_t counted = sat_add(sat_add(sat_add(p->slot_bytes, p->workspace_bytes), p->partial_bytes),
@@ -938,7 +948,8 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
     int64_t arena = sl_plan_arena_bytes(p);
     if (arena > counted) p->peak_device_bytes = sat_add(p->peak_device_bytes, arena - counted);
   } else {
-    p->peak_host_bytes = sat_add(sat_add(engine, p->output_bytes), p->worker_scratch_bytes);
+    p->peak_host_bytes =
+        sat_add(sat_add(sat_add(engine, p->output_bytes), p->worker_scratch_bytes), p->shard_exchange_bytes);
   }
   /* the process's own memory and, once, the largest library start-up (an
    * iterate body's count in its parent: its libraries are the process's) */
@@ -1022,6 +1033,7 @@ static sl_code plan_with_chunk(const sl_graph *g, const sl_plan_opts *opts, int6
                                 : (int64_t)p->profile.process_bytes +
                                       (workers > 1 ? (int64_t)(workers - 1) * SL_WORKER_THREAD_BYTES : 0);
   p->memory_limit = opts->memory_limit ? opts->memory_limit : opts->caps.memory_bytes;
+  p->shards = opts->body || opts->shards < 1 ? 1 : opts->shards;
   p->n_passes = g->n_passes > 0 ? g->n_passes : 1;
   sl_code rc = plan_levels(p, g, err);
   if (rc == SL_OK) {

@@ -152,6 +152,10 @@ typedef struct sl_plan_opts {
    * this pipeline ran (sl_loop_history_read), -1 where unknown; NULL: every
    * until-loop is estimated by its bound. The planner reads no files. */
   const int64_t *loop_iterations;
+  /* A run split into this many shards (engine/exec/shard.h; 0 or 1: not
+   * split): each shard plans the same way, and its host peak counts the
+   * merge's all-gather (shard_exchange_bytes). */
+  int shards;
 } sl_plan_opts;
 
 typedef struct sl_plan {
@@ -191,6 +195,11 @@ typedef struct sl_plan {
   int64_t output_bytes;    /* graph outputs assembled in host memory (none
                               of those a sink node writes) */
   int64_t partial_bytes;   /* reductions' per-chunk partials (sum) */
+  /* A run split into shards (sl_plan_opts.shards): the host memory of the
+   * merge's all-gather, every shard's copy of the largest reduction merged
+   * after a pass (one at a time), held while it merges; 0 unsplit. */
+  int shards;
+  int64_t shard_exchange_bytes;
   int64_t live_peak_bytes; /* max over levels of live buffer bytes (lower bound) */
   int64_t process_bytes;   /* the process's own host memory beyond the plan
                               (profile.process_bytes; 0 in iterate bodies) */

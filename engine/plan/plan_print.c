@@ -135,6 +135,10 @@ static void print_indented(FILE *f, const sl_plan *p, const char *ind) {
     sl_format_bytes((uint64_t)p->body_bytes, a, sizeof a);
     fprintf(f, "%s  iterate bodies     %s\n", ind, a);
   }
+  if (p->shards > 1) {
+    sl_format_bytes((uint64_t)p->shard_exchange_bytes, a, sizeof a);
+    fprintf(f, "%s  shards' merge      %s (one of %d shards; host)\n", ind, a, p->shards);
+  }
   sl_format_bytes((uint64_t)p->peak_host_bytes, a, sizeof a);
   sl_format_bytes((uint64_t)p->peak_device_bytes, b, sizeof b);
   sl_format_bytes(p->memory_limit, c, sizeof c);
@@ -310,7 +314,8 @@ void sl_plan_json(sl_json *j, const sl_plan *p) {
             {"state_bytes", p->state_bytes}, {"device_state_bytes", p->device_state_bytes},
             {"output_bytes", p->output_bytes}, {"partial_bytes", p->partial_bytes},
             {"process_bytes", p->process_bytes},
-            {"body_bytes", p->body_bytes},
+            {"body_bytes", p->body_bytes}, {"shards", p->shards},
+            {"shard_exchange_bytes", p->shard_exchange_bytes},
             {"peak_host_bytes", p->peak_host_bytes}, {"peak_device_bytes", p->peak_device_bytes},
             {"decided_state_bytes", p->decided_state_bytes}, {"peak_host_bytes_most", p->peak_host_bytes_most});
   sl_json_kv_uint(j, "budget_bytes", p->memory_limit);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nodes/common/fftw_planner.h"
+
 int64_t sl_fourier_integral_bytes(int64_t rows, int64_t cols, bool mirror) {
   if (mirror) return 2 * rows * cols * 8 + sl_mirror_bytes(rows, cols);
   return 2 * rows * cols * 16;
@@ -35,6 +37,7 @@ static sl_code init_periodic(sl_fourier_integral *f, sl_error *err) {
   if (!f->a || !f->b)
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for two %lldx%lld complex fields",
                    (long long)f->rows, (long long)f->cols);
+  sl_fftw_planner_thread_safe();
   f->fwd = fftw_plan_dft_2d((int)f->rows, (int)f->cols, f->a, f->a, FFTW_FORWARD, FFTW_ESTIMATE);
   f->inv = fftw_plan_dft_2d((int)f->rows, (int)f->cols, f->a, f->a, FFTW_BACKWARD, FFTW_ESTIMATE);
   if (!f->fwd || !f->inv)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/backend/backend.h"
+#include "nodes/common/fftw_planner.h"
 
 /* Rows per task of the row passes and the transpose: enough work to hand
  * out, small enough to share a 24-row scan. */
@@ -49,6 +50,7 @@ sl_code sl_mirror_init(sl_mirror *m, int64_t rows, int64_t cols, sl_error *err) 
    * to run, and so could the result's last bits. */
   const unsigned flags = FFTW_ESTIMATE | FFTW_UNALIGNED;
   bool ok = true;
+  sl_fftw_planner_thread_safe();
   for (int a = 0; a < 2; a++)
     for (int k = 0; k < 3; k++) {
       int n = (int)(a ? cols : rows);

@@ -13,6 +13,7 @@
 #include "nodes/common/select_kth.h"
 #include "nodes/stem/dpc_fit.h"
 #include "nodes/stem/dpc_pair_power.h"
+#include "nodes/common/fftw_planner.h"
 
 struct sl_dpc_parallax {
   int n;               /* segments (the port's count; empty ones are skipped at run time) */
@@ -158,6 +159,7 @@ sl_code sl_dpc_parallax_new(int n, int64_t rows, int64_t cols, sl_dpc_parallax *
     return sl_fail(err, SL_ERR_NOMEM, "out of memory for the parallax fit of %d segments on a %lldx%lld scan",
                    n, (long long)rows, (long long)cols);
   }
+  sl_fftw_planner_thread_safe();
   p->wfwd = fftw_plan_dft_2d((int)p->pr, (int)p->pc, p->work, p->work, FFTW_FORWARD, FFTW_ESTIMATE);
   p->winv = fftw_plan_dft_2d((int)p->pr, (int)p->pc, p->work, p->work, FFTW_BACKWARD, FFTW_ESTIMATE);
   p->fwd = fftw_plan_dft_2d((int)p->tr, (int)p->tc, p->gbuf, p->gbuf, FFTW_FORWARD, FFTW_ESTIMATE);

@@ -54,6 +54,7 @@
 #include "engine/graph/graph.h"
 #include "engine/graph/node.h"
 #include "nodes/common/fourier_integral.h"
+#include "nodes/common/fftw_planner.h"
 
 #define MAX_OBJECT_PIXELS ((int64_t)1 << 23)
 
@@ -451,6 +452,7 @@ static sl_code synthetic_prepare(sl_node *n, sl_error *err) {
       p[0] = cover * cos(chi);
       p[1] = -cover * sin(chi);
     }
+  sl_fftw_planner_thread_safe();
   fftw_plan inv =
       fftw_plan_dft_2d((int)h, (int)w, tmp, s->probe, FFTW_BACKWARD, FFTW_ESTIMATE);
   s->fwd = fftw_plan_dft_2d((int)h, (int)w, s->probe, tmp, FFTW_FORWARD, FFTW_ESTIMATE);

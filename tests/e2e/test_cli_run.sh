@@ -44,7 +44,7 @@ for q in r["passes"]:
     assert q["ends_at_seconds"] >= sum(l["seconds"] for l in r["levels"] if l["pass"] <= q["pass"]) - 1e-9, q
 # what each pass spent between its levels: every part, none negative, and
 # together no more than the run's time outside its levels
-parts = ("stage_start", "stage_wait", "stage_end", "sync", "identity")
+parts = ("stage_start", "stage_wait", "stage_end", "sync", "identity", "shard_merge")
 outside = 0.0
 for q in r["passes"]:
     o = q["outside_levels_seconds"]

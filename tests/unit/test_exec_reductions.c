@@ -362,7 +362,7 @@ static sl_code span_merge(sl_kernel_args *a) {
   const int64_t *p = a->in[0];
   if (a->in_bytes[0] != 24 || a->out_bytes[0] != 24 || p[0] != a->pos_start + 1)
     return sl_fail(a->err, SL_ERR_INTERNAL, "merge given chunk %lld's args wrong", (long long)a->chunk);
-  if (acc[2] ? p[0] != acc[1] + 1 : p[0] != 1)
+  if (acc[2] && p[0] != acc[1] + 1) /* (a shard's first partial starts where its chunks do) */
     return sl_fail(a->err, SL_ERR_INTERNAL, "partial from %lld merged after %lld", (long long)p[0], (long long)acc[1]);
   if (!acc[0]) acc[0] = p[0];
   acc[1] = p[1], acc[2] += p[2];
@@ -1246,6 +1246,184 @@ static void test_host_merges(void **state) {
   assert_true(z[0] == 0 && z[1] == 0);
 }
 
+/* ---- A run split into shards (engine/exec/shard.h): every declared
+ * reduction merged across the shards after its pass, each shard streaming
+ * its own chunks, gives the outputs of one run: bit for bit, but where a
+ * float sum or a node's merge of floats is regrouped per shard (`approx`:
+ * within 1e-10 (|expected| + 1)). 2, 3 and 5 shards (more shards than chunks too), each
+ * at chunks of 1, 5 and 36 positions. */
+static bool approx_output(const char *name, const char *const *approx) {
+  for (int i = 0; approx && approx[i]; i++)
+    if (!strcmp(name, approx[i])) return true;
+  return false;
+}
+
+static void expect_same_output(const char *what, const sl_output_data *want, const sl_output_data *got, bool approx) {
+  int64_t bytes = sl_desc_bytes(&want->desc);
+  if (sl_desc_bytes(&got->desc) != bytes) fail_msg("%s: %lld bytes, expected %lld", what, (long long)sl_desc_bytes(&got->desc), (long long)bytes);
+  assert_int_equal(got->n_chunk_bytes, want->n_chunk_bytes);
+  for (int64_t c = 0; c < want->n_chunk_bytes; c++)
+    if (got->chunk_bytes[c] != want->chunk_bytes[c])
+      fail_msg("%s: chunk %lld wrote %lld bytes, expected %lld", what, (long long)c, (long long)got->chunk_bytes[c],
+               (long long)want->chunk_bytes[c]);
+  if (!approx) {
+    if (bytes && memcmp(got->data, want->data, (size_t)bytes)) {
+      const uint8_t *g = got->data, *w = want->data;
+      int64_t at = 0;
+      while (g[at] == w[at]) at++;
+      fail_msg("%s: differs first at byte %lld of %lld", what, (long long)at, (long long)bytes);
+    }
+    return;
+  }
+  assert_int_equal(want->desc.dtype, SL_F64);
+  const double *g = got->data, *w = want->data;
+  for (int64_t e = 0; e < bytes / 8; e++)
+    if (!(fabs(g[e] - w[e]) <= 1e-10 * (fabs(w[e]) + 1)))
+      fail_msg("%s: element %lld is %.17g, expected %.17g", what, (long long)e, g[e], w[e]);
+}
+
+static void expect_shards_match(const char *name, const char *text, const char *const *approx) {
+  char path[512];
+  write_temp_file(path, sizeof path, name, text);
+  const int64_t chunks[] = {1, 5, 36};
+  const int counts[] = {2, 3, 5};
+  for (size_t c = 0; c < SL_COUNT_OF(chunks); c++) {
+    sl_run one;
+    sl_error err;
+    sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU,
+                          .chunk_positions = chunks[c], .threads = 1};
+    if (sl_run_pipeline(&req, &one, &err) != SL_OK) fail_msg("%s, one run: %s", name, err.msg);
+    for (size_t k = 0; k < SL_COUNT_OF(counts); k++) {
+      sl_run runs[5];
+      req.threads = counts[k];
+      if (sl_run_pipeline_shards(&req, counts[k], runs, &err) != SL_OK)
+        fail_msg("%s, chunk %lld, %d shards: %s", name, (long long)chunks[c], counts[k], err.msg);
+      for (int s = 0; s < counts[k]; s++) {
+        const sl_run *r = &runs[s];
+        assert_int_equal(r->plan->shards, counts[k]);
+        assert_true(r->result.measured_peak_bytes <= r->result.planned_peak_bytes);
+        for (int o = 0; o < one.result.n_outputs; o++) {
+          const sl_output_data *want = &one.result.outputs[o];
+          /* shard 0 holds every output whole; the others their own
+           * positions of a streamed one */
+          if (s > 0 && one.graph->nodes[one.graph->outputs[o].node].out[one.graph->outputs[o].port].stream_rank)
+            continue;
+          char what[256];
+          snprintf(what, sizeof what, "%s, chunk %lld, shard %d of %d, output '%s'", name, (long long)chunks[c], s,
+                   counts[k], want->name);
+          expect_same_output(what, want, &r->result.outputs[o], approx_output(want->name, approx));
+        }
+      }
+      for (int s = 0; s < counts[k]; s++) sl_run_free(&runs[s]);
+    }
+    sl_run_free(&one);
+  }
+}
+
+static void test_shards_merge_every_combine(void **state) {
+  (void)state;
+  /* sum, min, max (f64 of integers: exact in any grouping), a streamed
+   * output, folds with worker partials kept per pass */
+  expect_shards_match("sh_extremes.yaml",
+                      "pipeline: extremes\nnodes:\n" RAMP_NODE
+                      "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                      "  ints: {type: t_ints, inputs: {x: src.out}}\n"
+                      "  f: {type: t_fold, inputs: {x: src.out}}\n"
+                      "  w: {type: t_wfold, inputs: {x: ints.y}}\n"
+                      "  p: {type: t_pfold, inputs: {x: ints.y}}\n"
+                      "outputs: {sum: r.sum, lo: r.lo, hi: r.hi, x: src.out, y: ints.y, fsum: f.sum, wsum: w.sum, "
+                      "wlo: w.lo, plo: p.lo, phi: p.hi}\n",
+                      NULL);
+  /* variable-size concats, written and passed on; packed ones */
+  expect_shards_match("sh_encode.yaml",
+                      "pipeline: encode\nnodes:\n" RAMP_NODE
+                      "  e: {type: t_encode, inputs: {x: src.out}}\n"
+                      "  s: {type: t_spill, inputs: {x: src.out}}\n"
+                      "  j: {type: t_join, inputs: {bytes: s.bytes}}\n"
+                      "  p: {type: t_pack, inputs: {x: src.out}}\n"
+                      "outputs: {direct: e.bytes, joined: j.bytes, packed: p.bytes}\n",
+                      NULL);
+  /* the node's merges (Chan's moments regrouped: approx), scan-last
+   * concats, an output finalize alone writes */
+  static const char *const moments[] = {"moments", NULL};
+  expect_shards_match("sh_merges.yaml",
+                      "pipeline: merges\nnodes:\n" RAMP_NODE
+                      "  s: {type: t_span, inputs: {x: src.out}}\n"
+                      "  c: {type: t_chan, inputs: {x: src.out}}\n"
+                      "  t: {type: t_pixmajor, inputs: {x: src.out}}\n"
+                      "  f: {type: t_finals, inputs: {x: src.out}}\n"
+                      "outputs: {span: s.span, moments: c.moments, pm: t.pixel_major, fsum: f.sum, mean: f.mean}\n",
+                      moments);
+}
+
+/* Shipped nodes over several passes and streams: the mean subtracted in a
+ * second pass; a transpose to pixel-major, a pass over the pixels and
+ * back; the detector chain of a synthetic acquisition (bright-field disk
+ * fitted from the summed pattern, segments, centre of mass, DPC and iDPC
+ * after the scan). */
+static void test_shards_shipped_passes(void **state) {
+  (void)state;
+  static const char *const residual[] = {"residual", NULL}; /* a float sum of non-integers */
+  expect_shards_match("sh_center.yaml",
+                      "pipeline: center\nnodes:\n"
+                      "  r: {type: ramp, params: {positions: [37], item_shape: [8], dtype: f64}}\n"
+                      "  s: {type: sum, inputs: {x: r.out}}\n"
+                      "  m: {type: affine, inputs: {x: s.total}, params: {scale: 0.02}}\n"
+                      "  d: {type: subtract, inputs: {x: r.out, y: m.y}}\n"
+                      "  t: {type: sum, inputs: {x: d.out}}\n"
+                      "outputs: {centered: d.out, residual: t.total, mean: m.y}\n",
+                      residual);
+  static const char *const variance[] = {"moments", "mean", "variance", "normalized", NULL};
+  expect_shards_match("sh_regions.yaml",
+                      "pipeline: regions\nnodes:\n"
+                      "  src: {type: synthetic_4dstem, params: {scan_shape: [6, 7], detector_shape: [24, 24]}}\n"
+                      "  tp: {type: transpose_scan, inputs: {x: src.frames}}\n"
+                      "  pixels: {type: stream, inputs: {x: tp.pixel_major}, params: {axes: 2, name: pixels}}\n"
+                      "  per_position: {type: sum, inputs: {x: pixels.out}}\n"
+                      "  back: {type: transpose_scan, inputs: {x: pixels.out}}\n"
+                      "  var: {type: variance, inputs: {x: src.frames}, params: {ddof: 1}}\n"
+                      "outputs: {pixel_major: tp.pixel_major, per_position: per_position.total, back: back.pixel_major,\n"
+                      "          pixel_stream: pixels.out, moments: var.moments, mean: var.mean,\n"
+                      "          variance: var.variance, normalized: var.normalized}\n",
+                      variance);
+  expect_shards_match("sh_stem.yaml",
+                      "pipeline: stem\nnodes:\n"
+                      "  src: {type: synthetic_4dstem, params: {scan_shape: [6, 7], detector_shape: [29, 31],\n"
+                      "        disk_radius: 9.5, dose: 20000}}\n"
+                      "  pattern: {type: sum, inputs: {x: src.frames}}\n"
+                      "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
+                      "  images: {type: virtual_detectors, inputs: {frames: src.frames, disk: disk.disk}}\n"
+                      "  segments: {type: bf_segments, inputs: {frames: src.frames, disk: disk.disk},\n"
+                      "             params: {grid: 7, extent: 0.5}}\n"
+                      "  com: {type: com, inputs: {frames: src.frames}}\n"
+                      "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col}}\n"
+                      "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
+                      "outputs: {pattern: pattern.total, bf: images.bf, adf: images.adf, segments: segments.segments,\n"
+                      "          offsets: segments.offsets, com_row: com.com_row, phase: idpc.phase, truth: src.phase}\n",
+                      NULL);
+}
+
+/* A shard that fails stops the others at their next merge; the error is
+ * the failing shard's. */
+static void test_shard_failure_reported(void **state) {
+  (void)state;
+  char path[512];
+  write_temp_file(path, sizeof path, "sh_liar.yaml",
+                  "pipeline: liar\nnodes:\n" RAMP_NODE
+                  "  l: {type: t_liar, inputs: {x: src.out}}\n"
+                  "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                  "outputs: {b: l.bytes, sum: r.sum}\n");
+  sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU, .chunk_positions = 5,
+                        .threads = 3};
+  sl_run runs[3];
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_not_equal(sl_run_pipeline_shards(&req, 3, runs, &err), SL_OK);
+  if (!strstr(err.msg, "outside its bound") || strstr(err.msg, "stops at its merge"))
+    fail_msg("expected the failing shard's error, got '%s'", err.msg);
+  for (int s = 0; s < 3; s++) sl_run_free(&runs[s]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sum_min_max_merged_by_executor),
@@ -1266,6 +1444,9 @@ int main(void) {
       cmocka_unit_test(test_node_merge_refused),
       cmocka_unit_test(test_twenty_ports),
       cmocka_unit_test(test_too_many_ports_refused),
+      cmocka_unit_test(test_shards_merge_every_combine),
+      cmocka_unit_test(test_shards_shipped_passes),
+      cmocka_unit_test(test_shard_failure_reported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

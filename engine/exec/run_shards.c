@@ -1,0 +1,100 @@
+/* A run split into shards of this process (run.h's sl_run_pipeline_shards):
+ * one thread per shard, the merge through shard_local.h's group. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core/alloc.h"
+#include "engine/core/cpus.h"
+#include "engine/exec/run.h"
+#include "engine/exec/shard_local.h"
+
+typedef struct shard_job {
+  sl_run_request req;
+  sl_exec_shard shard;
+  sl_shard_group *group;
+  sl_run *run;
+  sl_error err;
+  sl_code rc;
+} shard_job;
+
+static void *shard_thread(void *arg) {
+  shard_job *j = arg;
+  j->req.shard = &j->shard;
+  sl_error_clear(&j->err);
+  j->rc = sl_run_pipeline(&j->req, j->run, &j->err);
+  if (j->rc != SL_OK) sl_shard_group_abort(j->group, j->shard.index);
+  return NULL;
+}
+
+/* runs[0]'s streamed graph outputs completed with shard s's positions. */
+static void gather_streamed(sl_run *runs, int count) {
+  const sl_plan *p = runs[0].plan;
+  const sl_graph *g = p->graph;
+  for (int o = 0; o < g->n_outputs; o++) {
+    sl_output_data *whole = &runs[0].result.outputs[o];
+    if (!whole->data || !g->nodes[g->outputs[o].node].out[g->outputs[o].port].stream_rank) continue;
+    const sl_plan_pass *pp = sl_plan_node_pass(p, g->outputs[o].node);
+    const int64_t item = sl_desc_item_bytes(&g->nodes[g->outputs[o].node].out[g->outputs[o].port]);
+    for (int s = 1; s < count; s++) {
+      int64_t first, end;
+      sl_shard_chunks(pp->n_chunks, s, count, &first, &end);
+      int64_t p0 = first * pp->chunk_positions, p1 = end * pp->chunk_positions;
+      p1 = p1 < pp->positions ? p1 : pp->positions;
+      if (p1 > p0)
+        memcpy((char *)whole->data + p0 * item, (const char *)runs[s].result.outputs[o].data + p0 * item,
+               (size_t)((p1 - p0) * item));
+    }
+  }
+}
+
+sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err) {
+  for (int s = 0; s < count; s++) memset(&runs[s], 0, sizeof runs[s]);
+  if (count < 1) return sl_fail(err, SL_ERR_USAGE, "a run splits into at least one shard, not %d", count);
+  if (req->outputs)
+    return sl_fail(err, SL_ERR_USAGE, "a run split into shards keeps its outputs in memory: no outputs target");
+  sl_shard_group *group = sl_shard_group_new(count);
+  shard_job *jobs = sl_calloc((size_t)count, sizeof *jobs);
+  pthread_t *threads = sl_calloc((size_t)count, sizeof *threads);
+  if (!group || !jobs || !threads) {
+    sl_shard_group_free(group), free(jobs), free(threads);
+    return sl_fail_nomem(err, "the shards of a run");
+  }
+  /* Every shard plans alike (the merge pairs their buffers): the same
+   * workers each, so the same automatic chunk. */
+  int threads_each = (req->threads > 0 ? req->threads : sl_usable_cpus()) / count;
+  threads_each = threads_each > 0 ? threads_each : 1;
+  pthread_mutex_t setup = PTHREAD_MUTEX_INITIALIZER;
+  int started = 0;
+  sl_code rc = SL_OK;
+  for (int s = 0; s < count; s++) {
+    jobs[s].req = *req;
+    jobs[s].req.threads = threads_each;
+    jobs[s].req.progress = false;
+    jobs[s].req.memory_limit = req->memory_limit / (uint64_t)count;
+    jobs[s].req.setup_lock = &setup;
+    jobs[s].shard = sl_shard_group_member(group, s);
+    jobs[s].group = group;
+    jobs[s].run = &runs[s];
+    if (pthread_create(&threads[s], NULL, shard_thread, &jobs[s]) != 0) {
+      sl_shard_group_abort(group, s);
+      rc = sl_fail(err, SL_ERR_INTERNAL, "cannot start the thread of shard %d", s);
+      break;
+    }
+    started++;
+  }
+  for (int s = 0; s < started; s++) pthread_join(threads[s], NULL);
+  /* The cause: the shard that failed first, not one that stopped at a
+   * merge because of it. */
+  int cause = sl_shard_group_failed(group);
+  if (rc == SL_OK && cause >= 0) {
+    *err = jobs[cause].err;
+    rc = jobs[cause].rc;
+  }
+  pthread_mutex_destroy(&setup);
+  if (rc == SL_OK) gather_streamed(runs, count);
+  sl_shard_group_free(group);
+  free(jobs);
+  free(threads);
+  return rc;
+}

@@ -1,0 +1,49 @@
+/* A run split into shards: devices of one host, or MPI ranks. Each shard
+ * runs the whole graph with its own node state, slots and accumulators,
+ * but streams only its own contiguous range of every top-level pass's
+ * chunks (sl_shard_chunks). After a pass's chunks, the executor merges the
+ * pass's declared reductions across the shards through one collective,
+ * an all-gather, and every shard then finalizes and runs the epilogue on
+ * the whole scan's values (the same bits on every shard: the merge is in
+ * shard order everywhere).
+ *
+ * How each combine merges (engine/core/combine.h): sum, min and max element
+ * by element, shard 0, 1, ... from the identity (exact for integers; a
+ * float sum regrouped per shard rounds as that grouping does); concat takes
+ * each shard's positions from its copy; concat_scan_last each shard's
+ * column block, row by row; a variable-size concat each shard's bytes one
+ * after another with its chunks' sizes; merge runs the node's merge kernel
+ * with each shard's accumulator as the partial, from zero bytes. A
+ * streamed graph output holds, on each shard, its own positions.
+ *
+ * The transport is the caller's: an in-process group of threads
+ * (shard_local.h, for several devices or for tests) or MPI_Allgather. */
+#ifndef SL_SHARD_H
+#define SL_SHARD_H
+
+#include <stdint.h>
+
+#include "engine/core/status.h"
+
+/* Every shard's `bytes` from `mine` into `all` (count * bytes, in shard
+ * order). Every shard makes the same sequence of calls with the same
+ * `bytes`; a call blocks until all shards made it. An error (another shard
+ * failed) fails the run. */
+typedef sl_code (*sl_shard_allgather_fn)(void *ctx, const void *mine, void *all, int64_t bytes,
+                                         sl_error *err);
+
+typedef struct sl_exec_shard {
+  int index, count; /* 0 <= index < count */
+  sl_shard_allgather_fn allgather;
+  void *ctx;
+} sl_exec_shard;
+
+/* The chunks [*first, *end) of n_chunks that shard `index` of `count`
+ * streams: contiguous, in shard order, their sizes differing by at most
+ * one (empty when there are more shards than chunks). */
+static inline void sl_shard_chunks(int64_t n_chunks, int index, int count, int64_t *first, int64_t *end) {
+  *first = n_chunks * index / count;
+  *end = n_chunks * (index + 1) / count;
+}
+
+#endif
