@@ -1076,10 +1076,7 @@ static void pass_partials(run_ctx *c, int pass, bool merge) {
 
 /* The positions [*p0, *p1) of pass pp that shard `s` streams. */
 static void shard_positions(const run_ctx *c, const sl_plan_pass *pp, int s, int64_t *p0, int64_t *p1) {
-  int64_t first, end;
-  sl_shard_chunks(pp->n_chunks, s, c->shard->count, &first, &end);
-  *p0 = first * pp->chunk_positions < pp->positions ? first * pp->chunk_positions : pp->positions;
-  *p1 = end * pp->chunk_positions < pp->positions ? end * pp->chunk_positions : pp->positions;
+  sl_shard_positions(pp->positions, pp->chunk_positions, pp->n_chunks, s, c->shard->count, p0, p1);
 }
 
 /* Every shard's `bytes` from `mine`, in shard order, into c->gathered. */

@@ -37,10 +37,8 @@ static void gather_streamed(sl_run *runs, int count) {
     const sl_plan_pass *pp = sl_plan_node_pass(p, g->outputs[o].node);
     const int64_t item = sl_desc_item_bytes(&g->nodes[g->outputs[o].node].out[g->outputs[o].port]);
     for (int s = 1; s < count; s++) {
-      int64_t first, end;
-      sl_shard_chunks(pp->n_chunks, s, count, &first, &end);
-      int64_t p0 = first * pp->chunk_positions, p1 = end * pp->chunk_positions;
-      p1 = p1 < pp->positions ? p1 : pp->positions;
+      int64_t p0, p1;
+      sl_shard_positions(pp->positions, pp->chunk_positions, pp->n_chunks, s, count, &p0, &p1);
       if (p1 > p0)
         memcpy((char *)whole->data + p0 * item, (const char *)runs[s].result.outputs[o].data + p0 * item,
                (size_t)((p1 - p0) * item));

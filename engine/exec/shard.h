@@ -46,4 +46,14 @@ static inline void sl_shard_chunks(int64_t n_chunks, int index, int count, int64
   *end = n_chunks * (index + 1) / count;
 }
 
+/* The positions [*p0, *p1) those chunks hold, of a stream of `positions`
+ * in chunks of `chunk_positions`. */
+static inline void sl_shard_positions(int64_t positions, int64_t chunk_positions, int64_t n_chunks, int index,
+                                      int count, int64_t *p0, int64_t *p1) {
+  int64_t first, end;
+  sl_shard_chunks(n_chunks, index, count, &first, &end);
+  *p0 = first * chunk_positions < positions ? first * chunk_positions : positions;
+  *p1 = end * chunk_positions < positions ? end * chunk_positions : positions;
+}
+
 #endif

@@ -1424,6 +1424,35 @@ static void test_shard_failure_reported(void **state) {
   for (int s = 0; s < 3; s++) sl_run_free(&runs[s]);
 }
 
+/* What a split run cannot do yet is refused, saying what: a device
+ * backend (the merge reads host memory) and an outputs target (each shard
+ * would write its own positions to the same file). One shard is a plain
+ * run. */
+static void test_shard_refusals(void **state) {
+  (void)state;
+  char path[512];
+  write_temp_file(path, sizeof path, "sh_refused.yaml",
+                  "pipeline: refused\nnodes:\n" RAMP_NODE "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                  "outputs: {sum: r.sum}\n");
+  sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU, .chunk_positions = 5,
+                        .threads = 2, .ops_override = device_like_ops()};
+  sl_run runs[2];
+  sl_error err;
+  sl_error_clear(&err);
+  assert_int_equal(sl_run_pipeline_shards(&req, 2, runs, &err), SL_ERR_BACKEND);
+  if (!strstr(err.msg, "CPU backend only")) fail_msg("device backend: '%s'", err.msg);
+  for (int s = 0; s < 2; s++) sl_run_free(&runs[s]);
+  sl_output_target target = {0};
+  req.ops_override = NULL;
+  req.outputs = &target;
+  assert_int_equal(sl_run_pipeline_shards(&req, 2, runs, &err), SL_ERR_USAGE);
+  req.outputs = NULL;
+  assert_int_equal(sl_run_pipeline_shards(&req, 1, runs, &err), SL_OK);
+  assert_int_equal(runs[0].plan->shards, 1);
+  assert_true(((const double *)output(&runs[0], "sum")->data)[0] > 0);
+  sl_run_free(&runs[0]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sum_min_max_merged_by_executor),
@@ -1447,6 +1476,7 @@ int main(void) {
       cmocka_unit_test(test_shards_merge_every_combine),
       cmocka_unit_test(test_shards_shipped_passes),
       cmocka_unit_test(test_shard_failure_reported),
+      cmocka_unit_test(test_shard_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
