@@ -4,9 +4,9 @@
  * its combine on its port (sl_port_def.combine). The kernel then writes only
  * this chunk's partial into the buffer it is given, which the executor filled
  * with the combine's identity; the executor, not the kernel, merges the
- * partial into the run's accumulator. The same merge will combine partials per
- * device and per MPI rank, so a reduction is declared once and merged the
- * same way everywhere.
+ * partial into the run's accumulator. The same merge combines the shards of
+ * a split run (engine/exec/shard.h: devices, MPI ranks), so a reduction is
+ * declared once and merged the same way everywhere.
  *
  *   SUM, MIN, MAX  element-wise over the whole output (its dtype's arithmetic;
  *                  integer sums wrap like the kernels' own, floats follow IEEE)
@@ -28,8 +28,9 @@
  *                  Chan's formula; a top-k list). Its identity is all-zero
  *                  bytes: a node that declares MERGE makes zero mean "nothing
  *                  seen yet". Partials are merged one chunk at a time in scan
- *                  order, never per worker (nothing says the merge is exact
- *                  in any grouping).
+ *                  order, then a split run's shards in shard order, never
+ *                  per worker (nothing says the merge is exact in any
+ *                  grouping).
  */
 #ifndef SL_COMBINE_H
 #define SL_COMBINE_H

@@ -270,7 +270,10 @@ typedef struct sl_node_desc {
    * (all-zero bytes before the pass's first chunk); every other port is
    * NULL. pos_start and pos_count are the chunk's, whose partial is merged:
    * chunks come in scan order, one at a time, so a merge of floats gives
-   * the same bits for the same chunking. Its time is the node's. Not for
+   * the same bits for the same chunking. In a run split into shards
+   * (engine/exec/shard.h) it also merges each shard's accumulator, in shard
+   * order from zero bytes, with pos_start and pos_count the positions that
+   * shard streamed (several chunks). Its time is the node's. Not for
    * host nodes, folded outputs or worker partials. */
   sl_kernel_fn merge[SL_BACKEND_COUNT];
   /* Optional: variable-size outputs. For output `port` and a call over
