@@ -132,6 +132,9 @@ typedef struct run_ctx {
   const sl_exec_shard *shard;
   void *gathered;
   int64_t gathered_bytes;
+  /* On a device backend: the host copy of the accumulator being merged. */
+  void *staged;
+  int64_t staged_bytes;
 } run_ctx;
 
 const char *const sl_pass_outside_names[SL_PASS_OUTSIDE_N] = {"stage_start", "stage_wait", "stage_end",
@@ -984,8 +987,9 @@ static sl_code prefetch_begin(run_ctx *c, int pass, bool gated) {
     sl_prefetch_setup s = {.backend = c->b, .node = &p->graph->nodes[i],
                            .ring = {c->slot_ptr[bf->slot], c->slot_ptr[bf->ring_slot]}, .ring_bytes = bf->bytes,
                            .positions = pp->positions, .chunk_positions = pp->chunk_positions,
-                           .n_chunks = pp->n_chunks, .overlap = sl_setting_bool(SL_SET_SOURCE_OVERLAP),
-                           .gated = gated};
+                           .n_chunks = pp->n_chunks, .first_chunk = 0, .end_chunk = pp->n_chunks,
+                           .overlap = sl_setting_bool(SL_SET_SOURCE_OVERLAP), .gated = gated};
+    if (c->shard) sl_shard_chunks(pp->n_chunks, c->shard->index, c->shard->count, &s.first_chunk, &s.end_chunk);
     sl_code rc = sl_prefetch_begin(&s, &c->prefetch[i], c->err);
     if (rc != SL_OK) {
       sl_error_node(c->err, p->graph->nodes[i].id);
@@ -1092,13 +1096,39 @@ static sl_code shard_gather(run_ctx *c, const void *mine, int64_t bytes, char **
   return c->shard->allgather(c->shard->ctx, mine, c->gathered, bytes, c->err);
 }
 
+/* The host memory a merge works in: the accumulator itself on a host-memory
+ * backend; on a device backend c->staged (grown to `bytes`), holding the
+ * accumulator's first `down` bytes. */
+static sl_code shard_host_acc(run_ctx *c, int bi, int64_t bytes, int64_t down, char **acc) {
+  char *whole = buffer_ptr(c, c->p->buffers[bi].node, c->p->buffers[bi].port);
+  if (!c->b->caps.device_memory) {
+    *acc = whole;
+    return SL_OK;
+  }
+  if (bytes > c->staged_bytes) {
+    void *g = realloc(c->staged, (size_t)bytes);
+    if (!g) return sl_fail_nomem(c->err, "the shards' merge");
+    c->staged = g;
+    c->staged_bytes = bytes;
+  }
+  *acc = c->staged;
+  return down > 0 ? c->b->ops->download(c->b, *acc, whole, (size_t)down, c->err) : SL_OK;
+}
+
+/* The merged accumulator back where it lives (a device backend's memory). */
+static sl_code shard_put_acc(run_ctx *c, int bi, const char *acc, int64_t bytes) {
+  char *whole = buffer_ptr(c, c->p->buffers[bi].node, c->p->buffers[bi].port);
+  if (!c->b->caps.device_memory || bytes <= 0) return SL_OK;
+  return c->b->ops->upload(c->b, whole, acc, (size_t)bytes, c->err);
+}
+
 /* A variable-size concat: each shard's bytes one after another, in shard
  * order, and each shard's chunks' sizes. */
 static sl_code shard_merge_appended(run_ctx *c, const sl_plan_pass *pp, int bi) {
   const int count = c->shard->count;
   int64_t *sizes = sl_calloc((size_t)count, sizeof *sizes);
   if (!sizes) return sl_fail_nomem(c->err, "the shards' merge");
-  char *all = NULL, *acc = buffer_ptr(c, c->p->buffers[bi].node, c->p->buffers[bi].port);
+  char *all = NULL, *acc = NULL;
   sl_code rc = shard_gather(c, &c->actual[bi], sizeof(int64_t), &all);
   int64_t most = 0, total = 0;
   if (rc == SL_OK) memcpy(sizes, all, (size_t)count * sizeof *sizes);
@@ -1109,10 +1139,13 @@ static sl_code shard_merge_appended(run_ctx *c, const sl_plan_pass *pp, int bi) 
   if (rc == SL_OK && total > c->p->buffers[bi].bytes)
     rc = sl_fail(c->err, SL_ERR_INTERNAL, "the shards wrote %lld bytes, over the bound %lld", (long long)total,
                  (long long)c->p->buffers[bi].bytes);
+  /* (a shard gathers `most` bytes from its own, which it may not fill) */
+  if (rc == SL_OK) rc = shard_host_acc(c, bi, total, c->actual[bi], &acc);
   if (rc == SL_OK) rc = shard_gather(c, acc, most, &all);
   int64_t at = 0;
   for (int s = 0; s < count && rc == SL_OK; at += sizes[s], s++)
     memcpy(acc + at, all + (int64_t)s * most, (size_t)sizes[s]);
+  if (rc == SL_OK) rc = shard_put_acc(c, bi, acc, total);
   c->actual[bi] = total;
   int64_t *chunk_bytes = c->concat_chunks[bi];
   if (rc == SL_OK) rc = shard_gather(c, chunk_bytes, pp->n_chunks * (int64_t)sizeof(int64_t), &all);
@@ -1126,31 +1159,49 @@ static sl_code shard_merge_appended(run_ctx *c, const sl_plan_pass *pp, int bi) 
   return rc;
 }
 
+/* A node's merge (SL_COMBINE_MERGE): from zero bytes, each shard's
+ * accumulator merged in shard order by the node's merge kernel, over that
+ * shard's positions. On a device backend each copy goes up into the port's
+ * per-chunk partial first, where the kernel reads partials. */
+static sl_code shard_merge_node(run_ctx *c, const sl_plan_pass *pp, int bi, const char *all) {
+  const sl_plan_buffer *bf = &c->p->buffers[bi];
+  const int i = bf->node, k = bf->port;
+  const bool device = c->b->caps.device_memory;
+  if (device && !c->partial[bi])
+    return sl_fail(c->err, SL_ERR_INTERNAL, "output '%s' merges without a partial", c->p->graph->nodes[i].out_names[k]);
+  sl_code rc = c->b->ops->zero(c->b, buffer_ptr(c, i, k), (size_t)bf->bytes, c->err); /* the merge's identity */
+  void *src[SL_MAX_PORTS] = {0};
+  for (int s = 0; s < c->shard->count && rc == SL_OK; s++) {
+    int64_t p0, p1; /* the merge's positions: those of shard s's partial */
+    shard_positions(c, pp, s, &p0, &p1);
+    if (p1 == p0) continue; /* no chunk: nothing to merge (a chunk is never empty either) */
+    src[k] = (char *)all + s * bf->bytes;
+    if (device) {
+      rc = c->b->ops->upload(c->b, c->partial[bi], src[k], (size_t)bf->bytes, c->err);
+      src[k] = c->partial[bi];
+    }
+    fill_args(c, i, pp->n_chunks - 1, p0, p1 - p0, false);
+    if (rc == SL_OK) rc = merge_call(c, i, pp->n_chunks - 1, 1u << k, src);
+  }
+  return rc;
+}
+
 /* One reduction of pass pp merged across the shards by its combine. */
 static sl_code shard_merge_buffer(run_ctx *c, const sl_plan_pass *pp, int bi) {
   const sl_plan_buffer *bf = &c->p->buffers[bi];
   const int i = bf->node, k = bf->port, count = c->shard->count;
   const sl_node *n = &c->p->graph->nodes[i];
   const int64_t bytes = bf->bytes, elems = sl_desc_elems(&n->out[k]);
-  char *all = NULL, *acc = buffer_ptr(c, i, k);
   if (bf->variable) return shard_merge_appended(c, pp, bi);
   if (bf->combine == SL_COMBINE_NONE) return SL_OK; /* finalize alone writes it (graph.c) */
-  sl_code rc = shard_gather(c, acc, bytes, &all);
+  char *all = NULL, *acc = NULL;
+  sl_code rc = shard_host_acc(c, bi, bytes, bytes, &acc);
+  if (rc == SL_OK) rc = shard_gather(c, acc, bytes, &all);
   if (rc != SL_OK) return rc;
+  if (bf->combine == SL_COMBINE_MERGE) return shard_merge_node(c, pp, bi, all);
   if (sl_combine_elementwise(bf->combine)) {
     sl_combine_identity_host(bf->combine, n->out[k].dtype, acc, 0, elems);
     for (int s = 0; s < count; s++) sl_combine_merge_host(bf->combine, n->out[k].dtype, acc, all + s * bytes, 0, elems);
-  } else if (bf->combine == SL_COMBINE_MERGE) {
-    memset(acc, 0, (size_t)bytes); /* the merge's identity */
-    void *src[SL_MAX_PORTS] = {0};
-    for (int s = 0; s < count && rc == SL_OK; s++) {
-      int64_t p0, p1; /* the merge's positions: those of shard s's partial */
-      shard_positions(c, pp, s, &p0, &p1);
-      if (p1 == p0) continue; /* no chunk: nothing to merge (a chunk is never empty either) */
-      fill_args(c, i, pp->n_chunks - 1, p0, p1 - p0, false);
-      src[k] = all + s * bytes;
-      rc = merge_call(c, i, pp->n_chunks - 1, 1u << k, src);
-    }
   } else { /* the concats: each shard's positions from its copy */
     const int64_t rows = bf->combine == SL_COMBINE_CONCAT ? 1 : bytes / (pp->positions * (int64_t)sl_dtype_size(n->out[k].dtype));
     const int64_t item = bf->combine == SL_COMBINE_CONCAT ? concat_item_bytes(c, n, k) : (int64_t)sl_dtype_size(n->out[k].dtype);
@@ -1162,7 +1213,7 @@ static sl_code shard_merge_buffer(run_ctx *c, const sl_plan_pass *pp, int bi) {
         memcpy(acc + r * row + p0 * item, all + s * bytes + r * row + p0 * item, (size_t)((p1 - p0) * item));
     }
   }
-  return rc;
+  return shard_put_acc(c, bi, acc, bytes);
 }
 
 /* After pass `pass`'s chunks (and its workers' partials): every reduction
@@ -1373,9 +1424,6 @@ static sl_code shard_check(const sl_plan *p, const sl_backend *b, const sl_exec_
     return sl_fail(err, SL_ERR_INTERNAL, "shard %d of %d", sh->index, sh->count);
   if (p->shards != sh->count)
     return sl_fail(err, SL_ERR_INTERNAL, "the plan counts %d shards, the run %d", p->shards, sh->count);
-  if (b->caps.device_memory)
-    return sl_fail(err, SL_ERR_BACKEND,
-                   "a run split into shards runs on the CPU backend only: merging in device memory is not built");
   if (graph_has_sink(p->graph))
     return sl_fail(err, SL_ERR_PIPELINE,
                    "a run split into shards cannot have sink nodes: each shard's outputs are its caller's to write");
@@ -1557,9 +1605,10 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->planned_host_bytes = p->peak_host_bytes + res->planned_decided_host_bytes;
   res->planned_most_host_bytes = p->peak_host_bytes_most;
   if (!p->caps.device_memory) res->planned_peak_bytes = res->planned_host_bytes;
-  if (began) { /* a split run's merges held this too */
-    host_bytes += c.gathered_bytes;
+  if (began) { /* a split run's merges held these too */
+    host_bytes += c.gathered_bytes + c.staged_bytes;
     free(c.gathered);
+    free(c.staged);
   }
   res->measured_host_bytes = host_bytes + c_staging_bytes;
   res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;

@@ -113,9 +113,9 @@ typedef struct sl_exec_opts {
   const volatile sig_atomic_t *cancel;
   /* A run split into shards (shard.h; planned with sl_plan_opts.shards =
    * count), or NULL. This shard streams its own chunks of each pass, and
-   * each streamed graph output holds its own positions. Host-memory
-   * backends only, and no sink nodes (each shard's outputs are its
-   * caller's to write): both are refused. */
+   * each streamed graph output holds its own positions. On a device
+   * backend the merge goes through host memory. No sink nodes (each
+   * shard's outputs are its caller's to write): refused. */
   const sl_exec_shard *shard;
 } sl_exec_opts;
 

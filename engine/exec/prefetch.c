@@ -31,8 +31,8 @@ struct sl_prefetch {
   pthread_cond_t cv;
   pthread_t thread;
   bool have_sync, have_thread;
-  int64_t produced; /* chunks [0, produced) are enqueued */
-  int64_t given_back; /* `consumed` of chunks [0, given_back) was recorded */
+  int64_t produced; /* chunks [first_chunk, produced) are enqueued */
+  int64_t given_back; /* `consumed` of chunks [first_chunk, given_back) was recorded */
   int64_t out_bytes[2]; /* what produce said ring buffer k holds */
   bool stop, exited;
   int64_t failed_chunk; /* -1, or the chunk whose produce failed */
@@ -159,8 +159,8 @@ static void *helper(void *arg) {
   sl_error err;
   sl_error_clear(&err);
   sl_code rc = ops_of(p)->bind_thread ? ops_of(p)->bind_thread(p->s.backend, &err) : SL_OK;
-  int64_t j = 0;
-  for (; rc == SL_OK && j < p->s.n_chunks; j++) {
+  int64_t j = p->s.first_chunk;
+  for (; rc == SL_OK && j < p->s.end_chunk; j++) {
     int k = (int)(j % 2);
     /* ring[k] is free once chunk j - 2's levels were enqueued (given back),
      * and on the device once they ran (the copy queue waits for it). */
@@ -169,7 +169,7 @@ static void *helper(void *arg) {
     bool stop = p->stop;
     pthread_mutex_unlock(&p->mu);
     if (stop) break;
-    if (j >= 2) rc = ops_of(p)->queue_wait_event(p->s.backend, SL_QUEUE_COPY, p->consumed[k], &err);
+    if (j - p->s.first_chunk >= 2) rc = ops_of(p)->queue_wait_event(p->s.backend, SL_QUEUE_COPY, p->consumed[k], &err);
     int64_t bytes = 0;
     if (rc == SL_OK) rc = produce_chunk(p, j, &bytes, &err);
     pthread_mutex_lock(&p->mu);
@@ -208,7 +208,11 @@ sl_code sl_prefetch_begin(const sl_prefetch_setup *s, sl_prefetch **out, sl_erro
   p->s = *s;
   p->queue = s->overlap ? SL_QUEUE_COPY : SL_QUEUE_COMPUTE;
   p->failed_chunk = -1;
+  p->produced = p->given_back = s->first_chunk;
   sl_code rc = SL_OK;
+  if (s->first_chunk < 0 || s->first_chunk > s->end_chunk || s->end_chunk > s->n_chunks)
+    rc = sl_fail(err, SL_ERR_INTERNAL, "chunks [%lld, %lld) of %lld", (long long)s->first_chunk,
+                 (long long)s->end_chunk, (long long)s->n_chunks);
   for (int q = 0; q < SL_PRODUCE_PIECES && rc == SL_OK; q++)
     rc = ops->event_create(s->backend, &p->piece_ev[q], err);
   for (int k = 0; k < 2 && rc == SL_OK && s->overlap; k++) {

@@ -43,6 +43,9 @@ typedef struct sl_prefetch_setup {
   void *ring[2];                /* device buffers of ring_bytes each */
   int64_t ring_bytes;
   int64_t positions, chunk_positions, n_chunks; /* the pass's chunking */
+  /* The chunks it produces, in order: [first_chunk, end_chunk) (every
+   * chunk, or a shard's range: engine/exec/shard.h). */
+  int64_t first_chunk, end_chunk;
   bool overlap;                 /* a helper thread and the copy queue */
   /* With overlap: the stage starts before the pass's prologue (its node
    * reads no other node's output), so that produce's setup and first reads
@@ -59,7 +62,7 @@ sl_code sl_prefetch_begin(const sl_prefetch_setup *s, sl_prefetch **out, sl_erro
  * enqueued on the compute queue; the stage's copies may follow them. A no-op
  * on a stage that is not gated. */
 sl_code sl_prefetch_open_gate(sl_prefetch *p, sl_error *err);
-/* Chunk j (the next one: 0, 1, ... in order): returns when its copies are
+/* Chunk j (the next one: first_chunk, first_chunk + 1, ... in order): returns when its copies are
  * enqueued, with the compute queue made to wait for them; *data is the ring
  * buffer that holds it and *bytes what produce said it holds. A produce
  * error at chunk j comes back here, as produce reported it. */

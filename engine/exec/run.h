@@ -72,8 +72,8 @@ void sl_run_free(sl_run *r);
  * sl_run_free on each, either way); on success runs[0]'s streamed graph
  * outputs are completed with every other shard's positions, so runs[0]
  * holds the whole result. The first shard that failed says why (the
- * others stop at their next merge). CPU backend, no outputs target
- * (sl_exec_opts.shard). */
+ * others stop at their next merge). No outputs target (sl_exec_opts.shard).
+ * Every shard uses the request's backend: on a device, shards share it. */
 sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err);
 
 #endif

@@ -929,7 +929,8 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
       if (p->buffers[b].reduction && !p->buffers[b].unread) {
         int64_t each = p->buffers[b].bytes; /* a variable size's chunk sizes are gathered too */
         int64_t sizes = p->buffers[b].variable ? sat_mul(sl_plan_node_pass(p, p->buffers[b].node)->n_chunks, 8) : 0;
-        int64_t gathered = sat_mul(each > sizes ? each : sizes, p->shards);
+        /* every shard's copy, and on a device backend the host copy of its own */
+        int64_t gathered = sat_mul(each > sizes ? each : sizes, p->shards + (p->caps.device_memory ? 1 : 0));
         if (gathered > p->shard_exchange_bytes) p->shard_exchange_bytes = gathered;
       }
   /* (sums saturate: a plan of absurd sizes is refused as over budget,

@@ -46,6 +46,7 @@ static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool running, stop;
+  int users; /* backends made and not destroyed (the shards of a split run share the queue) */
   mock_op *head, *tail;
   int64_t enqueued, done; /* copy-queue ops */
   unsigned seed;
@@ -132,18 +133,30 @@ static inline sl_code mock_create(int threads, sl_backend **out, sl_error *err) 
   sl_code rc = sl_cpu_backend_ops.create(threads, out, err);
   if (rc != SL_OK) return rc;
   (*out)->caps.device_memory = true;
-  g_mock.stop = false;
-  g_mock.seed = 12345u;
-  if (pthread_create(&g_mock.thread, NULL, mock_copy_queue, NULL) != 0) {
+  pthread_mutex_lock(&g_mock.mu);
+  const bool first = g_mock.users++ == 0;
+  if (first) {
+    g_mock.stop = false;
+    g_mock.seed = 12345u;
+  }
+  pthread_mutex_unlock(&g_mock.mu);
+  if (first && pthread_create(&g_mock.thread, NULL, mock_copy_queue, NULL) != 0) {
+    pthread_mutex_lock(&g_mock.mu);
+    g_mock.users--;
+    pthread_mutex_unlock(&g_mock.mu);
     sl_cpu_backend_ops.destroy(*out);
     return sl_fail(err, SL_ERR_BACKEND, "mock: cannot start the copy queue");
   }
-  g_mock.running = true;
+  if (first) g_mock.running = true;
   return SL_OK;
 }
 
 static inline void mock_destroy(sl_backend *b) {
-  if (g_mock.running) {
+  pthread_mutex_lock(&g_mock.mu);
+  const bool last = --g_mock.users == 0;
+  pthread_mutex_unlock(&g_mock.mu);
+  if (!last) mock_drain(); /* the others' copies go on */
+  if (last && g_mock.running) {
     mock_drain();
     pthread_mutex_lock(&g_mock.mu);
     g_mock.stop = true;

@@ -1282,7 +1282,10 @@ static void expect_same_output(const char *what, const sl_output_data *want, con
       fail_msg("%s: element %lld is %.17g, expected %.17g", what, (long long)e, g[e], w[e]);
 }
 
-static void expect_shards_match(const char *name, const char *text, const char *const *approx) {
+/* ops: the shards' backend table (NULL: the CPU's; device_like_ops(): the
+ * merge staged through the host, a node's merge through its partial). */
+static void expect_shards_match_on(const sl_backend_ops *ops, const char *name, const char *text,
+                                   const char *const *approx) {
   char path[512];
   write_temp_file(path, sizeof path, name, text);
   const int64_t chunks[] = {1, 5, 36};
@@ -1295,8 +1298,10 @@ static void expect_shards_match(const char *name, const char *text, const char *
     if (sl_run_pipeline(&req, &one, &err) != SL_OK) fail_msg("%s, one run: %s", name, err.msg);
     for (size_t k = 0; k < SL_COUNT_OF(counts); k++) {
       sl_run runs[5];
-      req.threads = counts[k];
-      if (sl_run_pipeline_shards(&req, counts[k], runs, &err) != SL_OK)
+      sl_run_request split = req;
+      split.threads = counts[k];
+      split.ops_override = ops;
+      if (sl_run_pipeline_shards(&split, counts[k], runs, &err) != SL_OK)
         fail_msg("%s, chunk %lld, %d shards: %s", name, (long long)chunks[c], counts[k], err.msg);
       for (int s = 0; s < counts[k]; s++) {
         const sl_run *r = &runs[s];
@@ -1309,8 +1314,8 @@ static void expect_shards_match(const char *name, const char *text, const char *
           if (s > 0 && one.graph->nodes[one.graph->outputs[o].node].out[one.graph->outputs[o].port].stream_rank)
             continue;
           char what[256];
-          snprintf(what, sizeof what, "%s, chunk %lld, shard %d of %d, output '%s'", name, (long long)chunks[c], s,
-                   counts[k], want->name);
+          snprintf(what, sizeof what, "%s%s, chunk %lld, shard %d of %d, output '%s'", name,
+                   ops ? " (device-like)" : "", (long long)chunks[c], s, counts[k], want->name);
           expect_same_output(what, want, &r->result.outputs[o], approx_output(want->name, approx));
         }
       }
@@ -1322,20 +1327,27 @@ static void expect_shards_match(const char *name, const char *text, const char *
 
 static void test_shards_merge_every_combine(void **state) {
   (void)state;
+  for (int device = 0; device < 2; device++) {
+  const sl_backend_ops *ops = device ? device_like_ops() : NULL;
   /* sum, min, max (f64 of integers: exact in any grouping), a streamed
    * output, folds with worker partials kept per pass */
-  expect_shards_match("sh_extremes.yaml",
-                      "pipeline: extremes\nnodes:\n" RAMP_NODE
-                      "  r: {type: t_extremes, inputs: {x: src.out}}\n"
-                      "  ints: {type: t_ints, inputs: {x: src.out}}\n"
-                      "  f: {type: t_fold, inputs: {x: src.out}}\n"
-                      "  w: {type: t_wfold, inputs: {x: ints.y}}\n"
-                      "  p: {type: t_pfold, inputs: {x: ints.y}}\n"
-                      "outputs: {sum: r.sum, lo: r.lo, hi: r.hi, x: src.out, y: ints.y, fsum: f.sum, wsum: w.sum, "
-                      "wlo: w.lo, plo: p.lo, phi: p.hi}\n",
+  expect_shards_match_on(ops, "sh_extremes.yaml",
+                      device ? "pipeline: extremes\nnodes:\n" RAMP_NODE /* (worker partials: the CPU's only) */
+                               "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                               "  ints: {type: t_ints, inputs: {x: src.out}}\n"
+                               "  f: {type: t_fold, inputs: {x: src.out}}\n"
+                               "outputs: {sum: r.sum, lo: r.lo, hi: r.hi, x: src.out, y: ints.y, fsum: f.sum}\n"
+                             : "pipeline: extremes\nnodes:\n" RAMP_NODE
+                               "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                               "  ints: {type: t_ints, inputs: {x: src.out}}\n"
+                               "  f: {type: t_fold, inputs: {x: src.out}}\n"
+                               "  w: {type: t_wfold, inputs: {x: ints.y}}\n"
+                               "  p: {type: t_pfold, inputs: {x: ints.y}}\n"
+                               "outputs: {sum: r.sum, lo: r.lo, hi: r.hi, x: src.out, y: ints.y, fsum: f.sum, "
+                               "wsum: w.sum, wlo: w.lo, plo: p.lo, phi: p.hi}\n",
                       NULL);
   /* variable-size concats, written and passed on; packed ones */
-  expect_shards_match("sh_encode.yaml",
+  expect_shards_match_on(ops, "sh_encode.yaml",
                       "pipeline: encode\nnodes:\n" RAMP_NODE
                       "  e: {type: t_encode, inputs: {x: src.out}}\n"
                       "  s: {type: t_spill, inputs: {x: src.out}}\n"
@@ -1346,7 +1358,7 @@ static void test_shards_merge_every_combine(void **state) {
   /* the node's merges (Chan's moments regrouped: approx), scan-last
    * concats, an output finalize alone writes */
   static const char *const moments[] = {"moments", NULL};
-  expect_shards_match("sh_merges.yaml",
+  expect_shards_match_on(ops, "sh_merges.yaml",
                       "pipeline: merges\nnodes:\n" RAMP_NODE
                       "  s: {type: t_span, inputs: {x: src.out}}\n"
                       "  c: {type: t_chan, inputs: {x: src.out}}\n"
@@ -1354,6 +1366,7 @@ static void test_shards_merge_every_combine(void **state) {
                       "  f: {type: t_finals, inputs: {x: src.out}}\n"
                       "outputs: {span: s.span, moments: c.moments, pm: t.pixel_major, fsum: f.sum, mean: f.mean}\n",
                       moments);
+  }
 }
 
 /* Shipped nodes over several passes and streams: the mean subtracted in a
@@ -1363,8 +1376,10 @@ static void test_shards_merge_every_combine(void **state) {
  * after the scan). */
 static void test_shards_shipped_passes(void **state) {
   (void)state;
+  for (int device = 0; device < 2; device++) {
+  const sl_backend_ops *ops = device ? device_like_ops() : NULL;
   static const char *const residual[] = {"residual", NULL}; /* a float sum of non-integers */
-  expect_shards_match("sh_center.yaml",
+  expect_shards_match_on(ops, "sh_center.yaml",
                       "pipeline: center\nnodes:\n"
                       "  r: {type: ramp, params: {positions: [37], item_shape: [8], dtype: f64}}\n"
                       "  s: {type: sum, inputs: {x: r.out}}\n"
@@ -1374,7 +1389,7 @@ static void test_shards_shipped_passes(void **state) {
                       "outputs: {centered: d.out, residual: t.total, mean: m.y}\n",
                       residual);
   static const char *const variance[] = {"moments", "mean", "variance", "normalized", NULL};
-  expect_shards_match("sh_regions.yaml",
+  expect_shards_match_on(ops, "sh_regions.yaml",
                       "pipeline: regions\nnodes:\n"
                       "  src: {type: synthetic_4dstem, params: {scan_shape: [6, 7], detector_shape: [24, 24]}}\n"
                       "  tp: {type: transpose_scan, inputs: {x: src.frames}}\n"
@@ -1386,7 +1401,7 @@ static void test_shards_shipped_passes(void **state) {
                       "          pixel_stream: pixels.out, moments: var.moments, mean: var.mean,\n"
                       "          variance: var.variance, normalized: var.normalized}\n",
                       variance);
-  expect_shards_match("sh_stem.yaml",
+  expect_shards_match_on(ops, "sh_stem.yaml",
                       "pipeline: stem\nnodes:\n"
                       "  src: {type: synthetic_4dstem, params: {scan_shape: [6, 7], detector_shape: [29, 31],\n"
                       "        disk_radius: 9.5, dose: 20000}}\n"
@@ -1401,6 +1416,7 @@ static void test_shards_shipped_passes(void **state) {
                       "outputs: {pattern: pattern.total, bf: images.bf, adf: images.adf, segments: segments.segments,\n"
                       "          offsets: segments.offsets, com_row: com.com_row, phase: idpc.phase, truth: src.phase}\n",
                       NULL);
+  }
 }
 
 /* A shard that fails stops the others at their next merge; the error is
@@ -1424,10 +1440,9 @@ static void test_shard_failure_reported(void **state) {
   for (int s = 0; s < 3; s++) sl_run_free(&runs[s]);
 }
 
-/* What a split run cannot do yet is refused, saying what: a device
- * backend (the merge reads host memory) and an outputs target (each shard
- * would write its own positions to the same file). One shard is a plain
- * run. */
+/* What a split run cannot do yet is refused, saying what: an outputs
+ * target (each shard would write its own positions to the same file), and
+ * in sl_execute sink nodes. One shard is a plain run. */
 static void test_shard_refusals(void **state) {
   (void)state;
   char path[512];
@@ -1435,15 +1450,11 @@ static void test_shard_refusals(void **state) {
                   "pipeline: refused\nnodes:\n" RAMP_NODE "  r: {type: t_extremes, inputs: {x: src.out}}\n"
                   "outputs: {sum: r.sum}\n");
   sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU, .chunk_positions = 5,
-                        .threads = 2, .ops_override = device_like_ops()};
+                        .threads = 2};
   sl_run runs[2];
   sl_error err;
   sl_error_clear(&err);
-  assert_int_equal(sl_run_pipeline_shards(&req, 2, runs, &err), SL_ERR_BACKEND);
-  if (!strstr(err.msg, "CPU backend only")) fail_msg("device backend: '%s'", err.msg);
-  for (int s = 0; s < 2; s++) sl_run_free(&runs[s]);
   sl_output_target target = {0};
-  req.ops_override = NULL;
   req.outputs = &target;
   assert_int_equal(sl_run_pipeline_shards(&req, 2, runs, &err), SL_ERR_USAGE);
   req.outputs = NULL;

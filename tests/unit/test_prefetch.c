@@ -198,17 +198,24 @@ static const sl_node_registry *registry(void) {
 static sl_backend_ops g_mock_ops;
 
 /* backend: "cpu", "mock" (overlapped) or "mock-inorder" (source_overlap=false). */
-static sl_code run_to(const char *file, const char *backend, int64_t chunk, sl_output_target *outputs, sl_run *r,
-                      sl_error *err) {
+/* The request for `backend`, with its settings made (sl_settings_init(NULL,
+ * ...) undoes them). */
+static sl_run_request request_for(const char *file, const char *backend, int64_t chunk, sl_output_target *outputs,
+                                  sl_error *err) {
   const char *settings[] = {strcmp(backend, "mock-inorder") ? "source_overlap=true" : "source_overlap=false"};
   assert_int_equal(sl_settings_init(settings, 1, err), SL_OK);
   g_mock_ops = mock_async_ops();
   g_cancel = 0;
   g_produced_max = -1;
-  sl_run_request req = {.file = file, .registry = registry(), .backend = SL_BACKEND_CPU,
-                        .chunk_positions = chunk, .threads = 2, .cancel = &g_cancel,
-                        .ops_override = strcmp(backend, "cpu") ? &g_mock_ops : NULL, .outputs = outputs};
   sl_error_clear(err);
+  return (sl_run_request){.file = file, .registry = registry(), .backend = SL_BACKEND_CPU,
+                          .chunk_positions = chunk, .threads = 2, .cancel = &g_cancel,
+                          .ops_override = strcmp(backend, "cpu") ? &g_mock_ops : NULL, .outputs = outputs};
+}
+
+static sl_code run_to(const char *file, const char *backend, int64_t chunk, sl_output_target *outputs, sl_run *r,
+                      sl_error *err) {
+  sl_run_request req = request_for(file, backend, chunk, outputs, err);
   memset(r, 0, sizeof *r);
   sl_code rc = sl_run_pipeline(&req, r, err);
   sl_error ignored;
@@ -386,6 +393,49 @@ static void t_tick_closed_form(void **state) {
         expect_same(&ref, &got, what);
         expect_prefetched(&got, "tick", 1, what);
         sl_run_free(&got);
+      }
+  sl_run_free(&ref);
+}
+
+/* A run split into shards on the mock device (engine/exec/shard.h): each
+ * shard's stage produces its own chunks only, in order from its first
+ * (their produce calls are the shard's range, adding up to the pass's
+ * chunks), the sums are merged through the host, and shard 0 holds the
+ * frames whole: the CPU run's outputs, bit for bit. */
+static void t_shards(void **state) {
+  (void)state;
+  char path[512];
+  write_tick(path, sizeof path, "positions: 61");
+  sl_error err;
+  sl_run ref;
+  if (run(path, "cpu", 61, &ref, &err) != SL_OK) fail_msg("cpu: %s", err.msg);
+  static const int64_t chunks[] = {1, 5, 7, 61};
+  for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
+    for (int count = 2; count <= 3; count++)
+      for (int m = 0; m < 2; m++) {
+        char what[128];
+        snprintf(what, sizeof what, "%s, chunks of %lld, %d shards", k_mock_modes[m], (long long)chunks[c], count);
+        sl_run_request req = request_for(path, k_mock_modes[m], chunks[c], NULL, &err);
+        req.threads = count;
+        sl_run runs[3];
+        sl_code rc = sl_run_pipeline_shards(&req, count, runs, &err);
+        sl_error ignored;
+        (void)sl_settings_init(NULL, 0, &ignored);
+        if (rc != SL_OK) fail_msg("%s: %s", what, err.msg);
+        expect_same(&ref, &runs[0], what);
+        const int tick = sl_graph_find(runs[0].graph, "tick");
+        const int64_t n = sl_plan_node_pass(runs[0].plan, tick)->n_chunks;
+        for (int sh = 0; sh < count; sh++) {
+          int64_t first, end;
+          sl_shard_chunks(n, sh, count, &first, &end);
+          if (runs[sh].result.node_calls[tick] != end - first)
+            fail_msg("%s: shard %d produced %lld chunks, not %lld", what, sh,
+                     (long long)runs[sh].result.node_calls[tick], (long long)(end - first));
+          assert_true(runs[sh].result.measured_peak_bytes <= runs[sh].result.planned_peak_bytes);
+          assert_true(runs[sh].result.measured_host_bytes <= runs[sh].result.planned_host_bytes);
+        }
+        for (int sh = 0; sh < count; sh++) sl_run_free(&runs[sh]);
+        assert_int_equal(g_mock.events_alive, 0);
       }
   sl_run_free(&ref);
 }
@@ -668,6 +718,7 @@ int main(void) {
       cmocka_unit_test(t_source_lent_to_a_writer_on_device),
       cmocka_unit_test(t_source_before_the_prologue),
       cmocka_unit_test(t_tick_closed_form),
+      cmocka_unit_test(t_shards),
       cmocka_unit_test(t_copy_waits_apart),
       cmocka_unit_test(t_lent_output),
       cmocka_unit_test(t_produce_error),
