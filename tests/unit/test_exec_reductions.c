@@ -1376,6 +1376,27 @@ static void test_shards_merge_every_combine(void **state) {
  * after the scan). */
 static void test_shards_shipped_passes(void **state) {
   (void)state;
+  /* an iterate body that streams a table of its own (run whole on every
+   * shard) beside a scan the shards split */
+  char body[512];
+  write_temp_file(body, sizeof body, "sh_halfway.yaml",
+                  "pipeline: halfway\ninputs: [c]\nnodes:\n"
+                  "  rows: {type: ramp, params: {positions: [29], item_shape: [5], dtype: f64}}\n"
+                  "  dev: {type: subtract, inputs: {x: rows.out, y: inputs.c}}\n"
+                  "  total: {type: sum, inputs: {x: dev.out}}\n"
+                  "  step: {type: affine, inputs: {x: total.total}, params: {scale: -0.0172413793103448}}\n"
+                  "  next: {type: subtract, inputs: {x: inputs.c, y: step.y}}\n"
+                  "outputs: {c: next.out}\n");
+  for (int device = 0; device < 2; device++) {
+  const sl_backend_ops *ops = device ? device_like_ops() : NULL;
+  expect_shards_match_on(ops, "sh_loop.yaml",
+                      "pipeline: loop\nnodes:\n" RAMP_NODE
+                      "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                      "  c0: {type: constant, params: {shape: [5], value: 0}}\n"
+                      "  loop: {iterate: sh_halfway.yaml, times: 3, inputs: {c: c0.out}, carry: [c]}\n"
+                      "outputs: {sum: r.sum, lo: r.lo, c: loop.c}\n",
+                      NULL);
+  }
   for (int device = 0; device < 2; device++) {
   const sl_backend_ops *ops = device ? device_like_ops() : NULL;
   static const char *const residual[] = {"residual", NULL}; /* a float sum of non-integers */
