@@ -1325,14 +1325,13 @@ static void expect_shards_match_on(const sl_backend_ops *ops, const char *name, 
   }
 }
 
-static void test_shards_merge_every_combine(void **state) {
-  (void)state;
-  for (int device = 0; device < 2; device++) {
-  const sl_backend_ops *ops = device ? device_like_ops() : NULL;
+/* ops NULL: the CPU backend; else the device-like one (no worker partials
+ * there: the CPU's only). */
+static void shards_every_combine(const sl_backend_ops *ops) {
   /* sum, min, max (f64 of integers: exact in any grouping), a streamed
    * output, folds with worker partials kept per pass */
   expect_shards_match_on(ops, "sh_extremes.yaml",
-                      device ? "pipeline: extremes\nnodes:\n" RAMP_NODE /* (worker partials: the CPU's only) */
+                         ops ? "pipeline: extremes\nnodes:\n" RAMP_NODE
                                "  r: {type: t_extremes, inputs: {x: src.out}}\n"
                                "  ints: {type: t_ints, inputs: {x: src.out}}\n"
                                "  f: {type: t_fold, inputs: {x: src.out}}\n"
@@ -1345,40 +1344,95 @@ static void test_shards_merge_every_combine(void **state) {
                                "  p: {type: t_pfold, inputs: {x: ints.y}}\n"
                                "outputs: {sum: r.sum, lo: r.lo, hi: r.hi, x: src.out, y: ints.y, fsum: f.sum, "
                                "wsum: w.sum, wlo: w.lo, plo: p.lo, phi: p.hi}\n",
-                      NULL);
+                         NULL);
   /* variable-size concats, written and passed on; packed ones */
   expect_shards_match_on(ops, "sh_encode.yaml",
-                      "pipeline: encode\nnodes:\n" RAMP_NODE
-                      "  e: {type: t_encode, inputs: {x: src.out}}\n"
-                      "  s: {type: t_spill, inputs: {x: src.out}}\n"
-                      "  j: {type: t_join, inputs: {bytes: s.bytes}}\n"
-                      "  p: {type: t_pack, inputs: {x: src.out}}\n"
-                      "outputs: {direct: e.bytes, joined: j.bytes, packed: p.bytes}\n",
-                      NULL);
+                         "pipeline: encode\nnodes:\n" RAMP_NODE
+                         "  e: {type: t_encode, inputs: {x: src.out}}\n"
+                         "  s: {type: t_spill, inputs: {x: src.out}}\n"
+                         "  j: {type: t_join, inputs: {bytes: s.bytes}}\n"
+                         "  p: {type: t_pack, inputs: {x: src.out}}\n"
+                         "outputs: {direct: e.bytes, joined: j.bytes, packed: p.bytes}\n",
+                         NULL);
   /* the node's merges (Chan's moments regrouped: approx), scan-last
    * concats, an output finalize alone writes */
   static const char *const moments[] = {"moments", NULL};
   expect_shards_match_on(ops, "sh_merges.yaml",
-                      "pipeline: merges\nnodes:\n" RAMP_NODE
-                      "  s: {type: t_span, inputs: {x: src.out}}\n"
-                      "  c: {type: t_chan, inputs: {x: src.out}}\n"
-                      "  t: {type: t_pixmajor, inputs: {x: src.out}}\n"
-                      "  f: {type: t_finals, inputs: {x: src.out}}\n"
-                      "outputs: {span: s.span, moments: c.moments, pm: t.pixel_major, fsum: f.sum, mean: f.mean}\n",
-                      moments);
-  }
+                         "pipeline: merges\nnodes:\n" RAMP_NODE
+                         "  s: {type: t_span, inputs: {x: src.out}}\n"
+                         "  c: {type: t_chan, inputs: {x: src.out}}\n"
+                         "  t: {type: t_pixmajor, inputs: {x: src.out}}\n"
+                         "  f: {type: t_finals, inputs: {x: src.out}}\n"
+                         "outputs: {span: s.span, moments: c.moments, pm: t.pixel_major, fsum: f.sum, mean: f.mean}\n",
+                         moments);
 }
 
-/* Shipped nodes over several passes and streams: the mean subtracted in a
- * second pass; a transpose to pixel-major, a pass over the pixels and
- * back; the detector chain of a synthetic acquisition (bright-field disk
- * fitted from the summed pattern, segments, centre of mass, DPC and iDPC
- * after the scan). */
+static void test_shards_merge_every_combine(void **state) {
+  (void)state;
+  shards_every_combine(NULL);
+  shards_every_combine(device_like_ops());
+}
+
+/* Shipped nodes over several passes and streams: an iterate body that
+ * streams a table of its own (run whole on every shard) beside a scan the
+ * shards split; the mean subtracted in a second pass; a transpose to
+ * pixel-major, a pass over the pixels and back; the detector chain of a
+ * synthetic acquisition (bright-field disk fitted from the summed pattern,
+ * segments, centre of mass, DPC and iDPC after the scan). */
+static void shards_shipped_passes(const sl_backend_ops *ops) {
+  expect_shards_match_on(ops, "sh_loop.yaml",
+                         "pipeline: loop\nnodes:\n" RAMP_NODE
+                         "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                         "  c0: {type: constant, params: {shape: [5], value: 0}}\n"
+                         "  loop: {iterate: sh_halfway.yaml, times: 3, inputs: {c: c0.out}, carry: [c]}\n"
+                         "outputs: {sum: r.sum, lo: r.lo, c: loop.c}\n",
+                         NULL);
+  static const char *const residual[] = {"residual", NULL}; /* a float sum of non-integers */
+  expect_shards_match_on(ops, "sh_center.yaml",
+                         "pipeline: center\nnodes:\n"
+                         "  r: {type: ramp, params: {positions: [37], item_shape: [8], dtype: f64}}\n"
+                         "  s: {type: sum, inputs: {x: r.out}}\n"
+                         "  m: {type: affine, inputs: {x: s.total}, params: {scale: 0.02}}\n"
+                         "  d: {type: subtract, inputs: {x: r.out, y: m.y}}\n"
+                         "  t: {type: sum, inputs: {x: d.out}}\n"
+                         "outputs: {centered: d.out, residual: t.total, mean: m.y}\n",
+                         residual);
+  static const char *const variance[] = {"moments", "mean", "variance", "normalized", NULL};
+  expect_shards_match_on(ops, "sh_regions.yaml",
+                         "pipeline: regions\nnodes:\n"
+                         "  src: {type: synthetic_4dstem, params: {scan_shape: [6, 7], detector_shape: [24, 24]}}\n"
+                         "  tp: {type: transpose_scan, inputs: {x: src.frames}}\n"
+                         "  pixels: {type: stream, inputs: {x: tp.pixel_major}, params: {axes: 2, name: pixels}}\n"
+                         "  per_position: {type: sum, inputs: {x: pixels.out}}\n"
+                         "  back: {type: transpose_scan, inputs: {x: pixels.out}}\n"
+                         "  var: {type: variance, inputs: {x: src.frames}, params: {ddof: 1}}\n"
+                         "outputs: {pixel_major: tp.pixel_major, per_position: per_position.total, "
+                         "back: back.pixel_major,\n"
+                         "          pixel_stream: pixels.out, moments: var.moments, mean: var.mean,\n"
+                         "          variance: var.variance, normalized: var.normalized}\n",
+                         variance);
+  expect_shards_match_on(ops, "sh_stem.yaml",
+                         "pipeline: stem\nnodes:\n"
+                         "  src: {type: synthetic_4dstem, params: {scan_shape: [6, 7], detector_shape: [29, 31],\n"
+                         "        disk_radius: 9.5, dose: 20000}}\n"
+                         "  pattern: {type: sum, inputs: {x: src.frames}}\n"
+                         "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
+                         "  images: {type: virtual_detectors, inputs: {frames: src.frames, disk: disk.disk}}\n"
+                         "  segments: {type: bf_segments, inputs: {frames: src.frames, disk: disk.disk},\n"
+                         "             params: {grid: 7, extent: 0.5}}\n"
+                         "  com: {type: com, inputs: {frames: src.frames}}\n"
+                         "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col}}\n"
+                         "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
+                         "outputs: {pattern: pattern.total, bf: images.bf, adf: images.adf, "
+                         "segments: segments.segments,\n"
+                         "          offsets: segments.offsets, com_row: com.com_row, phase: idpc.phase, "
+                         "truth: src.phase}\n",
+                         NULL);
+}
+
 static void test_shards_shipped_passes(void **state) {
   (void)state;
-  /* an iterate body that streams a table of its own (run whole on every
-   * shard) beside a scan the shards split */
-  char body[512];
+  char body[512]; /* sh_loop.yaml's body: c <- c + 0.5 mean(rows - c) */
   write_temp_file(body, sizeof body, "sh_halfway.yaml",
                   "pipeline: halfway\ninputs: [c]\nnodes:\n"
                   "  rows: {type: ramp, params: {positions: [29], item_shape: [5], dtype: f64}}\n"
@@ -1387,57 +1441,8 @@ static void test_shards_shipped_passes(void **state) {
                   "  step: {type: affine, inputs: {x: total.total}, params: {scale: -0.0172413793103448}}\n"
                   "  next: {type: subtract, inputs: {x: inputs.c, y: step.y}}\n"
                   "outputs: {c: next.out}\n");
-  for (int device = 0; device < 2; device++) {
-  const sl_backend_ops *ops = device ? device_like_ops() : NULL;
-  expect_shards_match_on(ops, "sh_loop.yaml",
-                      "pipeline: loop\nnodes:\n" RAMP_NODE
-                      "  r: {type: t_extremes, inputs: {x: src.out}}\n"
-                      "  c0: {type: constant, params: {shape: [5], value: 0}}\n"
-                      "  loop: {iterate: sh_halfway.yaml, times: 3, inputs: {c: c0.out}, carry: [c]}\n"
-                      "outputs: {sum: r.sum, lo: r.lo, c: loop.c}\n",
-                      NULL);
-  }
-  for (int device = 0; device < 2; device++) {
-  const sl_backend_ops *ops = device ? device_like_ops() : NULL;
-  static const char *const residual[] = {"residual", NULL}; /* a float sum of non-integers */
-  expect_shards_match_on(ops, "sh_center.yaml",
-                      "pipeline: center\nnodes:\n"
-                      "  r: {type: ramp, params: {positions: [37], item_shape: [8], dtype: f64}}\n"
-                      "  s: {type: sum, inputs: {x: r.out}}\n"
-                      "  m: {type: affine, inputs: {x: s.total}, params: {scale: 0.02}}\n"
-                      "  d: {type: subtract, inputs: {x: r.out, y: m.y}}\n"
-                      "  t: {type: sum, inputs: {x: d.out}}\n"
-                      "outputs: {centered: d.out, residual: t.total, mean: m.y}\n",
-                      residual);
-  static const char *const variance[] = {"moments", "mean", "variance", "normalized", NULL};
-  expect_shards_match_on(ops, "sh_regions.yaml",
-                      "pipeline: regions\nnodes:\n"
-                      "  src: {type: synthetic_4dstem, params: {scan_shape: [6, 7], detector_shape: [24, 24]}}\n"
-                      "  tp: {type: transpose_scan, inputs: {x: src.frames}}\n"
-                      "  pixels: {type: stream, inputs: {x: tp.pixel_major}, params: {axes: 2, name: pixels}}\n"
-                      "  per_position: {type: sum, inputs: {x: pixels.out}}\n"
-                      "  back: {type: transpose_scan, inputs: {x: pixels.out}}\n"
-                      "  var: {type: variance, inputs: {x: src.frames}, params: {ddof: 1}}\n"
-                      "outputs: {pixel_major: tp.pixel_major, per_position: per_position.total, back: back.pixel_major,\n"
-                      "          pixel_stream: pixels.out, moments: var.moments, mean: var.mean,\n"
-                      "          variance: var.variance, normalized: var.normalized}\n",
-                      variance);
-  expect_shards_match_on(ops, "sh_stem.yaml",
-                      "pipeline: stem\nnodes:\n"
-                      "  src: {type: synthetic_4dstem, params: {scan_shape: [6, 7], detector_shape: [29, 31],\n"
-                      "        disk_radius: 9.5, dose: 20000}}\n"
-                      "  pattern: {type: sum, inputs: {x: src.frames}}\n"
-                      "  disk: {type: disk_fit, inputs: {pattern: pattern.total}}\n"
-                      "  images: {type: virtual_detectors, inputs: {frames: src.frames, disk: disk.disk}}\n"
-                      "  segments: {type: bf_segments, inputs: {frames: src.frames, disk: disk.disk},\n"
-                      "             params: {grid: 7, extent: 0.5}}\n"
-                      "  com: {type: com, inputs: {frames: src.frames}}\n"
-                      "  dpc: {type: dpc, inputs: {com_row: com.com_row, com_col: com.com_col}}\n"
-                      "  idpc: {type: idpc, inputs: {com_row: dpc.com_row_rot, com_col: dpc.com_col_rot}}\n"
-                      "outputs: {pattern: pattern.total, bf: images.bf, adf: images.adf, segments: segments.segments,\n"
-                      "          offsets: segments.offsets, com_row: com.com_row, phase: idpc.phase, truth: src.phase}\n",
-                      NULL);
-  }
+  shards_shipped_passes(NULL);
+  shards_shipped_passes(device_like_ops());
 }
 
 /* A shard that fails stops the others at their next merge; the error is

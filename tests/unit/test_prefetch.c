@@ -373,14 +373,20 @@ static void expect_closed_form(const sl_run *r, int64_t positions, const char *w
                  y[p * TICK_ITEM + e], tick_value(p, e));
 }
 
+/* The tick pipeline of 61 positions at `path`, and its CPU run. */
+static void tick_reference(char *path, size_t n, sl_run *ref) {
+  write_tick(path, n, "positions: 61");
+  sl_error err;
+  if (run(path, "cpu", 61, ref, &err) != SL_OK) fail_msg("cpu: %s", err.msg);
+  expect_closed_form(ref, 61, "cpu");
+}
+
 static void t_tick_closed_form(void **state) {
   (void)state;
   char path[512];
-  write_tick(path, sizeof path, "positions: 61");
   sl_error err;
   sl_run ref;
-  if (run(path, "cpu", 61, &ref, &err) != SL_OK) fail_msg("cpu: %s", err.msg);
-  expect_closed_form(&ref, 61, "cpu");
+  tick_reference(path, sizeof path, &ref);
   static const int64_t chunks[] = {1, 2, 5, 7, 61};
   for (int rep = 0; rep < 3; rep++) /* other random delays each time */
     for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
@@ -405,10 +411,9 @@ static void t_tick_closed_form(void **state) {
 static void t_shards(void **state) {
   (void)state;
   char path[512];
-  write_tick(path, sizeof path, "positions: 61");
   sl_error err;
   sl_run ref;
-  if (run(path, "cpu", 61, &ref, &err) != SL_OK) fail_msg("cpu: %s", err.msg);
+  tick_reference(path, sizeof path, &ref);
   static const int64_t chunks[] = {1, 5, 7, 61};
   for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
     for (int count = 2; count <= 3; count++)
