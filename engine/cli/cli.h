@@ -20,6 +20,7 @@ enum {
   CLI_CHUNK = 1 << 7,
   CLI_THREADS = 1 << 8,
   CLI_SETTING = 1 << 9,
+  CLI_SHARDS = 1 << 10,
 };
 
 #define CLI_MAX_SETS 128
@@ -33,6 +34,7 @@ typedef struct cli_opts {
   uint64_t memory_limit;
   int64_t chunk_positions;
   int threads;
+  int shards; /* --shards N: 0 when not given */
   bool force, json, quiet;
   const char *settings[32]; /* --setting NAME=VALUE, applied by cli_parse */
   int n_settings;

@@ -68,6 +68,11 @@ int cli_parse(int argc, char **argv, unsigned flags, bool need_file, const char 
       if (!(v = opt_value(argc, argv, &i, "--threads")) || !sl_parse_i64(v, &t) || t <= 0 || t > 4096)
         return usage_error("--threads needs a positive number%s", "");
       o->threads = (int)t;
+    } else if ((flags & CLI_SHARDS) && is_opt(a, "--shards")) {
+      int64_t n;
+      if (!(v = opt_value(argc, argv, &i, "--shards")) || !sl_parse_i64(v, &n) || n <= 0 || n > 64)
+        return usage_error("--shards needs a number from 1 to 64%s", "");
+      o->shards = (int)n;
     } else if ((flags & CLI_FORCE) && !strcmp(a, "--force")) {
       o->force = true;
     } else if ((flags & CLI_JSON) && !strcmp(a, "--json")) {

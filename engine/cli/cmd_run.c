@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/core/alloc.h"
 #include "engine/core/util.h"
 #include "engine/exec/report.h"
 #include "engine/exec/run.h"
@@ -19,7 +20,8 @@
 const char *const cli_help_run =
     "usage: sluice run FILE [--set NAME=VALUE]... [--out DIR] [--backend auto|cpu|cuda]\n"
     "                       [--memory-limit SIZE] [--chunk N] [--threads N]\n"
-    "                       [--setting NAME=VALUE]... [--force] [--json] [--quiet]\n"
+    "                       [--shards N] [--setting NAME=VALUE]... [--force] [--json]\n"
+    "                       [--quiet]\n"
     "\n"
     "Runs a pipeline. Writes into DIR (default ./sluice-out/<pipeline>-<timestamp>):\n"
     "results.h5 (one dataset per output, with units and provenance), a PNG per\n"
@@ -36,6 +38,12 @@ const char *const cli_help_run =
     "  --chunk N            scan positions per chunk (default: automatic)\n"
     "  --threads N          CPU worker threads (default: the CPUs this process may\n"
     "                       use: affinity mask and cgroup quota)\n"
+    "  --shards N           split the run into N shards of this process, each\n"
+    "                       streaming its own chunks with threads/N workers, their\n"
+    "                       reductions merged after each pass (CPU backend; the\n"
+    "                       outputs are held in memory, then written whole): the\n"
+    "                       path several devices and MPI ranks take, to check that\n"
+    "                       a pipeline splits; not faster than --threads on one CPU\n"
     "  --force              replace an existing output directory that sluice wrote\n"
     "                       (one holding a .sluice-output marker; others are refused)\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`), over its\n"
@@ -128,7 +136,7 @@ int cmd_run(int argc, char **argv) {
   cli_opts o;
   int rc = cli_parse(argc, argv,
                      CLI_SET | CLI_OUT | CLI_BACKEND | CLI_MEMORY | CLI_FORCE | CLI_JSON | CLI_QUIET |
-                         CLI_CHUNK | CLI_THREADS | CLI_SETTING,
+                         CLI_CHUNK | CLI_THREADS | CLI_SETTING | CLI_SHARDS,
                      true, cli_help_run, &o);
   if (rc) return rc < 0 ? 0 : rc;
   time_t now = time(NULL);
@@ -151,7 +159,28 @@ int cmd_run(int argc, char **argv) {
   sl_run run;
   sl_error err;
   sl_error_clear(&err);
-  sl_code st = sl_run_pipeline(&req, &run, &err);
+  const int n_shards = o.shards > 1 ? o.shards : 0;
+  sl_code st;
+  if (n_shards && o.backend != SL_BACKEND_AUTO && o.backend != SL_BACKEND_CPU) {
+    memset(&run, 0, sizeof run);
+    st = sl_fail(&err, SL_ERR_USAGE, "--shards runs on the CPU backend: shards on several devices are not built yet");
+  } else if (n_shards) {
+    /* the outputs held in memory whole (no writer nodes: each shard would
+     * write its own positions), written once the shards are done */
+    req.backend = SL_BACKEND_CPU;
+    req.outputs = NULL;
+    sl_run *shards = sl_calloc((size_t)n_shards, sizeof *shards);
+    memset(&run, 0, sizeof run);
+    st = shards ? sl_run_pipeline_shards(&req, n_shards, shards, &err) : sl_fail_nomem(&err, "the shards");
+    if (shards) {
+      run = shards[0]; /* shard 0 holds every output whole */
+      for (int s = 1; s < n_shards; s++) sl_run_free(&shards[s]);
+      free(shards);
+    }
+    if (st == SL_OK) st = sl_run_output_write_held(&out, &run.result, o.threads, &g_stop_signal, &err);
+  } else {
+    st = sl_run_pipeline(&req, &run, &err);
+  }
   if (run.cost_warning[0]) fprintf(stderr, "sluice: warning: %s\n", run.cost_warning);
   sl_run_info info = {run.spec, run.plan, &run.result, out.dir, started, o.sets, o.n_sets};
   if (st == SL_OK && !o.quiet && !o.json && isatty(STDERR_FILENO))

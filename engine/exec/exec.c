@@ -1474,18 +1474,20 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
     if (bf->variable) bytes = bf->bytes; /* the bound */
     od->written = sl_graph_output_written(g, o);
     if (od->written) continue; /* never whole in host memory */
+    /* (a split run holds every output in memory: sinks are not allowed there) */
+    const char *split = shard ? " A run split into shards holds its outputs in memory: run this one unsplit." : "";
     if (od->desc.encoding != SL_ENC_NONE) {
       rc = sl_fail(err, SL_ERR_PIPELINE,
                    "output '%s' is an encoded stream (%s): only a sink node writes it, as it streams (sluice "
-                   "run's results.h5); it is never assembled in memory",
-                   go->name, sl_encoding_name(od->desc.encoding));
+                   "run's results.h5); it is never assembled in memory.%s",
+                   go->name, sl_encoding_name(od->desc.encoding), split);
       break;
     }
     if (sl_desc_is_ragged(&od->desc)) {
       rc = sl_fail(err, SL_ERR_PIPELINE,
                    "output '%s' is a stream of variable-size items: only a sink node writes it, as it streams "
-                   "(sluice run's results.h5, as ragged items); it is never assembled in memory",
-                   go->name);
+                   "(sluice run's results.h5, as ragged items); it is never assembled in memory.%s",
+                   go->name, split);
       break;
     }
     od->data = malloc(bytes > 0 ? (size_t)bytes : 1);

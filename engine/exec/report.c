@@ -362,6 +362,9 @@ bool sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_report_cost_profile_json(j, p);
   sl_json_kv_int(j, "chunks", r->chunks);
   sl_json_kv_int(j, "chunk_positions", p->chunk_positions);
+  /* a split run (engine/exec/shard.h): the report is shard 0's, whose
+   * nodes streamed its chunks only */
+  sl_json_kv_int(j, "shards", p->shards);
   sl_json_key(j, "settings");
   sl_json_begin_object(j);
   int n_settings;

@@ -69,7 +69,8 @@ void sl_run_free(sl_run *r);
  * each run by sl_run_pipeline on a thread of its own with the request's
  * threads shared out (at least one each) and its memory limit, when it has
  * one, shared out too. runs[0 .. count) hold each shard's run (call
- * sl_run_free on each, either way); on success runs[0]'s streamed graph
+ * sl_run_free on each, either way); before_alloc is called by shard 0
+ * only, once. On success runs[0]'s streamed graph
  * outputs are completed with every other shard's positions, so runs[0]
  * holds the whole result. The first shard that failed says why (the
  * others stop at their next merge). No outputs target (sl_exec_opts.shard).

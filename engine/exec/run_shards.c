@@ -71,6 +71,7 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
     jobs[s].req.progress = false;
     jobs[s].req.memory_limit = req->memory_limit / (uint64_t)count;
     jobs[s].req.setup_lock = &setup;
+    if (s > 0) jobs[s].req.before_alloc = NULL; /* once, for the run (e.g. its output directory) */
     jobs[s].shard = sl_shard_group_member(group, s);
     jobs[s].group = group;
     jobs[s].run = &runs[s];

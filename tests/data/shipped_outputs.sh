@@ -4,7 +4,8 @@
 # dataset: pipeline, dataset path, sha256 of its raw bytes. Two builds give
 # the same lines exactly when their outputs are bit-identical (refactors are
 # checked this way: run it before and after, diff the two listings).
-#   bash tests/data/shipped_outputs.sh SLUICE WORKDIR [--backend B]
+#   bash tests/data/shipped_outputs.sh SLUICE WORKDIR [sluice run options...]
+# SHIPPED_SKIP: names of runs to leave out (e.g. "repack").
 set -euo pipefail
 sluice=$(realpath "$1"); work=$2; shift 2
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,6 +31,7 @@ PY
 # The runs, shared with bench/device/shipped_outputs_device.sh.
 while read -r name pipe args; do
   case "$name" in ''|'#'*) continue ;; esac
+  case " ${SHIPPED_SKIP:-} " in *" $name "*) continue ;; esac
   args=${args//@ACQ@/--set input=$work/acq_master.h5 --set scan_shape=[24,20]}
   # shellcheck disable=SC2086 # the arguments are words without spaces
   run "$name" "$pipe" $args "$@" </dev/null
