@@ -121,8 +121,11 @@ static void print_summary(const sl_run *run, const char *dir) {
   sl_format_bytes((uint64_t)res->planned_peak_bytes, planned, sizeof planned);
   sl_format_bytes((uint64_t)(dev ? res->measured_peak_bytes : sl_report_measured_host_bytes(res, false)), measured,
                   sizeof measured);
-  printf("%s: %lld chunks in %.3f s on %s; peak %s memory %s (planned %s)\n", run->spec->name,
-         (long long)res->chunks, res->seconds, run->plan->caps.device, dev ? "device" : "host", measured, planned);
+  char shards[48] = "";
+  if (run->plan->shards > 1) snprintf(shards, sizeof shards, " (each of %d shards)", run->plan->shards);
+  printf("%s: %lld chunks in %.3f s on %s%s; peak %s memory %s (planned %s)\n", run->spec->name,
+         (long long)res->chunks, res->seconds, run->plan->caps.device, shards, dev ? "device" : "host", measured,
+         planned);
   print_notes(stdout, run->graph, "result", "");
   printf("wrote %s/\n  results.h5:", dir);
   for (int k = 0; k < res->n_outputs; k++) printf(" %s", res->outputs[k].name);

@@ -66,15 +66,16 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err);
 void sl_run_free(sl_run *r);
 
 /* The pipeline split into `count` shards of this process (shard_local.h),
- * each run by sl_run_pipeline on a thread of its own with the request's
- * threads shared out (at least one each) and its memory limit, when it has
- * one, shared out too. runs[0 .. count) hold each shard's run (call
- * sl_run_free on each, either way); before_alloc is called by shard 0
- * only, once. On success runs[0]'s streamed graph
- * outputs are completed with every other shard's positions, so runs[0]
- * holds the whole result. The first shard that failed says why (the
- * others stop at their next merge). No outputs target (sl_exec_opts.shard).
- * Every shard uses the request's backend: on a device, shards share it. */
+ * each run by sl_run_pipeline on a thread of its own, with the request's
+ * threads shared out (at least one each) and its budget too (the memory
+ * limit, else the backend's memory); before_alloc is called once, by shard
+ * 0. runs[0 .. count) hold each shard's run (call sl_run_free on each,
+ * either way). On success runs[0] holds the whole result: its streamed
+ * graph outputs completed with every other shard's positions, its memory
+ * figures the sums over the shards. The first shard that failed says why
+ * (the others stop at their next merge). No outputs target
+ * (sl_exec_opts.shard). Every shard uses the request's backend: on a
+ * device, the shards share it. */
 sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err);
 
 #endif

@@ -27,6 +27,36 @@ static void *shard_thread(void *arg) {
   return NULL;
 }
 
+/* The shards share one process's memory: each plans within its share of
+ * the budget, the request's or else the backend's memory (0: unknown,
+ * each shard's own default). */
+static uint64_t shard_budget(const sl_run_request *req, int threads_each, int count) {
+  uint64_t budget = req->memory_limit;
+  sl_backend_kind kind;
+  sl_error ignored;
+  const sl_backend_ops *ops = req->ops_override;
+  if (!budget && !ops && sl_backend_select(req->backend, &kind, &ignored) == SL_OK) ops = sl_backend_ops_for(kind);
+  sl_backend_caps caps;
+  if (!budget && ops && sl_run_caps(ops, threads_each, &caps, &ignored) == SL_OK) budget = caps.memory_bytes;
+  return budget / (uint64_t)count;
+}
+
+/* runs[0]'s memory made the whole process's: every shard's planned and
+ * measured bytes added (each shard's plan counts the process's own memory
+ * too, so the planned total errs high). */
+static void sum_memory(sl_run *runs, int count) {
+  sl_exec_result *r = &runs[0].result;
+  for (int s = 1; s < count; s++) {
+    const sl_exec_result *o = &runs[s].result;
+    r->planned_peak_bytes += o->planned_peak_bytes;
+    r->planned_host_bytes += o->planned_host_bytes;
+    r->planned_most_host_bytes += o->planned_most_host_bytes;
+    r->planned_decided_host_bytes += o->planned_decided_host_bytes;
+    r->measured_peak_bytes += o->measured_peak_bytes;
+    r->measured_host_bytes += o->measured_host_bytes;
+  }
+}
+
 /* runs[0]'s streamed graph outputs completed with shard s's positions. */
 static void gather_streamed(sl_run *runs, int count) {
   const sl_plan *p = runs[0].plan;
@@ -62,6 +92,7 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
    * workers each, so the same automatic chunk. */
   int threads_each = (req->threads > 0 ? req->threads : sl_usable_cpus()) / count;
   threads_each = threads_each > 0 ? threads_each : 1;
+  const uint64_t budget = shard_budget(req, threads_each, count);
   pthread_mutex_t setup = PTHREAD_MUTEX_INITIALIZER;
   int started = 0;
   sl_code rc = SL_OK;
@@ -69,7 +100,7 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
     jobs[s].req = *req;
     jobs[s].req.threads = threads_each;
     jobs[s].req.progress = false;
-    jobs[s].req.memory_limit = req->memory_limit / (uint64_t)count;
+    jobs[s].req.memory_limit = budget;
     jobs[s].req.setup_lock = &setup;
     if (s > 0) jobs[s].req.before_alloc = NULL; /* once, for the run (e.g. its output directory) */
     jobs[s].shard = sl_shard_group_member(group, s);
@@ -91,7 +122,10 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
     rc = jobs[cause].rc;
   }
   pthread_mutex_destroy(&setup);
-  if (rc == SL_OK) gather_streamed(runs, count);
+  if (rc == SL_OK) {
+    gather_streamed(runs, count);
+    sum_memory(runs, count);
+  }
   sl_shard_group_free(group);
   free(jobs);
   free(threads);

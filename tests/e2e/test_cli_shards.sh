@@ -32,6 +32,17 @@ if $PY -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["shards"
 else
   not_ok "report.json lacks shards: 3"
 fi
+# the whole process's memory: every shard's plan summed against what the
+# process measured (its growth, or what the shards' engines counted)
+if $PY - split-png/report.json <<'P'; then
+import json, sys
+m = json.load(open(sys.argv[1]))["memory"]
+assert 0 < m["measured_peak_host_bytes"] <= m["planned_peak_host_bytes"], m
+P
+  ok "3 shards: measured host peak <= planned (the shards' plans summed)"
+else
+  not_ok "3 shards: measured host peak above planned"
+fi
 # shellcheck disable=SC2086
 expect 2 "run this one unsplit" "repack split into shards: refused, naming the output" -- \
   "$SLUICE" run "$SRC/pipelines/repack.yaml" $ACQ --shards 2 --out repack-split --quiet
