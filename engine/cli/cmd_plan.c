@@ -11,7 +11,7 @@
 const char *const cli_help_plan =
     "usage: sluice plan FILE [--set NAME=VALUE]... [--backend auto|cpu|cuda]\n"
     "                        [--memory-limit SIZE] [--chunk N] [--threads N] [--setting NAME=VALUE]...\n"
-    "                        [--json]\n"
+    "                        [--shards N] [--json]\n"
     "\n"
     "Plans a pipeline without reading frame data (input files are opened for their\n"
     "metadata only; a detector acquisition's chunk index is listed too when it has\n"
@@ -30,21 +30,33 @@ const char *const cli_help_plan =
     "  --threads N          plan for N CPU worker threads, as `sluice run --threads N`\n"
     "                       does (the automatic chunk and the cost profile follow the\n"
     "                       count; default: the CPUs this process may use)\n"
+  "  --shards N           plan one shard of `sluice run --shards N`: threads/N\n"
+    "                       workers, 1/N of the budget, the merge's host memory,\n"
+    "                       no writer nodes (the outputs are held in memory)\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
     "  --json               the plan as JSON on stdout\n";
 
 int cmd_plan(int argc, char **argv) {
   cli_opts o;
-  int rc = cli_parse(argc, argv, CLI_SET | CLI_BACKEND | CLI_MEMORY | CLI_CHUNK | CLI_THREADS | CLI_JSON | CLI_SETTING, true,
-                     cli_help_plan, &o);
+  int rc = cli_parse(argc, argv,
+                     CLI_SET | CLI_BACKEND | CLI_MEMORY | CLI_CHUNK | CLI_THREADS | CLI_JSON | CLI_SETTING | CLI_SHARDS,
+                     true, cli_help_plan, &o);
   if (rc) return rc < 0 ? 0 : rc;
   sl_spec *spec;
   sl_graph *g;
   if ((rc = cli_load(&o, &spec, &g))) return rc;
   sl_error err;
   sl_error_clear(&err);
-  /* The plan of what `sluice run` runs: with its writer nodes. */
-  if (sl_graph_add_writers(g, &err) != SL_OK) {
+  const int shards = o.shards > 1 ? o.shards : 0;
+  if (shards && o.backend != SL_BACKEND_AUTO && o.backend != SL_BACKEND_CPU) {
+    sl_fail(&err, SL_ERR_USAGE, "--shards runs on the CPU backend: shards on several devices are not built yet");
+    sl_graph_free(g);
+    sl_spec_free(spec);
+    return cli_fail(&err);
+  }
+  /* The plan of what `sluice run` runs: with its writer nodes (a split
+   * run has none: it holds its outputs in memory). */
+  if (!shards && sl_graph_add_writers(g, &err) != SL_OK) {
     sl_graph_free(g);
     sl_spec_free(spec);
     return cli_fail(&err);
@@ -55,13 +67,21 @@ int cmd_plan(int argc, char **argv) {
   /* Planning touches no GPU: auto plans for the CPU; name a backend to plan
    * for it (its capabilities are then read from the device). */
   if (o.backend == SL_BACKEND_AUTO) o.backend = SL_BACKEND_CPU;
+  /* one shard of a split run: its share of the workers (as
+   * sl_run_pipeline_shards gives them) */
+  const int threads = shards ? sl_shard_threads(o.threads, shards) : o.threads;
   if (sl_backend_select(o.backend, &kind, &err) != SL_OK ||
-      sl_run_caps(sl_backend_ops_for(kind), o.threads, &caps, &err) != SL_OK ||
+      sl_run_caps(sl_backend_ops_for(kind), threads, &caps, &err) != SL_OK ||
       sl_graph_check_backend(g, kind, &err) != SL_OK) {
     rc = cli_fail(&err);
   } else {
     sl_plan_opts po;
     cli_plan_opts(&o, &caps, &po);
+    if (shards) { /* and of the budget */
+      const sl_run_request req = {.backend = SL_BACKEND_CPU, .memory_limit = o.memory_limit};
+      po.shards = shards;
+      po.memory_limit = sl_shard_budget(&req, threads, shards);
+    }
     sl_cost_profile profile;
     char warning[1200];
     sl_cost_profile_for(&caps, g->registry, &profile, NULL, 0, warning, sizeof warning);
@@ -94,7 +114,7 @@ int cmd_plan(int argc, char **argv) {
         sl_json_end_object(&j);
         sl_json_finish(&j);
       } else {
-        printf("pipeline %s (%s)\n", spec->name, spec->file);
+        printf("pipeline %s (%s)%s\n", spec->name, spec->file, shards ? ", one shard of a split run" : "");
         sl_plan_print(stdout, p);
       }
       if (sl_plan_check_budget(p, &err) != SL_OK) rc = cli_fail(&err);

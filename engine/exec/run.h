@@ -78,4 +78,12 @@ void sl_run_free(sl_run *r);
  * device, the shards share it. */
 sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err);
 
+/* Each shard's workers: `threads` (0: the CPUs this process may use) shared
+ * out, at least one. */
+int sl_shard_threads(int threads, int count);
+/* Each shard's budget: the request's memory limit, else the memory of the
+ * backend it selects (with threads_each workers), shared out; 0 when
+ * neither is known (each shard's own default). */
+uint64_t sl_shard_budget(const sl_run_request *req, int threads_each, int count);
+
 #endif

@@ -27,10 +27,12 @@ static void *shard_thread(void *arg) {
   return NULL;
 }
 
-/* The shards share one process's memory: each plans within its share of
- * the budget, the request's or else the backend's memory (0: unknown,
- * each shard's own default). */
-static uint64_t shard_budget(const sl_run_request *req, int threads_each, int count) {
+int sl_shard_threads(int threads, int count) {
+  const int all = threads > 0 ? threads : sl_usable_cpus();
+  return all / count > 0 ? all / count : 1;
+}
+
+uint64_t sl_shard_budget(const sl_run_request *req, int threads_each, int count) {
   uint64_t budget = req->memory_limit;
   sl_backend_kind kind;
   sl_error ignored;
@@ -90,9 +92,8 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
   }
   /* Every shard plans alike (the merge pairs their buffers): the same
    * workers each, so the same automatic chunk. */
-  int threads_each = (req->threads > 0 ? req->threads : sl_usable_cpus()) / count;
-  threads_each = threads_each > 0 ? threads_each : 1;
-  const uint64_t budget = shard_budget(req, threads_each, count);
+  const int threads_each = sl_shard_threads(req->threads, count);
+  const uint64_t budget = sl_shard_budget(req, threads_each, count);
   pthread_mutex_t setup = PTHREAD_MUTEX_INITIALIZER;
   int started = 0;
   sl_code rc = SL_OK;

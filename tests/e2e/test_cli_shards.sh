@@ -44,6 +44,18 @@ else
   not_ok "3 shards: measured host peak above planned"
 fi
 # shellcheck disable=SC2086
+expect 0 "shards' merge" "sluice plan --shards 3: one shard's plan, with the merge's memory" -- \
+  "$SLUICE" plan "$SRC/pipelines/stem_products.yaml" $ACQ --shards 3
+# shellcheck disable=SC2086
+if "$SLUICE" plan "$SRC/pipelines/stem_products.yaml" $ACQ --shards 3 --json | $PY -c '
+import json, sys
+m = json.load(sys.stdin)["plan"]["memory"]
+assert m["shards"] == 3 and m["shard_exchange_bytes"] > 0, m'; then
+  ok "sluice plan --shards 3 --json: memory.shards and shard_exchange_bytes"
+else
+  not_ok "sluice plan --shards 3 --json lacks the shards"
+fi
+# shellcheck disable=SC2086
 expect 2 "run this one unsplit" "repack split into shards: refused, naming the output" -- \
   "$SLUICE" run "$SRC/pipelines/repack.yaml" $ACQ --shards 2 --out repack-split --quiet
 [ -e repack-split ] && not_ok "the refused run left repack-split behind" || ok "the refused run left no directory"
