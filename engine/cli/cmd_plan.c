@@ -42,18 +42,13 @@ int cmd_plan(int argc, char **argv) {
                      CLI_SET | CLI_BACKEND | CLI_MEMORY | CLI_CHUNK | CLI_THREADS | CLI_JSON | CLI_SETTING | CLI_SHARDS,
                      true, cli_help_plan, &o);
   if (rc) return rc < 0 ? 0 : rc;
+  sl_error err;
+  sl_error_clear(&err);
+  if (cli_shards_backend(&o, &err) != SL_OK) return cli_fail(&err);
   sl_spec *spec;
   sl_graph *g;
   if ((rc = cli_load(&o, &spec, &g))) return rc;
-  sl_error err;
-  sl_error_clear(&err);
   const int shards = o.shards > 1 ? o.shards : 0;
-  if (shards && o.backend != SL_BACKEND_AUTO && o.backend != SL_BACKEND_CPU) {
-    sl_fail(&err, SL_ERR_USAGE, "--shards runs on the CPU backend: shards on several devices are not built yet");
-    sl_graph_free(g);
-    sl_spec_free(spec);
-    return cli_fail(&err);
-  }
   /* The plan of what `sluice run` runs: with its writer nodes (a split
    * run has none: it holds its outputs in memory). */
   if (!shards && sl_graph_add_writers(g, &err) != SL_OK) {

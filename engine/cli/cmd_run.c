@@ -142,6 +142,9 @@ int cmd_run(int argc, char **argv) {
                          CLI_CHUNK | CLI_THREADS | CLI_SETTING | CLI_SHARDS,
                      true, cli_help_run, &o);
   if (rc) return rc < 0 ? 0 : rc;
+  sl_error err;
+  sl_error_clear(&err);
+  if (cli_shards_backend(&o, &err) != SL_OK) return cli_fail(&err);
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -160,14 +163,9 @@ int cmd_run(int argc, char **argv) {
       .cancel = &g_stop_signal, .outputs = &out.target,
   };
   sl_run run;
-  sl_error err;
-  sl_error_clear(&err);
   const int n_shards = o.shards > 1 ? o.shards : 0;
   sl_code st;
-  if (n_shards && o.backend != SL_BACKEND_AUTO && o.backend != SL_BACKEND_CPU) {
-    memset(&run, 0, sizeof run);
-    st = sl_fail(&err, SL_ERR_USAGE, "--shards runs on the CPU backend: shards on several devices are not built yet");
-  } else if (n_shards) {
+  if (n_shards) {
     /* the outputs held in memory whole (no writer nodes: each shard would
      * write its own positions), written once the shards are done */
     req.backend = SL_BACKEND_CPU;

@@ -1202,14 +1202,17 @@ static sl_code shard_merge_buffer(run_ctx *c, const sl_plan_pass *pp, int bi) {
   if (sl_combine_elementwise(bf->combine)) {
     sl_combine_identity_host(bf->combine, n->out[k].dtype, acc, 0, elems);
     for (int s = 0; s < count; s++) sl_combine_merge_host(bf->combine, n->out[k].dtype, acc, all + s * bytes, 0, elems);
-  } else { /* the concats: each shard's positions from its copy */
-    const int64_t rows = bf->combine == SL_COMBINE_CONCAT ? 1 : bytes / (pp->positions * (int64_t)sl_dtype_size(n->out[k].dtype));
-    const int64_t item = bf->combine == SL_COMBINE_CONCAT ? concat_item_bytes(c, n, k) : (int64_t)sl_dtype_size(n->out[k].dtype);
-    const int64_t row = bf->combine == SL_COMBINE_CONCAT ? bytes : pp->positions * item;
+  } else { /* the concats: each other shard's positions from its copy */
+    /* concat: one row of [positions, item]; scan-last: rows of [positions]
+     * elements, a column block per shard */
+    const bool scan_last = bf->combine == SL_COMBINE_CONCAT_SCAN_LAST;
+    const int64_t item = scan_last ? (int64_t)sl_dtype_size(n->out[k].dtype) : concat_item_bytes(c, n, k);
+    const int64_t row = scan_last ? pp->positions * item : bytes, rows = bytes / row;
     for (int s = 0; s < count; s++) {
       int64_t p0, p1;
       shard_positions(c, pp, s, &p0, &p1);
-      for (int64_t r = 0; r < rows && s != c->shard->index && p1 > p0; r++)
+      if (s == c->shard->index || p1 == p0) continue;
+      for (int64_t r = 0; r < rows; r++)
         memcpy(acc + r * row + p0 * item, all + s * bytes + r * row + p0 * item, (size_t)((p1 - p0) * item));
     }
   }
