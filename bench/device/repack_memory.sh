@@ -10,7 +10,8 @@
 # seconds; then PASS or FAIL for each check:
 #   - CUDA: planned device peak under 1 MiB (nothing of the frames there);
 #   - every run: measured host peak <= planned;
-#   - CUDA: host planned peak within 1.5x of the CPU run's;
+#   - CUDA: host planned peak beyond the process's own memory (the CUDA
+#     runtime's) within 1.5x of the CPU run's;
 #   - the two results.h5 hold the same stored chunks (frames dataset, read
 #     with the bitshuffle plugin by python3 + h5py when both are there, else
 #     compared as sluice's listing of chunk sizes).
@@ -34,16 +35,16 @@ check() { # NAME CONDITION(0/1)
 for be in cuda cpu; do
   log "repack on $be"
   rm -rf /tmp/repack-$be # this script's own output
-  s=$(date +%s.%N)
+  s=$(date +%s%N)
   sluice run "$P/repack.yaml" --set input=${A}_master.h5 --backend $be --out /tmp/repack-$be --quiet \
     >/dev/null 2>/tmp/repack-$be.err || { tail -5 /tmp/repack-$be.err; check "repack on $be ran" 0; continue; }
-  e=$(date +%s.%N)
-  python3 - /tmp/repack-$be/report.json "$(echo "$e - $s" | bc -l)" <<'PY'
+  e=$(date +%s%N)
+  python3 - /tmp/repack-$be/report.json "$(((e - s) / 1000000))" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); m = r["memory"]
 g = lambda k: m.get(k, 0) / 2**20
 print("wall %.3f s, execution %.3f s; host planned / measured %.1f / %.1f MiB; device %.1f / %.1f MiB" % (
-    float(sys.argv[2]), r["seconds"], g("planned_peak_host_bytes"), g("measured_peak_host_bytes"),
+    float(sys.argv[2]) / 1e3, r["seconds"], g("planned_peak_host_bytes"), g("measured_peak_host_bytes"),
     g("planned_peak_device_bytes"), g("measured_peak_device_bytes")))
 print("  " + " ".join("%s=%.3f" % (n["id"], n["seconds"]) for n in r["nodes"]))
 PY
@@ -57,17 +58,22 @@ if [ -e /tmp/repack-cuda/report.json ] && [ -e /tmp/repack-cpu/report.json ]; th
     check "$r: measured host <= planned" \
       "$([ "$(mem $r measured_peak_host_bytes)" -le "$(mem $r planned_peak_host_bytes)" ] && echo 1 || echo 0)"
   done
-  check "cuda host plan within 1.5x of the cpu run's" \
-    "$(python3 -c "import sys; print(int(float(sys.argv[1]) <= 1.5 * float(sys.argv[2])))" \
-      "$(mem $cu planned_peak_host_bytes)" "$(mem $cp planned_peak_host_bytes)")"
+  # beyond the process's own memory (plan.memory.process_bytes: the CUDA
+  # runtime's libraries and context, about 170 MiB on an H100's host, which
+  # the CPU run has not)
+  own() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['memory']['planned_peak_host_bytes'] - r['plan']['memory']['process_bytes'])" "$1"; }
+  check "cuda host plan beyond the process's own within 1.5x of the cpu run's ($(own $cu) against $(own $cp) bytes)" \
+    "$(python3 -c "import sys; print(int(float(sys.argv[1]) <= 1.5 * float(sys.argv[2])))" "$(own $cu)" "$(own $cp)")"
   if python3 -c "import h5py" 2>/dev/null; then
     same=$(python3 - /tmp/repack-cuda/results.h5 /tmp/repack-cpu/results.h5 <<'PY'
 import h5py, sys
 a, b = (h5py.File(p, "r")["frames"] for p in sys.argv[1:3])
-n = a.id.get_num_chunks()
-same = n == b.id.get_num_chunks() and all(
-    a.id.read_direct_chunk(a.id.get_chunk_info(i).chunk_offset) ==
-    b.id.read_direct_chunk(b.id.get_chunk_info(i).chunk_offset) for i in range(n))
+# chunk_iter visits the index once (get_chunk_info(i) searches it for every
+# i: quadratic, minutes at 262,144 chunks)
+offsets = []
+a.id.chunk_iter(lambda info: offsets.append(info.chunk_offset))
+same = len(offsets) == b.id.get_num_chunks() and all(
+    a.id.read_direct_chunk(o) == b.id.read_direct_chunk(o) for o in offsets)
 print(int(same))
 PY
 )

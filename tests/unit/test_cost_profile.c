@@ -958,9 +958,7 @@ static void test_derived_for_threads(void **state) {
   sl_cost_profile exact = profile_at(4, note, sizeof note);
   assert_int_equal(exact.derived_from[0], 0);
   assert_true(sl_cost_profile_rate(&exact, "sum/u16")->seconds_per_unit == 1.0 / 2);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(temp_dir_remove(dir), 0);
   unsetenv("XDG_CACHE_HOME");
 }
 

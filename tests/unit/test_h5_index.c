@@ -26,6 +26,7 @@
 #include <hdf5.h>
 
 #include "nodes/hdf5/h5_index.h"
+#include "tests/unit/test_support.h"
 
 /* ---- fixture writer ------------------------------------------------------ */
 
@@ -268,9 +269,7 @@ FX_HELPER bool fx_init_plugins(void) {
 /* The fixtures' temp dir goes. */
 FX_HELPER void fx_cleanup(void) {
   if (!g_tmp[0]) return;
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+  if (temp_dir_remove(g_tmp) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
 }
 
 /* fx_init and fx_cleanup as cmocka group setup and teardown. */

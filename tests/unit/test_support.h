@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A fresh directory made from the mkdtemp template `tmpl` (ending in
@@ -15,11 +17,19 @@ static inline int temp_dir_make(char *dir, size_t n, const char *tmpl) {
   return mkdtemp(dir) ? 0 : -1;
 }
 
-/* Removes `dir` and everything below it; 0, or -1 when that fails. */
+static inline int temp_tree_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+/* Removes `dir` and everything below it; 0, or -1 when that fails. In
+ * process (nftw, deepest first, links not followed), not through system():
+ * a fork of a CUDA process under compute-sanitizer corrupted its heap
+ * (glibc's system() spawns with a shared address space, and the sanitizer
+ * follows the child). */
 static inline int temp_dir_remove(const char *dir) {
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  if (!dir || !dir[0]) return 0;
+  return nftw(dir, temp_tree_remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* The per-process directory of write_temp_file, removed at exit. */
