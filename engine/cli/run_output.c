@@ -138,12 +138,15 @@ sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const 
   snprintf(o->target.dir, sizeof o->target.dir, "%s", o->tmp);
   sl_code rc = sl_h5_writer_open(path, attrs, SL_COUNT_OF(attrs), &o->target.results, err);
   free(rendered);
-  /* the file set up for many chunks (stored or ragged) now, before any data is read */
+  /* the file set up for many chunks (stored or ragged), or a streamed output's dataset and
+   * write-behind buffer made, now, before any data is read */
   for (int k = 0; k < g->n_outputs && rc == SL_OK; k++) {
     const sl_graph_output *go = &g->outputs[k];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
     if (d->encoding != SL_ENC_NONE || sl_desc_is_ragged(d))
       rc = sl_h5_writer_expect_chunked(o->target.results, go->name, err);
+    else if (d->stream_rank)
+      rc = sl_h5_writer_reserve(o->target.results, go->name, d, err);
   }
   return rc;
 }

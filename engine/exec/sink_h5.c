@@ -359,6 +359,23 @@ static sl_code flush(sl_h5_writer *w, dataset *s, sl_error *err) {
   return rc;
 }
 
+/* The write-behind buffer write_h5 declared (sl_h5_write_behind_bytes),
+ * made once, every page touched; s->data stays NULL when there is no
+ * memory for it (the chunks are then written as they come). */
+static void behind_buffer(dataset *s, const sl_tensor_desc *d) {
+  if (s->data) return;
+  s->cap = (size_t)sl_h5_write_behind_bytes(d);
+  s->data = malloc(s->cap ? s->cap : 1);
+  if (s->data) memset(s->data, 0, s->cap);
+}
+
+sl_code sl_h5_writer_reserve(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, sl_error *err) {
+  dataset *s;
+  sl_code rc = get_dataset(w, name, d, &s, err);
+  if (rc == SL_OK && !s->stored && !sl_desc_is_ragged(d) && d->stream_rank) behind_buffer(s, d);
+  return rc;
+}
+
 sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
                                int64_t start, int64_t count, const void *data, sl_error *err) {
   if (count <= 0) return SL_OK;
@@ -372,10 +389,7 @@ sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tenso
   }
   bool follows = s->count && s->start + s->count == start;
   if (s->count && (!follows || s->bytes + bytes > s->cap) && (rc = flush(w, s, err)) != SL_OK) return rc;
-  if (!s->data) { /* the buffer write_h5 declared */
-    s->cap = (size_t)sl_h5_write_behind_bytes(d);
-    s->data = malloc(s->cap ? s->cap : 1);
-  }
+  behind_buffer(s, d);
   if (!s->data || bytes > s->cap) return write_positions(w, s, chunk, chunk, start, count, data, err);
   if (!s->count) s->start = start, s->first_chunk = chunk;
   memcpy(s->data + s->bytes, data, bytes);
