@@ -51,6 +51,12 @@ typedef struct sl_backend_ops {
   void (*warm_up_nodes)(const char *const *types, int n);
   /* threads: 0 = all available. */
   sl_code (*create)(int threads, sl_backend **out, sl_error *err);
+  /* Optional (NULL on the CPU): the devices this backend can run on, 0
+   * when none is usable; and create on device `device` (0 <= device <
+   * device_count()) instead of the backend's own choice (a split run puts
+   * its shards on the devices in turn, engine/exec/run_shards.c). */
+  int (*device_count)(void);
+  sl_code (*create_on)(int device, int threads, sl_backend **out, sl_error *err);
   void (*destroy)(sl_backend *b);
   /* Data buffers (the pool calls these; nothing else should). */
   sl_code (*alloc)(sl_backend *b, size_t bytes, void **ptr, sl_error *err);

@@ -56,9 +56,6 @@ int cli_parse(int argc, char **argv, unsigned flags, bool need_file, const char 
 int cli_fail(const sl_error *err);
 /* Spec + graph for a file with the command line's --set values. */
 int cli_load(const cli_opts *o, sl_spec **spec, sl_graph **graph);
-/* --shards N with a backend it cannot run on (anything but auto and cpu):
- * SL_ERR_USAGE saying so; SL_OK otherwise. */
-sl_code cli_shards_backend(const cli_opts *o, sl_error *err);
 /* Plan options for a backend's capabilities and the command line. */
 void cli_plan_opts(const cli_opts *o, const sl_backend_caps *caps, sl_plan_opts *po);
 

@@ -119,11 +119,6 @@ int cli_load(const cli_opts *o, sl_spec **spec, sl_graph **graph) {
   return 0;
 }
 
-sl_code cli_shards_backend(const cli_opts *o, sl_error *err) {
-  if (o->shards <= 1 || o->backend == SL_BACKEND_AUTO || o->backend == SL_BACKEND_CPU) return SL_OK;
-  return sl_fail(err, SL_ERR_USAGE, "--shards runs on the CPU backend: shards on several devices are not built yet");
-}
-
 void cli_plan_opts(const cli_opts *o, const sl_backend_caps *caps, sl_plan_opts *po) {
   memset(po, 0, sizeof *po);
   po->caps = *caps;

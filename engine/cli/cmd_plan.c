@@ -31,7 +31,8 @@ const char *const cli_help_plan =
     "                       does (the automatic chunk and the cost profile follow the\n"
     "                       count; default: the CPUs this process may use)\n"
   "  --shards N           plan one shard of `sluice run --shards N`: threads/N\n"
-    "                       workers, 1/N of the budget, the merge's host memory,\n"
+    "                       workers, its share of the budget (on a device, of the\n"
+    "                       shards on one device), the merge's host memory,\n"
     "                       no writer nodes (the outputs are held in memory)\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
     "  --json               the plan as JSON on stdout\n";
@@ -44,7 +45,6 @@ int cmd_plan(int argc, char **argv) {
   if (rc) return rc < 0 ? 0 : rc;
   sl_error err;
   sl_error_clear(&err);
-  if (cli_shards_backend(&o, &err) != SL_OK) return cli_fail(&err);
   sl_spec *spec;
   sl_graph *g;
   if ((rc = cli_load(&o, &spec, &g))) return rc;
@@ -73,7 +73,7 @@ int cmd_plan(int argc, char **argv) {
     sl_plan_opts po;
     cli_plan_opts(&o, &caps, &po);
     if (shards) { /* and of the budget */
-      const sl_run_request req = {.backend = SL_BACKEND_CPU, .memory_limit = o.memory_limit};
+      const sl_run_request req = {.backend = o.backend, .memory_limit = o.memory_limit};
       po.shards = shards;
       po.memory_limit = sl_shard_budget(&req, threads, shards);
     }

@@ -40,10 +40,11 @@ const char *const cli_help_run =
     "                       use: affinity mask and cgroup quota)\n"
     "  --shards N           split the run into N shards of this process, each\n"
     "                       streaming its own chunks with threads/N workers, their\n"
-    "                       reductions merged after each pass (CPU backend; the\n"
-    "                       outputs are held in memory, then written whole): the\n"
-    "                       path several devices and MPI ranks take, to check that\n"
-    "                       a pipeline splits; not faster than --threads on one CPU\n"
+    "                       reductions merged after each pass (the outputs are\n"
+    "                       held in memory, then written whole); on CUDA, shard s\n"
+    "                       runs on device s mod the devices (CUDA_VISIBLE_DEVICES\n"
+    "                       picks them): several GPUs of one host; on the CPU, not\n"
+    "                       faster than --threads, a check that a pipeline splits\n"
     "  --force              replace an existing output directory that sluice wrote\n"
     "                       (one holding a .sluice-output marker; others are refused)\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`), over its\n"
@@ -144,7 +145,6 @@ int cmd_run(int argc, char **argv) {
   if (rc) return rc < 0 ? 0 : rc;
   sl_error err;
   sl_error_clear(&err);
-  if (cli_shards_backend(&o, &err) != SL_OK) return cli_fail(&err);
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -168,7 +168,6 @@ int cmd_run(int argc, char **argv) {
   if (n_shards) {
     /* the outputs held in memory whole (no writer nodes: each shard would
      * write its own positions), written once the shards are done */
-    req.backend = SL_BACKEND_CPU;
     req.outputs = NULL;
     sl_run *shards = sl_calloc((size_t)n_shards, sizeof *shards);
     memset(&run, 0, sizeof run);

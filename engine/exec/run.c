@@ -107,7 +107,10 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   if (rc == SL_OK && req->before_alloc) rc = req->before_alloc(req->ctx, out->plan, err);
   double t_planned = sl_now();
   sl_backend *b = NULL;
-  if (rc == SL_OK) rc = ops->create(req->threads, &b, err);
+  if (rc == SL_OK) {
+    const int device = req->shard && ops->create_on ? req->shard->device : -1;
+    rc = device >= 0 ? ops->create_on(device, req->threads, &b, err) : ops->create(req->threads, &b, err);
+  }
   double t_created = sl_now();
   if (rc == SL_OK && b) {
     b->ops = ops; /* the table this run selected (tests wrap the CPU one) */

@@ -74,16 +74,21 @@ void sl_run_free(sl_run *r);
  * graph outputs completed with every other shard's positions, its memory
  * figures the sums over the shards. The first shard that failed says why
  * (the others stop at their next merge). No outputs target
- * (sl_exec_opts.shard). Every shard uses the request's backend: on a
- * device, the shards share it. */
+ * (sl_exec_opts.shard). Every shard uses the request's backend; where it
+ * has devices (sl_backend_ops.create_on), shard s runs on device
+ * s % sl_shard_devices(req), and the shards on one device share it. */
 sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err);
 
 /* Each shard's workers: `threads` (0: the CPUs this process may use) shared
  * out, at least one. */
 int sl_shard_threads(int threads, int count);
-/* Each shard's budget: the request's memory limit, else the memory of the
- * backend it selects (with threads_each workers), shared out; 0 when
- * neither is known (each shard's own default). */
+/* The devices the shards are put on in turn: those of the backend the
+ * request selects, 0 for a backend without devices (the CPU). */
+int sl_shard_devices(const sl_run_request *req);
+/* Each shard's budget: the request's memory limit shared out among the
+ * shards, else the memory of the backend it selects (with threads_each
+ * workers; on a device, the first device's) shared among the shards on
+ * one device; 0 when neither is known (each shard's own default). */
 uint64_t sl_shard_budget(const sl_run_request *req, int threads_each, int count);
 
 #endif

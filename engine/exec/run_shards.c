@@ -32,15 +32,30 @@ int sl_shard_threads(int threads, int count) {
   return all / count > 0 ? all / count : 1;
 }
 
-uint64_t sl_shard_budget(const sl_run_request *req, int threads_each, int count) {
-  uint64_t budget = req->memory_limit;
+/* The backend table the run will select (NULL when none can be). */
+static const sl_backend_ops *shard_ops(const sl_run_request *req) {
+  if (req->ops_override) return req->ops_override;
   sl_backend_kind kind;
   sl_error ignored;
-  const sl_backend_ops *ops = req->ops_override;
-  if (!budget && !ops && sl_backend_select(req->backend, &kind, &ignored) == SL_OK) ops = sl_backend_ops_for(kind);
+  return sl_backend_select(req->backend, &kind, &ignored) == SL_OK ? sl_backend_ops_for(kind) : NULL;
+}
+
+int sl_shard_devices(const sl_run_request *req) {
+  const sl_backend_ops *ops = shard_ops(req);
+  return ops && ops->device_count && ops->create_on ? ops->device_count() : 0;
+}
+
+uint64_t sl_shard_budget(const sl_run_request *req, int threads_each, int count) {
+  if (req->memory_limit) return req->memory_limit / (uint64_t)count;
+  const sl_backend_ops *ops = shard_ops(req);
   sl_backend_caps caps;
-  if (!budget && ops && sl_run_caps(ops, threads_each, &caps, &ignored) == SL_OK) budget = caps.memory_bytes;
-  return budget / (uint64_t)count;
+  sl_error ignored;
+  if (!ops || sl_run_caps(ops, threads_each, &caps, &ignored) != SL_OK) return 0;
+  /* a device's memory is shared by the shards on it (the first device's
+   * free memory stands for every device's: the shards plan alike) */
+  const int devices = sl_shard_devices(req);
+  const int sharing = devices > 0 ? (count + devices - 1) / devices : count;
+  return caps.memory_bytes / (uint64_t)sharing;
 }
 
 /* runs[0]'s memory made the whole process's: every shard's planned and
@@ -94,6 +109,7 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
    * workers each, so the same automatic chunk. */
   const int threads_each = sl_shard_threads(req->threads, count);
   const uint64_t budget = sl_shard_budget(req, threads_each, count);
+  const int devices = sl_shard_devices(req);
   pthread_mutex_t setup = PTHREAD_MUTEX_INITIALIZER;
   int started = 0;
   sl_code rc = SL_OK;
@@ -105,6 +121,7 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
     jobs[s].req.setup_lock = &setup;
     if (s > 0) jobs[s].req.before_alloc = NULL; /* once, for the run (e.g. its output directory) */
     jobs[s].shard = sl_shard_group_member(group, s);
+    jobs[s].shard.device = devices > 0 ? s % devices : -1; /* the devices in turn */
     jobs[s].group = group;
     jobs[s].run = &runs[s];
     if (pthread_create(&threads[s], NULL, shard_thread, &jobs[s]) != 0) {

@@ -36,6 +36,9 @@ typedef struct sl_exec_shard {
   int index, count; /* 0 <= index < count */
   sl_shard_allgather_fn allgather;
   void *ctx;
+  /* The device this shard's backend is made on (sl_backend_ops.create_on,
+   * where the backend has devices); -1: the backend's own choice. */
+  int device;
 } sl_exec_shard;
 
 /* The chunks [*first, *end) of n_chunks that shard `index` of `count`

@@ -85,7 +85,8 @@ sl_shard_group *sl_shard_group_new(int count) {
   pthread_cond_init(&g->cv, NULL);
   for (int s = 0; s < count; s++) {
     g->ctx[s] = (struct member_ctx){g, s};
-    g->members[s] = (sl_exec_shard){.index = s, .count = count, .allgather = local_allgather, .ctx = &g->ctx[s]};
+    g->members[s] = (sl_exec_shard){.index = s, .count = count, .allgather = local_allgather, .ctx = &g->ctx[s],
+                                     .device = -1};
   }
   return g;
 }

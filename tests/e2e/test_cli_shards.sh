@@ -4,7 +4,7 @@
 # positions, writes the datasets of one unsplit run bit for bit (their
 # sha256, tests/data/shipped_outputs.sh) and the same PNGs; repack, whose
 # output is an encoded stream only a writer node writes, is refused with a
-# clear error, and so are shards on a device backend.
+# clear error; a split CUDA run without a device fails as an unsplit one does.
 . "$(dirname "$0")/lib.sh"
 need_h5py_and_plugin
 cd "$WORK"
@@ -62,8 +62,39 @@ fi
 expect 2 "run this one unsplit" "repack split into shards: refused, naming the output" -- \
   "$SLUICE" run "$SRC/pipelines/repack.yaml" $ACQ --shards 2 --out repack-split --quiet
 [ -e repack-split ] && not_ok "the refused run left repack-split behind" || ok "the refused run left no directory"
-expect 2 "CPU backend" "shards on a device backend: refused" -- \
-  "$SLUICE" run "$SRC/pipelines/stem_products.yaml" $ACQ --shards 2 --backend cuda --out cuda-split --quiet
+# On CUDA: the shards on the GPUs in turn, the same datasets as an unsplit
+# CUDA run; without a GPU, the same failure as an unsplit CUDA run's.
+# shellcheck disable=SC2086
+"$SLUICE" run "$SRC/pipelines/stem_products.yaml" $ACQ --chunk 7 --backend cuda --out cuda-one --quiet 2>cuda-one.err
+one_rc=$?
+# shellcheck disable=SC2086
+"$SLUICE" run "$SRC/pipelines/stem_products.yaml" $ACQ --chunk 7 --backend cuda --shards 3 --out cuda-split \
+  --quiet 2>cuda-split.err
+split_rc=$?
+if [ $one_rc != 0 ]; then
+  if [ $split_rc = $one_rc ] && cmp -s cuda-one.err cuda-split.err && [ ! -e cuda-split ]; then
+    ok "no GPU: 3 shards on CUDA fail as one CUDA run does (exit $one_rc, $(head -c 60 cuda-one.err)...)"
+  else
+    not_ok "no GPU: the split CUDA run did not fail as the unsplit one (exit $split_rc against $one_rc)"
+    sed 's/^/    /' cuda-split.err | head -5
+  fi
+elif [ $split_rc = 0 ] && $PY - cuda-one/results.h5 cuda-split/results.h5 <<'P'; then
+import h5py, sys
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+def datasets(f):
+    names = []
+    f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+    return sorted(names)
+names = datasets(a)
+assert names and names == datasets(b), (names, datasets(b))
+for n in names:
+    assert a[n][...].tobytes() == b[n][...].tobytes(), n
+P
+  ok "3 shards on CUDA: the datasets of one CUDA run, bit for bit"
+else
+  not_ok "3 shards on CUDA differ from one CUDA run (exit $split_rc)"
+  sed 's/^/    /' cuda-split.err | head -5
+fi
 expect 2 "--shards needs a number" "--shards 0: a usage error" -- \
   "$SLUICE" run "$SRC/pipelines/stem_products.yaml" $ACQ --shards 0 --out zero --quiet
 finish

@@ -8,7 +8,8 @@
  * several chunk sizes (a chunk of 1 position, chunks that split stored
  * chunks, that span files, one chunk for the whole scan), a two-pass pipeline
  * (pipelines/virtual_image_fit.yaml: a second prefetch stage from chunk 0),
- * and repeated runs (no device memory kept). The CPU
+ * runs split into shards (t_shards), and repeated runs (no device memory
+ * kept). The CPU
  * runs always happen (chunkings against one chunk); the CUDA ones skip visibly
  * without a device ("SKIP: no CUDA device"). */
 #define SL_H5_FIXTURES_ONLY
@@ -75,8 +76,11 @@ static void write_one_pass(char *path, size_t n) {
   write_temp_file(path, n, "src_one_pass.yaml", text);
 }
 
-static sl_code run(const char *file, const sl_setting *sets, size_t n_sets, int backend, int64_t chunk,
-                   const char *overlap, sl_run *r, sl_error *err) {
+/* One run, or (shards > 1) a run split into that many shards
+ * (sl_run_pipeline_shards; on CUDA, the shards on the devices in turn),
+ * whose shard 0, holding every output whole, is returned in r. */
+static sl_code run_split(const char *file, const sl_setting *sets, size_t n_sets, int backend, int64_t chunk,
+                         const char *overlap, int shards, sl_run *r, sl_error *err) {
   /* overlap: "0" or "1" as --setting source_overlap would take it, NULL: default */
   char setting[64];
   snprintf(setting, sizeof setting, "source_overlap=%s", overlap ? overlap : "true");
@@ -84,13 +88,27 @@ static sl_code run(const char *file, const sl_setting *sets, size_t n_sets, int 
   assert_int_equal(sl_settings_init(settings, 1, err), SL_OK);
   sl_run_request req = {.file = file, .registry = sl_nodes_registry(), .sets = sets,
                         .n_sets = n_sets, .backend = backend, .chunk_positions = chunk,
-                        .threads = 2};
+                        .threads = shards > 1 ? 2 * shards : 2};
   sl_error_clear(err);
   memset(r, 0, sizeof *r);
-  sl_code rc = sl_run_pipeline(&req, r, err);
+  sl_code rc;
+  if (shards > 1) {
+    sl_run runs[4];
+    assert_true(shards <= 4);
+    rc = sl_run_pipeline_shards(&req, shards, runs, err);
+    *r = runs[0];
+    for (int k = 1; k < shards; k++) sl_run_free(&runs[k]);
+  } else {
+    rc = sl_run_pipeline(&req, r, err);
+  }
   sl_error ignored;
   (void)sl_settings_init(NULL, 0, &ignored);
   return rc;
+}
+
+static sl_code run(const char *file, const sl_setting *sets, size_t n_sets, int backend, int64_t chunk,
+                   const char *overlap, sl_run *r, sl_error *err) {
+  return run_split(file, sets, n_sets, backend, chunk, overlap, 1, r, err);
 }
 
 static void expect_same(const sl_run *ref, const sl_run *got, const char *what) {
@@ -175,6 +193,53 @@ static void t_two_pass(void **state) {
   if (!have_cuda()) skip();
 }
 
+/* Runs split into 2 and 3 shards on CUDA (sl_run_pipeline_shards: each
+ * shard's backend on device s mod the devices, its prefetch stage over its
+ * own chunks, the reductions merged through the host): the one-pass and
+ * the two-pass pipelines, both overlap modes, bit for bit the CPU's one
+ * run. */
+static void t_shards(void **state) {
+  (void)state;
+  if (!have_cuda()) skip();
+  char one_pass[512];
+  write_one_pass(one_pass, sizeof one_pass);
+  const char *src = getenv("SLUICE_SOURCE_DIR");
+  char two_pass[1024];
+  snprintf(two_pass, sizeof two_pass, "%s/pipelines/virtual_image_fit.yaml", src && src[0] ? src : "../..");
+  char master[512];
+  disk_acquisition_write("cudasrc_disk_shards", &k_disk, master, sizeof master);
+  sl_setting sets[1] = {{.name = "input", .value = master}};
+  const struct {
+    const char *file;
+    const sl_setting *sets;
+    size_t n_sets;
+    int64_t chunk;
+  } cases[] = {{one_pass, NULL, 0, 1}, {one_pass, NULL, 0, 7}, {one_pass, NULL, 0, 30},
+               {two_pass, sets, 1, 3}, {two_pass, sets, 1, 16}};
+  const int n_cases = g_compressed ? 5 : 3; /* the two-pass pipeline decodes */
+  for (int c = 0; c < n_cases; c++) {
+    sl_error err;
+    sl_run ref;
+    if (run(cases[c].file, cases[c].sets, cases[c].n_sets, SL_BACKEND_CPU, 100, NULL, &ref, &err) != SL_OK)
+      fail_msg("cpu reference: %s", err.msg);
+    static const char *modes[] = {"1", "0"};
+    for (int shards = 2; shards <= 3; shards++)
+      for (int m = 0; m < 2; m++) {
+        char what[160];
+        snprintf(what, sizeof what, "%s, cuda in %d shards (SLUICE_SOURCE_OVERLAP=%s), chunks of %lld",
+                 c < 3 ? "one pass" : "two passes", shards, modes[m], (long long)cases[c].chunk);
+        sl_run got;
+        if (run_split(cases[c].file, cases[c].sets, cases[c].n_sets, SL_BACKEND_CUDA, cases[c].chunk, modes[m],
+                      shards, &got, &err) != SL_OK)
+          fail_msg("%s: %s", what, err.msg);
+        assert_int_equal(got.plan->shards, shards);
+        expect_same(&ref, &got, what);
+        sl_run_free(&got);
+      }
+    sl_run_free(&ref);
+  }
+}
+
 /* Twenty overlapped runs leave the backend holding nothing and the driver's
  * memory where it was (threads, events, prefetch buffers, windows freed). */
 static void t_repeated(void **state) {
@@ -256,6 +321,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_one_pass),
       cmocka_unit_test(t_two_pass),
+      cmocka_unit_test(t_shards),
       cmocka_unit_test(t_repeated),
       cmocka_unit_test(t_io_error),
   };

@@ -5,6 +5,7 @@
  * form (element e of position p is (p * item + e) mod 1024), over chunk
  * sizes and thread counts. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1466,6 +1467,74 @@ static void test_shard_failure_reported(void **state) {
   for (int s = 0; s < 3; s++) sl_run_free(&runs[s]);
 }
 
+/* A device-like backend of three devices that counts the backends made on
+ * each (create_on) and those made without one (create). */
+enum { FAKE_DEVICES = 3 };
+static pthread_mutex_t g_made_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_made_on[FAKE_DEVICES], g_made_plain;
+
+static int fake_device_count(void) { return FAKE_DEVICES; }
+
+static sl_code fake_create_on(int device, int threads, sl_backend **out, sl_error *err) {
+  if (device < 0 || device >= FAKE_DEVICES) return sl_fail(err, SL_ERR_BACKEND, "no device %d", device);
+  pthread_mutex_lock(&g_made_mu);
+  g_made_on[device]++;
+  pthread_mutex_unlock(&g_made_mu);
+  return device_like_create(threads, out, err);
+}
+
+static sl_code fake_create(int threads, sl_backend **out, sl_error *err) {
+  pthread_mutex_lock(&g_made_mu);
+  g_made_plain++;
+  pthread_mutex_unlock(&g_made_mu);
+  return device_like_create(threads, out, err);
+}
+
+static const sl_backend_ops *three_device_ops(void) {
+  static sl_backend_ops ops;
+  ops = *device_like_ops();
+  ops.create = fake_create, ops.device_count = fake_device_count, ops.create_on = fake_create_on;
+  return &ops;
+}
+
+/* On a backend with devices, shard s is made on device s mod the devices
+ * (5 shards on 3: two, two and one), none on the backend's own choice; the
+ * budget is the device's memory shared among the shards on one device (a
+ * memory limit among all of them); the outputs are one run's. */
+static void test_shards_on_devices(void **state) {
+  (void)state;
+  const sl_backend_ops *ops = three_device_ops();
+  char path[512];
+  write_temp_file(path, sizeof path, "sh_devices.yaml",
+                  "pipeline: devices\nnodes:\n" RAMP_NODE "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                  "outputs: {sum: r.sum, lo: r.lo}\n");
+  sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU, .chunk_positions = 5,
+                        .threads = 5, .ops_override = ops};
+  sl_run one, runs[5];
+  sl_error err;
+  sl_run_request plain = req;
+  plain.ops_override = NULL;
+  if (sl_run_pipeline(&plain, &one, &err) != SL_OK) fail_msg("one run: %s", err.msg);
+  memset(g_made_on, 0, sizeof g_made_on), g_made_plain = 0;
+  if (sl_run_pipeline_shards(&req, 5, runs, &err) != SL_OK) fail_msg("5 shards: %s", err.msg);
+  assert_int_equal(g_made_on[0], 2);
+  assert_int_equal(g_made_on[1], 2);
+  assert_int_equal(g_made_on[2], 1);
+  assert_int_equal(g_made_plain, 0);
+  for (int o = 0; o < one.result.n_outputs; o++)
+    expect_same_output(one.result.outputs[o].name, &one.result.outputs[o], &runs[0].result.outputs[o], false);
+  for (int s = 0; s < 5; s++) sl_run_free(&runs[s]);
+  sl_run_free(&one);
+  assert_int_equal(sl_shard_devices(&req), FAKE_DEVICES);
+  sl_backend_caps caps;
+  assert_int_equal(sl_run_caps(ops, 1, &caps, &err), SL_OK);
+  assert_true(sl_shard_budget(&req, 1, 5) == caps.memory_bytes / 2);
+  assert_true(sl_shard_budget(&req, 1, 3) == caps.memory_bytes);
+  req.memory_limit = 1000;
+  assert_true(sl_shard_budget(&req, 1, 5) == 200);
+  assert_int_equal(sl_shard_devices(&plain), 0); /* the CPU: none */
+}
+
 /* What a split run cannot do yet is refused, saying what: an outputs
  * target (each shard would write its own positions to the same file), and
  * in sl_execute sink nodes. One shard is a plain run. */
@@ -1514,6 +1583,7 @@ int main(void) {
       cmocka_unit_test(test_shards_shipped_passes),
       cmocka_unit_test(test_shard_failure_reported),
       cmocka_unit_test(test_shard_refusals),
+      cmocka_unit_test(test_shards_on_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

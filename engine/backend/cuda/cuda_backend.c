@@ -224,18 +224,28 @@ static void fill_device_env(cuda_impl *c, int multiprocessors) {
 
 static void cuda_destroy(sl_backend *b);
 
-static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
+static int cuda_device_count(void) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count > 0 ? count : 0;
+}
+
+static sl_code cuda_create_on(int device, int threads, sl_backend **out, sl_error *err) {
   *out = NULL;
   /* the context it made is used below; the run's kernels may still be
    * loading (sl_cuda_warm_up_nodes) */
   sl_cuda_warm_up_context_wait();
-  int device = 0;
-  sl_code rc = select_device(&device, err);
-  if (rc != SL_OK) return rc;
+  const int count = cuda_device_count();
+  if (device < 0 || device >= count)
+    return sl_fail(err, SL_ERR_BACKEND, "no CUDA device %d: %d device%s found", device, count,
+                   count == 1 ? "" : "s");
   sl_backend_caps caps;
   int cc = 0;
   size_t smem = 0;
-  rc = query_caps(device, &caps, &cc, &smem, err);
+  sl_code rc = query_caps(device, &caps, &cc, &smem, err);
   if (rc != SL_OK) return rc;
   sl_backend *b = sl_calloc(1, sizeof *b);
   cuda_impl *c = sl_calloc(1, sizeof *c);
@@ -288,6 +298,14 @@ static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
   }
   *out = b;
   return SL_OK;
+}
+
+/* On the device the setting cuda_device names (0 by default). */
+static sl_code cuda_create(int threads, sl_backend **out, sl_error *err) {
+  *out = NULL;
+  int device = 0;
+  sl_code rc = select_device(&device, err);
+  return rc == SL_OK ? cuda_create_on(device, threads, out, err) : rc;
 }
 
 /* Safe after any failure, a sticky device error included: every CUDA call's
@@ -496,6 +514,8 @@ const sl_backend_ops sl_cuda_backend_ops = {
     .warm_up_wait = sl_cuda_warm_up_wait,
     .warm_up_nodes = sl_cuda_warm_up_nodes,
     .create = cuda_create,
+    .device_count = cuda_device_count,
+    .create_on = cuda_create_on,
     .destroy = cuda_destroy,
     .alloc = cuda_alloc,
     .free = cuda_free,
