@@ -174,6 +174,14 @@ static void t_one_pass(void **state) {
   if (!have_cuda()) skip();
 }
 
+/* The two-pass pipeline of the repository (pipelines/virtual_image_fit.yaml)
+ * and a disk acquisition named `name` for it. */
+static void two_pass_files(const char *name, char *file, size_t n_file, char *master, size_t n_master) {
+  const char *src = getenv("SLUICE_SOURCE_DIR");
+  snprintf(file, n_file, "%s/pipelines/virtual_image_fit.yaml", src && src[0] ? src : "../..");
+  disk_acquisition_write(name, &k_disk, master, n_master);
+}
+
 /* The two-pass pipeline of the repository: the sum of pass 1 feeds a disk fit,
  * pass 2 reads the acquisition again (the source restarts at chunk 0). */
 static void t_two_pass(void **state) {
@@ -182,11 +190,8 @@ static void t_two_pass(void **state) {
     print_message("SKIP: the two-pass pipeline decodes bitshuffle-LZ4 (plugin not found)\n");
     skip();
   }
-  const char *src = getenv("SLUICE_SOURCE_DIR");
-  char file[1024];
-  snprintf(file, sizeof file, "%s/pipelines/virtual_image_fit.yaml", src && src[0] ? src : "../..");
-  char master[512];
-  disk_acquisition_write("cudasrc_disk", &k_disk, master, sizeof master);
+  char file[1024], master[512];
+  two_pass_files("cudasrc_disk", file, sizeof file, master, sizeof master);
   sl_setting sets[1] = {{.name = "input", .value = master}};
   static const int64_t chunks[] = {3, 16, 100};
   compare_all(file, sets, 1, chunks, 3);
@@ -203,11 +208,8 @@ static void t_shards(void **state) {
   if (!have_cuda()) skip();
   char one_pass[512];
   write_one_pass(one_pass, sizeof one_pass);
-  const char *src = getenv("SLUICE_SOURCE_DIR");
-  char two_pass[1024];
-  snprintf(two_pass, sizeof two_pass, "%s/pipelines/virtual_image_fit.yaml", src && src[0] ? src : "../..");
-  char master[512];
-  disk_acquisition_write("cudasrc_disk_shards", &k_disk, master, sizeof master);
+  char two_pass[1024], master[512];
+  two_pass_files("cudasrc_disk_shards", two_pass, sizeof two_pass, master, sizeof master);
   sl_setting sets[1] = {{.name = "input", .value = master}};
   const struct {
     const char *file;
