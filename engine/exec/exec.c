@@ -1402,6 +1402,7 @@ void sl_exec_result_free(sl_exec_result *r) {
     free(r->outputs[i].chunk_bytes);
   }
   free(r->outputs);
+  free(r->shard_timings);
   free(r->node_seconds);
   free(r->node_device_seconds);
   free(r->node_copy_wait_seconds);

@@ -102,9 +102,27 @@ typedef struct sl_exec_result {
    * not hidden by the warm-up), preparing the nodes, and releasing the nodes
    * and the backend after. */
   double load_seconds, plan_seconds, backend_seconds, prepare_seconds, release_seconds;
+  /* Set by sl_run_pipeline: when it began (sl_now()). */
+  double began_at;
+  /* Set by sl_run_pipeline_shards on shard 0's result: every shard's
+   * timing, in shard order (n_shard_timings of them; freed with it). */
+  struct sl_shard_timing *shard_timings;
+  int n_shard_timings;
   int64_t chunks;
   double seconds;
 } sl_exec_result;
+
+/* One shard of a split run as it went (sl_run_pipeline_shards): the
+ * device it ran on (-1: none), when its sl_run_pipeline began, after the
+ * split run's start (a shard's setup waits for the others': they share one
+ * lock), its phases, and of its execution the time in its merges (waiting
+ * for the slowest shard included). */
+typedef struct sl_shard_timing {
+  int device;
+  double began_after_seconds;
+  double load_seconds, plan_seconds, backend_seconds, prepare_seconds, execute_seconds, release_seconds;
+  double merge_seconds;
+} sl_shard_timing;
 
 typedef struct sl_exec_opts {
   bool progress; /* draw a progress bar (when stderr is a terminal) */

@@ -365,6 +365,26 @@ bool sl_report_json(sl_json *j, const sl_run_info *info) {
   /* a split run (engine/exec/shard.h): the report is shard 0's, whose
    * nodes streamed its chunks only */
   sl_json_kv_int(j, "shards", p->shards);
+  if (r->n_shard_timings > 0) { /* each shard as it went (sl_shard_timing) */
+    sl_json_key(j, "shard_runs");
+    sl_json_begin_array(j);
+    for (int k = 0; k < r->n_shard_timings; k++) {
+      const sl_shard_timing *t = &r->shard_timings[k];
+      sl_json_begin_object(j);
+      sl_json_kv_int(j, "shard", k);
+      if (t->device >= 0) sl_json_kv_int(j, "device", t->device);
+      sl_json_kv_double(j, "began_after_seconds", t->began_after_seconds);
+      sl_json_kv_double(j, "load_seconds", t->load_seconds);
+      sl_json_kv_double(j, "plan_seconds", t->plan_seconds);
+      sl_json_kv_double(j, "backend_seconds", t->backend_seconds);
+      sl_json_kv_double(j, "prepare_seconds", t->prepare_seconds);
+      sl_json_kv_double(j, "execute_seconds", t->execute_seconds);
+      sl_json_kv_double(j, "merge_seconds", t->merge_seconds);
+      sl_json_kv_double(j, "release_seconds", t->release_seconds);
+      sl_json_end_object(j);
+    }
+    sl_json_end_array(j);
+  }
   sl_json_key(j, "settings");
   sl_json_begin_object(j);
   int n_settings;

@@ -140,6 +140,7 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
     sl_exec_result *r = &out->result;
     sl_loop_history_put(loop_key, out->graph, r->node_calls);
     r->process_rss_before_load_bytes = rss_before;
+    r->began_at = t0;
     r->load_seconds = t_loaded - t0;
     r->plan_seconds = t_planned - t_loaded;
     r->backend_seconds = t_created - t_planned;

@@ -6,6 +6,7 @@
 
 #include "engine/core/alloc.h"
 #include "engine/core/cpus.h"
+#include "engine/core/util.h"
 #include "engine/exec/run.h"
 #include "engine/exec/shard_local.h"
 
@@ -93,6 +94,26 @@ static void gather_streamed(sl_run *runs, int count) {
   }
 }
 
+/* Every shard's timing into runs[0] (sl_exec_result.shard_timings); none
+ * when there is no memory for it. */
+static void keep_timings(sl_run *runs, const shard_job *jobs, int count, double began_at) {
+  sl_shard_timing *t = sl_calloc((size_t)count, sizeof *t);
+  if (!t) return;
+  for (int s = 0; s < count; s++) {
+    const sl_exec_result *r = &runs[s].result;
+    double merge = 0;
+    for (int pass = 0; r->pass_outside_seconds && pass < runs[s].plan->n_passes; pass++)
+      merge += r->pass_outside_seconds[pass * SL_PASS_OUTSIDE_N + SL_PASS_OUTSIDE_SHARD_MERGE];
+    t[s] = (sl_shard_timing){.device = jobs[s].shard.device, .began_after_seconds = r->began_at - began_at,
+                             .load_seconds = r->load_seconds, .plan_seconds = r->plan_seconds,
+                             .backend_seconds = r->backend_seconds, .prepare_seconds = r->prepare_seconds,
+                             .execute_seconds = r->seconds, .release_seconds = r->release_seconds,
+                             .merge_seconds = merge};
+  }
+  runs[0].result.shard_timings = t;
+  runs[0].result.n_shard_timings = count;
+}
+
 sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err) {
   for (int s = 0; s < count; s++) memset(&runs[s], 0, sizeof runs[s]);
   if (count < 1) return sl_fail(err, SL_ERR_USAGE, "a run splits into at least one shard, not %d", count);
@@ -111,6 +132,7 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
   const uint64_t budget = sl_shard_budget(req, threads_each, count);
   const int devices = sl_shard_devices(req);
   pthread_mutex_t setup = PTHREAD_MUTEX_INITIALIZER;
+  const double began_at = sl_now();
   int started = 0;
   sl_code rc = SL_OK;
   for (int s = 0; s < count; s++) {
@@ -143,6 +165,7 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
   if (rc == SL_OK) {
     gather_streamed(runs, count);
     sum_memory(runs, count);
+    keep_timings(runs, jobs, count, began_at);
   }
   sl_shard_group_free(group);
   free(jobs);

@@ -27,8 +27,14 @@ ACQ="--set input=$WORK/one/acq_master.h5 --set scan_shape=[24,20]"
 same=1
 for f in one-png/*.png; do cmp -s "$f" "split-png/$(basename "$f")" || same=0; done
 if [ "$same" = 1 ] && ls one-png/*.png >/dev/null 2>&1; then ok "3 shards: the same PNGs"; else not_ok "3 shards: the PNGs differ"; fi
-if $PY -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["shards"] == 3, r["shards"]' split-png/report.json; then
-  ok "report.json says the run was split into 3 shards"
+if $PY -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["shards"] == 3, r["shards"]
+runs = r["shard_runs"]
+assert [s["shard"] for s in runs] == [0, 1, 2] and all("device" not in s for s in runs), runs
+assert all(0 <= s["merge_seconds"] <= s["execute_seconds"] for s in runs), runs' split-png/report.json; then
+  ok "report.json says the run was split into 3 shards, and how each went"
 else
   not_ok "report.json lacks shards: 3"
 fi

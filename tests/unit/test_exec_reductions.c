@@ -1521,6 +1521,14 @@ static void test_shards_on_devices(void **state) {
   assert_int_equal(g_made_on[1], 2);
   assert_int_equal(g_made_on[2], 1);
   assert_int_equal(g_made_plain, 0);
+  /* shard 0's result says how each shard went, on which device */
+  assert_int_equal(runs[0].result.n_shard_timings, 5);
+  for (int s = 0; s < 5; s++) {
+    const sl_shard_timing *t = &runs[0].result.shard_timings[s];
+    assert_int_equal(t->device, s % FAKE_DEVICES);
+    assert_true(t->began_after_seconds >= 0 && t->execute_seconds > 0 && t->merge_seconds >= 0);
+    assert_true(t->merge_seconds <= t->execute_seconds);
+  }
   for (int o = 0; o < one.result.n_outputs; o++)
     expect_same_output(one.result.outputs[o].name, &one.result.outputs[o], &runs[0].result.outputs[o], false);
   for (int s = 0; s < 5; s++) sl_run_free(&runs[s]);
