@@ -135,6 +135,9 @@ typedef struct run_ctx {
   /* On a device backend: the host copy of the accumulator being merged. */
   void *staged;
   int64_t staged_bytes;
+  /* A concat's own positions, packed for the all-gather. */
+  void *piece;
+  int64_t piece_bytes;
 } run_ctx;
 
 const char *const sl_pass_outside_names[SL_PASS_OUTSIDE_N] = {"stage_start", "stage_wait", "stage_end",
@@ -1083,15 +1086,24 @@ static void shard_positions(const run_ctx *c, const sl_plan_pass *pp, int s, int
   sl_shard_positions(pp->positions, pp->chunk_positions, pp->n_chunks, s, c->shard->count, p0, p1);
 }
 
+/* A merge's host buffer *buf (of *have bytes) grown to `need`, every page
+ * written once now: its first touches would otherwise fall in the merge's
+ * copies, each a fault that, in a process of many threads, also flushes
+ * the other CPUs' TLBs. */
+static sl_code shard_grow(run_ctx *c, void **buf, int64_t *have, int64_t need) {
+  if (need <= *have) return SL_OK;
+  void *g = realloc(*buf, (size_t)need);
+  if (!g) return sl_fail_nomem(c->err, "the shards' merge");
+  memset(g, 0, (size_t)need);
+  *buf = g;
+  *have = need;
+  return SL_OK;
+}
+
 /* Every shard's `bytes` from `mine`, in shard order, into c->gathered. */
 static sl_code shard_gather(run_ctx *c, const void *mine, int64_t bytes, char **all) {
-  const int64_t need = bytes * c->shard->count;
-  if (need > c->gathered_bytes) {
-    void *g = realloc(c->gathered, (size_t)need);
-    if (!g) return sl_fail_nomem(c->err, "the shards' merge");
-    c->gathered = g;
-    c->gathered_bytes = need;
-  }
+  sl_code rc = shard_grow(c, &c->gathered, &c->gathered_bytes, bytes * c->shard->count);
+  if (rc != SL_OK) return rc;
   *all = c->gathered;
   return c->shard->allgather(c->shard->ctx, mine, c->gathered, bytes, c->err);
 }
@@ -1105,12 +1117,8 @@ static sl_code shard_host_acc(run_ctx *c, int bi, int64_t bytes, int64_t down, c
     *acc = whole;
     return SL_OK;
   }
-  if (bytes > c->staged_bytes) {
-    void *g = realloc(c->staged, (size_t)bytes);
-    if (!g) return sl_fail_nomem(c->err, "the shards' merge");
-    c->staged = g;
-    c->staged_bytes = bytes;
-  }
+  sl_code rc = shard_grow(c, &c->staged, &c->staged_bytes, bytes);
+  if (rc != SL_OK) return rc;
   *acc = c->staged;
   return down > 0 ? c->b->ops->download(c->b, *acc, whole, (size_t)down, c->err) : SL_OK;
 }
@@ -1186,6 +1194,42 @@ static sl_code shard_merge_node(run_ctx *c, const sl_plan_pass *pp, int bi, cons
   return rc;
 }
 
+/* A concat (one row of [positions, item]) or a scan-last concat (rows of
+ * [positions] elements, a column block per shard): each shard sends only
+ * its own positions, packed (the most any shard has), and takes every
+ * other shard's from what it gathers. All of a copy of every accumulator
+ * was count times the bytes, most of them the positions the receiver
+ * neither lacked nor had written. */
+static sl_code shard_merge_concat(run_ctx *c, const sl_plan_pass *pp, int bi, char *acc) {
+  const sl_plan_buffer *bf = &c->p->buffers[bi];
+  const sl_node *n = &c->p->graph->nodes[bf->node];
+  const int count = c->shard->count, me = c->shard->index;
+  const bool scan_last = bf->combine == SL_COMBINE_CONCAT_SCAN_LAST;
+  const int64_t item = scan_last ? (int64_t)sl_dtype_size(n->out[bf->port].dtype) : concat_item_bytes(c, n, bf->port);
+  const int64_t row = scan_last ? pp->positions * item : bf->bytes, rows = bf->bytes / row;
+  int64_t most = 0;
+  for (int s = 0; s < count; s++) {
+    int64_t p0, p1;
+    shard_positions(c, pp, s, &p0, &p1);
+    most = (p1 - p0) * item * rows > most ? (p1 - p0) * item * rows : most;
+  }
+  int64_t p0, p1;
+  shard_positions(c, pp, me, &p0, &p1);
+  sl_code rc = shard_grow(c, &c->piece, &c->piece_bytes, most > 0 ? most : 1);
+  char *piece = c->piece, *all = NULL;
+  for (int64_t r = 0; r < rows && rc == SL_OK; r++)
+    memcpy(piece + r * (p1 - p0) * item, acc + r * row + p0 * item, (size_t)((p1 - p0) * item));
+  if (rc == SL_OK) rc = shard_gather(c, piece, most, &all);
+  for (int s = 0; s < count && rc == SL_OK; s++) {
+    shard_positions(c, pp, s, &p0, &p1);
+    if (s == me || p1 == p0) continue;
+    const char *theirs = all + s * most;
+    for (int64_t r = 0; r < rows; r++)
+      memcpy(acc + r * row + p0 * item, theirs + r * (p1 - p0) * item, (size_t)((p1 - p0) * item));
+  }
+  return rc;
+}
+
 /* One reduction of pass pp merged across the shards by its combine. */
 static sl_code shard_merge_buffer(run_ctx *c, const sl_plan_pass *pp, int bi) {
   const sl_plan_buffer *bf = &c->p->buffers[bi];
@@ -1196,26 +1240,15 @@ static sl_code shard_merge_buffer(run_ctx *c, const sl_plan_pass *pp, int bi) {
   if (bf->combine == SL_COMBINE_NONE) return SL_OK; /* finalize alone writes it (graph.c) */
   char *all = NULL, *acc = NULL;
   sl_code rc = shard_host_acc(c, bi, bytes, bytes, &acc);
+  if (rc == SL_OK && sl_combine_concat(bf->combine)) {
+    rc = shard_merge_concat(c, pp, bi, acc);
+    return rc == SL_OK ? shard_put_acc(c, bi, acc, bytes) : rc;
+  }
   if (rc == SL_OK) rc = shard_gather(c, acc, bytes, &all);
   if (rc != SL_OK) return rc;
   if (bf->combine == SL_COMBINE_MERGE) return shard_merge_node(c, pp, bi, all);
-  if (sl_combine_elementwise(bf->combine)) {
-    sl_combine_identity_host(bf->combine, n->out[k].dtype, acc, 0, elems);
-    for (int s = 0; s < count; s++) sl_combine_merge_host(bf->combine, n->out[k].dtype, acc, all + s * bytes, 0, elems);
-  } else { /* the concats: each other shard's positions from its copy */
-    /* concat: one row of [positions, item]; scan-last: rows of [positions]
-     * elements, a column block per shard */
-    const bool scan_last = bf->combine == SL_COMBINE_CONCAT_SCAN_LAST;
-    const int64_t item = scan_last ? (int64_t)sl_dtype_size(n->out[k].dtype) : concat_item_bytes(c, n, k);
-    const int64_t row = scan_last ? pp->positions * item : bytes, rows = bytes / row;
-    for (int s = 0; s < count; s++) {
-      int64_t p0, p1;
-      shard_positions(c, pp, s, &p0, &p1);
-      if (s == c->shard->index || p1 == p0) continue;
-      for (int64_t r = 0; r < rows; r++)
-        memcpy(acc + r * row + p0 * item, all + s * bytes + r * row + p0 * item, (size_t)((p1 - p0) * item));
-    }
-  }
+  sl_combine_identity_host(bf->combine, n->out[k].dtype, acc, 0, elems);
+  for (int s = 0; s < count; s++) sl_combine_merge_host(bf->combine, n->out[k].dtype, acc, all + s * bytes, 0, elems);
   return shard_put_acc(c, bi, acc, bytes);
 }
 
@@ -1612,9 +1645,10 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->planned_most_host_bytes = p->peak_host_bytes_most;
   if (!p->caps.device_memory) res->planned_peak_bytes = res->planned_host_bytes;
   if (began) { /* a split run's merges held these too */
-    host_bytes += c.gathered_bytes + c.staged_bytes;
+    host_bytes += c.gathered_bytes + c.staged_bytes + c.piece_bytes;
     free(c.gathered);
     free(c.staged);
+    free(c.piece);
   }
   res->measured_host_bytes = host_bytes + c_staging_bytes;
   res->measured_peak_bytes = p->caps.device_memory ? pool.peak_bytes : pool.peak_bytes + host_bytes;

@@ -923,16 +923,20 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
       if (lagged) p->staging_bytes = sat_add(p->staging_bytes, bf->bytes);
     }
   /* A split run's merge gathers every shard's copy of one reduction at a
-   * time, on the host (exec.c's shard_merge). */
+   * time, on the host (exec.c's shard_merge); a concat packs its own
+   * positions first (at most the reduction's bytes, held beside). */
+  int64_t piece = 0;
   if (p->shards > 1)
     for (int b = 0; b < p->n_buffers; b++)
       if (p->buffers[b].reduction && !p->buffers[b].unread) {
         int64_t each = p->buffers[b].bytes; /* a variable size's chunk sizes are gathered too */
         int64_t sizes = p->buffers[b].variable ? sat_mul(sl_plan_node_pass(p, p->buffers[b].node)->n_chunks, 8) : 0;
+        if (!p->buffers[b].variable && sl_combine_concat(p->buffers[b].combine) && each > piece) piece = each;
         /* every shard's copy, and on a device backend the host copy of its own */
         int64_t gathered = sat_mul(each > sizes ? each : sizes, p->shards + (p->caps.device_memory ? 1 : 0));
         if (gathered > p->shard_exchange_bytes) p->shard_exchange_bytes = gathered;
       }
+  p->shard_exchange_bytes = sat_add(p->shard_exchange_bytes, piece);
   /* (sums saturate: a plan of absurd sizes is refused as over budget,
    * never an overflow) */
   int64_t device = sat_add(sat_add(sat_add(p->slot_bytes, p->partial_bytes), p->workspace_bytes), p->body_bytes);
