@@ -9,9 +9,9 @@
  *
  * How each combine merges (engine/core/combine.h): sum, min and max element
  * by element, shard 0, 1, ... from the identity (exact for integers; a
- * float sum regrouped per shard rounds as that grouping does); concat takes
- * each shard's positions from its copy; concat_scan_last each shard's
- * column block, row by row; a variable-size concat each shard's bytes one
+ * float sum regrouped per shard rounds as that grouping does); concat and
+ * concat_scan_last gather only each shard's own positions (a column block,
+ * row by row), packed; a variable-size concat each shard's bytes one
  * after another with its chunks' sizes; merge runs the node's merge kernel
  * with each shard's accumulator as the partial, from zero bytes. A
  * streamed graph output holds, on each shard, its own positions.
