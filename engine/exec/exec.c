@@ -1197,9 +1197,9 @@ static sl_code shard_merge_node(run_ctx *c, const sl_plan_pass *pp, int bi, cons
 /* A concat (one row of [positions, item]) or a scan-last concat (rows of
  * [positions] elements, a column block per shard): each shard sends only
  * its own positions, packed (the most any shard has), and takes every
- * other shard's from what it gathers. All of a copy of every accumulator
- * was count times the bytes, most of them the positions the receiver
- * neither lacked nor had written. */
+ * other shard's from what it gathers. Gathering whole accumulators moved
+ * count times the bytes, most of them positions the receiver had or that
+ * nobody had written (whose reading, then writing, cost a page fault each). */
 static sl_code shard_merge_concat(run_ctx *c, const sl_plan_pass *pp, int bi, char *acc) {
   const sl_plan_buffer *bf = &c->p->buffers[bi];
   const sl_node *n = &c->p->graph->nodes[bf->node];
