@@ -338,6 +338,18 @@ static void measured_json(sl_json *j, const sl_run_info *info) {
   sl_json_end_array(j);
 }
 
+/* sl_run_pipeline's phases (seconds) as members of the open object. */
+static void phases_json(sl_json *j, double load, double plan, double backend, double prepare, double execute,
+                        double release) {
+  sl_json_kv_double(j, "load_seconds", load);
+  sl_json_kv_double(j, "plan_seconds", plan);
+  sl_json_kv_double(j, "backend_seconds", backend);
+  sl_json_kv_double(j, "prepare_seconds", prepare);
+  sl_json_kv_double(j, "execute_seconds", execute);
+  sl_json_kv_double(j, "release_seconds", release);
+}
+
+
 bool sl_report_json(sl_json *j, const sl_run_info *info) {
   const sl_spec *s = info->spec;
   const sl_plan *p = info->plan;
@@ -374,13 +386,9 @@ bool sl_report_json(sl_json *j, const sl_run_info *info) {
       sl_json_kv_int(j, "shard", k);
       if (t->device >= 0) sl_json_kv_int(j, "device", t->device);
       sl_json_kv_double(j, "began_after_seconds", t->began_after_seconds);
-      sl_json_kv_double(j, "load_seconds", t->load_seconds);
-      sl_json_kv_double(j, "plan_seconds", t->plan_seconds);
-      sl_json_kv_double(j, "backend_seconds", t->backend_seconds);
-      sl_json_kv_double(j, "prepare_seconds", t->prepare_seconds);
-      sl_json_kv_double(j, "execute_seconds", t->execute_seconds);
+      phases_json(j, t->load_seconds, t->plan_seconds, t->backend_seconds, t->prepare_seconds, t->execute_seconds,
+                  t->release_seconds);
       sl_json_kv_double(j, "merge_seconds", t->merge_seconds);
-      sl_json_kv_double(j, "release_seconds", t->release_seconds);
       sl_json_end_object(j);
     }
     sl_json_end_array(j);
@@ -400,12 +408,8 @@ bool sl_report_json(sl_json *j, const sl_run_info *info) {
   /* where the wall time went outside execution (sl_run_pipeline's phases) */
   sl_json_key(j, "phases");
   sl_json_begin_object(j);
-  sl_json_kv_double(j, "load_seconds", r->load_seconds);
-  sl_json_kv_double(j, "plan_seconds", r->plan_seconds);
-  sl_json_kv_double(j, "backend_seconds", r->backend_seconds);
-  sl_json_kv_double(j, "prepare_seconds", r->prepare_seconds);
-  sl_json_kv_double(j, "execute_seconds", r->seconds);
-  sl_json_kv_double(j, "release_seconds", r->release_seconds);
+  phases_json(j, r->load_seconds, r->plan_seconds, r->backend_seconds, r->prepare_seconds, r->seconds,
+              r->release_seconds);
   sl_json_end_object(j);
   sl_json_key(j, "memory");
   sl_json_begin_object(j);
