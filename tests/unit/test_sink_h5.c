@@ -1,7 +1,8 @@
 /* results.h5's writer (engine/exec/sink_h5.c) as write_h5 and write_png use
  * it: streamed images written chunk by chunk, their range folded on the way
  * (sl_h5_writer_range) and their rows served from the write-behind buffer
- * (sl_h5_writer_rows_held) or read back from the file (sl_h5_writer_read_rows);
+ * (sl_h5_writer_rows_held) or read back from the file (sl_h5_writer_read_rows),
+ * also with the dataset and buffer made before the stream (sl_h5_writer_reserve);
  * ragged items past both of its write-behind buffers (sl_h5_writer_ragged).
  * Every check is against the test's own data and plain loops, and the file
  * is read back with HDF5 itself after the writer finished it. */
@@ -71,9 +72,12 @@ static void file_equals(const char *name, sl_dtype t, const void *want, int64_t 
 }
 
 /* Writes a rows x cols streamed image (stream_rank 2) in chunks of `chunk`
- * positions, in order (or with the first two chunks swapped), then checks
- * the range, the rows held or read back, and the finished file. */
-static void image_case(sl_dtype t, int64_t rows, int64_t cols, int64_t chunk, bool swapped, bool expect_held) {
+ * positions, in order (or with the first two chunks swapped), its dataset
+ * and buffer made first when `reserved` (sl_h5_writer_reserve, as `sluice
+ * run` does when it opens the file), then checks the range, the rows held
+ * or read back, and the finished file. */
+static void image_case_as(sl_dtype t, int64_t rows, int64_t cols, int64_t chunk, bool swapped, bool expect_held,
+                          bool reserved) {
   path_make("image");
   sl_error e;
   sl_error_clear(&e);
@@ -84,6 +88,11 @@ static void image_case(sl_dtype t, int64_t rows, int64_t cols, int64_t chunk, bo
   const int64_t n = rows * cols, es = (int64_t)sl_dtype_size(t);
   char *img = image_make(t, n);
   double lo = 0, hi = 0;
+  if (reserved) {
+    assert_int_equal(sl_h5_writer_reserve(w, "img", &d, &e), SL_OK);
+    assert_false(sl_h5_writer_range(w, "img", &lo, &hi)); /* nothing written yet */
+    assert_null(sl_h5_writer_rows_held(w, "img", 0, 1));
+  }
   const int64_t chunks = (n + chunk - 1) / chunk;
   for (int64_t k = 0; k < chunks; k++) {
     int64_t c = swapped && chunks > 1 && k < 2 ? 1 - k : k; /* 1, 0, 2, 3, ... */
@@ -119,6 +128,22 @@ static void image_case(sl_dtype t, int64_t rows, int64_t cols, int64_t chunk, bo
   file_equals("img", t, img, n);
   unlink(g_path);
   free(img);
+}
+
+static void image_case(sl_dtype t, int64_t rows, int64_t cols, int64_t chunk, bool swapped, bool expect_held) {
+  image_case_as(t, rows, cols, chunk, swapped, expect_held, false);
+}
+
+/* The dataset and its write-behind buffer made before the first chunk:
+ * the same rows held or read back, the same file, whether the image fits
+ * the buffer or not, in order or not. */
+static void test_reserved_before_the_stream(void **st) {
+  (void)st;
+  image_case_as(SL_U16, 37, 53, 100, false, true, true);
+  image_case_as(SL_F64, 64, 64, 7, false, true, true);
+  image_case_as(SL_U16, 37, 53, 100, true, false, true);
+  const int64_t cols = 1500, rows = SL_H5_IMAGE_BEHIND_BYTES / (8 * cols) + 2; /* over the buffer */
+  image_case_as(SL_F64, rows, cols, 4096, false, false, true);
 }
 
 static void test_small_images_held_whole(void **st) {
@@ -333,6 +358,7 @@ int main(void) {
   sl_h5_writer_process_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_images_held_whole),
+      cmocka_unit_test(test_reserved_before_the_stream),
       cmocka_unit_test(test_out_of_order_read_back),
       cmocka_unit_test(test_large_image_read_back),
       cmocka_unit_test(test_only_images),
