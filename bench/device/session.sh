@@ -7,7 +7,9 @@
 #        scan side, default 512: 512 x 512 frames of 192 x 192 u16 = 18 GiB),
 #        SKIP_TESTS, SKIP_KERNEL_BENCH, SKIP_FULL_SIZE, SKIP_REPACK, SKIP_SANITIZERS (=1)
 # The shipped pipelines run on CUDA and on the device's CPU against the
-# listing pack.sh made on the build machine's CPU (shipped_outputs_device.sh).
+# listing pack.sh made on the build machine's CPU (shipped_outputs_device.sh),
+# unsplit and split into 2 shards; the full-size products split into 2 and 4
+# shards on CUDA against one CUDA run.
 set -u
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 BUNDLE=$HERE/device-bundle
@@ -32,7 +34,11 @@ fi
 if [ -d "$BUNDLE/shipped" ]; then
   log "shipped pipelines: CUDA and this CPU against the build machine's CPU listing (bytes of every output)"
   bash "$BUNDLE/src/bench/device/shipped_outputs_device.sh" "$B" "$BUNDLE/src" "$BUNDLE/shipped" /tmp/shipped-device
-  echo "shipped outputs exit $?"
+  echo "shipped outputs exit $? (idpc differs on CUDA: cuFFT's rounding)"
+  log "shipped pipelines split into 2 shards (repack, which a split run refuses, left out): the same listing"
+  RUN_ARGS="--shards 2" SHIPPED_SKIP=repack bash "$BUNDLE/src/bench/device/shipped_outputs_device.sh" "$B" \
+    "$BUNDLE/src" "$BUNDLE/shipped" /tmp/shipped-device-split
+  echo "split shipped outputs exit $? (idpc differs on CUDA: cuFFT's rounding)"
 else
   log "shipped pipelines: SKIP (the bundle has no shipped/: pack.sh found no h5py)"
 fi
@@ -98,6 +104,17 @@ for rep in 1 2; do
   SLUICE_CUDA_SYNC=1 "$B/sluice" run $D/products.yaml --set input=$D/scan_master.h5 --backend cuda \
     --out $D/out-cuda-sync --force --quiet; echo "exit $?"
   report $D/out-cuda-sync/report.json
+done
+for n in 2 4; do
+  log "full size: products --backend cuda --shards $n (shard s on GPU s mod the GPUs)"
+  "$B/sluice" run $D/products.yaml --set input=$D/scan_master.h5 --backend cuda --shards $n \
+    --out $D/out-cuda-split$n --force --quiet; echo "exit $?"
+  report $D/out-cuda-split$n/report.json
+  python3 -c "import json,sys; [print('  shard %d device %s began %.3f s, execute %.4f s, merges %.4f s' % (s['shard'], s.get('device'), s['began_after_seconds'], s['execute_seconds'], s['merge_seconds'])) for s in json.load(open(sys.argv[1]))['shard_runs']]" $D/out-cuda-split$n/report.json
+  for k in bf adf df com_row com_col; do
+    if cmp -s <("$B/h5dump" -d $k -A 0 -y $D/out-cuda-ov1/results.h5 | grep -v '^HDF5 ') <("$B/h5dump" -d $k -A 0 -y $D/out-cuda-split$n/results.h5 | grep -v '^HDF5 '); then
+      echo "$n shards $k: == one cuda run"; else echo "$n shards $k: != one cuda run"; fi
+  done
 done
 log "full size: products with com from the frames --backend cuda"
 "$B/sluice" run $D/products-frames.yaml --set input=$D/scan_master.h5 --backend cuda \
