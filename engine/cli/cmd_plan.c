@@ -30,7 +30,7 @@ const char *const cli_help_plan =
     "  --threads N          plan for N CPU worker threads, as `sluice run --threads N`\n"
     "                       does (the automatic chunk and the cost profile follow the\n"
     "                       count; default: the CPUs this process may use)\n"
-  "  --shards N           plan one shard of `sluice run --shards N`: threads/N\n"
+    "  --shards N           plan one shard of `sluice run --shards N`: threads/N\n"
     "                       workers, its share of the budget (on a device, of the\n"
     "                       shards on one device), the merge's host memory,\n"
     "                       no writer nodes (the outputs are held in memory)\n"

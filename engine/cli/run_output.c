@@ -139,8 +139,11 @@ sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const 
   sl_code rc = sl_h5_writer_open(path, attrs, SL_COUNT_OF(attrs), &o->target.results, err);
   free(rendered);
   /* the file set up for many chunks (stored or ragged), or a streamed output's dataset and
-   * write-behind buffer made, now, before any data is read */
+   * write-behind buffer made, now, before any data is read: for the outputs the plan's
+   * writer nodes write, which count that buffer (a split run's, written whole after it
+   * by sl_run_output_write_held, need none) */
   for (int k = 0; k < g->n_outputs && rc == SL_OK; k++) {
+    if (!sl_graph_output_written(g, k)) continue;
     const sl_graph_output *go = &g->outputs[k];
     const sl_tensor_desc *d = &g->nodes[go->node].out[go->port];
     if (d->encoding != SL_ENC_NONE || sl_desc_is_ragged(d))
