@@ -189,9 +189,9 @@ static bool runs_on_host(const sl_plan *p, int i) { return p->nodes[i].host; }
  * host as on the CPU backend, and its readers read its bytes where it holds
  * them. An output assembled for a caller (no sink writes it) keeps its
  * buffer. */
-static bool lends_to_host(const sl_plan *p, const sl_graph *g, int i) {
+static bool lends_to_host(const sl_backend_caps *caps, const sl_graph *g, int i) {
   const sl_node *n = &g->nodes[i];
-  if (!p->caps.device_memory || n->body || !n->desc || n->desc->host || !n->desc->lends_output ||
+  if (!caps->device_memory || n->body || !n->desc || n->desc->host || !n->desc->lends_output ||
       !n->desc->kernel[SL_BACKEND_CPU])
     return false;
   bool lends = false;
@@ -214,8 +214,33 @@ static bool lends_to_host(const sl_plan *p, const sl_graph *g, int i) {
 static void plan_hosts(sl_plan *p, const sl_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
-    p->nodes[i].host = !p->caps.device_memory || (n->desc && n->desc->host) || lends_to_host(p, g, i);
+    p->nodes[i].host = !p->caps.device_memory || (n->desc && n->desc->host) || lends_to_host(&p->caps, g, i);
   }
+}
+
+/* Whether every node that makes or reads a stream on `axis` runs on the
+ * host of a device backend (repack on CUDA: the source lends its stored
+ * chunks to write_h5). Its automatic chunk is then sized for the host's
+ * workers, not the device's multiprocessors: sized for 132 SMs, repack's
+ * read windows made the CUDA host plan 4.2x the CPU's. */
+static bool axis_streams_on_host(const sl_graph *g, const sl_backend_caps *caps, const char *axis) {
+  if (!caps->device_memory) return false;
+  bool any = false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const sl_node *n = &g->nodes[i];
+    bool streams = false;
+    for (int k = 0; k < n->n_out && !streams; k++)
+      streams = n->out[k].stream_rank > 0 && !strcmp(sl_desc_axis_name(&n->out[k]), axis);
+    for (int q = 0; q < n->n_in && !streams; q++) {
+      const sl_edge_src src = n->in_src[q];
+      const sl_tensor_desc *d = src.node >= 0 ? &g->nodes[src.node].out[src.port] : NULL;
+      streams = d && d->stream_rank > 0 && !strcmp(sl_desc_axis_name(d), axis);
+    }
+    if (!streams) continue;
+    if (!((n->desc && n->desc->host) || lends_to_host(caps, g, i))) return false;
+    any = true;
+  }
+  return any;
 }
 
 /* A call's cost of node n on the plan's backend: the decided state only
@@ -990,9 +1015,13 @@ static int64_t axis_chunk(const sl_graph *g, const sl_plan_opts *opts, const cha
       if (d->positions_per_stored_chunk > multiple) multiple = d->positions_per_stored_chunk;
     }
   if (chunk <= 0) {
-    int64_t workers = opts->caps.compute_units > 0 ? opts->caps.compute_units : 1;
+    bool host = axis_streams_on_host(g, &opts->caps, want);
+    int64_t workers = host ? sl_caps_host_workers(&opts->caps) : opts->caps.compute_units;
+    if (workers < 1) workers = 1;
+    /* a device's caps know no host cache: the host's share is the unknown cache's 1 MiB */
     int64_t target = opts->target_chunk_bytes > 0 ? opts->target_chunk_bytes
-                                                  : workers * sl_plan_chunk_bytes_per_worker(&opts->caps);
+                     : host ? workers * sl_plan_chunk_bytes_per_worker(&(sl_backend_caps){0})
+                            : workers * sl_plan_chunk_bytes_per_worker(&opts->caps);
     chunk = per_pos > 0 ? target / per_pos : positions;
     if (chunk < 1) chunk = 1;
   }

@@ -18,7 +18,8 @@ typedef struct fixture {
 } fixture;
 
 /* The plan of a pipeline, with the run's writer nodes when `writers`. */
-static void plan_text_writers(fixture *f, const char *text, int64_t chunk, uint64_t limit, bool writers) {
+static void plan_text_on(fixture *f, const char *text, int64_t chunk, uint64_t limit, bool writers,
+                         const sl_backend_caps *caps) {
   char path[512];
   write_temp_file(path, sizeof path, "plan.yaml", text);
   sl_error err;
@@ -29,10 +30,15 @@ static void plan_text_writers(fixture *f, const char *text, int64_t chunk, uint6
   if (writers) assert_int_equal(sl_graph_add_writers(f->g, &err), SL_OK);
   sl_plan_opts po;
   memset(&po, 0, sizeof po);
-  sl_cpu_backend_ops.probe(&po.caps, &err);
+  if (caps) po.caps = *caps;
+  else sl_cpu_backend_ops.probe(&po.caps, &err);
   po.chunk_positions = chunk;
   po.memory_limit = limit;
   assert_int_equal(sl_plan_build(f->g, &po, &f->p, &err), SL_OK);
+}
+
+static void plan_text_writers(fixture *f, const char *text, int64_t chunk, uint64_t limit, bool writers) {
+  plan_text_on(f, text, chunk, limit, writers, NULL);
 }
 
 static void plan_text(fixture *f, const char *text, int64_t chunk, uint64_t limit) {
@@ -288,6 +294,45 @@ static void test_auto_chunk_and_budget(void **state) {
   fixture_free(&f);
 }
 
+/* On a device backend, a stream that only host nodes make and read (a host
+ * source written by a host writer, as repack on CUDA) gets the host's
+ * automatic chunk: its workers' share, 1 MiB each (a device's caps know no
+ * host cache), not the multiprocessors'. A device node reading the stream
+ * gives the device's chunk. Frames of 64 x 64 u16 (8 KiB), 64 x 64 positions. */
+static void test_auto_chunk_of_host_streams_on_a_device(void **state) {
+  static const char *host_only =
+      "pipeline: host\nnodes:\n"
+      "  src: {type: synthetic_4dstem, params: {scan_shape: [64, 64], detector_shape: [64, 64]}}\n"
+      "outputs: {frames: src.frames}\n";
+  static const char *device_reader =
+      "pipeline: dev\nnodes:\n"
+      "  src: {type: synthetic_4dstem, params: {scan_shape: [64, 64], detector_shape: [64, 64]}}\n"
+      "  vd: {type: virtual_detectors, inputs: {frames: src.frames}, params: {radius: 8, center: [32, 32]}}\n"
+      "outputs: {frames: src.frames, bf: vd.bf}\n";
+  sl_backend_caps gpu = {0};
+  gpu.kind = SL_BACKEND_CUDA;
+  gpu.device_memory = true;
+  gpu.compute_units = 132; /* multiprocessors */
+  gpu.host_workers = 3;
+  gpu.memory_bytes = (uint64_t)64 << 30;
+  gpu.bytes_per_second = 3e12;
+  gpu.ops_per_second = 1e13;
+  const int64_t frame = 64 * 64 * 2;
+  fixture f;
+  plan_text_on(&f, host_only, 0, 0, true, &gpu);
+  assert_true(f.p->nodes[sl_graph_find(f.g, "src")].host);
+  assert_int_equal(f.p->chunk_positions, 3 * ((int64_t)1 << 20) / frame);
+  fixture_free(&f);
+  plan_text_on(&f, device_reader, 0, 0, true, &gpu);
+  assert_int_equal(f.p->chunk_positions, 64 * 64); /* 132 MiB of 8 KiB frames: the whole scan */
+  fixture_free(&f);
+  /* the CPU backend's chunk is its own, whatever reads the stream */
+  plan_text_on(&f, host_only, 0, 0, true, NULL);
+  int64_t target = f.p->caps.compute_units * sl_plan_chunk_bytes_per_worker(&f.p->caps);
+  assert_int_equal(f.p->chunk_positions, target / frame < 4096 ? target / frame : 4096);
+  fixture_free(&f);
+}
+
 /* Best-fit slots on a graph of unequal buffers (f64 after f32 after a
  * narrow item): no two buffers of a slot live at the same level, every slot
  * is exactly its largest occupant rounded up to 64 bytes, and the slots add
@@ -419,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_chain_lifetimes),   cmocka_unit_test(test_partial_last_chunk),
       cmocka_unit_test(test_epilogue_levels),   cmocka_unit_test(test_second_pass_lifetimes),
       cmocka_unit_test(test_auto_chunk_and_budget),
+      cmocka_unit_test(test_auto_chunk_of_host_streams_on_a_device),
       cmocka_unit_test(test_in_place_outputs),
       cmocka_unit_test(test_size_class),
       cmocka_unit_test(test_best_fit_slots),
