@@ -35,8 +35,8 @@ if [ -d "$BUNDLE/shipped" ]; then
   log "shipped pipelines: CUDA and this CPU against the build machine's CPU listing (bytes of every output)"
   bash "$BUNDLE/src/bench/device/shipped_outputs_device.sh" "$B" "$BUNDLE/src" "$BUNDLE/shipped" /tmp/shipped-device
   echo "shipped outputs exit $? (idpc differs on CUDA: cuFFT's rounding)"
-  log "shipped pipelines split into 2 shards (repack, which a split run refuses, left out): the same listing"
-  RUN_ARGS="--shards 2" SHIPPED_SKIP=repack bash "$BUNDLE/src/bench/device/shipped_outputs_device.sh" "$B" \
+  log "shipped pipelines split into 2 shards: the same listing"
+  RUN_ARGS="--shards 2" bash "$BUNDLE/src/bench/device/shipped_outputs_device.sh" "$B" \
     "$BUNDLE/src" "$BUNDLE/shipped" /tmp/shipped-device-split
   echo "split shipped outputs exit $? (idpc differs on CUDA: cuFFT's rounding)"
 else

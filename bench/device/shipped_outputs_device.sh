@@ -12,8 +12,7 @@
 #     SHIPPED  the bundle's shipped/ (acq_*.h5 and listing_cpu_here.txt)
 #     WORK     a scratch folder
 #   env RUN_ARGS      more arguments for every run (e.g. "--shards 2")
-#   env SHIPPED_SKIP  runs left out, by name (e.g. "repack", which a split
-#                     run refuses)
+#   env SHIPPED_SKIP  runs left out, by name (e.g. "repack")
 # Prints one line per backend ("cuda: N datasets, identical to the build
 # machine's CPU listing" or the diff); exit 0 only when both are identical.
 set -u

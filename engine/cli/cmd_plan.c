@@ -49,9 +49,8 @@ int cmd_plan(int argc, char **argv) {
   sl_graph *g;
   if ((rc = cli_load(&o, &spec, &g))) return rc;
   const int shards = o.shards > 1 ? o.shards : 0;
-  /* The plan of what `sluice run` runs: with its writer nodes (a split
-   * run has none: it holds its outputs in memory). */
-  if (!shards && sl_graph_add_writers(g, &err) != SL_OK) {
+  /* The plan of what `sluice run` runs: with its writer nodes. */
+  if (sl_graph_add_writers(g, &err) != SL_OK) {
     sl_graph_free(g);
     sl_spec_free(spec);
     return cli_fail(&err);

@@ -40,10 +40,11 @@ const char *const cli_help_run =
     "                       use: affinity mask and cgroup quota)\n"
     "  --shards N           split the run into N shards of this process, each\n"
     "                       streaming its own chunks with threads/N workers, their\n"
-    "                       reductions merged after each pass (the outputs are\n"
-    "                       held in memory, then written whole); on CUDA, shard s\n"
-    "                       runs on device s mod the devices (CUDA_VISIBLE_DEVICES\n"
-    "                       picks them): several GPUs of one host; on the CPU, not\n"
+    "                       reductions merged after each pass, each writing its\n"
+    "                       own positions of the outputs as they complete; on\n"
+    "                       CUDA, shard s runs on device s mod the devices\n"
+    "                       (CUDA_VISIBLE_DEVICES picks them): several GPUs of one\n"
+    "                       host; on the CPU, not\n"
     "                       faster than --threads, a check that a pipeline splits\n"
     "  --force              replace an existing output directory that sluice wrote\n"
     "                       (one holding a .sluice-output marker; others are refused)\n"
@@ -166,18 +167,16 @@ int cmd_run(int argc, char **argv) {
   const int n_shards = o.shards > 1 ? o.shards : 0;
   sl_code st;
   if (n_shards) {
-    /* the outputs held in memory whole (no writer nodes: each shard would
-     * write its own positions), written once the shards are done */
-    req.outputs = NULL;
+    /* every shard's writer nodes write into out.target: its own positions
+     * of the streamed outputs as they complete, shard 0 the rest */
     sl_run *shards = sl_calloc((size_t)n_shards, sizeof *shards);
     memset(&run, 0, sizeof run);
     st = shards ? sl_run_pipeline_shards(&req, n_shards, shards, &err) : sl_fail_nomem(&err, "the shards");
     if (shards) {
-      run = shards[0]; /* shard 0 holds every output whole */
+      run = shards[0]; /* shard 0's result describes every output */
       for (int s = 1; s < n_shards; s++) sl_run_free(&shards[s]);
       free(shards);
     }
-    if (st == SL_OK) st = sl_run_output_write_held(&out, &run.result, o.threads, &g_stop_signal, &err);
   } else {
     st = sl_run_pipeline(&req, &run, &err);
   }

@@ -140,8 +140,7 @@ sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const 
   free(rendered);
   /* the file set up for many chunks (stored or ragged), or a streamed output's dataset and
    * write-behind buffer made, now, before any data is read: for the outputs the plan's
-   * writer nodes write, which count that buffer (a split run's, written whole after it
-   * by sl_run_output_write_held, need none) */
+   * writer nodes write, which count that buffer */
   for (int k = 0; k < g->n_outputs && rc == SL_OK; k++) {
     if (!sl_graph_output_written(g, k)) continue;
     const sl_graph_output *go = &g->outputs[k];
@@ -159,48 +158,6 @@ static sl_code finish_results(sl_run_output *o, const sl_exec_result *r, sl_erro
   sl_h5_writer *w = o->target.results;
   o->target.results = NULL;
   return sl_h5_writer_finish(w, r->outputs, r->n_outputs, err);
-}
-
-/* The rows of an image held in memory. */
-static sl_code held_rows(void *ctx, int64_t row0, int64_t n_rows, const void **rows, sl_error *err) {
-  const sl_output_data *out = ctx;
-  *rows = (const char *)out->data + row0 * out->desc.dims[1] * (int64_t)sl_dtype_size(out->desc.dtype);
-  (void)n_rows, (void)err;
-  return SL_OK;
-}
-
-/* A PNG of held image `out` in o->tmp, drawn on backend b's workers. */
-static sl_code draw_held(sl_run_output *o, const sl_output_data *out, sl_backend *b, sl_error *err) {
-  double lo = INFINITY, hi = -INFINITY;
-  sl_values_range_on(b, out->desc.dtype, out->data, sl_desc_elems(&out->desc), &lo, &hi);
-  const int workers = b->ops->workers(b) > 0 ? b->ops->workers(b) : 1;
-  const int64_t stride = (sl_png_worker_bytes(out->desc.dims[1]) + 63) / 64 * 64;
-  void *scratch = sl_calloc((size_t)workers, (size_t)stride);
-  if (!scratch) return sl_fail_nomem(err, "drawing a PNG");
-  char path[4352];
-  snprintf(path, sizeof path, "%s/%s.png", o->tmp, out->name);
-  const sl_png_workers w = {b, scratch, stride};
-  sl_code rc = sl_png_write(path, &out->desc, lo, hi, held_rows, (void *)out, &w, NULL, err);
-  free(scratch);
-  return rc;
-}
-
-sl_code sl_run_output_write_held(sl_run_output *o, const sl_exec_result *r, int threads,
-                                 const volatile sig_atomic_t *cancel, sl_error *err) {
-  sl_backend *b = NULL; /* the PNGs' workers, made at the first image */
-  sl_code rc = SL_OK;
-  for (int k = 0; k < r->n_outputs && rc == SL_OK; k++) {
-    const sl_output_data *out = &r->outputs[k];
-    if (out->written) continue;
-    rc = sl_h5_writer_whole(o->target.results, out->name, &out->desc, out->data, err);
-    if (rc == SL_OK && sl_output_is_image(&out->desc)) {
-      if (!b && (rc = sl_cpu_backend_ops.create(threads, &b, err)) == SL_OK) b->ops = &sl_cpu_backend_ops;
-      if (rc == SL_OK) rc = draw_held(o, out, b, err);
-    }
-    if (rc == SL_OK) rc = interrupted(cancel, err);
-  }
-  if (b) sl_cpu_backend_ops.destroy(b);
-  return rc;
 }
 
 sl_code sl_run_output_write(sl_run_output *o, const sl_run_info *info,

@@ -41,13 +41,6 @@ sl_code sl_run_output_reserve(sl_run_output *o, const char *dir, bool force, int
 sl_code sl_run_output_open_results(sl_run_output *o, const sl_plan *plan, const char *started_at,
                                    sl_error *err);
 
-/* A run whose outputs are held in memory whole (a split run,
- * sl_run_pipeline_shards: no writer nodes), after it: each output into
- * results.h5 whole and each image as a PNG, drawn on `threads` CPU workers.
- * Then sl_run_output_write as for any run. */
-sl_code sl_run_output_write_held(sl_run_output *o, const sl_exec_result *r, int threads,
-                                 const volatile sig_atomic_t *cancel, sl_error *err);
-
 /* After the run: finishes results.h5 (every dataset's attributes, known
  * only now), writes report.json and the marker into o->tmp.
  * Stops with SL_ERR_INTERRUPTED between files when *cancel is set. */

@@ -793,6 +793,15 @@ static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
 }
 
 /* One level: its kernels as one batch; iterate nodes run their bodies after. */
+/* In a run split into shards, what every shard computes alike (a whole
+ * output, a streamed image's PNG drawn by finalize) is written once, by
+ * shard 0: the other shards' sink nodes make only their stream calls, each
+ * writing its own positions into the shared results.h5. */
+static bool left_to_shard_zero(const run_ctx *c, int i, sl_phase phase, bool finalize) {
+  const sl_node *n = &c->p->graph->nodes[i];
+  return c->shard && c->shard->index > 0 && n->desc && n->desc->sink && (finalize || phase != SL_PHASE_STREAM);
+}
+
 static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start,
                          int64_t pos_count, bool finalize) {
   const sl_plan_level *lv = &c->p->levels[level];
@@ -804,7 +813,8 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
   if (rc != SL_OK) return rc;
   int encoded = 0;
   for (int k = 0; k < lv->n_nodes && rc == SL_OK; k++)
-    if (on_host(c, lv->nodes[k]) && !(g->nodes[lv->nodes[k]].chunks_idle && !finalize))
+    if (on_host(c, lv->nodes[k]) && !(g->nodes[lv->nodes[k]].chunks_idle && !finalize) &&
+        !left_to_shard_zero(c, lv->nodes[k], lv->phase, finalize))
       rc = lagged(c, lv->nodes[k], finalize)
                ? run_lagged_sink(c, lv->nodes[k], chunk, pos_start, pos_count)
                : run_host_node(c, lv->nodes[k], chunk, pos_start, pos_count, finalize);
@@ -812,7 +822,7 @@ static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start
     int i = lv->nodes[k];
     const sl_node *n = &g->nodes[i];
     if (n->body || on_host(c, i) || (c->prefetch[i] && !finalize)) continue; /* produce ran */
-    if (n->chunks_idle && !finalize) continue;
+    if ((n->chunks_idle && !finalize) || left_to_shard_zero(c, i, lv->phase, finalize)) continue;
     sl_kernel_fn fn = finalize ? n->desc->finalize[b->caps.kind] : n->desc->kernel[b->caps.kind];
     if (!fn) continue;
     fill_args(c, i, chunk, pos_start, pos_count, finalize);
@@ -1269,7 +1279,12 @@ static sl_code shard_merge(run_ctx *c, int pass) {
       return rc;
     }
   }
-  return SL_OK;
+  /* Every shard has written its positions of the pass's streamed outputs
+   * once all are here (their sinks' stream calls are done), whatever the
+   * pass merged: shard 0's finalize may draw a PNG from all of them. */
+  const char here = 1;
+  char *all;
+  return shard_gather(c, &here, 1, &all);
 }
 
 /* One chunk of a pass: its stream levels, then (top level) the chunk's
@@ -1446,24 +1461,15 @@ void sl_exec_result_free(sl_exec_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* Whether a node of g or of its iterate bodies writes outputs itself. */
-static bool graph_has_sink(const sl_graph *g) {
-  for (int i = 0; i < g->n_nodes; i++)
-    if ((g->nodes[i].body && graph_has_sink(g->nodes[i].body)) || (g->nodes[i].desc && g->nodes[i].desc->sink))
-      return true;
-  return false;
-}
-
 /* A split run: what this shard can run, and the same chunking of every
- * pass and the same buffers on every shard (their merges pair up by it). */
+ * pass and the same buffers on every shard (their merges pair up by it).
+ * Its all-gather is the shards' first meeting: none streams (nor writes
+ * into the results.h5 shard 0's setup opens) before every shard is here. */
 static sl_code shard_check(const sl_plan *p, const sl_backend *b, const sl_exec_shard *sh, sl_error *err) {
   if (sh->count < 1 || sh->index < 0 || sh->index >= sh->count || !sh->allgather)
     return sl_fail(err, SL_ERR_INTERNAL, "shard %d of %d", sh->index, sh->count);
   if (p->shards != sh->count)
     return sl_fail(err, SL_ERR_INTERNAL, "the plan counts %d shards, the run %d", p->shards, sh->count);
-  if (graph_has_sink(p->graph))
-    return sl_fail(err, SL_ERR_PIPELINE,
-                   "a run split into shards cannot have sink nodes: each shard's outputs are its caller's to write");
   uint64_t h = 1469598103934665603ull; /* FNV-1a over the chunking and the buffers */
 #define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
   MIX(p->n_passes);

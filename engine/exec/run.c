@@ -44,6 +44,21 @@ static int node_types(const sl_graph *g, const char **types, int n, int max) {
   return n;
 }
 
+/* A split run's writer nodes share results.h5, which appends a stream of
+ * variable-size items in stream order only: the shards would interleave
+ * theirs. */
+static sl_code shards_can_write(const sl_graph *g, sl_error *err) {
+  for (int o = 0; o < g->n_outputs; o++) {
+    const sl_graph_output *go = &g->outputs[o];
+    if (go->node >= 0 && sl_graph_output_written(g, o) && sl_desc_is_ragged(&g->nodes[go->node].out[go->port]))
+      return sl_fail(err, SL_ERR_PIPELINE,
+                     "output '%s' is a stream of variable-size items, which results.h5 appends in stream order: "
+                     "a run split into shards cannot write it; run this one unsplit",
+                     go->name);
+  }
+  return SL_OK;
+}
+
 sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   memset(out, 0, sizeof *out);
   if (req->setup_lock) pthread_mutex_lock(req->setup_lock);
@@ -65,6 +80,8 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   uint64_t loop_key = 0;
   if (rc == SL_OK) rc = sl_loop_history_key_of(out->spec, out->graph, &loop_key, err);
   if (rc == SL_OK && req->outputs) rc = sl_graph_add_writers(out->graph, err);
+  const bool split = req->shard && req->shard->count > 1;
+  if (rc == SL_OK && req->outputs && split) rc = shards_can_write(out->graph, err);
   double t_loaded = sl_now();
   sl_backend_kind kind = SL_BACKEND_CPU;
   const sl_backend_ops *ops = req->ops_override;
@@ -129,6 +146,9 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   if (rc == SL_OK) {
     sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel, .shard = req->shard};
     if (req->setup_lock) pthread_mutex_unlock(req->setup_lock);
+    /* (a split run's shards meet first in sl_execute, comparing their
+     * plans: none writes into the results.h5 shard 0's before_alloc opened
+     * before it is open) */
     rc = sl_execute(out->plan, b, &eo, &out->result, err);
     if (req->setup_lock) pthread_mutex_lock(req->setup_lock);
     out->executed = rc == SL_OK;

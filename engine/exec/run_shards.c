@@ -1,5 +1,9 @@
 /* A run split into shards of this process (run.h's sl_run_pipeline_shards):
- * one thread per shard, the merge through shard_local.h's group. */
+ * one thread per shard, the merge through shard_local.h's group. With an
+ * outputs target every shard's writer nodes write into it (its results.h5
+ * takes them in turn): each shard its own positions of the streamed
+ * outputs, shard 0 what all compute alike. Without one the outputs are
+ * held in memory, and shard 0's are completed with the others' positions. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,8 +121,6 @@ static void keep_timings(sl_run *runs, const shard_job *jobs, int count, double 
 sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err) {
   for (int s = 0; s < count; s++) memset(&runs[s], 0, sizeof runs[s]);
   if (count < 1) return sl_fail(err, SL_ERR_USAGE, "a run splits into at least one shard, not %d", count);
-  if (req->outputs)
-    return sl_fail(err, SL_ERR_USAGE, "a run split into shards keeps its outputs in memory: no outputs target");
   sl_shard_group *group = sl_shard_group_new(count);
   shard_job *jobs = sl_calloc((size_t)count, sizeof *jobs);
   pthread_t *threads = sl_calloc((size_t)count, sizeof *threads);

@@ -3,6 +3,7 @@
  * buffer, attributes once the run has ended. */
 #include <hdf5.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,13 +75,19 @@ static hid_t dataset_type(sl_dtype t, bool *own) {
  * written: consecutive positions from `start` (chunks first_chunk to
  * last_chunk) in a buffer of sl_h5_write_behind_bytes, written when the next
  * positions do not follow or do not fit, before the dataset is read, and
- * when the file is finished. */
+ * when the file is finished. A buffer that holds the whole output (`whole`:
+ * an image of up to SL_H5_IMAGE_BEHIND_BYTES, or any output that small)
+ * keeps every position at its own place instead, and [start, start + count)
+ * spans those written since the last flush: the shards of a split run
+ * write their ranges in turn, which would otherwise flush it at every
+ * chunk (an HDF5 write of a few positions each). */
 typedef struct dataset {
   char *name;
   sl_tensor_desc desc;
   hid_t id;
   unsigned char *data;
   size_t cap, bytes;
+  bool whole;
   int64_t start, count, first_chunk, last_chunk;
   /* A streamed image's finite range over the positions passed so far
    * (`ranged` of them), so that its PNG needs no read back for it. */
@@ -94,7 +101,10 @@ typedef struct dataset {
   struct ragged *rg;
 } dataset;
 
+/* Every call from outside takes `lock`: the writer nodes of a run split
+ * into shards (threads of this process) share one writer. */
 struct sl_h5_writer {
+  pthread_mutex_t lock;
   char path[4352];
   hid_t file;
   int n, cap;
@@ -130,6 +140,7 @@ sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_att
     }
   snprintf(w->path, sizeof w->path, "%s", path);
   w->file = f;
+  pthread_mutex_init(&w->lock, NULL);
   *out = w;
   return SL_OK;
 }
@@ -197,7 +208,7 @@ static herr_t put_stored_attrs(hid_t ds, const sl_tensor_desc *d) {
  * left as its library_bytes. Readers need HDF5 1.10 or later (h5py,
  * LiberTEM, Debian 12's HDF5). Also notes whether HDF5 finds the bitshuffle
  * plugin (stored_dcpl). */
-sl_code sl_h5_writer_expect_chunked(sl_h5_writer *w, const char *name, sl_error *err) {
+static sl_code expect_chunked(sl_h5_writer *w, const char *name, sl_error *err) {
   if (w->chunked_ready) return SL_OK;
   H5AC_cache_config_t mdc;
   memset(&mdc, 0, sizeof mdc);
@@ -241,7 +252,7 @@ static sl_code get_dataset(sl_h5_writer *w, const char *name, const sl_tensor_de
     w->cap = cap;
   }
   if (d->encoding != SL_ENC_NONE || sl_desc_is_ragged(d)) {
-    sl_code rc = sl_h5_writer_expect_chunked(w, name, err);
+    sl_code rc = expect_chunked(w, name, err);
     if (rc != SL_OK) return rc;
   }
   dataset *s = &w->sets[w->n];
@@ -354,7 +365,8 @@ static sl_code ragged_flush(sl_h5_writer *w, dataset *s, sl_error *err);
 static sl_code flush(sl_h5_writer *w, dataset *s, sl_error *err) {
   if (s->rg) return ragged_flush(w, s, err);
   if (!s->count) return SL_OK;
-  sl_code rc = write_positions(w, s, s->first_chunk, s->last_chunk, s->start, s->count, s->data, err);
+  const unsigned char *from = s->whole ? s->data + s->start * sl_desc_item_bytes(&s->desc) : s->data;
+  sl_code rc = write_positions(w, s, s->first_chunk, s->last_chunk, s->start, s->count, from, err);
   s->count = 0, s->bytes = 0;
   return rc;
 }
@@ -367,17 +379,18 @@ static void behind_buffer(dataset *s, const sl_tensor_desc *d) {
   s->cap = (size_t)sl_h5_write_behind_bytes(d);
   s->data = malloc(s->cap ? s->cap : 1);
   if (s->data) memset(s->data, 0, s->cap);
+  s->whole = s->data && (int64_t)s->cap >= sl_desc_bytes(d);
 }
 
-sl_code sl_h5_writer_reserve(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, sl_error *err) {
+static sl_code reserve(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, sl_error *err) {
   dataset *s;
   sl_code rc = get_dataset(w, name, d, &s, err);
   if (rc == SL_OK && !s->stored && !sl_desc_is_ragged(d) && d->stream_rank) behind_buffer(s, d);
   return rc;
 }
 
-sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
-                               int64_t start, int64_t count, const void *data, sl_error *err) {
+static sl_code positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                         int64_t start, int64_t count, const void *data, sl_error *err) {
   if (count <= 0) return SL_OK;
   dataset *s;
   sl_code rc = get_dataset(w, name, d, &s, err);
@@ -387,9 +400,19 @@ sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tenso
     sl_values_range(d->dtype, data, count * sl_desc_item_elems(d), &s->lo, &s->hi);
     s->ranged += count;
   }
+  behind_buffer(s, d);
+  if (s->whole) { /* each position at its place; the span grows over what was written since a flush */
+    const int64_t item = sl_desc_item_bytes(d);
+    memcpy(s->data + start * item, data, bytes);
+    const int64_t lo = s->count && s->start < start ? s->start : start;
+    const int64_t hi = s->count && s->start + s->count > start + count ? s->start + s->count : start + count;
+    if (!s->count || chunk < s->first_chunk) s->first_chunk = chunk;
+    if (!s->count || chunk > s->last_chunk) s->last_chunk = chunk;
+    s->start = lo, s->count = hi - lo, s->bytes = (size_t)(s->count * item);
+    return SL_OK;
+  }
   bool follows = s->count && s->start + s->count == start;
   if (s->count && (!follows || s->bytes + bytes > s->cap) && (rc = flush(w, s, err)) != SL_OK) return rc;
-  behind_buffer(s, d);
   if (!s->data || bytes > s->cap) return write_positions(w, s, chunk, chunk, start, count, data, err);
   if (!s->count) s->start = start, s->first_chunk = chunk;
   memcpy(s->data + s->bytes, data, bytes);
@@ -410,8 +433,8 @@ static uint64_t stored_decoded_bytes(sl_encoding e, uint32_t flags, const unsign
   return t;
 }
 
-sl_code sl_h5_writer_stored(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
-                            int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err) {
+static sl_code stored(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                      int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err) {
   sl_code rc = sl_packed_check(packed, bytes, err);
   if (rc != SL_OK) return rc;
   dataset *s;
@@ -628,7 +651,7 @@ static sl_code ragged_item(sl_h5_writer *w, dataset *s, int64_t chunk, const sl_
   return SL_OK;
 }
 
-sl_code sl_h5_writer_ragged(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+static sl_code ragged_items(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
                             int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err) {
   sl_code rc = sl_packed_check(packed, bytes, err);
   if (rc != SL_OK) {
@@ -669,7 +692,7 @@ sl_code sl_h5_writer_ragged(sl_h5_writer *w, const char *name, const sl_tensor_d
   return rc;
 }
 
-bool sl_h5_writer_range(sl_h5_writer *w, const char *name, double *lo, double *hi) {
+static bool range(sl_h5_writer *w, const char *name, double *lo, double *hi) {
   const dataset *s = find(w, name);
   if (!s || !sl_output_is_image(&s->desc) || !s->desc.stream_rank || s->ranged != sl_desc_positions(&s->desc))
     return false;
@@ -677,8 +700,8 @@ bool sl_h5_writer_range(sl_h5_writer *w, const char *name, double *lo, double *h
   return true;
 }
 
-sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
-                           sl_error *err) {
+static sl_code whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
+                     sl_error *err) {
   dataset *s;
   sl_code rc = get_dataset(w, name, d, &s, err);
   if (rc != SL_OK) return rc;
@@ -690,18 +713,18 @@ sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_de
   return SL_OK;
 }
 
-const void *sl_h5_writer_rows_held(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows) {
+static const void *rows_held(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows) {
   const dataset *s = find(w, name);
   if (!s || s->desc.rank != 2 || !s->count) return NULL;
   /* Positions and rows both run in C order: compare element ranges. */
   const int64_t item = sl_desc_item_elems(&s->desc), es = (int64_t)sl_dtype_size(s->desc.dtype);
   const int64_t e0 = row0 * s->desc.dims[1], e1 = (row0 + n_rows) * s->desc.dims[1];
   if (e0 < s->start * item || e1 > (s->start + s->count) * item) return NULL;
-  return s->data + (e0 - s->start * item) * es;
+  return s->data + (e0 - (s->whole ? 0 : s->start * item)) * es;
 }
 
-sl_code sl_h5_writer_read_rows(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows, void *data,
-                               sl_error *err) {
+static sl_code read_rows(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows, void *data,
+                         sl_error *err) {
   dataset *s = find(w, name);
   if (!s || s->rg || s->desc.rank != 2)
     return sl_fail(err, SL_ERR_INTERNAL, "%s: no 2-D dataset '%s' to read rows of", w->path, name);
@@ -740,6 +763,49 @@ static sl_code put_output_attrs(sl_h5_writer *w, hid_t ds, const sl_output_data 
   return SL_OK;
 }
 
+/* The calls from outside, each under the writer's lock. */
+#define LOCKED(w, type, call)     \
+  do {                              \
+    pthread_mutex_lock(&(w)->lock);   \
+    type r_ = call;                 \
+    pthread_mutex_unlock(&(w)->lock); \
+    return r_;                      \
+  } while (0)
+
+sl_code sl_h5_writer_expect_chunked(sl_h5_writer *w, const char *name, sl_error *err) {
+  LOCKED(w, sl_code, expect_chunked(w, name, err));
+}
+sl_code sl_h5_writer_reserve(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, sl_error *err) {
+  LOCKED(w, sl_code, reserve(w, name, d, err));
+}
+sl_code sl_h5_writer_positions(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                               int64_t start, int64_t count, const void *data, sl_error *err) {
+  LOCKED(w, sl_code, positions(w, name, d, chunk, start, count, data, err));
+}
+sl_code sl_h5_writer_stored(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                            int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err) {
+  LOCKED(w, sl_code, stored(w, name, d, chunk, start, count, packed, bytes, err));
+}
+sl_code sl_h5_writer_ragged(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, int64_t chunk,
+                            int64_t start, int64_t count, const void *packed, int64_t bytes, sl_error *err) {
+  LOCKED(w, sl_code, ragged_items(w, name, d, chunk, start, count, packed, bytes, err));
+}
+bool sl_h5_writer_range(sl_h5_writer *w, const char *name, double *lo, double *hi) {
+  LOCKED(w, bool, range(w, name, lo, hi));
+}
+sl_code sl_h5_writer_whole(sl_h5_writer *w, const char *name, const sl_tensor_desc *d, const void *data,
+                           sl_error *err) {
+  LOCKED(w, sl_code, whole(w, name, d, data, err));
+}
+const void *sl_h5_writer_rows_held(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows) {
+  LOCKED(w, const void *, rows_held(w, name, row0, n_rows));
+}
+sl_code sl_h5_writer_read_rows(sl_h5_writer *w, const char *name, int64_t row0, int64_t n_rows, void *data,
+                               sl_error *err) {
+  LOCKED(w, sl_code, read_rows(w, name, row0, n_rows, data, err));
+}
+#undef LOCKED
+
 /* Closes every dataset and the file; frees w. */
 static herr_t close_all(sl_h5_writer *w) {
   for (int k = 0; k < w->n; k++) {
@@ -754,6 +820,7 @@ static herr_t close_all(sl_h5_writer *w) {
   }
   herr_t h = H5Fclose(w->file);
   free(w->sets);
+  pthread_mutex_destroy(&w->lock);
   free(w);
   return h;
 }

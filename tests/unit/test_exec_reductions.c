@@ -1543,24 +1543,121 @@ static void test_shards_on_devices(void **state) {
   assert_int_equal(sl_shard_devices(&plain), 0); /* the CPU: none */
 }
 
-/* What a split run cannot do yet is refused, saying what: an outputs
- * target (each shard would write its own positions to the same file), and
- * in sl_execute sink nodes. One shard is a plain run. */
-static void test_shard_refusals(void **state) {
+/* Every dataset of results.h5 in `h5`, by name, as bytes: n names, each
+ * dataset's bytes into got[k] (malloc'ed). */
+static void read_datasets(const char *h5, const char *const *names, int n, uint8_t **got, size_t *bytes) {
+  hid_t f = H5Fopen(h5, H5F_ACC_RDONLY, H5P_DEFAULT);
+  assert_true(f >= 0);
+  for (int k = 0; k < n; k++) {
+    hid_t ds = H5Dopen2(f, names[k], H5P_DEFAULT);
+    if (ds < 0) fail_msg("%s: no dataset %s", h5, names[k]);
+    hid_t type = H5Dget_type(ds);
+    hid_t space = H5Dget_space(ds);
+    bytes[k] = (size_t)H5Sget_simple_extent_npoints(space) * H5Tget_size(type);
+    got[k] = malloc(bytes[k] ? bytes[k] : 1);
+    assert_non_null(got[k]);
+    assert_true(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, got[k]) >= 0);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Dclose(ds);
+  }
+  H5Fclose(f);
+}
+
+/* `text` run into a fresh results.h5 (in 1 or `shards` shards), finished;
+ * its path in h5 (dir: the folder, removed by the caller). */
+static sl_code run_into_file(const char *text, int64_t chunk, int shards, char *dir, char *h5, size_t h5_len,
+                             sl_error *err) {
+  char path[512];
+  write_temp_file(path, sizeof path, "sh_written.yaml", text);
+  assert_int_equal(temp_dir_make(dir, 64, "/tmp/sl-shard-out-XXXXXX"), 0);
+  snprintf(h5, h5_len, "%s/results.h5", dir);
+  sl_output_target target = {.results = NULL};
+  snprintf(target.dir, sizeof target.dir, "%s", dir);
+  assert_int_equal(sl_h5_writer_open(h5, NULL, 0, &target.results, err), SL_OK);
+  sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU, .chunk_positions = chunk,
+                        .threads = 2, .outputs = &target};
+  sl_error_clear(err);
+  sl_run runs[4];
+  sl_code rc = shards > 1 ? sl_run_pipeline_shards(&req, shards, runs, err) : sl_run_pipeline(&req, &runs[0], err);
+  if (rc == SL_OK) {
+    for (int o = 0; o < runs[0].result.n_outputs; o++) assert_true(runs[0].result.outputs[o].written);
+    /* a whole output's writer runs on shard 0 alone; a streamed one's on every shard */
+    for (int s = 0; s < (shards > 1 ? shards : 1); s++) {
+      const int whole = sl_graph_find(runs[s].graph, "sum.h5"), streamed = sl_graph_find(runs[s].graph, "frames.h5");
+      assert_true(whole >= 0 && streamed >= 0);
+      assert_int_equal(runs[s].result.node_calls[whole], s == 0 ? 1 : 0);
+      assert_true(runs[s].result.node_calls[streamed] > 0 || shards * 2 > runs[s].plan->n_chunks);
+    }
+    rc = sl_h5_writer_finish(target.results, runs[0].result.outputs, runs[0].result.n_outputs, err);
+  } else {
+    sl_h5_writer_abandon(target.results);
+  }
+  for (int s = 0; s < (shards > 1 ? shards : 1); s++) sl_run_free(&runs[s]);
+  return rc;
+}
+
+/* A run split into shards writes through its sink nodes into one
+ * results.h5, as an unsplit run does: a streamed output (each shard its
+ * own positions, into the shared writer in turn), a reduction and a
+ * variable-size concat (written once, by shard 0), in 2 and 3 shards at
+ * several chunkings, byte for byte the unsplit run's datasets (read back
+ * with HDF5). A stream of variable-size items, which results.h5 appends in
+ * stream order, is refused in a split run, naming the output. */
+static void test_shards_write_through_sinks(void **state) {
+  (void)state;
+  static const char *text = "pipeline: written\nnodes:\n" RAMP_NODE
+                            "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+                            "  e: {type: t_encode, inputs: {x: src.out}}\n"
+                            "outputs: {frames: src.out, sum: r.sum, direct: e.bytes}\n";
+  static const char *const names[] = {"frames", "sum", "direct"};
+  enum { N = 3 };
+  const int64_t chunks[] = {1, 3, 7};
+  for (size_t c = 0; c < SL_COUNT_OF(chunks); c++) {
+    char dir[64], h5[128];
+    sl_error err;
+    uint8_t *want[N], *got[N];
+    size_t want_bytes[N], got_bytes[N];
+    if (run_into_file(text, chunks[c], 1, dir, h5, sizeof h5, &err) != SL_OK) fail_msg("unsplit: %s", err.msg);
+    read_datasets(h5, names, N, want, want_bytes);
+    assert_int_equal(temp_dir_remove(dir), 0);
+    for (int shards = 2; shards <= 3; shards++) {
+      if (run_into_file(text, chunks[c], shards, dir, h5, sizeof h5, &err) != SL_OK)
+        fail_msg("%d shards, chunk %lld: %s", shards, (long long)chunks[c], err.msg);
+      read_datasets(h5, names, N, got, got_bytes);
+      for (int k = 0; k < N; k++) {
+        if (got_bytes[k] != want_bytes[k] || memcmp(got[k], want[k], want_bytes[k]) != 0)
+          fail_msg("%d shards, chunk %lld: dataset %s differs from the unsplit run's", shards, (long long)chunks[c],
+                   names[k]);
+        free(got[k]);
+      }
+      assert_int_equal(temp_dir_remove(dir), 0);
+    }
+    for (int k = 0; k < N; k++) free(want[k]);
+  }
+  char dir[64], h5[128];
+  sl_error err;
+  assert_int_equal(run_into_file("pipeline: spilled\nnodes:\n" RAMP_NODE
+                                 "  s: {type: t_spill, inputs: {x: src.out}}\noutputs: {b: s.bytes}\n",
+                                 3, 2, dir, h5, sizeof h5, &err),
+                   SL_ERR_PIPELINE);
+  assert_non_null(strstr(err.msg, "output 'b' is a stream of variable-size items"));
+  assert_non_null(strstr(err.msg, "run this one unsplit"));
+  assert_int_equal(temp_dir_remove(dir), 0);
+}
+
+/* One shard is a plain run. */
+static void test_one_shard(void **state) {
   (void)state;
   char path[512];
-  write_temp_file(path, sizeof path, "sh_refused.yaml",
-                  "pipeline: refused\nnodes:\n" RAMP_NODE "  r: {type: t_extremes, inputs: {x: src.out}}\n"
+  write_temp_file(path, sizeof path, "sh_one.yaml",
+                  "pipeline: one\nnodes:\n" RAMP_NODE "  r: {type: t_extremes, inputs: {x: src.out}}\n"
                   "outputs: {sum: r.sum}\n");
   sl_run_request req = {.file = path, .registry = registry(), .backend = SL_BACKEND_CPU, .chunk_positions = 5,
                         .threads = 2};
-  sl_run runs[2];
+  sl_run runs[1];
   sl_error err;
   sl_error_clear(&err);
-  sl_output_target target = {0};
-  req.outputs = &target;
-  assert_int_equal(sl_run_pipeline_shards(&req, 2, runs, &err), SL_ERR_USAGE);
-  req.outputs = NULL;
   assert_int_equal(sl_run_pipeline_shards(&req, 1, runs, &err), SL_OK);
   assert_int_equal(runs[0].plan->shards, 1);
   assert_true(((const double *)output(&runs[0], "sum")->data)[0] > 0);
@@ -1590,7 +1687,8 @@ int main(void) {
       cmocka_unit_test(test_shards_merge_every_combine),
       cmocka_unit_test(test_shards_shipped_passes),
       cmocka_unit_test(test_shard_failure_reported),
-      cmocka_unit_test(test_shard_refusals),
+      cmocka_unit_test(test_shards_write_through_sinks),
+      cmocka_unit_test(test_one_shard),
       cmocka_unit_test(test_shards_on_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
