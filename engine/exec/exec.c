@@ -792,7 +792,6 @@ static sl_code finish_partials(run_ctx *c, int i, int64_t chunk) {
   return node_merge(c, i, chunk);
 }
 
-/* One level: its kernels as one batch; iterate nodes run their bodies after. */
 /* In a run split into shards, what every shard computes alike (a whole
  * output, a streamed image's PNG drawn by finalize) is written once, by
  * shard 0: the other shards' sink nodes make only their stream calls, each
@@ -802,6 +801,7 @@ static bool left_to_shard_zero(const run_ctx *c, int i, sl_phase phase, bool fin
   return c->shard && c->shard->index > 0 && n->desc && n->desc->sink && (finalize || phase != SL_PHASE_STREAM);
 }
 
+/* One level: its kernels as one batch; iterate nodes run their bodies after. */
 static sl_code run_level(run_ctx *c, int level, int64_t chunk, int64_t pos_start,
                          int64_t pos_count, bool finalize) {
   const sl_plan_level *lv = &c->p->levels[level];
