@@ -1651,7 +1651,8 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   res->planned_most_host_bytes = p->peak_host_bytes_most;
   if (!p->caps.device_memory) res->planned_peak_bytes = res->planned_host_bytes;
   if (began) { /* a split run's merges held these too */
-    host_bytes += c.gathered_bytes + c.staged_bytes + c.piece_bytes;
+    res->measured_exchange_bytes = c.gathered_bytes + c.staged_bytes + c.piece_bytes;
+    host_bytes += res->measured_exchange_bytes;
     free(c.gathered);
     free(c.staged);
     free(c.piece);

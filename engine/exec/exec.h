@@ -80,6 +80,10 @@ typedef struct sl_exec_result {
   int64_t planned_peak_bytes;
   /* Device backends: host memory measured (outputs, staging) and planned. */
   int64_t measured_host_bytes;
+  /* A split run's merge buffers (all-gathered copies, a concat's packed
+   * positions, a device accumulator's host copy) as grown: within the
+   * plan's shard_exchange_bytes. 0 unsplit. */
+  int64_t measured_exchange_bytes;
   int64_t planned_host_bytes;
   /* Of the planned host bytes, the decided state nodes made (the plan's
    * peak covers the path the data took; sl_plan_decided_host_bytes), and

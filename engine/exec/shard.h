@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "engine/core/shard_range.h"
 #include "engine/core/status.h"
 
 /* Every shard's `bytes` from `mine` into `all` (count * bytes, in shard
@@ -40,23 +41,5 @@ typedef struct sl_exec_shard {
    * where the backend has devices); -1: the backend's own choice. */
   int device;
 } sl_exec_shard;
-
-/* The chunks [*first, *end) of n_chunks that shard `index` of `count`
- * streams: contiguous, in shard order, their sizes differing by at most
- * one (empty when there are more shards than chunks). */
-static inline void sl_shard_chunks(int64_t n_chunks, int index, int count, int64_t *first, int64_t *end) {
-  *first = n_chunks * index / count;
-  *end = n_chunks * (index + 1) / count;
-}
-
-/* The positions [*p0, *p1) those chunks hold, of a stream of `positions`
- * in chunks of `chunk_positions`. */
-static inline void sl_shard_positions(int64_t positions, int64_t chunk_positions, int64_t n_chunks, int index,
-                                      int count, int64_t *p0, int64_t *p1) {
-  int64_t first, end;
-  sl_shard_chunks(n_chunks, index, count, &first, &end);
-  *p0 = first * chunk_positions < positions ? first * chunk_positions : positions;
-  *p1 = end * chunk_positions < positions ? end * chunk_positions : positions;
-}
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/shard_range.h"
 #include "engine/core/util.h"
 
 int64_t sl_size_class(int64_t bytes) {
@@ -948,20 +949,33 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
       if (lagged) p->staging_bytes = sat_add(p->staging_bytes, bf->bytes);
     }
   /* A split run's merge gathers every shard's copy of one reduction at a
-   * time, on the host (exec.c's shard_merge); a concat packs its own
-   * positions first (at most the reduction's bytes, held beside). */
-  int64_t piece = 0;
+   * time, on the host (exec.c's shard_merge), into one buffer grown to the
+   * largest; a fixed-size concat sends only its own positions, packed to
+   * the most any shard has (a buffer of its own), so it gathers about one
+   * accumulator, not one per shard; on a device backend the accumulator's
+   * host copy is a third buffer. */
+  int64_t gathered_most = 0, piece_most = 0, staged_most = 0;
   if (p->shards > 1)
     for (int b = 0; b < p->n_buffers; b++)
       if (p->buffers[b].reduction && !p->buffers[b].unread) {
+        const sl_plan_pass *pp = sl_plan_node_pass(p, p->buffers[b].node);
         int64_t each = p->buffers[b].bytes; /* a variable size's chunk sizes are gathered too */
-        int64_t sizes = p->buffers[b].variable ? sat_mul(sl_plan_node_pass(p, p->buffers[b].node)->n_chunks, 8) : 0;
-        if (!p->buffers[b].variable && sl_combine_concat(p->buffers[b].combine) && each > piece) piece = each;
-        /* every shard's copy, and on a device backend the host copy of its own */
-        int64_t gathered = sat_mul(each > sizes ? each : sizes, p->shards + (p->caps.device_memory ? 1 : 0));
-        if (gathered > p->shard_exchange_bytes) p->shard_exchange_bytes = gathered;
+        int64_t sizes = p->buffers[b].variable ? sat_mul(pp->n_chunks, 8) : 0;
+        if (!p->buffers[b].variable && sl_combine_concat(p->buffers[b].combine) && pp->positions > 0) {
+          int64_t most = 0;
+          for (int sh = 0; sh < p->shards; sh++) {
+            int64_t p0, p1;
+            sl_shard_positions(pp->positions, pp->chunk_positions, pp->n_chunks, sh, p->shards, &p0, &p1);
+            if (p1 - p0 > most) most = p1 - p0;
+          }
+          each = sat_mul(most, each / pp->positions);
+          if (each > piece_most) piece_most = each;
+        }
+        int64_t gathered = sat_mul(each > sizes ? each : sizes, p->shards);
+        if (gathered > gathered_most) gathered_most = gathered;
+        if (p->caps.device_memory && p->buffers[b].bytes > staged_most) staged_most = p->buffers[b].bytes;
       }
-  p->shard_exchange_bytes = sat_add(p->shard_exchange_bytes, piece);
+  p->shard_exchange_bytes = sat_add(sat_add(gathered_most, piece_most), staged_most);
   /* (sums saturate: a plan of absurd sizes is refused as over budget,
    * never an overflow) */
   int64_t device = sat_add(sat_add(sat_add(p->slot_bytes, p->partial_bytes), p->workspace_bytes), p->body_bytes);
