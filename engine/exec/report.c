@@ -441,6 +441,10 @@ bool sl_report_json(sl_json *j, const sl_run_info *info) {
   sl_json_kv_int(j, "process_rss_peak_bytes", r->process_rss_peak_bytes);
   if (r->process_rss_before_load_bytes > 0)
     sl_json_kv_int(j, "process_rss_before_load_bytes", r->process_rss_before_load_bytes);
+  if (p->shards > 1) { /* the shards' merge buffers, over every shard (in the peaks above) */
+    sl_json_kv_int(j, "planned_exchange_bytes", p->shard_exchange_bytes * p->shards);
+    sl_json_kv_int(j, "measured_exchange_bytes", r->measured_exchange_bytes);
+  }
   sl_json_end_object(j);
   sl_json_key(j, "nodes");
   nodes_json(j, info);

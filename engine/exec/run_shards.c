@@ -76,6 +76,7 @@ static void sum_memory(sl_run *runs, int count) {
     r->planned_decided_host_bytes += o->planned_decided_host_bytes;
     r->measured_peak_bytes += o->measured_peak_bytes;
     r->measured_host_bytes += o->measured_host_bytes;
+    r->measured_exchange_bytes += o->measured_exchange_bytes;
   }
 }
 

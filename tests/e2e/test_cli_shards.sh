@@ -49,8 +49,9 @@ import json, os, sys
 m = json.load(open(sys.argv[1]))["memory"]
 measured = m["measured_engine_host_bytes" if os.environ.get("SLUICE_SANITIZED") else "measured_peak_host_bytes"]
 assert 0 < measured <= m["planned_peak_host_bytes"], m
+assert 0 < m["measured_exchange_bytes"] <= m["planned_exchange_bytes"], m
 P
-  ok "3 shards: measured host peak <= planned (the shards' plans summed)"
+  ok "3 shards: measured host peak <= planned (the shards' plans summed), and the merges' buffers"
 else
   not_ok "3 shards: measured host peak above planned"
 fi
