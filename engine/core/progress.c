@@ -47,3 +47,36 @@ void sl_progress_end(sl_progress *p) {
   if (!p->staged) sl_progress_update(p, p->total);
   fputc('\n', stderr);
 }
+
+void sl_progress_shared_init(sl_progress_shared *s, bool enabled) {
+  pthread_mutex_init(&s->mu, NULL);
+  s->wanted = enabled;
+  s->begun = false;
+  s->done = 0;
+  s->bar.enabled = false;
+}
+
+void sl_progress_shared_begin(sl_progress_shared *s, int64_t total, const char *unit) {
+  pthread_mutex_lock(&s->mu);
+  if (!s->begun) sl_progress_begin(&s->bar, total, unit, s->wanted);
+  s->begun = true;
+  pthread_mutex_unlock(&s->mu);
+}
+
+void sl_progress_shared_add(sl_progress_shared *s, int64_t count) {
+  pthread_mutex_lock(&s->mu);
+  s->done += count;
+  if (!s->bar.staged) sl_progress_update(&s->bar, s->done);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void sl_progress_shared_stage(sl_progress_shared *s, const char *stage) {
+  pthread_mutex_lock(&s->mu);
+  if (!s->bar.staged) sl_progress_stage(&s->bar, stage);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void sl_progress_shared_end(sl_progress_shared *s) {
+  if (s->begun) sl_progress_end(&s->bar);
+  pthread_mutex_destroy(&s->mu);
+}

@@ -119,6 +119,7 @@ typedef struct run_ctx {
    * and cancel flag; NULL in iterate bodies. */
   sl_output_data *outputs;
   sl_progress *progress;
+  sl_progress_shared *shared_progress; /* a split run's one bar (instead of progress) */
   int64_t frames_done;
   const volatile sig_atomic_t *cancel;
   /* Top level only: when each pass ended, seconds after t_start (NULL in
@@ -1313,7 +1314,8 @@ static sl_code run_chunk(run_ctx *c, const sl_plan_pass *pp, int pass, int64_t c
   if (rc == SL_OK) rc = prefetch_give_back(c, ch);
   if (rc != SL_OK) sl_error_chunk(c->err, ch);
   c->frames_done += count;
-  if (c->progress) sl_progress_update(c->progress, c->frames_done);
+  if (c->shared_progress) sl_progress_shared_add(c->shared_progress, count);
+  else if (c->progress) sl_progress_update(c->progress, c->frames_done);
   return rc;
 }
 
@@ -1386,8 +1388,10 @@ static sl_code run_passes(run_ctx *c) {
     outside_add(c, pass, SL_PASS_OUTSIDE_SHARD_MERGE, t0);
     for (int l = pp->stream_first; l <= pp->stream_last && rc == SL_OK; l++)
       rc = run_level(c, l, pp->n_chunks - 1, 0, 0, true);
-    if (rc == SL_OK && c->progress && pp->epilogue_first <= pp->epilogue_last)
-      sl_progress_stage(c->progress, "running what follows the scan");
+    if (rc == SL_OK && pp->epilogue_first <= pp->epilogue_last) {
+      if (c->shared_progress) sl_progress_shared_stage(c->shared_progress, "running what follows the scan");
+      else if (c->progress) sl_progress_stage(c->progress, "running what follows the scan");
+    }
     if (rc == SL_OK) rc = run_levels(c, pp->epilogue_first, pp->epilogue_last, 0, 0, 1);
     /* The pass's levels waited for their batches: its results are usable
      * now (the resident acquisition's "first usable" is pass 0's end). */
@@ -1569,13 +1573,14 @@ sl_code sl_execute(const sl_plan *p, sl_backend *b, const sl_exec_opts *opts,
   /* Frames (scan positions) are what a user counts; with several passes the
    * total counts each pass's frames, and a pass over another stream (e.g.
    * pixels after a transpose) counts its positions. */
-  sl_progress_begin(&progress, total,
-                    other_streams ? "positions (all passes)"
-                                  : stream_passes > 1 ? "frames (all passes)" : "frames",
-                    opts && opts->progress);
+  const char *unit = other_streams ? "positions (all passes)" : stream_passes > 1 ? "frames (all passes)" : "frames";
+  sl_progress_shared *shared = opts && opts->shard && opts->shard->count > 1 ? opts->shared_progress : NULL;
+  sl_progress_begin(&progress, total, unit, opts && opts->progress && !shared);
+  if (shared) sl_progress_shared_begin(shared, total, unit); /* every shard's total is the run's */
   if (rc == SL_OK) {
     c.outputs = res->outputs;
     c.progress = &progress;
+    c.shared_progress = shared;
     c.cancel = opts ? opts->cancel : NULL;
     c.t_start = t_start;
     c.shard = shard;

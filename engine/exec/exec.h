@@ -130,6 +130,9 @@ typedef struct sl_shard_timing {
 
 typedef struct sl_exec_opts {
   bool progress; /* draw a progress bar (when stderr is a terminal) */
+  /* A split run's one bar, which this shard adds to instead of drawing
+   * its own (progress is then ignored); NULL otherwise. */
+  struct sl_progress_shared *shared_progress;
   /* When set and it becomes non-zero (a signal handler's flag), the run
    * stops at the next chunk or level with SL_ERR_INTERRUPTED. */
   const volatile sig_atomic_t *cancel;

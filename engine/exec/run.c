@@ -144,7 +144,8 @@ sl_code sl_run_pipeline(const sl_run_request *req, sl_run *out, sl_error *err) {
   double t_prepared = sl_now();
   if (rc == SL_OK && kind != SL_BACKEND_CPU) sl_plan_refresh_warm_up_waits(out->plan, t_prepared - t_created);
   if (rc == SL_OK) {
-    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel, .shard = req->shard};
+    sl_exec_opts eo = {.progress = req->progress, .cancel = req->cancel, .shard = req->shard,
+                       .shared_progress = req->shared_progress};
     if (req->setup_lock) pthread_mutex_unlock(req->setup_lock);
     /* (a split run's shards meet first in sl_execute, comparing their
      * plans: none writes into the results.h5 shard 0's before_alloc opened

@@ -19,6 +19,7 @@ typedef struct sl_run_request {
   int64_t chunk_positions;  /* 0 = automatic */
   int threads;              /* 0 = all */
   bool progress;
+  struct sl_progress_shared *shared_progress; /* see sl_exec_opts (set by sl_run_pipeline_shards) */
   const volatile sig_atomic_t *cancel; /* see sl_exec_opts */
   /* Called after planning, before anything is allocated (e.g. to say which
    * backend auto chose, or to refuse an existing output directory). */

@@ -10,6 +10,7 @@
 
 #include "engine/core/alloc.h"
 #include "engine/core/cpus.h"
+#include "engine/core/progress.h"
 #include "engine/core/util.h"
 #include "engine/exec/run.h"
 #include "engine/exec/shard_local.h"
@@ -135,13 +136,16 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
   const uint64_t budget = sl_shard_budget(req, threads_each, count);
   const int devices = sl_shard_devices(req);
   pthread_mutex_t setup = PTHREAD_MUTEX_INITIALIZER;
+  sl_progress_shared progress;
+  sl_progress_shared_init(&progress, req->progress);
   const double began_at = sl_now();
   int started = 0;
   sl_code rc = SL_OK;
   for (int s = 0; s < count; s++) {
     jobs[s].req = *req;
     jobs[s].req.threads = threads_each;
-    jobs[s].req.progress = false;
+    jobs[s].req.progress = false; /* the shards add to one bar */
+    jobs[s].req.shared_progress = &progress;
     jobs[s].req.memory_limit = budget;
     jobs[s].req.setup_lock = &setup;
     if (s > 0) jobs[s].req.before_alloc = NULL; /* once, for the run (e.g. its output directory) */
@@ -165,6 +169,7 @@ sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *run
     rc = jobs[cause].rc;
   }
   pthread_mutex_destroy(&setup);
+  sl_progress_shared_end(&progress);
   if (rc == SL_OK) {
     gather_streamed(runs, count);
     sum_memory(runs, count);

@@ -6,7 +6,7 @@
 # nodes writing its own positions into the one results.h5; repack's stored
 # chunks (an encoded stream, never held in memory) are the unsplit run's,
 # byte for byte; a split CUDA run without a device fails as an unsplit one
-# does.
+# does; one progress bar counts every shard's frames.
 . "$(dirname "$0")/lib.sh"
 need_h5py_and_plugin
 cd "$WORK"
@@ -117,6 +117,18 @@ P
 else
   not_ok "3 shards on CUDA differ from one CUDA run (exit $split_rc)"
   sed 's/^/    /' cuda-split.err | head -5
+fi
+# One progress bar for the split run on a terminal, counting every shard's
+# frames (24 x 20 = 480 of them).
+if command -v script >/dev/null; then
+  script -qec "'$SLUICE' run '$SRC/pipelines/stem_products.yaml' $ACQ --chunk 7 --shards 3 --out tty-split" \
+    /dev/null >tty.log 2>&1
+  if grep -q "480/480 frames" tty.log && grep -q "ETA" tty.log; then
+    ok "3 shards on a terminal: one progress bar over the whole run's frames"
+  else
+    not_ok "3 shards on a terminal: no progress bar over the whole run"
+    tr '\r' '\n' <tty.log | head -5 | sed 's/^/    /'
+  fi
 fi
 expect 2 "--shards needs a number" "--shards 0: a usage error" -- \
   "$SLUICE" run "$SRC/pipelines/stem_products.yaml" $ACQ --shards 0 --out zero --quiet
