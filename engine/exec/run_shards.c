@@ -14,6 +14,7 @@
 #include "engine/core/util.h"
 #include "engine/exec/run.h"
 #include "engine/exec/shard_local.h"
+#include "engine/exec/sinks.h"
 
 typedef struct shard_job {
   sl_run_request req;
@@ -123,6 +124,12 @@ static void keep_timings(sl_run *runs, const shard_job *jobs, int count, double 
 sl_code sl_run_pipeline_shards(const sl_run_request *req, int count, sl_run *runs, sl_error *err) {
   for (int s = 0; s < count; s++) memset(&runs[s], 0, sizeof runs[s]);
   if (count < 1) return sl_fail(err, SL_ERR_USAGE, "a run splits into at least one shard, not %d", count);
+  char h5[32];
+  if (count > 1 && !sl_h5_threadsafe(h5, sizeof h5))
+    return sl_fail(err, SL_ERR_USAGE,
+                   "a run split into shards calls HDF5 from several threads, and this HDF5 library (%s) was "
+                   "built without thread safety: run it unsplit, or link sluice with a thread-safe HDF5",
+                   h5);
   sl_shard_group *group = sl_shard_group_new(count);
   shard_job *jobs = sl_calloc((size_t)count, sizeof *jobs);
   pthread_t *threads = sl_calloc((size_t)count, sizeof *threads);

@@ -121,6 +121,14 @@ int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d) {
 
 void sl_h5_writer_process_init(void) { H5dont_atexit(); }
 
+bool sl_h5_threadsafe(char *version, size_t len) {
+  unsigned maj = 0, min = 0, rel = 0;
+  H5get_libversion(&maj, &min, &rel);
+  snprintf(version, len, "%u.%u.%u", maj, min, rel);
+  hbool_t ts = 0;
+  return H5is_library_threadsafe(&ts) >= 0 && ts;
+}
+
 sl_code sl_h5_writer_open(const char *path, const sl_attr *file_attrs, int n_attrs, sl_h5_writer **out,
                           sl_error *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, with context */

@@ -45,6 +45,11 @@ int64_t sl_h5_write_behind_bytes(const sl_tensor_desc *d);
  * Datasets are named after the outputs and created at their first write. */
 typedef struct sl_h5_writer sl_h5_writer;
 
+/* Whether the HDF5 library was built thread-safe (Debian's is): a run
+ * split into shards calls it from several threads (results.h5's writer
+ * serialises its own calls, but sources list chunks and read masks with
+ * HDF5 at the same time); the library's version into `version`. */
+bool sl_h5_threadsafe(char *version, size_t len);
 /* Called first by a program that writes results.h5 (before any HDF5 call):
  * HDF5 1.10 crashes in its cleanup at exit when closing a file failed (a
  * write error, a full disk), so the library's exit handler is left out and

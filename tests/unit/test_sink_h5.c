@@ -198,6 +198,16 @@ static void *shard_write(void *arg) {
 
 static void test_shared_by_threads(void **st) {
   (void)st;
+  /* what a split run asks before it shares the library among threads */
+  char version[32];
+  hbool_t ts = 0;
+  unsigned maj, min, rel;
+  assert_true(H5is_library_threadsafe(&ts) >= 0 && H5get_libversion(&maj, &min, &rel) >= 0);
+  assert_int_equal(sl_h5_threadsafe(version, sizeof version), (bool)ts);
+  char want[32];
+  snprintf(want, sizeof want, "%u.%u.%u", maj, min, rel);
+  assert_string_equal(version, want);
+  if (!ts) skip(); /* threads sharing a non-thread-safe HDF5: what split runs refuse */
   path_make("shared");
   sl_error e;
   sl_error_clear(&e);
