@@ -78,9 +78,15 @@ double sl_cost_first_call_seconds(const sl_cost_rate *r, const sl_node_cost *cos
  * fresh process's first call): the samples of each size taken as their
  * upper median (of two, the larger: with the largest of twelve samples
  * deciding, the H200 host CPU's hdf5_source was fitted at 6.8 ms in one
- * calibration and 0.6-2.2 ms in five), then least squares with a, b >= 0 (through the origin
- * when the intercept would be negative), bounded by the largest extra.
- * Samples that do not grow with the bytes (all of the same size, or a
+ * calibration and 0.6-2.2 ms in five). Of four sizes or more, a line that
+ * one far-off size cannot move (Siegel's repeated median, lower medians;
+ * a, b >= 0),
+ * bounded by the line at the largest size: one fresh process's first
+ * preview on an H100 host took about 10 ms more than its neighbours, and
+ * least squares through it priced every preview at 13 ms against 2-3.
+ * Of two or three sizes, least squares with a, b >= 0 (through the origin
+ * when the intercept would be negative), bounded by the largest extra;
+ * samples that do not grow with the bytes (all of the same size, or a
  * slope of 0 or less) give b = 0 and a their largest: a fresh process pays
  * at least that much at those sizes. *least: the smallest sample's bytes. */
 void sl_cost_fit_first_call(const double *bytes, const double *seconds, int n, double *a, double *b,

@@ -680,6 +680,20 @@ static void test_first_call_fit(void **state) {
   sl_cost_fit_first_call(x5, y5, 6, &a, &b, &most, &least);
   assert_true(fabs(a - (6e-4 - 1e6 * (1e-4 / 9e6))) < 1e-12 && fabs(b - 1e-4 / 9e6) < 1e-18);
   assert_true(most == 7e-4 && least == 1e6);
+  /* four sizes on a line, then one of them far off (above or below): the
+   * line, bounded by itself at the largest size, whichever is off */
+  const double x6[] = {1e5, 1e6, 2e6, 4e6};
+  for (int off = -1; off < 4; off++) {
+    double y6[4];
+    for (int k = 0; k < 4; k++) y6[k] = 1e-3 + 2e-9 * x6[k] + (k == off ? 1e-2 : 0);
+    sl_cost_fit_first_call(x6, y6, 4, &a, &b, &most, &least);
+    if (fabs(a - 1e-3) > 1e-12 || fabs(b - 2e-9) > 1e-18 || fabs(most - (1e-3 + 8e-3)) > 1e-12 || least != 1e5)
+      fail_msg("off %d: a %g b %g most %g", off, a, b, most);
+  }
+  /* ... and with no growth, the lower median, not the far-off one */
+  const double y7[] = {2e-4, 1e-2, 3e-4, 2.5e-4};
+  sl_cost_fit_first_call(x6, y7, 4, &a, &b, &most, &least);
+  assert_true(a == 2.5e-4 && b == 0 && most == 0);
   /* one sample, or none */
   sl_cost_fit_first_call(x1, y1, 1, &a, &b, &most, &least);
   assert_true(a == y1[0] && b == 0 && least == x1[0]);
