@@ -66,13 +66,13 @@ void sl_progress_shared_begin(sl_progress_shared *s, int64_t total, const char *
 void sl_progress_shared_add(sl_progress_shared *s, int64_t count) {
   pthread_mutex_lock(&s->mu);
   s->done += count;
-  if (!s->bar.staged) sl_progress_update(&s->bar, s->done);
+  sl_progress_update(&s->bar, s->done);
   pthread_mutex_unlock(&s->mu);
 }
 
 void sl_progress_shared_stage(sl_progress_shared *s, const char *stage) {
   pthread_mutex_lock(&s->mu);
-  if (!s->bar.staged) sl_progress_stage(&s->bar, stage);
+  sl_progress_stage(&s->bar, stage);
   pthread_mutex_unlock(&s->mu);
 }
 

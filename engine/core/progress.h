@@ -25,9 +25,9 @@ void sl_progress_end(sl_progress *p);
 
 /* One bar for the shards of a split run (threads of one process): each
  * shard adds the positions it streamed, so the bar counts the whole run's;
- * the first shard to begin begins it (every shard has the same total), the
- * first to reach a stage shows it, and the caller ends it once the shards
- * are done. Every call takes the lock. */
+ * the first shard to begin begins it (every shard has the same total),
+ * stages and updates draw as for one run, and the caller ends it once the
+ * shards are done. Every call takes the lock. */
 typedef struct sl_progress_shared {
   pthread_mutex_t mu;
   sl_progress bar;
