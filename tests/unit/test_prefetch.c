@@ -19,7 +19,8 @@
  *   stopped within the ring's two chunks ahead;
  * - the run's writer nodes (write_h5) on the mock device: a streamed output's
  *   writer runs one chunk behind the device from two pinned buffers (exec.c's
- *   sink_lag), and results.h5 holds every frame's closed form;
+ *   sink_lag), and results.h5 holds every frame's closed form, also with
+ *   the run split into 2 and 3 shards writing into one results.h5;
  * - a lent output that only writers read (tick's, hdf5_source's stored
  *   chunks as repack.yaml writes them): lent on the host as on the CPU, no
  *   device buffer, ring or staging, results.h5 the closed form or the CPU
@@ -608,6 +609,51 @@ static void t_writer_lags_on_device(void **state) {
       }
 }
 
+/* The same split into 2 and 3 shards on the mock device, every shard's
+ * write_h5 a chunk behind its kernels and all writing into one results.h5:
+ * each shard writes its own chunks (its lag flushed at its pass's end), and
+ * the file holds the closed form. */
+static void t_shards_write_lagging(void **state) {
+  (void)state;
+  char path[512];
+  write_tick(path, sizeof path, "positions: 61");
+  static const int64_t chunks[] = {1, 7, 61};
+  for (int c = 0; c < (int)SL_COUNT_OF(chunks); c++)
+    for (int count = 2; count <= 3; count++)
+      for (int m = 0; m < 2; m++) {
+        char what[128], dir[256], h5[300];
+        snprintf(what, sizeof what, "%s, chunks of %lld, %d shards", k_mock_modes[m], (long long)chunks[c], count);
+        sl_output_target t;
+        memset(&t, 0, sizeof t);
+        assert_int_equal(temp_dir_make(dir, sizeof dir, "/tmp/sluice-prefetch-out-XXXXXX"), 0);
+        snprintf(t.dir, sizeof t.dir, "%s", dir);
+        snprintf(h5, sizeof h5, "%s/results.h5", dir);
+        sl_error err;
+        assert_int_equal(sl_h5_writer_open(h5, NULL, 0, &t.results, &err), SL_OK);
+        sl_run_request req = request_for(path, k_mock_modes[m], chunks[c], &t, &err);
+        req.threads = count;
+        sl_run runs[3];
+        sl_code rc = sl_run_pipeline_shards(&req, count, runs, &err);
+        sl_error ignored;
+        (void)sl_settings_init(NULL, 0, &ignored);
+        if (rc != SL_OK) fail_msg("%s: %s", what, err.msg);
+        for (int sh = 0; sh < count; sh++) {
+          const int w = sl_graph_find(runs[sh].graph, "frames.h5");
+          int64_t first, end;
+          sl_shard_chunks(sl_plan_node_pass(runs[sh].plan, w)->n_chunks, sh, count, &first, &end);
+          if (runs[sh].result.node_calls[w] != end - first)
+            fail_msg("%s: shard %d wrote %lld chunks, not %lld", what, sh, (long long)runs[sh].result.node_calls[w],
+                     (long long)(end - first));
+        }
+        assert_int_equal(sl_h5_writer_finish(t.results, runs[0].result.outputs, runs[0].result.n_outputs, &err),
+                         SL_OK);
+        expect_closed_form_written(dir, what);
+        for (int sh = 0; sh < count; sh++) sl_run_free(&runs[sh]);
+        assert_int_equal(g_mock.events_alive, 0);
+        assert_int_equal(temp_dir_remove(dir), 0);
+      }
+}
+
 /* A lent output read by host nodes alone on a device backend: its node runs
  * on the host and lends it there, as on the CPU; nothing goes to the device
  * (no buffer, no ring, no staging) and the writer reads each chunk before
@@ -719,6 +765,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(t_hdf5_source_against_cpu),
       cmocka_unit_test(t_writer_lags_on_device),
+      cmocka_unit_test(t_shards_write_lagging),
       cmocka_unit_test(t_lent_to_a_writer_on_device),
       cmocka_unit_test(t_source_lent_to_a_writer_on_device),
       cmocka_unit_test(t_source_before_the_prologue),
