@@ -954,7 +954,8 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
    * the most any shard has (a buffer of its own), so it gathers about one
    * accumulator, not one per shard; on a device backend the accumulator's
    * host copy is a third buffer. */
-  int64_t gathered_most = 0, piece_most = 0, staged_most = 0;
+  /* (at least the byte each shard sends where every pass ends: their meeting) */
+  int64_t gathered_most = p->shards > 1 ? p->shards : 0, piece_most = 0, staged_most = 0;
   if (p->shards > 1)
     for (int b = 0; b < p->n_buffers; b++)
       if (p->buffers[b].reduction && !p->buffers[b].unread) {
