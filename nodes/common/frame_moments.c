@@ -146,8 +146,9 @@ SL_MADD_AVX2 static void sweep_u16_madd(const uint16_t *f, int64_t h, int64_t w,
  * column of the nvec vectors (0 past W; sl_frame_moments_madd512_weights);
  * a row's last partial vector is a masked load, its other lanes 0 (not
  * biased). The same blocks of rows, bounds and spills as the AVX2 sweep;
- * two accumulators of each sum so that vpdpwssd's latency does not chain
- * one vector to the next. dpc.yaml's com sweep of 192 x 192 frames:
+ * three accumulators (chains) of each sum, a row's vectors dealt among
+ * them, so that vpdpwssd's latency does not bind (virtual_detectors.c's
+ * sweep512 says how much). dpc.yaml's com sweep of 192 x 192 frames:
  * see performance.md (twenty-ninth session). */
 SL_MADD_AVX512 static void sweep_u16_madd512(const uint16_t *f, int64_t h, int64_t w,
                                              const int16_t *cw, uint64_t out[3]) {
@@ -169,22 +170,29 @@ SL_MADD_AVX512 static void sweep_u16_madd512(const uint16_t *f, int64_t h, int64
   } while (0)
   for (int64_t r0 = 0; r0 < h; r0 += rb) {
     const int64_t n = h - r0 < rb ? h - r0 : rb;
-    __m512i t0 = zero, t1 = zero, c0 = zero, c1 = zero, p = zero;
+    __m512i t0 = zero, t1 = zero, t2 = zero, c0 = zero, c1 = zero, c2 = zero, p = zero;
     for (int64_t r = r0; r < r0 + n; r++) {
       const uint16_t *row = f + r * w;
       int64_t v = 0;
-      for (; v + 2 <= full; v += 2) {
-        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32);
+      for (; v + 3 <= full; v += 3) {
+        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32),
+                z = sl_madd512_bias(row + 32 * v + 64);
         MOM512(x, v, t0, c0);
         MOM512(y, v + 1, t1, c1);
+        MOM512(z, v + 2, t2, c2);
       }
-      if (v < full) MOM512(sl_madd512_bias(row + 32 * v), v, t0, c0);
-      if (nvec > full) MOM512(sl_madd512_bias_masked(row + 32 * full, tmask), full, t1, c1);
-      p = _mm512_add_epi32(p, _mm512_add_epi32(t0, t1));
+      if (v < full) {
+        MOM512(sl_madd512_bias(row + 32 * v), v, t0, c0);
+        v++;
+      }
+      if (v < full) MOM512(sl_madd512_bias(row + 32 * v), v, t1, c1);
+      if (nvec > full) MOM512(sl_madd512_bias_masked(row + 32 * full, tmask), full, t2, c2);
+      p = _mm512_add_epi32(p, _mm512_add_epi32(_mm512_add_epi32(t0, t1), t2));
     }
-    c64 = sl_madd512_spill(sl_madd512_spill(c64, c0), c1);
+    c64 = sl_madd512_spill(sl_madd512_spill(sl_madd512_spill(c64, c0), c1), c2);
     /* Rows r0 + i, i < n: sum (r0 + i) S_i = (r0 + n) * sum S_i - sum_i (n - i) S_i. */
-    const uint64_t sb = sl_madd512_hsum32(_mm512_add_epi32(t0, t1)), pb = sl_madd512_hsum32(p);
+    const uint64_t sb = sl_madd512_hsum32(_mm512_add_epi32(_mm512_add_epi32(t0, t1), t2)),
+                   pb = sl_madd512_hsum32(p);
     s += sb;
     sr += (uint64_t)(r0 + n) * sb - pb;
   }

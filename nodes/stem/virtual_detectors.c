@@ -557,9 +557,13 @@ SL_MADD_AVX2 static void madd_mom_sum_u16(void *ctx, int64_t begin, int64_t end,
  * masks. Sr as in frame_moments.c: within a block of n rows from r0 the
  * running S total T is added into P once per row and sum_r r * S_r =
  * (r0 + n) * T - P. `wide` (Sc's weights so large that a row's vectors
- * exceed its int32 bound, W > 1024): Sc spilled after every vector. Two
- * accumulators of each sum so that vpdpwssd's latency does not chain one
- * vector to the next. Always inlined into its callers, so `mom` and `wide`
+ * exceed its int32 bound, W > 1024): Sc spilled after every vector. Three
+ * accumulators (chains) of each sum, a row's vectors dealt among them, so
+ * that vpdpwssd's latency does not bind: a 192-wide row of six vectors
+ * puts two on each chain, a chain's latency (about 5 cycles) twice a row
+ * against twelve vpdpwssd issued two a cycle (with two chains the sweep
+ * waited on them: 0.83 against 0.57 us a hot frame for S and Sc alone,
+ * scratch microbenchmark on the dev VM's Xeon). Always inlined into its callers, so `mom` and `wide`
  * are constants there. */
 SL_MADD_AVX512 static inline __attribute__((always_inline)) void sweep512(
     const uint16_t *q, const detectors_state *st, const int16_t *cw, bool mom, bool wide,
@@ -600,52 +604,66 @@ SL_MADD_AVX512 static inline __attribute__((always_inline)) void sweep512(
   } while (0)
   for (int64_t r0 = 0; r0 < h; r0 += rb) {
     const int64_t n = h - r0 < rb ? h - r0 : rb;
-    __m512i t0 = zero, t1 = zero, c0 = zero, c1 = zero, b0 = zero, b1 = zero, a0 = zero,
-            a1 = zero, p = zero;
+    __m512i t0 = zero, t1 = zero, t2 = zero, c0 = zero, c1 = zero, c2 = zero, b0 = zero,
+            b1 = zero, b2 = zero, a0 = zero, a1 = zero, a2 = zero, p = zero;
     for (int64_t r = r0; r < r0 + n; r++) {
       const uint16_t *row = q + r * w;
       const bool band = r >= bd->r0 && r < bd->r1;
       const int64_t e0 = band ? lo : full; /* plain vectors [0, e0), band [e0, e1) */
       const int64_t e1 = band ? mid : full;
       int64_t v = 0;
-      for (; v + 2 <= e0; v += 2) {
-        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32);
+      for (; v + 3 <= e0; v += 3) {
+        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32),
+                z = sl_madd512_bias(row + 32 * v + 64);
         PLAIN(x, v, t0, c0);
         PLAIN(y, v + 1, t1, c1);
+        PLAIN(z, v + 2, t2, c2);
       }
-      if (v < e0) {
-        PLAIN(sl_madd512_bias(row + 32 * v), v, t0, c0);
-        v++;
-      }
-      for (; v + 2 <= e1; v += 2) {
-        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32);
+      /* A segment's last one or two vectors go to the chains its
+       * neighbours use least (a band row of a 192-wide frame: two vectors
+       * a chain). */
+      for (; v < e0; v++) PLAIN(sl_madd512_bias(row + 32 * v), v, t2, c2);
+      for (; v + 3 <= e1; v += 3) {
+        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32),
+                z = sl_madd512_bias(row + 32 * v + 64);
         BAND(x, v, t0, c0, b0, a0);
         BAND(y, v + 1, t1, c1, b1, a1);
+        BAND(z, v + 2, t2, c2, b2, a2);
       }
       if (v < e1) {
-        BAND(sl_madd512_bias(row + 32 * v), v, t0, c0, b0, a0);
+        BAND(sl_madd512_bias(row + 32 * v), v, t1, c1, b1, a1);
         v++;
       }
-      for (; v + 2 <= full; v += 2) {
-        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32);
+      if (v < e1) {
+        BAND(sl_madd512_bias(row + 32 * v), v, t0, c0, b2, a2);
+        v++;
+      }
+      for (; v + 3 <= full; v += 3) {
+        __m512i x = sl_madd512_bias(row + 32 * v), y = sl_madd512_bias(row + 32 * v + 32),
+                z = sl_madd512_bias(row + 32 * v + 64);
         PLAIN(x, v, t0, c0);
         PLAIN(y, v + 1, t1, c1);
+        PLAIN(z, v + 2, t2, c2);
+      }
+      if (v < full) {
+        PLAIN(sl_madd512_bias(row + 32 * v), v, t0, c0);
+        v++;
       }
       if (v < full) PLAIN(sl_madd512_bias(row + 32 * v), v, t1, c1);
       if (tail) { /* the last, partial vector */
         __m512i x = sl_madd512_bias_masked(row + 32 * full, tmask);
-        if (band && tail_in_band) BAND(x, full, t1, c1, b1, a1);
-        else PLAIN(x, full, t1, c1);
+        if (band && tail_in_band) BAND(x, full, t2, c2, b0, a0);
+        else PLAIN(x, full, t2, c2);
       }
-      if (mom) p = _mm512_add_epi32(p, _mm512_add_epi32(t0, t1));
+      if (mom) p = _mm512_add_epi32(p, _mm512_add_epi32(_mm512_add_epi32(t0, t1), t2));
     }
 #undef PLAIN
 #undef BAND
-    const __m512i t = _mm512_add_epi32(t0, t1);
-    b64 = sl_madd512_spill(sl_madd512_spill(b64, b0), b1);
-    a64 = sl_madd512_spill(sl_madd512_spill(a64, a0), a1);
+    const __m512i t = _mm512_add_epi32(_mm512_add_epi32(t0, t1), t2);
+    b64 = sl_madd512_spill(sl_madd512_spill(sl_madd512_spill(b64, b0), b1), b2);
+    a64 = sl_madd512_spill(sl_madd512_spill(sl_madd512_spill(a64, a0), a1), a2);
     if (mom) {
-      c64 = sl_madd512_spill(sl_madd512_spill(c64, c0), c1);
+      c64 = sl_madd512_spill(sl_madd512_spill(sl_madd512_spill(c64, c0), c1), c2);
       const uint64_t sb = sl_madd512_hsum32(t), pb = sl_madd512_hsum32(p);
       s += sb;
       sr += (uint64_t)(r0 + n) * sb - pb;

@@ -131,7 +131,8 @@ static void check_u16_path(const char *path, const uint16_t *f, int64_t npos, in
 
 /* The sweeps against the plain loops: the portable one, the AVX2 one and
  * its AVX-512 variant where the CPU has it (sl_madd_allow_avx512). Widths:
- * 16 to 200 with and without a partial last vector (of 16 or of 32); 1030,
+ * 16 to 200 with and without a partial last vector (of 16 or of 32), rows
+ * of 1 to 7 AVX-512 vectors (the three chains' leftovers); 1030,
  * where a row needs several Sc spills; 32768, the widest the AVX2 sweeps
  * take (Sc spilled after every vector); 15 and 32769, which they leave to
  * the portable loops. 300 x 16: the row blocks of T and P at their bound;
@@ -139,7 +140,8 @@ static void check_u16_path(const char *path, const uint16_t *f, int64_t npos, in
 static void test_moments_u16_paths(void **st) {
   const int64_t sizes[][2] = {{5, 16},   {7, 17},    {6, 37},    {9, 192},  {80, 192}, {4, 200},
                               {3, 1030}, {40, 1030}, {300, 16}, {2, 32768}, {3, 15},  {2, 32769},
-                              {1, 48},   {5, 32},    {4, 64},    {3, 95},   {150, 33}};
+                              {1, 48},   {5, 32},    {4, 64},    {3, 95},   {150, 33},
+                              {4, 128},  {3, 160}};
   const bool avx2 = sl_simd_supported(SL_SIMD_AVX2);
   if (!avx2) print_message("no AVX2 on this CPU: the AVX2 sweep is not exercised\n");
   sl_madd_allow_avx512(true);

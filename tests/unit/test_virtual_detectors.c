@@ -187,14 +187,17 @@ static void test_against_reference(void **st) {
 
 /* u16 frames of every width class of the AVX2 sweep (16, a partial last
  * vector, 192, 200, 1030), of its AVX-512 variant (16: only a masked vector;
- * 48: one full and a masked half; 64: whole vectors) and of the portable
+ * 48: one full and a masked half; 64: whole vectors; 128, 160, 192 and 250:
+ * rows of 4, 5, 6 and 7 + a masked vector, dealt to its three chains in
+ * threes with one or two left over, in the plain and the band segments) and of the portable
  * loops (15), against the plain
  * loops and virtual_image. Geometry: centred; a disc and ring clipped by the
  * top-left, top-right and bottom edges; a centre outside the frame; a ring
  * only in the last columns (the partial vector); nothing inside the frame
  * (no BF or ADF pixel: an empty band). */
 static void test_u16_widths(void **st) {
-  const int64_t sizes[][2] = {{13, 16}, {11, 17}, {9, 37}, {8, 48}, {6, 64}, {20, 192}, {7, 200}, {6, 1030}, {5, 15}};
+  const int64_t sizes[][2] = {{13, 16}, {11, 17}, {9, 37}, {8, 48}, {6, 64}, {5, 128}, {4, 160},
+                               {20, 192}, {7, 200}, {3, 250}, {6, 1030}, {5, 15}};
   for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
     const int64_t h = sizes[si][0], w = sizes[si][1];
     char c_tl[64], c_tr[64], c_bot[64], c_out[64], c_last[64], c_none[64];
