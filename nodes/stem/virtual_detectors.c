@@ -563,8 +563,8 @@ SL_MADD_AVX2 static void madd_mom_sum_u16(void *ctx, int64_t begin, int64_t end,
  * puts two on each chain, a chain's latency (about 5 cycles) twice a row
  * against twelve vpdpwssd issued two a cycle (with two chains the sweep
  * waited on them: 0.83 against 0.57 us a hot frame for S and Sc alone,
- * scratch microbenchmark on the dev VM's Xeon). Always inlined into its callers, so `mom` and `wide`
- * are constants there. */
+ * scratch microbenchmark on the dev VM's Xeon). Always inlined into its
+ * callers, so `mom` and `wide` are constants there. */
 SL_MADD_AVX512 static inline __attribute__((always_inline)) void sweep512(
     const uint16_t *q, const detectors_state *st, const int16_t *cw, bool mom, bool wide,
     uint64_t m[5]) {

@@ -188,10 +188,10 @@ static void test_against_reference(void **st) {
 /* u16 frames of every width class of the AVX2 sweep (16, a partial last
  * vector, 192, 200, 1030), of its AVX-512 variant (16: only a masked vector;
  * 48: one full and a masked half; 64: whole vectors; 128, 160, 192 and 250:
- * rows of 4, 5, 6 and 7 + a masked vector, dealt to its three chains in
- * threes with one or two left over, in the plain and the band segments) and of the portable
- * loops (15), against the plain
- * loops and virtual_image. Geometry: centred; a disc and ring clipped by the
+ * rows of 4, 5 and 6 vectors, and of 7 and a masked one, dealt to its
+ * three chains in threes with one or two left over, in the plain and the
+ * band segments) and of the portable loops (15), against the plain loops
+ * and virtual_image. Geometry: centred; a disc and ring clipped by the
  * top-left, top-right and bottom edges; a centre outside the frame; a ring
  * only in the last columns (the partial vector); nothing inside the frame
  * (no BF or ADF pixel: an empty band). */
