@@ -33,7 +33,8 @@ const char *const cli_help_plan =
     "  --shards N           plan one shard of `sluice run --shards N`: threads/N\n"
     "                       workers, its share of the budget (on a device, of the\n"
     "                       shards on one device), the merge's host memory,\n"
-    "                       no writer nodes (the outputs are held in memory)\n"
+    "                       and its writer nodes (each shard writes its own\n"
+    "                       positions of the streamed outputs)\n"
     "  --setting NAME=VALUE a run-time setting (see `sluice settings`)\n"
     "  --json               the plan as JSON on stdout\n";
 

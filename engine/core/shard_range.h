@@ -24,4 +24,17 @@ static inline void sl_shard_positions(int64_t positions, int64_t chunk_positions
   *p1 = end * chunk_positions < positions ? end * chunk_positions : positions;
 }
 
+/* The most positions any of the `count` shards streams (a concat's packed
+ * piece holds that many: the planner sizes it, the executor sends it). */
+static inline int64_t sl_shard_most_positions(int64_t positions, int64_t chunk_positions, int64_t n_chunks,
+                                              int count) {
+  int64_t most = 0;
+  for (int s = 0; s < count; s++) {
+    int64_t p0, p1;
+    sl_shard_positions(positions, chunk_positions, n_chunks, s, count, &p0, &p1);
+    if (p1 - p0 > most) most = p1 - p0;
+  }
+  return most;
+}
+
 #endif

@@ -1218,12 +1218,7 @@ static sl_code shard_merge_concat(run_ctx *c, const sl_plan_pass *pp, int bi, ch
   const bool scan_last = bf->combine == SL_COMBINE_CONCAT_SCAN_LAST;
   const int64_t item = scan_last ? (int64_t)sl_dtype_size(n->out[bf->port].dtype) : concat_item_bytes(c, n, bf->port);
   const int64_t row = scan_last ? pp->positions * item : bf->bytes, rows = bf->bytes / row;
-  int64_t most = 0;
-  for (int s = 0; s < count; s++) {
-    int64_t p0, p1;
-    shard_positions(c, pp, s, &p0, &p1);
-    most = (p1 - p0) * item * rows > most ? (p1 - p0) * item * rows : most;
-  }
+  const int64_t most = sl_shard_most_positions(pp->positions, pp->chunk_positions, pp->n_chunks, count) * item * rows;
   int64_t p0, p1;
   shard_positions(c, pp, me, &p0, &p1);
   sl_code rc = shard_grow(c, &c->piece, &c->piece_bytes, most > 0 ? most : 1);

@@ -963,12 +963,7 @@ static void plan_peaks(sl_plan *p, const sl_graph *g) {
         int64_t each = p->buffers[b].bytes; /* a variable size's chunk sizes are gathered too */
         int64_t sizes = p->buffers[b].variable ? sat_mul(pp->n_chunks, 8) : 0;
         if (!p->buffers[b].variable && sl_combine_concat(p->buffers[b].combine) && pp->positions > 0) {
-          int64_t most = 0;
-          for (int sh = 0; sh < p->shards; sh++) {
-            int64_t p0, p1;
-            sl_shard_positions(pp->positions, pp->chunk_positions, pp->n_chunks, sh, p->shards, &p0, &p1);
-            if (p1 - p0 > most) most = p1 - p0;
-          }
+          const int64_t most = sl_shard_most_positions(pp->positions, pp->chunk_positions, pp->n_chunks, p->shards);
           each = sat_mul(most, each / pp->positions);
           if (each > piece_most) piece_most = each;
         }

@@ -404,6 +404,31 @@ static void t_tick_closed_form(void **state) {
   sl_run_free(&ref);
 }
 
+/* The split run of req in `count` shards into runs (the settings set
+ * again after it, as every run here leaves them); fails the test with
+ * `what` when it fails. */
+static void run_split(sl_run_request *req, int count, sl_run *runs, const char *what) {
+  sl_error err;
+  req->threads = count;
+  sl_code rc = sl_run_pipeline_shards(req, count, runs, &err);
+  sl_error ignored;
+  (void)sl_settings_init(NULL, 0, &ignored);
+  if (rc != SL_OK) fail_msg("%s: %s", what, err.msg);
+}
+
+/* Each shard called node `name` once for each chunk of its range. */
+static void expect_shard_calls(const sl_run *runs, int count, const char *name, const char *what) {
+  for (int sh = 0; sh < count; sh++) {
+    const int i = sl_graph_find(runs[sh].graph, name);
+    assert_true(i >= 0);
+    int64_t first, end;
+    sl_shard_chunks(sl_plan_node_pass(runs[sh].plan, i)->n_chunks, sh, count, &first, &end);
+    if (runs[sh].result.node_calls[i] != end - first)
+      fail_msg("%s: shard %d called %s %lld times, not %lld", what, sh, name,
+               (long long)runs[sh].result.node_calls[i], (long long)(end - first));
+  }
+}
+
 /* A run split into shards on the mock device (engine/exec/shard.h): each
  * shard's stage produces its own chunks only, in order from its first
  * (their produce calls are the shard's range, adding up to the pass's
@@ -422,21 +447,11 @@ static void t_shards(void **state) {
         char what[128];
         snprintf(what, sizeof what, "%s, chunks of %lld, %d shards", k_mock_modes[m], (long long)chunks[c], count);
         sl_run_request req = request_for(path, k_mock_modes[m], chunks[c], NULL, &err);
-        req.threads = count;
         sl_run runs[3];
-        sl_code rc = sl_run_pipeline_shards(&req, count, runs, &err);
-        sl_error ignored;
-        (void)sl_settings_init(NULL, 0, &ignored);
-        if (rc != SL_OK) fail_msg("%s: %s", what, err.msg);
+        run_split(&req, count, runs, what);
         expect_same(&ref, &runs[0], what);
-        const int tick = sl_graph_find(runs[0].graph, "tick");
-        const int64_t n = sl_plan_node_pass(runs[0].plan, tick)->n_chunks;
+        expect_shard_calls(runs, count, "tick", what);
         for (int sh = 0; sh < count; sh++) {
-          int64_t first, end;
-          sl_shard_chunks(n, sh, count, &first, &end);
-          if (runs[sh].result.node_calls[tick] != end - first)
-            fail_msg("%s: shard %d produced %lld chunks, not %lld", what, sh,
-                     (long long)runs[sh].result.node_calls[tick], (long long)(end - first));
           assert_true(runs[sh].result.measured_peak_bytes <= runs[sh].result.planned_peak_bytes);
           assert_true(runs[sh].result.measured_host_bytes <= runs[sh].result.planned_host_bytes);
         }
@@ -631,20 +646,9 @@ static void t_shards_write_lagging(void **state) {
         sl_error err;
         assert_int_equal(sl_h5_writer_open(h5, NULL, 0, &t.results, &err), SL_OK);
         sl_run_request req = request_for(path, k_mock_modes[m], chunks[c], &t, &err);
-        req.threads = count;
         sl_run runs[3];
-        sl_code rc = sl_run_pipeline_shards(&req, count, runs, &err);
-        sl_error ignored;
-        (void)sl_settings_init(NULL, 0, &ignored);
-        if (rc != SL_OK) fail_msg("%s: %s", what, err.msg);
-        for (int sh = 0; sh < count; sh++) {
-          const int w = sl_graph_find(runs[sh].graph, "frames.h5");
-          int64_t first, end;
-          sl_shard_chunks(sl_plan_node_pass(runs[sh].plan, w)->n_chunks, sh, count, &first, &end);
-          if (runs[sh].result.node_calls[w] != end - first)
-            fail_msg("%s: shard %d wrote %lld chunks, not %lld", what, sh, (long long)runs[sh].result.node_calls[w],
-                     (long long)(end - first));
-        }
+        run_split(&req, count, runs, what);
+        expect_shard_calls(runs, count, "frames.h5", what);
         assert_int_equal(sl_h5_writer_finish(t.results, runs[0].result.outputs, runs[0].result.n_outputs, &err),
                          SL_OK);
         expect_closed_form_written(dir, what);
