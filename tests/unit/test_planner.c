@@ -333,6 +333,47 @@ static void test_auto_chunk_of_host_streams_on_a_device(void **state) {
   fixture_free(&f);
 }
 
+/* On CPU workers the automatic chunk is rounded to the nearest multiple of
+ * 8 positions a worker (a 64-byte line of a u64 per-position output), so
+ * that the workers' equal shares never write the same line: frames of
+ * 192 x 192 u16 (73,728 bytes) on cores of 2 MiB L2 (1 MiB a worker's
+ * share) give 28.4 positions at 2 workers (32), 42.7 at 3 (48), 227.6 at
+ * 16 (256); one worker has nothing to share (14), and a chunk smaller than
+ * 8 positions a worker is left as it is (1 MiB frames at 16 workers: 16). */
+static void test_auto_chunk_on_cache_lines(void **state) {
+  (void)state;
+  static const char *text =
+      "pipeline: lines\nnodes:\n"
+      "  src: {type: synthetic_4dstem, params: {scan_shape: [64, 64], detector_shape: [%d, %d]}}\n"
+      "  vd: {type: virtual_detectors, inputs: {frames: src.frames}, params: {radius: 8, center: [32, 32]}}\n"
+      "outputs: {bf: vd.bf}\n";
+  static const struct {
+    int workers, rows, cols;
+    int64_t chunk;
+  } cases[] = {{2, 192, 192, 32}, {3, 192, 192, 48}, {16, 192, 192, 256}, {1, 192, 192, 14}, {16, 512, 1024, 16}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    sl_backend_caps cpu;
+    sl_error err;
+    sl_error_clear(&err);
+    memset(&cpu, 0, sizeof cpu);
+    sl_cpu_backend_ops.probe(&cpu, &err);
+    cpu.compute_units = cases[i].workers;
+    cpu.host_workers = cases[i].workers;
+    cpu.cache_bytes = 2 << 20;
+    cpu.memory_bytes = (uint64_t)64 << 30;
+    char pipeline[512];
+    snprintf(pipeline, sizeof pipeline, text, cases[i].rows, cases[i].cols);
+    fixture f;
+    plan_text_on(&f, pipeline, 0, 0, false, &cpu);
+    assert_int_equal(f.p->chunk_positions, cases[i].chunk);
+    fixture_free(&f);
+    /* a chunk given on the command line is the user's, never rounded */
+    plan_text_on(&f, pipeline, 28, 0, false, &cpu);
+    assert_int_equal(f.p->chunk_positions, 28);
+    fixture_free(&f);
+  }
+}
+
 /* Best-fit slots on a graph of unequal buffers (f64 after f32 after a
  * narrow item): no two buffers of a slot live at the same level, every slot
  * is exactly its largest occupant rounded up to 64 bytes, and the slots add
@@ -465,6 +506,7 @@ int main(void) {
       cmocka_unit_test(test_epilogue_levels),   cmocka_unit_test(test_second_pass_lifetimes),
       cmocka_unit_test(test_auto_chunk_and_budget),
       cmocka_unit_test(test_auto_chunk_of_host_streams_on_a_device),
+      cmocka_unit_test(test_auto_chunk_on_cache_lines),
       cmocka_unit_test(test_in_place_outputs),
       cmocka_unit_test(test_size_class),
       cmocka_unit_test(test_best_fit_slots),
