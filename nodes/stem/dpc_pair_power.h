@@ -1,7 +1,7 @@
 /* The parallax fit's objective (dpc_parallax.c): the sum over segment pairs
  * of their correlation at the lag M (o_i - o_j), cubic between whole lags,
- * for one 2 x 2 map M, or for four maps at once on AVX2 (the grid search's
- * neighbouring angles). Each of the four lanes does the scalar version's
+ * for one 2 x 2 map M, or for four maps at once on AVX2, eight on AVX-512
+ * (the grid search's neighbouring angles). Each lane does the scalar version's
  * multiplies and adds in the scalar version's order (the build contracts no
  * multiply-add: -std=c11, no FMA target), so both give the same bits and
  * the search finds the same optimum on any CPU. */
@@ -29,5 +29,13 @@ bool sl_pair_power4_available(void);
 /* out[k] = sl_pair_power(l, m[k]) for k < 4, the same bits; only where
  * sl_pair_power4_available said so. */
 void sl_pair_power4(const sl_pair_lags *l, const double m[4][4], double out[4]);
+
+/* Whether sl_pair_power8 runs here: sl_pair_power4 does and the AVX-512
+ * variants are used (nodes/common/madd_u16.h: the CPU has them, allowed). */
+bool sl_pair_power8_available(void);
+
+/* out[k] = sl_pair_power(l, m[k]) for k < 8, the same bits, on AVX-512;
+ * only where sl_pair_power8_available said so. */
+void sl_pair_power8(const sl_pair_lags *l, const double m[8][4], double out[8]);
 
 #endif

@@ -475,8 +475,8 @@ static bool host_power(void *ctx, const fit_set *fs, double *power) {
  * last, and on 16 workers the search took about twice its share (the
  * H200's axis fit ran 2x its estimate). Each task keeps its own first
  * largest and they are merged in task order, which is the angles' order:
- * the same optimum, to the bit, whatever the workers (sl_pair_power4's
- * lanes are sl_pair_power's bits). */
+ * the same optimum, to the bit, whatever the workers (sl_pair_power4's and
+ * sl_pair_power8's lanes are sl_pair_power's bits). */
 #define SEARCH_BLOCK 32
 
 typedef struct search_task {
@@ -492,7 +492,7 @@ typedef struct search_job {
   double half;
   const search_task *task;
   double *best; /* [tasks][4]: value, s, p, t */
-  bool four;    /* sl_pair_power4 runs here */
+  int lanes;    /* maps a call: 8 (sl_pair_power8 runs here), 4 (sl_pair_power4) or 1 */
 } search_job;
 
 static int search_angles(double s, double half) { return (int)ceil(2 * M_PI * s / half); }
@@ -508,13 +508,14 @@ static void search_range(void *ctx, int64_t begin, int64_t end, int worker) {
     double *b = j->best + 4 * k;
     b[0] = -INFINITY;
     for (int q = tk->q0; q < tk->q1;) {
-      double v[4], ang[4];
-      int n = j->four && tk->q1 - q >= 4 ? 4 : 1;
+      double v[8], ang[8];
+      int n = j->lanes == 8 && tk->q1 - q >= 8 ? 8 : j->lanes >= 4 && tk->q1 - q >= 4 ? 4 : 1;
       for (int e = 0; e < n; e++) ang[e] = 2 * M_PI * (q + e) / tk->n_p;
-      if (n == 4) {
-        double m4[4][4];
-        for (int e = 0; e < 4; e++) parallax_matrix(s, ang[e], tk->t, m4[e]);
-        sl_pair_power4(&lags, m4, v);
+      if (n > 1) {
+        double mn[8][4];
+        for (int e = 0; e < n; e++) parallax_matrix(s, ang[e], tk->t, mn[e]);
+        if (n == 8) sl_pair_power8(&lags, mn, v);
+        else sl_pair_power4(&lags, mn, v);
       } else {
         parallax_matrix(s, ang[0], tk->t, m);
         v[0] = sl_pair_power(&lags, m);
@@ -545,7 +546,8 @@ static bool host_grid(void *ctx, const fit_set *fs, double half, int64_t n_s, do
       for (int q = 0; q < n_p; q += SEARCH_BLOCK)
         task[i++] = (search_task){k, t, q, q + SEARCH_BLOCK < n_p ? q + SEARCH_BLOCK : n_p, n_p};
   }
-  search_job j = {h->p, fs, half, task, part, sl_pair_power4_available()};
+  search_job j = {h->p, fs, half, task, part,
+                  sl_pair_power8_available() ? 8 : sl_pair_power4_available() ? 4 : 1};
   if (h->b) h->b->ops->parallel_for(h->b, tasks, 1, search_range, &j);
   else search_range(&j, 0, tasks, 0);
   for (int64_t k = 0; k < n_s; k++) best[4 * k] = -INFINITY;

@@ -22,6 +22,7 @@
 #include "engine/core/util.h"
 #include "engine/plan/cost_profile.h"
 #include "nodes/stem/dpc_fit.h"
+#include "nodes/common/madd_u16.h"
 #include "nodes/stem/dpc_pair_power.h"
 #include "nodes/stem/dpc_parallax.h"
 #include "tests/unit/dpc_grid.h"
@@ -476,10 +477,30 @@ static void test_pair_power_lanes(void **st) {
       else inside++;
     }
   }
+  /* ... and sl_pair_power8 where this CPU has AVX-512: lanes 3 and 6 far
+   * out every other time, so that the lanes of both halves of a register
+   * meet both kinds */
+  int outside8 = 0, inside8 = 0;
+  for (int trial = 0; sl_pair_power8_available() && trial < 2000; trial++) {
+    double m[8][4], v[8];
+    for (int k = 0; k < 8; k++) {
+      const double s = (k == 3 || k == 6) && trial % 2 ? 100 : NEXT() * 5;
+      for (int e = 0; e < 4; e++) m[k][e] = s * (NEXT() * 2 - 1);
+    }
+    sl_pair_power8(&l, m, v);
+    for (int k = 0; k < 8; k++) {
+      const double want = sl_pair_power(&l, m[k]);
+      assert_memory_equal(&v[k], &want, sizeof want);
+      if (want == 0) outside8++;
+      else inside8++;
+    }
+  }
 #undef NEXT
-  fprintf(stderr, "pair power lanes: %d maps with every pair outside, %d with some inside\n", outside, inside);
+  fprintf(stderr, "pair power lanes: %d maps with every pair outside, %d with some inside (8 lanes: %d, %d)\n",
+          outside, inside, outside8, inside8);
   /* both kinds of lanes were met: every pair outside, and some inside */
   assert_true(outside > 0 && inside > 1000);
+  assert_true(!sl_pair_power8_available() || (outside8 > 0 && inside8 > 2000));
 }
 
 static void test_parallax_model(void **st) {
@@ -519,6 +540,16 @@ static void test_parallax_model(void **st) {
       assert_true(sl_pair_power4_available());
       memset(rs.step_seconds, 0, sizeof rs.step_seconds);
       assert_memory_equal(&r, &rs, sizeof r);
+      /* ... and on four lanes where the eight of AVX-512 ran */
+      if (sl_pair_power8_available()) {
+        sl_madd_allow_avx512(false);
+        assert_false(sl_pair_power8_available());
+        sl_dpc_parallax_result r4;
+        sl_dpc_parallax_run(p, NULL, NULL, 0, seg, 0, R, offsets, &k_model_probe, false, &r4);
+        sl_madd_allow_avx512(true);
+        memset(r4.step_seconds, 0, sizeof r4.step_seconds);
+        assert_memory_equal(&r, &r4, sizeof r);
+      }
     }
     sl_dpc_parallax_free(p);
     fprintf(stderr, "parallax model: theta %g t %d df %g: found %d s %.4f (true %.4f) p %.3f t %d theta %.3f "
