@@ -10,17 +10,7 @@
 #        FULL (full-size scan side, default 512; 0: skip), FULL_REPS (default 3),
 #        SKIP_CPU=1 (no CPU cost model)
 set -u
-HERE=$(cd "$(dirname "$0")/../.." && pwd)
-BUNDLE=$HERE/device-bundle
-OUTDIR=${OUT:-$PWD/device-logs}
-mkdir -p "$OUTDIR"
-if [ ! -d "$BUNDLE/bin" ]; then
-  tar -C "$BUNDLE" -xJf "$BUNDLE/bundle.tar.xz" 2>/dev/null ||
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE/bundle.tar.xz" "$BUNDLE"
-fi
-export PATH="$BUNDLE/bin:$PATH" LD_LIBRARY_PATH="$BUNDLE/lib" HDF5_PLUGIN_PATH="$BUNDLE/plugins"
-B=$BUNDLE/bin
-log() { echo "== $* ($(date +%T))"; }
+. "$(dirname "$0")/bundle_env.sh"
 {
 log "device: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null)"
 log "cost model, CUDA (calibrate, then the test file and ${SCAN:-256} x ${SCAN:-256})"

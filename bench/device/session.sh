@@ -11,18 +11,8 @@
 # unsplit and split into 2 shards; the full-size products split into 2 and 4
 # shards on CUDA against one CUDA run.
 set -u
-HERE=$(cd "$(dirname "$0")/../.." && pwd)
-BUNDLE=$HERE/device-bundle
-OUTDIR=${OUT:-$PWD/device-logs}
-mkdir -p "$OUTDIR"
+. "$(dirname "$0")/bundle_env.sh"
 SCAN=${SCAN:-512}
-if [ ! -d "$BUNDLE/bin" ]; then
-  tar -C "$BUNDLE" -xJf "$BUNDLE/bundle.tar.xz" 2>/dev/null ||
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE/bundle.tar.xz" "$BUNDLE"
-fi
-export PATH="$BUNDLE/bin:$PATH" LD_LIBRARY_PATH="$BUNDLE/lib" HDF5_PLUGIN_PATH="$BUNDLE/plugins"
-B=$BUNDLE/bin
-log() { echo "== $* ($(date +%T))"; }
 
 {
 if [ "${SKIP_TESTS:-0}" != 1 ]; then

@@ -10,13 +10,17 @@
 #include "engine/core/simd.h"
 #include "nodes/common/madd_u16.h"
 
-/* Keys' cubic convolution weights (a = -1/2) at fraction t of a step. */
-static void cubic_weights(double t, double w[4]) {
-  w[0] = ((-0.5 * t + 1) * t - 0.5) * t;
-  w[1] = (1.5 * t - 2.5) * t * t + 1;
-  w[2] = ((-1.5 * t + 2) * t + 0.5) * t;
-  w[3] = (0.5 * t - 0.5) * t * t;
-}
+/* Keys' cubic convolution weights (a = -1/2) at fraction t of a step, for
+ * a double or for each lane of a vector of doubles (GCC's vector operators,
+ * broadcasting the constants): the same multiplies and adds in the same
+ * order, so every lane has the scalar's bits. */
+#define CUBIC_WEIGHTS(t, w)                          \
+  ((w)[0] = ((-0.5 * (t) + 1) * (t) - 0.5) * (t),    \
+   (w)[1] = (1.5 * (t) - 2.5) * (t) * (t) + 1,       \
+   (w)[2] = ((-1.5 * (t) + 2) * (t) + 0.5) * (t),    \
+   (w)[3] = (0.5 * (t) - 0.5) * (t) * (t))
+
+static void cubic_weights(double t, double w[4]) { CUBIC_WEIGHTS(t, w); }
 
 /* Cubic between lags: a bilinear one has its maxima at whole lags (the fit
  * snapped to them, 2-3 degrees off). */
@@ -49,18 +53,6 @@ bool sl_pair_power4_available(void) {
 #include <immintrin.h>
 #define PAIR_AVX2 __attribute__((target("avx2")))
 
-/* cubic_weights of four fractions: the same operations, lane by lane. */
-PAIR_AVX2 static void cubic_weights4(__m256d t, __m256d w[4]) {
-  const __m256d one = _mm256_set1_pd(1), half = _mm256_set1_pd(0.5);
-  w[0] = _mm256_mul_pd(_mm256_sub_pd(_mm256_mul_pd(_mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(-0.5), t), one), t),
-                                     half), t);
-  w[1] = _mm256_add_pd(_mm256_mul_pd(_mm256_mul_pd(_mm256_sub_pd(_mm256_mul_pd(_mm256_set1_pd(1.5), t),
-                                                                  _mm256_set1_pd(2.5)), t), t), one);
-  w[2] = _mm256_mul_pd(_mm256_add_pd(_mm256_mul_pd(_mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(-1.5), t),
-                                                                   _mm256_set1_pd(2)), t), half), t);
-  w[3] = _mm256_mul_pd(_mm256_mul_pd(_mm256_sub_pd(_mm256_mul_pd(half, t), half), t), t);
-}
-
 /* Lane k of the four: sl_pair_power at m[k]. Each lane's 4 x 4 block is
  * loaded row by row (four contiguous lags) and transposed, so that lane k
  * of column j holds its own block's element; a lane whose lag is outside
@@ -87,8 +79,9 @@ PAIR_AVX2 void sl_pair_power4(const sl_pair_lags *l, const double m[4][4], doubl
     const int lanes = _mm256_movemask_pd(in);
     if (!lanes) continue;
     __m256d wy[4], wx[4];
-    cubic_weights4(_mm256_sub_pd(y, fy), wy);
-    cubic_weights4(_mm256_sub_pd(x, fx), wx);
+    const __m256d ty = _mm256_sub_pd(y, fy), tx = _mm256_sub_pd(x, fx);
+    CUBIC_WEIGHTS(ty, wy);
+    CUBIC_WEIGHTS(tx, wx);
     double fyv[4], fxv[4];
     _mm256_storeu_pd(fyv, fy);
     _mm256_storeu_pd(fxv, fx);
@@ -114,18 +107,6 @@ PAIR_AVX2 void sl_pair_power4(const sl_pair_lags *l, const double m[4][4], doubl
 bool sl_pair_power8_available(void) { return sl_pair_power4_available() && sl_madd_avx512_used(); }
 
 #define PAIR_AVX512 __attribute__((target("avx2,avx512f")))
-
-/* cubic_weights of eight fractions: the same operations, lane by lane. */
-PAIR_AVX512 static void cubic_weights8(__m512d t, __m512d w[4]) {
-  const __m512d one = _mm512_set1_pd(1), half = _mm512_set1_pd(0.5);
-  w[0] = _mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(-0.5), t), one), t),
-                                     half), t);
-  w[1] = _mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(1.5), t),
-                                                                  _mm512_set1_pd(2.5)), t), t), one);
-  w[2] = _mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(-1.5), t),
-                                                                   _mm512_set1_pd(2)), t), half), t);
-  w[3] = _mm512_mul_pd(_mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(half, t), half), t), t);
-}
 
 /* sl_pair_power4 on eight lanes: each lane's 4 x 4 block row by row, the
  * rows of lanes q and q + 4 in one register, unpacked and permuted so that
@@ -153,8 +134,9 @@ PAIR_AVX512 void sl_pair_power8(const sl_pair_lags *l, const double m[8][4], dou
                         _mm512_cmp_pd_mask(fx, xlo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(fx, xhi, _CMP_LE_OQ);
     if (!in) continue;
     __m512d wy[4], wx[4];
-    cubic_weights8(_mm512_sub_pd(y, fy), wy);
-    cubic_weights8(_mm512_sub_pd(x, fx), wx);
+    const __m512d ty = _mm512_sub_pd(y, fy), tx = _mm512_sub_pd(x, fx);
+    CUBIC_WEIGHTS(ty, wy);
+    CUBIC_WEIGHTS(tx, wx);
     /* lanes outside read the table's start and add nothing */
     const __m512d corner = _mm512_maskz_mov_pd(in, _mm512_add_pd(_mm512_mul_pd(_mm512_add_pd(fy, vr), vsc),
                                                                  _mm512_add_pd(fx, vc)));

@@ -447,55 +447,51 @@ static sl_dpc_parallax *fit_model(double theta, int t, double df, int R, int C, 
   return p;
 }
 
-/* sl_pair_power4 against sl_pair_power lane by lane, bit for bit: random
- * correlations, pair offsets and maps, some lanes' lags outside the kept
- * ones (left out, as the scalar one leaves them). */
+/* A xorshift draw in [0, 1). */
+static double next_unit(uint64_t *x) {
+  *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+  return (double)(*x >> 11) / 9007199254740992.0;
+}
+
+/* 2000 calls of sl_pair_power4 (lanes 4) or sl_pair_power8 (8) against
+ * sl_pair_power lane by lane, bit for bit; maps of up to 5 x 4 = 20 steps,
+ * past the lags, so that some pairs of a lane are in and some out, and
+ * every other time lane 3 (and with eight lanes lane 6, in the register's
+ * other half) far out (every pair). Counts the maps with every pair
+ * outside and with some inside. */
+static void lanes_against_scalar(const sl_pair_lags *l, int lanes, uint64_t *x, int *outside, int *inside) {
+  for (int trial = 0; trial < 2000; trial++) {
+    double m[8][4], v[8];
+    for (int k = 0; k < lanes; k++) {
+      const double s = (k == 3 || k == 6) && trial % 2 ? 100 : next_unit(x) * 5;
+      for (int e = 0; e < 4; e++) m[k][e] = s * (next_unit(x) * 2 - 1);
+    }
+    if (lanes == 8) sl_pair_power8(l, m, v);
+    else sl_pair_power4(l, m, v);
+    for (int k = 0; k < lanes; k++) {
+      const double want = sl_pair_power(l, m[k]);
+      assert_memory_equal(&v[k], &want, sizeof want);
+      if (want == 0) (*outside)++;
+      else (*inside)++;
+    }
+  }
+}
+
+/* sl_pair_power4 and, where this CPU has AVX-512, sl_pair_power8 against
+ * sl_pair_power: random correlations and pair offsets, lanes_against_scalar's
+ * maps. */
 static void test_pair_power_lanes(void **st) {
   (void)st;
   if (!sl_pair_power4_available()) skip();
   enum { PAIRS = 13, LR = 9, LC = 7 };
   static double xcorr[PAIRS * (2 * LR + 1) * (2 * LC + 1)], pair[2 * PAIRS];
   uint64_t x = 0x9E3779B97F4A7C15ull;
-#define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, (double)(x >> 11) / 9007199254740992.0)
-  for (size_t i = 0; i < SL_COUNT_OF(xcorr); i++) xcorr[i] = NEXT() * 2 - 1;
-  for (size_t i = 0; i < SL_COUNT_OF(pair); i++) pair[i] = NEXT() * 4 - 2;
+  for (size_t i = 0; i < SL_COUNT_OF(xcorr); i++) xcorr[i] = next_unit(&x) * 2 - 1;
+  for (size_t i = 0; i < SL_COUNT_OF(pair); i++) pair[i] = next_unit(&x) * 4 - 2;
   const sl_pair_lags l = {xcorr, LR, LC, pair, PAIRS};
-  int outside = 0, inside = 0;
-  for (int trial = 0; trial < 2000; trial++) {
-    double m[4][4], v[4];
-    /* up to 5 x 4 = 20 steps, past the lags (7 and 9): some pairs of a
-     * lane in, some out; every other time lane 3 far out (every pair) */
-    for (int k = 0; k < 4; k++) {
-      const double s = k == 3 && trial % 2 ? 100 : NEXT() * 5;
-      for (int e = 0; e < 4; e++) m[k][e] = s * (NEXT() * 2 - 1);
-    }
-    sl_pair_power4(&l, m, v);
-    for (int k = 0; k < 4; k++) {
-      const double want = sl_pair_power(&l, m[k]);
-      assert_memory_equal(&v[k], &want, sizeof want);
-      if (want == 0) outside++;
-      else inside++;
-    }
-  }
-  /* ... and sl_pair_power8 where this CPU has AVX-512: lanes 3 and 6 far
-   * out every other time, so that the lanes of both halves of a register
-   * meet both kinds */
-  int outside8 = 0, inside8 = 0;
-  for (int trial = 0; sl_pair_power8_available() && trial < 2000; trial++) {
-    double m[8][4], v[8];
-    for (int k = 0; k < 8; k++) {
-      const double s = (k == 3 || k == 6) && trial % 2 ? 100 : NEXT() * 5;
-      for (int e = 0; e < 4; e++) m[k][e] = s * (NEXT() * 2 - 1);
-    }
-    sl_pair_power8(&l, m, v);
-    for (int k = 0; k < 8; k++) {
-      const double want = sl_pair_power(&l, m[k]);
-      assert_memory_equal(&v[k], &want, sizeof want);
-      if (want == 0) outside8++;
-      else inside8++;
-    }
-  }
-#undef NEXT
+  int outside = 0, inside = 0, outside8 = 0, inside8 = 0;
+  lanes_against_scalar(&l, 4, &x, &outside, &inside);
+  if (sl_pair_power8_available()) lanes_against_scalar(&l, 8, &x, &outside8, &inside8);
   fprintf(stderr, "pair power lanes: %d maps with every pair outside, %d with some inside (8 lanes: %d, %d)\n",
           outside, inside, outside8, inside8);
   /* both kinds of lanes were met: every pair outside, and some inside */
