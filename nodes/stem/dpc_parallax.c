@@ -23,7 +23,7 @@ struct sl_dpc_parallax {
   int64_t pr, pc;      /* the padded transform: window + lag, so that no lag wraps around */
   int64_t tr, tc;      /* the tilt-corrected image's window (central, at most SL_DPC_PARALLAX_TCBF) */
   int64_t seg_row0, seg_rows; /* this run's segment buffers: scan rows [seg_row0, + seg_rows) */
-  fftw_complex *wspec; /* [n][pc][pr]: the window's spectra, transposed (window_fft) */
+  fftw_complex *wspec; /* [n][pc][pr]: the window's spectra, transposed (window_forward) */
   fftw_complex *work;  /* [pr * pc]: the calling thread's window transforms */
   fftw_complex *twork; /* [pr * pc]: ... and their transposes */
   double *lag_scale;   /* [(2 lr + 1) (2 lc + 1)]: 1 / (pr pc overlap) of each lag (lags_out) */
@@ -33,7 +33,7 @@ struct sl_dpc_parallax {
   double *ramp;        /* [TCBF_GROUPS][2 (tr + tc)]: a segment's phase ramp along rows and columns */
   fftw_complex *gbuf;  /* [TCBF_GROUPS][2][tr * tc]: each group's transform and partial sum */
   /* The window's transforms as passes of 1-D transforms along contiguous
-   * rows (window_fft): forward, the window's wr rows of pc, then the pc
+   * rows (window_forward, window_backward_lags): forward, the window's wr rows of pc, then the pc
    * rows of pr of its transpose; backward, the pc rows of pr, then the
    * 2 lr + 1 rows of pc that hold the kept lags. */
   fftw_plan wrows_fwd, wcols_fwd, wcols_inv, wlags_inv;
