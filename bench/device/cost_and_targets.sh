@@ -8,15 +8,16 @@
 #   run(command="bash bench/device/cost_and_targets.sh", carry=["device-bundle"], timeout_s=600)
 #   env: SCAN (cost model's bigger acquisition, default 256), REPS (default 3),
 #        FULL (full-size scan side, default 512; 0: skip), FULL_REPS (default 3),
-#        SKIP_CPU=1 (no CPU cost model)
+#        SKIP_CPU=1 (no CPU cost model), BACKEND (the device backend, default
+#        cuda; cpu for a smoke test of this script on a machine without one)
 set -u
 . "$(dirname "$0")/bundle_env.sh"
 {
 log "device: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null)"
-log "cost model, CUDA (calibrate, then the test file and ${SCAN:-256} x ${SCAN:-256})"
-timeout 250 bash "$BUNDLE/src/bench/bench_cost_model.sh" --backend cuda --sluice "$B/sluice" \
+log "cost model, ${BACKEND:-cuda} (calibrate, then the test file and ${SCAN:-256} x ${SCAN:-256})"
+timeout 250 bash "$BUNDLE/src/bench/bench_cost_model.sh" --backend "${BACKEND:-cuda}" --sluice "$B/sluice" \
   --make-acquisition "$B/make_acquisition" --work /tmp/cost-cuda --scan "${SCAN:-256}" --reps "${REPS:-3}"
-echo "cost model cuda exit $?"
+echo "cost model ${BACKEND:-cuda} exit $?"
 if [ "${SKIP_CPU:-0}" != 1 ]; then
   log "cost model, this machine's CPU"
   timeout 150 bash "$BUNDLE/src/bench/bench_cost_model.sh" --backend cpu --sluice "$B/sluice" \
