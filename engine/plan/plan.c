@@ -26,17 +26,23 @@ void sl_plan_free(sl_plan *p) {
   free(p);
 }
 
+/* Node n's first streamed port (an output, else a connected input) on
+ * stream `want`, or NULL. */
+static const sl_tensor_desc *node_stream_on(const sl_node *n, const char *want) {
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k].stream_rank && !strcmp(sl_desc_axis_name(&n->out[k]), want)) return &n->out[k];
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k].stream_rank && n->in_src[k].node != SL_SRC_NONE && !strcmp(sl_desc_axis_name(&n->in[k]), want))
+      return &n->in[k];
+  return NULL;
+}
+
 /* The first streamed port on stream `axis` (NULL: the scan), or NULL. */
 static const sl_tensor_desc *stream_desc_on(const sl_graph *g, const char *axis) {
   const char *want = axis ? axis : "scan";
   for (int i = 0; i < g->n_nodes; i++) {
-    const sl_node *n = &g->nodes[i];
-    for (int k = 0; k < n->n_out; k++)
-      if (n->out[k].stream_rank && !strcmp(sl_desc_axis_name(&n->out[k]), want)) return &n->out[k];
-    for (int k = 0; k < n->n_in; k++)
-      if (n->in[k].stream_rank && n->in_src[k].node != SL_SRC_NONE &&
-          !strcmp(sl_desc_axis_name(&n->in[k]), want))
-        return &n->in[k];
+    const sl_tensor_desc *d = node_stream_on(&g->nodes[i], want);
+    if (d) return d;
   }
   return NULL;
 }
@@ -229,15 +235,7 @@ static bool axis_streams_on_host(const sl_graph *g, const sl_backend_caps *caps,
   bool any = false;
   for (int i = 0; i < g->n_nodes; i++) {
     const sl_node *n = &g->nodes[i];
-    bool streams = false;
-    for (int k = 0; k < n->n_out && !streams; k++)
-      streams = n->out[k].stream_rank > 0 && !strcmp(sl_desc_axis_name(&n->out[k]), axis);
-    for (int q = 0; q < n->n_in && !streams; q++) {
-      const sl_edge_src src = n->in_src[q];
-      const sl_tensor_desc *d = src.node >= 0 ? &g->nodes[src.node].out[src.port] : NULL;
-      streams = d && d->stream_rank > 0 && !strcmp(sl_desc_axis_name(d), axis);
-    }
-    if (!streams) continue;
+    if (!node_stream_on(n, axis)) continue;
     if (!((n->desc && n->desc->host) || lends_to_host(caps, g, i))) return false;
     any = true;
   }
@@ -1046,7 +1044,7 @@ static int64_t axis_chunk(const sl_graph *g, const sl_plan_opts *opts, const cha
       if (d->positions_per_stored_chunk > multiple) multiple = d->positions_per_stored_chunk;
     }
   if (chunk <= 0) {
-    bool host = axis_streams_on_host(g, &opts->caps, want);
+    const bool host = axis_streams_on_host(g, &opts->caps, want), cpu_workers = host || !opts->caps.device_memory;
     int64_t workers = host ? sl_caps_host_workers(&opts->caps) : opts->caps.compute_units;
     if (workers < 1) workers = 1;
     /* a device's caps know no host cache: the host's share is the unknown cache's 1 MiB */
@@ -1055,7 +1053,7 @@ static int64_t axis_chunk(const sl_graph *g, const sl_plan_opts *opts, const cha
                             : workers * sl_plan_chunk_bytes_per_worker(&opts->caps);
     chunk = per_pos > 0 ? target / per_pos : positions;
     if (chunk < 1) chunk = 1;
-    if (host || !opts->caps.device_memory) chunk = line_aligned_chunk(chunk, workers, multiple);
+    if (cpu_workers) chunk = line_aligned_chunk(chunk, workers, multiple);
   }
   if (chunk > positions) chunk = positions;
   if (chunk < positions) chunk = chunk < multiple ? multiple : chunk - chunk % multiple;
